@@ -1,0 +1,144 @@
+"""The shard keeps what it is given, in one transaction, across reopenings."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ubipy.store.admission import Admission
+from ubipy.store.shard import SHARD_FILE, NewURL, PageRecord, Shard, ShardError
+
+
+def _url(i: int, host: str = "a.test") -> NewURL:
+    return NewURL(fp=1000 + i, url=f"http://{host}/{i}", host=host, depth=1)
+
+
+def _page(fp: int, url: str, body: bytes | None = b"<html>hi</html>") -> PageRecord:
+    return PageRecord(
+        fp=fp,
+        url=url,
+        host="a.test",
+        status=200,
+        content_type="text/html",
+        length=len(body or b""),
+        truncated=False,
+        title="hi",
+        fetched_at=1.0,
+        last_modified=None,
+        etag='"x"',
+        digest="d",
+        depth=1,
+        error=None,
+        body=body,
+    )
+
+
+def test_frontier_rows_survive_reopen_in_admission_order(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)
+    shard.add_to_frontier([_url(i) for i in range(5)])
+    shard.close()
+    shard = Shard.open(tmp_path)
+    rows = shard.pending_for_host("a.test", 0, 3)
+    assert [r.url for r in rows] == [f"http://a.test/{i}" for i in range(3)]
+    rest = shard.pending_for_host("a.test", rows[-1].seq, 10)
+    assert [r.url for r in rest] == ["http://a.test/3", "http://a.test/4"]
+    # New rows continue the sequence rather than reusing numbers.
+    more = shard.add_to_frontier([_url(9)])
+    assert more[0].seq > rest[-1].seq
+    assert shard.pending_hosts() == [("a.test", 6)]
+
+
+def test_recording_a_page_marks_its_frontier_entry_done(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)
+    [row] = shard.add_to_frontier([_url(1)])
+    shard.record_pages([_page(row.fp, row.url)])
+    assert shard.pending_for_host("a.test", 0, 10) == []
+    counts = shard.counts()
+    assert (counts.seen, counts.done, counts.pages, counts.pending) == (1, 1, 1, 0)
+    assert shard.page_body(row.fp) == b"<html>hi</html>"
+    [stored] = list(shard.iter_pages())
+    assert stored["etag"] == '"x"' and stored["title"] == "hi"
+
+
+def test_a_failed_transaction_leaves_nothing_behind(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)
+    [row] = shard.add_to_frontier([_url(1)])
+    with pytest.raises(RuntimeError), shard.transaction():
+        shard.add_to_frontier([_url(2)])
+        shard.record_pages([_page(row.fp, row.url)])
+        raise RuntimeError("disk on fire")
+    counts = shard.counts()
+    assert (counts.seen, counts.pending, counts.pages) == (1, 1, 0)
+
+
+def test_skipping_a_host_closes_its_pending_entries(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)
+    shard.add_to_frontier([_url(1), _url(2), _url(3, "b.test")])
+    assert shard.skip_host("a.test", "robots.txt unreachable") == 2
+    assert shard.pending_hosts() == [("b.test", 1)]
+
+
+def test_a_shard_from_another_schema_version_is_refused(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / SHARD_FILE)
+    conn.execute("PRAGMA user_version=99")
+    conn.close()
+    with pytest.raises(ShardError, match="schema version 99"):
+        Shard.open(tmp_path)
+
+
+def test_garbage_instead_of_a_shard_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / SHARD_FILE).write_bytes(b"this is not a database" * 100)
+    with pytest.raises(ShardError, match="cannot open shard"):
+        Shard.open(tmp_path)
+
+
+def test_admission_drops_known_urls_and_keeps_new_ones(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)
+    adm = Admission(shard, recent_size=4, bloom_capacity=1000)
+    first = adm.admit([_url(1), _url(2), _url(1)])
+    assert [r.fp for r in first] == [1001, 1002]
+    assert adm.admit([_url(1), _url(3)])[0].fp == 1003
+    assert adm.stats.admitted == 3
+
+
+def test_a_bloom_false_positive_never_drops_a_url(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)
+    adm = Admission(shard, recent_size=1, bloom_capacity=1000)
+    # Make the filter claim everything is present: every lookup is a "maybe".
+    adm._bloom = _Liar()
+    rows = adm.admit([_url(i) for i in range(50)])
+    assert len(rows) == 50
+    assert adm.stats.false_positives == 50
+    # Truly seen URLs are still refused after the exact check.
+    assert adm.admit([_url(i) for i in range(50)]) == []
+
+
+def test_restart_reloads_the_filter_so_nothing_is_admitted_twice(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)
+    Admission(shard).admit([_url(i) for i in range(100)])
+    shard.close()
+    shard = Shard.open(tmp_path)
+    adm = Admission(shard)
+    assert adm.load() == 100
+    assert adm.admit([_url(i) for i in range(100)]) == []
+    assert adm.stats.bloom_new == 0
+
+
+def test_rollback_forgets_the_exact_cache(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)
+    adm = Admission(shard)
+    with pytest.raises(RuntimeError), shard.transaction():
+        adm.admit([_url(1)])
+        raise RuntimeError("commit failed")
+    adm.rollback()
+    assert [r.fp for r in adm.admit([_url(1)])] == [1001]
+
+
+class _Liar:
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def add(self, key: object) -> None:
+        pass

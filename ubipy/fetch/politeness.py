@@ -1,0 +1,250 @@
+"""The politeness scheduler: one slot per host, one request in flight per host.
+
+A slot holds a window of the host's frontier in memory (the rest stays on disk
+and is loaded through ``loader`` when the window runs dry), whether a request is
+in flight, the host's delay and the time its next request is allowed. Hosts
+that are ready wait in a heap keyed by that time. robots.txt is resolved
+through the same slot before the host's first page, so its requests obey the
+same politeness as pages.
+
+No I/O and no clock: the caller passes ``now`` in and performs the requests.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ubipy.fetch.robots import RobotsDecision, RobotsFetch, RobotsRules, retry_delay
+from ubipy.fetch.urls import path_and_query, robots_url
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A frontier entry as the scheduler sees it."""
+
+    fp: int
+    seq: int
+    url: str
+    depth: int
+
+
+class JobKind(enum.Enum):
+    ROBOTS = "robots"
+    PAGE = "page"
+    # Not a request: the entry is barred by robots.txt and is closed at once.
+    DISALLOWED = "disallowed"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    kind: JobKind
+    host: str
+    url: str
+    entry: Entry | None = None
+
+
+class HostRobots(enum.Enum):
+    UNKNOWN = "unknown"
+    KNOWN = "known"
+    GIVEN_UP = "given-up"
+
+
+Loader = Callable[[str, int, int], list[Entry]]
+
+
+@dataclass(slots=True)
+class HostSlot:
+    host: str
+    delay: float
+    queue: deque[Entry] = field(default_factory=deque)
+    on_disk: int = 0
+    last_seq: int = 0
+    in_flight: bool = False
+    next_allowed: float = 0.0
+    armed: bool = False
+    robots_state: HostRobots = HostRobots.UNKNOWN
+    robots: RobotsRules | None = None
+    robots_fetch: RobotsFetch | None = None
+    robots_attempts: int = 0
+    fetched: int = 0
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.queue) or self.on_disk > 0
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        delay: float,
+        window: int,
+        loader: Loader,
+        max_crawl_delay: float = 60.0,
+        robots_retry_base: float = 30.0,
+        robots_max_attempts: int = 3,
+    ) -> None:
+        self._delay = delay
+        self._window = window
+        self._loader = loader
+        self._max_crawl_delay = max_crawl_delay
+        self._robots_retry_base = robots_retry_base
+        self._robots_max_attempts = robots_max_attempts
+        self._slots: dict[str, HostSlot] = {}
+        self._heap: list[tuple[float, int, str]] = []
+        self._tie = itertools.count()
+        self.in_flight = 0
+
+    # -- filling ------------------------------------------------------------
+    def _slot(self, host: str) -> HostSlot:
+        slot = self._slots.get(host)
+        if slot is None:
+            slot = self._slots[host] = HostSlot(host, self._delay)
+        return slot
+
+    def add(self, host: str, entry: Entry) -> bool:
+        """Queue an admitted entry; False if the host was given up."""
+        slot = self._slot(host)
+        if slot.robots_state is HostRobots.GIVEN_UP:
+            return False
+        if slot.on_disk == 0 and len(slot.queue) < self._window:
+            slot.queue.append(entry)
+            slot.last_seq = entry.seq
+        else:
+            slot.on_disk += 1
+        self._arm(slot)
+        return True
+
+    def restore(self, host: str, pending: int) -> None:
+        """Tell the scheduler a host has ``pending`` entries on disk (at start-up)."""
+        slot = self._slot(host)
+        slot.on_disk += pending
+        self._arm(slot)
+
+    def _arm(self, slot: HostSlot) -> None:
+        if not slot.armed and not slot.in_flight and slot.has_work:
+            heapq.heappush(self._heap, (slot.next_allowed, next(self._tie), slot.host))
+            slot.armed = True
+
+    # -- dispatching --------------------------------------------------------
+    def next_wakeup(self) -> float | None:
+        """When the earliest armed host becomes ready, or None if none is."""
+        return self._heap[0][0] if self._heap else None
+
+    def next_job(self, now: float) -> Job | None:
+        """The next request that may start at ``now``, if any."""
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            _, _, host = heapq.heappop(heap)
+            slot = self._slots[host]
+            slot.armed = False
+            if slot.robots_state is HostRobots.UNKNOWN:
+                if slot.robots_fetch is None:
+                    first = slot.queue[0].url if slot.queue else self._peek_url(slot)
+                    if first is None:
+                        continue
+                    slot.robots_fetch = RobotsFetch(robots_url(first))
+                slot.in_flight = True
+                self.in_flight += 1
+                return Job(JobKind.ROBOTS, host, slot.robots_fetch.url)
+            entry = self._pop_entry(slot)
+            if entry is None:
+                continue
+            assert slot.robots is not None
+            if not slot.robots.allowed(path_and_query(entry.url)):
+                # No request was made, so the host's next-allowed time stands.
+                self._arm(slot)
+                return Job(JobKind.DISALLOWED, host, entry.url, entry)
+            slot.in_flight = True
+            self.in_flight += 1
+            return Job(JobKind.PAGE, host, entry.url, entry)
+        return None
+
+    def _peek_url(self, slot: HostSlot) -> str | None:
+        self._refill(slot)
+        return slot.queue[0].url if slot.queue else None
+
+    def _pop_entry(self, slot: HostSlot) -> Entry | None:
+        if not slot.queue:
+            self._refill(slot)
+        return slot.queue.popleft() if slot.queue else None
+
+    def _refill(self, slot: HostSlot) -> None:
+        if slot.on_disk <= 0:
+            return
+        rows = self._loader(slot.host, slot.last_seq, self._window)
+        slot.queue.extend(rows)
+        if rows:
+            slot.last_seq = rows[-1].seq
+        # Fewer rows than asked for means the disk holds no more for this host.
+        slot.on_disk = slot.on_disk - len(rows) if len(rows) == self._window else 0
+
+    # -- completions --------------------------------------------------------
+    def finished(self, host: str, now: float, *, wait: float | None = None) -> None:
+        """A request to ``host`` ended at ``now``; the next waits the host's delay."""
+        slot = self._slots[host]
+        slot.in_flight = False
+        self.in_flight -= 1
+        slot.fetched += 1
+        slot.next_allowed = now + (slot.delay if wait is None else max(wait, slot.delay))
+        self._arm(slot)
+
+    def robots_answer(
+        self,
+        host: str,
+        now: float,
+        *,
+        status: int | None,
+        location: str | None,
+        body: bytes,
+    ) -> RobotsDecision | None:
+        """Feed a robots.txt response (``status`` None: it failed) to the host's slot.
+
+        Returns the decision once there is one; None while redirects are followed.
+        """
+        slot = self._slots[host]
+        fetch = slot.robots_fetch
+        assert fetch is not None
+        decision = fetch.on_error() if status is None else fetch.on_response(status, location, body)
+        if decision is None:
+            self.finished(host, now)
+            return None
+        if decision.temporary:
+            slot.robots_attempts += 1
+            slot.robots_fetch = None
+            if slot.robots_attempts >= self._robots_max_attempts:
+                slot.robots_state = HostRobots.GIVEN_UP
+                slot.queue.clear()
+                slot.on_disk = 0
+                self.finished(host, now)
+                return decision
+            wait = retry_delay(slot.robots_attempts, self._robots_retry_base)
+            self.finished(host, now, wait=wait)
+            return decision
+        slot.robots_state = HostRobots.KNOWN
+        slot.robots = decision.rules
+        crawl_delay = decision.rules.crawl_delay
+        if crawl_delay is not None:
+            slot.delay = max(self._delay, min(crawl_delay, self._max_crawl_delay))
+        self.finished(host, now)
+        return decision
+
+    # -- introspection ------------------------------------------------------
+    def idle(self) -> bool:
+        """Nothing queued, nothing waiting for its time, nothing in flight."""
+        return not self._heap and self.in_flight == 0
+
+    @property
+    def hosts(self) -> int:
+        return len(self._slots)
+
+    def queued_in_memory(self) -> int:
+        return sum(len(s.queue) for s in self._slots.values())
+
+    def slot(self, host: str) -> HostSlot | None:
+        return self._slots.get(host)

@@ -1,0 +1,56 @@
+"""Which discovered URLs a crawl follows, relative to its seeds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ubipy.config import Scope
+from ubipy.fetch.urls import host_key, registered_domain
+
+_VERDICT_CACHE = 100_000
+
+
+def _hostname(key: str) -> str:
+    # host_key keeps a non-default port; scope is about names, not ports.
+    if key.startswith("["):
+        return key[: key.index("]") + 1]
+    return key.rsplit(":", 1)[0] if key.count(":") == 1 else key
+
+
+class ScopeFilter:
+    """Remembers the seeds' hosts or domains and tests URLs against them."""
+
+    def __init__(self, scope: Scope, roots: Iterable[str] = ()) -> None:
+        self.scope = scope
+        self._roots: set[str] = set(roots)
+        # Every link asks; the public-suffix lookup is worth remembering per host.
+        self._verdicts: dict[str, bool] = {}
+
+    @property
+    def roots(self) -> frozenset[str]:
+        return frozenset(self._roots)
+
+    def _root_of(self, host: str) -> str:
+        name = _hostname(host)
+        return name if self.scope is Scope.HOST else registered_domain(name)
+
+    def add_seed(self, url: str) -> bool:
+        """Widen the scope to a seed's host or domain; True if it was new."""
+        if self.scope is Scope.ANY:
+            return False
+        root = self._root_of(host_key(url))
+        if root in self._roots:
+            return False
+        self._roots.add(root)
+        self._verdicts.clear()
+        return True
+
+    def allows_host(self, host: str) -> bool:
+        if self.scope is Scope.ANY:
+            return True
+        verdict = self._verdicts.get(host)
+        if verdict is None:
+            if len(self._verdicts) >= _VERDICT_CACHE:
+                self._verdicts.clear()
+            verdict = self._verdicts[host] = self._root_of(host) in self._roots
+        return verdict

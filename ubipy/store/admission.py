@@ -1,0 +1,115 @@
+"""Admission: is this URL new to the shard?
+
+Three layers, cheapest first. An exact cache of recently admitted fingerprints
+catches the links every page of a site repeats (menus, footers). A scalable
+Bloom filter answers "certainly new" for the rest without touching disk. A Bloom
+"maybe" is only a maybe: it is confirmed against the exact ``seen`` table, so a
+false positive costs one indexed lookup and never drops a URL.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pybloom_live import ScalableBloomFilter
+
+from ubipy.store.shard import FrontierRow, NewURL, Shard
+
+
+@dataclass(slots=True)
+class AdmissionStats:
+    offered: int = 0
+    recent_hits: int = 0
+    bloom_new: int = 0
+    bloom_maybe: int = 0
+    false_positives: int = 0
+    admitted: int = 0
+
+
+class Admission:
+    """Deduplicates candidate URLs and writes the new ones to the frontier."""
+
+    def __init__(
+        self,
+        shard: Shard,
+        *,
+        recent_size: int = 65_536,
+        bloom_capacity: int = 1_000_000,
+        bloom_error_rate: float = 0.001,
+    ) -> None:
+        self._shard = shard
+        self._recent: OrderedDict[int, None] = OrderedDict()
+        self._recent_size = recent_size
+        self._bloom = ScalableBloomFilter(
+            initial_capacity=bloom_capacity,
+            error_rate=bloom_error_rate,
+            mode=ScalableBloomFilter.LARGE_SET_GROWTH,
+        )
+        self.stats = AdmissionStats()
+
+    def load(self) -> int:
+        """Rebuild the Bloom filter from the shard's exact fingerprints."""
+        n = 0
+        for fp in self._shard.iter_seen():
+            self._bloom.add(fp)
+            n += 1
+        return n
+
+    def admit(self, candidates: Sequence[NewURL]) -> list[FrontierRow]:
+        """Admit the new candidates; returns the frontier rows created.
+
+        Runs inside the caller's transaction when there is one. If that
+        transaction rolls back, the caller must call :meth:`rollback`.
+        """
+        stats = self.stats
+        stats.offered += len(candidates)
+        fresh: dict[int, NewURL] = {}
+        maybe: dict[int, NewURL] = {}
+        recent = self._recent
+        bloom = self._bloom
+        for c in candidates:
+            fp = c.fp
+            if fp in recent:
+                recent.move_to_end(fp)
+                stats.recent_hits += 1
+                continue
+            if fp in fresh or fp in maybe:
+                continue
+            if fp in bloom:
+                maybe[fp] = c
+            else:
+                fresh[fp] = c
+        stats.bloom_new += len(fresh)
+        stats.bloom_maybe += len(maybe)
+        if maybe:
+            known = self._shard.seen_many(list(maybe))
+            for fp, c in maybe.items():
+                if fp not in known:
+                    stats.false_positives += 1
+                    fresh[fp] = c
+                else:
+                    self._remember(fp)
+        if not fresh:
+            return []
+        rows = self._shard.add_to_frontier(list(fresh.values()))
+        for fp in fresh:
+            bloom.add(fp)
+            self._remember(fp)
+        stats.admitted += len(rows)
+        return rows
+
+    def rollback(self) -> None:
+        """Forget the exact cache after a failed transaction.
+
+        Extra Bloom bits are harmless (a maybe is always confirmed); a stale
+        exact-cache entry would drop a URL, so the cache is cleared.
+        """
+        self._recent.clear()
+
+    def _remember(self, fp: int) -> None:
+        recent = self._recent
+        recent[fp] = None
+        if len(recent) > self._recent_size:
+            recent.popitem(last=False)

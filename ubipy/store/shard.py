@@ -1,0 +1,332 @@
+"""The peer's SQLite shard: pages, page bodies, the frontier and seen fingerprints.
+
+One file per data directory, in WAL mode. Writes are grouped into explicit
+transactions by the caller (``with shard.transaction():``) so a page row, its
+frontier "done" mark and the links it revealed land together or not at all.
+Calls block briefly; the peer calls them from its trio thread in batches.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import sqlite3
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+SHARD_FILE = "shard.sqlite3"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+-- Exact fingerprints of every URL this shard admitted: the truth behind the Bloom filter.
+CREATE TABLE IF NOT EXISTS seen (
+    fp INTEGER PRIMARY KEY
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS frontier (
+    fp     INTEGER PRIMARY KEY,
+    seq    INTEGER NOT NULL UNIQUE,
+    url    TEXT    NOT NULL,
+    host   TEXT    NOT NULL,
+    depth  INTEGER NOT NULL,
+    state  INTEGER NOT NULL DEFAULT 0,
+    reason TEXT
+);
+CREATE INDEX IF NOT EXISTS frontier_pending ON frontier (host, seq) WHERE state = 0;
+CREATE TABLE IF NOT EXISTS pages (
+    fp            INTEGER PRIMARY KEY,
+    url           TEXT    NOT NULL,
+    host          TEXT    NOT NULL,
+    status        INTEGER,
+    content_type  TEXT,
+    length        INTEGER NOT NULL,
+    truncated     INTEGER NOT NULL DEFAULT 0,
+    title         TEXT,
+    fetched_at    REAL    NOT NULL,
+    last_modified TEXT,
+    etag          TEXT,
+    digest        TEXT,
+    depth         INTEGER NOT NULL,
+    error         TEXT
+);
+CREATE TABLE IF NOT EXISTS bodies (
+    fp    INTEGER PRIMARY KEY,
+    codec TEXT NOT NULL,
+    body  BLOB NOT NULL
+);
+"""
+
+
+class FrontierState(enum.IntEnum):
+    PENDING = 0
+    DONE = 1
+    SKIPPED = 2
+
+
+class ShardError(RuntimeError):
+    """The shard cannot be opened or used (wrong version, unreadable file)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierRow:
+    fp: int
+    seq: int
+    url: str
+    host: str
+    depth: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewURL:
+    """A URL that passed admission and is about to enter the frontier."""
+
+    fp: int
+    url: str
+    host: str
+    depth: int
+
+
+@dataclass(frozen=True, slots=True)
+class PageRecord:
+    fp: int
+    url: str
+    host: str
+    status: int | None
+    content_type: str | None
+    length: int
+    truncated: bool
+    title: str | None
+    fetched_at: float
+    last_modified: str | None
+    etag: str | None
+    digest: str | None
+    depth: int
+    error: str | None
+    body: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class ShardCounts:
+    seen: int
+    pending: int
+    done: int
+    skipped: int
+    pages: int
+
+
+class Shard:
+    """One SQLite file holding everything a peer has admitted and fetched."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self.path = path
+        self._in_txn = False
+        row = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM frontier").fetchone()
+        self._next_seq = int(row[0]) + 1
+
+    @classmethod
+    def open(cls, data_dir: Path) -> Shard:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        path = data_dir / SHARD_FILE
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode: a committed transaction survives a process kill;
+            # only an OS crash can lose the last commits.
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=OFF")
+            version = _user_version(conn)
+            if version == 0:
+                conn.executescript(_SCHEMA)
+                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            elif version != SCHEMA_VERSION:
+                conn.close()
+                raise ShardError(
+                    f"{path}: shard schema version {version} is not supported by this "
+                    f"ubipy (expects {SCHEMA_VERSION})"
+                )
+        except sqlite3.DatabaseError as exc:
+            raise ShardError(f"{path}: cannot open shard: {exc}") from exc
+        return cls(conn, path)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # -- meta ---------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    # -- transactions -------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        if self._in_txn:
+            yield
+            return
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._in_txn = True
+        seq_before = self._next_seq
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            self._next_seq = seq_before
+            raise
+        else:
+            self._conn.execute("COMMIT")
+        finally:
+            self._in_txn = False
+
+    # -- seen and frontier --------------------------------------------------
+    def seen_many(self, fps: Sequence[int]) -> set[int]:
+        """Which of these fingerprints are already admitted (exact answer)."""
+        found: set[int] = set()
+        # Chunks stay under SQLite's host-parameter limit.
+        for i in range(0, len(fps), 500):
+            chunk = fps[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for (fp,) in self._conn.execute(
+                f"SELECT fp FROM seen WHERE fp IN ({marks})", tuple(chunk)
+            ):
+                found.add(int(fp))
+        return found
+
+    def add_to_frontier(self, urls: Sequence[NewURL]) -> list[FrontierRow]:
+        """Insert new URLs into ``seen`` and the frontier; returns their rows."""
+        rows: list[FrontierRow] = []
+        for u in urls:
+            rows.append(FrontierRow(u.fp, self._next_seq, u.url, u.host, u.depth))
+            self._next_seq += 1
+        with self.transaction():
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO seen (fp) VALUES (?)", [(r.fp,) for r in rows]
+            )
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO frontier (fp, seq, url, host, depth) VALUES (?, ?, ?, ?, ?)",
+                [(r.fp, r.seq, r.url, r.host, r.depth) for r in rows],
+            )
+        return rows
+
+    def pending_hosts(self) -> list[tuple[str, int]]:
+        """Every host with pending frontier entries and how many it has."""
+        cur = self._conn.execute(
+            "SELECT host, COUNT(*) FROM frontier WHERE state = 0 GROUP BY host"
+        )
+        return [(str(h), int(n)) for h, n in cur]
+
+    def pending_for_host(self, host: str, after_seq: int, limit: int) -> list[FrontierRow]:
+        cur = self._conn.execute(
+            "SELECT fp, seq, url, host, depth FROM frontier "
+            "WHERE host = ? AND state = 0 AND seq > ? ORDER BY seq LIMIT ?",
+            (host, after_seq, limit),
+        )
+        return [FrontierRow(int(a), int(b), str(c), str(d), int(e)) for a, b, c, d, e in cur]
+
+    def iter_seen(self, chunk: int = 65_536) -> Iterator[int]:
+        cur = self._conn.execute("SELECT fp FROM seen ORDER BY fp LIMIT ?", (chunk,))
+        while fps := [int(r[0]) for r in cur]:
+            yield from fps
+            cur = self._conn.execute(
+                "SELECT fp FROM seen WHERE fp > ? ORDER BY fp LIMIT ?", (fps[-1], chunk)
+            )
+
+    def mark_skipped(self, items: Iterable[tuple[int, str]]) -> None:
+        """Close frontier entries that will never be fetched, saying why."""
+        with self.transaction():
+            self._conn.executemany(
+                "UPDATE frontier SET state = ?, reason = ? WHERE fp = ?",
+                [(FrontierState.SKIPPED, reason, fp) for fp, reason in items],
+            )
+
+    def skip_host(self, host: str, reason: str) -> int:
+        with self.transaction():
+            cur = self._conn.execute(
+                "UPDATE frontier SET state = ?, reason = ? WHERE host = ? AND state = 0",
+                (FrontierState.SKIPPED, reason, host),
+            )
+        return cur.rowcount
+
+    # -- pages --------------------------------------------------------------
+    def record_pages(self, pages: Sequence[PageRecord]) -> None:
+        """Store fetched pages and mark their frontier entries done."""
+        with self.transaction():
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO pages (fp, url, host, status, content_type, length, "
+                "truncated, title, fetched_at, last_modified, etag, digest, depth, error) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        p.fp,
+                        p.url,
+                        p.host,
+                        p.status,
+                        p.content_type,
+                        p.length,
+                        int(p.truncated),
+                        p.title,
+                        p.fetched_at,
+                        p.last_modified,
+                        p.etag,
+                        p.digest,
+                        p.depth,
+                        p.error,
+                    )
+                    for p in pages
+                ],
+            )
+            bodies = [(p.fp, "zlib", zlib.compress(p.body, 6)) for p in pages if p.body]
+            if bodies:
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO bodies (fp, codec, body) VALUES (?, ?, ?)", bodies
+                )
+            self._conn.executemany(
+                "UPDATE frontier SET state = ? WHERE fp = ?",
+                [(FrontierState.DONE, p.fp) for p in pages],
+            )
+
+    def page_body(self, fp: int) -> bytes | None:
+        row = self._conn.execute("SELECT codec, body FROM bodies WHERE fp = ?", (fp,)).fetchone()
+        if row is None:
+            return None
+        codec, blob = row
+        if codec != "zlib":
+            raise ShardError(f"unknown body codec {codec!r}")
+        return zlib.decompress(blob)
+
+    def iter_pages(self) -> Iterator[sqlite3.Row]:
+        cur = self._conn.cursor()
+        cur.row_factory = sqlite3.Row
+        yield from cur.execute("SELECT * FROM pages ORDER BY fetched_at")
+
+    def counts(self) -> ShardCounts:
+        seen = self._conn.execute("SELECT COUNT(*) FROM seen").fetchone()[0]
+        by_state = dict(
+            self._conn.execute("SELECT state, COUNT(*) FROM frontier GROUP BY state").fetchall()
+        )
+        pages = self._conn.execute("SELECT COUNT(*) FROM pages").fetchone()[0]
+        return ShardCounts(
+            seen=int(seen),
+            pending=int(by_state.get(FrontierState.PENDING, 0)),
+            done=int(by_state.get(FrontierState.DONE, 0)),
+            skipped=int(by_state.get(FrontierState.SKIPPED, 0)),
+            pages=int(pages),
+        )
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
