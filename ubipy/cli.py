@@ -63,8 +63,7 @@ def _crawl_options(p: argparse.ArgumentParser, *, delay: float = _DEFAULTS.delay
     g.add_argument(
         "--user-agent",
         default=default_user_agent(),
-        help="User-Agent sent with every request; the peer id is appended "
-        "(default: %(default)s)",
+        help="User-Agent sent with every request; the peer id is appended (default: %(default)s)",
     )
     g.add_argument(
         "--no-bodies",
@@ -84,8 +83,7 @@ def _crawl_options(p: argparse.ArgumentParser, *, delay: float = _DEFAULTS.delay
         type=float,
         default=_DEFAULTS.read_timeout,
         metavar="SECONDS",
-        help="give up a request when the server sends nothing for this long "
-        "(default: %(default)s)",
+        help="give up a request when the server sends nothing for this long (default: %(default)s)",
     )
     g.add_argument(
         "--proxy",
@@ -180,9 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--hosts", type=int, default=20, help="hosts in the synthetic web (default: %(default)s)"
     )
-    d.add_argument(
-        "--pages", type=int, default=30, help="pages per host (default: %(default)s)"
-    )
+    d.add_argument("--pages", type=int, default=30, help="pages per host (default: %(default)s)")
     d.add_argument(
         "--web-seed", type=int, default=0, help="seed of the web's generator (default: %(default)s)"
     )

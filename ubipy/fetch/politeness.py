@@ -126,6 +126,11 @@ class Scheduler:
         slot.on_disk += pending
         self._arm(slot)
 
+    def not_before(self, host: str, when: float) -> None:
+        """No request to ``host`` before ``when`` (a previous run's last request + delay)."""
+        slot = self._slot(host)
+        slot.next_allowed = max(slot.next_allowed, when)
+
     def _arm(self, slot: HostSlot) -> None:
         if not slot.armed and not slot.in_flight and slot.has_work:
             heapq.heappush(self._heap, (slot.next_allowed, next(self._tie), slot.host))

@@ -64,10 +64,13 @@ async def serve_http(
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
     task_status.started(int(bound))
-    await trio.serve_listeners(lambda s: _connection(s, handler), listeners)
+    async def connection(stream: trio.SocketStream) -> None:
+        await _connection(stream, handler)
+
+    await trio.serve_listeners(connection, listeners)
 
 
-async def _connection(stream: trio.SocketStream, handler: Handler) -> None:
+async def _connection(stream: trio.abc.Stream, handler: Handler) -> None:
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
     try:
         while True:
@@ -88,14 +91,14 @@ async def _connection(stream: trio.SocketStream, handler: Handler) -> None:
         await stream.aclose()
 
 
-async def _read_request(stream: trio.SocketStream, conn: h11.Connection) -> Request | None:
+async def _read_request(stream: trio.abc.Stream, conn: h11.Connection) -> Request | None:
     method = path = ""
     body = bytearray()
     while True:
         event = conn.next_event()
         if event is h11.NEED_DATA:
             data = await stream.receive_some(65536)
-            conn.receive_data(data)
+            conn.receive_data(bytes(data))
             continue
         if isinstance(event, h11.Request):
             method = event.method.decode()
@@ -110,7 +113,7 @@ async def _read_request(stream: trio.SocketStream, conn: h11.Connection) -> Requ
             return None
 
 
-async def _send(stream: trio.SocketStream, conn: h11.Connection, response: Response) -> None:
+async def _send(stream: trio.abc.Stream, conn: h11.Connection, response: Response) -> None:
     headers = [
         ("content-type", response.content_type),
         ("content-length", str(len(response.body))),

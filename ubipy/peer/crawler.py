@@ -25,7 +25,7 @@ import trio
 from ubipy.config import CrawlConfig
 from ubipy.fetch.fetcher import FetchResult, fetch
 from ubipy.fetch.parse import content_digest, parse_html
-from ubipy.fetch.politeness import Entry, Job, JobKind, HostRobots, Scheduler
+from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
 from ubipy.fetch.scope import ScopeFilter
 from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize
 from ubipy.store.admission import Admission
@@ -96,6 +96,7 @@ class Crawler:
         self.scope = ScopeFilter(config.scope, roots.split("\n") if roots else ())
         self._outcomes: list[_Outcome] = []
         self._skips: list[tuple[int, str]] = []
+        self._host_marks: dict[str, tuple[float, float]] = {}
         self._wakeup = trio.Event()
         self._flush_now = trio.Event()
         self._idle = trio.Event()
@@ -110,6 +111,11 @@ class Crawler:
 
     def _restore(self) -> None:
         loaded = self.admission.load()
+        # A restarted peer owes each host the delay after the last run's last request.
+        wall, now = time.time(), trio.current_time()
+        for host, (last_end, delay) in self._shard.host_marks().items():
+            if last_end + delay > wall:
+                self.scheduler.not_before(host, now + (last_end + delay - wall))
         for host, n in self._shard.pending_hosts():
             self.scheduler.restore(host, n)
             self._pending += n
@@ -194,6 +200,7 @@ class Crawler:
         finally:
             limiter.release()
         now = trio.current_time()
+        end_wall = time.time()
         if job.kind is JobKind.ROBOTS:
             self._robots_done(job, result, now)
         else:
@@ -206,6 +213,9 @@ class Crawler:
                 # it is stored as an error so it is not fetched again.
                 log.exception("processing %s failed", job.url)
                 self._page_done(job.host, job.entry, _as_error(result, "processing failed"))
+        slot = self.scheduler.slot(job.host)
+        assert slot is not None
+        self._host_marks[job.host] = (end_wall, slot.delay)
         self._wakeup.set()
 
     def _robots_done(self, job: Job, result: FetchResult, now: float) -> None:
@@ -300,17 +310,19 @@ class Crawler:
             with trio.move_on_after(self.config.commit_interval):
                 await self._flush_now.wait()
             self._flush_now = trio.Event()
-            if self._outcomes or self._skips:
+            if self._outcomes or self._skips or self._host_marks:
                 self._flush()
                 self._wakeup.set()
 
     def _flush(self) -> None:
         outcomes, self._outcomes = self._outcomes, []
         skips, self._skips = self._skips, []
-        if not outcomes and not skips:
+        marks, self._host_marks = self._host_marks, {}
+        if not outcomes and not skips and not marks:
             return
         try:
             with self._shard.transaction():
+                self._shard.save_host_marks(marks)
                 new_rows: list[FrontierRow] = []
                 for o in outcomes:
                     new_rows.extend(self._admit(o.discovered))
@@ -322,6 +334,7 @@ class Crawler:
             # Keep the outcomes: a later flush may succeed; nothing admitted is lost.
             self._outcomes = outcomes + self._outcomes
             self._skips = skips + self._skips
+            self._host_marks = marks | self._host_marks
             raise
         self._pending -= len(outcomes) + len(skips)
         self._schedule(new_rows)
@@ -337,7 +350,9 @@ class Crawler:
                 self._skips.append((r.fp, "robots.txt unreachable"))
         self._pending += n
         if n:
-            self._idle = trio.Event()
+            # Only a set event is replaced: tasks waiting on an unset one must see it fire.
+            if self._idle.is_set():
+                self._idle = trio.Event()
             self._wakeup.set()
 
     def _is_idle(self) -> bool:

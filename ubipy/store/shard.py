@@ -57,6 +57,12 @@ CREATE TABLE IF NOT EXISTS pages (
     depth         INTEGER NOT NULL,
     error         TEXT
 );
+-- When each host was last asked for something, so a restarted peer stays polite.
+CREATE TABLE IF NOT EXISTS hosts (
+    host     TEXT PRIMARY KEY,
+    last_end REAL NOT NULL,
+    delay    REAL NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS bodies (
     fp    INTEGER PRIMARY KEY,
     codec TEXT NOT NULL,
@@ -260,6 +266,21 @@ class Shard:
                 (FrontierState.SKIPPED, reason, host),
             )
         return cur.rowcount
+
+    # -- hosts --------------------------------------------------------------
+    def save_host_marks(self, marks: dict[str, tuple[float, float]]) -> None:
+        """Remember, per host, the wall time its last request ended and its delay."""
+        with self.transaction():
+            self._conn.executemany(
+                "INSERT INTO hosts (host, last_end, delay) VALUES (?, ?, ?) "
+                "ON CONFLICT(host) DO UPDATE SET last_end = excluded.last_end, "
+                "delay = excluded.delay",
+                [(h, end, delay) for h, (end, delay) in marks.items()],
+            )
+
+    def host_marks(self) -> dict[str, tuple[float, float]]:
+        cur = self._conn.execute("SELECT host, last_end, delay FROM hosts")
+        return {str(h): (float(e), float(d)) for h, e, d in cur}
 
     # -- pages --------------------------------------------------------------
     def record_pages(self, pages: Sequence[PageRecord]) -> None:

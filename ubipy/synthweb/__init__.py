@@ -1,0 +1,30 @@
+"""The synthetic web: a seeded generator of hosts, pages and links, an HTTP server for it
+on loopback, its request log, the ground truth of a correct crawl and a referee.
+
+It imports nothing else from ubipy: it is the independent judge of the crawler.
+"""
+
+from ubipy.synthweb.log import Request, RequestLog
+from ubipy.synthweb.model import Response, SyntheticWeb, WebSpec
+from ubipy.synthweb.referee import Overlap, Referee, RobotsViolation, ShortGap
+from ubipy.synthweb.robots import RobotsKind
+from ubipy.synthweb.server import SynthServer, serve
+from ubipy.synthweb.truth import ground_truth
+from ubipy.synthweb.urls import normalize_url
+
+__all__ = [
+    "Overlap",
+    "Referee",
+    "Request",
+    "RequestLog",
+    "Response",
+    "RobotsKind",
+    "RobotsViolation",
+    "ShortGap",
+    "SynthServer",
+    "SyntheticWeb",
+    "WebSpec",
+    "ground_truth",
+    "normalize_url",
+    "serve",
+]

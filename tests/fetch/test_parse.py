@@ -1,0 +1,271 @@
+from __future__ import annotations
+
+import pytest
+
+from ubipy.fetch.parse import MAX_TITLE_LENGTH, ParsedPage, content_digest, parse_html
+
+URL = "http://example.com/dir/page.html"
+
+
+def _page(html: str, url: str = URL) -> ParsedPage:
+    return parse_html(html.encode(), url)
+
+
+def test_title_is_whitespace_collapsed() -> None:
+    page = _page("<html><head><title>\n  Hello \t  World\n</title></head></html>")
+    assert page.title == "Hello World"
+
+
+def test_first_title_wins_and_is_capped() -> None:
+    page = _page(f"<title>{'x' * 5000}</title><title>second</title>")
+    assert page.title == "x" * MAX_TITLE_LENGTH
+    assert _page("<title>one</title><body><title>two</title>").title == "one"
+
+
+@pytest.mark.parametrize("html", ["<p>no title</p>", "<title>   </title>", "<title></title>"])
+def test_missing_or_blank_title(html: str) -> None:
+    assert _page(html).title is None
+
+
+def test_each_link_kind_in_document_order() -> None:
+    page = _page(
+        """<html><body>
+        <a href="/a">a</a>
+        <map><area href="/area" alt=""></map>
+        <iframe src="/iframe"></iframe>
+        <a>no href</a><a name="anchor"></a>
+        <img src="/img.png"><link href="/style.css" rel="stylesheet">
+        </body></html>"""
+    )
+    assert page.links == (
+        "http://example.com/a",
+        "http://example.com/area",
+        "http://example.com/iframe",
+    )
+    frames = _page('<frameset><frame src="f1.html"><frame src="/f2.html"></frameset>')
+    assert frames.links == ("http://example.com/dir/f1.html", "http://example.com/f2.html")
+
+
+def test_relative_resolution_dedup_and_fragments() -> None:
+    page = _page(
+        """<a href="other.html#top">1</a>
+        <a href="../up">2</a>
+        <a href="other.html">3</a>
+        <a href="http://EXAMPLE.com:80/dir/other.html#x">4</a>
+        <a href="#local">5</a>
+        <a href="?q=1">6</a>
+        <a href="  https://other.org  ">7</a>"""
+    )
+    assert page.links == (
+        "http://example.com/dir/other.html",
+        "http://example.com/up",
+        "http://example.com/dir/page.html",
+        "http://example.com/dir/page.html?q=1",
+        "https://other.org/",
+    )
+    assert page.links_refused == 0
+
+
+def test_base_href() -> None:
+    page = _page('<head><base href="http://cdn.example.org/x/"></head><a href="y">y</a>')
+    assert page.links == ("http://cdn.example.org/x/y",)
+
+
+def test_relative_base_href_and_first_base_wins() -> None:
+    page = _page(
+        '<head><base href="../other/"><base href="http://ignored.org/"></head><a href="y">y</a>'
+    )
+    assert page.links == ("http://example.com/other/y",)
+
+
+def test_base_applies_to_links_before_it() -> None:
+    page = _page('<a href="y">y</a><base href="/b/">')
+    assert page.links == ("http://example.com/b/y",)
+
+
+def test_unusable_base_is_ignored() -> None:
+    page = _page('<base href="javascript:alert(1)"><a href="y">y</a>')
+    assert page.links == ("http://example.com/dir/y",)
+
+
+@pytest.mark.parametrize(
+    "rel", ["nofollow", "external NoFollow", "NOFOLLOW noopener", " nofollow "]
+)
+def test_rel_nofollow_skipped_and_counted(rel: str) -> None:
+    page = _page(
+        f'<a href="/keep">k</a><a rel="{rel}" href="/skip">s</a><area rel="{rel}" href="/s2">'
+    )
+    assert page.links == ("http://example.com/keep",)
+    assert page.links_nofollow == 2
+    assert not page.nofollow
+
+
+def test_rel_that_merely_contains_nofollow_is_followed() -> None:
+    page = _page('<a rel="nofollowers" href="/keep">k</a>')
+    assert page.links == ("http://example.com/keep",)
+    assert page.links_nofollow == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "nofollow", "noindex"),
+    [
+        ("nofollow", True, False),
+        ("NoIndex, NoFollow", True, True),
+        ("noindex", False, True),
+        ("none", True, True),
+        ("index,follow", False, False),
+        ("noindex nofollow", True, True),
+        ("", False, False),
+    ],
+)
+def test_meta_robots(content: str, nofollow: bool, noindex: bool) -> None:
+    page = _page(
+        f'<head><meta name="Robots" content="{content}"></head><a href="/a">a</a><a href="/b">b</a>'
+    )
+    assert page.nofollow is nofollow
+    assert page.noindex is noindex
+    if nofollow:
+        assert page.links == ()
+        assert page.links_nofollow == 2
+    else:
+        assert page.links == ("http://example.com/a", "http://example.com/b")
+
+
+def test_meta_for_our_product_token_and_not_others() -> None:
+    assert _page('<meta name="ubipy" content="nofollow"><a href="/a">a</a>').nofollow
+    other = _page('<meta name="googlebot" content="nofollow"><a href="/a">a</a>')
+    assert not other.nofollow
+    assert other.links == ("http://example.com/a",)
+
+
+def test_refused_links_are_counted() -> None:
+    page = _page(
+        """<a href="mailto:me@example.com">m</a>
+        <a href="javascript:void(0)">j</a>
+        <a href="ftp://example.com/f">f</a>
+        <a href="http://exa mple.com/">bad host</a>
+        <a href="javascript:void(0)">j again</a>
+        <a href="/fine">ok</a>"""
+    )
+    assert page.links == ("http://example.com/fine",)
+    assert page.links_refused == 5
+
+
+def test_huge_hrefs_are_refused_not_fatal() -> None:
+    page = _page(f'<a href="/{"a" * 10_000}">x</a><a href="/{"b" * 3000}">y</a><a href="/ok">z</a>')
+    assert page.links == ("http://example.com/ok",)
+    assert page.links_refused == 2
+
+
+def test_max_links_cap() -> None:
+    html = "".join(f'<a href="/p{i}">{i}</a>' for i in range(50))
+    page = parse_html(html.encode(), URL, max_links=10)
+    assert page.links == tuple(f"http://example.com/p{i}" for i in range(10))
+    assert page.links_refused == 40
+
+
+def test_max_links_cap_does_not_count_duplicates() -> None:
+    html = "".join(f'<a href="/p{i % 3}">{i}</a>' for i in range(20)) + '<a href="/new">n</a>'
+    page = parse_html(html.encode(), URL, max_links=3)
+    assert len(page.links) == 3
+    assert page.links_refused == 1
+
+
+def test_many_links() -> None:
+    html = "<body>" + "".join(f'<a href="/p{i}">{i}</a>' for i in range(20_000)) + "</body>"
+    page = parse_html(html.encode(), URL)
+    assert len(page.links) == 10_000
+    assert page.links_refused == 10_000
+
+
+def test_encoding_from_argument() -> None:
+    body = "<title>Caf\u00e9 \u20ac</title><a href='/caf\u00e9'>x</a>".encode("cp1252")
+    assert parse_html(body, URL, encoding="windows-1252").title == "Café €"
+    assert parse_html(body, URL, encoding="ISO-8859-1").title == "Café €"
+    assert parse_html(body, URL, encoding="windows-1252").links == ("http://example.com/caf%C3%A9",)
+
+
+def test_encoding_argument_overrides_meta() -> None:
+    body = '<meta charset="utf-8"><title>Caf\u00e9</title>'.encode("latin-1")
+    assert parse_html(body, URL, encoding="latin-1").title == "Café"
+
+
+def test_encoding_from_meta_charset() -> None:
+    body = '<html><head><meta charset="iso-8859-1"><title>Caf\u00e9</title></head></html>'
+    assert parse_html(body.encode("latin-1"), URL).title == "Café"
+    http_equiv = (
+        '<meta http-equiv="Content-Type" content="text/html; charset=ISO-8859-1">'
+        "<title>Caf\u00e9</title>"
+    )
+    assert parse_html(http_equiv.encode("latin-1"), URL).title == "Café"
+
+
+def test_unlabelled_utf8_is_read_as_utf8() -> None:
+    body = "<title>Caf\u00e9 \u65e5\u672c</title><a href='/\u00e9'>x</a>".encode()
+    page = parse_html(body, URL)
+    assert page.title == "Café 日本"
+    assert page.links == ("http://example.com/%C3%A9",)
+
+
+def test_unlabelled_legacy_bytes_fall_back_to_windows_1252() -> None:
+    body = "<title>Caf\u00e9</title>".encode("latin-1")
+    assert parse_html(body, URL).title == "Café"
+
+
+def test_unknown_encoding_argument_falls_back() -> None:
+    body = "<title>Caf\u00e9</title>".encode()
+    assert parse_html(body, URL, encoding="x-no-such-charset").title == "Café"
+
+
+def test_utf8_bom() -> None:
+    assert parse_html(b"\xef\xbb\xbf<title>Caf\xc3\xa9</title>", URL).title == "Café"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"   \n\t ",
+        b"\x00",
+        bytes(range(256)) * 40,
+        b"\xff\xfe\x00\x00garbage",
+        b"<html><body><a href='/x'><div></p></span><title>",
+        b"<<<<>>>><a href=>\x00<a href='/\x00'><a href=\"/ok\"",
+        b"<!DOCTYPE html><!-- unterminated comment <a href='/c'>",
+        b"<?xml version='1.0' encoding='utf-8'?><html><a href='/x'>x</a></html>",
+        b"<svg><a href='/in-svg'>s</a></svg><math><mi>x</mi></math>",
+        b"<" * 100_000,
+    ],
+)
+def test_hostile_input_does_not_raise(body: bytes) -> None:
+    page = parse_html(body, URL)
+    assert isinstance(page, ParsedPage)
+    assert all(link.startswith("http") for link in page.links)
+
+
+def test_empty_body_is_empty_page() -> None:
+    page = parse_html(b"", URL)
+    assert page == ParsedPage(
+        title=None, links=(), nofollow=False, noindex=False, links_refused=0, links_nofollow=0
+    )
+
+
+def test_malformed_html_still_yields_links() -> None:
+    page = parse_html(b"<html><body><div><a href='/a'>a<a href=/b>b</div></td><a href='/c'", URL)
+    assert "http://example.com/a" in page.links
+    assert "http://example.com/b" in page.links
+
+
+def test_parsed_page_is_frozen() -> None:
+    page = _page("<title>t</title>")
+    with pytest.raises(AttributeError):
+        page.title = "changed"  # type: ignore[misc]
+
+
+def test_content_digest() -> None:
+    a = content_digest(b"hello")
+    assert a == content_digest(b"hello")
+    assert a != content_digest(b"hello!")
+    assert len(a) == 32
+    int(a, 16)
+    assert len(content_digest(b"")) == 32

@@ -1,0 +1,138 @@
+"""The politeness scheduler, driven by hand with explicit times."""
+
+from __future__ import annotations
+
+from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
+
+ROBOTS_OK = b"User-agent: *\nDisallow: /private/\n"
+
+
+def _entries(host: str, n: int, start: int = 1) -> list[Entry]:
+    return [
+        Entry(fp=start + i, seq=start + i, url=f"http://{host}/p{i}", depth=0) for i in range(n)
+    ]
+
+
+def _sched(
+    delay: float = 1.0, window: int = 64, disk: dict[str, list[Entry]] | None = None
+) -> Scheduler:
+    store = disk or {}
+
+    def loader(host: str, after: int, limit: int) -> list[Entry]:
+        return [e for e in store.get(host, []) if e.seq > after][:limit]
+
+    return Scheduler(delay=delay, window=window, loader=loader, robots_retry_base=10.0)
+
+
+def _resolve_robots(s: Scheduler, host: str, now: float, body: bytes = ROBOTS_OK) -> None:
+    job = s.next_job(now)
+    assert job is not None and job.kind is JobKind.ROBOTS
+    assert job.url == f"http://{host}/robots.txt"
+    s.robots_answer(host, now, status=200, location=None, body=body)
+
+
+def test_robots_first_then_pages_one_at_a_time_with_the_delay() -> None:
+    s = _sched(delay=1.0)
+    for e in _entries("a.test", 3):
+        s.add("a.test", e)
+    _resolve_robots(s, "a.test", 0.0)
+    assert s.next_job(0.5) is None  # robots.txt was a request: the delay applies
+    assert s.next_wakeup() == 1.0
+    job = s.next_job(1.0)
+    assert job is not None and job.url == "http://a.test/p0"
+    # In flight: nothing else for this host, however late it is.
+    assert s.next_job(100.0) is None
+    s.finished("a.test", 1.2)
+    assert s.next_job(2.1) is None
+    job = s.next_job(2.2)
+    assert job is not None and job.url == "http://a.test/p1"
+
+
+def test_hosts_do_not_wait_for_each_other() -> None:
+    s = _sched(delay=5.0)
+    s.add("a.test", _entries("a.test", 1)[0])
+    s.add("b.test", _entries("b.test", 1, start=10)[0])
+    first = s.next_job(0.0)
+    second = s.next_job(0.0)
+    assert first is not None and second is not None
+    assert {first.host, second.host} == {"a.test", "b.test"}
+    assert s.in_flight == 2
+
+
+def test_disallowed_urls_are_closed_without_a_request() -> None:
+    s = _sched(delay=1.0)
+    s.add("a.test", Entry(1, 1, "http://a.test/private/x", 0))
+    s.add("a.test", Entry(2, 2, "http://a.test/public", 0))
+    _resolve_robots(s, "a.test", 0.0)
+    job = s.next_job(1.0)
+    assert job is not None and job.kind is JobKind.DISALLOWED
+    job = s.next_job(1.0)
+    assert job is not None and job.kind is JobKind.PAGE and job.url == "http://a.test/public"
+
+
+def test_crawl_delay_raises_the_hosts_delay() -> None:
+    s = _sched(delay=0.5)
+    for e in _entries("a.test", 2):
+        s.add("a.test", e)
+    _resolve_robots(s, "a.test", 0.0, b"User-agent: *\nCrawl-delay: 3\n")
+    assert s.next_job(2.9) is None
+    assert s.next_job(3.0) is not None
+
+
+def test_robots_redirect_hops_are_requests_through_the_slot() -> None:
+    s = _sched(delay=1.0)
+    s.add("a.test", _entries("a.test", 1)[0])
+    job = s.next_job(0.0)
+    assert job is not None
+    assert s.robots_answer("a.test", 0.0, status=301, location="/r.txt", body=b"") is None
+    assert s.next_job(0.5) is None
+    hop = s.next_job(1.0)
+    assert hop is not None and hop.kind is JobKind.ROBOTS and hop.url == "http://a.test/r.txt"
+
+
+def test_unreachable_robots_blocks_the_host_then_gives_up() -> None:
+    s = _sched(delay=1.0)
+    s.add("a.test", _entries("a.test", 1)[0])
+    times = []
+    now = 0.0
+    for _ in range(3):
+        wake = s.next_wakeup()
+        assert wake is not None
+        now = max(now, wake)
+        job = s.next_job(now)
+        assert job is not None and job.kind is JobKind.ROBOTS
+        times.append(now)
+        decision = s.robots_answer("a.test", now, status=503, location=None, body=b"")
+        assert decision is not None and decision.temporary
+    assert times[1] - times[0] >= 10.0  # back-off, not the plain delay
+    slot = s.slot("a.test")
+    assert slot is not None and slot.robots_state is HostRobots.GIVEN_UP
+    assert s.idle()
+    assert s.add("a.test", Entry(99, 99, "http://a.test/late", 0)) is False
+
+
+def test_a_window_refills_from_disk_in_admission_order() -> None:
+    entries = _entries("a.test", 10)
+    s = _sched(delay=0.0, window=3, disk={"a.test": entries})
+    for e in entries:
+        s.add("a.test", e)
+    slot = s.slot("a.test")
+    assert slot is not None and len(slot.queue) == 3 and slot.on_disk == 7
+    _resolve_robots(s, "a.test", 0.0)
+    got: list[str] = []
+    now = 0.0
+    while (job := s.next_job(now)) is not None:
+        got.append(job.url)
+        s.finished(job.host, now)
+        now += 0.001
+    assert got == [e.url for e in entries]
+    assert s.idle()
+
+
+def test_restored_hosts_load_from_disk() -> None:
+    entries = _entries("a.test", 2)
+    s = _sched(delay=0.0, disk={"a.test": entries})
+    s.restore("a.test", 2)
+    _resolve_robots(s, "a.test", 0.0)
+    job = s.next_job(0.0)
+    assert isinstance(job, Job) and job.url == "http://a.test/p0"

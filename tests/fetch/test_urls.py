@@ -1,0 +1,269 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ubipy.fetch.urls import (
+    MAX_URL_LENGTH,
+    BadURL,
+    URLRejection,
+    fingerprint,
+    host_key,
+    normalize,
+    origin,
+    path_and_query,
+    registered_domain,
+    robots_url,
+)
+
+BASE = "http://example.com/a/b/page.html?x=1"
+
+
+@pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        ("other.html", "http://example.com/a/b/other.html"),
+        ("../up.html", "http://example.com/a/up.html"),
+        ("../../../../top", "http://example.com/top"),
+        ("./here", "http://example.com/a/b/here"),
+        (".", "http://example.com/a/b/"),
+        ("/abs", "http://example.com/abs"),
+        ("?q=2", "http://example.com/a/b/page.html?q=2"),
+        ("#frag", "http://example.com/a/b/page.html?x=1"),
+        ("", "http://example.com/a/b/page.html?x=1"),
+        ("//other.org/p", "http://other.org/p"),
+        ("https://secure.example.com", "https://secure.example.com/"),
+        ("  /padded  \n", "http://example.com/padded"),
+        ("/wrapped\n/line", "http://example.com/wrapped/line"),
+        ("\\back\\slash", "http://example.com/back/slash"),
+    ],
+)
+def test_relative_resolution(href: str, expected: str) -> None:
+    assert normalize(href, BASE) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://example.com/a/./b/../c", "http://example.com/a/c"),
+        ("http://example.com/a/%2e%2E/c", "http://example.com/c"),
+        ("http://example.com", "http://example.com/"),
+        ("http://example.com?q", "http://example.com/?q"),
+        ("HTTP://EXAMPLE.COM/Path", "http://example.com/Path"),
+        ("http://example.com/p#frag", "http://example.com/p"),
+        ("http://example.com/p?q=1#frag?x", "http://example.com/p?q=1"),
+        ("http://example.com:80/", "http://example.com/"),
+        ("https://example.com:443/", "https://example.com/"),
+        ("http://example.com:443/", "http://example.com:443/"),
+        ("http://example.com:8080/", "http://example.com:8080/"),
+        ("http://bücher.de/", "http://xn--bcher-kva.de/"),
+        ("http://BÜCHER.de/", "http://xn--bcher-kva.de/"),
+        ("http://example.com/caf\u00e9", "http://example.com/caf%C3%A9"),
+        ("http://example.com/a b?c d", "http://example.com/a%20b?c%20d"),
+    ],
+)
+def test_absolute_normalisation(url: str, expected: str) -> None:
+    assert normalize(url) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://example.com/%7Euser", "http://example.com/~user"),
+        ("http://example.com/%7e%41%62%2D%2e%5F%30", "http://example.com/~Ab-._0"),
+        ("http://example.com/a%2Fb", "http://example.com/a%2Fb"),
+        ("http://example.com/a%2fb%3a", "http://example.com/a%2Fb%3A"),
+        ("http://example.com/?q=%7e%26", "http://example.com/?q=~%26"),
+        ("http://example.com/%25%34%31", "http://example.com/%2541"),
+        ("http://example.com/100%", "http://example.com/100%"),
+        ("http://example.com/%zz%4", "http://example.com/%zz%4"),
+        ("http://example.com/%c3%a9", "http://example.com/%C3%A9"),
+        # A decoded hex digit must not complete an escape with a stray "%".
+        ("http://example.com/?%a%41", "http://example.com/?%a%41"),
+        ("http://example.com/%%411", "http://example.com/%%411"),
+        ("http://example.com/%%34%31", "http://example.com/%%341"),
+        ("http://example.com/%g%41", "http://example.com/%gA"),
+    ],
+)
+def test_percent_encoding(url: str, expected: str) -> None:
+    assert normalize(url) == expected
+
+
+@pytest.mark.parametrize(
+    "href",
+    ["mailto:someone@example.com", "javascript:void(0)", "ftp://example.com/f", "data:,hi"],
+)
+def test_non_http_schemes_refused(href: str) -> None:
+    with pytest.raises(BadURL) as info:
+        normalize(href, BASE)
+    assert info.value.reason is URLRejection.SCHEME
+
+
+@pytest.mark.parametrize("href", ["not a url", "http://", "http://exa mple.com/", "http://[::1/"])
+def test_garbage_refused(href: str) -> None:
+    with pytest.raises(BadURL) as info:
+        normalize(href)
+    assert info.value.reason is URLRejection.INVALID
+    assert isinstance(info.value, ValueError)
+
+
+def test_relative_without_base_is_invalid() -> None:
+    with pytest.raises(BadURL) as info:
+        normalize("/just/a/path")
+    assert info.value.reason is URLRejection.INVALID
+
+
+@pytest.mark.parametrize(
+    "href",
+    ["http://example.com/a\x00b", "/a\x01b", "/a\x7fb", "/a\x85b", "http://example.com/\x1b"],
+)
+def test_control_characters_refused(href: str) -> None:
+    with pytest.raises(BadURL) as info:
+        normalize(href, BASE)
+    assert info.value.reason is URLRejection.CONTROL_CHARS
+
+
+def test_non_printable_but_not_control_is_encoded() -> None:
+    assert normalize("/a\u00a0b", BASE) == "http://example.com/a%C2%A0b"
+
+
+def test_too_long_refused() -> None:
+    prefix = "http://example.com/"
+    just_fits = prefix + "a" * (MAX_URL_LENGTH - len(prefix))
+    assert normalize(just_fits) == just_fits
+    with pytest.raises(BadURL) as info:
+        normalize(just_fits + "a")
+    assert info.value.reason is URLRejection.TOO_LONG
+    with pytest.raises(BadURL) as info:
+        normalize(prefix + "a" * (10 * MAX_URL_LENGTH))
+    assert info.value.reason is URLRejection.TOO_LONG
+    # Encoding can push a short-enough input over the limit.
+    with pytest.raises(BadURL) as info:
+        normalize(prefix + "a b" * (MAX_URL_LENGTH // 3))
+    assert info.value.reason is URLRejection.TOO_LONG
+
+
+def test_host_key_origin_and_paths() -> None:
+    url = normalize("HTTPS://User:Pw@Example.COM:8443/p/q?x=1#f")
+    assert url == "https://User:Pw@example.com:8443/p/q?x=1"
+    assert host_key(url) == "example.com:8443"
+    assert origin(url) == "https://example.com:8443"
+    assert robots_url(url) == "https://example.com:8443/robots.txt"
+    assert path_and_query(url) == "/p/q?x=1"
+
+    assert host_key(normalize("http://example.com:80/x")) == "example.com"
+    assert host_key(normalize("https://example.com/x")) == "example.com"
+    assert host_key(normalize("http://[::1]:8080/")) == "[::1]:8080"
+    assert host_key(normalize("http://127.0.0.1:9000/")) == "127.0.0.1:9000"
+    assert origin("http://example.com/") == "http://example.com"
+    assert path_and_query("http://example.com/") == "/"
+    assert path_and_query("http://example.com") == "/"
+    assert robots_url(normalize("http://example.com/deep/page?q")) == (
+        "http://example.com/robots.txt"
+    )
+
+
+def test_host_key_rejects_non_http() -> None:
+    with pytest.raises(BadURL):
+        host_key("ftp://example.com/")
+
+
+def test_fingerprint() -> None:
+    a = fingerprint("http://example.com/")
+    assert a == fingerprint("http://example.com/")
+    assert a != fingerprint("http://example.com/x")
+    assert a != fingerprint("https://example.com/")
+    values = [fingerprint(f"http://example.com/{i}") for i in range(2000)]
+    assert len(set(values)) == len(values)
+    assert all(-(2**63) <= v < 2**63 for v in values)
+    assert any(v < 0 for v in values)  # the signed conversion is exercised
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        ("h003.synth.test", "synth.test"),
+        ("synth.test", "synth.test"),
+        ("www.example.com", "example.com"),
+        ("a.b.example.co.uk", "example.co.uk"),
+        ("WWW.Example.COM", "example.com"),
+        ("xn--bcher-kva.de", "xn--bcher-kva.de"),
+        ("co.uk", "co.uk"),
+        ("com", "com"),
+        ("localhost", "localhost"),
+        ("127.0.0.1", "127.0.0.1"),
+        ("10.1.2.3", "10.1.2.3"),
+        ("[::1]", "[::1]"),
+        ("2001:db8::1", "2001:db8::1"),
+        ("", ""),
+    ],
+)
+def test_registered_domain(host: str, expected: str) -> None:
+    assert registered_domain(host) == expected
+
+
+_SCHEMES = st.sampled_from(["http", "https", "HTTP", "Https"])
+_HOSTS = st.sampled_from(
+    ["example.com", "EXAMPLE.com", "bücher.de", "h001.synth.test", "127.0.0.1", "[::1]", "a-b.c"]
+)
+_PORTS = st.sampled_from(["", ":80", ":443", ":8080", ":1"])
+_SEGMENT_CHARS = st.sampled_from(
+    [
+        *"abcXYZ019-._~!$&'()*+,;=:@ é/?#[]<>\"\\{}|^`",
+        *(
+            "%7e",
+            "%7E",
+            "%41",
+            "%2f",
+            "%2F",
+            "%20",
+            "%25",
+            "%",
+            "%zz",
+            "%a",
+            "%4",
+            "%c3%a9",
+            "..",
+            ".",
+        ),
+    ]
+)
+_PIECES = st.lists(_SEGMENT_CHARS, max_size=20).map("".join)
+
+
+@given(scheme=_SCHEMES, host=_HOSTS, port=_PORTS, path=_PIECES, query=_PIECES, frag=_PIECES)
+def test_normalize_is_idempotent(
+    scheme: str, host: str, port: str, path: str, query: str, frag: str
+) -> None:
+    raw = f"{scheme}://{host}{port}/{path}?{query}#{frag}"
+    try:
+        once = normalize(raw)
+    except BadURL:
+        return
+    assert normalize(once) == once
+    assert "#" not in once
+    assert once.startswith(("http://", "https://"))
+    default_port = ":443" if once.startswith("https:") else ":80"
+    assert not host_key(once).endswith(default_port)
+
+
+@given(base_path=_PIECES, href=_PIECES)
+def test_relative_resolution_is_idempotent(base_path: str, href: str) -> None:
+    try:
+        once = normalize(href, normalize(f"http://example.com/{base_path}"))
+    except BadURL:
+        return
+    assert normalize(once) == once
+    # "//host" is scheme-relative, so only the scheme is fixed.
+    assert once.startswith("http://")
+
+
+@given(href=st.text(max_size=60))
+def test_arbitrary_text_is_normalised_or_refused(href: str) -> None:
+    try:
+        once = normalize(href, "http://example.com/dir/")
+    except BadURL as error:
+        assert isinstance(error.reason, URLRejection)
+        return
+    assert normalize(once) == once

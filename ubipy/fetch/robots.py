@@ -1,0 +1,242 @@
+"""robots.txt per RFC 9309: the rules (via protego) and a fetch state machine.
+
+`RobotsFetch` does no I/O, in the style of h11: the caller performs each HTTP
+request for `.url` and feeds the outcome in; the machine says whether to
+request again (a redirect) or hands back a `RobotsDecision`. Back-off and
+attempt counting for temporary failures stay with the caller, who owns the
+clock.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from protego import Protego
+
+from ubipy.fetch.urls import BadURL, normalize
+
+__all__ = [
+    "MAX_REDIRECTS",
+    "PRODUCT_TOKEN",
+    "ROBOTS_MAX_BYTES",
+    "RobotsDecision",
+    "RobotsFetch",
+    "RobotsFetchError",
+    "RobotsOutcome",
+    "RobotsRules",
+    "RobotsState",
+    "retry_delay",
+]
+
+# RFC 9309 §2.5: crawlers must parse at least the first 500 KiB.
+ROBOTS_MAX_BYTES: Final = 500 * 1024
+PRODUCT_TOKEN: Final = "ubipy"
+# RFC 9309 §2.3.1.2: follow at least five consecutive redirects.
+MAX_REDIRECTS: Final = 5
+
+
+class _Mode(enum.Enum):
+    ALLOW_ALL = enum.auto()
+    DISALLOW_ALL = enum.auto()
+    PARSED = enum.auto()
+
+
+class RobotsRules:
+    """The robots.txt rules of one host, as they apply to `PRODUCT_TOKEN`."""
+
+    __slots__ = ("_crawl_delay", "_mode", "_parser")
+
+    def __init__(self, mode: _Mode, parser: Protego | None = None) -> None:
+        self._mode = mode
+        self._parser = parser
+        self._crawl_delay: float | None = None
+        if parser is not None:
+            # Asked once here rather than per scheduling decision.
+            delay = parser.crawl_delay(PRODUCT_TOKEN)
+            if delay is not None and math.isfinite(delay) and delay >= 0:
+                self._crawl_delay = float(delay)
+
+    @classmethod
+    def allow_all(cls) -> RobotsRules:
+        return cls(_Mode.ALLOW_ALL)
+
+    @classmethod
+    def disallow_all(cls) -> RobotsRules:
+        return cls(_Mode.DISALLOW_ALL)
+
+    @classmethod
+    def parse(cls, body: bytes) -> RobotsRules:
+        """Rules from a robots.txt body; never raises on hostile bytes."""
+        if len(body) > ROBOTS_MAX_BYTES:
+            line_complete = body[ROBOTS_MAX_BYTES : ROBOTS_MAX_BYTES + 1] in (b"\n", b"\r")
+            body = body[:ROBOTS_MAX_BYTES]
+            if not line_complete:
+                # A truncated rule ("Allow: /pub" cut from "Allow: /public/")
+                # would widen or narrow what it says; a partial last line is
+                # dropped rather than misread.
+                newline = max(body.rfind(b"\n"), body.rfind(b"\r"))
+                body = body[: newline + 1]
+        # utf-8-sig: a leading BOM would otherwise glue itself to the first
+        # field name and hide the first "User-agent" line.
+        text = body.decode("utf-8-sig", errors="replace")
+        return cls(_Mode.PARSED, Protego.parse(text))
+
+    def allowed(self, url: str) -> bool:
+        """Whether `url` (a normalised URL, or its path and query) may be fetched."""
+        if self._mode is _Mode.ALLOW_ALL:
+            return True
+        if self._mode is _Mode.DISALLOW_ALL:
+            return False
+        if url.startswith("//"):
+            # Protego splits its argument as a URL; a bare path "//x" would be
+            # read as an authority, so give it a dummy one.
+            url = "http://robots.invalid" + url
+        return self._parser.can_fetch(url, PRODUCT_TOKEN) if self._parser is not None else True
+
+    @property
+    def crawl_delay(self) -> float | None:
+        return self._crawl_delay
+
+    def __repr__(self) -> str:
+        return f"RobotsRules({self._mode.name}, crawl_delay={self._crawl_delay})"
+
+
+class RobotsOutcome(enum.Enum):
+    PARSED = "parsed"  # 2xx: the body's rules apply
+    UNAVAILABLE = "unavailable"  # 4xx or unusable redirect: allow all (§2.3.1.3)
+    UNREACHABLE = "unreachable"  # 5xx or network error: disallow all (§2.3.1.4)
+    TOO_MANY_REDIRECTS = "too_many_redirects"  # allow all (§2.3.1.2)
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsDecision:
+    rules: RobotsRules
+    outcome: RobotsOutcome
+    # True when the caller should fetch robots.txt again after a back-off
+    # (see `retry_delay`) instead of caching the rules for the usual lifetime.
+    temporary: bool
+
+
+class RobotsState(enum.Enum):
+    AWAITING_RESPONSE = "awaiting_response"
+    DONE = "done"
+
+
+class _Event(enum.Enum):
+    SUCCESS = enum.auto()
+    REDIRECT = enum.auto()
+    REDIRECT_LIMIT = enum.auto()
+    UNAVAILABLE = enum.auto()
+    UNREACHABLE = enum.auto()
+
+
+# The only legal transitions, in one place as h11 keeps them. Anything not
+# listed (e.g. feeding a response after the decision) is a caller bug.
+_TRANSITIONS: Final[dict[RobotsState, dict[_Event, RobotsState]]] = {
+    RobotsState.AWAITING_RESPONSE: {
+        _Event.SUCCESS: RobotsState.DONE,
+        _Event.REDIRECT: RobotsState.AWAITING_RESPONSE,
+        _Event.REDIRECT_LIMIT: RobotsState.DONE,
+        _Event.UNAVAILABLE: RobotsState.DONE,
+        _Event.UNREACHABLE: RobotsState.DONE,
+    },
+    RobotsState.DONE: {},
+}
+
+# The final events' meaning: (outcome, temporary). SUCCESS is absent because
+# its rules come from the body.
+_FAILURE_OUTCOMES: Final[dict[_Event, tuple[RobotsOutcome, bool]]] = {
+    _Event.REDIRECT_LIMIT: (RobotsOutcome.TOO_MANY_REDIRECTS, False),
+    _Event.UNAVAILABLE: (RobotsOutcome.UNAVAILABLE, False),
+    _Event.UNREACHABLE: (RobotsOutcome.UNREACHABLE, True),
+}
+
+
+class RobotsFetchError(RuntimeError):
+    """An event fed to a `RobotsFetch` in a state that cannot take it."""
+
+
+class RobotsFetch:
+    """The fetch of one host's robots.txt, following redirects. No I/O."""
+
+    __slots__ = ("_decision", "_redirects", "_state", "url")
+
+    def __init__(self, url: str) -> None:
+        self.url = url  # what to request next
+        self._state = RobotsState.AWAITING_RESPONSE
+        self._redirects = 0
+        self._decision: RobotsDecision | None = None
+
+    @property
+    def state(self) -> RobotsState:
+        return self._state
+
+    @property
+    def redirects(self) -> int:
+        return self._redirects
+
+    @property
+    def decision(self) -> RobotsDecision | None:
+        return self._decision
+
+    def on_response(self, status: int, location: str | None, body: bytes) -> RobotsDecision | None:
+        """Feed the response to a request for `.url`; None means request `.url` again."""
+        if 200 <= status < 300:
+            self._transition(_Event.SUCCESS)
+            decision = RobotsDecision(RobotsRules.parse(body), RobotsOutcome.PARSED, False)
+            self._decision = decision
+            return decision
+        if 300 <= status < 400:
+            return self._on_redirect(location)
+        if 400 <= status < 500:
+            return self._finish(_Event.UNAVAILABLE)
+        # 5xx, and statuses no server should send: assume the worst but only
+        # for now, since an unreadable robots.txt must not stop a host forever.
+        return self._finish(_Event.UNREACHABLE)
+
+    def on_error(self) -> RobotsDecision | None:
+        """A network error or time-out on the request for `.url`."""
+        return self._finish(_Event.UNREACHABLE)
+
+    def _on_redirect(self, location: str | None) -> RobotsDecision | None:
+        target: str | None = None
+        if location and not location.isspace():
+            try:
+                target = normalize(location, self.url)
+            except BadURL:
+                target = None
+        if target is None:
+            return self._finish(_Event.UNAVAILABLE)
+        if self._redirects >= MAX_REDIRECTS:
+            return self._finish(_Event.REDIRECT_LIMIT)
+        self._transition(_Event.REDIRECT)
+        self._redirects += 1
+        self.url = target
+        return None
+
+    def _finish(self, event: _Event) -> RobotsDecision:
+        self._transition(event)
+        outcome, temporary = _FAILURE_OUTCOMES[event]
+        rules = RobotsRules.disallow_all() if temporary else RobotsRules.allow_all()
+        decision = RobotsDecision(rules, outcome, temporary)
+        self._decision = decision
+        return decision
+
+    def _transition(self, event: _Event) -> None:
+        try:
+            self._state = _TRANSITIONS[self._state][event]
+        except KeyError:
+            raise RobotsFetchError(f"{event.name} in state {self._state.name}") from None
+
+
+def retry_delay(attempt: int, base: float, cap: float = 3600.0) -> float:
+    """Seconds to wait before retry number `attempt` (1 = first retry): base·2^(attempt-1), capped.
+
+    Deterministic on purpose: jitter, if wanted, belongs to the caller's clock.
+    """
+    # The exponent is clamped so huge attempt counts cannot overflow a float.
+    exponent = min(max(attempt, 1) - 1, 64)
+    return float(min(cap, base * (2.0**exponent)))

@@ -1,0 +1,241 @@
+"""URL normalisation, host keys and fingerprints.
+
+Parsing is delegated to ada (the WHATWG URL parser browsers use), so a link
+resolves here exactly as it would in a browser. On top of ada we only add what
+WHATWG leaves alone but RFC 3986 §6.2.2 calls equivalent: fragments dropped,
+percent-encoded unreserved characters decoded and escape hex upper-cased.
+
+Everything but `normalize` assumes its argument is already normalised and works
+by slicing the string: these run once per discovered link, and re-parsing a URL
+that ada has just serialised would only repeat work.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import ipaddress
+
+import ada_url
+import xxhash
+from publicsuffixlist import PublicSuffixList
+
+__all__ = [
+    "MAX_URL_LENGTH",
+    "BadURL",
+    "URLRejection",
+    "fingerprint",
+    "host_key",
+    "normalize",
+    "origin",
+    "path_and_query",
+    "registered_domain",
+    "robots_url",
+]
+
+MAX_URL_LENGTH = 2048
+# Inputs this long cannot shrink to MAX_URL_LENGTH by any normalisation we'd
+# accept, so they are refused before paying for a parse.
+_MAX_INPUT_LENGTH = 4 * MAX_URL_LENGTH
+
+
+class URLRejection(enum.Enum):
+    """Why `normalize` refused a URL; callers count refusals by this."""
+
+    INVALID = "invalid"
+    SCHEME = "scheme"
+    TOO_LONG = "too_long"
+    NO_HOST = "no_host"
+    CONTROL_CHARS = "control_chars"
+
+
+class BadURL(ValueError):
+    def __init__(self, reason: URLRejection, url: str = "") -> None:
+        # Truncated: the offending input may be megabytes of hostile text.
+        super().__init__(f"{reason.value}: {url[:200]!r}")
+        self.reason = reason
+        self.url = url
+
+
+# Tab, LF and CR are not here: WHATWG parsers silently delete them, and HTML
+# attributes are often wrapped across lines. Every other C0 control, DEL and
+# the C1 controls mean the "link" is binary junk or an injection attempt.
+_CONTROL_CHARS = frozenset(
+    [chr(c) for c in range(0x20) if chr(c) not in "\t\n\r"]
+    + [chr(0x7F)]
+    + [chr(c) for c in range(0x80, 0xA0)]
+)
+
+_HEX = "0123456789ABCDEFabcdef"
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def _build_escape_table() -> dict[str, str]:
+    # Every two-hex-digit spelling mapped to its canonical form, so rewriting an
+    # escape is one dict lookup rather than int() + chr() + a membership test.
+    table: dict[str, str] = {}
+    for hi in _HEX:
+        for lo in _HEX:
+            char = chr(int(hi + lo, 16))
+            table[hi + lo] = char if char in _UNRESERVED else f"%{(hi + lo).upper()}"
+    return table
+
+
+_ESCAPES = _build_escape_table()
+
+
+def _canonical_escapes(url: str) -> str:
+    parts = url.split("%")
+    out = [parts[0]]
+    # Set after a stray "%" that has fewer than two characters after it: a hex
+    # digit decoded next to it would form a new escape ("%a%41" → "%aA"), and
+    # normalising the result again would change it.
+    stray_open = False
+    for part in parts[1:]:
+        canonical = _ESCAPES.get(part[:2])
+        if canonical is None:
+            # A "%" not followed by two hex digits: WHATWG keeps it literally,
+            # and so must we or the URL would change meaning.
+            out.append("%")
+            out.append(part)
+            stray_open = not part or (len(part) == 1 and part in _HEX)
+        else:
+            if stray_open and canonical in _HEX:
+                canonical = "%" + part[:2].upper()
+            out.append(canonical)
+            out.append(part[2:])
+            stray_open = False
+    return "".join(out)
+
+
+def normalize(href: str, base: str | None = None) -> str:
+    """Resolve `href` against `base` and return the canonical absolute URL.
+
+    Raises `BadURL` (a `ValueError`) with the reason for refusing it.
+    """
+    if len(href) > _MAX_INPUT_LENGTH:
+        raise BadURL(URLRejection.TOO_LONG, href)
+    href = href.strip()
+    # isprintable() is a single C pass that is true for nearly every real link;
+    # only the rare rest pays for the exact control-character test.
+    if not href.isprintable() and not _CONTROL_CHARS.isdisjoint(href):
+        raise BadURL(URLRejection.CONTROL_CHARS, href)
+    try:
+        url = ada_url.join_url(base, href) if base is not None else ada_url.normalize_url(href)
+    except ValueError:
+        raise BadURL(URLRejection.INVALID, href) from None
+
+    # ada lower-cases the scheme, so two prefix tests decide it.
+    if url.startswith("https://"):
+        host_start = 8
+    elif url.startswith("http://"):
+        host_start = 7
+    else:
+        raise BadURL(URLRejection.SCHEME, href)
+    # WHATWG gives special schemes a non-empty host or no URL at all; this is a
+    # guard against a parser change, not an expected path.
+    if host_start >= len(url) or url[host_start] == "/":
+        raise BadURL(URLRejection.NO_HOST, href)
+
+    # The first "#" in a serialised URL is always the fragment delimiter: a
+    # literal "#" anywhere before it would have been percent-encoded.
+    cut = url.find("#", host_start)
+    if cut >= 0:
+        url = url[:cut]
+    if "%" in url:
+        url = _canonical_escapes(url)
+    if len(url) > MAX_URL_LENGTH:
+        raise BadURL(URLRejection.TOO_LONG, href)
+    return url
+
+
+def _authority(url: str) -> tuple[int, int, int]:
+    """(end of "scheme://", start of host, end of host[:port]) of a normalised URL."""
+    if url.startswith("https://"):
+        start = 8
+    elif url.startswith("http://"):
+        start = 7
+    else:
+        raise BadURL(URLRejection.SCHEME, url)
+    end = url.find("/", start)
+    if end < 0:
+        # Normalised URLs always have a path; tolerate a bare authority anyway.
+        end = len(url)
+    # Userinfo is rare enough that its search only runs once "@" is seen.
+    at = url.rfind("@", start, end)
+    return start, (at + 1 if at >= 0 else start), end
+
+
+def host_key(url: str) -> str:
+    """The politeness/ownership key of a normalised URL: host[:port].
+
+    The port appears only when it is not the scheme's default (normalisation
+    drops default ports), so http and https of one host share a key.
+    """
+    _, host_start, end = _authority(url)
+    return url[host_start:end]
+
+
+def origin(url: str) -> str:
+    """scheme://host[:port] of a normalised URL, without userinfo."""
+    scheme_end, host_start, end = _authority(url)
+    if host_start == scheme_end:
+        return url[:end]
+    return url[:scheme_end] + url[host_start:end]
+
+
+def robots_url(url: str) -> str:
+    return origin(url) + "/robots.txt"
+
+
+def path_and_query(url: str) -> str:
+    """The part of a normalised URL that robots.txt rules match against."""
+    _, _, end = _authority(url)
+    rest = url[end:]
+    cut = rest.find("#")
+    if cut >= 0:
+        rest = rest[:cut]
+    return rest or "/"
+
+
+_SIGN_BIT = 1 << 63
+_WRAP = 1 << 64
+
+
+def fingerprint(url: str) -> int:
+    """xxh3-64 of the normalised URL as a signed 64-bit int (a SQLite INTEGER)."""
+    value = xxhash.xxh3_64_intdigest(url.encode())
+    return value - _WRAP if value >= _SIGN_BIT else value
+
+
+@functools.cache
+def _public_suffix_list() -> PublicSuffixList:
+    # Built on first use: parsing the bundled list costs ~0.1 s, which peers
+    # that never ask for a registered domain should not pay at import.
+    return PublicSuffixList()
+
+
+def _is_ip_address(host: str) -> bool:
+    # WHATWG hosts whose last label is numeric are IPv4 by definition, and
+    # IPv6 needs ":"; names can skip the (slow) ipaddress parse entirely.
+    if not (host[-1].isdigit() or ":" in host):
+        return False
+    try:
+        ipaddress.ip_address(host[1:-1] if host.startswith("[") else host)
+    except ValueError:
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def registered_domain(host: str) -> str:
+    """The registrable domain of a hostname (no port): www.example.co.uk → example.co.uk.
+
+    An IP address is its own domain, as is a name with no registrable part
+    (a bare public suffix, `localhost`). Unknown TLDs follow the PSL default
+    rule `*`, so h003.synth.test → synth.test.
+    """
+    if not host or _is_ip_address(host):
+        return host
+    domain: str | None = _public_suffix_list().privatesuffix(host)
+    return domain if domain is not None else host.lower()

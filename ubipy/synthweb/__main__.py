@@ -1,0 +1,62 @@
+"""`python -m ubipy.synthweb`: serve a synthetic web until SIGINT/SIGTERM, then write the log."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import signal
+import sys
+
+import trio
+
+from ubipy.synthweb.model import SyntheticWeb, WebSpec
+from ubipy.synthweb.server import SynthServer, serve
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m ubipy.synthweb", description=__doc__)
+    d = WebSpec()
+    p.add_argument("--hosts", type=int, default=d.hosts)
+    p.add_argument("--pages", type=int, default=d.pages_per_host)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--bind", default="127.0.0.1", help="a loopback address")
+    p.add_argument("--latency", type=float, default=d.latency)
+    p.add_argument("--jitter", type=float, default=d.jitter)
+    p.add_argument("--crawl-delay", type=float, default=d.crawl_delay)
+    p.add_argument("--log", default=None, help="write the request log here (JSON Lines)")
+    return p.parse_args(argv)
+
+
+async def run(args: argparse.Namespace) -> None:
+    spec = WebSpec(
+        seed=args.seed,
+        hosts=args.hosts,
+        pages_per_host=args.pages,
+        latency=args.latency,
+        jitter=args.jitter,
+        crawl_delay=args.crawl_delay,
+    )
+    web = SyntheticWeb(spec)
+    # Receive signals as messages so the log is written by ordinary code, not in a handler.
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            server: SynthServer = await nursery.start(
+                functools.partial(serve, web, host=args.bind, port=args.port)
+            )
+            print(f"proxy {server.proxy_url}", flush=True)
+            print(f"seed {web.seed_url()}", flush=True)
+            async for _ in signals:
+                break
+            nursery.cancel_scope.cancel()
+    if args.log:
+        server.log.to_jsonl(args.log)
+        print(f"log {args.log} ({len(server.log)} requests)", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    trio.run(run, parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()

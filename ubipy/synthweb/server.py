@@ -1,0 +1,211 @@
+"""The synthetic web on loopback: one trio + h11 socket acting as an HTTP forward proxy.
+
+The crawler is pointed at `proxy_url`, so every `hNNN.synth.test` name resolves without
+DNS: requests arrive in absolute-form (`GET http://h003.synth.test/x HTTP/1.1`) and are
+dispatched on their host. Origin-form with a Host header works too, for plain clients.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import h11
+import trio
+
+from ubipy.synthweb.log import Request, RequestLog, peer_from
+from ubipy.synthweb.model import Response, SyntheticWeb
+from ubipy.synthweb.urls import normalize_target
+
+_READ_SIZE = 65536
+
+
+@dataclass(eq=False)
+class SynthServer:
+    """A running server: where it listens and what it has seen."""
+
+    web: SyntheticWeb
+    host: str
+    port: int
+    log: RequestLog = field(default_factory=RequestLog)
+    # Requests so far per normalised URL: feeds `prior_requests` (transient failures) and
+    # the jitter's seed, so a replayed crawl sees the same responses in the same order.
+    counts: dict[str, int] = field(default_factory=dict)
+    # Requests read but not yet logged. The log entry is written after the last byte is
+    # handed to the OS, so a client can see its response before the entry exists:
+    # `await server.wait_idle()` before judging a crawl.
+    in_flight: int = 0
+    _idle: trio.Event = field(default_factory=trio.Event)
+
+    async def wait_idle(self) -> None:
+        """Return once no request is between its head being read and its log entry."""
+        while self.in_flight:
+            if self._idle.is_set():
+                self._idle = trio.Event()
+            await self._idle.wait()
+
+    @property
+    def proxy_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def handle(self, stream: trio.SocketStream) -> None:
+        """Serve one connection: keep-alive until the client closes or breaks protocol."""
+        try:
+            ip, port = stream.socket.getpeername()[:2]
+            address = f"{ip}:{port}"
+        except OSError:
+            address = "unknown"
+        conn = h11.Connection(h11.SERVER)
+        try:
+            while True:
+                event = await _next_event(conn, stream)
+                if not isinstance(event, h11.Request):
+                    break
+                if not await self._answer(conn, stream, event, address):
+                    break
+                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                    break
+                conn.start_next_cycle()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
+            pass  # a client that hangs up or speaks nonsense ends only its own connection
+        finally:
+            await stream.aclose()
+
+    async def _answer(
+        self, conn: h11.Connection, stream: trio.SocketStream, req: h11.Request, address: str
+    ) -> bool:
+        start = trio.current_time()
+        self.in_flight += 1
+        try:
+            return await self._answer_counted(conn, stream, req, address, start)
+        finally:
+            self.in_flight -= 1
+            if not self.in_flight:
+                self._idle.set()
+
+    async def _answer_counted(
+        self,
+        conn: h11.Connection,
+        stream: trio.SocketStream,
+        req: h11.Request,
+        address: str,
+        start: float,
+    ) -> bool:
+        method = req.method.decode("ascii", "replace").upper()
+        headers = {k.lower(): v.decode("latin-1") for k, v in req.headers}
+        user_agent = headers.get(b"user-agent", "")
+        host, target = _route(req.target.decode("latin-1"), headers.get(b"host", ""))
+        while True:  # drain any request body; we never use it
+            event = await _next_event(conn, stream)
+            if isinstance(event, h11.EndOfMessage):
+                break
+            if not isinstance(event, h11.Data):
+                return False
+        try:
+            key = normalize_target(host, target)
+        except ValueError:
+            key = f"http://{host}{target}"
+        n = self.counts.get(key, 0)
+        self.counts[key] = n + 1
+        if method in ("GET", "HEAD"):
+            try:
+                response = self.web.respond(host, target, prior_requests=n)
+            except ValueError:  # an unparsable host or target: the client's fault
+                response = Response(400, (("Content-Type", "text/plain"),), b"bad request\n")
+        else:
+            response = Response(405, (("Allow", "GET, HEAD"),), b"method not allowed\n")
+        delay = self.web.spec.latency + self.web.jitter_for(host, target, n)
+        sent = 0
+        try:
+            if delay > 0:
+                await trio.sleep(delay)
+            sent = await _send(conn, stream, response, head_only=method == "HEAD")
+        finally:
+            # Logged even when the client hung up mid-body: the request still happened.
+            self.log.append(
+                Request(
+                    start=start,
+                    end=trio.current_time(),
+                    host=host,
+                    target_path=target,
+                    status=response.status,
+                    user_agent=user_agent,
+                    peer=peer_from(user_agent, address),
+                    bytes_sent=sent,
+                    method=method,
+                )
+            )
+        return True
+
+
+def _route(raw_target: str, host_header: str) -> tuple[str, str]:
+    """(host, path_and_query) of absolute-form or origin-form; host lower-case, no :80."""
+    if raw_target[:7].lower() == "http://" or raw_target[:8].lower() == "https://":
+        try:
+            parts = urlsplit(raw_target)
+        except ValueError:  # e.g. a broken IPv6 literal: answered 400 later
+            return "", raw_target
+        host = parts.netloc.rsplit("@", 1)[-1]
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    else:
+        host, target = host_header, raw_target
+    host = host.strip().lower()
+    return host.removesuffix(":80"), target
+
+
+async def _next_event(conn: h11.Connection, stream: trio.SocketStream) -> object:
+    while True:
+        event = conn.next_event()
+        if event is not h11.NEED_DATA:
+            return event
+        conn.receive_data(await stream.receive_some(_READ_SIZE))
+
+
+async def _send(
+    conn: h11.Connection, stream: trio.SocketStream, response: Response, *, head_only: bool
+) -> int:
+    headers = [(k, v) for k, v in response.headers]
+    headers.append(("Server", "synthweb"))
+    if response.stream is None:
+        headers.append(("Content-Length", str(len(response.body))))
+    sent = 0
+
+    async def write(event: h11.Event) -> None:
+        nonlocal sent
+        data = conn.send(event)
+        if data:
+            sent += len(data)
+            await stream.send_all(data)
+
+    await write(h11.Response(status_code=response.status, headers=headers))
+    if not head_only:
+        if response.stream is not None:
+            async for chunk in response.stream():
+                if chunk:
+                    await write(h11.Data(data=chunk))
+        elif response.body:
+            await write(h11.Data(data=response.body))
+    await write(h11.EndOfMessage())
+    return sent
+
+
+def _check_loopback(host: str) -> None:
+    if not ipaddress.ip_address(host).is_loopback:
+        raise ValueError(f"synthweb serves on loopback only, not {host}")
+
+
+async def serve(
+    web: SyntheticWeb,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    task_status: trio.TaskStatus[SynthServer] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve `web` until cancelled; `await nursery.start(serve, web)` gives the SynthServer."""
+    _check_loopback(host)
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    bound = listeners[0].socket.getsockname()[1]
+    server = SynthServer(web=web, host=host, port=bound)
+    task_status.started(server)
+    await trio.serve_listeners(server.handle, listeners)

@@ -1,0 +1,133 @@
+"""The ground truth: exactly the URLs a correct crawl requests, from the model alone.
+
+No HTML is parsed here: links come from `SyntheticWeb.links_of`, redirects from
+`redirect_of`, robots from the model's rules, so a bug in the crawler's parser cannot hide
+behind the same bug in the judge. The semantics mirror the crawler's specification:
+
+* seeds have depth 0, a followable link adds one, a redirect's target keeps the depth of
+  the redirecting URL; nothing deeper than `max_depth` is admitted; each URL is requested
+  once. Depths are minimal (breadth-first): a crawler that admits a URL first by a longer
+  path and never lowers its depth can fall short of this truth under `max_depth`.
+* scope, relative to the seeds: "host", "domain" (last two labels of the host) or "any".
+* a host's robots.txt is requested before its first admitted URL, following up to
+  `max_robots_redirects` redirects (each hop is requested); 2xx gives the rules, 4xx or too
+  many redirects allow everything, 5xx is retried up to `robots_attempts` times in all and,
+  if it never succeeds, none of the host's pages is requested.
+* 3xx responses yield their Location; only 2xx HTML yields links.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from enum import Enum
+
+from ubipy.synthweb.model import SyntheticWeb
+from ubipy.synthweb.urls import normalize_url, registered_domain, resolve, split_url
+
+SCOPES = ("host", "domain", "any")
+
+
+class RobotsOutcome(Enum):
+    RULES = "rules"  # 2xx: the model's rules apply
+    ALLOW_ALL = "allow-all"  # 4xx, or too many redirects
+    UNAVAILABLE = "unavailable"  # 5xx on every attempt: nothing may be fetched
+
+
+def resolve_robots(
+    web: SyntheticWeb, host: str, *, attempts: int = 3, max_redirects: int = 5
+) -> tuple[RobotsOutcome, list[str]]:
+    """What a correct robots.txt fetch for `host` ends with, and every URL it requests."""
+    url = f"http://{host}/robots.txt"
+    requested: list[str] = []
+    redirects = 0
+    while True:
+        requested.append(url)
+        h, target = split_url(url)
+        status, location = 500, None
+        for attempt in range(max(1, attempts)):
+            response = web.respond(h, target, prior_requests=attempt)
+            status = response.status
+            location = dict(response.headers).get("Location")
+            if status < 500:
+                break
+        if status >= 500:
+            return RobotsOutcome.UNAVAILABLE, requested
+        if 300 <= status < 400 and location is not None:
+            redirects += 1
+            target_url = resolve(url, location)
+            if redirects > max_redirects or target_url is None:
+                return RobotsOutcome.ALLOW_ALL, requested
+            url = target_url
+            continue
+        if 200 <= status < 300:
+            return RobotsOutcome.RULES, requested
+        return RobotsOutcome.ALLOW_ALL, requested
+
+
+def ground_truth(
+    web: SyntheticWeb,
+    seeds: Iterable[str],
+    *,
+    max_depth: int | None = None,
+    scope: str = "domain",
+    robots_attempts: int = 3,
+    max_robots_redirects: int = 5,
+) -> set[str]:
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}, not {scope!r}")
+    seed_urls = [normalize_url(s) for s in seeds]
+    seed_hosts = {split_url(s)[0] for s in seed_urls}
+    seed_domains = {registered_domain(h) for h in seed_hosts}
+
+    def in_scope(host: str) -> bool:
+        if scope == "host":
+            return host in seed_hosts
+        if scope == "domain":
+            return registered_domain(host) in seed_domains
+        return True
+
+    truth: set[str] = set()
+    robots: dict[str, RobotsOutcome] = {}
+    seen: set[str] = set()
+    levels: list[deque[str]] = []
+
+    def admit(url: str, depth: int) -> None:
+        if url in seen or (max_depth is not None and depth > max_depth):
+            return
+        if not in_scope(split_url(url)[0]):
+            return
+        seen.add(url)
+        while len(levels) <= depth:
+            levels.append(deque())
+        levels[depth].append(url)
+
+    for url in seed_urls:
+        admit(url, 0)
+    depth = 0
+    # Breadth-first by level; a redirect appends to the level being processed.
+    while depth < len(levels):
+        queue = levels[depth]
+        while queue:
+            url = queue.popleft()
+            host, target = split_url(url)
+            outcome = robots.get(host)
+            if outcome is None:
+                outcome, hops = resolve_robots(
+                    web, host, attempts=robots_attempts, max_redirects=max_robots_redirects
+                )
+                robots[host] = outcome
+                truth.update(hops)
+            if outcome is RobotsOutcome.UNAVAILABLE:
+                continue
+            if outcome is RobotsOutcome.RULES and not web.robots_allows(host, target):
+                continue
+            truth.add(url)
+            location = web.redirect_of(url)
+            if location is not None:
+                admit(location, depth)
+                continue
+            for link in web.links_of(url):
+                admit(link, depth + 1)
+        depth += 1
+    return truth
