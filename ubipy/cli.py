@@ -29,7 +29,12 @@ log = logging.getLogger("ubipy")
 _DEFAULTS = CrawlConfig()
 
 
-def _crawl_options(p: argparse.ArgumentParser, *, delay: float = _DEFAULTS.delay) -> None:
+def _crawl_options(
+    p: argparse.ArgumentParser,
+    *,
+    delay: float = _DEFAULTS.delay,
+    robots_retry: float = _DEFAULTS.robots_retry_base,
+) -> None:
     g = p.add_argument_group("crawl")
     g.add_argument(
         "--delay",
@@ -86,6 +91,15 @@ def _crawl_options(p: argparse.ArgumentParser, *, delay: float = _DEFAULTS.delay
         help="give up a request when the server sends nothing for this long (default: %(default)s)",
     )
     g.add_argument(
+        "--robots-retry",
+        type=float,
+        default=robots_retry,
+        metavar="SECONDS",
+        help="first wait before asking again for a robots.txt that failed with 5xx or "
+        f"could not be reached; it doubles each time, {_DEFAULTS.robots_max_attempts} "
+        "attempts in all (default: %(default)s)",
+    )
+    g.add_argument(
         "--proxy",
         default=None,
         metavar="URL",
@@ -104,6 +118,7 @@ def _config(args: argparse.Namespace, **overrides: Any) -> CrawlConfig:
         "max_body_bytes": args.max_body,
         "read_timeout": args.timeout,
         "proxy": args.proxy,
+        "robots_retry_base": args.robots_retry,
     }
     fields.update(overrides)
     return CrawlConfig(**fields)
@@ -195,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDR",
         help="the peer's control endpoint (default: %(default)s, any free port)",
     )
-    _crawl_options(d, delay=0.05)
+    # A demo should end soon: short delays, quick robots.txt retries.
+    _crawl_options(d, delay=0.05, robots_retry=0.2)
     return parser
 
 

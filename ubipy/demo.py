@@ -68,8 +68,6 @@ async def run_demo(args: argparse.Namespace, make_config: ConfigBuilder) -> int:
             data_dir=data_dir,
             listen=args.listen,
             proxy=server.proxy_url,
-            # A demo should end: robots.txt retries are quick here.
-            robots_retry_base=0.2,
         )
         peer: Peer = await nursery.start(Peer(config).run)
         print(

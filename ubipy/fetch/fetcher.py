@@ -7,6 +7,7 @@ so the caller records and counts them like any other outcome.
 from __future__ import annotations
 
 import logging
+from contextlib import aclosing
 from dataclasses import dataclass
 
 import httpx2
@@ -64,13 +65,15 @@ async def fetch(client: httpx2.AsyncClient, url: str, *, max_bytes: int) -> Fetc
             size = 0
             truncated = False
             # Decoded bytes are what is capped, so a compression bomb stops at the cap.
-            async for chunk in response.aiter_bytes():
-                if size + len(chunk) > max_bytes:
-                    chunks.append(chunk[: max_bytes - size])
-                    truncated = True
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
+            # Closed explicitly: leaving the loop early must not strand the generator.
+            async with aclosing(response.aiter_bytes()) as body:
+                async for chunk in body:
+                    if size + len(chunk) > max_bytes:
+                        chunks.append(chunk[: max_bytes - size])
+                        truncated = True
+                        break
+                    chunks.append(chunk)
+                    size += len(chunk)
             h = response.headers
             return FetchResult(
                 url=url,

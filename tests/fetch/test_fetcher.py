@@ -1,0 +1,100 @@
+"""The fetcher against odd responses, served by an injected transport."""
+
+from __future__ import annotations
+
+import gzip
+
+import httpx2
+import pytest
+
+from ubipy.config import CrawlConfig
+from ubipy.fetch.client import make_client
+from ubipy.fetch.fetcher import fetch
+
+
+def _client(handler: object, **config: object) -> httpx2.AsyncClient:
+    transport = httpx2.MockTransport(handler)  # type: ignore[arg-type]
+    return make_client(CrawlConfig(**config), "ubipy/test (peer=t)", transport=transport)  # type: ignore[arg-type]
+
+
+async def test_an_html_page_comes_back_with_its_metadata() -> None:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        assert request.headers["user-agent"] == "ubipy/test (peer=t)"
+        return httpx2.Response(
+            200,
+            headers={
+                "content-type": 'Text/HTML; charset="ISO-8859-1"',
+                "etag": '"v1"',
+                "last-modified": "Sun, 29 Nov 2026 10:00:00 GMT",
+            },
+            content=b"<title>x</title>",
+        )
+
+    async with _client(handler) as client:
+        r = await fetch(client, "http://a.test/", max_bytes=1000)
+    assert r.is_html and not r.is_redirect
+    assert (r.content_type, r.charset, r.etag) == ("text/html", "ISO-8859-1", '"v1"')
+    assert r.last_modified == "Sun, 29 Nov 2026 10:00:00 GMT"
+    assert r.body == b"<title>x</title>" and not r.truncated and r.error is None
+
+
+async def test_a_body_over_the_cap_is_cut_and_marked_truncated() -> None:
+    async with _client(lambda _: httpx2.Response(200, content=b"x" * 5000)) as client:
+        r = await fetch(client, "http://a.test/big", max_bytes=1000)
+        exact = await fetch(client, "http://a.test/big", max_bytes=5000)
+    assert len(r.body) == 1000 and r.truncated
+    assert len(exact.body) == 5000 and not exact.truncated
+
+
+async def test_the_cap_applies_to_decompressed_bytes() -> None:
+    bomb = gzip.compress(b"\0" * 2_000_000)
+    assert len(bomb) < 10_000
+
+    def handler(_: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(
+            200, headers={"content-encoding": "gzip", "content-type": "text/html"}, content=bomb
+        )
+
+    async with _client(handler) as client:
+        r = await fetch(client, "http://a.test/bomb", max_bytes=100_000)
+    assert r.truncated and len(r.body) == 100_000
+
+
+async def test_a_redirect_is_not_followed_but_reported() -> None:
+    calls: list[str] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        calls.append(str(request.url))
+        return httpx2.Response(301, headers={"location": "/elsewhere"})
+
+    async with _client(handler) as client:
+        r = await fetch(client, "http://a.test/old", max_bytes=1000)
+    assert calls == ["http://a.test/old"]
+    assert r.is_redirect and r.location == "/elsewhere" and r.status == 301
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (httpx2.ConnectError("refused"), "ConnectError"),
+        (httpx2.ReadTimeout("slow"), "timeout"),
+        (httpx2.RemoteProtocolError("garbage"), "RemoteProtocolError"),
+    ],
+)
+async def test_network_failures_become_error_results(exc: Exception, expected: str) -> None:
+    def handler(_: httpx2.Request) -> httpx2.Response:
+        raise exc
+
+    async with _client(handler) as client:
+        r = await fetch(client, "http://a.test/", max_bytes=1000)
+    assert r.status is None and r.error is not None and expected in r.error
+    assert not r.is_html and not r.is_redirect
+
+
+async def test_non_html_is_not_parsed() -> None:
+    def handler(_: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, headers={"content-type": "application/pdf"}, content=b"%PDF")
+
+    async with _client(handler) as client:
+        r = await fetch(client, "http://a.test/x.pdf", max_bytes=1000)
+    assert r.status == 200 and not r.is_html

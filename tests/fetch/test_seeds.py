@@ -1,0 +1,43 @@
+"""Seed files: bad lines are reported by number, good ones kept."""
+
+from __future__ import annotations
+
+from ubipy.fetch.seeds import parse_seeds
+
+
+def test_comments_blanks_bad_lines_and_duplicates() -> None:
+    data = (
+        b"# seeds\n"
+        b"http://Example.COM:80/a#frag\n"
+        b"\n"
+        b"   \n"
+        b"not a url at all\n"
+        b"mailto:someone@example.com\n"
+        b"http://example.com/a  # the same page again\n"
+        b"https://other.test/x?y=1\n"
+        b"http://" + b"a" * 3000 + b".test/\n"
+    )
+    seeds = parse_seeds(data)
+    assert seeds.urls == ("http://example.com/a", "https://other.test/x?y=1")
+    by_line = {p.line: p.reason for p in seeds.problems}
+    assert set(by_line) == {5, 6, 7, 9}
+    assert "duplicate of line 2" in by_line[7]
+    assert "scheme" in by_line[6]
+    assert "too_long" in by_line[9]
+
+
+def test_a_binary_file_is_refused_as_a_whole() -> None:
+    seeds = parse_seeds(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    assert seeds.urls == ()
+    assert "binary" in seeds.problems[0].reason
+
+
+def test_invalid_utf8_lines_are_reported() -> None:
+    seeds = parse_seeds(b"http://ok.test/\nhttp://bad.test/\xff\xfe\n")
+    assert seeds.urls == ("http://ok.test/",)
+    assert seeds.problems[0].line == 2
+
+
+def test_an_empty_file_has_no_seeds_and_no_problems() -> None:
+    seeds = parse_seeds(b"")
+    assert seeds.urls == () and seeds.problems == ()
