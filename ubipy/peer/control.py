@@ -64,6 +64,7 @@ async def serve_http(
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
     task_status.started(int(bound))
+
     async def connection(stream: trio.SocketStream) -> None:
         await _connection(stream, handler)
 
