@@ -10,6 +10,7 @@ from __future__ import annotations
 import httpx2
 
 from ubipy.config import CrawlConfig
+from ubipy.fetch.transport import PooledTransport
 
 
 def make_client(
@@ -26,19 +27,18 @@ def make_client(
         # limit, not by a timer that would turn a busy moment into errors.
         pool=None,
     )
-    limits = httpx2.Limits(
-        max_connections=config.concurrency,
-        max_keepalive_connections=config.concurrency,
-        keepalive_expiry=15.0,
-    )
+    if transport is None:
+        transport = PooledTransport(
+            proxy=config.proxy,
+            connect_timeout=config.connect_timeout,
+            read_timeout=config.read_timeout,
+        )
     return httpx2.AsyncClient(
         headers={"User-Agent": agent, "Accept": "text/html,application/xhtml+xml,*/*;q=0.5"},
         timeout=timeout,
-        limits=limits,
         # Redirects are discovered URLs, routed and scheduled like any other.
         follow_redirects=False,
         # Environment proxies would silently change where requests go.
         trust_env=False,
-        proxy=config.proxy if transport is None else None,
         transport=transport,
     )

@@ -1,0 +1,156 @@
+"""The pooled h11 transport against real sockets on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+
+import httpx2
+import pytest
+import trio
+
+from ubipy.fetch.transport import PooledTransport
+
+Behaviour = Callable[[trio.SocketStream, int], Awaitable[None]]
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello"
+
+
+async def _read_head(stream: trio.SocketStream) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = await stream.receive_some(4096)
+        if not chunk:
+            return data
+        data += chunk
+    return data
+
+
+class Server:
+    """A raw loopback server whose n-th connection behaves as the test says."""
+
+    def __init__(self, behaviour: Behaviour) -> None:
+        self.behaviour = behaviour
+        self.connections = 0
+        self.heads: list[bytes] = []
+        self.port = 0
+
+    async def serve(self, *, task_status: trio.TaskStatus[None]) -> None:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        self.port = listeners[0].socket.getsockname()[1]
+        task_status.started()
+        await trio.serve_listeners(self._handle, listeners)
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        self.connections += 1
+        async with stream:
+            await self.behaviour(stream, self.connections)
+
+
+async def keep_alive(stream: trio.SocketStream, _: int) -> None:
+    while head := await _read_head(stream):
+        assert head.startswith(b"GET ")
+        await stream.send_all(OK)
+
+
+async def _get(client: httpx2.AsyncClient, url: str) -> httpx2.Response:
+    response = await client.get(url)
+    await response.aclose()
+    return response
+
+
+async def test_requests_to_one_origin_share_a_kept_alive_connection(nursery: trio.Nursery) -> None:
+    server = Server(keep_alive)
+    await nursery.start(server.serve)
+    async with httpx2.AsyncClient(transport=PooledTransport()) as client:
+        for _ in range(5):
+            r = await client.get(f"http://127.0.0.1:{server.port}/x")
+            assert r.status_code == 200 and r.text == "hello"
+    assert server.connections == 1
+
+
+async def test_a_connection_the_server_dropped_is_replaced(nursery: trio.Nursery) -> None:
+    async def one_per_connection(stream: trio.SocketStream, _: int) -> None:
+        await _read_head(stream)
+        # Keep-alive promised, then the server goes away: a common real-world race.
+        await stream.send_all(OK)
+
+    server = Server(one_per_connection)
+    await nursery.start(server.serve)
+    async with httpx2.AsyncClient(transport=PooledTransport()) as client:
+        for _ in range(3):
+            r = await client.get(f"http://127.0.0.1:{server.port}/x")
+            assert r.text == "hello"
+    assert server.connections == 3
+
+
+async def test_a_silent_server_times_out(nursery: trio.Nursery) -> None:
+    silent = trio.Event()
+
+    async def hang(stream: trio.SocketStream, _: int) -> None:
+        await _read_head(stream)
+        await silent.wait()
+
+    server = Server(hang)
+    await nursery.start(server.serve)
+    transport = PooledTransport(read_timeout=0.2)
+    async with httpx2.AsyncClient(transport=transport, timeout=0.2) as client:
+        with pytest.raises(httpx2.ReadTimeout):
+            await client.get(f"http://127.0.0.1:{server.port}/x")
+    silent.set()
+
+
+async def test_a_refused_connection_is_a_connect_error() -> None:
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    await listeners[0].aclose()
+    async with httpx2.AsyncClient(transport=PooledTransport()) as client:
+        with pytest.raises(httpx2.ConnectError):
+            await client.get(f"http://127.0.0.1:{port}/")
+
+
+async def test_a_body_left_unread_does_not_poison_the_pool(nursery: trio.Nursery) -> None:
+    async def big_then_ok(stream: trio.SocketStream, n: int) -> None:
+        while head := await _read_head(stream):
+            if b"/big" in head:
+                body = b"x" * 200_000
+                # The client hangs up mid-body, as it should.
+                with contextlib.suppress(trio.BrokenResourceError):
+                    await stream.send_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n" + body
+                    )
+                return
+            else:
+                await stream.send_all(OK)
+
+    server = Server(big_then_ok)
+    await nursery.start(server.serve)
+    async with httpx2.AsyncClient(transport=PooledTransport()) as client:
+        async with (
+            client.stream("GET", f"http://127.0.0.1:{server.port}/big") as r,
+            contextlib.aclosing(r.aiter_raw()) as chunks,
+        ):
+            async for _ in chunks:
+                break  # stop early, like a size cap
+        r2 = await client.get(f"http://127.0.0.1:{server.port}/small")
+        assert r2.text == "hello"
+    assert server.connections == 2
+
+
+async def test_through_a_proxy_http_targets_are_absolute(nursery: trio.Nursery) -> None:
+    server = Server(keep_alive)
+
+    async def record(stream: trio.SocketStream, _: int) -> None:
+        while head := await _read_head(stream):
+            server.heads.append(head)
+            await stream.send_all(OK)
+
+    server.behaviour = record
+    await nursery.start(server.serve)
+    transport = PooledTransport(proxy=f"http://127.0.0.1:{server.port}")
+    async with httpx2.AsyncClient(transport=transport) as client:
+        await _get(client, "http://h001.synth.test/a?b=1")
+        await _get(client, "http://h002.synth.test:8080/c")
+    assert server.heads[0].startswith(b"GET http://h001.synth.test/a?b=1 HTTP/1.1\r\n")
+    assert b"\r\nhost: h001.synth.test\r\n" in server.heads[0].lower()
+    assert server.heads[1].startswith(b"GET http://h002.synth.test:8080/c HTTP/1.1\r\n")

@@ -1,0 +1,257 @@
+"""A lean HTTP/1.1 transport for httpx2: h11 over trio streams, pooled per origin.
+
+httpcore's pool scans every pooled connection (and polls each socket) for every
+request it assigns, which at crawler concurrency costs more CPU than the rest
+of a page's life. A crawler's pattern is simpler: many origins, one request at
+a time per host, keep-alive. So the pool here is a dict of idle connections per
+origin, popped last-in first-out, and a connection is checked once, when it is
+taken. It plugs in under ``httpx2.AsyncClient(transport=...)``; everything above
+(requests, headers, decoding, the fetcher) is unchanged.
+
+An HTTP proxy is supported the plain way: absolute-form targets for http, a
+CONNECT tunnel for https.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import h11
+import httpx2
+import trio
+
+_READ_SIZE = 65_536
+# The longest response head accepted; a server sending more is broken or hostile.
+_MAX_HEAD = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class _Origin:
+    scheme: str
+    host: str
+    port: int
+
+
+class _Connection:
+    __slots__ = ("h11", "idle_since", "origin", "stream")
+
+    def __init__(self, stream: trio.abc.Stream, origin: _Origin) -> None:
+        self.stream = stream
+        self.origin = origin
+        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
+        self.idle_since = 0.0
+
+    def looks_alive(self) -> bool:
+        # An idle keep-alive socket that is readable has been closed (or sent
+        # garbage) by the server: either way it cannot carry a new request.
+        sock = getattr(self.stream, "socket", None)
+        if sock is None and isinstance(self.stream, trio.SSLStream):
+            sock = getattr(self.stream.transport_stream, "socket", None)
+        return sock is None or not sock.is_readable()
+
+    async def aclose(self) -> None:
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(self.stream)
+
+
+class _Body(httpx2.AsyncByteStream):
+    """The response body, read from the connection as the caller iterates."""
+
+    def __init__(self, transport: PooledTransport, conn: _Connection, read_timeout: float) -> None:
+        self._transport = transport
+        self._conn = conn
+        self._read_timeout = read_timeout
+        self._done = False
+        self._closed = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        conn = self._conn
+        while True:
+            event = await _next_event(conn, self._read_timeout)
+            if isinstance(event, h11.Data):
+                yield bytes(event.data)
+            elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+                self._done = True
+                return
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._transport._release(self._conn, reusable=self._done)
+
+
+async def _next_event(conn: _Connection, read_timeout: float) -> object:
+    while True:
+        try:
+            event = conn.h11.next_event()
+        except h11.RemoteProtocolError as exc:
+            raise httpx2.RemoteProtocolError(str(exc)) from exc
+        if event is not h11.NEED_DATA:
+            return event
+        with trio.move_on_after(read_timeout) as scope:
+            try:
+                data = await conn.stream.receive_some(_READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                raise httpx2.ReadError(str(exc) or type(exc).__name__) from exc
+        if scope.cancelled_caught:
+            raise httpx2.ReadTimeout(f"no data for {read_timeout} s")
+        conn.h11.receive_data(bytes(data))
+
+
+class PooledTransport(httpx2.AsyncBaseTransport):
+    def __init__(
+        self,
+        *,
+        proxy: str | None = None,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 30.0,
+        keepalive_expiry: float = 15.0,
+        max_idle_per_origin: int = 4,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self._proxy = _origin_of(httpx2.URL(proxy)) if proxy else None
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self._keepalive_expiry = keepalive_expiry
+        self._max_idle = max_idle_per_origin
+        self._ssl_context = ssl_context
+        self._idle: dict[_Origin, list[_Connection]] = {}
+        self._closed = False
+
+    # -- the httpx2 interface ------------------------------------------------
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        timeouts = request.extensions.get("timeout", {})
+        read_timeout = timeouts.get("read") or self._read_timeout
+        origin = _origin_of(request.url)
+        conn, reused = await self._acquire(origin, timeouts.get("connect"))
+        try:
+            event = await self._exchange(conn, request, origin, read_timeout)
+        except (httpx2.ReadError, httpx2.WriteError, httpx2.RemoteProtocolError):
+            await conn.aclose()
+            if not reused:
+                raise
+            # A kept-alive connection the server had already dropped: one more
+            # try on a fresh one (GET is idempotent, nothing was received).
+            conn, _ = await self._acquire(origin, timeouts.get("connect"), fresh=True)
+            try:
+                event = await self._exchange(conn, request, origin, read_timeout)
+            except BaseException:
+                await conn.aclose()
+                raise
+        except BaseException:
+            await conn.aclose()
+            raise
+        return httpx2.Response(
+            status_code=event.status_code,
+            headers=[(k, v) for k, v in event.headers],
+            stream=_Body(self, conn, read_timeout),
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": bytes(event.reason)},
+        )
+
+    async def aclose(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, {}
+        for conns in idle.values():
+            for conn in conns:
+                await conn.aclose()
+
+    # -- connections ----------------------------------------------------------
+    async def _exchange(
+        self, conn: _Connection, request: httpx2.Request, origin: _Origin, read_timeout: float
+    ) -> h11.Response:
+        if self._proxy is not None and origin.scheme == "http":
+            target = bytes(str(request.url), "ascii")
+        else:
+            target = request.url.raw_path
+        headers = list(request.headers.raw)
+        body = request.content
+        data = conn.h11.send(h11.Request(method=request.method, target=target, headers=headers))
+        if body:
+            data = (data or b"") + (conn.h11.send(h11.Data(data=body)) or b"")
+        data = (data or b"") + (conn.h11.send(h11.EndOfMessage()) or b"")
+        try:
+            await conn.stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            raise httpx2.WriteError(str(exc) or type(exc).__name__) from exc
+        while True:
+            event = await _next_event(conn, read_timeout)
+            if isinstance(event, h11.Response):
+                return event
+            if isinstance(event, h11.ConnectionClosed):
+                raise httpx2.RemoteProtocolError("server closed the connection without answering")
+            # 1xx informational responses are skipped.
+
+    async def _acquire(
+        self, origin: _Origin, connect_timeout: float | None, *, fresh: bool = False
+    ) -> tuple[_Connection, bool]:
+        if not fresh:
+            idle = self._idle.get(origin)
+            now = trio.current_time()
+            while idle:
+                conn = idle.pop()
+                if now - conn.idle_since < self._keepalive_expiry and conn.looks_alive():
+                    return conn, True
+                await conn.aclose()
+        return await self._connect(origin, connect_timeout or self._connect_timeout), False
+
+    async def _connect(self, origin: _Origin, limit: float) -> _Connection:
+        via = self._proxy or origin
+        with trio.move_on_after(limit) as scope:
+            try:
+                stream: trio.abc.Stream = await trio.open_tcp_stream(via.host, via.port)
+                if self._proxy is not None and origin.scheme == "https":
+                    stream = await _tunnel(stream, origin)
+                if origin.scheme == "https":
+                    ctx = self._ssl_context or ssl.create_default_context()
+                    tls = trio.SSLStream(stream, ctx, server_hostname=origin.host)
+                    await tls.do_handshake()
+                    stream = tls
+            except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
+                raise httpx2.ConnectError(str(exc) or type(exc).__name__) from exc
+        if scope.cancelled_caught:
+            raise httpx2.ConnectTimeout(f"could not connect within {limit} s")
+        return _Connection(stream, origin)
+
+    async def _release(self, conn: _Connection, *, reusable: bool) -> None:
+        h = conn.h11
+        if reusable and not self._closed and h.our_state is h11.DONE and h.their_state is h11.DONE:
+            h.start_next_cycle()
+            idle = self._idle.setdefault(conn.origin, [])
+            if len(idle) < self._max_idle:
+                conn.idle_since = trio.current_time()
+                idle.append(conn)
+                return
+        await conn.aclose()
+
+
+async def _tunnel(stream: trio.abc.Stream, origin: _Origin) -> trio.abc.Stream:
+    """Ask the proxy for a CONNECT tunnel to ``origin``; the stream then carries TLS."""
+    authority = f"{origin.host}:{origin.port}".encode("ascii")
+    conn = h11.Connection(h11.CLIENT)
+    request = h11.Request(method="CONNECT", target=authority, headers=[(b"Host", authority)])
+    data = conn.send(request)
+    await stream.send_all((data or b"") + (conn.send(h11.EndOfMessage()) or b""))
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            conn.receive_data(bytes(await stream.receive_some(_READ_SIZE)))
+            continue
+        if isinstance(event, h11.Response):
+            if not 200 <= event.status_code < 300:
+                raise OSError(f"proxy refused CONNECT: {event.status_code}")
+            break
+        if isinstance(event, h11.ConnectionClosed):
+            raise OSError("proxy closed the connection during CONNECT")
+    leftover, _ = conn.trailing_data
+    if leftover:
+        raise OSError("proxy sent data before the tunnel was up")
+    return stream
+
+
+def _origin_of(url: httpx2.URL) -> _Origin:
+    scheme = url.scheme
+    port = url.port or (443 if scheme == "https" else 80)
+    return _Origin(scheme, url.host, port)
