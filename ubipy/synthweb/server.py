@@ -116,23 +116,23 @@ class SynthServer:
         else:
             response = Response(405, (("Allow", "GET, HEAD"),), b"method not allowed\n")
         delay = self.web.spec.latency + self.web.jitter_for(host, target, n)
-        sent = 0
+        progress = _Progress()
         try:
             if delay > 0:
                 await trio.sleep(delay)
-            sent = await _send(conn, stream, response, head_only=method == "HEAD")
+            await _send(conn, stream, response, progress, head_only=method == "HEAD")
         finally:
             # Logged even when the client hung up mid-body: the request still happened.
             self.log.append(
                 Request(
                     start=start,
-                    end=trio.current_time(),
+                    end=progress.end_time(),
                     host=host,
                     target_path=target,
                     status=response.status,
                     user_agent=user_agent,
                     peer=peer_from(user_agent, address),
-                    bytes_sent=sent,
+                    bytes_sent=progress.sent,
                     method=method,
                 )
             )
@@ -162,32 +162,57 @@ async def _next_event(conn: h11.Connection, stream: trio.SocketStream) -> object
         conn.receive_data(await stream.receive_some(_READ_SIZE))
 
 
+class _Progress:
+    """How much of a response went out, and when the last bytes were handed over.
+
+    The end of a request is the moment its last bytes reach the socket, taken
+    before the send: the task may resume only later, when the event loop gets to
+    it, and a late timestamp would make the next request's gap look short.
+    """
+
+    __slots__ = ("handed_at", "sent")
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.handed_at: float | None = None
+
+    def end_time(self) -> float:
+        return self.handed_at if self.handed_at is not None else trio.current_time()
+
+
 async def _send(
-    conn: h11.Connection, stream: trio.SocketStream, response: Response, *, head_only: bool
-) -> int:
+    conn: h11.Connection,
+    stream: trio.SocketStream,
+    response: Response,
+    progress: _Progress,
+    *,
+    head_only: bool,
+) -> None:
     headers = [(k, v) for k, v in response.headers]
     headers.append(("Server", "synthweb"))
     if response.stream is None:
         headers.append(("Content-Length", str(len(response.body))))
-    sent = 0
 
-    async def write(event: h11.Event) -> None:
-        nonlocal sent
-        data = conn.send(event)
+    async def write(data: bytes) -> None:
         if data:
-            sent += len(data)
+            progress.sent += len(data)
+            progress.handed_at = trio.current_time()
             await stream.send_all(data)
 
-    await write(h11.Response(status_code=response.status, headers=headers))
-    if not head_only:
-        if response.stream is not None:
-            async for chunk in response.stream():
-                if chunk:
-                    await write(h11.Data(data=chunk))
-        elif response.body:
-            await write(h11.Data(data=response.body))
-    await write(h11.EndOfMessage())
-    return sent
+    head = conn.send(h11.Response(status_code=response.status, headers=headers)) or b""
+    if head_only:
+        await write(head + (conn.send(h11.EndOfMessage()) or b""))
+        return
+    if response.stream is not None:
+        await write(head)
+        async for chunk in response.stream():
+            if chunk:
+                await write(conn.send(h11.Data(data=chunk)) or b"")
+        await write(conn.send(h11.EndOfMessage()) or b"")
+        return
+    # One write for a whole response: fewer wake-ups, and one moment it was handed over.
+    body = conn.send(h11.Data(data=response.body)) or b"" if response.body else b""
+    await write(head + body + (conn.send(h11.EndOfMessage()) or b""))
 
 
 def _check_loopback(host: str) -> None:
