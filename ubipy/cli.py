@@ -66,6 +66,30 @@ def _crawl_options(
         "(default: %(default)s)",
     )
     g.add_argument(
+        "--max-pages-per-host",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fetch at most N pages from any one host, a bound on crawler traps "
+        "(default: no limit)",
+    )
+    g.add_argument(
+        "--max-path-repeats",
+        type=int,
+        default=_DEFAULTS.max_path_repeats,
+        metavar="N",
+        help="refuse URLs whose path repeats one segment more than N times, as traps do "
+        "(default: %(default)s)",
+    )
+    g.add_argument(
+        "--retries",
+        type=int,
+        default=_DEFAULTS.max_retries,
+        metavar="N",
+        help="retry a page after 5xx, 429, a time-out or a broken connection up to N times, "
+        "with exponential back-off or the server's Retry-After (default: %(default)s)",
+    )
+    g.add_argument(
         "--user-agent",
         default=default_user_agent(),
         help="User-Agent sent with every request; the peer id is appended (default: %(default)s)",
@@ -89,6 +113,14 @@ def _crawl_options(
         default=_DEFAULTS.read_timeout,
         metavar="SECONDS",
         help="give up a request when the server sends nothing for this long (default: %(default)s)",
+    )
+    g.add_argument(
+        "--fetch-deadline",
+        type=float,
+        default=_DEFAULTS.fetch_deadline,
+        metavar="SECONDS",
+        help="give up a request that has not finished after this long, however slowly "
+        "the server keeps sending (default: %(default)s)",
     )
     g.add_argument(
         "--robots-retry",
@@ -119,6 +151,10 @@ def _config(args: argparse.Namespace, **overrides: Any) -> CrawlConfig:
         "read_timeout": args.timeout,
         "proxy": args.proxy,
         "robots_retry_base": args.robots_retry,
+        "max_pages_per_host": args.max_pages_per_host,
+        "max_path_repeats": args.max_path_repeats,
+        "max_retries": args.retries,
+        "fetch_deadline": args.fetch_deadline,
     }
     fields.update(overrides)
     return CrawlConfig(**fields)
@@ -325,6 +361,11 @@ def format_status(st: dict[str, Any]) -> str:
         f"time-outs {st['timeouts']}\n"
         f"  frontier {st['pending']}  hosts {st['hosts']}  in flight {st['in_flight']}  "
         f"robots-disallowed {st['robots_disallowed']}"
+        + (
+            f"\n  STORAGE FAILING, admission paused: {st['storage_error']}"
+            if st["storage_error"]
+            else ""
+        )
     )
 
 

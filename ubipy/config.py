@@ -38,12 +38,24 @@ class CrawlConfig:
     max_crawl_delay: float = 60.0
     concurrency: int = 64
     max_depth: int | None = None
+    # Trap guards: a per-host page budget, and URLs whose path repeats one
+    # segment more than this many times are refused (/a/b/a/b/a/b/a/...).
+    max_pages_per_host: int | None = None
+    max_path_repeats: int = 3
     scope: Scope = Scope.DOMAIN
     user_agent: str = field(default_factory=default_user_agent)
     # Fetch limits.
     connect_timeout: float = 10.0
     read_timeout: float = 30.0
     max_body_bytes: int = 10 * 1024 * 1024
+    # The whole request, however slowly the server drips bytes.
+    fetch_deadline: float = 120.0
+    # 5xx, 429, time-outs and broken connections are retried this many times,
+    # after an exponential back-off from retry_base or the server's Retry-After
+    # (capped at max_retry_after); the host waits meanwhile.
+    max_retries: int = 2
+    retry_base: float = 2.0
+    max_retry_after: float = 600.0
     store_bodies: bool = True
     proxy: str | None = None
     # robots.txt that answers 5xx or cannot be reached: retried with exponential
@@ -60,7 +72,9 @@ class CrawlConfig:
     # Store writes are grouped: a transaction closes at this many pages or
     # after this many seconds, whichever comes first.
     commit_every_pages: int = 64
-    commit_interval: float = 0.2
+    commit_interval: float = 0.05
+    # While the shard refuses writes (disk full, read-only), retry this often.
+    storage_retry: float = 5.0
     # A token the synthetic web's referee (and any server log) can attribute
     # requests by; defaults to the peer id.
     peer_token: str | None = None

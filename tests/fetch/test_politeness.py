@@ -65,7 +65,7 @@ def test_disallowed_urls_are_closed_without_a_request() -> None:
     s.add("a.test", Entry(2, 2, "http://a.test/public", 0))
     _resolve_robots(s, "a.test", 0.0)
     job = s.next_job(1.0)
-    assert job is not None and job.kind is JobKind.DISALLOWED
+    assert job is not None and job.kind is JobKind.SKIP
     job = s.next_job(1.0)
     assert job is not None and job.kind is JobKind.PAGE and job.url == "http://a.test/public"
 

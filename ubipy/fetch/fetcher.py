@@ -89,15 +89,16 @@ async def fetch(client: httpx2.AsyncClient, url: str, *, max_bytes: int) -> Fetc
                 error=None,
             )
     except httpx2.TimeoutException as exc:
-        return _failed(url, f"timeout: {type(exc).__name__}")
+        return failed(url, f"timeout: {type(exc).__name__}")
     except httpx2.HTTPError as exc:
-        return _failed(url, f"{type(exc).__name__}: {exc}"[:300])
+        return failed(url, f"{type(exc).__name__}: {exc}"[:300])
     except (OSError, ValueError) as exc:
         # Malformed responses and odd sockets surface as these below httpx.
-        return _failed(url, f"{type(exc).__name__}: {exc}"[:300])
+        return failed(url, f"{type(exc).__name__}: {exc}"[:300])
 
 
-def _failed(url: str, error: str) -> FetchResult:
+def failed(url: str, error: str) -> FetchResult:
+    """The result of a request that got no usable response."""
     return FetchResult(
         url=url,
         status=None,

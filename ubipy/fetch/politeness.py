@@ -12,6 +12,7 @@ No I/O and no clock: the caller passes ``now`` in and performs the requests.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import heapq
 import itertools
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ubipy.fetch.robots import RobotsDecision, RobotsFetch, RobotsRules, retry_delay
-from ubipy.fetch.urls import path_and_query, robots_url
+from ubipy.fetch.urls import robots_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,13 +32,15 @@ class Entry:
     seq: int
     url: str
     depth: int
+    # Requests already made for this entry that failed in a retryable way.
+    attempt: int = 0
 
 
 class JobKind(enum.Enum):
     ROBOTS = "robots"
     PAGE = "page"
-    # Not a request: the entry is barred by robots.txt and is closed at once.
-    DISALLOWED = "disallowed"
+    # Not a request: the entry is closed at once (robots.txt, the host's budget).
+    SKIP = "skip"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +49,7 @@ class Job:
     host: str
     url: str
     entry: Entry | None = None
+    reason: str = ""
 
 
 class HostRobots(enum.Enum):
@@ -71,7 +75,8 @@ class HostSlot:
     robots: RobotsRules | None = None
     robots_fetch: RobotsFetch | None = None
     robots_attempts: int = 0
-    fetched: int = 0
+    # Page requests made (robots.txt and retries not counted): the host's budget.
+    pages: int = 0
 
     @property
     def has_work(self) -> bool:
@@ -88,6 +93,7 @@ class Scheduler:
         max_crawl_delay: float = 60.0,
         robots_retry_base: float = 30.0,
         robots_max_attempts: int = 3,
+        max_pages_per_host: int | None = None,
     ) -> None:
         self._delay = delay
         self._window = window
@@ -95,6 +101,7 @@ class Scheduler:
         self._max_crawl_delay = max_crawl_delay
         self._robots_retry_base = robots_retry_base
         self._robots_max_attempts = robots_max_attempts
+        self._budget = max_pages_per_host
         self._slots: dict[str, HostSlot] = {}
         self._heap: list[tuple[float, int, str]] = []
         self._tie = itertools.count()
@@ -126,11 +133,6 @@ class Scheduler:
         slot.on_disk += pending
         self._arm(slot)
 
-    def not_before(self, host: str, when: float) -> None:
-        """No request to ``host`` before ``when`` (a previous run's last request + delay)."""
-        slot = self._slot(host)
-        slot.next_allowed = max(slot.next_allowed, when)
-
     def _arm(self, slot: HostSlot) -> None:
         if not slot.armed and not slot.in_flight and slot.has_work:
             heapq.heappush(self._heap, (slot.next_allowed, next(self._tie), slot.host))
@@ -161,10 +163,17 @@ class Scheduler:
             if entry is None:
                 continue
             assert slot.robots is not None
-            if not slot.robots.allowed(path_and_query(entry.url)):
+            reason = None
+            if not slot.robots.allowed(entry.url):
+                reason = "robots"
+            elif entry.attempt == 0 and self._budget is not None and slot.pages >= self._budget:
+                reason = "host page budget"
+            if reason is not None:
                 # No request was made, so the host's next-allowed time stands.
                 self._arm(slot)
-                return Job(JobKind.DISALLOWED, host, entry.url, entry)
+                return Job(JobKind.SKIP, host, entry.url, entry, reason)
+            if entry.attempt == 0:
+                slot.pages += 1
             slot.in_flight = True
             self.in_flight += 1
             return Job(JobKind.PAGE, host, entry.url, entry)
@@ -195,9 +204,22 @@ class Scheduler:
         slot = self._slots[host]
         slot.in_flight = False
         self.in_flight -= 1
-        slot.fetched += 1
         slot.next_allowed = now + (slot.delay if wait is None else max(wait, slot.delay))
         self._arm(slot)
+
+    def retry(self, host: str, entry: Entry, now: float, *, wait: float) -> None:
+        """The request for ``entry`` failed in a retryable way: try it again first,
+        after ``wait`` (back-off or Retry-After), and nothing else on the host sooner."""
+        slot = self._slots[host]
+        slot.queue.appendleft(dataclasses.replace(entry, attempt=entry.attempt + 1))
+        self.finished(host, now, wait=wait)
+
+    def restore_host(self, host: str, *, not_before: float, pages: int) -> None:
+        """What an earlier run left for ``host``: no request before ``not_before``,
+        and ``pages`` of its budget already spent."""
+        slot = self._slot(host)
+        slot.next_allowed = max(slot.next_allowed, not_before)
+        slot.pages = max(slot.pages, pages)
 
     def robots_answer(
         self,

@@ -54,3 +54,26 @@ class ScopeFilter:
                 self._verdicts.clear()
             verdict = self._verdicts[host] = self._root_of(host) in self._roots
         return verdict
+
+
+def path_repeats(url: str) -> int:
+    """How often the most repeated segment occurs in the URL's path.
+
+    Crawler traps grow paths by repeating themselves (``/a/b/a/b/a/b/``); a
+    normal site rarely repeats a segment more than twice.
+    """
+    start = url.find("/", url.find("//") + 2)
+    if start < 0:
+        return 0
+    end = len(url)
+    for mark in "?#":
+        i = url.find(mark, start)
+        if i >= 0:
+            end = min(end, i)
+    segments = [s for s in url[start:end].split("/") if s]
+    if len(segments) < 2:
+        return len(segments)
+    counts: dict[str, int] = {}
+    for seg in segments:
+        counts[seg] = counts.get(seg, 0) + 1
+    return max(counts.values())

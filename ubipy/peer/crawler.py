@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -23,17 +24,21 @@ import httpx2
 import trio
 
 from ubipy.config import CrawlConfig
-from ubipy.fetch.fetcher import FetchResult, fetch
+from ubipy.fetch.fetcher import FetchResult, failed, fetch
 from ubipy.fetch.parse import content_digest, parse_html
 from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
-from ubipy.fetch.scope import ScopeFilter
+from ubipy.fetch.retry import is_retryable, retry_after
+from ubipy.fetch.robots import ROBOTS_MAX_BYTES, retry_delay
+from ubipy.fetch.scope import ScopeFilter, path_repeats
 from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize
 from ubipy.store.admission import Admission
-from ubipy.store.shard import FrontierRow, NewURL, PageRecord, Shard
+from ubipy.store.shard import FrontierRow, HostMark, NewURL, PageRecord, Shard
 
 log = logging.getLogger(__name__)
 
 _SCOPE_META = "scope_roots"
+# Statuses whose Retry-After is a request to leave the host alone for a while.
+_WAIT_STATUSES = frozenset({429, 503})
 
 
 @dataclass(slots=True)
@@ -44,6 +49,7 @@ class CrawlStats:
     errors: int = 0
     timeouts: int = 0
     truncated: int = 0
+    retries: int = 0
     robots_requests: int = 0
     robots_disallowed: int = 0
     robots_given_up: int = 0
@@ -52,6 +58,12 @@ class CrawlStats:
     too_deep: int = 0
     refused: Counter[str] = field(default_factory=Counter)
     statuses: Counter[int] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    storage_failures: int = 0
+
+
+class StorageError(RuntimeError):
+    """The shard cannot be written (disk full, read-only): admission is paused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,12 +103,16 @@ class Crawler:
             max_crawl_delay=config.max_crawl_delay,
             robots_retry_base=config.robots_retry_base,
             robots_max_attempts=config.robots_max_attempts,
+            max_pages_per_host=config.max_pages_per_host,
         )
         roots = shard.get_meta(_SCOPE_META)
         self.scope = ScopeFilter(config.scope, roots.split("\n") if roots else ())
         self._outcomes: list[_Outcome] = []
         self._skips: list[tuple[int, str]] = []
-        self._host_marks: dict[str, tuple[float, float]] = {}
+        self._host_marks: dict[str, HostMark] = {}
+        self._host_skips: list[tuple[str, str]] = []
+        # Set while the shard refuses writes; cleared by the first flush that works.
+        self.storage_error: str | None = None
         self._wakeup = trio.Event()
         self._flush_now = trio.Event()
         self._idle = trio.Event()
@@ -111,11 +127,12 @@ class Crawler:
 
     def _restore(self) -> None:
         loaded = self.admission.load()
-        # A restarted peer owes each host the delay after the last run's last request.
+        # A restarted peer owes each host the delay after the last run's last
+        # request, and what it spent of the host's budget.
         wall, now = time.time(), trio.current_time()
-        for host, (last_end, delay) in self._shard.host_marks().items():
-            if last_end + delay > wall:
-                self.scheduler.not_before(host, now + (last_end + delay - wall))
+        for host, mark in self._shard.host_marks().items():
+            wait = max(0.0, mark.last_end + mark.delay - wall)
+            self.scheduler.restore_host(host, not_before=now + wait, pages=mark.pages)
         for host, n in self._shard.pending_hosts():
             self.scheduler.restore(host, n)
             self._pending += n
@@ -129,7 +146,13 @@ class Crawler:
         return self._pending
 
     def seed(self, urls: Iterable[str]) -> SeedResult:
-        """Admit seeds at depth 0; they also widen the crawl's scope."""
+        """Admit seeds at depth 0; they also widen the crawl's scope.
+
+        Raises StorageError while the shard cannot be written: a seed is only
+        accepted once it is durable.
+        """
+        if self.storage_error is not None:
+            raise StorageError(self.storage_error)
         offered = 0
         refused: list[tuple[str, str]] = []
         candidates: list[NewURL] = []
@@ -142,9 +165,13 @@ class Crawler:
                 continue
             self.scope.add_seed(url)
             candidates.append(NewURL(fingerprint(url), url, host_key(url), 0))
-        with self._shard.transaction():
-            self._shard.set_meta(_SCOPE_META, "\n".join(sorted(self.scope.roots)))
-            rows = self._admit(candidates)
+        try:
+            with self._shard.transaction():
+                self._shard.set_meta(_SCOPE_META, "\n".join(sorted(self.scope.roots)))
+                rows = self._admit(candidates)
+        except sqlite3.Error as exc:
+            self.admission.rollback()
+            raise StorageError(f"cannot save seeds: {exc}") from exc
         self._schedule(rows)
         return SeedResult(offered, len(rows), tuple(refused))
 
@@ -176,7 +203,9 @@ class Crawler:
     async def _dispatch(self, jobs: trio.Nursery) -> None:
         limiter = trio.Semaphore(self.config.concurrency)
         while not self._stopping:
-            job = self.scheduler.next_job(trio.current_time())
+            # While the shard refuses writes nothing new starts: what is fetched
+            # could not be saved, and a host would be asked twice.
+            job = None if self.storage_error else self.scheduler.next_job(trio.current_time())
             if job is None:
                 if self._is_idle():
                     self._idle.set()
@@ -185,38 +214,68 @@ class Crawler:
                     await self._wakeup.wait()
                 self._wakeup = trio.Event()
                 continue
-            if job.kind is JobKind.DISALLOWED:
+            if job.kind is JobKind.SKIP:
                 assert job.entry is not None
-                self.stats.robots_disallowed += 1
-                self._skips.append((job.entry.fp, "robots"))
+                self.stats.skipped[job.reason] += 1
+                if job.reason == "robots":
+                    self.stats.robots_disallowed += 1
+                self._skips.append((job.entry.fp, job.reason))
                 self._flush_now.set()
                 continue
             await limiter.acquire()
             jobs.start_soon(self._run_job, job, limiter)
 
     async def _run_job(self, job: Job, limiter: trio.Semaphore) -> None:
+        robots = job.kind is JobKind.ROBOTS
+        # robots.txt is only read up to the RFC's 500 KiB, so no more is fetched.
+        cap = ROBOTS_MAX_BYTES if robots else self.config.max_body_bytes
         try:
-            result = await fetch(self._client, job.url, max_bytes=self.config.max_body_bytes)
+            with trio.move_on_after(self.config.fetch_deadline) as deadline:
+                result = await fetch(self._client, job.url, max_bytes=cap)
+            if deadline.cancelled_caught:
+                result = failed(job.url, "timeout: over the fetch deadline")
         finally:
             limiter.release()
         now = trio.current_time()
         end_wall = time.time()
-        if job.kind is JobKind.ROBOTS:
+        if robots:
             self._robots_done(job, result, now)
         else:
             assert job.entry is not None
-            self.scheduler.finished(job.host, now)
-            try:
-                self._page_done(job.host, job.entry, result)
-            except Exception:
-                # A page that breaks the parser is a bad page, not a dead peer;
-                # it is stored as an error so it is not fetched again.
-                log.exception("processing %s failed", job.url)
-                self._page_done(job.host, job.entry, _as_error(result, "processing failed"))
+            self._page_answered(job.host, job.entry, result, now, end_wall)
         slot = self.scheduler.slot(job.host)
         assert slot is not None
-        self._host_marks[job.host] = (end_wall, slot.delay)
+        self._host_marks[job.host] = HostMark(end_wall, slot.delay, slot.pages)
         self._wakeup.set()
+
+    def _page_answered(
+        self, host: str, entry: Entry, result: FetchResult, now: float, end_wall: float
+    ) -> None:
+        config = self.config
+        asked = None
+        if result.retry_after and result.status in _WAIT_STATUSES:
+            asked = retry_after(result.retry_after, end_wall)
+            if asked is not None and asked > config.max_retry_after:
+                log.warning(
+                    "%s asked for %.0f s of quiet; granted %.0f",
+                    host,
+                    asked,
+                    config.max_retry_after,
+                )
+                asked = config.max_retry_after
+        if is_retryable(result) and entry.attempt < config.max_retries:
+            self.stats.retries += 1
+            wait = asked if asked is not None else retry_delay(entry.attempt + 1, config.retry_base)
+            self.scheduler.retry(host, entry, now, wait=wait)
+            return
+        self.scheduler.finished(host, now, wait=asked)
+        try:
+            self._page_done(host, entry, result)
+        except Exception:
+            # A page that breaks the parser is a bad page, not a dead peer;
+            # it is stored as an error so it is not fetched again.
+            log.exception("processing %s failed", entry.url)
+            self._page_done(host, entry, _as_error(result, "processing failed"))
 
     def _robots_done(self, job: Job, result: FetchResult, now: float) -> None:
         self.stats.robots_requests += 1
@@ -233,9 +292,8 @@ class Crawler:
         if slot is not None and slot.robots_state is HostRobots.GIVEN_UP:
             # The scheduler gave the host up: its queued URLs are closed, not lost.
             self.stats.robots_given_up += 1
-            n = self._shard.skip_host(job.host, "robots.txt unreachable")
-            self._pending -= n
-            log.warning("%s: robots.txt unreachable, %d URLs skipped", job.host, n)
+            self._host_skips.append((job.host, "robots.txt unreachable"))
+            self._flush_now.set()
 
     def _page_done(self, host: str, entry: Entry, result: FetchResult) -> None:
         stats = self.stats
@@ -302,24 +360,34 @@ class Crawler:
             if not self.scope.allows_host(host):
                 stats.out_of_scope += 1
                 continue
+            if path_repeats(link) > self.config.max_path_repeats:
+                stats.refused["path repeats"] += 1
+                continue
             out.append(NewURL(fingerprint(link), link, host, depth))
         return out
 
     async def _committer(self) -> None:
         while True:
-            with trio.move_on_after(self.config.commit_interval):
+            wait = self.config.storage_retry if self.storage_error else self.config.commit_interval
+            with trio.move_on_after(wait):
                 await self._flush_now.wait()
             self._flush_now = trio.Event()
-            if self._outcomes or self._skips or self._host_marks:
+            if self._unsaved():
                 self._flush()
                 self._wakeup.set()
 
-    def _flush(self) -> None:
+    def _unsaved(self) -> bool:
+        return bool(self._outcomes or self._skips or self._host_marks or self._host_skips)
+
+    def _flush(self) -> bool:
+        """Write what is waiting in one transaction; False if the shard refused it."""
         outcomes, self._outcomes = self._outcomes, []
         skips, self._skips = self._skips, []
         marks, self._host_marks = self._host_marks, {}
-        if not outcomes and not skips and not marks:
-            return
+        host_skips, self._host_skips = self._host_skips, []
+        if not (outcomes or skips or marks or host_skips):
+            return True
+        closed = 0
         try:
             with self._shard.transaction():
                 self._shard.save_host_marks(marks)
@@ -329,15 +397,36 @@ class Crawler:
                 self._shard.record_pages([o.page for o in outcomes])
                 if skips:
                     self._shard.mark_skipped(skips)
-        except BaseException:
+                for host, reason in host_skips:
+                    closed += self._shard.skip_host(host, reason)
+        except sqlite3.Error as exc:
             self.admission.rollback()
-            # Keep the outcomes: a later flush may succeed; nothing admitted is lost.
+            # Everything stays in memory for the next try: nothing admitted is lost,
+            # and no new request starts until the shard takes writes again.
             self._outcomes = outcomes + self._outcomes
             self._skips = skips + self._skips
             self._host_marks = marks | self._host_marks
-            raise
-        self._pending -= len(outcomes) + len(skips)
+            self._host_skips = host_skips + self._host_skips
+            self.stats.storage_failures += 1
+            if self.storage_error is None:
+                log.error(
+                    "cannot write the shard %s: %s; admission paused, %d pages held in "
+                    "memory, retrying every %.0f s",
+                    self._shard.path,
+                    exc,
+                    len(self._outcomes),
+                    self.config.storage_retry,
+                )
+            self.storage_error = f"{self._shard.path}: {exc}"
+            return False
+        if self.storage_error is not None:
+            log.warning("the shard takes writes again; crawling resumes")
+            self.storage_error = None
+        for host, reason in host_skips:
+            log.warning("%s: %s", host, reason)
+        self._pending -= len(outcomes) + len(skips) + closed
         self._schedule(new_rows)
+        return True
 
     def _admit(self, candidates: list[NewURL]) -> list[FrontierRow]:
         return self.admission.admit(candidates) if candidates else []
@@ -356,7 +445,7 @@ class Crawler:
             self._wakeup.set()
 
     def _is_idle(self) -> bool:
-        return self.scheduler.idle() and not self._outcomes and not self._skips
+        return self.scheduler.idle() and not self._unsaved() and self.storage_error is None
 
 
 def _as_error(result: FetchResult, error: str) -> FetchResult:

@@ -16,7 +16,7 @@ from ubipy import __version__
 from ubipy.config import CrawlConfig
 from ubipy.fetch.client import make_client
 from ubipy.peer.control import Request, Response, parse_listen, serve_http
-from ubipy.peer.crawler import Crawler
+from ubipy.peer.crawler import Crawler, StorageError
 from ubipy.store.shard import Shard
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,7 @@ class PeerStatus:
     robots_disallowed: int
     out_of_scope: int
     idle: bool
+    storage_error: str | None
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -123,6 +124,7 @@ class Peer:
             robots_disallowed=c.stats.robots_disallowed,
             out_of_scope=c.stats.out_of_scope,
             idle=c.scheduler.idle(),
+            storage_error=c.storage_error,
         )
 
     async def _handle(self, request: Request) -> Response:
@@ -132,7 +134,10 @@ class Peer:
             urls = request.json()
             if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
                 raise ValueError("expected a JSON list of URL strings")
-            result = self.crawler.seed(urls)
+            try:
+                result = self.crawler.seed(urls)
+            except StorageError as exc:
+                return Response.of_json(503, {"error": str(exc)})
             return Response.of_json(
                 200,
                 {

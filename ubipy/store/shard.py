@@ -61,7 +61,8 @@ CREATE TABLE IF NOT EXISTS pages (
 CREATE TABLE IF NOT EXISTS hosts (
     host     TEXT PRIMARY KEY,
     last_end REAL NOT NULL,
-    delay    REAL NOT NULL
+    delay    REAL NOT NULL,
+    pages    INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS bodies (
     fp    INTEGER PRIMARY KEY,
@@ -117,6 +118,15 @@ class PageRecord:
     depth: int
     error: str | None
     body: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class HostMark:
+    """What politeness must remember of a host across restarts."""
+
+    last_end: float  # wall-clock time the last request ended
+    delay: float
+    pages: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,19 +278,19 @@ class Shard:
         return cur.rowcount
 
     # -- hosts --------------------------------------------------------------
-    def save_host_marks(self, marks: dict[str, tuple[float, float]]) -> None:
-        """Remember, per host, the wall time its last request ended and its delay."""
+    def save_host_marks(self, marks: dict[str, HostMark]) -> None:
+        """Remember, per host, when its last request ended, its delay and budget spent."""
         with self.transaction():
             self._conn.executemany(
-                "INSERT INTO hosts (host, last_end, delay) VALUES (?, ?, ?) "
+                "INSERT INTO hosts (host, last_end, delay, pages) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT(host) DO UPDATE SET last_end = excluded.last_end, "
-                "delay = excluded.delay",
-                [(h, end, delay) for h, (end, delay) in marks.items()],
+                "delay = excluded.delay, pages = excluded.pages",
+                [(h, m.last_end, m.delay, m.pages) for h, m in marks.items()],
             )
 
-    def host_marks(self) -> dict[str, tuple[float, float]]:
-        cur = self._conn.execute("SELECT host, last_end, delay FROM hosts")
-        return {str(h): (float(e), float(d)) for h, e, d in cur}
+    def host_marks(self) -> dict[str, HostMark]:
+        cur = self._conn.execute("SELECT host, last_end, delay, pages FROM hosts")
+        return {str(h): HostMark(float(e), float(d), int(p)) for h, e, d, p in cur}
 
     # -- pages --------------------------------------------------------------
     def record_pages(self, pages: Sequence[PageRecord]) -> None:

@@ -1,0 +1,40 @@
+"""When a failed request is worth another try, and how long the host waits first."""
+
+from __future__ import annotations
+
+import datetime
+import email.utils
+import math
+
+from ubipy.fetch.fetcher import FetchResult
+
+# Statuses that say "not now" rather than "no": the server may answer later.
+RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+def is_retryable(result: FetchResult) -> bool:
+    """A network failure, a time-out or a "try later" status."""
+    if result.error is not None:
+        return True
+    return result.status in RETRYABLE_STATUSES
+
+
+def retry_after(value: str | None, now_wall: float) -> float | None:
+    """Seconds asked for by a ``Retry-After`` header (delta-seconds or an HTTP-date).
+
+    None when absent or unparseable; never negative.
+    """
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(int(value))
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        # RFC 9110 dates are GMT; "-0000" parses as zone-less and is read as such.
+        when = when.replace(tzinfo=datetime.UTC)
+    seconds = when.timestamp() - now_wall
+    return max(0.0, seconds) if math.isfinite(seconds) else None
