@@ -136,3 +136,45 @@ def test_restored_hosts_load_from_disk() -> None:
     _resolve_robots(s, "a.test", 0.0)
     job = s.next_job(0.0)
     assert isinstance(job, Job) and job.url == "http://a.test/p0"
+
+
+def test_a_retried_entry_goes_first_after_its_wait_and_keeps_the_budget() -> None:
+    s = Scheduler(delay=1.0, window=8, loader=lambda h, a, n: [], max_pages_per_host=2)
+    for e in _entries("a.test", 3):
+        s.add("a.test", e)
+    _resolve_robots(s, "a.test", 0.0)
+    job = s.next_job(1.0)
+    assert job is not None and job.entry is not None and job.url == "http://a.test/p0"
+    s.retry("a.test", job.entry, 1.5, wait=10.0)
+    assert s.next_job(11.4) is None  # the host waits the back-off, not just its delay
+    again = s.next_job(11.5)
+    assert again is not None and again.url == "http://a.test/p0"
+    assert again.entry is not None and again.entry.attempt == 1
+    s.finished("a.test", 11.6)
+    second = s.next_job(12.6)
+    assert second is not None and second.kind is JobKind.PAGE and second.url.endswith("/p1")
+    s.finished("a.test", 12.7)
+    # The budget of 2 pages is spent (a retry is not a new page): the rest is skipped.
+    over = s.next_job(20.0)
+    assert over is not None and over.kind is JobKind.SKIP and over.reason == "host page budget"
+
+
+def test_a_server_asking_for_quiet_holds_the_host() -> None:
+    s = _sched(delay=1.0)
+    for e in _entries("a.test", 2):
+        s.add("a.test", e)
+    _resolve_robots(s, "a.test", 0.0)
+    assert s.next_job(1.0) is not None
+    s.finished("a.test", 1.0, wait=30.0)
+    assert s.next_job(30.9) is None
+    assert s.next_job(31.0) is not None
+
+
+def test_restored_hosts_keep_their_budget_and_their_quiet() -> None:
+    s = Scheduler(delay=1.0, window=8, loader=lambda h, a, n: [], max_pages_per_host=1)
+    s.restore_host("a.test", not_before=5.0, pages=1)
+    s.add("a.test", _entries("a.test", 1)[0])
+    assert s.next_job(4.9) is None
+    _resolve_robots(s, "a.test", 5.0)
+    job = s.next_job(6.0)
+    assert job is not None and job.kind is JobKind.SKIP

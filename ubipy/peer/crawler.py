@@ -113,6 +113,7 @@ class Crawler:
         self._host_skips: list[tuple[str, str]] = []
         # Set while the shard refuses writes; cleared by the first flush that works.
         self.storage_error: str | None = None
+        self.storage_failing = trio.Event()
         self._wakeup = trio.Event()
         self._flush_now = trio.Event()
         self._idle = trio.Event()
@@ -411,17 +412,19 @@ class Crawler:
             if self.storage_error is None:
                 log.error(
                     "cannot write the shard %s: %s; admission paused, %d pages held in "
-                    "memory, retrying every %.0f s",
+                    "memory, retrying every %g s",
                     self._shard.path,
                     exc,
                     len(self._outcomes),
                     self.config.storage_retry,
                 )
             self.storage_error = f"{self._shard.path}: {exc}"
+            self.storage_failing.set()
             return False
         if self.storage_error is not None:
             log.warning("the shard takes writes again; crawling resumes")
             self.storage_error = None
+            self.storage_failing = trio.Event()
         for host, reason in host_skips:
             log.warning("%s: %s", host, reason)
         self._pending -= len(outcomes) + len(skips) + closed

@@ -200,7 +200,9 @@ class Shard:
         try:
             yield
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            # Some errors (SQLITE_FULL among them) have already rolled back.
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
             self._next_seq = seq_before
             raise
         else:

@@ -1,0 +1,72 @@
+"""Which failures are retried and how long a host is asked to wait."""
+
+from __future__ import annotations
+
+import email.utils
+
+import pytest
+
+from ubipy.fetch.fetcher import FetchResult, failed
+from ubipy.fetch.retry import is_retryable, retry_after
+from ubipy.fetch.scope import path_repeats
+
+NOW = 1_800_000_000.0
+
+
+def _result(status: int) -> FetchResult:
+    return FetchResult(
+        url="http://a.test/",
+        status=status,
+        content_type=None,
+        charset=None,
+        location=None,
+        last_modified=None,
+        etag=None,
+        retry_after=None,
+        body=b"",
+        truncated=False,
+        error=None,
+    )
+
+
+@pytest.mark.parametrize(("status", "retry"), [(200, False), (404, False), (301, False),
+                                               (429, True), (500, True), (503, True),
+                                               (504, True), (501, False)])  # fmt: skip
+def test_statuses_that_mean_try_later(status: int, retry: bool) -> None:
+    assert is_retryable(_result(status)) is retry
+
+
+def test_network_failures_are_retried() -> None:
+    assert is_retryable(failed("http://a.test/", "timeout: ReadTimeout"))
+
+
+def test_retry_after_in_seconds_and_as_an_http_date() -> None:
+    assert retry_after("120", NOW) == 120.0
+    assert retry_after(" 7 ", NOW) == 7.0
+    date = email.utils.formatdate(NOW + 30, usegmt=True)
+    assert retry_after(date, NOW) == pytest.approx(30.0)
+    # A date in the past means "now", never a negative wait.
+    assert retry_after(email.utils.formatdate(NOW - 30, usegmt=True), NOW) == 0.0
+    zoneless = email.utils.formatdate(NOW + 10).replace("+0000", "-0000")
+    assert retry_after(zoneless, NOW) == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize("value", [None, "", "soon", "-5", "1.5", "Mon, 99 Foo 2026"])
+def test_unreadable_retry_after_is_ignored(value: str | None) -> None:
+    assert retry_after(value, NOW) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "repeats"),
+    [
+        ("http://a.test/", 0),
+        ("http://a.test/x", 1),
+        ("http://a.test/a/b/c/d", 1),
+        ("http://a.test/a/b/a/b/a/b/", 3),
+        ("http://a.test/deep/a/a/a/a/", 4),
+        ("http://a.test/p?q=/a/a/a/a/a", 1),
+        ("http://a.test/a/a#/a/a/a", 2),
+    ],
+)
+def test_path_repeats_counts_the_most_repeated_segment(url: str, repeats: int) -> None:
+    assert path_repeats(url) == repeats
