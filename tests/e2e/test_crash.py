@@ -64,7 +64,7 @@ async def test_kill_9_at_random_moments_loses_nothing(tmp_path: Path) -> None:
                 # page's life: mid-request, mid-parse, mid-commit.
                 target = len(log) + rng.randint(3, 40)
                 with trio.fail_after(60):
-                    await log.wait_for(lambda lg, t=target: len(lg) >= t)  # type: ignore[misc]
+                    await log.wait_for(lambda lg, t=target: len(lg) >= t)
                 proc.send_signal(signal.SIGKILL)
                 with trio.fail_after(30):
                     await proc.wait()
