@@ -45,6 +45,15 @@ class ScopeFilter:
         self._verdicts.clear()
         return True
 
+    def add_roots(self, roots: Iterable[str]) -> bool:
+        """Take roots another peer's seeds brought; True if any was new."""
+        new = set(roots) - self._roots
+        if not new or self.scope is Scope.ANY:
+            return False
+        self._roots |= new
+        self._verdicts.clear()
+        return True
+
     def allows_host(self, host: str) -> bool:
         if self.scope is Scope.ANY:
             return True

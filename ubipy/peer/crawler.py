@@ -17,7 +17,7 @@ import math
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import httpx2
@@ -31,6 +31,7 @@ from ubipy.fetch.retry import is_retryable, retry_after
 from ubipy.fetch.robots import ROBOTS_MAX_BYTES, retry_delay
 from ubipy.fetch.scope import ScopeFilter, path_repeats
 from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize
+from ubipy.peer.router import Router
 from ubipy.store.admission import Admission
 from ubipy.store.shard import FrontierRow, HostMark, NewURL, PageRecord, Shard
 
@@ -71,6 +72,7 @@ class SeedResult:
     offered: int
     admitted: int
     refused: tuple[tuple[str, str], ...]
+    forwarded: int = 0
 
 
 @dataclass(slots=True)
@@ -85,8 +87,14 @@ class Crawler:
         config: CrawlConfig,
         shard: Shard,
         client: httpx2.AsyncClient,
+        router: Router | None = None,
     ) -> None:
         self.config = config
+        # Without a router this peer is a cluster of one and owns every host.
+        self.router = router
+        # Called when the router has something new to send.
+        self.on_forward: Callable[[], None] = lambda: None
+        self._acked_fps: list[int] = []
         self._shard = shard
         self._client = client
         self.stats = CrawlStats()
@@ -137,6 +145,9 @@ class Crawler:
         for host, n in self._shard.pending_hosts():
             self.scheduler.restore(host, n)
             self._pending += n
+        if self.router is not None:
+            # Unacknowledged forwards of the last run go out again.
+            self.router.enqueue(self._shard.outbox(), now)
         if loaded:
             log.info("resumed: %d seen URLs, %d pending", loaded, self._pending)
 
@@ -166,15 +177,75 @@ class Crawler:
                 continue
             self.scope.add_seed(url)
             candidates.append(NewURL(fingerprint(url), url, host_key(url), 0))
+        rows, foreign = self._durably(candidates, save_scope=True)
+        return SeedResult(offered, len(rows), tuple(refused), len(foreign))
+
+    def admit_routed(self, urls: list[NewURL]) -> int:
+        """Admit a batch another peer forwarded; returns how many were new here.
+
+        URLs this peer's ring says belong elsewhere (the views differ for a
+        moment while membership settles) are forwarded on, not fetched here.
+        Raises StorageError if the batch could not be made durable: then it must
+        not be acknowledged.
+        """
+        if self.storage_error is not None:
+            raise StorageError(self.storage_error)
+        rows, _ = self._durably(urls)
+        return len(rows)
+
+    def add_scope_roots(self, roots: Iterable[str]) -> bool:
+        """Widen the scope with roots another peer's seeds brought; True if any was new."""
+        if not self.scope.add_roots(roots):
+            return False
+        with self._shard.transaction():
+            self._shard.set_meta(_SCOPE_META, "\n".join(sorted(self.scope.roots)))
+        return True
+
+    def ring_changed(self) -> None:
+        """The router has a new placement: URLs waiting for others may now be ours."""
+        if self.router is None:
+            return
+        local, _ = self.router.ring_changed(self.router.placement, trio.current_time())
+        if local:
+            self._durably(local, drop_from_outbox=True)
+        self.on_forward()
+
+    def forwarded(self, fps: Iterable[int]) -> None:
+        """An owner acknowledged these forwarded URLs: their outbox rows can go."""
+        self._acked_fps.extend(fps)
+        self._flush_now.set()
+
+    def _place(self, candidates: list[NewURL]) -> tuple[list[FrontierRow], list[NewURL]]:
+        """Inside a transaction: admit this peer's URLs, keep the others' in the outbox."""
+        if self.router is None:
+            return self._admit(candidates), []
+        local, foreign = self.router.split(candidates)
+        if foreign:
+            self._shard.outbox_add(foreign)
+        return self._admit(local), foreign
+
+    def _durably(
+        self, candidates: list[NewURL], *, save_scope: bool = False, drop_from_outbox: bool = False
+    ) -> tuple[list[FrontierRow], list[NewURL]]:
         try:
             with self._shard.transaction():
-                self._shard.set_meta(_SCOPE_META, "\n".join(sorted(self.scope.roots)))
-                rows = self._admit(candidates)
+                if save_scope:
+                    self._shard.set_meta(_SCOPE_META, "\n".join(sorted(self.scope.roots)))
+                if drop_from_outbox:
+                    self._shard.outbox_remove([c.fp for c in candidates])
+                rows, foreign = self._place(candidates)
         except sqlite3.Error as exc:
             self.admission.rollback()
-            raise StorageError(f"cannot save seeds: {exc}") from exc
+            raise StorageError(f"cannot save admitted URLs: {exc}") from exc
+        self._committed(rows, foreign)
+        return rows, foreign
+
+    def _committed(self, rows: list[FrontierRow], foreign: list[NewURL]) -> None:
         self._schedule(rows)
-        return SeedResult(offered, len(rows), tuple(refused))
+        if foreign and self.router is not None:
+            # The split was just made under the same ring: nothing comes back local.
+            self.router.enqueue(foreign, trio.current_time())
+            self.on_forward()
 
     async def wait_idle(self) -> None:
         """Wait until the frontier is empty and nothing is in flight or unsaved."""
@@ -378,7 +449,9 @@ class Crawler:
                 self._wakeup.set()
 
     def _unsaved(self) -> bool:
-        return bool(self._outcomes or self._skips or self._host_marks or self._host_skips)
+        return bool(
+            self._outcomes or self._skips or self._host_marks or self._host_skips or self._acked_fps
+        )
 
     def _flush(self) -> bool:
         """Write what is waiting in one transaction; False if the shard refused it."""
@@ -386,15 +459,21 @@ class Crawler:
         skips, self._skips = self._skips, []
         marks, self._host_marks = self._host_marks, {}
         host_skips, self._host_skips = self._host_skips, []
-        if not (outcomes or skips or marks or host_skips):
+        acked, self._acked_fps = self._acked_fps, []
+        if not (outcomes or skips or marks or host_skips or acked):
             return True
         closed = 0
         try:
             with self._shard.transaction():
                 self._shard.save_host_marks(marks)
                 new_rows: list[FrontierRow] = []
+                foreign: list[NewURL] = []
                 for o in outcomes:
-                    new_rows.extend(self._admit(o.discovered))
+                    rows, out = self._place(o.discovered)
+                    new_rows.extend(rows)
+                    foreign.extend(out)
+                if acked:
+                    self._shard.outbox_remove(acked)
                 self._shard.record_pages([o.page for o in outcomes])
                 if skips:
                     self._shard.mark_skipped(skips)
@@ -408,6 +487,7 @@ class Crawler:
             self._skips = skips + self._skips
             self._host_marks = marks | self._host_marks
             self._host_skips = host_skips + self._host_skips
+            self._acked_fps = acked + self._acked_fps
             self.stats.storage_failures += 1
             if self.storage_error is None:
                 log.error(
@@ -428,7 +508,7 @@ class Crawler:
         for host, reason in host_skips:
             log.warning("%s: %s", host, reason)
         self._pending -= len(outcomes) + len(skips) + closed
-        self._schedule(new_rows)
+        self._committed(new_rows, foreign)
         return True
 
     def _admit(self, candidates: list[NewURL]) -> list[FrontierRow]:

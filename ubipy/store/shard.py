@@ -57,6 +57,13 @@ CREATE TABLE IF NOT EXISTS pages (
     depth         INTEGER NOT NULL,
     error         TEXT
 );
+-- URLs found here that belong to other peers, kept until their owner acknowledges them.
+CREATE TABLE IF NOT EXISTS outbox (
+    fp    INTEGER PRIMARY KEY,
+    url   TEXT    NOT NULL,
+    host  TEXT    NOT NULL,
+    depth INTEGER NOT NULL
+);
 -- When each host was last asked for something, so a restarted peer stays polite.
 CREATE TABLE IF NOT EXISTS hosts (
     host     TEXT PRIMARY KEY,
@@ -278,6 +285,22 @@ class Shard:
                 (FrontierState.SKIPPED, reason, host),
             )
         return cur.rowcount
+
+    # -- outbox -------------------------------------------------------------
+    def outbox_add(self, urls: Sequence[NewURL]) -> None:
+        with self.transaction():
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO outbox (fp, url, host, depth) VALUES (?, ?, ?, ?)",
+                [(u.fp, u.url, u.host, u.depth) for u in urls],
+            )
+
+    def outbox_remove(self, fps: Sequence[int]) -> None:
+        with self.transaction():
+            self._conn.executemany("DELETE FROM outbox WHERE fp = ?", [(fp,) for fp in fps])
+
+    def outbox(self) -> list[NewURL]:
+        cur = self._conn.execute("SELECT fp, url, host, depth FROM outbox ORDER BY rowid")
+        return [NewURL(int(a), str(b), str(c), int(d)) for a, b, c, d in cur]
 
     # -- hosts --------------------------------------------------------------
     def save_host_marks(self, marks: dict[str, HostMark]) -> None:

@@ -1,0 +1,75 @@
+"""The router batches foreign URLs per owner and keeps them until acknowledged."""
+
+from __future__ import annotations
+
+from ubipy.peer.router import Router
+from ubipy.ring import Ring
+from ubipy.store.shard import NewURL
+
+
+def _url(i: int, host: str) -> NewURL:
+    return NewURL(fp=i, url=f"http://{host}/{i}", host=host, depth=1)
+
+
+def _hosts_of(ring: Ring, owner: str, n: int) -> list[str]:
+    hosts = [f"h{i}.test" for i in range(2000)]
+    return [h for h in hosts if ring.owner(h) == owner][:n]
+
+
+def test_local_urls_stay_and_foreign_ones_are_batched_per_owner() -> None:
+    ring = Ring(["a", "b", "c"])
+    router = Router("a", ring, batch_size=3, linger=0.1)
+    mine = _hosts_of(ring, "a", 2)
+    theirs = _hosts_of(ring, "b", 4)
+    urls = [_url(i, h) for i, h in enumerate(mine + theirs)]
+    local, foreign = router.split(urls)
+    assert {u.host for u in local} == set(mine)
+    assert {u.host for u in foreign} == set(theirs)
+    assert router.enqueue(foreign, now=0.0) == []
+    [full] = router.due(0.0)  # a full batch leaves at once
+    assert full.owner == "b" and len(full.urls) == 3
+    assert router.due(0.05) == []  # the rest lingers
+    [rest] = router.due(0.1)
+    assert len(rest.urls) == 1
+    assert router.backlog() == 4
+
+
+def test_unacknowledged_batches_are_sent_again_and_acks_end_them() -> None:
+    ring = Ring(["a", "b"])
+    router = Router("a", ring, batch_size=1, retry_after=2.0)
+    router.enqueue([_url(1, _hosts_of(ring, "b", 1)[0])], 0.0)
+    [batch] = router.due(0.0)
+    assert router.due(1.0) == []
+    assert router.due(2.0) == [batch]  # the same batch, same id: the owner dedups
+    assert router.acked(batch.id) == batch
+    assert router.acked(batch.id) is None
+    assert router.due(10.0) == [] and router.backlog() == 0
+    assert router.next_deadline() is None
+
+
+def test_repeated_links_are_not_forwarded_twice() -> None:
+    ring = Ring(["a", "b"])
+    router = Router("a", ring)
+    u = _url(7, _hosts_of(ring, "b", 1)[0])
+    _, first = router.split([u])
+    router.enqueue(first, 0.0)
+    _, again = router.split([u])
+    assert again == [] and router.stats.recent_skips == 1
+
+
+def test_a_ring_change_reroutes_waiting_urls_and_returns_those_now_local() -> None:
+    ring = Ring(["a", "b", "c"])
+    router = Router("a", ring, batch_size=100, linger=0.1)
+    b_hosts = _hosts_of(ring, "b", 30)
+    router.enqueue([_url(i, h) for i, h in enumerate(b_hosts[:10])], 0.0)
+    [sent] = router.due(0.1)
+    router.enqueue([_url(100 + i, h) for i, h in enumerate(b_hosts[10:])], 0.2)
+    # b leaves: its URLs go to a (returned as local) or c (queued for c).
+    smaller = Ring(["a", "c"])
+    local, dropped = router.ring_changed(smaller, 0.3)
+    assert dropped == [sent.id]
+    assert {u.host for u in local} == {h for h in b_hosts if smaller.owner(h) == "a"}
+    batches = router.due(1.0)
+    assert {b.owner for b in batches} == {"c"}
+    assert sum(len(b.urls) for b in batches) + len(local) == 30
+    assert router.acked(sent.id) is None

@@ -1,0 +1,193 @@
+"""The router: every URL goes to the peer the ring names as its host's owner.
+
+Foreign URLs wait in a per-owner outbox and leave as one batch when it holds
+``batch_size`` URLs or has lingered ``linger`` seconds. A batch stays here until
+its owner acknowledges it (after admitting it durably); unacknowledged batches
+are sent again after ``retry_after`` seconds, and when the ring changes every
+waiting URL is routed afresh: some now belong elsewhere, some to this peer.
+Admission is idempotent, so a batch delivered twice does no harm.
+
+Pure: no I/O, no clock; the peer passes ``now`` in and sends what comes out.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ubipy.ring import Placement
+from ubipy.store.shard import NewURL
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """URLs on their way to one owner, as one frame."""
+
+    id: int
+    owner: str
+    urls: tuple[NewURL, ...]
+
+
+@dataclass(slots=True)
+class _Outbox:
+    urls: list[NewURL] = field(default_factory=list)
+    since: float = 0.0
+
+
+@dataclass(slots=True)
+class _Unacked:
+    batch: Batch
+    sent_at: float
+    attempts: int = 1
+
+
+@dataclass(slots=True)
+class RouterStats:
+    forwarded_urls: int = 0
+    batches_sent: int = 0
+    batches_resent: int = 0
+    batches_acked: int = 0
+    rerouted_urls: int = 0
+    recent_skips: int = 0
+
+
+class Router:
+    def __init__(
+        self,
+        self_id: str,
+        placement: Placement,
+        *,
+        batch_size: int = 50,
+        linger: float = 0.1,
+        retry_after: float = 2.0,
+        recent_size: int = 65_536,
+    ) -> None:
+        self.self_id = self_id
+        self._placement = placement
+        self._batch_size = batch_size
+        self._linger = linger
+        self._retry_after = retry_after
+        self._outboxes: dict[str, _Outbox] = {}
+        self._unacked: dict[int, _Unacked] = {}
+        self._ids = itertools.count(1)
+        # Links repeated on every page of a site (menus, footers) would otherwise
+        # be forwarded again and again; the owner would drop them, but the wire
+        # would carry them.
+        self._recent: OrderedDict[int, None] = OrderedDict()
+        self._recent_size = recent_size
+        self.stats = RouterStats()
+
+    @property
+    def placement(self) -> Placement:
+        return self._placement
+
+    def owner(self, host: str) -> str:
+        return self._placement.owner(host)
+
+    def split(self, urls: Iterable[NewURL]) -> tuple[list[NewURL], list[NewURL]]:
+        """(local, foreign): foreign URLs recently forwarded are dropped here."""
+        local: list[NewURL] = []
+        foreign: list[NewURL] = []
+        recent = self._recent
+        for u in urls:
+            if self._placement.owner(u.host) == self.self_id:
+                local.append(u)
+            elif u.fp in recent:
+                recent.move_to_end(u.fp)
+                self.stats.recent_skips += 1
+            else:
+                foreign.append(u)
+        return local, foreign
+
+    def enqueue(self, urls: Iterable[NewURL], now: float) -> list[NewURL]:
+        """Put foreign URLs in their owners' outboxes; returns any that are local after all."""
+        local: list[NewURL] = []
+        for u in urls:
+            owner = self._placement.owner(u.host)
+            if owner == self.self_id:
+                local.append(u)
+                continue
+            box = self._outboxes.get(owner)
+            if box is None:
+                box = self._outboxes[owner] = _Outbox(since=now)
+            elif not box.urls:
+                box.since = now
+            box.urls.append(u)
+            self._remember(u.fp)
+        return local
+
+    def due(self, now: float) -> list[Batch]:
+        """Batches to send now: full outboxes, lingered ones, and unacknowledged resends."""
+        out: list[Batch] = []
+        for owner, box in self._outboxes.items():
+            while len(box.urls) >= self._batch_size:
+                out.append(self._seal(owner, box.urls[: self._batch_size], now))
+                del box.urls[: self._batch_size]
+            if box.urls and now - box.since >= self._linger:
+                out.append(self._seal(owner, box.urls, now))
+                box.urls = []
+        for pending in self._unacked.values():
+            if now - pending.sent_at >= self._retry_after:
+                pending.sent_at = now
+                pending.attempts += 1
+                self.stats.batches_resent += 1
+                out.append(pending.batch)
+        return out
+
+    def _seal(self, owner: str, urls: Sequence[NewURL], now: float) -> Batch:
+        batch = Batch(next(self._ids), owner, tuple(urls))
+        self._unacked[batch.id] = _Unacked(batch, now)
+        self.stats.batches_sent += 1
+        self.stats.forwarded_urls += len(urls)
+        return batch
+
+    def acked(self, batch_id: int) -> Batch | None:
+        """The owner admitted the batch: forget it; returns it so its rows can go."""
+        pending = self._unacked.pop(batch_id, None)
+        if pending is None:
+            return None
+        self.stats.batches_acked += 1
+        return pending.batch
+
+    def next_deadline(self) -> float | None:
+        """When ``due`` next has something to give, if ever."""
+        times = [b.since + self._linger for b in self._outboxes.values() if b.urls]
+        times += [p.sent_at + self._retry_after for p in self._unacked.values()]
+        return min(times) if times else None
+
+    def ring_changed(self, placement: Placement, now: float) -> tuple[list[NewURL], list[int]]:
+        """Route every waiting URL again under the new ring.
+
+        Returns the URLs that are now this peer's own, and the ids of the
+        unacknowledged batches they came from (forgotten here; the caller admits
+        the URLs and drops their outbox rows).
+        """
+        self._placement = placement
+        waiting: list[NewURL] = []
+        dropped: list[int] = []
+        for box in self._outboxes.values():
+            waiting.extend(box.urls)
+        self._outboxes = {}
+        for batch_id, pending in list(self._unacked.items()):
+            # A batch whose owner still owns every URL in it keeps its place.
+            if all(placement.owner(u.host) == pending.batch.owner for u in pending.batch.urls):
+                continue
+            waiting.extend(pending.batch.urls)
+            dropped.append(batch_id)
+            del self._unacked[batch_id]
+        self.stats.rerouted_urls += len(waiting)
+        return self.enqueue(waiting, now), dropped
+
+    def backlog(self) -> int:
+        """URLs waiting to be sent or acknowledged."""
+        return sum(len(b.urls) for b in self._outboxes.values()) + sum(
+            len(p.batch.urls) for p in self._unacked.values()
+        )
+
+    def _remember(self, fp: int) -> None:
+        recent = self._recent
+        recent[fp] = None
+        if len(recent) > self._recent_size:
+            recent.popitem(last=False)
