@@ -4,20 +4,31 @@ on loopback, its request log, the ground truth of a correct crawl and a referee.
 It imports nothing else from ubipy: it is the independent judge of the crawler.
 """
 
+from ubipy.synthweb.hostile import HostileWeb
 from ubipy.synthweb.log import Request, RequestLog
 from ubipy.synthweb.model import Response, SyntheticWeb, WebSpec
-from ubipy.synthweb.referee import Overlap, Referee, RobotsViolation, ShortGap
+from ubipy.synthweb.referee import (
+    Hammering,
+    Overlap,
+    Referee,
+    RetryAfterViolation,
+    RobotsViolation,
+    ShortGap,
+)
 from ubipy.synthweb.robots import RobotsKind
 from ubipy.synthweb.server import SynthServer, serve
 from ubipy.synthweb.truth import ground_truth
 from ubipy.synthweb.urls import normalize_url
 
 __all__ = [
+    "Hammering",
+    "HostileWeb",
     "Overlap",
     "Referee",
     "Request",
     "RequestLog",
     "Response",
+    "RetryAfterViolation",
     "RobotsKind",
     "RobotsViolation",
     "ShortGap",

@@ -24,6 +24,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--latency", type=float, default=d.latency)
     p.add_argument("--jitter", type=float, default=d.jitter)
     p.add_argument("--crawl-delay", type=float, default=d.crawl_delay)
+    p.add_argument("--hostile", action="store_true", help="add the x-* hosts (traps, faults)")
     p.add_argument("--log", default=None, help="write the request log here (JSON Lines)")
     return p.parse_args(argv)
 
@@ -36,6 +37,7 @@ async def run(args: argparse.Namespace) -> None:
         latency=args.latency,
         jitter=args.jitter,
         crawl_delay=args.crawl_delay,
+        hostile=args.hostile,
     )
     web = SyntheticWeb(spec)
     # Receive signals as messages so the log is written by ordinary code, not in a handler.

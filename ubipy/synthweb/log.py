@@ -19,10 +19,24 @@ def peer_from(user_agent: str, address: str) -> str:
     return m.group(1) if m else address
 
 
+# Request.outcome values. Anything but COMPLETE is a response the client never got whole:
+# asking again afterwards is a retry, not a duplicate.
+COMPLETE = "complete"  # the whole response was handed to the OS
+ABANDONED = "abandoned"  # the client went away first (time-out, size cap, hang-up)
+RESET = "reset"  # the server reset the connection on purpose (status 0)
+CUT = "cut"  # the server closed mid-body on purpose (the slow server's end)
+OUTCOMES = (COMPLETE, ABANDONED, RESET, CUT)
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     """One request as the server saw it. Times are `trio.current_time()`: `start` when the
-    request head was read, `end` when the last byte of the response was handed to the OS."""
+    request head was read, `end` when the last byte of the response was handed to the OS,
+    or, for a response never completed, when the server noticed the client go (or cut it).
+
+    `status` is the status line actually sent; 0 when none was (a hang or a reset).
+    `retry_after` is the Retry-After header sent, if any, and `clock_offset` is wall time
+    minus trio time when the entry was made, to map an HTTP-date onto `start`/`end`."""
 
     start: float
     end: float
@@ -33,10 +47,17 @@ class Request:
     peer: str
     bytes_sent: int
     method: str = "GET"
+    outcome: str = COMPLETE
+    retry_after: str = ""
+    clock_offset: float = 0.0
 
     @property
     def url(self) -> str:
         return f"http://{self.host}{self.target_path}"
+
+    @property
+    def complete(self) -> bool:
+        return self.outcome == COMPLETE
 
 
 class RequestLog:

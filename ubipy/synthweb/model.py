@@ -12,10 +12,12 @@ from __future__ import annotations
 import itertools
 import random
 import re
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 
-from ubipy.synthweb import render
+from ubipy.synthweb import bodies, render
+from ubipy.synthweb.hostile import HostileWeb
 from ubipy.synthweb.render import Link
 from ubipy.synthweb.robots import RobotsKind, RobotsRules, rules_for
 from ubipy.synthweb.specials import Page, build_specials
@@ -47,21 +49,43 @@ class WebSpec:
     jitter: float = 0.0  # plus a deterministic uniform [0, jitter) per request
     crawl_delay: float = 0.3  # the Crawl-delay of the crawl-delay host (h004)
     robots_transient_failures: int = 2  # 503s from h005's robots.txt before it answers 200
+    # The hostile web (hostile.py): off by default, so the default web stays as it is.
+    hostile: bool = False
+    huge_bytes: int = 50 * 1024 * 1024  # x-huge's body
+    bomb_bytes: int = 100 * 1024 * 1024  # the bombs' bodies, decompressed
+    slow_interval: float = 1.0  # x-slow: seconds per byte
+    slow_bytes: int = 120  # x-slow: bytes sent before the server cuts the connection
+    flaky_failures: int = 2  # failures of x-hang, x-slow, x-reset, x-flaky before a 200
+    retry_after: int = 2  # seconds asked by x-ratelimit's 429 and x-unavailable's 503
+    bigrobots_bytes: int = 10 * 1024 * 1024  # x-bigrobots' robots.txt
+    many_links: int = 100_000  # anchors on x-manylinks' page (to 50 distinct targets)
+    long_link_chars: int = 10_000  # the over-long href on x-weirdlinks
 
     def __post_init__(self) -> None:
         if self.hosts < 1 or self.pages_per_host < 1:
             raise ValueError("need at least one host and one page per host")
+        if self.hostile:
+            if self.huge_bytes < bodies.MIN_HUGE_BYTES or self.bomb_bytes < 1024:
+                raise ValueError("huge_bytes and bomb_bytes must be at least 1 KiB")
+            if self.bigrobots_bytes < bodies.MIN_BIG_ROBOTS:
+                raise ValueError(f"bigrobots_bytes must be at least {bodies.MIN_BIG_ROBOTS}")
+            if self.long_link_chars < 2100 or self.many_links < 50:
+                raise ValueError("long_link_chars must exceed 2,100 and many_links 50")
 
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """What the server sends. `stream`, when set, replaces `body` (sent chunked): the hook
-    for slow, hanging or endless bodies."""
+    """What the server sends. `stream`, when set, replaces `body` (sent chunked unless
+    `content_length` is given): the hook for slow, huge or endless bodies. `fault`: "hang"
+    (send nothing until the client goes), "reset" (close with an RST; both with status 0)
+    or "cut" (close after the stream, without ending the body)."""
 
     status: int
     headers: tuple[tuple[str, str], ...] = ()
     body: bytes = b""
-    stream: Callable[[], AsyncIterator[bytes]] | None = field(default=None, compare=False)
+    stream: Callable[[], AsyncGenerator[bytes, None]] | None = field(default=None, compare=False)
+    content_length: int | None = None
+    fault: str = ""
 
 
 def ordinary_path(page: int) -> str:
@@ -89,6 +113,10 @@ class SyntheticWeb:
         # Special pages are few (a few dozen) and fixed, so they are built eagerly.
         self._last: tuple[str, Page | None] | None = None
         self._root_links, self._extras, self.specials = build_specials(self)
+        self.hostile = HostileWeb(self) if self.spec.hostile else None
+        if self.hostile is not None:
+            home = self._root_links.get((0, 0), ())
+            self._root_links[(0, 0)] = home + self.hostile.home_links()
 
     # -- names ---------------------------------------------------------------------------
     def host_names(self) -> list[str]:
@@ -102,6 +130,17 @@ class SyntheticWeb:
 
     def seed_url(self) -> str:
         return self.url(0)
+
+    def hostile_hosts(self) -> list[str]:
+        return [] if self.hostile is None else list(self.hostile.cases)
+
+    def trap_hosts(self) -> frozenset[str]:
+        """Hosts with infinitely many pages: pass them to `Referee.unexpected(ignore_hosts=)`."""
+        return frozenset() if self.hostile is None else self.hostile.trap_hosts()
+
+    def is_trap(self, url: str) -> bool:
+        """A (normalised) trap page outside the truth: see `HostileWeb.is_trap`."""
+        return self.hostile is not None and self.hostile.is_trap(url)
 
     # -- pages ---------------------------------------------------------------------------
     def page(self, url: str) -> Page | None:
@@ -117,7 +156,7 @@ class SyntheticWeb:
         host, target = split_url(normalize_url(url))
         index = self._index.get(host)
         if index is None:
-            return None
+            return None if self.hostile is None else self.hostile.page(f"http://{host}{target}")
         extra = self._extras.get((index, target))
         if extra is not None:
             return extra
@@ -192,7 +231,12 @@ class SyntheticWeb:
     # -- robots --------------------------------------------------------------------------
     def robots_kind(self, host: str) -> RobotsKind | None:
         index = self.host_index(host)
-        return None if index is None else _ROBOTS_KINDS.get(index, RobotsKind.PLAIN)
+        if index is None:
+            hostile = self.hostile
+            if hostile is not None and host.lower() in hostile.cases:
+                return hostile.robots_kind(host.lower())
+            return None
+        return _ROBOTS_KINDS.get(index, RobotsKind.PLAIN)
 
     def robots_rules(self, host: str) -> RobotsRules | None:
         """Rules once robots.txt is resolved; None means nothing may ever be fetched."""
@@ -217,9 +261,12 @@ class SyntheticWeb:
         return ("/robots.txt",)
 
     # -- responses -----------------------------------------------------------------------
-    def respond(self, host: str, target: str, *, prior_requests: int = 0) -> Response:
+    def respond(
+        self, host: str, target: str, *, prior_requests: int = 0, wall_time: float | None = None
+    ) -> Response:
         """The response to GET `target` on `host`; `prior_requests` counts earlier requests
-        for the same URL, so stateful behaviour (transient failures) stays a pure function."""
+        for the same URL, so stateful behaviour (transient failures) stays a pure function.
+        `wall_time` (default: now) dates a Retry-After given as an HTTP-date."""
         url = normalize_target(host.lower().removesuffix(":80"), target)
         host, path = split_url(url)
         kind = self.robots_kind(host)
@@ -227,7 +274,12 @@ class SyntheticWeb:
             return self._robots_response(host, kind, path, prior_requests)
         page = self.page(url)
         if page is None:
-            return self._html(404, url, (_not_found_link(),), "not found")
+            return self.render_page(404, url, (_not_found_link(),), "not found")
+        if page.special and self.hostile is not None:
+            wall = time.time() if wall_time is None else wall_time
+            special = self.hostile.respond(url, page, prior_requests, wall)
+            if special is not None:
+                return special
         headers: tuple[tuple[str, str], ...] = ()
         if page.kind == "redirect":
             assert page.location is not None
@@ -237,9 +289,9 @@ class SyntheticWeb:
             return Response(200, (("Content-Type", "image/png"),), render.png_bytes(4))
         if page.kind == "pdf":
             return Response(200, (("Content-Type", "application/pdf"),), render.pdf_bytes(url))
-        return self._html(page.status, url, page.links, page.title, page)
+        return self.render_page(page.status, url, page.links, page.title, page)
 
-    def _html(
+    def render_page(
         self, status: int, url: str, links: tuple[Link, ...], title: str, page: Page | None = None
     ) -> Response:
         rng = random.Random(f"synthweb-body:{self.spec.seed}:{url}")
@@ -262,6 +314,10 @@ class SyntheticWeb:
             return Response(404, text, b"no robots here\n")
         if kind is RobotsKind.BROKEN:
             return Response(500, text, b"robots backend down\n")
+        if kind is RobotsKind.HANG:
+            return Response(0, fault="hang")
+        if kind is RobotsKind.HUGE and self.hostile is not None:
+            return Response(200, text, self.hostile.robots_body())
         if kind is RobotsKind.TRANSIENT and prior_requests < self.spec.robots_transient_failures:
             return Response(503, text, b"try again\n")
         if kind is RobotsKind.REDIRECT and path == "/robots.txt":

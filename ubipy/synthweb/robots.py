@@ -24,6 +24,9 @@ class RobotsKind(Enum):
     TRANSIENT = "transient"  # 503 the first N times, then 200 with Disallow: /private/
     BROKEN = "broken"  # 500 for ever: nothing may be fetched
     REDIRECT = "redirect"  # 301 to /robots-real.txt, which is 200 with Disallow: /private/
+    # The hostile web (hostile.py):
+    HUGE = "huge"  # 200, megabytes: Disallow: /early/ first, Disallow: /late/ past 500 KiB
+    HANG = "hang"  # never answers: unreachable, so nothing may be fetched
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +96,16 @@ WILDCARD = RobotsRules(
     decoy_agent="otherbot",
 )
 
+EARLY = RobotsRules(rules=(Rule(False, "/early/"),))
+
 
 def rules_for(kind: RobotsKind, crawl_delay: float) -> RobotsRules | None:
     """The rules a crawler ends up with for `kind`; None means nothing may be fetched."""
-    if kind is RobotsKind.BROKEN:
+    if kind in (RobotsKind.BROKEN, RobotsKind.HANG):
         return None
+    if kind is RobotsKind.HUGE:
+        # Only what a parser reading the first 500 KiB (RFC 9309 §2.5) sees.
+        return EARLY
     if kind in (RobotsKind.SUBTREE, RobotsKind.TRANSIENT, RobotsKind.REDIRECT):
         return PRIVATE
     if kind is RobotsKind.WILDCARD:

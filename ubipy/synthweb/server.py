@@ -8,12 +8,18 @@ dispatched on their host. Origin-form with a Host header works too, for plain cl
 from __future__ import annotations
 
 import ipaddress
+import socket
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import h11
 import trio
 
+from ubipy.synthweb import log as outcomes
 from ubipy.synthweb.log import Request, RequestLog, peer_from
 from ubipy.synthweb.model import Response, SyntheticWeb
 from ubipy.synthweb.urls import normalize_target
@@ -121,6 +127,8 @@ class SynthServer:
             if delay > 0:
                 await trio.sleep(delay)
             await _send(conn, stream, response, progress, head_only=method == "HEAD")
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False  # the client went mid-response: logged below as abandoned
         finally:
             # Logged even when the client hung up mid-body: the request still happened.
             self.log.append(
@@ -129,14 +137,17 @@ class SynthServer:
                     end=progress.end_time(),
                     host=host,
                     target_path=target,
-                    status=response.status,
+                    status=progress.status,
                     user_agent=user_agent,
                     peer=peer_from(user_agent, address),
                     bytes_sent=progress.sent,
                     method=method,
+                    outcome=progress.outcome,
+                    retry_after=dict(response.headers).get("Retry-After", ""),
+                    clock_offset=time.time() - trio.current_time(),
                 )
             )
-        return True
+        return progress.outcome == outcomes.COMPLETE
 
 
 def _route(raw_target: str, host_header: str) -> tuple[str, str]:
@@ -167,17 +178,23 @@ class _Progress:
 
     The end of a request is the moment its last bytes reach the socket, taken
     before the send: the task may resume only later, when the event loop gets to
-    it, and a late timestamp would make the next request's gap look short.
+    it, and a late timestamp would make the next request's gap look short. A
+    response never completed ends when the server noticed (the client went, or
+    the server cut or reset the connection): that is when logging happens.
     """
 
-    __slots__ = ("handed_at", "sent")
+    __slots__ = ("handed_at", "outcome", "sent", "status")
 
     def __init__(self) -> None:
         self.sent = 0
         self.handed_at: float | None = None
+        self.status = 0  # the status line, once sent; 0 if none was (hang, reset)
+        self.outcome = outcomes.ABANDONED  # until the last bytes are handed over
 
     def end_time(self) -> float:
-        return self.handed_at if self.handed_at is not None else trio.current_time()
+        if self.handed_at is None or self.outcome != outcomes.COMPLETE:
+            return trio.current_time()
+        return self.handed_at
 
 
 async def _send(
@@ -188,31 +205,89 @@ async def _send(
     *,
     head_only: bool,
 ) -> None:
+    if response.fault == "hang":
+        await _until_client_goes(conn, stream)
+        return  # abandoned, status 0
+    if response.fault == "reset":
+        # SO_LINGER with a zero timeout makes close() send an RST instead of a FIN.
+        stream.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        await stream.aclose()
+        progress.outcome = outcomes.RESET
+        return
     headers = [(k, v) for k, v in response.headers]
     headers.append(("Server", "synthweb"))
     if response.stream is None:
         headers.append(("Content-Length", str(len(response.body))))
+    elif response.content_length is not None:
+        headers.append(("Content-Length", str(response.content_length)))
 
-    async def write(data: bytes) -> None:
+    async def write(data: bytes, *, last: bool = False) -> None:
+        if last:  # set before the send: the task may resume long after the bytes left
+            progress.outcome = outcomes.COMPLETE
         if data:
             progress.sent += len(data)
             progress.handed_at = trio.current_time()
-            await stream.send_all(data)
+            try:
+                await stream.send_all(data)
+            except BaseException:
+                progress.outcome = outcomes.ABANDONED  # not all of it left
+                raise
 
     head = conn.send(h11.Response(status_code=response.status, headers=headers)) or b""
+    progress.status = response.status
     if head_only:
-        await write(head + (conn.send(h11.EndOfMessage()) or b""))
+        await write(head + (conn.send(h11.EndOfMessage()) or b""), last=True)
         return
     if response.stream is not None:
         await write(head)
-        async for chunk in response.stream():
-            if chunk:
-                await write(conn.send(h11.Data(data=chunk)) or b"")
-        await write(conn.send(h11.EndOfMessage()) or b"")
+        if await _stream_body(conn, stream, response, write):
+            if response.fault == "cut":
+                progress.outcome = outcomes.CUT  # closed without the body's end
+            else:
+                await write(conn.send(h11.EndOfMessage()) or b"", last=True)
         return
     # One write for a whole response: fewer wake-ups, and one moment it was handed over.
     body = conn.send(h11.Data(data=response.body)) or b"" if response.body else b""
-    await write(head + body + (conn.send(h11.EndOfMessage()) or b""))
+    await write(head + body + (conn.send(h11.EndOfMessage()) or b""), last=True)
+
+
+async def _stream_body(
+    conn: h11.Connection,
+    stream: trio.SocketStream,
+    response: Response,
+    write: Callable[[bytes], Awaitable[None]],
+) -> bool:
+    """Send the streamed body; False if the client went first. A stream may sleep (slow)
+    or block on a full socket (endless), so a watcher notices the client leaving meanwhile
+    and the log's `end` is when it left, not when the next write would have failed."""
+    assert response.stream is not None
+    finished = False
+    async with trio.open_nursery() as nursery:
+
+        async def watch() -> None:
+            await _until_client_goes(conn, stream)
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(watch)
+        try:
+            async with aclosing(response.stream()) as chunks:
+                async for chunk in chunks:
+                    if chunk:
+                        await write(conn.send(h11.Data(data=chunk)) or b"")
+            finished = True
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the client went; raised here, it would come out in an exception group
+        nursery.cancel_scope.cancel()
+    return finished
+
+
+async def _until_client_goes(conn: h11.Connection, stream: trio.SocketStream) -> None:
+    """Read until EOF or an error; bytes a client sends meanwhile go to h11's buffer."""
+    try:
+        while data := await stream.receive_some(_READ_SIZE):
+            conn.receive_data(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, h11.RemoteProtocolError):
+        pass
 
 
 def _check_loopback(host: str) -> None:

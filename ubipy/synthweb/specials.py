@@ -35,6 +35,7 @@ class Page:
     base_href: str | None = None
     meta_nofollow: bool = False
     frameset: bool = False
+    special: str = ""  # a hostile page's behaviour (hostile.py); "" renders plain HTML
 
 
 RootLinks = dict[tuple[int, int], tuple[Link, ...]]

@@ -14,6 +14,16 @@ behind the same bug in the judge. The semantics mirror the crawler's specificati
   many redirects allow everything, 5xx is retried up to `robots_attempts` times in all and,
   if it never succeeds, none of the host's pages is requested.
 * 3xx responses yield their Location; only 2xx HTML yields links.
+* a URL longer than `max_url_length`, or whose path repeats one segment more than
+  `max_path_repeats` times, is refused (links with control characters or no valid host
+  never have a target in the model at all).
+* no response at all (a robots.txt that hangs) counts as a failure, like a 5xx.
+
+The hostile web (`WebSpec(hostile=True)`) has trap hosts with infinitely many pages; which
+of them a crawl fetches depends on its order, so the truth keeps only their fixed pages
+(`SyntheticWeb.is_trap`), and the referee bounds the rest: `over_budget`,
+`repeated_segments`, and `unexpected(truth, ignore_hosts=web.trap_hosts())`. Every other
+hostile URL is exact: failing URLs are in the truth because a correct crawl requests them.
 """
 
 from __future__ import annotations
@@ -23,7 +33,13 @@ from collections.abc import Iterable
 from enum import Enum
 
 from ubipy.synthweb.model import SyntheticWeb
-from ubipy.synthweb.urls import normalize_url, registered_domain, resolve, split_url
+from ubipy.synthweb.urls import (
+    normalize_url,
+    registered_domain,
+    resolve,
+    segment_repeats,
+    split_url,
+)
 
 SCOPES = ("host", "domain", "any")
 
@@ -49,9 +65,9 @@ def resolve_robots(
             response = web.respond(h, target, prior_requests=attempt)
             status = response.status
             location = dict(response.headers).get("Location")
-            if status < 500:
+            if 0 < status < 500:  # status 0: no answer (a hang, a reset), as bad as a 5xx
                 break
-        if status >= 500:
+        if status >= 500 or status == 0:
             return RobotsOutcome.UNAVAILABLE, requested
         if 300 <= status < 400 and location is not None:
             redirects += 1
@@ -73,7 +89,15 @@ def ground_truth(
     scope: str = "domain",
     robots_attempts: int = 3,
     max_robots_redirects: int = 5,
+    max_pages_per_host: int | None = None,
+    max_path_repeats: int | None = 3,
+    max_url_length: int = 2048,
 ) -> set[str]:
+    """The URLs a correct crawl requests (see the module's docstring).
+
+    `max_pages_per_host` does not cut the truth, which would make it depend on crawl order:
+    a ValueError says when some host's (non-robots) truth exceeds it; otherwise the budget
+    is the referee's to check (`over_budget`)."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {SCOPES}, not {scope!r}")
     seed_urls = [normalize_url(s) for s in seeds]
@@ -94,6 +118,10 @@ def ground_truth(
 
     def admit(url: str, depth: int) -> None:
         if url in seen or (max_depth is not None and depth > max_depth):
+            return
+        if len(url) > max_url_length or web.is_trap(url):
+            return
+        if max_path_repeats is not None and segment_repeats(split_url(url)[1]) > max_path_repeats:
             return
         if not in_scope(split_url(url)[0]):
             return
@@ -130,4 +158,13 @@ def ground_truth(
             for link in web.links_of(url):
                 admit(link, depth + 1)
         depth += 1
+    if max_pages_per_host is not None:
+        pages: dict[str, int] = {}
+        for url in truth:
+            host, target = split_url(url)
+            if target not in web.robots_paths(host):
+                pages[host] = pages.get(host, 0) + 1
+        over = {h: n for h, n in pages.items() if n > max_pages_per_host}
+        if over:
+            raise ValueError(f"hosts with more pages than the budget, order-dependent: {over}")
     return truth

@@ -19,11 +19,12 @@ _CANONICAL = re.compile(r"http://[a-z0-9.\-]+/[A-Za-z0-9\-._~/!$&'()*+,;=:@]*(\?
 
 
 def _decode_unreserved(text: str) -> str:
-    """Decode %XX only where XX is an unreserved character (RFC 3986 §6.2.2.2)."""
+    """Decode %XX only where XX is an unreserved character (RFC 3986 §6.2.2.2); upper-case
+    the hex of the rest (§6.2.2.1), so `%c3%a9` and `%C3%A9` are one URL."""
 
     def repl(m: re.Match[str]) -> str:
         ch = chr(int(m.group(1), 16))
-        return ch if ch in _UNRESERVED else m.group(0)
+        return ch if ch in _UNRESERVED else m.group(0).upper()
 
     return _PCT.sub(repl, text)
 
@@ -101,3 +102,13 @@ def registered_domain(host: str) -> str:
     host = host.lower().split(":", 1)[0].rstrip(".")
     labels = host.split(".")
     return ".".join(labels[-2:]) if len(labels) >= 2 else host
+
+
+def segment_repeats(path: str) -> int:
+    """How often the most repeated segment occurs in a path (query excluded): 3 for
+    /x/y/x/y/x/y/. Empty segments (from "//" or the trailing "/") are not counted."""
+    counts: dict[str, int] = {}
+    for segment in path.split("?", 1)[0].split("/"):
+        if segment:
+            counts[segment] = counts.get(segment, 0) + 1
+    return max(counts.values(), default=0)
