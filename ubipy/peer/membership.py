@@ -1,0 +1,715 @@
+"""SWIM-style membership as a pure state machine (h11 style).
+
+``Membership`` owns no socket, no clock and no randomness of its own: the driver
+feeds it events (``receive`` a message, ``tick`` at ``next_deadline()``, ``join``,
+``leave``), passes ``now`` in, and sends the ``Outgoing`` messages it returns. The
+same object runs unchanged under trio and in the deterministic simulator of
+tests/peer/simnet.py.
+
+The protocol is HashiCorp memberlist's (SWIM + Lifeguard suspicion):
+
+* every probe interval, ping the next member of a shuffled round-robin list; with
+  no Ack after the probe time-out, ask ``indirect_checks`` others to ping it
+  (PingReq); with no Ack by the end of the interval, suspect it;
+* a suspicion becomes a death after ``suspicion_mult * max(1, log10 N) * probe
+  interval`` at the earliest, up to ``suspicion_max_timeout_mult`` times that when
+  nobody else confirms it (Lifeguard: independent accusers shorten the wait);
+* a member that hears itself suspected or declared dead refutes by gossiping a
+  higher incarnation; rumours are ordered by incarnation;
+* updates are piggybacked on pings and acks and also gossiped to a few members
+  every gossip interval while any are pending, each ``retransmit_mult *
+  ceil(log10(N + 1))`` times;
+* a full push-pull of the member table over a stream every push-pull interval,
+  which is also how a peer joins (``join``) and how a restarted peer learns the
+  incarnation it must beat;
+* a graceful ``leave`` tells every member directly; they drop it at once.
+
+Two additions to memberlist, both because its few retransmits (4 at N = 8) let
+an epidemic miss a member now and then, which the simulator showed: a joiner,
+once the push-pull reply has told it who is there, announces itself to each
+member directly; and a member that hears a stale accusation (an incarnation it
+has already refuted) gossips its refutation again, which with Lifeguard's buddy
+system (a suspect's prober tells it so) lands on the Ack to the very peer that
+still suspects it.
+
+The driver rebuilds the ring from ``alive_ids()`` whenever ``drain_events()``
+returns an event whose ``changes_ring`` is true.
+
+Stream messages (``Outgoing.stream``): the driver sends a PushPull request as a
+stream request; ``receive`` of that request returns exactly one stream Outgoing,
+the reply, addressed to the ``sender_address`` it was given, which the driver
+writes back on the same connection. Everything else is one datagram each, and
+may be lost, duplicated or reordered.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import math
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+from ubipy.peer.membership_messages import (
+    MAX_INCARNATION,
+    MAX_PUSH_PULL_MEMBERS,
+    MAX_SEQ,
+    Ack,
+    Gossip,
+    Leave,
+    Member,
+    MemberState,
+    Message,
+    Ping,
+    PingReq,
+    PushPull,
+    Update,
+    WireError,
+    message_from_wire,
+)
+
+__all__ = [
+    "Ack",
+    "ChangeKind",
+    "Gossip",
+    "Leave",
+    "Member",
+    "MemberEvent",
+    "MemberState",
+    "Membership",
+    "MembershipConfig",
+    "Message",
+    "Outgoing",
+    "Ping",
+    "PingReq",
+    "PushPull",
+    "Update",
+    "WireError",
+    "message_from_wire",
+]
+
+ALIVE: Final = MemberState.ALIVE
+SUSPECT: Final = MemberState.SUSPECT
+DEAD: Final = MemberState.DEAD
+LEFT: Final = MemberState.LEFT
+# States that still hold a place on the ring and are probed. A suspect keeps its
+# place: moving hosts away and back on every false suspicion would cost more than
+# the few seconds a really dead owner keeps them.
+_LIVE: Final = frozenset({ALIVE, SUSPECT})
+
+
+@dataclass(frozen=True, slots=True)
+class MembershipConfig:
+    """Timings and limits; the defaults are memberlist's LAN profile."""
+
+    probe_interval: float = 1.0
+    probe_timeout: float = 0.5
+    indirect_checks: int = 3
+    suspicion_mult: int = 4
+    # Lifeguard: an unconfirmed suspicion waits up to this many times the minimum.
+    # 1 turns the confirmation-based shortening off.
+    suspicion_max_timeout_mult: int = 6
+    retransmit_mult: int = 4
+    gossip_interval: float = 0.2
+    gossip_nodes: int = 3
+    # Dead members are still gossiped to for a while, so that one declared dead
+    # wrongly (a partition) hears it and refutes.
+    gossip_to_the_dead: float = 30.0
+    push_pull_interval: float = 30.0
+    # How long DEAD and LEFT members are kept, so a stale ALIVE rumour with an old
+    # incarnation cannot bring them back. Several push-pull rounds, so every table
+    # that still holds the old ALIVE has been overwritten by then.
+    tombstone_timeout: float = 120.0
+    # Updates per message: keeps datagrams well under a 1400-byte MTU.
+    max_piggyback: int = 8
+
+    def __post_init__(self) -> None:
+        if not 0 < self.probe_timeout < self.probe_interval:
+            raise ValueError("need 0 < probe_timeout < probe_interval")
+        if self.gossip_interval <= 0 or self.push_pull_interval <= 0:
+            raise ValueError("intervals must be positive")
+        if min(self.suspicion_mult, self.suspicion_max_timeout_mult, self.retransmit_mult) < 1:
+            raise ValueError("multipliers must be at least 1")
+        if min(self.indirect_checks, self.gossip_nodes, self.max_piggyback) < 0:
+            raise ValueError("counts must not be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A message for the driver to send to ``address``; ``stream`` marks push-pull."""
+
+    address: str
+    message: Message
+    stream: bool = False
+
+
+class ChangeKind(enum.Enum):
+    JOINED = "joined"  # new, or back from DEAD/LEFT with a newer incarnation
+    SUSPECT = "suspect"
+    REFUTED = "refuted"  # SUSPECT -> ALIVE
+    DEAD = "dead"
+    LEFT = "left"
+
+
+@dataclass(frozen=True, slots=True)
+class MemberEvent:
+    kind: ChangeKind
+    member: Member
+    at: float
+
+    @property
+    def changes_ring(self) -> bool:
+        """Whether the alive set (and so the ring) changed; SUSPECT/REFUTED do not."""
+        return self.kind in (ChangeKind.JOINED, ChangeKind.DEAD, ChangeKind.LEFT)
+
+
+# The legal transitions of another member's state, all in one place:
+# (state we hold or None if unknown, state rumoured) -> (the rumour's incarnation
+# must be strictly newer than ours rather than at least as new, event to report).
+# Anything not listed is ignored. ALIVE needs a strictly newer incarnation (that
+# is what refuting means); accusations win ties. SUSPECT -> SUSPECT is not a
+# transition but a Lifeguard confirmation, handled apart. Tombstones for unknown
+# members are kept quietly so a late ALIVE of the same incarnation cannot undo them.
+_TRANSITIONS: Final[
+    dict[tuple[MemberState | None, MemberState], tuple[bool, ChangeKind | None]]
+] = {
+    (None, ALIVE): (False, ChangeKind.JOINED),
+    (None, DEAD): (False, None),
+    (None, LEFT): (False, None),
+    (ALIVE, ALIVE): (True, None),
+    (ALIVE, SUSPECT): (False, ChangeKind.SUSPECT),
+    (ALIVE, DEAD): (False, ChangeKind.DEAD),
+    (ALIVE, LEFT): (False, ChangeKind.LEFT),
+    (SUSPECT, ALIVE): (True, ChangeKind.REFUTED),
+    (SUSPECT, DEAD): (False, ChangeKind.DEAD),
+    (SUSPECT, LEFT): (False, ChangeKind.LEFT),
+    (DEAD, ALIVE): (True, ChangeKind.JOINED),
+    (LEFT, ALIVE): (True, ChangeKind.JOINED),
+}
+
+
+@dataclass(slots=True)
+class _Suspicion:
+    """Lifeguard's suspicion timer: starts at ``max`` and falls towards ``min`` as
+    distinct accusers confirm, log-scaled, reaching ``min`` at ``k`` confirmations."""
+
+    start: float
+    k: int
+    min_timeout: float
+    max_timeout: float
+    accusers: set[str]
+    confirmations: int = 0
+    deadline: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.deadline = self.start + (self.max_timeout if self.k >= 1 else self.min_timeout)
+
+    def confirm(self, accuser: str) -> bool:
+        """Count a new accuser; True if it was new (and so worth re-gossiping)."""
+        if self.confirmations >= self.k or accuser in self.accusers:
+            return False
+        self.accusers.add(accuser)
+        self.confirmations += 1
+        frac = math.log(self.confirmations + 1) / math.log(self.k + 1)
+        timeout = self.max_timeout - frac * (self.max_timeout - self.min_timeout)
+        self.deadline = self.start + max(self.min_timeout, timeout)
+        return True
+
+
+@dataclass(slots=True)
+class _Probe:
+    seq: int
+    target_id: str
+    started: float
+    acked: bool = False
+    indirect_sent: bool = False
+
+
+@dataclass(slots=True)
+class _Forward:
+    """A PingReq we are serving: our ping's Ack goes back under the requester's seq."""
+
+    requester_address: str
+    seq: int
+    expires: float
+
+
+@dataclass(slots=True)
+class _Broadcast:
+    update: Update
+    order: int
+    transmits: int = 0
+
+
+class Membership:
+    """One peer's view of the membership. See the module docstring."""
+
+    def __init__(
+        self,
+        self_id: str,
+        self_address: str,
+        config: MembershipConfig,
+        rng: random.Random,
+        *,
+        now: float = 0.0,
+        incarnation: int = 0,
+    ) -> None:
+        self.self_id = self_id
+        self.self_address = self_address
+        self.config = config
+        self._rng = rng
+        self._members: dict[str, Member] = {
+            self_id: Member(self_id, self_address, ALIVE, incarnation)
+        }
+        self._since: dict[str, float] = {self_id: now}
+        self._live = 1  # members in _LIVE, self included
+        self._left = False
+        self._joining = False  # a join's push-pull reply is still to come
+        self.refutations = 0  # how often we outbid a rumour about ourselves
+        self._suspicions: dict[str, _Suspicion] = {}
+        self._broadcasts: dict[str, _Broadcast] = {}
+        self._broadcast_order = 0
+        self._events: list[MemberEvent] = []
+        self._seq = rng.randrange(MAX_SEQ)
+        self._probe: _Probe | None = None
+        self._forwards: dict[int, _Forward] = {}
+        self._probe_list: list[str] = []
+        self._probe_pos = 0
+        # Random phases, so peers started together do not probe in lockstep.
+        self._next_probe = now + rng.random() * config.probe_interval
+        self._next_gossip = now
+        self._next_push_pull = now + rng.random() * config.push_pull_interval
+
+    # -- queries ---------------------------------------------------------------
+
+    @property
+    def incarnation(self) -> int:
+        return self._members[self.self_id].incarnation
+
+    @property
+    def has_left(self) -> bool:
+        return self._left
+
+    def members(self) -> list[Member]:
+        """Every member known, self and tombstones included, by id."""
+        return sorted(self._members.values(), key=lambda m: m.id)
+
+    def member(self, member_id: str) -> Member | None:
+        return self._members.get(member_id)
+
+    def alive_ids(self) -> frozenset[str]:
+        """The ids that own a share of the ring: ALIVE and SUSPECT, self included."""
+        return frozenset(m.id for m in self._members.values() if m.state in _LIVE)
+
+    def drain_events(self) -> list[MemberEvent]:
+        """The changes since the last call, oldest first."""
+        events, self._events = self._events, []
+        return events
+
+    def next_deadline(self) -> float | None:
+        """When ``tick`` must next be called (earlier is harmless); None once we
+        have left and nothing is pending."""
+        deadlines = [s.deadline for s in self._suspicions.values()]
+        if self._broadcasts:
+            deadlines.append(self._next_gossip)
+        if not self._left:
+            deadlines.append(self._next_probe)
+            deadlines.append(self._next_push_pull)
+            probe = self._probe
+            if probe is not None and not probe.acked and not probe.indirect_sent:
+                deadlines.append(probe.started + self.config.probe_timeout)
+        return min(deadlines, default=None)
+
+    # -- events from the driver ------------------------------------------------
+
+    def join(self, now: float, seed_addresses: Iterable[str]) -> list[Outgoing]:
+        """Push-pull with each seed; any one live seed is enough. The driver may
+        call this again if no reply came."""
+        # Announce ourselves too, as soon as we know someone to tell: the seed
+        # alone would spend its few retransmits before it knows the whole cluster.
+        me = self._members[self.self_id]
+        if self.self_id not in self._broadcasts:
+            self._enqueue(Update(me.id, me.address, ALIVE, me.incarnation, me.id))
+        self._joining = True
+        state = self._push_pull_message(is_reply=False)
+        return [Outgoing(a, state, True) for a in seed_addresses if a != self.self_address]
+
+    def leave(self, now: float) -> list[Outgoing]:
+        """Tell every member we are leaving. Afterwards we still answer pings and
+        gossip what is pending, but neither probe nor refute."""
+        if self._left:
+            return []
+        self._left = True
+        me = self._members[self.self_id]
+        self._set(replace(me, state=LEFT), now)
+        self._events.append(MemberEvent(ChangeKind.LEFT, self._members[me.id], now))
+        update = Update(me.id, me.address, LEFT, me.incarnation, me.id)
+        self._enqueue(update)
+        self._probe = None
+        message = Leave(me.id, me.address, me.incarnation)
+        return [
+            Outgoing(m.address, message)
+            for m in self._members.values()
+            if m.state in _LIVE and m.id != self.self_id
+        ]
+
+    def tick(self, now: float) -> list[Outgoing]:
+        """Run every timer that is due at ``now``."""
+        out: list[Outgoing] = []
+        self._expire_suspicions(now)
+        if not self._left:
+            self._run_probe(now, out)
+            if now >= self._next_push_pull:
+                self._next_push_pull = now + self._push_pull_period()
+                target = self._pick(1, lambda m: m.state is ALIVE)
+                if target:
+                    state = self._push_pull_message(is_reply=False)
+                    out.append(Outgoing(target[0].address, state, True))
+        if now >= self._next_gossip:
+            self._next_gossip = now + self.config.gossip_interval
+            if self._broadcasts:
+                self._gossip(now, out)
+        return out
+
+    def receive(self, now: float, sender_address: str, message: Message) -> list[Outgoing]:
+        """Handle one message from ``sender_address`` (for a stream request, where
+        the reply goes back)."""
+        out: list[Outgoing] = []
+        if isinstance(message, Ping):
+            if message.target_id != self.self_id:
+                return out  # meant for whoever had this address before us
+            self._apply_all(message.updates, now)
+            out.append(Outgoing(sender_address, Ack(message.seq, self._piggyback())))
+        elif isinstance(message, Ack):
+            self._apply_all(message.updates, now)
+            probe = self._probe
+            if probe is not None and probe.seq == message.seq:
+                probe.acked = True
+            forward = self._forwards.pop(message.seq, None)
+            if forward is not None and now <= forward.expires:
+                ack = Ack(forward.seq, self._piggyback())
+                out.append(Outgoing(forward.requester_address, ack))
+        elif isinstance(message, PingReq):
+            self._apply_all(message.updates, now)
+            seq = self._next_seq()
+            self._forwards[seq] = _Forward(
+                sender_address, message.seq, now + self.config.probe_interval
+            )
+            ping = Ping(seq, message.target_id, self._piggyback())
+            out.append(Outgoing(message.target_address, ping))
+        elif isinstance(message, Gossip):
+            self._apply_all(message.updates, now)
+        elif isinstance(message, PushPull):
+            self._merge(message.members, now)
+            if not message.is_reply:
+                reply = self._push_pull_message(is_reply=True)
+                out.append(Outgoing(sender_address, reply, True))
+            elif self._joining:
+                self._joining = False
+                self._announce(sender_address, out)
+        elif isinstance(message, Leave):
+            self._apply(
+                Update(
+                    message.member_id, message.address, LEFT, message.incarnation, message.member_id
+                ),
+                now,
+            )
+        return out
+
+    def _announce(self, seed_address: str, out: list[Outgoing]) -> None:
+        """Tell every member we just learnt about ourselves, directly. With the few
+        retransmits gossip allows at small N (4 at N = 8), an epidemic misses some
+        member in several percent of joins, which would then not know us until a
+        push-pull; one datagram per member once per join is cheap insurance."""
+        me = self._members[self.self_id]
+        news = Gossip((Update(me.id, me.address, ALIVE, me.incarnation, me.id),))
+        out.extend(
+            Outgoing(m.address, news)
+            for m in self._members.values()
+            if m.state in _LIVE and m.id != self.self_id and m.address != seed_address
+        )
+
+    # -- probing ---------------------------------------------------------------
+
+    def _run_probe(self, now: float, out: list[Outgoing]) -> None:
+        probe = self._probe
+        cfg = self.config
+        if (
+            probe is not None
+            and not probe.acked
+            and not probe.indirect_sent
+            and now >= probe.started + cfg.probe_timeout
+        ):
+            probe.indirect_sent = True
+            target = self._members.get(probe.target_id)
+            if target is not None and target.state in _LIVE:
+                helpers = self._pick(
+                    cfg.indirect_checks,
+                    lambda m: m.state is ALIVE and m.id != probe.target_id,
+                )
+                req = PingReq(probe.seq, target.id, target.address, self._piggyback())
+                out.extend(Outgoing(h.address, req) for h in helpers)
+        if now < self._next_probe:
+            return
+        # A probe lasts one interval: unanswered by now, its target is suspect.
+        if probe is not None and not probe.acked:
+            target = self._members.get(probe.target_id)
+            if target is not None and target.state in _LIVE:
+                self._apply(
+                    Update(target.id, target.address, SUSPECT, target.incarnation, self.self_id),
+                    now,
+                )
+        self._probe = None
+        self._next_probe += cfg.probe_interval
+        if self._next_probe <= now:  # the driver was late; do not fire a burst
+            self._next_probe = now + cfg.probe_interval
+        self._reap(now)
+        target = self._next_target()
+        if target is None:
+            return
+        seq = self._next_seq()
+        if target.state is SUSPECT:
+            # Lifeguard's buddy system: tell a suspect directly, so it can refute
+            # even if the gossip about it missed it.
+            buddy = Update(target.id, target.address, SUSPECT, target.incarnation, self.self_id)
+            updates = (buddy, *self._piggyback(cfg.max_piggyback - 1))
+        else:
+            updates = self._piggyback()
+        self._probe = _Probe(seq, target.id, now)
+        out.append(Outgoing(target.address, Ping(seq, target.id, updates)))
+
+    def _next_target(self) -> Member | None:
+        for attempt in range(2):
+            while self._probe_pos < len(self._probe_list):
+                member = self._members.get(self._probe_list[self._probe_pos])
+                self._probe_pos += 1
+                if member is not None and member.state in _LIVE:
+                    return member
+            if attempt == 0:
+                # End of a pass: reshuffle, so a member's place in the order (and
+                # so how long its death goes unnoticed) is fresh luck every pass.
+                self._probe_list = [
+                    m.id
+                    for m in self._members.values()
+                    if m.state in _LIVE and m.id != self.self_id
+                ]
+                self._rng.shuffle(self._probe_list)
+                self._probe_pos = 0
+        return None
+
+    def _add_to_probe_list(self, member_id: str) -> None:
+        # Somewhere in the rest of this pass, so a newcomer is probed soon without
+        # making its position predictable.
+        if member_id in self._probe_list[self._probe_pos :]:
+            return
+        at = self._rng.randint(self._probe_pos, len(self._probe_list))
+        self._probe_list.insert(at, member_id)
+
+    def _next_seq(self) -> int:
+        self._seq = (self._seq + 1) % (MAX_SEQ + 1)
+        return self._seq
+
+    def _pick(self, k: int, accept: Callable[[Member], bool]) -> list[Member]:
+        """Up to ``k`` random other members that ``accept`` takes."""
+        if k <= 0:
+            return []
+        # The dict keeps insertion order, so this is as repeatable as the rng.
+        candidates = [m for m in self._members.values() if m.id != self.self_id and accept(m)]
+        if len(candidates) <= k:
+            self._rng.shuffle(candidates)
+            return candidates
+        return self._rng.sample(candidates, k)
+
+    # -- state changes ---------------------------------------------------------
+
+    def _apply_all(self, updates: tuple[Update, ...], now: float) -> None:
+        for update in updates:
+            self._apply(update, now)
+
+    def _apply(self, update: Update, now: float) -> None:
+        """Apply one rumour by the transition table; re-gossip it if it changed
+        anything."""
+        if update.member_id == self.self_id:
+            self._about_self(update, now)
+            return
+        current = self._members.get(update.member_id)
+        if current is not None and current.state is SUSPECT and update.state is SUSPECT:
+            if update.incarnation < current.incarnation:
+                return
+            if update.incarnation > current.incarnation:
+                self._set(replace(current, incarnation=update.incarnation), now)
+            suspicion = self._suspicions.get(current.id)
+            if suspicion is not None and suspicion.confirm(update.source):
+                self._enqueue(update)
+            return
+        old_state = None if current is None else current.state
+        rule = _TRANSITIONS.get((old_state, update.state))
+        if rule is None:
+            return
+        strictly_newer, kind = rule
+        if current is not None and (
+            update.incarnation < current.incarnation
+            or (strictly_newer and update.incarnation == current.incarnation)
+        ):
+            return
+        # An ALIVE rumour comes from the member itself, so its address is the one
+        # to use; an accuser's copy of the address is no better than ours.
+        address = update.address if current is None or update.state is ALIVE else current.address
+        member = Member(update.member_id, address, update.state, update.incarnation)
+        self._set(member, now)
+        if update.state is SUSPECT:
+            self._start_suspicion(member.id, update.source, now)
+        else:
+            self._suspicions.pop(member.id, None)
+        if update.state is ALIVE and old_state is not ALIVE and old_state is not SUSPECT:
+            self._add_to_probe_list(member.id)
+        if kind is not None:
+            self._events.append(MemberEvent(kind, member, now))
+        if current is not None or update.state is ALIVE:
+            self._enqueue(update)  # quiet tombstones of strangers are not news
+
+    def _about_self(self, update: Update, now: float) -> None:
+        """Refute any accusation at our incarnation or above, and any ALIVE above it
+        (a previous life of this id: we must outbid it to be believed)."""
+        me = self._members[self.self_id]
+        if self._left:
+            return
+        if update.state is ALIVE and update.incarnation <= me.incarnation:
+            return
+        if update.incarnation < me.incarnation:
+            # A stale accusation: its sender missed our refutation, whose
+            # retransmits may be spent. Gossip it again; with the buddy system this
+            # puts it on the Ack to the very peer that still suspects us.
+            if self.self_id not in self._broadcasts:
+                self._enqueue(Update(me.id, me.address, ALIVE, me.incarnation, me.id))
+            return
+        if update.incarnation >= MAX_INCARNATION:
+            return  # cannot outbid; only a forged rumour gets here
+        me = replace(me, incarnation=update.incarnation + 1)
+        self._set(me, now)
+        self.refutations += 1
+        self._enqueue(Update(me.id, me.address, ALIVE, me.incarnation, me.id))
+
+    def _start_suspicion(self, member_id: str, accuser: str, now: float) -> None:
+        cfg = self.config
+        n = self._live
+        # Lifeguard expects k independent confirmations; two fewer than the
+        # multiplier, so the nominal time-out is met a couple of probes early,
+        # and none where there are too few others to confirm.
+        k = cfg.suspicion_mult - 2
+        if n - 2 < k:
+            k = 0
+        # memberlist's suspicionTimeout: the node scale is at least 1, so small
+        # clusters (N < 10) get suspicion_mult probe intervals, not less.
+        scale = max(1.0, math.log10(max(1, n)))
+        min_timeout = cfg.suspicion_mult * scale * cfg.probe_interval
+        max_timeout = cfg.suspicion_max_timeout_mult * min_timeout
+        self._suspicions[member_id] = _Suspicion(now, k, min_timeout, max_timeout, {accuser})
+
+    def _expire_suspicions(self, now: float) -> None:
+        due = [mid for mid, s in self._suspicions.items() if now >= s.deadline]
+        for member_id in due:
+            member = self._members.get(member_id)
+            if member is None or member.state is not SUSPECT:
+                self._suspicions.pop(member_id, None)
+                continue
+            self._apply(
+                Update(member.id, member.address, DEAD, member.incarnation, self.self_id), now
+            )
+
+    def _set(self, member: Member, now: float) -> None:
+        old = self._members.get(member.id)
+        was_live = old is not None and old.state in _LIVE
+        self._live += (member.state in _LIVE) - was_live
+        self._members[member.id] = member
+        if old is None or old.state is not member.state:
+            self._since[member.id] = now
+
+    def _reap(self, now: float) -> None:
+        cfg = self.config
+        gone = [
+            m.id
+            for m in self._members.values()
+            if m.state not in _LIVE
+            and m.id != self.self_id
+            and now - self._since[m.id] >= cfg.tombstone_timeout
+        ]
+        for member_id in gone:
+            del self._members[member_id]
+            del self._since[member_id]
+        expired = [seq for seq, f in self._forwards.items() if now > f.expires]
+        for seq in expired:
+            del self._forwards[seq]
+
+    # -- dissemination ---------------------------------------------------------
+
+    def _enqueue(self, update: Update) -> None:
+        # One rumour per member: a newer one makes the older worthless.
+        self._broadcast_order += 1
+        self._broadcasts[update.member_id] = _Broadcast(update, self._broadcast_order)
+
+    def _piggyback(self, limit: int | None = None) -> tuple[Update, ...]:
+        """The updates to put on the next message: least sent first, then newest;
+        each one is dropped after its retransmit limit."""
+        if not self._broadcasts:
+            return ()
+        cfg = self.config
+        limit = cfg.max_piggyback if limit is None else limit
+        if limit <= 0:
+            return ()
+        retransmits = cfg.retransmit_mult * math.ceil(math.log10(self._live + 1))
+        chosen = heapq.nsmallest(
+            limit, self._broadcasts.values(), key=lambda b: (b.transmits, -b.order)
+        )
+        for b in chosen:
+            b.transmits += 1
+            if b.transmits >= retransmits:
+                del self._broadcasts[b.update.member_id]
+        return tuple(b.update for b in chosen)
+
+    def _gossip(self, now: float, out: list[Outgoing]) -> None:
+        horizon = self.config.gossip_to_the_dead
+
+        def reachable(m: Member) -> bool:
+            return m.state in _LIVE or (m.state is DEAD and now - self._since[m.id] < horizon)
+
+        for target in self._pick(self.config.gossip_nodes, reachable):
+            updates = self._piggyback()
+            if not updates:
+                break
+            out.append(Outgoing(target.address, Gossip(updates)))
+
+    def _merge(self, members: tuple[Member, ...], now: float) -> None:
+        """Take in a push-pull table as a batch of rumours."""
+        for m in members:
+            known = self._members.get(m.id)
+            state = m.state
+            if state is SUSPECT and known is None:
+                # Learn it as ALIVE: it still holds a place on everyone's ring, and
+                # our own probes will judge it.
+                state = ALIVE
+            elif state is DEAD and known is not None and known.state in _LIVE:
+                # As memberlist: a death learnt in bulk is only a suspicion, which
+                # the member can still refute.
+                state = SUSPECT
+            source = m.id if state is ALIVE or state is LEFT else self.self_id
+            self._apply(Update(m.id, m.address, state, m.incarnation, source), now)
+
+    def _push_pull_message(self, *, is_reply: bool) -> PushPull:
+        members = list(self._members.values())
+        if len(members) > MAX_PUSH_PULL_MEMBERS:
+            # Far beyond the sizes we run at; drop tombstones first.
+            members.sort(key=lambda m: m.state not in _LIVE)
+            members = members[:MAX_PUSH_PULL_MEMBERS]
+        return PushPull(tuple(members), is_reply)
+
+    def _push_pull_period(self) -> float:
+        # memberlist's pushPullScale: above 32 members, back off with log2 N so the
+        # cluster's total push-pull load grows slower than N.
+        n = self._live
+        interval = self.config.push_pull_interval
+        if n <= 32:
+            return interval
+        return interval * (math.ceil(math.log2(n) - math.log2(32)) + 1)
