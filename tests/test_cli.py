@@ -20,9 +20,10 @@ from ubipy.synthweb.truth import ground_truth
 UBIPY = [sys.executable, "-m", "ubipy.cli"]
 
 
-async def _read_until(stream: trio.abc.ReceiveStream, marker: bytes) -> bytes:
+async def _read_until(stream: trio.abc.ReceiveStream, marker: bytes, then: bytes = b"") -> bytes:
+    """Read until ``marker`` has been seen, and ``then`` after the last one."""
     seen = b""
-    while marker not in seen:
+    while marker not in seen or then not in seen.rsplit(marker, 1)[1]:
         chunk = await stream.receive_some(4096)
         if not chunk:
             raise AssertionError(f"stream ended before {marker!r}: {seen!r}")
@@ -60,8 +61,9 @@ async def test_peer_seed_status_and_graceful_stop_as_processes(tmp_path: Path) -
         try:
             assert proc.stderr is not None
             with trio.fail_after(30):
-                banner = await _read_until(proc.stderr, b"\n")
-            addr = banner.decode().split("listening on ")[1].split()[0]
+                banner = await _read_until(proc.stderr, b"ubipy peer ", b"\n")
+            assert b"no cluster secret: listening on loopback only" in banner
+            addr = banner.decode().split("ubipy peer ")[1].split("listening on ")[1].split()[0]
 
             seeded = await trio.run_process(
                 [*UBIPY, "seed", str(seeds), "--peer", addr],

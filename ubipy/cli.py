@@ -6,12 +6,10 @@ This is the only place that turns flags into a :class:`CrawlConfig`.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
+import os
 import signal
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,10 @@ import trio
 from ubipy import __version__
 from ubipy.config import CrawlConfig, Scope, default_user_agent
 from ubipy.fetch.seeds import parse_seeds
+from ubipy.peer.crawler import StorageError
+from ubipy.peer.links import request
 from ubipy.peer.peer import Peer
+from ubipy.peer.wire import FrameType, secret_from
 from ubipy.store.shard import ShardError
 
 log = logging.getLogger("ubipy")
@@ -139,6 +140,15 @@ def _crawl_options(
     )
 
 
+def _secret_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--secret",
+        default=None,
+        help="the cluster secret that authenticates every frame between peers "
+        "(default: $UBIPY_SECRET; without one, peers stay on loopback)",
+    )
+
+
 def _config(args: argparse.Namespace, **overrides: Any) -> CrawlConfig:
     fields: dict[str, Any] = {
         "delay": args.delay,
@@ -190,6 +200,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="HOST:PORT of the peer's control endpoint (default: %(default)s)",
     )
     p.add_argument(
+        "--join",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="HOST:PORT of any live member of the cluster to join; may be repeated "
+        "(default: start a cluster of one)",
+    )
+    _secret_option(p)
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=_DEFAULTS.batch_size,
+        metavar="N",
+        help="URLs for another peer leave as one frame when N are waiting (default: %(default)s)",
+    )
+    p.add_argument(
+        "--batch-linger",
+        type=float,
+        default=_DEFAULTS.batch_linger,
+        metavar="SECONDS",
+        help="...or when the oldest has waited this long (default: %(default)s)",
+    )
+    p.add_argument(
         "--seeds",
         type=Path,
         default=None,
@@ -209,16 +242,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--peer",
         default=_DEFAULTS.listen,
         metavar="ADDR",
-        help="HOST:PORT of the peer (default: %(default)s)",
+        help="HOST:PORT of any peer; seeds are routed to their owners (default: %(default)s)",
     )
+    _secret_option(s)
 
     st = sub.add_parser("status", help="print a running peer's figures")
     st.add_argument(
         "--peer",
         default=_DEFAULTS.listen,
         metavar="ADDR",
-        help="HOST:PORT of the peer (default: %(default)s)",
+        help="HOST:PORT of any peer; it asks the others (default: %(default)s)",
     )
+    _secret_option(st)
 
     d = sub.add_parser(
         "demo",
@@ -277,7 +312,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run_peer(args: argparse.Namespace) -> int:
-    config = _config(args, data_dir=args.data, listen=args.listen)
+    config = _config(
+        args,
+        data_dir=args.data,
+        listen=args.listen,
+        join=tuple(args.join),
+        batch_size=args.batch_size,
+        batch_linger=args.batch_linger,
+        secret=args.secret or os.environ.get("UBIPY_SECRET"),
+    )
     peer = Peer(config)
     async with trio.open_nursery() as nursery:
         await nursery.start(peer.run)
@@ -286,7 +329,10 @@ async def _run_peer(args: argparse.Namespace) -> int:
             seeds = parse_seeds(args.seeds.read_bytes())
             for problem in seeds.problems:
                 print(f"{args.seeds}: {problem}", file=sys.stderr)
-            peer.crawler.seed(seeds.urls)
+            try:
+                peer.crawler.seed(seeds.urls)
+            except StorageError as exc:
+                print(f"ubipy peer: cannot take the seeds: {exc}", file=sys.stderr)
         nursery.start_soon(_stop_on_signals, peer, nursery.cancel_scope)
         await peer.crawler.stopped.wait()
         nursery.cancel_scope.cancel()
@@ -307,16 +353,16 @@ async def _stop_on_signals(peer: Peer, scope: trio.CancelScope) -> None:
                 return
 
 
-def _call(addr: str, method: str, path: str, payload: Any = None) -> Any:
-    data = None if payload is None else json.dumps(payload).encode()
-    req = urllib.request.Request(
-        f"http://{addr}{path}",
-        data=data,
-        method=method,
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return json.loads(resp.read())
+def _secret(args: argparse.Namespace) -> bytes:
+    return secret_from(args.secret or os.environ.get("UBIPY_SECRET"))
+
+
+def _ask(args: argparse.Namespace, kind: FrameType, payload: Any) -> Any:
+    async def go() -> Any:
+        frame = await request(args.peer, _secret(args), kind, payload, patience=30.0)
+        return frame.payload
+
+    return trio.run(go)
 
 
 def _seed(args: argparse.Namespace) -> int:
@@ -332,41 +378,48 @@ def _seed(args: argparse.Namespace) -> int:
         print(f"ubipy seed: no usable URL in {args.file}", file=sys.stderr)
         return 1
     try:
-        answer = _call(args.peer, "POST", "/api/seed", list(seeds.urls))
-    except (urllib.error.URLError, OSError) as exc:
+        answer = _ask(args, FrameType.SEED, {"urls": list(seeds.urls)})
+    except (OSError, PermissionError) as exc:
         print(f"ubipy seed: cannot reach peer {args.peer}: {exc}", file=sys.stderr)
         return 2
+    if "error" in answer:
+        print(f"ubipy seed: the peer refused the seeds: {answer['error']}", file=sys.stderr)
+        return 2
     print(
-        f"sent {len(seeds.urls)} seeds to {args.peer}: {answer['admitted']} new, "
-        f"{len(seeds.urls) - answer['admitted']} already known"
+        f"sent {len(seeds.urls)} seeds to {args.peer}: {answer['admitted']} new there, "
+        f"{answer['forwarded']} forwarded to their owners"
     )
     return 1 if seeds.problems else 0
 
 
 def _status(args: argparse.Namespace) -> int:
     try:
-        st = _call(args.peer, "GET", "/api/status")
-    except (urllib.error.URLError, OSError) as exc:
+        report = _ask(args, FrameType.STATUS_REQUEST, {"cluster": True})
+    except (OSError, PermissionError) as exc:
         print(f"ubipy status: cannot reach peer {args.peer}: {exc}", file=sys.stderr)
         return 2
-    print(format_status(st))
+    print(format_cluster(report))
     return 0
 
 
-def format_status(st: dict[str, Any]) -> str:
-    state = "idle" if st["idle"] else "crawling"
-    return (
-        f"peer {st['peer_id']} at {st['address']} ({state}, up {st['uptime']:.0f} s)\n"
-        f"  pages {st['pages']}  ({st['pages_per_second']:.1f}/s)  errors {st['errors']}  "
-        f"time-outs {st['timeouts']}\n"
-        f"  frontier {st['pending']}  hosts {st['hosts']}  in flight {st['in_flight']}  "
-        f"robots-disallowed {st['robots_disallowed']}"
-        + (
-            f"\n  STORAGE FAILING, admission paused: {st['storage_error']}"
-            if st["storage_error"]
-            else ""
+def format_cluster(report: dict[str, Any]) -> str:
+    figures = {p["peer_id"]: p for p in report["peers"]}
+    lines = [
+        f"{'peer':16}  {'address':21}  {'state':7}  {'pages':>7}  {'pages/s':>8}  "
+        f"{'frontier':>8}  {'errors':>6}"
+    ]
+    for m in report["members"]:
+        st = figures.get(m["id"])
+        if st is None:
+            lines.append(f"{m['id']:16}  {m['address']:21}  {m['state']:7}  {'-':>7}")
+            continue
+        lines.append(
+            f"{m['id']:16}  {m['address']:21}  {m['state']:7}  {st['pages']:>7}  "
+            f"{st['pages_per_second']:>8.1f}  {st['pending']:>8}  {st['errors']:>6}"
         )
-    )
+        if st.get("storage_error"):
+            lines.append(f"  STORAGE FAILING, admission paused: {st['storage_error']}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

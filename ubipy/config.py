@@ -75,6 +75,20 @@ class CrawlConfig:
     commit_interval: float = 0.05
     # While the shard refuses writes (disk full, read-only), retry this often.
     storage_retry: float = 5.0
+    # The cluster: a secret authenticates every frame between peers (without
+    # one a peer stays on loopback); join any one live member's address.
+    secret: str | None = None
+    join: tuple[str, ...] = ()
+    # Forwarding: a batch leaves at this many URLs or after this linger.
+    batch_size: int = 50
+    batch_linger: float = 0.1
+    batch_retry: float = 2.0
+    # Membership timings (SWIM), memberlist's LAN profile by default.
+    probe_interval: float = 1.0
+    probe_timeout: float = 0.5
+    indirect_checks: int = 3
+    suspicion_mult: int = 4
+    push_pull_interval: float = 30.0
     # A token the synthetic web's referee (and any server log) can attribute
     # requests by; defaults to the peer id.
     peer_token: str | None = None

@@ -32,6 +32,7 @@ from ubipy.fetch.robots import ROBOTS_MAX_BYTES, retry_delay
 from ubipy.fetch.scope import ScopeFilter, path_repeats
 from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize
 from ubipy.peer.router import Router
+from ubipy.ring import Placement
 from ubipy.store.admission import Admission
 from ubipy.store.shard import FrontierRow, HostMark, NewURL, PageRecord, Shard
 
@@ -201,11 +202,11 @@ class Crawler:
             self._shard.set_meta(_SCOPE_META, "\n".join(sorted(self.scope.roots)))
         return True
 
-    def ring_changed(self) -> None:
-        """The router has a new placement: URLs waiting for others may now be ours."""
+    def ring_changed(self, placement: Placement) -> None:
+        """A new ring: URLs waiting for others may now be ours, others go elsewhere."""
         if self.router is None:
             return
-        local, _ = self.router.ring_changed(self.router.placement, trio.current_time())
+        local, _ = self.router.ring_changed(placement, trio.current_time())
         if local:
             self._durably(local, drop_from_outbox=True)
         self.on_forward()

@@ -1,9 +1,18 @@
-"""A running peer: its shard, its HTTP client, its crawler and its control endpoint,
-all in one trio nursery that the peer owns."""
+"""A running peer: its shard, HTTP client, crawler, links to other peers, membership
+and router, all in one trio nursery that the peer owns.
+
+The frames it understands: MEMBERSHIP (gossip), URL_BATCH / URL_ACK (forwarded
+URLs and their acknowledgement once durably admitted), SCOPE (the seeds' roots,
+shared so every peer follows the same links), SEED / SEED_ACK and
+STATUS_REQUEST / STATUS (from the command line or another peer).
+"""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import math
+import random
 import time
 import uuid
 from dataclasses import dataclass
@@ -15,13 +24,22 @@ import trio
 from ubipy import __version__
 from ubipy.config import CrawlConfig
 from ubipy.fetch.client import make_client
-from ubipy.peer.control import Request, Response, parse_listen, serve_http
+from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize
 from ubipy.peer.crawler import Crawler, StorageError
-from ubipy.store.shard import Shard
+from ubipy.peer.links import Links, Reply, request, split_address
+from ubipy.peer.membership import Membership, MembershipConfig, Outgoing
+from ubipy.peer.membership_messages import MemberState, message_from_wire
+from ubipy.peer.router import Batch, Router
+from ubipy.peer.wire import Frame, FrameType, is_default_secret, secret_from
+from ubipy.ring import Ring
+from ubipy.store.shard import NewURL, Shard
 
 log = logging.getLogger(__name__)
 
 _ID_META = "peer_id"
+# A forwarded batch is at most this many URLs; anything bigger is not ours.
+_MAX_BATCH = 10_000
+_MAX_DEPTH = 1_000_000
 
 
 def load_peer_id(shard: Shard) -> str:
@@ -32,6 +50,15 @@ def load_peer_id(shard: Shard) -> str:
         with shard.transaction():
             shard.set_meta(_ID_META, peer_id)
     return peer_id
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +80,14 @@ class PeerStatus:
     out_of_scope: int
     idle: bool
     storage_error: str | None
+    forwarded_urls: int
+    forward_backlog: int
+    frames_out: int
+    bytes_out_wire: int
+    frames_rejected: int
+    # Forwarding on the wire: URL_BATCH and URL_ACK frames sent, and their bytes.
+    url_frames: int
+    url_bytes: int
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -64,18 +99,45 @@ class Peer:
     ) -> None:
         self.config = config
         self._transport = transport
+        self.secret = secret_from(config.secret)
+        host, _ = split_address(config.listen)
+        if is_default_secret(self.secret) and not _is_loopback(host):
+            raise ValueError(
+                f"refusing to listen on {host} without a cluster secret: frames would be "
+                "forgeable; give --secret (or UBIPY_SECRET), or listen on loopback"
+            )
         self.shard = Shard.open(config.data_dir)
         self.peer_id = load_peer_id(self.shard)
         self.address = config.listen
         self._started_wall = time.time()
         self._crawler: Crawler | None = None
+        self._membership: Membership | None = None
+        self._router: Router | None = None
+        self._links: Links | None = None
+        self._nursery: trio.Nursery | None = None
         self._stop = trio.Event()
+        self._gossip_kick = trio.Event()
+        self._router_kick = trio.Event()
+        self.ring_changes = 0
 
+    # -- accessors ------------------------------------------------------------
     @property
     def crawler(self) -> Crawler:
         if self._crawler is None:
             raise RuntimeError("the peer is not running")
         return self._crawler
+
+    @property
+    def membership(self) -> Membership:
+        if self._membership is None:
+            raise RuntimeError("the peer is not running")
+        return self._membership
+
+    @property
+    def links(self) -> Links:
+        if self._links is None:
+            raise RuntimeError("the peer is not running")
+        return self._links
 
     @property
     def stopping(self) -> bool:
@@ -85,27 +147,213 @@ class Peer:
         """Ask for a graceful stop: in-flight requests finish, everything is saved."""
         self._stop.set()
 
+    # -- running --------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[Peer] = trio.TASK_STATUS_IGNORED) -> None:
-        agent = self.config.agent_string(self.peer_id)
+        config = self.config
+        agent = config.agent_string(self.peer_id)
+        if is_default_secret(self.secret):
+            log.warning("no cluster secret: listening on loopback only")
         try:
-            async with make_client(self.config, agent, transport=self._transport) as client:
-                crawler = self._crawler = Crawler(self.config, self.shard, client)
-                async with trio.open_nursery() as nursery:
-                    host, port = parse_listen(self.config.listen)
-                    bound = await nursery.start(serve_http, self._handle, host, port)
-                    self.address = f"{host}:{bound}"
-                    await nursery.start(crawler.run)
-                    log.info("peer %s listening on %s", self.peer_id, self.address)
-                    task_status.started(self)
-                    await self._stop.wait()
-                    crawler.stop()
-                    await crawler.stopped.wait()
-                    nursery.cancel_scope.cancel()
+            async with (
+                make_client(config, agent, transport=self._transport) as client,
+                trio.open_nursery() as nursery,
+            ):
+                self._nursery = nursery
+                crawler = await self._start(nursery, client)
+                log.info("peer %s listening on %s", self.peer_id, self.address)
+                task_status.started(self)
+                await self._stop.wait()
+                # Say goodbye first, so the others stop sending here at once.
+                self._send_membership(self.membership.leave(trio.current_time()))
+                crawler.stop()
+                await crawler.stopped.wait()
+                # Give the leave announcement a moment to get out.
+                await trio.sleep(0.2)
+                nursery.cancel_scope.cancel()
         finally:
             self.shard.close()
 
+    async def _start(self, nursery: trio.Nursery, client: httpx2.AsyncClient) -> Crawler:
+        config = self.config
+        links = self._links = Links(self.secret, self.peer_id, self._on_frame)
+        host, port = split_address(config.listen)
+        bound = await nursery.start(links.run, host, port)
+        self.address = f"{host}:{bound}"
+        self._membership = Membership(
+            self.peer_id,
+            self.address,
+            MembershipConfig(
+                probe_interval=config.probe_interval,
+                probe_timeout=config.probe_timeout,
+                indirect_checks=config.indirect_checks,
+                suspicion_mult=config.suspicion_mult,
+                push_pull_interval=config.push_pull_interval,
+            ),
+            random.Random(),
+            now=trio.current_time(),
+        )
+        router = self._router = Router(
+            self.peer_id,
+            Ring([self.peer_id]),
+            batch_size=config.batch_size,
+            linger=config.batch_linger,
+            retry_after=config.batch_retry,
+        )
+        crawler = self._crawler = Crawler(config, self.shard, client, router)
+        crawler.on_forward = self._kick_router
+        await nursery.start(crawler.run)
+        nursery.start_soon(self._gossip_loop)
+        nursery.start_soon(self._router_loop)
+        if config.join:
+            self._send_membership(self.membership.join(trio.current_time(), config.join))
+        return crawler
+
+    async def _gossip_loop(self) -> None:
+        membership = self.membership
+        while True:
+            deadline = membership.next_deadline()
+            with trio.move_on_at(deadline if deadline is not None else math.inf):
+                await self._gossip_kick.wait()
+            self._gossip_kick = trio.Event()
+            self._send_membership(membership.tick(trio.current_time()))
+            self._membership_events()
+
+    def _send_membership(self, outgoing: list[Outgoing]) -> None:
+        assert self._nursery is not None
+        for out in outgoing:
+            payload = {"from": self.address, "msg": out.message.to_wire()}
+            self._nursery.start_soon(self.links.send, out.address, FrameType.MEMBERSHIP, payload)
+
+    def _membership_events(self) -> None:
+        events = self.membership.drain_events()
+        if not events:
+            return
+        ring_changed = False
+        for event in events:
+            log.info("member %s %s", event.member.id, event.kind.value)
+            if event.changes_ring:
+                ring_changed = True
+            if event.member.state in (MemberState.DEAD, MemberState.LEFT):
+                self.links.forget(event.member.address)
+            elif event.changes_ring and event.member.id != self.peer_id:
+                self._share_scope(event.member.address)
+        if ring_changed:
+            self.ring_changes += 1
+            self.crawler.ring_changed(Ring(self.membership.alive_ids()))
+
+    def _share_scope(self, address: str) -> None:
+        roots = sorted(self.crawler.scope.roots)
+        if roots and self._nursery is not None:
+            self._nursery.start_soon(self.links.send, address, FrameType.SCOPE, roots)
+
+    def _kick_router(self) -> None:
+        # The event is replaced after every wake-up, so it is looked up each time.
+        self._router_kick.set()
+
+    async def _router_loop(self) -> None:
+        assert self._router is not None and self._nursery is not None
+        router = self._router
+        while True:
+            deadline = router.next_deadline()
+            with trio.move_on_at(deadline if deadline is not None else math.inf):
+                await self._router_kick.wait()
+            self._router_kick = trio.Event()
+            for batch in router.due(trio.current_time()):
+                self._nursery.start_soon(self._send_batch, batch)
+
+    async def _send_batch(self, batch: Batch) -> None:
+        member = self.membership.member(batch.owner)
+        if member is None:
+            return  # resent later, or re-routed when the ring drops the owner
+        payload = {"id": batch.id, "urls": [[u.url, u.depth] for u in batch.urls]}
+        await self.links.send(member.address, FrameType.URL_BATCH, payload)
+
+    # -- frames ---------------------------------------------------------------
+    async def _on_frame(self, frame: Frame, reply: Reply) -> None:
+        kind = frame.type
+        payload = frame.payload
+        if kind is FrameType.MEMBERSHIP:
+            sender = payload["from"]
+            if not isinstance(sender, str):
+                raise ValueError("membership frame without a sender address")
+            message = message_from_wire(payload["msg"])
+            self._send_membership(self.membership.receive(trio.current_time(), sender, message))
+            self._membership_events()
+            self._gossip_kick.set()
+        elif kind is FrameType.URL_BATCH:
+            urls = _routed_urls(payload["urls"])
+            try:
+                self.crawler.admit_routed(urls)
+            except StorageError as exc:
+                log.warning("batch from %s not admitted: %s", frame.sender, exc)
+                return  # not acknowledged: the sender keeps it and retries
+            await reply(FrameType.URL_ACK, {"id": int(payload["id"])})
+        elif kind is FrameType.URL_ACK:
+            assert self._router is not None
+            batch = self._router.acked(int(payload["id"]))
+            if batch is not None:
+                self.crawler.forwarded(u.fp for u in batch.urls)
+        elif kind is FrameType.SCOPE:
+            if not isinstance(payload, list) or not all(isinstance(r, str) for r in payload):
+                raise ValueError("scope roots must be a list of strings")
+            self.crawler.add_scope_roots(payload)
+        elif kind is FrameType.SEED:
+            await reply(FrameType.SEED_ACK, self._seed(payload["urls"]))
+        elif kind is FrameType.STATUS_REQUEST:
+            await reply(FrameType.STATUS, await self._status_report(bool(payload.get("cluster"))))
+        else:
+            raise ValueError(f"unexpected frame type {kind.name}")
+
+    def _seed(self, urls: object) -> dict[str, Any]:
+        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+            raise ValueError("seeds must be a list of strings")
+        try:
+            result = self.crawler.seed(urls)
+        except StorageError as exc:
+            return {"error": str(exc)}
+        for member in self.membership.members():
+            if member.id != self.peer_id and member.state is MemberState.ALIVE:
+                self._share_scope(member.address)
+        return {
+            "offered": result.offered,
+            "admitted": result.admitted,
+            "forwarded": result.forwarded,
+            "refused": [list(r) for r in result.refused],
+        }
+
+    async def _status_report(self, cluster: bool) -> dict[str, Any]:
+        members = [
+            {"id": m.id, "address": m.address, "state": m.state.name.lower()}
+            for m in self.membership.members()
+        ]
+        peers = [self.status().as_json()]
+        if cluster:
+            others = [
+                m
+                for m in self.membership.members()
+                if m.id != self.peer_id and m.state in (MemberState.ALIVE, MemberState.SUSPECT)
+            ]
+            answers: list[dict[str, Any]] = []
+
+            async def ask(address: str) -> None:
+                try:
+                    frame = await request(
+                        address, self.secret, FrameType.STATUS_REQUEST, {}, patience=2.0
+                    )
+                except (OSError, PermissionError):
+                    return
+                answers.extend(frame.payload.get("peers", []))
+
+            async with trio.open_nursery() as nursery:
+                for m in others:
+                    nursery.start_soon(ask, m.address)
+            peers += answers
+        return {"members": members, "peers": peers}
+
     def status(self) -> PeerStatus:
         c = self.crawler
+        links = self.links
+        router = self._router
         uptime = max(trio.current_time() - c.stats.started_at, 1e-9)
         return PeerStatus(
             peer_id=self.peer_id,
@@ -125,30 +373,30 @@ class Peer:
             out_of_scope=c.stats.out_of_scope,
             idle=c.scheduler.idle(),
             storage_error=c.storage_error,
+            forwarded_urls=router.stats.forwarded_urls if router else 0,
+            forward_backlog=router.backlog() if router else 0,
+            frames_out=sum(links.stats.frames_out.values()),
+            bytes_out_wire=links.stats.bytes_out,
+            frames_rejected=sum(links.stats.rejected.values()),
+            url_frames=links.stats.frames_out["URL_BATCH"] + links.stats.frames_out["URL_ACK"],
+            url_bytes=links.stats.bytes_out_by["URL_BATCH"] + links.stats.bytes_out_by["URL_ACK"],
         )
 
-    async def _handle(self, request: Request) -> Response:
-        if request.method == "GET" and request.path == "/api/status":
-            return Response.of_json(200, self.status().as_json())
-        if request.method == "POST" and request.path == "/api/seed":
-            urls = request.json()
-            if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
-                raise ValueError("expected a JSON list of URL strings")
-            try:
-                result = self.crawler.seed(urls)
-            except StorageError as exc:
-                return Response.of_json(503, {"error": str(exc)})
-            return Response.of_json(
-                200,
-                {
-                    "offered": result.offered,
-                    "admitted": result.admitted,
-                    "refused": [list(r) for r in result.refused],
-                },
-            )
-        if request.method == "POST" and request.path == "/api/stop":
-            self.stop()
-            return Response.of_json(202, {"stopping": True})
-        return Response.of_json(
-            404, {"error": f"no such endpoint: {request.method} {request.path}"}
-        )
+
+def _routed_urls(items: object) -> list[NewURL]:
+    """Forwarded URLs, checked again: an authentic peer can still be a buggy one."""
+    if not isinstance(items, list) or len(items) > _MAX_BATCH:
+        raise ValueError("a URL batch must be a list of at most 10,000 items")
+    urls: list[NewURL] = []
+    for item in items:
+        if not (isinstance(item, list) and len(item) == 2):
+            raise ValueError("a forwarded URL is [url, depth]")
+        raw, depth = item
+        if not isinstance(raw, str) or type(depth) is not int or not 0 <= depth <= _MAX_DEPTH:
+            raise ValueError("a forwarded URL is [str, int]")
+        try:
+            url = normalize(raw)
+        except BadURL:
+            continue
+        urls.append(NewURL(fingerprint(url), url, host_key(url), depth))
+    return urls

@@ -98,6 +98,7 @@ class FrameType(enum.IntEnum):
     STATUS = 7
     HANDOFF = 8
     HANDOFF_ACK = 9
+    SCOPE = 10
     ERROR = 15
 
 

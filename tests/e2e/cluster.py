@@ -1,0 +1,84 @@
+"""Peers as OS processes on loopback, for the end-to-end cluster tests."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+UBIPY = [sys.executable, "-m", "ubipy.cli"]
+_BANNER = re.compile(rb"ubipy peer (\w+) listening on (\S+)\n")
+
+
+@dataclass
+class PeerProcess:
+    """A running ``ubipy peer`` whose stderr is drained and searchable."""
+
+    proc: trio.Process
+    data: Path
+    peer_id: str = ""
+    address: str = ""
+    output: bytearray = field(default_factory=bytearray)
+    _grew: trio.Event = field(default_factory=trio.Event)
+
+    async def drain(self) -> None:
+        assert self.proc.stderr is not None
+        while chunk := await self.proc.stderr.receive_some(65536):
+            self.output += chunk
+            self._grew.set()
+            self._grew = trio.Event()
+
+    async def wait_for(self, pattern: bytes) -> re.Match[bytes]:
+        """Wait until the peer's log matches ``pattern`` (use trio.fail_after around it)."""
+        regex = re.compile(pattern)
+        while (m := regex.search(self.output)) is None:
+            await self._grew.wait()
+        return m
+
+    def count(self, pattern: bytes) -> int:
+        return len(re.findall(pattern, self.output))
+
+    async def wait_count(self, pattern: bytes, n: int) -> None:
+        """Wait until ``pattern`` has matched the log ``n`` times."""
+        while self.count(pattern) < n:
+            await self._grew.wait()
+
+
+async def start_peer(
+    nursery: trio.Nursery, data: Path, proxy: str, *extra: str, secret: str = "s3cret"
+) -> PeerProcess:
+    cmd = [
+        *UBIPY, "-v", "peer", "--data", str(data), "--listen", "127.0.0.1:0",
+        "--proxy", proxy, "--delay", "0.01", "--robots-retry", "0.05", "--secret", secret,
+        *extra,
+    ]  # fmt: skip
+    proc = await trio.lowlevel.open_process(cmd, stderr=subprocess.PIPE)
+    peer = PeerProcess(proc, data)
+    nursery.start_soon(peer.drain)
+    with trio.fail_after(30):
+        m = await peer.wait_for(_BANNER.pattern)
+    peer.peer_id, peer.address = m.group(1).decode(), m.group(2).decode()
+    return peer
+
+
+async def stop_all(peers: list[PeerProcess]) -> None:
+    for p in peers:
+        if p.proc.returncode is None:
+            p.proc.terminate()
+    with trio.move_on_after(30):
+        for p in peers:
+            await p.proc.wait()
+    for p in peers:
+        if p.proc.returncode is None:
+            p.proc.kill()
+            await p.proc.wait()
+
+
+async def run_cli(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return await trio.run_process(
+        [*UBIPY, *args], capture_stdout=True, capture_stderr=True, check=False
+    )

@@ -1,0 +1,233 @@
+"""Framed, authenticated TCP connections between peers (the trio side of the wire).
+
+Every connection, dialled or accepted, has a reader task that decodes frames
+with :mod:`ubipy.peer.wire` and hands each to the peer's handler together with
+a ``reply`` function bound to that connection. Outgoing connections are cached
+per address and re-dialled when they break. Frames that fail authentication or
+decoding are dropped and counted; a stream that cannot be resynchronised is
+closed. Nothing a remote sends can raise out of here.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from ubipy.peer.wire import (
+    CLOSED,
+    NEED_DATA,
+    Frame,
+    FrameReader,
+    FrameType,
+    FrameWriter,
+    Rejected,
+    ReplayGuard,
+    new_epoch,
+)
+
+log = logging.getLogger(__name__)
+
+_READ_SIZE = 65_536
+
+Reply = Callable[[FrameType, Any], Awaitable[None]]
+Handler = Callable[[Frame, Reply], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class LinkStats:
+    frames_out: Counter[str] = field(default_factory=Counter)
+    frames_in: Counter[str] = field(default_factory=Counter)
+    bytes_out: int = 0
+    bytes_out_by: Counter[str] = field(default_factory=Counter)
+    bytes_in: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    dial_failures: int = 0
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"a peer address is HOST:PORT, not {address!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+class _Conn:
+    def __init__(self, stream: trio.SocketStream, links: Links) -> None:
+        self.stream = stream
+        self.links = links
+        self.reader = FrameReader(links.secret, links.guard)
+        self.send_lock = trio.Lock()
+        self.closed = False
+
+    async def send(self, kind: FrameType, payload: Any, to: str = "") -> None:
+        data = self.links.writer.frame(kind, payload, time.time(), to=to)
+        async with self.send_lock:
+            await self.stream.send_all(data)
+        stats = self.links.stats
+        stats.frames_out[kind.name] += 1
+        stats.bytes_out += len(data)
+        stats.bytes_out_by[kind.name] += len(data)
+
+    async def read_loop(self) -> None:
+        links = self.links
+        try:
+            while True:
+                event = self.reader.next_event(time.time())
+                if event is NEED_DATA:
+                    data = await self.stream.receive_some(_READ_SIZE)
+                    links.stats.bytes_in += len(data)
+                    self.reader.receive_data(bytes(data))
+                    continue
+                if event is CLOSED:
+                    reason = self.reader.close_reason
+                    if reason is not None:
+                        links.stats.rejected[reason.name] += 1
+                        log.warning("closing a connection: %s", reason.name)
+                    return
+                if isinstance(event, Rejected):
+                    links.stats.rejected[event.reason.name] += 1
+                    log.warning("dropped a frame: %s %s", event.reason.name, event.detail)
+                    continue
+                assert isinstance(event, Frame)
+                links.stats.frames_in[event.type.name] += 1
+                await links.dispatch(event, self)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        finally:
+            self.closed = True
+            await trio.aclose_forcefully(self.stream)
+
+
+class Links:
+    def __init__(self, secret: bytes, self_id: str, handler: Handler) -> None:
+        self.secret = secret
+        self.self_id = self_id
+        self.guard = ReplayGuard(local_id=self_id)
+        self.writer = FrameWriter(secret, self_id, new_epoch())
+        self._handler = handler
+        self._out: dict[str, _Conn] = {}
+        self._dialling: dict[str, trio.Lock] = {}
+        self._nursery: trio.Nursery | None = None
+        self.stats = LinkStats()
+
+    async def run(
+        self, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Accept connections on ``host:port`` until cancelled; reports the bound port."""
+        listeners = await trio.open_tcp_listeners(port, host=host)
+        bound = int(listeners[0].socket.getsockname()[1])
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started(bound)
+            await trio.serve_listeners(self._accepted, listeners)
+
+    async def _accepted(self, stream: trio.SocketStream) -> None:
+        await _Conn(stream, self).read_loop()
+
+    async def dispatch(self, frame: Frame, conn: _Conn) -> None:
+        async def reply(kind: FrameType, payload: Any) -> None:
+            if not conn.closed:
+                try:
+                    await conn.send(kind, payload, to=frame.sender)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    conn.closed = True
+
+        try:
+            await self._handler(frame, reply)
+        except (ValueError, TypeError, KeyError) as exc:
+            # The frame was authentic but its payload made no sense: drop it.
+            self.stats.rejected["BAD_PAYLOAD"] += 1
+            log.warning("dropped a %s frame from %s: %s", frame.type.name, frame.sender, exc)
+
+    async def send(self, address: str, kind: FrameType, payload: Any) -> bool:
+        """Send one frame to the peer at ``address``; False if it could not be sent.
+
+        Delivery is not confirmed: what must arrive is acknowledged by the
+        receiver and re-sent by the caller.
+        """
+        conn = await self._connection(address)
+        if conn is None:
+            return False
+        try:
+            await conn.send(kind, payload)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            conn.closed = True
+            self._out.pop(address, None)
+            return False
+        return True
+
+    async def _connection(self, address: str) -> _Conn | None:
+        conn = self._out.get(address)
+        if conn is not None and not conn.closed:
+            return conn
+        lock = self._dialling.setdefault(address, trio.Lock())
+        async with lock:
+            conn = self._out.get(address)
+            if conn is not None and not conn.closed:
+                return conn
+            try:
+                host, port = split_address(address)
+                with trio.fail_after(5):
+                    stream = await trio.open_tcp_stream(host, port)
+            except (OSError, ValueError, trio.TooSlowError) as exc:
+                self.stats.dial_failures += 1
+                log.debug("cannot reach %s: %s", address, exc)
+                return None
+            conn = _Conn(stream, self)
+            self._out[address] = conn
+            assert self._nursery is not None
+            self._nursery.start_soon(conn.read_loop)
+            return conn
+
+    def forget(self, address: str) -> None:
+        """Drop the cached connection to a peer that left or died."""
+        conn = self._out.pop(address, None)
+        if conn is not None:
+            conn.closed = True
+            if self._nursery is not None:
+                self._nursery.start_soon(trio.aclose_forcefully, conn.stream)
+
+
+async def request(
+    address: str, secret: bytes, kind: FrameType, payload: Any, *, patience: float = 10.0
+) -> Frame:
+    """One request and its reply on a connection of its own (for the command line).
+
+    Raises OSError if the peer cannot be reached or does not answer in time,
+    and PermissionError if it answers nothing authentic (a wrong secret).
+    """
+    host, port = split_address(address)
+    me = "cli-" + secrets.token_hex(4)
+    writer = FrameWriter(secret, me, new_epoch())
+    reader = FrameReader(secret, ReplayGuard(local_id=me))
+    try:
+        with trio.fail_after(patience):
+            stream = await trio.open_tcp_stream(host, port)
+            async with stream:
+                await stream.send_all(writer.frame(kind, payload, time.time()))
+                while True:
+                    event = reader.next_event(time.time())
+                    if event is NEED_DATA:
+                        data = await stream.receive_some(_READ_SIZE)
+                        reader.receive_data(bytes(data))
+                        continue
+                    if isinstance(event, Frame):
+                        return event
+                    if event is CLOSED:
+                        raise PermissionError(
+                            f"{address} closed the connection without an authentic answer "
+                            "(is the secret right?)"
+                        )
+    except trio.TooSlowError as exc:
+        raise OSError(
+            f"{address} did not answer within {patience} s (is the secret right?)"
+        ) from exc
+    except trio.BrokenResourceError as exc:
+        raise OSError(f"{address} dropped the connection: {exc}") from exc
