@@ -69,18 +69,25 @@ async def test_requests_to_one_origin_share_a_kept_alive_connection(nursery: tri
     assert server.connections == 1
 
 
-async def test_a_connection_the_server_dropped_is_replaced(nursery: trio.Nursery) -> None:
-    async def one_per_connection(stream: trio.SocketStream, _: int) -> None:
+async def test_a_connection_the_server_closed_while_idle_is_not_reused(
+    nursery: trio.Nursery,
+) -> None:
+    closed = [trio.Event() for _ in range(3)]
+
+    async def one_per_connection(stream: trio.SocketStream, n: int) -> None:
         await _read_head(stream)
-        # Keep-alive promised, then the server goes away: a common real-world race.
+        # Keep-alive promised, then the server closes: the pool must notice.
         await stream.send_all(OK)
+        await stream.aclose()
+        closed[n - 1].set()
 
     server = Server(one_per_connection)
     await nursery.start(server.serve)
     async with httpx2.AsyncClient(transport=PooledTransport()) as client:
-        for _ in range(3):
+        for i in range(3):
             r = await client.get(f"http://127.0.0.1:{server.port}/x")
             assert r.text == "hello"
+            await closed[i].wait()
     assert server.connections == 3
 
 

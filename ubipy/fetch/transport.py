@@ -126,21 +126,13 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         timeouts = request.extensions.get("timeout", {})
         read_timeout = timeouts.get("read") or self._read_timeout
         origin = _origin_of(request.url)
-        conn, reused = await self._acquire(origin, timeouts.get("connect"))
+        conn = await self._acquire(origin, timeouts.get("connect"))
+        # No silent second try when a kept-alive connection fails: the server may
+        # have seen the request, and only the crawler's retry (after the host's
+        # delay and a back-off) keeps a host from being asked twice at once.
+        # Connections that went stale while idle are weeded out when taken.
         try:
             event = await self._exchange(conn, request, origin, read_timeout)
-        except (httpx2.ReadError, httpx2.WriteError, httpx2.RemoteProtocolError):
-            await conn.aclose()
-            if not reused:
-                raise
-            # A kept-alive connection the server had already dropped: one more
-            # try on a fresh one (GET is idempotent, nothing was received).
-            conn, _ = await self._acquire(origin, timeouts.get("connect"), fresh=True)
-            try:
-                event = await self._exchange(conn, request, origin, read_timeout)
-            except BaseException:
-                await conn.aclose()
-                raise
         except BaseException:
             await conn.aclose()
             raise
@@ -184,18 +176,15 @@ class PooledTransport(httpx2.AsyncBaseTransport):
                 raise httpx2.RemoteProtocolError("server closed the connection without answering")
             # 1xx informational responses are skipped.
 
-    async def _acquire(
-        self, origin: _Origin, connect_timeout: float | None, *, fresh: bool = False
-    ) -> tuple[_Connection, bool]:
-        if not fresh:
-            idle = self._idle.get(origin)
-            now = trio.current_time()
-            while idle:
-                conn = idle.pop()
-                if now - conn.idle_since < self._keepalive_expiry and conn.looks_alive():
-                    return conn, True
-                await conn.aclose()
-        return await self._connect(origin, connect_timeout or self._connect_timeout), False
+    async def _acquire(self, origin: _Origin, connect_timeout: float | None) -> _Connection:
+        idle = self._idle.get(origin)
+        now = trio.current_time()
+        while idle:
+            conn = idle.pop()
+            if now - conn.idle_since < self._keepalive_expiry and conn.looks_alive():
+                return conn
+            await conn.aclose()
+        return await self._connect(origin, connect_timeout or self._connect_timeout)
 
     async def _connect(self, origin: _Origin, limit: float) -> _Connection:
         via = self._proxy or origin
