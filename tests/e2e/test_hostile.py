@@ -80,6 +80,7 @@ async def test_the_hostile_web_is_crawled_fully_politely_and_boundedly(tmp_path:
     assert referee.over_budget(BUDGET) == {}
     assert referee.repeated_segments(3) == []
     # Servers that fail a few times and then answer were retried until they did.
+    assert web.hostile is not None
     assert referee.unfinished(web.hostile.recovering_urls()) == set()
 
     conn = sqlite3.connect(tmp_path / "shard.sqlite3")
