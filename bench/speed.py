@@ -1,0 +1,690 @@
+"""ubipy versus Scrapy on the same synthetic web, in one go: CPU per page, pages/s, peak RSS.
+
+    python bench/speed.py                       # 200 hosts x 100 pages, concurrency 64
+    python bench/speed.py --hosts 50 --pages 40 # a quick run
+    python bench/speed.py --only ubipy --profile cprofile
+
+Each crawler runs against a fresh synthetic web server process (`python -m ubipy.synthweb`,
+an HTTP forward proxy on loopback for the `hNNN.synth.test` names) and is itself a child
+process, so its CPU time and peak RSS are its own (`os.wait4` on that child). The same
+politeness and concurrency for all: one request per host at a time, the same global
+concurrency, delay 0, robots.txt obeyed, every link followed, pages and titles stored.
+
+Crawlers (``--only``, comma-separated; the default is ``ubipy,httpx,scrapy``):
+
+- ``ubipy``: one peer, as shipped (httpx2 client, ubipy's own transport if it has one);
+  page bodies stored zlib-compressed in the shard (the default).
+- ``httpx``: the same, with httpx 0.28 imported in place of httpx2 (and httpcore 1.x in
+  place of httpcore2), before anything of ubipy is imported.
+- ``httpx-stock`` / ``httpx2-stock``: httpx 0.28 / httpx2 with its stock
+  ``AsyncHTTPTransport`` (httpcore's pool) handed to the peer instead of ubipy's transport.
+- ``scrapy``: `bench/scrapy_spider.py` with CONCURRENT_REQUESTS_PER_DOMAIN=1,
+  DOWNLOAD_DELAY=0, ROBOTSTXT_OBEY=True, url and title to a JSON Lines feed.
+
+The judge of pages fetched is the server's request log (robots.txt requests excluded).
+robots.txt answering 5xx is retried by ubipy with back-off from ``robots_retry_base``,
+which is set to 0.1 s here so the host that always answers 500 does not hold the crawl up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CRAWLERS = ("ubipy", "httpx", "httpx-stock", "httpx2-stock", "scrapy", "scrapy-stock")
+LABELS = {
+    "ubipy": "ubipy (httpx2)",
+    "httpx": "ubipy (httpx 0.28)",
+    "httpx-stock": "ubipy (httpx 0.28, stock transport)",
+    "httpx2-stock": "ubipy (httpx2, stock transport)",
+    "scrapy": "Scrapy",
+    "scrapy-stock": "Scrapy (stock pool)",
+}
+
+
+class CrawlFailed(RuntimeError):
+    """A crawler's run failed; the others still run."""
+
+
+# -- measuring a child ---------------------------------------------------------------
+
+
+@dataclass
+class Usage:
+    wall: float
+    cpu: float  # user + sys seconds
+    user: float
+    sys: float
+    max_rss_mb: float
+    status: int
+
+
+def wait_child(proc: subprocess.Popen[Any], timeout: float) -> Usage:
+    """Wait for `proc` and return its own resource usage (wait4: that child only)."""
+    start = time.monotonic()
+    while True:
+        pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() - start > timeout:
+            proc.kill()
+            pid, status, ru = os.wait4(proc.pid, 0)
+            break
+        time.sleep(0.02)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return Usage(
+        wall=time.monotonic() - start,
+        cpu=ru.ru_utime + ru.ru_stime,
+        user=ru.ru_utime,
+        sys=ru.ru_stime,
+        # Linux reports ru_maxrss in KiB.
+        max_rss_mb=ru.ru_maxrss / 1024,
+        status=proc.returncode,
+    )
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[str]
+    proxy: str
+    seed: str
+    log_path: Path
+
+
+def start_server(args: argparse.Namespace, log_path: Path, stderr: Path) -> Server:
+    cmd = [
+        sys.executable,
+        "-m",
+        "ubipy.synthweb",
+        "--hosts",
+        str(args.hosts),
+        "--pages",
+        str(args.pages),
+        "--seed",
+        str(args.web_seed),
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--crawl-delay",
+        "0",
+        "--log",
+        str(log_path),
+    ]
+    with open(stderr, "w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
+    assert proc.stdout is not None
+    proxy = seed = ""
+    while not (proxy and seed):
+        line = proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"the synthetic web did not start; see {stderr}")
+        key, _, value = line.strip().partition(" ")
+        if key == "proxy":
+            proxy = value
+        elif key == "seed":
+            seed = value
+    return Server(proc, proxy, seed, log_path)
+
+
+def stop_server(server: Server) -> Usage:
+    """SIGINT the server (it then writes its log) and wait for it."""
+    try:
+        pid, _, _ = os.wait4(server.proc.pid, os.WNOHANG)
+    except ChildProcessError:
+        pid = server.proc.pid
+    if pid:
+        # Already gone: something outside this script stopped it during the crawl.
+        raise CrawlFailed("the synthetic web's server stopped during the crawl")
+    server.proc.send_signal(signal.SIGINT)
+    usage = wait_child(server.proc, timeout=120)
+    if server.proc.stdout is not None:
+        server.proc.stdout.close()
+    return usage
+
+
+# -- judging from the server's log ---------------------------------------------------
+
+
+@dataclass
+class LogVerdict:
+    requests: int
+    robots: int
+    pages: int
+    urls: int
+    duplicates: int
+    robots_violations: int
+    overlaps: int
+    missing: int
+    unexpected: int
+    connections: int | None  # distinct client addresses, when the UA names no peer
+
+
+_TRUTH: dict[tuple[int, int, int], set[str]] = {}
+
+
+def judge(args: argparse.Namespace, log_path: Path, seed: str) -> LogVerdict:
+    from ubipy.synthweb.log import RequestLog
+    from ubipy.synthweb.model import SyntheticWeb, WebSpec
+    from ubipy.synthweb.referee import Referee
+    from ubipy.synthweb.truth import ground_truth
+
+    spec = WebSpec(seed=args.web_seed, hosts=args.hosts, pages_per_host=args.pages, crawl_delay=0.0)
+    web = SyntheticWeb(spec)
+    key = (args.web_seed, args.hosts, args.pages)
+    if key not in _TRUTH:
+        _TRUTH[key] = ground_truth(web, [seed])
+    truth = _TRUTH[key]
+    log = RequestLog.from_jsonl(log_path)
+    referee = Referee(log, web)
+    robots = sum(1 for r in log if referee.is_robots(r))
+    peers = Counter(r.peer for r in log)
+    named = any("peer=" in r.user_agent for r in log)
+    return LogVerdict(
+        requests=len(log),
+        robots=robots,
+        pages=len(log) - robots,
+        urls=len(referee.requested()),
+        duplicates=len(referee.duplicates()),
+        robots_violations=len(referee.robots_violations()),
+        overlaps=len(referee.overlaps()),
+        missing=len(referee.missing(truth)),
+        unexpected=len(referee.unexpected(truth)),
+        connections=None if named else len(peers),
+    )
+
+
+# -- one crawler, one fresh web ------------------------------------------------------
+
+
+@dataclass
+class Run:
+    name: str
+    usage: Usage
+    server: Usage
+    verdict: LogVerdict
+    own: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pages(self) -> int:
+        return self.verdict.pages
+
+    @property
+    def crawl_wall(self) -> float:
+        return float(self.own.get("crawl_wall") or self.usage.wall)
+
+    @property
+    def pages_per_cpu_second(self) -> float:
+        return self.pages / max(self.usage.cpu, 1e-9)
+
+
+def child_command(name: str, args: argparse.Namespace, server: Server, work: Path) -> list[str]:
+    result = str(work / "result.json")
+    if name.startswith("scrapy"):
+        return [
+            sys.executable,
+            str(HERE / "scrapy_spider.py"),
+            "--seed-url",
+            server.seed,
+            "--proxy",
+            server.proxy,
+            "--concurrency",
+            str(args.concurrency),
+            "--feed",
+            str(work / "items.jsonl"),
+            "--result",
+            result,
+            *(["--stock-pool"] if name == "scrapy-stock" else []),
+        ]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        name,
+        "--seed-url",
+        server.seed,
+        "--proxy",
+        server.proxy,
+        "--concurrency",
+        str(args.concurrency),
+        "--data",
+        str(work / "data"),
+        "--result",
+        result,
+    ]
+    if args.profile:
+        cmd += ["--profile", args.profile, "--profile-out", str(work / "profile")]
+    if args.profile == "pyspy":
+        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        return [
+            spy,
+            "record",
+            "--format",
+            "raw",
+            "--rate",
+            "250",
+            # --native (C frames: sqlite, zlib, lxml) needs the target paused per sample.
+            *(["--native"] if args.native else ["--nonblocking"]),
+            "--output",
+            str(work / "profile.txt"),
+            "--",
+            *cmd,
+        ]
+    return cmd
+
+
+def run_crawler(name: str, args: argparse.Namespace, base: Path) -> Run:
+    work = base / name
+    work.mkdir(parents=True)
+    server = start_server(args, work / "requests.jsonl", work / "server.err")
+    try:
+        env = dict(os.environ)
+        for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy"):
+            env.pop(var, None)
+        with open(work / "child.out", "w") as out:
+            proc = subprocess.Popen(
+                child_command(name, args, server, work),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                env=env,
+            )
+            usage = wait_child(proc, timeout=args.timeout)
+    finally:
+        server_usage = stop_server(server)
+    if usage.status != 0:
+        tail = (work / "child.out").read_text(errors="replace")[-3000:]
+        raise CrawlFailed(f"{name} exited with {usage.status}:\n{tail}")
+    own = json.loads((work / "result.json").read_text())
+    verdict = judge(args, server.log_path, server.seed)
+    run = Run(LABELS[name], usage, server_usage, verdict, own)
+    if args.profile == "cprofile" and not name.startswith("scrapy"):
+        print(profile_report_cprofile(work / "profile", args.top), flush=True)
+    elif args.profile == "pyspy" and not name.startswith("scrapy"):
+        print(profile_report_pyspy(work / "profile.txt", args.top), flush=True)
+    return run
+
+
+# -- the ubipy child -----------------------------------------------------------------
+
+
+def ubipy_child(args: argparse.Namespace) -> None:
+    """Run one peer in this process until the crawl is idle; write its figures."""
+    if args.child.startswith("httpx") and not args.child.startswith("httpx2"):
+        # httpx 0.28 in place of httpx2: the same API, aliased before ubipy is imported.
+        import httpcore
+        import httpx
+
+        sys.modules["httpx2"] = httpx
+        sys.modules["httpcore2"] = httpcore
+    import trio
+
+    from ubipy.config import CrawlConfig
+    from ubipy.peer.peer import Peer
+
+    config = CrawlConfig(
+        data_dir=Path(args.data),
+        listen="127.0.0.1:0",
+        delay=0.0,
+        concurrency=args.concurrency,
+        proxy=args.proxy,
+        robots_retry_base=0.1,
+        peer_token="bench",
+    )
+    figures: dict[str, Any] = {}
+
+    async def crawl() -> None:
+        transport = None
+        if args.child.endswith("-stock"):
+            import httpx2  # httpx itself when aliased above
+
+            limits = httpx2.Limits(
+                max_connections=args.concurrency,
+                max_keepalive_connections=args.concurrency,
+                keepalive_expiry=15.0,
+            )
+            transport = httpx2.AsyncHTTPTransport(proxy=args.proxy, limits=limits)
+        async with trio.open_nursery() as nursery:
+            peer: Peer = await nursery.start(Peer(config, transport=transport).run)
+            wall0, cpu0 = time.monotonic(), _cpu()
+            peer.crawler.seed([args.seed_url])
+            await peer.crawler.wait_idle()
+            wall1, cpu1 = time.monotonic(), _cpu()
+            stats = peer.crawler.stats
+            figures.update(
+                crawler=LABELS[args.child],
+                pages_own=stats.pages + stats.errors,
+                robots_requests=stats.robots_requests,
+                errors=stats.errors,
+                robots_disallowed=stats.robots_disallowed,
+                crawl_wall=wall1 - wall0,
+                crawl_cpu=cpu1 - cpu0,
+                startup_cpu=cpu0,
+            )
+            peer.stop()
+            await peer.crawler.stopped.wait()
+        import httpx2
+
+        figures["client"] = f"{httpx2.__name__} {httpx2.__version__}"
+
+    if args.profile == "cprofile":
+        import cProfile
+
+        # CPU time, not wall time: waiting in epoll is not a cost.
+        prof = cProfile.Profile(time.process_time)
+        prof.enable()
+        trio.run(crawl)
+        prof.disable()
+        prof.dump_stats(args.profile_out)
+    else:
+        trio.run(crawl)
+    Path(args.result).write_text(json.dumps(figures))
+
+
+def _cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+# -- profiles ------------------------------------------------------------------------
+
+# (pattern, module) tried in order on a frame's text, "function (file:line)" or a C
+# function "name (library)"; a frame matching none is "other".
+_MODULES = (
+    (r"\bhttpx2/|\bhttpcore2/", "httpx2/httpcore2"),
+    (r"\bhttpx/|\bhttpcore/|\banyio/", "httpx/httpcore/anyio"),
+    (r"\bh11/", "h11"),
+    (r"\btrio/|\boutcome/|\bsniffio/|epoll", "trio"),
+    (r"lxml|libxml2|etree", "lxml"),
+    (r"sqlite|\bcursor\.c|\bconnection\.c|\bstatement\.c", "sqlite"),
+    (r"zlib|libz\.", "zlib"),
+    (r"\bubipy/", "ubipy"),
+    (r"ada_url|\bada\b|libada", "ada-url"),
+    (r"protego", "protego"),
+    (r"xxhash", "xxhash"),
+    (r"pybloom|bitarray", "bloom filter"),
+    (r"socketmodule\.c|<method '(send|recv)\w*' of '_socket", "socket syscalls"),
+    (r"gc_collect|\bgcmodule\.c", "garbage collector"),
+)
+_COMPILED = [(re.compile(p), name) for p, name in _MODULES]
+_UBIPY = re.compile(r"\bubipy/([\w/]+)\.py")
+OTHER = "other (interpreter, stdlib)"
+_LINE = re.compile(r":\d+\)$")
+
+
+def module_of(frame: str) -> str | None:
+    """The module a frame belongs to; ubipy's own frames by file; None if unknown."""
+    for regex, name in _COMPILED:
+        if regex.search(frame):
+            if name == "ubipy":
+                m = _UBIPY.search(frame)
+                return f"ubipy: {m.group(1)}" if m else name
+            return name
+    return None
+
+
+def _format_profile(
+    title: str, modules: dict[str, float], functions: dict[str, float], top: int, note: str
+) -> str:
+    total = sum(functions.values()) or 1e-9
+    lines = [f"\n### {title}", "", note, "", "| module | share |", "|---|---:|"]
+    for name, cost in sorted(modules.items(), key=lambda kv: -kv[1]):
+        lines.append(f"| {name} | {100 * cost / total:.1f}% |")
+    lines += ["", f"Top {top} functions by own time:", "", "| own | function |", "|---:|---|"]
+    for where, cost in sorted(functions.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"| {100 * cost / total:.1f}% | `{where}` |")
+    return "\n".join(lines)
+
+
+def profile_report_cprofile(path: Path, top: int) -> str:
+    import pstats
+
+    st = pstats.Stats(str(path))
+    raw: dict[tuple[str, int, str], tuple[Any, ...]] = st.stats  # type: ignore[attr-defined]
+    functions: dict[str, float] = {}
+    modules: dict[str, float] = {}
+    for (filename, line, name), (_cc, _nc, tottime, _ct, _callers) in raw.items():
+        where = f"{name} ({_short(filename)}:{line})" if filename != "~" else name
+        functions[where] = functions.get(where, 0.0) + float(tottime)
+        module = module_of(where) or OTHER
+        modules[module] = modules.get(module, 0.0) + float(tottime)
+    note = (
+        "CPU time (time.process_time) spent in each function itself; C functions "
+        "(sqlite, zlib, lxml, socket calls) are their own entries. cProfile's overhead "
+        "inflates pure-Python code."
+    )
+    return _format_profile("cProfile, own CPU time", modules, functions, top, note)
+
+
+def profile_report_pyspy(path: Path, top: int) -> str:
+    """py-spy's raw format: `root;...;leaf COUNT` per line. A sample's function is its
+    leaf; its module is the innermost frame that belongs to a known module, so a
+    stdlib or libc helper counts for the library that called it."""
+    functions: Counter[str] = Counter()
+    modules: Counter[str] = Counter()
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = stack.split(";")
+        # py-spy names the line; a function's lines are summed.
+        functions[_LINE.sub(")", frames[-1])] += int(count)
+        module = next((m for f in reversed(frames) if (m := module_of(f))), OTHER)
+        modules[module] += int(count)
+    note = (
+        "Samples of the running process (py-spy). Without --native, time in C code counts "
+        "for the Python function that called it (zlib.compress and sqlite's COMMIT show "
+        "as ubipy: store/shard); --native adds C frames but pauses the process at each "
+        "sample, which slows it and inflates system calls. A sample counts for the "
+        "innermost frame of a known module: a stdlib helper counts for its caller's."
+    )
+    return _format_profile(
+        "py-spy, share of CPU samples",
+        {k: float(v) for k, v in modules.items()},
+        {k: float(v) for k, v in functions.items()},
+        top,
+        note,
+    )
+
+
+def _short(filename: str) -> str:
+    for marker in ("site-packages/", "/ubipy/", "/lib/python3"):
+        i = filename.find(marker)
+        if i >= 0:
+            return filename[i + len(marker) :] if marker != "/ubipy/" else filename[i + 1 :]
+    return filename
+
+
+# -- the report ----------------------------------------------------------------------
+
+
+def table(runs: list[Run]) -> str:
+    lines = [
+        "| crawler | pages (server log) | pages (own) | wall s | pages/s | CPU s "
+        "| CPU ms/page | peak RSS MB | server CPU s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in runs:
+        lines.append(
+            f"| {r.name} | {r.pages:,} | {int(r.own.get('pages_own', 0)):,} "
+            f"| {r.crawl_wall:.1f} | {r.pages / max(r.crawl_wall, 1e-9):,.0f} "
+            f"| {r.usage.cpu:.1f} | {1000 * r.usage.cpu / max(r.pages, 1):.2f} "
+            f"| {r.usage.max_rss_mb:.0f} | {r.server.cpu:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def details(runs: list[Run]) -> str:
+    lines = [
+        "",
+        "| crawler | crawl CPU ms/page | start-up CPU s | robots.txt requests | distinct URLs "
+        "| duplicates | missing | unexpected | robots violations | overlaps | connections |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in runs:
+        v = r.verdict
+        crawl_cpu = float(r.own.get("crawl_cpu", 0.0))
+        lines.append(
+            f"| {r.name} | {1000 * crawl_cpu / max(r.pages, 1):.2f} "
+            f"| {float(r.own.get('startup_cpu', 0.0)):.2f} | {v.robots} | {v.urls:,} "
+            f"| {v.duplicates} | {v.missing} | {v.unexpected} | {v.robots_violations} "
+            f"| {v.overlaps} | {'' if v.connections is None else v.connections} |"
+        )
+    return "\n".join(lines)
+
+
+def ratio_lines(runs: list[Run]) -> list[str]:
+    out = []
+    for scrapy in runs:
+        if not scrapy.name.startswith("Scrapy"):
+            continue
+        theirs = "Scrapy's" if scrapy.name == LABELS["scrapy"] else f"{scrapy.name}'s"
+        for r in runs:
+            if r.name.startswith("Scrapy"):
+                continue
+            ratio = r.pages_per_cpu_second / max(scrapy.pages_per_cpu_second, 1e-9)
+            who = "ubipy" if r.name == LABELS["ubipy"] else r.name
+            out.append(f"{who} pages per CPU-second / {theirs} = {ratio:.2f}")
+    return out
+
+
+def reproduce(args: argparse.Namespace) -> str:
+    cmd = [
+        "python",
+        "bench/speed.py",
+        "--hosts",
+        str(args.hosts),
+        "--pages",
+        str(args.pages),
+        "--web-seed",
+        str(args.web_seed),
+        "--concurrency",
+        str(args.concurrency),
+        "--only",
+        ",".join(args.only),
+    ]
+    if args.profile:
+        cmd += ["--profile", args.profile]
+    if args.native:
+        cmd += ["--native"]
+    return shlex.join(cmd)
+
+
+# -- main ----------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--hosts", type=int, default=200)
+    p.add_argument("--pages", type=int, default=100, help="pages per host")
+    p.add_argument("--web-seed", type=int, default=1, help="the synthetic web's seed")
+    p.add_argument("--concurrency", type=int, default=64, help="global requests in flight")
+    p.add_argument(
+        "--only",
+        default="ubipy,httpx,scrapy",
+        help=f"comma-separated, from: {', '.join(CRAWLERS)}",
+    )
+    p.add_argument(
+        "--profile",
+        choices=("cprofile", "pyspy"),
+        default=None,
+        help="profile the ubipy children (their CPU figures are then not comparable)",
+    )
+    p.add_argument("--native", action="store_true", help="py-spy --native (C frames)")
+    p.add_argument("--top", type=int, default=25, help="functions listed by --profile")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds per crawler")
+    p.add_argument("--keep", type=Path, default=None, help="keep logs and shards here")
+    p.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    # The child modes.
+    p.add_argument("--child", choices=CRAWLERS, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--seed-url", help=argparse.SUPPRESS)
+    p.add_argument("--proxy", help=argparse.SUPPRESS)
+    p.add_argument("--data", help=argparse.SUPPRESS)
+    p.add_argument("--result", help=argparse.SUPPRESS)
+    p.add_argument("--profile-out", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child is None:
+        args.only = [c.strip() for c in args.only.split(",") if c.strip()]
+        bad = [c for c in args.only if c not in CRAWLERS]
+        if bad:
+            p.error(f"unknown crawler(s) {bad}; choose from {', '.join(CRAWLERS)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.child is not None:
+        ubipy_child(args)
+        return
+    base = Path(tempfile.mkdtemp(prefix="ubipy-speed-")) if args.keep is None else args.keep
+    base.mkdir(parents=True, exist_ok=True)
+    print(
+        f"synthetic web: {args.hosts} hosts x {args.pages} pages (seed {args.web_seed}); "
+        f"concurrency {args.concurrency}, 1 per host, delay 0; {os.cpu_count()} CPUs",
+        flush=True,
+    )
+    runs: list[Run] = []
+    try:
+        for name in args.only:
+            print(f"-- {LABELS[name]} ...", flush=True)
+            try:
+                run = run_crawler(name, args, base)
+            except CrawlFailed as exc:
+                print(f"   FAILED: {exc}", flush=True)
+                continue
+            print(
+                f"   {run.pages:,} pages in {run.crawl_wall:.1f} s, CPU {run.usage.cpu:.1f} s, "
+                f"peak RSS {run.usage.max_rss_mb:.0f} MB"
+                + (f" ({run.own['client']})" if "client" in run.own else ""),
+                flush=True,
+            )
+            runs.append(run)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(base, ignore_errors=True)
+        else:
+            print(f"logs, feeds and shards kept in {base}")
+    print()
+    print(table(runs))
+    print(details(runs))
+    print()
+    for line in ratio_lines(runs):
+        print(line)
+    print()
+    print(f"reproduce: {reproduce(args)}")
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps(
+                [
+                    {
+                        "name": r.name,
+                        "usage": r.usage.__dict__,
+                        "server": r.server.__dict__,
+                        "verdict": r.verdict.__dict__,
+                        "own": r.own,
+                    }
+                    for r in runs
+                ],
+                indent=2,
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
