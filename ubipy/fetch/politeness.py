@@ -104,6 +104,8 @@ class Scheduler:
         self._budget = max_pages_per_host
         self._slots: dict[str, HostSlot] = {}
         self._heap: list[tuple[float, int, str]] = []
+        self._held: Callable[[str], bool] = lambda host: False
+        self._parked: list[HostSlot] = []
         self._tie = itertools.count()
         self.in_flight = 0
 
@@ -148,7 +150,13 @@ class Scheduler:
         heap = self._heap
         while heap and heap[0][0] <= now:
             _, _, host = heapq.heappop(heap)
-            slot = self._slots[host]
+            slot = self._slots.get(host)
+            if slot is None:
+                continue  # dropped while armed
+            if self._held(host):
+                # Its previous owner has not handed it over yet: park it.
+                self._parked.append(slot)
+                continue
             slot.armed = False
             if slot.robots_state is HostRobots.UNKNOWN:
                 if slot.robots_fetch is None:
@@ -261,10 +269,36 @@ class Scheduler:
         self.finished(host, now)
         return decision
 
+    # -- ownership ------------------------------------------------------------
+    def busy(self, host: str) -> bool:
+        slot = self._slots.get(host)
+        return slot is not None and slot.in_flight
+
+    def drop_host(self, host: str) -> None:
+        """Forget a host (handed to another peer); it must not be in flight."""
+        slot = self._slots.pop(host, None)
+        if slot is not None:
+            assert not slot.in_flight
+            # A stale heap entry for it is skipped when popped.
+            slot.queue.clear()
+            slot.on_disk = 0
+
+    def hold(self, held: Callable[[str], bool]) -> None:
+        """Hosts for which ``held`` is true get no request until :meth:`release`."""
+        self._held = held
+
+    def release(self) -> None:
+        """Re-examine held hosts (a hand-off finished); they queue up again."""
+        parked, self._parked = self._parked, []
+        for slot in parked:
+            if self._slots.get(slot.host) is slot:
+                slot.armed = False
+                self._arm(slot)
+
     # -- introspection ------------------------------------------------------
     def idle(self) -> bool:
         """Nothing queued, nothing waiting for its time, nothing in flight."""
-        return not self._heap and self.in_flight == 0
+        return not self._heap and not self._parked and self.in_flight == 0
 
     @property
     def hosts(self) -> int:

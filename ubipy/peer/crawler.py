@@ -123,6 +123,8 @@ class Crawler:
         # Set while the shard refuses writes; cleared by the first flush that works.
         self.storage_error: str | None = None
         self.storage_failing = trio.Event()
+        # Fires (and is replaced) whenever a request ends.
+        self.request_ended = trio.Event()
         self._wakeup = trio.Event()
         self._flush_now = trio.Event()
         self._idle = trio.Event()
@@ -210,6 +212,53 @@ class Crawler:
         if local:
             self._durably(local, drop_from_outbox=True)
         self.on_forward()
+
+    # -- hand-off -----------------------------------------------------------
+    def host_for_handoff(self, host: str) -> tuple[list[NewURL], list[int], HostMark | None] | None:
+        """A host's state for its new owner, or None while a request to it is in flight."""
+        if self.scheduler.busy(host):
+            return None
+        # Its outcomes must be on disk before they are read from there.
+        if not self._flush():
+            return None
+        return self._shard.host_state(host)
+
+    def held_hosts(self) -> list[str]:
+        """Hosts this peer holds anything for (to check against the ring)."""
+        return self._shard.held_hosts()
+
+    def handed_off(self, host: str) -> None:
+        """The new owner has the host: forget it here."""
+        fps = self._shard.drop_host(host)
+        self.admission.forget(fps)
+        self.scheduler.drop_host(host)
+        self._pending = self._shard.counts().pending
+
+    def take_over(
+        self, host: str, pending: list[NewURL], done: list[int], mark: HostMark | None
+    ) -> None:
+        """Receive a host from its previous owner: its frontier, history and politeness."""
+        self._durably(pending)
+        self._shard.take_done(host, done)
+        if mark is not None:
+            mine = self._shard.host_marks().get(host)
+            if mine is None or mine.last_end < mark.last_end:
+                self._shard.save_host_marks({host: mark})
+        if not self.scheduler.busy(host):
+            # Rebuild the host's queue from disk: some of it may be done elsewhere.
+            self.scheduler.drop_host(host)
+            left = self._shard.pending_count(host)
+            if left:
+                self.scheduler.restore(host, left)
+        if mark is not None:
+            wait = max(0.0, mark.last_end + mark.delay - time.time())
+            self.scheduler.restore_host(
+                host, not_before=trio.current_time() + wait, pages=mark.pages
+            )
+        self._pending = self._shard.counts().pending
+        if self._idle.is_set():
+            self._idle = trio.Event()
+        self._wakeup.set()
 
     def forwarded(self, fps: Iterable[int]) -> None:
         """An owner acknowledged these forwarded URLs: their outbox rows can go."""
@@ -320,6 +369,8 @@ class Crawler:
         assert slot is not None
         self._host_marks[job.host] = HostMark(end_wall, slot.delay, slot.pages)
         self._wakeup.set()
+        ended, self.request_ended = self.request_ended, trio.Event()
+        ended.set()
 
     def _page_answered(
         self, host: str, entry: Entry, result: FetchResult, now: float, end_wall: float

@@ -26,6 +26,7 @@ from ubipy.config import CrawlConfig
 from ubipy.fetch.client import make_client
 from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize
 from ubipy.peer.crawler import Crawler, StorageError
+from ubipy.peer.handoff import Handoff
 from ubipy.peer.links import Links, Reply, request, split_address
 from ubipy.peer.membership import Membership, MembershipConfig, Outgoing
 from ubipy.peer.membership_messages import MemberState, message_from_wire
@@ -40,6 +41,10 @@ _ID_META = "peer_id"
 # A forwarded batch is at most this many URLs; anything bigger is not ours.
 _MAX_BATCH = 10_000
 _MAX_DEPTH = 1_000_000
+# A leaving peer hands off for at most this long before it goes anyway (what is
+# left stays in its shard and moves when it comes back).
+_LEAVE_PATIENCE = 60.0
+_LEAVE_SWEEPS = 5
 
 
 def load_peer_id(shard: Shard) -> str:
@@ -88,6 +93,10 @@ class PeerStatus:
     # Forwarding on the wire: URL_BATCH and URL_ACK frames sent, and their bytes.
     url_frames: int
     url_bytes: int
+    handed_off_hosts: int
+    handed_off_urls: int
+    handed_off_bytes: int
+    taken_over_hosts: int
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -114,10 +123,12 @@ class Peer:
         self._membership: Membership | None = None
         self._router: Router | None = None
         self._links: Links | None = None
+        self._handoff: Handoff | None = None
         self._nursery: trio.Nursery | None = None
         self._stop = trio.Event()
         self._gossip_kick = trio.Event()
         self._router_kick = trio.Event()
+        self._router_drained = trio.Event()
         self.ring_changes = 0
 
     # -- accessors ------------------------------------------------------------
@@ -163,12 +174,9 @@ class Peer:
                 log.info("peer %s listening on %s", self.peer_id, self.address)
                 task_status.started(self)
                 await self._stop.wait()
-                # Say goodbye first, so the others stop sending here at once.
-                self._send_membership(self.membership.leave(trio.current_time()))
                 crawler.stop()
                 await crawler.stopped.wait()
-                # Give the leave announcement a moment to get out.
-                await trio.sleep(0.2)
+                await self._leave()
                 nursery.cancel_scope.cancel()
         finally:
             self.shard.close()
@@ -201,12 +209,41 @@ class Peer:
         )
         crawler = self._crawler = Crawler(config, self.shard, client, router)
         crawler.on_forward = self._kick_router
+        self._handoff = Handoff(self.peer_id, crawler, self.links.send, self._address_of)
         await nursery.start(crawler.run)
         nursery.start_soon(self._gossip_loop)
         nursery.start_soon(self._router_loop)
+        nursery.start_soon(self._handoff.run)
         if config.join:
             self._send_membership(self.membership.join(trio.current_time(), config.join))
         return crawler
+
+    async def _leave(self) -> None:
+        """Announce the leave, then hand everything to the peers that stay."""
+        self._send_membership(self.membership.leave(trio.current_time()))
+        others = self.membership.alive_ids() - {self.peer_id}
+        if not others:
+            return  # the last one keeps it all; a restart brings it back
+        ring = Ring(others)
+        self.crawler.ring_changed(ring)
+        self.handoff.ring_changed(ring, frozenset(others), frozenset())
+        with trio.move_on_after(_LEAVE_PATIENCE):
+            for _ in range(_LEAVE_SWEEPS):
+                if await self.handoff.sweep():
+                    break
+                await trio.sleep(1.0)  # an owner did not answer: try again shortly
+            assert self._router is not None
+            if self._router.backlog():
+                await self._router_drained.wait()
+
+    def _address_of(self, peer_id: str) -> str | None:
+        member = self.membership.member(peer_id)
+        return None if member is None else member.address
+
+    @property
+    def handoff(self) -> Handoff:
+        assert self._handoff is not None
+        return self._handoff
 
     async def _gossip_loop(self) -> None:
         membership = self.membership
@@ -233,13 +270,21 @@ class Peer:
             log.info("member %s %s", event.member.id, event.kind.value)
             if event.changes_ring:
                 ring_changed = True
+            if event.member.state is MemberState.DEAD:
+                self.handoff.peer_gone(event.member.id)
             if event.member.state in (MemberState.DEAD, MemberState.LEFT):
                 self.links.forget(event.member.address)
             elif event.changes_ring and event.member.id != self.peer_id:
                 self._share_scope(event.member.address)
-        if ring_changed:
+        if ring_changed and not self.stopping:
             self.ring_changes += 1
-            self.crawler.ring_changed(Ring(self.membership.alive_ids()))
+            alive = self.membership.alive_ids()
+            handing = alive | {
+                m.id for m in self.membership.members() if m.state is MemberState.LEFT
+            }
+            ring = Ring(alive)
+            self.crawler.ring_changed(ring)
+            self.handoff.ring_changed(ring, alive, handing)
 
     def _share_scope(self, address: str) -> None:
         roots = sorted(self.crawler.scope.roots)
@@ -293,6 +338,20 @@ class Peer:
             batch = self._router.acked(int(payload["id"]))
             if batch is not None:
                 self.crawler.forwarded(u.fp for u in batch.urls)
+                if not self._router.backlog():
+                    self._router_drained.set()
+                    self._router_drained = trio.Event()
+        elif kind is FrameType.HANDOFF:
+            try:
+                self.handoff.receive(payload)
+            except StorageError as exc:
+                log.warning("hand-off from %s not taken: %s", frame.sender, exc)
+                return  # not acknowledged: the sender keeps the host
+            await reply(FrameType.HANDOFF_ACK, {"id": int(payload["id"])})
+        elif kind is FrameType.HANDOFF_ACK:
+            self.handoff.acked(int(payload["id"]))
+        elif kind is FrameType.HANDOFF_DONE:
+            self.handoff.release_from(frame.sender)
         elif kind is FrameType.SCOPE:
             if not isinstance(payload, list) or not all(isinstance(r, str) for r in payload):
                 raise ValueError("scope roots must be a list of strings")
@@ -380,6 +439,10 @@ class Peer:
             frames_rejected=sum(links.stats.rejected.values()),
             url_frames=links.stats.frames_out["URL_BATCH"] + links.stats.frames_out["URL_ACK"],
             url_bytes=links.stats.bytes_out_by["URL_BATCH"] + links.stats.bytes_out_by["URL_ACK"],
+            handed_off_hosts=self.handoff.stats.hosts_out,
+            handed_off_urls=self.handoff.stats.urls_out,
+            handed_off_bytes=links.stats.bytes_out_by["HANDOFF"],
+            taken_over_hosts=self.handoff.stats.hosts_in,
         )
 
 

@@ -99,6 +99,7 @@ class FrameType(enum.IntEnum):
     HANDOFF = 8
     HANDOFF_ACK = 9
     SCOPE = 10
+    HANDOFF_DONE = 12
     ERROR = 15
 
 

@@ -10,7 +10,7 @@ false positive costs one indexed lookup and never drops a URL.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pybloom_live import ScalableBloomFilter
@@ -99,6 +99,11 @@ class Admission:
             self._remember(fp)
         stats.admitted += len(rows)
         return rows
+
+    def forget(self, fps: Iterable[int]) -> None:
+        """Drop fingerprints from the exact cache (their host went to another peer)."""
+        for fp in fps:
+            self._recent.pop(fp, None)
 
     def rollback(self) -> None:
         """Forget the exact cache after a failed transaction.

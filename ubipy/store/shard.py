@@ -302,6 +302,65 @@ class Shard:
         cur = self._conn.execute("SELECT fp, url, host, depth FROM outbox ORDER BY rowid")
         return [NewURL(int(a), str(b), str(c), int(d)) for a, b, c, d in cur]
 
+    # -- hand-off -----------------------------------------------------------
+    def held_hosts(self) -> list[str]:
+        """Every host this shard holds anything for: frontier rows or a politeness mark."""
+        cur = self._conn.execute("SELECT host FROM frontier UNION SELECT host FROM hosts")
+        return [str(h) for (h,) in cur]
+
+    def host_state(self, host: str) -> tuple[list[NewURL], list[int], HostMark | None]:
+        """What a host's new owner needs: pending URLs, fetched fingerprints, its mark."""
+        pending: list[NewURL] = []
+        done: list[int] = []
+        cur = self._conn.execute(
+            "SELECT fp, url, depth, state FROM frontier WHERE host = ? ORDER BY seq", (host,)
+        )
+        for fp, url, depth, state in cur:
+            if state == FrontierState.PENDING:
+                pending.append(NewURL(int(fp), str(url), host, int(depth)))
+            else:
+                done.append(int(fp))
+        row = self._conn.execute(
+            "SELECT last_end, delay, pages FROM hosts WHERE host = ?", (host,)
+        ).fetchone()
+        mark = None if row is None else HostMark(float(row[0]), float(row[1]), int(row[2]))
+        return pending, done, mark
+
+    def drop_host(self, host: str) -> list[int]:
+        """Forget a host handed to its new owner; returns the fingerprints dropped.
+
+        Its fingerprints leave ``seen`` too: if the host ever comes back, what its
+        owner sends then must not be mistaken for something already known here.
+        """
+        with self.transaction():
+            fps = [
+                int(fp)
+                for (fp,) in self._conn.execute("SELECT fp FROM frontier WHERE host = ?", (host,))
+            ]
+            self._conn.executemany("DELETE FROM seen WHERE fp = ?", [(fp,) for fp in fps])
+            self._conn.execute("DELETE FROM frontier WHERE host = ?", (host,))
+            self._conn.execute("DELETE FROM hosts WHERE host = ?", (host,))
+        return fps
+
+    def take_done(self, host: str, fps: Sequence[int]) -> int:
+        """Fingerprints another peer fetched for ``host``: seen here, and done if pending."""
+        with self.transaction():
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO seen (fp) VALUES (?)", [(fp,) for fp in fps]
+            )
+            cur = self._conn.executemany(
+                "UPDATE frontier SET state = ?, reason = 'fetched elsewhere' "
+                "WHERE fp = ? AND state = 0",
+                [(FrontierState.DONE, fp) for fp in fps],
+            )
+        return cur.rowcount
+
+    def pending_count(self, host: str) -> int:
+        row = self._conn.execute(
+            "SELECT COUNT(*) FROM frontier WHERE host = ? AND state = 0", (host,)
+        ).fetchone()
+        return int(row[0])
+
     # -- hosts --------------------------------------------------------------
     def save_host_marks(self, marks: dict[str, HostMark]) -> None:
         """Remember, per host, when its last request ended, its delay and budget spent."""

@@ -1,0 +1,249 @@
+"""Hand-off: when the ring changes, hosts move to their new owners with their history.
+
+The old owner sends each host it no longer owns (pending URLs, fingerprints of
+what it fetched, the time of its last request and its delay) in HANDOFF frames,
+and forgets the host only when the new owner has acknowledged every frame (the
+new owner acknowledges after a commit). A host with a request in flight waits
+for it to end. When a sweep is over, the old owner tells everyone with a
+HANDOFF_DONE frame.
+
+Meanwhile the new owner holds the hosts it gained from a live peer: no request
+goes to them until that peer's HANDOFF_DONE arrives (or it dies, or a safety
+time-out passes), so a host is never asked by two peers at once, and the delay
+after the old owner's last request is kept.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize
+from ubipy.peer.crawler import Crawler, StorageError
+from ubipy.peer.wire import FrameType
+from ubipy.ring import Ring, diff
+from ubipy.store.shard import HostMark, NewURL
+
+log = logging.getLogger(__name__)
+
+# Entries per HANDOFF frame: far under the 4 MiB frame cap.
+_CHUNK = 2_000
+_ACK_PATIENCE = 10.0
+# A gained host is held at most this long for a peer that neither hands it
+# over nor dies (a stuck sweep must not stall the host forever).
+_HOLD_LIMIT = 60.0
+
+Send = Callable[[str, FrameType, Any], Awaitable[bool]]
+AddressOf = Callable[[str], str | None]
+
+
+@dataclass(slots=True)
+class HandoffStats:
+    hosts_out: int = 0
+    urls_out: int = 0
+    bytes_out: int = 0
+    hosts_in: int = 0
+    urls_in: int = 0
+
+
+@dataclass(slots=True)
+class _Hold:
+    old_ring: Ring
+    old_owner: str
+    until: float
+
+
+@dataclass(slots=True)
+class _Waiting:
+    done: trio.Event = field(default_factory=trio.Event)
+
+
+class Handoff:
+    def __init__(self, self_id: str, crawler: Crawler, send: Send, address_of: AddressOf) -> None:
+        self.self_id = self_id
+        self._crawler = crawler
+        self._send = send
+        self._address_of = address_of
+        self._ring = Ring([self_id])
+        self._holds: list[_Hold] = []
+        self._kick = trio.Event()
+        self._acks: dict[int, _Waiting] = {}
+        self._ids = itertools.count(1)
+        self._alive: frozenset[str] = frozenset({self_id})
+        self.sweeping = False
+        self.stats = HandoffStats()
+        crawler.scheduler.hold(self._held)
+
+    # -- the ring moved ---------------------------------------------------------
+    def ring_changed(self, ring: Ring, alive: frozenset[str], handing: frozenset[str]) -> None:
+        """The ring is now ``ring``; ``handing`` are the peers that will hand off
+        what they held (the live ones and those that left gracefully, not the dead)."""
+        old, self._ring, self._alive = self._ring, ring, alive
+        now = trio.current_time()
+        gained_from = {
+            arc.old_owner
+            for arc in diff(old, ring)
+            if arc.new_owner == self.self_id
+            and arc.old_owner is not None
+            and arc.old_owner != self.self_id
+            and arc.old_owner in handing
+        }
+        for owner in gained_from:
+            self._holds.append(_Hold(old, owner, now + _HOLD_LIMIT))
+        self._kick.set()
+
+    def peer_gone(self, peer_id: str) -> None:
+        """A dead peer hands nothing over: stop waiting for it."""
+        self.release_from(peer_id)
+
+    def release_from(self, peer_id: str) -> None:
+        before = len(self._holds)
+        self._holds = [h for h in self._holds if h.old_owner != peer_id]
+        if len(self._holds) != before:
+            self._crawler.scheduler.release()
+
+    def _held(self, host: str) -> bool:
+        if not self._holds:
+            return False
+        now = trio.current_time()
+        if any(h.until <= now for h in self._holds):
+            self._holds = [h for h in self._holds if h.until > now]
+            self._crawler.scheduler.release()
+        return any(h.old_ring.owner(host) == h.old_owner for h in self._holds)
+
+    # -- sending ------------------------------------------------------------------
+    async def run(self) -> None:
+        """Sweep after every ring change; hosts with a request in flight are retried."""
+        while True:
+            await self._kick.wait()
+            self._kick = trio.Event()
+            await self.sweep()
+
+    async def sweep(self) -> bool:
+        """Hand off every host this peer holds but does not own; True if all went."""
+        self.sweeping = True
+        try:
+            complete = True
+            ring = self._ring
+            for host in self._crawler_hosts():
+                if ring is not self._ring:
+                    self._kick.set()  # the ring moved again: start over
+                    return False
+                owner = ring.owner(host)
+                if owner == self.self_id:
+                    continue
+                if not await self._hand(host, owner):
+                    complete = False
+            if complete:
+                for peer in self._alive - {self.self_id}:
+                    address = self._address_of(peer)
+                    if address is not None:
+                        await self._send(address, FrameType.HANDOFF_DONE, {})
+            return complete
+        finally:
+            self.sweeping = False
+
+    def _crawler_hosts(self) -> list[str]:
+        return self._crawler.held_hosts()
+
+    @property
+    def ring(self) -> Ring:
+        return self._ring
+
+    async def _hand(self, host: str, owner: str) -> bool:
+        while (state := self._crawler.host_for_handoff(host)) is None:
+            # A request in flight (or a shard refusing writes): wait for a request to end.
+            await self._crawler.request_ended.wait()
+        pending, done, mark = state
+        address = self._address_of(owner)
+        if address is None:
+            return False
+        chunks = max(1, math.ceil(max(len(pending), len(done)) / _CHUNK))
+        sent_bytes = 0
+        for i in range(chunks):
+            payload: dict[str, Any] = {
+                "host": host,
+                "pending": [[u.url, u.depth] for u in pending[i * _CHUNK : (i + 1) * _CHUNK]],
+                "done": done[i * _CHUNK : (i + 1) * _CHUNK],
+                "mark": None if mark is None or i < chunks - 1 else [
+                    mark.last_end, mark.delay, mark.pages
+                ],
+            }  # fmt: skip
+            if not await self._deliver(address, payload):
+                log.warning("hand-off of %s to %s not acknowledged; kept", host, owner)
+                return False
+            sent_bytes += sum(len(u) for u, _ in payload["pending"]) + 8 * len(payload["done"])
+        self._crawler.handed_off(host)
+        self.stats.hosts_out += 1
+        self.stats.urls_out += len(pending)
+        self.stats.bytes_out += sent_bytes
+        log.info("handed off %s (%d URLs, %d done) to %s", host, len(pending), len(done), owner)
+        return True
+
+    async def _deliver(self, address: str, payload: dict[str, Any]) -> bool:
+        for _ in range(3):
+            handoff_id = next(self._ids)
+            waiting = self._acks[handoff_id] = _Waiting()
+            try:
+                if await self._send(address, FrameType.HANDOFF, {"id": handoff_id, **payload}):
+                    with trio.move_on_after(_ACK_PATIENCE):
+                        await waiting.done.wait()
+                        return True
+            finally:
+                del self._acks[handoff_id]
+        return False
+
+    def acked(self, handoff_id: int) -> None:
+        waiting = self._acks.get(handoff_id)
+        if waiting is not None:
+            waiting.done.set()
+
+    # -- receiving ----------------------------------------------------------------
+    def receive(self, payload: dict[str, Any]) -> None:
+        """Take over a host; raises StorageError if it could not be made durable."""
+        host = payload["host"]
+        if not isinstance(host, str):
+            raise ValueError("hand-off without a host")
+        pending = _urls(payload["pending"], host)
+        done = payload["done"]
+        if not isinstance(done, list) or not all(type(fp) is int for fp in done):
+            raise ValueError("done fingerprints must be integers")
+        mark = None
+        raw = payload.get("mark")
+        if raw is not None:
+            last_end, delay, pages = raw
+            mark = HostMark(float(last_end), float(delay), int(pages))
+        self._crawler.take_over(host, pending, done, mark)
+        self.stats.urls_in += len(pending)
+        if mark is not None:
+            self.stats.hosts_in += 1
+            log.info("took over %s (%d URLs, %d done)", host, len(pending), len(done))
+
+
+def _urls(items: object, host: str) -> list[NewURL]:
+    if not isinstance(items, list):
+        raise ValueError("pending URLs must be a list")
+    out: list[NewURL] = []
+    for item in items:
+        if not (isinstance(item, list) and len(item) == 2):
+            raise ValueError("a pending URL is [url, depth]")
+        raw, depth = item
+        if not isinstance(raw, str) or type(depth) is not int or depth < 0:
+            raise ValueError("a pending URL is [str, int]")
+        try:
+            url = normalize(raw)
+        except BadURL:
+            continue
+        if host_key(url) != host:
+            raise ValueError("a handed-off URL of another host")
+        out.append(NewURL(fingerprint(url), url, host, depth))
+    return out
+
+
+__all__ = ["Handoff", "HandoffStats", "StorageError"]
