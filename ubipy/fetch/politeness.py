@@ -103,7 +103,9 @@ class Scheduler:
         self._robots_max_attempts = robots_max_attempts
         self._budget = max_pages_per_host
         self._slots: dict[str, HostSlot] = {}
-        self._heap: list[tuple[float, int, str]] = []
+        # (time, tie-breaker, slot): the slot itself, so an entry of a slot that was
+        # dropped and made anew is recognised as stale.
+        self._heap: list[tuple[float, int, HostSlot]] = []
         self._held: Callable[[str], bool] = lambda host: False
         self._parked: list[HostSlot] = []
         self._tie = itertools.count()
@@ -137,7 +139,7 @@ class Scheduler:
 
     def _arm(self, slot: HostSlot) -> None:
         if not slot.armed and not slot.in_flight and slot.has_work:
-            heapq.heappush(self._heap, (slot.next_allowed, next(self._tie), slot.host))
+            heapq.heappush(self._heap, (slot.next_allowed, next(self._tie), slot))
             slot.armed = True
 
     # -- dispatching --------------------------------------------------------
@@ -149,9 +151,9 @@ class Scheduler:
         """The next request that may start at ``now``, if any."""
         heap = self._heap
         while heap and heap[0][0] <= now:
-            _, _, host = heapq.heappop(heap)
-            slot = self._slots.get(host)
-            if slot is None:
+            _, _, slot = heapq.heappop(heap)
+            host = slot.host
+            if self._slots.get(host) is not slot:
                 continue  # dropped while armed
             if self._held(host):
                 # Its previous owner has not handed it over yet: park it.
@@ -274,14 +276,18 @@ class Scheduler:
         slot = self._slots.get(host)
         return slot is not None and slot.in_flight
 
-    def drop_host(self, host: str) -> None:
-        """Forget a host (handed to another peer); it must not be in flight."""
-        slot = self._slots.pop(host, None)
-        if slot is not None:
-            assert not slot.in_flight
-            # A stale heap entry for it is skipped when popped.
-            slot.queue.clear()
-            slot.on_disk = 0
+    def drop_host(self, host: str) -> bool:
+        """Forget a host (handed to another peer); refused while a request is in flight."""
+        slot = self._slots.get(host)
+        if slot is None:
+            return True
+        if slot.in_flight:
+            return False
+        del self._slots[host]
+        # A stale heap entry for it is skipped when popped.
+        slot.queue.clear()
+        slot.on_disk = 0
+        return True
 
     def hold(self, held: Callable[[str], bool]) -> None:
         """Hosts for which ``held`` is true get no request until :meth:`release`."""

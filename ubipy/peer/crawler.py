@@ -240,6 +240,7 @@ class Crawler:
         """Receive a host from its previous owner: its frontier, history and politeness."""
         self._durably(pending)
         self._shard.take_done(host, done)
+        self.admission.learn(done)
         if mark is not None:
             mine = self._shard.host_marks().get(host)
             if mine is None or mine.last_end < mark.last_end:

@@ -27,7 +27,7 @@ import trio
 from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize
 from ubipy.peer.crawler import Crawler, StorageError
 from ubipy.peer.wire import FrameType
-from ubipy.ring import Ring, diff
+from ubipy.ring import Ring
 from ubipy.store.shard import HostMark, NewURL
 
 log = logging.getLogger(__name__)
@@ -54,9 +54,17 @@ class HandoffStats:
 
 @dataclass(slots=True)
 class _Hold:
+    """Hosts gained in one ring change, held until every peer that might have held
+    them has swept under that ring (its HANDOFF_DONE), died, or the limit passed."""
+
     old_ring: Ring
-    old_owner: str
+    ring_key: str
+    waiting: set[str]
     until: float
+
+
+def ring_key(ring: Ring) -> str:
+    return ",".join(sorted(ring.members))
 
 
 @dataclass(slots=True)
@@ -85,37 +93,48 @@ class Handoff:
         """The ring is now ``ring``; ``handing`` are the peers that will hand off
         what they held (the live ones and those that left gracefully, not the dead)."""
         old, self._ring, self._alive = self._ring, ring, alive
-        now = trio.current_time()
-        gained_from = {
-            arc.old_owner
-            for arc in diff(old, ring)
-            if arc.new_owner == self.self_id
-            and arc.old_owner is not None
-            and arc.old_owner != self.self_id
-            and arc.old_owner in handing
-        }
-        for owner in gained_from:
-            self._holds.append(_Hold(old, owner, now + _HOLD_LIMIT))
+        if list(old.members) == [self.self_id] and len(alive) > 1:
+            # A peer that was alone (just started, or back after a crash) knows
+            # nothing of who held what meanwhile: whatever it owns, it gains.
+            old = Ring(alive - {self.self_id})
+        # Any other peer may hold a gained host (views of the ring differ for a
+        # moment while membership settles), so all of them are waited for.
+        waiting = set(handing) - {self.self_id}
+        if waiting:
+            key = ring_key(ring)
+            self._holds.append(_Hold(old, key, waiting, trio.current_time() + _HOLD_LIMIT))
         self._kick.set()
 
     def peer_gone(self, peer_id: str) -> None:
         """A dead peer hands nothing over: stop waiting for it."""
-        self.release_from(peer_id)
+        self.release_from(peer_id, None)
 
-    def release_from(self, peer_id: str) -> None:
-        before = len(self._holds)
-        self._holds = [h for h in self._holds if h.old_owner != peer_id]
-        if len(self._holds) != before:
+    def release_from(self, peer_id: str, key: str | None) -> None:
+        """``peer_id`` finished its sweep under the ring ``key`` (None: it is dead)."""
+        # A sweep under the ring this peer has now covers every host the sender
+        # holds, whatever ring the hold was made under.
+        current = key is None or key == ring_key(self._ring)
+        changed = False
+        for hold in self._holds:
+            if peer_id in hold.waiting and (current or hold.ring_key == key):
+                hold.waiting.discard(peer_id)
+                changed = True
+        if changed:
+            self._holds = [h for h in self._holds if h.waiting]
             self._crawler.scheduler.release()
 
     def _held(self, host: str) -> bool:
+        # A host that is no longer ours gets nothing more from here: its state is
+        # on its way to the new owner, and must not change under the hand-off.
+        if self._ring.owner(host) != self.self_id:
+            return True
         if not self._holds:
             return False
         now = trio.current_time()
         if any(h.until <= now for h in self._holds):
             self._holds = [h for h in self._holds if h.until > now]
             self._crawler.scheduler.release()
-        return any(h.old_ring.owner(host) == h.old_owner for h in self._holds)
+        return any(h.old_ring.owner(host) != self.self_id for h in self._holds)
 
     # -- sending ------------------------------------------------------------------
     async def run(self) -> None:
@@ -144,7 +163,7 @@ class Handoff:
                 for peer in self._alive - {self.self_id}:
                     address = self._address_of(peer)
                     if address is not None:
-                        await self._send(address, FrameType.HANDOFF_DONE, {})
+                        await self._send(address, FrameType.HANDOFF_DONE, {"ring": ring_key(ring)})
             return complete
         finally:
             self.sweeping = False
@@ -183,7 +202,14 @@ class Handoff:
         self.stats.hosts_out += 1
         self.stats.urls_out += len(pending)
         self.stats.bytes_out += sent_bytes
-        log.info("handed off %s (%d URLs, %d done) to %s", host, len(pending), len(done), owner)
+        log.info(
+            "handed off 1 hosts (%d URLs, %d bytes) to %s: %s, %d done",
+            len(pending),
+            sent_bytes,
+            owner,
+            host,
+            len(done),
+        )
         return True
 
     async def _deliver(self, address: str, payload: dict[str, Any]) -> bool:
@@ -223,7 +249,7 @@ class Handoff:
         self.stats.urls_in += len(pending)
         if mark is not None:
             self.stats.hosts_in += 1
-            log.info("took over %s (%d URLs, %d done)", host, len(pending), len(done))
+            log.info("took over 1 hosts (%d URLs): %s, %d done", len(pending), host, len(done))
 
 
 def _urls(items: object, host: str) -> list[NewURL]:

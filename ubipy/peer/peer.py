@@ -351,7 +351,10 @@ class Peer:
         elif kind is FrameType.HANDOFF_ACK:
             self.handoff.acked(int(payload["id"]))
         elif kind is FrameType.HANDOFF_DONE:
-            self.handoff.release_from(frame.sender)
+            key = payload.get("ring")
+            if not isinstance(key, str):
+                raise ValueError("HANDOFF_DONE without its ring")
+            self.handoff.release_from(frame.sender, key)
         elif kind is FrameType.SCOPE:
             if not isinstance(payload, list) or not all(isinstance(r, str) for r in payload):
                 raise ValueError("scope roots must be a list of strings")

@@ -100,6 +100,12 @@ class Admission:
         stats.admitted += len(rows)
         return rows
 
+    def learn(self, fps: Iterable[int]) -> None:
+        """Fingerprints written to ``seen`` by another path (a hand-off): the filter
+        must say "maybe" for them, or they would be taken for new."""
+        for fp in fps:
+            self._bloom.add(fp)
+
     def forget(self, fps: Iterable[int]) -> None:
         """Drop fingerprints from the exact cache (their host went to another peer)."""
         for fp in fps:
