@@ -334,7 +334,9 @@ async def _run_peer(args: argparse.Namespace) -> int:
             except StorageError as exc:
                 print(f"ubipy peer: cannot take the seeds: {exc}", file=sys.stderr)
         nursery.start_soon(_stop_on_signals, peer, nursery.cancel_scope)
-        await peer.crawler.stopped.wait()
+        # The peer's run ends after the crawler stops and the leave (and its
+        # hand-off) is done; only then does the signal watcher go.
+        await peer.finished.wait()
         nursery.cancel_scope.cancel()
     counts = peer.crawler.stats
     print(f"ubipy peer {peer.peer_id} stopped: {counts.pages} pages this run", file=sys.stderr)

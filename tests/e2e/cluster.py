@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -82,3 +84,62 @@ async def run_cli(*args: str) -> subprocess.CompletedProcess[bytes]:
     return await trio.run_process(
         [*UBIPY, *args], capture_stdout=True, capture_stderr=True, check=False
     )
+
+
+async def start_peer_or_fail(
+    nursery: trio.Nursery,
+    data: Path,
+    proxy: str,
+    *extra: str,
+    secret: str = "s3cret",
+    patience: float = 30.0,
+) -> PeerProcess:
+    """Like ``start_peer``, but a peer that exits before its banner fails at once, with
+    its exit status and log in the message, instead of after ``patience`` seconds."""
+    cmd = [
+        *UBIPY, "-v", "peer", "--data", str(data), "--listen", "127.0.0.1:0",
+        "--proxy", proxy, "--delay", "0.01", "--robots-retry", "0.05", "--secret", secret,
+        *extra,
+    ]  # fmt: skip
+    proc = await trio.lowlevel.open_process(cmd, stderr=subprocess.PIPE)
+    peer = PeerProcess(proc, data)
+    drained = trio.Event()
+
+    async def drain() -> None:
+        try:
+            await peer.drain()
+        finally:
+            drained.set()
+
+    nursery.start_soon(drain)
+    with trio.fail_after(patience):
+        async with trio.open_nursery() as race:
+
+            async def banner_seen() -> None:
+                await peer.wait_for(_BANNER.pattern)
+                race.cancel_scope.cancel()
+
+            async def gone() -> None:
+                await drained.wait()  # end of its stderr: the peer has exited
+                race.cancel_scope.cancel()
+
+            race.start_soon(banner_seen)
+            race.start_soon(gone)
+    m = _BANNER.search(peer.output)
+    if m is None:
+        with trio.fail_after(5):
+            code = await proc.wait()
+        tail = bytes(peer.output[-2000:]).decode(errors="replace")
+        raise AssertionError(f"peer on {data} exited {code} before its banner:\n{tail}")
+    peer.peer_id, peer.address = m.group(1).decode(), m.group(2).decode()
+    return peer
+
+
+async def status_json(address: str, secret: str = "s3cret") -> dict[str, Any]:
+    """The cluster-wide STATUS answer of the peer at ``address``, as plain JSON."""
+    from ubipy.peer.links import request
+    from ubipy.peer.wire import FrameType, secret_from
+
+    frame = await request(address, secret_from(secret), FrameType.STATUS_REQUEST, {"cluster": True})
+    payload: dict[str, Any] = json.loads(json.dumps(frame.payload))
+    return payload

@@ -126,6 +126,8 @@ class Peer:
         self._handoff: Handoff | None = None
         self._nursery: trio.Nursery | None = None
         self._stop = trio.Event()
+        # Set when run() is over: crawler stopped, leave announced, hosts handed off.
+        self.finished = trio.Event()
         self._gossip_kick = trio.Event()
         self._router_kick = trio.Event()
         self._router_drained = trio.Event()
@@ -180,6 +182,7 @@ class Peer:
                 nursery.cancel_scope.cancel()
         finally:
             self.shard.close()
+            self.finished.set()
 
     async def _start(self, nursery: trio.Nursery, client: httpx2.AsyncClient) -> Crawler:
         config = self.config
