@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,8 @@ _ACK_PATIENCE = 10.0
 # A gained host is held at most this long for a peer that neither hands it
 # over nor dies (a stuck sweep must not stall the host forever).
 _HOLD_LIMIT = 60.0
+# The ring key of a hold any sweep of the awaited peer releases.
+_ANY_RING = ""
 
 Send = Callable[[str, FrameType, Any], Awaitable[bool]]
 AddressOf = Callable[[str], str | None]
@@ -73,7 +75,15 @@ class _Waiting:
 
 
 class Handoff:
-    def __init__(self, self_id: str, crawler: Crawler, send: Send, address_of: AddressOf) -> None:
+    def __init__(
+        self,
+        self_id: str,
+        crawler: Crawler,
+        send: Send,
+        address_of: AddressOf,
+        *,
+        last_members: Collection[str] = (),
+    ) -> None:
         self.self_id = self_id
         self._crawler = crawler
         self._send = send
@@ -87,6 +97,19 @@ class Handoff:
         self.sweeping = False
         self.stats = HandoffStats()
         crawler.scheduler.hold(self._held)
+        others = set(last_members) - {self_id}
+        if others:
+            # Back from a stop: the hosts the last ring gave to others may still be
+            # theirs, in their shards. They are held until each of those peers is
+            # back and has swept, is known dead, or the limit passes.
+            self._holds.append(
+                _Hold(
+                    Ring([self_id, *others]),
+                    _ANY_RING,
+                    others,
+                    trio.current_time() + _HOLD_LIMIT,
+                )
+            )
 
     # -- the ring moved ---------------------------------------------------------
     def ring_changed(self, ring: Ring, alive: frozenset[str], handing: frozenset[str]) -> None:
@@ -116,7 +139,7 @@ class Handoff:
         current = key is None or key == ring_key(self._ring)
         changed = False
         for hold in self._holds:
-            if peer_id in hold.waiting and (current or hold.ring_key == key):
+            if peer_id in hold.waiting and (current or hold.ring_key in (key, _ANY_RING)):
                 hold.waiting.discard(peer_id)
                 changed = True
         if changed:

@@ -13,6 +13,7 @@ import ipaddress
 import logging
 import math
 import random
+import sqlite3
 import time
 import uuid
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from ubipy.store.shard import NewURL, Shard
 log = logging.getLogger(__name__)
 
 _ID_META = "peer_id"
+_MEMBERS_META = "last_members"
 # A forwarded batch is at most this many URLs; anything bigger is not ours.
 _MAX_BATCH = 10_000
 _MAX_DEPTH = 1_000_000
@@ -212,7 +214,14 @@ class Peer:
         )
         crawler = self._crawler = Crawler(config, self.shard, client, router)
         crawler.on_forward = self._kick_router
-        self._handoff = Handoff(self.peer_id, crawler, self.links.send, self._address_of)
+        last = self.shard.get_meta(_MEMBERS_META)
+        self._handoff = Handoff(
+            self.peer_id,
+            crawler,
+            self.links.send,
+            self._address_of,
+            last_members=last.split(",") if last else (),
+        )
         await nursery.start(crawler.run)
         nursery.start_soon(self._gossip_loop)
         nursery.start_soon(self._router_loop)
@@ -288,6 +297,12 @@ class Peer:
             ring = Ring(alive)
             self.crawler.ring_changed(ring)
             self.handoff.ring_changed(ring, alive, handing)
+            # Remembered so that, back from a stop, this peer waits for the others.
+            try:
+                with self.shard.transaction():
+                    self.shard.set_meta(_MEMBERS_META, ",".join(sorted(alive)))
+            except sqlite3.Error as exc:
+                log.warning("cannot remember the members: %s", exc)
 
     def _share_scope(self, address: str) -> None:
         roots = sorted(self.crawler.scope.roots)
