@@ -223,6 +223,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="...or when the oldest has waited this long (default: %(default)s)",
     )
     p.add_argument(
+        "--replicas",
+        type=int,
+        default=_DEFAULTS.replicas,
+        choices=(1, 2),
+        help="2 keeps a copy of each owner's frontier and history on the next peer "
+        "clockwise, which takes the hosts over if the owner dies (default: %(default)s)",
+    )
+    p.add_argument(
         "--seeds",
         type=Path,
         default=None,
@@ -319,6 +327,7 @@ async def _run_peer(args: argparse.Namespace) -> int:
         join=tuple(args.join),
         batch_size=args.batch_size,
         batch_linger=args.batch_linger,
+        replicas=args.replicas,
         secret=args.secret or os.environ.get("UBIPY_SECRET"),
     )
     peer = Peer(config)

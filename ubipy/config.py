@@ -83,6 +83,9 @@ class CrawlConfig:
     batch_size: int = 50
     batch_linger: float = 0.1
     batch_retry: float = 2.0
+    # Copies of each owner's frontier and history on this many peers in all
+    # (1: none; 2: the owner and the next peer clockwise).
+    replicas: int = 1
     # Membership timings (SWIM), memberlist's LAN profile by default.
     probe_interval: float = 1.0
     probe_timeout: float = 0.5

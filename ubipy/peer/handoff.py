@@ -90,6 +90,8 @@ class Handoff:
         self._address_of = address_of
         self._ring = Ring([self_id])
         self._holds: list[_Hold] = []
+        # The ring each peer last said it finished sweeping under.
+        self._swept: dict[str, str] = {}
         self._kick = trio.Event()
         self._acks: dict[int, _Waiting] = {}
         self._ids = itertools.count(1)
@@ -122,9 +124,11 @@ class Handoff:
             old = Ring(alive - {self.self_id})
         # Any other peer may hold a gained host (views of the ring differ for a
         # moment while membership settles), so all of them are waited for.
-        waiting = set(handing) - {self.self_id}
+        key = ring_key(ring)
+        # A peer may have finished its sweep under this very ring before this
+        # peer saw the ring change: its DONE has already come.
+        waiting = {p for p in handing - {self.self_id} if self._swept.get(p) != key}
         if waiting:
-            key = ring_key(ring)
             self._holds.append(_Hold(old, key, waiting, trio.current_time() + _HOLD_LIMIT))
         self._kick.set()
 
@@ -136,6 +140,8 @@ class Handoff:
         """``peer_id`` finished its sweep under the ring ``key`` (None: it is dead)."""
         # A sweep under the ring this peer has now covers every host the sender
         # holds, whatever ring the hold was made under.
+        if key is not None:
+            self._swept[peer_id] = key
         current = key is None or key == ring_key(self._ring)
         changed = False
         for hold in self._holds:

@@ -31,6 +31,7 @@ from ubipy.peer.handoff import Handoff
 from ubipy.peer.links import Links, Reply, request, split_address
 from ubipy.peer.membership import Membership, MembershipConfig, Outgoing
 from ubipy.peer.membership_messages import MemberState, message_from_wire
+from ubipy.peer.replica import Replicator
 from ubipy.peer.router import Batch, Router
 from ubipy.peer.wire import Frame, FrameType, is_default_secret, secret_from
 from ubipy.ring import Ring
@@ -99,6 +100,7 @@ class PeerStatus:
     handed_off_urls: int
     handed_off_bytes: int
     taken_over_hosts: int
+    replica_bytes: int
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -126,6 +128,7 @@ class Peer:
         self._router: Router | None = None
         self._links: Links | None = None
         self._handoff: Handoff | None = None
+        self._replicator: Replicator | None = None
         self._nursery: trio.Nursery | None = None
         self._stop = trio.Event()
         # Set when run() is over: crawler stopped, leave announced, hosts handed off.
@@ -222,7 +225,11 @@ class Peer:
             self._address_of,
             last_members=last.split(",") if last else (),
         )
+        self._replicator = Replicator(
+            self.peer_id, config.replicas, crawler, self.shard, self.links.send, self._address_of
+        )
         await nursery.start(crawler.run)
+        nursery.start_soon(self._replicator.run)
         nursery.start_soon(self._gossip_loop)
         nursery.start_soon(self._router_loop)
         nursery.start_soon(self._handoff.run)
@@ -253,6 +260,11 @@ class Peer:
         return None if member is None else member.address
 
     @property
+    def replicator(self) -> Replicator:
+        assert self._replicator is not None
+        return self._replicator
+
+    @property
     def handoff(self) -> Handoff:
         assert self._handoff is not None
         return self._handoff
@@ -278,12 +290,13 @@ class Peer:
         if not events:
             return
         ring_changed = False
+        dead: list[str] = []
         for event in events:
             log.info("member %s %s", event.member.id, event.kind.value)
             if event.changes_ring:
                 ring_changed = True
             if event.member.state is MemberState.DEAD:
-                self.handoff.peer_gone(event.member.id)
+                dead.append(event.member.id)
             if event.member.state in (MemberState.DEAD, MemberState.LEFT):
                 self.links.forget(event.member.address)
             elif event.changes_ring and event.member.id != self.peer_id:
@@ -297,6 +310,12 @@ class Peer:
             ring = Ring(alive)
             self.crawler.ring_changed(ring)
             self.handoff.ring_changed(ring, alive, handing)
+            if dead:
+                # The dead hand nothing over: their copies here become ours first.
+                self.replicator.promote(ring)
+            self.replicator.ring_changed(ring)
+        for peer_id in dead:
+            self.handoff.peer_gone(peer_id)
             # Remembered so that, back from a stop, this peer waits for the others.
             try:
                 with self.shard.transaction():
@@ -373,6 +392,8 @@ class Peer:
             if not isinstance(key, str):
                 raise ValueError("HANDOFF_DONE without its ring")
             self.handoff.release_from(frame.sender, key)
+        elif kind is FrameType.REPLICA:
+            self.replicator.receive(payload)
         elif kind is FrameType.SCOPE:
             if not isinstance(payload, list) or not all(isinstance(r, str) for r in payload):
                 raise ValueError("scope roots must be a list of strings")
@@ -464,6 +485,7 @@ class Peer:
             handed_off_urls=self.handoff.stats.urls_out,
             handed_off_bytes=links.stats.bytes_out_by["HANDOFF"],
             taken_over_hosts=self.handoff.stats.hosts_in,
+            replica_bytes=links.stats.bytes_out_by["REPLICA"],
         )
 
 

@@ -100,6 +100,7 @@ class FrameType(enum.IntEnum):
     HANDOFF_ACK = 9
     SCOPE = 10
     HANDOFF_DONE = 12
+    REPLICA = 13
     ERROR = 15
 
 

@@ -64,6 +64,15 @@ CREATE TABLE IF NOT EXISTS outbox (
     host  TEXT    NOT NULL,
     depth INTEGER NOT NULL
 );
+-- Copies of another peer's frontier and history, kept for when it dies.
+CREATE TABLE IF NOT EXISTS replica (
+    fp    INTEGER PRIMARY KEY,
+    host  TEXT    NOT NULL,
+    url   TEXT,
+    depth INTEGER NOT NULL,
+    done  INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS replica_host ON replica (host);
 -- When each host was last asked for something, so a restarted peer stays polite.
 CREATE TABLE IF NOT EXISTS hosts (
     host     TEXT PRIMARY KEY,
@@ -360,6 +369,36 @@ class Shard:
             "SELECT COUNT(*) FROM frontier WHERE host = ? AND state = 0", (host,)
         ).fetchone()
         return int(row[0])
+
+    # -- replicas -----------------------------------------------------------
+    def replica_add(self, items: Sequence[tuple[str, str | None, int, int, bool]]) -> None:
+        """(host, url or None, depth, fp, done): pending URLs and done marks of others."""
+        with self.transaction():
+            self._conn.executemany(
+                "INSERT INTO replica (fp, host, url, depth, done) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(fp) DO UPDATE SET done = MAX(done, excluded.done), "
+                "url = COALESCE(replica.url, excluded.url)",
+                [(fp, host, url, depth, int(done)) for host, url, depth, fp, done in items],
+            )
+
+    def replica_hosts(self) -> list[str]:
+        return [str(h) for (h,) in self._conn.execute("SELECT DISTINCT host FROM replica")]
+
+    def replica_take(self, host: str) -> tuple[list[NewURL], list[int]]:
+        """Remove and return a host's replica: pending URLs and done fingerprints."""
+        pending: list[NewURL] = []
+        done: list[int] = []
+        with self.transaction():
+            cur = self._conn.execute(
+                "SELECT fp, url, depth, done FROM replica WHERE host = ?", (host,)
+            )
+            for fp, url, depth, is_done in cur.fetchall():
+                if is_done:
+                    done.append(int(fp))
+                elif url is not None:
+                    pending.append(NewURL(int(fp), str(url), host, int(depth)))
+            self._conn.execute("DELETE FROM replica WHERE host = ?", (host,))
+        return pending, done
 
     # -- hosts --------------------------------------------------------------
     def save_host_marks(self, marks: dict[str, HostMark]) -> None:
