@@ -24,11 +24,11 @@ from typing import Any
 
 import trio
 
-from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize
 from ubipy.peer.crawler import Crawler, StorageError
+from ubipy.peer.router import url_items
 from ubipy.peer.wire import FrameType
 from ubipy.ring import Ring
-from ubipy.store.shard import HostMark, NewURL
+from ubipy.store.shard import HostMark
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +265,7 @@ class Handoff:
         host = payload["host"]
         if not isinstance(host, str):
             raise ValueError("hand-off without a host")
-        pending = _urls(payload["pending"], host)
+        pending = url_items(payload["pending"], host=host)
         done = payload["done"]
         if not isinstance(done, list) or not all(type(fp) is int for fp in done):
             raise ValueError("done fingerprints must be integers")
@@ -279,26 +279,6 @@ class Handoff:
         if mark is not None:
             self.stats.hosts_in += 1
             log.info("took over 1 hosts (%d URLs): %s, %d done", len(pending), host, len(done))
-
-
-def _urls(items: object, host: str) -> list[NewURL]:
-    if not isinstance(items, list):
-        raise ValueError("pending URLs must be a list")
-    out: list[NewURL] = []
-    for item in items:
-        if not (isinstance(item, list) and len(item) == 2):
-            raise ValueError("a pending URL is [url, depth]")
-        raw, depth = item
-        if not isinstance(raw, str) or type(depth) is not int or depth < 0:
-            raise ValueError("a pending URL is [str, int]")
-        try:
-            url = normalize(raw)
-        except BadURL:
-            continue
-        if host_key(url) != host:
-            raise ValueError("a handed-off URL of another host")
-        out.append(NewURL(fingerprint(url), url, host, depth))
-    return out
 
 
 __all__ = ["Handoff", "HandoffStats", "StorageError"]

@@ -25,25 +25,21 @@ import trio
 from ubipy import __version__
 from ubipy.config import CrawlConfig
 from ubipy.fetch.client import make_client
-from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize
 from ubipy.peer.crawler import Crawler, StorageError
 from ubipy.peer.handoff import Handoff
 from ubipy.peer.links import Links, Reply, request, split_address
 from ubipy.peer.membership import Membership, MembershipConfig, Outgoing
 from ubipy.peer.membership_messages import MemberState, message_from_wire
 from ubipy.peer.replica import Replicator
-from ubipy.peer.router import Batch, Router
+from ubipy.peer.router import Batch, Router, url_items
 from ubipy.peer.wire import Frame, FrameType, is_default_secret, secret_from
 from ubipy.ring import Ring
-from ubipy.store.shard import NewURL, Shard
+from ubipy.store.shard import Shard
 
 log = logging.getLogger(__name__)
 
 _ID_META = "peer_id"
 _MEMBERS_META = "last_members"
-# A forwarded batch is at most this many URLs; anything bigger is not ours.
-_MAX_BATCH = 10_000
-_MAX_DEPTH = 1_000_000
 # A leaving peer hands off for at most this long before it goes anyway (what is
 # left stays in its shard and moves when it comes back).
 _LEAVE_PATIENCE = 60.0
@@ -363,7 +359,7 @@ class Peer:
             self._membership_events()
             self._gossip_kick.set()
         elif kind is FrameType.URL_BATCH:
-            urls = _routed_urls(payload["urls"])
+            urls = url_items(payload["urls"])
             try:
                 self.crawler.admit_routed(urls)
             except StorageError as exc:
@@ -487,22 +483,3 @@ class Peer:
             taken_over_hosts=self.handoff.stats.hosts_in,
             replica_bytes=links.stats.bytes_out_by["REPLICA"],
         )
-
-
-def _routed_urls(items: object) -> list[NewURL]:
-    """Forwarded URLs, checked again: an authentic peer can still be a buggy one."""
-    if not isinstance(items, list) or len(items) > _MAX_BATCH:
-        raise ValueError("a URL batch must be a list of at most 10,000 items")
-    urls: list[NewURL] = []
-    for item in items:
-        if not (isinstance(item, list) and len(item) == 2):
-            raise ValueError("a forwarded URL is [url, depth]")
-        raw, depth = item
-        if not isinstance(raw, str) or type(depth) is not int or not 0 <= depth <= _MAX_DEPTH:
-            raise ValueError("a forwarded URL is [str, int]")
-        try:
-            url = normalize(raw)
-        except BadURL:
-            continue
-        urls.append(NewURL(fingerprint(url), url, host_key(url), depth))
-    return urls

@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize
 from ubipy.ring import Placement
 from ubipy.store.shard import NewURL
 
@@ -191,3 +192,32 @@ class Router:
         recent[fp] = None
         if len(recent) > self._recent_size:
             recent.popitem(last=False)
+
+
+# A list of URLs from another peer is at most this long; anything longer is not ours.
+_MAX_ITEMS = 10_000
+_MAX_DEPTH = 1_000_000
+
+
+def url_items(items: object, *, host: str | None = None) -> list[NewURL]:
+    """``[[url, depth], ...]`` from another peer (a batch, a hand-off), checked again:
+    an authentic peer can still be a buggy one. URLs that do not normalise are
+    dropped; with ``host``, every URL must belong to it."""
+    if not isinstance(items, list) or len(items) > _MAX_ITEMS:
+        raise ValueError("URLs from a peer come as a list of at most 10,000 items")
+    urls: list[NewURL] = []
+    for item in items:
+        if not (isinstance(item, list) and len(item) == 2):
+            raise ValueError("a URL from a peer is [url, depth]")
+        raw, depth = item
+        if not isinstance(raw, str) or type(depth) is not int or not 0 <= depth <= _MAX_DEPTH:
+            raise ValueError("a URL from a peer is [str, int]")
+        try:
+            url = normalize(raw)
+        except BadURL:
+            continue
+        key = host_key(url)
+        if host is not None and key != host:
+            raise ValueError("a handed-off URL of another host")
+        urls.append(NewURL(fingerprint(url), url, key, depth))
+    return urls
