@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ubipy.peer.router import Router
 from ubipy.ring import Ring
 from ubipy.store.shard import NewURL
@@ -73,3 +75,15 @@ def test_a_ring_change_reroutes_waiting_urls_and_returns_those_now_local() -> No
     assert {b.owner for b in batches} == {"c"}
     assert sum(len(b.urls) for b in batches) + len(local) == 30
     assert router.acked(sent.id) is None
+
+
+def test_url_lists_from_peers_are_checked_again() -> None:
+    from ubipy.peer.router import url_items
+
+    urls = url_items([["HTTP://A.test:80/x#f", 2], ["mailto:x@y", 1], ["not a url", 0]])
+    assert [(u.url, u.host, u.depth) for u in urls] == [("http://a.test/x", "a.test", 2)]
+    for bad in ([["http://a.test/", -1]], [["http://a.test/"]], "nope", [[1, 2]]):
+        with pytest.raises(ValueError):
+            url_items(bad)
+    with pytest.raises(ValueError, match="another host"):
+        url_items([["http://b.test/", 0]], host="a.test")
