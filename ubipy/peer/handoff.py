@@ -96,7 +96,6 @@ class Handoff:
         self._acks: dict[int, _Waiting] = {}
         self._ids = itertools.count(1)
         self._alive: frozenset[str] = frozenset({self_id})
-        self.sweeping = False
         self.stats = HandoffStats()
         crawler.scheduler.hold(self._held)
         others = set(last_members) - {self_id}
@@ -175,30 +174,23 @@ class Handoff:
 
     async def sweep(self) -> bool:
         """Hand off every host this peer holds but does not own; True if all went."""
-        self.sweeping = True
-        try:
-            complete = True
-            ring = self._ring
-            for host in self._crawler_hosts():
-                if ring is not self._ring:
-                    self._kick.set()  # the ring moved again: start over
-                    return False
-                owner = ring.owner(host)
-                if owner == self.self_id:
-                    continue
-                if not await self._hand(host, owner):
-                    complete = False
-            if complete:
-                for peer in self._alive - {self.self_id}:
-                    address = self._address_of(peer)
-                    if address is not None:
-                        await self._send(address, FrameType.HANDOFF_DONE, {"ring": ring_key(ring)})
-            return complete
-        finally:
-            self.sweeping = False
-
-    def _crawler_hosts(self) -> list[str]:
-        return self._crawler.held_hosts()
+        complete = True
+        ring = self._ring
+        for host in self._crawler.held_hosts():
+            if ring is not self._ring:
+                self._kick.set()  # the ring moved again: start over
+                return False
+            owner = ring.owner(host)
+            if owner == self.self_id:
+                continue
+            if not await self._hand(host, owner):
+                complete = False
+        if complete:
+            for peer in self._alive - {self.self_id}:
+                address = self._address_of(peer)
+                if address is not None:
+                    await self._send(address, FrameType.HANDOFF_DONE, {"ring": ring_key(ring)})
+        return complete
 
     @property
     def ring(self) -> Ring:
