@@ -67,8 +67,10 @@ class CrawlConfig:
     # Bloom filter sizing: capacity grows by scaling, error rate per slice.
     bloom_initial_capacity: int = 1_000_000
     bloom_error_rate: float = 0.001
-    # Per host, at most this many frontier entries are held in memory.
+    # Per host, at most this many frontier entries are held in memory, and at
+    # most frontier_memory over all hosts (the rest stays on disk).
     host_window: int = 64
+    frontier_memory: int = 200_000
     # Store writes are grouped: a transaction closes at this many pages or
     # after this many seconds, whichever comes first.
     commit_every_pages: int = 64

@@ -178,3 +178,31 @@ def test_restored_hosts_keep_their_budget_and_their_quiet() -> None:
     _resolve_robots(s, "a.test", 5.0)
     job = s.next_job(6.0)
     assert job is not None and job.kind is JobKind.SKIP
+
+
+def test_memory_is_bounded_over_all_hosts_and_every_entry_still_goes_out() -> None:
+    disk = {h: _entries(h, 5, start=100 * i + 1) for i, h in enumerate(("a.test", "b.test"))}
+    s = Scheduler(
+        delay=0.0,
+        window=4,
+        max_in_memory=3,
+        loader=lambda h, after, n: [e for e in disk[h] if e.seq > after][:n],
+    )
+    for h, entries in disk.items():
+        for e in entries:
+            s.add(h, e)
+    assert s.in_memory == 3  # the rest waits on disk
+    for h in disk:
+        _resolve_robots(s, h, 0.0)
+    got: list[str] = []
+    now = 1.0
+    while (job := s.next_job(now)) is not None or not s.idle():
+        if job is None:
+            now += 1.0
+            continue
+        got.append(job.url)
+        assert s.in_memory <= 3 + 1  # one entry a host beyond the budget, to keep moving
+        s.finished(job.host, now)
+    assert sorted(got) == sorted(e.url for es in disk.values() for e in es)
+    for h, es in disk.items():
+        assert [u for u in got if h in u] == [e.url for e in es]  # each host in order

@@ -94,10 +94,16 @@ class Scheduler:
         robots_retry_base: float = 30.0,
         robots_max_attempts: int = 3,
         max_pages_per_host: int | None = None,
+        max_in_memory: int = 200_000,
     ) -> None:
         self._delay = delay
         self._window = window
         self._loader = loader
+        # Entries held in memory over all hosts: beyond this, new entries stay on
+        # disk and windows refill one entry at a time, so memory is bounded
+        # whatever the number of hosts.
+        self._max_in_memory = max_in_memory
+        self.in_memory = 0
         self._max_crawl_delay = max_crawl_delay
         self._robots_retry_base = robots_retry_base
         self._robots_max_attempts = robots_max_attempts
@@ -123,8 +129,13 @@ class Scheduler:
         slot = self._slot(host)
         if slot.robots_state is HostRobots.GIVEN_UP:
             return False
-        if slot.on_disk == 0 and len(slot.queue) < self._window:
+        if (
+            slot.on_disk == 0
+            and len(slot.queue) < self._window
+            and self.in_memory < self._max_in_memory
+        ):
             slot.queue.append(entry)
+            self.in_memory += 1
             slot.last_seq = entry.seq
         else:
             slot.on_disk += 1
@@ -196,17 +207,23 @@ class Scheduler:
     def _pop_entry(self, slot: HostSlot) -> Entry | None:
         if not slot.queue:
             self._refill(slot)
-        return slot.queue.popleft() if slot.queue else None
+        if not slot.queue:
+            return None
+        self.in_memory -= 1
+        return slot.queue.popleft()
 
     def _refill(self, slot: HostSlot) -> None:
         if slot.on_disk <= 0:
             return
-        rows = self._loader(slot.host, slot.last_seq, self._window)
+        # Over the memory budget a host still gets one entry, so it keeps moving.
+        limit = self._window if self.in_memory < self._max_in_memory else 1
+        rows = self._loader(slot.host, slot.last_seq, limit)
         slot.queue.extend(rows)
+        self.in_memory += len(rows)
         if rows:
             slot.last_seq = rows[-1].seq
         # Fewer rows than asked for means the disk holds no more for this host.
-        slot.on_disk = slot.on_disk - len(rows) if len(rows) == self._window else 0
+        slot.on_disk = slot.on_disk - len(rows) if len(rows) == limit else 0
 
     # -- completions --------------------------------------------------------
     def finished(self, host: str, now: float, *, wait: float | None = None) -> None:
@@ -222,6 +239,7 @@ class Scheduler:
         after ``wait`` (back-off or Retry-After), and nothing else on the host sooner."""
         slot = self._slots[host]
         slot.queue.appendleft(dataclasses.replace(entry, attempt=entry.attempt + 1))
+        self.in_memory += 1
         self.finished(host, now, wait=wait)
 
     def restore_host(self, host: str, *, not_before: float, pages: int) -> None:
@@ -256,6 +274,7 @@ class Scheduler:
             slot.robots_fetch = None
             if slot.robots_attempts >= self._robots_max_attempts:
                 slot.robots_state = HostRobots.GIVEN_UP
+                self.in_memory -= len(slot.queue)
                 slot.queue.clear()
                 slot.on_disk = 0
                 self.finished(host, now)
@@ -285,6 +304,7 @@ class Scheduler:
             return False
         del self._slots[host]
         # A stale heap entry for it is skipped when popped.
+        self.in_memory -= len(slot.queue)
         slot.queue.clear()
         slot.on_disk = 0
         return True
@@ -309,9 +329,6 @@ class Scheduler:
     @property
     def hosts(self) -> int:
         return len(self._slots)
-
-    def queued_in_memory(self) -> int:
-        return sum(len(s.queue) for s in self._slots.values())
 
     def slot(self, host: str) -> HostSlot | None:
         return self._slots.get(host)

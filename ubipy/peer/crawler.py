@@ -118,6 +118,7 @@ class Crawler:
             robots_retry_base=config.robots_retry_base,
             robots_max_attempts=config.robots_max_attempts,
             max_pages_per_host=config.max_pages_per_host,
+            max_in_memory=config.frontier_memory,
         )
         roots = shard.get_meta(_SCOPE_META)
         self.scope = ScopeFilter(config.scope, roots.split("\n") if roots else ())
