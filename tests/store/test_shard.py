@@ -142,3 +142,17 @@ class _Liar:
 
     def add(self, key: object) -> None:
         pass
+
+
+def test_history_received_for_a_host_goes_with_it_when_handed_on(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)
+    [row] = shard.add_to_frontier([_url(1)])
+    # Another peer fetched URL 1 and two URLs this shard never saw.
+    assert shard.take_done("a.test", [row.fp, 5001, 5002]) == 1
+    pending, done, _ = shard.host_state("a.test")
+    assert pending == []
+    assert sorted(done) == sorted([row.fp, 5001, 5002])
+    assert shard.seen_many([5001, 5002]) == {5001, 5002}
+    # Handing the host on forgets all of it.
+    assert sorted(shard.drop_host("a.test")) == sorted([row.fp, 5001, 5002])
+    assert shard.seen_many([row.fp, 5001, 5002]) == set()

@@ -352,7 +352,11 @@ class Shard:
         return fps
 
     def take_done(self, host: str, fps: Sequence[int]) -> int:
-        """Fingerprints another peer fetched for ``host``: seen here, and done if pending."""
+        """Fingerprints another peer fetched for ``host``: seen here, and done if pending.
+
+        Each also gets a done frontier row (with no URL) for the host, so that the
+        host's history goes with it when it is handed on again.
+        """
         with self.transaction():
             self._conn.executemany(
                 "INSERT OR IGNORE INTO seen (fp) VALUES (?)", [(fp,) for fp in fps]
@@ -362,7 +366,17 @@ class Shard:
                 "WHERE fp = ? AND state = 0",
                 [(FrontierState.DONE, fp) for fp in fps],
             )
-        return cur.rowcount
+            marked = cur.rowcount
+            rows = []
+            for fp in fps:
+                rows.append((fp, self._next_seq, host, FrontierState.DONE))
+                self._next_seq += 1
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO frontier (fp, seq, url, host, depth, state, reason) "
+                "VALUES (?, ?, '', ?, 0, ?, 'fetched elsewhere')",
+                rows,
+            )
+        return marked
 
     def pending_count(self, host: str) -> int:
         row = self._conn.execute(
