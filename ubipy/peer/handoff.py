@@ -72,6 +72,13 @@ def ring_key(ring: Ring) -> str:
 @dataclass(slots=True)
 class _Waiting:
     done: trio.Event = field(default_factory=trio.Event)
+    refused: bool = False
+
+
+class NotOurs(ValueError):
+    """A hand-off of a host this peer does not own under its ring: refused, so the
+    sender keeps it and hands it to the owner once its own ring has caught up
+    (taking it here would come after this peer said its sweep was done)."""
 
 
 class Handoff:
@@ -241,14 +248,16 @@ class Handoff:
                 if await self._send(address, FrameType.HANDOFF, {"id": handoff_id, **payload}):
                     with trio.move_on_after(_ACK_PATIENCE):
                         await waiting.done.wait()
-                        return True
+                        return not waiting.refused
+                    # No answer at all: the frame or its acknowledgement was lost.
             finally:
                 del self._acks[handoff_id]
         return False
 
-    def acked(self, handoff_id: int) -> None:
+    def acked(self, handoff_id: int, *, refused: bool = False) -> None:
         waiting = self._acks.get(handoff_id)
         if waiting is not None:
+            waiting.refused = refused
             waiting.done.set()
 
     # -- receiving ----------------------------------------------------------------
@@ -257,6 +266,8 @@ class Handoff:
         host = payload["host"]
         if not isinstance(host, str):
             raise ValueError("hand-off without a host")
+        if self._ring.owner(host) != self.self_id:
+            raise NotOurs(f"{host} is not ours under this peer's ring")
         pending = url_items(payload["pending"], host=host)
         done = payload["done"]
         if not isinstance(done, list) or not all(type(fp) is int for fp in done):

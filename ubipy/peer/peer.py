@@ -26,7 +26,7 @@ from ubipy import __version__
 from ubipy.config import CrawlConfig
 from ubipy.fetch.client import make_client
 from ubipy.peer.crawler import Crawler, StorageError
-from ubipy.peer.handoff import Handoff
+from ubipy.peer.handoff import Handoff, NotOurs
 from ubipy.peer.links import Links, Reply, request, split_address
 from ubipy.peer.membership import Membership, MembershipConfig, Outgoing
 from ubipy.peer.membership_messages import MemberState, message_from_wire
@@ -377,12 +377,16 @@ class Peer:
         elif kind is FrameType.HANDOFF:
             try:
                 self.handoff.receive(payload)
+            except NotOurs as exc:
+                log.info("hand-off from %s refused: %s", frame.sender, exc)
+                await reply(FrameType.HANDOFF_ACK, {"id": int(payload["id"]), "refused": True})
+                return
             except StorageError as exc:
                 log.warning("hand-off from %s not taken: %s", frame.sender, exc)
                 return  # not acknowledged: the sender keeps the host
             await reply(FrameType.HANDOFF_ACK, {"id": int(payload["id"])})
         elif kind is FrameType.HANDOFF_ACK:
-            self.handoff.acked(int(payload["id"]))
+            self.handoff.acked(int(payload["id"]), refused=payload.get("refused") is True)
         elif kind is FrameType.HANDOFF_DONE:
             key = payload.get("ring")
             if not isinstance(key, str):
