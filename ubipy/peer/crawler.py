@@ -149,8 +149,7 @@ class Crawler:
         # request, and what it spent of the host's budget.
         wall, now = time.time(), trio.current_time()
         for host, mark in self._shard.host_marks().items():
-            wait = max(0.0, mark.last_end + mark.delay - wall)
-            self.scheduler.restore_host(host, not_before=now + wait, pages=mark.pages)
+            self._restore_mark(host, mark, wall, now)
         for host, n in self._shard.pending_hosts():
             self.scheduler.restore(host, n)
             self._pending += n
@@ -159,6 +158,11 @@ class Crawler:
             self.router.enqueue(self._shard.outbox(), now)
         if loaded:
             log.info("resumed: %d seen URLs, %d pending", loaded, self._pending)
+
+    def _restore_mark(self, host: str, mark: HostMark, wall: float, now: float) -> None:
+        """Politeness owed from another run or peer: wait out the delay after its last request."""
+        wait = max(0.0, mark.last_end + mark.delay - wall)
+        self.scheduler.restore_host(host, not_before=now + wait, pages=mark.pages)
 
     # -- public -------------------------------------------------------------
     @property
@@ -235,20 +239,21 @@ class Crawler:
 
     def handed_off(self, host: str) -> None:
         """The new owner has the host: forget it here."""
+        self._pending -= self._shard.pending_count(host)
         fps = self._shard.drop_host(host)
         self.admission.forget(fps)
         self.scheduler.drop_host(host)
-        self._pending = self._shard.counts().pending
 
     def take_over(
         self, host: str, pending: list[NewURL], done: list[int], mark: HostMark | None
     ) -> None:
         """Receive a host from its previous owner: its frontier, history and politeness."""
-        self._durably(pending)
+        before = self._shard.pending_count(host)
+        rows, _ = self._durably(pending)
         self._shard.take_done(host, done)
         self.admission.learn(done)
         if mark is not None:
-            mine = self._shard.host_marks().get(host)
+            mine = self._shard.host_mark(host)
             if mine is None or mine.last_end < mark.last_end:
                 self._shard.save_host_marks({host: mark})
         if not self.scheduler.busy(host):
@@ -258,11 +263,9 @@ class Crawler:
             if left:
                 self.scheduler.restore(host, left)
         if mark is not None:
-            wait = max(0.0, mark.last_end + mark.delay - time.time())
-            self.scheduler.restore_host(
-                host, not_before=trio.current_time() + wait, pages=mark.pages
-            )
-        self._pending = self._shard.counts().pending
+            self._restore_mark(host, mark, time.time(), trio.current_time())
+        # _durably counted the new rows already; the rest is what was closed as done.
+        self._pending += self._shard.pending_count(host) - before - len(rows)
         if self._idle.is_set():
             self._idle = trio.Event()
         self._wakeup.set()

@@ -329,11 +329,7 @@ class Shard:
                 pending.append(NewURL(int(fp), str(url), host, int(depth)))
             else:
                 done.append(int(fp))
-        row = self._conn.execute(
-            "SELECT last_end, delay, pages FROM hosts WHERE host = ?", (host,)
-        ).fetchone()
-        mark = None if row is None else HostMark(float(row[0]), float(row[1]), int(row[2]))
-        return pending, done, mark
+        return pending, done, self.host_mark(host)
 
     def drop_host(self, host: str) -> list[int]:
         """Forget a host handed to its new owner; returns the fingerprints dropped.
@@ -424,6 +420,12 @@ class Shard:
                 "delay = excluded.delay, pages = excluded.pages",
                 [(h, m.last_end, m.delay, m.pages) for h, m in marks.items()],
             )
+
+    def host_mark(self, host: str) -> HostMark | None:
+        row = self._conn.execute(
+            "SELECT last_end, delay, pages FROM hosts WHERE host = ?", (host,)
+        ).fetchone()
+        return None if row is None else HostMark(float(row[0]), float(row[1]), int(row[2]))
 
     def host_marks(self) -> dict[str, HostMark]:
         cur = self._conn.execute("SELECT host, last_end, delay, pages FROM hosts")
