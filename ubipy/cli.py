@@ -1,4 +1,4 @@
-"""``ubipy peer | seed | status | demo``: the command line.
+"""``ubipy peer | seed | status | export | demo``: the command line.
 
 This is the only place that turns flags into a :class:`CrawlConfig`.
 """
@@ -231,6 +231,15 @@ def build_parser() -> argparse.ArgumentParser:
         "clockwise, which takes the hosts over if the owner dies (default: %(default)s)",
     )
     p.add_argument(
+        "--rejoin-grace",
+        type=float,
+        default=_DEFAULTS.rejoin_grace,
+        metavar="SECONDS",
+        help="with --replicas 1, hold a dead peer's hosts this long before others crawl "
+        "them, so a peer restarted meanwhile takes them back and fetches nothing twice "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
         "--seeds",
         type=Path,
         default=None,
@@ -262,6 +271,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="HOST:PORT of any peer; it asks the others (default: %(default)s)",
     )
     _secret_option(st)
+
+    x = sub.add_parser(
+        "export",
+        help="write the pages of one or many shards to WARC or JSON Lines",
+        description="Write the pages of one or many peers' shards, merged in fetch order, "
+        "to a WARC file (request, response and metadata records per page) or JSON Lines "
+        "(one object per page). Shards are read read-only, so a live peer's can be exported.",
+    )
+    x.add_argument(
+        "--data",
+        type=Path,
+        nargs="+",
+        required=True,
+        metavar="DIR",
+        help="data directories of the peers whose shards to export",
+    )
+    x.add_argument("--format", choices=("warc", "jsonl"), required=True, help="the output format")
+    x.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        metavar="PATH",
+        help="output file; gzip-compressed when it ends in .gz (per record for WARC)",
+    )
 
     d = sub.add_parser(
         "demo",
@@ -307,6 +340,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _seed(args)
         if args.command == "status":
             return _status(args)
+        if args.command == "export":
+            return _export(args)
         if args.command == "demo":
             from ubipy.demo import run_demo
 
@@ -328,6 +363,7 @@ async def _run_peer(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         batch_linger=args.batch_linger,
         replicas=args.replicas,
+        rejoin_grace=args.rejoin_grace,
         secret=args.secret or os.environ.get("UBIPY_SECRET"),
     )
     peer = Peer(config)
@@ -410,6 +446,32 @@ def _status(args: argparse.Namespace) -> int:
         print(f"ubipy status: cannot reach peer {args.peer}: {exc}", file=sys.stderr)
         return 2
     print(format_cluster(report))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from ubipy.store.export import ExportError, export
+
+    try:
+        summary = export(args.data, args.format, args.out)
+    except ExportError as exc:
+        print(f"ubipy export: {exc}", file=sys.stderr)
+        return 2
+
+    def n(count: int, what: str) -> str:
+        return f"{count} {what}{'' if count == 1 else 's'}"
+
+    unit = "WARC record" if args.format == "warc" else "JSON line"
+    left_out = (
+        f"; {n(summary.left_out, 'page')} left out (failed requests or bodies not kept)"
+        if summary.left_out
+        else ""
+    )
+    print(
+        f"ubipy export: wrote {n(summary.records, unit)} for {n(summary.pages, 'page')} "
+        f"from {n(summary.shards, 'shard')} to {args.out}{left_out}",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -1,0 +1,511 @@
+"""`ubipy export`: shards to WARC (checked by warcio itself) and to JSON Lines."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import sqlite3
+import subprocess
+import sys
+import zlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import trio
+from warcio.archiveiterator import ArchiveIterator
+
+from ubipy.cli import main
+from ubipy.config import CrawlConfig
+from ubipy.peer.peer import Peer
+from ubipy.store.export import ExportError, export, iso_utc
+from ubipy.store.shard import SHARD_FILE, PageRecord, Shard
+from ubipy.synthweb.model import SyntheticWeb, WebSpec
+from ubipy.synthweb.server import serve
+
+PEER_A = "a0a0a0a0a0a0a0a0"
+PEER_B = "b1b1b1b1b1b1b1b1"
+T0 = 1_700_000_000.25
+BINARY = bytes(range(256)) * 4 + b"\r\n\r\nWARC/1.1\r\n"  # nothing in a body may confuse a reader
+
+
+def _page(
+    n: int,
+    url: str,
+    at: float,
+    *,
+    status: int | None = 200,
+    body: bytes | None = b"<html><title>t</title></html>",
+    length: int | None = None,
+    content_type: str | None = "text/html",
+    title: str | None = None,
+    truncated: bool = False,
+    error: str | None = None,
+    etag: str | None = None,
+    last_modified: str | None = None,
+    depth: int = 1,
+) -> PageRecord:
+    return PageRecord(
+        fp=n,
+        url=url,
+        host=url.split("/")[2],
+        status=status,
+        content_type=content_type,
+        length=len(body or b"") if length is None else length,
+        truncated=truncated,
+        title=title,
+        fetched_at=at,
+        last_modified=last_modified,
+        etag=etag,
+        digest="d",
+        depth=depth,
+        error=error,
+        body=body,
+    )
+
+
+# Shard A holds every kind of row; the last three of its pages cannot be HTTP responses
+# in a WARC (a failed request, a page whose processing failed, a body not kept).
+PAGES_A = [
+    _page(
+        1,
+        "http://a.test/",
+        T0 + 1,
+        title="Home — ünïcode\r\nand a second line",
+        etag='"v1"',
+        last_modified="Tue, 01 Oct 2024 10:00:00 GMT",
+        depth=0,
+    ),
+    _page(2, "http://a.test/img.png", T0 + 3, body=BINARY, content_type="image/png", depth=2),
+    _page(3, "http://a.test/missing", T0 + 5, status=404, body=b"<h1>gone</h1>"),
+    _page(4, "http://a.test/moved", T0 + 7, status=301, body=None, content_type=None),
+    _page(5, "http://a.test/big", T0 + 9, body=b"x" * 1000, truncated=True),
+    _page(6, "http://a.test:8080/search?q=1&r=2", T0 + 17, status=599, body=b"odd"),
+    _page(7, "http://a.test/slow", T0 + 11, status=None, body=None, error="timeout: ReadTimeout"),
+    _page(8, "http://a.test/broken", T0 + 13, body=None, error="processing failed"),
+    _page(9, "http://a.test/nobody", T0 + 15, body=None, length=500),
+]
+PAGES_B = [
+    _page(101, "http://b.test/", T0 + 2, title="B home", depth=0),
+    _page(102, "http://b.test/1", T0 + 4, body=b"<p>one</p>"),
+    _page(103, "http://b.test/2", T0 + 6, body=b""),
+]
+IN_WARC_A = [p for p in PAGES_A if p.fp not in (7, 8, 9)]
+
+
+def _make_shard(data: Path, peer_id: str, pages: list[PageRecord]) -> None:
+    shard = Shard.open(data)
+    with shard.transaction():
+        shard.set_meta("peer_id", peer_id)
+    shard.record_pages(pages)
+    shard.close()
+
+
+@pytest.fixture
+def shards(tmp_path: Path) -> tuple[Path, Path]:
+    a, b = tmp_path / "peer-a", tmp_path / "peer-b"
+    _make_shard(a, PEER_A, PAGES_A)
+    _make_shard(b, PEER_B, PAGES_B)
+    return a, b
+
+
+@dataclass
+class Rec:
+    type: str
+    headers: dict[str, str]
+    status: int | None = None
+    http: dict[str, str] = field(default_factory=dict)
+    content: bytes = b""
+    line: str = ""  # a request's request line
+
+
+def _read_warc(path: Path) -> list[Rec]:
+    out: list[Rec] = []
+    with path.open("rb") as f:
+        for r in ArchiveIterator(f):
+            rec = Rec(str(r.rec_type), dict(r.rec_headers.headers))
+            if r.http_headers is not None:
+                rec.http = dict(r.http_headers.headers)
+                rec.line = f"{r.http_headers.protocol} {r.http_headers.statusline}"
+                if r.rec_type == "response":
+                    rec.status = int(r.http_headers.get_statuscode())
+            rec.content = r.content_stream().read()
+            out.append(rec)
+    return out
+
+
+def _warcio(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "warcio.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+def _fields(content: bytes) -> dict[str, str]:
+    lines = content.decode("utf-8").split("\r\n")
+    assert lines[-1] == ""
+    return dict(line.split(": ", 1) for line in lines[:-1])
+
+
+@pytest.mark.parametrize("name", ["pages.warc", "pages.warc.gz"])
+def test_warc_passes_warcio_check_and_index(
+    shards: tuple[Path, Path], name: str, tmp_path: Path
+) -> None:
+    out = tmp_path / name
+    summary = export(list(shards), "warc", out)
+    responses = len(IN_WARC_A) + len(PAGES_B)
+    assert (summary.shards, summary.pages, summary.left_out) == (2, 12, 3)
+    assert summary.records == 1 + 3 * responses
+
+    check = _warcio("check", "-v", str(out))
+    assert check.returncode == 0, check.stdout + check.stderr
+    # Every record carries digests and every one was verified, not merely present.
+    assert check.stdout.count("digest pass") == summary.records
+    assert "fail" not in check.stdout
+
+    index = _warcio("index", "-f", "offset,warc-type,warc-target-uri,http:status", str(out))
+    assert index.returncode == 0, index.stderr
+    rows = [json.loads(line) for line in index.stdout.splitlines()]
+    assert [r["warc-type"] for r in rows] == ["warcinfo"] + ["request", "response", "metadata"] * (
+        responses
+    )
+    statuses = {
+        r["warc-target-uri"]: r["http:status"] for r in rows if r["warc-type"] == "response"
+    }
+    assert statuses == {p.url: str(p.status) for p in IN_WARC_A + PAGES_B}
+
+    if name.endswith(".gz"):
+        # One gzip member per record: each indexed offset decompresses on its own.
+        data = out.read_bytes()
+        for r in rows:
+            member = zlib.decompressobj(wbits=31).decompress(data[int(r["offset"]) :])
+            assert member.startswith(b"WARC/1.1\r\n")
+    else:
+        assert out.read_bytes().startswith(b"WARC/1.1\r\n")
+
+
+def test_a_damaged_warc_fails_warcio_check(shards: tuple[Path, Path], tmp_path: Path) -> None:
+    # The check above means something: one changed body byte is caught.
+    out = tmp_path / "pages.warc"
+    export(list(shards), "warc", out)
+    data = out.read_bytes()
+    at = data.index(b"<p>one</p>")
+    out.write_bytes(data[:at] + b"<P" + data[at + 2 :])
+    assert _warcio("check", str(out)).returncode == 1
+
+
+def test_responses_are_the_stored_pages_one_for_one(
+    shards: tuple[Path, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "pages.warc.gz"
+    export(list(shards), "warc", out)
+    recs = _read_warc(out)
+    info, rest = recs[0], recs[1:]
+    assert info.type == "warcinfo"
+    info_id = info.headers["WARC-Record-ID"]
+    fields = _fields(info.content)
+    assert fields["ubipy-peers"] == f"{PEER_A} {PEER_B}"
+    assert "reconstructed" in fields["description"]
+
+    # Two shards merge in fetch order; only real HTTP responses are there.
+    expected = sorted(IN_WARC_A + PAGES_B, key=lambda p: p.fetched_at)
+    assert len(rest) == 3 * len(expected)
+    for page, (req, resp, meta) in zip(
+        expected, zip(rest[0::3], rest[1::3], rest[2::3], strict=True), strict=True
+    ):
+        assert (req.type, resp.type, meta.type) == ("request", "response", "metadata")
+        assert resp.headers["WARC-Target-URI"] == page.url
+        assert resp.status == page.status
+        assert resp.content == (page.body or b"")
+        assert resp.http["Content-Length"] == str(len(page.body or b""))
+        if page.content_type:
+            assert resp.http["Content-Type"] == page.content_type
+        else:
+            assert "Content-Type" not in resp.http
+        assert resp.headers["WARC-Payload-Digest"].startswith("sha1:")
+        assert resp.headers["WARC-Date"] == iso_utc(page.fetched_at)
+        assert (resp.headers.get("WARC-Truncated") == "length") == page.truncated
+
+        # Linked: the request is concurrent to the response, the metadata refers to it.
+        resp_id = resp.headers["WARC-Record-ID"]
+        assert req.headers["WARC-Concurrent-To"] == resp_id
+        assert meta.headers["WARC-Refers-To"] == resp_id
+        for r in (req, resp, meta):
+            assert r.headers["WARC-Target-URI"] == page.url
+            assert r.headers["WARC-Warcinfo-ID"] == info_id
+        assert len({req.headers["WARC-Record-ID"], resp_id, meta.headers["WARC-Record-ID"]}) == 3
+
+        assert req.line == f"GET /{page.url.split('/', 3)[3]} HTTP/1.1"
+        assert req.http == {"Host": page.url.split("/")[2]}
+        assert req.content == b""
+
+        meta_fields = _fields(meta.content)
+        assert meta.headers["Content-Type"] == "application/warc-fields"
+        assert meta_fields["peer-id"] == (PEER_A if page.url.startswith("http://a.") else PEER_B)
+        assert meta_fields["fetched-at"] == iso_utc(page.fetched_at)
+        assert meta_fields["depth"] == str(page.depth)
+        assert meta_fields["truncated"] == ("true" if page.truncated else "false")
+        assert meta_fields.get("title") == (
+            None if page.title is None else " ".join(page.title.split())
+        )
+
+    home = next(
+        r for r in rest if r.type == "response" and r.headers["WARC-Target-URI"] == "http://a.test/"
+    )
+    assert home.http["ETag"] == '"v1"'
+    assert home.http["Last-Modified"] == "Tue, 01 Oct 2024 10:00:00 GMT"
+
+
+def test_request_lines_and_unknown_statuses(shards: tuple[Path, Path], tmp_path: Path) -> None:
+    out = tmp_path / "a.warc"
+    export([shards[0]], "warc", out)
+    raw = out.read_bytes()
+    assert b"GET /search?q=1&r=2 HTTP/1.1\r\nHost: a.test:8080\r\n" in raw
+    assert b"HTTP/1.1 599 \r\n" in raw
+    assert b"HTTP/1.1 301 Moved Permanently\r\n" in raw
+    assert b"HTTP/1.1 404 Not Found\r\n" in raw
+    # Left out of the WARC: the failed request, the failed processing, the missing body.
+    for url in (b"http://a.test/slow", b"http://a.test/broken", b"http://a.test/nobody"):
+        assert url not in raw
+
+
+@pytest.mark.parametrize("name", ["pages.jsonl", "pages.jsonl.gz"])
+def test_jsonl_has_every_page(shards: tuple[Path, Path], tmp_path: Path, name: str) -> None:
+    out = tmp_path / name
+    summary = export(list(shards), "jsonl", out)
+    assert (summary.shards, summary.pages, summary.records, summary.left_out) == (2, 12, 12, 0)
+    data = out.read_bytes()
+    text = gzip.decompress(data) if name.endswith(".gz") else data
+    rows = [json.loads(line) for line in text.decode("utf-8").splitlines()]
+    expected = sorted(PAGES_A + PAGES_B, key=lambda p: p.fetched_at)
+    assert [r["url"] for r in rows] == [p.url for p in expected]
+    for row, page in zip(rows, expected, strict=True):
+        assert row == {
+            "url": page.url,
+            "status": page.status,
+            "title": page.title,
+            "content_type": page.content_type,
+            "length": page.length,
+            "truncated": page.truncated,
+            "fetched_at": row["fetched_at"],
+            "depth": page.depth,
+            "peer": PEER_A if page.fp < 100 else PEER_B,
+            "error": page.error,
+        }
+        at = datetime.fromisoformat(row["fetched_at"])
+        assert row["fetched_at"].endswith("Z") and at.tzinfo is not None
+        assert at.utcoffset() is not None and at.utcoffset().total_seconds() == 0  # type: ignore[union-attr]
+        assert at.timestamp() == pytest.approx(page.fetched_at, abs=1e-6)
+    failed = next(r for r in rows if r["url"] == "http://a.test/slow")
+    assert failed["status"] is None and failed["error"] == "timeout: ReadTimeout"
+    assert iso_utc(0.5) == "1970-01-01T00:00:00.500000Z"
+    assert datetime.fromisoformat(iso_utc(T0)) == datetime.fromtimestamp(T0, UTC)
+
+
+def test_a_live_shard_is_read_without_blocking_or_changing_it(tmp_path: Path) -> None:
+    data = tmp_path / "live"
+    shard = Shard.open(data)
+    with shard.transaction():
+        shard.set_meta("peer_id", PEER_A)
+    shard.record_pages(PAGES_A[:3])
+    # The peer is in the middle of a write transaction while the export runs.
+    with shard.transaction():
+        shard.record_pages(PAGES_A[3:5])
+        summary = export([data], "jsonl", tmp_path / "live.jsonl")
+        assert summary.pages == 3  # the committed snapshot only
+    # ... and the peer goes on writing afterwards.
+    shard.record_pages(PAGES_A[5:])
+    assert export([data], "jsonl", tmp_path / "live2.jsonl").pages == len(PAGES_A)
+    shard.close()
+
+    # A closed shard's file is left exactly as it was. Like any reader of a WAL-mode
+    # database, SQLite may leave an empty -wal (and its -shm index) beside it.
+    shard_file = data / SHARD_FILE
+    assert sorted(p.name for p in data.iterdir()) == [SHARD_FILE]
+    before = hashlib.sha256(shard_file.read_bytes()).hexdigest()
+    export([data], "warc", tmp_path / "closed.warc")
+    assert hashlib.sha256(shard_file.read_bytes()).hexdigest() == before
+    assert set(p.name for p in data.iterdir()) <= {
+        SHARD_FILE,
+        f"{SHARD_FILE}-wal",
+        f"{SHARD_FILE}-shm",
+    }
+    wal = data / f"{SHARD_FILE}-wal"
+    assert not wal.exists() or wal.stat().st_size == 0
+    # The peer opens and writes it again as usual.
+    shard = Shard.open(data)
+    shard.record_pages(PAGES_B)
+    assert shard.counts().pages == len(PAGES_A) + len(PAGES_B)
+    shard.close()
+
+
+def _broken(tmp_path: Path, kind: str) -> Path:
+    d = tmp_path / kind
+    if kind == "missing":
+        return d
+    d.mkdir()
+    if kind == "empty":
+        return d
+    if kind == "garbage":
+        (d / SHARD_FILE).write_bytes(b"this is not a database, not at all" * 100)
+    elif kind == "plain-sqlite":
+        sqlite3.connect(d / SHARD_FILE).close()
+        conn = sqlite3.connect(d / SHARD_FILE)
+        conn.execute("CREATE TABLE t (x)")
+        conn.close()
+    elif kind == "no-pages-table":
+        conn = sqlite3.connect(d / SHARD_FILE)
+        conn.execute("CREATE TABLE meta (key TEXT, value TEXT)")
+        conn.execute("PRAGMA user_version=1")
+        conn.close()
+    elif kind == "future-version":
+        _make_shard(d, PEER_A, PAGES_A[:1])
+        conn = sqlite3.connect(d / SHARD_FILE)
+        conn.execute("PRAGMA user_version=99")
+        conn.close()
+    elif kind == "unknown-codec":
+        _make_shard(d, PEER_A, PAGES_A)
+        conn = sqlite3.connect(d / SHARD_FILE)
+        conn.execute("UPDATE bodies SET codec = 'zstd' WHERE fp = 5")
+        conn.commit()
+        conn.close()
+    elif kind == "corrupt-body":
+        _make_shard(d, PEER_A, PAGES_A)
+        conn = sqlite3.connect(d / SHARD_FILE)
+        conn.execute("UPDATE bodies SET body = x'0102030405' WHERE fp = 5")
+        conn.commit()
+        conn.close()
+    return d
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("missing", "no such directory"),
+        ("empty", f"not a ubipy data directory (no {SHARD_FILE})"),
+        ("garbage", "not a readable ubipy shard"),
+        ("plain-sqlite", "not a ubipy shard (no schema version)"),
+        ("no-pages-table", "not a readable ubipy shard: no such table"),
+        ("future-version", "shard schema version 99 is not supported"),
+        ("unknown-codec", "unknown body codec 'zstd'"),
+        ("corrupt-body", "a stored body is corrupt"),
+    ],
+)
+def test_a_bad_shard_is_one_line_and_exit_2(
+    shards: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    kind: str,
+    message: str,
+) -> None:
+    bad = _broken(tmp_path, kind)
+    before = sorted(tmp_path.iterdir())
+    out = tmp_path / "out.warc.gz"
+    code = main(
+        ["export", "--data", str(shards[0]), str(bad), "--format", "warc", "--out", str(out)]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("ubipy export: ") and err.count("\n") == 1, err
+    assert message in err and "Traceback" not in err
+    # Nothing is left behind: neither the output nor its partial file.
+    assert sorted(tmp_path.iterdir()) == before
+
+
+def test_an_unwritable_output_is_exit_2(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "no" / "such" / "dir" / "x.jsonl"
+    assert main(["export", "--data", str(shards[0]), "--format", "jsonl", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ubipy export: {out}: cannot write") and err.count("\n") == 1
+    with pytest.raises(ExportError, match="unknown format"):
+        export([shards[0]], "csv", out)  # type: ignore[arg-type]
+
+
+def test_cli_export_prints_a_summary(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "all.warc.gz"
+    argv = ["export", "--data", *map(str, shards), "--format", "warc", "--out", str(out)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"ubipy export: wrote 28 WARC records for 12 pages from 2 shards to {out}; "
+        "3 pages left out (failed requests or bodies not kept)\n"
+    )
+    # --data also takes the shard file itself.
+    jsonl = tmp_path / "b.jsonl"
+    argv = [
+        "export",
+        "--data",
+        str(shards[1] / SHARD_FILE),
+        "--format",
+        "jsonl",
+        "--out",
+        str(jsonl),
+    ]
+    assert main(argv) == 0
+    assert capsys.readouterr().err == (
+        f"ubipy export: wrote 3 JSON lines for 3 pages from 1 shard to {jsonl}\n"
+    )
+    assert len(jsonl.read_text().splitlines()) == 3
+
+
+async def test_a_real_crawl_exports_to_a_valid_warc(tmp_path: Path) -> None:
+    web = SyntheticWeb(WebSpec(seed=3, hosts=4, pages_per_host=6, crawl_delay=0.05))
+    data = tmp_path / "peer"
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve, web)
+        config = CrawlConfig(
+            data_dir=data,
+            listen="127.0.0.1:0",
+            delay=0.01,
+            concurrency=8,
+            proxy=server.proxy_url,
+            robots_retry_base=0.05,
+            read_timeout=10.0,
+        )
+        peer: Peer = await nursery.start(Peer(config).run)
+        peer.crawler.seed([web.seed_url()])
+        with trio.fail_after(60):
+            await peer.crawler.wait_idle()
+        peer.stop()
+        with trio.fail_after(60):
+            await peer.crawler.stopped.wait()
+        # Exported while the peer process is still running.
+        out = tmp_path / "crawl.warc.gz"
+        summary = await trio.to_thread.run_sync(export, [data], "warc", out)
+        peer_id = peer.peer_id
+        nursery.cancel_scope.cancel()
+
+    conn = sqlite3.connect(data / SHARD_FILE)
+    stored = {
+        url: status
+        for url, status in conn.execute(
+            "SELECT url, status FROM pages WHERE status IS NOT NULL AND error IS NULL"
+        )
+    }
+    shard = Shard.open(data)
+    bodies = {
+        url: shard.page_body(fp) or b"" for fp, url in conn.execute("SELECT fp, url FROM pages")
+    }
+    shard.close()
+    conn.close()
+    assert len(stored) > 20
+    check = _warcio("check", str(out))
+    assert check.returncode == 0, check.stdout
+    recs = _read_warc(out)
+    responses = {r.headers["WARC-Target-URI"]: r for r in recs if r.type == "response"}
+    assert {u: r.status for u, r in responses.items()} == stored
+    assert all(r.content == bodies[u] for u, r in responses.items())
+    assert summary.pages == summary.left_out + len(stored)
+    metas = [_fields(r.content) for r in recs if r.type == "metadata"]
+    assert {m["peer-id"] for m in metas} == {peer_id}
+    assert any("title" in m for m in metas)
