@@ -88,6 +88,9 @@ class CrawlConfig:
     # Copies of each owner's frontier and history on this many peers in all
     # (1: none; 2: the owner and the next peer clockwise).
     replicas: int = 1
+    # Without replicas, a dead peer's hosts wait this long for it to come back with
+    # its history before others crawl them (and may fetch again what it had).
+    rejoin_grace: float = 30.0
     # Membership timings (SWIM), memberlist's LAN profile by default.
     probe_interval: float = 1.0
     probe_timeout: float = 0.5

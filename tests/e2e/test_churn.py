@@ -19,11 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 
 from tests.e2e.cluster import (
-    UBIPY,
     PeerProcess,
     run_cli,
     start_peer_or_fail,
@@ -307,13 +305,6 @@ def wire_figures(status: dict[str, Any]) -> tuple[int, int | None]:
     return wire, sum(int(p["replica_bytes"]) for p in peers)
 
 
-async def peer_option(option: str) -> bool:
-    helped = await trio.run_process(
-        [*UBIPY, "peer", "--help"], capture_stdout=True, capture_stderr=True, check=False
-    )
-    return option.encode() in helped.stdout
-
-
 def missing_message(missing: Iterable[str], truth: set[str]) -> str:
     gone = sorted(missing)
     return f"{len(gone)} of {len(truth)} pages never fetched, e.g. {gone[:5]}"
@@ -325,11 +316,6 @@ async def _scenario(
     return Scenario(name, web, ground_truth(web, [web.seed_url()]), server, nursery, tmp)
 
 
-@pytest.mark.xfail(
-    reason="issue 6 open: a newcomer sometimes re-fetches pages of hosts it gained while "
-    "the ring views of the peers still differ (0 to 50 duplicates seen)",
-    strict=False,
-)
 async def test_peers_join_mid_crawl_and_take_their_share(tmp_path: Path) -> None:
     web = SyntheticWeb(SPEC)
     async with trio.open_nursery() as nursery:
@@ -417,14 +403,7 @@ async def test_a_peer_leaves_gracefully_mid_crawl(tmp_path: Path) -> None:
     assert s.unstable == []
 
 
-@pytest.mark.xfail(
-    reason="issue 6 open: with copies the successor takes over, but duplicates still exceed "
-    "the requests in flight (19 against 4 in the last run)",
-    strict=False,
-)
 async def test_a_peer_killed_for_good_with_two_replicas(tmp_path: Path) -> None:
-    if not await peer_option("--replicas"):
-        pytest.xfail("ubipy peer has no --replicas option yet")
     web = SyntheticWeb(SPEC)
     replicas = ("--replicas", "2")
     async with trio.open_nursery() as nursery:
@@ -466,11 +445,6 @@ async def test_a_peer_killed_for_good_with_two_replicas(tmp_path: Path) -> None:
     assert s.unstable == []
 
 
-@pytest.mark.xfail(
-    reason="issue 6 open: without replicas nobody holds a dead peer's fetched set, so the "
-    "interim owners re-fetch its committed pages",
-    strict=False,
-)
 async def test_a_peer_killed_and_restarted_after_10_s(tmp_path: Path) -> None:
     web = SyntheticWeb(SPEC)
     async with trio.open_nursery() as nursery:
@@ -528,11 +502,6 @@ async def test_a_peer_killed_and_restarted_after_10_s(tmp_path: Path) -> None:
     assert s.unstable == []
 
 
-@pytest.mark.xfail(
-    reason="issue 6 open: the first peer back is alone for a moment and fetches hosts the "
-    "others hold; a restarted peer should hold hosts of the last known members",
-    strict=False,
-)
 async def test_the_whole_cluster_stops_and_restarts(tmp_path: Path) -> None:
     web = SyntheticWeb(SPEC)
     async with trio.open_nursery() as nursery:

@@ -270,6 +270,11 @@ class Crawler:
             self._idle = trio.Event()
         self._wakeup.set()
 
+    def release_held(self) -> None:
+        """Held hosts may be free now: look at them again."""
+        self.scheduler.release()
+        self._wakeup.set()
+
     def forwarded(self, fps: Iterable[int]) -> None:
         """An owner acknowledged these forwarded URLs: their outbox rows can go."""
         self._acked_fps.extend(fps)

@@ -11,6 +11,12 @@ Meanwhile the new owner holds the hosts it gained from a live peer: no request
 goes to them until that peer's HANDOFF_DONE arrives (or it dies, or a safety
 time-out passes), so a host is never asked by two peers at once, and the delay
 after the old owner's last request is kept.
+
+Without replicas, a peer that dies takes its history with it: whoever gains its
+hosts would fetch again what it had fetched. So the gainers hold those hosts for
+a grace period (``--rejoin-grace``): a peer restarted within it takes them back,
+with whatever was admitted for them meanwhile, and nothing is fetched twice. A
+peer that stays dead only delays its hosts by the grace.
 """
 
 from __future__ import annotations
@@ -38,8 +44,9 @@ _ACK_PATIENCE = 10.0
 # A gained host is held at most this long for a peer that neither hands it
 # over nor dies (a stuck sweep must not stall the host forever).
 _HOLD_LIMIT = 60.0
-# The ring key of a hold any sweep of the awaited peer releases.
-_ANY_RING = ""
+# The ring key of a hold made under no ring change of this peer's own (back from
+# a stop, or a peer died): only a sweep under this peer's current ring releases it.
+_NO_RING = ""
 
 Send = Callable[[str, FrameType, Any], Awaitable[bool]]
 AddressOf = Callable[[str], str | None]
@@ -90,16 +97,19 @@ class Handoff:
         address_of: AddressOf,
         *,
         last_members: Collection[str] = (),
+        grace: float = 0.0,
     ) -> None:
         self.self_id = self_id
         self._crawler = crawler
         self._send = send
         self._address_of = address_of
         self._ring = Ring([self_id])
+        self._grace = grace
         self._holds: list[_Hold] = []
         # The ring each peer last said it finished sweeping under.
         self._swept: dict[str, str] = {}
         self._kick = trio.Event()
+        self._holds_changed = trio.Event()
         self._acks: dict[int, _Waiting] = {}
         self._ids = itertools.count(1)
         self._alive: frozenset[str] = frozenset({self_id})
@@ -110,14 +120,7 @@ class Handoff:
             # Back from a stop: the hosts the last ring gave to others may still be
             # theirs, in their shards. They are held until each of those peers is
             # back and has swept, is known dead, or the limit passes.
-            self._holds.append(
-                _Hold(
-                    Ring([self_id, *others]),
-                    _ANY_RING,
-                    others,
-                    trio.current_time() + _HOLD_LIMIT,
-                )
-            )
+            self._add_hold(Ring([self_id, *others]), _NO_RING, others, _HOLD_LIMIT)
 
     # -- the ring moved ---------------------------------------------------------
     def ring_changed(self, ring: Ring, alive: frozenset[str], handing: frozenset[str]) -> None:
@@ -135,12 +138,20 @@ class Handoff:
         # peer saw the ring change: its DONE has already come.
         waiting = {p for p in handing - {self.self_id} if self._swept.get(p) != key}
         if waiting:
-            self._holds.append(_Hold(old, key, waiting, trio.current_time() + _HOLD_LIMIT))
+            self._add_hold(old, key, waiting, _HOLD_LIMIT)
+        for peer, swept in list(self._swept.items()):
+            if swept == key:
+                self.release_from(peer, key)
         self._kick.set()
 
     def peer_gone(self, peer_id: str) -> None:
-        """A dead peer hands nothing over: stop waiting for it."""
+        """A dead peer hands nothing over: stop waiting for it, and hold what it owned
+        for the grace period, in case it comes back with its history."""
         self.release_from(peer_id, None)
+        if self._grace > 0 and peer_id not in self._ring.members:
+            with_it = Ring([*self._ring.members, peer_id])
+            self._add_hold(with_it, _NO_RING, {peer_id}, self._grace)
+            log.info("holding the hosts of dead %s for %.0f s", peer_id, self._grace)
 
     def release_from(self, peer_id: str, key: str | None) -> None:
         """``peer_id`` finished its sweep under the ring ``key`` (None: it is dead)."""
@@ -151,28 +162,47 @@ class Handoff:
         current = key is None or key == ring_key(self._ring)
         changed = False
         for hold in self._holds:
-            if peer_id in hold.waiting and (current or hold.ring_key in (key, _ANY_RING)):
+            if peer_id in hold.waiting and (current or (key and hold.ring_key == key)):
                 hold.waiting.discard(peer_id)
                 changed = True
         if changed:
             self._holds = [h for h in self._holds if h.waiting]
-            self._crawler.scheduler.release()
+            self._crawler.release_held()
 
     def _held(self, host: str) -> bool:
         # A host that is no longer ours gets nothing more from here: its state is
         # on its way to the new owner, and must not change under the hand-off.
         if self._ring.owner(host) != self.self_id:
             return True
-        if not self._holds:
-            return False
-        now = trio.current_time()
-        if any(h.until <= now for h in self._holds):
-            self._holds = [h for h in self._holds if h.until > now]
-            self._crawler.scheduler.release()
         return any(h.old_ring.owner(host) != self.self_id for h in self._holds)
+
+    def _add_hold(self, old_ring: Ring, key: str, waiting: set[str], limit: float) -> None:
+        self._holds.append(_Hold(old_ring, key, waiting, trio.current_time() + limit))
+        self._holds_changed.set()
+
+    async def _expire_holds(self) -> None:
+        """Let go of holds whose time is up, when it is up (a parked host is looked at
+        again only when something releases it)."""
+        while True:
+            until = min((h.until for h in self._holds), default=math.inf)
+            with trio.move_on_at(until):
+                await self._holds_changed.wait()
+            self._holds_changed = trio.Event()
+            now = trio.current_time()
+            expired = [h for h in self._holds if h.until <= now]
+            if expired:
+                self._holds = [h for h in self._holds if h.until > now]
+                for hold in expired:
+                    log.info("hold on hosts awaiting %s expired", ", ".join(sorted(hold.waiting)))
+                self._crawler.release_held()
 
     # -- sending ------------------------------------------------------------------
     async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._expire_holds)
+            await self._sweeper()
+
+    async def _sweeper(self) -> None:
         """Sweep after every ring change; hosts with a request in flight are retried."""
         while True:
             await self._kick.wait()

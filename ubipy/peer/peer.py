@@ -133,6 +133,7 @@ class Peer:
         self._router_kick = trio.Event()
         self._router_drained = trio.Event()
         self.ring_changes = 0
+        self._remembered: str | None = None
 
     # -- accessors ------------------------------------------------------------
     @property
@@ -213,13 +214,14 @@ class Peer:
         )
         crawler = self._crawler = Crawler(config, self.shard, client, router)
         crawler.on_forward = self._kick_router
-        last = self.shard.get_meta(_MEMBERS_META)
+        last = self._remembered = self.shard.get_meta(_MEMBERS_META)
         self._handoff = Handoff(
             self.peer_id,
             crawler,
             self.links.send,
             self._address_of,
             last_members=last.split(",") if last else (),
+            grace=config.rejoin_grace if config.replicas < 2 else 0.0,
         )
         self._replicator = Replicator(
             self.peer_id, config.replicas, crawler, self.shard, self.links.send, self._address_of
@@ -312,12 +314,23 @@ class Peer:
             self.replicator.ring_changed(ring)
         for peer_id in dead:
             self.handoff.peer_gone(peer_id)
-            # Remembered so that, back from a stop, this peer waits for the others.
-            try:
-                with self.shard.transaction():
-                    self.shard.set_meta(_MEMBERS_META, ",".join(sorted(alive)))
-            except sqlite3.Error as exc:
-                log.warning("cannot remember the members: %s", exc)
+        if ring_changed and not self.stopping:
+            self._remember_members()
+
+    def _remember_members(self) -> None:
+        """Remember every peer known now, so that, back from a stop, this peer holds
+        the hosts they may hold until they are back and have swept. Those that left
+        or died are kept: a whole cluster stopping hands hosts to peers that are
+        leaving too, and a dead peer's shard still holds its hosts' history."""
+        known = ",".join(sorted(m.id for m in self.membership.members()))
+        if known == self._remembered:
+            return
+        try:
+            with self.shard.transaction():
+                self.shard.set_meta(_MEMBERS_META, known)
+            self._remembered = known
+        except sqlite3.Error as exc:
+            log.warning("cannot remember the members: %s", exc)
 
     def _share_scope(self, address: str) -> None:
         roots = sorted(self.crawler.scope.roots)

@@ -2,9 +2,15 @@
 to the next distinct peer clockwise, which takes the hosts over if the owner dies.
 
 What is copied: every URL the owner admits (pending) and every page it stores
-(done), batched per successor like forwarded URLs (one REPLICA frame per
-linger). The successor keeps them in its ``replica`` table. When the ring drops
-a dead peer, its hosts fall to exactly that successor, which moves the copies
+(done), sent to the successor as each commit ends (commits already group up to
+50 ms of work, so this is the batch, as forwarding's linger is). A copy that
+lags the owner's commit is a page a crash would have fetched twice, so there is
+no linger of its own. The payload is grouped by host: pending URLs as
+``[url, depth]`` (the successor recomputes their fingerprints, as for forwarded
+URLs) and done pages as fingerprints only.
+
+The successor keeps the copies in its ``replica`` table. When the ring drops a
+dead peer, its hosts fall to exactly that successor, which moves the copies
 into its own frontier and ``seen``: pending URLs are fetched, done ones are not
 fetched again. When the ring changes, the hosts whose successor changed are
 copied whole to the new one.
@@ -17,23 +23,63 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
 from ubipy.peer.crawler import Crawler
+from ubipy.peer.router import url_items
 from ubipy.peer.wire import FrameType
 from ubipy.ring import Ring
-from ubipy.store.shard import FrontierRow, PageRecord, Shard
+from ubipy.store.shard import FrontierRow, NewURL, PageRecord, Shard
 
 log = logging.getLogger(__name__)
 
+# Entries (URLs plus fingerprints) per REPLICA frame: far under the frame cap and
+# the 10,000 URLs a peer accepts in one list.
 _CHUNK = 2_000
 
-Item = list[Any]  # [host, url | None, depth, fp, done]
 Send = Callable[[str, FrameType, Any], Awaitable[bool]]
 AddressOf = Callable[[str], str | None]
+
+
+@dataclass(slots=True)
+class _HostCopy:
+    pending: list[list[Any]] = field(default_factory=list)  # [url, depth]
+    done: list[int] = field(default_factory=list)
+
+
+class _Outgoing:
+    """What is waiting to go to one successor, grouped by host."""
+
+    __slots__ = ("hosts", "size")
+
+    def __init__(self) -> None:
+        self.hosts: dict[str, _HostCopy] = defaultdict(_HostCopy)
+        self.size = 0
+
+    def add(self, host: str, pending: Sequence[NewURL | FrontierRow], done: Sequence[int]) -> None:
+        copy = self.hosts[host]
+        copy.pending.extend([u.url, u.depth] for u in pending)
+        copy.done.extend(done)
+        self.size += len(pending) + len(done)
+
+    def frames(self) -> Iterator[tuple[list[list[Any]], int]]:
+        """Payload ``hosts`` lists of at most about _CHUNK entries, with their entry count."""
+        frame: list[list[Any]] = []
+        count = 0
+        for host, copy in self.hosts.items():
+            for i in range(0, max(len(copy.pending), len(copy.done)), _CHUNK):
+                pending, done = copy.pending[i : i + _CHUNK], copy.done[i : i + _CHUNK]
+                if count and count + len(pending) + len(done) > _CHUNK:
+                    yield frame, count
+                    frame, count = [], 0
+                frame.append([host, pending, done])
+                count += len(pending) + len(done)
+        if frame:
+            yield frame, count
 
 
 class Replicator:
@@ -45,8 +91,6 @@ class Replicator:
         shard: Shard,
         send: Send,
         address_of: AddressOf,
-        *,
-        linger: float = 0.2,
     ) -> None:
         self.self_id = self_id
         self.replicas = replicas
@@ -54,9 +98,8 @@ class Replicator:
         self._shard = shard
         self._send = send
         self._address_of = address_of
-        self._linger = linger
         self._ring = Ring([self_id])
-        self._queues: dict[str, list[Item]] = defaultdict(list)
+        self._queues: dict[str, _Outgoing] = defaultdict(_Outgoing)
         self._kick = trio.Event()
         self.items_sent = 0
         if replicas >= 2:
@@ -72,11 +115,11 @@ class Replicator:
         for r in rows:
             target = self._successor(r.host)
             if target is not None:
-                self._queues[target].append([r.host, r.url, r.depth, r.fp, False])
+                self._queues[target].add(r.host, [r], ())
         for p in pages:
             target = self._successor(p.host)
             if target is not None:
-                self._queues[target].append([p.host, None, p.depth, p.fp, True])
+                self._queues[target].add(p.host, (), [p.fp])
         if self._queues:
             self._kick.set()
 
@@ -93,9 +136,7 @@ class Replicator:
             if len(before) > 1 and before[0] == self.self_id and before[1] == target:
                 continue
             pending, done, _ = self._shard.host_state(host)
-            queue = self._queues[target]
-            queue.extend([host, u.url, u.depth, u.fp, False] for u in pending)
-            queue.extend([host, None, 0, fp, True] for fp in done)
+            self._queues[target].add(host, pending, done)
         if self._queues:
             self._kick.set()
 
@@ -103,36 +144,28 @@ class Replicator:
         while True:
             await self._kick.wait()
             self._kick = trio.Event()
-            # Let a batch gather, as forwarding does.
-            await trio.sleep(self._linger)
-            queues, self._queues = self._queues, defaultdict(list)
-            for target, items in queues.items():
+            queues, self._queues = self._queues, defaultdict(_Outgoing)
+            for target, outgoing in queues.items():
                 address = self._address_of(target)
                 if address is None:
                     continue
-                for i in range(0, len(items), _CHUNK):
-                    chunk = items[i : i + _CHUNK]
-                    if await self._send(address, FrameType.REPLICA, {"items": chunk}):
-                        self.items_sent += len(chunk)
+                for hosts, count in outgoing.frames():
+                    if await self._send(address, FrameType.REPLICA, {"hosts": hosts}):
+                        self.items_sent += count
 
     def receive(self, payload: dict[str, Any]) -> None:
-        items = payload["items"]
-        if not isinstance(items, list):
-            raise ValueError("replica items must be a list")
+        hosts = payload["hosts"]
+        if not isinstance(hosts, list):
+            raise ValueError("replica hosts must be a list")
         rows: list[tuple[str, str | None, int, int, bool]] = []
-        for item in items:
-            if not (isinstance(item, list) and len(item) == 5):
-                raise ValueError("a replica item is [host, url, depth, fp, done]")
-            host, url, depth, fp, done = item
-            if not (
-                isinstance(host, str)
-                and (url is None or isinstance(url, str))
-                and type(depth) is int
-                and type(fp) is int
-                and isinstance(done, bool)
-            ):
-                raise ValueError("a malformed replica item")
-            rows.append((host, url, depth, fp, done))
+        for entry in hosts:
+            if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)):
+                raise ValueError("a replica entry is [host, [[url, depth], ...], [fp, ...]]")
+            host, pending, done = entry
+            if not isinstance(done, list) or not all(type(fp) is int for fp in done):
+                raise ValueError("replica done fingerprints must be integers")
+            rows.extend((host, u.url, u.depth, u.fp, False) for u in url_items(pending, host=host))
+            rows.extend((host, None, 0, fp, True) for fp in done)
         self._shard.replica_add(rows)
 
     def promote(self, ring: Ring) -> int:
