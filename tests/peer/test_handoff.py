@@ -1,0 +1,165 @@
+"""Holds on gained hosts (issue 6): a host is not asked by this peer until every
+peer that might hold it has swept under this peer's own ring, has died, or the
+hold's time is up; without replicas a dead peer's hosts wait out the grace."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import trio
+import trio.testing
+
+from ubipy.config import CrawlConfig
+from ubipy.fetch.politeness import Job
+from ubipy.peer.crawler import Crawler
+from ubipy.peer.handoff import Handoff, ring_key
+from ubipy.peer.wire import FrameType
+from ubipy.ring import Ring
+from ubipy.store.shard import Shard
+
+GRACE = 30.0
+
+
+def _refuse(request: httpx2.Request) -> httpx2.Response:
+    raise AssertionError(f"no request is made in these tests: {request.url}")
+
+
+@asynccontextmanager
+async def crawler_at(tmp: Path) -> AsyncIterator[Crawler]:
+    """A crawler that is never run: its scheduler is asked directly."""
+    shard = Shard.open(tmp)
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(_refuse)) as client:
+        try:
+            yield Crawler(CrawlConfig(data_dir=tmp, delay=0.0), shard, client)
+        finally:
+            shard.close()
+
+
+def host_owned(ring: Ring, owner: str, *, also: Ring | None = None, by: str = "") -> str:
+    """A host ``owner`` owns in ``ring`` (and ``by`` owns in ``also``, if given)."""
+    for i in range(10_000):
+        host = f"h{i:04d}.synth.test"
+        if ring.owner(host) == owner and (also is None or also.owner(host) == by):
+            return host
+    raise AssertionError("no such host")
+
+
+def jobs(crawler: Crawler) -> Iterator[Job]:
+    while (job := crawler.scheduler.next_job(trio.current_time())) is not None:
+        yield job
+
+
+def asked(crawler: Crawler) -> set[str]:
+    """The hosts the scheduler would send a request to now (their robots.txt first)."""
+    return {job.host for job in jobs(crawler)}
+
+
+def handoff_for(crawler: Crawler, self_id: str, **kwargs: Any) -> Handoff:
+    async def send(address: str, kind: FrameType, payload: Any) -> bool:
+        return True
+
+    return Handoff(self_id, crawler, send, lambda peer: f"{peer}:1", **kwargs)
+
+
+async def test_a_dead_peers_hosts_wait_out_the_grace(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    three, two = Ring(["a", "b", "c"]), Ring(["a", "c"])
+    # A host b owned that falls to a when b dies, and one a owned all along.
+    gained = host_owned(three, "b", also=two, by="a")
+    kept = host_owned(three, "a")
+    async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
+        handoff = handoff_for(crawler, "a", grace=GRACE)
+        nursery.start_soon(handoff.run)
+        handoff.ring_changed(three, frozenset(three.members), frozenset())
+        crawler.seed([f"http://{kept}/"])
+        assert asked(crawler) == {kept}
+
+        crawler.ring_changed(two)
+        handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
+        handoff.peer_gone("b")
+        handoff.release_from("c", ring_key(two))  # c has swept: only the grace is left
+        crawler.seed([f"http://{gained}/"])
+        assert asked(crawler) == set()
+        await trio.sleep(GRACE - 1)
+        assert asked(crawler) == set()
+        # The grace ends on its own timer, with nothing else happening.
+        await trio.sleep(2)
+        assert gained in asked(crawler)
+        nursery.cancel_scope.cancel()
+
+
+async def test_without_grace_a_dead_peers_hosts_are_crawled_at_once(tmp_path: Path) -> None:
+    three, two = Ring(["a", "b", "c"]), Ring(["a", "c"])
+    gained = host_owned(three, "b", also=two, by="a")
+    async with crawler_at(tmp_path) as crawler:
+        handoff = handoff_for(crawler, "a")
+        handoff.ring_changed(three, frozenset(three.members), frozenset())
+        crawler.ring_changed(two)
+        handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
+        handoff.peer_gone("b")
+        handoff.release_from("c", ring_key(two))
+        crawler.seed([f"http://{gained}/"])
+        assert asked(crawler) == {gained}
+
+
+async def test_a_sweep_under_another_ring_does_not_release_until_this_ring_is_the_same(
+    tmp_path: Path,
+) -> None:
+    """Back from a stop, a is alone for a moment and holds what the last ring gave
+    b. b sweeps under {a, b} before a has heard of b: that sweep says nothing of a
+    crawling b's host under a's ring of one (the two would ask it at once), so the
+    host stays held; once a's ring is {a, b} too, the earlier sweep counts."""
+    last = Ring(["a", "b", "c"])
+    two = Ring(["a", "b"])
+    host = host_owned(last, "c", also=two, by="a")
+    async with crawler_at(tmp_path) as crawler:
+        handoff = handoff_for(crawler, "a", last_members=["a", "b", "c"])
+        crawler.seed([f"http://{host}/"])
+        handoff.release_from("b", ring_key(two))
+        handoff.release_from("c", ring_key(two))  # a stray, say: c is not in that ring
+        assert asked(crawler) == set()
+        handoff.peer_gone("c")
+        assert asked(crawler) == set()
+        crawler.ring_changed(two)
+        handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
+        assert asked(crawler) == {host}
+
+
+async def test_a_sweep_under_this_ring_releases_the_hosts_gained(tmp_path: Path) -> None:
+    two = Ring(["a", "b"])
+    host = host_owned(two, "a")
+    async with crawler_at(tmp_path) as crawler:
+        handoff = handoff_for(crawler, "a")
+        crawler.ring_changed(two)
+        handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
+        crawler.seed([f"http://{host}/"])
+        assert asked(crawler) == set()
+        handoff.release_from("b", ring_key(two))
+        assert asked(crawler) == {host}
+
+
+async def test_back_from_a_stop_the_last_rings_other_hosts_wait_for_their_owners(
+    tmp_path: Path,
+) -> None:
+    """Restarted, a holds what the last ring gave to others until each is back and
+    has swept under a's ring, or is dead; what a owned in the last ring it crawls
+    at once, alone or not."""
+    last, now = Ring(["a", "b", "c"]), Ring(["a", "c"])
+    bs = host_owned(last, "b", also=now, by="a")
+    mine = host_owned(last, "a", also=now, by="a")
+    async with crawler_at(tmp_path) as crawler:
+        handoff = handoff_for(crawler, "a", last_members=["a", "b", "c"])
+        crawler.seed([f"http://{bs}/", f"http://{mine}/"])
+        assert asked(crawler) == {mine}
+        # c is back and has swept; b, which may hold bs, is not back.
+        crawler.ring_changed(now)
+        handoff.ring_changed(now, frozenset(now.members), frozenset(now.members))
+        handoff.release_from("c", ring_key(now))
+        assert asked(crawler) == set()
+        handoff.peer_gone("b")
+        assert asked(crawler) == {bs}

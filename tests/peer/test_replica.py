@@ -1,0 +1,119 @@
+"""Replication (``--replicas 2``): an owner's admitted URLs and fetched pages reach
+its successor as each commit ends, and the successor, promoted when the owner
+dies, fetches what was pending and nothing that was done."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import cbor2
+import pytest
+import trio
+
+from tests.peer.test_handoff import asked, crawler_at, host_owned
+from ubipy.fetch.urls import fingerprint
+from ubipy.peer.crawler import Crawler
+from ubipy.peer.replica import Replicator
+from ubipy.peer.wire import FrameType
+from ubipy.ring import Ring
+from ubipy.store.shard import PageRecord
+
+RING = Ring(["a", "b"])
+
+
+class Link:
+    """Frames from a's replicator to b's, through CBOR as on the wire."""
+
+    def __init__(self) -> None:
+        self.to: Replicator | None = None
+        self.frames: list[bytes] = []
+        self.entries = 0  # URLs and fingerprints delivered
+        self.arrived = trio.Event()
+
+    async def send(self, address: str, kind: FrameType, payload: Any) -> bool:
+        assert kind is FrameType.REPLICA and address == "b:1" and self.to is not None
+        raw = cbor2.dumps(payload)
+        self.frames.append(raw)
+        self.to.receive(cbor2.loads(raw))
+        self.entries += sum(len(pending) + len(done) for _, pending, done in payload["hosts"])
+        self.arrived.set()
+        self.arrived = trio.Event()
+        return True
+
+
+@asynccontextmanager
+async def pair(tmp: Path) -> AsyncIterator[tuple[Crawler, Crawler, Link]]:
+    link = Link()
+    async with crawler_at(tmp / "a") as a, crawler_at(tmp / "b") as b:
+        ra = Replicator("a", 2, a, a._shard, link.send, lambda peer: f"{peer}:1")
+        rb = Replicator("b", 2, b, b._shard, link.send, lambda peer: None)
+        link.to = rb
+        ra.ring_changed(RING)
+        rb.ring_changed(RING)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ra.run)
+            yield a, b, link
+            nursery.cancel_scope.cancel()
+
+
+def page(url: str) -> PageRecord:
+    host = url.split("/")[2]
+    return PageRecord(
+        fingerprint(url), url, host, 200, "text/html", 10, False, "t", 0.0, None, None, None,
+        depth=0, error=None, body=None,
+    )  # fmt: skip
+
+
+async def test_the_successor_takes_over_pending_and_done(tmp_path: Path) -> None:
+    host = host_owned(RING, "a")
+    urls = [f"http://{host}/{i}" for i in range(5)]
+    async with pair(tmp_path) as (a, b, link):
+        a.seed(urls)
+        # Two of them fetched and stored by a: the commit's hook copies the marks.
+        a.on_commit([], [page(urls[0]), page(urls[1])])
+        with trio.fail_after(5):
+            while link.entries < 7:
+                await link.arrived.wait()
+        assert asked(b) == set()  # copies are not b's to crawl while a lives
+        # a dies: b's ring is b alone and the copies become b's frontier.
+        b.ring_changed(Ring(["b"]))
+        replicator = Replicator("b", 2, b, b._shard, link.send, lambda peer: None)
+        assert replicator.promote(Ring(["b"])) == 1
+        assert b._shard.pending_count(host) == 3
+        assert b.seed(urls).admitted == 0  # nothing a had is new to b
+        assert asked(b) == {host}
+
+
+async def test_copies_are_grouped_by_host_and_small(tmp_path: Path) -> None:
+    hosts = [host_owned(RING, "a")]
+    async with pair(tmp_path) as (a, _, link):
+        urls = [f"http://{hosts[0]}/s{i}/page.html" for i in range(200)]
+        a.seed(urls)
+        with trio.fail_after(5):
+            while link.entries < len(urls):
+                await link.arrived.wait()
+    size = sum(len(f) for f in link.frames)
+    # The URL, its depth and a little framing: the host is said once, fingerprints
+    # are not sent (each would cost 9 bytes more).
+    assert size < sum(len(u) + 6 for u in urls), size
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"hosts": "x"},
+        {"hosts": [["h.test", [["http://h.test/", 0]]]]},
+        {"hosts": [[1, [], []]]},
+        {"hosts": [["h.test", [], ["1"]]]},
+        {"hosts": [["h.test", [["http://other.test/", 0]], []]]},
+    ],
+)
+async def test_a_malformed_copy_is_refused_whole(tmp_path: Path, payload: dict[str, Any]) -> None:
+    async with crawler_at(tmp_path) as b:
+        rb = Replicator("b", 2, b, b._shard, Link().send, lambda peer: None)
+        with pytest.raises(ValueError):
+            rb.receive(payload)
+        assert b._shard.replica_hosts() == []
