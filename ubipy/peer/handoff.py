@@ -78,6 +78,7 @@ def ring_key(ring: Ring) -> str:
 
 @dataclass(slots=True)
 class _Waiting:
+    address: str
     done: trio.Event = field(default_factory=trio.Event)
     refused: bool = False
 
@@ -123,9 +124,12 @@ class Handoff:
             self._add_hold(Ring([self_id, *others]), _NO_RING, others, _HOLD_LIMIT)
 
     # -- the ring moved ---------------------------------------------------------
-    def ring_changed(self, ring: Ring, alive: frozenset[str], handing: frozenset[str]) -> None:
+    def ring_changed(
+        self, ring: Ring, alive: frozenset[str], handing: frozenset[str], *, sweep: bool = True
+    ) -> None:
         """The ring is now ``ring``; ``handing`` are the peers that will hand off
-        what they held (the live ones and those that left gracefully, not the dead)."""
+        what they held (the live ones and those that left gracefully, not the dead).
+        Without ``sweep`` the caller sweeps itself (a peer leaving)."""
         old, self._ring, self._alive = self._ring, ring, alive
         if list(old.members) == [self.self_id] and len(alive) > 1:
             # A peer that was alone (just started, or back after a crash) knows
@@ -142,7 +146,8 @@ class Handoff:
         for peer, swept in list(self._swept.items()):
             if swept == key:
                 self.release_from(peer, key)
-        self._kick.set()
+        if sweep:
+            self._kick.set()
 
     def peer_gone(self, peer_id: str) -> None:
         """A dead peer hands nothing over: stop waiting for it, and hold what it owned
@@ -273,7 +278,7 @@ class Handoff:
     async def _deliver(self, address: str, payload: dict[str, Any]) -> bool:
         for _ in range(3):
             handoff_id = next(self._ids)
-            waiting = self._acks[handoff_id] = _Waiting()
+            waiting = self._acks[handoff_id] = _Waiting(address)
             try:
                 if await self._send(address, FrameType.HANDOFF, {"id": handoff_id, **payload}):
                     with trio.move_on_after(_ACK_PATIENCE):
@@ -283,6 +288,13 @@ class Handoff:
             finally:
                 del self._acks[handoff_id]
         return False
+
+    def abandon(self, address: str) -> None:
+        """The peer at ``address`` left or died: it will not answer what it was sent."""
+        for waiting in self._acks.values():
+            if waiting.address == address:
+                waiting.refused = True
+                waiting.done.set()
 
     def acked(self, handoff_id: int, *, refused: bool = False) -> None:
         waiting = self._acks.get(handoff_id)

@@ -44,6 +44,9 @@ _MEMBERS_META = "last_members"
 # left stays in its shard and moves when it comes back).
 _LEAVE_PATIENCE = 60.0
 _LEAVE_SWEEPS = 5
+# Forwarded URLs not yet acknowledged stay in the outbox on disk; a leaving peer
+# waits this long for the owners to take them before leaving them there.
+_LEAVE_DRAIN = 5.0
 
 
 def load_peer_id(shard: Shard) -> str:
@@ -236,22 +239,34 @@ class Peer:
         return crawler
 
     async def _leave(self) -> None:
-        """Announce the leave, then hand everything to the peers that stay."""
+        """Announce the leave, then hand everything to the peers that stay.
+
+        When the whole cluster stops at once, the others are leaving too: they
+        refuse hand-offs, and once their leave is known here there is nobody to
+        hand to, so this peer keeps what it holds (its shard has it all, and a
+        restart brings it back) instead of waiting out the patience."""
         self._send_membership(self.membership.leave(trio.current_time()))
-        others = self.membership.alive_ids() - {self.peer_id}
-        if not others:
-            return  # the last one keeps it all; a restart brings it back
-        ring = Ring(others)
-        self.crawler.ring_changed(ring)
-        self.handoff.ring_changed(ring, frozenset(others), frozenset())
+        assert self._router is not None
+        router = self._router
         with trio.move_on_after(_LEAVE_PATIENCE):
             for _ in range(_LEAVE_SWEEPS):
+                others = self.membership.alive_ids() - {self.peer_id}
+                if not others:
+                    break
+                ring = Ring(others)
+                self.crawler.ring_changed(ring)
+                self.handoff.ring_changed(ring, frozenset(others), frozenset(), sweep=False)
                 if await self.handoff.sweep():
                     break
                 await trio.sleep(1.0)  # an owner did not answer: try again shortly
-            assert self._router is not None
-            if self._router.backlog():
-                await self._router_drained.wait()
+        with trio.move_on_after(_LEAVE_DRAIN):
+            while router.backlog() and self.membership.alive_ids() - {self.peer_id}:
+                with trio.move_on_after(1.0):
+                    await self._router_drained.wait()
+        if not self.membership.alive_ids() - {self.peer_id}:
+            log.info("no peer left to hand over to: everything stays in the shard")
+        if router.backlog():
+            log.info("%d forwarded URLs not acknowledged: kept in the outbox", router.backlog())
 
     def _address_of(self, peer_id: str) -> str | None:
         member = self.membership.member(peer_id)
@@ -297,6 +312,7 @@ class Peer:
                 dead.append(event.member.id)
             if event.member.state in (MemberState.DEAD, MemberState.LEFT):
                 self.links.forget(event.member.address)
+                self.handoff.abandon(event.member.address)
             elif event.changes_ring and event.member.id != self.peer_id:
                 self._share_scope(event.member.address)
         if ring_changed and not self.stopping:
@@ -389,6 +405,9 @@ class Peer:
                     self._router_drained = trio.Event()
         elif kind is FrameType.HANDOFF:
             try:
+                if self.stopping:
+                    # Leaving too: what is handed here would only have to move again.
+                    raise NotOurs("this peer is leaving")
                 self.handoff.receive(payload)
             except NotOurs as exc:
                 log.info("hand-off from %s refused: %s", frame.sender, exc)
