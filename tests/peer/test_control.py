@@ -1,0 +1,594 @@
+"""The control centre's HTTP side, against a fake backend, over real loopback sockets."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import json
+import math
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.peer.control_fake import SECRET, FakeBackend
+from ubipy.peer import control_metrics
+from ubipy.peer.control import ControlBackend, ControlLimits, serve_control
+from ubipy.peer.control_figures import FIGURE_FIELDS, FiguresBook, PeerRow, snapshot, totals
+from ubipy.peer.control_http import HttpLimits
+from ubipy.peer.control_page import CONTENT_SECURITY_POLICY, PAGE
+from ubipy.peer.links import split_address
+from ubipy.peer.peer import PeerStatus
+
+AUTH = {"Authorization": f"Bearer {SECRET}"}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+async def start(
+    nursery: trio.Nursery,
+    backend: ControlBackend,
+    address: str = "127.0.0.1:0",
+    **limits: Any,
+) -> str:
+    serve = functools.partial(serve_control, limits=ControlLimits(http=HttpLimits(**limits)))
+    bound: str = await nursery.start(serve, backend, address)
+    return bound
+
+
+@pytest.fixture
+async def backend() -> FakeBackend:
+    return FakeBackend.with_peers(2, 3)
+
+
+@pytest.fixture
+async def address(nursery: trio.Nursery, backend: FakeBackend) -> str:
+    return await start(nursery, backend)
+
+
+@pytest.fixture
+async def client(address: str) -> AsyncIterator[httpx2.AsyncClient]:
+    async with httpx2.AsyncClient(base_url=f"http://{address}", trust_env=False) as c:
+        yield c
+
+
+async def raw(address: str, data: bytes) -> bytes:
+    """Send bytes as they are; everything the server says until it closes."""
+    host, port = split_address(address)
+    async with await trio.open_tcp_stream(host, port) as stream:
+        await stream.send_all(data)
+        chunks = []
+        while chunk := await stream.receive_some(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def status_of(answer: bytes) -> int:
+    return int(answer.split(b" ", 2)[1])
+
+
+def figures(uptime: float, pages: int, **more: Any) -> dict[str, Any]:
+    return {"address": "127.0.0.1:1", "state": "alive", "uptime": uptime, "pages": pages, **more}
+
+
+# --------------------------------------------------------------------------- the book
+
+
+def test_the_book_reads_only_fields_that_peer_status_has() -> None:
+    assert set(FIGURE_FIELDS) <= set(PeerStatus.__slots__)
+
+
+def test_rates_follow_the_peers_uptime_not_the_arrival_times() -> None:
+    book = FiguresBook(rate_window=5.0)
+    # Reports of a peer fetching 4 pages/s arrive unevenly: two at once, then a gap.
+    arrivals = [0.0, 1.0, 1.05, 3.9, 4.0, 5.2, 6.0, 7.0, 8.0]
+    for i, t in enumerate(arrivals):
+        book.update({"a": figures(uptime=10.0 + i, pages=40 + 4 * i)}, t)
+    [row] = book.rows(8.0)
+    assert row.pages_per_second == pytest.approx(4.0)
+    assert row.pages == 40 + 4 * 8
+
+
+def test_one_reading_falls_back_to_the_peers_own_average() -> None:
+    book = FiguresBook()
+    book.update({"a": figures(uptime=10.0, pages=70, pages_per_second=7.0)}, 0.0)
+    assert book.rows(0.0)[0].pages_per_second == 7.0
+
+
+def test_the_rate_measures_the_recent_window_only() -> None:
+    book = FiguresBook(rate_window=5.0)
+    pages = 0
+    for second in range(1, 31):
+        pages += 10 if second <= 20 else 2  # fast, then slow
+        book.update({"a": figures(uptime=float(second), pages=pages)}, float(second))
+    assert book.rows(30.0)[0].pages_per_second == pytest.approx(2.0)
+
+
+def test_stale_figures_mean_no_rate_and_an_age() -> None:
+    book = FiguresBook(stale_after=5.0)
+    for t in range(3):
+        book.update({"a": figures(uptime=float(t), pages=5 * t)}, float(t))
+    for t in range(3, 10):  # the same report seen again and again: nothing moved
+        book.update({"a": figures(uptime=2.0, pages=10)}, float(t))
+    assert book.rows(6.0)[0].pages_per_second == pytest.approx(5.0)
+    row = book.rows(9.0)[0]
+    assert row.pages_per_second == 0.0
+    assert row.age == pytest.approx(7.0)
+
+
+def test_a_restarted_peer_starts_a_new_track() -> None:
+    book = FiguresBook()
+    for t in range(5):
+        book.update({"a": figures(uptime=100.0 + t, pages=1000 + 10 * t)}, float(t))
+    # Back from a restart: uptime and its counters start again from zero.
+    for t in range(5, 8):
+        book.update({"a": figures(uptime=float(t - 5), pages=3 * (t - 5))}, float(t))
+    rate = book.rows(7.0)[0].pages_per_second
+    assert rate == pytest.approx(3.0)
+
+
+def test_members_without_figures_have_rows_and_no_numbers() -> None:
+    book = FiguresBook()
+    book.update({"new": {"address": "127.0.0.1:9", "state": "suspect"}}, 0.0)
+    [row] = book.rows(0.0)
+    assert (row.peer_id, row.address, row.state, row.reported, row.age) == (
+        "new",
+        "127.0.0.1:9",
+        "suspect",
+        False,
+        None,
+    )
+    assert row.pages == 0 and row.pages_per_second == 0.0
+
+
+def test_junk_figures_read_as_zero_and_stay_json() -> None:
+    book = FiguresBook()
+    junk = {
+        "address": 7,
+        "state": "confused",
+        "uptime": math.nan,
+        "pages": "many",
+        "errors": True,
+        "timeouts": -5,
+        "pending": math.inf,
+        "started_at": "yesterday",
+    }
+    book.update({"x": junk}, 0.0)
+    book.sample(0.0)
+    [row] = book.rows(0.0)
+    assert (row.address, row.state, row.pages, row.errors, row.timeouts, row.frontier) == (
+        "",
+        "unknown",
+        0,
+        0,
+        0,
+        0,
+    )
+    json.dumps(snapshot(book, 0.0, 0.0), allow_nan=False)
+
+
+def test_totals_count_everyone_but_gauges_only_the_live() -> None:
+    book = FiguresBook()
+    view = {
+        "a": figures(1.0, 10, pending=5, hosts=2, in_flight=1, errors=1, bytes_in=100),
+        "b": figures(1.0, 20, pending=7, hosts=3, in_flight=2, errors=2, bytes_in=200),
+        "c": {**figures(1.0, 30, pending=11, hosts=4, in_flight=3, errors=4), "state": "dead"},
+    }
+    book.update(view, 0.0)
+    t = totals(book.rows(0.0))
+    assert (t.peers, t.pages, t.errors, t.bytes_in) == (3, 60, 7, 300)
+    assert (t.frontier, t.hosts, t.in_flight) == (12, 5, 3)
+    assert t.by_state == {"alive": 2, "suspect": 0, "dead": 1, "left": 0}
+
+
+def test_the_chart_is_bounded_and_sums_the_peers() -> None:
+    book = FiguresBook(history=300.0, resolution=1.0)
+    for second in range(400):
+        view = {
+            "a": figures(float(second), 2 * second),
+            "b": figures(float(second), 3 * second),
+        }
+        if second >= 390:
+            view["late"] = figures(float(second - 390), second - 390)
+        book.update(view, float(second))
+        book.sample(float(second))
+    points = book.chart()
+    assert len(points) == 301
+    assert points[0].t == 99.0
+    assert points[-1].total == pytest.approx(6.0)
+    chart = snapshot(book, 399.0, 0.0)["chart"]
+    assert chart["t"][-1] == 0.0 and chart["t"][0] == -300.0
+    assert chart["peers"]["a"][-1] == pytest.approx(2.0)
+    # A peer that came late has gaps, not zeros, before it came.
+    assert chart["peers"]["late"][0] is None and chart["peers"]["late"][-1] == 1.0
+
+
+def test_a_peer_that_leaves_the_view_leaves_the_rows() -> None:
+    book = FiguresBook()
+    book.update({"a": figures(1.0, 1), "b": figures(1.0, 1)}, 0.0)
+    book.update({"a": figures(2.0, 2)}, 1.0)
+    assert [r.peer_id for r in book.rows(1.0)] == ["a"]
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def row(peer_id: str, state: str = "alive", **values: Any) -> PeerRow:
+    base: dict[str, Any] = {
+        "peer_id": peer_id,
+        "address": "127.0.0.1:7000",
+        "state": state,
+        "version": "0.1.0",
+        "reported": True,
+        "started_at": 1_700_000_000.5,
+        "uptime": 12.5,
+        "pages": 0,
+        "pages_per_second": 0.0,
+        "errors": 0,
+        "timeouts": 0,
+        "frontier": 0,
+        "hosts": 0,
+        "in_flight": 0,
+        "bytes_in": 0,
+        "bytes_out": 0,
+        "age": 0.25,
+    }
+    return PeerRow(**{**base, **values})
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_metrics_parse_with_prometheus_own_parser() -> None:
+    text = control_metrics.render(
+        [
+            row("a", pages=120, pages_per_second=4.5, frontier=17, bytes_out=9),
+            row("b", state="dead", pages=30, errors=2),
+            row("c", state="suspect", reported=False),
+        ]
+    )
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert families["ubipy_pages"].type == "counter"
+    assert families["ubipy_frontier_urls"].type == "gauge"
+    got = samples(text)
+    assert got[("ubipy_pages_total", (("peer", "a"),))] == 120
+    assert got[("ubipy_pages_per_second", (("peer", "a"),))] == 4.5
+    assert got[("ubipy_bytes_out_total", (("peer", "a"),))] == 9
+    assert got[("ubipy_up", (("peer", "b"),))] == 0
+    assert got[("ubipy_up", (("peer", "c"),))] == 1
+    assert got[("ubipy_peer_state", (("peer", "b"), ("state", "dead")))] == 1
+    assert got[("ubipy_peers", (("state", "alive"),))] == 1
+    # A peer that never reported has no counters rather than counters of 0.
+    assert ("ubipy_pages_total", (("peer", "c"),)) not in got
+    assert all(line.startswith(("# HELP ", "# TYPE ")) for line in text.splitlines() if "#" in line)
+
+
+def test_label_values_are_escaped() -> None:
+    awkward = 'a"b\\c\nd'
+    text = control_metrics.render([row(awkward, address=awkward)])
+    got = samples(text)
+    assert got[("ubipy_pages_total", (("peer", awkward),))] == 0
+    assert control_metrics.format_value(math.inf) == "+Inf"
+    assert control_metrics.format_value(math.nan) == "NaN"
+
+
+# --------------------------------------------------------------------------- reading
+
+
+async def test_the_dashboard_is_self_contained(client: httpx2.AsyncClient) -> None:
+    answer = await client.get("/")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/html")
+    page = answer.content
+    assert page == PAGE
+    assert b"http://" not in page and b"https://" not in page
+    for marker in (b'id="peer-rows"', b'id="totals"', b'id="total-pages"', b'id="chart"'):
+        assert marker in page
+    csp = answer.headers["content-security-policy"]
+    assert csp == CONTENT_SECURITY_POLICY and "unsafe-inline" not in csp
+    # The policy allows exactly the inline script the page carries.
+    script = re.search(rb"<script>(.*)</script>", page, re.DOTALL)
+    assert script is not None
+    digest = base64.b64encode(hashlib.sha256(script.group(1)).digest()).decode()
+    assert f"'sha256-{digest}'" in csp
+
+
+async def test_status_is_json_of_rows_totals_and_chart(
+    client: httpx2.AsyncClient, backend: FakeBackend
+) -> None:
+    first = (await client.get("/api/status")).json()
+    second = (await client.get("/api/status")).json()
+    assert [p["peer_id"] for p in second["peers"]] == sorted(backend.peers)
+    assert second["totals"]["pages"] > first["totals"]["pages"]
+    assert second["totals"]["pages_per_second"] == pytest.approx(5.0)
+    assert {p["state"] for p in second["peers"]} == {"alive"}
+    assert set(second["chart"]) >= {"t", "total", "peers", "history", "resolution"}
+
+
+async def test_head_answers_headers_only(client: httpx2.AsyncClient) -> None:
+    got = await client.get("/metrics")
+    head = await client.head("/metrics")
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-type"] == got.headers["content-type"]
+
+
+async def test_metrics_over_http(client: httpx2.AsyncClient, backend: FakeBackend) -> None:
+    answer = await client.get("/metrics")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
+    got = samples(answer.text)
+    for peer in backend.peers.values():
+        assert got[("ubipy_pages_total", (("peer", peer.peer_id),))] == peer.pages
+
+
+async def test_the_chart_fills_on_its_own_beat(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    backend = FakeBackend.with_peers(2, 3)
+    address = await start(nursery, backend)
+    await trio.sleep(30.5)  # between beats, so the count does not hang on who wakes first
+    async with httpx2.AsyncClient(base_url=f"http://{address}", trust_env=False) as c:
+        chart = (await c.get("/api/status")).json()["chart"]
+    assert len(chart["t"]) == 31
+    assert chart["t"][0] == pytest.approx(-30.5)
+    assert chart["total"][-1] == pytest.approx(5.0)
+    assert chart["peers"][sorted(backend.peers)[1]][-1] == pytest.approx(3.0)
+
+
+async def test_unknown_paths_and_methods(client: httpx2.AsyncClient) -> None:
+    assert (await client.get("/nope")).status_code == 404
+    wrong = await client.post("/metrics")
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "GET, HEAD"
+    stop = await client.get("/api/stop")
+    assert stop.status_code == 405 and stop.headers["allow"] == "POST"
+
+
+async def test_only_loopback_names_are_answered(client: httpx2.AsyncClient) -> None:
+    for host in ("localhost:8000", "127.0.0.1", "[::1]:80", "127.9.9.9:1"):
+        assert (await client.get("/api/status", headers={"Host": host})).status_code == 200
+    for host in ("evil.example", "127.0.0.1.evil.example:80", "[2001:db8::1]:80"):
+        assert (await client.get("/api/status", headers={"Host": host})).status_code == 403
+
+
+# --------------------------------------------------------------------------- seed and stop
+
+
+@pytest.mark.parametrize(
+    ("headers", "challenge"),
+    [
+        ({}, 'Bearer realm="ubipy"'),
+        ({"Authorization": "Bearer wrong"}, 'Bearer realm="ubipy", error="invalid_token"'),
+        ({"Authorization": f"Basic {SECRET}"}, 'Bearer realm="ubipy"'),
+        ({"Authorization": "Bearer"}, 'Bearer realm="ubipy"'),
+        ({"Authorization": f"Bearer {SECRET}x"}, 'Bearer realm="ubipy", error="invalid_token"'),
+    ],
+)
+async def test_seed_and_stop_need_the_secret(
+    client: httpx2.AsyncClient,
+    backend: FakeBackend,
+    headers: dict[str, str],
+    challenge: str,
+) -> None:
+    seed = await client.post("/api/seed", json={"urls": ["http://a.test/"]}, headers=headers)
+    stop = await client.post("/api/stop", headers=headers)
+    for answer in (seed, stop):
+        assert answer.status_code == 401
+        assert answer.headers["www-authenticate"] == challenge
+    assert backend.seeded == [] and backend.stops == 0
+
+
+async def test_a_public_token_does_not_open_a_secret_cluster(
+    client: httpx2.AsyncClient, backend: FakeBackend
+) -> None:
+    # The key a cluster without a secret uses is public; this cluster has one.
+    answer = await client.post("/api/stop", headers={"Authorization": "Bearer ubipy-loopback-only"})
+    assert answer.status_code == 401 and backend.stops == 0
+
+
+async def test_seed_with_the_secret(client: httpx2.AsyncClient, backend: FakeBackend) -> None:
+    answer = await client.post("/api/seed", json={"urls": ["http://a.test/"]}, headers=AUTH)
+    assert answer.status_code == 200
+    assert answer.json()["admitted"] == 1
+    text = b"# seeds\nhttp://b.test/x\nnot a url\n\nhttp://c.test/\n"
+    plain = {**AUTH, "Content-Type": "text/plain; charset=utf-8"}
+    answer = await client.post("/api/seed", content=text, headers=plain)
+    assert answer.status_code == 200
+    assert answer.json()["problems"] == ["line 3: not a crawlable URL (invalid): 'not a url'"]
+    assert backend.seeded == [["http://a.test/"], ["http://b.test/x", "http://c.test/"]]
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status"),
+    [
+        (b"{not json", "application/json", 400),
+        (b'{"urls": "http://a.test/"}', "application/json", 400),
+        (b'{"urls": [1, 2]}', "application/json", 400),
+        (b'["http://a.test/"]', "application/json", 400),
+        (b'{"urls": []}', "application/json", 400),
+        (b"# nothing here\n", "text/plain", 400),
+        (b"http://a.test/", "application/x-www-form-urlencoded", 415),
+    ],
+)
+async def test_bad_seed_bodies(
+    client: httpx2.AsyncClient, backend: FakeBackend, body: bytes, content_type: str, status: int
+) -> None:
+    headers = {**AUTH, "Content-Type": content_type}
+    answer = await client.post("/api/seed", content=body, headers=headers)
+    assert answer.status_code == status
+    assert "error" in answer.json()
+    assert backend.seeded == []
+
+
+async def test_seed_refused_or_deferred_by_the_peer(
+    client: httpx2.AsyncClient, backend: FakeBackend
+) -> None:
+    backend.seed_error = ValueError("seeds must be a list of strings")
+    answer = await client.post("/api/seed", json={"urls": ["http://a.test/"]}, headers=AUTH)
+    assert answer.status_code == 400 and answer.json()["error"] == "seeds must be a list of strings"
+    backend.seed_error = None
+    backend.seed_result = {"error": "the disk is full"}
+    answer = await client.post("/api/seed", json={"urls": ["http://a.test/"]}, headers=AUTH)
+    assert answer.status_code == 503
+
+
+async def test_stop_with_the_secret(client: httpx2.AsyncClient, backend: FakeBackend) -> None:
+    answer = await client.post("/api/stop", headers=AUTH)
+    assert answer.status_code == 202 and answer.json() == {"stopping": True}
+    assert backend.stops == 1
+
+
+# --------------------------------------------------------------------------- bad clients
+
+
+async def test_keep_alive_and_pipelining(address: str) -> None:
+    two = (
+        b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    answer = await raw(address, two)
+    assert answer.count(b"HTTP/1.1 200 OK\r\n") == 2
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"GARBAGE\r\n\r\n",
+        b"\x00\xff\x16\x03\x01\x02\x00\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: -4\r\n\r\n",
+        b"GET / HTTP/1.1\r\nno colon here\r\n\r\n",
+        b"POST /api/seed HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ],
+)
+async def test_a_malformed_request_gets_400_and_the_server_serves_on(
+    address: str, client: httpx2.AsyncClient, garbage: bytes
+) -> None:
+    answer = await raw(address, garbage)
+    assert status_of(answer) in (400, 505)
+    assert (await client.get("/api/status")).status_code == 200
+
+
+async def test_a_client_waiting_for_100_continue_gets_it(
+    address: str, backend: FakeBackend
+) -> None:
+    host, port = split_address(address)
+    body = b"http://a.test/\n"
+    head = (
+        b"POST /api/seed HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
+        + f"Authorization: Bearer {SECRET}\r\nContent-Length: {len(body)}\r\n".encode()
+        + b"Expect: 100-continue\r\nConnection: close\r\n\r\n"
+    )
+    async with await trio.open_tcp_stream(host, port) as stream:
+        await stream.send_all(head)
+        assert (await stream.receive_some(65536)).startswith(b"HTTP/1.1 100 ")
+        await stream.send_all(body)
+        answer = b""
+        while chunk := await stream.receive_some(65536):
+            answer += chunk
+    assert status_of(answer) == 200
+    assert backend.seeded == [["http://a.test/"]]
+
+
+async def test_an_oversized_head_is_refused(address: str) -> None:
+    # Whether the head arrives in one read or in many, it is measured.
+    for size in (20_000, 200_000):
+        request = b"GET / HTTP/1.1\r\nHost: a\r\nX: " + b"a" * size + b"\r\n\r\n"
+        assert status_of(await raw(address, request)) == 431
+
+
+async def test_an_oversized_body_gets_413_unread(address: str, backend: FakeBackend) -> None:
+    head = (
+        b"POST /api/seed HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
+        + f"Authorization: Bearer {SECRET}\r\n".encode()
+        + b"Content-Length: 2000000\r\n\r\n"
+    )
+    answer = await raw(address, head + b"http://a.test/\n" * 1000)
+    assert status_of(answer) == 413
+    assert backend.seeded == []
+
+
+async def test_an_oversized_chunked_body_gets_413(address: str, backend: FakeBackend) -> None:
+    chunk = b"%x\r\n%s\r\n" % (65536, b"a" * 65536)
+    request = (
+        b"POST /api/seed HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
+        + f"Authorization: Bearer {SECRET}\r\n\r\n".encode()
+        + chunk * 17
+    )
+    answer = await raw(address, request)
+    assert status_of(answer) == 413
+    assert backend.seeded == []
+
+
+async def test_a_failing_backend_is_a_500_not_a_dead_server(
+    client: httpx2.AsyncClient, backend: FakeBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend.view_error = RuntimeError("boom")
+    assert (await client.get("/api/status")).status_code == 500
+    backend.view_error = None
+    assert (await client.get("/api/status")).status_code == 200
+    assert "boom" in caplog.text
+
+
+async def test_a_slow_request_is_cut_off(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    address = await start(nursery, FakeBackend(), request_timeout=10.0, idle_timeout=60.0)
+    began = trio.current_time()
+    answer = await raw(address, b"GET /api/status HTTP/1.1\r\nHo")
+    assert status_of(answer) == 408
+    assert 10.0 <= trio.current_time() - began < 11.0
+    began = trio.current_time()
+    body_too_slow = b"POST /api/stop HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc"
+    assert status_of(await raw(address, body_too_slow)) == 408
+    assert 10.0 <= trio.current_time() - began < 11.0
+
+
+async def test_an_idle_connection_is_closed_quietly(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    address = await start(nursery, FakeBackend(), request_timeout=10.0, idle_timeout=60.0)
+    began = trio.current_time()
+    assert await raw(address, b"") == b""
+    assert 60.0 <= trio.current_time() - began < 61.0
+
+
+async def test_connections_beyond_the_cap_are_turned_away(nursery: trio.Nursery) -> None:
+    address = await start(nursery, FakeBackend(), max_connections=1)
+    async with httpx2.AsyncClient(base_url=f"http://{address}", trust_env=False) as c:
+        # Answered, and kept alive in the client's pool: the one connection allowed.
+        assert (await c.get("/api/status")).status_code == 200
+        answer = await raw(address, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        assert status_of(answer) == 503
+
+
+# --------------------------------------------------------------------------- binding
+
+
+async def test_binding_beyond_loopback_must_be_asked_for() -> None:
+    with pytest.raises(ValueError, match="loopback only"):
+        await serve_control(FakeBackend(), "0.0.0.0:0")
+
+
+async def test_a_public_endpoint_needs_a_real_secret() -> None:
+    with pytest.raises(ValueError, match="without a cluster secret"):
+        await serve_control(FakeBackend.with_peers(secret=""), "0.0.0.0:0", public=True)
+
+
+async def test_a_public_endpoint_answers_any_name(nursery: trio.Nursery) -> None:
+    bound: str = await nursery.start(
+        functools.partial(serve_control, public=True), FakeBackend(), "0.0.0.0:0"
+    )
+    _, port = split_address(bound)
+    async with httpx2.AsyncClient(trust_env=False) as c:
+        answer = await c.get(f"http://127.0.0.1:{port}/api/status", headers={"Host": "ctl.example"})
+    assert answer.status_code == 200

@@ -1,0 +1,253 @@
+"""The control centre's HTTP side: dashboard, status JSON, Prometheus metrics, seed and stop.
+
+Started in the peer's nursery by
+``address = await nursery.start(serve_control, backend, "127.0.0.1:8000")``. It
+binds loopback unless told ``public=True``. Reading is open to whoever can reach
+it; ``POST /api/seed`` and ``POST /api/stop`` need the cluster secret as a bearer
+token, and without it the backend is not called at all.
+
+The peer is reached only through :class:`ControlBackend`. The figures go into a
+:class:`~ubipy.peer.control_figures.FiguresBook` sampled on a fixed beat, so the
+chart's history does not depend on anyone having the dashboard open.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+import trio
+
+from ubipy.fetch.seeds import parse_seeds
+from ubipy.peer import control_metrics
+from ubipy.peer.control_figures import FiguresBook, snapshot
+from ubipy.peer.control_http import (
+    JSON_TYPE,
+    Answer,
+    HttpLimits,
+    HttpServer,
+    Request,
+    error,
+    json_answer,
+)
+from ubipy.peer.control_page import CONTENT_SECURITY_POLICY, PAGE
+from ubipy.peer.links import split_address
+from ubipy.peer.wire import is_default_secret, secret_from
+
+log = logging.getLogger(__name__)
+
+
+class ControlBackend(Protocol):
+    """What the control server needs of a peer. Every method is called from trio and
+    must not block; one with asynchronous work to do starts it in its own nursery."""
+
+    @property
+    def secret(self) -> bytes:
+        """The cluster's wire key, ``secret_from(--secret)``. A bearer token is
+        accepted when ``secret_from(token)`` equals it (a plain attribute will do)."""
+        ...
+
+    def cluster_view(self) -> Mapping[str, Mapping[str, Any]]:
+        """Every member by peer id: ``{"address", "state"}`` (state as MemberState's
+        name in lower case) and, once it has reported, its latest figures in the shape
+        of ``PeerStatus.as_json()``. This peer's own entry should be current."""
+        ...
+
+    def seed(self, urls: list[str]) -> Mapping[str, Any]:
+        """Seed the crawl. Raise ValueError for input it refuses; a result holding an
+        ``"error"`` key means it cannot take seeds now (answered 503)."""
+        ...
+
+    def stop_cluster(self) -> None:
+        """Begin a graceful stop of every peer; return at once."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ControlLimits:
+    http: HttpLimits = field(default_factory=HttpLimits)
+    # The chart's beat and span, in seconds.
+    sample_interval: float = 1.0
+    history: float = 300.0
+
+
+_ROUTES: Final = {
+    "/": ("GET", "HEAD"),
+    "/api/status": ("GET", "HEAD"),
+    "/metrics": ("GET", "HEAD"),
+    "/api/seed": ("POST",),
+    "/api/stop": ("POST",),
+}
+_PAGE_HEADERS: Final = (
+    ("Content-Security-Policy", CONTENT_SECURITY_POLICY),
+    ("Referrer-Policy", "no-referrer"),
+    ("X-Frame-Options", "DENY"),
+)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_of(header: str) -> str:
+    """The host of a Host header, without port or IPv6 brackets."""
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    host, sep, port = header.rpartition(":")
+    return host if sep and port.isdigit() else header
+
+
+class ControlServer:
+    """The routes, over one backend and one book of figures."""
+
+    def __init__(self, backend: ControlBackend, *, public: bool, limits: ControlLimits) -> None:
+        self.backend = backend
+        self.public = public
+        self.limits = limits
+        self.book = FiguresBook(history=limits.history, resolution=limits.sample_interval)
+
+    def observe(self) -> None:
+        self.book.update(self.backend.cluster_view(), trio.current_time())
+
+    async def sample_forever(self) -> None:
+        beat = trio.current_time()
+        while True:
+            try:
+                self.observe()
+            except Exception:
+                # A fault in the backend must not stop the chart for good.
+                log.exception("control: the cluster view failed")
+            self.book.sample(trio.current_time())
+            # A fixed grid, so points stay a beat apart whatever a sample cost; after
+            # a stall the missed beats are skipped rather than made up at once.
+            beat = max(beat + self.limits.sample_interval, trio.current_time())
+            await trio.sleep_until(beat)
+
+    def answer(self, request: Request) -> Answer:
+        if not self.public and not _host_allowed(request.headers.get("host")):
+            # A loopback server answers only to loopback names: a web page whose
+            # name was rebound to 127.0.0.1 must not read the cluster's figures.
+            return error(403, "this control endpoint answers to loopback names only")
+        allowed = _ROUTES.get(request.path)
+        if allowed is None:
+            return error(404, f"no such resource: {request.path}")
+        if request.method not in allowed:
+            return error(405, "method not allowed", headers=(("Allow", ", ".join(allowed)),))
+        if request.path == "/":
+            return Answer(200, PAGE, "text/html; charset=utf-8", headers=_PAGE_HEADERS)
+        if request.path == "/api/status":
+            self.observe()
+            return json_answer(200, snapshot(self.book, trio.current_time(), time.time()))
+        if request.path == "/metrics":
+            self.observe()
+            text = control_metrics.render(self.book.rows(trio.current_time()))
+            return Answer(200, text.encode("utf-8"), control_metrics.CONTENT_TYPE)
+        refusal = self._refuse_unless_authorised(request)
+        if refusal is not None:
+            return refusal
+        if request.path == "/api/seed":
+            return self._seed(request)
+        self.backend.stop_cluster()
+        return json_answer(202, {"stopping": True})
+
+    def _refuse_unless_authorised(self, request: Request) -> Answer | None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        token = token.strip()
+        if scheme.lower() == "bearer" and token:
+            # Compared as derived keys: equal length, constant time, and the same
+            # derivation the wire uses, so the token is simply the cluster secret.
+            if hmac.compare_digest(secret_from(token), self.backend.secret):
+                return None
+            challenge = 'Bearer realm="ubipy", error="invalid_token"'
+        else:
+            challenge = 'Bearer realm="ubipy"'
+        return error(
+            401,
+            "the cluster secret is needed as a bearer token",
+            headers=(("WWW-Authenticate", challenge),),
+        )
+
+    def _seed(self, request: Request) -> Answer:
+        media = request.headers.get("content-type", "text/plain").partition(";")[0]
+        media = media.strip().lower()
+        problems: list[str] = []
+        if media == JSON_TYPE or media.endswith("+json"):
+            try:
+                value = json.loads(request.body)
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                return error(400, f"the body is not JSON: {exc}")
+            urls = value.get("urls") if isinstance(value, dict) else None
+            if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+                return error(400, 'expected {"urls": ["http://...", ...]}')
+        elif media == "text/plain":
+            seeds = parse_seeds(request.body)
+            urls = list(seeds.urls)
+            problems = [str(p) for p in seeds.problems]
+        else:
+            return error(415, "send application/json or text/plain (one URL a line)")
+        if not urls:
+            return json_answer(400, {"error": "no URLs to seed", "problems": problems})
+        try:
+            result = dict(self.backend.seed(urls))
+        except ValueError as exc:
+            return error(400, str(exc))
+        if problems:
+            result["problems"] = problems
+        return json_answer(503 if "error" in result else 200, result)
+
+
+def _host_allowed(host: str | None) -> bool:
+    # HTTP/1.0 may omit Host; browsers, the attack this guards against, never do.
+    return host is None or _is_loopback(_host_of(host.strip().lower()))
+
+
+def _bind_host(address: str, public: bool, secret: bytes) -> tuple[str, int]:
+    host, port = split_address(address)
+    # "localhost" may resolve to two addresses, and with port 0 each would get its own port.
+    host = "127.0.0.1" if host == "localhost" else host
+    if not _is_loopback(host):
+        if not public:
+            raise ValueError(
+                f"the control endpoint binds loopback only, not {host}, unless asked to be public"
+            )
+        if is_default_secret(secret):
+            raise ValueError(
+                "refusing a public control endpoint without a cluster secret: anyone "
+                "could stop the cluster"
+            )
+    return host, port
+
+
+async def serve_control(
+    backend: ControlBackend,
+    address: str,
+    *,
+    public: bool = False,
+    limits: ControlLimits | None = None,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the control endpoints on ``address`` (HOST:PORT, port 0 for any) until
+    cancelled; ``await nursery.start(serve_control, ...)`` gives the bound HOST:PORT."""
+    limits = limits or ControlLimits()
+    host, port = _bind_host(address, public, backend.secret)
+    control = ControlServer(backend, public=public, limits=limits)
+    http = HttpServer(control.answer, limits.http)
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    bound = listeners[0].socket.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(control.sample_forever)
+        await nursery.start(trio.serve_listeners, http.handle, listeners)
+        log.info("control centre on http://%s:%d/", shown, bound)
+        task_status.started(f"{shown}:{bound}")

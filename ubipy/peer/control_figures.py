@@ -1,0 +1,298 @@
+"""The control centre's memory of the cluster's figures: pure, no I/O, no clock of its own.
+
+Each peer's figures (the shape of ``PeerStatus.as_json()``) arrive about once a
+second. The book keeps the latest per peer, a short track of (uptime, pages) from
+which pages/s is measured, and a bounded chart history sampled on a fixed beat.
+
+Rates are measured on the reporting peer's own uptime, not on arrival times: pushes
+jitter on the network and may arrive two at once or not at all in a given second,
+while the peer's uptime advances exactly as its pages were fetched.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+#: Member states as the dashboard names them (MemberState's names, lower case).
+STATES: Final = ("alive", "suspect", "dead", "left")
+# Alive and suspect peers still own a share of the ring, so their frontier and
+# hosts count towards the cluster's; a dead or departed peer's are someone else's now.
+LIVE_STATES: Final = frozenset({"alive", "suspect"})
+#: The keys of a peer's figures (``PeerStatus.as_json()``) that the book reads.
+FIGURE_FIELDS: Final = (
+    "version",
+    "started_at",
+    "uptime",
+    "pages",
+    "pages_per_second",
+    "errors",
+    "timeouts",
+    "pending",
+    "hosts",
+    "in_flight",
+    "bytes_in",
+    "bytes_out_wire",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PeerRow:
+    """One peer as the dashboard shows it. Numbers are 0 until it has reported."""
+
+    peer_id: str
+    address: str
+    state: str
+    version: str
+    reported: bool
+    started_at: float | None
+    uptime: float
+    pages: int
+    pages_per_second: float
+    errors: int
+    timeouts: int
+    frontier: int
+    hosts: int
+    in_flight: int
+    bytes_in: int
+    bytes_out: int
+    # Seconds since its figures last changed; None if it never reported.
+    age: float | None
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+    def as_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    peers: int
+    by_state: Mapping[str, int]
+    pages: int
+    pages_per_second: float
+    errors: int
+    timeouts: int
+    frontier: int
+    hosts: int
+    in_flight: int
+    bytes_in: int
+    bytes_out: int
+
+    def as_json(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in self.__slots__}
+        out["by_state"] = dict(self.by_state)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ChartPoint:
+    """Pages/s per peer and in total at one beat of the sampler."""
+
+    t: float
+    total: float
+    peers: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    received: float
+    uptime: float
+    pages: int
+
+
+@dataclass(slots=True)
+class _Track:
+    figures: Mapping[str, Any]
+    changed_at: float
+    started_at: float | None
+    readings: deque[_Reading] = field(default_factory=deque)
+
+
+def _number(value: object) -> float:
+    # Figures come from other peers: anything not a finite number reads as 0
+    # rather than poisoning totals, JSON (NaN is not JSON) or the chart's scale.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    value = float(value)
+    return value if math.isfinite(value) else 0.0
+
+
+def _count(value: object) -> int:
+    return max(int(_number(value)), 0)
+
+
+def _text(value: object, default: str = "") -> str:
+    return value if isinstance(value, str) else default
+
+
+class FiguresBook:
+    """The latest figures per peer, their rates, cluster totals and a chart history.
+
+    ``update(view, now)`` takes the backend's cluster view (peer id → member state
+    and figures); ``sample(now)`` adds a chart point and is meant to be called on a
+    fixed beat. ``now`` is any monotonic clock in seconds, the same for both.
+    """
+
+    def __init__(
+        self,
+        *,
+        history: float = 300.0,
+        resolution: float = 1.0,
+        rate_window: float = 5.0,
+        stale_after: float = 5.0,
+    ) -> None:
+        self.history = history
+        self.resolution = resolution
+        self.rate_window = rate_window
+        self.stale_after = stale_after
+        self._members: dict[str, Mapping[str, Any]] = {}
+        self._tracks: dict[str, _Track] = {}
+        self._chart: deque[ChartPoint] = deque()
+        self._now = 0.0
+
+    # -- input ------------------------------------------------------------------
+    def update(self, view: Mapping[str, Mapping[str, Any]], now: float) -> None:
+        """Take the cluster view: who is a member, in which state, with which figures."""
+        self._now = max(self._now, now)
+        self._members = dict(view)
+        for peer_id, entry in view.items():
+            if "uptime" in entry and "pages" in entry:
+                self._record(peer_id, entry, now)
+        for gone in self._tracks.keys() - view.keys():
+            del self._tracks[gone]
+
+    def _record(self, peer_id: str, figures: Mapping[str, Any], now: float) -> None:
+        uptime = _number(figures.get("uptime"))
+        pages = _count(figures.get("pages"))
+        started_at = figures.get("started_at")
+        started = _number(started_at) if started_at is not None else None
+        track = self._tracks.get(peer_id)
+        if track is not None:
+            last = track.readings[-1] if track.readings else None
+            restarted = track.started_at != started or (
+                last is not None and (uptime < last.uptime or pages < last.pages)
+            )
+            if restarted:
+                track = None
+            elif last is not None and uptime == last.uptime:
+                track.figures = figures  # the same report seen again: nothing has moved
+                return
+        if track is None:
+            track = self._tracks[peer_id] = _Track(figures, now, started)
+        track.figures = figures
+        track.changed_at = now
+        track.readings.append(_Reading(now, uptime, pages))
+        # A reading older than the window is kept while it is the only one that
+        # spans it: the rate then covers a little more than the window, not less.
+        readings = track.readings
+        while len(readings) > 2 and readings[1].uptime <= uptime - self.rate_window:
+            readings.popleft()
+
+    def sample(self, now: float) -> None:
+        """Add one chart point (call it every ``resolution`` seconds)."""
+        self._now = max(self._now, now)
+        rates = {peer_id: self._rate(peer_id, now) for peer_id in sorted(self._tracks)}
+        self._chart.append(ChartPoint(now, sum(rates.values()), rates))
+        while self._chart and self._chart[0].t < now - self.history:
+            self._chart.popleft()
+
+    # -- output -----------------------------------------------------------------
+    def _rate(self, peer_id: str, now: float) -> float:
+        track = self._tracks.get(peer_id)
+        if track is None or not track.readings:
+            return 0.0
+        member = self._members.get(peer_id, {})
+        if _text(member.get("state")).lower() not in LIVE_STATES:
+            return 0.0  # a dead peer's last figures are history, not a pace
+        if now - track.changed_at > self.stale_after:
+            return 0.0  # no news of it: it is not known to be fetching anything
+        first, last = track.readings[0], track.readings[-1]
+        if last.uptime > first.uptime:
+            return (last.pages - first.pages) / (last.uptime - first.uptime)
+        # One reading only: the peer's own lifetime average is the best guess.
+        return _number(track.figures.get("pages_per_second"))
+
+    def rows(self, now: float | None = None) -> list[PeerRow]:
+        now = self._now if now is None else now
+        return [self._row(peer_id, entry, now) for peer_id, entry in sorted(self._members.items())]
+
+    def _row(self, peer_id: str, entry: Mapping[str, Any], now: float) -> PeerRow:
+        track = self._tracks.get(peer_id)
+        figures: Mapping[str, Any] = track.figures if track is not None else entry
+        state = _text(entry.get("state"), "unknown").lower()
+        return PeerRow(
+            peer_id=peer_id,
+            address=_text(entry.get("address")),
+            state=state if state in STATES else "unknown",
+            version=_text(figures.get("version")),
+            reported=track is not None,
+            started_at=track.started_at if track is not None else None,
+            uptime=_number(figures.get("uptime")),
+            pages=_count(figures.get("pages")),
+            pages_per_second=self._rate(peer_id, now),
+            errors=_count(figures.get("errors")),
+            timeouts=_count(figures.get("timeouts")),
+            frontier=_count(figures.get("pending")),
+            hosts=_count(figures.get("hosts")),
+            in_flight=_count(figures.get("in_flight")),
+            bytes_in=_count(figures.get("bytes_in")),
+            bytes_out=_count(figures.get("bytes_out_wire")),
+            age=max(now - track.changed_at, 0.0) if track is not None else None,
+        )
+
+    def chart(self) -> list[ChartPoint]:
+        return list(self._chart)
+
+
+def totals(rows: Iterable[PeerRow]) -> Totals:
+    """Counters summed over every peer that reported; gauges over live peers only."""
+    rows = list(rows)
+    live = [r for r in rows if r.live]
+    by_state = dict.fromkeys(STATES, 0)
+    for r in rows:
+        by_state[r.state] = by_state.get(r.state, 0) + 1
+    return Totals(
+        peers=len(rows),
+        by_state=by_state,
+        pages=sum(r.pages for r in rows),
+        pages_per_second=sum(r.pages_per_second for r in rows),
+        errors=sum(r.errors for r in rows),
+        timeouts=sum(r.timeouts for r in rows),
+        frontier=sum(r.frontier for r in live),
+        hosts=sum(r.hosts for r in live),
+        in_flight=sum(r.in_flight for r in live),
+        bytes_in=sum(r.bytes_in for r in rows),
+        bytes_out=sum(r.bytes_out for r in rows),
+    )
+
+
+def snapshot(book: FiguresBook, now: float, wall: float) -> dict[str, Any]:
+    """The JSON of ``GET /api/status``: rows, totals and the chart, times relative to now."""
+    rows = book.rows(now)
+    points = book.chart()
+    peer_ids = sorted({p for point in points for p in point.peers})
+    return {
+        "now": wall,
+        "peers": [r.as_json() for r in rows],
+        "totals": totals(rows).as_json(),
+        "chart": {
+            "history": book.history,
+            "resolution": book.resolution,
+            # Seconds before now; the browser's clock need not agree with ours.
+            "t": [round(p.t - now, 3) for p in points],
+            "total": [round(p.total, 3) for p in points],
+            # None where the peer was not in the book at that beat: a gap, not a zero.
+            "peers": {
+                peer_id: [
+                    round(p.peers[peer_id], 3) if peer_id in p.peers else None for p in points
+                ]
+                for peer_id in peer_ids
+            },
+        },
+    }

@@ -1,0 +1,260 @@
+"""A small HTTP/1.1 server on trio + h11, for the control centre's few routes.
+
+One job: turn bytes on a connection into whole :class:`Request` objects and
+:class:`Answer` objects back into bytes, keeping alive what can be kept alive and
+surviving whatever a client sends. What to answer is the caller's function.
+
+A client that sends garbage gets 400, an over-long body 413, a request that drips
+in too slowly 408, and only its own connection is closed. Bodies are read whole
+(they are capped), since every route here wants all of its body before acting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any, Final
+
+import h11
+import trio
+
+log = logging.getLogger(__name__)
+
+_READ_SIZE: Final = 65_536
+JSON_TYPE: Final = "application/json"
+# After an answer that ends the connection, unread input is drained this long.
+_LINGER: Final = 1.0
+_LINGER_BYTES: Final = 4 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    max_body: int = 1 << 20
+    max_head: int = 16 * 1024
+    # Once a request's first byte is in, all of it must arrive within this.
+    request_timeout: float = 10.0
+    # A kept-alive connection with no request for this long is closed.
+    idle_timeout: float = 60.0
+    # Even on loopback, one local program should not be able to hold every fd.
+    max_connections: int = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    method: str
+    # The target's path, without the query.
+    path: str
+    # Lower-case names; repeated headers are joined with ", ".
+    headers: Mapping[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    body: bytes = b""
+    content_type: str = "text/plain; charset=utf-8"
+    headers: tuple[tuple[str, str], ...] = ()
+    close: bool = False
+
+
+def json_answer(status: int, value: object, **extra: Any) -> Answer:
+    body = json.dumps(value, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    return Answer(status, body, JSON_TYPE, **extra)
+
+
+def error(status: int, message: str, **extra: Any) -> Answer:
+    return json_answer(status, {"error": message}, **extra)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _TimedOut(Exception):
+    pass
+
+
+class HttpServer:
+    """Serves connections with ``answer``; pass ``handle`` to ``trio.serve_listeners``."""
+
+    def __init__(self, answer: Callable[[Request], Answer], limits: HttpLimits) -> None:
+        self._answer = answer
+        self.limits = limits
+        self.connections = 0
+
+    async def handle(self, stream: trio.SocketStream) -> None:
+        if self.connections >= self.limits.max_connections:
+            await _refuse(stream)
+            return
+        self.connections += 1
+        try:
+            await self._converse(stream)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the client went; only its own connection ends
+        except Exception:
+            # Whatever one request does, the server and the peer around it go on.
+            log.exception("control: connection failed")
+        finally:
+            self.connections -= 1
+            await trio.aclose_forcefully(stream)
+
+    async def _converse(self, stream: trio.SocketStream) -> None:
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_head)
+        while True:
+            try:
+                request = await self._read(conn, stream)
+            except h11.RemoteProtocolError as exc:
+                await self._send(conn, stream, error(exc.error_status_hint, str(exc), close=True))
+                await _linger(stream)
+                return
+            except _TooLarge:
+                limit = self.limits.max_body
+                answer = error(413, f"the body is larger than {limit} bytes", close=True)
+                await self._send(conn, stream, answer)
+                await _linger(stream)
+                return
+            except _TimedOut:
+                if conn.their_state is not h11.IDLE or conn.trailing_data[0]:
+                    answer = error(408, "the request did not arrive in time", close=True)
+                    await self._send(conn, stream, answer)
+                return
+            if request is None:
+                return
+            try:
+                answer = self._answer(request)
+            except Exception:
+                log.exception("control: %s %s failed", request.method, request.path)
+                answer = error(500, "internal error")
+            await self._send(conn, stream, answer, head_only=request.method == "HEAD")
+            if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                await _linger(stream)
+                return
+            conn.start_next_cycle()
+
+    async def _read(self, conn: h11.Connection, stream: trio.SocketStream) -> Request | None:
+        """The next whole request; None when the client closed between requests."""
+        limits = self.limits
+        deadline = trio.current_time() + limits.idle_timeout
+        if conn.trailing_data[0]:  # a pipelined request is already under way
+            deadline = min(deadline, trio.current_time() + limits.request_timeout)
+        head: h11.Request | None = None
+        body = bytearray()
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                with trio.move_on_at(deadline):
+                    data = await stream.receive_some(_READ_SIZE)
+                    conn.receive_data(data)
+                    if data and head is None and conn.their_state is h11.IDLE:
+                        deadline = min(deadline, trio.current_time() + limits.request_timeout)
+                    continue
+                raise _TimedOut
+            if isinstance(event, h11.Request):
+                head = event
+                # h11 bounds a head that arrives in pieces; one read can bring more.
+                if _head_size(event) > limits.max_head:
+                    raise h11.RemoteProtocolError("the request head is too large", 431)
+                length = _content_length(event)
+                if length is not None and length > limits.max_body:
+                    raise _TooLarge
+                if conn.they_are_waiting_for_100_continue:
+                    interim = h11.InformationalResponse(status_code=100, headers=[])
+                    await stream.send_all(conn.send(interim) or b"")
+            elif isinstance(event, h11.Data):
+                body += event.data
+                if len(body) > limits.max_body:
+                    raise _TooLarge
+            elif isinstance(event, h11.EndOfMessage):
+                assert head is not None
+                return _request(head, bytes(body))
+            elif isinstance(event, h11.ConnectionClosed):
+                return None
+            else:  # PAUSED cannot come before we answer; anything else is h11's surprise
+                raise h11.RemoteProtocolError(f"unexpected {event!r}")
+
+    async def _send(
+        self,
+        conn: h11.Connection,
+        stream: trio.SocketStream,
+        answer: Answer,
+        *,
+        head_only: bool = False,
+    ) -> None:
+        if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            return  # nothing can be said on this connection any more
+        headers = [
+            ("Content-Type", answer.content_type),
+            ("Content-Length", str(len(answer.body))),
+            ("Cache-Control", "no-store"),
+            ("X-Content-Type-Options", "nosniff"),
+            ("Server", "ubipy"),
+            *answer.headers,
+        ]
+        if answer.close:
+            headers.append(("Connection", "close"))
+        reason = HTTPStatus(answer.status).phrase.encode("ascii")
+        data = conn.send(h11.Response(status_code=answer.status, headers=headers, reason=reason))
+        out = bytearray(data or b"")
+        if answer.body and not head_only:
+            out += conn.send(h11.Data(data=answer.body)) or b""
+        out += conn.send(h11.EndOfMessage()) or b""
+        # A client that does not read its answer holds a connection, not the server.
+        with trio.move_on_after(self.limits.request_timeout) as scope:
+            await stream.send_all(bytes(out))
+        if scope.cancelled_caught:
+            raise trio.BrokenResourceError("the client did not take its answer")
+
+
+def _head_size(event: h11.Request) -> int:
+    return len(event.target) + sum(len(k) + len(v) + 4 for k, v in event.headers)
+
+
+def _content_length(event: h11.Request) -> int | None:
+    for name, value in event.headers:
+        if name == b"content-length":
+            return int(value)  # h11 has checked it is a number
+    return None
+
+
+def _request(head: h11.Request, body: bytes) -> Request:
+    headers: dict[str, str] = {}
+    for name, value in head.headers:  # h11 gives names in lower case
+        key = name.decode("ascii")
+        text = value.decode("latin-1")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    target = head.target.decode("latin-1")
+    return Request(head.method.decode("ascii").upper(), target.partition("?")[0], headers, body)
+
+
+async def _linger(stream: trio.SocketStream) -> None:
+    """Half-close, then read and drop what the client is still sending for a moment.
+
+    Closing with unread bytes in the socket makes the kernel send a reset, which can
+    destroy our answer (a 413, a 400) before the client has read it.
+    """
+    with (
+        trio.move_on_after(_LINGER),
+        contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError),
+    ):
+        await stream.send_eof()
+        drained = 0
+        while drained < _LINGER_BYTES and (data := await stream.receive_some(_READ_SIZE)):
+            drained += len(data)
+
+
+async def _refuse(stream: trio.SocketStream) -> None:
+    with (
+        trio.move_on_after(_LINGER),
+        contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError),
+    ):
+        await stream.send_all(
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+            b"Retry-After: 1\r\nConnection: close\r\n\r\n"
+        )
+    await _linger(stream)
+    await trio.aclose_forcefully(stream)
