@@ -231,6 +231,18 @@ def build_parser() -> argparse.ArgumentParser:
         "clockwise, which takes the hosts over if the owner dies (default: %(default)s)",
     )
     p.add_argument(
+        "--control",
+        default=None,
+        metavar="ADDR",
+        help="serve the control centre (dashboard, /api/status, /metrics, seed and stop) "
+        "on ADDR, e.g. 127.0.0.1:8080; loopback only unless --control-public",
+    )
+    p.add_argument(
+        "--control-public",
+        action="store_true",
+        help="let --control bind a non-loopback address (needs --secret)",
+    )
+    p.add_argument(
         "--rejoin-grace",
         type=float,
         default=_DEFAULTS.rejoin_grace,
@@ -364,12 +376,33 @@ async def _run_peer(args: argparse.Namespace) -> int:
         batch_linger=args.batch_linger,
         replicas=args.replicas,
         rejoin_grace=args.rejoin_grace,
+        control=args.control,
+        control_public=args.control_public,
         secret=args.secret or os.environ.get("UBIPY_SECRET"),
     )
-    peer = Peer(config)
+    try:
+        peer = Peer(config)
+    except ValueError as exc:
+        print(f"ubipy peer: {exc}", file=sys.stderr)
+        return 2
+    problem: BaseException | None = None
+    try:
+        return await _serve_peer(peer, args)
+    except* OSError as group:
+        # Most often an address in use, for the peer or its control centre.
+        problem = group.exceptions[0]
+        while isinstance(problem, BaseExceptionGroup):
+            problem = problem.exceptions[0]
+    print(f"ubipy peer: cannot start: {problem}", file=sys.stderr)
+    return 2
+
+
+async def _serve_peer(peer: Peer, args: argparse.Namespace) -> int:
     async with trio.open_nursery() as nursery:
         await nursery.start(peer.run)
         print(f"ubipy peer {peer.peer_id} listening on {peer.address}", file=sys.stderr)
+        if peer.control_address is not None:
+            print(f"control centre on http://{peer.control_address}/", file=sys.stderr)
         if args.seeds is not None:
             seeds = parse_seeds(args.seeds.read_bytes())
             for problem in seeds.problems:

@@ -91,6 +91,10 @@ class CrawlConfig:
     # Without replicas, a dead peer's hosts wait this long for it to come back with
     # its history before others crawl them (and may fetch again what it had).
     rejoin_grace: float = 30.0
+    # The control centre (dashboard, /api/status, /metrics, seed and stop over
+    # HTTP) on this address; loopback only unless control_public.
+    control: str | None = None
+    control_public: bool = False
     # Membership timings (SWIM), memberlist's LAN profile by default.
     probe_interval: float = 1.0
     probe_timeout: float = 0.5

@@ -212,7 +212,8 @@ def _host_allowed(host: str | None) -> bool:
     return host is None or _is_loopback(_host_of(host.strip().lower()))
 
 
-def _bind_host(address: str, public: bool, secret: bytes) -> tuple[str, int]:
+def control_bind(address: str, public: bool, secret: bytes) -> tuple[str, int]:
+    """Where to listen; ValueError for an address the control centre must not bind."""
     host, port = split_address(address)
     # "localhost" may resolve to two addresses, and with port 0 each would get its own port.
     host = "127.0.0.1" if host == "localhost" else host
@@ -240,7 +241,7 @@ async def serve_control(
     """Serve the control endpoints on ``address`` (HOST:PORT, port 0 for any) until
     cancelled; ``await nursery.start(serve_control, ...)`` gives the bound HOST:PORT."""
     limits = limits or ControlLimits()
-    host, port = _bind_host(address, public, backend.secret)
+    host, port = control_bind(address, public, backend.secret)
     control = ControlServer(backend, public=public, limits=limits)
     http = HttpServer(control.answer, limits.http)
     listeners = await trio.open_tcp_listeners(port, host=host)

@@ -9,6 +9,7 @@ STATUS_REQUEST / STATUS (from the command line or another peer).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import math
@@ -16,6 +17,7 @@ import random
 import sqlite3
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,11 +27,13 @@ import trio
 from ubipy import __version__
 from ubipy.config import CrawlConfig
 from ubipy.fetch.client import make_client
+from ubipy.peer.control import control_bind, serve_control
 from ubipy.peer.crawler import Crawler, StorageError
 from ubipy.peer.handoff import Handoff, NotOurs
 from ubipy.peer.links import Links, Reply, request, split_address
 from ubipy.peer.membership import Membership, MembershipConfig, Outgoing
 from ubipy.peer.membership_messages import MemberState, message_from_wire
+from ubipy.peer.monitor import Monitor
 from ubipy.peer.replica import Replicator
 from ubipy.peer.router import Batch, Router, url_items
 from ubipy.peer.wire import Frame, FrameType, is_default_secret, secret_from
@@ -118,6 +122,8 @@ class Peer:
                 f"refusing to listen on {host} without a cluster secret: frames would be "
                 "forgeable; give --secret (or UBIPY_SECRET), or listen on loopback"
             )
+        if config.control is not None:
+            control_bind(config.control, config.control_public, self.secret)
         self.shard = Shard.open(config.data_dir)
         self.peer_id = load_peer_id(self.shard)
         self.address = config.listen
@@ -128,6 +134,7 @@ class Peer:
         self._links: Links | None = None
         self._handoff: Handoff | None = None
         self._replicator: Replicator | None = None
+        self._monitor: Monitor | None = None
         self._nursery: trio.Nursery | None = None
         self._stop = trio.Event()
         # Set when run() is over: crawler stopped, leave announced, hosts handed off.
@@ -229,7 +236,15 @@ class Peer:
         self._replicator = Replicator(
             self.peer_id, config.replicas, crawler, self.shard, self.links.send, self._address_of
         )
+        monitor = self._monitor = Monitor(self, self.links.send)
+        if config.control is not None:
+            monitor.control_address = await nursery.start(
+                functools.partial(serve_control, public=config.control_public),
+                monitor,
+                config.control,
+            )
         await nursery.start(crawler.run)
+        nursery.start_soon(monitor.push_forever)
         nursery.start_soon(self._replicator.run)
         nursery.start_soon(self._gossip_loop)
         nursery.start_soon(self._router_loop)
@@ -271,6 +286,21 @@ class Peer:
     def _address_of(self, peer_id: str) -> str | None:
         member = self.membership.member(peer_id)
         return None if member is None else member.address
+
+    @property
+    def monitor(self) -> Monitor:
+        assert self._monitor is not None
+        return self._monitor
+
+    @property
+    def control_address(self) -> str | None:
+        """Where the control centre listens (HOST:PORT), if this peer serves it."""
+        return None if self._monitor is None else self._monitor.control_address
+
+    def start_soon(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
+        """Run ``fn`` in the peer's nursery (for its components' background sends)."""
+        assert self._nursery is not None
+        self._nursery.start_soon(fn, *args)
 
     @property
     def replicator(self) -> Replicator:
@@ -315,6 +345,7 @@ class Peer:
                 self.handoff.abandon(event.member.address)
             elif event.changes_ring and event.member.id != self.peer_id:
                 self._share_scope(event.member.address)
+                self.monitor.member_joined(event.member.address)
         if ring_changed and not self.stopping:
             self.ring_changes += 1
             alive = self.membership.alive_ids()
@@ -431,13 +462,22 @@ class Peer:
                 raise ValueError("scope roots must be a list of strings")
             self.crawler.add_scope_roots(payload)
         elif kind is FrameType.SEED:
-            await reply(FrameType.SEED_ACK, self._seed(payload["urls"]))
+            await reply(FrameType.SEED_ACK, self.seed_urls(payload["urls"]))
+        elif kind is FrameType.CONTROL:
+            self.monitor.on_control(frame.sender, payload)
+        elif kind is FrameType.FIGURES:
+            self.monitor.on_figures(frame.sender, payload)
+        elif kind is FrameType.STOP:
+            log.info("stop asked by %s for the whole cluster", frame.sender)
+            self.stop()
         elif kind is FrameType.STATUS_REQUEST:
             await reply(FrameType.STATUS, await self._status_report(bool(payload.get("cluster"))))
         else:
             raise ValueError(f"unexpected frame type {kind.name}")
 
-    def _seed(self, urls: object) -> dict[str, Any]:
+    def seed_urls(self, urls: object) -> dict[str, Any]:
+        """Seed the crawl (from the wire or the control centre); raises ValueError for
+        what is not a list of strings, and answers an error while storage fails."""
         if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
             raise ValueError("seeds must be a list of strings")
         try:

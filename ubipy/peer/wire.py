@@ -102,6 +102,10 @@ class FrameType(enum.IntEnum):
     HANDOFF_DONE = 12
     REPLICA = 13
     ERROR = 15
+    # Monitoring: a control peer asks to be pushed figures; figures; stop everything.
+    CONTROL = 16
+    FIGURES = 17
+    STOP = 18
 
 
 # A set of ints rather than FrameType(value): a hostile value should cost a lookup,

@@ -1,0 +1,136 @@
+"""Monitoring: the figures each peer pushes to the control peer, and the control
+peer's side of the control centre (:class:`~ubipy.peer.control.ControlBackend`).
+
+A peer started with ``--control`` serves the dashboard and tells every member it
+learns of through membership (a CONTROL frame) to push its figures there. Every
+peer so told pushes a FIGURES frame about once a second to each control peer it
+knows that is alive. The control peer is not in the crawl's path: if it is down,
+the pushes fail quietly and the crawl goes on; a peer also answers STATUS
+requests for itself. A stop from the dashboard reaches every member as a STOP
+frame, authenticated like every other frame.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ubipy.peer.membership import MemberState
+from ubipy.peer.wire import FrameType
+
+if TYPE_CHECKING:
+    from ubipy.peer.peer import Peer
+
+log = logging.getLogger(__name__)
+
+PUSH_INTERVAL = 1.0
+_LIVE = (MemberState.ALIVE, MemberState.SUSPECT)
+# Figures from a peer are at most this many fields, each a number, a string,
+# a bool or null: anything else is not figures.
+_MAX_FIELDS = 100
+
+Send = Callable[[str, FrameType, Any], Awaitable[bool]]
+
+
+class Monitor:
+    """One per peer: pushes this peer's figures, and on a control peer keeps the
+    others' and answers the control server."""
+
+    def __init__(self, peer: Peer, send: Send) -> None:
+        self._peer = peer
+        self._send = send
+        # Control peers to push to: id -> address.
+        self._controls: dict[str, str] = {}
+        # On a control peer: the latest figures each member pushed.
+        self._figures: dict[str, dict[str, Any]] = {}
+        self.control_address: str | None = None
+
+    # -- ControlBackend ---------------------------------------------------------
+    @property
+    def secret(self) -> bytes:
+        return self._peer.secret
+
+    def cluster_view(self) -> Mapping[str, Mapping[str, Any]]:
+        peer = self._peer
+        view: dict[str, dict[str, Any]] = {}
+        for m in peer.membership.members():
+            if m.id == peer.peer_id:
+                entry = peer.status().as_json()
+            else:
+                # A dead peer keeps its last figures: its row shows what it had done.
+                entry = dict(self._figures.get(m.id, {}))
+            entry["address"] = m.address
+            entry["state"] = m.state.name.lower()
+            view[m.id] = entry
+        return view
+
+    def seed(self, urls: list[str]) -> Mapping[str, Any]:
+        return self._peer.seed_urls(urls)
+
+    def stop_cluster(self) -> None:
+        self._peer.start_soon(self._stop_cluster)
+
+    async def _stop_cluster(self) -> None:
+        peer = self._peer
+        log.info("stop of the whole cluster asked from the control centre")
+        with trio.move_on_after(5.0):
+            async with trio.open_nursery() as nursery:
+                for m in peer.membership.members():
+                    if m.id != peer.peer_id and m.state in _LIVE:
+                        nursery.start_soon(self._send, m.address, FrameType.STOP, {})
+        peer.stop()
+
+    # -- membership -----------------------------------------------------------------
+    def member_joined(self, address: str) -> None:
+        """A control peer tells every member it learns of to push its figures here."""
+        if self.control_address is not None:
+            self._peer.start_soon(
+                self._send, address, FrameType.CONTROL, {"control": self.control_address}
+            )
+
+    # -- frames -------------------------------------------------------------------
+    def on_control(self, sender: str, payload: Any) -> None:
+        if not (isinstance(payload, dict) and isinstance(payload.get("control"), str)):
+            raise ValueError("CONTROL without the control centre's address")
+        member = self._peer.membership.member(sender)
+        if member is None:
+            raise ValueError(f"CONTROL from {sender}, not a member")
+        if sender not in self._controls:
+            log.info("pushing figures to the control centre on %s", sender)
+        self._controls[sender] = member.address
+
+    def on_figures(self, sender: str, payload: Any) -> None:
+        if self.control_address is None:
+            return  # not a control peer (any more): nothing to keep
+        if not (
+            isinstance(payload, dict)
+            and len(payload) <= _MAX_FIELDS
+            and all(
+                isinstance(k, str) and (v is None or isinstance(v, int | float | str | bool))
+                for k, v in payload.items()
+            )
+        ):
+            raise ValueError("figures are a flat map of numbers and strings")
+        self._figures[sender] = payload
+
+    # -- pushing ------------------------------------------------------------------
+    async def push_forever(self) -> None:
+        while True:
+            await trio.sleep(PUSH_INTERVAL)
+            self.push()
+
+    def push(self) -> None:
+        if not self._controls:
+            return
+        peer = self._peer
+        figures = peer.status().as_json()
+        for control_id in list(self._controls):
+            member = peer.membership.member(control_id)
+            if member is None or member.state in (MemberState.DEAD, MemberState.LEFT):
+                del self._controls[control_id]
+                continue
+            if control_id != peer.peer_id and member.state in _LIVE:
+                peer.start_soon(self._send, member.address, FrameType.FIGURES, figures)
