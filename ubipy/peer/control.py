@@ -14,7 +14,6 @@ chart's history does not depend on anyone having the dashboard open.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import logging
 import time
@@ -37,7 +36,7 @@ from ubipy.peer.control_http import (
     json_answer,
 )
 from ubipy.peer.control_page import CONTENT_SECURITY_POLICY, PAGE
-from ubipy.peer.links import split_address
+from ubipy.peer.links import is_loopback, split_address
 from ubipy.peer.wire import is_default_secret, secret_from
 
 log = logging.getLogger(__name__)
@@ -89,15 +88,6 @@ _PAGE_HEADERS: Final = (
     ("Referrer-Policy", "no-referrer"),
     ("X-Frame-Options", "DENY"),
 )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _host_of(header: str) -> str:
@@ -209,7 +199,7 @@ class ControlServer:
 
 def _host_allowed(host: str | None) -> bool:
     # HTTP/1.0 may omit Host; browsers, the attack this guards against, never do.
-    return host is None or _is_loopback(_host_of(host.strip().lower()))
+    return host is None or is_loopback(_host_of(host.strip().lower()))
 
 
 def control_bind(address: str, public: bool, secret: bytes) -> tuple[str, int]:
@@ -217,7 +207,7 @@ def control_bind(address: str, public: bool, secret: bytes) -> tuple[str, int]:
     host, port = split_address(address)
     # "localhost" may resolve to two addresses, and with port 0 each would get its own port.
     host = "127.0.0.1" if host == "localhost" else host
-    if not _is_loopback(host):
+    if not is_loopback(host):
         if not public:
             raise ValueError(
                 f"the control endpoint binds loopback only, not {host}, unless asked to be public"

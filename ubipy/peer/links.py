@@ -10,6 +10,7 @@ closed. Nothing a remote sends can raise out of here.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import secrets
 import time
@@ -49,6 +50,16 @@ class LinkStats:
     bytes_in: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     dial_failures: int = 0
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address) is this machine's loopback."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def split_address(address: str) -> tuple[str, int]:

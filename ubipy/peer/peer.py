@@ -10,7 +10,6 @@ STATUS_REQUEST / STATUS (from the command line or another peer).
 from __future__ import annotations
 
 import functools
-import ipaddress
 import logging
 import math
 import random
@@ -30,7 +29,7 @@ from ubipy.fetch.client import make_client
 from ubipy.peer.control import control_bind, serve_control
 from ubipy.peer.crawler import Crawler, StorageError
 from ubipy.peer.handoff import Handoff, NotOurs
-from ubipy.peer.links import Links, Reply, request, split_address
+from ubipy.peer.links import Links, Reply, is_loopback, request, split_address
 from ubipy.peer.membership import Membership, MembershipConfig, Outgoing
 from ubipy.peer.membership_messages import MemberState, message_from_wire
 from ubipy.peer.monitor import Monitor
@@ -61,15 +60,6 @@ def load_peer_id(shard: Shard) -> str:
         with shard.transaction():
             shard.set_meta(_ID_META, peer_id)
     return peer_id
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +107,7 @@ class Peer:
         self._transport = transport
         self.secret = secret_from(config.secret)
         host, _ = split_address(config.listen)
-        if is_default_secret(self.secret) and not _is_loopback(host):
+        if is_default_secret(self.secret) and not is_loopback(host):
             raise ValueError(
                 f"refusing to listen on {host} without a cluster secret: frames would be "
                 "forgeable; give --secret (or UBIPY_SECRET), or listen on loopback"
