@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import httpx2
 import pytest
 import trio
 
-from ubipy.cli import build_parser
+from ubipy.cli import build_parser, format_cluster
+from ubipy.progress import wall_clock
 from ubipy.synthweb.model import SyntheticWeb, WebSpec
 from ubipy.synthweb.referee import Referee
 from ubipy.synthweb.server import serve
 from ubipy.synthweb.truth import ground_truth
 
 UBIPY = [sys.executable, "-m", "ubipy.cli"]
+PROGRESS = re.compile(
+    r"(progress|crawling) \w+: \d+ pages, [\d.]+ pages/s, frontier \d+, in flight \d+, "
+    r"errors \d+(, peers \d+/\d+)?"
+)
 
 
 async def _read_until(stream: trio.abc.ReceiveStream, marker: bytes, then: bytes = b"") -> bytes:
@@ -27,6 +35,14 @@ async def _read_until(stream: trio.abc.ReceiveStream, marker: bytes, then: bytes
         chunk = await stream.receive_some(4096)
         if not chunk:
             raise AssertionError(f"stream ended before {marker!r}: {seen!r}")
+        seen += chunk
+    return seen
+
+
+async def _read_to_end(stream: trio.abc.ReceiveStream | None) -> bytes:
+    assert stream is not None
+    seen = b""
+    while chunk := await stream.receive_some(65536):
         seen += chunk
     return seen
 
@@ -83,12 +99,32 @@ async def test_peer_seed_status_and_graceful_stop_as_processes(tmp_path: Path) -
                 await server.log.wait_for(lambda log: Referee(log, web).requested() >= truth)
 
             status = await trio.run_process([*UBIPY, "status", "--peer", addr], capture_stdout=True)
-            assert "pages" in status.stdout.decode()
+            table = status.stdout.decode().splitlines()
+            # The dashboard's columns, one row for the peer, then the totals.
+            assert table[0].split() == [
+                "peer", "address", "state", "started", "uptime", "pages", "pages/s", "errors",
+                "time-outs", "frontier", "hosts", "bytes", "in", "bytes", "out",
+            ]  # fmt: skip
+            peer_id = banner.decode().split("ubipy peer ")[1].split()[0]
+            row = table[1].split()
+            assert row[:3] == [peer_id, addr, "alive"]
+            assert re.fullmatch(r"\d\d:\d\d:\d\d", row[3]) and re.fullmatch(r"(\d+m)?\d+s", row[4])
+            assert int(row[5]) > 0 and row[-3] in ("KiB", "MiB")  # bytes in, in human units
+            assert table[2].startswith("total (1)") and "1 alive" in table[2]
+            assert table[2].split()[4] == row[5]  # the pages, summed
 
             proc.send_signal(signal.SIGINT)
             with trio.fail_after(30):
                 code = await proc.wait()
+                rest = await _read_to_end(proc.stderr)
             assert code == 0
+            # Not on a terminal: whole log lines, the last figures as the peer stops.
+            lines = (banner + rest).decode().splitlines()
+            progress = [line for line in lines if line.startswith("progress ")]
+            assert progress and all(PROGRESS.fullmatch(line) for line in progress)
+            assert "\r" not in rest.decode()
+            assert lines[-2] == progress[-1]
+            assert re.fullmatch(rf"ubipy peer {peer_id} stopped: \d+ pages this run", lines[-1])
         finally:
             if proc.returncode is None:
                 proc.kill()
@@ -103,6 +139,59 @@ async def test_peer_seed_status_and_graceful_stop_as_processes(tmp_path: Path) -
     (pages,) = conn.execute("SELECT COUNT(*) FROM pages").fetchone()
     conn.close()
     assert pages == len([r for r in server.log if not r.target_path.startswith("/robots")])
+
+
+def test_the_status_table_has_the_dashboards_rows_and_totals() -> None:
+    def figures(peer_id: str, pages: int, **more: Any) -> dict[str, Any]:
+        return {
+            "peer_id": peer_id, "address": "ignored", "version": "0.1.0",
+            "started_at": 1_700_000_000.0, "uptime": 3723.4, "pages": pages,
+            "pages_per_second": pages / 3723.4, "errors": 2, "timeouts": 1, "pending": 40,
+            "hosts": 5, "in_flight": 3, "bytes_in": 3 * 2**20, "bytes_out_wire": 1536,
+            "storage_error": None, **more,
+        }  # fmt: skip
+
+    report = {
+        "members": [
+            {"id": "aaaa", "address": "127.0.0.1:7001", "state": "alive"},
+            {"id": "bbbb", "address": "127.0.0.1:7002", "state": "suspect"},
+            {"id": "cccc", "address": "127.0.0.1:7003", "state": "dead"},
+            {"id": "dddd", "address": "127.0.0.1:7004", "state": "left"},
+        ],
+        "peers": [
+            figures("aaaa", 7446),
+            figures("bbbb", 3723, storage_error="disk I/O error"),
+        ],
+    }
+    table = format_cluster(report, now=1_700_000_000.0 + 3723.4).splitlines()
+    assert table[0].split() == [
+        "peer", "address", "state", "started", "uptime", "pages", "pages/s", "errors",
+        "time-outs", "frontier", "hosts", "bytes", "in", "bytes", "out",
+    ]  # fmt: skip
+    started = wall_clock(1_700_000_000.0, 1_700_000_000.0 + 3723.4)
+    assert table[1].split() == [
+        "aaaa", "127.0.0.1:7001", "alive", started, "1h02m03s", "7446", "2.0", "2", "1", "40",
+        "5", "3.0", "MiB", "1.5", "KiB",
+    ]  # fmt: skip
+    assert table[2].split()[:6] == [
+        "bbbb",
+        "127.0.0.1:7002",
+        "suspect",
+        started,
+        "1h02m03s",
+        "3723",
+    ]
+    assert table[3] == "  STORAGE FAILING, admission paused: disk I/O error"
+    # Those that did not answer: their state, and '-' for every figure.
+    assert table[4].split() == ["cccc", "127.0.0.1:7003", "dead"] + ["-"] * 10
+    assert table[5].split() == ["dddd", "127.0.0.1:7004", "left"] + ["-"] * 10
+    # The totals as the dashboard sums them.
+    assert table[6].split() == [
+        "total", "(4)", "1", "alive,", "1", "suspect,", "1", "dead,", "1", "left",
+        "11169", "3.0", "4", "2", "80", "10", "6.0", "MiB", "3.0", "KiB",
+    ]  # fmt: skip
+    # Columns line up: every figure ends where its header does.
+    assert len({len(line) for line in (table[0], table[1], table[2], table[6])}) == 1
 
 
 def test_seed_reports_an_unreachable_peer_clearly(tmp_path: Path) -> None:
@@ -145,26 +234,69 @@ def test_every_command_documents_its_options_and_defaults(
         assert "default" in out
 
 
-def test_demo_crawls_and_ends_with_a_summary(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            *UBIPY,
-            "demo",
-            "--hosts",
-            "12",
-            "--pages",
-            "6",
-            "--delay",
-            "0.01",
-            "--data",
-            str(tmp_path / "demo"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.strip().splitlines()
-    assert lines[-3].startswith("crawled ")
-    assert "(100%)" in lines[-2] and "0 duplicate fetches" in lines[-2]
-    assert (tmp_path / "demo" / "shard.sqlite3").exists()
+async def test_demo_runs_a_cluster_with_its_dashboard_and_a_perfect_verdict(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "demo"
+    errors = tmp_path / "stderr.txt"
+    cmd = [
+        *UBIPY, "demo", "--hosts", "12", "--pages", "6", "--delay", "0.01",
+        "--data", str(data), "--linger", "60",
+    ]  # fmt: skip
+    with errors.open("wb") as stderr:
+        proc = await trio.lowlevel.open_process(cmd, stdout=subprocess.PIPE, stderr=stderr)
+    try:
+        assert proc.stdout is not None
+        with trio.fail_after(60):
+            head = await _read_until(proc.stdout, b"dashboard: http://", b"\n")
+        m = re.search(r"dashboard: (http://\S+/)\n", head.decode())
+        assert m is not None, head
+        base = m.group(1)
+        async with httpx2.AsyncClient(timeout=10) as client:
+            # Up before the crawl starts, with the three peers as members.
+            answer = await client.get(f"{base}api/status")
+            assert answer.status_code == 200
+            assert len(answer.json()["peers"]) == 3
+            with trio.fail_after(60):
+                out = head + await _read_until(proc.stdout, b"the dashboard stays up", b"\n")
+            lines = out.decode().splitlines()
+            assert lines[-1].startswith("the dashboard stays up 60 s on http://")
+            crawled = re.fullmatch(
+                r"crawled (\d+) pages \((\d+) \+ (\d+) \+ (\d+) by 3 peers\) from 12 hosts .*",
+                lines[-4],
+            )
+            assert crawled is not None, lines[-4]
+            total = int(crawled.group(1))
+            assert total == sum(int(crawled.group(i)) for i in (2, 3, 4))
+            # While it lingers, every peer has reported its figures to the dashboard.
+            with trio.fail_after(10):
+                while True:
+                    status = (await client.get(f"{base}api/status")).json()
+                    if status["totals"]["pages"] == total:
+                        break
+                    await trio.sleep(0.2)
+            assert [p["state"] for p in status["peers"]] == ["alive"] * 3
+            assert all(p["reported"] for p in status["peers"])
+        proc.send_signal(signal.SIGINT)  # ends the lingering, gracefully
+        with trio.fail_after(30):
+            code = await proc.wait()
+            out += await _read_to_end(proc.stdout)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert code == 0, errors.read_text()
+    assert out.decode().splitlines() == lines  # nothing after the lingering
+    verdict = lines[-3]
+    assert verdict.startswith("referee: coverage ") and "(100%)" in verdict
+    for nothing in ("unexpected", "duplicate fetches", "robots violations", "overlaps",
+                    "short gaps"):  # fmt: skip
+        assert f" 0 {nothing}" in verdict, verdict
+    dirs = lines[-2].removeprefix("data: ").split()
+    assert dirs == [str(data / f"peer{i}") for i in (1, 2, 3)]
+    assert all((Path(d) / "shard.sqlite3").exists() for d in dirs)
+    # Not on a terminal, the progress is whole lines, the cluster's sums at the end.
+    progress = [line for line in lines if line.startswith("crawling ")]
+    assert progress and all(PROGRESS.fullmatch(line) for line in progress)
+    assert progress[-1].split(": ")[1].startswith(f"{total} pages")
+    assert progress[-1].endswith("peers 3/3")

@@ -6,6 +6,7 @@ This is the only place that turns flags into a :class:`CrawlConfig`.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import signal
@@ -19,10 +20,12 @@ import trio
 from ubipy import __version__
 from ubipy.config import CrawlConfig, Scope, default_user_agent
 from ubipy.fetch.seeds import parse_seeds
+from ubipy.peer.control_figures import FiguresBook, totals
 from ubipy.peer.crawler import StorageError
 from ubipy.peer.links import request
 from ubipy.peer.peer import Peer
 from ubipy.peer.wire import FrameType, secret_from
+from ubipy.progress import Progress, human_bytes, human_duration, peer_figures, wall_clock
 from ubipy.store.shard import ShardError
 
 log = logging.getLogger("ubipy")
@@ -147,6 +150,13 @@ def _secret_option(p: argparse.ArgumentParser) -> None:
         help="the cluster secret that authenticates every frame between peers "
         "(default: $UBIPY_SECRET; without one, peers stay on loopback)",
     )
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def _config(args: argparse.Namespace, **overrides: Any) -> CrawlConfig:
@@ -310,9 +320,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser(
         "demo",
-        help="crawl a synthetic web on loopback and show the progress",
-        description="Start the synthetic web on loopback and a peer, seed it, show live "
-        "progress, then a summary and the referee's verdict.",
+        help="crawl a synthetic web on loopback with a small cluster and show the progress",
+        description="Start the synthetic web on loopback and a cluster of peers in this "
+        "process (the first serves the control centre; the others join it), seed it, show "
+        "live progress until the whole cluster is idle, then a summary and the referee's "
+        "verdict.",
     )
     d.add_argument(
         "--hosts", type=int, default=20, help="hosts in the synthetic web (default: %(default)s)"
@@ -322,17 +334,41 @@ def build_parser() -> argparse.ArgumentParser:
         "--web-seed", type=int, default=0, help="seed of the web's generator (default: %(default)s)"
     )
     d.add_argument(
+        "--peers",
+        type=_positive,
+        default=3,
+        metavar="N",
+        help="peers in the cluster (default: %(default)s)",
+    )
+    d.add_argument(
         "--data",
         type=Path,
         default=None,
         metavar="DIR",
-        help="where to keep the shard (default: a new temporary directory)",
+        help="where to keep the shards, one directory per peer (emptied first; default: a "
+        "new temporary directory)",
     )
     d.add_argument(
         "--listen",
         default="127.0.0.1:0",
         metavar="ADDR",
-        help="the peer's control endpoint (default: %(default)s, any free port)",
+        help="the first peer's endpoint; the others take any free port on its host "
+        "(default: %(default)s, any free port)",
+    )
+    d.add_argument(
+        "--control",
+        default="127.0.0.1:0",
+        metavar="ADDR",
+        help="the control centre (dashboard) of the first peer, loopback only "
+        "(default: %(default)s, any free port)",
+    )
+    d.add_argument(
+        "--linger",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="keep the cluster and its dashboard up this long after the crawl; Ctrl-C "
+        "ends it sooner (default: %(default)s)",
     )
     # A demo should end soon: short delays, quick robots.txt retries.
     _crawl_options(d, delay=0.05, robots_retry=0.2)
@@ -412,6 +448,10 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace) -> int:
             except StorageError as exc:
                 print(f"ubipy peer: cannot take the seeds: {exc}", file=sys.stderr)
         nursery.start_soon(_stop_on_signals, peer, nursery.cancel_scope)
+        # A live line on a terminal, a log line every 10 s elsewhere; it ends with
+        # the peer (its last figures, and the terminal's line ended).
+        progress = Progress(sys.stderr, interval=10.0)
+        nursery.start_soon(progress.run, functools.partial(peer_figures, [peer]))
         # The peer's run ends after the crawler stops and the leave (and its
         # hand-off) is done; only then does the signal watcher go.
         await peer.finished.wait()
@@ -508,24 +548,81 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_cluster(report: dict[str, Any]) -> str:
-    figures = {p["peer_id"]: p for p in report["peers"]}
-    lines = [
-        f"{'peer':16}  {'address':21}  {'state':7}  {'pages':>7}  {'pages/s':>8}  "
-        f"{'frontier':>8}  {'errors':>6}"
-    ]
-    for m in report["members"]:
-        st = figures.get(m["id"])
-        if st is None:
-            lines.append(f"{m['id']:16}  {m['address']:21}  {m['state']:7}  {'-':>7}")
+_COLUMNS = (
+    "peer", "address", "state", "started", "uptime", "pages", "pages/s", "errors",
+    "time-outs", "frontier", "hosts", "bytes in", "bytes out",
+)  # fmt: skip
+_LEFT_ALIGNED = 3  # the first columns are text; the rest are figures
+
+
+def format_cluster(report: dict[str, Any], now: float | None = None) -> str:
+    """The cluster STATUS answer as the dashboard's table: one row per member, then
+    the totals. A member that did not answer (dead, left, unreachable) shows its
+    state and '-' for its figures. ``now`` is the wall clock (for the start times)."""
+    figures = {p["peer_id"]: p for p in report["peers"] if isinstance(p, dict)}
+    view = {
+        m["id"]: {**figures.get(m["id"], {}), "address": m["address"], "state": m["state"]}
+        for m in report["members"]
+    }
+    book = FiguresBook()
+    book.update(view, 0.0)
+    rows = book.rows(0.0)
+    cells: list[list[str]] = []
+    notes: dict[int, str] = {}
+    for row in rows:
+        head = [row.peer_id, row.address, row.state]
+        if not row.reported:
+            cells.append(head + ["-"] * (len(_COLUMNS) - len(head)))
             continue
-        lines.append(
-            f"{m['id']:16}  {m['address']:21}  {m['state']:7}  {st['pages']:>7}  "
-            f"{st['pages_per_second']:>8.1f}  {st['pending']:>8}  {st['errors']:>6}"
+        cells.append(
+            [
+                *head,
+                wall_clock(row.started_at, now) if row.started_at is not None else "-",
+                human_duration(row.uptime),
+                *_figures(row.pages, row.pages_per_second, row.errors, row.timeouts),
+                str(row.frontier),
+                str(row.hosts),
+                human_bytes(row.bytes_in),
+                human_bytes(row.bytes_out),
+            ]
         )
-        if st.get("storage_error"):
-            lines.append(f"  STORAGE FAILING, admission paused: {st['storage_error']}")
+        failing = figures[row.peer_id].get("storage_error")
+        if failing:
+            notes[len(cells) - 1] = f"  STORAGE FAILING, admission paused: {failing}"
+    total = totals(rows)
+    states = ", ".join(f"{n} {state}" for state, n in total.by_state.items() if n)
+    cells.append(
+        [
+            f"total ({total.peers})",
+            states,
+            "",
+            "",
+            "",
+            *_figures(total.pages, total.pages_per_second, total.errors, total.timeouts),
+            str(total.frontier),
+            str(total.hosts),
+            human_bytes(total.bytes_in),
+            human_bytes(total.bytes_out),
+        ]
+    )
+    widths = [max(len(c[i]) for c in [list(_COLUMNS), *cells]) for i in range(len(_COLUMNS))]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            v.ljust(w) if i < _LEFT_ALIGNED else v.rjust(w)
+            for i, (v, w) in enumerate(zip(values, widths, strict=True))
+        ).rstrip()
+
+    lines = [line(_COLUMNS)]
+    for i, values in enumerate(cells):
+        lines.append(line(values))
+        if i in notes:
+            lines.append(notes[i])
     return "\n".join(lines)
+
+
+def _figures(pages: int, rate: float, errors: int, timeouts: int) -> list[str]:
+    return [str(pages), f"{rate:.1f}", str(errors), str(timeouts)]
 
 
 if __name__ == "__main__":

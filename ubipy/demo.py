@@ -1,26 +1,44 @@
-"""``ubipy demo``: the synthetic web on loopback, one peer crawling it, live progress,
-and the referee's verdict at the end."""
+"""``ubipy demo``: the synthetic web on loopback, a small cluster crawling it, live
+progress, the dashboard's address, and the referee's verdict at the end.
+
+Every peer runs in this process, in one trio run: the first serves the control
+centre, the others join it with a secret made for the run. The crawl is seeded once
+the ring has settled (every peer sees every other alive), so no host changes hands
+during it, and it is over when the whole cluster is idle.
+"""
 
 from __future__ import annotations
 
 import argparse
+import functools
+import secrets
 import shutil
+import signal
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import trio
 
 from ubipy.config import CrawlConfig
-from ubipy.peer.peer import Peer
+from ubipy.peer.links import split_address
+from ubipy.peer.peer import Peer, PeerStatus
+from ubipy.progress import Progress, peer_figures
 from ubipy.synthweb.model import SyntheticWeb, WebSpec
 from ubipy.synthweb.referee import Referee
 from ubipy.synthweb.server import serve
 from ubipy.synthweb.truth import ground_truth
 
 ConfigBuilder = Callable[..., CrawlConfig]
+
+# The ring must settle before the seed goes in; on loopback it takes well under a second.
+_JOIN_PATIENCE = 30.0
+# The cluster is idle when it is seen idle twice this far apart with nothing done between.
+_SETTLE = 0.25
+# Plain progress lines (not on a terminal) this often: a demo is short.
+_LOG_INTERVAL = 2.0
 
 
 def _data_dir(path: Path | None) -> Path:
@@ -31,75 +49,144 @@ def _data_dir(path: Path | None) -> Path:
     return path
 
 
-class Progress:
-    """A live line on a terminal, plain log lines elsewhere."""
-
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
-        self._tty = out.isatty()
-        self._ticks = 0
-
-    def show(self, peer: Peer) -> None:
-        st = peer.status()
-        line = (
-            f"{st.pages:6d} pages  {st.pages_per_second:7.1f} pages/s  "
-            f"frontier {st.pending:6d}  in flight {st.in_flight:3d}  errors {st.errors}"
-        )
-        self._ticks += 1
-        if self._tty:
-            self._out.write("\r" + line)
-            self._out.flush()
-        elif self._ticks % 4 == 1:
-            print(line, file=self._out)
-
-    def end(self) -> None:
-        if self._tty:
-            self._out.write("\n")
-
-
 async def run_demo(args: argparse.Namespace, make_config: ConfigBuilder) -> int:
     out = sys.stdout
     web = SyntheticWeb(WebSpec(seed=args.web_seed, hosts=args.hosts, pages_per_host=args.pages))
     data_dir = _data_dir(args.data)
+    secret = secrets.token_urlsafe(16)
+    host, _ = split_address(args.listen)
+
+    def config(index: int, **fields: Any) -> CrawlConfig:
+        return make_config(args, data_dir=data_dir / f"peer{index + 1}", secret=secret, **fields)
+
     async with trio.open_nursery() as nursery:
         server = await nursery.start(serve, web)
-        config = make_config(
-            args,
-            data_dir=data_dir,
-            listen=args.listen,
-            proxy=server.proxy_url,
-        )
-        peer: Peer = await nursery.start(Peer(config).run)
+        try:
+            first = Peer(
+                config(0, listen=args.listen, proxy=server.proxy_url, control=args.control)
+            )
+        except ValueError as exc:
+            print(f"ubipy demo: {exc}", file=sys.stderr)
+            nursery.cancel_scope.cancel()
+            return 2
+        peers: list[Peer] = [await nursery.start(first.run)]
+        for i in range(1, args.peers):
+            cfg = config(i, listen=f"{host}:0", proxy=server.proxy_url, join=(first.address,))
+            peers.append(await nursery.start(Peer(cfg).run))
+        delay = first.config.delay
         print(
             f"synthetic web: {args.hosts} hosts x {args.pages} pages on {server.proxy_url}; "
-            f"peer {peer.peer_id} on {peer.address}, delay {config.delay} s",
+            f"{len(peers)} peers, delay {delay} s",
             file=out,
         )
+        for i, peer in enumerate(peers):
+            role = "control centre" if i == 0 else f"joined {first.peer_id}"
+            print(f"peer {peer.peer_id} on {peer.address} ({role})", file=out)
+        with trio.move_on_after(_JOIN_PATIENCE) as joining:
+            await _ring_settled(peers)
+        if joining.cancelled_caught:
+            print("ubipy demo: the peers did not all see each other; crawling anyway", file=out)
+        if first.control_address is not None:
+            print(f"dashboard: http://{first.control_address}/", file=out)
+        print(f"secret: {secret} (the bearer token for POST /api/seed and /api/stop)", file=out)
+        out.flush()
+
         seed = web.seed_url()
-        peer.crawler.seed([seed])
+        seeded = first.seed_urls([seed])
+        if "error" in seeded:
+            print(f"ubipy demo: the seed was refused: {seeded['error']}", file=sys.stderr)
         started = trio.current_time()
-        progress = Progress(out)
+        progress = Progress(out, interval=_LOG_INTERVAL, label="crawling")
         async with trio.open_nursery() as watch:
-            watch.start_soon(_tick, progress, peer)
-            await peer.crawler.wait_idle()
+            watch.start_soon(progress.run, functools.partial(peer_figures, peers))
+            idle_at = await cluster_idle(peers)
             watch.cancel_scope.cancel()
-        progress.show(peer)
-        progress.end()
-        elapsed = trio.current_time() - started
-        status = peer.status()
-        peer.stop()
-        await peer.crawler.stopped.wait()
+        elapsed = idle_at - started
+        statuses = [p.status() for p in peers]
+        with trio.fail_after(10):
+            await server.wait_idle()  # every request of the crawl is in the log
+        verdict = _verdict(web, server.log, seed, first.config)
+
+        lines = [
+            _summary(statuses, elapsed),
+            f"referee: {verdict}",
+            "data: " + " ".join(str(data_dir / f"peer{i + 1}") for i in range(len(peers))),
+        ]
+        if args.linger > 0 and first.control_address is not None:
+            lines.append(
+                f"the dashboard stays up {args.linger:g} s on http://{first.control_address}/ "
+                "(Ctrl-C ends it sooner)"
+            )
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            print("\n".join(lines), file=out, flush=True)
+            with trio.move_on_after(max(args.linger, 0.0)):
+                async for _ in signals:
+                    break
+        for peer in peers:
+            peer.stop()
+        for peer in peers:
+            await peer.finished.wait()
         nursery.cancel_scope.cancel()
-    verdict = _verdict(web, server.log, seed, config)
-    print(
-        f"crawled {status.pages} pages from {status.hosts} hosts in {elapsed:.1f} s "
-        f"({status.pages / max(elapsed, 1e-9):.0f} pages/s); {status.errors} errors, "
-        f"{status.robots_disallowed} URLs barred by robots.txt",
-        file=out,
-    )
-    print(f"referee: {verdict}", file=out)
-    print(f"shard: {data_dir / 'shard.sqlite3'}", file=out)
     return 0
+
+
+async def _ring_settled(peers: Sequence[Peer]) -> None:
+    """Wait until every peer sees every peer alive (gossip has no event to wait on)."""
+    ids = frozenset(p.peer_id for p in peers)
+    while True:
+        if all(p.membership.alive_ids() == ids for p in peers):
+            return
+        await trio.sleep(0.05)
+
+
+def _quiet(peers: Sequence[Peer]) -> tuple[int, ...] | None:
+    """What the cluster has done so far, if every peer is quiet now: nothing queued,
+    parked or in flight, and nothing forwarded that its owner has not acknowledged
+    (an owner admits a batch before it acknowledges it). None while any is busy."""
+    done: list[int] = []
+    for peer in peers:
+        st = peer.status()
+        if not st.idle or st.pending or st.in_flight or st.forward_backlog or st.storage_error:
+            return None
+        done += (st.pages, st.errors, st.forwarded_urls)
+    return tuple(done)
+
+
+async def cluster_idle(peers: Sequence[Peer], settle: float = _SETTLE) -> float:
+    """Wait until the whole cluster is idle; return when it was first seen so.
+
+    All peers are looked at in one go (no await between them), so they are idle at
+    the same instant; then once more ``settle`` seconds later, with nothing done
+    meanwhile. That covers what a peer's status does not show: a page fetched but
+    not yet saved, whose links would be admitted or forwarded at the next commit
+    (every 50 ms), and a forwarded batch read by its owner but not yet acknowledged.
+    """
+    while True:
+        for peer in peers:
+            await peer.crawler.wait_idle()  # each one idle and saved at least once
+        seen = _quiet(peers)
+        if seen is None:
+            await trio.sleep(0.05)
+            continue
+        at = trio.current_time()
+        await trio.sleep(settle)
+        if _quiet(peers) == seen:
+            return at
+
+
+def _summary(statuses: Sequence[PeerStatus], elapsed: float) -> str:
+    pages = sum(s.pages for s in statuses)
+    split = (
+        f" ({' + '.join(str(s.pages) for s in statuses)} by {len(statuses)} peers)"
+        if len(statuses) > 1
+        else ""
+    )
+    return (
+        f"crawled {pages} pages{split} from {sum(s.hosts for s in statuses)} hosts in "
+        f"{elapsed:.1f} s ({pages / max(elapsed, 1e-9):.0f} pages/s); "
+        f"{sum(s.errors for s in statuses)} errors, "
+        f"{sum(s.robots_disallowed for s in statuses)} URLs barred by robots.txt"
+    )
 
 
 def _verdict(web: SyntheticWeb, log: Any, seed: str, config: CrawlConfig) -> str:
@@ -113,9 +200,3 @@ def _verdict(web: SyntheticWeb, log: Any, seed: str, config: CrawlConfig) -> str
         f"fetches, {len(referee.robots_violations())} robots violations, "
         f"{len(referee.overlaps())} overlaps, {len(referee.short_gaps(config.delay))} short gaps"
     )
-
-
-async def _tick(progress: Progress, peer: Peer) -> None:
-    while True:
-        progress.show(peer)
-        await trio.sleep(0.5)

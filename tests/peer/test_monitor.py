@@ -36,6 +36,7 @@ class FakePeer:
     """What Monitor uses of a Peer."""
 
     peer_id: str = "me"
+    address: str = "127.0.0.1:1"
     secret: bytes = b"k"
     members_: dict[str, Member] = field(default_factory=dict)
     started: list[tuple[Any, ...]] = field(default_factory=list)
@@ -117,7 +118,7 @@ def test_figures_go_to_each_live_control_peer_and_stop_when_it_dies() -> None:
     monitor = monitor_of(fake)
     monitor.push()
     assert fake.started == []  # nobody asked for them
-    monitor.on_control("b", {"control": "127.0.0.1:8080"})
+    monitor.on_control("b", {"control": "127.0.0.1:8080", "peer": "127.0.0.1:2"})
     monitor.push()
     assert fake.started == [("127.0.0.1:2", FrameType.FIGURES, {"peer_id": "me", "pages": 7})]
     fake.members_["b"].state = MemberState.DEAD
@@ -126,9 +127,17 @@ def test_figures_go_to_each_live_control_peer_and_stop_when_it_dies() -> None:
     monitor.push()
     assert fake.started == []
     with pytest.raises(ValueError):
-        monitor.on_control("nobody", {"control": "127.0.0.1:1"})
+        monitor.on_control("c", {"control": "127.0.0.1:8080"})
     with pytest.raises(ValueError):
-        monitor.on_control("c", {"control": 5})
+        monitor.on_control("c", {"control": 5, "peer": "127.0.0.1:3"})
+
+
+def test_a_newcomer_pushes_to_a_control_peer_it_has_not_heard_of_yet() -> None:
+    fake = cluster()
+    monitor = monitor_of(fake)
+    monitor.on_control("new", {"control": "127.0.0.1:8080", "peer": "127.0.0.1:9"})
+    monitor.push()
+    assert fake.started == [("127.0.0.1:9", FrameType.FIGURES, {"peer_id": "me", "pages": 7})]
 
 
 def test_a_control_peer_asks_every_member_it_learns_of_for_figures() -> None:
@@ -138,4 +147,6 @@ def test_a_control_peer_asks_every_member_it_learns_of_for_figures() -> None:
     assert fake.started == []  # not a control peer
     monitor.control_address = "127.0.0.1:8080"
     monitor.member_joined("127.0.0.1:2")
-    assert fake.started == [("127.0.0.1:2", FrameType.CONTROL, {"control": "127.0.0.1:8080"})]
+    assert fake.started == [
+        ("127.0.0.1:2", FrameType.CONTROL, {"control": "127.0.0.1:8080", "peer": "127.0.0.1:1"})
+    ]

@@ -258,7 +258,8 @@ class Handoff:
                 ],
             }  # fmt: skip
             if not await self._deliver(address, payload):
-                log.warning("hand-off of %s to %s not acknowledged; kept", host, owner)
+                # Refused (the owner is leaving too, or its ring lags) or unanswered.
+                log.info("hand-off of %s to %s not taken; kept", host, owner)
                 return False
             sent_bytes += sum(len(u) for u, _ in payload["pending"]) + 8 * len(payload["done"])
         self._crawler.handed_off(host)

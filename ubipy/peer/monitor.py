@@ -87,20 +87,23 @@ class Monitor:
     def member_joined(self, address: str) -> None:
         """A control peer tells every member it learns of to push its figures here."""
         if self.control_address is not None:
-            self._peer.start_soon(
-                self._send, address, FrameType.CONTROL, {"control": self.control_address}
-            )
+            payload = {"control": self.control_address, "peer": self._peer.address}
+            self._peer.start_soon(self._send, address, FrameType.CONTROL, payload)
 
     # -- frames -------------------------------------------------------------------
     def on_control(self, sender: str, payload: Any) -> None:
-        if not (isinstance(payload, dict) and isinstance(payload.get("control"), str)):
-            raise ValueError("CONTROL without the control centre's address")
-        member = self._peer.membership.member(sender)
-        if member is None:
-            raise ValueError(f"CONTROL from {sender}, not a member")
+        # The frame is authentic; its sender may not be known here yet (a newcomer
+        # hears from the control peer before gossip has told it of that peer), so
+        # the peer address to push to comes with it.
+        if not (
+            isinstance(payload, dict)
+            and isinstance(payload.get("control"), str)
+            and isinstance(payload.get("peer"), str)
+        ):
+            raise ValueError("CONTROL without the control centre's and the peer's address")
         if sender not in self._controls:
-            log.info("pushing figures to the control centre on %s", sender)
-        self._controls[sender] = member.address
+            log.info("pushing figures to the control centre on %s", payload["control"])
+        self._controls[sender] = payload["peer"]
 
     def on_figures(self, sender: str, payload: Any) -> None:
         if self.control_address is None:
@@ -127,10 +130,10 @@ class Monitor:
             return
         peer = self._peer
         figures = peer.status().as_json()
-        for control_id in list(self._controls):
+        for control_id, address in list(self._controls.items()):
             member = peer.membership.member(control_id)
-            if member is None or member.state in (MemberState.DEAD, MemberState.LEFT):
-                del self._controls[control_id]
+            if member is not None and member.state in (MemberState.DEAD, MemberState.LEFT):
+                del self._controls[control_id]  # a control peer back asks again
                 continue
-            if control_id != peer.peer_id and member.state in _LIVE:
-                peer.start_soon(self._send, member.address, FrameType.FIGURES, figures)
+            if control_id != peer.peer_id:
+                peer.start_soon(self._send, address, FrameType.FIGURES, figures)

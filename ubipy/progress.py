@@ -1,0 +1,255 @@
+"""Live progress for ``ubipy peer`` and ``ubipy demo``, and the units the tables use.
+
+On a terminal, one line rewritten in place about once a second; elsewhere (a log
+file, a pipe) a plain, whole log line every ``interval`` seconds, and one at the end.
+
+    progress = Progress(sys.stderr, interval=10.0)
+    nursery.start_soon(progress.run, lambda: peer_figures([peer]))
+
+The figures come from a callable, so the same display serves one peer or the sum
+over the peers of an in-process cluster. Pages/s is measured here over the last
+few seconds, not the lifetime average, so it follows the crawl's pace.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, TextIO
+
+import trio
+
+if TYPE_CHECKING:
+    from ubipy.peer.peer import Peer
+
+_CLEAR: Final = "\r\x1b[K"  # back to the line's start, then erase it
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """What the progress line shows: counters summed over the peers it follows."""
+
+    pages: int
+    frontier: int
+    in_flight: int
+    errors: int
+    # The cluster as one peer sees it: members that own a share of the ring (alive
+    # or suspect) and all it knows of (dead and departed included).
+    peers_alive: int = 1
+    peers_known: int = 1
+
+
+def peer_figures(peers: Sequence[Peer]) -> Figures:
+    """The figures of running peers, summed; the members as the first one sees them."""
+    statuses = [p.status() for p in peers]
+    membership = peers[0].membership
+    return Figures(
+        pages=sum(s.pages for s in statuses),
+        frontier=sum(s.pending for s in statuses),
+        in_flight=sum(s.in_flight for s in statuses),
+        errors=sum(s.errors for s in statuses),
+        peers_alive=len(membership.alive_ids()),
+        peers_known=len(membership.members()),
+    )
+
+
+def human_bytes(n: float) -> str:
+    """``512 B``, ``1.5 KiB``, ``12.3 MiB``…"""
+    if n < 1024:
+        return f"{int(n)} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= 1024
+        if n < 1024 or unit == "TiB":
+            break
+    return f"{n:.1f} {unit}"
+
+
+def human_duration(seconds: float) -> str:
+    """``45s``, ``2m05s``, ``1h02m03s``, ``3d04h05m``."""
+    s = int(max(seconds, 0.0))
+    days, s = divmod(s, 86_400)
+    hours, s = divmod(s, 3_600)
+    minutes, s = divmod(s, 60)
+    if days:
+        return f"{days}d{hours:02d}h{minutes:02d}m"
+    if hours:
+        return f"{hours}h{minutes:02d}m{s:02d}s"
+    if minutes:
+        return f"{minutes}m{s:02d}s"
+    return f"{s}s"
+
+
+class Progress:
+    """A live line on a terminal, plain log lines elsewhere.
+
+    ``update(figures, now)`` takes a reading (``now`` on any monotonic clock) and
+    draws when it is due; ``end()`` draws the last reading, and on a terminal ends
+    the line. ``run(source)`` does both on trio's clock until cancelled.
+    """
+
+    def __init__(
+        self,
+        out: TextIO,
+        *,
+        interval: float = 10.0,
+        refresh: float = 1.0,
+        window: float = 5.0,
+        label: str = "progress",
+    ) -> None:
+        self.out = out
+        self.tty = out.isatty()
+        self.interval = interval
+        self.refresh = refresh
+        self.window = window
+        self.label = label
+        self._readings: deque[tuple[float, int]] = deque()
+        self._last: Figures | None = None
+        self._started: float | None = None
+        self._drawn_at: float | None = None
+        self._on_screen = False  # a terminal line is drawn and not yet ended
+
+    # -- readings ---------------------------------------------------------------
+    def update(self, figures: Figures, now: float) -> None:
+        """Take a reading; draw it if a line is due."""
+        self._record(figures, now)
+        if self.tty:
+            due = self._drawn_at is None or now - self._drawn_at >= self.refresh
+        else:
+            # The first log line after one interval: a line of zeros says nothing.
+            since = self._drawn_at if self._drawn_at is not None else self._started
+            due = since is None or now - since >= self.interval
+        if due:
+            self._draw(now)
+
+    def _record(self, figures: Figures, now: float) -> None:
+        if self._started is None:
+            self._started = now
+        self._last = figures
+        readings = self._readings
+        readings.append((now, figures.pages))
+        while len(readings) > 2 and readings[1][0] <= now - self.window:
+            readings.popleft()
+
+    @property
+    def pages_per_second(self) -> float:
+        """Over the last ``window`` seconds of readings (0 before two readings)."""
+        if len(self._readings) < 2:
+            return 0.0
+        (t0, p0), (t1, p1) = self._readings[0], self._readings[-1]
+        return (p1 - p0) / (t1 - t0) if t1 > t0 else 0.0
+
+    def line(self, now: float) -> str:
+        """The figures of the last reading as one line (without a newline)."""
+        f = self._last or Figures(0, 0, 0, 0)
+        elapsed = human_duration(now - (self._started if self._started is not None else now))
+        parts = [
+            f"{f.pages} pages",
+            f"{self.pages_per_second:.1f} pages/s",
+            f"frontier {f.frontier}",
+            f"in flight {f.in_flight}",
+            f"errors {f.errors}",
+        ]
+        if f.peers_known > 1:
+            parts.append(f"peers {f.peers_alive}/{f.peers_known}")
+        if self.tty:
+            return f"{elapsed:>6}  " + "  ".join(parts)
+        return f"{self.label} {elapsed}: " + ", ".join(parts)
+
+    def _draw(self, now: float) -> None:
+        self._drawn_at = now
+        text = self.line(now)
+        if self.tty:
+            width = shutil.get_terminal_size().columns
+            # A line that wrapped could not be rewritten in place.
+            self.out.write(_CLEAR + text[: max(width - 1, 20)])
+            self._on_screen = True
+        else:
+            self.out.write(text + "\n")  # one write: a whole line in the log
+        self.out.flush()
+
+    def end(self, figures: Figures | None = None, now: float | None = None) -> None:
+        """Take a last reading if given, show the figures once more, and leave the
+        terminal on a fresh line."""
+        if figures is not None:
+            self._record(figures, now if now is not None else self._latest())
+        if self._last is not None:
+            self._draw(self._latest())
+        if self._on_screen:
+            self.out.write("\n")
+            self.out.flush()
+            self._on_screen = False
+
+    def _latest(self) -> float:
+        return self._readings[-1][0] if self._readings else 0.0
+
+    def clear(self) -> None:
+        """Erase the terminal line (before something else is written there)."""
+        if self._on_screen:
+            self.out.write(_CLEAR)
+            self.out.flush()
+            self._on_screen = False
+            self._drawn_at = None  # draw again at the next reading
+
+    # -- running ------------------------------------------------------------------
+    async def run(self, source: Callable[[], Figures]) -> None:
+        """Read ``source`` every ``refresh`` seconds until cancelled, then ``end()``
+        with a last reading."""
+        try:
+            with self._clear_for_logging():
+                while True:
+                    self.update(source(), trio.current_time())
+                    await trio.sleep(self.refresh)
+        finally:
+            try:
+                last: Figures | None = source()
+            except RuntimeError:  # what it follows has gone: its last reading stands
+                last = None
+            self.end(last, trio.current_time())
+
+    @contextmanager
+    def _clear_for_logging(self) -> Iterator[None]:
+        """On a terminal, a log record written to the same stream first erases the
+        progress line, which is drawn again at the next reading."""
+        if not self.tty:
+            yield
+            return
+        progress = self
+
+        class _Clear(logging.Filter):
+            def filter(self, record: logging.LogRecord) -> bool:
+                progress.clear()
+                return True
+
+        clear = _Clear()
+        # Two streams on terminals are most likely the same terminal.
+        handlers = [
+            h
+            for h in logging.getLogger().handlers
+            if isinstance(h, logging.StreamHandler) and (h.stream is self.out or _isatty(h.stream))
+        ]
+        for h in handlers:
+            h.addFilter(clear)
+        try:
+            yield
+        finally:
+            for h in handlers:
+                h.removeFilter(clear)
+
+
+def _isatty(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return callable(isatty) and isatty() is True
+
+
+def wall_clock(started_at: float, now: float | None = None) -> str:
+    """A wall-clock time, short: ``14:05:09`` today, ``Mar 02 14:05`` another day."""
+    now = time.time() if now is None else now
+    when, today = time.localtime(started_at), time.localtime(now)
+    if when[:3] == today[:3]:
+        return time.strftime("%H:%M:%S", when)
+    return time.strftime("%b %d %H:%M", when)
