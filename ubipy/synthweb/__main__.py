@@ -6,6 +6,7 @@ import argparse
 import functools
 import signal
 import sys
+import time
 
 import trio
 
@@ -26,6 +27,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--crawl-delay", type=float, default=d.crawl_delay)
     p.add_argument("--hostile", action="store_true", help="add the x-* hosts (traps, faults)")
     p.add_argument("--log", default=None, help="write the request log here (JSON Lines)")
+    p.add_argument(
+        "--progress",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="print 'progress REQUESTS WALL_TIME' every SECONDS (default: never)",
+    )
     return p.parse_args(argv)
 
 
@@ -48,12 +56,21 @@ async def run(args: argparse.Namespace) -> None:
             )
             print(f"proxy {server.proxy_url}", flush=True)
             print(f"seed {web.seed_url()}", flush=True)
+            if args.progress > 0:
+                nursery.start_soon(_progress, server, args.progress)
             async for _ in signals:
                 break
             nursery.cancel_scope.cancel()
     if args.log:
         server.log.to_jsonl(args.log)
         print(f"log {args.log} ({len(server.log)} requests)", file=sys.stderr, flush=True)
+
+
+async def _progress(server: SynthServer, every: float) -> None:
+    """How many requests so far, for a harness that watches a crawl from outside."""
+    while True:
+        await trio.sleep(every)
+        print(f"progress {len(server.log)} {time.time():.3f}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
