@@ -19,8 +19,7 @@ from ubipy.synthweb.server import serve
 from ubipy.synthweb.truth import ground_truth
 
 SECRET = "s3cret"
-# A small web crawled in seconds discovers foreign URLs slowly; a longer linger than
-# the default 100 ms lets batches fill as they would at a production crawl's rate.
+# The default linger (1 s), said here because the frames-per-URL figure depends on it.
 BATCHING = ("--batch-linger", "1.0")
 
 
