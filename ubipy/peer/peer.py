@@ -2,7 +2,8 @@
 and router, all in one trio nursery that the peer owns.
 
 The frames it understands: MEMBERSHIP (gossip), URL_BATCH / URL_ACK (forwarded
-URLs and their acknowledgement once durably admitted), SCOPE (the seeds' roots,
+URLs and their acknowledgement once durably admitted, usually carried on a batch
+going back), SCOPE (the seeds' roots,
 shared so every peer follows the same links), SEED / SEED_ACK and
 STATUS_REQUEST / STATUS (from the command line or another peer).
 """
@@ -26,6 +27,7 @@ import trio
 from ubipy import __version__
 from ubipy.config import CrawlConfig
 from ubipy.fetch.client import make_client
+from ubipy.peer.acks import AckBook
 from ubipy.peer.control import control_bind, serve_control
 from ubipy.peer.crawler import Crawler, StorageError
 from ubipy.peer.handoff import Handoff, NotOurs
@@ -131,6 +133,9 @@ class Peer:
         self.finished = trio.Event()
         self._gossip_kick = trio.Event()
         self._router_kick = trio.Event()
+        # Held at most a linger (well under the sender's retry) for a batch to ride on.
+        self._acks = AckBook(patience=min(config.batch_linger, config.batch_retry / 2))
+        self._ack_kick = trio.Event()
         self._router_drained = trio.Event()
         self.ring_changes = 0
         self._remembered: str | None = None
@@ -238,6 +243,7 @@ class Peer:
         nursery.start_soon(self._replicator.run)
         nursery.start_soon(self._gossip_loop)
         nursery.start_soon(self._router_loop)
+        nursery.start_soon(self._ack_loop)
         nursery.start_soon(self._handoff.run)
         if config.join:
             self._send_membership(self.membership.join(trio.current_time(), config.join))
@@ -393,8 +399,41 @@ class Peer:
         member = self.membership.member(batch.owner)
         if member is None:
             return  # resent later, or re-routed when the ring drops the owner
-        payload = {"id": batch.id, "urls": [[u.url, u.depth] for u in batch.urls]}
+        payload = {
+            "id": batch.id,
+            "urls": [[u.url, u.depth] for u in batch.urls],
+            # Acknowledgements owed to the owner ride along (a lost frame loses
+            # them too: the owner's batches are then re-sent and admitted again).
+            "acks": self._acks.take(batch.owner),
+        }
         await self.links.send(member.address, FrameType.URL_BATCH, payload)
+
+    async def _ack_loop(self) -> None:
+        """Acknowledgements that found no batch to ride on leave on their own."""
+        acks = self._acks
+        while True:
+            with trio.move_on_at(acks.next_deadline()):
+                await self._ack_kick.wait()
+            self._ack_kick = trio.Event()
+            for peer_id, ids in acks.due(trio.current_time()):
+                member = self.membership.member(peer_id)
+                if member is not None:
+                    self.start_soon(
+                        self.links.send, member.address, FrameType.URL_ACK, {"ids": ids}
+                    )
+
+    def _acked(self, ids: object) -> None:
+        """An owner has durably admitted these batches of ours."""
+        if not isinstance(ids, list) or not all(type(i) is int for i in ids):
+            raise ValueError("acknowledged batch ids must be integers")
+        assert self._router is not None
+        for batch_id in ids:
+            batch = self._router.acked(batch_id)
+            if batch is not None:
+                self.crawler.forwarded(u.fp for u in batch.urls)
+        if ids and not self._router.backlog():
+            self._router_drained.set()
+            self._router_drained = trio.Event()
 
     # -- frames ---------------------------------------------------------------
     async def _on_frame(self, frame: Frame, reply: Reply) -> None:
@@ -409,21 +448,22 @@ class Peer:
             self._membership_events()
             self._gossip_kick.set()
         elif kind is FrameType.URL_BATCH:
+            self._acked(payload.get("acks", []))
             urls = url_items(payload["urls"])
+            batch_id = int(payload["id"])
             try:
                 self.crawler.admit_routed(urls)
             except StorageError as exc:
                 log.warning("batch from %s not admitted: %s", frame.sender, exc)
                 return  # not acknowledged: the sender keeps it and retries
-            await reply(FrameType.URL_ACK, {"id": int(payload["id"])})
+            if self.membership.member(frame.sender) is None:
+                # Not known here yet, so no address to send to later: answer now.
+                await reply(FrameType.URL_ACK, {"ids": [batch_id]})
+            else:
+                self._acks.add(frame.sender, batch_id, trio.current_time())
+                self._ack_kick.set()
         elif kind is FrameType.URL_ACK:
-            assert self._router is not None
-            batch = self._router.acked(int(payload["id"]))
-            if batch is not None:
-                self.crawler.forwarded(u.fp for u in batch.urls)
-                if not self._router.backlog():
-                    self._router_drained.set()
-                    self._router_drained = trio.Event()
+            self._acked(payload["ids"])
         elif kind is FrameType.HANDOFF:
             try:
                 if self.stopping:
