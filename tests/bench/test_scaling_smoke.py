@@ -8,17 +8,13 @@ from typing import Any
 
 import pytest
 
-from bench.scaling import (
+from bench.scaling import load, main, parse_args, reproduce, settings_of
+from bench.scaling_report import (
     RunResult,
     cumulative,
     efficiency,
-    load,
-    main,
     markdown,
-    parse_args,
     ratios,
-    reproduce,
-    settings_of,
     table,
     targets,
     to_json,
