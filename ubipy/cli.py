@@ -230,7 +230,15 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=_DEFAULTS.batch_linger,
         metavar="SECONDS",
-        help="...or when the oldest has waited this long (default: %(default)s)",
+        help="...or when the oldest has waited this long per other peer in the cluster "
+        "(default: %(default)s)...",
+    )
+    p.add_argument(
+        "--batch-linger-max",
+        type=float,
+        default=_DEFAULTS.batch_linger_max,
+        metavar="SECONDS",
+        help="...but never longer than this (default: %(default)s)",
     )
     p.add_argument(
         "--replicas",
@@ -410,6 +418,7 @@ async def _run_peer(args: argparse.Namespace) -> int:
         join=tuple(args.join),
         batch_size=args.batch_size,
         batch_linger=args.batch_linger,
+        batch_linger_max=args.batch_linger_max,
         replicas=args.replicas,
         rejoin_grace=args.rejoin_grace,
         control=args.control,

@@ -81,12 +81,15 @@ class CrawlConfig:
     # one a peer stays on loopback); join any one live member's address.
     secret: str | None = None
     join: tuple[str, ...] = ()
-    # Forwarding: a batch leaves at this many URLs or after this linger. A second
-    # is nothing to a URL that waits its turn in a frontier, and a peer fetching a
-    # few dozen pages a second spreads its foreign links over every other owner:
-    # a shorter linger sends frames of one or two URLs, each with its ack.
+    # Forwarding: a batch leaves at this many URLs or after a linger of
+    # batch_linger per other member, at most batch_linger_max. A peer spreads its
+    # foreign links over one outbox per other member, so with a fixed linger the
+    # batches thin out as the cluster grows (one or two URLs a frame at a few dozen
+    # pages a second); a few seconds are nothing to a URL that waits its turn in a
+    # frontier anyway.
     batch_size: int = 50
-    batch_linger: float = 1.0
+    batch_linger: float = 0.5
+    batch_linger_max: float = 5.0
     batch_retry: float = 2.0
     # Copies of each owner's frontier and history on this many peers in all
     # (1: none; 2: the owner and the next peer clockwise).

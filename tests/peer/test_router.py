@@ -87,3 +87,23 @@ def test_url_lists_from_peers_are_checked_again() -> None:
             url_items(bad)
     with pytest.raises(ValueError, match="another host"):
         url_items([["http://b.test/", 0]], host="a.test")
+
+
+def test_with_a_cap_the_linger_grows_with_the_members_it_spreads_over() -> None:
+    """One outbox per other member fills that many times slower: the linger is per
+    other member, up to the cap, and the resend waits at least two lingers (an owner
+    may hold its acknowledgement for one)."""
+    two = Ring(["a", "b"])
+    router = Router("a", two, linger=0.5, linger_cap=2.0, retry_after=2.0)
+    assert router.linger == 0.5
+    router.ring_changed(Ring(["a", "b", "c", "d"]), 0.0)
+    assert router.linger == 1.5
+    router.ring_changed(Ring([f"p{i}" for i in range(8)] + ["a"]), 0.0)
+    assert router.linger == 2.0
+    ring = Ring(["a", "b", "c", "d"])
+    router.ring_changed(ring, 0.0)
+    router.enqueue([_url(1, _hosts_of(ring, "b", 1)[0])], 0.0)
+    assert router.due(1.4) == []
+    [batch] = router.due(1.5)
+    assert router.due(1.5 + 2.9) == []
+    assert router.due(1.5 + 3.0) == [batch]  # resent after two lingers, not 2 s

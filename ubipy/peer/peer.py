@@ -133,8 +133,8 @@ class Peer:
         self.finished = trio.Event()
         self._gossip_kick = trio.Event()
         self._router_kick = trio.Event()
-        # Held at most a linger (well under the sender's retry) for a batch to ride on.
-        self._acks = AckBook(patience=min(config.batch_linger, config.batch_retry / 2))
+        # Held at most a linger (half the sender's retry) for a batch to ride on.
+        self._acks = AckBook(patience=config.batch_linger)
         self._ack_kick = trio.Event()
         self._router_drained = trio.Event()
         self.ring_changes = 0
@@ -215,8 +215,10 @@ class Peer:
             Ring([self.peer_id]),
             batch_size=config.batch_size,
             linger=config.batch_linger,
+            linger_cap=config.batch_linger_max,
             retry_after=config.batch_retry,
         )
+        self._acks.patience = router.linger
         crawler = self._crawler = Crawler(config, self.shard, client, router)
         crawler.on_forward = self._kick_router
         last = self._remembered = self.shard.get_meta(_MEMBERS_META)
@@ -350,6 +352,8 @@ class Peer:
             }
             ring = Ring(alive)
             self.crawler.ring_changed(ring)
+            assert self._router is not None
+            self._acks.patience = self._router.linger
             self.handoff.ring_changed(ring, alive, handing)
             if dead:
                 # The dead hand nothing over: their copies here become ours first.

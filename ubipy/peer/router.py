@@ -1,7 +1,11 @@
 """The router: every URL goes to the peer the ring names as its host's owner.
 
 Foreign URLs wait in a per-owner outbox and leave as one batch when it holds
-``batch_size`` URLs or has lingered ``linger`` seconds. A batch stays here until
+``batch_size`` URLs or has lingered ``linger`` seconds. With ``linger_cap``, the
+linger is per other member, up to the cap: a peer's foreign links are spread
+over one outbox per other member, so each fills that many times slower, and a
+fixed linger would send ever thinner batches (more frames per URL) as the
+cluster grows; the price is URLs reaching their owner later. A batch stays here until
 its owner acknowledges it (after admitting it durably); unacknowledged batches
 are sent again after ``retry_after`` seconds, and when the ring changes every
 waiting URL is routed afresh: some now belong elsewhere, some to this peer.
@@ -62,14 +66,19 @@ class Router:
         *,
         batch_size: int = 50,
         linger: float = 0.1,
+        linger_cap: float | None = None,
         retry_after: float = 2.0,
         recent_size: int = 65_536,
     ) -> None:
         self.self_id = self_id
         self._placement = placement
         self._batch_size = batch_size
+        self._base_linger = linger
+        self._linger_cap = linger_cap
+        self._base_retry = retry_after
         self._linger = linger
         self._retry_after = retry_after
+        self._scale_linger()
         self._outboxes: dict[str, _Outbox] = {}
         self._unacked: dict[int, _Unacked] = {}
         self._ids = itertools.count(1)
@@ -158,6 +167,19 @@ class Router:
         times += [p.sent_at + self._retry_after for p in self._unacked.values()]
         return min(times) if times else None
 
+    @property
+    def linger(self) -> float:
+        """How long an outbox waits for more URLs, under the current ring."""
+        return self._linger
+
+    def _scale_linger(self) -> None:
+        if self._linger_cap is not None:
+            others = max(1, len(self._placement.members) - 1)
+            self._linger = min(self._base_linger * others, self._linger_cap)
+        # An owner may hold its acknowledgement for a linger (to ride on a batch
+        # coming back): resending sooner would only send the batch twice.
+        self._retry_after = max(self._base_retry, 2 * self._linger)
+
     def ring_changed(self, placement: Placement, now: float) -> tuple[list[NewURL], list[int]]:
         """Route every waiting URL again under the new ring.
 
@@ -166,6 +188,7 @@ class Router:
         the URLs and drops their outbox rows).
         """
         self._placement = placement
+        self._scale_linger()
         waiting: list[NewURL] = []
         dropped: list[int] = []
         for box in self._outboxes.values():
