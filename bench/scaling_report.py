@@ -224,6 +224,16 @@ def targets(results: Sequence[RunResult]) -> list[str]:
             + ", ".join(f"N={r.n}: {r.wire_bytes_per_page:.0f} B" for r in multi)
             + "; flat = max within 1.25x of min)"
         )
+        # What grows per page may be the share of links that belong to another
+        # peer, (N-1)/N, rather than a cost of coordinating: say which.
+        per_url = [r.url_bytes / max(r.forwarded_urls, 1) for r in multi]
+        out.append(
+            "  of which: URLs forwarded per page "
+            + ", ".join(f"N={r.n}: {r.forwarded_urls / max(r.wire_pages, 1):.2f}" for r in multi)
+            + "; bytes per forwarded URL (batch and ack) "
+            + ", ".join(f"N={r.n}: {b:.0f}" for r, b in zip(multi, per_url, strict=True))
+            + (" (flat)" if max(per_url) <= 1.25 * min(per_url) else " (not flat)")
+        )
     return out
 
 

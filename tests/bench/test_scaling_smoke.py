@@ -109,7 +109,9 @@ def test_targets_say_when_they_are_not_met() -> None:
     assert "(saturated)" in verdicts[0]
     assert verdicts[1].startswith("NOT MET: ubipy 0 duplicates")
     assert verdicts[2].startswith("NOT MET: ubipy pages/s >= scrapy-redis's")
-    assert verdicts[-1].startswith("NOT MET: wire bytes per page flat")
+    assert verdicts[-2].startswith("NOT MET: wire bytes per page flat")
+    # Said apart: the share forwarded, and what each forwarded URL costs.
+    assert verdicts[-1].startswith("  of which: URLs forwarded per page N=2:")
     assert "(saturated)" in table(results)
 
 
