@@ -326,6 +326,8 @@ def test_graceful_leave_drops_at_once() -> None:
     assert a.alive_ids() == b.alive_ids() == {"a", "b"}
     assert kinds(a, "c") == [ChangeKind.LEFT]
     assert c.has_left and c.leave(link.now) == []
+    # b leaves after c: it tells c too (c may be leaving with everyone else).
+    assert {o.address for o in b.leave(link.now)} == {a.self_address, c.self_address}
     # A left member neither probes nor refutes; the others never suspect it.
     accusation = Update("c", addr("c"), MemberState.DEAD, 0, "a")
     c.receive(link.now, addr("a"), Gossip((accusation,)))

@@ -349,10 +349,12 @@ class Membership:
         self._enqueue(update)
         self._probe = None
         message = Leave(me.id, me.address, me.incarnation)
+        # Those that left are told too: when a whole cluster stops at once they are
+        # leaving as well, and wait for this leave before they give up handing off.
         return [
             Outgoing(m.address, message)
             for m in self._members.values()
-            if m.state in _LIVE and m.id != self.self_id
+            if m.state is not DEAD and m.id != self.self_id
         ]
 
     def tick(self, now: float) -> list[Outgoing]:

@@ -52,6 +52,7 @@ _LEAVE_SWEEPS = 5
 # Forwarded URLs not yet acknowledged stay in the outbox on disk; a leaving peer
 # waits this long for the owners to take them before leaving them there.
 _LEAVE_DRAIN = 5.0
+_LEAVE_ANNOUNCE = 2.0
 
 
 def load_peer_id(shard: Shard) -> str:
@@ -258,7 +259,13 @@ class Peer:
         refuse hand-offs, and once their leave is known here there is nobody to
         hand to, so this peer keeps what it holds (its shard has it all, and a
         restart brings it back) instead of waiting out the patience."""
-        self._send_membership(self.membership.leave(trio.current_time()))
+        # Sent before anything else and waited for: a peer that finds nobody to hand
+        # to exits at once, and a leave still being sent then would be lost, leaving
+        # the others to wait for its failure to be detected.
+        with trio.move_on_after(_LEAVE_ANNOUNCE):
+            async with trio.open_nursery() as announcing:
+                for out in self.membership.leave(trio.current_time()):
+                    announcing.start_soon(self._send_one, out)
         assert self._router is not None
         router = self._router
         with trio.move_on_after(_LEAVE_PATIENCE):
@@ -323,8 +330,11 @@ class Peer:
     def _send_membership(self, outgoing: list[Outgoing]) -> None:
         assert self._nursery is not None
         for out in outgoing:
-            payload = {"from": self.address, "msg": out.message.to_wire()}
-            self._nursery.start_soon(self.links.send, out.address, FrameType.MEMBERSHIP, payload)
+            self._nursery.start_soon(self._send_one, out)
+
+    async def _send_one(self, out: Outgoing) -> None:
+        payload = {"from": self.address, "msg": out.message.to_wire()}
+        await self.links.send(out.address, FrameType.MEMBERSHIP, payload)
 
     def _membership_events(self) -> None:
         events = self.membership.drain_events()
