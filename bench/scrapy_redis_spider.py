@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -37,7 +36,7 @@ from scrapy.crawler import Crawler, CrawlerProcess
 from scrapy.settings import default_settings
 from scrapy_redis.spiders import RedisMixin
 
-from bench.scrapy_spider import SynthSpider, _check_loopback
+from bench.scrapy_spider import SynthSpider, _check_loopback, _cpu
 from bench.scrapy_spider import settings as base_settings
 
 START_KEY = "synth:start_urls"
@@ -93,11 +92,6 @@ def settings(
         }
     )
     return out
-
-
-def _cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
 
 
 def main(argv: list[str] | None = None) -> None:
