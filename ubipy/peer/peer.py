@@ -1,11 +1,14 @@
-"""A running peer: its shard, HTTP client, crawler, links to other peers, membership
-and router, all in one trio nursery that the peer owns.
+"""A running peer: its shard, HTTP client, crawler, links to other peers, membership,
+router, hand-off, replication and monitoring, all in one trio nursery that the peer
+owns.
 
 The frames it understands: MEMBERSHIP (gossip), URL_BATCH / URL_ACK (forwarded
 URLs and their acknowledgement once durably admitted, usually carried on a batch
-going back), SCOPE (the seeds' roots,
-shared so every peer follows the same links), SEED / SEED_ACK and
-STATUS_REQUEST / STATUS (from the command line or another peer).
+going back), SCOPE (the seeds' roots, shared so every peer follows the same
+links), SEED / SEED_ACK and STATUS_REQUEST / STATUS (from the command line or
+another peer), HANDOFF / HANDOFF_ACK / HANDOFF_DONE (hosts moving to their new
+owner), REPLICA (copies for the next peer clockwise), CONTROL / FIGURES / STOP
+(the control centre).
 """
 
 from __future__ import annotations
