@@ -18,7 +18,7 @@ import lxml.html
 import pytest
 import trio
 
-_REPO = Path(__file__).resolve().parents[2]
+_REPO = Path(__file__).resolve().parents[1]
 _FLAGS = (
     "--headless",
     "--no-sandbox",
