@@ -21,8 +21,9 @@ class _Owed:
 
 
 class AckBook:
-    def __init__(self, patience: float) -> None:
-        self.patience = patience
+    """``patience`` is given with each question: it follows the ring (a linger)."""
+
+    def __init__(self) -> None:
         self._owed: dict[str, _Owed] = {}
 
     def add(self, peer_id: str, batch_id: int, now: float) -> None:
@@ -37,13 +38,13 @@ class AckBook:
         owed = self._owed.pop(peer_id, None)
         return [] if owed is None else owed.ids
 
-    def due(self, now: float) -> list[tuple[str, list[int]]]:
-        """What has waited long enough and must go on its own."""
-        late = [peer for peer, owed in self._owed.items() if owed.since + self.patience <= now]
+    def due(self, now: float, patience: float) -> list[tuple[str, list[int]]]:
+        """What has waited ``patience`` seconds and must go on its own."""
+        late = [peer for peer, owed in self._owed.items() if owed.since + patience <= now]
         return [(peer, self._owed.pop(peer).ids) for peer in late]
 
-    def next_deadline(self) -> float:
-        return min((o.since + self.patience for o in self._owed.values()), default=math.inf)
+    def next_deadline(self, patience: float) -> float:
+        return min((o.since + patience for o in self._owed.values()), default=math.inf)
 
     def __len__(self) -> int:
         return sum(len(o.ids) for o in self._owed.values())

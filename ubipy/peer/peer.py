@@ -138,7 +138,7 @@ class Peer:
         self._gossip_kick = trio.Event()
         self._router_kick = trio.Event()
         # Held at most a linger (half the sender's retry) for a batch to ride on.
-        self._acks = AckBook(patience=config.batch_linger)
+        self._acks = AckBook()
         self._ack_kick = trio.Event()
         self._router_drained = trio.Event()
         self.ring_changes = 0
@@ -222,7 +222,6 @@ class Peer:
             linger_cap=config.batch_linger_max,
             retry_after=config.batch_retry,
         )
-        self._acks.patience = router.linger
         crawler = self._crawler = Crawler(config, self.shard, client, router)
         crawler.on_forward = self._kick_router
         last = self._remembered = self.shard.get_meta(_MEMBERS_META)
@@ -365,8 +364,6 @@ class Peer:
             }
             ring = Ring(alive)
             self.crawler.ring_changed(ring)
-            assert self._router is not None
-            self._acks.patience = self._router.linger
             self.handoff.ring_changed(ring, alive, handing)
             if dead:
                 # The dead hand nothing over: their copies here become ours first.
@@ -428,11 +425,13 @@ class Peer:
     async def _ack_loop(self) -> None:
         """Acknowledgements that found no batch to ride on leave on their own."""
         acks = self._acks
+        assert self._router is not None
+        router = self._router
         while True:
-            with trio.move_on_at(acks.next_deadline()):
+            with trio.move_on_at(acks.next_deadline(router.linger)):
                 await self._ack_kick.wait()
             self._ack_kick = trio.Event()
-            for peer_id, ids in acks.due(trio.current_time()):
+            for peer_id, ids in acks.due(trio.current_time(), router.linger):
                 member = self.membership.member(peer_id)
                 if member is not None:
                     self.start_soon(
