@@ -25,11 +25,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.scaling_report import RunResult, cumulative
 
 ROOT = Path(__file__).resolve().parent.parent
+if TYPE_CHECKING:
+    from ubipy.synthweb.model import SyntheticWeb
+
 SECRET = "scaling-bench"
 _BANNER = re.compile(r"ubipy peer (\w+) listening on (\S+)")
 # Scrapy's delay counts from when a request leaves its slot's queue, a little before it
@@ -273,6 +276,12 @@ def start_ubipy(
     _wait_for(f"{n} peers to see each other", converged, 60, children)
 
 
+def ubipy_members(children: Sequence[Child]) -> list[str]:
+    """The ids of the peers alive in the first one's view: the ring's members."""
+    members = _ask(children[0].address, "STATUS_REQUEST", {})["members"]
+    return sorted(m["id"] for m in members if m["state"] == "alive")
+
+
 def ubipy_wire(children: Sequence[Child]) -> dict[str, int]:
     totals: Counter[str] = Counter()
     for c in children:
@@ -424,6 +433,7 @@ def run_one(crawler: str, n: int, args: argparse.Namespace, base: Path) -> RunRe
         if exhausted:
             last.wall = web.changed_at
         wire1 = wire()
+        members = ubipy_members(children) if redis is None else []
     finally:
         patience = args.stop_patience
         took = stop_all(
@@ -441,7 +451,7 @@ def run_one(crawler: str, n: int, args: argparse.Namespace, base: Path) -> RunRe
     if mid is None or mid.wall >= last.wall:
         notes.append("the web was exhausted before the second half: measured over the whole run")
         mid = first
-    verdict = judge(args, web.log_path, t0, mid.wall, last.wall)
+    verdict = judge(args, web.log_path, t0, mid.wall, last.wall, members)
     machine = (last.machine_busy - mid.machine_busy) / max(
         last.machine_total - mid.machine_total, 1e-9
     )
@@ -475,6 +485,8 @@ def run_one(crawler: str, n: int, args: argparse.Namespace, base: Path) -> RunRe
         url_frames=wire1.get("url_frames", 0) - wire0.get("url_frames", 0),
         url_bytes=wire1.get("url_bytes", 0) - wire0.get("url_bytes", 0),
         forwarded_urls=wire1.get("forwarded_urls", 0) - wire0.get("forwarded_urls", 0),
+        cross_links=verdict["cross_links"],
+        foreign_links=verdict["foreign_links"],
         measured_requests=verdict["measured_requests"],
         on_wire=verdict["on_wire"],
         exhausted=exhausted,
@@ -482,29 +494,59 @@ def run_one(crawler: str, n: int, args: argparse.Namespace, base: Path) -> RunRe
     )
 
 
+def link_counts(
+    web: SyntheticWeb, pages: Iterable[tuple[str, str]], members: Sequence[str]
+) -> tuple[int, int]:
+    """(links to another host, of which into another peer's hosts) on `pages`, each a
+    (url, the peer that fetched it), a link counted once per page. The second is what a
+    crawler that places hosts on peers must hand on, whatever each costs it: the truth from
+    the web's model and the peers' ring, not the peers' own counts."""
+    from ubipy.fetch.urls import host_key
+    from ubipy.ring import Ring
+
+    ring = Ring(members)
+    cross = foreign = 0
+    for url, peer in pages:
+        here = host_key(url)
+        for target in set(web.links_of(url)):
+            host = host_key(target)
+            if host != here:
+                cross += 1
+                foreign += ring.owner(host) != peer
+    return cross, foreign
+
+
 def judge(
-    args: argparse.Namespace, log_path: Path, t0: float, mid: float, t1: float
+    args: argparse.Namespace,
+    log_path: Path,
+    t0: float,
+    mid: float,
+    t1: float,
+    members: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The referee's figures from the web's log. The run starts at the web's first
     request (the harness's `t0` is within a progress tick of it) and ends at wall time
     `t1`; the measured half runs from `mid` to `t1`. A page counts when its response was
-    complete: its end, moved from the log's clock to wall time, falls inside."""
+    complete: its end, moved from the log's clock to wall time, falls inside. With the
+    ring's `members` (ubipy), the links on the run's pages are counted too."""
     from ubipy.synthweb.log import RequestLog
     from ubipy.synthweb.model import SyntheticWeb, WebSpec
     from ubipy.synthweb.referee import Referee
 
     spec = WebSpec(seed=args.web_seed, hosts=args.hosts, pages_per_host=args.pages, crawl_delay=0)
     log = RequestLog.from_jsonl(log_path)
-    referee = Referee(log, SyntheticWeb(spec))
+    web = SyntheticWeb(spec)
+    referee = Referee(log, web)
     if not referee.requests:
         raise RunFailed("the web's log is empty")
     start = min(r.start + r.clock_offset for r in referee.requests)
-    ends = [
-        (r.end + r.clock_offset, r.peer)
-        for r in referee.requests
-        if r.complete and not referee.is_robots(r)
-    ]
+    done = [r for r in referee.requests if r.complete and not referee.is_robots(r)]
+    ends = [(r.end + r.clock_offset, r.peer) for r in done]
     run = [t - start for t, _ in ends if t <= t1]
+    cross, foreign = 0, 0
+    if members:
+        in_run = [(referee.url_of(r), r.peer) for r in done if r.end + r.clock_offset <= t1]
+        cross, foreign = link_counts(web, in_run, members)
     measured = [peer for t, peer in ends if mid < t <= t1]
     # Seconds of requests (robots.txt included) on the wire inside the measured half.
     on_wire = sum(
@@ -523,4 +565,6 @@ def judge(
         "short_gaps": len(referee.short_gaps(args.delay)),
         "robots_violations": len(referee.robots_violations()),
         "requests": len(referee.requests),
+        "cross_links": cross,
+        "foreign_links": foreign,
     }

@@ -19,6 +19,7 @@ from bench.scaling_report import (
     targets,
     to_json,
     wire_lines,
+    wire_targets,
 )
 
 
@@ -52,6 +53,8 @@ def run(crawler: str, n: int, rate: float, **kw: Any) -> RunResult:
         "forwarded_urls": 0 if n == 1 else pages // 2,
         "url_frames": 0 if n == 1 else pages // 6,
         "url_bytes": 0 if n == 1 else pages * 50,
+        "cross_links": 0 if n == 1 else pages,
+        "foreign_links": 0 if n == 1 else pages // 2,
     }
     figures.update(kw)
     return RunResult(**figures)
@@ -109,10 +112,53 @@ def test_targets_say_when_they_are_not_met() -> None:
     assert "(saturated)" in verdicts[0]
     assert verdicts[1].startswith("NOT MET: ubipy 0 duplicates")
     assert verdicts[2].startswith("NOT MET: ubipy pages/s >= scrapy-redis's")
-    assert verdicts[-2].startswith("NOT MET: wire bytes per page flat")
-    # Said apart: the share forwarded, and what each forwarded URL costs.
-    assert verdicts[-1].startswith("  of which: URLs forwarded per page N=2:")
+    # Every frame but the URL batches grew 20-fold per page at N=8 (10 B to 217 B).
+    assert verdicts[-2].startswith("NOT MET: no wire cost that grows with N")
+    assert verdicts[-1].startswith("  wire bytes per page (N=2: 60 B, N=8: 267 B)")
     assert "(saturated)" in table(results)
+
+
+def wire_run(n: int, foreign_share: float, per_link: float, other: float) -> RunResult:
+    """A run at 40 pages/s a peer whose pages hold 0.6 links to other hosts, `foreign_share`
+    of them into another peer's hosts, each costing `per_link` bytes, and `other` bytes a
+    page of every other frame."""
+    result = run("ubipy", n, 40.0 * n)
+    result.wire_pages = result.pages
+    foreign = round(0.6 * result.pages * foreign_share)
+    url_bytes = round(foreign * per_link)
+    result.cross_links = round(0.6 * result.pages)
+    result.foreign_links = foreign
+    result.url_bytes = url_bytes
+    result.wire_bytes = url_bytes + round(other * result.wire_pages)
+    return result
+
+
+def test_wire_bytes_per_page_may_follow_the_share_of_links_into_other_peers() -> None:
+    # (N-1)/N of the links: per page 1.46 times more at N=8 than at N=2, per link the same.
+    same_cost = [wire_run(n, (n - 1) / n, 48.0, 9.0) for n in (2, 4, 8)]
+    assert same_cost[-1].wire_bytes_per_page > 1.25 * same_cost[0].wire_bytes_per_page
+    met, share = wire_targets(same_cost)
+    assert met.startswith("MET: no wire cost that grows with N")
+    assert "N=2: 48 B, N=4: 48 B, N=8: 48 B" in met
+    assert "N=8: 0.53 per page, 0.88 of its links to other hosts ((N-1)/N = 0.88)" in share
+    assert share.endswith("at most 0.60 links to other hosts x 48 B + 9 B = 38 B per page")
+    # Each link costing more at N=8 (say, a frame per URL) is a cost that grows with N ...
+    dearer = [wire_run(2, 0.5, 48.0, 9.0), wire_run(8, 0.88, 70.0, 9.0)]
+    assert wire_targets(dearer)[0].startswith("NOT MET")
+    # ... and so is membership traffic per page that grows with the cluster.
+    chattier = [wire_run(2, 0.5, 48.0, 9.0), wire_run(8, 0.88, 48.0, 12.0)]
+    assert wire_targets(chattier)[0].startswith("NOT MET")
+    # Cheaper at a larger N is not growth.
+    cheaper = [wire_run(2, 0.5, 48.0, 9.0), wire_run(8, 0.88, 30.0, 5.0)]
+    assert wire_targets(cheaper)[0].startswith("MET")
+
+
+def test_results_without_link_counts_fall_back_to_bytes_per_page() -> None:
+    old = [wire_run(n, (n - 1) / n, 48.0, 9.0) for n in (2, 8)]
+    for r in old:
+        r.foreign_links = r.cross_links = 0
+    (line,) = wire_targets(old)
+    assert line.startswith("NOT MET: wire bytes per page flat as N grows (N=2: 23 B, N=8: 34 B)")
 
 
 def test_results_render_again_from_their_json(tmp_path: Path) -> None:
@@ -154,3 +200,19 @@ def test_arguments_and_the_command_that_reproduces_a_run() -> None:
     assert reproduce(linger) == "python -m bench.scaling '--peer-args=--batch-linger 1.0'"
     with pytest.raises(SystemExit):
         parse_args(["--only", "nutch"])
+
+
+def test_links_into_another_peers_hosts_come_from_the_web_and_the_ring() -> None:
+    from bench.scaling_run import link_counts
+    from ubipy.synthweb.model import SyntheticWeb, WebSpec, ordinary_path
+
+    web = SyntheticWeb(WebSpec(seed=3, hosts=40, pages_per_host=30, crawl_delay=0))
+    urls = [web.url(h, ordinary_path(p)) for h in range(40) for p in range(0, 30, 3)]
+    cross, alone = link_counts(web, [(u, "a") for u in urls], ["a"])
+    assert cross > 50 and alone == 0
+    # With two peers each link to another host points into one of them: it is foreign
+    # to exactly one, whichever fetched the page.
+    as_a = link_counts(web, [(u, "a") for u in urls], ["a", "b"])
+    as_b = link_counts(web, [(u, "b") for u in urls], ["a", "b"])
+    assert as_a[0] == as_b[0] == cross
+    assert as_a[1] + as_b[1] == cross and 0 < as_a[1] < cross
