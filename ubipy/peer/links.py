@@ -21,6 +21,7 @@ from typing import Any
 
 import trio
 
+from ubipy.peer.replay import ReplayGuard
 from ubipy.peer.wire import (
     CLOSED,
     NEED_DATA,
@@ -29,7 +30,6 @@ from ubipy.peer.wire import (
     FrameType,
     FrameWriter,
     Rejected,
-    ReplayGuard,
     new_epoch,
 )
 

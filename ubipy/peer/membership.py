@@ -44,7 +44,6 @@ may be lost, duplicated or reordered.
 
 from __future__ import annotations
 
-import enum
 import heapq
 import math
 import random
@@ -52,6 +51,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Final
 
+from ubipy.peer.membership_events import ChangeKind, MemberEvent, MembershipConfig, Outgoing
 from ubipy.peer.membership_messages import (
     MAX_INCARNATION,
     MAX_PUSH_PULL_MEMBERS,
@@ -98,71 +98,6 @@ LEFT: Final = MemberState.LEFT
 # place: moving hosts away and back on every false suspicion would cost more than
 # the few seconds a really dead owner keeps them.
 _LIVE: Final = frozenset({ALIVE, SUSPECT})
-
-
-@dataclass(frozen=True, slots=True)
-class MembershipConfig:
-    """Timings and limits; the defaults are memberlist's LAN profile."""
-
-    probe_interval: float = 1.0
-    probe_timeout: float = 0.5
-    indirect_checks: int = 3
-    suspicion_mult: int = 4
-    # Lifeguard: an unconfirmed suspicion waits up to this many times the minimum.
-    # 1 turns the confirmation-based shortening off.
-    suspicion_max_timeout_mult: int = 6
-    retransmit_mult: int = 4
-    gossip_interval: float = 0.2
-    gossip_nodes: int = 3
-    # Dead members are still gossiped to for a while, so that one declared dead
-    # wrongly (a partition) hears it and refutes.
-    gossip_to_the_dead: float = 30.0
-    push_pull_interval: float = 30.0
-    # How long DEAD and LEFT members are kept, so a stale ALIVE rumour with an old
-    # incarnation cannot bring them back. Several push-pull rounds, so every table
-    # that still holds the old ALIVE has been overwritten by then.
-    tombstone_timeout: float = 120.0
-    # Updates per message: keeps datagrams well under a 1400-byte MTU.
-    max_piggyback: int = 8
-
-    def __post_init__(self) -> None:
-        if not 0 < self.probe_timeout < self.probe_interval:
-            raise ValueError("need 0 < probe_timeout < probe_interval")
-        if self.gossip_interval <= 0 or self.push_pull_interval <= 0:
-            raise ValueError("intervals must be positive")
-        if min(self.suspicion_mult, self.suspicion_max_timeout_mult, self.retransmit_mult) < 1:
-            raise ValueError("multipliers must be at least 1")
-        if min(self.indirect_checks, self.gossip_nodes, self.max_piggyback) < 0:
-            raise ValueError("counts must not be negative")
-
-
-@dataclass(frozen=True, slots=True)
-class Outgoing:
-    """A message for the driver to send to ``address``; ``stream`` marks push-pull."""
-
-    address: str
-    message: Message
-    stream: bool = False
-
-
-class ChangeKind(enum.Enum):
-    JOINED = "joined"  # new, or back from DEAD/LEFT with a newer incarnation
-    SUSPECT = "suspect"
-    REFUTED = "refuted"  # SUSPECT -> ALIVE
-    DEAD = "dead"
-    LEFT = "left"
-
-
-@dataclass(frozen=True, slots=True)
-class MemberEvent:
-    kind: ChangeKind
-    member: Member
-    at: float
-
-    @property
-    def changes_ring(self) -> bool:
-        """Whether the alive set (and so the ring) changed; SUSPECT/REFUTED do not."""
-        return self.kind in (ChangeKind.JOINED, ChangeKind.DEAD, ChangeKind.LEFT)
 
 
 # The legal transitions of another member's state, all in one place:

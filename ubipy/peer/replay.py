@@ -1,0 +1,114 @@
+"""Whether an authentic frame is fresh and new: the :class:`ReplayGuard` that every
+connection of a peer shares. Like :mod:`ubipy.peer.wire`, no I/O: the reader passes
+each frame and the wall-clock ``now`` in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from ubipy.peer.wire import Frame, Rejected, RejectReason
+
+DEFAULT_MAX_SKEW: Final = 60.0
+DEFAULT_WINDOW: Final = 1024
+
+
+@dataclass(slots=True)
+class _Window:
+    highest: int
+    # Bit i set: sequence number highest - i has been admitted.
+    seen: int
+    # The newest sent_at admitted: once it is more than max_skew in the past, every
+    # frame of this epoch is stale, so the window can be forgotten.
+    newest: float
+
+
+class ReplayGuard:
+    """Admits each (sender, epoch, seq) once, and only while it is fresh.
+
+    Shared by all of a peer's connections, so a frame captured on one cannot be
+    replayed on another. Per (sender, epoch) it keeps the highest sequence number
+    and a bitmap of the ``window`` below it: a number seen before, or older than the
+    window, is a REPLAY. A ``sent_at`` more than ``max_skew`` from ``now`` is STALE;
+    that bound is what lets windows of epochs gone quiet be forgotten. With
+    ``local_id`` it also refuses frames claiming to come from this peer (REFLECTED:
+    a frame of ours bounced back) or addressed to another one (MISDIRECTED).
+    """
+
+    def __init__(
+        self,
+        *,
+        local_id: str | None = None,
+        max_skew: float = DEFAULT_MAX_SKEW,
+        window: int = DEFAULT_WINDOW,
+    ) -> None:
+        if not max_skew > 0 or not math.isfinite(max_skew):
+            raise ValueError(f"max_skew must be a positive number of seconds: {max_skew!r}")
+        if window < 1:
+            raise ValueError(f"window must be at least 1: {window!r}")
+        self.local_id = local_id
+        self.max_skew = float(max_skew)
+        self.window = window
+        self._windows: dict[tuple[str, int], _Window] = {}
+        self._next_prune = -math.inf
+
+    def __len__(self) -> int:
+        """How many (sender, epoch) windows are held."""
+        return len(self._windows)
+
+    def admit(self, frame: Frame, now: float) -> Rejected | None:
+        """None if the frame is admitted (and recorded as seen), else why not."""
+        if now >= self._next_prune:
+            self.prune(now)
+        sender = frame.sender
+        if self.local_id is not None:
+            if sender == self.local_id:
+                return Rejected(RejectReason.REFLECTED, "a frame from this peer", sender)
+            if frame.recipient not in ("", self.local_id):
+                return Rejected(
+                    RejectReason.MISDIRECTED, f"addressed to {frame.recipient!r}", sender
+                )
+        skew = frame.sent_at - now
+        if not abs(skew) <= self.max_skew:
+            return Rejected(RejectReason.STALE, f"sent_at is {skew:+.1f} s from now", sender)
+        key = (sender, frame.epoch)
+        seq = frame.seq
+        win = self._windows.get(key)
+        if win is None:
+            self._windows[key] = _Window(seq, 1, frame.sent_at)
+            return None
+        if seq > win.highest:
+            shift = seq - win.highest
+            # A shift past the window clears it; shifting by the raw distance could
+            # build an int of up to 2**63 bits.
+            win.seen = ((win.seen << shift) | 1) & self._mask if shift < self.window else 1
+            win.highest = seq
+        else:
+            offset = win.highest - seq
+            if offset >= self.window:
+                return Rejected(RejectReason.REPLAY, f"seq {seq} is older than the window", sender)
+            bit = 1 << offset
+            if win.seen & bit:
+                return Rejected(RejectReason.REPLAY, f"seq {seq} seen before", sender)
+            win.seen |= bit
+        win.newest = max(win.newest, frame.sent_at)
+        return None
+
+    @property
+    def _mask(self) -> int:
+        return (1 << self.window) - 1
+
+    def prune(self, now: float) -> int:
+        """Forget windows whose frames are all stale by now; how many were forgotten.
+
+        admit() calls this every max_skew / 2 seconds of ``now``, so memory is bounded
+        by the (sender, epoch) pairs heard from in about the last 1.5 * max_skew.
+        """
+        horizon = now - self.max_skew
+        dead = [key for key, win in self._windows.items() if win.newest < horizon]
+        for key in dead:
+            del self._windows[key]
+        self._next_prune = now + self.max_skew / 2
+        return len(dead)
