@@ -180,6 +180,17 @@ def test_restored_hosts_keep_their_budget_and_their_quiet() -> None:
     assert job is not None and job.kind is JobKind.SKIP
 
 
+def test_quiet_learnt_after_a_host_is_queued_still_holds_it() -> None:
+    # A host taken over from another peer is queued first and told its quiet after.
+    s = _sched(delay=1.0, disk={"a.test": _entries("a.test", 2)})
+    s.restore("a.test", 2)
+    s.restore_host("a.test", not_before=30.0, pages=0)
+    assert s.next_job(29.9) is None
+    assert s.next_wakeup() == 30.0
+    job = s.next_job(30.0)
+    assert job is not None and job.kind is JobKind.ROBOTS
+
+
 def test_memory_is_bounded_over_all_hosts_and_every_entry_still_goes_out() -> None:
     disk = {h: _entries(h, 5, start=100 * i + 1) for i, h in enumerate(("a.test", "b.test"))}
     s = Scheduler(

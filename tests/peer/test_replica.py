@@ -4,6 +4,8 @@ dies, fetches what was pending and nothing that was done."""
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,7 +21,7 @@ from ubipy.peer.crawler import Crawler
 from ubipy.peer.replica import Replicator
 from ubipy.peer.wire import FrameType
 from ubipy.ring import Ring
-from ubipy.store.shard import PageRecord
+from ubipy.store.shard import HostMark, PageRecord
 
 RING = Ring(["a", "b"])
 
@@ -38,7 +40,7 @@ class Link:
         raw = cbor2.dumps(payload)
         self.frames.append(raw)
         self.to.receive(cbor2.loads(raw))
-        self.entries += sum(len(pending) + len(done) for _, pending, done in payload["hosts"])
+        self.entries += sum(len(entry[1]) + len(entry[2]) for entry in payload["hosts"])
         self.arrived.set()
         self.arrived = trio.Event()
         return True
@@ -73,7 +75,7 @@ async def test_the_successor_takes_over_pending_and_done(tmp_path: Path) -> None
     async with pair(tmp_path) as (a, b, link):
         a.seed(urls)
         # Two of them fetched and stored by a: the commit's hook copies the marks.
-        a.on_commit([], [page(urls[0]), page(urls[1])])
+        a.on_commit([], [page(urls[0]), page(urls[1])], {})
         with trio.fail_after(5):
             while link.entries < 7:
                 await link.arrived.wait()
@@ -109,6 +111,13 @@ async def test_copies_are_grouped_by_host_and_small(tmp_path: Path) -> None:
         {"hosts": [[1, [], []]]},
         {"hosts": [["h.test", [], ["1"]]]},
         {"hosts": [["h.test", [["http://other.test/", 0]], []]]},
+        # Politeness marks that would hold a host for ever, or are not marks at all.
+        {"hosts": [["h.test", [], [], [math.inf, 1.0, 0]]]},
+        {"hosts": [["h.test", [], [], [1.0, -1.0, 0]]]},
+        {"hosts": [["h.test", [], [], [1.0, 1e9, 0]]]},
+        {"hosts": [["h.test", [], [], [1.0, 1.0]]]},
+        {"hosts": [["h.test", [], [], [1.0, 1.0, True]]]},
+        {"hosts": [["h.test", [], [], "soon"]]},
     ],
 )
 async def test_a_malformed_copy_is_refused_whole(tmp_path: Path, payload: dict[str, Any]) -> None:
@@ -117,3 +126,40 @@ async def test_a_malformed_copy_is_refused_whole(tmp_path: Path, payload: dict[s
         with pytest.raises(ValueError):
             rb.receive(payload)
         assert b._shard.replica_hosts() == []
+
+
+async def test_the_successor_waits_out_the_dead_owners_delay(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    host = host_owned(RING, "a")
+    async with pair(tmp_path) as (a, b, link):
+        a.seed([f"http://{host}/next"])
+        # a's last request to the host ended just now, under a Crawl-delay of 30 s
+        # (longer than failure detection takes): the commit's hook copies the mark.
+        a.on_commit([], [], {host: HostMark(time.time(), 30.0, 4)})
+        with trio.fail_after(5):
+            while b._shard.replica_hosts() != [host]:
+                await link.arrived.wait()
+        assert len(link.frames) >= 1
+        b.ring_changed(Ring(["b"]))
+        Replicator("b", 2, b, b._shard, link.send, lambda peer: None).promote(Ring(["b"]))
+        assert asked(b) == set()
+        await trio.sleep(29)
+        assert asked(b) == set()
+        await trio.sleep(1.5)
+        assert asked(b) == {host}
+        # And the pages a spent of the host's budget are b's to count on.
+        slot = b.scheduler.slot(host)
+        assert slot is not None and slot.pages == 4
+
+
+async def test_copies_keep_the_latest_mark(tmp_path: Path) -> None:
+    async with crawler_at(tmp_path) as b:
+        shard = b._shard
+        shard.replica_add([], {"h.test": HostMark(100.0, 1.0, 3)})
+        shard.replica_add([], {"h.test": HostMark(90.0, 5.0, 2)})  # older: ignored
+        assert shard.replica_hosts() == ["h.test"]
+        shard.replica_add([], {"h.test": HostMark(110.0, 2.0, 4)})
+        assert shard.replica_take("h.test") == ([], [], HostMark(110.0, 2.0, 4))
+        assert shard.replica_hosts() == []
+        assert shard.replica_take("h.test") == ([], [], None)

@@ -166,6 +166,11 @@ class Scheduler:
             host = slot.host
             if self._slots.get(host) is not slot:
                 continue  # dropped while armed
+            if slot.next_allowed > now:
+                # Told to wait longer after it was armed (a mark taken over from
+                # another peer): back in the heap at the later time.
+                heapq.heappush(heap, (slot.next_allowed, next(self._tie), slot))
+                continue
             if self._held(host):
                 # Its previous owner has not handed it over yet: park it.
                 self._parked.append(slot)

@@ -17,7 +17,7 @@ import math
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import httpx2
@@ -95,11 +95,11 @@ class Crawler:
         self.router = router
         # Called when the router has something new to send.
         self.on_forward: Callable[[], None] = lambda: None
-        # Called after each commit with the URLs admitted and the pages stored
-        # (replication follows them).
-        self.on_commit: Callable[[Sequence[FrontierRow], Sequence[PageRecord]], None] = (
-            lambda rows, pages: None
-        )
+        # Called after each commit with the URLs admitted, the pages stored and the
+        # hosts' new politeness marks (replication follows them).
+        self.on_commit: Callable[
+            [Sequence[FrontierRow], Sequence[PageRecord], Mapping[str, HostMark]], None
+        ] = lambda rows, pages, marks: None
         self._acked_fps: list[int] = []
         self._shard = shard
         self._client = client
@@ -306,11 +306,15 @@ class Crawler:
         return rows, foreign
 
     def _committed(
-        self, rows: list[FrontierRow], foreign: list[NewURL], done: Sequence[PageRecord] = ()
+        self,
+        rows: list[FrontierRow],
+        foreign: list[NewURL],
+        done: Sequence[PageRecord] = (),
+        marks: Mapping[str, HostMark] | None = None,
     ) -> None:
         self._schedule(rows)
-        if rows or done:
-            self.on_commit(rows, done)
+        if rows or done or marks:
+            self.on_commit(rows, done, marks or {})
         if foreign and self.router is not None:
             # The split was just made under the same ring: nothing comes back local.
             self.router.enqueue(foreign, trio.current_time())
@@ -579,7 +583,7 @@ class Crawler:
         for host, reason in host_skips:
             log.warning("%s: %s", host, reason)
         self._pending -= len(outcomes) + len(skips) + closed
-        self._committed(new_rows, foreign, [o.page for o in outcomes])
+        self._committed(new_rows, foreign, [o.page for o in outcomes], marks)
         return True
 
     def _admit(self, candidates: list[NewURL]) -> list[FrontierRow]:

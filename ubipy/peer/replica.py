@@ -1,19 +1,23 @@
 """Replication (``--replicas 2``): each owner copies its frontier and its history
 to the next distinct peer clockwise, which takes the hosts over if the owner dies.
 
-What is copied: every URL the owner admits (pending) and every page it stores
-(done), sent to the successor as each commit ends (commits already group up to
-50 ms of work, so this is the batch, as forwarding's linger is). A copy that
+What is copied: every URL the owner admits (pending), every page it stores
+(done) and each host's politeness mark (when its last request ended, its delay,
+its pages), sent to the successor as each commit ends (commits already group up
+to 50 ms of work, so this is the batch, as forwarding's linger is). A copy that
 lags the owner's commit is a page a crash would have fetched twice, so there is
-no linger of its own. The payload is grouped by host: pending URLs as
+no linger of its own. The payload is grouped by host, ``[host, pending, done]``
+or ``[host, pending, done, [last_end, delay, pages]]``: pending URLs as
 ``[url, depth]`` (the successor recomputes their fingerprints, as for forwarded
 URLs) and done pages as fingerprints only.
 
-The successor keeps the copies in its ``replica`` table. When the ring drops a
-dead peer, its hosts fall to exactly that successor, which moves the copies
-into its own frontier and ``seen``: pending URLs are fetched, done ones are not
-fetched again. When the ring changes, the hosts whose successor changed are
-copied whole to the new one.
+The successor keeps the copies in its ``replica`` and ``replica_marks`` tables.
+When the ring drops a dead peer, its hosts fall to exactly that successor, which
+moves the copies into its own frontier and ``seen``: pending URLs are fetched,
+done ones are not fetched again, and the host's first request waits out the
+dead owner's delay after its last one (a Crawl-delay longer than the failure
+detection included). When the ring changes, the hosts whose successor changed
+are copied whole to the new one.
 
 Copies are sent once, without acknowledgement: a frame lost with a broken
 connection is not re-sent (the next ring change re-copies the host whole).
@@ -23,17 +27,17 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
 from ubipy.peer.crawler import Crawler
-from ubipy.peer.router import url_items
+from ubipy.peer.router import mark_from_wire, url_items
 from ubipy.peer.wire import FrameType
 from ubipy.ring import Ring
-from ubipy.store.shard import FrontierRow, NewURL, PageRecord, Shard
+from ubipy.store.shard import FrontierRow, HostMark, NewURL, PageRecord, Shard
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +53,7 @@ AddressOf = Callable[[str], str | None]
 class _HostCopy:
     pending: list[list[Any]] = field(default_factory=list)  # [url, depth]
     done: list[int] = field(default_factory=list)
+    mark: HostMark | None = None
 
 
 class _Outgoing:
@@ -60,23 +65,37 @@ class _Outgoing:
         self.hosts: dict[str, _HostCopy] = defaultdict(_HostCopy)
         self.size = 0
 
-    def add(self, host: str, pending: Sequence[NewURL | FrontierRow], done: Sequence[int]) -> None:
+    def add(
+        self,
+        host: str,
+        pending: Sequence[NewURL | FrontierRow] = (),
+        done: Sequence[int] = (),
+        mark: HostMark | None = None,
+    ) -> None:
         copy = self.hosts[host]
         copy.pending.extend([u.url, u.depth] for u in pending)
         copy.done.extend(done)
+        if mark is not None and (copy.mark is None or copy.mark.last_end <= mark.last_end):
+            copy.mark = mark
         self.size += len(pending) + len(done)
 
     def frames(self) -> Iterator[tuple[list[list[Any]], int]]:
-        """Payload ``hosts`` lists of at most about _CHUNK entries, with their entry count."""
+        """Payload ``hosts`` lists of at most about _CHUNK entries, with their entry count
+        (the URLs and fingerprints; a mark rides with its host's first entry)."""
         frame: list[list[Any]] = []
         count = 0
         for host, copy in self.hosts.items():
-            for i in range(0, max(len(copy.pending), len(copy.done)), _CHUNK):
+            # One pass at least, so that a mark alone still goes.
+            for i in range(0, max(len(copy.pending), len(copy.done), 1), _CHUNK):
                 pending, done = copy.pending[i : i + _CHUNK], copy.done[i : i + _CHUNK]
                 if count and count + len(pending) + len(done) > _CHUNK:
                     yield frame, count
                     frame, count = [], 0
-                frame.append([host, pending, done])
+                entry: list[Any] = [host, pending, done]
+                if i == 0 and copy.mark is not None:
+                    m = copy.mark
+                    entry.append([m.last_end, m.delay, m.pages])
+                frame.append(entry)
                 count += len(pending) + len(done)
         if frame:
             yield frame, count
@@ -111,15 +130,24 @@ class Replicator:
             return None
         return members[1]
 
-    def committed(self, rows: Sequence[FrontierRow], pages: Sequence[PageRecord]) -> None:
+    def committed(
+        self,
+        rows: Sequence[FrontierRow],
+        pages: Sequence[PageRecord],
+        marks: Mapping[str, HostMark],
+    ) -> None:
         for r in rows:
             target = self._successor(r.host)
             if target is not None:
-                self._queues[target].add(r.host, [r], ())
+                self._queues[target].add(r.host, [r])
         for p in pages:
             target = self._successor(p.host)
             if target is not None:
-                self._queues[target].add(p.host, (), [p.fp])
+                self._queues[target].add(p.host, done=[p.fp])
+        for host, mark in marks.items():
+            target = self._successor(host)
+            if target is not None:
+                self._queues[target].add(host, mark=mark)
         if self._queues:
             self._kick.set()
 
@@ -135,8 +163,8 @@ class Replicator:
             before = old.successors(host, 2)
             if len(before) > 1 and before[0] == self.self_id and before[1] == target:
                 continue
-            pending, done, _ = self._shard.host_state(host)
-            self._queues[target].add(host, pending, done)
+            pending, done, mark = self._shard.host_state(host)
+            self._queues[target].add(host, pending, done, mark)
         if self._queues:
             self._kick.set()
 
@@ -158,15 +186,20 @@ class Replicator:
         if not isinstance(hosts, list):
             raise ValueError("replica hosts must be a list")
         rows: list[tuple[str, str | None, int, int, bool]] = []
+        marks: dict[str, HostMark] = {}
         for entry in hosts:
-            if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)):
-                raise ValueError("a replica entry is [host, [[url, depth], ...], [fp, ...]]")
-            host, pending, done = entry
+            if not (isinstance(entry, list) and len(entry) in (3, 4) and isinstance(entry[0], str)):
+                raise ValueError(
+                    "a replica entry is [host, [[url, depth], ...], [fp, ...]] and maybe a mark"
+                )
+            host, pending, done = entry[:3]
             if not isinstance(done, list) or not all(type(fp) is int for fp in done):
                 raise ValueError("replica done fingerprints must be integers")
             rows.extend((host, u.url, u.depth, u.fp, False) for u in url_items(pending, host=host))
             rows.extend((host, None, 0, fp, True) for fp in done)
-        self._shard.replica_add(rows)
+            if len(entry) == 4:
+                marks[host] = mark_from_wire(entry[3])
+        self._shard.replica_add(rows, marks)
 
     def promote(self, ring: Ring) -> int:
         """The ring dropped a dead peer: take over the hosts whose copies are here."""
@@ -174,8 +207,8 @@ class Replicator:
         for host in self._shard.replica_hosts():
             if ring.owner(host) != self.self_id:
                 continue
-            pending, done = self._shard.replica_take(host)
-            self._crawler.take_over(host, pending, done, None)
+            pending, done, mark = self._shard.replica_take(host)
+            self._crawler.take_over(host, pending, done, mark)
             taken += 1
             log.info(
                 "took over 1 hosts (%d URLs) from replica: %s, %d done",

@@ -17,13 +17,14 @@ Pure: no I/O, no clock; the peer passes ``now`` in and sends what comes out.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize
 from ubipy.ring import Placement
-from ubipy.store.shard import NewURL
+from ubipy.store.shard import HostMark, NewURL
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +221,8 @@ class Router:
 # A list of URLs from another peer is at most this long; anything longer is not ours.
 _MAX_ITEMS = 10_000
 _MAX_DEPTH = 1_000_000
+# A politeness delay from another peer longer than a day is not a delay but a bug.
+_MAX_MARK_DELAY = 86_400.0
 
 
 def url_items(items: object, *, host: str | None = None) -> list[NewURL]:
@@ -244,3 +247,20 @@ def url_items(items: object, *, host: str | None = None) -> list[NewURL]:
             raise ValueError("a handed-off URL of another host")
         urls.append(NewURL(fingerprint(url), url, key, depth))
     return urls
+
+
+def mark_from_wire(raw: object) -> HostMark:
+    """A host's politeness mark ``[last_end, delay, pages]`` from another peer (a
+    hand-off, a replica), checked: a mark that is not finite would hold the host
+    for ever."""
+    if not (isinstance(raw, list) and len(raw) == 3):
+        raise ValueError("a host mark is [last_end, delay, pages]")
+    last_end, delay, pages = raw
+    for value in (last_end, delay):
+        if type(value) not in (int, float) or not math.isfinite(value):
+            raise ValueError("a host mark's times are finite numbers")
+    if not 0 <= delay <= _MAX_MARK_DELAY:
+        raise ValueError("a host mark's delay is between 0 and a day")
+    if type(pages) is not int or pages < 0:
+        raise ValueError("a host mark's pages are a count")
+    return HostMark(float(last_end), float(delay), pages)

@@ -12,10 +12,11 @@ import enum
 import logging
 import sqlite3
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,13 @@ CREATE TABLE IF NOT EXISTS replica (
     done  INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS replica_host ON replica (host);
+-- And of its politeness marks, so a successor that takes a host over stays polite.
+CREATE TABLE IF NOT EXISTS replica_marks (
+    host     TEXT PRIMARY KEY,
+    last_end REAL NOT NULL,
+    delay    REAL NOT NULL,
+    pages    INTEGER NOT NULL
+) WITHOUT ROWID;
 -- When each host was last asked for something, so a restarted peer stays polite.
 CREATE TABLE IF NOT EXISTS hosts (
     host     TEXT PRIMARY KEY,
@@ -143,6 +151,11 @@ class HostMark:
     last_end: float  # wall-clock time the last request ended
     delay: float
     pages: int
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> HostMark:
+        """From (last_end, delay, pages) as SQLite returns them."""
+        return cls(float(row[0]), float(row[1]), int(row[2]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,8 +394,13 @@ class Shard:
         return int(row[0])
 
     # -- replicas -----------------------------------------------------------
-    def replica_add(self, items: Sequence[tuple[str, str | None, int, int, bool]]) -> None:
-        """(host, url or None, depth, fp, done): pending URLs and done marks of others."""
+    def replica_add(
+        self,
+        items: Sequence[tuple[str, str | None, int, int, bool]],
+        marks: Mapping[str, HostMark] | None = None,
+    ) -> None:
+        """(host, url or None, depth, fp, done): pending URLs and done marks of others;
+        ``marks``: their hosts' politeness marks (the latest request wins)."""
         with self.transaction():
             self._conn.executemany(
                 "INSERT INTO replica (fp, host, url, depth, done) VALUES (?, ?, ?, ?, ?) "
@@ -390,15 +408,29 @@ class Shard:
                 "url = COALESCE(replica.url, excluded.url)",
                 [(fp, host, url, depth, int(done)) for host, url, depth, fp, done in items],
             )
+            if marks:
+                self._conn.executemany(
+                    "INSERT INTO replica_marks (host, last_end, delay, pages) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT(host) DO UPDATE SET "
+                    "last_end = excluded.last_end, delay = excluded.delay, "
+                    "pages = excluded.pages WHERE excluded.last_end >= replica_marks.last_end",
+                    [(h, m.last_end, m.delay, m.pages) for h, m in marks.items()],
+                )
 
     def replica_hosts(self) -> list[str]:
-        return [str(h) for (h,) in self._conn.execute("SELECT DISTINCT host FROM replica")]
+        cur = self._conn.execute("SELECT host FROM replica UNION SELECT host FROM replica_marks")
+        return [str(h) for (h,) in cur]
 
-    def replica_take(self, host: str) -> tuple[list[NewURL], list[int]]:
-        """Remove and return a host's replica: pending URLs and done fingerprints."""
+    def replica_take(self, host: str) -> tuple[list[NewURL], list[int], HostMark | None]:
+        """Remove and return a host's replica: pending URLs, done fingerprints, its mark."""
         pending: list[NewURL] = []
         done: list[int] = []
         with self.transaction():
+            row = self._conn.execute(
+                "SELECT last_end, delay, pages FROM replica_marks WHERE host = ?", (host,)
+            ).fetchone()
+            mark = None if row is None else HostMark.from_row(row)
+            self._conn.execute("DELETE FROM replica_marks WHERE host = ?", (host,))
             cur = self._conn.execute(
                 "SELECT fp, url, depth, done FROM replica WHERE host = ?", (host,)
             )
@@ -408,7 +440,7 @@ class Shard:
                 elif url is not None:
                     pending.append(NewURL(int(fp), str(url), host, int(depth)))
             self._conn.execute("DELETE FROM replica WHERE host = ?", (host,))
-        return pending, done
+        return pending, done, mark
 
     # -- hosts --------------------------------------------------------------
     def save_host_marks(self, marks: dict[str, HostMark]) -> None:
@@ -425,11 +457,11 @@ class Shard:
         row = self._conn.execute(
             "SELECT last_end, delay, pages FROM hosts WHERE host = ?", (host,)
         ).fetchone()
-        return None if row is None else HostMark(float(row[0]), float(row[1]), int(row[2]))
+        return None if row is None else HostMark.from_row(row)
 
     def host_marks(self) -> dict[str, HostMark]:
         cur = self._conn.execute("SELECT host, last_end, delay, pages FROM hosts")
-        return {str(h): HostMark(float(e), float(d), int(p)) for h, e, d, p in cur}
+        return {str(row[0]): HostMark.from_row(row[1:]) for row in cur}
 
     # -- pages --------------------------------------------------------------
     def record_pages(self, pages: Sequence[PageRecord]) -> None:
