@@ -163,3 +163,32 @@ async def test_back_from_a_stop_the_last_rings_other_hosts_wait_for_their_owners
         assert asked(crawler) == set()
         handoff.peer_gone("b")
         assert asked(crawler) == {bs}
+
+
+async def test_nothing_more_is_handed_to_a_peer_that_left(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A leaving peer sweeps under the ring it had when it began; a peer of that ring
+    that leaves too gets no more hand-offs, rather than each host waiting out the
+    patience for an answer that will not come."""
+    two = Ring(["a", "b"])
+    host = host_owned(two, "b")
+    sent: list[str] = []
+
+    async def send(address: str, kind: FrameType, payload: Any) -> bool:
+        if kind is FrameType.HANDOFF:
+            sent.append(address)
+        return True  # and never an answer
+
+    async with crawler_at(tmp_path) as crawler:
+        crawler.seed([f"http://{host}/"])
+        handoff = Handoff("a", crawler, send, lambda peer: f"{peer}:1")
+        handoff.ring_changed(two, frozenset(two.members), frozenset(), sweep=False)
+        handoff.abandon("b:1")
+        start = trio.current_time()
+        assert not await handoff.sweep()
+        assert sent == [] and trio.current_time() == start
+        # Back again: hand-offs go to it (here unanswered: three tries, then kept).
+        handoff.back("b:1")
+        assert not await handoff.sweep()
+        assert sent == ["b:1"] * 3

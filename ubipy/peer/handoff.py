@@ -31,10 +31,9 @@ from typing import Any
 import trio
 
 from ubipy.peer.crawler import Crawler, StorageError
-from ubipy.peer.router import url_items
+from ubipy.peer.router import mark_from_wire, url_items
 from ubipy.peer.wire import FrameType
 from ubipy.ring import Ring
-from ubipy.store.shard import HostMark
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +111,10 @@ class Handoff:
         self._kick = trio.Event()
         self._holds_changed = trio.Event()
         self._acks: dict[int, _Waiting] = {}
+        # Addresses of peers that left or died: nothing more is sent to them until
+        # they are back, so a sweep under a ring that still names them does not wait
+        # out the patience once for every host.
+        self._gone: set[str] = set()
         self._ids = itertools.count(1)
         self._alive: frozenset[str] = frozenset({self_id})
         self.stats = HandoffStats()
@@ -278,6 +281,8 @@ class Handoff:
 
     async def _deliver(self, address: str, payload: dict[str, Any]) -> bool:
         for _ in range(3):
+            if address in self._gone:
+                return False
             handoff_id = next(self._ids)
             waiting = self._acks[handoff_id] = _Waiting(address)
             try:
@@ -291,11 +296,17 @@ class Handoff:
         return False
 
     def abandon(self, address: str) -> None:
-        """The peer at ``address`` left or died: it will not answer what it was sent."""
+        """The peer at ``address`` left or died: it will not answer what it was sent,
+        and is sent nothing more until it is back."""
+        self._gone.add(address)
         for waiting in self._acks.values():
             if waiting.address == address:
                 waiting.refused = True
                 waiting.done.set()
+
+    def back(self, address: str) -> None:
+        """A peer at ``address`` joined (again): hand-offs may go there."""
+        self._gone.discard(address)
 
     def acked(self, handoff_id: int, *, refused: bool = False) -> None:
         waiting = self._acks.get(handoff_id)
@@ -315,11 +326,8 @@ class Handoff:
         done = payload["done"]
         if not isinstance(done, list) or not all(type(fp) is int for fp in done):
             raise ValueError("done fingerprints must be integers")
-        mark = None
         raw = payload.get("mark")
-        if raw is not None:
-            last_end, delay, pages = raw
-            mark = HostMark(float(last_end), float(delay), int(pages))
+        mark = None if raw is None else mark_from_wire(raw)
         self._crawler.take_over(host, pending, done, mark)
         self.stats.urls_in += len(pending)
         if mark is not None:

@@ -354,6 +354,7 @@ class Peer:
                 self.links.forget(event.member.address)
                 self.handoff.abandon(event.member.address)
             elif event.changes_ring and event.member.id != self.peer_id:
+                self.handoff.back(event.member.address)
                 self._share_scope(event.member.address)
                 self.monitor.member_joined(event.member.address)
         if ring_changed and not self.stopping:
