@@ -127,6 +127,9 @@ class Links:
         self._dialling: dict[str, trio.Lock] = {}
         self._nursery: trio.Nursery | None = None
         self.stats = LinkStats()
+        # Addresses whose last dial failed: nothing is listening there now, whatever
+        # membership still believes (a peer that exited before its leave arrived).
+        self.unreachable: set[str] = set()
 
     async def run(
         self, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
@@ -189,8 +192,10 @@ class Links:
                     stream = await trio.open_tcp_stream(host, port)
             except (OSError, ValueError, trio.TooSlowError) as exc:
                 self.stats.dial_failures += 1
+                self.unreachable.add(address)
                 log.debug("cannot reach %s: %s", address, exc)
                 return None
+            self.unreachable.discard(address)
             conn = _Conn(stream, self)
             self._out[address] = conn
             assert self._nursery is not None

@@ -272,7 +272,7 @@ class Peer:
         router = self._router
         with trio.move_on_after(_LEAVE_PATIENCE):
             for _ in range(_LEAVE_SWEEPS):
-                others = self.membership.alive_ids() - {self.peer_id}
+                others = self._reachable_others()
                 if not others:
                     break
                 ring = Ring(others)
@@ -282,13 +282,24 @@ class Peer:
                     break
                 await trio.sleep(1.0)  # an owner did not answer: try again shortly
         with trio.move_on_after(_LEAVE_DRAIN):
-            while router.backlog() and self.membership.alive_ids() - {self.peer_id}:
+            while router.backlog() and self._reachable_others():
                 with trio.move_on_after(1.0):
                     await self._router_drained.wait()
-        if not self.membership.alive_ids() - {self.peer_id}:
+        if not self._reachable_others():
             log.info("no peer left to hand over to: everything stays in the shard")
         if router.backlog():
             log.info("%d forwarded URLs not acknowledged: kept in the outbox", router.backlog())
+
+    def _reachable_others(self) -> frozenset[str]:
+        """The other live members, less those whose address refused a connection: a
+        leaving peer no longer probes, so one that exited before its own leave reached
+        this peer would otherwise be waited for until the patience runs out."""
+        unreachable = self.links.unreachable
+        return frozenset(
+            m
+            for m in self.membership.alive_ids() - {self.peer_id}
+            if self._address_of(m) not in unreachable
+        )
 
     def _address_of(self, peer_id: str) -> str | None:
         member = self.membership.member(peer_id)
