@@ -163,3 +163,16 @@ async def test_copies_keep_the_latest_mark(tmp_path: Path) -> None:
         assert shard.replica_take("h.test") == ([], [], HostMark(110.0, 2.0, 4))
         assert shard.replica_hosts() == []
         assert shard.replica_take("h.test") == ([], [], None)
+
+
+async def test_a_mark_from_the_future_holds_a_host_no_longer_than_its_delay(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    host = "h.synth.test"
+    async with crawler_at(tmp_path) as b:
+        # An owner whose clock ran a year ahead, with a delay of 2 s.
+        b.take_over(host, [], [], HostMark(time.time() + 3e7, 2.0, 0))
+        b.seed([f"http://{host}/"])
+        assert asked(b) == set()
+        await trio.sleep(2.1)
+        assert asked(b) == {host}

@@ -160,8 +160,11 @@ class Crawler:
             log.info("resumed: %d seen URLs, %d pending", loaded, self._pending)
 
     def _restore_mark(self, host: str, mark: HostMark, wall: float, now: float) -> None:
-        """Politeness owed from another run or peer: wait out the delay after its last request."""
-        wait = max(0.0, mark.last_end + mark.delay - wall)
+        """Politeness owed from another run or peer: wait out the delay after its last request.
+
+        A last request "in the future" (another peer's clock ahead of ours, or a
+        bogus mark) counts as now: the wait is never longer than the delay."""
+        wait = max(0.0, min(mark.last_end, wall) + mark.delay - wall)
         self.scheduler.restore_host(host, not_before=now + wait, pages=mark.pages)
 
     # -- public -------------------------------------------------------------
