@@ -282,18 +282,19 @@ def lost_at_kill(
     stored: set[str],
     killed_at: float,
     until: float = float("inf"),
+    copy_margin: float = 0.0,
 ) -> set[str]:
     """The pages a peer killed at ``killed_at`` may have lost, generously: every page
     request of its (first) life, started before ``until``, that was not answered whole,
-    or ended at or after the kill, or whose page is not in its shard after the kill
-    (served, but the outcome not committed)."""
+    or ended less than ``copy_margin`` before the kill, or whose page is not in its
+    shard after the kill (served, but the outcome not committed)."""
     lost: set[str] = set()
     for r in referee.requests:
         if r.peer != peer_id or r.start >= until or referee.is_robots(r):
             continue
         url = Referee.url_of(r)
         in_shard = url in stored or r.url in stored
-        if not r.complete or r.end >= killed_at or not in_shard:
+        if not r.complete or r.end >= killed_at - copy_margin or not in_shard:
             lost.add(url)
     return lost
 
@@ -425,7 +426,10 @@ async def test_a_peer_killed_for_good_with_two_replicas(tmp_path: Path) -> None:
         extra = "n/a" if replica is None else f"{100 * replica / max(wire - replica, 1):.1f}%"
         s.report(f"wire bytes out (live peers) {wire}, of which replicas {replica}: +{extra}")
     referee = s.report_referee()
-    lost = lost_at_kill(referee, victim.peer_id, stored, killed_at)
+    # The copy of a page committed in the last commit before the kill (they come every
+    # 50 ms) may not have left yet: its successor fetches it again (README: a kill
+    # loses at most the last commit's copies). Two commit intervals cover that one.
+    lost = lost_at_kill(referee, victim.peer_id, stored, killed_at, copy_margin=0.1)
     duplicates = referee.duplicates()
     s.report_duplicates(duplicates, lost)
     assert not missing, missing_message(missing, s.truth)
