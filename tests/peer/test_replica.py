@@ -34,9 +34,15 @@ class Link:
         self.frames: list[bytes] = []
         self.entries = 0  # URLs and fingerprints delivered
         self.arrived = trio.Event()
+        self.breaks = 0  # sends still to fail, as over a broken connection
+        self.failed = 0
 
     async def send(self, address: str, kind: FrameType, payload: Any) -> bool:
         assert kind is FrameType.REPLICA and address == "b:1" and self.to is not None
+        if self.breaks:
+            self.breaks -= 1
+            self.failed += 1
+            return False
         raw = cbor2.dumps(payload)
         self.frames.append(raw)
         self.to.receive(cbor2.loads(raw))
@@ -176,3 +182,24 @@ async def test_a_mark_from_the_future_holds_a_host_no_longer_than_its_delay(
         assert asked(b) == set()
         await trio.sleep(2.1)
         assert asked(b) == {host}
+
+
+async def test_copies_that_could_not_be_sent_go_again(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    host = host_owned(RING, "a")
+    urls = [f"http://{host}/{i}" for i in range(3)]
+    async with pair(tmp_path) as (a, b, link):
+        link.breaks = 1
+        a.seed(urls)
+        a.on_commit([], [page(urls[0])], {host: HostMark(time.time(), 1.0, 1)})
+        # Nothing new is committed after the failure: the retry comes on its own.
+        with trio.fail_after(5):
+            while link.entries < 4:
+                await link.arrived.wait()
+        assert link.failed == 1
+        b.ring_changed(Ring(["b"]))
+        Replicator("b", 2, b, b._shard, link.send, lambda peer: None).promote(Ring(["b"]))
+        assert b._shard.pending_count(host) == 2
+        slot = b.scheduler.slot(host)
+        assert slot is not None and slot.pages == 1

@@ -19,13 +19,16 @@ dead owner's delay after its last one (a Crawl-delay longer than the failure
 detection included). When the ring changes, the hosts whose successor changed
 are copied whole to the new one.
 
-Copies are sent once, without acknowledgement: a frame lost with a broken
-connection is not re-sent (the next ring change re-copies the host whole).
+Copies are not acknowledged. A frame that cannot be sent (no connection) is kept
+and tried again every second while its successor is in the ring; one lost in
+flight, with a connection that broke after the send, is not sent again (the next
+ring change re-copies the host whole).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +47,8 @@ log = logging.getLogger(__name__)
 # Entries (URLs plus fingerprints) per REPLICA frame: far under the frame cap and
 # the 10,000 URLs a peer accepts in one list.
 _CHUNK = 2_000
+# Seconds before copies that could not be sent are tried again.
+_RETRY = 1.0
 
 Send = Callable[[str, FrameType, Any], Awaitable[bool]]
 AddressOf = Callable[[str], str | None]
@@ -78,6 +83,17 @@ class _Outgoing:
         if mark is not None and (copy.mark is None or copy.mark.last_end <= mark.last_end):
             copy.mark = mark
         self.size += len(pending) + len(done)
+
+    def put_back(self, entries: Sequence[list[Any]]) -> None:
+        """Entries of a frame that was not sent (as :meth:`frames` made them)."""
+        for entry in entries:
+            host, pending, done = entry[:3]
+            copy = self.hosts[host]
+            copy.pending.extend(pending)
+            copy.done.extend(done)
+            if len(entry) == 4:
+                self.add(host, mark=HostMark(*entry[3]))
+            self.size += len(pending) + len(done)
 
     def frames(self) -> Iterator[tuple[list[list[Any]], int]]:
         """Payload ``hosts`` lists of at most about _CHUNK entries, with their entry count
@@ -156,6 +172,8 @@ class Replicator:
         old, self._ring = self._ring, ring
         if self.replicas < 2:
             return
+        for gone in [t for t in self._queues if t not in ring.members]:
+            del self._queues[gone]  # its hosts' new successor is copied whole below
         for host in self._crawler.held_hosts():
             target = self._successor(host)
             if target is None:
@@ -170,7 +188,10 @@ class Replicator:
 
     async def run(self) -> None:
         while True:
-            await self._kick.wait()
+            # Copies that could not be sent wait in the queue: try again after a while
+            # even if nothing new is committed.
+            with trio.move_on_after(_RETRY if self._queues else math.inf):
+                await self._kick.wait()
             self._kick = trio.Event()
             queues, self._queues = self._queues, defaultdict(_Outgoing)
             for target, outgoing in queues.items():
@@ -180,6 +201,10 @@ class Replicator:
                 for hosts, count in outgoing.frames():
                     if await self._send(address, FrameType.REPLICA, {"hosts": hosts}):
                         self.items_sent += count
+                    elif target in self._ring.members:
+                        # The connection broke: keep the copies for the next try (a
+                        # successor that is gone gets its hosts whole from ring_changed).
+                        self._queues[target].put_back(hosts)
 
     def receive(self, payload: dict[str, Any]) -> None:
         hosts = payload["hosts"]
