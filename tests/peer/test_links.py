@@ -1,5 +1,6 @@
 """Links on loopback: an address that refuses connections is marked unreachable until
-a dial to it succeeds again."""
+a dial to it succeeds again, and a frame being written when its peer is forgotten
+still goes."""
 
 from __future__ import annotations
 
@@ -45,3 +46,41 @@ async def test_an_address_that_refuses_connections_is_unreachable_until_it_answe
             await arrived.wait()
         assert a.unreachable == {gone} and got == [{"urls": ["x"]}]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_frame_being_sent_when_its_peer_is_forgotten_still_goes() -> None:
+    """Two peers leaving at once: each forgets the other (it left) while its own leave
+    is being written to it; the connection closes after the frame, not under it."""
+    rounds = 20
+    raced: list[int] = []
+    all_there = trio.Event()
+
+    async def handler(frame: Frame, reply: Reply) -> None:
+        if "race" in frame.payload:
+            raced.append(frame.payload["race"])
+            if len(raced) == rounds:
+                all_there.set()
+
+    async def ignore(frame: Frame, reply: Reply) -> None:
+        pass
+
+    a, b = Links(KEY, "a", ignore), Links(KEY, "b", handler)
+    sent: list[bool] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(a.run, "127.0.0.1", 0)
+        there = f"127.0.0.1:{await nursery.start(b.run, '127.0.0.1', 0)}"
+
+        async def send(i: int) -> None:
+            sent.append(await a.send(there, FrameType.SEED, {"race": i}))
+
+        for i in range(rounds):
+            assert await a.send(there, FrameType.SEED, {"dial": i})  # a live connection
+            async with trio.open_nursery() as racing:
+                racing.start_soon(send, i)
+                await trio.lowlevel.checkpoint()  # the send holds the connection, writing
+                a.forget(there)
+        assert sent == [True] * rounds
+        with trio.fail_after(5):
+            await all_there.wait()
+        nursery.cancel_scope.cancel()
+    assert sorted(raced) == list(range(rounds))

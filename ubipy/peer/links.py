@@ -203,12 +203,21 @@ class Links:
             return conn
 
     def forget(self, address: str) -> None:
-        """Drop the cached connection to a peer that left or died."""
+        """Drop the cached connection to a peer that left or died (the next send
+        dials afresh)."""
         conn = self._out.pop(address, None)
         if conn is not None:
             conn.closed = True
             if self._nursery is not None:
-                self._nursery.start_soon(trio.aclose_forcefully, conn.stream)
+                self._nursery.start_soon(_close_after_sends, conn)
+
+
+async def _close_after_sends(conn: _Conn) -> None:
+    # Frames already on their way go first: when two peers leave at once, each
+    # forgets the other as its own leave is being written to it, and closing under
+    # that send would lose the leave (the other then waits for a peer that is gone).
+    async with conn.send_lock:
+        await trio.aclose_forcefully(conn.stream)
 
 
 async def request(
