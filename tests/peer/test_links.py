@@ -1,6 +1,6 @@
 """Links on loopback: an address that refuses connections is marked unreachable until
-a dial to it succeeds again, and a frame being written when its peer is forgotten
-still goes."""
+a dial to it succeeds again; a frame being written when its peer is forgotten still
+goes, and one stuck on a peer that reads nothing is cut short."""
 
 from __future__ import annotations
 
@@ -84,3 +84,35 @@ async def test_a_frame_being_sent_when_its_peer_is_forgotten_still_goes() -> Non
             await all_there.wait()
         nursery.cancel_scope.cancel()
     assert sorted(raced) == list(range(rounds))
+
+
+async def test_a_send_stuck_on_a_peer_that_reads_nothing_ends_once_it_is_forgotten(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def ignore(frame: Frame, reply: Reply) -> None:
+        pass
+
+    # A peer that takes connections and never reads them: writes stall once the
+    # kernel's buffers are full.
+    with socket.socket() as deaf:
+        deaf.bind(("127.0.0.1", 0))
+        deaf.listen()
+        there = f"127.0.0.1:{deaf.getsockname()[1]}"
+        a = Links(KEY, "a", ignore)
+        ended = trio.Event()
+
+        async def flood() -> None:
+            for _ in range(1_000):  # far more than the buffers hold
+                if not await a.send(there, FrameType.SEED, {"blob": b"x" * 1_000_000}):
+                    break
+            ended.set()
+
+        async with trio.open_nursery() as nursery:
+            await nursery.start(a.run, "127.0.0.1", 0)
+            nursery.start_soon(flood)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not ended.is_set()  # stuck writing
+            a.forget(there)
+            with trio.fail_after(5):
+                await ended.wait()
+            nursery.cancel_scope.cancel()

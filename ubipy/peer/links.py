@@ -36,6 +36,8 @@ from ubipy.peer.wire import (
 log = logging.getLogger(__name__)
 
 _READ_SIZE = 65_536
+# How long a forgotten connection waits for the frames being written on it.
+_CLOSE_PATIENCE = 1.0
 
 Reply = Callable[[FrameType, Any], Awaitable[None]]
 Handler = Callable[[Frame, Reply], Awaitable[None]]
@@ -216,8 +218,12 @@ async def _close_after_sends(conn: _Conn) -> None:
     # Frames already on their way go first: when two peers leave at once, each
     # forgets the other as its own leave is being written to it, and closing under
     # that send would lose the leave (the other then waits for a peer that is gone).
-    async with conn.send_lock:
-        await trio.aclose_forcefully(conn.stream)
+    # A send stuck on a peer that reads nothing is cut short, as before.
+    with trio.move_on_after(_CLOSE_PATIENCE):
+        async with conn.send_lock:
+            await trio.aclose_forcefully(conn.stream)
+            return
+    await trio.aclose_forcefully(conn.stream)
 
 
 async def request(
