@@ -53,6 +53,7 @@ from typing import Final
 
 from ubipy.peer.membership_events import ChangeKind, MemberEvent, MembershipConfig, Outgoing
 from ubipy.peer.membership_messages import (
+    LIVE_STATES,
     MAX_INCARNATION,
     MAX_PUSH_PULL_MEMBERS,
     MAX_SEQ,
@@ -94,10 +95,6 @@ ALIVE: Final = MemberState.ALIVE
 SUSPECT: Final = MemberState.SUSPECT
 DEAD: Final = MemberState.DEAD
 LEFT: Final = MemberState.LEFT
-# States that still hold a place on the ring and are probed. A suspect keeps its
-# place: moving hosts away and back on every false suspicion would cost more than
-# the few seconds a really dead owner keeps them.
-_LIVE: Final = frozenset({ALIVE, SUSPECT})
 
 
 # The legal transitions of another member's state, all in one place:
@@ -199,7 +196,7 @@ class Membership:
             self_id: Member(self_id, self_address, ALIVE, incarnation)
         }
         self._since: dict[str, float] = {self_id: now}
-        self._live = 1  # members in _LIVE, self included
+        self._live = 1  # members in LIVE_STATES, self included
         self._left = False
         self._joining = False  # a join's push-pull reply is still to come
         self.refutations = 0  # how often we outbid a rumour about ourselves
@@ -236,7 +233,7 @@ class Membership:
 
     def alive_ids(self) -> frozenset[str]:
         """The ids that own a share of the ring: ALIVE and SUSPECT, self included."""
-        return frozenset(m.id for m in self._members.values() if m.state in _LIVE)
+        return frozenset(m.id for m in self._members.values() if m.state in LIVE_STATES)
 
     def drain_events(self) -> list[MemberEvent]:
         """The changes since the last call, oldest first."""
@@ -365,7 +362,7 @@ class Membership:
         out.extend(
             Outgoing(m.address, news)
             for m in self._members.values()
-            if m.state in _LIVE and m.id != self.self_id and m.address != seed_address
+            if m.state in LIVE_STATES and m.id != self.self_id and m.address != seed_address
         )
 
     # -- probing ---------------------------------------------------------------
@@ -381,7 +378,7 @@ class Membership:
         ):
             probe.indirect_sent = True
             target = self._members.get(probe.target_id)
-            if target is not None and target.state in _LIVE:
+            if target is not None and target.state in LIVE_STATES:
                 helpers = self._pick(
                     cfg.indirect_checks,
                     lambda m: m.state is ALIVE and m.id != probe.target_id,
@@ -393,7 +390,7 @@ class Membership:
         # A probe lasts one interval: unanswered by now, its target is suspect.
         if probe is not None and not probe.acked:
             target = self._members.get(probe.target_id)
-            if target is not None and target.state in _LIVE:
+            if target is not None and target.state in LIVE_STATES:
                 self._apply(
                     Update(target.id, target.address, SUSPECT, target.incarnation, self.self_id),
                     now,
@@ -422,7 +419,7 @@ class Membership:
             while self._probe_pos < len(self._probe_list):
                 member = self._members.get(self._probe_list[self._probe_pos])
                 self._probe_pos += 1
-                if member is not None and member.state in _LIVE:
+                if member is not None and member.state in LIVE_STATES:
                     return member
             if attempt == 0:
                 # End of a pass: reshuffle, so a member's place in the order (and
@@ -430,7 +427,7 @@ class Membership:
                 self._probe_list = [
                     m.id
                     for m in self._members.values()
-                    if m.state in _LIVE and m.id != self.self_id
+                    if m.state in LIVE_STATES and m.id != self.self_id
                 ]
                 self._rng.shuffle(self._probe_list)
                 self._probe_pos = 0
@@ -558,8 +555,8 @@ class Membership:
 
     def _set(self, member: Member, now: float) -> None:
         old = self._members.get(member.id)
-        was_live = old is not None and old.state in _LIVE
-        self._live += (member.state in _LIVE) - was_live
+        was_live = old is not None and old.state in LIVE_STATES
+        self._live += (member.state in LIVE_STATES) - was_live
         self._members[member.id] = member
         if old is None or old.state is not member.state:
             self._since[member.id] = now
@@ -569,7 +566,7 @@ class Membership:
         gone = [
             m.id
             for m in self._members.values()
-            if m.state not in _LIVE
+            if m.state not in LIVE_STATES
             and m.id != self.self_id
             and now - self._since[m.id] >= cfg.tombstone_timeout
         ]
@@ -610,7 +607,7 @@ class Membership:
         horizon = self.config.gossip_to_the_dead
 
         def reachable(m: Member) -> bool:
-            return m.state in _LIVE or (m.state is DEAD and now - self._since[m.id] < horizon)
+            return m.state in LIVE_STATES or (m.state is DEAD and now - self._since[m.id] < horizon)
 
         for target in self._pick(self.config.gossip_nodes, reachable):
             updates = self._piggyback()
@@ -627,7 +624,7 @@ class Membership:
                 # Learn it as ALIVE: it still holds a place on everyone's ring, and
                 # our own probes will judge it.
                 state = ALIVE
-            elif state is DEAD and known is not None and known.state in _LIVE:
+            elif state is DEAD and known is not None and known.state in LIVE_STATES:
                 # As memberlist: a death learnt in bulk is only a suspicion, which
                 # the member can still refute.
                 state = SUSPECT
@@ -638,7 +635,7 @@ class Membership:
         members = list(self._members.values())
         if len(members) > MAX_PUSH_PULL_MEMBERS:
             # Far beyond the sizes we run at; drop tombstones first.
-            members.sort(key=lambda m: m.state not in _LIVE)
+            members.sort(key=lambda m: m.state not in LIVE_STATES)
             members = members[:MAX_PUSH_PULL_MEMBERS]
         return PushPull(tuple(members), is_reply)
 

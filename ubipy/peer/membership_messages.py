@@ -37,6 +37,12 @@ class MemberState(enum.IntEnum):
     LEFT = 3
 
 
+# States that still hold a place on the ring and are probed. A suspect keeps its
+# place: moving hosts away and back on every false suspicion would cost more than
+# the few seconds a really dead owner keeps them.
+LIVE_STATES: Final = frozenset({MemberState.ALIVE, MemberState.SUSPECT})
+
+
 @dataclass(frozen=True, slots=True)
 class Member:
     """One peer as seen by another: ``incarnation`` orders rumours about it."""

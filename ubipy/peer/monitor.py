@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ubipy.peer.membership import MemberState
+from ubipy.peer.membership_messages import LIVE_STATES, MemberState
 from ubipy.peer.wire import FrameType
 
 if TYPE_CHECKING:
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PUSH_INTERVAL = 1.0
-_LIVE = (MemberState.ALIVE, MemberState.SUSPECT)
 # Figures from a peer are at most this many fields, each a number, a string,
 # a bool or null: anything else is not figures.
 _MAX_FIELDS = 100
@@ -79,7 +78,7 @@ class Monitor:
         with trio.move_on_after(5.0):
             async with trio.open_nursery() as nursery:
                 for m in peer.membership.members():
-                    if m.id != peer.peer_id and m.state in _LIVE:
+                    if m.id != peer.peer_id and m.state in LIVE_STATES:
                         nursery.start_soon(self._send, m.address, FrameType.STOP, {})
         peer.stop()
 

@@ -36,7 +36,7 @@ from ubipy.peer.crawler import Crawler, StorageError
 from ubipy.peer.handoff import Handoff, NotOurs
 from ubipy.peer.links import Links, Reply, is_loopback, request, split_address
 from ubipy.peer.membership import Membership, MembershipConfig, Outgoing
-from ubipy.peer.membership_messages import MemberState, message_from_wire
+from ubipy.peer.membership_messages import LIVE_STATES, MemberState, message_from_wire
 from ubipy.peer.monitor import Monitor
 from ubipy.peer.replica import Replicator
 from ubipy.peer.router import Batch, Router, url_items
@@ -562,7 +562,7 @@ class Peer:
             others = [
                 m
                 for m in self.membership.members()
-                if m.id != self.peer_id and m.state in (MemberState.ALIVE, MemberState.SUSPECT)
+                if m.id != self.peer_id and m.state in LIVE_STATES
             ]
             answers: list[dict[str, Any]] = []
 
