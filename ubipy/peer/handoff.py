@@ -31,7 +31,7 @@ from typing import Any
 import trio
 
 from ubipy.peer.crawler import Crawler, StorageError
-from ubipy.peer.router import mark_from_wire, url_items
+from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
 from ubipy.peer.wire import FrameType
 from ubipy.ring import Ring
 
@@ -256,9 +256,7 @@ class Handoff:
                 "host": host,
                 "pending": [[u.url, u.depth] for u in pending[i * _CHUNK : (i + 1) * _CHUNK]],
                 "done": done[i * _CHUNK : (i + 1) * _CHUNK],
-                "mark": None if mark is None or i < chunks - 1 else [
-                    mark.last_end, mark.delay, mark.pages
-                ],
+                "mark": None if mark is None or i < chunks - 1 else mark_to_wire(mark),
             }  # fmt: skip
             if not await self._deliver(address, payload):
                 # Refused (the owner is leaving too, or its ring lags) or unanswered.

@@ -37,7 +37,7 @@ from typing import Any
 import trio
 
 from ubipy.peer.crawler import Crawler
-from ubipy.peer.router import mark_from_wire, url_items
+from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
 from ubipy.peer.wire import FrameType
 from ubipy.ring import Ring
 from ubipy.store.shard import FrontierRow, HostMark, NewURL, PageRecord, Shard
@@ -92,7 +92,7 @@ class _Outgoing:
             copy.pending.extend(pending)
             copy.done.extend(done)
             if len(entry) == 4:
-                self.add(host, mark=HostMark(*entry[3]))
+                self.add(host, mark=mark_from_wire(entry[3]))
             self.size += len(pending) + len(done)
 
     def frames(self) -> Iterator[tuple[list[list[Any]], int]]:
@@ -109,8 +109,7 @@ class _Outgoing:
                     frame, count = [], 0
                 entry: list[Any] = [host, pending, done]
                 if i == 0 and copy.mark is not None:
-                    m = copy.mark
-                    entry.append([m.last_end, m.delay, m.pages])
+                    entry.append(mark_to_wire(copy.mark))
                 frame.append(entry)
                 count += len(pending) + len(done)
         if frame:

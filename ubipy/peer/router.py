@@ -249,6 +249,11 @@ def url_items(items: object, *, host: str | None = None) -> list[NewURL]:
     return urls
 
 
+def mark_to_wire(mark: HostMark) -> list[float | int]:
+    """A host's politeness mark as it travels: ``[last_end, delay, pages]``."""
+    return [mark.last_end, mark.delay, mark.pages]
+
+
 def mark_from_wire(raw: object) -> HostMark:
     """A host's politeness mark ``[last_end, delay, pages]`` from another peer (a
     hand-off, a replica), checked: a mark that is not finite would hold the host
