@@ -381,10 +381,9 @@ class Peer:
                 # The dead hand nothing over: their copies here become ours first.
                 self.replicator.promote(ring)
             self.replicator.ring_changed(ring)
+            self._remember_members()
         for peer_id in dead:
             self.handoff.peer_gone(peer_id)
-        if ring_changed and not self.stopping:
-            self._remember_members()
 
     def _remember_members(self) -> None:
         """Remember every peer known now, so that, back from a stop, this peer holds
