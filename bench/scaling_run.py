@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.scaling_report import RunResult, cumulative
+from bench.speed import web_banner
 
 ROOT = Path(__file__).resolve().parent.parent
 if TYPE_CHECKING:
@@ -95,18 +96,12 @@ class Web:
             cmd, stdout=subprocess.PIPE, stderr=self.err, text=True, cwd=ROOT, env=_env()
         )
         assert self.proc.stdout is not None
-        self.proxy = self.seed = ""
-        while not (self.proxy and self.seed):
-            line = self.proc.stdout.readline()
-            if not line:
-                self.proc.kill()
-                self.proc.wait()
-                raise RunFailed(f"the synthetic web did not start; see {work / 'web.err'}")
-            key, _, value = line.strip().partition(" ")
-            if key == "proxy":
-                self.proxy = value
-            elif key == "seed":
-                self.seed = value
+        banner = web_banner(self.proc.stdout)
+        if banner is None:
+            self.proc.kill()
+            self.proc.wait()
+            raise RunFailed(f"the synthetic web did not start; see {work / 'web.err'}")
+        self.proxy, self.seed = banner
         self.requests = 0
         self.changed_at = time.time()
         self._thread = threading.Thread(target=self._follow, daemon=True)

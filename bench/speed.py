@@ -43,7 +43,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -130,17 +130,26 @@ def start_server(args: argparse.Namespace, log_path: Path, stderr: Path) -> Serv
     with open(stderr, "w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
     assert proc.stdout is not None
+    banner = web_banner(proc.stdout)
+    if banner is None:
+        raise SystemExit(f"the synthetic web did not start; see {stderr}")
+    return Server(proc, *banner, log_path)
+
+
+def web_banner(stdout: IO[str]) -> tuple[str, str] | None:
+    """The synthetic web's proxy and seed URL from the first lines it prints
+    (``proxy URL``, ``seed URL``); None if it ends before saying both."""
     proxy = seed = ""
     while not (proxy and seed):
-        line = proc.stdout.readline()
+        line = stdout.readline()
         if not line:
-            raise SystemExit(f"the synthetic web did not start; see {stderr}")
+            return None
         key, _, value = line.strip().partition(" ")
         if key == "proxy":
             proxy = value
         elif key == "seed":
             seed = value
-    return Server(proc, proxy, seed, log_path)
+    return proxy, seed
 
 
 def stop_server(server: Server) -> Usage:
