@@ -16,13 +16,14 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TextIO
 
 import trio
+
+from ubipy.rolling import RollingRate
 
 if TYPE_CHECKING:
     from ubipy.peer.peer import Peer
@@ -107,7 +108,7 @@ class Progress:
         self.refresh = refresh
         self.window = window
         self.label = label
-        self._readings: deque[tuple[float, int]] = deque()
+        self._rate = RollingRate(window)
         self._last: Figures | None = None
         self._started: float | None = None
         self._drawn_at: float | None = None
@@ -130,18 +131,12 @@ class Progress:
         if self._started is None:
             self._started = now
         self._last = figures
-        readings = self._readings
-        readings.append((now, figures.pages))
-        while len(readings) > 2 and readings[1][0] <= now - self.window:
-            readings.popleft()
+        self._rate.add(now, figures.pages)
 
     @property
     def pages_per_second(self) -> float:
         """Over the last ``window`` seconds of readings (0 before two readings)."""
-        if len(self._readings) < 2:
-            return 0.0
-        (t0, p0), (t1, p1) = self._readings[0], self._readings[-1]
-        return (p1 - p0) / (t1 - t0) if t1 > t0 else 0.0
+        return self._rate.rate() or 0.0
 
     def line(self, now: float) -> str:
         """The figures of the last reading as one line (without a newline)."""
@@ -185,7 +180,8 @@ class Progress:
             self._on_screen = False
 
     def _latest(self) -> float:
-        return self._readings[-1][0] if self._readings else 0.0
+        last = self._rate.last
+        return 0.0 if last is None else last[0]
 
     def clear(self) -> None:
         """Erase the terminal line (before something else is written there)."""

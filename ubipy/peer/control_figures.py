@@ -14,8 +14,10 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
+
+from ubipy.rolling import RollingRate
 
 #: Member states as the dashboard names them (MemberState's names, lower case).
 STATES: Final = ("alive", "suspect", "dead", "left")
@@ -99,19 +101,12 @@ class ChartPoint:
     peers: Mapping[str, float]
 
 
-@dataclass(frozen=True, slots=True)
-class _Reading:
-    received: float
-    uptime: float
-    pages: int
-
-
 @dataclass(slots=True)
 class _Track:
     figures: Mapping[str, Any]
     changed_at: float
     started_at: float | None
-    readings: deque[_Reading] = field(default_factory=deque)
+    pages: RollingRate  # pages against the peer's own uptime
 
 
 def _number(value: object) -> float:
@@ -174,25 +169,22 @@ class FiguresBook:
         started = _number(started_at) if started_at is not None else None
         track = self._tracks.get(peer_id)
         if track is not None:
-            last = track.readings[-1] if track.readings else None
+            last = track.pages.last
             restarted = track.started_at != started or (
-                last is not None and (uptime < last.uptime or pages < last.pages)
+                last is not None and (uptime < last[0] or pages < last[1])
             )
             if restarted:
                 track = None
-            elif last is not None and uptime == last.uptime:
+            elif last is not None and uptime == last[0]:
                 track.figures = figures  # the same report seen again: nothing has moved
                 return
         if track is None:
-            track = self._tracks[peer_id] = _Track(figures, now, started)
+            track = self._tracks[peer_id] = _Track(
+                figures, now, started, RollingRate(self.rate_window)
+            )
         track.figures = figures
         track.changed_at = now
-        track.readings.append(_Reading(now, uptime, pages))
-        # A reading older than the window is kept while it is the only one that
-        # spans it: the rate then covers a little more than the window, not less.
-        readings = track.readings
-        while len(readings) > 2 and readings[1].uptime <= uptime - self.rate_window:
-            readings.popleft()
+        track.pages.add(uptime, pages)
 
     def sample(self, now: float) -> None:
         """Add one chart point (call it every ``resolution`` seconds)."""
@@ -205,16 +197,16 @@ class FiguresBook:
     # -- output -----------------------------------------------------------------
     def _rate(self, peer_id: str, now: float) -> float:
         track = self._tracks.get(peer_id)
-        if track is None or not track.readings:
+        if track is None:
             return 0.0
         member = self._members.get(peer_id, {})
         if _text(member.get("state")).lower() not in LIVE_STATES:
             return 0.0  # a dead peer's last figures are history, not a pace
         if now - track.changed_at > self.stale_after:
             return 0.0  # no news of it: it is not known to be fetching anything
-        first, last = track.readings[0], track.readings[-1]
-        if last.uptime > first.uptime:
-            return (last.pages - first.pages) / (last.uptime - first.uptime)
+        rate = track.pages.rate()
+        if rate is not None:
+            return rate
         # One reading only: the peer's own lifetime average is the best guess.
         return _number(track.figures.get("pages_per_second"))
 
