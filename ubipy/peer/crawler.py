@@ -544,6 +544,11 @@ class Crawler:
         try:
             with self._shard.transaction():
                 self._shard.save_host_marks(marks)
+                # Before the new rows go in: skip_host's count is of rows already
+                # counted as pending, and a new row of a host given up is counted,
+                # then skipped, when it is scheduled.
+                for host, reason in host_skips:
+                    closed += self._shard.skip_host(host, reason)
                 new_rows: list[FrontierRow] = []
                 foreign: list[NewURL] = []
                 for o in outcomes:
@@ -555,8 +560,6 @@ class Crawler:
                 self._shard.record_pages([o.page for o in outcomes])
                 if skips:
                     self._shard.mark_skipped(skips)
-                for host, reason in host_skips:
-                    closed += self._shard.skip_host(host, reason)
         except sqlite3.Error as exc:
             self.admission.rollback()
             # Everything stays in memory for the next try: nothing admitted is lost,
