@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 import trio
 
-from ubipy.peer.membership import MemberState
+from ubipy.membership import MemberState
 from ubipy.peer.monitor import Monitor
 from ubipy.peer.peer import Peer
 from ubipy.peer.wire import FrameType

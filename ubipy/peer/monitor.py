@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ubipy.peer.membership_messages import LIVE_STATES, MemberState
+from ubipy.membership import LIVE_STATES, MemberState
 from ubipy.peer.wire import FrameType
 
 if TYPE_CHECKING:

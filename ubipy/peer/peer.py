@@ -30,13 +30,19 @@ import trio
 from ubipy import __version__
 from ubipy.config import CrawlConfig
 from ubipy.fetch.client import make_client
+from ubipy.membership import (
+    LIVE_STATES,
+    Membership,
+    MembershipConfig,
+    MemberState,
+    Outgoing,
+    message_from_wire,
+)
 from ubipy.peer.acks import AckBook
 from ubipy.peer.control import control_bind, serve_control
 from ubipy.peer.crawler import Crawler, StorageError
 from ubipy.peer.handoff import Handoff, NotOurs
 from ubipy.peer.links import Links, Reply, is_loopback, request, split_address
-from ubipy.peer.membership import Membership, MembershipConfig, Outgoing
-from ubipy.peer.membership_messages import LIVE_STATES, MemberState, message_from_wire
 from ubipy.peer.monitor import Monitor
 from ubipy.peer.replica import Replicator
 from ubipy.peer.router import Batch, Router, url_items

@@ -4,7 +4,7 @@
 feeds it events (``receive`` a message, ``tick`` at ``next_deadline()``, ``join``,
 ``leave``), passes ``now`` in, and sends the ``Outgoing`` messages it returns. The
 same object runs unchanged under trio and in the deterministic simulator of
-tests/peer/simnet.py.
+tests/membership/simnet.py.
 
 The protocol is HashiCorp memberlist's (SWIM + Lifeguard suspicion):
 
@@ -48,11 +48,10 @@ import heapq
 import math
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
-from typing import Final
+from dataclasses import dataclass, replace
 
-from ubipy.peer.membership_events import ChangeKind, MemberEvent, MembershipConfig, Outgoing
-from ubipy.peer.membership_messages import (
+from ubipy.membership.events import ChangeKind, MemberEvent, MembershipConfig, Outgoing
+from ubipy.membership.messages import (
     LIVE_STATES,
     MAX_INCARNATION,
     MAX_PUSH_PULL_MEMBERS,
@@ -61,93 +60,13 @@ from ubipy.peer.membership_messages import (
     Gossip,
     Leave,
     Member,
-    MemberState,
     Message,
     Ping,
     PingReq,
     PushPull,
     Update,
-    WireError,
-    message_from_wire,
 )
-
-__all__ = [
-    "Ack",
-    "ChangeKind",
-    "Gossip",
-    "Leave",
-    "Member",
-    "MemberEvent",
-    "MemberState",
-    "Membership",
-    "MembershipConfig",
-    "Message",
-    "Outgoing",
-    "Ping",
-    "PingReq",
-    "PushPull",
-    "Update",
-    "WireError",
-    "message_from_wire",
-]
-
-ALIVE: Final = MemberState.ALIVE
-SUSPECT: Final = MemberState.SUSPECT
-DEAD: Final = MemberState.DEAD
-LEFT: Final = MemberState.LEFT
-
-
-# The legal transitions of another member's state, all in one place:
-# (state we hold or None if unknown, state rumoured) -> (the rumour's incarnation
-# must be strictly newer than ours rather than at least as new, event to report).
-# Anything not listed is ignored. ALIVE needs a strictly newer incarnation (that
-# is what refuting means); accusations win ties. SUSPECT -> SUSPECT is not a
-# transition but a Lifeguard confirmation, handled apart. Tombstones for unknown
-# members are kept quietly so a late ALIVE of the same incarnation cannot undo them.
-_TRANSITIONS: Final[
-    dict[tuple[MemberState | None, MemberState], tuple[bool, ChangeKind | None]]
-] = {
-    (None, ALIVE): (False, ChangeKind.JOINED),
-    (None, DEAD): (False, None),
-    (None, LEFT): (False, None),
-    (ALIVE, ALIVE): (True, None),
-    (ALIVE, SUSPECT): (False, ChangeKind.SUSPECT),
-    (ALIVE, DEAD): (False, ChangeKind.DEAD),
-    (ALIVE, LEFT): (False, ChangeKind.LEFT),
-    (SUSPECT, ALIVE): (True, ChangeKind.REFUTED),
-    (SUSPECT, DEAD): (False, ChangeKind.DEAD),
-    (SUSPECT, LEFT): (False, ChangeKind.LEFT),
-    (DEAD, ALIVE): (True, ChangeKind.JOINED),
-    (LEFT, ALIVE): (True, ChangeKind.JOINED),
-}
-
-
-@dataclass(slots=True)
-class _Suspicion:
-    """Lifeguard's suspicion timer: starts at ``max`` and falls towards ``min`` as
-    distinct accusers confirm, log-scaled, reaching ``min`` at ``k`` confirmations."""
-
-    start: float
-    k: int
-    min_timeout: float
-    max_timeout: float
-    accusers: set[str]
-    confirmations: int = 0
-    deadline: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.deadline = self.start + (self.max_timeout if self.k >= 1 else self.min_timeout)
-
-    def confirm(self, accuser: str) -> bool:
-        """Count a new accuser; True if it was new (and so worth re-gossiping)."""
-        if self.confirmations >= self.k or accuser in self.accusers:
-            return False
-        self.accusers.add(accuser)
-        self.confirmations += 1
-        frac = math.log(self.confirmations + 1) / math.log(self.k + 1)
-        timeout = self.max_timeout - frac * (self.max_timeout - self.min_timeout)
-        self.deadline = self.start + max(self.min_timeout, timeout)
-        return True
+from ubipy.membership.transitions import ALIVE, DEAD, LEFT, SUSPECT, TRANSITIONS, Suspicion
 
 
 @dataclass(slots=True)
@@ -200,7 +119,7 @@ class Membership:
         self._left = False
         self._joining = False  # a join's push-pull reply is still to come
         self.refutations = 0  # how often we outbid a rumour about ourselves
-        self._suspicions: dict[str, _Suspicion] = {}
+        self._suspicions: dict[str, Suspicion] = {}
         self._broadcasts: dict[str, _Broadcast] = {}
         self._broadcast_order = 0
         self._events: list[MemberEvent] = []
@@ -479,7 +398,7 @@ class Membership:
                 self._enqueue(update)
             return
         old_state = None if current is None else current.state
-        rule = _TRANSITIONS.get((old_state, update.state))
+        rule = TRANSITIONS.get((old_state, update.state))
         if rule is None:
             return
         strictly_newer, kind = rule
@@ -540,7 +459,7 @@ class Membership:
         scale = max(1.0, math.log10(max(1, n)))
         min_timeout = cfg.suspicion_mult * scale * cfg.probe_interval
         max_timeout = cfg.suspicion_max_timeout_mult * min_timeout
-        self._suspicions[member_id] = _Suspicion(now, k, min_timeout, max_timeout, {accuser})
+        self._suspicions[member_id] = Suspicion(now, k, min_timeout, max_timeout, {accuser})
 
     def _expire_suspicions(self, now: float) -> None:
         due = [mid for mid, s in self._suspicions.items() if now >= s.deadline]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import cbor2
 
-from ubipy.peer.membership import (
+from ubipy.membership import (
     MemberEvent,
     Membership,
     MembershipConfig,

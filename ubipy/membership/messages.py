@@ -14,6 +14,8 @@ import enum
 from dataclasses import dataclass
 from typing import Final
 
+from ubipy.errors import WireError
+
 MAX_ID_CHARS: Final = 64
 MAX_ADDRESS_CHARS: Final = 300
 # Piggybacked updates per message. The sender puts far fewer (see
@@ -22,10 +24,6 @@ MAX_UPDATES: Final = 64
 MAX_PUSH_PULL_MEMBERS: Final = 10_000
 MAX_SEQ: Final = 2**32 - 1
 MAX_INCARNATION: Final = 2**63 - 1
-
-
-class WireError(ValueError):
-    """A wire object that is not a well-formed membership message."""
 
 
 class MemberState(enum.IntEnum):

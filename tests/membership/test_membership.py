@@ -13,7 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ubipy.peer.membership import (
+from ubipy.errors import WireError
+from ubipy.membership import (
+    MAX_UPDATES,
     Ack,
     ChangeKind,
     Gossip,
@@ -28,10 +30,8 @@ from ubipy.peer.membership import (
     PingReq,
     PushPull,
     Update,
-    WireError,
     message_from_wire,
 )
-from ubipy.peer.membership_messages import MAX_UPDATES
 
 CONFIG = MembershipConfig()
 

@@ -2,7 +2,7 @@
 (:class:`MembershipConfig`), the messages it asks its driver to send
 (:class:`Outgoing`) and the changes it reports (:class:`MemberEvent`).
 
-No I/O and no clock here, as in :mod:`ubipy.peer.membership`.
+No I/O and no clock here, as in :mod:`ubipy.membership.machine`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ubipy.peer.membership_messages import Member, Message
+from ubipy.membership.messages import Member, Message
 
 
 @dataclass(frozen=True, slots=True)

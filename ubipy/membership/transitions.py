@@ -1,0 +1,67 @@
+"""The legal transitions of another member's state, and Lifeguard's suspicion timer:
+everything that decides how a rumour changes what this peer believes lives here."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Final
+
+from ubipy.membership.events import ChangeKind
+from ubipy.membership.messages import MemberState
+
+ALIVE: Final = MemberState.ALIVE
+SUSPECT: Final = MemberState.SUSPECT
+DEAD: Final = MemberState.DEAD
+LEFT: Final = MemberState.LEFT
+
+
+# The legal transitions of another member's state, all in one place:
+# (state we hold or None if unknown, state rumoured) -> (the rumour's incarnation
+# must be strictly newer than ours rather than at least as new, event to report).
+# Anything not listed is ignored. ALIVE needs a strictly newer incarnation (that
+# is what refuting means); accusations win ties. SUSPECT -> SUSPECT is not a
+# transition but a Lifeguard confirmation, handled apart. Tombstones for unknown
+# members are kept quietly so a late ALIVE of the same incarnation cannot undo them.
+TRANSITIONS: Final[dict[tuple[MemberState | None, MemberState], tuple[bool, ChangeKind | None]]] = {
+    (None, ALIVE): (False, ChangeKind.JOINED),
+    (None, DEAD): (False, None),
+    (None, LEFT): (False, None),
+    (ALIVE, ALIVE): (True, None),
+    (ALIVE, SUSPECT): (False, ChangeKind.SUSPECT),
+    (ALIVE, DEAD): (False, ChangeKind.DEAD),
+    (ALIVE, LEFT): (False, ChangeKind.LEFT),
+    (SUSPECT, ALIVE): (True, ChangeKind.REFUTED),
+    (SUSPECT, DEAD): (False, ChangeKind.DEAD),
+    (SUSPECT, LEFT): (False, ChangeKind.LEFT),
+    (DEAD, ALIVE): (True, ChangeKind.JOINED),
+    (LEFT, ALIVE): (True, ChangeKind.JOINED),
+}
+
+
+@dataclass(slots=True)
+class Suspicion:
+    """Lifeguard's suspicion timer: starts at ``max`` and falls towards ``min`` as
+    distinct accusers confirm, log-scaled, reaching ``min`` at ``k`` confirmations."""
+
+    start: float
+    k: int
+    min_timeout: float
+    max_timeout: float
+    accusers: set[str]
+    confirmations: int = 0
+    deadline: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.deadline = self.start + (self.max_timeout if self.k >= 1 else self.min_timeout)
+
+    def confirm(self, accuser: str) -> bool:
+        """Count a new accuser; True if it was new (and so worth re-gossiping)."""
+        if self.confirmations >= self.k or accuser in self.accusers:
+            return False
+        self.accusers.add(accuser)
+        self.confirmations += 1
+        frac = math.log(self.confirmations + 1) / math.log(self.k + 1)
+        timeout = self.max_timeout - frac * (self.max_timeout - self.min_timeout)
+        self.deadline = self.start + max(self.min_timeout, timeout)
+        return True
