@@ -214,7 +214,7 @@ def _ask(address: str, kind_name: str, payload: dict[str, Any]) -> dict[str, Any
     import trio
 
     from ubipy.peer.links import request
-    from ubipy.peer.wire import FrameType, secret_from
+    from ubipy.wire import FrameType, secret_from
 
     async def go() -> dict[str, Any]:
         frame = await request(address, secret_from(SECRET), FrameType[kind_name], payload)

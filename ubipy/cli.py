@@ -24,9 +24,9 @@ from ubipy.peer.control_figures import FiguresBook, totals
 from ubipy.peer.crawler import StorageError
 from ubipy.peer.links import request
 from ubipy.peer.peer import Peer
-from ubipy.peer.wire import FrameType, secret_from
 from ubipy.progress import Progress, human_bytes, human_duration, peer_figures, wall_clock
 from ubipy.store.shard import ShardError
+from ubipy.wire import FrameType, secret_from
 
 log = logging.getLogger("ubipy")
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ubipy.peer.wire import secret_from
+from ubipy.wire import secret_from
 
 SECRET = "s3cret"
 

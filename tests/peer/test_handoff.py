@@ -17,9 +17,9 @@ from ubipy.config import CrawlConfig
 from ubipy.fetch.politeness import Job
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.handoff import Handoff, ring_key
-from ubipy.peer.wire import FrameType
 from ubipy.ring import Ring
 from ubipy.store.shard import Shard
+from ubipy.wire import FrameType
 
 GRACE = 30.0
 

@@ -10,7 +10,7 @@ from typing import Any
 import trio
 
 from ubipy.peer.links import Links, Reply
-from ubipy.peer.wire import Frame, FrameType, secret_from
+from ubipy.wire import Frame, FrameType, secret_from
 
 KEY = secret_from("links test")
 

@@ -13,7 +13,7 @@ import trio
 from ubipy.membership import MemberState
 from ubipy.peer.monitor import Monitor
 from ubipy.peer.peer import Peer
-from ubipy.peer.wire import FrameType
+from ubipy.wire import FrameType
 
 
 @dataclass

@@ -19,9 +19,9 @@ from tests.peer.test_handoff import asked, crawler_at, host_owned
 from ubipy.fetch.urls import fingerprint
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.replica import Replicator
-from ubipy.peer.wire import FrameType
 from ubipy.ring import Ring
 from ubipy.store.shard import HostMark, PageRecord
+from ubipy.wire import FrameType
 
 RING = Ring(["a", "b"])
 

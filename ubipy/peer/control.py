@@ -37,7 +37,7 @@ from ubipy.peer.control_http import (
 )
 from ubipy.peer.control_page import CONTENT_SECURITY_POLICY, PAGE
 from ubipy.peer.links import is_loopback, split_address
-from ubipy.peer.wire import is_default_secret, secret_from
+from ubipy.wire import is_default_secret, secret_from
 
 log = logging.getLogger(__name__)
 

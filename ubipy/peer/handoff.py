@@ -32,8 +32,8 @@ import trio
 
 from ubipy.peer.crawler import Crawler, StorageError
 from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
-from ubipy.peer.wire import FrameType
 from ubipy.ring import Ring
+from ubipy.wire import FrameType
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,7 @@ from typing import Any
 
 import trio
 
-from ubipy.peer.replay import ReplayGuard
-from ubipy.peer.wire import (
+from ubipy.wire import (
     CLOSED,
     NEED_DATA,
     Frame,
@@ -30,6 +29,7 @@ from ubipy.peer.wire import (
     FrameType,
     FrameWriter,
     Rejected,
+    ReplayGuard,
     new_epoch,
 )
 

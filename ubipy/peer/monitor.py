@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ubipy.membership import LIVE_STATES, MemberState
-from ubipy.peer.wire import FrameType
+from ubipy.wire import FrameType
 
 if TYPE_CHECKING:
     from ubipy.peer.peer import Peer

@@ -46,9 +46,9 @@ from ubipy.peer.links import Links, Reply, is_loopback, request, split_address
 from ubipy.peer.monitor import Monitor
 from ubipy.peer.replica import Replicator
 from ubipy.peer.router import Batch, Router, url_items
-from ubipy.peer.wire import Frame, FrameType, is_default_secret, secret_from
 from ubipy.ring import Ring
 from ubipy.store.shard import Shard
+from ubipy.wire import Frame, FrameType, is_default_secret, secret_from
 
 log = logging.getLogger(__name__)
 

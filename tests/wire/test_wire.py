@@ -15,9 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ubipy.peer import wire
-from ubipy.peer.replay import ReplayGuard
-from ubipy.peer.wire import (
+from ubipy.wire import (
     CLOSED,
     DEFAULT_MAX_FRAME,
     LOOPBACK_SECRET,
@@ -34,9 +32,12 @@ from ubipy.peer.wire import (
     ReaderState,
     Rejected,
     RejectReason,
+    ReplayGuard,
     is_default_secret,
     secret_from,
 )
+from ubipy.wire import codec as wire_codec
+from ubipy.wire import reader as wire_reader
 
 KEY = secret_from("correct horse battery staple")
 OTHER_KEY = secret_from("wrong horse")
@@ -447,11 +448,11 @@ def test_caller_may_close() -> None:
 
 
 def test_transition_table_is_closed_under_its_states() -> None:
-    targets = set(wire._TRANSITIONS.values())
-    sources = {state for state, _ in wire._TRANSITIONS}
+    targets = set(wire_reader._TRANSITIONS.values())
+    sources = {state for state, _ in wire_reader._TRANSITIONS}
     assert targets <= sources == set(ReaderState)
     # CLOSED is a sink.
-    assert all(new is ReaderState.CLOSED for (old, _), new in wire._TRANSITIONS.items()
+    assert all(new is ReaderState.CLOSED for (old, _), new in wire_reader._TRANSITIONS.items()
                if old is ReaderState.CLOSED)  # fmt: skip
 
 
@@ -629,7 +630,7 @@ hostile_values = st.recursive(
     lambda inner: (
         st.lists(inner, max_size=4)
         | st.dictionaries(plain_keys, inner, max_size=4)
-        | st.builds(cbor2.CBORTag, st.sampled_from([*wire._BUILTIN_TAGS, 6, 24, 9999]), inner)
+        | st.builds(cbor2.CBORTag, st.sampled_from([*wire_codec._BUILTIN_TAGS, 6, 24, 9999]), inner)
     ),
     max_leaves=12,
 )

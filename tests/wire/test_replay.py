@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ubipy.peer.replay import ReplayGuard
-from ubipy.peer.wire import Frame, FrameType, RejectReason
+from ubipy.wire import Frame, FrameType, RejectReason, ReplayGuard
 
 NOW = 1_700_000_000.0
 FUZZ = settings(max_examples=200, deadline=None)

@@ -1,5 +1,5 @@
 """Whether an authentic frame is fresh and new: the :class:`ReplayGuard` that every
-connection of a peer shares. Like :mod:`ubipy.peer.wire`, no I/O: the reader passes
+connection of a peer shares. Like :mod:`ubipy.wire.reader`, no I/O: the reader passes
 each frame and the wall-clock ``now`` in.
 """
 
@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from ubipy.peer.wire import Frame, Rejected, RejectReason
+from ubipy.wire.frames import Frame, Rejected, RejectReason
 
 DEFAULT_MAX_SKEW: Final = 60.0
 DEFAULT_WINDOW: Final = 1024

@@ -1,0 +1,68 @@
+"""The wire between peers: authenticated, length-prefixed CBOR frames.
+
+This package is a codec in the style of h11: it does no I/O and knows nothing of
+trio. A :class:`FrameWriter` turns ``(type, payload)`` into bytes to send; a
+:class:`FrameReader` is fed whatever bytes arrive and hands back events
+(:class:`Frame`, :class:`Rejected`, :data:`NEED_DATA`, :data:`CLOSED`). A
+:class:`ReplayGuard`, shared by all the connections of a peer,
+decides whether an authentic frame is fresh and new.
+
+Layout of one frame on the wire::
+
+    +----------------+----------------------+------------------------------+
+    | N: u32, BE     | tag: 32 bytes        | body: N - 32 bytes of CBOR   |
+    +----------------+----------------------+------------------------------+
+    tag  = HMAC-SHA256(key, body)
+    body = [version, type, sender, recipient, epoch, seq, sent_at, payload]
+
+``33 <= N <= max_frame``. The tag is checked before the body is decoded, so bytes
+from anyone without the cluster key never reach the CBOR decoder. Every time is
+wall-clock seconds (``time.time()``), never trio's monotonic clock: ``sent_at`` is
+compared with the receiver's clock.
+"""
+
+from ubipy.errors import FrameError
+from ubipy.wire.codec import FrameWriter
+from ubipy.wire.frames import (
+    CLOSED,
+    DEFAULT_MAX_FRAME,
+    MAX_ID_LEN,
+    MAX_PAYLOAD_DEPTH,
+    NEED_DATA,
+    PROTOCOL_VERSION,
+    Event,
+    Frame,
+    FrameType,
+    Payload,
+    Rejected,
+    RejectReason,
+    Signal,
+)
+from ubipy.wire.reader import FrameReader, ReaderState
+from ubipy.wire.replay import ReplayGuard
+from ubipy.wire.secret import LOOPBACK_SECRET, is_default_secret, new_epoch, secret_from
+
+__all__ = [
+    "CLOSED",
+    "DEFAULT_MAX_FRAME",
+    "LOOPBACK_SECRET",
+    "MAX_ID_LEN",
+    "MAX_PAYLOAD_DEPTH",
+    "NEED_DATA",
+    "PROTOCOL_VERSION",
+    "Event",
+    "Frame",
+    "FrameError",
+    "FrameReader",
+    "FrameType",
+    "FrameWriter",
+    "Payload",
+    "ReaderState",
+    "RejectReason",
+    "Rejected",
+    "ReplayGuard",
+    "Signal",
+    "is_default_secret",
+    "new_epoch",
+    "secret_from",
+]
