@@ -213,7 +213,7 @@ def _ask(address: str, kind_name: str, payload: dict[str, Any]) -> dict[str, Any
     """One request to a peer and its answer, as plain JSON; RunFailed if it cannot be had."""
     import trio
 
-    from ubipy.peer.links import request
+    from ubipy.net import request
     from ubipy.wire import FrameType, secret_from
 
     async def go() -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 import trio
 
 from ubipy.config import CrawlConfig
-from ubipy.peer.links import split_address
+from ubipy.net import split_address
 from ubipy.peer.peer import Peer, PeerStatus
 from ubipy.progress import Progress, peer_figures
 from ubipy.synthweb.model import SyntheticWeb, WebSpec

@@ -137,7 +137,7 @@ async def start_peer_or_fail(
 
 async def status_json(address: str, secret: str = "s3cret") -> dict[str, Any]:
     """The cluster-wide STATUS answer of the peer at ``address``, as plain JSON."""
-    from ubipy.peer.links import request
+    from ubipy.net import request
     from ubipy.wire import FrameType, secret_from
 
     frame = await request(address, secret_from(secret), FrameType.STATUS_REQUEST, {"cluster": True})

@@ -123,7 +123,7 @@ async def test_four_peers_crawl_the_web_each_host_by_its_owner(tmp_path: Path) -
 
 
 async def _status_json(address: str) -> dict[str, Any]:
-    from ubipy.peer.links import request
+    from ubipy.net import request
     from ubipy.wire import FrameType, secret_from
 
     frame = await request(address, secret_from(SECRET), FrameType.STATUS_REQUEST, {"cluster": True})

@@ -17,12 +17,12 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.peer.control_fake import SECRET, FakeBackend
+from ubipy.net import split_address
 from ubipy.peer import control_metrics
 from ubipy.peer.control import ControlBackend, ControlLimits, serve_control
 from ubipy.peer.control_figures import FIGURE_FIELDS, FiguresBook, PeerRow, snapshot, totals
 from ubipy.peer.control_http import HttpLimits
 from ubipy.peer.control_page import CONTENT_SECURITY_POLICY, PAGE
-from ubipy.peer.links import split_address
 from ubipy.peer.peer import PeerStatus
 
 AUTH = {"Authorization": f"Bearer {SECRET}"}

@@ -24,6 +24,7 @@ from typing import Any, Final, Protocol
 import trio
 
 from ubipy.fetch.seeds import parse_seeds
+from ubipy.net import is_loopback, split_address
 from ubipy.peer import control_metrics
 from ubipy.peer.control_figures import FiguresBook, snapshot
 from ubipy.peer.control_http import (
@@ -36,7 +37,6 @@ from ubipy.peer.control_http import (
     json_answer,
 )
 from ubipy.peer.control_page import CONTENT_SECURITY_POLICY, PAGE
-from ubipy.peer.links import is_loopback, split_address
 from ubipy.wire import is_default_secret, secret_from
 
 log = logging.getLogger(__name__)

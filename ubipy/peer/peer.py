@@ -38,11 +38,11 @@ from ubipy.membership import (
     Outgoing,
     message_from_wire,
 )
+from ubipy.net import Links, Reply, is_loopback, request, split_address
 from ubipy.peer.acks import AckBook
 from ubipy.peer.control import control_bind, serve_control
 from ubipy.peer.crawler import Crawler, StorageError
 from ubipy.peer.handoff import Handoff, NotOurs
-from ubipy.peer.links import Links, Reply, is_loopback, request, split_address
 from ubipy.peer.monitor import Monitor
 from ubipy.peer.replica import Replicator
 from ubipy.peer.router import Batch, Router, url_items

@@ -1,7 +1,7 @@
 """Framed, authenticated TCP connections between peers (the trio side of the wire).
 
 Every connection, dialled or accepted, has a reader task that decodes frames
-with :mod:`ubipy.peer.wire` and hands each to the peer's handler together with
+with :mod:`ubipy.wire` and hands each to the peer's handler together with
 a ``reply`` function bound to that connection. Outgoing connections are cached
 per address and re-dialled when they break. Frames that fail authentication or
 decoding are dropped and counted; a stream that cannot be resynchronised is
@@ -10,7 +10,6 @@ closed. Nothing a remote sends can raise out of here.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import secrets
 import time
@@ -21,6 +20,7 @@ from typing import Any
 
 import trio
 
+from ubipy.net.addresses import split_address
 from ubipy.wire import (
     CLOSED,
     NEED_DATA,
@@ -52,23 +52,6 @@ class LinkStats:
     bytes_in: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     dial_failures: int = 0
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (a name or an address) is this machine's loopback."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def split_address(address: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"a peer address is HOST:PORT, not {address!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
 
 
 class _Conn:

@@ -9,7 +9,7 @@ from typing import Any
 
 import trio
 
-from ubipy.peer.links import Links, Reply
+from ubipy.net import Links, Reply
 from ubipy.wire import Frame, FrameType, secret_from
 
 KEY = secret_from("links test")
