@@ -19,9 +19,9 @@ import trio
 
 from ubipy import __version__
 from ubipy.config import CrawlConfig, Scope, default_user_agent
+from ubipy.control import FiguresBook, totals
 from ubipy.fetch.seeds import parse_seeds
 from ubipy.net import request
-from ubipy.peer.control_figures import FiguresBook, totals
 from ubipy.peer.crawler import StorageError
 from ubipy.peer.peer import Peer
 from ubipy.progress import Progress, human_bytes, human_duration, peer_figures, wall_clock

@@ -29,6 +29,7 @@ import trio
 
 from ubipy import __version__
 from ubipy.config import CrawlConfig
+from ubipy.control import Monitor, control_bind, serve_control
 from ubipy.fetch.client import make_client
 from ubipy.membership import (
     LIVE_STATES,
@@ -40,10 +41,8 @@ from ubipy.membership import (
 )
 from ubipy.net import Links, Reply, is_loopback, request, split_address
 from ubipy.peer.acks import AckBook
-from ubipy.peer.control import control_bind, serve_control
 from ubipy.peer.crawler import Crawler, StorageError
 from ubipy.peer.handoff import Handoff, NotOurs
-from ubipy.peer.monitor import Monitor
 from ubipy.peer.replica import Replicator
 from ubipy.peer.router import Batch, Router, url_items
 from ubipy.ring import Ring

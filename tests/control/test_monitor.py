@@ -4,23 +4,15 @@ peer pushes to (the control centre's end-to-end test runs it with real peers).""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, cast
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import pytest
 import trio
 
-from ubipy.membership import MemberState
-from ubipy.peer.monitor import Monitor
-from ubipy.peer.peer import Peer
+from ubipy.control.monitor import Monitor
+from ubipy.membership import Member, MemberState
 from ubipy.wire import FrameType
-
-
-@dataclass
-class Member:
-    id: str
-    address: str
-    state: MemberState = MemberState.ALIVE
 
 
 @dataclass
@@ -61,19 +53,22 @@ class FakePeer:
     def stop(self) -> None:
         self.stopped = True
 
+    def seed_urls(self, urls: object) -> dict[str, Any]:
+        return {"offered": urls}
+
 
 def monitor_of(fake: FakePeer) -> Monitor:
     async def send(address: str, kind: FrameType, payload: Any) -> bool:
         await trio.lowlevel.checkpoint()
         return True
 
-    return Monitor(cast(Peer, fake), send)
+    return Monitor(fake, send)
 
 
 def cluster() -> FakePeer:
     fake = FakePeer()
     for peer_id, port in (("me", 1), ("b", 2), ("c", 3)):
-        fake.members_[peer_id] = Member(peer_id, f"127.0.0.1:{port}")
+        fake.members_[peer_id] = Member(peer_id, f"127.0.0.1:{port}", MemberState.ALIVE, 0)
     return fake
 
 
@@ -82,7 +77,7 @@ def test_a_control_peer_keeps_each_members_figures_and_a_dead_ones_last() -> Non
     monitor = monitor_of(fake)
     monitor.control_address = "127.0.0.1:8080"
     monitor.on_figures("b", {"pages": 3, "pages_per_second": 1.5, "storage_error": None})
-    fake.members_["b"].state = MemberState.DEAD
+    fake.members_["b"] = replace(fake.members_["b"], state=MemberState.DEAD)
     view = monitor.cluster_view()
     assert view["me"]["pages"] == 7 and view["me"]["state"] == "alive"
     assert view["b"] == {
@@ -121,7 +116,7 @@ def test_figures_go_to_each_live_control_peer_and_stop_when_it_dies() -> None:
     monitor.on_control("b", {"control": "127.0.0.1:8080", "peer": "127.0.0.1:2"})
     monitor.push()
     assert fake.started == [("127.0.0.1:2", FrameType.FIGURES, {"peer_id": "me", "pages": 7})]
-    fake.members_["b"].state = MemberState.DEAD
+    fake.members_["b"] = replace(fake.members_["b"], state=MemberState.DEAD)
     fake.started.clear()
     monitor.push()
     monitor.push()

@@ -20,8 +20,8 @@ import pytest
 import trio
 
 from tests.browser import Browser, cell, keep, peer_rows, value
-from tests.peer.control_fake import FakeBackend
-from ubipy.peer.control import ControlLimits, serve_control
+from tests.control.control_fake import FakeBackend
+from ubipy.control.server import ControlLimits, serve_control
 
 
 async def test_the_dashboard_shows_the_cluster_live(

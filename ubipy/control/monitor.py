@@ -1,5 +1,6 @@
 """Monitoring: the figures each peer pushes to the control peer, and the control
-peer's side of the control centre (:class:`~ubipy.peer.control.ControlBackend`).
+peer's side of the control centre (:class:`~ubipy.control.server.ControlBackend`).
+It sees the peer through :class:`MonitoredPeer`, never the peer's own class.
 
 A peer started with ``--control`` serves the dashboard and tells every member it
 learns of through membership (a CONTROL frame) to push its figures there. Every
@@ -13,16 +14,13 @@ frame, authenticated like every other frame.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import trio
 
-from ubipy.membership import LIVE_STATES, MemberState
+from ubipy.membership import LIVE_STATES, Member, MemberState
 from ubipy.wire import FrameType
-
-if TYPE_CHECKING:
-    from ubipy.peer.peer import Peer
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +32,45 @@ _MAX_FIELDS = 100
 Send = Callable[[str, FrameType, Any], Awaitable[bool]]
 
 
+class MemberView(Protocol):
+    def members(self) -> Sequence[Member]: ...
+
+    def member(self, member_id: str) -> Member | None: ...
+
+
+class Figures(Protocol):
+    def as_json(self) -> dict[str, Any]: ...
+
+
+class MonitoredPeer(Protocol):
+    """What the monitor needs of a peer."""
+
+    @property
+    def peer_id(self) -> str: ...
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def secret(self) -> bytes: ...
+
+    @property
+    def membership(self) -> MemberView: ...
+
+    def status(self) -> Figures: ...
+
+    def seed_urls(self, urls: object) -> dict[str, Any]: ...
+
+    def start_soon(self, fn: Callable[..., Awaitable[object]], *args: object) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 class Monitor:
     """One per peer: pushes this peer's figures, and on a control peer keeps the
     others' and answers the control server."""
 
-    def __init__(self, peer: Peer, send: Send) -> None:
+    def __init__(self, peer: MonitoredPeer, send: Send) -> None:
         self._peer = peer
         self._send = send
         # Control peers to push to: id -> address.

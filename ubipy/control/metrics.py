@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from ubipy.peer.control_figures import STATES, PeerRow
+from ubipy.control.figures import STATES, PeerRow
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -16,13 +16,13 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.peer.control_fake import SECRET, FakeBackend
+from tests.control.control_fake import SECRET, FakeBackend
+from ubipy.control import metrics as control_metrics
+from ubipy.control.figures import FIGURE_FIELDS, FiguresBook, PeerRow, snapshot, totals
+from ubipy.control.httpserver import HttpLimits
+from ubipy.control.page import CONTENT_SECURITY_POLICY, PAGE
+from ubipy.control.server import ControlBackend, ControlLimits, serve_control
 from ubipy.net import split_address
-from ubipy.peer import control_metrics
-from ubipy.peer.control import ControlBackend, ControlLimits, serve_control
-from ubipy.peer.control_figures import FIGURE_FIELDS, FiguresBook, PeerRow, snapshot, totals
-from ubipy.peer.control_http import HttpLimits
-from ubipy.peer.control_page import CONTENT_SECURITY_POLICY, PAGE
 from ubipy.peer.peer import PeerStatus
 
 AUTH = {"Authorization": f"Bearer {SECRET}"}

@@ -7,7 +7,7 @@ it; ``POST /api/seed`` and ``POST /api/stop`` need the cluster secret as a beare
 token, and without it the backend is not called at all.
 
 The peer is reached only through :class:`ControlBackend`. The figures go into a
-:class:`~ubipy.peer.control_figures.FiguresBook` sampled on a fixed beat, so the
+:class:`~ubipy.control.figures.FiguresBook` sampled on a fixed beat, so the
 chart's history does not depend on anyone having the dashboard open.
 """
 
@@ -23,11 +23,9 @@ from typing import Any, Final, Protocol
 
 import trio
 
-from ubipy.fetch.seeds import parse_seeds
-from ubipy.net import is_loopback, split_address
-from ubipy.peer import control_metrics
-from ubipy.peer.control_figures import FiguresBook, snapshot
-from ubipy.peer.control_http import (
+from ubipy.control import metrics
+from ubipy.control.figures import FiguresBook, snapshot
+from ubipy.control.httpserver import (
     JSON_TYPE,
     Answer,
     HttpLimits,
@@ -36,7 +34,9 @@ from ubipy.peer.control_http import (
     error,
     json_answer,
 )
-from ubipy.peer.control_page import CONTENT_SECURITY_POLICY, PAGE
+from ubipy.control.page import CONTENT_SECURITY_POLICY, PAGE
+from ubipy.fetch.seeds import parse_seeds
+from ubipy.net import is_loopback, split_address
 from ubipy.wire import is_default_secret, secret_from
 
 log = logging.getLogger(__name__)
@@ -141,8 +141,8 @@ class ControlServer:
             return json_answer(200, snapshot(self.book, trio.current_time(), time.time()))
         if request.path == "/metrics":
             self.observe()
-            text = control_metrics.render(self.book.rows(trio.current_time()))
-            return Answer(200, text.encode("utf-8"), control_metrics.CONTENT_TYPE)
+            text = metrics.render(self.book.rows(trio.current_time()))
+            return Answer(200, text.encode("utf-8"), metrics.CONTENT_TYPE)
         refusal = self._refuse_unless_authorised(request)
         if refusal is not None:
             return refusal
