@@ -59,8 +59,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     import trio
 
     from ubipy.config import CrawlConfig, Scope
-    from ubipy.peer.crawler import Crawler
-    from ubipy.store.shard import Shard
+    from ubipy.peer import Crawler
+    from ubipy.store import Shard
 
     data = Path(args.dir)
     figures: dict[str, Any] = {}

@@ -32,7 +32,7 @@ from bench.speed import web_banner
 
 ROOT = Path(__file__).resolve().parent.parent
 if TYPE_CHECKING:
-    from ubipy.synthweb.model import SyntheticWeb
+    from ubipy.synthweb import SyntheticWeb
 
 SECRET = "scaling-bench"
 _BANNER = re.compile(r"ubipy peer (\w+) listening on (\S+)")
@@ -496,7 +496,7 @@ def link_counts(
     (url, the peer that fetched it), a link counted once per page. The second is what a
     crawler that places hosts on peers must hand on, whatever each costs it: the truth from
     the web's model and the peers' ring, not the peers' own counts."""
-    from ubipy.fetch.urls import host_key
+    from ubipy.fetch import host_key
     from ubipy.ring import Ring
 
     ring = Ring(members)
@@ -524,9 +524,7 @@ def judge(
     `t1`; the measured half runs from `mid` to `t1`. A page counts when its response was
     complete: its end, moved from the log's clock to wall time, falls inside. With the
     ring's `members` (ubipy), the links on the run's pages are counted too."""
-    from ubipy.synthweb.log import RequestLog
-    from ubipy.synthweb.model import SyntheticWeb, WebSpec
-    from ubipy.synthweb.referee import Referee
+    from ubipy.synthweb import Referee, RequestLog, SyntheticWeb, WebSpec
 
     spec = WebSpec(seed=args.web_seed, hosts=args.hosts, pages_per_host=args.pages, crawl_delay=0)
     log = RequestLog.from_jsonl(log_path)

@@ -189,10 +189,7 @@ _TRUTH: dict[tuple[int, int, int], set[str]] = {}
 
 
 def judge(args: argparse.Namespace, log_path: Path, seed: str) -> LogVerdict:
-    from ubipy.synthweb.log import RequestLog
-    from ubipy.synthweb.model import SyntheticWeb, WebSpec
-    from ubipy.synthweb.referee import Referee
-    from ubipy.synthweb.truth import ground_truth
+    from ubipy.synthweb import Referee, RequestLog, SyntheticWeb, WebSpec, ground_truth
 
     spec = WebSpec(seed=args.web_seed, hosts=args.hosts, pages_per_host=args.pages, crawl_delay=0.0)
     web = SyntheticWeb(spec)
@@ -345,7 +342,7 @@ def ubipy_child(args: argparse.Namespace) -> None:
     import trio
 
     from ubipy.config import CrawlConfig
-    from ubipy.peer.peer import Peer
+    from ubipy.peer import Peer
 
     config = CrawlConfig(
         data_dir=Path(args.data),

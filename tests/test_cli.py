@@ -16,7 +16,7 @@ import trio
 
 from ubipy.cli import build_parser, format_cluster
 from ubipy.progress import wall_clock
-from ubipy.synthweb.model import SyntheticWeb, WebSpec
+from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.referee import Referee
 from ubipy.synthweb.server import serve
 from ubipy.synthweb.truth import ground_truth

@@ -20,12 +20,11 @@ import trio
 from ubipy import __version__
 from ubipy.config import CrawlConfig, Scope, default_user_agent
 from ubipy.control import FiguresBook, totals
-from ubipy.fetch.seeds import parse_seeds
+from ubipy.fetch import parse_seeds
 from ubipy.net import request
-from ubipy.peer.crawler import StorageError
-from ubipy.peer.peer import Peer
+from ubipy.peer import Peer, StorageError
 from ubipy.progress import Progress, human_bytes, human_duration, peer_figures, wall_clock
-from ubipy.store.shard import ShardError
+from ubipy.store import ShardError
 from ubipy.wire import FrameType, secret_from
 
 log = logging.getLogger("ubipy")
@@ -532,7 +531,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from ubipy.store.export import ExportError, export
+    from ubipy.store import ExportError, export
 
     try:
         summary = export(args.data, args.format, args.out)

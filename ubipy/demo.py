@@ -24,12 +24,9 @@ import trio
 
 from ubipy.config import CrawlConfig
 from ubipy.net import split_address
-from ubipy.peer.peer import Peer, PeerStatus
+from ubipy.peer import Peer, PeerStatus
 from ubipy.progress import Progress, peer_figures
-from ubipy.synthweb.model import SyntheticWeb, WebSpec
-from ubipy.synthweb.referee import Referee
-from ubipy.synthweb.server import serve
-from ubipy.synthweb.truth import ground_truth
+from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth, serve
 
 ConfigBuilder = Callable[..., CrawlConfig]
 

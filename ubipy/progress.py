@@ -26,7 +26,7 @@ import trio
 from ubipy.rolling import RollingRate
 
 if TYPE_CHECKING:
-    from ubipy.peer.peer import Peer
+    from ubipy.peer import Peer
 
 _CLEAR: Final = "\r\x1b[K"  # back to the line's start, then erase it
 

@@ -204,7 +204,8 @@ def test_arguments_and_the_command_that_reproduces_a_run() -> None:
 
 def test_links_into_another_peers_hosts_come_from_the_web_and_the_ring() -> None:
     from bench.scaling_run import link_counts
-    from ubipy.synthweb.model import SyntheticWeb, WebSpec, ordinary_path
+    from ubipy.synthweb import SyntheticWeb, WebSpec
+    from ubipy.synthweb.model import ordinary_path
 
     web = SyntheticWeb(WebSpec(seed=3, hosts=40, pages_per_host=30, crawl_delay=0))
     urls = [web.url(h, ordinary_path(p)) for h in range(40) for p in range(0, 30, 3)]

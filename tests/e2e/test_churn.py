@@ -29,8 +29,8 @@ from tests.e2e.cluster import (
     status_json,
     stop_all,
 )
+from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.log import Request, RequestLog
-from ubipy.synthweb.model import SyntheticWeb, WebSpec
 from ubipy.synthweb.referee import Referee
 from ubipy.synthweb.server import SynthServer, serve
 from ubipy.synthweb.truth import ground_truth

@@ -13,7 +13,7 @@ import trio
 
 from tests.e2e.cluster import PeerProcess, run_cli, start_peer, stop_all
 from ubipy.ring import Ring
-from ubipy.synthweb.model import SyntheticWeb, WebSpec
+from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.referee import Referee
 from ubipy.synthweb.server import serve
 from ubipy.synthweb.truth import ground_truth

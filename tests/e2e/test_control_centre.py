@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.browser import Browser, cell, keep, peer_rows, value
 from tests.e2e.cluster import PeerProcess, start_peer_or_fail, stop_all
-from ubipy.synthweb.model import SyntheticWeb, WebSpec
+from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.server import serve
 
 SECRET = "s3cret"

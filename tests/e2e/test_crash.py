@@ -12,8 +12,8 @@ from pathlib import Path
 
 import trio
 
+from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.log import RequestLog
-from ubipy.synthweb.model import SyntheticWeb, WebSpec
 from ubipy.synthweb.referee import Referee
 from ubipy.synthweb.server import SynthServer, serve
 from ubipy.synthweb.truth import ground_truth

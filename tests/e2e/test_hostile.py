@@ -14,7 +14,7 @@ import trio
 from tests.e2e.test_single_peer import World
 from ubipy.config import CrawlConfig
 from ubipy.peer.peer import Peer
-from ubipy.synthweb.model import SyntheticWeb, WebSpec
+from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.referee import Referee
 from ubipy.synthweb.server import serve
 from ubipy.synthweb.truth import ground_truth

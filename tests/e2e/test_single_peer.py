@@ -12,8 +12,8 @@ import trio
 
 from ubipy.config import CrawlConfig, Scope
 from ubipy.peer.peer import Peer
+from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.log import RequestLog
-from ubipy.synthweb.model import SyntheticWeb, WebSpec
 from ubipy.synthweb.referee import Referee
 from ubipy.synthweb.server import SynthServer, serve
 from ubipy.synthweb.truth import ground_truth

@@ -22,7 +22,7 @@ from ubipy.config import CrawlConfig
 from ubipy.peer.peer import Peer
 from ubipy.store.export import ExportError, export, iso_utc
 from ubipy.store.shard import SHARD_FILE, PageRecord, Shard
-from ubipy.synthweb.model import SyntheticWeb, WebSpec
+from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.server import serve
 
 PEER_A = "a0a0a0a0a0a0a0a0"

@@ -35,7 +35,7 @@ from ubipy.control.httpserver import (
     json_answer,
 )
 from ubipy.control.page import CONTENT_SECURITY_POLICY, PAGE
-from ubipy.fetch.seeds import parse_seeds
+from ubipy.fetch import parse_seeds
 from ubipy.net import is_loopback, split_address
 from ubipy.wire import is_default_secret, secret_from
 

@@ -1,0 +1,14 @@
+"""A running peer: the crawl loop, the router and its outboxes, acknowledgements,
+hand-off on ring changes, replicas, and the :class:`Peer` that composes them with
+membership and the links in one trio nursery.
+"""
+
+from ubipy.peer.crawler import Crawler, StorageError
+from ubipy.peer.peer import Peer, PeerStatus
+
+__all__ = [
+    "Crawler",
+    "Peer",
+    "PeerStatus",
+    "StorageError",
+]

@@ -24,17 +24,31 @@ import httpx2
 import trio
 
 from ubipy.config import CrawlConfig
-from ubipy.fetch.fetcher import FetchResult, failed, fetch
-from ubipy.fetch.parse import content_digest, parse_html
-from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
-from ubipy.fetch.retry import is_retryable, retry_after
-from ubipy.fetch.robots import ROBOTS_MAX_BYTES, retry_delay
-from ubipy.fetch.scope import ScopeFilter, path_repeats
-from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize
+from ubipy.fetch import (
+    ROBOTS_MAX_BYTES,
+    BadURL,
+    Entry,
+    FetchResult,
+    HostRobots,
+    Job,
+    JobKind,
+    Scheduler,
+    ScopeFilter,
+    content_digest,
+    failed,
+    fetch,
+    fingerprint,
+    host_key,
+    is_retryable,
+    normalize,
+    parse_html,
+    path_repeats,
+    retry_after,
+    retry_delay,
+)
 from ubipy.peer.router import Router
 from ubipy.ring import Placement
-from ubipy.store.admission import Admission
-from ubipy.store.shard import FrontierRow, HostMark, NewURL, PageRecord, Shard
+from ubipy.store import Admission, FrontierRow, HostMark, NewURL, PageRecord, Shard
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ import trio
 from ubipy import __version__
 from ubipy.config import CrawlConfig
 from ubipy.control import Monitor, control_bind, serve_control
-from ubipy.fetch.client import make_client
+from ubipy.fetch import make_client
 from ubipy.membership import (
     LIVE_STATES,
     Membership,
@@ -46,7 +46,7 @@ from ubipy.peer.handoff import Handoff, NotOurs
 from ubipy.peer.replica import Replicator
 from ubipy.peer.router import Batch, Router, url_items
 from ubipy.ring import Ring
-from ubipy.store.shard import Shard
+from ubipy.store import Shard
 from ubipy.wire import Frame, FrameType, is_default_secret, secret_from
 
 log = logging.getLogger(__name__)

@@ -39,7 +39,7 @@ import trio
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
 from ubipy.ring import Ring
-from ubipy.store.shard import FrontierRow, HostMark, NewURL, PageRecord, Shard
+from ubipy.store import FrontierRow, HostMark, NewURL, PageRecord, Shard
 from ubipy.wire import FrameType
 
 log = logging.getLogger(__name__)

@@ -22,9 +22,9 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize
+from ubipy.fetch import BadURL, fingerprint, host_key, normalize
 from ubipy.ring import Placement
-from ubipy.store.shard import HostMark, NewURL
+from ubipy.store import HostMark, NewURL
 
 
 @dataclass(frozen=True, slots=True)

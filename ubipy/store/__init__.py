@@ -1,0 +1,20 @@
+"""Everything on disk: the peer's SQLite shard (pages, frontier, seen URLs, outbox,
+marks), admission through the recent-URL cache and the Bloom filter, and export
+to WARC or JSON Lines.
+"""
+
+from ubipy.store.admission import Admission
+from ubipy.store.export import ExportError, export
+from ubipy.store.shard import FrontierRow, HostMark, NewURL, PageRecord, Shard, ShardError
+
+__all__ = [
+    "Admission",
+    "ExportError",
+    "FrontierRow",
+    "HostMark",
+    "NewURL",
+    "PageRecord",
+    "Shard",
+    "ShardError",
+    "export",
+]

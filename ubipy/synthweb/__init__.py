@@ -6,7 +6,7 @@ It imports nothing else from ubipy: it is the independent judge of the crawler.
 
 from ubipy.synthweb.hostile import HostileWeb
 from ubipy.synthweb.log import Request, RequestLog
-from ubipy.synthweb.model import Response, SyntheticWeb, WebSpec
+from ubipy.synthweb.model import SyntheticWeb
 from ubipy.synthweb.referee import (
     Hammering,
     Overlap,
@@ -17,6 +17,7 @@ from ubipy.synthweb.referee import (
 )
 from ubipy.synthweb.robots import RobotsKind
 from ubipy.synthweb.server import SynthServer, serve
+from ubipy.synthweb.spec import Response, WebSpec
 from ubipy.synthweb.truth import ground_truth
 from ubipy.synthweb.urls import normalize_url
 

@@ -10,8 +10,9 @@ import time
 
 import trio
 
-from ubipy.synthweb.model import SyntheticWeb, WebSpec
+from ubipy.synthweb.model import SyntheticWeb
 from ubipy.synthweb.server import SynthServer, serve
+from ubipy.synthweb.spec import WebSpec
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -22,16 +22,12 @@ import functools
 import math
 import random
 import re
-from typing import TYPE_CHECKING
 
 from ubipy.synthweb import bodies
 from ubipy.synthweb.render import Link
 from ubipy.synthweb.robots import RobotsKind
-from ubipy.synthweb.specials import Page
+from ubipy.synthweb.spec import Page, Response, WebView
 from ubipy.synthweb.urls import split_url
-
-if TYPE_CHECKING:
-    from ubipy.synthweb.model import Response, SyntheticWeb
 
 TRAPS = ("calendar", "session", "deep")
 # case -> (path of the case page, its `Page.special`)
@@ -66,7 +62,7 @@ _SESSION = re.compile(r"^(/|/item/[123]\.html)(?:\?sid=[0-9a-f]{12})?$")
 
 
 class HostileWeb:
-    def __init__(self, web: SyntheticWeb) -> None:
+    def __init__(self, web: WebView) -> None:
         self.web = web
         self.spec = web.spec
         self.cases = {self.host(c): c for c in (*TRAPS, *CASES)}
@@ -225,7 +221,6 @@ class HostileWeb:
     # -- responses -----------------------------------------------------------------------
     def respond(self, url: str, page: Page, prior: int, wall_time: float) -> Response | None:
         """The special response of `page`, or None to render it as ordinary HTML."""
-        from ubipy.synthweb.model import Response
 
         spec, special = self.spec, page.special
         html = bodies.HTML_TYPE

@@ -13,14 +13,13 @@ import itertools
 import random
 import re
 import time
-from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass, field
 
-from ubipy.synthweb import bodies, render
+from ubipy.synthweb import render
 from ubipy.synthweb.hostile import HostileWeb
 from ubipy.synthweb.render import Link
 from ubipy.synthweb.robots import RobotsKind, RobotsRules, rules_for
-from ubipy.synthweb.specials import Page, build_specials
+from ubipy.synthweb.spec import Page, Response, WebSpec
+from ubipy.synthweb.specials import build_specials
 from ubipy.synthweb.urls import normalize_target, normalize_url, split_url
 
 _ORDINARY = re.compile(r"^/s(\d)/p(\d+)\.html$")
@@ -35,57 +34,6 @@ _ROBOTS_KINDS = {
 }
 _FORMS = ("abs", "root", "rel", "dot", "frag", "upper", "port")
 _FORM_CUM_WEIGHTS = tuple(itertools.accumulate((2.0, 3.0, 4.0, 1.0, 1.0, 0.3, 0.3)))
-
-
-@dataclass(frozen=True, slots=True)
-class WebSpec:
-    seed: int = 0
-    hosts: int = 12
-    pages_per_host: int = 20
-    domain: str = "synth.test"
-    cross_link_ratio: float = 0.2  # chance that an extra link on a page goes to another host
-    page_bytes: int = 3000  # filler text per HTML page
-    latency: float = 0.0  # seconds added before every response
-    jitter: float = 0.0  # plus a deterministic uniform [0, jitter) per request
-    crawl_delay: float = 0.3  # the Crawl-delay of the crawl-delay host (h004)
-    robots_transient_failures: int = 2  # 503s from h005's robots.txt before it answers 200
-    # The hostile web (hostile.py): off by default, so the default web stays as it is.
-    hostile: bool = False
-    huge_bytes: int = 50 * 1024 * 1024  # x-huge's body
-    bomb_bytes: int = 100 * 1024 * 1024  # the bombs' bodies, decompressed
-    slow_interval: float = 1.0  # x-slow: seconds per byte
-    slow_bytes: int = 120  # x-slow: bytes sent before the server cuts the connection
-    flaky_failures: int = 2  # failures of x-hang, x-slow, x-reset, x-flaky before a 200
-    retry_after: int = 2  # seconds asked by x-ratelimit's 429 and x-unavailable's 503
-    bigrobots_bytes: int = 10 * 1024 * 1024  # x-bigrobots' robots.txt
-    many_links: int = 100_000  # anchors on x-manylinks' page (to 50 distinct targets)
-    long_link_chars: int = 10_000  # the over-long href on x-weirdlinks
-
-    def __post_init__(self) -> None:
-        if self.hosts < 1 or self.pages_per_host < 1:
-            raise ValueError("need at least one host and one page per host")
-        if self.hostile:
-            if self.huge_bytes < bodies.MIN_HUGE_BYTES or self.bomb_bytes < 1024:
-                raise ValueError("huge_bytes and bomb_bytes must be at least 1 KiB")
-            if self.bigrobots_bytes < bodies.MIN_BIG_ROBOTS:
-                raise ValueError(f"bigrobots_bytes must be at least {bodies.MIN_BIG_ROBOTS}")
-            if self.long_link_chars < 2100 or self.many_links < 50:
-                raise ValueError("long_link_chars must exceed 2,100 and many_links 50")
-
-
-@dataclass(frozen=True, slots=True)
-class Response:
-    """What the server sends. `stream`, when set, replaces `body` (sent chunked unless
-    `content_length` is given): the hook for slow, huge or endless bodies. `fault`: "hang"
-    (send nothing until the client goes), "reset" (close with an RST; both with status 0)
-    or "cut" (close after the stream, without ending the body)."""
-
-    status: int
-    headers: tuple[tuple[str, str], ...] = ()
-    body: bytes = b""
-    stream: Callable[[], AsyncGenerator[bytes, None]] | None = field(default=None, compare=False)
-    content_length: int | None = None
-    fault: str = ""
 
 
 def ordinary_path(page: int) -> str:

@@ -21,7 +21,8 @@ import trio
 
 from ubipy.synthweb import log as outcomes
 from ubipy.synthweb.log import Request, RequestLog, peer_from
-from ubipy.synthweb.model import Response, SyntheticWeb
+from ubipy.synthweb.model import SyntheticWeb
+from ubipy.synthweb.spec import Response
 from ubipy.synthweb.urls import normalize_target
 
 _READ_SIZE = 65536

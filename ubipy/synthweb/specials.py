@@ -9,40 +9,18 @@ unexpected URL, not merely as a harmless duplicate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 from ubipy.synthweb.render import Link
+from ubipy.synthweb.spec import Page, WebView
 from ubipy.synthweb.urls import resolve
 
-if TYPE_CHECKING:
-    from ubipy.synthweb.model import SyntheticWeb
-
 OUTSIDE_URL = "http://www.outside.example/index.html"
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """A page description. kind: html | redirect | png | pdf | error (error = HTML, 5xx)."""
-
-    url: str
-    title: str
-    links: tuple[Link, ...] = ()
-    kind: str = "html"
-    status: int = 200
-    location: str | None = None  # the Location header exactly as sent (maybe relative)
-    redirect_target: str | None = None  # Location resolved and normalised
-    base_href: str | None = None
-    meta_nofollow: bool = False
-    frameset: bool = False
-    special: str = ""  # a hostile page's behaviour (hostile.py); "" renders plain HTML
 
 
 RootLinks = dict[tuple[int, int], tuple[Link, ...]]
 Extras = dict[tuple[int, str], Page]
 
 
-def build_specials(web: SyntheticWeb) -> tuple[RootLinks, Extras, dict[str, str]]:
+def build_specials(web: WebView) -> tuple[RootLinks, Extras, dict[str, str]]:
     hosts, pages = web.spec.hosts, web.spec.pages_per_host
     roots: dict[tuple[int, int], list[Link]] = {}
     extras: Extras = {}
