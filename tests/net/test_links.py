@@ -33,13 +33,12 @@ async def test_an_address_that_refuses_connections_is_unreachable_until_it_answe
 
     a, b = Links(KEY, "a", handler), Links(KEY, "b", handler)
     async with trio.open_nursery() as nursery:
-        await nursery.start(a.run, "127.0.0.1", 0)
-        port = await nursery.start(b.run, "127.0.0.1", 0)
+        await nursery.start(a.run, "127.0.0.1:0")
+        there = await nursery.start(b.run, "127.0.0.1:0")
         gone = f"127.0.0.1:{closed_port()}"
         assert not await a.send(gone, FrameType.SEED, {"urls": []})
         assert a.unreachable == {gone}
         # b's address failed once (say, while b restarted); a dial that succeeds clears it.
-        there = f"127.0.0.1:{port}"
         a.unreachable.add(there)
         with trio.fail_after(5):
             assert await a.send(there, FrameType.SEED, {"urls": ["x"]})
@@ -67,8 +66,8 @@ async def test_a_frame_being_sent_when_its_peer_is_forgotten_still_goes() -> Non
     a, b = Links(KEY, "a", ignore), Links(KEY, "b", handler)
     sent: list[bool] = []
     async with trio.open_nursery() as nursery:
-        await nursery.start(a.run, "127.0.0.1", 0)
-        there = f"127.0.0.1:{await nursery.start(b.run, '127.0.0.1', 0)}"
+        await nursery.start(a.run, "127.0.0.1:0")
+        there = await nursery.start(b.run, "127.0.0.1:0")
 
         async def send(i: int) -> None:
             sent.append(await a.send(there, FrameType.SEED, {"race": i}))
@@ -108,7 +107,7 @@ async def test_a_send_stuck_on_a_peer_that_reads_nothing_ends_once_it_is_forgott
             ended.set()
 
         async with trio.open_nursery() as nursery:
-            await nursery.start(a.run, "127.0.0.1", 0)
+            await nursery.start(a.run, "127.0.0.1:0")
             nursery.start_soon(flood)
             await trio.testing.wait_all_tasks_blocked()
             assert not ended.is_set()  # stuck writing

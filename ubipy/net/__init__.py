@@ -1,15 +1,20 @@
 """Connections between peers: framed, authenticated links carrying :mod:`ubipy.wire`
-frames, each frame handed to the peer's handler with a way to reply.
+frames, each frame handed to the peer's handler with a way to reply, over a
+:class:`Network` (TCP, or an in-memory one for tests).
 """
 
 from ubipy.net.addresses import is_loopback, split_address
 from ubipy.net.links import Handler, Links, LinkStats, Reply, request
+from ubipy.net.network import Network, StreamHandler, TcpNetwork
 
 __all__ = [
     "Handler",
     "LinkStats",
     "Links",
+    "Network",
     "Reply",
+    "StreamHandler",
+    "TcpNetwork",
     "is_loopback",
     "request",
     "split_address",

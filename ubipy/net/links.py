@@ -20,7 +20,7 @@ from typing import Any
 
 import trio
 
-from ubipy.net.addresses import split_address
+from ubipy.net.network import Network, TcpNetwork
 from ubipy.wire import (
     CLOSED,
     NEED_DATA,
@@ -55,7 +55,7 @@ class LinkStats:
 
 
 class _Conn:
-    def __init__(self, stream: trio.SocketStream, links: Links) -> None:
+    def __init__(self, stream: trio.abc.Stream, links: Links) -> None:
         self.stream = stream
         self.links = links
         self.reader = FrameReader(links.secret, links.guard)
@@ -102,8 +102,11 @@ class _Conn:
 
 
 class Links:
-    def __init__(self, secret: bytes, self_id: str, handler: Handler) -> None:
+    def __init__(
+        self, secret: bytes, self_id: str, handler: Handler, network: Network | None = None
+    ) -> None:
         self.secret = secret
+        self.network = network or TcpNetwork()
         self.self_id = self_id
         self.guard = ReplayGuard(local_id=self_id)
         self.writer = FrameWriter(secret, self_id, new_epoch())
@@ -117,17 +120,16 @@ class Links:
         self.unreachable: set[str] = set()
 
     async def run(
-        self, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+        self, address: str, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Accept connections on ``host:port`` until cancelled; reports the bound port."""
-        listeners = await trio.open_tcp_listeners(port, host=host)
-        bound = int(listeners[0].socket.getsockname()[1])
+        """Accept connections on ``address`` until cancelled; reports the bound
+        HOST:PORT."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            bound = await nursery.start(self.network.serve, address, self._accepted)
             task_status.started(bound)
-            await trio.serve_listeners(self._accepted, listeners)
 
-    async def _accepted(self, stream: trio.SocketStream) -> None:
+    async def _accepted(self, stream: trio.abc.Stream) -> None:
         await _Conn(stream, self).read_loop()
 
     async def dispatch(self, frame: Frame, conn: _Conn) -> None:
@@ -172,9 +174,8 @@ class Links:
             if conn is not None and not conn.closed:
                 return conn
             try:
-                host, port = split_address(address)
                 with trio.fail_after(5):
-                    stream = await trio.open_tcp_stream(host, port)
+                    stream = await self.network.connect(address)
             except (OSError, ValueError, trio.TooSlowError) as exc:
                 self.stats.dial_failures += 1
                 self.unreachable.add(address)
@@ -210,20 +211,26 @@ async def _close_after_sends(conn: _Conn) -> None:
 
 
 async def request(
-    address: str, secret: bytes, kind: FrameType, payload: Any, *, patience: float = 10.0
+    address: str,
+    secret: bytes,
+    kind: FrameType,
+    payload: Any,
+    *,
+    patience: float = 10.0,
+    network: Network | None = None,
 ) -> Frame:
     """One request and its reply on a connection of its own (for the command line).
 
     Raises OSError if the peer cannot be reached or does not answer in time,
     and PermissionError if it answers nothing authentic (a wrong secret).
     """
-    host, port = split_address(address)
+    network = network or TcpNetwork()
     me = "cli-" + secrets.token_hex(4)
     writer = FrameWriter(secret, me, new_epoch())
     reader = FrameReader(secret, ReplayGuard(local_id=me))
     try:
         with trio.fail_after(patience):
-            stream = await trio.open_tcp_stream(host, port)
+            stream = await network.connect(address)
             async with stream:
                 await stream.send_all(writer.frame(kind, payload, time.time()))
                 while True:

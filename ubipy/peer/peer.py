@@ -19,7 +19,6 @@ import math
 import random
 import sqlite3
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +38,7 @@ from ubipy.membership import (
     Outgoing,
     message_from_wire,
 )
-from ubipy.net import Links, Reply, is_loopback, request, split_address
+from ubipy.net import Links, Network, Reply, TcpNetwork, is_loopback, request, split_address
 from ubipy.peer.acks import AckBook
 from ubipy.peer.crawler import Crawler, StorageError
 from ubipy.peer.handoff import Handoff, NotOurs
@@ -63,11 +62,11 @@ _LEAVE_DRAIN = 5.0
 _LEAVE_ANNOUNCE = 2.0
 
 
-def load_peer_id(shard: Shard) -> str:
+def load_peer_id(shard: Shard, rng: random.Random) -> str:
     """The peer's id: made once, kept in its shard, so a restart keeps its place."""
     peer_id = shard.get_meta(_ID_META)
     if peer_id is None:
-        peer_id = uuid.uuid4().hex[:16]
+        peer_id = f"{rng.getrandbits(64):016x}"
         with shard.transaction():
             shard.set_meta(_ID_META, peer_id)
     return peer_id
@@ -112,10 +111,21 @@ class PeerStatus:
 
 class Peer:
     def __init__(
-        self, config: CrawlConfig, *, transport: httpx2.AsyncBaseTransport | None = None
+        self,
+        config: CrawlConfig,
+        *,
+        transport: httpx2.AsyncBaseTransport | None = None,
+        network: Network | None = None,
+        rng: random.Random | None = None,
     ) -> None:
+        """``transport`` carries the HTTP requests (httpx2's by default), ``network``
+        the frames between peers (TCP by default), and ``rng`` every random choice
+        the peer makes (its id when new, membership's probe order): tests give all
+        three to run whole clusters in one process, reproducibly."""
         self.config = config
         self._transport = transport
+        self.network = network or TcpNetwork()
+        self._rng = rng or random.Random()
         self.secret = secret_from(config.secret)
         host, _ = split_address(config.listen)
         if is_default_secret(self.secret) and not is_loopback(host):
@@ -126,7 +136,7 @@ class Peer:
         if config.control is not None:
             control_bind(config.control, config.control_public, self.secret)
         self.shard = Shard.open(config.data_dir)
-        self.peer_id = load_peer_id(self.shard)
+        self.peer_id = load_peer_id(self.shard, self._rng)
         self.address = config.listen
         self._started_wall = time.time()
         self._crawler: Crawler | None = None
@@ -202,10 +212,8 @@ class Peer:
 
     async def _start(self, nursery: trio.Nursery, client: httpx2.AsyncClient) -> Crawler:
         config = self.config
-        links = self._links = Links(self.secret, self.peer_id, self._on_frame)
-        host, port = split_address(config.listen)
-        bound = await nursery.start(links.run, host, port)
-        self.address = f"{host}:{bound}"
+        links = self._links = Links(self.secret, self.peer_id, self._on_frame, self.network)
+        self.address = await nursery.start(links.run, config.listen)
         self._membership = Membership(
             self.peer_id,
             self.address,
@@ -216,7 +224,7 @@ class Peer:
                 suspicion_mult=config.suspicion_mult,
                 push_pull_interval=config.push_pull_interval,
             ),
-            random.Random(),
+            self._rng,
             now=trio.current_time(),
         )
         router = self._router = Router(
@@ -573,7 +581,12 @@ class Peer:
             async def ask(address: str) -> None:
                 try:
                     frame = await request(
-                        address, self.secret, FrameType.STATUS_REQUEST, {}, patience=2.0
+                        address,
+                        self.secret,
+                        FrameType.STATUS_REQUEST,
+                        {},
+                        patience=2.0,
+                        network=self.network,
                     )
                 except (OSError, PermissionError):
                     return
