@@ -214,11 +214,12 @@ def _ask(address: str, kind_name: str, payload: dict[str, Any]) -> dict[str, Any
     import trio
 
     from ubipy.net import request
-    from ubipy.wire import FrameType, secret_from
+    from ubipy.wire import FrameType, decode, secret_from
 
     async def go() -> dict[str, Any]:
-        frame = await request(address, secret_from(SECRET), FrameType[kind_name], payload)
-        answer: dict[str, Any] = json.loads(json.dumps(frame.payload))
+        message = decode(FrameType[kind_name], payload)
+        reply = await request(address, secret_from(SECRET), message)
+        answer: dict[str, Any] = json.loads(json.dumps(reply.to_wire()))
         return answer
 
     try:

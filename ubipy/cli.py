@@ -13,19 +13,21 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
 from ubipy import __version__
 from ubipy.config import CrawlConfig, Scope, default_user_agent
-from ubipy.control import FiguresBook, totals
+from ubipy.control import FiguresBook, control_bind, serve_control_centre, totals
 from ubipy.fetch import parse_seeds
 from ubipy.net import request
 from ubipy.peer import Peer, StorageError
 from ubipy.progress import Progress, human_bytes, human_duration, peer_figures, wall_clock
 from ubipy.store import ShardError
-from ubipy.wire import FrameType, secret_from
+from ubipy.wire import Message, Seed, SeedAck, Status, StatusRequest, secret_from
+
+A = TypeVar("A", bound=Message)
 
 log = logging.getLogger("ubipy")
 
@@ -425,6 +427,8 @@ async def _run_peer(args: argparse.Namespace) -> int:
         secret=args.secret or os.environ.get("UBIPY_SECRET"),
     )
     try:
+        if config.control is not None:
+            control_bind(config.control, config.control_public, secret_from(config.secret))
         peer = Peer(config)
     except ValueError as exc:
         print(f"ubipy peer: {exc}", file=sys.stderr)
@@ -445,8 +449,10 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace) -> int:
     async with trio.open_nursery() as nursery:
         await nursery.start(peer.run)
         print(f"ubipy peer {peer.peer_id} listening on {peer.address}", file=sys.stderr)
-        if peer.control_address is not None:
-            print(f"control centre on http://{peer.control_address}/", file=sys.stderr)
+        if peer.config.control is not None:
+            serve = functools.partial(serve_control_centre, public=peer.config.control_public)
+            control = await nursery.start(serve, peer, peer.config.control)
+            print(f"control centre on http://{control}/", file=sys.stderr)
         if args.seeds is not None:
             seeds = parse_seeds(args.seeds.read_bytes())
             for problem in seeds.problems:
@@ -485,12 +491,16 @@ def _secret(args: argparse.Namespace) -> bytes:
     return secret_from(args.secret or os.environ.get("UBIPY_SECRET"))
 
 
-def _ask(args: argparse.Namespace, kind: FrameType, payload: Any) -> Any:
-    async def go() -> Any:
-        frame = await request(args.peer, _secret(args), kind, payload, patience=30.0)
-        return frame.payload
+def _ask(args: argparse.Namespace, message: Message, answer: type[A]) -> A:
+    """Ask a peer, and wait for its answer; OSError if it answers something else."""
 
-    return trio.run(go)
+    async def go() -> Message:
+        return await request(args.peer, _secret(args), message, patience=30.0)
+
+    got = trio.run(go)
+    if not isinstance(got, answer):
+        raise OSError(f"{args.peer} answered {got.KIND.name}, not {answer.KIND.name}")
+    return got
 
 
 def _seed(args: argparse.Namespace) -> int:
@@ -506,27 +516,27 @@ def _seed(args: argparse.Namespace) -> int:
         print(f"ubipy seed: no usable URL in {args.file}", file=sys.stderr)
         return 1
     try:
-        answer = _ask(args, FrameType.SEED, {"urls": list(seeds.urls)})
+        answer = _ask(args, Seed(tuple(seeds.urls)), SeedAck)
     except (OSError, PermissionError) as exc:
         print(f"ubipy seed: cannot reach peer {args.peer}: {exc}", file=sys.stderr)
         return 2
-    if "error" in answer:
-        print(f"ubipy seed: the peer refused the seeds: {answer['error']}", file=sys.stderr)
+    if answer.error is not None:
+        print(f"ubipy seed: the peer refused the seeds: {answer.error}", file=sys.stderr)
         return 2
     print(
-        f"sent {len(seeds.urls)} seeds to {args.peer}: {answer['admitted']} new there, "
-        f"{answer['forwarded']} forwarded to their owners"
+        f"sent {len(seeds.urls)} seeds to {args.peer}: {answer.admitted} new there, "
+        f"{answer.forwarded} forwarded to their owners"
     )
     return 1 if seeds.problems else 0
 
 
 def _status(args: argparse.Namespace) -> int:
     try:
-        report = _ask(args, FrameType.STATUS_REQUEST, {"cluster": True})
+        report = _ask(args, StatusRequest(cluster=True), Status)
     except (OSError, PermissionError) as exc:
         print(f"ubipy status: cannot reach peer {args.peer}: {exc}", file=sys.stderr)
         return 2
-    print(format_cluster(report))
+    print(format_cluster(report.to_wire()))
     return 0
 
 

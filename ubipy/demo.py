@@ -23,6 +23,7 @@ from typing import Any
 import trio
 
 from ubipy.config import CrawlConfig
+from ubipy.control import control_bind, serve_control_centre
 from ubipy.net import split_address
 from ubipy.peer import Peer, PeerStatus
 from ubipy.progress import Progress, peer_figures
@@ -62,11 +63,16 @@ async def run_demo(args: argparse.Namespace, make_config: ConfigBuilder) -> int:
             first = Peer(
                 config(0, listen=args.listen, proxy=server.proxy_url, control=args.control)
             )
+            if args.control is not None:
+                control_bind(args.control, False, first.secret)
         except ValueError as exc:
             print(f"ubipy demo: {exc}", file=sys.stderr)
             nursery.cancel_scope.cancel()
             return 2
         peers: list[Peer] = [await nursery.start(first.run)]
+        control: str | None = None
+        if first.config.control is not None:
+            control = await nursery.start(serve_control_centre, first, first.config.control)
         for i in range(1, args.peers):
             cfg = config(i, listen=f"{host}:0", proxy=server.proxy_url, join=(first.address,))
             peers.append(await nursery.start(Peer(cfg).run))
@@ -83,8 +89,8 @@ async def run_demo(args: argparse.Namespace, make_config: ConfigBuilder) -> int:
             await _ring_settled(peers)
         if joining.cancelled_caught:
             print("ubipy demo: the peers did not all see each other; crawling anyway", file=out)
-        if first.control_address is not None:
-            print(f"dashboard: http://{first.control_address}/", file=out)
+        if control is not None:
+            print(f"dashboard: http://{control}/", file=out)
         print(f"secret: {secret} (the bearer token for POST /api/seed and /api/stop)", file=out)
         out.flush()
 
@@ -109,9 +115,9 @@ async def run_demo(args: argparse.Namespace, make_config: ConfigBuilder) -> int:
             f"referee: {verdict}",
             "data: " + " ".join(str(data_dir / f"peer{i + 1}") for i in range(len(peers))),
         ]
-        if args.linger > 0 and first.control_address is not None:
+        if args.linger > 0 and control is not None:
             lines.append(
-                f"the dashboard stays up {args.linger:g} s on http://{first.control_address}/ "
+                f"the dashboard stays up {args.linger:g} s on http://{control}/ "
                 "(Ctrl-C ends it sooner)"
             )
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

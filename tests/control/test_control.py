@@ -23,7 +23,7 @@ from ubipy.control.httpserver import HttpLimits
 from ubipy.control.page import CONTENT_SECURITY_POLICY, PAGE
 from ubipy.control.server import ControlBackend, ControlLimits, serve_control
 from ubipy.net import split_address
-from ubipy.peer.peer import PeerStatus
+from ubipy.peer import PeerStatus
 
 AUTH = {"Authorization": f"Bearer {SECRET}"}
 

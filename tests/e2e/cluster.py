@@ -138,8 +138,8 @@ async def start_peer_or_fail(
 async def status_json(address: str, secret: str = "s3cret") -> dict[str, Any]:
     """The cluster-wide STATUS answer of the peer at ``address``, as plain JSON."""
     from ubipy.net import request
-    from ubipy.wire import FrameType, secret_from
+    from ubipy.wire import StatusRequest, secret_from
 
-    frame = await request(address, secret_from(secret), FrameType.STATUS_REQUEST, {"cluster": True})
-    payload: dict[str, Any] = json.loads(json.dumps(frame.payload))
+    answer = await request(address, secret_from(secret), StatusRequest(cluster=True))
+    payload: dict[str, Any] = json.loads(json.dumps(answer.to_wire()))
     return payload

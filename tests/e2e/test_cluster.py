@@ -124,8 +124,8 @@ async def test_four_peers_crawl_the_web_each_host_by_its_owner(tmp_path: Path) -
 
 async def _status_json(address: str) -> dict[str, Any]:
     from ubipy.net import request
-    from ubipy.wire import FrameType, secret_from
+    from ubipy.wire import StatusRequest, secret_from
 
-    frame = await request(address, secret_from(SECRET), FrameType.STATUS_REQUEST, {"cluster": True})
-    payload: dict[str, Any] = json.loads(json.dumps(frame.payload))
+    answer = await request(address, secret_from(SECRET), StatusRequest(cluster=True))
+    payload: dict[str, Any] = json.loads(json.dumps(answer.to_wire()))
     return payload

@@ -10,7 +10,7 @@ from typing import Any
 import trio
 
 from ubipy.net import Links, Reply
-from ubipy.wire import Frame, FrameType, secret_from
+from ubipy.wire import Frame, Message, Seed, secret_from
 
 KEY = secret_from("links test")
 
@@ -27,8 +27,8 @@ async def test_an_address_that_refuses_connections_is_unreachable_until_it_answe
     got: list[Any] = []
     arrived = trio.Event()
 
-    async def handler(frame: Frame, reply: Reply) -> None:
-        got.append(frame.payload)
+    async def handler(frame: Frame, message: Message, reply: Reply) -> None:
+        got.append(message)
         arrived.set()
 
     a, b = Links(KEY, "a", handler), Links(KEY, "b", handler)
@@ -36,14 +36,14 @@ async def test_an_address_that_refuses_connections_is_unreachable_until_it_answe
         await nursery.start(a.run, "127.0.0.1:0")
         there = await nursery.start(b.run, "127.0.0.1:0")
         gone = f"127.0.0.1:{closed_port()}"
-        assert not await a.send(gone, FrameType.SEED, {"urls": []})
+        assert not await a.send(gone, Seed(()))
         assert a.unreachable == {gone}
         # b's address failed once (say, while b restarted); a dial that succeeds clears it.
         a.unreachable.add(there)
         with trio.fail_after(5):
-            assert await a.send(there, FrameType.SEED, {"urls": ["x"]})
+            assert await a.send(there, Seed(("x",)))
             await arrived.wait()
-        assert a.unreachable == {gone} and got == [{"urls": ["x"]}]
+        assert a.unreachable == {gone} and got == [Seed(("x",))]
         nursery.cancel_scope.cancel()
 
 
@@ -54,13 +54,13 @@ async def test_a_frame_being_sent_when_its_peer_is_forgotten_still_goes() -> Non
     raced: list[int] = []
     all_there = trio.Event()
 
-    async def handler(frame: Frame, reply: Reply) -> None:
-        if "race" in frame.payload:
-            raced.append(frame.payload["race"])
+    async def handler(frame: Frame, message: Message, reply: Reply) -> None:
+        if isinstance(message, Seed) and message.urls[0].startswith("race"):
+            raced.append(int(message.urls[0][4:]))
             if len(raced) == rounds:
                 all_there.set()
 
-    async def ignore(frame: Frame, reply: Reply) -> None:
+    async def ignore(frame: Frame, message: Message, reply: Reply) -> None:
         pass
 
     a, b = Links(KEY, "a", ignore), Links(KEY, "b", handler)
@@ -70,10 +70,10 @@ async def test_a_frame_being_sent_when_its_peer_is_forgotten_still_goes() -> Non
         there = await nursery.start(b.run, "127.0.0.1:0")
 
         async def send(i: int) -> None:
-            sent.append(await a.send(there, FrameType.SEED, {"race": i}))
+            sent.append(await a.send(there, Seed((f"race{i}",))))
 
         for i in range(rounds):
-            assert await a.send(there, FrameType.SEED, {"dial": i})  # a live connection
+            assert await a.send(there, Seed((f"dial{i}",)))  # a live connection
             async with trio.open_nursery() as racing:
                 racing.start_soon(send, i)
                 await trio.lowlevel.checkpoint()  # the send holds the connection, writing
@@ -88,7 +88,7 @@ async def test_a_frame_being_sent_when_its_peer_is_forgotten_still_goes() -> Non
 async def test_a_send_stuck_on_a_peer_that_reads_nothing_ends_once_it_is_forgotten(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async def ignore(frame: Frame, reply: Reply) -> None:
+    async def ignore(frame: Frame, message: Message, reply: Reply) -> None:
         pass
 
     # A peer that takes connections and never reads them: writes stall once the
@@ -102,7 +102,7 @@ async def test_a_send_stuck_on_a_peer_that_reads_nothing_ends_once_it_is_forgott
 
         async def flood() -> None:
             for _ in range(1_000):  # far more than the buffers hold
-                if not await a.send(there, FrameType.SEED, {"blob": b"x" * 1_000_000}):
+                if not await a.send(there, Seed(("x" * 1_000_000,))):
                     break
             ended.set()
 

@@ -19,7 +19,8 @@ from ubipy.peer.crawler import Crawler
 from ubipy.peer.handoff import Handoff, ring_key
 from ubipy.ring import Ring
 from ubipy.store.shard import Shard
-from ubipy.wire import FrameType
+from ubipy.wire import Handoff as HandoffFrame
+from ubipy.wire import Message
 
 GRACE = 30.0
 
@@ -59,7 +60,7 @@ def asked(crawler: Crawler) -> set[str]:
 
 
 def handoff_for(crawler: Crawler, self_id: str, **kwargs: Any) -> Handoff:
-    async def send(address: str, kind: FrameType, payload: Any) -> bool:
+    async def send(address: str, message: Message) -> bool:
         return True
 
     return Handoff(self_id, crawler, send, lambda peer: f"{peer}:1", **kwargs)
@@ -175,8 +176,8 @@ async def test_nothing_more_is_handed_to_a_peer_that_left(
     host = host_owned(two, "b")
     sent: list[str] = []
 
-    async def send(address: str, kind: FrameType, payload: Any) -> bool:
-        if kind is FrameType.HANDOFF:
+    async def send(address: str, message: Message) -> bool:
+        if isinstance(message, HandoffFrame):
             sent.append(address)
         return True  # and never an answer
 

@@ -16,12 +16,13 @@ import pytest
 import trio
 
 from tests.peer.test_handoff import asked, crawler_at, host_owned
+from ubipy.errors import WireError
 from ubipy.fetch.urls import fingerprint
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.replica import Replicator
 from ubipy.ring import Ring
 from ubipy.store.shard import HostMark, PageRecord
-from ubipy.wire import FrameType
+from ubipy.wire import Message, Replica, decode
 
 RING = Ring(["a", "b"])
 
@@ -37,16 +38,18 @@ class Link:
         self.breaks = 0  # sends still to fail, as over a broken connection
         self.failed = 0
 
-    async def send(self, address: str, kind: FrameType, payload: Any) -> bool:
-        assert kind is FrameType.REPLICA and address == "b:1" and self.to is not None
+    async def send(self, address: str, message: Message) -> bool:
+        assert isinstance(message, Replica) and address == "b:1" and self.to is not None
         if self.breaks:
             self.breaks -= 1
             self.failed += 1
             return False
-        raw = cbor2.dumps(payload)
+        raw = cbor2.dumps(message.to_wire())
         self.frames.append(raw)
-        self.to.receive(cbor2.loads(raw))
-        self.entries += sum(len(entry[1]) + len(entry[2]) for entry in payload["hosts"])
+        received = decode(message.KIND, cbor2.loads(raw))
+        assert isinstance(received, Replica)
+        self.to.receive(received)
+        self.entries += sum(len(h.pending) + len(h.done) for h in message.hosts)
         self.arrived.set()
         self.arrived = trio.Event()
         return True
@@ -129,8 +132,10 @@ async def test_copies_are_grouped_by_host_and_small(tmp_path: Path) -> None:
 async def test_a_malformed_copy_is_refused_whole(tmp_path: Path, payload: dict[str, Any]) -> None:
     async with crawler_at(tmp_path) as b:
         rb = Replicator("b", 2, b, b._shard, Link().send, lambda peer: None)
-        with pytest.raises(ValueError):
-            rb.receive(payload)
+        with pytest.raises(WireError):
+            replica = decode(Replica.KIND, payload)
+            assert isinstance(replica, Replica)
+            rb.receive(replica)
         assert b._shard.replica_hosts() == []
 
 

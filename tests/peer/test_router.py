@@ -77,16 +77,16 @@ def test_a_ring_change_reroutes_waiting_urls_and_returns_those_now_local() -> No
     assert router.acked(sent.id) is None
 
 
-def test_url_lists_from_peers_are_checked_again() -> None:
+def test_url_lists_from_peers_are_normalised_again() -> None:
+    """The wire checks their shape (tests/wire/test_payloads.py); the peer, what they
+    mean: URLs that do not normalise are dropped, and a host's list holds only it."""
+    from ubipy.errors import WireError
     from ubipy.peer.router import url_items
 
-    urls = url_items([["HTTP://A.test:80/x#f", 2], ["mailto:x@y", 1], ["not a url", 0]])
+    urls = url_items([("HTTP://A.test:80/x#f", 2), ("mailto:x@y", 1), ("not a url", 0)])
     assert [(u.url, u.host, u.depth) for u in urls] == [("http://a.test/x", "a.test", 2)]
-    for bad in ([["http://a.test/", -1]], [["http://a.test/"]], "nope", [[1, 2]]):
-        with pytest.raises(ValueError):
-            url_items(bad)
-    with pytest.raises(ValueError, match="another host"):
-        url_items([["http://b.test/", 0]], host="a.test")
+    with pytest.raises(WireError, match=r"b\.test among a\.test"):
+        url_items([("http://b.test/", 0)], host="a.test")
 
 
 def test_with_a_cap_the_linger_grows_with_the_members_it_spreads_over() -> None:

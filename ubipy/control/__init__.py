@@ -3,12 +3,12 @@ JSON, Prometheus metrics, seeding and stopping; the figures it keeps; and the
 monitor that gathers every peer's figures on the control peer.
 
 It sees a peer only through :class:`ControlBackend` (the server) and
-:class:`MonitoredPeer` (the monitor), so a peer runs without it.
+:class:`ControlledPeer` (the monitor), so a peer runs without it.
 """
 
 from ubipy.control.figures import FIGURE_FIELDS, STATES, FiguresBook, PeerRow, snapshot, totals
 from ubipy.control.httpserver import HttpLimits
-from ubipy.control.monitor import Monitor, MonitoredPeer
+from ubipy.control.monitor import ControlledPeer, Monitor, serve_control_centre
 from ubipy.control.server import ControlBackend, ControlLimits, control_bind, serve_control
 
 __all__ = [
@@ -16,13 +16,14 @@ __all__ = [
     "STATES",
     "ControlBackend",
     "ControlLimits",
+    "ControlledPeer",
     "FiguresBook",
     "HttpLimits",
     "Monitor",
-    "MonitoredPeer",
     "PeerRow",
     "control_bind",
     "serve_control",
+    "serve_control_centre",
     "snapshot",
     "totals",
 ]

@@ -1,49 +1,43 @@
-"""Monitoring: the figures each peer pushes to the control peer, and the control
-peer's side of the control centre (:class:`~ubipy.control.server.ControlBackend`).
-It sees the peer through :class:`MonitoredPeer`, never the peer's own class.
+"""The control peer's side of monitoring: it tells every member to push figures
+here, keeps the latest figures of each, and answers the control server as its
+:class:`~ubipy.control.server.ControlBackend`.
 
-A peer started with ``--control`` serves the dashboard and tells every member it
-learns of through membership (a CONTROL frame) to push its figures there. Every
-peer so told pushes a FIGURES frame about once a second to each control peer it
-knows that is alive. The control peer is not in the crawl's path: if it is down,
-the pushes fail quietly and the crawl goes on; a peer also answers STATUS
-requests for itself. A stop from the dashboard reaches every member as a STOP
-frame, authenticated like every other frame.
+A peer's own side (pushing its figures to whoever asked, obeying a STOP) is the
+peer's, in :mod:`ubipy.peer`: a peer runs without this module. The control peer is
+not in the crawl's path: if it is down, the pushes fail quietly and the crawl goes
+on. A stop from the dashboard reaches every member as a STOP frame, authenticated
+like every other frame. The monitor sees its peer through :class:`ControlledPeer`.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import trio
 
-from ubipy.membership import LIVE_STATES, Member, MemberState
-from ubipy.wire import FrameType
+from ubipy.control.server import ControlLimits, serve_control
+from ubipy.membership import LIVE_STATES, Member
+from ubipy.wire import Control, Figures, Message, Stop
 
 log = logging.getLogger(__name__)
 
-PUSH_INTERVAL = 1.0
-# Figures from a peer are at most this many fields, each a number, a string,
-# a bool or null: anything else is not figures.
-_MAX_FIELDS = 100
-
-Send = Callable[[str, FrameType, Any], Awaitable[bool]]
+M = TypeVar("M", bound=Message)
+Reply = Callable[[Message], Awaitable[None]]
 
 
 class MemberView(Protocol):
     def members(self) -> Sequence[Member]: ...
 
-    def member(self, member_id: str) -> Member | None: ...
 
-
-class Figures(Protocol):
+class PeerFigures(Protocol):
     def as_json(self) -> dict[str, Any]: ...
 
 
-class MonitoredPeer(Protocol):
-    """What the monitor needs of a peer."""
+class ControlledPeer(Protocol):
+    """What the control centre needs of a running peer."""
 
     @property
     def peer_id(self) -> str: ...
@@ -57,27 +51,44 @@ class MonitoredPeer(Protocol):
     @property
     def membership(self) -> MemberView: ...
 
-    def status(self) -> Figures: ...
+    def status(self) -> PeerFigures: ...
 
-    def seed_urls(self, urls: object) -> dict[str, Any]: ...
+    def seed_urls(self, urls: Sequence[str]) -> dict[str, Any]: ...
 
     def start_soon(self, fn: Callable[..., Awaitable[object]], *args: object) -> None: ...
 
     def stop(self) -> None: ...
 
+    async def send(self, address: str, message: Message) -> bool: ...
+
+    def handle(self, kind: type[M], handler: Callable[[str, M, Reply], Awaitable[None]]) -> None:
+        """Route frames carrying ``kind`` to ``handler(sender id, message, reply)``."""
+        ...
+
+    def on_member_joined(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(address)`` for every member that joins from now on."""
+        ...
+
 
 class Monitor:
-    """One per peer: pushes this peer's figures, and on a control peer keeps the
-    others' and answers the control server."""
+    """On the control peer: the figures every member pushed, the members told to
+    push them, and the peer's answers to the control server."""
 
-    def __init__(self, peer: MonitoredPeer, send: Send) -> None:
+    def __init__(self, peer: ControlledPeer) -> None:
         self._peer = peer
-        self._send = send
-        # Control peers to push to: id -> address.
-        self._controls: dict[str, str] = {}
-        # On a control peer: the latest figures each member pushed.
+        # The latest figures each member pushed.
         self._figures: dict[str, dict[str, Any]] = {}
         self.control_address: str | None = None
+
+    def attach(self, control_address: str) -> None:
+        """Start gathering: every member, known now or joining later, is told to push
+        its figures to this peer."""
+        self.control_address = control_address
+        self._peer.handle(Figures, self._on_figures_frame)
+        self._peer.on_member_joined(self.member_joined)
+        for m in self._peer.membership.members():
+            if m.id != self._peer.peer_id and m.state in LIVE_STATES:
+                self.member_joined(m.address)
 
     # -- ControlBackend ---------------------------------------------------------
     @property
@@ -111,60 +122,39 @@ class Monitor:
             async with trio.open_nursery() as nursery:
                 for m in peer.membership.members():
                     if m.id != peer.peer_id and m.state in LIVE_STATES:
-                        nursery.start_soon(self._send, m.address, FrameType.STOP, {})
+                        nursery.start_soon(peer.send, m.address, Stop())
         peer.stop()
 
     # -- membership -----------------------------------------------------------------
     def member_joined(self, address: str) -> None:
-        """A control peer tells every member it learns of to push its figures here."""
+        """Tell a member this peer learns of to push its figures here."""
         if self.control_address is not None:
-            payload = {"control": self.control_address, "peer": self._peer.address}
-            self._peer.start_soon(self._send, address, FrameType.CONTROL, payload)
+            message = Control(self.control_address, self._peer.address)
+            self._peer.start_soon(self._peer.send, address, message)
 
     # -- frames -------------------------------------------------------------------
-    def on_control(self, sender: str, payload: Any) -> None:
-        # The frame is authentic; its sender may not be known here yet (a newcomer
-        # hears from the control peer before gossip has told it of that peer), so
-        # the peer address to push to comes with it.
-        if not (
-            isinstance(payload, dict)
-            and isinstance(payload.get("control"), str)
-            and isinstance(payload.get("peer"), str)
-        ):
-            raise ValueError("CONTROL without the control centre's and the peer's address")
-        if sender not in self._controls:
-            log.info("pushing figures to the control centre on %s", payload["control"])
-        self._controls[sender] = payload["peer"]
+    async def _on_figures_frame(self, sender: str, figures: Figures, reply: Reply) -> None:
+        self.on_figures(sender, figures)
 
-    def on_figures(self, sender: str, payload: Any) -> None:
-        if self.control_address is None:
-            return  # not a control peer (any more): nothing to keep
-        if not (
-            isinstance(payload, dict)
-            and len(payload) <= _MAX_FIELDS
-            and all(
-                isinstance(k, str) and (v is None or isinstance(v, int | float | str | bool))
-                for k, v in payload.items()
-            )
-        ):
-            raise ValueError("figures are a flat map of numbers and strings")
-        self._figures[sender] = payload
+    def on_figures(self, sender: str, figures: Figures) -> None:
+        if self.control_address is not None:
+            self._figures[sender] = dict(figures.values)
 
-    # -- pushing ------------------------------------------------------------------
-    async def push_forever(self) -> None:
-        while True:
-            await trio.sleep(PUSH_INTERVAL)
-            self.push()
 
-    def push(self) -> None:
-        if not self._controls:
-            return
-        peer = self._peer
-        figures = peer.status().as_json()
-        for control_id, address in list(self._controls.items()):
-            member = peer.membership.member(control_id)
-            if member is not None and member.state in (MemberState.DEAD, MemberState.LEFT):
-                del self._controls[control_id]  # a control peer back asks again
-                continue
-            if control_id != peer.peer_id:
-                peer.start_soon(self._send, address, FrameType.FIGURES, figures)
+async def serve_control_centre(
+    peer: ControlledPeer,
+    address: str,
+    *,
+    public: bool = False,
+    limits: ControlLimits | None = None,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the control centre for a running ``peer`` on ``address`` until cancelled;
+    ``await nursery.start(serve_control_centre, peer, address)`` gives the bound
+    HOST:PORT. Members, known or joining, push their figures here from then on."""
+    monitor = Monitor(peer)
+    serve = functools.partial(serve_control, public=public, limits=limits)
+    async with trio.open_nursery() as nursery:
+        bound = await nursery.start(serve, monitor, address)
+        monitor.attach(bound)
+        task_status.started(bound)

@@ -16,20 +16,21 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import trio
 
+from ubipy.errors import WireError
 from ubipy.net.network import Network, TcpNetwork
 from ubipy.wire import (
     CLOSED,
     NEED_DATA,
     Frame,
     FrameReader,
-    FrameType,
     FrameWriter,
+    Message,
     Rejected,
     ReplayGuard,
+    decode,
     new_epoch,
 )
 
@@ -39,8 +40,9 @@ _READ_SIZE = 65_536
 # How long a forgotten connection waits for the frames being written on it.
 _CLOSE_PATIENCE = 1.0
 
-Reply = Callable[[FrameType, Any], Awaitable[None]]
-Handler = Callable[[Frame, Reply], Awaitable[None]]
+Reply = Callable[[Message], Awaitable[None]]
+# The frame (its sender, its kind) and the message it carries, already typed.
+Handler = Callable[[Frame, Message, Reply], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -62,8 +64,9 @@ class _Conn:
         self.send_lock = trio.Lock()
         self.closed = False
 
-    async def send(self, kind: FrameType, payload: Any, to: str = "") -> None:
-        data = self.links.writer.frame(kind, payload, time.time(), to=to)
+    async def send(self, message: Message, to: str = "") -> None:
+        kind = message.KIND
+        data = self.links.writer.frame(kind, message.to_wire(), time.time(), to=to)
         async with self.send_lock:
             await self.stream.send_all(data)
         stats = self.links.stats
@@ -133,21 +136,22 @@ class Links:
         await _Conn(stream, self).read_loop()
 
     async def dispatch(self, frame: Frame, conn: _Conn) -> None:
-        async def reply(kind: FrameType, payload: Any) -> None:
+        async def reply(message: Message) -> None:
             if not conn.closed:
                 try:
-                    await conn.send(kind, payload, to=frame.sender)
+                    await conn.send(message, to=frame.sender)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     conn.closed = True
 
+        # Only WireError is bad input: the frame was authentic but its payload made no
+        # sense (a buggy peer). Anything else is a bug here and is not hidden.
         try:
-            await self._handler(frame, reply)
-        except (ValueError, TypeError, KeyError) as exc:
-            # The frame was authentic but its payload made no sense: drop it.
+            await self._handler(frame, decode(frame.type, frame.payload), reply)
+        except WireError as exc:
             self.stats.rejected["BAD_PAYLOAD"] += 1
             log.warning("dropped a %s frame from %s: %s", frame.type.name, frame.sender, exc)
 
-    async def send(self, address: str, kind: FrameType, payload: Any) -> bool:
+    async def send(self, address: str, message: Message) -> bool:
         """Send one frame to the peer at ``address``; False if it could not be sent.
 
         Delivery is not confirmed: what must arrive is acknowledged by the
@@ -157,7 +161,7 @@ class Links:
         if conn is None:
             return False
         try:
-            await conn.send(kind, payload)
+            await conn.send(message)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             conn.closed = True
             self._out.pop(address, None)
@@ -213,16 +217,16 @@ async def _close_after_sends(conn: _Conn) -> None:
 async def request(
     address: str,
     secret: bytes,
-    kind: FrameType,
-    payload: Any,
+    message: Message,
     *,
     patience: float = 10.0,
     network: Network | None = None,
-) -> Frame:
+) -> Message:
     """One request and its reply on a connection of its own (for the command line).
 
-    Raises OSError if the peer cannot be reached or does not answer in time,
-    and PermissionError if it answers nothing authentic (a wrong secret).
+    Raises OSError if the peer cannot be reached, does not answer in time or answers
+    something malformed, and PermissionError if it answers nothing authentic (a
+    wrong secret).
     """
     network = network or TcpNetwork()
     me = "cli-" + secrets.token_hex(4)
@@ -232,7 +236,7 @@ async def request(
         with trio.fail_after(patience):
             stream = await network.connect(address)
             async with stream:
-                await stream.send_all(writer.frame(kind, payload, time.time()))
+                await stream.send_all(writer.frame(message.KIND, message.to_wire(), time.time()))
                 while True:
                     event = reader.next_event(time.time())
                     if event is NEED_DATA:
@@ -240,7 +244,10 @@ async def request(
                         reader.receive_data(bytes(data))
                         continue
                     if isinstance(event, Frame):
-                        return event
+                        try:
+                            return decode(event.type, event.payload)
+                        except WireError as exc:
+                            raise OSError(f"{address} answered a malformed frame: {exc}") from exc
                     if event is CLOSED:
                         raise PermissionError(
                             f"{address} closed the connection without an authentic answer "

@@ -4,7 +4,8 @@ membership and the links in one trio nursery.
 """
 
 from ubipy.peer.crawler import Crawler, StorageError
-from ubipy.peer.peer import Peer, PeerStatus
+from ubipy.peer.peer import Peer
+from ubipy.peer.status import PeerStatus
 
 __all__ = [
     "Crawler",

@@ -25,15 +25,15 @@ import itertools
 import logging
 import math
 from collections.abc import Awaitable, Callable, Collection
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 import trio
 
 from ubipy.peer.crawler import Crawler, StorageError
 from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
 from ubipy.ring import Ring
-from ubipy.wire import FrameType
+from ubipy.wire import Handoff as HandoffFrame
+from ubipy.wire import HandoffDone, Message
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ _HOLD_LIMIT = 60.0
 # a stop, or a peer died): only a sweep under this peer's current ring releases it.
 _NO_RING = ""
 
-Send = Callable[[str, FrameType, Any], Awaitable[bool]]
+Send = Callable[[str, Message], Awaitable[bool]]
 AddressOf = Callable[[str], str | None]
 
 
@@ -234,7 +234,7 @@ class Handoff:
             for peer in self._alive - {self.self_id}:
                 address = self._address_of(peer)
                 if address is not None:
-                    await self._send(address, FrameType.HANDOFF_DONE, {"ring": ring_key(ring)})
+                    await self._send(address, HandoffDone(ring_key(ring)))
         return complete
 
     @property
@@ -252,17 +252,18 @@ class Handoff:
         chunks = max(1, math.ceil(max(len(pending), len(done)) / _CHUNK))
         sent_bytes = 0
         for i in range(chunks):
-            payload: dict[str, Any] = {
-                "host": host,
-                "pending": [[u.url, u.depth] for u in pending[i * _CHUNK : (i + 1) * _CHUNK]],
-                "done": done[i * _CHUNK : (i + 1) * _CHUNK],
-                "mark": None if mark is None or i < chunks - 1 else mark_to_wire(mark),
-            }  # fmt: skip
-            if not await self._deliver(address, payload):
+            chunk = pending[i * _CHUNK : (i + 1) * _CHUNK]
+            chunk_done = tuple(done[i * _CHUNK : (i + 1) * _CHUNK])
+            last_mark = None if mark is None or i < chunks - 1 else mark_to_wire(mark)
+            # Each try takes an id of its own (set by _deliver).
+            frame = HandoffFrame(
+                0, host, tuple((u.url, u.depth) for u in chunk), chunk_done, last_mark
+            )
+            if not await self._deliver(address, frame):
                 # Refused (the owner is leaving too, or its ring lags) or unanswered.
                 log.info("hand-off of %s to %s not taken; kept", host, owner)
                 return False
-            sent_bytes += sum(len(u) for u, _ in payload["pending"]) + 8 * len(payload["done"])
+            sent_bytes += sum(len(u.url) for u in chunk) + 8 * len(chunk_done)
         self._crawler.handed_off(host)
         self.stats.hosts_out += 1
         self.stats.urls_out += len(pending)
@@ -277,14 +278,14 @@ class Handoff:
         )
         return True
 
-    async def _deliver(self, address: str, payload: dict[str, Any]) -> bool:
+    async def _deliver(self, address: str, frame: HandoffFrame) -> bool:
         for _ in range(3):
             if address in self._gone:
                 return False
             handoff_id = next(self._ids)
             waiting = self._acks[handoff_id] = _Waiting(address)
             try:
-                if await self._send(address, FrameType.HANDOFF, {"id": handoff_id, **payload}):
+                if await self._send(address, replace(frame, id=handoff_id)):
                     with trio.move_on_after(_ACK_PATIENCE):
                         await waiting.done.wait()
                         return not waiting.refused
@@ -313,24 +314,20 @@ class Handoff:
             waiting.done.set()
 
     # -- receiving ----------------------------------------------------------------
-    def receive(self, payload: dict[str, Any]) -> None:
+    def receive(self, handoff: HandoffFrame) -> None:
         """Take over a host; raises StorageError if it could not be made durable."""
-        host = payload["host"]
-        if not isinstance(host, str):
-            raise ValueError("hand-off without a host")
+        host = handoff.host
         if self._ring.owner(host) != self.self_id:
             raise NotOurs(f"{host} is not ours under this peer's ring")
-        pending = url_items(payload["pending"], host=host)
-        done = payload["done"]
-        if not isinstance(done, list) or not all(type(fp) is int for fp in done):
-            raise ValueError("done fingerprints must be integers")
-        raw = payload.get("mark")
-        mark = None if raw is None else mark_from_wire(raw)
-        self._crawler.take_over(host, pending, done, mark)
+        pending = url_items(handoff.pending, host=host)
+        mark = None if handoff.mark is None else mark_from_wire(handoff.mark)
+        self._crawler.take_over(host, pending, list(handoff.done), mark)
         self.stats.urls_in += len(pending)
         if mark is not None:
             self.stats.hosts_in += 1
-            log.info("took over 1 hosts (%d URLs): %s, %d done", len(pending), host, len(done))
+            log.info(
+                "took over 1 hosts (%d URLs): %s, %d done", len(pending), host, len(handoff.done)
+            )
 
 
 __all__ = ["Handoff", "HandoffStats", "StorageError"]

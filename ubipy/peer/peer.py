@@ -1,34 +1,30 @@
 """A running peer: its shard, HTTP client, crawler, links to other peers, membership,
-router, hand-off, replication and monitoring, all in one trio nursery that the peer
+router, hand-off, replication and reporting, all in one trio nursery that the peer
 owns.
 
-The frames it understands: MEMBERSHIP (gossip), URL_BATCH / URL_ACK (forwarded
-URLs and their acknowledgement once durably admitted, usually carried on a batch
-going back), SCOPE (the seeds' roots, shared so every peer follows the same
-links), SEED / SEED_ACK and STATUS_REQUEST / STATUS (from the command line or
-another peer), HANDOFF / HANDOFF_ACK / HANDOFF_DONE (hosts moving to their new
-owner), REPLICA (copies for the next peer clockwise), CONTROL / FIGURES / STOP
-(the control centre).
+Frames reach it already typed (:mod:`ubipy.wire`) and go to the handler each
+subsystem registers for its kind (:meth:`Peer.handle`): membership (MEMBERSHIP),
+forwarding (URL_BATCH, URL_ACK), the crawl (SCOPE, SEED, STATUS_REQUEST),
+hand-off (HANDOFF, HANDOFF_ACK, HANDOFF_DONE), replicas (REPLICA) and reporting
+(CONTROL, STOP); the control centre, when one is attached, adds FIGURES. A frame
+of a kind nobody handles is dropped and counted, as a malformed one is.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import random
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import httpx2
 import trio
 
-from ubipy import __version__
 from ubipy.config import CrawlConfig
-from ubipy.control import Monitor, control_bind, serve_control
+from ubipy.errors import WireError
 from ubipy.fetch import make_client
 from ubipy.membership import (
     LIVE_STATES,
@@ -43,12 +39,39 @@ from ubipy.peer.acks import AckBook
 from ubipy.peer.crawler import Crawler, StorageError
 from ubipy.peer.handoff import Handoff, NotOurs
 from ubipy.peer.replica import Replicator
+from ubipy.peer.reporting import Reporter
 from ubipy.peer.router import Batch, Router, url_items
+from ubipy.peer.status import PeerStatus, status_of
 from ubipy.ring import Ring
 from ubipy.store import Shard
-from ubipy.wire import Frame, FrameType, is_default_secret, secret_from
+from ubipy.wire import (
+    Control,
+    Figures,
+    Frame,
+    Gossip,
+    HandoffAck,
+    HandoffDone,
+    MemberRow,
+    Message,
+    Replica,
+    Scope,
+    Seed,
+    SeedAck,
+    Status,
+    StatusRequest,
+    Stop,
+    UrlAck,
+    UrlBatch,
+    is_default_secret,
+    secret_from,
+)
+from ubipy.wire import (
+    Handoff as HandoffFrame,
+)
 
 log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=Message)
 
 _ID_META = "peer_id"
 _MEMBERS_META = "last_members"
@@ -70,43 +93,6 @@ def load_peer_id(shard: Shard, rng: random.Random) -> str:
         with shard.transaction():
             shard.set_meta(_ID_META, peer_id)
     return peer_id
-
-
-@dataclass(frozen=True, slots=True)
-class PeerStatus:
-    peer_id: str
-    address: str
-    version: str
-    started_at: float
-    uptime: float
-    pages: int
-    pages_per_second: float
-    errors: int
-    timeouts: int
-    pending: int
-    hosts: int
-    in_flight: int
-    bytes_in: int
-    robots_disallowed: int
-    out_of_scope: int
-    idle: bool
-    storage_error: str | None
-    forwarded_urls: int
-    forward_backlog: int
-    frames_out: int
-    bytes_out_wire: int
-    frames_rejected: int
-    # Forwarding on the wire: URL_BATCH and URL_ACK frames sent, and their bytes.
-    url_frames: int
-    url_bytes: int
-    handed_off_hosts: int
-    handed_off_urls: int
-    handed_off_bytes: int
-    taken_over_hosts: int
-    replica_bytes: int
-
-    def as_json(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}
 
 
 class Peer:
@@ -133,8 +119,6 @@ class Peer:
                 f"refusing to listen on {host} without a cluster secret: frames would be "
                 "forgeable; give --secret (or UBIPY_SECRET), or listen on loopback"
             )
-        if config.control is not None:
-            control_bind(config.control, config.control_public, self.secret)
         self.shard = Shard.open(config.data_dir)
         self.peer_id = load_peer_id(self.shard, self._rng)
         self.address = config.listen
@@ -145,7 +129,10 @@ class Peer:
         self._links: Links | None = None
         self._handoff: Handoff | None = None
         self._replicator: Replicator | None = None
-        self._monitor: Monitor | None = None
+        self._reporter: Reporter | None = None
+        # Each frame kind's handler, filled by the subsystems (and the control centre).
+        self._handlers: dict[type, Callable[[str, Any, Reply], Awaitable[None]]] = {}
+        self._joined_callbacks: list[Callable[[str], None]] = []
         self._nursery: trio.Nursery | None = None
         self._stop = trio.Event()
         # Set when run() is over: crawler stopped, leave announced, hosts handed off.
@@ -249,15 +236,12 @@ class Peer:
         self._replicator = Replicator(
             self.peer_id, config.replicas, crawler, self.shard, self.links.send, self._address_of
         )
-        monitor = self._monitor = Monitor(self, self.links.send)
-        if config.control is not None:
-            monitor.control_address = await nursery.start(
-                functools.partial(serve_control, public=config.control_public),
-                monitor,
-                config.control,
-            )
+        reporter = self._reporter = Reporter(
+            self.peer_id, self.membership, self._figures, self.send, self.start_soon, self.stop
+        )
+        self._register_handlers()
         await nursery.start(crawler.run)
-        nursery.start_soon(monitor.push_forever)
+        nursery.start_soon(reporter.push_forever)
         nursery.start_soon(self._replicator.run)
         nursery.start_soon(self._gossip_loop)
         nursery.start_soon(self._router_loop)
@@ -318,15 +302,17 @@ class Peer:
         member = self.membership.member(peer_id)
         return None if member is None else member.address
 
-    @property
-    def monitor(self) -> Monitor:
-        assert self._monitor is not None
-        return self._monitor
+    async def send(self, address: str, message: Message) -> bool:
+        """Send one frame to the peer at ``address``; False if it could not be sent."""
+        return await self.links.send(address, message)
 
-    @property
-    def control_address(self) -> str | None:
-        """Where the control centre listens (HOST:PORT), if this peer serves it."""
-        return None if self._monitor is None else self._monitor.control_address
+    def handle(self, kind: type[M], handler: Callable[[str, M, Reply], Awaitable[None]]) -> None:
+        """Route frames carrying ``kind`` to ``handler(sender id, message, reply)``."""
+        self._handlers[kind] = handler
+
+    def on_member_joined(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(address)`` for every other member that joins from now on."""
+        self._joined_callbacks.append(callback)
 
     def start_soon(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
         """Run ``fn`` in the peer's nursery (for its components' background sends)."""
@@ -359,8 +345,7 @@ class Peer:
             self._nursery.start_soon(self._send_one, out)
 
     async def _send_one(self, out: Outgoing) -> None:
-        payload = {"from": self.address, "msg": out.message.to_wire()}
-        await self.links.send(out.address, FrameType.MEMBERSHIP, payload)
+        await self.links.send(out.address, Gossip(self.address, out.message.to_wire()))
 
     def _membership_events(self) -> None:
         events = self.membership.drain_events()
@@ -380,7 +365,8 @@ class Peer:
             elif event.changes_ring and event.member.id != self.peer_id:
                 self.handoff.back(event.member.address)
                 self._share_scope(event.member.address)
-                self.monitor.member_joined(event.member.address)
+                for callback in self._joined_callbacks:
+                    callback(event.member.address)
         if ring_changed and not self.stopping:
             self.ring_changes += 1
             alive = self.membership.alive_ids()
@@ -416,7 +402,7 @@ class Peer:
     def _share_scope(self, address: str) -> None:
         roots = sorted(self.crawler.scope.roots)
         if roots and self._nursery is not None:
-            self._nursery.start_soon(self.links.send, address, FrameType.SCOPE, roots)
+            self._nursery.start_soon(self.links.send, address, Scope(tuple(roots)))
 
     def _kick_router(self) -> None:
         # The event is replaced after every wake-up, so it is looked up each time.
@@ -437,14 +423,11 @@ class Peer:
         member = self.membership.member(batch.owner)
         if member is None:
             return  # resent later, or re-routed when the ring drops the owner
-        payload = {
-            "id": batch.id,
-            "urls": [[u.url, u.depth] for u in batch.urls],
-            # Acknowledgements owed to the owner ride along (a lost frame loses
-            # them too: the owner's batches are then re-sent and admitted again).
-            "acks": self._acks.take(batch.owner),
-        }
-        await self.links.send(member.address, FrameType.URL_BATCH, payload)
+        # Acknowledgements owed to the owner ride along (a lost frame loses them too:
+        # the owner's batches are then re-sent and admitted again).
+        acks = tuple(self._acks.take(batch.owner))
+        urls = tuple((u.url, u.depth) for u in batch.urls)
+        await self.links.send(member.address, UrlBatch(batch.id, urls, acks))
 
     async def _ack_loop(self) -> None:
         """Acknowledgements that found no batch to ride on leave on their own."""
@@ -458,14 +441,10 @@ class Peer:
             for peer_id, ids in acks.due(trio.current_time(), router.linger):
                 member = self.membership.member(peer_id)
                 if member is not None:
-                    self.start_soon(
-                        self.links.send, member.address, FrameType.URL_ACK, {"ids": ids}
-                    )
+                    self.start_soon(self.links.send, member.address, UrlAck(tuple(ids)))
 
-    def _acked(self, ids: object) -> None:
+    def _acked(self, ids: tuple[int, ...]) -> None:
         """An owner has durably admitted these batches of ours."""
-        if not isinstance(ids, list) or not all(type(i) is int for i in ids):
-            raise ValueError("acknowledged batch ids must be integers")
         assert self._router is not None
         for batch_id in ids:
             batch = self._router.acked(batch_id)
@@ -476,80 +455,88 @@ class Peer:
             self._router_drained = trio.Event()
 
     # -- frames ---------------------------------------------------------------
-    async def _on_frame(self, frame: Frame, reply: Reply) -> None:
-        kind = frame.type
-        payload = frame.payload
-        if kind is FrameType.MEMBERSHIP:
-            sender = payload["from"]
-            if not isinstance(sender, str):
-                raise ValueError("membership frame without a sender address")
-            message = message_from_wire(payload["msg"])
-            self._send_membership(self.membership.receive(trio.current_time(), sender, message))
-            self._membership_events()
-            self._gossip_kick.set()
-        elif kind is FrameType.URL_BATCH:
-            self._acked(payload.get("acks", []))
-            urls = url_items(payload["urls"])
-            batch_id = int(payload["id"])
-            try:
-                self.crawler.admit_routed(urls)
-            except StorageError as exc:
-                log.warning("batch from %s not admitted: %s", frame.sender, exc)
-                return  # not acknowledged: the sender keeps it and retries
-            if self.membership.member(frame.sender) is None:
-                # Not known here yet, so no address to send to later: answer now.
-                await reply(FrameType.URL_ACK, {"ids": [batch_id]})
-            else:
-                self._acks.add(frame.sender, batch_id, trio.current_time())
-                self._ack_kick.set()
-        elif kind is FrameType.URL_ACK:
-            self._acked(payload["ids"])
-        elif kind is FrameType.HANDOFF:
-            try:
-                if self.stopping:
-                    # Leaving too: what is handed here would only have to move again.
-                    raise NotOurs("this peer is leaving")
-                self.handoff.receive(payload)
-            except NotOurs as exc:
-                log.info("hand-off from %s refused: %s", frame.sender, exc)
-                await reply(FrameType.HANDOFF_ACK, {"id": int(payload["id"]), "refused": True})
-                return
-            except StorageError as exc:
-                log.warning("hand-off from %s not taken: %s", frame.sender, exc)
-                return  # not acknowledged: the sender keeps the host
-            await reply(FrameType.HANDOFF_ACK, {"id": int(payload["id"])})
-        elif kind is FrameType.HANDOFF_ACK:
-            self.handoff.acked(int(payload["id"]), refused=payload.get("refused") is True)
-        elif kind is FrameType.HANDOFF_DONE:
-            key = payload.get("ring")
-            if not isinstance(key, str):
-                raise ValueError("HANDOFF_DONE without its ring")
-            self.handoff.release_from(frame.sender, key)
-        elif kind is FrameType.REPLICA:
-            self.replicator.receive(payload)
-        elif kind is FrameType.SCOPE:
-            if not isinstance(payload, list) or not all(isinstance(r, str) for r in payload):
-                raise ValueError("scope roots must be a list of strings")
-            self.crawler.add_scope_roots(payload)
-        elif kind is FrameType.SEED:
-            await reply(FrameType.SEED_ACK, self.seed_urls(payload["urls"]))
-        elif kind is FrameType.CONTROL:
-            self.monitor.on_control(frame.sender, payload)
-        elif kind is FrameType.FIGURES:
-            self.monitor.on_figures(frame.sender, payload)
-        elif kind is FrameType.STOP:
-            log.info("stop asked by %s for the whole cluster", frame.sender)
-            self.stop()
-        elif kind is FrameType.STATUS_REQUEST:
-            await reply(FrameType.STATUS, await self._status_report(bool(payload.get("cluster"))))
-        else:
-            raise ValueError(f"unexpected frame type {kind.name}")
+    def _register_handlers(self) -> None:
+        assert self._reporter is not None
+        self.handle(Gossip, self._on_gossip)
+        self.handle(UrlBatch, self._on_batch)
+        self.handle(UrlAck, self._on_url_ack)
+        self.handle(HandoffFrame, self._on_handoff)
+        self.handle(HandoffAck, self._on_handoff_ack)
+        self.handle(HandoffDone, self._on_handoff_done)
+        self.handle(Replica, self._on_replica)
+        self.handle(Scope, self._on_scope)
+        self.handle(Seed, self._on_seed)
+        self.handle(StatusRequest, self._on_status_request)
+        self.handle(Control, self._reporter.on_control)
+        self.handle(Stop, self._reporter.on_stop)
 
-    def seed_urls(self, urls: object) -> dict[str, Any]:
-        """Seed the crawl (from the wire or the control centre); raises ValueError for
-        what is not a list of strings, and answers an error while storage fails."""
-        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
-            raise ValueError("seeds must be a list of strings")
+    async def _on_frame(self, frame: Frame, message: Message, reply: Reply) -> None:
+        handler = self._handlers.get(type(message))
+        if handler is None:
+            raise WireError(f"{frame.type.name} is not a frame this peer takes")
+        await handler(frame.sender, message, reply)
+
+    async def _on_gossip(self, sender: str, gossip: Gossip, reply: Reply) -> None:
+        message = message_from_wire(gossip.message)
+        now = trio.current_time()
+        self._send_membership(self.membership.receive(now, gossip.address, message))
+        self._membership_events()
+        self._gossip_kick.set()
+
+    async def _on_batch(self, sender: str, batch: UrlBatch, reply: Reply) -> None:
+        self._acked(batch.acks)
+        urls = url_items(batch.urls)
+        try:
+            self.crawler.admit_routed(urls)
+        except StorageError as exc:
+            log.warning("batch from %s not admitted: %s", sender, exc)
+            return  # not acknowledged: the sender keeps it and retries
+        if self.membership.member(sender) is None:
+            # Not known here yet, so no address to send to later: answer now.
+            await reply(UrlAck((batch.id,)))
+        else:
+            self._acks.add(sender, batch.id, trio.current_time())
+            self._ack_kick.set()
+
+    async def _on_url_ack(self, sender: str, ack: UrlAck, reply: Reply) -> None:
+        self._acked(ack.ids)
+
+    async def _on_handoff(self, sender: str, handoff: HandoffFrame, reply: Reply) -> None:
+        try:
+            if self.stopping:
+                # Leaving too: what is handed here would only have to move again.
+                raise NotOurs("this peer is leaving")
+            self.handoff.receive(handoff)
+        except NotOurs as exc:
+            log.info("hand-off from %s refused: %s", sender, exc)
+            await reply(HandoffAck(handoff.id, refused=True))
+            return
+        except StorageError as exc:
+            log.warning("hand-off from %s not taken: %s", sender, exc)
+            return  # not acknowledged: the sender keeps the host
+        await reply(HandoffAck(handoff.id))
+
+    async def _on_handoff_ack(self, sender: str, ack: HandoffAck, reply: Reply) -> None:
+        self.handoff.acked(ack.id, refused=ack.refused)
+
+    async def _on_handoff_done(self, sender: str, done: HandoffDone, reply: Reply) -> None:
+        self.handoff.release_from(sender, done.ring)
+
+    async def _on_replica(self, sender: str, replica: Replica, reply: Reply) -> None:
+        self.replicator.receive(replica)
+
+    async def _on_scope(self, sender: str, scope: Scope, reply: Reply) -> None:
+        self.crawler.add_scope_roots(scope.roots)
+
+    async def _on_seed(self, sender: str, seed: Seed, reply: Reply) -> None:
+        await reply(SeedAck.from_wire(self.seed_urls(seed.urls)))
+
+    async def _on_status_request(self, sender: str, asked: StatusRequest, reply: Reply) -> None:
+        await reply(await self._status_report(asked.cluster))
+
+    def seed_urls(self, urls: Sequence[str]) -> dict[str, Any]:
+        """Seed the crawl (from the wire or the control centre); answers an error
+        while storage fails."""
         try:
             result = self.crawler.seed(urls)
         except StorageError as exc:
@@ -564,11 +551,10 @@ class Peer:
             "refused": [list(r) for r in result.refused],
         }
 
-    async def _status_report(self, cluster: bool) -> dict[str, Any]:
-        members = [
-            {"id": m.id, "address": m.address, "state": m.state.name.lower()}
-            for m in self.membership.members()
-        ]
+    async def _status_report(self, cluster: bool) -> Status:
+        members = tuple(
+            MemberRow(m.id, m.address, m.state.name.lower()) for m in self.membership.members()
+        )
         peers = [self.status().as_json()]
         if cluster:
             others = [
@@ -576,61 +562,38 @@ class Peer:
                 for m in self.membership.members()
                 if m.id != self.peer_id and m.state in LIVE_STATES
             ]
-            answers: list[dict[str, Any]] = []
+            answers: list[Status] = []
 
             async def ask(address: str) -> None:
                 try:
-                    frame = await request(
+                    answer = await request(
                         address,
                         self.secret,
-                        FrameType.STATUS_REQUEST,
-                        {},
+                        StatusRequest(),
                         patience=2.0,
                         network=self.network,
                     )
                 except (OSError, PermissionError):
                     return
-                answers.extend(frame.payload.get("peers", []))
+                if isinstance(answer, Status):
+                    answers.append(answer)
 
             async with trio.open_nursery() as nursery:
                 for m in others:
                     nursery.start_soon(ask, m.address)
-            peers += answers
-        return {"members": members, "peers": peers}
+            peers += [dict(p) for answer in answers for p in answer.peers]
+        return Status(members, tuple(peers))
 
     def status(self) -> PeerStatus:
-        c = self.crawler
-        links = self.links
-        router = self._router
-        uptime = max(trio.current_time() - c.stats.started_at, 1e-9)
-        return PeerStatus(
-            peer_id=self.peer_id,
-            address=self.address,
-            version=__version__,
-            started_at=self._started_wall,
-            uptime=uptime,
-            pages=c.stats.pages,
-            pages_per_second=c.stats.pages / uptime,
-            errors=c.stats.errors,
-            timeouts=c.stats.timeouts,
-            pending=c.pending,
-            hosts=c.scheduler.hosts,
-            in_flight=c.scheduler.in_flight,
-            bytes_in=c.stats.bytes_in,
-            robots_disallowed=c.stats.robots_disallowed,
-            out_of_scope=c.stats.out_of_scope,
-            idle=c.scheduler.idle(),
-            storage_error=c.storage_error,
-            forwarded_urls=router.stats.forwarded_urls if router else 0,
-            forward_backlog=router.backlog() if router else 0,
-            frames_out=sum(links.stats.frames_out.values()),
-            bytes_out_wire=links.stats.bytes_out,
-            frames_rejected=sum(links.stats.rejected.values()),
-            url_frames=links.stats.frames_out["URL_BATCH"] + links.stats.frames_out["URL_ACK"],
-            url_bytes=links.stats.bytes_out_by["URL_BATCH"] + links.stats.bytes_out_by["URL_ACK"],
-            handed_off_hosts=self.handoff.stats.hosts_out,
-            handed_off_urls=self.handoff.stats.urls_out,
-            handed_off_bytes=links.stats.bytes_out_by["HANDOFF"],
-            taken_over_hosts=self.handoff.stats.hosts_in,
-            replica_bytes=links.stats.bytes_out_by["REPLICA"],
+        return status_of(
+            self.peer_id,
+            self.address,
+            self._started_wall,
+            self.crawler,
+            self.links,
+            self._router,
+            self.handoff,
         )
+
+    def _figures(self) -> Figures:
+        return Figures(self.status().as_json())

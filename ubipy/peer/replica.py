@@ -32,7 +32,6 @@ import math
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import trio
 
@@ -40,7 +39,7 @@ from ubipy.peer.crawler import Crawler
 from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
 from ubipy.ring import Ring
 from ubipy.store import FrontierRow, HostMark, NewURL, PageRecord, Shard
-from ubipy.wire import FrameType
+from ubipy.wire import HostCopy, Message, Replica, WireURL
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +49,13 @@ _CHUNK = 2_000
 # Seconds before copies that could not be sent are tried again.
 _RETRY = 1.0
 
-Send = Callable[[str, FrameType, Any], Awaitable[bool]]
+Send = Callable[[str, Message], Awaitable[bool]]
 AddressOf = Callable[[str], str | None]
 
 
 @dataclass(slots=True)
 class _HostCopy:
-    pending: list[list[Any]] = field(default_factory=list)  # [url, depth]
+    pending: list[WireURL] = field(default_factory=list)
     done: list[int] = field(default_factory=list)
     mark: HostMark | None = None
 
@@ -78,27 +77,26 @@ class _Outgoing:
         mark: HostMark | None = None,
     ) -> None:
         copy = self.hosts[host]
-        copy.pending.extend([u.url, u.depth] for u in pending)
+        copy.pending.extend((u.url, u.depth) for u in pending)
         copy.done.extend(done)
         if mark is not None and (copy.mark is None or copy.mark.last_end <= mark.last_end):
             copy.mark = mark
         self.size += len(pending) + len(done)
 
-    def put_back(self, entries: Sequence[list[Any]]) -> None:
+    def put_back(self, entries: Sequence[HostCopy]) -> None:
         """Entries of a frame that was not sent (as :meth:`frames` made them)."""
         for entry in entries:
-            host, pending, done = entry[:3]
-            copy = self.hosts[host]
-            copy.pending.extend(pending)
-            copy.done.extend(done)
-            if len(entry) == 4:
-                self.add(host, mark=mark_from_wire(entry[3]))
-            self.size += len(pending) + len(done)
+            copy = self.hosts[entry.host]
+            copy.pending.extend(entry.pending)
+            copy.done.extend(entry.done)
+            if entry.mark is not None:
+                self.add(entry.host, mark=mark_from_wire(entry.mark))
+            self.size += len(entry.pending) + len(entry.done)
 
-    def frames(self) -> Iterator[tuple[list[list[Any]], int]]:
-        """Payload ``hosts`` lists of at most about _CHUNK entries, with their entry count
+    def frames(self) -> Iterator[tuple[list[HostCopy], int]]:
+        """Frames' host entries, at most about _CHUNK each, with their entry count
         (the URLs and fingerprints; a mark rides with its host's first entry)."""
-        frame: list[list[Any]] = []
+        frame: list[HostCopy] = []
         count = 0
         for host, copy in self.hosts.items():
             # One pass at least, so that a mark alone still goes.
@@ -107,10 +105,8 @@ class _Outgoing:
                 if count and count + len(pending) + len(done) > _CHUNK:
                     yield frame, count
                     frame, count = [], 0
-                entry: list[Any] = [host, pending, done]
-                if i == 0 and copy.mark is not None:
-                    entry.append(mark_to_wire(copy.mark))
-                frame.append(entry)
+                mark = mark_to_wire(copy.mark) if i == 0 and copy.mark is not None else None
+                frame.append(HostCopy(host, tuple(pending), tuple(done), mark))
                 count += len(pending) + len(done)
         if frame:
             yield frame, count
@@ -198,31 +194,23 @@ class Replicator:
                 if address is None:
                     continue
                 for hosts, count in outgoing.frames():
-                    if await self._send(address, FrameType.REPLICA, {"hosts": hosts}):
+                    if await self._send(address, Replica(tuple(hosts))):
                         self.items_sent += count
                     elif target in self._ring.members:
                         # The connection broke: keep the copies for the next try (a
                         # successor that is gone gets its hosts whole from ring_changed).
                         self._queues[target].put_back(hosts)
 
-    def receive(self, payload: dict[str, Any]) -> None:
-        hosts = payload["hosts"]
-        if not isinstance(hosts, list):
-            raise ValueError("replica hosts must be a list")
+    def receive(self, replica: Replica) -> None:
         rows: list[tuple[str, str | None, int, int, bool]] = []
         marks: dict[str, HostMark] = {}
-        for entry in hosts:
-            if not (isinstance(entry, list) and len(entry) in (3, 4) and isinstance(entry[0], str)):
-                raise ValueError(
-                    "a replica entry is [host, [[url, depth], ...], [fp, ...]] and maybe a mark"
-                )
-            host, pending, done = entry[:3]
-            if not isinstance(done, list) or not all(type(fp) is int for fp in done):
-                raise ValueError("replica done fingerprints must be integers")
-            rows.extend((host, u.url, u.depth, u.fp, False) for u in url_items(pending, host=host))
-            rows.extend((host, None, 0, fp, True) for fp in done)
-            if len(entry) == 4:
-                marks[host] = mark_from_wire(entry[3])
+        for entry in replica.hosts:
+            host = entry.host
+            pending = url_items(entry.pending, host=host)
+            rows.extend((host, u.url, u.depth, u.fp, False) for u in pending)
+            rows.extend((host, None, 0, fp, True) for fp in entry.done)
+            if entry.mark is not None:
+                marks[host] = mark_from_wire(entry.mark)
         self._shard.replica_add(rows, marks)
 
     def promote(self, ring: Ring) -> int:

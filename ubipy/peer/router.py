@@ -17,14 +17,15 @@ Pure: no I/O, no clock; the peer passes ``now`` in and sends what comes out.
 from __future__ import annotations
 
 import itertools
-import math
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from ubipy.errors import WireError
 from ubipy.fetch import BadURL, fingerprint, host_key, normalize
 from ubipy.ring import Placement
 from ubipy.store import HostMark, NewURL
+from ubipy.wire import Mark, WireURL
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,54 +219,28 @@ class Router:
             recent.popitem(last=False)
 
 
-# A list of URLs from another peer is at most this long; anything longer is not ours.
-_MAX_ITEMS = 10_000
-_MAX_DEPTH = 1_000_000
-# A politeness delay from another peer longer than a day is not a delay but a bug.
-_MAX_MARK_DELAY = 86_400.0
-
-
-def url_items(items: object, *, host: str | None = None) -> list[NewURL]:
-    """``[[url, depth], ...]`` from another peer (a batch, a hand-off), checked again:
-    an authentic peer can still be a buggy one. URLs that do not normalise are
-    dropped; with ``host``, every URL must belong to it."""
-    if not isinstance(items, list) or len(items) > _MAX_ITEMS:
-        raise ValueError("URLs from a peer come as a list of at most 10,000 items")
+def url_items(items: Iterable[WireURL], *, host: str | None = None) -> list[NewURL]:
+    """URLs from another peer (a batch, a hand-off, a replica), normalised again: an
+    authentic peer can still be a buggy one. URLs that do not normalise are dropped;
+    with ``host``, every URL must belong to it (WireError otherwise)."""
     urls: list[NewURL] = []
-    for item in items:
-        if not (isinstance(item, list) and len(item) == 2):
-            raise ValueError("a URL from a peer is [url, depth]")
-        raw, depth = item
-        if not isinstance(raw, str) or type(depth) is not int or not 0 <= depth <= _MAX_DEPTH:
-            raise ValueError("a URL from a peer is [str, int]")
+    for raw, depth in items:
         try:
             url = normalize(raw)
         except BadURL:
             continue
         key = host_key(url)
         if host is not None and key != host:
-            raise ValueError("a handed-off URL of another host")
+            raise WireError(f"a URL of {key} among {host}'s")
         urls.append(NewURL(fingerprint(url), url, key, depth))
     return urls
 
 
-def mark_to_wire(mark: HostMark) -> list[float | int]:
-    """A host's politeness mark as it travels: ``[last_end, delay, pages]``."""
-    return [mark.last_end, mark.delay, mark.pages]
+def mark_to_wire(mark: HostMark) -> Mark:
+    """A host's politeness mark as it travels."""
+    return Mark(mark.last_end, mark.delay, mark.pages)
 
 
-def mark_from_wire(raw: object) -> HostMark:
-    """A host's politeness mark ``[last_end, delay, pages]`` from another peer (a
-    hand-off, a replica), checked: a mark that is not finite would hold the host
-    for ever."""
-    if not (isinstance(raw, list) and len(raw) == 3):
-        raise ValueError("a host mark is [last_end, delay, pages]")
-    last_end, delay, pages = raw
-    for value in (last_end, delay):
-        if type(value) not in (int, float) or not math.isfinite(value):
-            raise ValueError("a host mark's times are finite numbers")
-    if not 0 <= delay <= _MAX_MARK_DELAY:
-        raise ValueError("a host mark's delay is between 0 and a day")
-    if type(pages) is not int or pages < 0:
-        raise ValueError("a host mark's pages are a count")
-    return HostMark(float(last_end), float(delay), pages)
+def mark_from_wire(mark: Mark) -> HostMark:
+    """A host's politeness mark from another peer (checked when it was decoded)."""
+    return HostMark(mark.last_end, mark.delay, mark.pages)

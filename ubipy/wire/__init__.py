@@ -5,7 +5,9 @@ trio. A :class:`FrameWriter` turns ``(type, payload)`` into bytes to send; a
 :class:`FrameReader` is fed whatever bytes arrive and hands back events
 (:class:`Frame`, :class:`Rejected`, :data:`NEED_DATA`, :data:`CLOSED`). A
 :class:`ReplayGuard`, shared by all the connections of a peer,
-decides whether an authentic frame is fresh and new.
+decides whether an authentic frame is fresh and new. What each kind of frame
+carries is a typed message (:mod:`ubipy.wire.payloads`): :func:`decode` builds it
+from an admitted frame's payload, raising :class:`WireError` if it is malformed.
 
 Layout of one frame on the wire::
 
@@ -21,7 +23,7 @@ wall-clock seconds (``time.time()``), never trio's monotonic clock: ``sent_at`` 
 compared with the receiver's clock.
 """
 
-from ubipy.errors import FrameError
+from ubipy.errors import FrameError, WireError
 from ubipy.wire.codec import FrameWriter
 from ubipy.wire.frames import (
     CLOSED,
@@ -38,6 +40,31 @@ from ubipy.wire.frames import (
     RejectReason,
     Signal,
 )
+from ubipy.wire.payloads import (
+    MESSAGE_TYPES,
+    Control,
+    Figures,
+    Gossip,
+    Handoff,
+    HandoffAck,
+    HandoffDone,
+    HostCopy,
+    Mark,
+    MemberRow,
+    Message,
+    Replica,
+    Scalar,
+    Scope,
+    Seed,
+    SeedAck,
+    Status,
+    StatusRequest,
+    Stop,
+    UrlAck,
+    UrlBatch,
+    WireURL,
+    decode,
+)
 from ubipy.wire.reader import FrameReader, ReaderState
 from ubipy.wire.replay import ReplayGuard
 from ubipy.wire.secret import LOOPBACK_SECRET, is_default_secret, new_epoch, secret_from
@@ -48,20 +75,44 @@ __all__ = [
     "LOOPBACK_SECRET",
     "MAX_ID_LEN",
     "MAX_PAYLOAD_DEPTH",
+    "MESSAGE_TYPES",
     "NEED_DATA",
     "PROTOCOL_VERSION",
+    "Control",
     "Event",
+    "Figures",
     "Frame",
     "FrameError",
     "FrameReader",
     "FrameType",
     "FrameWriter",
+    "Gossip",
+    "Handoff",
+    "HandoffAck",
+    "HandoffDone",
+    "HostCopy",
+    "Mark",
+    "MemberRow",
+    "Message",
     "Payload",
     "ReaderState",
     "RejectReason",
     "Rejected",
     "ReplayGuard",
+    "Replica",
+    "Scalar",
+    "Scope",
+    "Seed",
+    "SeedAck",
     "Signal",
+    "Status",
+    "StatusRequest",
+    "Stop",
+    "UrlAck",
+    "UrlBatch",
+    "WireError",
+    "WireURL",
+    "decode",
     "is_default_secret",
     "new_epoch",
     "secret_from",

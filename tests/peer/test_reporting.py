@@ -1,0 +1,67 @@
+"""A peer's reporting: whom it pushes its figures to, and a stop from the control
+centre (the control centre's end-to-end test runs it with real peers)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from ubipy.membership import Member, Membership, MembershipConfig, MemberState
+from ubipy.peer.reporting import Reporter
+from ubipy.wire import Control, Figures, Message, Stop
+
+FIGURES = Figures({"peer_id": "me", "pages": 7})
+
+
+class World:
+    def __init__(self) -> None:
+        self.membership = Membership("me", "127.0.0.1:1", MembershipConfig(), random.Random(1))
+        self.started: list[tuple[Any, ...]] = []
+        self.stopped = False
+        self.reporter = Reporter(
+            "me", self.membership, lambda: FIGURES, self.send, self.start_soon, self.stop
+        )
+
+    async def send(self, address: str, message: Message) -> bool:
+        return True
+
+    def start_soon(self, fn: Any, *args: Any) -> None:
+        self.started.append(args)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def learn(self, member: Member) -> None:
+        self.membership._members[member.id] = member
+
+
+async def no_reply(message: Message) -> None:
+    raise AssertionError("not answered")
+
+
+async def test_figures_go_to_each_live_control_peer_and_stop_when_it_dies() -> None:
+    world = World()
+    world.learn(Member("b", "127.0.0.1:2", MemberState.ALIVE, 0))
+    world.reporter.push()
+    assert world.started == []  # nobody asked for them
+    await world.reporter.on_control("b", Control("127.0.0.1:8080", "127.0.0.1:2"), no_reply)
+    world.reporter.push()
+    assert world.started == [("127.0.0.1:2", FIGURES)]
+    world.learn(Member("b", "127.0.0.1:2", MemberState.DEAD, 0))
+    world.started.clear()
+    world.reporter.push()
+    world.reporter.push()
+    assert world.started == []
+
+
+async def test_a_newcomer_pushes_to_a_control_peer_it_has_not_heard_of_yet() -> None:
+    world = World()
+    await world.reporter.on_control("new", Control("127.0.0.1:8080", "127.0.0.1:9"), no_reply)
+    world.reporter.push()
+    assert world.started == [("127.0.0.1:9", FIGURES)]
+
+
+async def test_a_stop_from_the_control_centre_stops_the_peer() -> None:
+    world = World()
+    await world.reporter.on_stop("b", Stop(), no_reply)
+    assert world.stopped

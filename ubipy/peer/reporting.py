@@ -1,0 +1,75 @@
+"""A peer's side of monitoring: it pushes its figures, about once a second, to every
+control peer that asked (a CONTROL frame), while that control peer is alive, and
+stops when told to (a STOP frame from the control centre).
+
+The control centre itself (:mod:`ubipy.control`) is optional: a peer reports to one
+that runs elsewhere without importing it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from ubipy.membership import Membership, MemberState
+from ubipy.wire import Control, Figures, Message, Stop
+
+log = logging.getLogger(__name__)
+
+PUSH_INTERVAL = 1.0
+
+Send = Callable[[str, Message], Awaitable[bool]]
+Reply = Callable[[Message], Awaitable[None]]
+
+
+class Reporter:
+    """Whom this peer pushes its figures to, and the pushing."""
+
+    def __init__(
+        self,
+        self_id: str,
+        membership: Membership,
+        figures: Callable[[], Figures],
+        send: Send,
+        start_soon: Callable[..., None],
+        stop: Callable[[], None],
+    ) -> None:
+        self._self_id = self_id
+        self._membership = membership
+        self._figures = figures
+        self._send = send
+        self._start_soon = start_soon
+        self._stop = stop
+        # Control peers to push to: id -> address.
+        self._controls: dict[str, str] = {}
+
+    async def on_control(self, sender: str, control: Control, reply: Reply) -> None:
+        # The frame is authentic; its sender may not be known here yet (a newcomer
+        # hears from the control peer before gossip has told it of that peer), so
+        # the peer address to push to comes with it.
+        if sender not in self._controls:
+            log.info("pushing figures to the control centre on %s", control.control)
+        self._controls[sender] = control.peer
+
+    async def on_stop(self, sender: str, stop: Stop, reply: Reply) -> None:
+        log.info("stop asked by %s for the whole cluster", sender)
+        self._stop()
+
+    async def push_forever(self) -> None:
+        while True:
+            await trio.sleep(PUSH_INTERVAL)
+            self.push()
+
+    def push(self) -> None:
+        if not self._controls:
+            return
+        figures = self._figures()
+        for control_id, address in list(self._controls.items()):
+            member = self._membership.member(control_id)
+            if member is not None and member.state in (MemberState.DEAD, MemberState.LEFT):
+                del self._controls[control_id]  # a control peer back asks again
+                continue
+            if control_id != self._self_id:
+                self._start_soon(self._send, address, figures)

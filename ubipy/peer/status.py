@@ -1,0 +1,95 @@
+"""What a peer reports of itself: the figures behind ``ubipy status``, the progress
+line and the control centre's rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from ubipy import __version__
+from ubipy.net import Links
+from ubipy.peer.crawler import Crawler
+from ubipy.peer.handoff import Handoff
+from ubipy.peer.router import Router
+
+
+@dataclass(frozen=True, slots=True)
+class PeerStatus:
+    peer_id: str
+    address: str
+    version: str
+    started_at: float
+    uptime: float
+    pages: int
+    pages_per_second: float
+    errors: int
+    timeouts: int
+    pending: int
+    hosts: int
+    in_flight: int
+    bytes_in: int
+    robots_disallowed: int
+    out_of_scope: int
+    idle: bool
+    storage_error: str | None
+    forwarded_urls: int
+    forward_backlog: int
+    frames_out: int
+    bytes_out_wire: int
+    frames_rejected: int
+    # Forwarding on the wire: URL_BATCH and URL_ACK frames sent, and their bytes.
+    url_frames: int
+    url_bytes: int
+    handed_off_hosts: int
+    handed_off_urls: int
+    handed_off_bytes: int
+    taken_over_hosts: int
+    replica_bytes: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+def status_of(
+    peer_id: str,
+    address: str,
+    started_wall: float,
+    c: Crawler,
+    links: Links,
+    router: Router | None,
+    handoff: Handoff,
+) -> PeerStatus:
+    uptime = max(trio.current_time() - c.stats.started_at, 1e-9)
+    return PeerStatus(
+        peer_id=peer_id,
+        address=address,
+        version=__version__,
+        started_at=started_wall,
+        uptime=uptime,
+        pages=c.stats.pages,
+        pages_per_second=c.stats.pages / uptime,
+        errors=c.stats.errors,
+        timeouts=c.stats.timeouts,
+        pending=c.pending,
+        hosts=c.scheduler.hosts,
+        in_flight=c.scheduler.in_flight,
+        bytes_in=c.stats.bytes_in,
+        robots_disallowed=c.stats.robots_disallowed,
+        out_of_scope=c.stats.out_of_scope,
+        idle=c.scheduler.idle(),
+        storage_error=c.storage_error,
+        forwarded_urls=router.stats.forwarded_urls if router else 0,
+        forward_backlog=router.backlog() if router else 0,
+        frames_out=sum(links.stats.frames_out.values()),
+        bytes_out_wire=links.stats.bytes_out,
+        frames_rejected=sum(links.stats.rejected.values()),
+        url_frames=links.stats.frames_out["URL_BATCH"] + links.stats.frames_out["URL_ACK"],
+        url_bytes=links.stats.bytes_out_by["URL_BATCH"] + links.stats.bytes_out_by["URL_ACK"],
+        handed_off_hosts=handoff.stats.hosts_out,
+        handed_off_urls=handoff.stats.urls_out,
+        handed_off_bytes=links.stats.bytes_out_by["HANDOFF"],
+        taken_over_hosts=handoff.stats.hosts_in,
+        replica_bytes=links.stats.bytes_out_by["REPLICA"],
+    )

@@ -1,0 +1,538 @@
+"""What each frame kind carries, as a typed message (h11's ``_events`` style): one
+frozen dataclass per :class:`~ubipy.wire.frames.FrameType`, built from the wire by a
+strict ``from_wire`` that raises :class:`~ubipy.errors.WireError` and nothing else,
+and turned back into plain data by ``to_wire``.
+
+The checks here are of shape and type (a list of ``[url, depth]`` pairs, finite
+times, bounded counts). What a value means to the crawler (does the URL normalise,
+is the host this peer's) is the peer's to check. Membership's messages travel
+inside a :class:`Gossip` frame undecoded: they are membership's to type, and the
+wire knows nothing of membership.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Final, TypeAlias, cast
+
+from ubipy.errors import WireError
+from ubipy.wire.frames import FrameType
+
+# A list of URLs or fingerprints from another peer is at most this long.
+MAX_ITEMS: Final = 10_000
+MAX_DEPTH: Final = 1_000_000
+# A politeness delay from another peer longer than a day is not a delay but a bug.
+MAX_MARK_DELAY: Final = 86_400.0
+# Figures and status rows are flat maps of at most this many fields.
+MAX_FIELDS: Final = 100
+_MAX_ID = 2**63
+
+#: ``(url, depth)`` as it travels: the URL not yet normalised by the receiver.
+WireURL: TypeAlias = tuple[str, int]
+Scalar: TypeAlias = int | float | str | bool | None
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _map(obj: object, what: str) -> dict[object, object]:
+    if type(obj) is not dict:
+        raise WireError(f"{what} must be a map")
+    return cast(dict[object, object], obj)
+
+
+def _list(obj: object, what: str, limit: int | None = MAX_ITEMS) -> list[object]:
+    if type(obj) is not list:
+        raise WireError(f"{what} must be a list")
+    items = cast(list[object], obj)
+    if limit is not None and len(items) > limit:
+        raise WireError(f"{what} holds {len(items)} items, more than {limit}")
+    return items
+
+
+def _int(obj: object, what: str, lo: int = 0, hi: int = _MAX_ID) -> int:
+    if type(obj) is not int or not lo <= obj < hi:
+        raise WireError(f"{what} must be an integer in [{lo}, {hi})")
+    return obj
+
+
+def _str(obj: object, what: str) -> str:
+    if type(obj) is not str:
+        raise WireError(f"{what} must be a string")
+    return obj
+
+
+def _finite(obj: object, what: str) -> float:
+    if type(obj) not in (int, float) or not math.isfinite(cast(float, obj)):
+        raise WireError(f"{what} must be a finite number")
+    return float(cast(float, obj))
+
+
+def _ids(obj: object, what: str) -> tuple[int, ...]:
+    return tuple(_int(i, what) for i in _list(obj, what))
+
+
+def _strings(obj: object, what: str, limit: int | None = MAX_ITEMS) -> tuple[str, ...]:
+    return tuple(_str(s, what) for s in _list(obj, what, limit))
+
+
+def _urls(obj: object, what: str) -> tuple[WireURL, ...]:
+    urls = []
+    for item in _list(obj, what):
+        pair = _list(item, f"a URL in {what}", 2)
+        if len(pair) != 2:
+            raise WireError(f"a URL in {what} is [url, depth]")
+        urls.append((_str(pair[0], "a URL"), _int(pair[1], "a depth", 0, MAX_DEPTH + 1)))
+    return tuple(urls)
+
+
+def _flat(obj: object, what: str) -> dict[str, Scalar]:
+    values = _map(obj, what)
+    if len(values) > MAX_FIELDS:
+        raise WireError(f"{what} has more than {MAX_FIELDS} fields")
+    for key, value in values.items():
+        if type(key) is not str or not (value is None or type(value) in (int, float, str, bool)):
+            raise WireError(f"{what} is a flat map of numbers and strings")
+    return cast(dict[str, Scalar], values)
+
+
+def _urls_to_wire(urls: tuple[WireURL, ...]) -> list[list[object]]:
+    return [[url, depth] for url, depth in urls]
+
+
+# --------------------------------------------------------------------------- parts
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A host's politeness as it moves between peers: when its last request ended
+    (wall clock), its delay and its pages so far. Checked: a time that is not finite
+    would hold the host for ever."""
+
+    last_end: float
+    delay: float
+    pages: int
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.last_end) and math.isfinite(self.delay)):
+            raise WireError("a host mark's times are finite numbers")
+        if not 0 <= self.delay <= MAX_MARK_DELAY:
+            raise WireError("a host mark's delay is between 0 and a day")
+        if self.pages < 0:
+            raise WireError("a host mark's pages are a count")
+
+    def to_wire(self) -> list[object]:
+        return [self.last_end, self.delay, self.pages]
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Mark:
+        items = _list(obj, "a host mark", 3)
+        if len(items) != 3:
+            raise WireError("a host mark is [last_end, delay, pages]")
+        return cls(
+            _finite(items[0], "a mark's last end"),
+            _finite(items[1], "a mark's delay"),
+            _int(items[2], "a mark's pages"),
+        )
+
+
+def _mark(obj: object) -> Mark | None:
+    return None if obj is None else Mark.from_wire(obj)
+
+
+@dataclass(frozen=True, slots=True)
+class HostCopy:
+    """One host's share of a replica: its pending URLs, the fingerprints of its done
+    pages and, when known, its politeness mark."""
+
+    host: str
+    pending: tuple[WireURL, ...]
+    done: tuple[int, ...]
+    mark: Mark | None = None
+
+    def to_wire(self) -> list[object]:
+        entry: list[object] = [self.host, _urls_to_wire(self.pending), list(self.done)]
+        if self.mark is not None:
+            entry.append(self.mark.to_wire())
+        return entry
+
+    @classmethod
+    def from_wire(cls, obj: object) -> HostCopy:
+        entry = _list(obj, "a replica entry", 4)
+        if len(entry) not in (3, 4):
+            raise WireError("a replica entry is [host, [[url, depth], ...], [fp, ...]] and a mark")
+        mark = Mark.from_wire(entry[3]) if len(entry) == 4 else None
+        return cls(
+            _str(entry[0], "a replica's host"),
+            _urls(entry[1], "a replica's URLs"),
+            _ids(entry[2], "a replica's done fingerprints"),
+            mark,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRow:
+    """A member as ``ubipy status`` shows it."""
+
+    id: str
+    address: str
+    state: str
+
+    def to_wire(self) -> dict[str, object]:
+        return {"id": self.id, "address": self.address, "state": self.state}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> MemberRow:
+        row = _map(obj, "a member")
+        return cls(
+            _str(row.get("id"), "a member's id"),
+            _str(row.get("address"), "a member's address"),
+            _str(row.get("state"), "a member's state"),
+        )
+
+
+# --------------------------------------------------------------------------- messages
+
+
+@dataclass(frozen=True, slots=True)
+class Gossip:
+    """MEMBERSHIP: one membership message, and the sender's address to answer at."""
+
+    KIND: ClassVar = FrameType.MEMBERSHIP
+    address: str
+    message: object  # decoded by membership, which types its own messages
+
+    def to_wire(self) -> dict[str, object]:
+        return {"from": self.address, "msg": self.message}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Gossip:
+        payload = _map(obj, "a membership frame")
+        return cls(_str(payload.get("from"), "a membership sender"), payload.get("msg"))
+
+
+@dataclass(frozen=True, slots=True)
+class UrlBatch:
+    """URL_BATCH: URLs for hosts the receiver owns, and acknowledgements of the
+    receiver's own batches riding along."""
+
+    KIND: ClassVar = FrameType.URL_BATCH
+    id: int
+    urls: tuple[WireURL, ...]
+    acks: tuple[int, ...] = ()
+
+    def to_wire(self) -> dict[str, object]:
+        return {"id": self.id, "urls": _urls_to_wire(self.urls), "acks": list(self.acks)}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> UrlBatch:
+        payload = _map(obj, "a URL batch")
+        return cls(
+            _int(payload.get("id"), "a batch id"),
+            _urls(payload.get("urls"), "a batch's URLs"),
+            _ids(payload.get("acks", []), "acknowledged batch ids"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class UrlAck:
+    """URL_ACK: batches durably admitted, when no batch going back carried them."""
+
+    KIND: ClassVar = FrameType.URL_ACK
+    ids: tuple[int, ...]
+
+    def to_wire(self) -> dict[str, object]:
+        return {"ids": list(self.ids)}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> UrlAck:
+        return cls(_ids(_map(obj, "a URL acknowledgement").get("ids"), "acknowledged batch ids"))
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    """SEED: URLs to start from (from ``ubipy seed``)."""
+
+    KIND: ClassVar = FrameType.SEED
+    urls: tuple[str, ...]
+
+    def to_wire(self) -> dict[str, object]:
+        return {"urls": list(self.urls)}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Seed:
+        return cls(_strings(_map(obj, "a seed frame").get("urls"), "seed URLs", None))
+
+
+@dataclass(frozen=True, slots=True)
+class SeedAck:
+    """SEED_ACK: what became of the seeds, or why none could be taken."""
+
+    KIND: ClassVar = FrameType.SEED_ACK
+    offered: int = 0
+    admitted: int = 0
+    forwarded: int = 0
+    refused: tuple[tuple[str, str], ...] = ()
+    error: str | None = None
+
+    def to_wire(self) -> dict[str, object]:
+        if self.error is not None:
+            return {"error": self.error}
+        return {
+            "offered": self.offered,
+            "admitted": self.admitted,
+            "forwarded": self.forwarded,
+            "refused": [list(r) for r in self.refused],
+        }
+
+    @classmethod
+    def from_wire(cls, obj: object) -> SeedAck:
+        payload = _map(obj, "a seed acknowledgement")
+        if "error" in payload:
+            return cls(error=_str(payload["error"], "a seed error"))
+        refused = []
+        for item in _list(payload.get("refused"), "refused seeds", None):
+            pair = _strings(item, "a refused seed", 2)
+            if len(pair) != 2:
+                raise WireError("a refused seed is [url, reason]")
+            refused.append((pair[0], pair[1]))
+        return cls(
+            _int(payload.get("offered"), "seeds offered"),
+            _int(payload.get("admitted"), "seeds admitted"),
+            _int(payload.get("forwarded"), "seeds forwarded"),
+            tuple(refused),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StatusRequest:
+    """STATUS_REQUEST: this peer's figures, and with ``cluster`` every live member's."""
+
+    KIND: ClassVar = FrameType.STATUS_REQUEST
+    cluster: bool = False
+
+    def to_wire(self) -> dict[str, object]:
+        return {"cluster": self.cluster}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> StatusRequest:
+        return cls(_map(obj, "a status request").get("cluster") is True)
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """STATUS: the members as the answering peer sees them, and each peer's figures."""
+
+    KIND: ClassVar = FrameType.STATUS
+    members: tuple[MemberRow, ...]
+    peers: tuple[Mapping[str, Scalar], ...]
+
+    def to_wire(self) -> dict[str, object]:
+        return {
+            "members": [m.to_wire() for m in self.members],
+            "peers": [dict(p) for p in self.peers],
+        }
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Status:
+        payload = _map(obj, "a status")
+        return cls(
+            tuple(MemberRow.from_wire(m) for m in _list(payload.get("members"), "members")),
+            tuple(_flat(p, "a peer's figures") for p in _list(payload.get("peers"), "peers")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """HANDOFF: a host moving to its new owner, in chunks; the last carries its mark."""
+
+    KIND: ClassVar = FrameType.HANDOFF
+    id: int
+    host: str
+    pending: tuple[WireURL, ...]
+    done: tuple[int, ...]
+    mark: Mark | None = None
+
+    def to_wire(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "host": self.host,
+            "pending": _urls_to_wire(self.pending),
+            "done": list(self.done),
+            "mark": None if self.mark is None else self.mark.to_wire(),
+        }
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Handoff:
+        payload = _map(obj, "a hand-off")
+        return cls(
+            _int(payload.get("id"), "a hand-off id"),
+            _str(payload.get("host"), "a hand-off's host"),
+            _urls(payload.get("pending"), "a hand-off's URLs"),
+            _ids(payload.get("done"), "done fingerprints"),
+            _mark(payload.get("mark")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffAck:
+    """HANDOFF_ACK: the host is taken (durably), or refused (not ours, or leaving)."""
+
+    KIND: ClassVar = FrameType.HANDOFF_ACK
+    id: int
+    refused: bool = False
+
+    def to_wire(self) -> dict[str, object]:
+        return {"id": self.id, "refused": True} if self.refused else {"id": self.id}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> HandoffAck:
+        payload = _map(obj, "a hand-off acknowledgement")
+        return cls(_int(payload.get("id"), "a hand-off id"), payload.get("refused") is True)
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """SCOPE: the seeds' roots, so every peer follows the same links."""
+
+    KIND: ClassVar = FrameType.SCOPE
+    roots: tuple[str, ...]
+
+    def to_wire(self) -> list[object]:
+        return list(self.roots)
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Scope:
+        return cls(_strings(obj, "scope roots"))
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffDone:
+    """HANDOFF_DONE: the sender has handed over everything it held under this ring."""
+
+    KIND: ClassVar = FrameType.HANDOFF_DONE
+    ring: str
+
+    def to_wire(self) -> dict[str, object]:
+        return {"ring": self.ring}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> HandoffDone:
+        return cls(_str(_map(obj, "HANDOFF_DONE").get("ring"), "HANDOFF_DONE's ring"))
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    """REPLICA: copies of what the owner committed, for the next peer clockwise."""
+
+    KIND: ClassVar = FrameType.REPLICA
+    hosts: tuple[HostCopy, ...]
+
+    def to_wire(self) -> dict[str, object]:
+        return {"hosts": [h.to_wire() for h in self.hosts]}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Replica:
+        hosts = _list(_map(obj, "a replica").get("hosts"), "replica hosts")
+        return cls(tuple(HostCopy.from_wire(h) for h in hosts))
+
+
+@dataclass(frozen=True, slots=True)
+class Control:
+    """CONTROL: push figures to the control centre; ``peer`` is its peer's address."""
+
+    KIND: ClassVar = FrameType.CONTROL
+    control: str
+    peer: str
+
+    def to_wire(self) -> dict[str, object]:
+        return {"control": self.control, "peer": self.peer}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Control:
+        payload = _map(obj, "CONTROL")
+        return cls(
+            _str(payload.get("control"), "the control centre's address"),
+            _str(payload.get("peer"), "the control peer's address"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """FIGURES: a peer's latest figures, pushed to the control peer."""
+
+    KIND: ClassVar = FrameType.FIGURES
+    values: Mapping[str, Scalar] = field(default_factory=dict)
+
+    def to_wire(self) -> dict[str, object]:
+        return dict(self.values)
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Figures:
+        return cls(_flat(obj, "figures"))
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """STOP: stop gracefully (the whole cluster is stopping)."""
+
+    KIND: ClassVar = FrameType.STOP
+
+    def to_wire(self) -> dict[str, object]:
+        return {}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Stop:
+        _map(obj, "STOP")
+        return cls()
+
+
+Message: TypeAlias = (
+    Gossip
+    | UrlBatch
+    | UrlAck
+    | Seed
+    | SeedAck
+    | StatusRequest
+    | Status
+    | Handoff
+    | HandoffAck
+    | Scope
+    | HandoffDone
+    | Replica
+    | Control
+    | Figures
+    | Stop
+)
+
+MESSAGE_TYPES: Final[Mapping[FrameType, type[Message]]] = {
+    t.KIND: t
+    for t in (
+        Gossip,
+        UrlBatch,
+        UrlAck,
+        Seed,
+        SeedAck,
+        StatusRequest,
+        Status,
+        Handoff,
+        HandoffAck,
+        Scope,
+        HandoffDone,
+        Replica,
+        Control,
+        Figures,
+        Stop,
+    )
+}
+
+
+def decode(kind: FrameType, payload: Any) -> Message:
+    """The typed message a frame of ``kind`` carries; WireError if it is malformed
+    or of a kind no peer sends (ERROR is reserved)."""
+    cls = MESSAGE_TYPES.get(kind)
+    if cls is None:
+        raise WireError(f"no peer sends {kind.name} frames")
+    return cls.from_wire(payload)
