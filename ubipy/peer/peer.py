@@ -123,8 +123,8 @@ class Peer:
                 f"refusing to listen on {host} without a cluster secret: frames would be "
                 "forgeable; give --secret (or UBIPY_SECRET), or listen on loopback"
             )
-        if config.control is not None:
-            control_bind(config.control, config.control_public, self.secret)
+        if config.control.address is not None:
+            control_bind(config.control.address, config.control.public, self.secret)
         self.shard = Shard.open(config.data_dir)
         self.peer_id = load_peer_id(self.shard)
         self.address = config.listen
@@ -184,7 +184,7 @@ class Peer:
             log.warning("no cluster secret: listening on loopback only")
         try:
             async with (
-                make_client(config, agent, transport=self._transport) as client,
+                make_client(config.fetch, agent, transport=self._transport) as client,
                 trio.open_nursery() as nursery,
             ):
                 self._nursery = nursery
@@ -210,11 +210,11 @@ class Peer:
             self.peer_id,
             self.address,
             MembershipConfig(
-                probe_interval=config.probe_interval,
-                probe_timeout=config.probe_timeout,
-                indirect_checks=config.indirect_checks,
-                suspicion_mult=config.suspicion_mult,
-                push_pull_interval=config.push_pull_interval,
+                probe_interval=config.membership.probe_interval,
+                probe_timeout=config.membership.probe_timeout,
+                indirect_checks=config.membership.indirect_checks,
+                suspicion_mult=config.membership.suspicion_mult,
+                push_pull_interval=config.membership.push_pull_interval,
             ),
             random.Random(),
             now=trio.current_time(),
@@ -222,10 +222,10 @@ class Peer:
         router = self._router = Router(
             self.peer_id,
             Ring([self.peer_id]),
-            batch_size=config.batch_size,
-            linger=config.batch_linger,
-            linger_cap=config.batch_linger_max,
-            retry_after=config.batch_retry,
+            batch_size=config.forwarding.batch_size,
+            linger=config.forwarding.batch_linger,
+            linger_cap=config.forwarding.batch_linger_max,
+            retry_after=config.forwarding.batch_retry,
         )
         crawler = self._crawler = Crawler(config, self.shard, client, router)
         crawler.on_forward = self._kick_router
@@ -236,17 +236,22 @@ class Peer:
             self.links.send,
             self._address_of,
             last_members=last.split(",") if last else (),
-            grace=config.rejoin_grace if config.replicas < 2 else 0.0,
+            grace=config.replication.rejoin_grace if config.replication.replicas < 2 else 0.0,
         )
         self._replicator = Replicator(
-            self.peer_id, config.replicas, crawler, self.shard, self.links.send, self._address_of
+            self.peer_id,
+            config.replication.replicas,
+            crawler,
+            self.shard,
+            self.links.send,
+            self._address_of,
         )
         monitor = self._monitor = Monitor(self, self.links.send)
-        if config.control is not None:
+        if config.control.address is not None:
             monitor.control_address = await nursery.start(
-                functools.partial(serve_control, public=config.control_public),
+                functools.partial(serve_control, public=config.control.public),
                 monitor,
-                config.control,
+                config.control.address,
             )
         await nursery.start(crawler.run)
         nursery.start_soon(monitor.push_forever)
