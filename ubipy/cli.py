@@ -74,11 +74,12 @@ def _config(args: argparse.Namespace, defaults: Mapping[str, Any] | None = None)
             from_file = read_file(CrawlConfig, config_file)
             values.update(from_file)
             given_as.update({path: f"{config_file}: {path}" for path in from_file})
-        flags = flags_given(args)
-        env = os.environ.get("UBIPY_SECRET")
-        if env and not flags.get("secret"):
-            flags["secret"] = env
+        if env := os.environ.get("UBIPY_SECRET"):
+            values["secret"] = env
             given_as["secret"] = "$UBIPY_SECRET"
+        flags = flags_given(args)
+        if flags.get("secret") == "":
+            del flags["secret"]  # no secret given: $UBIPY_SECRET's, or the file's
         values.update(flags)
         names = flag_names(CrawlConfig)
         given_as.update({path: names[path] for path in flags if path in names})

@@ -32,6 +32,8 @@ __all__ = [
     "Setting",
     "add_flags",
     "build",
+    "coerce",
+    "flag_names",
     "flags_given",
     "option",
     "read_file",
