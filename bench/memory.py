@@ -58,7 +58,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     import httpx2
     import trio
 
-    from ubipy.config import CrawlConfig, Scope
+    from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig, Scope
     from ubipy.peer import Crawler
     from ubipy.store import Shard
 
@@ -66,19 +66,24 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     figures: dict[str, Any] = {}
 
     async def grow() -> None:
-        config = CrawlConfig(data_dir=data, scope=Scope.ANY, delay=0.0)
+        config = CrawlConfig(
+            data_dir=data,
+            bounds=BoundsConfig(scope=Scope.ANY),
+            politeness=PolitenessConfig(delay=0.0),
+        )
         if args.window is not None:
-            config = dataclasses.replace(config, host_window=args.window)
+            store = dataclasses.replace(config.store, host_window=args.window)
+            config = dataclasses.replace(config, store=store)
         shard = Shard.open(data)
         client = httpx2.AsyncClient(trust_env=False)  # never used: nothing is fetched
         crawler = Crawler(config, shard, client)
         figures["baseline_mb"] = rss_mb()
-        figures["host_window"] = config.host_window
-        figures["commit_every_pages"] = config.commit_every_pages
+        figures["host_window"] = config.store.host_window
+        figures["commit_every_pages"] = config.store.commit_every_pages
         if args.tracemalloc:
             tracemalloc.start(1)
         n, hosts, per_page = args.urls, args.hosts, args.links
-        group = config.commit_every_pages * per_page
+        group = config.store.commit_every_pages * per_page
         started = time.monotonic()
         next_report = 100_000
         admitted = 0

@@ -341,16 +341,14 @@ def ubipy_child(args: argparse.Namespace) -> None:
         sys.modules["httpcore2"] = httpcore
     import trio
 
-    from ubipy.config import CrawlConfig
+    from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig
     from ubipy.peer import Peer
 
     config = CrawlConfig(
         data_dir=Path(args.data),
         listen="127.0.0.1:0",
-        delay=0.0,
-        concurrency=args.concurrency,
-        proxy=args.proxy,
-        robots_retry_base=0.1,
+        politeness=PolitenessConfig(delay=0.0, concurrency=args.concurrency, robots_retry_base=0.1),
+        fetch=FetchConfig(proxy=args.proxy),
         peer_token="bench",
     )
     figures: dict[str, Any] = {}

@@ -1,6 +1,8 @@
 """``ubipy peer | seed | status | export | demo``: the command line.
 
-This is the only place that turns flags into a :class:`CrawlConfig`.
+This is the only place that turns flags (and a config file) into a
+:class:`CrawlConfig`; the flags themselves are declared with the options, in
+:mod:`ubipy.config`.
 """
 
 from __future__ import annotations
@@ -11,17 +13,19 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import trio
 
 from ubipy import __version__
-from ubipy.config import CrawlConfig, Scope, default_user_agent
+from ubipy.config import CrawlConfig
 from ubipy.control import FiguresBook, control_bind, serve_control_centre, totals
+from ubipy.errors import ConfigError
 from ubipy.fetch import parse_seeds
 from ubipy.net import request
+from ubipy.options import add_flags, build, flag_names, flags_given, read_file, sections
 from ubipy.peer import Peer, StorageError
 from ubipy.progress import Progress, human_bytes, human_duration, peer_figures, wall_clock
 from ubipy.store import ShardError
@@ -32,116 +36,10 @@ A = TypeVar("A", bound=Message)
 log = logging.getLogger("ubipy")
 
 _DEFAULTS = CrawlConfig()
-
-
-def _crawl_options(
-    p: argparse.ArgumentParser,
-    *,
-    delay: float = _DEFAULTS.delay,
-    robots_retry: float = _DEFAULTS.robots_retry_base,
-) -> None:
-    g = p.add_argument_group("crawl")
-    g.add_argument(
-        "--delay",
-        type=float,
-        default=delay,
-        metavar="SECONDS",
-        help="politeness delay between requests to one host; robots.txt Crawl-delay can "
-        "raise it (default: %(default)s)",
-    )
-    g.add_argument(
-        "--concurrency",
-        type=int,
-        default=_DEFAULTS.concurrency,
-        metavar="N",
-        help="requests in flight at once, over all hosts (default: %(default)s)",
-    )
-    g.add_argument(
-        "--max-depth",
-        type=int,
-        default=None,
-        metavar="N",
-        help="follow links at most N hops from a seed (default: no limit)",
-    )
-    g.add_argument(
-        "--scope",
-        choices=[s.value for s in Scope],
-        default=_DEFAULTS.scope.value,
-        help="follow links to the seeds' hosts only, their registered domains, or anywhere "
-        "(default: %(default)s)",
-    )
-    g.add_argument(
-        "--max-pages-per-host",
-        type=int,
-        default=None,
-        metavar="N",
-        help="fetch at most N pages from any one host, a bound on crawler traps "
-        "(default: no limit)",
-    )
-    g.add_argument(
-        "--max-path-repeats",
-        type=int,
-        default=_DEFAULTS.max_path_repeats,
-        metavar="N",
-        help="refuse URLs whose path repeats one segment more than N times, as traps do "
-        "(default: %(default)s)",
-    )
-    g.add_argument(
-        "--retries",
-        type=int,
-        default=_DEFAULTS.max_retries,
-        metavar="N",
-        help="retry a page after 5xx, 429, a time-out or a broken connection up to N times, "
-        "with exponential back-off or the server's Retry-After (default: %(default)s)",
-    )
-    g.add_argument(
-        "--user-agent",
-        default=default_user_agent(),
-        help="User-Agent sent with every request; the peer id is appended (default: %(default)s)",
-    )
-    g.add_argument(
-        "--no-bodies",
-        action="store_true",
-        help="store page metadata only, not the compressed bodies (default: bodies stored)",
-    )
-    g.add_argument(
-        "--max-body",
-        type=int,
-        default=_DEFAULTS.max_body_bytes,
-        metavar="BYTES",
-        help="cut a body at this many (decoded) bytes, recorded as truncated "
-        "(default: %(default)s)",
-    )
-    g.add_argument(
-        "--timeout",
-        type=float,
-        default=_DEFAULTS.read_timeout,
-        metavar="SECONDS",
-        help="give up a request when the server sends nothing for this long (default: %(default)s)",
-    )
-    g.add_argument(
-        "--fetch-deadline",
-        type=float,
-        default=_DEFAULTS.fetch_deadline,
-        metavar="SECONDS",
-        help="give up a request that has not finished after this long, however slowly "
-        "the server keeps sending (default: %(default)s)",
-    )
-    g.add_argument(
-        "--robots-retry",
-        type=float,
-        default=robots_retry,
-        metavar="SECONDS",
-        help="first wait before asking again for a robots.txt that failed with 5xx or "
-        f"could not be reached; it doubles each time, {_DEFAULTS.robots_max_attempts} "
-        "attempts in all (default: %(default)s)",
-    )
-    g.add_argument(
-        "--proxy",
-        default=None,
-        metavar="URL",
-        help="send every request through this HTTP proxy (default: none, direct)",
-    )
+# The crawl's own sections: the demo's flags (a peer has them all).
+_CRAWL_SECTIONS = ("politeness", "bounds", "fetch")
+# A demo should end soon: short delays, quick robots.txt retries.
+_DEMO_DEFAULTS = {"politeness.delay": 0.05, "politeness.robots_retry_base": 0.2}
 
 
 def _secret_option(p: argparse.ArgumentParser) -> None:
@@ -160,25 +58,43 @@ def _positive(text: str) -> int:
     return value
 
 
-def _config(args: argparse.Namespace, **overrides: Any) -> CrawlConfig:
-    fields: dict[str, Any] = {
-        "delay": args.delay,
-        "concurrency": args.concurrency,
-        "max_depth": args.max_depth,
-        "scope": Scope(args.scope),
-        "user_agent": args.user_agent,
-        "store_bodies": not args.no_bodies,
-        "max_body_bytes": args.max_body,
-        "read_timeout": args.timeout,
-        "proxy": args.proxy,
-        "robots_retry_base": args.robots_retry,
-        "max_pages_per_host": args.max_pages_per_host,
-        "max_path_repeats": args.max_path_repeats,
-        "max_retries": args.retries,
-        "fetch_deadline": args.fetch_deadline,
-    }
-    fields.update(overrides)
-    return CrawlConfig(**fields)
+def _fail(command: str, message: str) -> NoReturn:
+    """End as argparse does for a bad flag (status 2), on one line."""
+    print(f"ubipy {command}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _config(args: argparse.Namespace, defaults: Mapping[str, Any] | None = None) -> CrawlConfig:
+    """The configuration from ``defaults`` (by dotted path), then the --config file,
+    then $UBIPY_SECRET, then the flags given; a bad value ends the command, named as
+    the user gave it."""
+    values = dict(defaults or {})
+    given_as: dict[str, str] = {}
+    config_file: Path | None = getattr(args, "config", None)
+    try:
+        if config_file is not None:
+            from_file = read_file(CrawlConfig, config_file)
+            values.update(from_file)
+            given_as.update({path: f"{config_file}: {path}" for path in from_file})
+        if env := os.environ.get("UBIPY_SECRET"):
+            values["secret"] = env
+            given_as["secret"] = "$UBIPY_SECRET"
+        flags = flags_given(args)
+        if flags.get("secret") == "":
+            del flags["secret"]  # no secret given: $UBIPY_SECRET's, or the file's
+        values.update(flags)
+        names = flag_names(CrawlConfig)
+        given_as.update({path: names[path] for path in flags if path in names})
+        if args.command == "peer" and "data_dir" not in values:
+            _fail(
+                args.command,
+                "the following arguments are required: --data (or data_dir in --config's file)",
+            )
+        return build(CrawlConfig, values)
+    except ConfigError as exc:
+        if exc.option is None:
+            _fail(args.command, str(exc))
+        _fail(args.command, f"{given_as.get(exc.option, exc.option)} {exc.problem}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -195,80 +111,17 @@ def build_parser() -> argparse.ArgumentParser:
         "peer",
         help="run a peer until SIGINT/SIGTERM",
         description="Run a crawling peer. The first SIGINT or SIGTERM stops it gracefully "
-        "(requests in flight finish and are saved); a second one abandons them.",
+        "(requests in flight finish and are saved); a second one abandons them. Options "
+        "come from the flags given, then the --config file, then the defaults.",
     )
     p.add_argument(
-        "--data",
+        "--config",
         type=Path,
-        required=True,
-        metavar="DIR",
-        help="data directory: the peer's shard and id (created if missing)",
-    )
-    p.add_argument(
-        "--listen",
-        default=_DEFAULTS.listen,
-        metavar="ADDR",
-        help="HOST:PORT of the peer's control endpoint (default: %(default)s)",
-    )
-    p.add_argument(
-        "--join",
-        action="append",
-        default=[],
-        metavar="ADDR",
-        help="HOST:PORT of any live member of the cluster to join; may be repeated "
-        "(default: start a cluster of one)",
-    )
-    _secret_option(p)
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        default=_DEFAULTS.batch_size,
-        metavar="N",
-        help="URLs for another peer leave as one frame when N are waiting (default: %(default)s)",
-    )
-    p.add_argument(
-        "--batch-linger",
-        type=float,
-        default=_DEFAULTS.batch_linger,
-        metavar="SECONDS",
-        help="...or when the oldest has waited this long per other peer in the cluster "
-        "(default: %(default)s)...",
-    )
-    p.add_argument(
-        "--batch-linger-max",
-        type=float,
-        default=_DEFAULTS.batch_linger_max,
-        metavar="SECONDS",
-        help="...but never longer than this (default: %(default)s)",
-    )
-    p.add_argument(
-        "--replicas",
-        type=int,
-        default=_DEFAULTS.replicas,
-        choices=(1, 2),
-        help="2 keeps a copy of each owner's frontier and history on the next peer "
-        "clockwise, which takes the hosts over if the owner dies (default: %(default)s)",
-    )
-    p.add_argument(
-        "--control",
         default=None,
-        metavar="ADDR",
-        help="serve the control centre (dashboard, /api/status, /metrics, seed and stop) "
-        "on ADDR, e.g. 127.0.0.1:8080; loopback only unless --control-public",
-    )
-    p.add_argument(
-        "--control-public",
-        action="store_true",
-        help="let --control bind a non-loopback address (needs --secret)",
-    )
-    p.add_argument(
-        "--rejoin-grace",
-        type=float,
-        default=_DEFAULTS.rejoin_grace,
-        metavar="SECONDS",
-        help="with --replicas 1, hold a dead peer's hosts this long before others crawl "
-        "them, so a peer restarted meanwhile takes them back and fetches nothing twice "
-        "(default: %(default)s)",
+        metavar="FILE",
+        help="read options from this TOML file: the peer's own at the top, a table for "
+        "each group below ([politeness] delay = 0.5); flags given override it "
+        "(default: none)",
     )
     p.add_argument(
         "--seeds",
@@ -277,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="seed the peer from this file at start-up (default: none)",
     )
-    _crawl_options(p)
+    add_flags(p, CrawlConfig, sections(CrawlConfig))
 
     s = sub.add_parser(
         "seed",
@@ -379,8 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the cluster and its dashboard up this long after the crawl; Ctrl-C "
         "ends it sooner (default: %(default)s)",
     )
-    # A demo should end soon: short delays, quick robots.txt retries.
-    _crawl_options(d, delay=0.05, robots_retry=0.2)
+    add_flags(d, CrawlConfig, _CRAWL_SECTIONS, _DEMO_DEFAULTS)
     return parser
 
 
@@ -392,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         if args.command == "peer":
-            return trio.run(_run_peer, args)
+            return trio.run(_run_peer, args, _config(args))
         if args.command == "seed":
             return _seed(args)
         if args.command == "status":
@@ -402,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from ubipy.demo import run_demo
 
-            return trio.run(run_demo, args, _config)
+            return trio.run(run_demo, args, _config(args, _DEMO_DEFAULTS))
     except ShardError as exc:
         print(f"ubipy: {exc}", file=sys.stderr)
         return 2
@@ -411,24 +263,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     raise AssertionError(args.command)
 
 
-async def _run_peer(args: argparse.Namespace) -> int:
-    config = _config(
-        args,
-        data_dir=args.data,
-        listen=args.listen,
-        join=tuple(args.join),
-        batch_size=args.batch_size,
-        batch_linger=args.batch_linger,
-        batch_linger_max=args.batch_linger_max,
-        replicas=args.replicas,
-        rejoin_grace=args.rejoin_grace,
-        control=args.control,
-        control_public=args.control_public,
-        secret=args.secret or os.environ.get("UBIPY_SECRET"),
-    )
+async def _run_peer(args: argparse.Namespace, config: CrawlConfig) -> int:
     try:
-        if config.control is not None:
-            control_bind(config.control, config.control_public, secret_from(config.secret))
+        if config.control.address is not None:
+            control_bind(config.control.address, config.control.public, secret_from(config.secret))
         peer = Peer(config)
     except ValueError as exc:
         print(f"ubipy peer: {exc}", file=sys.stderr)
@@ -449,10 +287,11 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace) -> int:
     async with trio.open_nursery() as nursery:
         await nursery.start(peer.run)
         print(f"ubipy peer {peer.peer_id} listening on {peer.address}", file=sys.stderr)
-        if peer.config.control is not None:
-            serve = functools.partial(serve_control_centre, public=peer.config.control_public)
-            control = await nursery.start(serve, peer, peer.config.control)
-            print(f"control centre on http://{control}/", file=sys.stderr)
+        control = peer.config.control
+        if control.address is not None:
+            serve = functools.partial(serve_control_centre, public=control.public)
+            bound = await nursery.start(serve, peer, control.address)
+            print(f"control centre on http://{bound}/", file=sys.stderr)
         if args.seeds is not None:
             seeds = parse_seeds(args.seeds.read_bytes())
             for problem in seeds.problems:

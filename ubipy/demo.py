@@ -10,26 +10,25 @@ during it, and it is over when the whole cluster is idle.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import secrets
 import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from ubipy.config import CrawlConfig
+from ubipy.config import ControlConfig, CrawlConfig
 from ubipy.control import control_bind, serve_control_centre
 from ubipy.net import split_address
 from ubipy.peer import Peer, PeerStatus
 from ubipy.progress import Progress, peer_figures
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth, serve
-
-ConfigBuilder = Callable[..., CrawlConfig]
 
 # The ring must settle before the seed goes in; on loopback it takes well under a second.
 _JOIN_PATIENCE = 30.0
@@ -47,21 +46,34 @@ def _data_dir(path: Path | None) -> Path:
     return path
 
 
-async def run_demo(args: argparse.Namespace, make_config: ConfigBuilder) -> int:
+async def run_demo(args: argparse.Namespace, base: CrawlConfig) -> int:
+    """Run the demo with ``base`` for every peer but where it keeps its data, where it
+    listens, its secret and the proxy (the synthetic web's)."""
     out = sys.stdout
     web = SyntheticWeb(WebSpec(seed=args.web_seed, hosts=args.hosts, pages_per_host=args.pages))
     data_dir = _data_dir(args.data)
     secret = secrets.token_urlsafe(16)
     host, _ = split_address(args.listen)
 
-    def config(index: int, **fields: Any) -> CrawlConfig:
-        return make_config(args, data_dir=data_dir / f"peer{index + 1}", secret=secret, **fields)
+    def config(index: int, proxy: str, **fields: Any) -> CrawlConfig:
+        return dataclasses.replace(
+            base,
+            data_dir=data_dir / f"peer{index + 1}",
+            secret=secret,
+            fetch=dataclasses.replace(base.fetch, proxy=proxy),
+            **fields,
+        )
 
     async with trio.open_nursery() as nursery:
         server = await nursery.start(serve, web)
         try:
             first = Peer(
-                config(0, listen=args.listen, proxy=server.proxy_url, control=args.control)
+                config(
+                    0,
+                    server.proxy_url,
+                    listen=args.listen,
+                    control=ControlConfig(address=args.control),
+                )
             )
             if args.control is not None:
                 control_bind(args.control, False, first.secret)
@@ -71,12 +83,13 @@ async def run_demo(args: argparse.Namespace, make_config: ConfigBuilder) -> int:
             return 2
         peers: list[Peer] = [await nursery.start(first.run)]
         control: str | None = None
-        if first.config.control is not None:
-            control = await nursery.start(serve_control_centre, first, first.config.control)
+        if first.config.control.address is not None:
+            address = first.config.control.address
+            control = await nursery.start(serve_control_centre, first, address)
         for i in range(1, args.peers):
-            cfg = config(i, listen=f"{host}:0", proxy=server.proxy_url, join=(first.address,))
+            cfg = config(i, server.proxy_url, listen=f"{host}:0", join=(first.address,))
             peers.append(await nursery.start(Peer(cfg).run))
-        delay = first.config.delay
+        delay = first.config.politeness.delay
         print(
             f"synthetic web: {args.hosts} hosts x {args.pages} pages on {server.proxy_url}; "
             f"{len(peers)} peers, delay {delay} s",
@@ -194,12 +207,15 @@ def _summary(statuses: Sequence[PeerStatus], elapsed: float) -> str:
 
 def _verdict(web: SyntheticWeb, log: Any, seed: str, config: CrawlConfig) -> str:
     referee = Referee(log, web)
-    truth = ground_truth(web, [seed], max_depth=config.max_depth, scope=config.scope.value)
+    truth = ground_truth(
+        web, [seed], max_depth=config.bounds.max_depth, scope=config.bounds.scope.value
+    )
     missing = referee.missing(truth)
     fetched = len(truth) - len(missing)
+    gaps = referee.short_gaps(config.politeness.delay)
     return (
         f"coverage {fetched}/{len(truth)} ({100 * fetched / max(len(truth), 1):.0f}%), "
         f"{len(referee.unexpected(truth))} unexpected, {len(referee.duplicates())} duplicate "
         f"fetches, {len(referee.robots_violations())} robots violations, "
-        f"{len(referee.overlaps())} overlaps, {len(referee.short_gaps(config.delay))} short gaps"
+        f"{len(referee.overlaps())} overlaps, {len(gaps)} short gaps"
     )

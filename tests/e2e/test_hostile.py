@@ -12,7 +12,7 @@ from pathlib import Path
 import trio
 
 from tests.e2e.test_single_peer import World
-from ubipy.config import CrawlConfig
+from ubipy.config import BoundsConfig, CrawlConfig
 from ubipy.peer.peer import Peer
 from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.referee import Referee
@@ -41,14 +41,17 @@ async def test_the_hostile_web_is_crawled_fully_politely_and_boundedly(tmp_path:
     seed = web.seed_url()
     async with trio.open_nursery() as nursery:
         server = await nursery.start(serve, web)
-        config = World(web, server, nursery).config(
+        w = World(web, server, nursery)
+        config = w.config(
             tmp_path,
-            max_body_bytes=1_000_000,
-            read_timeout=0.5,
-            fetch_deadline=3.0,
-            max_retries=RETRIES,
-            retry_base=0.1,
-            max_pages_per_host=BUDGET,
+            fetch=w.fetch(
+                max_body_bytes=1_000_000,
+                read_timeout=0.5,
+                fetch_deadline=3.0,
+                max_retries=RETRIES,
+                retry_base=0.1,
+            ),
+            bounds=BoundsConfig(max_pages_per_host=BUDGET),
         )
         assert isinstance(config, CrawlConfig)
         peer: Peer = await nursery.start(Peer(config).run)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import trio
 
-from ubipy.config import CrawlConfig, Scope
+from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig, PolitenessConfig, Scope
 from ubipy.peer.peer import Peer
 from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.log import RequestLog
@@ -28,18 +30,20 @@ class World:
     server: SynthServer
     nursery: trio.Nursery
 
-    def config(self, data: Path, **overrides: object) -> CrawlConfig:
-        fields: dict[str, object] = {
-            "data_dir": data,
-            "listen": "127.0.0.1:0",
-            "delay": DELAY,
-            "concurrency": 16,
-            "proxy": self.server.proxy_url,
-            "robots_retry_base": 0.05,
-            "read_timeout": 10.0,
-        }
-        fields.update(overrides)
-        return CrawlConfig(**fields)  # type: ignore[arg-type]
+    def config(self, data: Path, **sections: Any) -> CrawlConfig:
+        """A peer on this web: through its proxy, quick; ``sections`` replace the
+        config's whole (``bounds=BoundsConfig(max_depth=2)``)."""
+        base = CrawlConfig(
+            data_dir=data,
+            listen="127.0.0.1:0",
+            politeness=PolitenessConfig(delay=DELAY, concurrency=16, robots_retry_base=0.05),
+            fetch=self.fetch(),
+        )
+        return dataclasses.replace(base, **sections)
+
+    def fetch(self, **fields: Any) -> FetchConfig:
+        """Requests through this web's proxy, ``fields`` as given."""
+        return FetchConfig(**{"proxy": self.server.proxy_url, "read_timeout": 10.0, **fields})
 
     async def start_peer(self, config: CrawlConfig) -> Peer:
         peer: Peer = await self.nursery.start(Peer(config).run)
@@ -103,7 +107,9 @@ async def test_max_depth_and_host_scope_limit_the_crawl(tmp_path: Path) -> None:
     async with world() as w:
         # One host alone is crawled in breadth-first order, so every URL is first
         # admitted at its least depth, which is what the truth counts.
-        peer = await w.start_peer(w.config(tmp_path, max_depth=2, scope=Scope.HOST))
+        peer = await w.start_peer(
+            w.config(tmp_path, bounds=BoundsConfig(max_depth=2, scope=Scope.HOST))
+        )
         seed = w.web.url(3, "/")
         peer.crawler.seed([seed])
         await finish(peer)

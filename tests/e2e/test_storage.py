@@ -8,6 +8,7 @@ import pytest
 import trio
 
 from tests.e2e.test_single_peer import DELAY, assert_perfect, finish, world
+from ubipy.config import StoreConfig
 from ubipy.peer.crawler import StorageError
 from ubipy.synthweb.truth import ground_truth
 
@@ -28,7 +29,7 @@ async def test_the_peer_pauses_while_the_shard_refuses_writes(
     tmp_path: Path, break_it: str, mend_it: str, message: str
 ) -> None:
     async with world() as w:
-        peer = await w.start_peer(w.config(tmp_path, storage_retry=0.05))
+        peer = await w.start_peer(w.config(tmp_path, store=StoreConfig(storage_retry=0.05)))
         seed = w.web.seed_url()
         peer.crawler.seed([seed])
         with trio.fail_after(30):

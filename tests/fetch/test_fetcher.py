@@ -7,14 +7,14 @@ import gzip
 import httpx2
 import pytest
 
-from ubipy.config import CrawlConfig
+from ubipy.config import FetchConfig
 from ubipy.fetch.client import make_client
 from ubipy.fetch.fetcher import fetch
 
 
-def _client(handler: object, **config: object) -> httpx2.AsyncClient:
+def _client(handler: object) -> httpx2.AsyncClient:
     transport = httpx2.MockTransport(handler)  # type: ignore[arg-type]
-    return make_client(CrawlConfig(**config), "ubipy/test (peer=t)", transport=transport)  # type: ignore[arg-type]
+    return make_client(FetchConfig(), "ubipy/test (peer=t)", transport=transport)
 
 
 async def test_an_html_page_comes_back_with_its_metadata() -> None:

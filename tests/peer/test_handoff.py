@@ -13,7 +13,7 @@ import httpx2
 import trio
 import trio.testing
 
-from ubipy.config import CrawlConfig
+from ubipy.config import CrawlConfig, PolitenessConfig
 from ubipy.fetch.politeness import Job
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.handoff import Handoff, ring_key
@@ -35,7 +35,9 @@ async def crawler_at(tmp: Path) -> AsyncIterator[Crawler]:
     shard = Shard.open(tmp)
     async with httpx2.AsyncClient(transport=httpx2.MockTransport(_refuse)) as client:
         try:
-            yield Crawler(CrawlConfig(data_dir=tmp, delay=0.0), shard, client)
+            yield Crawler(
+                CrawlConfig(data_dir=tmp, politeness=PolitenessConfig(delay=0.0)), shard, client
+            )
         finally:
             shard.close()
 

@@ -18,7 +18,7 @@ import trio
 from warcio.archiveiterator import ArchiveIterator
 
 from ubipy.cli import main
-from ubipy.config import CrawlConfig
+from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig
 from ubipy.peer.peer import Peer
 from ubipy.store.export import ExportError, export, iso_utc
 from ubipy.store.shard import SHARD_FILE, PageRecord, Shard
@@ -466,11 +466,8 @@ async def test_a_real_crawl_exports_to_a_valid_warc(tmp_path: Path) -> None:
         config = CrawlConfig(
             data_dir=data,
             listen="127.0.0.1:0",
-            delay=0.01,
-            concurrency=8,
-            proxy=server.proxy_url,
-            robots_retry_base=0.05,
-            read_timeout=10.0,
+            politeness=PolitenessConfig(delay=0.01, concurrency=8, robots_retry_base=0.05),
+            fetch=FetchConfig(proxy=server.proxy_url, read_timeout=10.0),
         )
         peer: Peer = await nursery.start(Peer(config).run)
         peer.crawler.seed([web.seed_url()])

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import httpx2
 
-from ubipy.config import CrawlConfig
+from ubipy.config import FetchConfig
 from ubipy.fetch.transport import PooledTransport
 
 
 def make_client(
-    config: CrawlConfig,
+    config: FetchConfig,
     agent: str,
     *,
     transport: httpx2.AsyncBaseTransport | None = None,

@@ -120,22 +120,22 @@ class Crawler:
         self.stats = CrawlStats()
         self.admission = Admission(
             shard,
-            recent_size=config.recent_cache_size,
-            bloom_capacity=config.bloom_initial_capacity,
-            bloom_error_rate=config.bloom_error_rate,
+            recent_size=config.store.recent_cache_size,
+            bloom_capacity=config.store.bloom_initial_capacity,
+            bloom_error_rate=config.store.bloom_error_rate,
         )
         self.scheduler = Scheduler(
-            delay=config.delay,
-            window=config.host_window,
+            delay=config.politeness.delay,
+            window=config.store.host_window,
             loader=self._load_window,
-            max_crawl_delay=config.max_crawl_delay,
-            robots_retry_base=config.robots_retry_base,
-            robots_max_attempts=config.robots_max_attempts,
-            max_pages_per_host=config.max_pages_per_host,
-            max_in_memory=config.frontier_memory,
+            max_crawl_delay=config.politeness.max_crawl_delay,
+            robots_retry_base=config.politeness.robots_retry_base,
+            robots_max_attempts=config.politeness.robots_max_attempts,
+            max_pages_per_host=config.bounds.max_pages_per_host,
+            max_in_memory=config.store.frontier_memory,
         )
         roots = shard.get_meta(_SCOPE_META)
-        self.scope = ScopeFilter(config.scope, roots.split("\n") if roots else ())
+        self.scope = ScopeFilter(config.bounds.scope, roots.split("\n") if roots else ())
         self._outcomes: list[_Outcome] = []
         self._skips: list[tuple[int, str]] = []
         self._host_marks: dict[str, HostMark] = {}
@@ -363,7 +363,7 @@ class Crawler:
             self.stopped.set()
 
     async def _dispatch(self, jobs: trio.Nursery) -> None:
-        limiter = trio.Semaphore(self.config.concurrency)
+        limiter = trio.Semaphore(self.config.politeness.concurrency)
         while not self._stopping:
             # While the shard refuses writes nothing new starts: what is fetched
             # could not be saved, and a host would be asked twice.
@@ -390,9 +390,9 @@ class Crawler:
     async def _run_job(self, job: Job, limiter: trio.Semaphore) -> None:
         robots = job.kind is JobKind.ROBOTS
         # robots.txt is only read up to the RFC's 500 KiB, so no more is fetched.
-        cap = ROBOTS_MAX_BYTES if robots else self.config.max_body_bytes
+        cap = ROBOTS_MAX_BYTES if robots else self.config.fetch.max_body_bytes
         try:
-            with trio.move_on_after(self.config.fetch_deadline) as deadline:
+            with trio.move_on_after(self.config.fetch.fetch_deadline) as deadline:
                 result = await fetch(self._client, job.url, max_bytes=cap)
             if deadline.cancelled_caught:
                 result = failed(job.url, "timeout: over the fetch deadline")
@@ -419,17 +419,21 @@ class Crawler:
         asked = None
         if result.retry_after and result.status in _WAIT_STATUSES:
             asked = retry_after(result.retry_after, end_wall)
-            if asked is not None and asked > config.max_retry_after:
+            if asked is not None and asked > config.fetch.max_retry_after:
                 log.warning(
                     "%s asked for %.0f s of quiet; granted %.0f",
                     host,
                     asked,
-                    config.max_retry_after,
+                    config.fetch.max_retry_after,
                 )
-                asked = config.max_retry_after
-        if is_retryable(result) and entry.attempt < config.max_retries:
+                asked = config.fetch.max_retry_after
+        if is_retryable(result) and entry.attempt < config.fetch.max_retries:
             self.stats.retries += 1
-            wait = asked if asked is not None else retry_delay(entry.attempt + 1, config.retry_base)
+            wait = (
+                asked
+                if asked is not None
+                else retry_delay(entry.attempt + 1, config.fetch.retry_base)
+            )
             self.scheduler.retry(host, entry, now, wait=wait)
             return
         self.scheduler.finished(host, now, wait=asked)
@@ -484,7 +488,7 @@ class Crawler:
                 parsed = parse_html(result.body, entry.url, encoding=result.charset)
                 title = parsed.title
                 stats.refused["link"] += parsed.links_refused
-                if entry.depth + 1 > (self.config.max_depth or math.inf):
+                if entry.depth + 1 > (self.config.bounds.max_depth or math.inf):
                     stats.too_deep += len(parsed.links)
                 else:
                     discovered = self._candidates(parsed.links, None, entry.depth + 1)
@@ -503,10 +507,10 @@ class Crawler:
             digest=digest,
             depth=entry.depth,
             error=result.error,
-            body=result.body if self.config.store_bodies and result.body else None,
+            body=result.body if self.config.fetch.store_bodies and result.body else None,
         )
         self._outcomes.append(_Outcome(page, discovered))
-        if len(self._outcomes) >= self.config.commit_every_pages:
+        if len(self._outcomes) >= self.config.store.commit_every_pages:
             self._flush_now.set()
 
     def _candidates(self, links: Iterable[str], base: str | None, depth: int) -> list[NewURL]:
@@ -524,7 +528,7 @@ class Crawler:
             if not self.scope.allows_host(host):
                 stats.out_of_scope += 1
                 continue
-            if path_repeats(link) > self.config.max_path_repeats:
+            if path_repeats(link) > self.config.bounds.max_path_repeats:
                 stats.refused["path repeats"] += 1
                 continue
             out.append(NewURL(fingerprint(link), link, host, depth))
@@ -532,7 +536,11 @@ class Crawler:
 
     async def _committer(self) -> None:
         while True:
-            wait = self.config.storage_retry if self.storage_error else self.config.commit_interval
+            wait = (
+                self.config.store.storage_retry
+                if self.storage_error
+                else self.config.store.commit_interval
+            )
             with trio.move_on_after(wait):
                 await self._flush_now.wait()
             self._flush_now = trio.Event()
@@ -591,7 +599,7 @@ class Crawler:
                     self._shard.path,
                     exc,
                     len(self._outcomes),
-                    self.config.storage_retry,
+                    self.config.store.storage_retry,
                 )
             self.storage_error = f"{self._shard.path}: {exc}"
             self.storage_failing.set()

@@ -35,12 +35,12 @@ from ubipy.membership import (
     message_from_wire,
 )
 from ubipy.net import Links, Network, Reply, TcpNetwork, is_loopback, request, split_address
-from ubipy.peer.acks import AckBook
 from ubipy.peer.crawler import Crawler, StorageError
+from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff, NotOurs
 from ubipy.peer.replica import Replicator
 from ubipy.peer.reporting import Reporter
-from ubipy.peer.router import Batch, Router, url_items
+from ubipy.peer.router import Router
 from ubipy.peer.status import PeerStatus, status_of
 from ubipy.ring import Ring
 from ubipy.store import Shard
@@ -130,6 +130,7 @@ class Peer:
         self._handoff: Handoff | None = None
         self._replicator: Replicator | None = None
         self._reporter: Reporter | None = None
+        self._forwarder: Forwarder | None = None
         # Each frame kind's handler, filled by the subsystems (and the control centre).
         self._handlers: dict[type, Callable[[str, Any, Reply], Awaitable[None]]] = {}
         self._joined_callbacks: list[Callable[[str], None]] = []
@@ -138,11 +139,6 @@ class Peer:
         # Set when run() is over: crawler stopped, leave announced, hosts handed off.
         self.finished = trio.Event()
         self._gossip_kick = trio.Event()
-        self._router_kick = trio.Event()
-        # Held at most a linger (half the sender's retry) for a batch to ride on.
-        self._acks = AckBook()
-        self._ack_kick = trio.Event()
-        self._router_drained = trio.Event()
         self.ring_changes = 0
         self._remembered: str | None = None
 
@@ -181,7 +177,7 @@ class Peer:
             log.warning("no cluster secret: listening on loopback only")
         try:
             async with (
-                make_client(config, agent, transport=self._transport) as client,
+                make_client(config.fetch, agent, transport=self._transport) as client,
                 trio.open_nursery() as nursery,
             ):
                 self._nursery = nursery
@@ -205,11 +201,11 @@ class Peer:
             self.peer_id,
             self.address,
             MembershipConfig(
-                probe_interval=config.probe_interval,
-                probe_timeout=config.probe_timeout,
-                indirect_checks=config.indirect_checks,
-                suspicion_mult=config.suspicion_mult,
-                push_pull_interval=config.push_pull_interval,
+                probe_interval=config.membership.probe_interval,
+                probe_timeout=config.membership.probe_timeout,
+                indirect_checks=config.membership.indirect_checks,
+                suspicion_mult=config.membership.suspicion_mult,
+                push_pull_interval=config.membership.push_pull_interval,
             ),
             self._rng,
             now=trio.current_time(),
@@ -217,13 +213,14 @@ class Peer:
         router = self._router = Router(
             self.peer_id,
             Ring([self.peer_id]),
-            batch_size=config.batch_size,
-            linger=config.batch_linger,
-            linger_cap=config.batch_linger_max,
-            retry_after=config.batch_retry,
+            batch_size=config.forwarding.batch_size,
+            linger=config.forwarding.batch_linger,
+            linger_cap=config.forwarding.batch_linger_max,
+            retry_after=config.forwarding.batch_retry,
         )
         crawler = self._crawler = Crawler(config, self.shard, client, router)
-        crawler.on_forward = self._kick_router
+        self._forwarder = Forwarder(router, crawler, self.links.send, self._address_of)
+        crawler.on_forward = self._forwarder.kick
         last = self._remembered = self.shard.get_meta(_MEMBERS_META)
         self._handoff = Handoff(
             self.peer_id,
@@ -231,10 +228,15 @@ class Peer:
             self.links.send,
             self._address_of,
             last_members=last.split(",") if last else (),
-            grace=config.rejoin_grace if config.replicas < 2 else 0.0,
+            grace=config.replication.rejoin_grace if config.replication.replicas < 2 else 0.0,
         )
         self._replicator = Replicator(
-            self.peer_id, config.replicas, crawler, self.shard, self.links.send, self._address_of
+            self.peer_id,
+            config.replication.replicas,
+            crawler,
+            self.shard,
+            self.links.send,
+            self._address_of,
         )
         reporter = self._reporter = Reporter(
             self.peer_id, self.membership, self._figures, self.send, self.start_soon, self.stop
@@ -244,8 +246,7 @@ class Peer:
         nursery.start_soon(reporter.push_forever)
         nursery.start_soon(self._replicator.run)
         nursery.start_soon(self._gossip_loop)
-        nursery.start_soon(self._router_loop)
-        nursery.start_soon(self._ack_loop)
+        nursery.start_soon(self._forwarder.run)
         nursery.start_soon(self._handoff.run)
         if config.join:
             self._send_membership(self.membership.join(trio.current_time(), config.join))
@@ -281,7 +282,7 @@ class Peer:
         with trio.move_on_after(_LEAVE_DRAIN):
             while router.backlog() and self._reachable_others():
                 with trio.move_on_after(1.0):
-                    await self._router_drained.wait()
+                    await self.forwarder.drained.wait()
         if not self._reachable_others():
             log.info("no peer left to hand over to: everything stays in the shard")
         if router.backlog():
@@ -318,6 +319,11 @@ class Peer:
         """Run ``fn`` in the peer's nursery (for its components' background sends)."""
         assert self._nursery is not None
         self._nursery.start_soon(fn, *args)
+
+    @property
+    def forwarder(self) -> Forwarder:
+        assert self._forwarder is not None
+        return self._forwarder
 
     @property
     def replicator(self) -> Replicator:
@@ -404,62 +410,12 @@ class Peer:
         if roots and self._nursery is not None:
             self._nursery.start_soon(self.links.send, address, Scope(tuple(roots)))
 
-    def _kick_router(self) -> None:
-        # The event is replaced after every wake-up, so it is looked up each time.
-        self._router_kick.set()
-
-    async def _router_loop(self) -> None:
-        assert self._router is not None and self._nursery is not None
-        router = self._router
-        while True:
-            deadline = router.next_deadline()
-            with trio.move_on_at(deadline if deadline is not None else math.inf):
-                await self._router_kick.wait()
-            self._router_kick = trio.Event()
-            for batch in router.due(trio.current_time()):
-                self._nursery.start_soon(self._send_batch, batch)
-
-    async def _send_batch(self, batch: Batch) -> None:
-        member = self.membership.member(batch.owner)
-        if member is None:
-            return  # resent later, or re-routed when the ring drops the owner
-        # Acknowledgements owed to the owner ride along (a lost frame loses them too:
-        # the owner's batches are then re-sent and admitted again).
-        acks = tuple(self._acks.take(batch.owner))
-        urls = tuple((u.url, u.depth) for u in batch.urls)
-        await self.links.send(member.address, UrlBatch(batch.id, urls, acks))
-
-    async def _ack_loop(self) -> None:
-        """Acknowledgements that found no batch to ride on leave on their own."""
-        acks = self._acks
-        assert self._router is not None
-        router = self._router
-        while True:
-            with trio.move_on_at(acks.next_deadline(router.linger)):
-                await self._ack_kick.wait()
-            self._ack_kick = trio.Event()
-            for peer_id, ids in acks.due(trio.current_time(), router.linger):
-                member = self.membership.member(peer_id)
-                if member is not None:
-                    self.start_soon(self.links.send, member.address, UrlAck(tuple(ids)))
-
-    def _acked(self, ids: tuple[int, ...]) -> None:
-        """An owner has durably admitted these batches of ours."""
-        assert self._router is not None
-        for batch_id in ids:
-            batch = self._router.acked(batch_id)
-            if batch is not None:
-                self.crawler.forwarded(u.fp for u in batch.urls)
-        if ids and not self._router.backlog():
-            self._router_drained.set()
-            self._router_drained = trio.Event()
-
     # -- frames ---------------------------------------------------------------
     def _register_handlers(self) -> None:
         assert self._reporter is not None
         self.handle(Gossip, self._on_gossip)
-        self.handle(UrlBatch, self._on_batch)
-        self.handle(UrlAck, self._on_url_ack)
+        self.handle(UrlBatch, self.forwarder.on_batch)
+        self.handle(UrlAck, self.forwarder.on_url_ack)
         self.handle(HandoffFrame, self._on_handoff)
         self.handle(HandoffAck, self._on_handoff_ack)
         self.handle(HandoffDone, self._on_handoff_done)
@@ -482,24 +438,6 @@ class Peer:
         self._send_membership(self.membership.receive(now, gossip.address, message))
         self._membership_events()
         self._gossip_kick.set()
-
-    async def _on_batch(self, sender: str, batch: UrlBatch, reply: Reply) -> None:
-        self._acked(batch.acks)
-        urls = url_items(batch.urls)
-        try:
-            self.crawler.admit_routed(urls)
-        except StorageError as exc:
-            log.warning("batch from %s not admitted: %s", sender, exc)
-            return  # not acknowledged: the sender keeps it and retries
-        if self.membership.member(sender) is None:
-            # Not known here yet, so no address to send to later: answer now.
-            await reply(UrlAck((batch.id,)))
-        else:
-            self._acks.add(sender, batch.id, trio.current_time())
-            self._ack_kick.set()
-
-    async def _on_url_ack(self, sender: str, ack: UrlAck, reply: Reply) -> None:
-        self._acked(ack.ids)
 
     async def _on_handoff(self, sender: str, handoff: HandoffFrame, reply: Reply) -> None:
         try:

@@ -1,0 +1,276 @@
+"""The configuration: its sections check their values, and a peer's options come
+from flags, a TOML file and the defaults, in that order."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ubipy.cli
+from bench import config_doc
+from ubipy.cli import main
+from ubipy.config import (
+    BoundsConfig,
+    ControlConfig,
+    CrawlConfig,
+    FetchConfig,
+    ForwardingConfig,
+    PolitenessConfig,
+    ReplicationConfig,
+    Scope,
+    StoreConfig,
+    SwimConfig,
+)
+from ubipy.errors import ConfigError, UbipyError
+from ubipy.options import build, read_file, settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("section", "values", "message"),
+    [
+        (PolitenessConfig, {"delay": -1.0}, "delay must be >= 0, not -1"),
+        (PolitenessConfig, {"delay": math.nan}, "delay must be >= 0, not nan"),
+        (PolitenessConfig, {"concurrency": 0}, "concurrency must be >= 1, not 0"),
+        (PolitenessConfig, {"robots_max_attempts": 0}, "robots_max_attempts must be >= 1, not 0"),
+        (FetchConfig, {"max_body_bytes": 0}, "max_body_bytes must be >= 1, not 0"),
+        (FetchConfig, {"read_timeout": 0.0}, "read_timeout must be > 0, not 0"),
+        (FetchConfig, {"connect_timeout": -5.0}, "connect_timeout must be > 0, not -5"),
+        (FetchConfig, {"fetch_deadline": 0.0}, "fetch_deadline must be > 0, not 0"),
+        (FetchConfig, {"max_retries": -1}, "max_retries must be >= 0, not -1"),
+        (BoundsConfig, {"max_depth": -1}, "max_depth must be >= 0, not -1"),
+        (BoundsConfig, {"max_pages_per_host": 0}, "max_pages_per_host must be >= 1, not 0"),
+        (StoreConfig, {"commit_every_pages": 0}, "commit_every_pages must be >= 1, not 0"),
+        (StoreConfig, {"bloom_error_rate": 1.0}, "bloom_error_rate must be between 0 and 1"),
+        (StoreConfig, {"storage_retry": 0.0}, "storage_retry must be > 0, not 0"),
+        (ForwardingConfig, {"batch_size": 0}, "batch_size must be >= 1, not 0"),
+        (ForwardingConfig, {"batch_linger": -0.5}, "batch_linger must be >= 0, not -0.5"),
+        (ReplicationConfig, {"replicas": 0}, "replicas must be 1 or 2, not 0"),
+        (ReplicationConfig, {"replicas": 3}, "replicas must be 1 or 2, not 3"),
+        (
+            SwimConfig,
+            {"probe_interval": 1.0, "probe_timeout": 1.0},
+            "probe_timeout must be shorter than probe_interval (1), not 1",
+        ),
+        (SwimConfig, {"suspicion_mult": 0}, "suspicion_mult must be >= 1, not 0"),
+    ],
+)
+def test_a_bad_value_is_a_config_error_naming_the_option(
+    section: Any, values: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
+        section(**values)
+
+
+def test_a_config_error_is_a_value_error_of_ubipys_tree() -> None:
+    with pytest.raises(ConfigError) as caught:
+        PolitenessConfig(delay=-1.0)
+    assert isinstance(caught.value, ValueError) and isinstance(caught.value, UbipyError)
+    assert (caught.value.option, caught.value.problem) == ("delay", "must be >= 0, not -1")
+
+
+def test_the_defaults_are_valid_and_the_limits_are_inclusive() -> None:
+    config = CrawlConfig()
+    assert config.politeness.delay == 1.0 and config.politeness.concurrency == 64
+    assert config.bounds.scope is Scope.DOMAIN and config.bounds.max_depth is None
+    assert config.replication.replicas == 1 and config.control.address is None
+    PolitenessConfig(delay=0.0, concurrency=1)
+    BoundsConfig(max_depth=0)
+    ForwardingConfig(batch_size=1, batch_linger=0.0)
+
+
+def test_sections_are_frozen() -> None:
+    config = CrawlConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.politeness.delay = 2.0  # type: ignore[misc]
+
+
+def test_the_user_agent_names_the_peer() -> None:
+    config = CrawlConfig(fetch=FetchConfig(user_agent="bot/1 (+http://x.test)"))
+    assert config.agent_string("p1") == "bot/1 (+http://x.test; peer=p1)"
+    token = dataclasses.replace(config, peer_token="t", fetch=FetchConfig(user_agent="bot/1"))
+    assert token.agent_string("p1") == "bot/1 (peer=t)"
+
+
+def test_every_option_is_documented_and_every_flag_is_one_option() -> None:
+    found = settings(CrawlConfig)
+    assert all(s.option.help for s in found)
+    flags = [s.option.flag for s in found if s.option.flag]
+    assert len(flags) == len(set(flags))
+
+
+def test_a_value_built_by_path_is_named_by_its_path() -> None:
+    config = build(CrawlConfig, {"politeness.delay": 2, "bounds.scope": "host", "join": ["a:1"]})
+    assert config.politeness.delay == 2.0 and isinstance(config.politeness.delay, float)
+    assert config.bounds.scope is Scope.HOST and config.join == ("a:1",)
+    with pytest.raises(ConfigError, match=r"^forwarding\.batch_size must be >= 1, not 0$"):
+        build(CrawlConfig, {"forwarding.batch_size": 0})
+
+
+# -- through the command line -------------------------------------------------------
+
+
+@pytest.fixture
+def peer_config(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``ubipy peer ARGS`` as main() runs it, up to the config the peer would get."""
+    got: list[CrawlConfig] = []
+
+    async def run_peer(args: Any, config: CrawlConfig) -> int:
+        got.append(config)
+        return 0
+
+    monkeypatch.setattr(ubipy.cli, "_run_peer", run_peer)
+    monkeypatch.delenv("UBIPY_SECRET", raising=False)
+
+    def run(*argv: str) -> CrawlConfig:
+        assert main(["peer", *argv]) == 0
+        return got.pop()
+
+    return run
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "crawl.toml"
+    path.write_text(text)
+    return path
+
+
+def test_flags_build_the_peers_sections(peer_config: Any, tmp_path: Path) -> None:
+    config = peer_config(
+        "--data", str(tmp_path), "--delay", "0.5", "--concurrency", "8", "--scope", "host",
+        "--no-bodies", "--join", "a:1", "--join", "b:2", "--control", "127.0.0.1:0",
+        "--replicas", "2", "--timeout", "3",
+    )  # fmt: skip
+    assert config.data_dir == tmp_path
+    assert (config.politeness.delay, config.politeness.concurrency) == (0.5, 8)
+    assert config.bounds.scope is Scope.HOST and not config.fetch.store_bodies
+    assert config.join == ("a:1", "b:2") and config.replication.replicas == 2
+    assert config.control == ControlConfig(address="127.0.0.1:0")
+    assert config.fetch.read_timeout == 3.0
+
+
+def test_a_file_alone_gives_its_values(peer_config: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    path = _write(
+        tmp_path,
+        f'data_dir = "{data}"\n[politeness]\ndelay = 0.25\n[bounds]\nmax_depth = 3\n'
+        '[store]\nhost_window = 16\n[control]\naddress = "127.0.0.1:0"\n',
+    )
+    config = peer_config("--config", str(path))
+    assert config.data_dir == data  # --data is not needed then
+    assert config.politeness.delay == 0.25 and config.bounds.max_depth == 3
+    assert config.store.host_window == 16 and config.control.address == "127.0.0.1:0"
+    # What neither gives keeps its default: a flag left out overrides nothing.
+    assert config.politeness.concurrency == 64 and config.fetch.read_timeout == 30.0
+
+
+def test_flags_given_override_the_file(peer_config: Any, tmp_path: Path) -> None:
+    path = _write(tmp_path, "[politeness]\ndelay = 0.25\nconcurrency = 4\n")
+    config = peer_config("--config", str(path), "--data", str(tmp_path), "--delay", "2")
+    assert config.politeness.delay == 2.0  # the flag's
+    assert config.politeness.concurrency == 4  # the file's, not the flag's default
+
+
+def test_the_secret_comes_from_the_flag_then_the_environment_then_the_file(
+    peer_config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write(tmp_path, 'data_dir = "d"\nsecret = "from-file"\n')
+    assert peer_config("--config", str(path)).secret == "from-file"
+    monkeypatch.setenv("UBIPY_SECRET", "from-env")
+    assert peer_config("--config", str(path)).secret == "from-env"
+    assert peer_config("--config", str(path), "--secret", "from-flag").secret == "from-flag"
+
+
+def test_the_example_file_loads(peer_config: Any) -> None:
+    example = ROOT / "examples" / "crawl.toml"
+    values = read_file(CrawlConfig, example)
+    assert "politeness.delay" in values and "replication.replicas" in values
+    config = peer_config("--config", str(example))
+    assert config.replication.replicas == 2 and config.bounds.scope is Scope.DOMAIN
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[politeness]\ndelay = -1\n", "crawl.toml: politeness.delay must be >= 0, not -1"),
+        ("[politeness]\ndelay = 'fast'\n", "crawl.toml: politeness.delay must be a number"),
+        ("[politeness]\ndealy = 1\n", "crawl.toml: unknown option politeness.dealy"),
+        ("[polite]\ndelay = 1\n", "crawl.toml: unknown section [polite]"),
+        ("[bounds]\nscope = 'world'\n", "crawl.toml: bounds.scope must be one of 'host'"),
+        ("[politeness]\nconcurrency = true\n", "crawl.toml: politeness.concurrency must be a"),
+        ("[politeness\n", "crawl.toml: not valid TOML"),
+    ],
+)
+def test_a_bad_file_ends_the_command_on_one_line(
+    peer_config: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    path = _write(tmp_path, text)
+    with pytest.raises(SystemExit) as ended:
+        peer_config("--config", str(path), "--data", str(tmp_path))
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ubipy peer: error: ")
+    assert message in err and str(path) in err
+
+
+def test_a_missing_file_or_data_dir_ends_the_command(
+    peer_config: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        peer_config("--config", str(tmp_path / "nowhere.toml"), "--data", str(tmp_path))
+    assert ended.value.code == 2
+    assert "cannot read" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as ended:
+        peer_config("--delay", "2")
+    assert ended.value.code == 2
+    assert "required: --data" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--delay", "-1"), "ubipy peer: error: --delay must be >= 0, not -1\n"),
+        (("--concurrency", "0"), "ubipy peer: error: --concurrency must be >= 1, not 0\n"),
+    ],
+)
+def test_a_bad_flag_ends_the_peer_with_one_clear_line(
+    tmp_path: Path, flags: tuple[str, ...], message: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ubipy.cli", "peer", "--data", str(tmp_path), *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (2, message)
+
+
+def test_the_demo_has_its_own_defaults_and_checks_its_flags(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    got: list[CrawlConfig] = []
+
+    async def run_demo(args: Any, config: CrawlConfig) -> int:
+        got.append(config)
+        return 0
+
+    monkeypatch.setattr("ubipy.demo.run_demo", run_demo)
+    assert main(["demo"]) == 0
+    assert (got[0].politeness.delay, got[0].politeness.robots_retry_base) == (0.05, 0.2)
+    assert main(["demo", "--delay", "0.5"]) == 0
+    assert got[1].politeness.delay == 0.5
+    with pytest.raises(SystemExit):
+        main(["demo", "--max-body", "0"])
+    assert capsys.readouterr().err == "ubipy demo: error: --max-body must be >= 1, not 0\n"
+
+
+def test_the_docs_list_every_option_as_declared() -> None:
+    text = config_doc.DOC.read_text(encoding="utf-8")
+    assert config_doc.updated(text) == text, "run: python -m bench.config_doc"
