@@ -5,7 +5,30 @@
     │                      message of its kind (also a ValueError)
     ├── FrameError         this peer asked for a frame the wire cannot carry: a bug
     │                      or an oversized request (also a ValueError)
-    └── ...
+    ├── ShardError         the shard cannot be opened or read as one: another
+    │                      schema version, not SQLite, an unknown body codec
+    │                      (also a RuntimeError)
+    ├── StorageError       the shard refuses writes (disk full, read-only file);
+    │   │                  the crawler pauses admission until it takes them again
+    │   │                  (also a RuntimeError)
+    │   └── _Refused       ubipy.store.shard: SQLite refused a transaction (also a
+    │                      sqlite3.Error for now, see there)
+    ├── ExportError        a shard cannot be exported or the output not written;
+    │                      the message is one line (also a RuntimeError)
+    ├── BadURL             ubipy.fetch: a URL normalisation refuses, with its
+    │                      URLRejection (also a ValueError)
+    ├── RobotsFetchError   ubipy.fetch.robots: an event a robots.txt fetch cannot
+    │                      take in its state, a caller's bug (also a RuntimeError)
+    ├── EmptyRingError     ubipy.ring: a host looked up with no members, a
+    │                      caller's bug (also a LookupError)
+    └── NotOurs            ubipy.peer.handoff: a hand-off of a host this peer does
+                           not own, refused to its sender (also a ValueError)
+
+The errors other packages catch and handle are defined here. Those that carry a
+package's own types (BadURL's URLRejection), that mean the caller has a bug, or
+that never leave their package are defined with it, under a class of this tree.
+The second bases are those the errors had before this tree: callers may catch
+them by those too.
 
 Callers catch what they can handle, by kind; anything else is a bug and is left
 to propagate.
@@ -13,7 +36,14 @@ to propagate.
 
 from __future__ import annotations
 
-__all__ = ["FrameError", "UbipyError", "WireError"]
+__all__ = [
+    "ExportError",
+    "FrameError",
+    "ShardError",
+    "StorageError",
+    "UbipyError",
+    "WireError",
+]
 
 
 class UbipyError(Exception):
@@ -26,3 +56,15 @@ class WireError(UbipyError, ValueError):
 
 class FrameError(UbipyError, ValueError):
     """This peer asked the writer for a frame the wire cannot carry."""
+
+
+class ShardError(UbipyError, RuntimeError):
+    """The shard cannot be opened or read as one (wrong version, unreadable file)."""
+
+
+class StorageError(UbipyError, RuntimeError):
+    """The shard cannot be written (disk full, read-only): admission is paused."""
+
+
+class ExportError(UbipyError, RuntimeError):
+    """A shard cannot be read or the output cannot be written; the message is one line."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -24,6 +23,7 @@ import httpx2
 import trio
 
 from ubipy.config import CrawlConfig
+from ubipy.errors import StorageError
 from ubipy.fetch import (
     ROBOTS_MAX_BYTES,
     BadURL,
@@ -49,6 +49,8 @@ from ubipy.fetch import (
 from ubipy.peer.router import Router
 from ubipy.ring import Placement
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, PageRecord, Shard
+
+__all__ = ["CrawlStats", "Crawler", "SeedResult", "StorageError"]
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +78,6 @@ class CrawlStats:
     statuses: Counter[int] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     storage_failures: int = 0
-
-
-class StorageError(RuntimeError):
-    """The shard cannot be written (disk full, read-only): admission is paused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,7 +314,7 @@ class Crawler:
                 if drop_from_outbox:
                     self._shard.outbox_remove([c.fp for c in candidates])
                 rows, foreign = self._place(candidates)
-        except sqlite3.Error as exc:
+        except StorageError as exc:
             self.admission.rollback()
             raise StorageError(f"cannot save admitted URLs: {exc}") from exc
         self._committed(rows, foreign)
@@ -574,7 +572,7 @@ class Crawler:
                 self._shard.record_pages([o.page for o in outcomes])
                 if skips:
                     self._shard.mark_skipped(skips)
-        except sqlite3.Error as exc:
+        except StorageError as exc:
             self.admission.rollback()
             # Everything stays in memory for the next try: nothing admitted is lost,
             # and no new request starts until the shard takes writes again.
@@ -586,14 +584,13 @@ class Crawler:
             self.stats.storage_failures += 1
             if self.storage_error is None:
                 log.error(
-                    "cannot write the shard %s: %s; admission paused, %d pages held in "
+                    "cannot write the shard %s; admission paused, %d pages held in "
                     "memory, retrying every %g s",
-                    self._shard.path,
                     exc,
                     len(self._outcomes),
                     self.config.storage_retry,
                 )
-            self.storage_error = f"{self._shard.path}: {exc}"
+            self.storage_error = str(exc)
             self.storage_failing.set()
             return False
         if self.storage_error is not None:

@@ -30,6 +30,7 @@ from typing import Any
 
 import trio
 
+from ubipy.errors import UbipyError
 from ubipy.peer.crawler import Crawler, StorageError
 from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
 from ubipy.ring import Ring
@@ -82,7 +83,7 @@ class _Waiting:
     refused: bool = False
 
 
-class NotOurs(ValueError):
+class NotOurs(UbipyError, ValueError):
     """A hand-off of a host this peer does not own under its ring: refused, so the
     sender keeps it and hands it to the owner once its own ring has caught up
     (taking it here would come after this peer said its sweep was done)."""
