@@ -6,7 +6,7 @@ import email.utils
 
 import pytest
 
-from ubipy.fetch.fetcher import FetchResult, failed
+from ubipy.fetch.fetcher import FetchOutcome, FetchResult, failed
 from ubipy.fetch.retry import is_retryable, retry_after
 from ubipy.fetch.scope import path_repeats
 
@@ -25,7 +25,8 @@ def _result(status: int) -> FetchResult:
         retry_after=None,
         body=b"",
         truncated=False,
-        error=None,
+        outcome=FetchOutcome.OK,
+        detail=None,
     )
 
 
@@ -36,8 +37,19 @@ def test_statuses_that_mean_try_later(status: int, retry: bool) -> None:
     assert is_retryable(_result(status)) is retry
 
 
-def test_network_failures_are_retried() -> None:
-    assert is_retryable(failed("http://a.test/", "timeout: ReadTimeout"))
+@pytest.mark.parametrize(
+    ("outcome", "retry"),
+    [
+        (FetchOutcome.TIMEOUT, True),
+        (FetchOutcome.CONNECT_ERROR, True),
+        (FetchOutcome.NETWORK_ERROR, True),
+        (FetchOutcome.PROTOCOL_ERROR, True),
+        # The page came and broke the parser: asking again brings the same page.
+        (FetchOutcome.PROCESSING_FAILED, False),
+    ],
+)
+def test_network_failures_are_retried(outcome: FetchOutcome, retry: bool) -> None:
+    assert is_retryable(failed("http://a.test/", outcome, "what happened")) is retry
 
 
 def test_retry_after_in_seconds_and_as_an_http_date() -> None:

@@ -4,7 +4,7 @@ fingerprints, scope rules and seed files.
 """
 
 from ubipy.fetch.client import make_client
-from ubipy.fetch.fetcher import FetchResult, failed, fetch
+from ubipy.fetch.fetcher import FetchOutcome, FetchResult, failed, fetch
 from ubipy.fetch.parse import content_digest, parse_html
 from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
 from ubipy.fetch.retry import is_retryable, retry_after
@@ -17,6 +17,7 @@ __all__ = [
     "ROBOTS_MAX_BYTES",
     "BadURL",
     "Entry",
+    "FetchOutcome",
     "FetchResult",
     "HostRobots",
     "Job",

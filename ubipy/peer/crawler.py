@@ -28,6 +28,7 @@ from ubipy.fetch import (
     ROBOTS_MAX_BYTES,
     BadURL,
     Entry,
+    FetchOutcome,
     FetchResult,
     HostRobots,
     Job,
@@ -393,7 +394,7 @@ class Crawler:
             with trio.move_on_after(self.config.fetch_deadline) as deadline:
                 result = await fetch(self._client, job.url, max_bytes=cap)
             if deadline.cancelled_caught:
-                result = failed(job.url, "timeout: over the fetch deadline")
+                result = failed(job.url, FetchOutcome.TIMEOUT, "timeout: over the fetch deadline")
         finally:
             limiter.release()
         now = trio.current_time()
@@ -437,7 +438,7 @@ class Crawler:
             # A page that breaks the parser is a bad page, not a dead peer;
             # it is stored as an error so it is not fetched again.
             log.exception("processing %s failed", entry.url)
-            self._page_done(host, entry, _as_error(result, "processing failed"))
+            self._page_done(host, entry, _as_error(result))
 
     def _robots_done(self, job: Job, result: FetchResult, now: float) -> None:
         self.stats.robots_requests += 1
@@ -462,11 +463,11 @@ class Crawler:
         discovered: list[NewURL] = []
         title = None
         digest = None
-        if result.error is not None:
+        if not result.ok:
             stats.errors += 1
-            if result.error.startswith("timeout"):
+            if result.outcome is FetchOutcome.TIMEOUT:
                 stats.timeouts += 1
-            log.info("fetch failed: %s: %s", entry.url, result.error)
+            log.info("fetch failed: %s: %s", entry.url, result.detail)
         else:
             stats.pages += 1
             stats.bytes_in += len(result.body)
@@ -500,7 +501,7 @@ class Crawler:
             etag=result.etag,
             digest=digest,
             depth=entry.depth,
-            error=result.error,
+            error=result.detail,
             body=result.body if self.config.store_bodies and result.body else None,
         )
         self._outcomes.append(_Outcome(page, discovered))
@@ -623,5 +624,7 @@ class Crawler:
         return self.scheduler.idle() and not self._unsaved() and self.storage_error is None
 
 
-def _as_error(result: FetchResult, error: str) -> FetchResult:
-    return dataclasses.replace(result, body=b"", error=error)
+def _as_error(result: FetchResult) -> FetchResult:
+    return dataclasses.replace(
+        result, body=b"", outcome=FetchOutcome.PROCESSING_FAILED, detail="processing failed"
+    )
