@@ -48,6 +48,7 @@ from ubipy.fetch import (
     retry_delay,
 )
 from ubipy.peer.router import Router
+from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Placement
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, PageRecord, Shard
 
@@ -144,8 +145,8 @@ class Crawler:
         self.storage_failing = trio.Event()
         # Fires (and is replaced) whenever a request ends.
         self.request_ended = trio.Event()
-        self._wakeup = trio.Event()
-        self._flush_now = trio.Event()
+        self._wakeup = Wakeup()
+        self._flush_now = Wakeup()
         self._idle = trio.Event()
         self._stopping = False
         self.stopped = trio.Event()
@@ -370,10 +371,7 @@ class Crawler:
             if job is None:
                 if self._is_idle():
                     self._idle.set()
-                wake = self.scheduler.next_wakeup()
-                with trio.move_on_at(wake if wake is not None else math.inf):
-                    await self._wakeup.wait()
-                self._wakeup = trio.Event()
+                await self._wakeup.wait(self.scheduler.next_wakeup())
                 continue
             if job.kind is JobKind.SKIP:
                 assert job.entry is not None
@@ -532,9 +530,7 @@ class Crawler:
     async def _committer(self) -> None:
         while True:
             wait = self.config.storage_retry if self.storage_error else self.config.commit_interval
-            with trio.move_on_after(wait):
-                await self._flush_now.wait()
-            self._flush_now = trio.Event()
+            await self._flush_now.wait(trio.current_time() + wait)
             if self._unsaved():
                 self._flush()
                 self._wakeup.set()
