@@ -7,13 +7,13 @@ import email.utils
 import pytest
 
 from ubipy.fetch.fetcher import FetchOutcome, FetchResult, failed
-from ubipy.fetch.retry import is_retryable, retry_after
+from ubipy.fetch.retry import asked_wait, is_retryable, retry_after
 from ubipy.fetch.scope import path_repeats
 
 NOW = 1_800_000_000.0
 
 
-def _result(status: int) -> FetchResult:
+def _result(status: int, retry_after: str | None = None) -> FetchResult:
     return FetchResult(
         url="http://a.test/",
         status=status,
@@ -22,7 +22,7 @@ def _result(status: int) -> FetchResult:
         location=None,
         last_modified=None,
         etag=None,
-        retry_after=None,
+        retry_after=retry_after,
         body=b"",
         truncated=False,
         outcome=FetchOutcome.OK,
@@ -61,6 +61,12 @@ def test_retry_after_in_seconds_and_as_an_http_date() -> None:
     assert retry_after(email.utils.formatdate(NOW - 30, usegmt=True), NOW) == 0.0
     zoneless = email.utils.formatdate(NOW + 10).replace("+0000", "-0000")
     assert retry_after(zoneless, NOW) == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize(("status", "wait"), [(429, 120.0), (503, 120.0), (500, None), (200, None)])
+def test_only_a_429_or_a_503_asks_the_host_be_left_alone(status: int, wait: float | None) -> None:
+    assert asked_wait(_result(status, "120"), NOW) == wait
+    assert asked_wait(_result(status), NOW) is None
 
 
 @pytest.mark.parametrize("value", [None, "", "soon", "-5", "1.5", "Mon, 99 Foo 2026"])

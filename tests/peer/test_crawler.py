@@ -20,7 +20,7 @@ from ubipy.config import CrawlConfig
 from ubipy.fetch.politeness import HostRobots, JobKind
 from ubipy.fetch.urls import fingerprint
 from ubipy.peer import crawler as crawler_module
-from ubipy.peer.crawler import Crawler, _Outcome
+from ubipy.peer.crawler import Crawler
 from ubipy.store.shard import NewURL, Shard
 
 PAGE = "http://a.test/"
@@ -120,10 +120,8 @@ async def test_urls_found_for_a_host_given_up_in_the_same_commit_are_counted_onc
         # In one commit: the host given up, and other.test's page, which links to a
         # new URL of gone.test.
         link = f"http://{gone}/found"
-        c._host_skips.append((gone, "robots.txt unreachable"))
-        c._outcomes.append(
-            _Outcome(page(f"http://{other}/"), [NewURL(fingerprint(link), link, gone, 1)])
-        )
+        c._commits.close_host(gone, "robots.txt unreachable")
+        c._commits.answered(page(f"http://{other}/"), [NewURL(fingerprint(link), link, gone, 1)])
         assert c._flush() and c._flush()
         assert c._shard.pending_count(gone) == 0 and c._shard.pending_count(other) == 0
         assert c.pending == 0

@@ -8,6 +8,7 @@ other outcome.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 from contextlib import aclosing
@@ -34,8 +35,7 @@ class FetchOutcome(enum.Enum):
     NETWORK_ERROR = "network_error"
     # The answer was not HTTP that can be read, or its body not in its encoding.
     PROTOCOL_ERROR = "protocol_error"
-    # The answer came, but processing it failed (set by the crawler: the page is
-    # stored as an error, not fetched again).
+    # The answer came, but processing it failed (see processing_failed()).
     PROCESSING_FAILED = "processing_failed"
 
 
@@ -151,4 +151,12 @@ def failed(url: str, outcome: FetchOutcome, detail: str) -> FetchResult:
         truncated=False,
         outcome=outcome,
         detail=detail,
+    )
+
+
+def processing_failed(result: FetchResult) -> FetchResult:
+    """A page whose answer broke the parser: a bad page, not a dead peer. Stored as an
+    error with its status, so that it is not fetched again."""
+    return dataclasses.replace(
+        result, body=b"", outcome=FetchOutcome.PROCESSING_FAILED, detail="processing failed"
     )

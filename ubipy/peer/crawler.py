@@ -11,7 +11,6 @@ so a restart fetches nothing twice.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import time
@@ -35,6 +34,7 @@ from ubipy.fetch import (
     JobKind,
     Scheduler,
     ScopeFilter,
+    asked_wait,
     content_digest,
     failed,
     fetch,
@@ -44,9 +44,10 @@ from ubipy.fetch import (
     normalize,
     parse_html,
     path_repeats,
-    retry_after,
+    processing_failed,
     retry_delay,
 )
+from ubipy.peer.commits import Batch, Commits
 from ubipy.peer.router import Router
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Placement
@@ -57,8 +58,6 @@ __all__ = ["CrawlStats", "Crawler", "SeedResult", "StorageError"]
 log = logging.getLogger(__name__)
 
 _SCOPE_META = "scope_roots"
-# Statuses whose Retry-After is a request to leave the host alone for a while.
-_WAIT_STATUSES = frozenset({429, 503})
 
 
 @dataclass(slots=True)
@@ -90,12 +89,6 @@ class SeedResult:
     forwarded: int = 0
 
 
-@dataclass(slots=True)
-class _Outcome:
-    page: PageRecord
-    discovered: list[NewURL]
-
-
 class Crawler:
     def __init__(
         self,
@@ -114,7 +107,6 @@ class Crawler:
         self.on_commit: Callable[
             [Sequence[FrontierRow], Sequence[PageRecord], Mapping[str, HostMark]], None
         ] = lambda rows, pages, marks: None
-        self._acked_fps: list[int] = []
         self._shard = shard
         self._client = client
         self.stats = CrawlStats()
@@ -136,10 +128,8 @@ class Crawler:
         )
         roots = shard.get_meta(_SCOPE_META)
         self.scope = ScopeFilter(config.scope, roots.split("\n") if roots else ())
-        self._outcomes: list[_Outcome] = []
-        self._skips: list[tuple[int, str]] = []
-        self._host_marks: dict[str, HostMark] = {}
-        self._host_skips: list[tuple[str, str]] = []
+        # What requests leave, until a commit writes it.
+        self._commits = Commits()
         # Set while the shard refuses writes; cleared by the first flush that works.
         self.storage_error: str | None = None
         self.storage_failing = trio.Event()
@@ -294,10 +284,10 @@ class Crawler:
 
     def forwarded(self, fps: Iterable[int]) -> None:
         """An owner acknowledged these forwarded URLs: their outbox rows can go."""
-        self._acked_fps.extend(fps)
+        self._commits.acked(fps)
         self._flush_now.set()
 
-    def _place(self, candidates: list[NewURL]) -> tuple[list[FrontierRow], list[NewURL]]:
+    def _place(self, candidates: Sequence[NewURL]) -> tuple[list[FrontierRow], list[NewURL]]:
         """Inside a transaction: admit this peer's URLs, keep the others' in the outbox."""
         if self.router is None:
             return self._admit(candidates), []
@@ -378,7 +368,7 @@ class Crawler:
                 self.stats.skipped[job.reason] += 1
                 if job.reason == "robots":
                     self.stats.robots_disallowed += 1
-                self._skips.append((job.entry.fp, job.reason))
+                self._commits.skip(job.entry.fp, job.reason)
                 self._flush_now.set()
                 continue
             await limiter.acquire()
@@ -404,7 +394,7 @@ class Crawler:
             self._page_answered(job.host, job.entry, result, now, end_wall)
         slot = self.scheduler.slot(job.host)
         assert slot is not None
-        self._host_marks[job.host] = HostMark(end_wall, slot.delay, slot.pages)
+        self._commits.mark(job.host, HostMark(end_wall, slot.delay, slot.pages))
         self._wakeup.set()
         ended, self.request_ended = self.request_ended, trio.Event()
         ended.set()
@@ -413,17 +403,12 @@ class Crawler:
         self, host: str, entry: Entry, result: FetchResult, now: float, end_wall: float
     ) -> None:
         config = self.config
-        asked = None
-        if result.retry_after and result.status in _WAIT_STATUSES:
-            asked = retry_after(result.retry_after, end_wall)
-            if asked is not None and asked > config.max_retry_after:
-                log.warning(
-                    "%s asked for %.0f s of quiet; granted %.0f",
-                    host,
-                    asked,
-                    config.max_retry_after,
-                )
-                asked = config.max_retry_after
+        asked = asked_wait(result, end_wall)
+        if asked is not None and asked > config.max_retry_after:
+            log.warning(
+                "%s asked for %.0f s of quiet; granted %.0f", host, asked, config.max_retry_after
+            )
+            asked = config.max_retry_after
         if is_retryable(result) and entry.attempt < config.max_retries:
             self.stats.retries += 1
             wait = asked if asked is not None else retry_delay(entry.attempt + 1, config.retry_base)
@@ -436,7 +421,7 @@ class Crawler:
             # A page that breaks the parser is a bad page, not a dead peer;
             # it is stored as an error so it is not fetched again.
             log.exception("processing %s failed", entry.url)
-            self._page_done(host, entry, _as_error(result))
+            self._page_done(host, entry, processing_failed(result))
 
     def _robots_done(self, job: Job, result: FetchResult, now: float) -> None:
         self.stats.robots_requests += 1
@@ -453,7 +438,7 @@ class Crawler:
         if slot is not None and slot.robots_state is HostRobots.GIVEN_UP:
             # The scheduler gave the host up: its queued URLs are closed, not lost.
             self.stats.robots_given_up += 1
-            self._host_skips.append((job.host, "robots.txt unreachable"))
+            self._commits.close_host(job.host, "robots.txt unreachable")
             self._flush_now.set()
 
     def _page_done(self, host: str, entry: Entry, result: FetchResult) -> None:
@@ -502,8 +487,8 @@ class Crawler:
             error=result.detail,
             body=result.body if self.config.store_bodies and result.body else None,
         )
-        self._outcomes.append(_Outcome(page, discovered))
-        if len(self._outcomes) >= self.config.commit_every_pages:
+        self._commits.answered(page, discovered)
+        if self._commits.pages_waiting >= self.config.commit_every_pages:
             self._flush_now.set()
 
     def _candidates(self, links: Iterable[str], base: str | None, depth: int) -> list[NewURL]:
@@ -531,76 +516,68 @@ class Crawler:
         while True:
             wait = self.config.storage_retry if self.storage_error else self.config.commit_interval
             await self._flush_now.wait(trio.current_time() + wait)
-            if self._unsaved():
+            if self._commits:
                 self._flush()
                 self._wakeup.set()
 
-    def _unsaved(self) -> bool:
-        return bool(
-            self._outcomes or self._skips or self._host_marks or self._host_skips or self._acked_fps
-        )
-
     def _flush(self) -> bool:
         """Write what is waiting in one transaction; False if the shard refused it."""
-        outcomes, self._outcomes = self._outcomes, []
-        skips, self._skips = self._skips, []
-        marks, self._host_marks = self._host_marks, {}
-        host_skips, self._host_skips = self._host_skips, []
-        acked, self._acked_fps = self._acked_fps, []
-        if not (outcomes or skips or marks or host_skips or acked):
+        batch = self._commits.take()
+        if batch is None:
             return True
-        closed = 0
         try:
-            with self._shard.transaction():
-                self._shard.save_host_marks(marks)
-                # Before the new rows go in: skip_host's count is of rows already
-                # counted as pending, and a new row of a host given up is counted,
-                # then skipped, when it is scheduled.
-                for host, reason in host_skips:
-                    closed += self._shard.skip_host(host, reason)
-                new_rows: list[FrontierRow] = []
-                foreign: list[NewURL] = []
-                for o in outcomes:
-                    rows, out = self._place(o.discovered)
-                    new_rows.extend(rows)
-                    foreign.extend(out)
-                if acked:
-                    self._shard.outbox_remove(acked)
-                self._shard.record_pages([o.page for o in outcomes])
-                if skips:
-                    self._shard.mark_skipped(skips)
+            closed, rows, foreign = self._write(batch)
         except StorageError as exc:
             self.admission.rollback()
             # Everything stays in memory for the next try: nothing admitted is lost,
             # and no new request starts until the shard takes writes again.
-            self._outcomes = outcomes + self._outcomes
-            self._skips = skips + self._skips
-            self._host_marks = marks | self._host_marks
-            self._host_skips = host_skips + self._host_skips
-            self._acked_fps = acked + self._acked_fps
+            self._commits.failed()
             self.stats.storage_failures += 1
             if self.storage_error is None:
                 log.error(
                     "cannot write the shard %s; admission paused, %d pages held in "
                     "memory, retrying every %g s",
                     exc,
-                    len(self._outcomes),
+                    self._commits.pages_waiting,
                     self.config.storage_retry,
                 )
             self.storage_error = str(exc)
             self.storage_failing.set()
             return False
+        self._commits.committed()
         if self.storage_error is not None:
             log.warning("the shard takes writes again; crawling resumes")
             self.storage_error = None
             self.storage_failing = trio.Event()
-        for host, reason in host_skips:
+        for host, reason in batch.closed_hosts:
             log.warning("%s: %s", host, reason)
-        self._pending -= len(outcomes) + len(skips) + closed
-        self._committed(new_rows, foreign, [o.page for o in outcomes], marks)
+        self._pending -= batch.settled + closed
+        self._committed(rows, foreign, batch.pages, batch.marks)
         return True
 
-    def _admit(self, candidates: list[NewURL]) -> list[FrontierRow]:
+    def _write(self, batch: Batch) -> tuple[int, list[FrontierRow], list[NewURL]]:
+        """One transaction, in the batch's order; the rows closed with their hosts, the
+        new rows admitted and the URLs kept for other peers."""
+        closed = 0
+        new_rows: list[FrontierRow] = []
+        foreign: list[NewURL] = []
+        with self._shard.transaction():
+            self._shard.save_host_marks(batch.marks)
+            # Hosts closed before the new rows go in: see Batch.
+            for host, reason in batch.closed_hosts:
+                closed += self._shard.skip_host(host, reason)
+            for answered in batch.answered:
+                rows, out = self._place(answered.discovered)
+                new_rows.extend(rows)
+                foreign.extend(out)
+            if batch.acked:
+                self._shard.outbox_remove(batch.acked)
+            self._shard.record_pages(batch.pages)
+            if batch.skips:
+                self._shard.mark_skipped(batch.skips)
+        return closed, new_rows, foreign
+
+    def _admit(self, candidates: Sequence[NewURL]) -> list[FrontierRow]:
         return self.admission.admit(candidates) if candidates else []
 
     def _schedule(self, rows: Iterable[FrontierRow]) -> None:
@@ -608,7 +585,7 @@ class Crawler:
         for r in rows:
             n += 1
             if not self.scheduler.add(r.host, Entry(r.fp, r.seq, r.url, r.depth)):
-                self._skips.append((r.fp, "robots.txt unreachable"))
+                self._commits.skip(r.fp, "robots.txt unreachable")
         self._pending += n
         if n:
             # Only a set event is replaced: tasks waiting on an unset one must see it fire.
@@ -617,10 +594,4 @@ class Crawler:
             self._wakeup.set()
 
     def _is_idle(self) -> bool:
-        return self.scheduler.idle() and not self._unsaved() and self.storage_error is None
-
-
-def _as_error(result: FetchResult) -> FetchResult:
-    return dataclasses.replace(
-        result, body=b"", outcome=FetchOutcome.PROCESSING_FAILED, detail="processing failed"
-    )
+        return self.scheduler.idle() and not self._commits and self.storage_error is None

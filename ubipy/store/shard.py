@@ -456,7 +456,7 @@ class Shard:
         return pending, done, mark
 
     # -- hosts --------------------------------------------------------------
-    def save_host_marks(self, marks: dict[str, HostMark]) -> None:
+    def save_host_marks(self, marks: Mapping[str, HostMark]) -> None:
         """Remember, per host, when its last request ended, its delay and budget spent."""
         with self.transaction():
             self._conn.executemany(
