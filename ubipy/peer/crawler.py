@@ -53,6 +53,7 @@ from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Placement
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, PageRecord, Shard
 
+# StorageError, from ubipy.errors, too: the peer and hand-off import it from here.
 __all__ = ["CrawlStats", "Crawler", "SeedResult", "StorageError"]
 
 log = logging.getLogger(__name__)
