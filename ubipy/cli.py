@@ -22,11 +22,11 @@ import trio
 from ubipy import __version__
 from ubipy.config import CrawlConfig
 from ubipy.control import FiguresBook, control_bind, serve_control_centre, totals
-from ubipy.errors import ConfigError
+from ubipy.errors import ConfigError, StorageError
 from ubipy.fetch import parse_seeds
 from ubipy.net import request
 from ubipy.options import add_flags, build, flag_names, flags_given, read_file, sections
-from ubipy.peer import Peer, StorageError
+from ubipy.peer import Peer
 from ubipy.progress import Progress, human_bytes, human_duration, peer_figures, wall_clock
 from ubipy.store import ShardError
 from ubipy.wire import Message, Seed, SeedAck, Status, StatusRequest, secret_from

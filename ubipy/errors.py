@@ -8,7 +8,29 @@
     ├── ConfigError        a configuration option out of its range, of the wrong
     │                      type or unknown, from code, a flag or a config file
     │                      (also a ValueError)
-    └── ...
+    ├── ShardError         the shard cannot be opened or read as one: another
+    │                      schema version, not SQLite, an unknown body codec
+    │                      (also a RuntimeError)
+    ├── StorageError       the shard refuses writes (disk full, read-only file);
+    │   │                  the crawler pauses admission until it takes them again
+    │   │                  (also a RuntimeError)
+    │   └── _Refused       ubipy.store.shard: SQLite refused a transaction
+    ├── ExportError        a shard cannot be exported or the output not written;
+    │                      the message is one line (also a RuntimeError)
+    ├── BadURL             ubipy.fetch: a URL normalisation refuses, with its
+    │                      URLRejection (also a ValueError)
+    ├── RobotsFetchError   ubipy.fetch.robots: an event a robots.txt fetch cannot
+    │                      take in its state, a caller's bug (also a RuntimeError)
+    ├── EmptyRingError     ubipy.ring: a host looked up with no members, a
+    │                      caller's bug (also a LookupError)
+    └── NotOurs            ubipy.peer.handoff: a hand-off of a host this peer does
+                           not own, refused to its sender (also a ValueError)
+
+The errors other packages catch and handle are defined here. Those that carry a
+package's own types (BadURL's URLRejection), that mean the caller has a bug, or
+that never leave their package are defined with it, under a class of this tree.
+The second bases are those the errors had before this tree: callers may catch
+them by those too.
 
 Callers catch what they can handle, by kind; anything else is a bug and is left
 to propagate.
@@ -16,7 +38,15 @@ to propagate.
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "FrameError", "UbipyError", "WireError"]
+__all__ = [
+    "ConfigError",
+    "ExportError",
+    "FrameError",
+    "ShardError",
+    "StorageError",
+    "UbipyError",
+    "WireError",
+]
 
 
 class UbipyError(Exception):
@@ -47,3 +77,15 @@ class ConfigError(UbipyError, ValueError):
         """The same error, its option named from the configuration's top."""
         option = f"{section}.{self.option}" if section and self.option else self.option
         return ConfigError(self.problem, option)
+
+
+class ShardError(UbipyError, RuntimeError):
+    """The shard cannot be opened or read as one (wrong version, unreadable file)."""
+
+
+class StorageError(UbipyError, RuntimeError):
+    """The shard cannot be written (disk full, read-only): admission is paused."""
+
+
+class ExportError(UbipyError, RuntimeError):
+    """A shard cannot be read or the output cannot be written; the message is one line."""

@@ -9,7 +9,7 @@ import trio
 
 from tests.e2e.test_single_peer import DELAY, assert_perfect, finish, world
 from ubipy.config import StoreConfig
-from ubipy.peer.crawler import StorageError
+from ubipy.errors import StorageError
 from ubipy.synthweb.truth import ground_truth
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from ubipy.config import FetchConfig
 from ubipy.fetch.client import make_client
-from ubipy.fetch.fetcher import fetch
+from ubipy.fetch.fetcher import FetchOutcome, fetch
 
 
 def _client(handler: object) -> httpx2.AsyncClient:
@@ -35,14 +35,15 @@ async def test_an_html_page_comes_back_with_its_metadata() -> None:
     assert r.is_html and not r.is_redirect
     assert (r.content_type, r.charset, r.etag) == ("text/html", "ISO-8859-1", '"v1"')
     assert r.last_modified == "Sun, 29 Nov 2026 10:00:00 GMT"
-    assert r.body == b"<title>x</title>" and not r.truncated and r.error is None
+    assert r.body == b"<title>x</title>" and not r.truncated
+    assert r.outcome is FetchOutcome.OK and r.detail is None
 
 
 async def test_a_body_over_the_cap_is_cut_and_marked_truncated() -> None:
     async with _client(lambda _: httpx2.Response(200, content=b"x" * 5000)) as client:
         r = await fetch(client, "http://a.test/big", max_bytes=1000)
         exact = await fetch(client, "http://a.test/big", max_bytes=5000)
-    assert len(r.body) == 1000 and r.truncated
+    assert len(r.body) == 1000 and r.truncated and r.outcome is FetchOutcome.OK
     assert len(exact.body) == 5000 and not exact.truncated
 
 
@@ -74,21 +75,40 @@ async def test_a_redirect_is_not_followed_but_reported() -> None:
 
 
 @pytest.mark.parametrize(
-    ("exc", "expected"),
+    ("exc", "outcome", "detail"),
     [
-        (httpx2.ConnectError("refused"), "ConnectError"),
-        (httpx2.ReadTimeout("slow"), "timeout"),
-        (httpx2.RemoteProtocolError("garbage"), "RemoteProtocolError"),
+        (httpx2.ConnectError("refused"), FetchOutcome.CONNECT_ERROR, "ConnectError: refused"),
+        (httpx2.ProxyError("no tunnel"), FetchOutcome.CONNECT_ERROR, "ProxyError: no tunnel"),
+        (httpx2.ReadTimeout("slow"), FetchOutcome.TIMEOUT, "timeout: ReadTimeout"),
+        (httpx2.ConnectTimeout("slow"), FetchOutcome.TIMEOUT, "timeout: ConnectTimeout"),
+        (httpx2.ReadError("reset"), FetchOutcome.NETWORK_ERROR, "ReadError: reset"),
+        (OSError("odd socket"), FetchOutcome.NETWORK_ERROR, "OSError: odd socket"),
+        (httpx2.RemoteProtocolError("garbage"), FetchOutcome.PROTOCOL_ERROR, "RemoteProtocolError"),
+        (ValueError("bad header"), FetchOutcome.PROTOCOL_ERROR, "ValueError: bad header"),
     ],
 )
-async def test_network_failures_become_error_results(exc: Exception, expected: str) -> None:
+async def test_network_failures_become_results_of_their_kind(
+    exc: Exception, outcome: FetchOutcome, detail: str
+) -> None:
     def handler(_: httpx2.Request) -> httpx2.Response:
         raise exc
 
     async with _client(handler) as client:
         r = await fetch(client, "http://a.test/", max_bytes=1000)
-    assert r.status is None and r.error is not None and expected in r.error
+    assert r.outcome is outcome and not r.ok
+    # The detail is what the log and the page's stored error say.
+    assert r.status is None and r.detail is not None and r.detail.startswith(detail)
     assert not r.is_html and not r.is_redirect
+
+
+async def test_a_body_that_is_not_in_its_encoding_is_a_protocol_error() -> None:
+    def handler(_: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, headers={"content-encoding": "gzip"}, content=b"not gzip")
+
+    async with _client(handler) as client:
+        r = await fetch(client, "http://a.test/", max_bytes=1000)
+    assert r.outcome is FetchOutcome.PROTOCOL_ERROR
+    assert r.detail is not None and r.detail.startswith("DecodingError")
 
 
 async def test_non_html_is_not_parsed() -> None:

@@ -6,14 +6,14 @@ import email.utils
 
 import pytest
 
-from ubipy.fetch.fetcher import FetchResult, failed
-from ubipy.fetch.retry import is_retryable, retry_after
+from ubipy.fetch.fetcher import FetchOutcome, FetchResult, failed
+from ubipy.fetch.retry import asked_wait, is_retryable, retry_after
 from ubipy.fetch.scope import path_repeats
 
 NOW = 1_800_000_000.0
 
 
-def _result(status: int) -> FetchResult:
+def _result(status: int, retry_after: str | None = None) -> FetchResult:
     return FetchResult(
         url="http://a.test/",
         status=status,
@@ -22,10 +22,11 @@ def _result(status: int) -> FetchResult:
         location=None,
         last_modified=None,
         etag=None,
-        retry_after=None,
+        retry_after=retry_after,
         body=b"",
         truncated=False,
-        error=None,
+        outcome=FetchOutcome.OK,
+        detail=None,
     )
 
 
@@ -36,8 +37,19 @@ def test_statuses_that_mean_try_later(status: int, retry: bool) -> None:
     assert is_retryable(_result(status)) is retry
 
 
-def test_network_failures_are_retried() -> None:
-    assert is_retryable(failed("http://a.test/", "timeout: ReadTimeout"))
+@pytest.mark.parametrize(
+    ("outcome", "retry"),
+    [
+        (FetchOutcome.TIMEOUT, True),
+        (FetchOutcome.CONNECT_ERROR, True),
+        (FetchOutcome.NETWORK_ERROR, True),
+        (FetchOutcome.PROTOCOL_ERROR, True),
+        # The page came and broke the parser: asking again brings the same page.
+        (FetchOutcome.PROCESSING_FAILED, False),
+    ],
+)
+def test_network_failures_are_retried(outcome: FetchOutcome, retry: bool) -> None:
+    assert is_retryable(failed("http://a.test/", outcome, "what happened")) is retry
 
 
 def test_retry_after_in_seconds_and_as_an_http_date() -> None:
@@ -49,6 +61,12 @@ def test_retry_after_in_seconds_and_as_an_http_date() -> None:
     assert retry_after(email.utils.formatdate(NOW - 30, usegmt=True), NOW) == 0.0
     zoneless = email.utils.formatdate(NOW + 10).replace("+0000", "-0000")
     assert retry_after(zoneless, NOW) == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize(("status", "wait"), [(429, 120.0), (503, 120.0), (500, None), (200, None)])
+def test_only_a_429_or_a_503_asks_the_host_be_left_alone(status: int, wait: float | None) -> None:
+    assert asked_wait(_result(status, "120"), NOW) == wait
+    assert asked_wait(_result(status), NOW) is None
 
 
 @pytest.mark.parametrize("value", [None, "", "soon", "-5", "1.5", "Mon, 99 Foo 2026"])

@@ -1,16 +1,105 @@
 """The crawler's count of URLs pending, which tells a peer (and the demo) when the
-crawl is done: it must come back to 0 whatever order things are saved in."""
+crawl is done: it must come back to 0 whatever order things are saved in; and
+what it stores and counts for a page that could not be had."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+import trio.testing
 
 from tests.peer.test_handoff import crawler_at
 from tests.peer.test_replica import page
+from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig
 from ubipy.fetch.politeness import HostRobots, JobKind
 from ubipy.fetch.urls import fingerprint
-from ubipy.peer.crawler import _Outcome
-from ubipy.store.shard import NewURL
+from ubipy.peer import crawler as crawler_module
+from ubipy.peer.crawler import Crawler
+from ubipy.store.shard import NewURL, Shard
+
+PAGE = "http://a.test/"
+
+
+@asynccontextmanager
+async def crawled(tmp: Path, handler: Any) -> AsyncIterator[Crawler]:
+    """A crawler that fetched PAGE from ``handler`` (robots.txt: none), once, and stopped."""
+
+    async def serve(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        return await handler(request)  # type: ignore[no-any-return]
+
+    shard = Shard.open(tmp)
+    config = CrawlConfig(
+        data_dir=tmp,
+        politeness=PolitenessConfig(delay=0.0),
+        fetch=FetchConfig(max_retries=0, fetch_deadline=5.0),
+    )
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
+        crawler = Crawler(config, shard, client)
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(crawler.run)
+                crawler.seed([PAGE])
+                await crawler.wait_idle()
+                crawler.stop()
+            yield crawler
+        finally:
+            shard.close()
+
+
+def stored_error(crawler: Crawler) -> str | None:
+    [row] = list(crawler._shard.iter_pages())
+    assert row["url"] == PAGE
+    return row["error"]  # type: ignore[no-any-return]
+
+
+async def test_a_page_over_the_fetch_deadline_is_stored_as_a_timeout(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async def never(_: httpx2.Request) -> httpx2.Response:
+        await trio.sleep_forever()
+
+    async with crawled(tmp_path, never) as c:
+        assert stored_error(c) == "timeout: over the fetch deadline"
+        assert (c.stats.errors, c.stats.timeouts, c.stats.pages) == (1, 1, 0)
+        assert c.pending == 0
+
+
+async def test_a_refused_connection_is_an_error_but_not_a_timeout(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async def refuse(_: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ConnectError("connection refused")
+
+    async with crawled(tmp_path, refuse) as c:
+        assert stored_error(c) == "ConnectError: connection refused"
+        assert (c.stats.errors, c.stats.timeouts, c.stats.pages) == (1, 0, 0)
+
+
+async def test_a_page_that_breaks_the_parser_is_stored_as_an_error_not_fetched_again(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+
+    async def html(request: httpx2.Request) -> httpx2.Response:
+        asked.append(str(request.url))
+        return httpx2.Response(200, headers={"content-type": "text/html"}, content=b"<a href=x>")
+
+    def breaks(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the parser broke")
+
+    monkeypatch.setattr(crawler_module, "parse_html", breaks)
+    async with crawled(tmp_path, html) as c:
+        assert stored_error(c) == "processing failed"
+        assert (c.stats.errors, c.stats.timeouts) == (1, 0)
+        assert asked == [PAGE] and c.pending == 0
 
 
 async def test_urls_found_for_a_host_given_up_in_the_same_commit_are_counted_once(
@@ -35,10 +124,8 @@ async def test_urls_found_for_a_host_given_up_in_the_same_commit_are_counted_onc
         # In one commit: the host given up, and other.test's page, which links to a
         # new URL of gone.test.
         link = f"http://{gone}/found"
-        c._host_skips.append((gone, "robots.txt unreachable"))
-        c._outcomes.append(
-            _Outcome(page(f"http://{other}/"), [NewURL(fingerprint(link), link, gone, 1)])
-        )
+        c._commits.close_host(gone, "robots.txt unreachable")
+        c._commits.answered(page(f"http://{other}/"), [NewURL(fingerprint(link), link, gone, 1)])
         assert c._flush() and c._flush()
         assert c._shard.pending_count(gone) == 0 and c._shard.pending_count(other) == 0
         assert c.pending == 0

@@ -19,8 +19,9 @@ from warcio.archiveiterator import ArchiveIterator
 
 from ubipy.cli import main
 from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig
+from ubipy.errors import ExportError
 from ubipy.peer.peer import Peer
-from ubipy.store.export import ExportError, export, iso_utc
+from ubipy.store.export import export, iso_utc
 from ubipy.store.shard import SHARD_FILE, PageRecord, Shard
 from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.server import serve

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from ubipy.errors import ShardError, StorageError
 from ubipy.store.admission import Admission
-from ubipy.store.shard import SHARD_FILE, NewURL, PageRecord, Shard, ShardError
+from ubipy.store.shard import SHARD_FILE, NewURL, PageRecord, Shard
 
 
 def _url(i: int, host: str = "a.test") -> NewURL:
@@ -71,6 +72,23 @@ def test_a_failed_transaction_leaves_nothing_behind(tmp_path: Path) -> None:
         raise RuntimeError("disk on fire")
     counts = shard.counts()
     assert (counts.seen, counts.pending, counts.pages) == (1, 1, 0)
+
+
+def test_a_refused_write_is_a_storage_error_and_the_next_one_lands(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)
+    [first] = shard.add_to_frontier([_url(1)])
+    # The shard's own connection refusing writes, as a read-only file would.
+    shard._conn.execute("PRAGMA query_only = ON")
+    with pytest.raises(StorageError, match="readonly") as caught, shard.transaction():
+        shard.add_to_frontier([_url(2)])
+        shard.record_pages([_page(first.fp, first.url)])
+    assert str(tmp_path) in str(caught.value)
+    shard._conn.execute("PRAGMA query_only = OFF")
+    [second] = shard.add_to_frontier([_url(2)])
+    counts = shard.counts()
+    assert (counts.seen, counts.pending, counts.pages) == (2, 2, 0)
+    # The refused rows gave their sequence numbers back: the frontier order has no hole.
+    assert second.seq == first.seq + 1
 
 
 def test_skipping_a_host_closes_its_pending_entries(tmp_path: Path) -> None:

@@ -1,11 +1,15 @@
 """One GET with a size cap, turned into a plain result record.
 
-Network failures do not raise: they come back as a result with ``error`` set,
-so the caller records and counts them like any other outcome.
+Network failures do not raise: they come back as a result whose ``outcome`` says
+which kind of failure it was (callers count and retry by it) and whose
+``detail`` says what happened, for people, so the caller records them like any
+other outcome.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import logging
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -15,6 +19,24 @@ import httpx2
 log = logging.getLogger(__name__)
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+
+
+class FetchOutcome(enum.Enum):
+    """How a request for a page ended."""
+
+    # An answer, whatever its status; a body over the cap is cut and the result
+    # marked ``truncated``, not failed.
+    OK = "ok"
+    # No answer in time: one of httpx's time-outs, or the crawler's fetch deadline.
+    TIMEOUT = "timeout"
+    # No connection: refused, unreachable, TLS or the proxy failing.
+    CONNECT_ERROR = "connect_error"
+    # The connection broke during the exchange.
+    NETWORK_ERROR = "network_error"
+    # The answer was not HTTP that can be read, or its body not in its encoding.
+    PROTOCOL_ERROR = "protocol_error"
+    # The answer came, but processing it failed (see processing_failed()).
+    PROCESSING_FAILED = "processing_failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +51,13 @@ class FetchResult:
     retry_after: str | None
     body: bytes
     truncated: bool
-    error: str | None
+    outcome: FetchOutcome
+    # What went wrong, for logs and the page's stored error; None when OK.
+    detail: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is FetchOutcome.OK
 
     @property
     def is_html(self) -> bool:
@@ -86,18 +114,29 @@ async def fetch(client: httpx2.AsyncClient, url: str, *, max_bytes: int) -> Fetc
                 retry_after=h.get("retry-after"),
                 body=b"".join(chunks),
                 truncated=truncated,
-                error=None,
+                outcome=FetchOutcome.OK,
+                detail=None,
             )
     except httpx2.TimeoutException as exc:
-        return failed(url, f"timeout: {type(exc).__name__}")
-    except httpx2.HTTPError as exc:
-        return failed(url, f"{type(exc).__name__}: {exc}"[:300])
-    except (OSError, ValueError) as exc:
-        # Malformed responses and odd sockets surface as these below httpx.
-        return failed(url, f"{type(exc).__name__}: {exc}"[:300])
+        return failed(url, FetchOutcome.TIMEOUT, f"timeout: {type(exc).__name__}")
+    except (httpx2.HTTPError, OSError, ValueError) as exc:
+        # Malformed responses and odd sockets surface as OSError and ValueError
+        # below httpx.
+        return failed(url, _failure(exc), f"{type(exc).__name__}: {exc}"[:300])
 
 
-def failed(url: str, error: str) -> FetchResult:
+def _failure(exc: Exception) -> FetchOutcome:
+    # ConnectError is a NetworkError too: it is looked for first.
+    if isinstance(exc, httpx2.ConnectError | httpx2.ProxyError | httpx2.UnsupportedProtocol):
+        return FetchOutcome.CONNECT_ERROR
+    if isinstance(
+        exc, httpx2.ProtocolError | httpx2.DecodingError | httpx2.TooManyRedirects | ValueError
+    ):
+        return FetchOutcome.PROTOCOL_ERROR
+    return FetchOutcome.NETWORK_ERROR
+
+
+def failed(url: str, outcome: FetchOutcome, detail: str) -> FetchResult:
     """The result of a request that got no usable response."""
     return FetchResult(
         url=url,
@@ -110,5 +149,14 @@ def failed(url: str, error: str) -> FetchResult:
         retry_after=None,
         body=b"",
         truncated=False,
-        error=error,
+        outcome=outcome,
+        detail=detail,
+    )
+
+
+def processing_failed(result: FetchResult) -> FetchResult:
+    """A page whose answer broke the parser: a bad page, not a dead peer. Stored as an
+    error with its status, so that it is not fetched again."""
+    return dataclasses.replace(
+        result, body=b"", outcome=FetchOutcome.PROCESSING_FAILED, detail="processing failed"
     )

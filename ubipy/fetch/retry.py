@@ -6,17 +6,35 @@ import datetime
 import email.utils
 import math
 
-from ubipy.fetch.fetcher import FetchResult
+from ubipy.fetch.fetcher import FetchOutcome, FetchResult
 
 # Statuses that say "not now" rather than "no": the server may answer later.
 RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+# Statuses whose Retry-After is a request to leave the host alone for a while.
+WAIT_STATUSES = frozenset({429, 503})
+# Failures of the network or of the server at that moment: another try may go through.
+RETRYABLE_OUTCOMES = frozenset(
+    {
+        FetchOutcome.TIMEOUT,
+        FetchOutcome.CONNECT_ERROR,
+        FetchOutcome.NETWORK_ERROR,
+        FetchOutcome.PROTOCOL_ERROR,
+    }
+)
 
 
 def is_retryable(result: FetchResult) -> bool:
     """A network failure, a time-out or a "try later" status."""
-    if result.error is not None:
-        return True
-    return result.status in RETRYABLE_STATUSES
+    if result.ok:
+        return result.status in RETRYABLE_STATUSES
+    return result.outcome in RETRYABLE_OUTCOMES
+
+
+def asked_wait(result: FetchResult, now_wall: float) -> float | None:
+    """Seconds the server asked the host be left alone: a Retry-After on a 429 or a 503."""
+    if not result.retry_after or result.status not in WAIT_STATUSES:
+        return None
+    return retry_after(result.retry_after, now_wall)
 
 
 def retry_after(value: str | None, now_wall: float) -> float | None:

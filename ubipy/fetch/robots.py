@@ -16,6 +16,7 @@ from typing import Final
 
 from protego import Protego
 
+from ubipy.errors import UbipyError
 from ubipy.fetch.urls import BadURL, normalize
 
 __all__ = [
@@ -155,7 +156,7 @@ _FAILURE_OUTCOMES: Final[dict[_Event, tuple[RobotsOutcome, bool]]] = {
 }
 
 
-class RobotsFetchError(RuntimeError):
+class RobotsFetchError(UbipyError, RuntimeError):
     """An event fed to a `RobotsFetch` in a state that cannot take it."""
 
 

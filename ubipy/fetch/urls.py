@@ -20,6 +20,8 @@ import ada_url
 import xxhash
 from publicsuffixlist import PublicSuffixList
 
+from ubipy.errors import UbipyError
+
 __all__ = [
     "MAX_URL_LENGTH",
     "BadURL",
@@ -49,7 +51,9 @@ class URLRejection(enum.Enum):
     CONTROL_CHARS = "control_chars"
 
 
-class BadURL(ValueError):
+class BadURL(UbipyError, ValueError):
+    """A URL `normalize` refuses, and why (callers count refusals by ``reason``)."""
+
     def __init__(self, reason: URLRejection, url: str = "") -> None:
         # Truncated: the offending input may be megabytes of hostile text.
         super().__init__(f"{reason.value}: {url[:200]!r}")

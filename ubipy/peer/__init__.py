@@ -3,7 +3,7 @@ hand-off on ring changes, replicas, and the :class:`Peer` that composes them wit
 membership and the links in one trio nursery.
 """
 
-from ubipy.peer.crawler import Crawler, StorageError
+from ubipy.peer.crawler import Crawler
 from ubipy.peer.peer import Peer
 from ubipy.peer.status import PeerStatus
 
@@ -11,5 +11,4 @@ __all__ = [
     "Crawler",
     "Peer",
     "PeerStatus",
-    "StorageError",
 ]

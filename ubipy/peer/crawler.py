@@ -11,29 +11,28 @@ so a restart fetches nothing twice.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
-import sqlite3
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 import httpx2
 import trio
 
 from ubipy.config import CrawlConfig
+from ubipy.errors import StorageError
 from ubipy.fetch import (
     ROBOTS_MAX_BYTES,
     BadURL,
     Entry,
+    FetchOutcome,
     FetchResult,
     HostRobots,
     Job,
     JobKind,
     Scheduler,
     ScopeFilter,
+    asked_wait,
     content_digest,
     failed,
     fetch,
@@ -43,57 +42,21 @@ from ubipy.fetch import (
     normalize,
     parse_html,
     path_repeats,
-    retry_after,
+    processing_failed,
     retry_delay,
 )
+from ubipy.peer.commits import Batch, Commits
+from ubipy.peer.crawlstats import CrawlStats, SeedResult
 from ubipy.peer.router import Router
+from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Placement
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, PageRecord, Shard
+
+__all__ = ["Crawler"]
 
 log = logging.getLogger(__name__)
 
 _SCOPE_META = "scope_roots"
-# Statuses whose Retry-After is a request to leave the host alone for a while.
-_WAIT_STATUSES = frozenset({429, 503})
-
-
-@dataclass(slots=True)
-class CrawlStats:
-    started_at: float = 0.0
-    pages: int = 0
-    bytes_in: int = 0
-    errors: int = 0
-    timeouts: int = 0
-    truncated: int = 0
-    retries: int = 0
-    robots_requests: int = 0
-    robots_disallowed: int = 0
-    robots_given_up: int = 0
-    links_seen: int = 0
-    out_of_scope: int = 0
-    too_deep: int = 0
-    refused: Counter[str] = field(default_factory=Counter)
-    statuses: Counter[int] = field(default_factory=Counter)
-    skipped: Counter[str] = field(default_factory=Counter)
-    storage_failures: int = 0
-
-
-class StorageError(RuntimeError):
-    """The shard cannot be written (disk full, read-only): admission is paused."""
-
-
-@dataclass(frozen=True, slots=True)
-class SeedResult:
-    offered: int
-    admitted: int
-    refused: tuple[tuple[str, str], ...]
-    forwarded: int = 0
-
-
-@dataclass(slots=True)
-class _Outcome:
-    page: PageRecord
-    discovered: list[NewURL]
 
 
 class Crawler:
@@ -114,7 +77,6 @@ class Crawler:
         self.on_commit: Callable[
             [Sequence[FrontierRow], Sequence[PageRecord], Mapping[str, HostMark]], None
         ] = lambda rows, pages, marks: None
-        self._acked_fps: list[int] = []
         self._shard = shard
         self._client = client
         self.stats = CrawlStats()
@@ -136,17 +98,15 @@ class Crawler:
         )
         roots = shard.get_meta(_SCOPE_META)
         self.scope = ScopeFilter(config.bounds.scope, roots.split("\n") if roots else ())
-        self._outcomes: list[_Outcome] = []
-        self._skips: list[tuple[int, str]] = []
-        self._host_marks: dict[str, HostMark] = {}
-        self._host_skips: list[tuple[str, str]] = []
+        # What requests leave, until a commit writes it.
+        self._commits = Commits()
         # Set while the shard refuses writes; cleared by the first flush that works.
         self.storage_error: str | None = None
         self.storage_failing = trio.Event()
         # Fires (and is replaced) whenever a request ends.
         self.request_ended = trio.Event()
-        self._wakeup = trio.Event()
-        self._flush_now = trio.Event()
+        self._wakeup = Wakeup()
+        self._flush_now = Wakeup()
         self._idle = trio.Event()
         self._stopping = False
         self.stopped = trio.Event()
@@ -294,10 +254,10 @@ class Crawler:
 
     def forwarded(self, fps: Iterable[int]) -> None:
         """An owner acknowledged these forwarded URLs: their outbox rows can go."""
-        self._acked_fps.extend(fps)
+        self._commits.acked(fps)
         self._flush_now.set()
 
-    def _place(self, candidates: list[NewURL]) -> tuple[list[FrontierRow], list[NewURL]]:
+    def _place(self, candidates: Sequence[NewURL]) -> tuple[list[FrontierRow], list[NewURL]]:
         """Inside a transaction: admit this peer's URLs, keep the others' in the outbox."""
         if self.router is None:
             return self._admit(candidates), []
@@ -316,7 +276,7 @@ class Crawler:
                 if drop_from_outbox:
                     self._shard.outbox_remove([c.fp for c in candidates])
                 rows, foreign = self._place(candidates)
-        except sqlite3.Error as exc:
+        except StorageError as exc:
             self.admission.rollback()
             raise StorageError(f"cannot save admitted URLs: {exc}") from exc
         self._committed(rows, foreign)
@@ -371,17 +331,14 @@ class Crawler:
             if job is None:
                 if self._is_idle():
                     self._idle.set()
-                wake = self.scheduler.next_wakeup()
-                with trio.move_on_at(wake if wake is not None else math.inf):
-                    await self._wakeup.wait()
-                self._wakeup = trio.Event()
+                await self._wakeup.wait(self.scheduler.next_wakeup())
                 continue
             if job.kind is JobKind.SKIP:
                 assert job.entry is not None
                 self.stats.skipped[job.reason] += 1
                 if job.reason == "robots":
                     self.stats.robots_disallowed += 1
-                self._skips.append((job.entry.fp, job.reason))
+                self._commits.skip(job.entry.fp, job.reason)
                 self._flush_now.set()
                 continue
             await limiter.acquire()
@@ -395,7 +352,7 @@ class Crawler:
             with trio.move_on_after(self.config.fetch.fetch_deadline) as deadline:
                 result = await fetch(self._client, job.url, max_bytes=cap)
             if deadline.cancelled_caught:
-                result = failed(job.url, "timeout: over the fetch deadline")
+                result = failed(job.url, FetchOutcome.TIMEOUT, "timeout: over the fetch deadline")
         finally:
             limiter.release()
         now = trio.current_time()
@@ -407,7 +364,7 @@ class Crawler:
             self._page_answered(job.host, job.entry, result, now, end_wall)
         slot = self.scheduler.slot(job.host)
         assert slot is not None
-        self._host_marks[job.host] = HostMark(end_wall, slot.delay, slot.pages)
+        self._commits.mark(job.host, HostMark(end_wall, slot.delay, slot.pages))
         self._wakeup.set()
         ended, self.request_ended = self.request_ended, trio.Event()
         ended.set()
@@ -416,17 +373,15 @@ class Crawler:
         self, host: str, entry: Entry, result: FetchResult, now: float, end_wall: float
     ) -> None:
         config = self.config
-        asked = None
-        if result.retry_after and result.status in _WAIT_STATUSES:
-            asked = retry_after(result.retry_after, end_wall)
-            if asked is not None and asked > config.fetch.max_retry_after:
-                log.warning(
-                    "%s asked for %.0f s of quiet; granted %.0f",
-                    host,
-                    asked,
-                    config.fetch.max_retry_after,
-                )
-                asked = config.fetch.max_retry_after
+        asked = asked_wait(result, end_wall)
+        if asked is not None and asked > config.fetch.max_retry_after:
+            log.warning(
+                "%s asked for %.0f s of quiet; granted %.0f",
+                host,
+                asked,
+                config.fetch.max_retry_after,
+            )
+            asked = config.fetch.max_retry_after
         if is_retryable(result) and entry.attempt < config.fetch.max_retries:
             self.stats.retries += 1
             wait = (
@@ -443,7 +398,7 @@ class Crawler:
             # A page that breaks the parser is a bad page, not a dead peer;
             # it is stored as an error so it is not fetched again.
             log.exception("processing %s failed", entry.url)
-            self._page_done(host, entry, _as_error(result, "processing failed"))
+            self._page_done(host, entry, processing_failed(result))
 
     def _robots_done(self, job: Job, result: FetchResult, now: float) -> None:
         self.stats.robots_requests += 1
@@ -460,7 +415,7 @@ class Crawler:
         if slot is not None and slot.robots_state is HostRobots.GIVEN_UP:
             # The scheduler gave the host up: its queued URLs are closed, not lost.
             self.stats.robots_given_up += 1
-            self._host_skips.append((job.host, "robots.txt unreachable"))
+            self._commits.close_host(job.host, "robots.txt unreachable")
             self._flush_now.set()
 
     def _page_done(self, host: str, entry: Entry, result: FetchResult) -> None:
@@ -468,11 +423,11 @@ class Crawler:
         discovered: list[NewURL] = []
         title = None
         digest = None
-        if result.error is not None:
+        if not result.ok:
             stats.errors += 1
-            if result.error.startswith("timeout"):
+            if result.outcome is FetchOutcome.TIMEOUT:
                 stats.timeouts += 1
-            log.info("fetch failed: %s: %s", entry.url, result.error)
+            log.info("fetch failed: %s: %s", entry.url, result.detail)
         else:
             stats.pages += 1
             stats.bytes_in += len(result.body)
@@ -506,11 +461,11 @@ class Crawler:
             etag=result.etag,
             digest=digest,
             depth=entry.depth,
-            error=result.error,
+            error=result.detail,
             body=result.body if self.config.fetch.store_bodies and result.body else None,
         )
-        self._outcomes.append(_Outcome(page, discovered))
-        if len(self._outcomes) >= self.config.store.commit_every_pages:
+        self._commits.answered(page, discovered)
+        if self._commits.pages_waiting >= self.config.store.commit_every_pages:
             self._flush_now.set()
 
     def _candidates(self, links: Iterable[str], base: str | None, depth: int) -> list[NewURL]:
@@ -541,80 +496,69 @@ class Crawler:
                 if self.storage_error
                 else self.config.store.commit_interval
             )
-            with trio.move_on_after(wait):
-                await self._flush_now.wait()
-            self._flush_now = trio.Event()
-            if self._unsaved():
+            await self._flush_now.wait(trio.current_time() + wait)
+            if self._commits:
                 self._flush()
                 self._wakeup.set()
 
-    def _unsaved(self) -> bool:
-        return bool(
-            self._outcomes or self._skips or self._host_marks or self._host_skips or self._acked_fps
-        )
-
     def _flush(self) -> bool:
         """Write what is waiting in one transaction; False if the shard refused it."""
-        outcomes, self._outcomes = self._outcomes, []
-        skips, self._skips = self._skips, []
-        marks, self._host_marks = self._host_marks, {}
-        host_skips, self._host_skips = self._host_skips, []
-        acked, self._acked_fps = self._acked_fps, []
-        if not (outcomes or skips or marks or host_skips or acked):
+        batch = self._commits.take()
+        if batch is None:
             return True
-        closed = 0
         try:
-            with self._shard.transaction():
-                self._shard.save_host_marks(marks)
-                # Before the new rows go in: skip_host's count is of rows already
-                # counted as pending, and a new row of a host given up is counted,
-                # then skipped, when it is scheduled.
-                for host, reason in host_skips:
-                    closed += self._shard.skip_host(host, reason)
-                new_rows: list[FrontierRow] = []
-                foreign: list[NewURL] = []
-                for o in outcomes:
-                    rows, out = self._place(o.discovered)
-                    new_rows.extend(rows)
-                    foreign.extend(out)
-                if acked:
-                    self._shard.outbox_remove(acked)
-                self._shard.record_pages([o.page for o in outcomes])
-                if skips:
-                    self._shard.mark_skipped(skips)
-        except sqlite3.Error as exc:
+            closed, rows, foreign = self._write(batch)
+        except StorageError as exc:
             self.admission.rollback()
             # Everything stays in memory for the next try: nothing admitted is lost,
             # and no new request starts until the shard takes writes again.
-            self._outcomes = outcomes + self._outcomes
-            self._skips = skips + self._skips
-            self._host_marks = marks | self._host_marks
-            self._host_skips = host_skips + self._host_skips
-            self._acked_fps = acked + self._acked_fps
+            self._commits.failed()
             self.stats.storage_failures += 1
             if self.storage_error is None:
                 log.error(
-                    "cannot write the shard %s: %s; admission paused, %d pages held in "
+                    "cannot write the shard %s; admission paused, %d pages held in "
                     "memory, retrying every %g s",
-                    self._shard.path,
                     exc,
-                    len(self._outcomes),
+                    self._commits.pages_waiting,
                     self.config.store.storage_retry,
                 )
-            self.storage_error = f"{self._shard.path}: {exc}"
+            self.storage_error = str(exc)
             self.storage_failing.set()
             return False
+        self._commits.committed()
         if self.storage_error is not None:
             log.warning("the shard takes writes again; crawling resumes")
             self.storage_error = None
             self.storage_failing = trio.Event()
-        for host, reason in host_skips:
+        for host, reason in batch.closed_hosts:
             log.warning("%s: %s", host, reason)
-        self._pending -= len(outcomes) + len(skips) + closed
-        self._committed(new_rows, foreign, [o.page for o in outcomes], marks)
+        self._pending -= batch.settled + closed
+        self._committed(rows, foreign, batch.pages, batch.marks)
         return True
 
-    def _admit(self, candidates: list[NewURL]) -> list[FrontierRow]:
+    def _write(self, batch: Batch) -> tuple[int, list[FrontierRow], list[NewURL]]:
+        """One transaction, in the batch's order; the rows closed with their hosts, the
+        new rows admitted and the URLs kept for other peers."""
+        closed = 0
+        new_rows: list[FrontierRow] = []
+        foreign: list[NewURL] = []
+        with self._shard.transaction():
+            self._shard.save_host_marks(batch.marks)
+            # Hosts closed before the new rows go in: see Batch.
+            for host, reason in batch.closed_hosts:
+                closed += self._shard.skip_host(host, reason)
+            for answered in batch.answered:
+                rows, out = self._place(answered.discovered)
+                new_rows.extend(rows)
+                foreign.extend(out)
+            if batch.acked:
+                self._shard.outbox_remove(batch.acked)
+            self._shard.record_pages(batch.pages)
+            if batch.skips:
+                self._shard.mark_skipped(batch.skips)
+        return closed, new_rows, foreign
+
+    def _admit(self, candidates: Sequence[NewURL]) -> list[FrontierRow]:
         return self.admission.admit(candidates) if candidates else []
 
     def _schedule(self, rows: Iterable[FrontierRow]) -> None:
@@ -622,7 +566,7 @@ class Crawler:
         for r in rows:
             n += 1
             if not self.scheduler.add(r.host, Entry(r.fp, r.seq, r.url, r.depth)):
-                self._skips.append((r.fp, "robots.txt unreachable"))
+                self._commits.skip(r.fp, "robots.txt unreachable")
         self._pending += n
         if n:
             # Only a set event is replaced: tasks waiting on an unset one must see it fire.
@@ -631,8 +575,4 @@ class Crawler:
             self._wakeup.set()
 
     def _is_idle(self) -> bool:
-        return self.scheduler.idle() and not self._unsaved() and self.storage_error is None
-
-
-def _as_error(result: FetchResult, error: str) -> FetchResult:
-    return dataclasses.replace(result, body=b"", error=error)
+        return self.scheduler.idle() and not self._commits and self.storage_error is None

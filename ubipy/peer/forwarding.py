@@ -10,14 +10,15 @@ side that runs them.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable
 
 import trio
 
+from ubipy.errors import StorageError
 from ubipy.peer.acks import AckBook
-from ubipy.peer.crawler import Crawler, StorageError
+from ubipy.peer.crawler import Crawler
 from ubipy.peer.router import Batch, Router, url_items
+from ubipy.peer.wakeup import Wakeup
 from ubipy.wire import Message, UrlAck, UrlBatch
 
 log = logging.getLogger(__name__)
@@ -38,16 +39,15 @@ class Forwarder:
         self._crawler = crawler
         self._send = send
         self._address_of = address_of
-        self._kick = trio.Event()
+        self._kick = Wakeup()
         # Held at most a linger (half the sender's retry) for a batch to ride on.
         self._acks = AckBook()
-        self._ack_kick = trio.Event()
+        self._ack_kick = Wakeup()
         # Set (and replaced) each time the last batch of ours is acknowledged.
         self.drained = trio.Event()
 
     def kick(self) -> None:
         """New foreign URLs are in the router: look at its batches again."""
-        # The event is replaced after every wake-up, so it is looked up each time.
         self._kick.set()
 
     async def run(self) -> None:
@@ -55,10 +55,7 @@ class Forwarder:
             nursery.start_soon(self._ack_loop, nursery)
             router = self.router
             while True:
-                deadline = router.next_deadline()
-                with trio.move_on_at(deadline if deadline is not None else math.inf):
-                    await self._kick.wait()
-                self._kick = trio.Event()
+                await self._kick.wait(router.next_deadline())
                 for batch in router.due(trio.current_time()):
                     nursery.start_soon(self._send_batch, batch)
 
@@ -77,9 +74,7 @@ class Forwarder:
         acks = self._acks
         router = self.router
         while True:
-            with trio.move_on_at(acks.next_deadline(router.linger)):
-                await self._ack_kick.wait()
-            self._ack_kick = trio.Event()
+            await self._ack_kick.wait(acks.next_deadline(router.linger))
             for peer_id, ids in acks.due(trio.current_time(), router.linger):
                 address = self._address_of(peer_id)
                 if address is not None:

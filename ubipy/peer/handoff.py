@@ -29,8 +29,10 @@ from dataclasses import dataclass, field, replace
 
 import trio
 
-from ubipy.peer.crawler import Crawler, StorageError
+from ubipy.errors import StorageError, UbipyError
+from ubipy.peer.crawler import Crawler
 from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
+from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
 from ubipy.wire import Handoff as HandoffFrame
 from ubipy.wire import HandoffDone, Message
@@ -82,7 +84,7 @@ class _Waiting:
     refused: bool = False
 
 
-class NotOurs(ValueError):
+class NotOurs(UbipyError, ValueError):
     """A hand-off of a host this peer does not own under its ring: refused, so the
     sender keeps it and hands it to the owner once its own ring has caught up
     (taking it here would come after this peer said its sweep was done)."""
@@ -108,8 +110,8 @@ class Handoff:
         self._holds: list[_Hold] = []
         # The ring each peer last said it finished sweeping under.
         self._swept: dict[str, str] = {}
-        self._kick = trio.Event()
-        self._holds_changed = trio.Event()
+        self._kick = Wakeup()
+        self._holds_changed = Wakeup()
         self._acks: dict[int, _Waiting] = {}
         # Addresses of peers that left or died: nothing more is sent to them until
         # they are back, so a sweep under a ring that still names them does not wait
@@ -192,10 +194,7 @@ class Handoff:
         """Let go of holds whose time is up, when it is up (a parked host is looked at
         again only when something releases it)."""
         while True:
-            until = min((h.until for h in self._holds), default=math.inf)
-            with trio.move_on_at(until):
-                await self._holds_changed.wait()
-            self._holds_changed = trio.Event()
+            await self._holds_changed.wait(min((h.until for h in self._holds), default=None))
             now = trio.current_time()
             expired = [h for h in self._holds if h.until <= now]
             if expired:
@@ -214,7 +213,6 @@ class Handoff:
         """Sweep after every ring change; hosts with a request in flight are retried."""
         while True:
             await self._kick.wait()
-            self._kick = trio.Event()
             await self.sweep()
 
     async def sweep(self) -> bool:

@@ -13,9 +13,7 @@ of a kind nobody handles is dropped and counted, as a malformed one is.
 from __future__ import annotations
 
 import logging
-import math
 import random
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -24,7 +22,7 @@ import httpx2
 import trio
 
 from ubipy.config import CrawlConfig
-from ubipy.errors import WireError
+from ubipy.errors import StorageError, WireError
 from ubipy.fetch import make_client
 from ubipy.membership import (
     LIVE_STATES,
@@ -35,13 +33,14 @@ from ubipy.membership import (
     message_from_wire,
 )
 from ubipy.net import Links, Network, Reply, TcpNetwork, is_loopback, request, split_address
-from ubipy.peer.crawler import Crawler, StorageError
+from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff, NotOurs
 from ubipy.peer.replica import Replicator
 from ubipy.peer.reporting import Reporter
 from ubipy.peer.router import Router
 from ubipy.peer.status import PeerStatus, status_of
+from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
 from ubipy.store import Shard
 from ubipy.wire import (
@@ -138,7 +137,7 @@ class Peer:
         self._stop = trio.Event()
         # Set when run() is over: crawler stopped, leave announced, hosts handed off.
         self.finished = trio.Event()
-        self._gossip_kick = trio.Event()
+        self._gossip_kick = Wakeup()
         self.ring_changes = 0
         self._remembered: str | None = None
 
@@ -338,10 +337,7 @@ class Peer:
     async def _gossip_loop(self) -> None:
         membership = self.membership
         while True:
-            deadline = membership.next_deadline()
-            with trio.move_on_at(deadline if deadline is not None else math.inf):
-                await self._gossip_kick.wait()
-            self._gossip_kick = trio.Event()
+            await self._gossip_kick.wait(membership.next_deadline())
             self._send_membership(membership.tick(trio.current_time()))
             self._membership_events()
 
@@ -402,7 +398,7 @@ class Peer:
             with self.shard.transaction():
                 self.shard.set_meta(_MEMBERS_META, known)
             self._remembered = known
-        except sqlite3.Error as exc:
+        except StorageError as exc:
             log.warning("cannot remember the members: %s", exc)
 
     def _share_scope(self, address: str) -> None:

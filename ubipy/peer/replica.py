@@ -28,7 +28,6 @@ ring change re-copies the host whole).
 from __future__ import annotations
 
 import logging
-import math
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ import trio
 
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
+from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
 from ubipy.store import FrontierRow, HostMark, NewURL, PageRecord, Shard
 from ubipy.wire import HostCopy, Message, Replica, WireURL
@@ -130,7 +130,7 @@ class Replicator:
         self._address_of = address_of
         self._ring = Ring([self_id])
         self._queues: dict[str, _Outgoing] = defaultdict(_Outgoing)
-        self._kick = trio.Event()
+        self._kick = Wakeup()
         self.items_sent = 0
         if replicas >= 2:
             crawler.on_commit = self.committed
@@ -185,9 +185,7 @@ class Replicator:
         while True:
             # Copies that could not be sent wait in the queue: try again after a while
             # even if nothing new is committed.
-            with trio.move_on_after(_RETRY if self._queues else math.inf):
-                await self._kick.wait()
-            self._kick = trio.Event()
+            await self._kick.wait((trio.current_time() + _RETRY) if self._queues else None)
             queues, self._queues = self._queues, defaultdict(_Outgoing)
             for target, outgoing in queues.items():
                 address = self._address_of(target)

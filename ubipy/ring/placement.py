@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
+from ubipy.errors import UbipyError
 
-class EmptyRingError(LookupError):
+
+class EmptyRingError(UbipyError, LookupError):
     """Raised when a host is looked up in a placement with no members."""
 
     def __init__(self) -> None:

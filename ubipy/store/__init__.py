@@ -3,9 +3,10 @@ marks), admission through the recent-URL cache and the Bloom filter, and export
 to WARC or JSON Lines.
 """
 
+from ubipy.errors import ExportError, ShardError, StorageError
 from ubipy.store.admission import Admission
-from ubipy.store.export import ExportError, export
-from ubipy.store.shard import FrontierRow, HostMark, NewURL, PageRecord, Shard, ShardError
+from ubipy.store.export import export
+from ubipy.store.shard import FrontierRow, HostMark, NewURL, PageRecord, Shard
 
 __all__ = [
     "Admission",
@@ -16,5 +17,6 @@ __all__ = [
     "PageRecord",
     "Shard",
     "ShardError",
+    "StorageError",
     "export",
 ]

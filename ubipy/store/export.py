@@ -48,6 +48,7 @@ from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
 from warcio.warcwriter import WARCWriter
 
 from ubipy import PROJECT_URL, __version__
+from ubipy.errors import ExportError
 from ubipy.store.shard import SCHEMA_VERSION, SHARD_FILE
 
 Format = Literal["warc", "jsonl"]
@@ -60,10 +61,6 @@ _COLUMNS = (
     "fp, url, status, content_type, length, truncated, title, fetched_at, "
     "last_modified, etag, depth, error"
 )
-
-
-class ExportError(RuntimeError):
-    """A shard cannot be read or the output cannot be written; the message is one line."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ubipy.errors import ShardError, StorageError
+
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
@@ -102,8 +104,8 @@ class FrontierState(enum.IntEnum):
     SKIPPED = 2
 
 
-class ShardError(RuntimeError):
-    """The shard cannot be opened or used (wrong version, unreadable file)."""
+class _Refused(StorageError):
+    """SQLite refused a transaction of the shard (disk full, read-only file)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,22 +222,29 @@ class Shard:
     # -- transactions -------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        """Writes inside land together or not at all; nested ones join the outer one.
+
+        Raises StorageError when SQLite refuses them (disk full, read-only file),
+        everything rolled back: SQLite's own errors do not leave the store.
+        """
         if self._in_txn:
             yield
             return
-        self._conn.execute("BEGIN IMMEDIATE")
-        self._in_txn = True
         seq_before = self._next_seq
         try:
-            yield
-        except BaseException:
-            # Some errors (SQLITE_FULL among them) have already rolled back.
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
-            self._next_seq = seq_before
-            raise
-        else:
-            self._conn.execute("COMMIT")
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._in_txn = True
+            try:
+                yield
+                self._conn.execute("COMMIT")
+            except BaseException:
+                # Some errors (SQLITE_FULL among them) have already rolled back.
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                self._next_seq = seq_before
+                raise
+        except sqlite3.Error as exc:
+            raise _Refused(f"{self.path}: {exc}") from exc
         finally:
             self._in_txn = False
 
@@ -443,7 +452,7 @@ class Shard:
         return pending, done, mark
 
     # -- hosts --------------------------------------------------------------
-    def save_host_marks(self, marks: dict[str, HostMark]) -> None:
+    def save_host_marks(self, marks: Mapping[str, HostMark]) -> None:
         """Remember, per host, when its last request ended, its delay and budget spent."""
         with self.transaction():
             self._conn.executemany(

@@ -1,0 +1,123 @@
+"""The crawler's grouped commits: what requests leave waits until a commit takes it
+as one batch; a batch the shard refused goes back in front, and the next commit
+writes it. Nothing here touches a disk or a clock."""
+
+from __future__ import annotations
+
+from tests.peer.test_replica import page
+from ubipy.fetch.urls import fingerprint
+from ubipy.peer.commits import Answered, Commits
+from ubipy.store.shard import HostMark, NewURL
+
+ROBOTS = "robots.txt unreachable"
+
+
+def url(u: str, depth: int = 1) -> NewURL:
+    return NewURL(fingerprint(u), u, u.split("/")[2], depth)
+
+
+def test_nothing_waiting_is_no_batch() -> None:
+    commits = Commits()
+    assert not commits
+    assert commits.take() is None
+    assert not commits
+
+
+def test_a_batch_takes_everything_waiting_in_the_order_it_came() -> None:
+    commits = Commits()
+    first, second = page("http://a.test/1"), page("http://a.test/2")
+    commits.answered(first, [url("http://b.test/x")])
+    commits.mark("a.test", HostMark(10.0, 1.0, 1))
+    commits.skip(7, "robots")
+    commits.answered(second)
+    commits.mark("a.test", HostMark(11.0, 1.0, 2))
+    commits.close_host("c.test", ROBOTS)
+    commits.acked([1, 2])
+    assert commits and commits.pages_waiting == 2
+    batch = commits.take()
+    assert batch is not None
+    assert batch.answered == (Answered(first, (url("http://b.test/x"),)), Answered(second, ()))
+    assert batch.pages == [first, second]
+    # A host's latest mark is the one written.
+    assert batch.marks == {"a.test": HostMark(11.0, 1.0, 2)}
+    assert batch.skips == ((7, "robots"),)
+    assert batch.closed_hosts == (("c.test", ROBOTS),)
+    assert batch.acked == (1, 2)
+    # Two pages and one skipped entry leave the frontier (c.test's rows are counted
+    # by the shard that closes them).
+    assert batch.settled == 3
+    commits.committed()
+    assert not commits and commits.take() is None
+
+
+def test_a_batch_being_written_still_counts_as_unsaved() -> None:
+    # The crawler is idle only when nothing waits and nothing is being written.
+    commits = Commits()
+    commits.skip(1, "robots")
+    assert commits.take() is not None
+    assert commits
+    commits.committed()
+    assert not commits
+
+
+def test_a_failed_commit_puts_everything_back_and_the_next_commit_writes_it() -> None:
+    commits = Commits()
+    old = page("http://a.test/old")
+    commits.answered(old, [url("http://a.test/found")])
+    commits.skip(1, "robots")
+    commits.mark("a.test", HostMark(10.0, 1.0, 1))
+    commits.mark("b.test", HostMark(10.0, 2.0, 5))
+    commits.close_host("c.test", ROBOTS)
+    commits.acked([100])
+    refused = commits.take()
+    assert refused is not None
+    # While the shard refuses the write, more requests end.
+    new = page("http://a.test/new")
+    commits.answered(new)
+    commits.skip(2, "robots")
+    commits.mark("a.test", HostMark(12.0, 1.0, 2))
+    commits.close_host("d.test", ROBOTS)
+    commits.acked([101])
+    commits.failed()
+    assert commits.pages_waiting == 2
+
+    retry = commits.take()
+    assert retry is not None
+    # What was refused comes first, then what came since.
+    assert retry.answered == (*refused.answered, Answered(new, ()))
+    assert retry.skips == ((1, "robots"), (2, "robots"))
+    assert retry.closed_hosts == (("c.test", ROBOTS), ("d.test", ROBOTS))
+    assert retry.acked == (100, 101)
+    # a.test's later mark wins; b.test's, refused, is not lost.
+    assert retry.marks == {"a.test": HostMark(12.0, 1.0, 2), "b.test": HostMark(10.0, 2.0, 5)}
+    commits.committed()
+    assert not commits
+
+
+def test_a_refused_batch_can_fail_again_and_again_without_losing_anything() -> None:
+    commits = Commits()
+    commits.answered(page("http://a.test/"))
+    for _ in range(3):
+        assert commits.take() is not None
+        commits.failed()
+    batch = commits.take()
+    assert batch is not None and batch.pages == [page("http://a.test/")]
+
+
+def test_a_host_closed_in_the_same_batch_as_urls_found_for_it() -> None:
+    """The commit that once drove the pending count to -1: gone.test is given up while
+    other.test's page, in the same commit, links to gone.test. The batch keeps both
+    together, also when the first try is refused and the page comes after it; the
+    crawler writes a batch's closes before its new rows (tests/peer/test_crawler.py
+    checks the count on a shard)."""
+    found = url("http://gone.test/found")
+    commits = Commits()
+    commits.close_host("gone.test", ROBOTS)
+    assert commits.take() is not None
+    commits.answered(page("http://other.test/"), [found])
+    commits.failed()
+    batch = commits.take()
+    assert batch is not None
+    assert batch.closed_hosts == (("gone.test", ROBOTS),)
+    assert [a.discovered for a in batch.answered] == [(found,)]
+    assert batch.settled == 1

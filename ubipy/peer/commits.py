@@ -1,0 +1,147 @@
+"""What the crawler has yet to write, grouped into one transaction per commit.
+
+Requests end one at a time; what they leave (the page row, its frontier entry
+done and the links it revealed, the host's politeness mark) is written in groups,
+one transaction every ``commit_interval`` or ``commit_every_pages``. Between
+commits it waits here, with entries closed unfetched, hosts given up and the
+outbox rows whose owner acknowledged them.
+
+A commit takes everything as one :class:`Batch`. If the shard refuses it, the
+batch goes back in front of what came meanwhile, so the next commit writes it
+all, in the order it came: nothing admitted or fetched is lost to a full disk.
+No trio and no I/O here: the crawler writes the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ubipy.store import HostMark, NewURL, PageRecord
+
+__all__ = ["Answered", "Batch", "Commits"]
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """A page that was fetched (or failed for good), and the URLs it revealed."""
+
+    page: PageRecord
+    discovered: tuple[NewURL, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One commit's writes, its fields in the order the shard must take them.
+
+    Hosts are closed before the answered pages' URLs are admitted: closing a host
+    counts off the rows it had pending, and a URL found for it in the same commit
+    is counted when it is scheduled, and closed then. Closed after, it would be
+    counted off twice (the demo once waited forever on a pending count of -1).
+    """
+
+    marks: Mapping[str, HostMark]  # each host's latest politeness mark
+    closed_hosts: tuple[tuple[str, str], ...]  # (host, why): given up, pending rows closed
+    answered: tuple[Answered, ...]
+    acked: tuple[int, ...]  # forwarded URLs their owner has: their outbox rows go
+    skips: tuple[tuple[int, str], ...]  # (fingerprint, why): closed unfetched
+
+    @property
+    def pages(self) -> list[PageRecord]:
+        return [a.page for a in self.answered]
+
+    @property
+    def settled(self) -> int:
+        """Frontier entries this batch closes one by one (closed hosts' rows aside)."""
+        return len(self.answered) + len(self.skips)
+
+
+class Commits:
+    """Collects what requests leave until a commit takes it; puts back what failed."""
+
+    __slots__ = ("_acked", "_answered", "_closed_hosts", "_marks", "_skips", "_writing")
+
+    def __init__(self) -> None:
+        self._marks: dict[str, HostMark] = {}
+        self._closed_hosts: list[tuple[str, str]] = []
+        self._answered: list[Answered] = []
+        self._acked: list[int] = []
+        self._skips: list[tuple[int, str]] = []
+        # The batch taken and not yet committed or failed.
+        self._writing: Batch | None = None
+
+    # -- what requests leave ------------------------------------------------
+    def answered(self, page: PageRecord, discovered: Iterable[NewURL] = ()) -> None:
+        self._answered.append(Answered(page, tuple(discovered)))
+
+    def mark(self, host: str, mark: HostMark) -> None:
+        """The host's politeness mark now; a later one replaces it."""
+        self._marks[host] = mark
+
+    def close_host(self, host: str, reason: str) -> None:
+        """The host is given up: its pending frontier rows are closed, saying why."""
+        self._closed_hosts.append((host, reason))
+
+    def skip(self, fp: int, reason: str) -> None:
+        """A frontier entry closed without a request, saying why."""
+        self._skips.append((fp, reason))
+
+    def acked(self, fps: Iterable[int]) -> None:
+        self._acked.extend(fps)
+
+    # -- what waits -----------------------------------------------------------
+    @property
+    def pages_waiting(self) -> int:
+        """Answered pages not yet written, counting those being written."""
+        writing = len(self._writing.answered) if self._writing is not None else 0
+        return len(self._answered) + writing
+
+    def __bool__(self) -> bool:
+        """Whether anything waits to be written, or is being written."""
+        return self._writing is not None or bool(
+            self._marks or self._closed_hosts or self._answered or self._acked or self._skips
+        )
+
+    # -- a commit ---------------------------------------------------------------
+    def take(self) -> Batch | None:
+        """Everything waiting, as one batch to write; None if nothing waits.
+
+        Then ``committed()`` or ``failed()`` before the next ``take()``.
+        """
+        assert self._writing is None, "the last batch was neither committed nor failed"
+        if not self:
+            return None
+        batch = Batch(
+            self._marks,
+            tuple(self._closed_hosts),
+            tuple(self._answered),
+            tuple(self._acked),
+            tuple(self._skips),
+        )
+        self._marks = {}
+        self._closed_hosts = []
+        self._answered = []
+        self._acked = []
+        self._skips = []
+        self._writing = batch
+        return batch
+
+    def committed(self) -> None:
+        """The batch is on disk."""
+        self._done()
+
+    def failed(self) -> None:
+        """The batch was not written: it goes back in front of what came since, for
+        the next commit. A mark that came since is newer and stays."""
+        batch = self._done()
+        self._marks = {**batch.marks, **self._marks}
+        self._closed_hosts[:0] = batch.closed_hosts
+        self._answered[:0] = batch.answered
+        self._acked[:0] = batch.acked
+        self._skips[:0] = batch.skips
+
+    def _done(self) -> Batch:
+        batch = self._writing
+        assert batch is not None, "no batch is being written"
+        self._writing = None
+        return batch
