@@ -5,12 +5,14 @@ goes, and one stuck on a peer that reads nothing is cut short."""
 from __future__ import annotations
 
 import socket
+import time
 from typing import Any
 
 import trio
 
+from ubipy.errors import WireError
 from ubipy.net import Links, Reply
-from ubipy.wire import Frame, Message, Seed, secret_from
+from ubipy.wire import Frame, FrameType, Message, Seed, secret_from
 
 KEY = secret_from("links test")
 
@@ -115,3 +117,36 @@ async def test_a_send_stuck_on_a_peer_that_reads_nothing_ends_once_it_is_forgott
             with trio.fail_after(5):
                 await ended.wait()
             nursery.cancel_scope.cancel()
+
+
+async def test_a_malformed_payload_is_dropped_and_counted_and_the_link_goes_on() -> None:
+    """An authentic frame whose payload is not its kind's message, or that its handler
+    finds meaningless (a WireError), is dropped and counted; the next frame on the
+    same connection still arrives."""
+    got: list[Message] = []
+    arrived = trio.Event()
+
+    async def handler(frame: Frame, message: Message, reply: Reply) -> None:
+        if message == Seed(("refuse me",)):
+            raise WireError("a seed this handler refuses")
+        got.append(message)
+        arrived.set()
+
+    async def ignore(frame: Frame, message: Message, reply: Reply) -> None:
+        pass
+
+    a, b = Links(KEY, "a", ignore), Links(KEY, "b", handler)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(a.run, "127.0.0.1:0")
+        there = await nursery.start(b.run, "127.0.0.1:0")
+        assert await a.send(there, Seed(("refuse me",)))
+        conn = await a._connection(there)
+        assert conn is not None
+        raw = a.writer.frame(FrameType.URL_ACK, {"ids": "not a list"}, time.time(), to="b")
+        await conn.stream.send_all(raw)
+        assert await a.send(there, Seed(("x",)))
+        with trio.fail_after(5):
+            await arrived.wait()
+        assert got == [Seed(("x",))]
+        assert b.stats.rejected["BAD_PAYLOAD"] == 2
+        nursery.cancel_scope.cancel()

@@ -421,12 +421,19 @@ class Peer:
         self.handle(StatusRequest, self._on_status_request)
         self.handle(Control, self._reporter.on_control)
         self.handle(Stop, self._reporter.on_stop)
+        # Figures pushed here while this peer serves no control centre (it stopped
+        # serving one, or a member still thinks it does) are of no use: dropped
+        # quietly. An attached control centre takes them over.
+        self.handle(Figures, self._ignore)
 
     async def _on_frame(self, frame: Frame, message: Message, reply: Reply) -> None:
         handler = self._handlers.get(type(message))
         if handler is None:
             raise WireError(f"{frame.type.name} is not a frame this peer takes")
         await handler(frame.sender, message, reply)
+
+    async def _ignore(self, sender: str, message: Message, reply: Reply) -> None:
+        pass
 
     async def _on_gossip(self, sender: str, gossip: Gossip, reply: Reply) -> None:
         message = message_from_wire(gossip.message)
