@@ -60,13 +60,16 @@ EXAMPLES: list[Message] = [
         (MemberRow("a", "10.0.0.1:7000", "alive"),),
         ({"peer_id": "a", "pages": 3, "pages_per_second": 1.5, "storage_error": None},),
     ),
-    Handoff(4, "a.test", (("http://a.test/", 1),), (11, 12), MARK),
+    # Fingerprints are signed 64-bit integers, the lowest and highest included.
+    Handoff(4, "a.test", (("http://a.test/", 1),), (-(2**63), -12, 11, 2**63 - 1), MARK),
     Handoff(5, "a.test", (), (), None),
     HandoffAck(4),
     HandoffAck(4, refused=True),
     Scope(("a.test", "b.test")),
     HandoffDone("ring-key"),
-    Replica((HostCopy("a.test", (("http://a.test/", 0),), (5,), MARK), HostCopy("b.test", (), ()))),
+    Replica(
+        (HostCopy("a.test", (("http://a.test/", 0),), (-5,), MARK), HostCopy("b.test", (), ()))
+    ),
     Control("127.0.0.1:8080", "10.0.0.1:7000"),
     Figures({"pages": 3, "idle": True}),
     Stop(),
@@ -117,6 +120,7 @@ def test_the_reserved_error_kind_is_refused() -> None:
         (FrameType.STATUS, {"members": [], "peers": [{"x": {"nested": 1}}]}),
         (FrameType.HANDOFF, {"id": 1, "host": 2, "pending": [], "done": []}),
         (FrameType.HANDOFF, {"id": 1, "host": "a", "pending": [], "done": [], "mark": "soon"}),
+        (FrameType.HANDOFF, {"id": 1, "host": "a", "pending": [], "done": [2**63]}),
         (FrameType.HANDOFF_ACK, {}),
         (FrameType.SCOPE, ["a", 1]),
         (FrameType.HANDOFF_DONE, {}),

@@ -74,6 +74,11 @@ def _ids(obj: object, what: str) -> tuple[int, ...]:
     return tuple(_int(i, what) for i in _list(obj, what))
 
 
+def _fingerprints(obj: object, what: str) -> tuple[int, ...]:
+    # A URL's fingerprint is a signed 64-bit integer (SQLite's INTEGER).
+    return tuple(_int(fp, what, -_MAX_ID, _MAX_ID) for fp in _list(obj, what))
+
+
 def _strings(obj: object, what: str, limit: int | None = MAX_ITEMS) -> tuple[str, ...]:
     return tuple(_str(s, what) for s in _list(obj, what, limit))
 
@@ -167,7 +172,7 @@ class HostCopy:
         return cls(
             _str(entry[0], "a replica's host"),
             _urls(entry[1], "a replica's URLs"),
-            _ids(entry[2], "a replica's done fingerprints"),
+            _fingerprints(entry[2], "a replica's done fingerprints"),
             mark,
         )
 
@@ -371,7 +376,7 @@ class Handoff:
             _int(payload.get("id"), "a hand-off id"),
             _str(payload.get("host"), "a hand-off's host"),
             _urls(payload.get("pending"), "a hand-off's URLs"),
-            _ids(payload.get("done"), "done fingerprints"),
+            _fingerprints(payload.get("done"), "done fingerprints"),
             _mark(payload.get("mark")),
         )
 
