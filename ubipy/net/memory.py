@@ -119,7 +119,7 @@ class _Connection:
     def end_closed(self) -> None:
         self.open_ends -= 1
         if self.open_ends == 0:
-            self.net._connections.discard(self)
+            self.net._connections.pop(self, None)
 
 
 class MemoryStream(trio.abc.Stream):
@@ -297,7 +297,9 @@ class MemoryNetwork:
         self._next_ephemeral: dict[str, int] = {}
         self._groups: dict[str, int] | None = None
         self._dead: set[str] = set()
-        self._connections: set[_Connection] = set()
+        # Insertion-ordered (a dict, not a set of objects hashed by address), so that
+        # a partition breaks connections in the same order in every run of a seed.
+        self._connections: dict[_Connection, None] = {}
 
     # -- the test's controls -------------------------------------------------------
     def node(self, host: str) -> MemoryNode:
@@ -376,7 +378,7 @@ class MemoryNetwork:
     def _break(self, conn: _Connection) -> None:
         self.stats.broken += 1
         conn.cut()
-        self._connections.discard(conn)
+        self._connections.pop(conn, None)
 
     def _bind(self, host: str, port: int) -> _Listener:
         if port == 0:
@@ -401,7 +403,7 @@ class MemoryNetwork:
         self._next_ephemeral[src] = ephemeral + 1
         local = f"{src}:{ephemeral}"
         conn = _Connection(self, src, split_address(address)[0])
-        self._connections.add(conn)
+        self._connections[conn] = None
         self.stats.connections += 1
         client = MemoryStream(conn, conn.up, conn.down, local, address)
         server = MemoryStream(conn, conn.down, conn.up, address, local)
@@ -427,7 +429,7 @@ class MemoryNetwork:
         try:
             listener.send.send_nowait(server)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
-            self._connections.discard(client._conn)  # the listener closed meanwhile
+            self._connections.pop(client._conn, None)  # the listener closed meanwhile
             self.stats.refused += 1
             raise ConnectionRefusedError(errno.ECONNREFUSED, f"{address} refused") from None
         try:
