@@ -146,7 +146,9 @@ class SimPeer:
         return self.peer.address
 
     def logged(self, record: logging.LogRecord) -> None:
-        line = f"{record.levelname} {record.name}: {record.getMessage()}"
+        line = f"{trio.current_time():9.3f} {record.levelname} {record.name}: {record.getMessage()}"
+        if record.exc_info:
+            line += "\n" + logging.Formatter().formatException(record.exc_info)
         self.lines.append(line)
         if record.levelno >= logging.ERROR or record.exc_info:
             self.troubles.append(line)
