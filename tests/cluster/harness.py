@@ -192,6 +192,8 @@ class Cluster:
     async def start(self, index: int, *, join: SimPeer | None = None, replicas: int = 1) -> SimPeer:
         """Start peer ``index`` on its host over its data directory (a restart when it
         has run before); returns once it listens."""
+        if any(p.index == index for p in self.running):
+            raise ValueError(f"peer {index} is running")
         host = host_of(index)
         self.net.revive(host)  # a host killed before: its new process
         config = peer_config(
