@@ -49,6 +49,22 @@ def test_unacknowledged_batches_are_sent_again_and_acks_end_them() -> None:
     assert router.next_deadline() is None
 
 
+@pytest.mark.parametrize("since", [0.7, 1.1, 3.3, 1e6 + 0.7])
+def test_what_next_deadline_promises_is_due_at_that_deadline(since: float) -> None:
+    """At ``since + linger`` a batch is due, whatever the rounding: the peer's router
+    loop sleeps until next_deadline() and then asks due(); nothing due there would make
+    it spin without sleeping (0.7 + 0.1 - 0.7 < 0.1 in floating point)."""
+    ring = Ring(["a", "b"])
+    router = Router("a", ring, batch_size=50, linger=0.1, retry_after=0.3)
+    router.enqueue([_url(1, _hosts_of(ring, "b", 1)[0])], since)
+    deadline = router.next_deadline()
+    assert deadline is not None
+    [batch] = router.due(deadline)
+    deadline = router.next_deadline()
+    assert deadline is not None
+    assert router.due(deadline) == [batch]  # the resend, likewise
+
+
 def test_repeated_links_are_not_forwarded_twice() -> None:
     ring = Ring(["a", "b"])
     router = Router("a", ring)

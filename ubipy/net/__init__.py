@@ -5,12 +5,17 @@ frames, each frame handed to the peer's handler with a way to reply, over a
 
 from ubipy.net.addresses import is_loopback, split_address
 from ubipy.net.links import Handler, Links, LinkStats, Reply, request
+from ubipy.net.memory import LinkSpec, MemoryNetwork, MemoryNode, MemoryStream
 from ubipy.net.network import Network, StreamHandler, TcpNetwork
 
 __all__ = [
     "Handler",
+    "LinkSpec",
     "LinkStats",
     "Links",
+    "MemoryNetwork",
+    "MemoryNode",
+    "MemoryStream",
     "Network",
     "Reply",
     "StreamHandler",

@@ -137,11 +137,14 @@ class Router:
             while len(box.urls) >= self._batch_size:
                 out.append(self._seal(owner, box.urls[: self._batch_size], now))
                 del box.urls[: self._batch_size]
-            if box.urls and now - box.since >= self._linger:
+            # Compared as next_deadline computes it: ``now - since >= linger`` can be
+            # False at ``now == since + linger`` (rounding), and the router's loop,
+            # woken at that deadline, would find nothing due and spin.
+            if box.urls and now >= box.since + self._linger:
                 out.append(self._seal(owner, box.urls, now))
                 box.urls = []
         for pending in self._unacked.values():
-            if now - pending.sent_at >= self._retry_after:
+            if now >= pending.sent_at + self._retry_after:
                 pending.sent_at = now
                 pending.attempts += 1
                 self.stats.batches_resent += 1

@@ -1,10 +1,12 @@
 """The synthetic web: a seeded generator of hosts, pages and links, an HTTP server for it
-on loopback, its request log, the ground truth of a correct crawl and a referee.
+on loopback (or an httpx2 transport that answers in process, on trio's clock), its
+request log, the ground truth of a correct crawl and a referee.
 
 It imports nothing else from ubipy: it is the independent judge of the crawler.
 """
 
 from ubipy.synthweb.hostile import HostileWeb
+from ubipy.synthweb.inprocess import SynthTransport, in_process
 from ubipy.synthweb.log import Request, RequestLog
 from ubipy.synthweb.model import SyntheticWeb
 from ubipy.synthweb.referee import (
@@ -34,9 +36,11 @@ __all__ = [
     "RobotsViolation",
     "ShortGap",
     "SynthServer",
+    "SynthTransport",
     "SyntheticWeb",
     "WebSpec",
     "ground_truth",
+    "in_process",
     "normalize_url",
     "serve",
 ]

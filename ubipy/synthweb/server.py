@@ -83,13 +83,38 @@ class SynthServer:
         self, conn: h11.Connection, stream: trio.SocketStream, req: h11.Request, address: str
     ) -> bool:
         start = trio.current_time()
-        self.in_flight += 1
+        self.begin()
         try:
             return await self._answer_counted(conn, stream, req, address, start)
         finally:
-            self.in_flight -= 1
-            if not self.in_flight:
-                self._idle.set()
+            self.end()
+
+    def begin(self) -> None:
+        """A request is read: `wait_idle` waits until its entry is logged (`end`)."""
+        self.in_flight += 1
+
+    def end(self) -> None:
+        self.in_flight -= 1
+        if not self.in_flight:
+            self._idle.set()
+
+    def prepare(self, method: str, host: str, target: str) -> tuple[Response, float]:
+        """The model's answer to one request and the seconds to wait before sending it;
+        counts the request (a URL's transient failures and jitter follow its count)."""
+        try:
+            key = normalize_target(host, target)
+        except ValueError:
+            key = f"http://{host}{target}"
+        n = self.counts.get(key, 0)
+        self.counts[key] = n + 1
+        if method in ("GET", "HEAD"):
+            try:
+                response = self.web.respond(host, target, prior_requests=n)
+            except ValueError:  # an unparsable host or target: the client's fault
+                response = Response(400, (("Content-Type", "text/plain"),), b"bad request\n")
+        else:
+            response = Response(405, (("Allow", "GET, HEAD"),), b"method not allowed\n")
+        return response, self.web.spec.latency + self.web.jitter_for(host, target, n)
 
     async def _answer_counted(
         self,
@@ -109,20 +134,7 @@ class SynthServer:
                 break
             if not isinstance(event, h11.Data):
                 return False
-        try:
-            key = normalize_target(host, target)
-        except ValueError:
-            key = f"http://{host}{target}"
-        n = self.counts.get(key, 0)
-        self.counts[key] = n + 1
-        if method in ("GET", "HEAD"):
-            try:
-                response = self.web.respond(host, target, prior_requests=n)
-            except ValueError:  # an unparsable host or target: the client's fault
-                response = Response(400, (("Content-Type", "text/plain"),), b"bad request\n")
-        else:
-            response = Response(405, (("Allow", "GET, HEAD"),), b"method not allowed\n")
-        delay = self.web.spec.latency + self.web.jitter_for(host, target, n)
+        response, delay = self.prepare(method, host, target)
         progress = _Progress()
         try:
             if delay > 0:

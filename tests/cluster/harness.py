@@ -1,0 +1,302 @@
+"""A cluster of peers in one trio process: each on its own host of a
+:class:`~ubipy.net.MemoryNetwork`, crawling the synthetic web through the in-process
+transport, on whatever clock the test runs (the autojump clock: a minute of crawl and
+gossip in a few seconds).
+
+The harness owns every peer's task, each in a cancel scope of its own, and does to
+them what the process tests do to processes: start (joining another), stop gracefully
+(SIGTERM), kill (kill -9: no leave, nothing more sent or written, what was not
+committed lost) and restart over the same data (so with the same id). Each life of a
+peer is a :class:`SimPeer`, with the log lines it wrote, as a ``PeerProcess`` has its
+stderr: the same log lines judge a ring stable.
+
+Everything the cluster draws at random comes from the seed: the peers' ids (so which
+hosts each owns), their membership choices, the network's jitter.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import random
+import re
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ubipy.config import CrawlConfig
+from ubipy.net import MemoryNetwork, request
+from ubipy.peer import Peer
+from ubipy.synthweb import SyntheticWeb, SynthServer, SynthTransport, in_process
+from ubipy.wire import FrameType, secret_from
+
+SECRET = "s3cret"
+# Where the test's own requests (cluster status) come from.
+TEST_HOST = "10.0.0.254"
+# Loopback-like links: well under a millisecond, a little jitter drawn from the seed so
+# that frames on different connections race differently from seed to seed.
+LATENCY = 0.0002
+JITTER = 0.0003
+
+
+def host_of(index: int) -> str:
+    return f"10.0.0.{index + 1}"
+
+
+def peer_config(
+    data: Path,
+    listen: str,
+    *,
+    join: Sequence[str] = (),
+    replicas: int = 1,
+    concurrency: int = 4,
+    batch_linger: float = 0.2,
+) -> CrawlConfig:
+    """Every harness peer's configuration: what tests/e2e's ``start_peer`` passes on
+    the command line (``--delay 0.01 --robots-retry 0.05 --secret``), the churn tests'
+    ``--batch-linger 0.2 --concurrency 4``, and the CLI's defaults for the rest. The one
+    place here that knows the config's fields."""
+    return CrawlConfig(
+        data_dir=data,
+        listen=listen,
+        join=tuple(join),
+        delay=0.01,
+        robots_retry_base=0.05,
+        concurrency=concurrency,
+        batch_linger=batch_linger,
+        replicas=replicas,
+        secret=SECRET,
+    )
+
+
+# What time.time() says when trio's clock reads 0 (1 January 2026): a constant, so that
+# sums of wall times round the same way in every run of a seed.
+EPOCH = 1_767_225_600.0
+
+
+@contextmanager
+def wall_clock_on_trio_time() -> Iterator[None]:
+    """``time.time()`` that follows trio's clock while the cluster runs.
+
+    Peers stamp politeness marks, frames and pages with the wall clock and schedule with
+    trio's; on real machines the two advance together. On the autojump clock they do
+    not: trio's stands still while the CPU works and leaps while everyone waits, so a
+    host's mark handed to its new owner would owe the wrong wait (the log, on trio's
+    clock, would show short gaps no real crawl has). So the wall clock is made to keep
+    step: a fixed offset from trio's."""
+    real = time.time
+    offset = EPOCH
+
+    def on_trio_time() -> float:
+        try:
+            return offset + trio.current_time()
+        except RuntimeError:  # outside trio (a thread, the test's teardown)
+            return real()
+
+    time.time = on_trio_time
+    try:
+        yield
+    finally:
+        time.time = real
+
+
+# The peer whose task is running: log records are its (tasks inherit it from the
+# peer's own task, as contextvars do).
+_CURRENT: contextvars.ContextVar[SimPeer | None] = contextvars.ContextVar(
+    "harness_peer", default=None
+)
+
+
+class _PerPeerLog(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        sim = _CURRENT.get()
+        if sim is not None:
+            sim.logged(record)
+
+
+@dataclass(eq=False)
+class SimPeer:
+    """One life of a peer (a restart is a new SimPeer over the same data), with the lines
+    it logged; like tests/e2e's ``PeerProcess``."""
+
+    index: int
+    host: str
+    data: Path
+    peer: Peer
+    lines: list[str] = field(default_factory=list)
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    ended: trio.Event = field(default_factory=trio.Event)
+    # "stopped" once its run returned (a graceful stop), "killed" when killed.
+    exit: str | None = None
+    troubles: list[str] = field(default_factory=list)  # errors and tracebacks logged
+    _grew: trio.Event = field(default_factory=trio.Event)
+
+    @property
+    def peer_id(self) -> str:
+        return self.peer.peer_id
+
+    @property
+    def address(self) -> str:
+        return self.peer.address
+
+    def logged(self, record: logging.LogRecord) -> None:
+        line = f"{trio.current_time():9.3f} {record.levelname} {record.name}: {record.getMessage()}"
+        if record.exc_info:
+            line += "\n" + logging.Formatter().formatException(record.exc_info)
+        self.lines.append(line)
+        if record.levelno >= logging.ERROR or record.exc_info:
+            self.troubles.append(line)
+        self._grew.set()
+        self._grew = trio.Event()
+
+    def count(self, pattern: str) -> int:
+        regex = re.compile(pattern)
+        return sum(len(regex.findall(line)) for line in self.lines)
+
+    async def wait_count(self, pattern: str, n: int) -> None:
+        """Wait until ``pattern`` has matched the log ``n`` times."""
+        regex = re.compile(pattern)
+        seen = found = 0
+        while True:
+            lines = self.lines
+            found += sum(len(regex.findall(line)) for line in lines[seen:])
+            seen = len(lines)
+            if found >= n:
+                return
+            await self._grew.wait()
+
+
+class Cluster:
+    """Peers on one MemoryNetwork and one in-process web; see the module docstring."""
+
+    def __init__(self, nursery: trio.Nursery, tmp: Path, web: SyntheticWeb, seed: int) -> None:
+        self._nursery = nursery
+        self.tmp = tmp
+        self.rng = random.Random(seed)
+        self.net = MemoryNetwork(
+            rng=random.Random(self.rng.getrandbits(64)), latency=LATENCY, jitter=JITTER
+        )
+        self.server: SynthServer = in_process(web)
+        self.lives: list[SimPeer] = []
+
+    @property
+    def running(self) -> list[SimPeer]:
+        return [p for p in self.lives if not p.ended.is_set()]
+
+    async def start(self, index: int, *, join: SimPeer | None = None, replicas: int = 1) -> SimPeer:
+        """Start peer ``index`` on its host over its data directory (a restart when it
+        has run before); returns once it listens."""
+        if any(p.index == index for p in self.running):
+            raise ValueError(f"peer {index} is running")
+        host = host_of(index)
+        self.net.revive(host)  # a host killed before: its new process
+        config = peer_config(
+            self.tmp / f"p{index}",
+            f"{host}:0",
+            join=[join.address] if join is not None else [],
+            replicas=replicas,
+        )
+        peer = Peer(
+            config,
+            transport=SynthTransport(self.server, client=host),
+            network=self.net.node(host),
+            rng=random.Random(self.rng.getrandbits(64)),
+        )
+        sim = SimPeer(index, host, config.data_dir, peer)
+        self.lives.append(sim)
+        await self._nursery.start(self._life, sim)
+        return sim
+
+    async def _life(self, sim: SimPeer, *, task_status: trio.TaskStatus[Peer]) -> None:
+        _CURRENT.set(sim)  # this task's context, which the peer's tasks inherit
+        try:
+            with sim.scope:
+                await sim.peer.run(task_status=task_status)
+                sim.exit = "stopped"
+        finally:
+            sim.ended.set()
+
+    async def stop(self, sim: SimPeer, patience: float = 60.0) -> bool:
+        """SIGTERM: a graceful stop (leave, hand-off); True if it ended in time."""
+        sim.peer.stop()
+        with trio.move_on_after(patience):
+            await sim.ended.wait()
+        return sim.exit == "stopped"
+
+    async def kill(self, sim: SimPeer) -> None:
+        """kill -9: at once, no leave; nothing more leaves its host and nothing more is
+        written (what was not committed is lost); dials to its host are refused."""
+        sim.peer.crawler.crash()
+        self.net.kill(sim.host)
+        sim.exit = "killed"
+        sim.scope.cancel()
+        with trio.fail_after(5):
+            await sim.ended.wait()
+
+    async def stop_all(self, patience: float = 30.0) -> None:
+        """As tests/e2e's ``stop_all``: stop every running peer, kill what is left."""
+        running = self.running
+        for sim in running:
+            sim.peer.stop()
+        with trio.move_on_after(patience):
+            for sim in running:
+                await sim.ended.wait()
+        for sim in self.running:
+            await self.kill(sim)
+
+    async def status(self, sim: SimPeer, patience: float = 10.0) -> dict[str, Any]:
+        """The cluster-wide STATUS answer of ``sim``, asked over the network as the
+        command line asks it, as plain JSON."""
+        frame = await request(
+            sim.address,
+            secret_from(SECRET),
+            FrameType.STATUS_REQUEST,
+            {"cluster": True},
+            patience=patience,
+            network=self.net.node(TEST_HOST),
+        )
+        payload: dict[str, Any] = json.loads(json.dumps(frame.payload))
+        return payload
+
+    def save_logs(self, where: Path) -> None:
+        """Every life's log and the server's, to read after a failure."""
+        where.mkdir(parents=True, exist_ok=True)
+        for i, sim in enumerate(self.lives):
+            name = f"{i}-{sim.data.name}-{sim.peer_id}.log"
+            (where / name).write_text("\n".join(sim.lines) + "\n", encoding="utf-8")
+        self.server.log.to_jsonl(where / "server.jsonl")
+
+
+@asynccontextmanager
+async def cluster(tmp: Path, web: SyntheticWeb, seed: int) -> AsyncIterator[Cluster]:
+    """A cluster's world; on the way out, whatever happened, every peer is stopped (those
+    that do not stop in time are killed)."""
+    logger = logging.getLogger("ubipy")
+    level = logger.level
+    handler = _PerPeerLog()
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)  # the peers' -v: membership lines judge the ring
+    # Under pytest-trio, trio runs the tasks that are ready at once in an order drawn
+    # from this generator (its "deterministic scheduling" mode); seeded, a seed's run is
+    # closer to a replay (set iteration, hence PYTHONHASHSEED, still varies it).
+    scheduler = getattr(trio._core._run, "_r", None)
+    if isinstance(scheduler, random.Random):
+        scheduler.seed(seed)
+    try:
+        with wall_clock_on_trio_time():
+            async with trio.open_nursery() as nursery:
+                c = Cluster(nursery, tmp, web, seed)
+                try:
+                    yield c
+                finally:
+                    await c.stop_all()
+                nursery.cancel_scope.cancel()
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)

@@ -1,0 +1,256 @@
+"""The in-memory network: its streams behave as trio streams should, and two Links over
+it see the latency, loss, partitions and kills the test sets, on the autojump clock."""
+
+from __future__ import annotations
+
+import errno
+import random
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from ubipy.net import Links, MemoryNetwork, MemoryStream, Reply
+from ubipy.wire import Frame, FrameType, secret_from
+
+KEY = secret_from("memory test")
+
+
+# -- the streams -------------------------------------------------------------------------
+async def test_memory_streams_pass_trio_s_generic_stream_checks() -> None:
+    async def pair() -> tuple[MemoryStream, MemoryStream]:
+        return MemoryNetwork().stream_pair("a", "b")
+
+    async def clogged() -> tuple[MemoryStream, MemoryStream]:
+        # One byte of buffer, already used: the next send waits for a read.
+        a, b = MemoryNetwork(buffer=1).stream_pair("a", "b")
+        await a.send_all(b"x")
+        await b.send_all(b"y")
+        return a, b
+
+    await trio.testing.check_two_way_stream(pair, clogged)
+
+
+async def test_bytes_arrive_after_the_latency_and_in_order_despite_jitter(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    net = MemoryNetwork(rng=random.Random(1), latency=0.1, jitter=0.5)
+    a, b = net.stream_pair("a", "b")
+    start = trio.current_time()
+    for i in range(50):
+        await a.send_all(bytes([i]))
+    await a.aclose()
+    got = b""
+    first_at = None
+    while chunk := await b.receive_some():
+        first_at = first_at if first_at is not None else trio.current_time()
+        got += chunk
+    assert got == bytes(range(50))
+    assert first_at is not None and 0.1 <= first_at - start < 0.6
+    assert trio.current_time() - start < 0.6 + 1e-9  # the end of stream follows the last
+
+
+async def test_a_reader_that_reads_nothing_stalls_its_writer(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    net = MemoryNetwork(buffer=1000)
+    a, b = net.stream_pair("a", "b")
+    await a.send_all(b"x" * 1000)
+    with trio.move_on_after(60) as waited:
+        await a.send_all(b"more")
+    assert waited.cancelled_caught  # blocked on a full buffer
+    assert await b.receive_some() == b"x" * 1000
+    with trio.fail_after(1):
+        await a.send_all(b"more")  # room again
+    assert await b.receive_some() == b"more"
+
+
+# -- two Links over it ---------------------------------------------------------------------
+class Inbox:
+    def __init__(self) -> None:
+        self.frames: list[tuple[float, Any]] = []
+        self._grew = trio.Event()
+
+    async def handler(self, frame: Frame, reply: Reply) -> None:
+        self.frames.append((trio.current_time(), frame.payload))
+        self._grew.set()
+        self._grew = trio.Event()
+
+    async def wait_for(self, n: int) -> None:
+        while len(self.frames) < n:
+            await self._grew.wait()
+
+
+async def ignore(frame: Frame, reply: Reply) -> None:
+    pass
+
+
+async def two_links(nursery: trio.Nursery, net: MemoryNetwork) -> tuple[Links, Links, str, Inbox]:
+    inbox = Inbox()
+    a = Links(KEY, "a", ignore, net.node("10.0.0.1"))
+    b = Links(KEY, "b", inbox.handler, net.node("10.0.0.2"))
+    await nursery.start(a.run, "10.0.0.1:0")
+    there: str = await nursery.start(b.run, "10.0.0.2:0")
+    return a, b, there, inbox
+
+
+async def test_frames_arrive_with_the_link_s_latency(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    net = MemoryNetwork(latency=0.05)
+    net.set_link("10.0.0.1", "10.0.0.2", latency=0.2)
+    async with trio.open_nursery() as nursery:
+        a, _, there, inbox = await two_links(nursery, net)
+        assert there == "10.0.0.2:10000"
+        start = trio.current_time()
+        # A dial is a round trip, then the frame's own trip.
+        assert await a.send(there, FrameType.SEED, {"n": 1})
+        with trio.fail_after(5):
+            await inbox.wait_for(1)
+        at, payload = inbox.frames[0]
+        assert at == pytest.approx(start + 3 * 0.2) and payload == {"n": 1}
+        start = trio.current_time()
+        assert await a.send(there, FrameType.SEED, {"n": 2})  # the connection is up
+        with trio.fail_after(5):
+            await inbox.wait_for(2)
+        at, payload = inbox.frames[1]
+        assert at == pytest.approx(start + 0.2) and payload == {"n": 2}
+        nursery.cancel_scope.cancel()
+
+
+async def test_lost_frames_go_missing_whole(autojump_clock: trio.testing.MockClock) -> None:
+    net = MemoryNetwork(rng=random.Random(7), latency=0.01, loss=0.5)
+    async with trio.open_nursery() as nursery:
+        a, b, there, inbox = await two_links(nursery, net)
+        for i in range(200):
+            assert await a.send(there, FrameType.SEED, {"n": i})  # delivery is not confirmed
+        await trio.sleep(1)  # long past every frame's arrival (nothing else to wait on)
+        got = [payload["n"] for _, payload in inbox.frames]
+        # Roughly half arrive, in order, every one authentic: no frame was cut up.
+        assert 60 < len(got) < 140
+        assert got == sorted(got)
+        assert net.stats.chunks_dropped == 200 - len(got)
+        assert sum(b.stats.rejected.values()) == 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_partition_breaks_connections_and_blocks_dials_until_healed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    net = MemoryNetwork(latency=0.01, syn_timeout=20.0)
+    async with trio.open_nursery() as nursery:
+        a, _, there, inbox = await two_links(nursery, net)
+        assert await a.send(there, FrameType.SEED, {"n": 1})
+        with trio.fail_after(1):
+            await inbox.wait_for(1)
+        assert net.reachable("10.0.0.1", "10.0.0.2")
+        net.partition(["10.0.0.1"], ["10.0.0.2"])
+        assert not net.reachable("10.0.0.1", "10.0.0.2")
+        # The connection is broken: this send fails, and the next dial goes unanswered
+        # until the links give up on it (after 5 s, before the network's SYN timer).
+        assert not await a.send(there, FrameType.SEED, {"n": 2})
+        start = trio.current_time()
+        assert not await a.send(there, FrameType.SEED, {"n": 3})
+        assert trio.current_time() - start == pytest.approx(5.0)
+        assert there in a.unreachable and net.stats.timed_out == 1
+        net.heal()
+        assert await a.send(there, FrameType.SEED, {"n": 4})
+        with trio.fail_after(1):
+            await inbox.wait_for(2)
+        assert [p["n"] for _, p in inbox.frames] == [1, 4]
+        assert there not in a.unreachable
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_reader_across_a_cut_sees_the_end_of_its_stream(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    net = MemoryNetwork(latency=0.01)
+    a, b = net.stream_pair("10.0.0.1", "10.0.0.2")
+    await a.send_all(b"in flight")
+    net.partition(["10.0.0.1"])
+    with trio.fail_after(1):
+        assert await b.receive_some() == b""  # what was in flight is lost with it
+    with pytest.raises(trio.BrokenResourceError):
+        await b.send_all(b"x")
+    with pytest.raises(trio.BrokenResourceError):
+        await a.send_all(b"x")
+
+
+async def test_a_killed_host_refuses_dials_until_revived(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    net = MemoryNetwork(latency=0.01)
+    async with trio.open_nursery() as nursery:
+        a, _, there, inbox = await two_links(nursery, net)
+        assert await a.send(there, FrameType.SEED, {"n": 1})
+        with trio.fail_after(1):
+            await inbox.wait_for(1)
+        net.kill("10.0.0.2")
+        assert not await a.send(there, FrameType.SEED, {"n": 2})  # the connection broke
+        start = trio.current_time()
+        assert not await a.send(there, FrameType.SEED, {"n": 3})
+        assert trio.current_time() - start == pytest.approx(0.02)  # refused: a round trip
+        assert net.stats.refused == 1
+        with pytest.raises(OSError) as dead:
+            await net.node("10.0.0.2").connect("10.0.0.1:10000")
+        assert dead.value.errno == errno.ENETUNREACH  # a dead host sends nothing
+        net.revive("10.0.0.2")
+        assert await a.send(there, FrameType.SEED, {"n": 4})
+        with trio.fail_after(1):
+            await inbox.wait_for(2)
+        assert [p["n"] for _, p in inbox.frames] == [1, 4]
+        nursery.cancel_scope.cancel()
+
+
+async def test_nobody_listening_is_refused_and_ports_are_per_host() -> None:
+    net = MemoryNetwork()
+    with pytest.raises(ConnectionRefusedError):
+        await net.node("10.0.0.1").connect("10.0.0.2:10000")
+    async with trio.open_nursery() as nursery:
+        one = await nursery.start(net.node("10.0.0.1").serve, "10.0.0.1:0", ignore_stream)
+        two = await nursery.start(net.node("10.0.0.1").serve, "10.0.0.1:0", ignore_stream)
+        other = await nursery.start(net.node("10.0.0.2").serve, "10.0.0.2:0", ignore_stream)
+        assert (one, two, other) == ("10.0.0.1:10000", "10.0.0.1:10001", "10.0.0.2:10000")
+        with pytest.raises(OSError):
+            await nursery.start(net.node("10.0.0.1").serve, one, ignore_stream)
+        with pytest.raises(OSError):
+            await nursery.start(net.node("10.0.0.1").serve, "10.0.0.2:0", ignore_stream)
+        nursery.cancel_scope.cancel()
+    with pytest.raises(ConnectionRefusedError):  # closed with its server
+        await net.node("10.0.0.2").connect(one)
+
+
+async def ignore_stream(stream: trio.abc.Stream) -> None:
+    await stream.aclose()
+
+
+async def test_a_send_stuck_on_a_peer_that_reads_nothing_ends_once_it_is_forgotten(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The loopback test of the same name (test_links.py), in memory."""
+    net = MemoryNetwork(buffer=1_000_000)
+    a = Links(KEY, "a", ignore, net.node("10.0.0.1"))
+    ended = trio.Event()
+
+    async def deaf(stream: trio.abc.Stream) -> None:
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(a.run, "10.0.0.1:0")
+        there = await nursery.start(net.node("10.0.0.2").serve, "10.0.0.2:0", deaf)
+
+        async def flood() -> None:
+            for _ in range(100):
+                if not await a.send(there, FrameType.SEED, {"blob": b"x" * 100_000}):
+                    break
+            ended.set()
+
+        nursery.start_soon(flood)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not ended.is_set()  # stuck writing
+        a.forget(there)
+        with trio.fail_after(5):
+            await ended.wait()
+        nursery.cancel_scope.cancel()
