@@ -30,11 +30,11 @@ from typing import Any
 
 import trio
 
-from ubipy.config import CrawlConfig
+from ubipy.config import CrawlConfig, ForwardingConfig, PolitenessConfig, ReplicationConfig
 from ubipy.net import MemoryNetwork, request
 from ubipy.peer import Peer
 from ubipy.synthweb import SyntheticWeb, SynthServer, SynthTransport, in_process
-from ubipy.wire import FrameType, secret_from
+from ubipy.wire import StatusRequest, secret_from
 
 SECRET = "s3cret"
 # Where the test's own requests (cluster status) come from.
@@ -66,11 +66,9 @@ def peer_config(
         data_dir=data,
         listen=listen,
         join=tuple(join),
-        delay=0.01,
-        robots_retry_base=0.05,
-        concurrency=concurrency,
-        batch_linger=batch_linger,
-        replicas=replicas,
+        politeness=PolitenessConfig(delay=0.01, robots_retry_base=0.05, concurrency=concurrency),
+        forwarding=ForwardingConfig(batch_linger=batch_linger),
+        replication=ReplicationConfig(replicas=replicas),
         secret=SECRET,
     )
 
@@ -253,15 +251,14 @@ class Cluster:
     async def status(self, sim: SimPeer, patience: float = 10.0) -> dict[str, Any]:
         """The cluster-wide STATUS answer of ``sim``, asked over the network as the
         command line asks it, as plain JSON."""
-        frame = await request(
+        answer = await request(
             sim.address,
             secret_from(SECRET),
-            FrameType.STATUS_REQUEST,
-            {"cluster": True},
+            StatusRequest(cluster=True),
             patience=patience,
             network=self.net.node(TEST_HOST),
         )
-        payload: dict[str, Any] = json.loads(json.dumps(frame.payload))
+        payload: dict[str, Any] = json.loads(json.dumps(answer.to_wire()))
         return payload
 
     def save_logs(self, where: Path) -> None:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import errno
 import random
-from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
 from ubipy.net import Links, MemoryNetwork, MemoryStream, Reply
-from ubipy.wire import Frame, FrameType, secret_from
+from ubipy.wire import Frame, Message, Seed, secret_from
 
 KEY = secret_from("memory test")
 
@@ -69,11 +68,12 @@ async def test_a_reader_that_reads_nothing_stalls_its_writer(
 # -- two Links over it ---------------------------------------------------------------------
 class Inbox:
     def __init__(self) -> None:
-        self.frames: list[tuple[float, Any]] = []
+        self.frames: list[tuple[float, Seed]] = []
         self._grew = trio.Event()
 
-    async def handler(self, frame: Frame, reply: Reply) -> None:
-        self.frames.append((trio.current_time(), frame.payload))
+    async def handler(self, frame: Frame, message: Message, reply: Reply) -> None:
+        assert isinstance(message, Seed)
+        self.frames.append((trio.current_time(), message))
         self._grew.set()
         self._grew = trio.Event()
 
@@ -82,7 +82,12 @@ class Inbox:
             await self._grew.wait()
 
 
-async def ignore(frame: Frame, reply: Reply) -> None:
+def numbered(n: int) -> Seed:
+    """A frame told apart from the others by its number."""
+    return Seed((str(n),))
+
+
+async def ignore(frame: Frame, message: Message, reply: Reply) -> None:
     pass
 
 
@@ -105,17 +110,17 @@ async def test_frames_arrive_with_the_link_s_latency(
         assert there == "10.0.0.2:10000"
         start = trio.current_time()
         # A dial is a round trip, then the frame's own trip.
-        assert await a.send(there, FrameType.SEED, {"n": 1})
+        assert await a.send(there, numbered(1))
         with trio.fail_after(5):
             await inbox.wait_for(1)
         at, payload = inbox.frames[0]
-        assert at == pytest.approx(start + 3 * 0.2) and payload == {"n": 1}
+        assert at == pytest.approx(start + 3 * 0.2) and payload == numbered(1)
         start = trio.current_time()
-        assert await a.send(there, FrameType.SEED, {"n": 2})  # the connection is up
+        assert await a.send(there, numbered(2))  # the connection is up
         with trio.fail_after(5):
             await inbox.wait_for(2)
         at, payload = inbox.frames[1]
-        assert at == pytest.approx(start + 0.2) and payload == {"n": 2}
+        assert at == pytest.approx(start + 0.2) and payload == numbered(2)
         nursery.cancel_scope.cancel()
 
 
@@ -124,9 +129,9 @@ async def test_lost_frames_go_missing_whole(autojump_clock: trio.testing.MockClo
     async with trio.open_nursery() as nursery:
         a, b, there, inbox = await two_links(nursery, net)
         for i in range(200):
-            assert await a.send(there, FrameType.SEED, {"n": i})  # delivery is not confirmed
+            assert await a.send(there, numbered(i))  # delivery is not confirmed
         await trio.sleep(1)  # long past every frame's arrival (nothing else to wait on)
-        got = [payload["n"] for _, payload in inbox.frames]
+        got = [int(payload.urls[0]) for _, payload in inbox.frames]
         # Roughly half arrive, in order, every one authentic: no frame was cut up.
         assert 60 < len(got) < 140
         assert got == sorted(got)
@@ -141,7 +146,7 @@ async def test_a_partition_breaks_connections_and_blocks_dials_until_healed(
     net = MemoryNetwork(latency=0.01, syn_timeout=20.0)
     async with trio.open_nursery() as nursery:
         a, _, there, inbox = await two_links(nursery, net)
-        assert await a.send(there, FrameType.SEED, {"n": 1})
+        assert await a.send(there, numbered(1))
         with trio.fail_after(1):
             await inbox.wait_for(1)
         assert net.reachable("10.0.0.1", "10.0.0.2")
@@ -149,16 +154,16 @@ async def test_a_partition_breaks_connections_and_blocks_dials_until_healed(
         assert not net.reachable("10.0.0.1", "10.0.0.2")
         # The connection is broken: this send fails, and the next dial goes unanswered
         # until the links give up on it (after 5 s, before the network's SYN timer).
-        assert not await a.send(there, FrameType.SEED, {"n": 2})
+        assert not await a.send(there, numbered(2))
         start = trio.current_time()
-        assert not await a.send(there, FrameType.SEED, {"n": 3})
+        assert not await a.send(there, numbered(3))
         assert trio.current_time() - start == pytest.approx(5.0)
         assert there in a.unreachable and net.stats.timed_out == 1
         net.heal()
-        assert await a.send(there, FrameType.SEED, {"n": 4})
+        assert await a.send(there, numbered(4))
         with trio.fail_after(1):
             await inbox.wait_for(2)
-        assert [p["n"] for _, p in inbox.frames] == [1, 4]
+        assert [int(p.urls[0]) for _, p in inbox.frames] == [1, 4]
         assert there not in a.unreachable
         nursery.cancel_scope.cancel()
 
@@ -184,23 +189,23 @@ async def test_a_killed_host_refuses_dials_until_revived(
     net = MemoryNetwork(latency=0.01)
     async with trio.open_nursery() as nursery:
         a, _, there, inbox = await two_links(nursery, net)
-        assert await a.send(there, FrameType.SEED, {"n": 1})
+        assert await a.send(there, numbered(1))
         with trio.fail_after(1):
             await inbox.wait_for(1)
         net.kill("10.0.0.2")
-        assert not await a.send(there, FrameType.SEED, {"n": 2})  # the connection broke
+        assert not await a.send(there, numbered(2))  # the connection broke
         start = trio.current_time()
-        assert not await a.send(there, FrameType.SEED, {"n": 3})
+        assert not await a.send(there, numbered(3))
         assert trio.current_time() - start == pytest.approx(0.02)  # refused: a round trip
         assert net.stats.refused == 1
         with pytest.raises(OSError) as dead:
             await net.node("10.0.0.2").connect("10.0.0.1:10000")
         assert dead.value.errno == errno.ENETUNREACH  # a dead host sends nothing
         net.revive("10.0.0.2")
-        assert await a.send(there, FrameType.SEED, {"n": 4})
+        assert await a.send(there, numbered(4))
         with trio.fail_after(1):
             await inbox.wait_for(2)
-        assert [p["n"] for _, p in inbox.frames] == [1, 4]
+        assert [int(p.urls[0]) for _, p in inbox.frames] == [1, 4]
         nursery.cancel_scope.cancel()
 
 
@@ -243,7 +248,7 @@ async def test_a_send_stuck_on_a_peer_that_reads_nothing_ends_once_it_is_forgott
 
         async def flood() -> None:
             for _ in range(100):
-                if not await a.send(there, FrameType.SEED, {"blob": b"x" * 100_000}):
+                if not await a.send(there, Seed(("x" * 100_000,))):
                     break
             ended.set()
 
