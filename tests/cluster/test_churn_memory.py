@@ -4,7 +4,7 @@ limits, imported from there), but the peers run in this process on the autojump 
 so each scenario takes seconds and depends on a seed (the peers' ids, so who owns
 which host, and their membership choices; the network's jitter).
 
-By default two seeds run; ``UBIPY_SEEDS=20`` runs seeds 0-19 (``UBIPY_SEEDS=3,17`` just
+By default one seed runs (0); ``UBIPY_SEEDS=20`` runs seeds 0-19 (``UBIPY_SEEDS=3,17`` just
 those). A seed replays (given the same PYTHONHASHSEED): ``UBIPY_SEEDS=7, pytest -s`` shows
 its figures again, and its logs are kept under the test's tmp_path. The process tests
 stay as the end-to-end check of each scenario."""
@@ -48,7 +48,9 @@ _TOOK = re.compile(r"took over (\d+) hosts \((\d+) URLs\)")
 
 
 # What CI runs: each seed costs ~3.5 s a scenario on one core.
-DEFAULT_SEEDS = (0, 1)
+# One seed in CI: under coverage each scenario takes about 8 s, and the suite is to
+# stay about as fast as it was before these tests came (the process tests run too).
+DEFAULT_SEEDS = (0,)
 
 
 def seeds() -> list[int]:
