@@ -24,8 +24,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.cluster.harness import Cluster, SimPeer, cluster
-from tests.e2e.test_churn import (
+from tests.churn import (
     COVERAGE_LIMIT,
     DELAY,
     MID,
@@ -38,6 +37,7 @@ from tests.e2e.test_churn import (
     stored_urls,
     wire_figures,
 )
+from tests.cluster.harness import Cluster, SimPeer, cluster
 from ubipy.synthweb import Referee, Request, RequestLog, SyntheticWeb, ground_truth
 
 WEB = SyntheticWeb(SPEC)

@@ -8,8 +8,8 @@ from pathlib import Path
 import trio
 import trio.testing
 
+from tests.churn import stored_urls
 from tests.cluster.harness import cluster
-from tests.e2e.test_churn import stored_urls
 from ubipy.synthweb import Referee, RequestLog, SyntheticWeb, WebSpec, ground_truth
 
 SMALL = SyntheticWeb(WebSpec(seed=3, hosts=12, pages_per_host=6, latency=0.05))

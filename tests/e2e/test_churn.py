@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import re
 import signal
-import sqlite3
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,19 @@ from typing import Any
 
 import trio
 
+from tests.churn import (
+    COVERAGE_LIMIT,
+    DELAY,
+    MID,
+    RING_PATIENCE,
+    SPEC,
+    STALL,
+    lost_at_kill,
+    missing_message,
+    pages_after,
+    stored_urls,
+    wire_figures,
+)
 from tests.e2e.cluster import (
     PeerProcess,
     run_cli,
@@ -29,28 +41,18 @@ from tests.e2e.cluster import (
     status_json,
     stop_all,
 )
-from ubipy.synthweb import SyntheticWeb, WebSpec
+from ubipy.synthweb import SyntheticWeb
 from ubipy.synthweb.log import Request, RequestLog
 from ubipy.synthweb.referee import Referee
 from ubipy.synthweb.server import SynthServer, serve
 from ubipy.synthweb.truth import ground_truth
 
 SECRET = "s3cret"
-DELAY = 0.01  # what start_peer passes as --delay
 # A crawl bound by latency, not by this machine's two cores: 4 requests in flight per
-# peer at 50 ms each, so 2 peers take ~10 s over the web below and an event at a third of
+# peer at 50 ms each, so 2 peers take ~10 s over the churn web (SPEC) and an event at a third of
 # it leaves newcomers time to start and take their share (a CPU-bound crawl of ~500
 # requests/s was nearly over before two newcomers had even started).
 CRAWL = ("--batch-linger", "0.2", "--concurrency", "4")
-SPEC = WebSpec(
-    seed=7, hosts=120, pages_per_host=12, latency=0.05, crawl_delay=0.05, cross_link_ratio=0.6
-)
-# "Mid-crawl": once the server has answered this fraction of the truth.
-MID = 1 / 3
-RING_PATIENCE = 30.0  # seconds for every live peer to log a membership change
-STALL = 20.0  # no request at all for this long and the crawl is not coming back
-COVERAGE_LIMIT = 150.0
-
 _HANDED = re.compile(rb"handed off (\d+) hosts \((\d+) URLs, (\d+) bytes\) to (\w+)")
 _TOOK = re.compile(rb"took over (\d+) hosts \((\d+) URLs\)")
 
@@ -266,58 +268,6 @@ async def ring_stable(
         if p.count(re.escape(pattern)) < count
     ]
     raise AssertionError(f"ring not stable after {patience} s: " + "; ".join(silent))
-
-
-def stored_urls(data: Path) -> set[str]:
-    conn = sqlite3.connect(data / "shard.sqlite3")
-    try:
-        return {url for (url,) in conn.execute("SELECT url FROM pages")}
-    finally:
-        conn.close()
-
-
-def lost_at_kill(
-    referee: Referee,
-    peer_id: str,
-    stored: set[str],
-    killed_at: float,
-    until: float = float("inf"),
-    copy_margin: float = 0.0,
-) -> set[str]:
-    """The pages a peer killed at ``killed_at`` may have lost, generously: every page
-    request of its (first) life, started before ``until``, that was not answered whole,
-    or ended less than ``copy_margin`` before the kill, or whose page is not in its
-    shard after the kill (served, but the outcome not committed)."""
-    lost: set[str] = set()
-    for r in referee.requests:
-        if r.peer != peer_id or r.start >= until or referee.is_robots(r):
-            continue
-        url = Referee.url_of(r)
-        in_shard = url in stored or r.url in stored
-        if not r.complete or r.end >= killed_at - copy_margin or not in_shard:
-            lost.add(url)
-    return lost
-
-
-def pages_after(referee: Referee, since: float) -> Counter[str]:
-    return Counter(
-        r.peer for r in referee.requests if r.start >= since and not referee.is_robots(r)
-    )
-
-
-def wire_figures(status: dict[str, Any]) -> tuple[int, int | None]:
-    """Bytes out on the wire over the live peers, and their replica bytes (None: not
-    reported yet)."""
-    peers: list[dict[str, Any]] = status.get("peers", [])
-    wire = sum(int(p["bytes_out_wire"]) for p in peers)
-    if not peers or "replica_bytes" not in peers[0]:
-        return wire, None
-    return wire, sum(int(p["replica_bytes"]) for p in peers)
-
-
-def missing_message(missing: Iterable[str], truth: set[str]) -> str:
-    gone = sorted(missing)
-    return f"{len(gone)} of {len(truth)} pages never fetched, e.g. {gone[:5]}"
 
 
 @asynccontextmanager
