@@ -6,8 +6,9 @@ Frames reach it already typed (:mod:`ubipy.wire`) and go to the handler each
 subsystem registers for its kind (:meth:`Peer.handle`): membership (MEMBERSHIP),
 forwarding (URL_BATCH, URL_ACK), the crawl (SCOPE, SEED, STATUS_REQUEST),
 hand-off (HANDOFF, HANDOFF_ACK, HANDOFF_DONE), replicas (REPLICA) and reporting
-(CONTROL, STOP); the control centre, when one is attached, adds FIGURES. A frame
-of a kind nobody handles is dropped and counted, as a malformed one is.
+(CONTROL, STOP); FIGURES are dropped quietly unless a control centre is attached
+and takes them. A frame of a kind nobody handles is dropped and counted, as a
+malformed one is.
 """
 
 from __future__ import annotations
