@@ -384,7 +384,7 @@ class CrawlConfig:
         "127.0.0.1:7000",
         flag="--listen",
         metavar="ADDR",
-        help="HOST:PORT of the peer's control endpoint (default: {default})",
+        help="HOST:PORT where this peer takes frames from the others (default: {default})",
     )
     # Join any one live member: it tells this peer of the others.
     join: tuple[str, ...] = option(
