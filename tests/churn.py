@@ -345,6 +345,23 @@ class Scenario(ABC, Generic[P]):
             f"{len(duplicates)}, {len(beyond)} of them for other pages, e.g. {beyond[:3]}"
         )
 
+    def judge(self, referee: Referee, missing: set[str], *, lost: set[str] | None = None) -> None:
+        """The verdict every scenario ends with: every page of the truth fetched and
+        nothing else; no page fetched twice, or, after a kill, none beyond the pages
+        the victim may have ``lost``; the ring stable each time it was waited for; no
+        peer in trouble."""
+        duplicates = referee.duplicates()
+        if lost is not None:
+            self.report_duplicates(duplicates, lost)
+        assert not missing, missing_message(missing, self.truth)
+        assert referee.unexpected(self.truth) == set()
+        if lost is None:
+            assert duplicates == []
+        else:
+            assert len(duplicates) <= len(lost)
+        assert self.unstable == []
+        self.assert_no_troubles()
+
 
 # A world: given a scenario's name, the context that makes its Scenario and, on the way
 # out, whatever happened, checks the peers' logs, stops the peers and keeps the logs.
@@ -379,9 +396,7 @@ async def peers_join_mid_crawl_and_take_their_share(world: World[P]) -> None:
     after = pages_after(referee, joined_at)
     total_after = sum(after.values())
     s.report(f"pages after the join: {total_after}, by peer {dict(after)}")
-    assert not missing, missing_message(missing, s.truth)
-    assert referee.unexpected(s.truth) == set()
-    assert referee.duplicates() == []
+    s.judge(referee, missing)
     assert referee.overlaps() == []
     assert referee.short_gaps(DELAY) == []
     assert referee.robots_violations() == []
@@ -389,8 +404,6 @@ async def peers_join_mid_crawl_and_take_their_share(world: World[P]) -> None:
     fair = total_after / len(everyone)
     for p in new:
         assert after[p.peer_id] >= 0.5 * fair, (p.peer_id, after[p.peer_id], fair)
-    assert s.unstable == []
-    s.assert_no_troubles()
 
 
 async def a_peer_leaves_gracefully_mid_crawl(world: World[P]) -> None:
@@ -410,12 +423,8 @@ async def a_peer_leaves_gracefully_mid_crawl(world: World[P]) -> None:
 
     s.report_handoffs(status)
     referee = s.report_referee()
-    assert not missing, missing_message(missing, s.truth)
-    assert referee.unexpected(s.truth) == set()
-    assert referee.duplicates() == []
+    s.judge(referee, missing)
     assert code == s.CLEAN_EXIT
-    assert s.unstable == []
-    s.assert_no_troubles()
 
 
 async def a_peer_killed_for_good_with_two_replicas(world: World[P]) -> None:
@@ -440,13 +449,7 @@ async def a_peer_killed_for_good_with_two_replicas(world: World[P]) -> None:
     # 50 ms) may not have left yet: its successor fetches it again (README: a kill
     # loses at most the last commit's copies). Two commit intervals cover that one.
     lost = lost_at_kill(referee, victim.peer_id, stored, killed_at, copy_margin=0.1)
-    duplicates = referee.duplicates()
-    s.report_duplicates(duplicates, lost)
-    assert not missing, missing_message(missing, s.truth)
-    assert referee.unexpected(s.truth) == set()
-    assert len(duplicates) <= len(lost)
-    assert s.unstable == []
-    s.assert_no_troubles()
+    s.judge(referee, missing, lost=lost)
 
 
 async def a_peer_killed_and_restarted_after_10_s(world: World[P]) -> None:
@@ -484,14 +487,8 @@ async def a_peer_killed_and_restarted_after_10_s(world: World[P]) -> None:
     s.report_handoffs(status)
     referee = s.report_referee()
     lost = lost_at_kill(referee, victim.peer_id, stored, killed_at, until=restarted_at)
-    duplicates = referee.duplicates()
-    s.report_duplicates(duplicates, lost)
+    s.judge(referee, missing, lost=lost)
     assert back.peer_id == victim.peer_id
-    assert not missing, missing_message(missing, s.truth)
-    assert referee.unexpected(s.truth) == set()
-    assert len(duplicates) <= len(lost)
-    assert s.unstable == []
-    s.assert_no_troubles()
 
 
 async def the_whole_cluster_stops_and_restarts(world: World[P]) -> None:
@@ -519,10 +516,6 @@ async def the_whole_cluster_stops_and_restarts(world: World[P]) -> None:
 
     s.report_handoffs(status)
     referee = s.report_referee()
-    assert not missing, missing_message(missing, s.truth)
-    assert referee.unexpected(s.truth) == set()
-    assert referee.duplicates() == []
+    s.judge(referee, missing)
     assert [p.peer_id for p in again] == [p.peer_id for p in peers]
     assert codes == [s.CLEAN_EXIT] * 4
-    assert s.unstable == []
-    s.assert_no_troubles()
