@@ -109,8 +109,8 @@ async def run_demo(args: argparse.Namespace, base: CrawlConfig) -> int:
 
         seed = web.seed_url()
         seeded = first.seed_urls([seed])
-        if "error" in seeded:
-            print(f"ubipy demo: the seed was refused: {seeded['error']}", file=sys.stderr)
+        if seeded.error is not None:
+            print(f"ubipy demo: the seed was refused: {seeded.error}", file=sys.stderr)
         started = trio.current_time()
         progress = Progress(out, interval=_LOG_INTERVAL, label="crawling")
         async with trio.open_nursery() as watch:

@@ -70,7 +70,7 @@ class MemoryScenario(Scenario[SimPeer]):
 
     async def seed_crawl(self, peer: SimPeer) -> None:
         result = peer.peer.seed_urls([WEB.seed_url()])
-        assert result.get("admitted", 0) + result.get("forwarded", 0) == 1, result
+        assert result.admitted + result.forwarded == 1, result
 
     async def kill_now(self, victim: SimPeer) -> None:
         await self.c.kill(victim)

@@ -11,6 +11,7 @@ import trio.testing
 from tests.churn import stored_urls
 from tests.cluster.harness import cluster
 from ubipy.synthweb import Referee, RequestLog, SyntheticWeb, WebSpec, ground_truth
+from ubipy.wire import HostCopy, Replica, Scope
 
 SMALL = SyntheticWeb(WebSpec(seed=3, hosts=12, pages_per_host=6, latency=0.05))
 TRUTH = ground_truth(SMALL, [SMALL.seed_url()])
@@ -89,3 +90,20 @@ def test_a_seed_replays_its_crawl(tmp_path: Path) -> None:
     ids, log = run("one", 5)
     assert run("two", 5) == (ids, log)
     assert run("three", 6)[0] != ids
+
+
+async def test_a_peer_whose_shard_refuses_writes_drops_frames_and_lives_on(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A full disk or a read-only shard under the frames other peers send: each one
+    that needs a write goes unanswered (its sender keeps what must arrive and tries
+    again) and the peer stays up."""
+    async with cluster(tmp_path, SMALL, seed=2) as c:
+        sender, full = await c.start(0), await c.start(1)
+        full.peer.shard._conn.execute("PRAGMA query_only = ON")
+        copy = Replica((HostCopy("h.test", (("http://h.test/", 0),), (-5,)),))
+        for message in (Scope(("other.test",)), copy):
+            assert await sender.peer.send(full.address, message)
+        with trio.fail_after(10):
+            await full.wait_count(r"(SCOPE|REPLICA) from \w+ not taken", 2)
+        assert not full.ended.is_set() and full.troubles == []

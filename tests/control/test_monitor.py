@@ -11,7 +11,7 @@ import trio
 
 from ubipy.control.monitor import Monitor, Reply
 from ubipy.membership import Member, MemberState
-from ubipy.wire import Control, Figures, Message
+from ubipy.wire import Control, Figures, Message, SeedAck
 
 
 @dataclass
@@ -51,8 +51,8 @@ class FakePeer:
     def stop(self) -> None:
         self.stopped = True
 
-    def seed_urls(self, urls: Sequence[str]) -> dict[str, Any]:
-        return {"offered": len(urls)}
+    def seed_urls(self, urls: Sequence[str]) -> SeedAck:
+        return SeedAck(offered=len(urls), admitted=len(urls))
 
     async def send(self, address: str, message: Message) -> bool:
         await trio.lowlevel.checkpoint()

@@ -20,7 +20,7 @@ import trio
 
 from ubipy.control.server import ControlLimits, serve_control
 from ubipy.membership import LIVE_STATES, Member
-from ubipy.wire import Control, Figures, Message, Stop
+from ubipy.wire import Control, Figures, Message, SeedAck, Stop
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class ControlledPeer(Protocol):
 
     def status(self) -> PeerFigures: ...
 
-    def seed_urls(self, urls: Sequence[str]) -> dict[str, Any]: ...
+    def seed_urls(self, urls: Sequence[str]) -> SeedAck: ...
 
     def start_soon(self, fn: Callable[..., Awaitable[object]], *args: object) -> None: ...
 
@@ -110,7 +110,7 @@ class Monitor:
         return view
 
     def seed(self, urls: list[str]) -> Mapping[str, Any]:
-        return self._peer.seed_urls(urls)
+        return self._peer.seed_urls(urls).to_wire()
 
     def stop_cluster(self) -> None:
         self._peer.start_soon(self._stop_cluster)

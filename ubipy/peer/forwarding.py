@@ -9,19 +9,15 @@ side that runs them.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 
 import trio
 
-from ubipy.errors import StorageError
 from ubipy.peer.acks import AckBook
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.router import Batch, Router, url_items
 from ubipy.peer.wakeup import Wakeup
 from ubipy.wire import Message, UrlAck, UrlBatch
-
-log = logging.getLogger(__name__)
 
 Send = Callable[[str, Message], Awaitable[bool]]
 Reply = Callable[[Message], Awaitable[None]]
@@ -92,12 +88,9 @@ class Forwarder:
 
     async def on_batch(self, sender: str, batch: UrlBatch, reply: Reply) -> None:
         self._acked(batch.acks)
-        urls = url_items(batch.urls)
-        try:
-            self._crawler.admit_routed(urls)
-        except StorageError as exc:
-            log.warning("batch from %s not admitted: %s", sender, exc)
-            return  # not acknowledged: the sender keeps it and retries
+        # A StorageError goes up to the peer, which drops the batch unacknowledged: its
+        # sender keeps it and tries again.
+        self._crawler.admit_routed(url_items(batch.urls))
         if self._address_of(sender) is None:
             # Not known here yet, so no address to send to later: answer now.
             await reply(UrlAck((batch.id,)))

@@ -431,7 +431,14 @@ class Peer:
         handler = self._handlers.get(type(message))
         if handler is None:
             raise WireError(f"{frame.type.name} is not a frame this peer takes")
-        await handler(frame.sender, message, reply)
+        try:
+            await handler(frame.sender, message, reply)
+        except StorageError as exc:
+            # The shard refuses writes (disk full, read-only): the frame goes
+            # unanswered, as a lost one would. What must arrive (a batch, a host handed
+            # off) is acknowledged only once durable, so its sender keeps it and
+            # tries again; a replica's copy is sent again whole when the ring changes.
+            log.warning("%s from %s not taken: %s", frame.type.name, frame.sender, exc)
 
     async def _ignore(self, sender: str, message: Message, reply: Reply) -> None:
         pass
@@ -453,9 +460,6 @@ class Peer:
             log.info("hand-off from %s refused: %s", sender, exc)
             await reply(HandoffAck(handoff.id, refused=True))
             return
-        except StorageError as exc:
-            log.warning("hand-off from %s not taken: %s", sender, exc)
-            return  # not acknowledged: the sender keeps the host
         await reply(HandoffAck(handoff.id))
 
     async def _on_handoff_ack(self, sender: str, ack: HandoffAck, reply: Reply) -> None:
@@ -471,27 +475,22 @@ class Peer:
         self.crawler.add_scope_roots(scope.roots)
 
     async def _on_seed(self, sender: str, seed: Seed, reply: Reply) -> None:
-        await reply(SeedAck.from_wire(self.seed_urls(seed.urls)))
+        await reply(self.seed_urls(seed.urls))
 
     async def _on_status_request(self, sender: str, asked: StatusRequest, reply: Reply) -> None:
         await reply(await self._status_report(asked.cluster))
 
-    def seed_urls(self, urls: Sequence[str]) -> dict[str, Any]:
+    def seed_urls(self, urls: Sequence[str]) -> SeedAck:
         """Seed the crawl (from the wire or the control centre); answers an error
         while storage fails."""
         try:
             result = self.crawler.seed(urls)
         except StorageError as exc:
-            return {"error": str(exc)}
+            return SeedAck(error=str(exc))
         for member in self.membership.members():
             if member.id != self.peer_id and member.state is MemberState.ALIVE:
                 self._share_scope(member.address)
-        return {
-            "offered": result.offered,
-            "admitted": result.admitted,
-            "forwarded": result.forwarded,
-            "refused": [list(r) for r in result.refused],
-        }
+        return SeedAck(result.offered, result.admitted, result.forwarded, result.refused)
 
     async def _status_report(self, cluster: bool) -> Status:
         members = tuple(
