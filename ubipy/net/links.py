@@ -1,4 +1,4 @@
-"""Framed, authenticated TCP connections between peers (the trio side of the wire).
+"""Framed, authenticated connections between peers, over any :class:`~ubipy.net.Network`.
 
 Every connection, dialled or accepted, has a reader task that decodes frames
 with :mod:`ubipy.wire` and hands each to the peer's handler together with
