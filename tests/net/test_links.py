@@ -8,10 +8,11 @@ import socket
 import time
 from typing import Any
 
+import pytest
 import trio
 
 from ubipy.errors import WireError
-from ubipy.net import Links, Reply
+from ubipy.net import Links, Reply, request
 from ubipy.wire import Frame, FrameType, Message, Seed, secret_from
 
 KEY = secret_from("links test")
@@ -149,4 +150,56 @@ async def test_a_malformed_payload_is_dropped_and_counted_and_the_link_goes_on()
             await arrived.wait()
         assert got == [Seed(("x",))]
         assert b.stats.rejected["BAD_PAYLOAD"] == 2
+        nursery.cancel_scope.cancel()
+
+
+async def test_another_secret_is_told_at_once_and_nothing_it_sent_arrives() -> None:
+    """A peer (or the command line) with another secret learns so at once, by the
+    refusal notice, instead of waiting out its patience; the link it dialled says why,
+    and what it sent reaches no handler."""
+    got: list[Message] = []
+
+    async def handler(frame: Frame, message: Message, reply: Reply) -> None:
+        got.append(message)
+        await reply(message)
+
+    stranger = Links(secret_from("another secret"), "x", handler)
+    member = Links(KEY, "b", handler)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(stranger.run, "127.0.0.1:0")
+        there = await nursery.start(member.run, "127.0.0.1:0")
+        with trio.fail_after(2):
+            with pytest.raises(PermissionError, match="secret"):
+                await request(there, secret_from("another secret"), Seed(()), patience=30)
+            assert await stranger.send(there, Seed(("x",)))
+            while there not in stranger.trouble:
+                await trio.sleep(0.01)
+        assert "secrets differ" in stranger.trouble[there]
+        assert got == [] and member.stats.rejected["BAD_TAG"] == 2
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_address_that_speaks_no_ubipy_is_said_to_be_no_peer() -> None:
+    async def http_server(stream: trio.SocketStream) -> None:
+        await stream.receive_some(1024)
+        await stream.send_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        await stream.aclose()
+
+    async def ignore(frame: Frame, message: Message, reply: Reply) -> None:
+        pass
+
+    links = Links(KEY, "a", ignore)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(links.run, "127.0.0.1:0")
+        listeners = await nursery.start(trio.serve_tcp, http_server, 0)
+        port = listeners[0].socket.getsockname()[1]
+        address = f"127.0.0.1:{port}"
+        assert await links.send(address, Seed(("x",)))
+        with trio.fail_after(2):
+            while address not in links.trouble:
+                await trio.sleep(0.01)
+        assert links.trouble[address].startswith("not a ubipy peer")
+        gone = f"127.0.0.1:{closed_port()}"
+        assert not await links.send(gone, Seed(()))
+        assert links.trouble[gone].startswith("cannot connect")
         nursery.cancel_scope.cancel()

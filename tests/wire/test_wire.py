@@ -23,6 +23,7 @@ from ubipy.wire import (
     MAX_PAYLOAD_DEPTH,
     NEED_DATA,
     PROTOCOL_VERSION,
+    REFUSAL,
     Event,
     Frame,
     FrameError,
@@ -402,7 +403,18 @@ def test_default_cap_is_four_mebibytes() -> None:
     assert r.next_event(NOW) is CLOSED and r.close_reason is RejectReason.TOO_LARGE
 
 
-@pytest.mark.parametrize("n", [0, 1, 32])
+def test_the_refusal_notice_closes_the_reader_with_its_own_reason() -> None:
+    whole = reader()
+    whole.receive_data(REFUSAL)
+    assert whole.next_event(NOW) is CLOSED and whole.close_reason is RejectReason.REFUSED
+    trickled = reader()
+    for byte in REFUSAL:
+        assert trickled.next_event(NOW) is NEED_DATA
+        trickled.receive_data(bytes([byte]))
+    assert trickled.next_event(NOW) is CLOSED and trickled.close_reason is RejectReason.REFUSED
+
+
+@pytest.mark.parametrize("n", [1, 32])
 def test_length_too_short_for_a_tag_and_a_body(n: int) -> None:
     r = reader()
     r.receive_data(struct.pack(">I", n) + b"\x00" * n)

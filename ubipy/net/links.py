@@ -24,11 +24,13 @@ from ubipy.net.network import Network, TcpNetwork
 from ubipy.wire import (
     CLOSED,
     NEED_DATA,
+    REFUSAL,
     Frame,
     FrameReader,
     FrameWriter,
     Message,
     Rejected,
+    RejectReason,
     ReplayGuard,
     decode,
     new_epoch,
@@ -57,9 +59,11 @@ class LinkStats:
 
 
 class _Conn:
-    def __init__(self, stream: trio.abc.Stream, links: Links) -> None:
+    def __init__(self, stream: trio.abc.Stream, links: Links, address: str = "") -> None:
         self.stream = stream
         self.links = links
+        # Where we dialled; "" for a connection we accepted.
+        self.address = address
         self.reader = FrameReader(links.secret, links.guard)
         self.send_lock = trio.Lock()
         self.closed = False
@@ -86,15 +90,31 @@ class _Conn:
                     continue
                 if event is CLOSED:
                     reason = self.reader.close_reason
+                    if reason is RejectReason.REFUSED and self.address:
+                        links.trouble[self.address] = "it refused our frames: the secrets differ"
+                        log.warning("%s refused our frames: the secrets differ", self.address)
+                    elif reason is not None:
+                        if self.address and not self.reader.frames:
+                            links.trouble[self.address] = (
+                                f"not a ubipy peer (it answered {reason.name})"
+                            )
+                        log.warning("closing a connection: %s", reason.name)
                     if reason is not None:
                         links.stats.rejected[reason.name] += 1
-                        log.warning("closing a connection: %s", reason.name)
                     return
                 if isinstance(event, Rejected):
                     links.stats.rejected[event.reason.name] += 1
                     log.warning("dropped a frame: %s %s", event.reason.name, event.detail)
+                    if event.reason is RejectReason.BAD_TAG and self.reader.frames == 0:
+                        # Nothing authentic yet: the other end has another secret (or
+                        # is no peer). Say so at once, and hang up.
+                        with trio.move_on_after(_CLOSE_PATIENCE):
+                            await self.stream.send_all(REFUSAL)
+                        return
                     continue
                 assert isinstance(event, Frame)
+                if self.address:
+                    links.trouble.pop(self.address, None)
                 links.stats.frames_in[event.type.name] += 1
                 await links.dispatch(event, self)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -121,6 +141,9 @@ class Links:
         # Addresses whose last dial failed: nothing is listening there now, whatever
         # membership still believes (a peer that exited before its leave arrived).
         self.unreachable: set[str] = set()
+        # Why a dialled address last failed us (refused the connection, refused our
+        # frames, spoke no ubipy), until an authentic frame comes from it.
+        self.trouble: dict[str, str] = {}
 
     async def run(
         self, address: str, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
@@ -183,10 +206,11 @@ class Links:
             except (OSError, ValueError, trio.TooSlowError) as exc:
                 self.stats.dial_failures += 1
                 self.unreachable.add(address)
+                self.trouble[address] = f"cannot connect: {exc or type(exc).__name__}"
                 log.debug("cannot reach %s: %s", address, exc)
                 return None
             self.unreachable.discard(address)
-            conn = _Conn(stream, self)
+            conn = _Conn(stream, self, address)
             self._out[address] = conn
             assert self._nursery is not None
             self._nursery.start_soon(conn.read_loop)
@@ -248,6 +272,10 @@ async def request(
                             return decode(event.type, event.payload)
                         except WireError as exc:
                             raise OSError(f"{address} answered a malformed frame: {exc}") from exc
+                    if event is CLOSED and reader.close_reason is RejectReason.REFUSED:
+                        raise PermissionError(
+                            f"{address} refused our frames: the secret is not the cluster's"
+                        )
                     if event is CLOSED:
                         raise PermissionError(
                             f"{address} closed the connection without an authentic answer "

@@ -77,7 +77,7 @@ def filler(rng: random.Random, size: int) -> str:
     while total < size:
         chunk = rng.choices(_WORDS, k=64)
         words.extend(chunk)
-        total += sum(len(w) + 1 for w in chunk)
+        total += sum(map(len, chunk)) + len(chunk)
     return " ".join(words)[:size]
 
 

@@ -17,7 +17,8 @@ Layout of one frame on the wire::
     tag  = HMAC-SHA256(key, body)
     body = [version, type, sender, recipient, epoch, seq, sent_at, payload]
 
-``33 <= N <= max_frame``. The tag is checked before the body is decoded, so bytes
+``33 <= N <= max_frame``; ``N = 0`` alone (:data:`REFUSAL`) is the refusal notice a
+peer sends before closing a connection whose first frame it could not authenticate. The tag is checked before the body is decoded, so bytes
 from anyone without the cluster key never reach the CBOR decoder. Every time is
 wall-clock seconds (``time.time()``), never trio's monotonic clock: ``sent_at`` is
 compared with the receiver's clock.
@@ -32,6 +33,7 @@ from ubipy.wire.frames import (
     MAX_PAYLOAD_DEPTH,
     NEED_DATA,
     PROTOCOL_VERSION,
+    REFUSAL,
     Event,
     Frame,
     FrameType,
@@ -78,6 +80,7 @@ __all__ = [
     "MESSAGE_TYPES",
     "NEED_DATA",
     "PROTOCOL_VERSION",
+    "REFUSAL",
     "Control",
     "Event",
     "Figures",

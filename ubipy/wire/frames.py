@@ -74,13 +74,23 @@ class RejectReason(enum.StrEnum):
     TOO_LARGE = "too_large"
     BAD_LENGTH = "bad_length"
     TRUNCATED = "truncated"
+    # The far end sent the refusal notice: it could not authenticate our frames.
+    REFUSED = "refused"
 
     @property
     def fatal(self) -> bool:
         return self in _FATAL
 
 
-_FATAL: Final = frozenset({RejectReason.TOO_LARGE, RejectReason.BAD_LENGTH, RejectReason.TRUNCATED})
+_FATAL: Final = frozenset(
+    {RejectReason.TOO_LARGE, RejectReason.BAD_LENGTH, RejectReason.TRUNCATED, RejectReason.REFUSED}
+)
+
+# What a peer sends, once, on a connection whose first frame it could not
+# authenticate, before it closes it: a zero length, which no frame has. The other
+# end learns at once that the secrets differ instead of waiting out its patience;
+# a stranger learns only that something here speaks this protocol.
+REFUSAL: Final = LENGTH_PREFIX.pack(0)
 
 # A payload is plain data: None, bool, int (64-bit), float, str, bytes, and lists
 # and str/bytes/int-keyed maps of those. Anything else (tags, sets, datetimes,

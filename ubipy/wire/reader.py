@@ -163,6 +163,12 @@ class FrameReader:
                     RejectReason.TOO_LARGE,
                     f"frame of {size} bytes, cap {self._max_frame}",
                 )
+            if size == 0:
+                return self._fail(
+                    _Input.LENGTH_BAD,
+                    RejectReason.REFUSED,
+                    "the far end could not authenticate our frames (the secrets differ)",
+                )
             if size < MIN_FRAME:
                 return self._fail(
                     _Input.LENGTH_BAD, RejectReason.BAD_LENGTH, f"frame of {size} bytes"
