@@ -79,6 +79,8 @@ class SimNet:
     )
     _seq: int = 0
     _stopped: bool = False
+    # address -> the side of the current partition it is on (absent: no partition).
+    _side: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._net_rng = random.Random(self.seed * 7919 + 1)
@@ -121,6 +123,14 @@ class SimNet:
 
     def crash(self, node: SimNode) -> None:
         node.up = False
+
+    def partition(self, *groups: list[SimNode]) -> None:
+        """Cut the network between the groups (nodes in none are cut off from all):
+        datagrams and streams across are lost, as on a real cut."""
+        self._side = {node.address: i for i, group in enumerate(groups) for node in group}
+
+    def heal(self) -> None:
+        self._side = {}
 
     def cluster(self, n: int, *, spacing: float = 0.05) -> list[SimNode]:
         """``n`` nodes, each joining a random earlier one, run until all agree."""
@@ -223,6 +233,8 @@ class SimNet:
                 if self.wire:
                     message = message_from_wire(cbor2.loads(body))
             if o.address not in self.nodes:
+                continue
+            if self._side and self._side.get(o.address, -1) != self._side.get(node.address, -2):
                 continue
             if not o.stream and self.loss and rng.random() < self.loss:
                 continue

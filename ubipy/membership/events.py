@@ -37,15 +37,23 @@ class MembershipConfig:
     tombstone_timeout: float = 120.0
     # Updates per message: keeps datagrams well under a 1400-byte MTU.
     max_piggyback: int = 8
+    # Serf's reconnect: members declared dead (and the join addresses) are dialled
+    # again every interval, a few at a time, for this long, so that the two sides of
+    # a partition find each other once the network lets them, however long it lasted.
+    reconnect_interval: float = 30.0
+    reconnect_timeout: float = 24 * 3600.0
+    reconnect_fanout: int = 3
 
     def __post_init__(self) -> None:
         if not 0 < self.probe_timeout < self.probe_interval:
             raise ValueError("need 0 < probe_timeout < probe_interval")
-        if self.gossip_interval <= 0 or self.push_pull_interval <= 0:
+        if min(self.gossip_interval, self.push_pull_interval, self.reconnect_interval) <= 0:
             raise ValueError("intervals must be positive")
         if min(self.suspicion_mult, self.suspicion_max_timeout_mult, self.retransmit_mult) < 1:
             raise ValueError("multipliers must be at least 1")
         if min(self.indirect_checks, self.gossip_nodes, self.max_piggyback) < 0:
+            raise ValueError("counts must not be negative")
+        if self.reconnect_timeout < 0 or self.reconnect_fanout < 0:
             raise ValueError("counts must not be negative")
 
 

@@ -22,12 +22,15 @@ The protocol is HashiCorp memberlist's (SWIM + Lifeguard suspicion):
 * a full push-pull of the member table over a stream every push-pull interval,
   which is also how a peer joins (``join``) and how a restarted peer learns the
   incarnation it must beat;
-* a graceful ``leave`` tells every member directly; they drop it at once.
+* a graceful ``leave`` tells every member directly; they drop it at once;
+* Serf's reconnect: every reconnect interval a few members declared dead, and the
+  join addresses, get a push-pull, for up to the reconnect time-out; a partition
+  of any length heals at the next one after the network does.
 
 Two additions to memberlist, both because its few retransmits (4 at N = 8) let
-an epidemic miss a member now and then, which the simulator showed: a joiner,
-once the push-pull reply has told it who is there, announces itself to each
-member directly; and a member that hears a stale accusation (an incarnation it
+an epidemic miss a member now and then, which the simulator showed: a peer that
+learns of live members from a push-pull (a joiner from its seed's reply, either
+side of a healed partition) announces itself to each of them directly; and a member that hears a stale accusation (an incarnation it
 has already refuted) gossips its refutation again, which with Lifeguard's buddy
 system (a suspect's prober tells it so) lands on the Ack to the very peer that
 still suspects it.
@@ -117,7 +120,10 @@ class Membership:
         self._since: dict[str, float] = {self_id: now}
         self._live = 1  # members in LIVE_STATES, self included
         self._left = False
-        self._joining = False  # a join's push-pull reply is still to come
+        # Members declared dead, kept for reconnecting well after their tombstones
+        # are reaped: id -> (address, when declared dead).
+        self._lost: dict[str, tuple[str, float]] = {}
+        self._seeds: tuple[str, ...] = ()
         self.refutations = 0  # how often we outbid a rumour about ourselves
         self._suspicions: dict[str, Suspicion] = {}
         self._broadcasts: dict[str, _Broadcast] = {}
@@ -132,6 +138,7 @@ class Membership:
         self._next_probe = now + rng.random() * config.probe_interval
         self._next_gossip = now
         self._next_push_pull = now + rng.random() * config.push_pull_interval
+        self._next_reconnect = now + rng.random() * config.reconnect_interval
 
     # -- queries ---------------------------------------------------------------
 
@@ -154,6 +161,15 @@ class Membership:
         """The ids that own a share of the ring: ALIVE and SUSPECT, self included."""
         return frozenset(m.id for m in self._members.values() if m.state in LIVE_STATES)
 
+    @property
+    def alone(self) -> bool:
+        """Whether no other member is alive or suspect in this view."""
+        return self._live <= 1
+
+    def lost(self) -> list[str]:
+        """The ids of members declared dead that reconnecting still tries."""
+        return sorted(self._lost)
+
     def drain_events(self) -> list[MemberEvent]:
         """The changes since the last call, oldest first."""
         events, self._events = self._events, []
@@ -168,6 +184,8 @@ class Membership:
         if not self._left:
             deadlines.append(self._next_probe)
             deadlines.append(self._next_push_pull)
+            if self._lost or self._seeds:
+                deadlines.append(self._next_reconnect)
             probe = self._probe
             if probe is not None and not probe.acked and not probe.indirect_sent:
                 deadlines.append(probe.started + self.config.probe_timeout)
@@ -177,15 +195,15 @@ class Membership:
 
     def join(self, now: float, seed_addresses: Iterable[str]) -> list[Outgoing]:
         """Push-pull with each seed; any one live seed is enough. The driver may
-        call this again if no reply came."""
+        call this again if no reply came; the seeds are also dialled when reconnecting."""
         # Announce ourselves too, as soon as we know someone to tell: the seed
         # alone would spend its few retransmits before it knows the whole cluster.
         me = self._members[self.self_id]
         if self.self_id not in self._broadcasts:
             self._enqueue(Update(me.id, me.address, ALIVE, me.incarnation, me.id))
-        self._joining = True
+        self._seeds = tuple(dict.fromkeys(seed_addresses))
         state = self._push_pull_message(is_reply=False)
-        return [Outgoing(a, state, True) for a in seed_addresses if a != self.self_address]
+        return [Outgoing(a, state, True) for a in self._seeds if a != self.self_address]
 
     def leave(self, now: float) -> list[Outgoing]:
         """Tell every member we are leaving. Afterwards we still answer pings and
@@ -220,6 +238,9 @@ class Membership:
                 if target:
                     state = self._push_pull_message(is_reply=False)
                     out.append(Outgoing(target[0].address, state, True))
+            if now >= self._next_reconnect:
+                self._next_reconnect = now + self.config.reconnect_interval
+                self._reconnect(now, out)
         if now >= self._next_gossip:
             self._next_gossip = now + self.config.gossip_interval
             if self._broadcasts:
@@ -255,13 +276,12 @@ class Membership:
         elif isinstance(message, Gossip):
             self._apply_all(message.updates, now)
         elif isinstance(message, PushPull):
+            before = {m.id for m in self._members.values() if m.state in LIVE_STATES}
             self._merge(message.members, now)
             if not message.is_reply:
                 reply = self._push_pull_message(is_reply=True)
                 out.append(Outgoing(sender_address, reply, True))
-            elif self._joining:
-                self._joining = False
-                self._announce(sender_address, out)
+            self._announce(before, sender_address, out)
         elif isinstance(message, Leave):
             self._apply(
                 Update(
@@ -271,18 +291,42 @@ class Membership:
             )
         return out
 
-    def _announce(self, seed_address: str, out: list[Outgoing]) -> None:
-        """Tell every member we just learnt about ourselves, directly. With the few
-        retransmits gossip allows at small N (4 at N = 8), an epidemic misses some
-        member in several percent of joins, which would then not know us until a
-        push-pull; one datagram per member once per join is cheap insurance."""
+    def _announce(self, before: set[str], sender_address: str, out: list[Outgoing]) -> None:
+        """Tell every member a push-pull just showed us alive about ourselves,
+        directly (a joiner: the whole cluster; after a partition heals: the other
+        side, which may still hold us dead). With the few retransmits gossip allows at
+        small N (4 at N = 8), an epidemic misses some member in several percent of
+        joins, which would then not know us until a push-pull; one datagram per
+        member once per join is cheap insurance."""
+        new = [
+            m
+            for m in self._members.values()
+            if m.state in LIVE_STATES
+            and m.id not in before
+            and m.id != self.self_id
+            and m.address != sender_address
+        ]
+        if not new:
+            return
         me = self._members[self.self_id]
         news = Gossip((Update(me.id, me.address, ALIVE, me.incarnation, me.id),))
-        out.extend(
-            Outgoing(m.address, news)
-            for m in self._members.values()
-            if m.state in LIVE_STATES and m.id != self.self_id and m.address != seed_address
-        )
+        out.extend(Outgoing(m.address, news) for m in new)
+
+    def _reconnect(self, now: float, out: list[Outgoing]) -> None:
+        """Push-pull with a few members declared dead and with the join addresses
+        (unless alone: the driver retries those itself, faster)."""
+        cfg = self.config
+        expired = [i for i, (_, since) in self._lost.items() if now - since > cfg.reconnect_timeout]
+        for member_id in expired:
+            del self._lost[member_id]
+        addresses = [address for address, _ in self._lost.values()]
+        if len(addresses) > cfg.reconnect_fanout:
+            addresses = self._rng.sample(addresses, cfg.reconnect_fanout)
+        if not self.alone:
+            live = {m.address for m in self._members.values() if m.state in LIVE_STATES}
+            addresses += [a for a in self._seeds if a not in live]
+        state = self._push_pull_message(is_reply=False)
+        out.extend(Outgoing(a, state, True) for a in dict.fromkeys(addresses))
 
     # -- probing ---------------------------------------------------------------
 
@@ -477,6 +521,11 @@ class Membership:
         was_live = old is not None and old.state in LIVE_STATES
         self._live += (member.state in LIVE_STATES) - was_live
         self._members[member.id] = member
+        if member.state is DEAD:
+            if old is None or old.state is not DEAD:
+                self._lost[member.id] = (member.address, now)
+        else:
+            self._lost.pop(member.id, None)
         if old is None or old.state is not member.state:
             self._since[member.id] = now
 
