@@ -266,7 +266,8 @@ def test_a_partition_of_any_length_heals(length: float, capsys: pytest.CaptureFi
     p50, worst = waits[len(waits) // 2], waits[-1]
     with capsys.disabled():
         print(
-            f"\n[membership sim] {length:.0f} s partition, heal to one view: p50 {p50:.1f} s, max {worst:.1f} s"
+            f"\n[membership sim] {length:.0f} s partition 4|2|2, heal to one view: "
+            f"p50 {p50:.1f} s, max {worst:.1f} s"
         )
     assert worst <= 35.0
 

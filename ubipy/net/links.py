@@ -91,12 +91,14 @@ class _Conn:
                 if event is CLOSED:
                     reason = self.reader.close_reason
                     if reason is RejectReason.REFUSED and self.address:
-                        links.trouble[self.address] = "it refused our frames: the secrets differ"
+                        links.note_trouble(
+                            self.address, "it refused our frames: the secrets differ"
+                        )
                         log.warning("%s refused our frames: the secrets differ", self.address)
                     elif reason is not None:
                         if self.address and not self.reader.frames:
-                            links.trouble[self.address] = (
-                                f"not a ubipy peer (it answered {reason.name})"
+                            links.note_trouble(
+                                self.address, f"not a ubipy peer (it answered {reason.name})"
                             )
                         log.warning("closing a connection: %s", reason.name)
                     if reason is not None:
@@ -144,6 +146,7 @@ class Links:
         # Why a dialled address last failed us (refused the connection, refused our
         # frames, spoke no ubipy), until an authentic frame comes from it.
         self.trouble: dict[str, str] = {}
+        self._troubled = trio.Event()
 
     async def run(
         self, address: str, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
@@ -206,7 +209,7 @@ class Links:
             except (OSError, ValueError, trio.TooSlowError) as exc:
                 self.stats.dial_failures += 1
                 self.unreachable.add(address)
-                self.trouble[address] = f"cannot connect: {exc or type(exc).__name__}"
+                self.note_trouble(address, f"cannot connect: {exc or type(exc).__name__}")
                 log.debug("cannot reach %s: %s", address, exc)
                 return None
             self.unreachable.discard(address)
@@ -215,6 +218,17 @@ class Links:
             assert self._nursery is not None
             self._nursery.start_soon(conn.read_loop)
             return conn
+
+    def note_trouble(self, address: str, why: str) -> None:
+        self.trouble[address] = why
+        self._troubled.set()
+        self._troubled = trio.Event()
+
+    async def wait_for_trouble(self, address: str) -> str:
+        """Wait until ``address`` has failed us (see ``trouble``); returns why."""
+        while address not in self.trouble:
+            await self._troubled.wait()
+        return self.trouble[address]
 
     def forget(self, address: str) -> None:
         """Drop the cached connection to a peer that left or died (the next send
