@@ -31,7 +31,8 @@ Two additions to memberlist, both because its few retransmits (4 at N = 8) let
 an epidemic miss a member now and then, which the simulator showed: a peer that
 learns of live members from a push-pull (a joiner from its seed's reply, either
 side of a healed partition) announces itself to each of them directly; and a
-member that hears a stale accusation (an incarnation it has already refuted) gossips its refutation again, which with Lifeguard's buddy
+member that hears a stale accusation (an incarnation it has already refuted)
+gossips its refutation again, which with Lifeguard's buddy
 system (a suspect's prober tells it so) lands on the Ack to the very peer that
 still suspects it.
 

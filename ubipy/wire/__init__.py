@@ -19,7 +19,8 @@ Layout of one frame on the wire::
 
 ``33 <= N <= max_frame``; ``N = 0`` alone (:data:`REFUSAL`) is the refusal notice a
 peer sends before closing a connection whose first frame it could not authenticate.
-The tag is checked before the body is decoded, so bytes from anyone without the cluster key never reach the CBOR decoder. Every time is
+The tag is checked before the body is decoded, so bytes from anyone without the
+cluster key never reach the CBOR decoder. Every time is
 wall-clock seconds (``time.time()``), never trio's monotonic clock: ``sent_at`` is
 compared with the receiver's clock.
 """
