@@ -443,9 +443,16 @@ def format_cluster(report: dict[str, Any], now: float | None = None) -> str:
                 human_bytes(row.bytes_out),
             ]
         )
-        failing = figures[row.peer_id].get("storage_error")
-        if failing:
-            notes[len(cells) - 1] = f"  STORAGE FAILING, admission paused: {failing}"
+        mine = figures[row.peer_id]
+        said = []
+        if mine.get("storage_error"):
+            said.append(f"  STORAGE FAILING, admission paused: {mine['storage_error']}")
+        if mine.get("joining"):
+            said.append(f"  joining (attempt {mine['joining']})")
+        if mine.get("paused"):
+            said.append(f"  PAUSED: {mine['paused']}")
+        if said:
+            notes[len(cells) - 1] = "\n".join(said)
     total = totals(rows)
     states = ", ".join(f"{n} {state}" for state, n in total.by_state.items() if n)
     cells.append(

@@ -43,6 +43,10 @@ class Figures:
     # or suspect) and all it knows of (dead and departed included).
     peers_alive: int = 1
     peers_known: int = 1
+    # The first peer's join attempt while it is alone (0: not joining), and why it
+    # fetches nothing, if it does not.
+    joining: int = 0
+    paused: str | None = None
 
 
 def peer_figures(peers: Sequence[Peer]) -> Figures:
@@ -56,6 +60,8 @@ def peer_figures(peers: Sequence[Peer]) -> Figures:
         errors=sum(s.errors for s in statuses),
         peers_alive=len(membership.alive_ids()),
         peers_known=len(membership.members()),
+        joining=statuses[0].joining,
+        paused=statuses[0].paused,
     )
 
 
@@ -151,6 +157,10 @@ class Progress:
         ]
         if f.peers_known > 1:
             parts.append(f"peers {f.peers_alive}/{f.peers_known}")
+        if f.joining:
+            parts.append(f"joining (attempt {f.joining})")
+        if f.paused:
+            parts.append(f"PAUSED: {f.paused}")
         if self.tty:
             return f"{elapsed:>6}  " + "  ".join(parts)
         return f"{self.label} {elapsed}: " + ", ".join(parts)

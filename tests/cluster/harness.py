@@ -57,6 +57,7 @@ def peer_config(
     replicas: int = 1,
     concurrency: int = 4,
     batch_linger: float = 0.2,
+    secret: str = SECRET,
 ) -> CrawlConfig:
     """Every harness peer's configuration: what tests/e2e's ``start_peer`` passes on
     the command line (``--delay 0.01 --robots-retry 0.05 --secret``), the churn tests'
@@ -69,7 +70,7 @@ def peer_config(
         politeness=PolitenessConfig(delay=0.01, robots_retry_base=0.05, concurrency=concurrency),
         forwarding=ForwardingConfig(batch_linger=batch_linger),
         replication=ReplicationConfig(replicas=replicas),
-        secret=SECRET,
+        secret=secret,
     )
 
 
@@ -187,18 +188,29 @@ class Cluster:
     def running(self) -> list[SimPeer]:
         return [p for p in self.lives if not p.ended.is_set()]
 
-    async def start(self, index: int, *, join: SimPeer | None = None, replicas: int = 1) -> SimPeer:
+    async def start(
+        self,
+        index: int,
+        *,
+        join: SimPeer | None = None,
+        replicas: int = 1,
+        port: int = 0,
+        join_addresses: Sequence[str] = (),
+        secret: str = SECRET,
+    ) -> SimPeer:
         """Start peer ``index`` on its host over its data directory (a restart when it
-        has run before); returns once it listens."""
+        has run before), joining ``join`` and ``join_addresses``, listening on ``port``
+        (0: any); returns once it listens."""
         if any(p.index == index for p in self.running):
             raise ValueError(f"peer {index} is running")
         host = host_of(index)
         self.net.revive(host)  # a host killed before: its new process
         config = peer_config(
             self.tmp / f"p{index}",
-            f"{host}:0",
-            join=[join.address] if join is not None else [],
+            f"{host}:{port}",
+            join=[*([join.address] if join is not None else []), *join_addresses],
             replicas=replicas,
+            secret=secret,
         )
         peer = Peer(
             config,

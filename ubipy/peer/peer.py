@@ -37,6 +37,7 @@ from ubipy.net import Links, Network, Reply, TcpNetwork, is_loopback, request, s
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff, NotOurs
+from ubipy.peer.joining import Joiner
 from ubipy.peer.replica import Replicator
 from ubipy.peer.reporting import Reporter
 from ubipy.peer.router import Router
@@ -131,6 +132,7 @@ class Peer:
         self._replicator: Replicator | None = None
         self._reporter: Reporter | None = None
         self._forwarder: Forwarder | None = None
+        self._joiner: Joiner | None = None
         # Each frame kind's handler, filled by the subsystems (and the control centre).
         self._handlers: dict[type, Callable[[str, Any, Reply], Awaitable[None]]] = {}
         self._joined_callbacks: list[Callable[[str], None]] = []
@@ -241,6 +243,14 @@ class Peer:
         reporter = self._reporter = Reporter(
             self.peer_id, self.membership, self._figures, self.send, self.start_soon, self.stop
         )
+        joiner = self._joiner = Joiner(
+            config.join,
+            alone=lambda: self.membership.alone,
+            join=lambda addresses: self._send_membership(
+                self.membership.join(trio.current_time(), addresses)
+            ),
+            why=self.links.trouble.get,
+        )
         self._register_handlers()
         await nursery.start(crawler.run)
         nursery.start_soon(reporter.push_forever)
@@ -248,8 +258,7 @@ class Peer:
         nursery.start_soon(self._gossip_loop)
         nursery.start_soon(self._forwarder.run)
         nursery.start_soon(self._handoff.run)
-        if config.join:
-            self._send_membership(self.membership.join(trio.current_time(), config.join))
+        nursery.start_soon(joiner.run)
         return crawler
 
     async def _leave(self) -> None:
@@ -354,6 +363,8 @@ class Peer:
         events = self.membership.drain_events()
         if not events:
             return
+        if self._joiner is not None:
+            self._joiner.changed.set()
         ring_changed = False
         dead: list[str] = []
         for event in events:
@@ -534,6 +545,7 @@ class Peer:
             self.links,
             self._router,
             self.handoff,
+            joining=self._joiner.joining if self._joiner is not None else 0,
         )
 
     def _figures(self) -> Figures:

@@ -47,6 +47,10 @@ class PeerStatus:
     handed_off_bytes: int
     taken_over_hosts: int
     replica_bytes: int
+    # The join attempt under way while the peer is alone (0: not joining).
+    joining: int = 0
+    # Why nothing is fetched now, if it is not (e.g. no majority in sight).
+    paused: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -60,6 +64,9 @@ def status_of(
     links: Links,
     router: Router | None,
     handoff: Handoff,
+    *,
+    joining: int = 0,
+    paused: str | None = None,
 ) -> PeerStatus:
     uptime = max(trio.current_time() - c.stats.started_at, 1e-9)
     return PeerStatus(
@@ -92,4 +99,6 @@ def status_of(
         handed_off_bytes=links.stats.bytes_out_by["HANDOFF"],
         taken_over_hosts=handoff.stats.hosts_in,
         replica_bytes=links.stats.bytes_out_by["REPLICA"],
+        joining=joining,
+        paused=paused,
     )

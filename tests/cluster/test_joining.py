@@ -1,0 +1,91 @@
+"""Joining that never gives up (issue 14), on the in-memory network: peers started in
+any order form one cluster, and a peer alone keeps trying its join addresses with a
+back-off, saying why each try failed."""
+
+from __future__ import annotations
+
+import random
+import re
+from itertools import pairwise
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from tests.cluster.harness import cluster, host_of
+from ubipy.synthweb import SyntheticWeb, WebSpec
+
+WEB = SyntheticWeb(WebSpec(seed=3, hosts=4, pages_per_host=2))
+PORT = 7000
+PEERS = 4
+ORDERS = 10
+
+
+def address_of(index: int) -> str:
+    return f"{host_of(index)}:{PORT}"
+
+
+async def test_peers_started_in_any_order_with_random_delays_form_one_cluster(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4 peers start in a random order, 0-5 s apart; in even runs each names the 3 others
+    with --join, in odd runs all name peer 0 (a bootstrap, which names nobody), as a
+    service manager would start them. Every run ends with one cluster within 35 s of the
+    last start (a join tried once left the peers up before the bootstrap alone)."""
+    waits: list[float] = []
+    for run in range(ORDERS):
+        rng = random.Random(run)
+        order = rng.sample(range(PEERS), PEERS)
+        async with cluster(tmp_path / f"run{run}", WEB, seed=run) as c:
+            peers = []
+            for index in order:
+                await trio.sleep(rng.uniform(0, 5))
+                if run % 2 == 0:
+                    others = [address_of(i) for i in range(PEERS) if i != index]
+                else:
+                    others = [address_of(0)] if index != 0 else []
+                peers.append(await c.start(index, port=PORT, join_addresses=others))
+            last_start = trio.current_time()
+            with trio.fail_after(35):
+                for sim in peers:
+                    await sim.wait_count(r"member \w+ joined", PEERS - 1)
+            waits.append(trio.current_time() - last_start)
+            everyone = frozenset(p.peer_id for p in peers)
+            assert all(p.peer.membership.alive_ids() == everyone for p in peers)
+            assert all(p.peer.status().joining == 0 for p in peers)
+    waits.sort()
+    print(f"\none cluster after the last start: p50 {waits[len(waits) // 2]:.1f} s, "
+          f"max {waits[-1]:.1f} s over {ORDERS} orders")  # fmt: skip
+
+
+async def test_a_lone_peer_keeps_trying_backs_off_and_says_why(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Nobody at the join address: tries 1 s, 2 s, 4 s ... apart, capped at 30 s, each
+    failure logged with its reason and the status saying "joining (attempt N)"; another
+    secret there is named as such; the peer joins at the next try once the member is up."""
+    async with cluster(tmp_path, WEB, seed=1) as c:
+        there = address_of(1)
+        lone = await c.start(0, join_addresses=[there])
+        with trio.fail_after(100):
+            await lone.wait_count(r"join attempt 7:", 1)
+        tries = [
+            float(line.split()[0]) for line in lone.lines if re.search(r"join attempt \d+:", line)
+        ]
+        gaps = [round(b - a) for a, b in pairwise(tries)]
+        assert gaps == [2, 4, 8, 16, 30, 30]
+        assert "cannot connect" in lone.lines[-1]
+        assert lone.peer.status().joining in (7, 8)
+
+        # Another secret at the address: refused at once, and said so.
+        stranger = await c.start(1, port=PORT, secret="another secret")
+        with trio.fail_after(40):
+            await lone.wait_count(r"secrets differ", 1)
+        await c.kill(stranger)
+
+        # The member comes up: joined at the next try, within the 30 s back-off.
+        member = await c.start(1, port=PORT)
+        with trio.fail_after(31):
+            await lone.wait_count(r"member \w+ joined", 1)
+        assert lone.peer.status().joining == 0
+        assert member.peer.membership.alive_ids() == {lone.peer_id, member.peer_id}

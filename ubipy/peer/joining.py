@@ -1,0 +1,81 @@
+"""Joining that never gives up: while a peer is alone, its ``--join`` addresses are
+tried again and again, with a back-off from 1 s doubling to 30 s, until one
+answers. A service manager starts peers in any order; the first ones up must keep
+knocking until the others are there.
+
+Each try is a membership join (a push-pull with every address); it has worked once
+the peer is no longer alone. After a failed try the log says why each address did
+not answer, as far as the links know: the connection was refused, the other end has
+another secret, it speaks no ubipy, or it simply did not answer. Once the peer has
+company, dead members and the join addresses are dialled by membership's reconnect
+(every 30 s), which is what heals a partition; should the peer find itself alone
+again (everyone else gone), the back-off starts over.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import trio
+
+from ubipy.peer.wakeup import Wakeup
+
+log = logging.getLogger(__name__)
+
+FIRST_WAIT = 1.0
+MAX_WAIT = 30.0
+
+
+class Joiner:
+    def __init__(
+        self,
+        addresses: Sequence[str],
+        *,
+        alone: Callable[[], bool],
+        join: Callable[[Sequence[str]], None],
+        why: Callable[[str], str | None],
+    ) -> None:
+        """``alone()`` says whether the peer has no live member besides itself,
+        ``join(addresses)`` sends a try, ``why(address)`` says why an address last
+        failed (None: nothing known)."""
+        self.addresses = tuple(dict.fromkeys(addresses))
+        self._alone = alone
+        self._join = join
+        self._why = why
+        self.changed = Wakeup()  # set by the peer whenever membership changes
+        self.attempt = 0
+
+    @property
+    def joining(self) -> int:
+        """The try under way while the peer is alone and has somewhere to join; 0
+        otherwise."""
+        return self.attempt if self.addresses and self._alone() else 0
+
+    async def run(self) -> None:
+        if not self.addresses:
+            return
+        wait = FIRST_WAIT
+        while True:
+            if not self._alone():
+                self.attempt, wait = 0, FIRST_WAIT
+                await self.changed.wait()
+                continue
+            self.attempt += 1
+            self._join(self.addresses)
+            deadline = trio.current_time() + wait
+            while self._alone() and trio.current_time() < deadline:
+                await self.changed.wait(deadline)
+            if not self._alone():
+                if self.attempt > 1:
+                    log.info("joined the cluster at attempt %d", self.attempt)
+                continue
+            for address in self.addresses:
+                log.warning(
+                    "join attempt %d: %s: %s; next try in %.0f s",
+                    self.attempt,
+                    address,
+                    self._why(address) or "no answer",
+                    min(wait * 2, MAX_WAIT),
+                )
+            wait = min(wait * 2, MAX_WAIT)
