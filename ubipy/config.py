@@ -338,9 +338,32 @@ class SwimConfig:
     push_pull_interval: float = option(
         30.0, help="seconds between full exchanges of the member list with one member"
     )
+    reconnect_interval: float = option(
+        30.0,
+        help="seconds between tries to reach members declared dead (and the --join "
+        "addresses): how a partition heals",
+    )
+    reconnect_timeout: float = option(
+        24 * 3600.0, help="seconds a member declared dead is still tried (default: a day)"
+    )
+    # The lease is what keeps two peers off one host during a partition.
+    majority_lease: float = option(
+        5.0,
+        help="fetch only while a majority of the cluster was heard from within this many "
+        "seconds; the majority waits longer than this (with margin) before taking a lost "
+        "peer's hosts over (default: {default})",
+    )
 
     def __post_init__(self) -> None:
-        _positive(self, "probe_interval", "probe_timeout", "push_pull_interval")
+        _positive(
+            self,
+            "probe_interval",
+            "probe_timeout",
+            "push_pull_interval",
+            "reconnect_interval",
+            "majority_lease",
+        )
+        _at_least(self, 0, "reconnect_timeout")
         if not self.probe_timeout < self.probe_interval:
             raise ConfigError(
                 f"must be shorter than probe_interval ({_show(self.probe_interval)}), "

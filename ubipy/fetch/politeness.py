@@ -247,6 +247,18 @@ class Scheduler:
         self.in_memory += 1
         self.finished(host, now, wait=wait)
 
+    def abandoned(self, host: str, entry: Entry | None, now: float) -> None:
+        """The request for ``entry`` (None: the host's robots.txt) was cut short by
+        the crawler, not by the server: it is asked again later, as if never asked,
+        and the host waits its delay as after any request."""
+        slot = self._slots[host]
+        if entry is None:
+            slot.robots_fetch = None
+        else:
+            slot.queue.appendleft(entry)
+            self.in_memory += 1
+        self.finished(host, now)
+
     def restore_host(self, host: str, *, not_before: float, pages: int) -> None:
         """What an earlier run left for ``host``: no request before ``not_before``,
         and ``pages`` of its budget already spent."""

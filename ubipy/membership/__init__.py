@@ -2,7 +2,8 @@
 
 Feed it messages and ticks with the time, send the ``Outgoing`` it returns, and
 rebuild the ring when ``drain_events()`` reports a change. No I/O, no clock, no
-randomness of its own.
+randomness of its own. Beside it, :class:`Quorum`: the majority lease that decides
+whether a peer may fetch while the network is split.
 """
 
 from ubipy.membership.events import ChangeKind, MemberEvent, MembershipConfig, Outgoing
@@ -22,6 +23,7 @@ from ubipy.membership.messages import (
     Update,
     message_from_wire,
 )
+from ubipy.membership.quorum import Quorum, Sight, fence
 
 __all__ = [
     "LIVE_STATES",
@@ -40,6 +42,9 @@ __all__ = [
     "Ping",
     "PingReq",
     "PushPull",
+    "Quorum",
+    "Sight",
     "Update",
+    "fence",
     "message_from_wire",
 ]

@@ -48,12 +48,12 @@ may be lost, duplicated or reordered.
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from ubipy.membership.broadcasts import Broadcasts
 from ubipy.membership.events import ChangeKind, MemberEvent, MembershipConfig, Outgoing
 from ubipy.membership.messages import (
     LIVE_STATES,
@@ -91,13 +91,6 @@ class _Forward:
     expires: float
 
 
-@dataclass(slots=True)
-class _Broadcast:
-    update: Update
-    order: int
-    transmits: int = 0
-
-
 class Membership:
     """One peer's view of the membership. See the module docstring."""
 
@@ -127,8 +120,7 @@ class Membership:
         self._seeds: tuple[str, ...] = ()
         self.refutations = 0  # how often we outbid a rumour about ourselves
         self._suspicions: dict[str, Suspicion] = {}
-        self._broadcasts: dict[str, _Broadcast] = {}
-        self._broadcast_order = 0
+        self._broadcasts = Broadcasts()
         self._events: list[MemberEvent] = []
         self._seq = rng.randrange(MAX_SEQ)
         self._probe: _Probe | None = None
@@ -291,6 +283,15 @@ class Membership:
                 now,
             )
         return out
+
+    def ping(self, member_id: str) -> Outgoing | None:
+        """A ping outside the probe cycle, for a driver that wants a sign of life from
+        ``member_id`` (the majority lease): its Ack carries gossip and is otherwise
+        ignored. None if the member is unknown."""
+        member = self._members.get(member_id)
+        if member is None or self._left:
+            return None
+        return Outgoing(member.address, Ping(self._next_seq(), member.id, self._piggyback()))
 
     def _announce(self, before: set[str], sender_address: str, out: list[Outgoing]) -> None:
         """Tell every member a push-pull just showed us alive about ourselves,
@@ -491,20 +492,7 @@ class Membership:
         self._enqueue(Update(me.id, me.address, ALIVE, me.incarnation, me.id))
 
     def _start_suspicion(self, member_id: str, accuser: str, now: float) -> None:
-        cfg = self.config
-        n = self._live
-        # Lifeguard expects k independent confirmations; two fewer than the
-        # multiplier, so the nominal time-out is met a couple of probes early,
-        # and none where there are too few others to confirm.
-        k = cfg.suspicion_mult - 2
-        if n - 2 < k:
-            k = 0
-        # memberlist's suspicionTimeout: the node scale is at least 1, so small
-        # clusters (N < 10) get suspicion_mult probe intervals, not less.
-        scale = max(1.0, math.log10(max(1, n)))
-        min_timeout = cfg.suspicion_mult * scale * cfg.probe_interval
-        max_timeout = cfg.suspicion_max_timeout_mult * min_timeout
-        self._suspicions[member_id] = Suspicion(now, k, min_timeout, max_timeout, {accuser})
+        self._suspicions[member_id] = Suspicion.begin(now, accuser, self._live, self.config)
 
     def _expire_suspicions(self, now: float) -> None:
         due = [mid for mid, s in self._suspicions.items() if now >= s.deadline]
@@ -549,28 +537,15 @@ class Membership:
     # -- dissemination ---------------------------------------------------------
 
     def _enqueue(self, update: Update) -> None:
-        # One rumour per member: a newer one makes the older worthless.
-        self._broadcast_order += 1
-        self._broadcasts[update.member_id] = _Broadcast(update, self._broadcast_order)
+        self._broadcasts.enqueue(update)
 
     def _piggyback(self, limit: int | None = None) -> tuple[Update, ...]:
-        """The updates to put on the next message: least sent first, then newest;
-        each one is dropped after its retransmit limit."""
+        """The updates to put on the next message (see :mod:`.broadcasts`)."""
         if not self._broadcasts:
             return ()
         cfg = self.config
-        limit = cfg.max_piggyback if limit is None else limit
-        if limit <= 0:
-            return ()
         retransmits = cfg.retransmit_mult * math.ceil(math.log10(self._live + 1))
-        chosen = heapq.nsmallest(
-            limit, self._broadcasts.values(), key=lambda b: (b.transmits, -b.order)
-        )
-        for b in chosen:
-            b.transmits += 1
-            if b.transmits >= retransmits:
-                del self._broadcasts[b.update.member_id]
-        return tuple(b.update for b in chosen)
+        return self._broadcasts.take(cfg.max_piggyback if limit is None else limit, retransmits)
 
     def _gossip(self, now: float, out: list[Outgoing]) -> None:
         horizon = self.config.gossip_to_the_dead

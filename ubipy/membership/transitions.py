@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Final
 
-from ubipy.membership.events import ChangeKind
+from ubipy.membership.events import ChangeKind, MembershipConfig
 from ubipy.membership.messages import MemberState
 
 ALIVE: Final = MemberState.ALIVE
@@ -51,6 +51,22 @@ class Suspicion:
     accusers: set[str]
     confirmations: int = 0
     deadline: float = field(init=False)
+
+    @classmethod
+    def begin(cls, now: float, accuser: str, live: int, cfg: MembershipConfig) -> Suspicion:
+        """A suspicion raised by ``accuser`` at ``now`` among ``live`` members."""
+        # Lifeguard expects k independent confirmations; two fewer than the
+        # multiplier, so the nominal time-out is met a couple of probes early,
+        # and none where there are too few others to confirm.
+        k = cfg.suspicion_mult - 2
+        if live - 2 < k:
+            k = 0
+        # memberlist's suspicionTimeout: the node scale is at least 1, so small
+        # clusters (N < 10) get suspicion_mult probe intervals, not less.
+        scale = max(1.0, math.log10(max(1, live)))
+        min_timeout = cfg.suspicion_mult * scale * cfg.probe_interval
+        max_timeout = cfg.suspicion_max_timeout_mult * min_timeout
+        return cls(now, k, min_timeout, max_timeout, {accuser})
 
     def __post_init__(self) -> None:
         self.deadline = self.start + (self.max_timeout if self.k >= 1 else self.min_timeout)

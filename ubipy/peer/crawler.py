@@ -41,12 +41,12 @@ from ubipy.fetch import (
     is_retryable,
     normalize,
     parse_html,
-    path_repeats,
     processing_failed,
     retry_delay,
 )
 from ubipy.peer.commits import Batch, Commits
 from ubipy.peer.crawlstats import CrawlStats, SeedResult
+from ubipy.peer.discovery import candidates
 from ubipy.peer.router import Router
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Placement
@@ -109,6 +109,10 @@ class Crawler:
         self._flush_now = Wakeup()
         self._idle = trio.Event()
         self._stopping = False
+        # Why no request may start now (the peer lost sight of a majority), if so.
+        self.paused: str | None = None
+        # The requests in flight, each in a scope of its own, to abandon on a pause.
+        self._in_flight: set[trio.CancelScope] = set()
         self.stopped = trio.Event()
         self._pending = 0
         self._crashed = False
@@ -308,6 +312,17 @@ class Crawler:
         self._stopping = True
         self._wakeup.set()
 
+    def pause(self, reason: str | None) -> None:
+        """Start no request while ``reason`` is given, and abandon those in flight
+        now: another peer may be given this peer's hosts shortly (the majority's
+        fence), and must find nothing of ours on them. An abandoned request's URL is
+        asked again later, by whoever owns its host then. ``None`` resumes."""
+        was, self.paused = self.paused, reason
+        if reason is not None and was is None:
+            for scope in self._in_flight:
+                scope.cancel()
+        self._wakeup.set()
+
     def crash(self) -> None:
         """Die as kill -9 would, for tests that run peers in one process and cancel
         them: the final commit of a stop is skipped, so what was not committed is lost."""
@@ -333,12 +348,17 @@ class Crawler:
         limiter = trio.Semaphore(self.config.politeness.concurrency)
         while not self._stopping:
             # While the shard refuses writes nothing new starts: what is fetched
-            # could not be saved, and a host would be asked twice.
-            job = None if self.storage_error else self.scheduler.next_job(trio.current_time())
+            # could not be saved, and a host would be asked twice. While paused,
+            # nothing starts until resumed (a ready host is no reason to wake).
+            job = (
+                None
+                if self.storage_error or self.paused
+                else self.scheduler.next_job(trio.current_time())
+            )
             if job is None:
                 if self._is_idle():
                     self._idle.set()
-                await self._wakeup.wait(self.scheduler.next_wakeup())
+                await self._wakeup.wait(None if self.paused else self.scheduler.next_wakeup())
                 continue
             if job.kind is JobKind.SKIP:
                 assert job.entry is not None
@@ -355,16 +375,22 @@ class Crawler:
         robots = job.kind is JobKind.ROBOTS
         # robots.txt is only read up to the RFC's 500 KiB, so no more is fetched.
         cap = ROBOTS_MAX_BYTES if robots else self.config.fetch.max_body_bytes
+        abandon = trio.CancelScope()
+        self._in_flight.add(abandon)
         try:
-            with trio.move_on_after(self.config.fetch.fetch_deadline) as deadline:
+            with abandon, trio.move_on_after(self.config.fetch.fetch_deadline) as deadline:
                 result = await fetch(self._client, job.url, max_bytes=cap)
             if deadline.cancelled_caught:
                 result = failed(job.url, FetchOutcome.TIMEOUT, "timeout: over the fetch deadline")
         finally:
+            self._in_flight.discard(abandon)
             limiter.release()
         now = trio.current_time()
         end_wall = time.time()
-        if robots:
+        if abandon.cancelled_caught:
+            self.stats.abandoned += 1
+            self.scheduler.abandoned(job.host, job.entry, now)
+        elif robots:
             self._robots_done(job, result, now)
         else:
             assert job.entry is not None
@@ -476,25 +502,14 @@ class Crawler:
             self._flush_now.set()
 
     def _candidates(self, links: Iterable[str], base: str | None, depth: int) -> list[NewURL]:
-        out: list[NewURL] = []
-        stats = self.stats
-        for link in links:
-            stats.links_seen += 1
-            if base is not None:
-                try:
-                    link = normalize(link, base)
-                except BadURL as exc:
-                    stats.refused[exc.reason.value] += 1
-                    continue
-            host = host_key(link)
-            if not self.scope.allows_host(host):
-                stats.out_of_scope += 1
-                continue
-            if path_repeats(link) > self.config.bounds.max_path_repeats:
-                stats.refused["path repeats"] += 1
-                continue
-            out.append(NewURL(fingerprint(link), link, host, depth))
-        return out
+        return candidates(
+            links,
+            base,
+            depth,
+            scope=self.scope,
+            max_path_repeats=self.config.bounds.max_path_repeats,
+            stats=self.stats,
+        )
 
     async def _committer(self) -> None:
         while True:

@@ -15,6 +15,8 @@ class CrawlStats:
     timeouts: int = 0
     truncated: int = 0
     retries: int = 0
+    # Requests cut short because the peer lost sight of a majority.
+    abandoned: int = 0
     robots_requests: int = 0
     robots_disallowed: int = 0
     robots_given_up: int = 0

@@ -100,6 +100,7 @@ class Handoff:
         *,
         last_members: Collection[str] = (),
         grace: float = 0.0,
+        fence: float = 0.0,
     ) -> None:
         self.self_id = self_id
         self._crawler = crawler
@@ -107,6 +108,7 @@ class Handoff:
         self._address_of = address_of
         self._ring = Ring([self_id])
         self._grace = grace
+        self._fence = fence
         self._holds: list[_Hold] = []
         # The ring each peer last said it finished sweeping under.
         self._swept: dict[str, str] = {}
@@ -156,12 +158,30 @@ class Handoff:
 
     def peer_gone(self, peer_id: str) -> None:
         """A dead peer hands nothing over: stop waiting for it, and hold what it owned
-        for the grace period, in case it comes back with its history."""
+        for the grace period, in case it comes back with its history, and at least
+        for the fence: cut off rather than dead, it stops fetching within its lease,
+        and its hosts must see nobody new before then."""
         self.release_from(peer_id, None)
-        if self._grace > 0 and peer_id not in self._ring.members:
+        hold = max(self._grace, self._fence)
+        if hold > 0 and peer_id not in self._ring.members:
             with_it = Ring([*self._ring.members, peer_id])
-            self._add_hold(with_it, _NO_RING, {peer_id}, self._grace)
-            log.info("holding the hosts of dead %s for %.0f s", peer_id, self._grace)
+            self._add_hold(with_it, _NO_RING, {peer_id}, hold)
+            log.info("holding the hosts of dead %s for %.1f s", peer_id, hold)
+
+    def resumed(self, others: frozenset[str]) -> None:
+        """This peer has a majority in sight again after a pause: while it was cut off,
+        any of ``others`` may have been given its hosts. Every host it owns waits
+        until they have swept under the ring it has now (or died, or the limit)."""
+        key = ring_key(self._ring)
+        # Only sweeps said since the pause count (see paused()).
+        waiting = {p for p in others - {self.self_id} if self._swept.get(p) != key}
+        if waiting:
+            self._add_hold(Ring(waiting), key, waiting, _HOLD_LIMIT)
+
+    def paused(self) -> None:
+        """This peer lost sight of a majority: sweeps the others said before are no
+        proof of what they hold once it is back (the ring may read the same again)."""
+        self._swept.clear()
 
     def release_from(self, peer_id: str, key: str | None) -> None:
         """``peer_id`` finished its sweep under the ring ``key`` (None: it is dead)."""

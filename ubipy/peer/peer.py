@@ -31,6 +31,8 @@ from ubipy.membership import (
     MembershipConfig,
     MemberState,
     Outgoing,
+    Quorum,
+    fence,
     message_from_wire,
 )
 from ubipy.net import Links, Network, Reply, TcpNetwork, is_loopback, request, split_address
@@ -38,6 +40,7 @@ from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff, NotOurs
 from ubipy.peer.joining import Joiner
+from ubipy.peer.lease import Lease, load_base
 from ubipy.peer.replica import Replicator
 from ubipy.peer.reporting import Reporter
 from ubipy.peer.router import Router
@@ -133,6 +136,7 @@ class Peer:
         self._reporter: Reporter | None = None
         self._forwarder: Forwarder | None = None
         self._joiner: Joiner | None = None
+        self._lease: Lease | None = None
         # Each frame kind's handler, filled by the subsystems (and the control centre).
         self._handlers: dict[type, Callable[[str, Any, Reply], Awaitable[None]]] = {}
         self._joined_callbacks: list[Callable[[str], None]] = []
@@ -208,6 +212,8 @@ class Peer:
                 indirect_checks=config.membership.indirect_checks,
                 suspicion_mult=config.membership.suspicion_mult,
                 push_pull_interval=config.membership.push_pull_interval,
+                reconnect_interval=config.membership.reconnect_interval,
+                reconnect_timeout=config.membership.reconnect_timeout,
             ),
             self._rng,
             now=trio.current_time(),
@@ -224,6 +230,8 @@ class Peer:
         self._forwarder = Forwarder(router, crawler, self.links.send, self._address_of)
         crawler.on_forward = self._forwarder.kick
         last = self._remembered = self.shard.get_meta(_MEMBERS_META)
+        lease = config.membership.majority_lease
+        quorum = Quorum(self.peer_id, load_base(self.shard), lease=lease)
         self._handoff = Handoff(
             self.peer_id,
             crawler,
@@ -231,6 +239,7 @@ class Peer:
             self._address_of,
             last_members=last.split(",") if last else (),
             grace=config.replication.rejoin_grace if config.replication.replicas < 2 else 0.0,
+            fence=fence(lease),
         )
         self._replicator = Replicator(
             self.peer_id,
@@ -252,6 +261,10 @@ class Peer:
             why=self.links.trouble.get,
         )
         self._register_handlers()
+        self._lease = Lease(
+            quorum, self.membership, crawler, self.handoff, self.shard, self._send_membership
+        )
+        self._lease.check()
         await nursery.start(crawler.run)
         nursery.start_soon(reporter.push_forever)
         nursery.start_soon(self._replicator.run)
@@ -259,6 +272,7 @@ class Peer:
         nursery.start_soon(self._forwarder.run)
         nursery.start_soon(self._handoff.run)
         nursery.start_soon(joiner.run)
+        nursery.start_soon(self._lease.run)
         return crawler
 
     async def _leave(self) -> None:
@@ -365,6 +379,8 @@ class Peer:
             return
         if self._joiner is not None:
             self._joiner.changed.set()
+        if self._lease is not None:
+            self._lease.membership_changed(events)
         ring_changed = False
         dead: list[str] = []
         for event in events:
@@ -439,6 +455,8 @@ class Peer:
         self.handle(Figures, self._ignore)
 
     async def _on_frame(self, frame: Frame, message: Message, reply: Reply) -> None:
+        if self._lease is not None:
+            self._lease.heard(frame.sender)
         handler = self._handlers.get(type(message))
         if handler is None:
             raise WireError(f"{frame.type.name} is not a frame this peer takes")
@@ -546,6 +564,7 @@ class Peer:
             self._router,
             self.handoff,
             joining=self._joiner.joining if self._joiner is not None else 0,
+            paused=self.crawler.paused,
         )
 
     def _figures(self) -> Figures:

@@ -1,0 +1,41 @@
+"""What becomes of the links found on a page (or a redirect's Location): resolved and
+normalised, kept only in scope and out of path traps, each counted where it went."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ubipy.fetch import BadURL, ScopeFilter, fingerprint, host_key, normalize, path_repeats
+from ubipy.peer.crawlstats import CrawlStats
+from ubipy.store import NewURL
+
+
+def candidates(
+    links: Iterable[str],
+    base: str | None,
+    depth: int,
+    *,
+    scope: ScopeFilter,
+    max_path_repeats: int,
+    stats: CrawlStats,
+) -> list[NewURL]:
+    """The URLs worth admitting among ``links`` (relative to ``base``, if given;
+    already normalised otherwise), at ``depth``."""
+    out: list[NewURL] = []
+    for link in links:
+        stats.links_seen += 1
+        if base is not None:
+            try:
+                link = normalize(link, base)
+            except BadURL as exc:
+                stats.refused[exc.reason.value] += 1
+                continue
+        host = host_key(link)
+        if not scope.allows_host(host):
+            stats.out_of_scope += 1
+            continue
+        if path_repeats(link) > max_path_repeats:
+            stats.refused["path repeats"] += 1
+            continue
+        out.append(NewURL(fingerprint(link), link, host, depth))
+    return out

@@ -1,0 +1,100 @@
+"""The peer's side of the majority lease (:mod:`ubipy.membership.quorum`): every
+authentic frame is a sign of life from its sender; membership's changes move the
+base; a loop pauses the crawler when the lease lapses (abandoning what is in
+flight), resumes it when a majority is back in sight (each host it owns waiting
+until the others have swept), and asks members not heard from lately for a sign of
+life, so that a quiet but healthy cluster keeps its lease."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import trio
+
+from ubipy.errors import StorageError
+from ubipy.membership import ChangeKind, MemberEvent, Membership, Outgoing, Quorum
+from ubipy.peer.crawler import Crawler
+from ubipy.peer.handoff import Handoff
+from ubipy.peer.wakeup import Wakeup
+from ubipy.store import Shard
+
+log = logging.getLogger(__name__)
+
+_BASE_META = "majority_base"
+
+
+def load_base(shard: Shard) -> list[str]:
+    """The base remembered by the last run (empty for a new peer)."""
+    base = shard.get_meta(_BASE_META)
+    return base.split(",") if base else []
+
+
+class Lease:
+    def __init__(
+        self,
+        quorum: Quorum,
+        membership: Membership,
+        crawler: Crawler,
+        handoff: Handoff,
+        shard: Shard,
+        send: Callable[[list[Outgoing]], None],
+    ) -> None:
+        self.quorum = quorum
+        self._membership = membership
+        self._crawler = crawler
+        self._handoff = handoff
+        self._shard = shard
+        self._send = send
+        self._kick = Wakeup()
+
+    def heard(self, sender: str) -> None:
+        """An authentic frame came from ``sender``."""
+        self.quorum.heard(sender, trio.current_time())
+        if self._crawler.paused is not None:
+            self._kick.set()
+
+    def membership_changed(self, events: Sequence[MemberEvent]) -> None:
+        """The members that count, and the base (changed only while the lease holds)."""
+        quorum, now = self.quorum, trio.current_time()
+        quorum.set_live(self._membership.alive_ids())
+        changed = False
+        for event in events:
+            member_id = event.member.id
+            if event.kind is ChangeKind.JOINED:
+                changed |= quorum.joined(member_id, now)
+            elif event.kind in (ChangeKind.DEAD, ChangeKind.LEFT):
+                changed |= quorum.gone(member_id, now)
+        if changed:
+            try:
+                with self._shard.transaction():
+                    self._shard.set_meta(_BASE_META, ",".join(sorted(quorum.base)))
+            except StorageError as exc:
+                log.warning("cannot remember the members of the majority: %s", exc)
+        self._kick.set()
+
+    def check(self) -> None:
+        """Pause or resume the crawler as the lease says now (also before it starts:
+        a peer back from a stop may not fetch before it sees a majority)."""
+        crawler, sight = self._crawler, self.quorum.sight(trio.current_time())
+        if sight.holds and crawler.paused is not None:
+            log.warning("a majority in sight again (%s): fetching resumes", sight)
+            self._handoff.resumed(self._membership.alive_ids())
+            crawler.pause(None)
+        elif not sight.holds:
+            if crawler.paused is None:
+                log.warning("lost sight of a majority (%s): fetching paused", sight)
+                self._handoff.paused()
+            crawler.pause(f"no majority in sight: {sight}")
+
+    async def run(self) -> None:
+        quorum = self.quorum
+        cadence = quorum.lease / 3
+        while True:
+            self.check()
+            now = trio.current_time()
+            pings = [self._membership.ping(m) for m in quorum.stale(now, cadence)]
+            self._send([out for out in pings if out is not None])
+            expires = quorum.expires(now)
+            deadline = now + cadence if expires is None else min(now + cadence, expires)
+            await self._kick.wait(deadline)
