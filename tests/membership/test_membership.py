@@ -176,6 +176,32 @@ def test_ping_for_someone_else_is_not_answered() -> None:
     assert a.receive(0.0, addr("x"), Ping(7, "a")) == [Outgoing(addr("x"), Ack(7))]
 
 
+def test_only_pings_answered_by_their_target_are_answers() -> None:
+    """The lease counts round trips: a probe or a ping answered by the member itself,
+    dated when ours left; an indirect ack (a helper's) or an unsolicited one is none."""
+    link, (a, _, c) = cluster("a", "b", "c")
+    a.drain_answers()
+    link.run_until(link.now + 10.0)
+    answers = a.drain_answers()
+    assert {m for m, _ in answers} == {"b", "c"}
+    assert all(sent <= link.now for _, sent in answers)
+    out = a.ping(link.now, "b")
+    assert out is not None and isinstance(out.message, Ping)
+    sent_at = link.now
+    link.now += 0.3
+    link.deliver(a, [out])
+    assert a.drain_answers() == [("b", sent_at)]
+    # The same Ack again, or from another address: nothing.
+    ack = Ack(out.message.seq, ())
+    assert a.receive(link.now, c.self_address, ack) == [] and a.drain_answers() == []
+    assert a.ping(link.now, "nobody") is None
+    link.silent.add("b")
+    out = a.ping(link.now, "b")
+    assert out is not None
+    link.deliver(a, [out])
+    assert a.drain_answers() == []
+
+
 def test_probe_order_is_round_robin() -> None:
     names = [f"n{i}" for i in range(6)]
     link, members = cluster(*names)

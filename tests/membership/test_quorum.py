@@ -52,6 +52,7 @@ def test_the_base_changes_only_while_the_lease_is_held() -> None:
     majority.heard("c", 0.0)
     assert majority.gone("d", 0.0) and majority.base == frozenset("abc")
     assert majority.joined("x", 0.0) and majority.base == frozenset("abcx")
+    assert majority.holds(0.0)  # the newcomer counts until its first answer is due
     assert not majority.gone("a", 0.0)  # never itself
 
 

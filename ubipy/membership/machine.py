@@ -70,6 +70,7 @@ from ubipy.membership.messages import (
     PushPull,
     Update,
 )
+from ubipy.membership.probeorder import ProbeOrder
 from ubipy.membership.transitions import ALIVE, DEAD, LEFT, SUSPECT, TRANSITIONS, Suspicion
 
 
@@ -118,6 +119,10 @@ class Membership:
         # are reaped: id -> (address, when declared dead).
         self._lost: dict[str, tuple[str, float]] = {}
         self._seeds: tuple[str, ...] = ()
+        # Pings of ours outside the probe cycle, by seq: (member, when sent).
+        self._pings: dict[int, tuple[str, float]] = {}
+        # (member, when our ping was sent) for each ping it answered itself.
+        self._answers: list[tuple[str, float]] = []
         self.refutations = 0  # how often we outbid a rumour about ourselves
         self._suspicions: dict[str, Suspicion] = {}
         self._broadcasts = Broadcasts()
@@ -125,8 +130,7 @@ class Membership:
         self._seq = rng.randrange(MAX_SEQ)
         self._probe: _Probe | None = None
         self._forwards: dict[int, _Forward] = {}
-        self._probe_list: list[str] = []
-        self._probe_pos = 0
+        self._order = ProbeOrder(rng)
         # Random phases, so peers started together do not probe in lockstep.
         self._next_probe = now + rng.random() * config.probe_interval
         self._next_gossip = now
@@ -162,6 +166,13 @@ class Membership:
     def lost(self) -> list[str]:
         """The ids of members declared dead that reconnecting still tries."""
         return sorted(self._lost)
+
+    def drain_answers(self) -> list[tuple[str, float]]:
+        """``(member id, when our ping was sent)`` for every ping of ours (a probe or
+        :meth:`ping`) that the member answered itself since the last call: proof that
+        what we sent reached it, which a frame that merely came from it is not."""
+        answers, self._answers = self._answers, []
+        return answers
 
     def drain_events(self) -> list[MemberEvent]:
         """The changes since the last call, oldest first."""
@@ -254,6 +265,13 @@ class Membership:
             probe = self._probe
             if probe is not None and probe.seq == message.seq:
                 probe.acked = True
+                target = self._members.get(probe.target_id)
+                if target is not None and target.address == sender_address:
+                    self._answers.append((probe.target_id, probe.started))
+            ours = self._pings.get(message.seq)
+            if ours is not None and self._address_of(ours[0]) == sender_address:
+                del self._pings[message.seq]
+                self._answers.append(ours)
             forward = self._forwards.pop(message.seq, None)
             if forward is not None and now <= forward.expires:
                 ack = Ack(forward.seq, self._piggyback())
@@ -284,14 +302,20 @@ class Membership:
             )
         return out
 
-    def ping(self, member_id: str) -> Outgoing | None:
+    def ping(self, now: float, member_id: str) -> Outgoing | None:
         """A ping outside the probe cycle, for a driver that wants a sign of life from
-        ``member_id`` (the majority lease): its Ack carries gossip and is otherwise
-        ignored. None if the member is unknown."""
+        ``member_id`` (the majority lease): its answer shows in ``drain_answers``, and
+        carries gossip. None if the member is unknown."""
         member = self._members.get(member_id)
         if member is None or self._left:
             return None
-        return Outgoing(member.address, Ping(self._next_seq(), member.id, self._piggyback()))
+        seq = self._next_seq()
+        self._pings[seq] = (member.id, now)
+        return Outgoing(member.address, Ping(seq, member.id, self._piggyback()))
+
+    def _address_of(self, member_id: str) -> str | None:
+        member = self._members.get(member_id)
+        return None if member is None else member.address
 
     def _announce(self, before: set[str], sender_address: str, out: list[Outgoing]) -> None:
         """Tell every member a push-pull just showed us alive about ourselves,
@@ -365,7 +389,7 @@ class Membership:
         if self._next_probe <= now:  # the driver was late; do not fire a burst
             self._next_probe = now + cfg.probe_interval
         self._reap(now)
-        target = self._next_target()
+        target = self._order.next(self._members, self.self_id)
         if target is None:
             return
         seq = self._next_seq()
@@ -378,33 +402,6 @@ class Membership:
             updates = self._piggyback()
         self._probe = _Probe(seq, target.id, now)
         out.append(Outgoing(target.address, Ping(seq, target.id, updates)))
-
-    def _next_target(self) -> Member | None:
-        for attempt in range(2):
-            while self._probe_pos < len(self._probe_list):
-                member = self._members.get(self._probe_list[self._probe_pos])
-                self._probe_pos += 1
-                if member is not None and member.state in LIVE_STATES:
-                    return member
-            if attempt == 0:
-                # End of a pass: reshuffle, so a member's place in the order (and
-                # so how long its death goes unnoticed) is fresh luck every pass.
-                self._probe_list = [
-                    m.id
-                    for m in self._members.values()
-                    if m.state in LIVE_STATES and m.id != self.self_id
-                ]
-                self._rng.shuffle(self._probe_list)
-                self._probe_pos = 0
-        return None
-
-    def _add_to_probe_list(self, member_id: str) -> None:
-        # Somewhere in the rest of this pass, so a newcomer is probed soon without
-        # making its position predictable.
-        if member_id in self._probe_list[self._probe_pos :]:
-            return
-        at = self._rng.randint(self._probe_pos, len(self._probe_list))
-        self._probe_list.insert(at, member_id)
 
     def _next_seq(self) -> int:
         self._seq = (self._seq + 1) % (MAX_SEQ + 1)
@@ -463,7 +460,7 @@ class Membership:
         else:
             self._suspicions.pop(member.id, None)
         if update.state is ALIVE and old_state is not ALIVE and old_state is not SUSPECT:
-            self._add_to_probe_list(member.id)
+            self._order.add(member.id)
         if kind is not None:
             self._events.append(MemberEvent(kind, member, now))
         if current is not None or update.state is ALIVE:
@@ -533,6 +530,9 @@ class Membership:
         expired = [seq for seq, f in self._forwards.items() if now > f.expires]
         for seq in expired:
             del self._forwards[seq]
+        unanswered = [s for s, (_, sent) in self._pings.items() if now - sent > cfg.probe_interval]
+        for seq in unanswered:
+            del self._pings[seq]
 
     # -- dissemination ---------------------------------------------------------
 

@@ -110,11 +110,15 @@ class Quorum:
         )
 
     def joined(self, member_id: str, now: float) -> bool:
-        """A member joined (or came back); added to the base while the lease holds.
-        True if the base changed."""
+        """A member joined; added to the base while the lease holds, and counted as
+        heard from now (the base and the members in sight grow together: a lease held
+        stays held while the newcomer's first answer is on its way). One already in
+        the base (back after a partition) must answer first. True if the base
+        changed."""
         if member_id in self._base or not self.holds(now):
             return False
         self._base.add(member_id)
+        self.heard(member_id, now)
         return True
 
     def gone(self, member_id: str, now: float) -> bool:

@@ -6,7 +6,8 @@ others through :class:`MemoryNetwork` instead of sockets, on whatever clock trio
 serves and dials is addressed HOST:PORT as on TCP (port 0 picks one), and the network
 knows who dials whom, so the test controls every pair of hosts:
 
-* per-link latency, jitter (bytes on one connection still arrive in order) and loss
+* per-link latency, jitter (bytes on one connection still arrive in order) and loss,
+  both ways or one way
   (a whole ``send_all`` chunk dropped with a probability: the links write one frame
   per call, so framing survives and only frames go missing);
 * ``partition(*groups)`` and ``heal()``: a connection across the cut breaks at once
@@ -292,6 +293,7 @@ class MemoryNetwork:
         self.buffer = buffer
         self.stats = NetworkStats()
         self._links: dict[frozenset[str], LinkSpec] = {}
+        self._one_way: dict[tuple[str, str], LinkSpec] = {}
         self._listeners: dict[tuple[str, int], _Listener] = {}
         self._next_port: dict[str, int] = {}
         self._next_ephemeral: dict[str, int] = {}
@@ -316,18 +318,27 @@ class MemoryNetwork:
         latency: float | None = None,
         jitter: float | None = None,
         loss: float | None = None,
+        one_way: bool = False,
     ) -> None:
-        """Change the link between hosts ``a`` and ``b`` (both ways); what is not given
-        stays as it was. Applies to bytes sent from now on."""
+        """Change the link between hosts ``a`` and ``b`` (both ways, or only from ``a``
+        to ``b`` with ``one_way``); what is not given stays as it was. Applies to bytes
+        sent from now on."""
         old = self.link(a, b)
-        self._links[frozenset((a, b))] = LinkSpec(
+        spec = LinkSpec(
             old.latency if latency is None else latency,
             old.jitter if jitter is None else jitter,
             old.loss if loss is None else loss,
         )
+        if one_way:
+            self._one_way[a, b] = spec
+        else:
+            self._one_way.pop((a, b), None)
+            self._one_way.pop((b, a), None)
+            self._links[frozenset((a, b))] = spec
 
     def link(self, a: str, b: str) -> LinkSpec:
-        return self._links.get(frozenset((a, b)), self.default)
+        """How bytes from ``a`` to ``b`` travel."""
+        return self._one_way.get((a, b)) or self._links.get(frozenset((a, b)), self.default)
 
     def partition(self, *groups: Iterable[str]) -> None:
         """Cut the network into ``groups`` of hosts; hosts in no group form one more.

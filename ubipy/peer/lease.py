@@ -1,5 +1,8 @@
-"""The peer's side of the majority lease (:mod:`ubipy.membership.quorum`): every
-authentic frame is a sign of life from its sender; membership's changes move the
+"""The peer's side of the majority lease (:mod:`ubipy.membership.quorum`): a member
+counts as in sight when it answered one of our pings (a probe, or a ping of the
+lease's own) sent within the lease: a round trip, since a frame that merely came
+from a member does not show that ours reach it (under one-way loss a peer would
+go on hearing the others while they declare it dead); membership's changes move the
 base; a loop pauses the crawler when the lease lapses (abandoning what is in
 flight), resumes it when a majority is back in sight (each host it owns waiting
 until the others have swept), and asks members not heard from lately for a sign of
@@ -48,10 +51,11 @@ class Lease:
         self._send = send
         self._kick = Wakeup()
 
-    def heard(self, sender: str) -> None:
-        """An authentic frame came from ``sender``."""
-        self.quorum.heard(sender, trio.current_time())
-        if self._crawler.paused is not None:
+    def answered(self, answers: Sequence[tuple[str, float]]) -> None:
+        """Members answered our pings sent at these times."""
+        for member_id, sent in answers:
+            self.quorum.heard(member_id, sent)
+        if answers and self._crawler.paused is not None:
             self._kick.set()
 
     def membership_changed(self, events: Sequence[MemberEvent]) -> None:
@@ -93,7 +97,7 @@ class Lease:
         while True:
             self.check()
             now = trio.current_time()
-            pings = [self._membership.ping(m) for m in quorum.stale(now, cadence)]
+            pings = [self._membership.ping(now, m) for m in quorum.stale(now, cadence)]
             self._send([out for out in pings if out is not None])
             expires = quorum.expires(now)
             deadline = now + cadence if expires is None else min(now + cadence, expires)

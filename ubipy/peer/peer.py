@@ -374,6 +374,9 @@ class Peer:
         await self.links.send(out.address, Gossip(self.address, out.message.to_wire()))
 
     def _membership_events(self) -> None:
+        answers = self.membership.drain_answers()
+        if answers and self._lease is not None:
+            self._lease.answered(answers)
         events = self.membership.drain_events()
         if not events:
             return
@@ -455,8 +458,6 @@ class Peer:
         self.handle(Figures, self._ignore)
 
     async def _on_frame(self, frame: Frame, message: Message, reply: Reply) -> None:
-        if self._lease is not None:
-            self._lease.heard(frame.sender)
         handler = self._handlers.get(type(message))
         if handler is None:
             raise WireError(f"{frame.type.name} is not a frame this peer takes")
