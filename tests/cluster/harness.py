@@ -22,7 +22,7 @@ import logging
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +58,7 @@ def peer_config(
     concurrency: int = 4,
     batch_linger: float = 0.2,
     secret: str = SECRET,
+    delay: float = 0.01,
 ) -> CrawlConfig:
     """Every harness peer's configuration: what tests/e2e's ``start_peer`` passes on
     the command line (``--delay 0.01 --robots-retry 0.05 --secret``), the churn tests'
@@ -67,7 +68,7 @@ def peer_config(
         data_dir=data,
         listen=listen,
         join=tuple(join),
-        politeness=PolitenessConfig(delay=0.01, robots_retry_base=0.05, concurrency=concurrency),
+        politeness=PolitenessConfig(delay=delay, robots_retry_base=0.05, concurrency=concurrency),
         forwarding=ForwardingConfig(batch_linger=batch_linger),
         replication=ReplicationConfig(replicas=replicas),
         secret=secret,
@@ -134,6 +135,7 @@ class SimPeer:
     # "stopped" once its run returned (a graceful stop), "killed" when killed.
     exit: str | None = None
     troubles: list[str] = field(default_factory=list)  # errors and tracebacks logged
+    on_log: Callable[[], None] | None = None
     _grew: trio.Event = field(default_factory=trio.Event)
 
     @property
@@ -153,6 +155,8 @@ class SimPeer:
             self.troubles.append(line)
         self._grew.set()
         self._grew = trio.Event()
+        if self.on_log is not None:
+            self.on_log()
 
     def count(self, pattern: str) -> int:
         regex = re.compile(pattern)
@@ -183,6 +187,17 @@ class Cluster:
         )
         self.server: SynthServer = in_process(web)
         self.lives: list[SimPeer] = []
+        self._any_log = trio.Event()
+
+    def _logged(self) -> None:
+        self._any_log.set()
+        self._any_log = trio.Event()
+
+    async def wait_until(self, condition: Callable[[], bool]) -> None:
+        """Wait until ``condition()`` holds, looked at whenever any peer logs a line
+        (every membership change does)."""
+        while not condition():
+            await self._any_log.wait()
 
     @property
     def running(self) -> list[SimPeer]:
@@ -197,6 +212,7 @@ class Cluster:
         port: int = 0,
         join_addresses: Sequence[str] = (),
         secret: str = SECRET,
+        delay: float = 0.01,
     ) -> SimPeer:
         """Start peer ``index`` on its host over its data directory (a restart when it
         has run before), joining ``join`` and ``join_addresses``, listening on ``port``
@@ -211,6 +227,7 @@ class Cluster:
             join=[*([join.address] if join is not None else []), *join_addresses],
             replicas=replicas,
             secret=secret,
+            delay=delay,
         )
         peer = Peer(
             config,
@@ -218,7 +235,7 @@ class Cluster:
             network=self.net.node(host),
             rng=random.Random(self.rng.getrandbits(64)),
         )
-        sim = SimPeer(index, host, config.data_dir, peer)
+        sim = SimPeer(index, host, config.data_dir, peer, on_log=self._logged)
         self.lives.append(sim)
         await self._nursery.start(self._life, sim)
         return sim

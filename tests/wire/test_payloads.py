@@ -67,6 +67,8 @@ EXAMPLES: list[Message] = [
     HandoffAck(4, refused=True),
     Scope(("a.test", "b.test")),
     HandoffDone("ring-key"),
+    HandoffDone("ring-key", token=7),
+    HandoffDone("", token=2**62, ask=True),
     Replica(
         (HostCopy("a.test", (("http://a.test/", 0),), (-5,), MARK), HostCopy("b.test", (), ()))
     ),

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import random
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field, replace
 
@@ -71,6 +72,8 @@ class _Hold:
     ring_key: str
     waiting: set[str]
     until: float
+    # Non-zero: only a DONE answering this request, under the current ring, counts.
+    token: int = 0
 
 
 def ring_key(ring: Ring) -> str:
@@ -101,6 +104,7 @@ class Handoff:
         last_members: Collection[str] = (),
         grace: float = 0.0,
         fence: float = 0.0,
+        rng: random.Random | None = None,
     ) -> None:
         self.self_id = self_id
         self._crawler = crawler
@@ -120,6 +124,10 @@ class Handoff:
         # out the patience once for every host.
         self._gone: set[str] = set()
         self._ids = itertools.count(1)
+        self._tokens = rng or random.Random()
+        # The latest request token of each peer that asked us to sweep.
+        self._asked: dict[str, int] = {}
+        self._nursery: trio.Nursery | None = None
         self._alive: frozenset[str] = frozenset({self_id})
         self.stats = HandoffStats()
         crawler.scheduler.hold(self._held)
@@ -153,6 +161,8 @@ class Handoff:
         for peer, swept in list(self._swept.items()):
             if swept == key:
                 self.release_from(peer, key)
+        # A DONE answering our request must be under the ring we have now: ask again.
+        self._ask_again()
         if sweep:
             self._kick.set()
 
@@ -171,28 +181,50 @@ class Handoff:
     def resumed(self, others: frozenset[str]) -> None:
         """This peer has a majority in sight again after a pause: while it was cut off,
         any of ``others`` may have been given its hosts. Every host it owns waits
-        until they have swept under the ring it has now (or died, or the limit)."""
-        key = ring_key(self._ring)
-        # Only sweeps said since the pause count (see paused()).
-        waiting = {p for p in others - {self.self_id} if self._swept.get(p) != key}
-        if waiting:
-            self._add_hold(Ring(waiting), key, waiting, _HOLD_LIMIT)
+        until each of them, asked now, has swept under the ring it has then (or died,
+        or the limit passed). Asked, because a DONE it said before may arrive only now,
+        held up by the partition, and the ring may read the same again."""
+        waiting = set(others - {self.self_id})
+        if not waiting:
+            return
+        token = self._tokens.randrange(1, 2**62)
+        self._add_hold(Ring(waiting), _NO_RING, waiting, _HOLD_LIMIT, token)
+        log.info("every host held until %s have swept", ", ".join(sorted(waiting)))
+        self._ask_again()
 
-    def paused(self) -> None:
-        """This peer lost sight of a majority: sweeps the others said before are no
-        proof of what they hold once it is back (the ring may read the same again)."""
-        self._swept.clear()
+    def _ask_again(self) -> None:
+        """Ask every peer a request-bound hold waits for to sweep and say so."""
+        for hold in self._holds:
+            for peer in hold.waiting if hold.token else ():
+                address = self._address_of(peer)
+                if address is not None and self._nursery is not None:
+                    ask = HandoffDone("", hold.token, ask=True)
+                    self._nursery.start_soon(self._send, address, ask)
+
+    def asked(self, peer_id: str, token: int) -> None:
+        """``peer_id`` asks for a sweep, and DONEs that say they came after it."""
+        self._asked[peer_id] = token
+        self._kick.set()
 
     def release_from(self, peer_id: str, key: str | None) -> None:
         """``peer_id`` finished its sweep under the ring ``key`` (None: it is dead)."""
         # A sweep under the ring this peer has now covers every host the sender
         # holds, whatever ring the hold was made under.
+        self.done_from(peer_id, key, 0)
+
+    def done_from(self, peer_id: str, key: str | None, token: int) -> None:
+        """A HANDOFF_DONE (or a death, ``key`` None) from ``peer_id``, answering our
+        request ``token`` if not 0."""
         if key is not None:
             self._swept[peer_id] = key
         current = key is None or key == ring_key(self._ring)
         changed = False
         for hold in self._holds:
-            if peer_id in hold.waiting and (current or (key and hold.ring_key == key)):
+            if hold.token:
+                counts = key is None or (current and token == hold.token)
+            else:
+                counts = current or bool(key and hold.ring_key == key)
+            if peer_id in hold.waiting and counts:
                 hold.waiting.discard(peer_id)
                 changed = True
         if changed:
@@ -206,8 +238,10 @@ class Handoff:
             return True
         return any(h.old_ring.owner(host) != self.self_id for h in self._holds)
 
-    def _add_hold(self, old_ring: Ring, key: str, waiting: set[str], limit: float) -> None:
-        self._holds.append(_Hold(old_ring, key, waiting, trio.current_time() + limit))
+    def _add_hold(
+        self, old_ring: Ring, key: str, waiting: set[str], limit: float, token: int = 0
+    ) -> None:
+        self._holds.append(_Hold(old_ring, key, waiting, trio.current_time() + limit, token))
         self._holds_changed.set()
 
     async def _expire_holds(self) -> None:
@@ -226,6 +260,7 @@ class Handoff:
     # -- sending ------------------------------------------------------------------
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             nursery.start_soon(self._expire_holds)
             await self._sweeper()
 
@@ -248,11 +283,18 @@ class Handoff:
                 continue
             if not await self._hand(host, owner):
                 complete = False
+        if ring is not self._ring:
+            # The ring moved during the last hand-off (which may wait a long time, a
+            # partition long): a DONE for the old ring would be believed by any peer
+            # whose ring happens to read the same now. Sweep again.
+            self._kick.set()
+            return False
         if complete:
             for peer in self._alive - {self.self_id}:
                 address = self._address_of(peer)
                 if address is not None:
-                    await self._send(address, HandoffDone(ring_key(ring)))
+                    token = self._asked.get(peer, 0)
+                    await self._send(address, HandoffDone(ring_key(ring), token))
         return complete
 
     @property

@@ -88,7 +88,6 @@ class Lease:
         elif not sight.holds:
             if crawler.paused is None:
                 log.warning("lost sight of a majority (%s): fetching paused", sight)
-                self._handoff.paused()
             crawler.pause(f"no majority in sight: {sight}")
 
     async def run(self) -> None:

@@ -240,6 +240,7 @@ class Peer:
             last_members=last.split(",") if last else (),
             grace=config.replication.rejoin_grace if config.replication.replicas < 2 else 0.0,
             fence=fence(lease),
+            rng=self._rng,
         )
         self._replicator = Replicator(
             self.peer_id,
@@ -496,7 +497,10 @@ class Peer:
         self.handoff.acked(ack.id, refused=ack.refused)
 
     async def _on_handoff_done(self, sender: str, done: HandoffDone, reply: Reply) -> None:
-        self.handoff.release_from(sender, done.ring)
+        if done.ask:
+            self.handoff.asked(sender, done.token)
+        else:
+            self.handoff.done_from(sender, done.ring, done.token)
 
     async def _on_replica(self, sender: str, replica: Replica, reply: Reply) -> None:
         self.replicator.receive(replica)

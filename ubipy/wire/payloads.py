@@ -415,17 +415,34 @@ class Scope:
 
 @dataclass(frozen=True, slots=True)
 class HandoffDone:
-    """HANDOFF_DONE: the sender has handed over everything it held under this ring."""
+    """HANDOFF_DONE: the sender has handed over everything it held under this ring.
+
+    With ``ask``, a request instead: sweep, then say so with this ``token``. Every
+    DONE the sender sends the asker afterwards carries its latest ``token``, so the
+    asker knows the sweep came after its request (a DONE held up by a partition
+    may arrive long after it was true)."""
 
     KIND: ClassVar = FrameType.HANDOFF_DONE
     ring: str
+    token: int = 0
+    ask: bool = False
 
     def to_wire(self) -> dict[str, object]:
-        return {"ring": self.ring}
+        wire: dict[str, object] = {"ring": self.ring}
+        if self.token:
+            wire["token"] = self.token
+        if self.ask:
+            wire["ask"] = True
+        return wire
 
     @classmethod
     def from_wire(cls, obj: object) -> HandoffDone:
-        return cls(_str(_map(obj, "HANDOFF_DONE").get("ring"), "HANDOFF_DONE's ring"))
+        payload = _map(obj, "HANDOFF_DONE")
+        return cls(
+            _str(payload.get("ring"), "HANDOFF_DONE's ring"),
+            _int(payload.get("token", 0), "HANDOFF_DONE's token"),
+            payload.get("ask") is True,
+        )
 
 
 @dataclass(frozen=True, slots=True)

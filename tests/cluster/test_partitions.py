@@ -1,0 +1,182 @@
+"""Partitions that heal, and no host fetched by two peers at once (issue 14), on the
+in-memory network under the autojump clock.
+
+Four peers (two replicas) crawl a web slow enough to be mid-crawl when the network
+fails: cut 2|2, 3|1 or 1|1|2, one link flapping, everything one peer sends lost, or
+5% loss with 50 ms latency everywhere, held for 10 s, 60 s or 10 minutes, then
+healed. The web server's log judges: no two requests to one host in flight at once
+(ever, the partition included), every page fetched once healed, and duplicates
+within what the minority fetched before its lease ran out. Each run prints what each
+side fetched during the partition (the cost of the pause) and how long after the
+heal every peer saw every other alive.
+
+By default CI runs one length per fault; ``UBIPY_PARTITIONS=all`` runs every fault
+at every length (18 runs)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from tests.cluster.harness import LATENCY, Cluster, SimPeer, cluster, host_of
+from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
+
+WEB = SyntheticWeb(
+    WebSpec(seed=21, hosts=48, pages_per_host=10, latency=0.05, cross_link_ratio=0.6)
+)
+TRUTH = ground_truth(WEB, [WEB.seed_url()])
+DELAY = 0.25  # long enough that the partition falls mid-crawl
+PEERS = 4
+HEAL_PATIENCE = 35.0  # every peer sees every other alive within this of the heal
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    sides: tuple[tuple[int, ...], ...]  # who is cut off from whom (for the report)
+    start: Callable[[Cluster], None]
+    end: Callable[[Cluster], None]
+    flapping: bool = False
+
+
+def _cut(*groups: tuple[int, ...]) -> Callable[[Cluster], None]:
+    def start(c: Cluster) -> None:
+        c.net.partition(*[[host_of(i) for i in g] for g in groups])
+
+    return start
+
+
+def _heal(c: Cluster) -> None:
+    c.net.heal()
+
+
+def _mute_peer_0(c: Cluster) -> None:
+    for j in range(1, PEERS):
+        c.net.set_link(host_of(0), host_of(j), loss=1.0, one_way=True)
+
+
+def _unmute_peer_0(c: Cluster) -> None:
+    for j in range(1, PEERS):
+        c.net.set_link(host_of(0), host_of(j), loss=0.0)
+
+
+def _lossy(c: Cluster) -> None:
+    for a, b in itertools.combinations(range(PEERS), 2):
+        c.net.set_link(host_of(a), host_of(b), latency=0.05, loss=0.05)
+
+
+def _clean(c: Cluster) -> None:
+    for a, b in itertools.combinations(range(PEERS), 2):
+        c.net.set_link(host_of(a), host_of(b), latency=LATENCY, loss=0.0)
+
+
+def _cut_link(c: Cluster) -> None:
+    c.net.set_link(host_of(0), host_of(1), loss=1.0)
+
+
+def _mend_link(c: Cluster) -> None:
+    c.net.set_link(host_of(0), host_of(1), loss=0.0)
+
+
+EVERYONE = (tuple(range(PEERS)),)
+FAULTS = {
+    "2|2": Fault("2|2", ((0, 1), (2, 3)), _cut((0, 1), (2, 3)), _heal),
+    "3|1": Fault("3|1", ((0, 1, 2), (3,)), _cut((0, 1, 2), (3,)), _heal),
+    "1|1|2": Fault("1|1|2", ((0,), (1,), (2, 3)), _cut((0,), (1,), (2, 3)), _heal),
+    "flapping": Fault("flapping", EVERYONE, _cut_link, _mend_link, flapping=True),
+    "one-way": Fault("one-way", ((0,), (1, 2, 3)), _mute_peer_0, _unmute_peer_0),
+    "lossy": Fault("lossy", EVERYONE, _lossy, _clean),
+}
+LENGTHS = (10.0, 60.0, 600.0)
+# One length each in CI; the whole matrix with UBIPY_PARTITIONS=all.
+CI_RUNS = [
+    ("2|2", 60.0),
+    ("3|1", 10.0),
+    ("1|1|2", 600.0),
+    ("flapping", 60.0),
+    ("one-way", 60.0),
+    ("lossy", 60.0),
+]
+
+
+def runs() -> list[tuple[str, float]]:
+    if os.environ.get("UBIPY_PARTITIONS", "") == "all":
+        return [(name, length) for name in FAULTS for length in LENGTHS]
+    return CI_RUNS
+
+
+async def _flap(c: Cluster, every: float) -> None:
+    cut = True
+    while True:
+        (_cut_link if cut else _mend_link)(c)
+        cut = not cut
+        await trio.sleep(every)
+
+
+def _one_view(peers: list[SimPeer]) -> bool:
+    everyone = frozenset(p.peer_id for p in peers)
+    return all(p.peer.membership.alive_ids() == everyone for p in peers)
+
+
+@pytest.mark.parametrize(("fault", "length"), runs())
+async def test_a_partition_heals_with_no_host_fetched_by_two_peers(
+    fault: str, length: float, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    f = FAULTS[fault]
+    async with cluster(tmp_path, WEB, seed=14) as c:
+        first = await c.start(0, replicas=2, delay=DELAY)
+        peers = [first] + [
+            await c.start(i, join=first, replicas=2, delay=DELAY) for i in range(1, PEERS)
+        ]
+        with trio.fail_after(30):
+            await c.wait_until(lambda: _one_view(peers))
+        first.peer.seed_urls([WEB.seed_url()])
+        with trio.fail_after(120):
+            await c.server.log.wait_for_count(len(TRUTH) // 3)
+        began = trio.current_time()
+        f.start(c)
+        async with trio.open_nursery() as nursery:
+            if f.flapping:
+                nursery.start_soon(_flap, c, 3.0)
+            await trio.sleep(length)
+            nursery.cancel_scope.cancel()
+        f.end(c)
+        healed = trio.current_time()
+        with trio.fail_after(HEAL_PATIENCE):
+            await c.wait_until(lambda: _one_view(peers))
+        converged = trio.current_time() - healed
+        with trio.fail_after(300):
+            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
+        paused = {p.index: p.peer.crawler.stats.abandoned for p in peers}
+        troubles = [t for p in peers for t in p.troubles]
+
+    c.save_logs(tmp_path / "logs")  # to read after a failure
+    referee = Referee(c.server.log, WEB)
+    side_of = {p.peer_id: next(s for s, g in enumerate(f.sides) if p.index in g) for p in peers}
+    during = Counter(
+        side_of[r.peer]
+        for r in referee.requests
+        if began <= r.start < healed and not referee.is_robots(r)
+    )
+    in_flight = sum(1 for r in referee.requests if r.start < began < r.end)
+    dups = referee.duplicates()
+    print(
+        f"\n[{fault} for {length:.0f} s] pages fetched during it by side "
+        f"{[during.get(s, 0) for s in range(len(f.sides))]} "
+        f"(sides {['|'.join(map(str, s)) for s in f.sides]}); one view {converged:.1f} s "
+        f"after the heal; {len(dups)} duplicates ({in_flight} requests in flight when "
+        f"it began); requests abandoned on pausing {paused}"
+    )
+    assert referee.overlaps() == []
+    assert referee.missing(TRUTH) == set()
+    assert referee.unexpected(TRUTH) == set()
+    assert referee.robots_violations() == []
+    assert troubles == []
