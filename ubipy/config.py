@@ -348,7 +348,7 @@ class SwimConfig:
     )
     # The lease is what keeps two peers off one host during a partition.
     majority_lease: float = option(
-        5.0,
+        3.0,
         help="fetch only while a majority of the cluster was heard from within this many "
         "seconds; the majority waits longer than this (with margin) before taking a lost "
         "peer's hosts over (default: {default})",

@@ -121,26 +121,45 @@ async def _flap(c: Cluster, every: float) -> None:
         await trio.sleep(every)
 
 
+def _overlaps(referee: Referee) -> list[str]:
+    return [
+        f"{o.first.host}: {o.first.peer} {o.first.start:.3f}-{o.first.end:.3f} and "
+        f"{o.second.peer} {o.second.start:.3f}-{o.second.end:.3f}"
+        for o in referee.overlaps()
+    ]
+
+
 def _one_view(peers: list[SimPeer]) -> bool:
     everyone = frozenset(p.peer_id for p in peers)
     return all(p.peer.membership.alive_ids() == everyone for p in peers)
 
 
-@pytest.mark.parametrize(("fault", "length"), runs())
-async def test_a_partition_heals_with_no_host_fetched_by_two_peers(
-    fault: str, length: float, tmp_path: Path, autojump_clock: trio.testing.MockClock
-) -> None:
-    f = FAULTS[fault]
-    async with cluster(tmp_path, WEB, seed=14) as c:
+@dataclass
+class Outcome:
+    referee: Referee
+    began: float
+    healed: float
+    converged: float
+    abandoned: dict[int, int]
+    troubles: list[str]
+    side_of: dict[str, int]
+
+
+async def partitioned_crawl(
+    tmp: Path, f: Fault, length: float, web: SyntheticWeb, truth: set[str]
+) -> Outcome:
+    """Four peers crawl ``web``; ``f`` strikes when a third of it is fetched, for
+    ``length`` seconds; then everything is fetched and the peers stop."""
+    async with cluster(tmp, web, seed=14) as c:
         first = await c.start(0, replicas=2, delay=DELAY)
         peers = [first] + [
             await c.start(i, join=first, replicas=2, delay=DELAY) for i in range(1, PEERS)
         ]
         with trio.fail_after(30):
             await c.wait_until(lambda: _one_view(peers))
-        first.peer.seed_urls([WEB.seed_url()])
+        first.peer.seed_urls([web.seed_url()])
         with trio.fail_after(120):
-            await c.server.log.wait_for_count(len(TRUTH) // 3)
+            await c.server.log.wait_for_count(len(truth) // 3)
         began = trio.current_time()
         f.start(c)
         async with trio.open_nursery() as nursery:
@@ -154,29 +173,55 @@ async def test_a_partition_heals_with_no_host_fetched_by_two_peers(
             await c.wait_until(lambda: _one_view(peers))
         converged = trio.current_time() - healed
         with trio.fail_after(300):
-            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
-        paused = {p.index: p.peer.crawler.stats.abandoned for p in peers}
+            await c.server.log.wait_for(lambda log: Referee(log, web).missing(truth) == set())
+        abandoned = {p.index: p.peer.crawler.stats.abandoned for p in peers}
         troubles = [t for p in peers for t in p.troubles]
-
-    c.save_logs(tmp_path / "logs")  # to read after a failure
-    referee = Referee(c.server.log, WEB)
+    c.save_logs(tmp / "logs")  # to read after a failure
     side_of = {p.peer_id: next(s for s, g in enumerate(f.sides) if p.index in g) for p in peers}
+    referee = Referee(c.server.log, web)
+    return Outcome(referee, began, healed, converged, abandoned, troubles, side_of)
+
+
+@pytest.mark.parametrize(("fault", "length"), runs())
+async def test_a_partition_heals_with_no_host_fetched_by_two_peers(
+    fault: str, length: float, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    f = FAULTS[fault]
+    out = await partitioned_crawl(tmp_path, f, length, WEB, TRUTH)
+    referee = out.referee
     during = Counter(
-        side_of[r.peer]
+        out.side_of[r.peer]
         for r in referee.requests
-        if began <= r.start < healed and not referee.is_robots(r)
+        if out.began <= r.start < out.healed and not referee.is_robots(r)
     )
-    in_flight = sum(1 for r in referee.requests if r.start < began < r.end)
+    in_flight = sum(1 for r in referee.requests if r.start < out.began < r.end)
     dups = referee.duplicates()
     print(
         f"\n[{fault} for {length:.0f} s] pages fetched during it by side "
         f"{[during.get(s, 0) for s in range(len(f.sides))]} "
-        f"(sides {['|'.join(map(str, s)) for s in f.sides]}); one view {converged:.1f} s "
+        f"(sides {['|'.join(map(str, s)) for s in f.sides]}); one view {out.converged:.1f} s "
         f"after the heal; {len(dups)} duplicates ({in_flight} requests in flight when "
-        f"it began); requests abandoned on pausing {paused}"
+        f"it began); requests abandoned on pausing {out.abandoned}"
     )
-    assert referee.overlaps() == []
+    assert _overlaps(referee) == []
     assert referee.missing(TRUTH) == set()
     assert referee.unexpected(TRUTH) == set()
     assert referee.robots_violations() == []
-    assert troubles == []
+    assert out.troubles == []
+
+
+SLOW = SyntheticWeb(WebSpec(seed=22, hosts=24, pages_per_host=6, latency=6.0, cross_link_ratio=0.6))
+SLOW_TRUTH = ground_truth(SLOW, [SLOW.seed_url()])
+
+
+async def test_a_peer_cut_off_abandons_its_requests_before_its_hosts_change_hands(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Responses that take 6 s: the lone side of a 3|1 cut has requests in flight when
+    its lease lapses. It abandons them (their URLs asked again later), and the others,
+    taking its hosts over after the fence, never find one of its requests in flight."""
+    out = await partitioned_crawl(tmp_path, FAULTS["3|1"], 60.0, SLOW, SLOW_TRUTH)
+    assert out.abandoned[3] > 0
+    assert _overlaps(out.referee) == []
+    assert out.referee.missing(SLOW_TRUTH) == set()
+    assert out.troubles == []

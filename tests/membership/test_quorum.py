@@ -78,3 +78,17 @@ def test_the_fence_outlasts_the_lease_with_margin_for_clock_rates() -> None:
     assert fence(LEASE) > LEASE * 1.1
     with pytest.raises(ValueError):
         Quorum("a", "a", lease=0)
+
+
+def test_the_lease_expires_after_now_whatever_the_rounding() -> None:
+    """heard + lease can round to exactly now while now - heard < lease: the loop that
+    waits for expires() must never be told "now" (it would spin at one instant)."""
+    q = quorum("a", "ab")
+    q.heard("b", 0.1)
+    now = 3.1  # 3.1 - 0.1 = 2.9999999999999996 < 3, but 0.1 + 3.0 == 3.1
+    q3 = Quorum("b", "ab", lease=3.0)
+    q3.set_live("ab")
+    q3.heard("a", 0.1)
+    expires = q3.expires(now)
+    assert expires is None or expires > now
+    assert q.expires(0.2) is None  # "a" holds alone (the smaller id): forever

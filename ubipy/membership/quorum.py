@@ -30,6 +30,7 @@ only time intervals depend on, never clock values).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -93,7 +94,7 @@ class Quorum:
         counted = self._counted(now)
         if not self._holds(counted):
             return None
-        ends = sorted((self._heard[m] + self.lease, m) for m in counted if m != self.self_id)
+        ends = sorted((self._until(m), m) for m in counted if m != self.self_id)
         for end, member in ends:
             counted.discard(member)
             if not self._holds(counted):
@@ -106,7 +107,7 @@ class Quorum:
         return sorted(
             m
             for m in self._base & self._live
-            if m != self.self_id and now - self._heard.get(m, -1e18) >= after
+            if m != self.self_id and now - self._heard.get(m, -math.inf) >= after
         )
 
     def joined(self, member_id: str, now: float) -> bool:
@@ -130,13 +131,14 @@ class Quorum:
         return True
 
     def _counted(self, now: float) -> set[str]:
-        counted = {
-            m
-            for m in self._base & self._live
-            if m != self.self_id and now - self._heard.get(m, -1e18) < self.lease
-        }
+        counted = {m for m in self._base & self._live if m != self.self_id and self._until(m) > now}
         counted.add(self.self_id)
         return counted
+
+    def _until(self, member_id: str) -> float:
+        # The one expression for "in sight until": counting and expires() must agree
+        # to the last bit, or a lease would expire "now" and never.
+        return self._heard.get(member_id, -math.inf) + self.lease
 
     def _holds(self, counted: set[str]) -> bool:
         twice, size = 2 * len(counted), len(self._base)

@@ -209,7 +209,7 @@ class Links:
             except (OSError, ValueError, trio.TooSlowError) as exc:
                 self.stats.dial_failures += 1
                 self.unreachable.add(address)
-                self.note_trouble(address, f"cannot connect: {exc or type(exc).__name__}")
+                self.note_trouble(address, f"cannot connect: {str(exc) or type(exc).__name__}")
                 log.debug("cannot reach %s: %s", address, exc)
                 return None
             self.unreachable.discard(address)

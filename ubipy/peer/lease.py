@@ -83,7 +83,10 @@ class Lease:
         crawler, sight = self._crawler, self.quorum.sight(trio.current_time())
         if sight.holds and crawler.paused is not None:
             log.warning("a majority in sight again (%s): fetching resumes", sight)
-            self._handoff.resumed(self._membership.alive_ids())
+            # Everyone in the base, not only those in sight yet: any of them may have
+            # been given this peer's hosts, and the rest of a healed side often comes
+            # back a moment after the first of it.
+            self._handoff.resumed(self.quorum.base | self._membership.alive_ids())
             crawler.pause(None)
         elif not sight.holds:
             if crawler.paused is None:
@@ -100,4 +103,5 @@ class Lease:
             self._send([out for out in pings if out is not None])
             expires = quorum.expires(now)
             deadline = now + cadence if expires is None else min(now + cadence, expires)
-            await self._kick.wait(deadline)
+            # Never "now": a loop that pings on every turn must not spin at one instant.
+            await self._kick.wait(max(deadline, now + cadence / 100))
