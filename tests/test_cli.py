@@ -160,7 +160,13 @@ def test_the_status_table_has_the_dashboards_rows_and_totals() -> None:
         ],
         "peers": [
             figures("aaaa", 7446),
-            figures("bbbb", 3723, storage_error="disk I/O error"),
+            figures(
+                "bbbb",
+                3723,
+                storage_error="disk I/O error",
+                paused="no majority in sight: hears from 1 of 4 peers",
+                joining=3,
+            ),
         ],
     }
     table = format_cluster(report, now=1_700_000_000.0 + 3723.4).splitlines()
@@ -182,11 +188,13 @@ def test_the_status_table_has_the_dashboards_rows_and_totals() -> None:
         "3723",
     ]
     assert table[3] == "  STORAGE FAILING, admission paused: disk I/O error"
+    assert table[4] == "  joining (attempt 3)"
+    assert table[5] == "  PAUSED: no majority in sight: hears from 1 of 4 peers"
     # Those that did not answer: their state, and '-' for every figure.
-    assert table[4].split() == ["cccc", "127.0.0.1:7003", "dead"] + ["-"] * 10
-    assert table[5].split() == ["dddd", "127.0.0.1:7004", "left"] + ["-"] * 10
+    assert table[6].split() == ["cccc", "127.0.0.1:7003", "dead"] + ["-"] * 10
+    assert table[7].split() == ["dddd", "127.0.0.1:7004", "left"] + ["-"] * 10
     # The totals as the dashboard sums them.
-    assert table[6].split() == [
+    assert table[8].split() == [
         "total", "(4)", "1", "alive,", "1", "suspect,", "1", "dead,", "1", "left",
         "11169", "3.0", "4", "2", "80", "10", "6.0", "MiB", "3.0", "KiB",
     ]  # fmt: skip
