@@ -46,7 +46,9 @@ def test_a_two_peer_cluster_goes_on_without_its_larger_id_only() -> None:
 def test_the_base_changes_only_while_the_lease_is_held() -> None:
     minority = quorum("d", "abcd", live="d")
     assert not minority.gone("a", 0.0) and minority.base == frozenset("abcd")
-    assert not minority.joined("x", 0.0) and minority.base == frozenset("abcd")
+    # A member that left on purpose fetches nothing more: it goes whatever the lease.
+    assert minority.gone("a", 0.0, left=True) and minority.base == frozenset("bcd")
+    assert not minority.joined("x", 0.0) and minority.base == frozenset("bcd")
     majority = quorum("a", "abcd", live="abc")
     majority.heard("b", 0.0)
     majority.heard("c", 0.0)

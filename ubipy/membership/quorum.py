@@ -122,10 +122,15 @@ class Quorum:
         self.heard(member_id, now)
         return True
 
-    def gone(self, member_id: str, now: float) -> bool:
-        """A member died or left; removed from the base while the lease holds
-        (counted before the removal). True if the base changed."""
-        if member_id == self.self_id or member_id not in self._base or not self.holds(now):
+    def gone(self, member_id: str, now: float, *, left: bool = False) -> bool:
+        """A member died, or ``left`` on purpose; removed from the base while the lease
+        holds, and always if it left: a peer that said it leaves fetches nothing more
+        (when a whole cluster stops, the last ones would otherwise lose their lease
+        as the others go, and abandon what they have in flight). True if the base
+        changed."""
+        if member_id == self.self_id or member_id not in self._base:
+            return False
+        if not left and not self.holds(now):
             return False
         self._base.discard(member_id)
         return True

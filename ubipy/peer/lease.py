@@ -68,7 +68,7 @@ class Lease:
             if event.kind is ChangeKind.JOINED:
                 changed |= quorum.joined(member_id, now)
             elif event.kind in (ChangeKind.DEAD, ChangeKind.LEFT):
-                changed |= quorum.gone(member_id, now)
+                changed |= quorum.gone(member_id, now, left=event.kind is ChangeKind.LEFT)
         if changed:
             try:
                 with self._shard.transaction():
