@@ -93,11 +93,14 @@ async def start_peer_or_fail(
     *extra: str,
     secret: str = "s3cret",
     patience: float = 30.0,
+    listen: str = "127.0.0.1:0",
+    prefix: tuple[str, ...] = (),
 ) -> PeerProcess:
     """Like ``start_peer``, but a peer that exits before its banner fails at once, with
-    its exit status and log in the message, instead of after ``patience`` seconds."""
+    its exit status and log in the message, instead of after ``patience`` seconds.
+    ``prefix`` goes before the command (``ip netns exec NS``)."""
     cmd = [
-        *UBIPY, "-v", "peer", "--data", str(data), "--listen", "127.0.0.1:0",
+        *prefix, *UBIPY, "-v", "peer", "--data", str(data), "--listen", listen,
         "--proxy", proxy, "--delay", "0.01", "--robots-retry", "0.05", "--secret", secret,
         *extra,
     ]  # fmt: skip

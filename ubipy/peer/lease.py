@@ -11,6 +11,7 @@ life, so that a quiet but healthy cluster keeps its lease."""
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 
 import trio
@@ -50,6 +51,9 @@ class Lease:
         self._shard = shard
         self._send = send
         self._kick = Wakeup()
+        # When each member was last pinged: at most one ping a cadence each, however
+        # often the loop wakes.
+        self._pinged: dict[str, float] = {}
 
     def answered(self, answers: Sequence[tuple[str, float]]) -> None:
         """Members answered our pings sent at these times."""
@@ -99,7 +103,14 @@ class Lease:
         while True:
             self.check()
             now = trio.current_time()
-            pings = [self._membership.ping(now, m) for m in quorum.stale(now, cadence)]
+            due = [
+                m
+                for m in quorum.stale(now, cadence)
+                if now - self._pinged.get(m, -math.inf) >= cadence
+            ]
+            for member_id in due:
+                self._pinged[member_id] = now
+            pings = [self._membership.ping(now, m) for m in due]
             self._send([out for out in pings if out is not None])
             expires = quorum.expires(now)
             deadline = now + cadence if expires is None else min(now + cadence, expires)
