@@ -111,9 +111,11 @@ def test_joining_member_is_known_to_all_quickly(
     assert p99 <= 3.0
 
 
-def lossy_half_hour(seed: int, loss: float) -> tuple[Counter[ChangeKind], list[SimNode], float]:
+def lossy_half_hour(
+    seed: int, loss: float, latency: tuple[float, float] = (0.001, 0.005)
+) -> tuple[Counter[ChangeKind], list[SimNode], float]:
     """Thirty simulated minutes of a stable cluster: member events, nodes, seconds."""
-    net = SimNet(seed, loss=loss, count_bytes=True, wire=True)
+    net = SimNet(seed, loss=loss, latency=latency, count_bytes=True, wire=True)
     nodes = net.cluster(N)
     events: Counter[ChangeKind] = Counter()
 
@@ -131,10 +133,10 @@ def lossy_half_hour(seed: int, loss: float) -> tuple[Counter[ChangeKind], list[S
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_no_false_deaths_with_packet_loss(seed: int, capsys: pytest.CaptureFixture[str]) -> None:
-    events, nodes, _ = lossy_half_hour(seed, loss=0.05)
+    events, nodes, _ = lossy_half_hour(seed, loss=0.05, latency=(0.045, 0.055))
     report(
         capsys,
-        f"30 min, N={N}, 5% loss, seed {seed}: {events[ChangeKind.DEAD]} false deaths, "
+        f"30 min, N={N}, 5% loss, 50 ms latency, seed {seed}: {events[ChangeKind.DEAD]} false deaths, "
         f"{events[ChangeKind.SUSPECT]} suspect events (refuted: {events[ChangeKind.REFUTED]}), "
         f"{sum(x.membership.refutations for x in nodes)} refutations",
     )
