@@ -1,5 +1,21 @@
-"""Fixtures shared across the test packages."""
+"""Fixtures shared across the test packages, and where tests run under xdist."""
+
+from __future__ import annotations
+
+import pytest
 
 from tests.browser import chromium
 
 __all__ = ["chromium"]
+
+# Tests that run peers as processes on real time: under ``pytest -n 2 --dist
+# loadgroup`` they all go to one worker, one after another as in a serial run, while
+# the other worker takes the tests on the autojump clock, which no busy CPU can upset.
+_REAL_TIME = ("tests/e2e/", "tests/test_cli.py", "tests/control/test_control_browser.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.path.as_posix()
+        if any(part in path for part in _REAL_TIME):
+            item.add_marker(pytest.mark.xdist_group("real-time"))
