@@ -22,7 +22,7 @@ lint: setup
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/pytest --cov --cov-report=term:skip-covered -q
+	$(BIN)/pytest -n 2 --dist loadgroup --cov --cov-report=term:skip-covered -q
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage
