@@ -136,7 +136,8 @@ def test_no_false_deaths_with_packet_loss(seed: int, capsys: pytest.CaptureFixtu
     events, nodes, _ = lossy_half_hour(seed, loss=0.05, latency=(0.045, 0.055))
     report(
         capsys,
-        f"30 min, N={N}, 5% loss, 50 ms latency, seed {seed}: {events[ChangeKind.DEAD]} false deaths, "
+        f"30 min, N={N}, 5% loss, 50 ms latency, seed {seed}: "
+        f"{events[ChangeKind.DEAD]} false deaths, "
         f"{events[ChangeKind.SUSPECT]} suspect events (refuted: {events[ChangeKind.REFUTED]}), "
         f"{sum(x.membership.refutations for x in nodes)} refutations",
     )
