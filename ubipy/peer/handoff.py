@@ -208,8 +208,6 @@ class Handoff:
 
     def release_from(self, peer_id: str, key: str | None) -> None:
         """``peer_id`` finished its sweep under the ring ``key`` (None: it is dead)."""
-        # A sweep under the ring this peer has now covers every host the sender
-        # holds, whatever ring the hold was made under.
         self.done_from(peer_id, key, 0)
 
     def done_from(self, peer_id: str, key: str | None, token: int) -> None:
@@ -217,6 +215,8 @@ class Handoff:
         request ``token`` if not 0."""
         if key is not None:
             self._swept[peer_id] = key
+        # A sweep under the ring this peer has now covers every host the sender
+        # holds, whatever ring the hold was made under.
         current = key is None or key == ring_key(self._ring)
         changed = False
         for hold in self._holds:
