@@ -133,6 +133,24 @@ def test_a_restarted_peer_starts_a_new_track() -> None:
     assert rate == pytest.approx(3.0)
 
 
+def test_a_paused_or_joining_peer_says_so_in_its_row() -> None:
+    book = FiguresBook()
+    book.update(
+        {
+            "a": figures(1.0, 0, paused="no majority in sight: hears from 1 of 4 peers"),
+            "b": figures(1.0, 0, joining=3),
+            "c": figures(1.0, 0),
+        },
+        0.0,
+    )
+    notes = [row.note for row in book.rows(0.0)]
+    assert notes == [
+        "paused: no majority in sight: hears from 1 of 4 peers",
+        "joining (attempt 3)",
+        "",
+    ]
+
+
 def test_members_without_figures_have_rows_and_no_numbers() -> None:
     book = FiguresBook()
     book.update({"new": {"address": "127.0.0.1:9", "state": "suspect"}}, 0.0)

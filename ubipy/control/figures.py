@@ -38,6 +38,8 @@ FIGURE_FIELDS: Final = (
     "in_flight",
     "bytes_in",
     "bytes_out_wire",
+    "paused",
+    "joining",
 )
 
 
@@ -63,6 +65,8 @@ class PeerRow:
     bytes_out: int
     # Seconds since its figures last changed; None if it never reported.
     age: float | None
+    # What the peer says of itself beyond its state: paused and why, or joining.
+    note: str = ""
 
     @property
     def live(self) -> bool:
@@ -236,10 +240,19 @@ class FiguresBook:
             bytes_in=_count(figures.get("bytes_in")),
             bytes_out=_count(figures.get("bytes_out_wire")),
             age=max(now - track.changed_at, 0.0) if track is not None else None,
+            note=_note(figures),
         )
 
     def chart(self) -> list[ChartPoint]:
         return list(self._chart)
+
+
+def _note(figures: Mapping[str, Any]) -> str:
+    paused = figures.get("paused")
+    if isinstance(paused, str) and paused:
+        return f"paused: {paused}"[:200]
+    joining = _count(figures.get("joining"))
+    return f"joining (attempt {joining})" if joining else ""
 
 
 def totals(rows: Iterable[PeerRow]) -> Totals:

@@ -64,6 +64,7 @@ tr.state-alive td.state { color: var(--alive); }
 tr.state-suspect td.state { color: var(--suspect); font-weight: 600; }
 tr.state-dead td.state { color: var(--dead); font-weight: 600; }
 tr.state-dead, tr.state-left { color: var(--muted); }
+tr.paused td.state { color: var(--suspect); font-weight: 600; }
 tr.stale td.uptime { color: var(--suspect); }
 """
 
@@ -121,7 +122,7 @@ function fill(tr, p) {
   const shown = p.reported;
   put(tr, "id", p.peer_id);
   put(tr, "address", p.address);
-  put(tr, "state", p.state);
+  put(tr, "state", p.note ? p.state + " · " + p.note : p.state, p.state);
   put(tr, "started", when(p.started_at), p.started_at === null ? "" : p.started_at);
   put(tr, "uptime", shown ? duration(p.uptime) : "–", p.uptime);
   put(tr, "pages", shown ? count(p.pages) : "–", p.pages);
@@ -149,7 +150,8 @@ function renderRows(peers) {
     tr.dataset.state = p.state;
     const stale = p.reported && p.age !== null && p.age > 5 &&
       (p.state === "alive" || p.state === "suspect");
-    tr.className = "peer state-" + p.state + (stale ? " stale" : "");
+    tr.className = "peer state-" + p.state + (stale ? " stale" : "") +
+      (p.note.startsWith("paused") ? " paused" : "");
     tr.title = stale ? "no new figures for " + Math.round(p.age) + " s" : "";
     fill(tr, p);
   }
