@@ -151,6 +151,40 @@ def test_a_paused_or_joining_peer_says_so_in_its_row() -> None:
     ]
 
 
+def test_the_chart_marks_membership_events_as_they_happen() -> None:
+    """A partition and its heal, as the dashboard sees them: suspected, declared dead,
+    paused for lack of a majority, resumed, back; the first view is no news."""
+    book = FiguresBook(history=60.0)
+
+    def view(b_state: str, c_paused: str | None = None) -> dict[str, Any]:
+        c = figures(1.0, 0, paused=c_paused) if c_paused else figures(1.0, 0)
+        return {"a": figures(1.0, 0), "b": {"address": "x", "state": b_state}, "c": c}
+
+    book.update(view("alive"), 0.0)
+    book.update(view("suspect"), 1.0)
+    book.update(view("dead", "no majority in sight"), 5.0)
+    book.update(view("dead", "no majority in sight"), 6.0)
+    book.update(view("alive"), 70.0)
+    assert [(e.t, e.peer_id, e.what) for e in book.events()] == [
+        (70.0, "b", "healed"),
+        (70.0, "c", "resumed"),
+    ]  # the rest is older than the chart's history
+    shown = snapshot(book, 70.0, 1_700_000_000.0)["chart"]["events"]
+    assert shown == [
+        {"t": 0.0, "peer": "b", "what": "healed"},
+        {"t": 0.0, "peer": "c", "what": "resumed"},
+    ]
+    early = FiguresBook()
+    early.update(view("alive"), 0.0)
+    early.update(view("suspect"), 1.0)
+    early.update(view("dead", "no majority in sight"), 5.0)
+    assert [(e.peer_id, e.what) for e in early.events()] == [
+        ("b", "suspected"),
+        ("b", "declared dead"),
+        ("c", "paused"),
+    ]
+
+
 def test_members_without_figures_have_rows_and_no_numbers() -> None:
     book = FiguresBook()
     book.update({"new": {"address": "127.0.0.1:9", "state": "suspect"}}, 0.0)

@@ -67,6 +67,9 @@ async def test_the_dashboard_shows_the_cluster_live(
     assert float(cell(rows[kept], "rate").get("data-value")) == pytest.approx(2.0)
     # A dead peer keeps its last count and fetches nothing more.
     assert float(cell(rows[killed], "rate").get("data-value")) == 0.0
+    # Its death is marked on the chart's timeline.
+    [chart] = second.xpath("//canvas[@id='chart']")
+    assert int(chart.get("data-events")) >= 1
 
     page = tmp_path / "dashboard.html"
     page.write_bytes(lxml.html.tostring(second))

@@ -105,6 +105,39 @@ class ChartPoint:
     peers: Mapping[str, float]
 
 
+@dataclass(frozen=True, slots=True)
+class ChartEvent:
+    """A change in the cluster the chart marks: a member joined, was suspected,
+    declared dead, left, came back (healed), or paused / resumed for lack of a
+    majority."""
+
+    t: float
+    peer_id: str
+    what: str
+
+
+def _what_changed(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[str]:
+    """What a member's entry in two successive cluster views says happened to it."""
+    state = _text(after.get("state")).lower()
+    was = None if before is None else _text(before.get("state")).lower()
+    changes = []
+    if state != was:
+        if state == "alive":
+            changes.append("healed" if was in ("dead", "left") else "joined")
+        elif state == "suspect":
+            changes.append("suspected")
+        elif state == "dead":
+            changes.append("declared dead")
+        elif state == "left":
+            changes.append("left")
+    paused = bool(after.get("paused"))
+    if before is not None and paused != bool(before.get("paused")):
+        changes.append("paused" if paused else "resumed")
+    elif before is None and paused:
+        changes.append("paused")
+    return [c for c in changes if not (c == "joined" and was == "suspect")]
+
+
 @dataclass(slots=True)
 class _Track:
     figures: Mapping[str, Any]
@@ -153,13 +186,25 @@ class FiguresBook:
         self._members: dict[str, Mapping[str, Any]] = {}
         self._tracks: dict[str, _Track] = {}
         self._chart: deque[ChartPoint] = deque()
+        self._events: deque[ChartEvent] = deque()
         self._now = 0.0
 
     # -- input ------------------------------------------------------------------
     def update(self, view: Mapping[str, Mapping[str, Any]], now: float) -> None:
         """Take the cluster view: who is a member, in which state, with which figures."""
         self._now = max(self._now, now)
-        self._members = dict(view)
+        before, self._members = self._members, dict(view)
+        for peer_id, entry in sorted(view.items()):
+            # A report without figures (the member did not answer) says nothing of a pause.
+            previous = before.get(peer_id)
+            if previous is not None and "uptime" not in entry:
+                entry = {**entry, "paused": previous.get("paused")}
+                self._members[peer_id] = entry
+            # The first view is where the dashboard starts, not news.
+            for what in _what_changed(previous, entry) if before else ():
+                self._events.append(ChartEvent(now, peer_id, what))
+        while self._events and self._events[0].t < now - self.history:
+            self._events.popleft()
         for peer_id, entry in view.items():
             if "uptime" in entry and "pages" in entry:
                 self._record(peer_id, entry, now)
@@ -246,6 +291,9 @@ class FiguresBook:
     def chart(self) -> list[ChartPoint]:
         return list(self._chart)
 
+    def events(self) -> list[ChartEvent]:
+        return list(self._events)
+
 
 def _note(figures: Mapping[str, Any]) -> str:
     paused = figures.get("paused")
@@ -299,5 +347,8 @@ def snapshot(book: FiguresBook, now: float, wall: float) -> dict[str, Any]:
                 ]
                 for peer_id in peer_ids
             },
+            "events": [
+                {"t": round(e.t - now, 3), "peer": e.peer_id, "what": e.what} for e in book.events()
+            ],
         },
     }

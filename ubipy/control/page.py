@@ -7,7 +7,8 @@ this script and this style (by hash) and fetches to the same origin, nothing els
 The page polls ``api/status`` every second and redraws in place. Elements a test
 or a scraper may rely on: ``tr[data-peer=ID][data-state=STATE]`` per peer with
 ``td.<column>[data-value]`` cells, ``tr#totals`` with ``td#total-<column>``,
-``canvas#chart[data-points]``, and ``body[data-polls]`` (answers received).
+``canvas#chart[data-points][data-events]`` (membership events marked), and
+``body[data-polls]`` (answers received).
 """
 
 from __future__ import annotations
@@ -238,7 +239,19 @@ function drawChart(chart) {
     line(ctx, xs, values.map(y), colourOf(id), 1.5);
   }
   line(ctx, xs, chart.total.map(y), fg, 2.5);
+  // Membership events: a dashed line at the time, in the peer's colour, and what.
+  const events = (chart.events || []).filter((e) => e.t >= -span);
+  ctx.textAlign = "left"; ctx.textBaseline = "top";
+  events.forEach((e, i) => {
+    const ex = Math.round(x(e.t)) + 0.5;
+    ctx.strokeStyle = colourOf(e.peer); ctx.fillStyle = colourOf(e.peer);
+    ctx.setLineDash([3, 3]);
+    ctx.beginPath(); ctx.moveTo(ex, top); ctx.lineTo(ex, h - bottom); ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.fillText(e.peer.slice(0, 6) + " " + e.what, ex + 3, top + 12 * (i % 4));
+  });
   canvas.dataset.points = String(chart.t.length);
+  canvas.dataset.events = String(events.length);
   renderLegend(Object.keys(chart.peers), fg);
 }
 function renderLegend(ids, fg) {
