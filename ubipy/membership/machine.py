@@ -51,7 +51,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ubipy.membership.broadcasts import Broadcasts
 from ubipy.membership.events import ChangeKind, MemberEvent, MembershipConfig, Outgoing
@@ -70,26 +70,8 @@ from ubipy.membership.messages import (
     PushPull,
     Update,
 )
-from ubipy.membership.probeorder import ProbeOrder
+from ubipy.membership.probeorder import Forward, Probe, ProbeOrder
 from ubipy.membership.transitions import ALIVE, DEAD, LEFT, SUSPECT, TRANSITIONS, Suspicion
-
-
-@dataclass(slots=True)
-class _Probe:
-    seq: int
-    target_id: str
-    started: float
-    acked: bool = False
-    indirect_sent: bool = False
-
-
-@dataclass(slots=True)
-class _Forward:
-    """A PingReq we are serving: our ping's Ack goes back under the requester's seq."""
-
-    requester_address: str
-    seq: int
-    expires: float
 
 
 class Membership:
@@ -114,6 +96,8 @@ class Membership:
         }
         self._since: dict[str, float] = {self_id: now}
         self._live = 1  # members in LIVE_STATES, self included
+        self._ids: list[str] | None = None  # the member ids, while none come or go
+        self._tombstones: set[str] = set()  # DEAD and LEFT members other than self
         self._left = False
         # Members declared dead, kept for reconnecting well after their tombstones
         # are reaped: id -> (address, when declared dead).
@@ -128,8 +112,8 @@ class Membership:
         self._broadcasts = Broadcasts()
         self._events: list[MemberEvent] = []
         self._seq = rng.randrange(MAX_SEQ)
-        self._probe: _Probe | None = None
-        self._forwards: dict[int, _Forward] = {}
+        self._probe: Probe | None = None
+        self._forwards: dict[int, Forward] = {}
         self._order = ProbeOrder(rng)
         # Random phases, so peers started together do not probe in lockstep.
         self._next_probe = now + rng.random() * config.probe_interval
@@ -279,7 +263,7 @@ class Membership:
         elif isinstance(message, PingReq):
             self._apply_all(message.updates, now)
             seq = self._next_seq()
-            self._forwards[seq] = _Forward(
+            self._forwards[seq] = Forward(
                 sender_address, message.seq, now + self.config.probe_interval
             )
             ping = Ping(seq, message.target_id, self._piggyback())
@@ -400,7 +384,7 @@ class Membership:
             updates = (buddy, *self._piggyback(cfg.max_piggyback - 1))
         else:
             updates = self._piggyback()
-        self._probe = _Probe(seq, target.id, now)
+        self._probe = Probe(seq, target.id, now)
         out.append(Outgoing(target.address, Ping(seq, target.id, updates)))
 
     def _next_seq(self) -> int:
@@ -411,12 +395,28 @@ class Membership:
         """Up to ``k`` random other members that ``accept`` takes."""
         if k <= 0:
             return []
+        if len(self._members) > 4 * k + 16:
+            # A large table (gossip picks 3 of 1000 five times a second): draw at
+            # random and keep what is accepted; a thin set falls back to the scan.
+            ids = self._id_list()
+            chosen: dict[str, Member] = {}
+            for _ in range(8 * k):
+                m = self._members[ids[self._rng.randrange(len(ids))]]
+                if m.id != self.self_id and accept(m):
+                    chosen[m.id] = m
+                    if len(chosen) == k:
+                        return list(chosen.values())
         # The dict keeps insertion order, so this is as repeatable as the rng.
         candidates = [m for m in self._members.values() if m.id != self.self_id and accept(m)]
         if len(candidates) <= k:
             self._rng.shuffle(candidates)
             return candidates
         return self._rng.sample(candidates, k)
+
+    def _id_list(self) -> list[str]:
+        if self._ids is None:
+            self._ids = list(self._members)
+        return self._ids
 
     # -- state changes ---------------------------------------------------------
 
@@ -506,7 +506,13 @@ class Membership:
         old = self._members.get(member.id)
         was_live = old is not None and old.state in LIVE_STATES
         self._live += (member.state in LIVE_STATES) - was_live
+        if old is None:
+            self._ids = None
         self._members[member.id] = member
+        if member.state in LIVE_STATES or member.id == self.self_id:
+            self._tombstones.discard(member.id)
+        else:
+            self._tombstones.add(member.id)
         if member.state is DEAD:
             if old is None or old.state is not DEAD:
                 self._lost[member.id] = (member.address, now)
@@ -517,16 +523,12 @@ class Membership:
 
     def _reap(self, now: float) -> None:
         cfg = self.config
-        gone = [
-            m.id
-            for m in self._members.values()
-            if m.state not in LIVE_STATES
-            and m.id != self.self_id
-            and now - self._since[m.id] >= cfg.tombstone_timeout
-        ]
-        for member_id in gone:
+        gone = [i for i in self._tombstones if now - self._since[i] >= cfg.tombstone_timeout]
+        for member_id in sorted(gone):
             del self._members[member_id]
             del self._since[member_id]
+            self._tombstones.discard(member_id)
+            self._ids = None
         expired = [seq for seq, f in self._forwards.items() if now > f.expires]
         for seq in expired:
             del self._forwards[seq]

@@ -1,4 +1,5 @@
-"""memberlist's probe order: a shuffled round robin over the live members, shuffled
+"""The probe cycle's bookkeeping: the probe under way, the PingReqs served for others,
+and memberlist's probe order: a shuffled round robin over the live members, shuffled
 afresh every pass, so a member's place in it (and so how long its death goes
 unnoticed) is fresh luck each time. No I/O, as in :mod:`ubipy.membership.machine`."""
 
@@ -6,8 +7,27 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ubipy.membership.messages import LIVE_STATES, Member
+
+
+@dataclass(slots=True)
+class Probe:
+    seq: int
+    target_id: str
+    started: float
+    acked: bool = False
+    indirect_sent: bool = False
+
+
+@dataclass(slots=True)
+class Forward:
+    """A PingReq we are serving: our ping's Ack goes back under the requester's seq."""
+
+    requester_address: str
+    seq: int
+    expires: float
 
 
 class ProbeOrder:
