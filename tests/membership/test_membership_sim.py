@@ -1,7 +1,7 @@
 """The membership acceptance figures, measured in the deterministic simulator.
 
 Each test prints what it measured (shown even without ``-s``). Every run is seeded;
-the simulator is tests/membership/simnet.py (a plain event-queue with virtual time).
+the simulator is bench/simnet.py (a plain event-queue with virtual time).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from tests.membership.simnet import FRAME_OVERHEAD, Observed, SimNet, SimNode
+from bench.simnet import FRAME_OVERHEAD, Observed, SimNet, SimNode
 from ubipy.membership import ChangeKind, MembershipConfig, MemberState
 
 N = 8

@@ -4,7 +4,7 @@
 feeds it events (``receive`` a message, ``tick`` at ``next_deadline()``, ``join``,
 ``leave``), passes ``now`` in, and sends the ``Outgoing`` messages it returns. The
 same object runs unchanged under trio and in the deterministic simulator of
-tests/membership/simnet.py.
+bench/simnet.py.
 
 The protocol is HashiCorp memberlist's (SWIM + Lifeguard suspicion):
 

@@ -48,6 +48,8 @@ class SimNode:
     bytes_sent: int = 0  # datagrams only, with FRAME_OVERHEAD each
     datagrams_sent: int = 0
     stream_bytes_sent: int = 0
+    # Bytes sent by message type (with the frame overhead for datagrams).
+    bytes_by_kind: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -227,9 +229,13 @@ class SimNet:
                 body = cbor2.dumps(message.to_wire())
                 if o.stream:
                     node.stream_bytes_sent += len(body)
+                    size = len(body)
                 else:
                     node.bytes_sent += len(body) + FRAME_OVERHEAD
                     node.datagrams_sent += 1
+                    size = len(body) + FRAME_OVERHEAD
+                kind = type(message).__name__
+                node.bytes_by_kind[kind] = node.bytes_by_kind.get(kind, 0) + size
                 if self.wire:
                     message = message_from_wire(cbor2.loads(body))
             if o.address not in self.nodes:
