@@ -15,6 +15,7 @@ import random
 import statistics
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from bench.simnet import Observed, SimNet, SimNode
 from ubipy.membership import ChangeKind
@@ -29,6 +30,10 @@ def build(net: SimNet, n: int, rng: random.Random) -> list[SimNode]:
         net.join(node, [rng.choice(nodes)])
         nodes.append(node)
     return nodes
+
+
+def _declared_by(deaths: Counter[str], member_id: str, others: int) -> Callable[[], bool]:
+    return lambda: deaths[member_id] >= others
 
 
 def nearest_rank(values: list[float], q: float) -> float:
@@ -91,7 +96,7 @@ def main() -> None:
         others = sum(1 for x in nodes if x.up and x is not victim)
         crashed_at = net.now
         net.crash(victim)
-        net.run_until(net.now + 120.0, lambda v=victim, k=others: deaths[v.id] >= k, step=0.1)
+        net.run_until(net.now + 120.0, _declared_by(deaths, victim.id, others), step=0.1)
         detect.append(net.now - crashed_at)
         net.run_for(30.0)
     if detect:
