@@ -1,6 +1,7 @@
-"""A running peer: its shard, HTTP client, crawler, links to other peers, membership,
-router, hand-off, replication and reporting, all in one trio nursery that the peer
-owns.
+"""A running peer: its shard, HTTP client, crawler, links to other peers, membership
+(with joining that never gives up and the majority lease that pauses the crawl when
+no majority is in sight), router, hand-off, replication and reporting, all in one trio
+nursery that the peer owns.
 
 Frames reach it already typed (:mod:`ubipy.wire`) and go to the handler each
 subsystem registers for its kind (:meth:`Peer.handle`): membership (MEMBERSHIP),
