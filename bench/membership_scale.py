@@ -21,11 +21,11 @@ from bench.simnet import Observed, SimNet, SimNode
 from ubipy.membership import ChangeKind
 
 
-def build(net: SimNet, n: int, rng: random.Random) -> list[SimNode]:
-    """``n`` members, each joining a random earlier one 10 ms after the last."""
+def build(net: SimNet, n: int, rng: random.Random, spacing: float) -> list[SimNode]:
+    """``n`` members, each joining a random earlier one ``spacing`` seconds after the last."""
     nodes = [net.add_node()]
     for _ in range(n - 1):
-        net.run_for(0.01)
+        net.run_for(spacing)
         node = net.add_node()
         net.join(node, [rng.choice(nodes)])
         nodes.append(node)
@@ -49,11 +49,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=60.0, help="simulated seconds")
     parser.add_argument("--measure", type=float, default=600.0, help="simulated seconds")
     parser.add_argument("--crashes", type=int, default=10, help="members crashed afterwards")
+    parser.add_argument("--spacing", type=float, default=0.05, help="seconds between joins")
     args = parser.parse_args()
 
     started = time.process_time()
     net = SimNet(args.seed, loss=args.loss, latency=(0.025, 0.075), count_bytes=True)
-    nodes = build(net, args.n, random.Random(args.seed))
+    nodes = build(net, args.n, random.Random(args.seed), args.spacing)
     net.run_for(args.warmup)
     deaths: Counter[str] = Counter()
 
