@@ -340,15 +340,22 @@ class SwimConfig:
     )
     reconnect_interval: float = option(
         30.0,
+        flag="--reconnect-interval",
+        metavar="SECONDS",
         help="seconds between tries to reach members declared dead (and the --join "
-        "addresses): how a partition heals",
+        "addresses): how a partition heals (default: {default})",
     )
     reconnect_timeout: float = option(
-        24 * 3600.0, help="seconds a member declared dead is still tried (default: a day)"
+        24 * 3600.0,
+        flag="--reconnect-timeout",
+        metavar="SECONDS",
+        help="seconds a member declared dead is still tried (default: a day)",
     )
     # The lease is what keeps two peers off one host during a partition.
     majority_lease: float = option(
         3.0,
+        flag="--majority-lease",
+        metavar="SECONDS",
         help="fetch only while a majority of the cluster was heard from within this many "
         "seconds; the majority waits longer than this (with margin) before taking a lost "
         "peer's hosts over (default: {default})",
