@@ -70,6 +70,7 @@ from ubipy.membership.messages import (
     PushPull,
     Update,
 )
+from ubipy.membership.pacing import PushPullPacing
 from ubipy.membership.probeorder import Forward, Probe, ProbeOrder
 from ubipy.membership.transitions import ALIVE, DEAD, LEFT, SUSPECT, TRANSITIONS, Suspicion
 
@@ -120,6 +121,7 @@ class Membership:
         self._next_gossip = now
         self._next_push_pull = now + rng.random() * config.push_pull_interval
         self._next_reconnect = now + rng.random() * config.reconnect_interval
+        self._pacing = PushPullPacing(config.push_pull_interval)
 
     # -- queries ---------------------------------------------------------------
 
@@ -221,7 +223,7 @@ class Membership:
         if not self._left:
             self._run_probe(now, out)
             if now >= self._next_push_pull:
-                self._next_push_pull = now + self._push_pull_period()
+                self._next_push_pull = now + self._pacing.period(self._live)
                 target = self._pick(1, lambda m: m.state is ALIVE)
                 if target:
                     state = self._push_pull_message(is_reply=False)
@@ -272,8 +274,10 @@ class Membership:
             self._apply_all(message.updates, now)
         elif isinstance(message, PushPull):
             before = {m.id for m in self._members.values() if m.state in LIVE_STATES}
+            routine = not message.is_reply and self._routine(sender_address, before)
             self._merge(message.members, now)
-            if not message.is_reply:
+            answer = not routine or self._pacing.may_answer_routine(now, self._live)
+            if not message.is_reply and answer:
                 reply = self._push_pull_message(is_reply=True)
                 out.append(Outgoing(sender_address, reply, True))
             self._announce(before, sender_address, out)
@@ -585,11 +589,10 @@ class Membership:
             members = members[:MAX_PUSH_PULL_MEMBERS]
         return PushPull(tuple(members), is_reply)
 
-    def _push_pull_period(self) -> float:
-        # memberlist's pushPullScale: above 32 members, back off with log2 N so the
-        # cluster's total push-pull load grows slower than N.
-        n = self._live
-        interval = self.config.push_pull_interval
-        if n <= 32:
-            return interval
-        return interval * (math.ceil(math.log2(n) - math.log2(32)) + 1)
+    def _routine(self, address: str, live: set[str]) -> bool:
+        """Whether a push-pull from ``address`` is a live member's periodic one (not a
+        join, nor a reconnect across a healed partition)."""
+        return (
+            any(m.address == address for m in self._members.values() if m.id in live)
+            and address != self.self_address
+        )
