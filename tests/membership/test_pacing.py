@@ -18,7 +18,7 @@ def test_small_clusters_answer_every_routine_request() -> None:
     assert all(pacing.may_answer_routine(t * 0.1, 8) for t in range(100))
 
 
-def test_large_clusters_answer_one_routine_request_per_half_period() -> None:
+def test_large_clusters_answer_one_routine_request_per_period() -> None:
     pacing = PushPullPacing(30.0)
     answered = [t for t in range(0, 600) if pacing.may_answer_routine(float(t), 1000)]
-    assert answered == list(range(0, 600, 90))
+    assert answered == list(range(0, 600, 180))

@@ -25,12 +25,13 @@ class PushPullPacing:
     def may_answer_routine(self, now: float, live: int) -> bool:
         """Whether to answer a live member's periodic request now. Being picked by
         several members in a row is luck that made one member send 3 KB/s at N = 1000;
-        so above 32 members one is answered at most once per half period (the asker
-        learns the table from whoever it picks next time). Joins and reconnects are
-        always answered."""
+        so above 32 members one is answered at most once per period, as often as the
+        member asks itself (the asker's table is taken in either way, and it learns
+        ours from whoever it picks next time). Joins and reconnects are always
+        answered."""
         if live <= SMALL_CLUSTER:
             return True
-        if now - self._last_reply < self.period(live) / 2:
+        if now - self._last_reply < self.period(live):
             return False
         self._last_reply = now
         return True
