@@ -116,6 +116,10 @@ class ChartEvent:
     what: str
 
 
+# What a member's new state is called on the chart (alive is "joined" or "healed").
+_NEWS: Final = {"suspect": "suspected", "dead": "declared dead", "left": "left"}
+
+
 def _what_changed(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[str]:
     """What a member's entry in two successive cluster views says happened to it."""
     state = _text(after.get("state")).lower()
@@ -123,19 +127,14 @@ def _what_changed(before: Mapping[str, Any] | None, after: Mapping[str, Any]) ->
     changes = []
     if state != was:
         if state == "alive":
-            changes.append("healed" if was in ("dead", "left") else "joined")
-        elif state == "suspect":
-            changes.append("suspected")
-        elif state == "dead":
-            changes.append("declared dead")
-        elif state == "left":
-            changes.append("left")
+            if was != "suspect":  # a refuted suspicion is no news
+                changes.append("healed" if was in ("dead", "left") else "joined")
+        elif state in _NEWS:
+            changes.append(_NEWS[state])
     paused = bool(after.get("paused"))
-    if before is not None and paused != bool(before.get("paused")):
+    if paused != (before is not None and bool(before.get("paused"))):
         changes.append("paused" if paused else "resumed")
-    elif before is None and paused:
-        changes.append("paused")
-    return [c for c in changes if not (c == "joined" and was == "suspect")]
+    return changes
 
 
 @dataclass(slots=True)

@@ -149,10 +149,6 @@ class Membership:
         """Whether no other member is alive or suspect in this view."""
         return self._live <= 1
 
-    def lost(self) -> list[str]:
-        """The ids of members declared dead that reconnecting still tries."""
-        return sorted(self._lost)
-
     def drain_answers(self) -> list[tuple[str, float]]:
         """``(member id, when our ping was sent)`` for every ping of ours (a probe or
         :meth:`ping`) that the member answered itself since the last call: proof that

@@ -74,7 +74,7 @@ class Quorum:
 
     def heard(self, member_id: str, now: float) -> None:
         """An authentic frame came from ``member_id``."""
-        if now > self._heard.get(member_id, -1.0):
+        if now > self._heard.get(member_id, -math.inf):
             self._heard[member_id] = now
 
     def set_live(self, live: Iterable[str]) -> None:

@@ -313,15 +313,15 @@ class Crawler:
         self._wakeup.set()
 
     def pause(self, reason: str | None) -> None:
-        """Start no request while ``reason`` is given, and abandon those in flight
-        now: another peer may be given this peer's hosts shortly (the majority's
-        fence), and must find nothing of ours on them. An abandoned request's URL is
-        asked again later, by whoever owns its host then. ``None`` resumes."""
+        """Start no request while ``reason`` is given, abandoning those in flight:
+        another peer may soon be given our hosts (the majority's fence) and must find
+        none of our requests there; their URLs are asked again later. ``None`` resumes."""
         was, self.paused = self.paused, reason
-        if reason is not None and was is None:
-            for scope in self._in_flight:
-                scope.cancel()
-        self._wakeup.set()
+        if (reason is None) != (was is None):  # a new reason alone wakes nobody
+            if was is None:
+                for scope in self._in_flight:
+                    scope.cancel()
+            self._wakeup.set()
 
     def crash(self) -> None:
         """Die as kill -9 would, for tests that run peers in one process and cancel

@@ -206,13 +206,9 @@ class Handoff:
         self._asked[peer_id] = token
         self._kick.set()
 
-    def release_from(self, peer_id: str, key: str | None) -> None:
-        """``peer_id`` finished its sweep under the ring ``key`` (None: it is dead)."""
-        self.done_from(peer_id, key, 0)
-
-    def done_from(self, peer_id: str, key: str | None, token: int) -> None:
-        """A HANDOFF_DONE (or a death, ``key`` None) from ``peer_id``, answering our
-        request ``token`` if not 0."""
+    def release_from(self, peer_id: str, key: str | None, token: int = 0) -> None:
+        """``peer_id`` finished its sweep under the ring ``key`` (None: it is dead),
+        answering our request ``token`` if not 0."""
         if key is not None:
             self._swept[peer_id] = key
         # A sweep under the ring this peer has now covers every host the sender

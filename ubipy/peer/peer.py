@@ -499,9 +499,11 @@ class Peer:
 
     async def _on_handoff_done(self, sender: str, done: HandoffDone, reply: Reply) -> None:
         if done.ask:
-            self.handoff.asked(sender, done.token)
+            # Only members sweep for each other (the request is kept per asker).
+            if self.membership.member(sender) is not None:
+                self.handoff.asked(sender, done.token)
         else:
-            self.handoff.done_from(sender, done.ring, done.token)
+            self.handoff.release_from(sender, done.ring, done.token)
 
     async def _on_replica(self, sender: str, replica: Replica, reply: Reply) -> None:
         self.replicator.receive(replica)
