@@ -151,6 +151,21 @@ def test_refused_links_are_counted() -> None:
     assert page.links_refused == 5
 
 
+def test_links_with_credentials_lose_them_and_are_counted() -> None:
+    page = _page(
+        """<a href="http://user:pass@example.com/fine">a</a>
+        <a href="/fine">b</a>
+        <a href="//u@other.test/x">c</a>
+        <a href="http://@example.com/empty">d</a>"""
+    )
+    assert page.links == (
+        "http://example.com/fine",
+        "http://other.test/x",
+        "http://example.com/empty",
+    )
+    assert page.links_stripped == 2
+
+
 def test_huge_hrefs_are_refused_not_fatal() -> None:
     page = _page(f'<a href="/{"a" * 10_000}">x</a><a href="/{"b" * 3000}">y</a><a href="/ok">z</a>')
     assert page.links == ("http://example.com/ok",)

@@ -41,3 +41,15 @@ def test_invalid_utf8_lines_are_reported() -> None:
 def test_an_empty_file_has_no_seeds_and_no_problems() -> None:
     seeds = parse_seeds(b"")
     assert seeds.urls == () and seeds.problems == ()
+
+
+def test_credentials_are_stripped_counted_and_the_same_url_is_one_seed() -> None:
+    seeds = parse_seeds(
+        b"http://user:pass@example.com/a\n"
+        b"http://example.com/a\n"
+        b"http://@example.com/b\n"
+        b"http://u@[::1]:8080/\n"
+    )
+    assert seeds.urls == ("http://example.com/a", "http://example.com/b", "http://[::1]:8080/")
+    assert seeds.credentials_stripped == 2
+    assert [(p.line, p.reason) for p in seeds.problems] == [(2, "duplicate of line 1")]

@@ -11,6 +11,7 @@ from ubipy.fetch.urls import (
     fingerprint,
     host_key,
     normalize,
+    normalize_reporting,
     origin,
     path_and_query,
     registered_domain,
@@ -144,10 +145,59 @@ def test_too_long_refused() -> None:
     assert info.value.reason is URLRejection.TOO_LONG
 
 
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://user:pass@example.com/a", "http://example.com/a"),
+        ("http://user@example.com/a", "http://example.com/a"),
+        ("http://:pass@example.com/a", "http://example.com/a"),
+        ("https://User:Pw@Example.COM:8443/p?q#f", "https://example.com:8443/p?q"),
+        # Percent-encoded userinfo, and an "@" inside it (which WHATWG encodes).
+        ("http://us%65r:p%40ss@example.com/%7e", "http://example.com/~"),
+        ("http://a@b:c@example.com/", "http://example.com/"),
+        ("http://u:p@[::1]:8080/x", "http://[::1]:8080/x"),
+        ("http://u@[2001:DB8::1]/", "http://[2001:db8::1]/"),
+        ("http://u:p@example.com", "http://example.com/"),
+    ],
+)
+def test_userinfo_is_stripped_and_reported(url: str, expected: str) -> None:
+    assert normalize_reporting(url) == (expected, True)
+    assert normalize(url) == expected
+    assert fingerprint(normalize(url)) == fingerprint(expected)
+    assert host_key(normalize(url)) == host_key(expected)
+
+
+@pytest.mark.parametrize(
+    ("href", "base", "expected"),
+    [
+        # An empty userinfo is no credential: the parser drops it, nothing is stripped.
+        ("http://@example.com/", None, "http://example.com/"),
+        ("http://:@example.com/", None, "http://example.com/"),
+        # "@" after the authority is part of the path or query.
+        ("http://example.com/p@x?q=a@b", None, "http://example.com/p@x?q=a@b"),
+        ("mailto-ish/a@b", "http://example.com/", "http://example.com/mailto-ish/a@b"),
+    ],
+)
+def test_no_userinfo_nothing_stripped(href: str, base: str | None, expected: str) -> None:
+    assert normalize_reporting(href, base) == (expected, False)
+
+
+def test_userinfo_in_a_link_is_stripped_relative_or_scheme_relative() -> None:
+    assert normalize_reporting("//u:p@other.org/y", BASE) == ("http://other.org/y", True)
+    # A base that still had userinfo (a <base href>) does not pass it on either.
+    assert normalize_reporting("c", "http://u:p@example.com/a/b") == (
+        "http://example.com/a/c",
+        True,
+    )
+
+
 def test_host_key_origin_and_paths() -> None:
-    url = normalize("HTTPS://User:Pw@Example.COM:8443/p/q?x=1#f")
-    assert url == "https://User:Pw@example.com:8443/p/q?x=1"
+    url = normalize("HTTPS://Example.COM:8443/p/q?x=1#f")
+    assert url == "https://example.com:8443/p/q?x=1"
     assert host_key(url) == "example.com:8443"
+    # A URL stored with userinfo before normalisation stripped it keeps its host.
+    assert host_key("https://User:Pw@example.com:8443/p") == "example.com:8443"
+    assert origin("https://User:Pw@example.com:8443/p") == "https://example.com:8443"
     assert origin(url) == "https://example.com:8443"
     assert robots_url(url) == "https://example.com:8443/robots.txt"
     assert path_and_query(url) == "/p/q?x=1"
@@ -232,16 +282,30 @@ _SEGMENT_CHARS = st.sampled_from(
 _PIECES = st.lists(_SEGMENT_CHARS, max_size=20).map("".join)
 
 
-@given(scheme=_SCHEMES, host=_HOSTS, port=_PORTS, path=_PIECES, query=_PIECES, frag=_PIECES)
+_USERINFO = st.sampled_from(["", "@", ":@", "u@", "u:p@", ":p@", "U%41:p%40w@", "a@b:c@"])
+
+
+@given(
+    scheme=_SCHEMES,
+    userinfo=_USERINFO,
+    host=_HOSTS,
+    port=_PORTS,
+    path=_PIECES,
+    query=_PIECES,
+    frag=_PIECES,
+)
 def test_normalize_is_idempotent(
-    scheme: str, host: str, port: str, path: str, query: str, frag: str
+    scheme: str, userinfo: str, host: str, port: str, path: str, query: str, frag: str
 ) -> None:
-    raw = f"{scheme}://{host}{port}/{path}?{query}#{frag}"
+    raw = f"{scheme}://{userinfo}{host}{port}/{path}?{query}#{frag}"
     try:
-        once = normalize(raw)
+        once, stripped = normalize_reporting(raw)
     except BadURL:
         return
-    assert normalize(once) == once
+    assert normalize_reporting(once) == (once, False)
+    # The same URL with or without credentials is one URL.
+    assert normalize(f"{scheme}://{host}{port}/{path}?{query}#{frag}") == once
+    assert stripped == (userinfo.strip(":@") != "")
     assert "#" not in once
     assert once.startswith(("http://", "https://"))
     default_port = ":443" if once.startswith("https:") else ":80"

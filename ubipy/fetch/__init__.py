@@ -11,7 +11,7 @@ from ubipy.fetch.retry import asked_wait, is_retryable, retry_after
 from ubipy.fetch.robots import ROBOTS_MAX_BYTES, retry_delay
 from ubipy.fetch.scope import ScopeFilter, path_repeats
 from ubipy.fetch.seeds import parse_seeds
-from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize
+from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize, normalize_reporting
 
 __all__ = [
     "ROBOTS_MAX_BYTES",
@@ -33,6 +33,7 @@ __all__ = [
     "is_retryable",
     "make_client",
     "normalize",
+    "normalize_reporting",
     "parse_html",
     "parse_seeds",
     "path_repeats",

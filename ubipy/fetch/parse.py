@@ -15,7 +15,7 @@ from typing import Any, Final
 import lxml.etree
 import xxhash
 
-from ubipy.fetch.urls import BadURL, normalize
+from ubipy.fetch.urls import BadURL, normalize, normalize_reporting
 
 __all__ = ["MAX_TITLE_LENGTH", "ParsedPage", "content_digest", "parse_html"]
 
@@ -53,6 +53,8 @@ class ParsedPage:
     # Links skipped for nofollow: rel="nofollow", or all of them under a
     # meta robots nofollow.
     links_nofollow: int
+    # Distinct hrefs whose userinfo (``user:pass@``) was stripped.
+    links_stripped: int = 0
 
 
 _EMPTY = ParsedPage(
@@ -204,7 +206,7 @@ def parse_html(
     # Pages repeat hrefs (navigation, pagination), and resolution costs a
     # parse each; raw → result (None when refused) skips the repeats.
     resolved: dict[str, str | None] = {}
-    refused = 0
+    refused = stripped = 0
     for href in hrefs:
         if href in resolved:
             link = resolved[href]
@@ -213,7 +215,8 @@ def parse_html(
                 refused += 1  # over the cap: not worth resolving
                 continue
             try:
-                link = normalize(href, base)
+                link, had_userinfo = normalize_reporting(href, base)
+                stripped += had_userinfo
             except BadURL:
                 link = None
             resolved[href] = link
@@ -232,6 +235,7 @@ def parse_html(
         noindex=noindex,
         links_refused=refused,
         links_nofollow=links_nofollow,
+        links_stripped=stripped,
     )
 
 

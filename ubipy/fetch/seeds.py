@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ubipy.fetch.urls import BadURL, normalize
+from ubipy.fetch.urls import BadURL, normalize_reporting
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +26,8 @@ class SeedProblem:
 class SeedList:
     urls: tuple[str, ...]
     problems: tuple[SeedProblem, ...]
+    # Lines whose URL carried userinfo (``user:pass@``), kept without it.
+    credentials_stripped: int = 0
 
 
 def parse_seeds(data: bytes) -> SeedList:
@@ -33,6 +35,7 @@ def parse_seeds(data: bytes) -> SeedList:
     urls: list[str] = []
     problems: list[SeedProblem] = []
     seen: dict[str, int] = {}
+    stripped = 0
     if b"\x00" in data[:8192]:
         return SeedList((), (SeedProblem(0, "", "looks like a binary file, not a list of URLs"),))
     text = data.decode("utf-8", errors="replace")
@@ -46,13 +49,14 @@ def parse_seeds(data: bytes) -> SeedList:
             problems.append(SeedProblem(lineno, raw, "not valid UTF-8"))
             continue
         try:
-            url = normalize(line)
+            url, had_userinfo = normalize_reporting(line)
         except BadURL as exc:
             problems.append(SeedProblem(lineno, raw, f"not a crawlable URL ({exc.reason.value})"))
             continue
+        stripped += had_userinfo
         if url in seen:
             problems.append(SeedProblem(lineno, raw, f"duplicate of line {seen[url]}"))
             continue
         seen[url] = lineno
         urls.append(url)
-    return SeedList(tuple(urls), tuple(problems))
+    return SeedList(tuple(urls), tuple(problems), stripped)

@@ -29,6 +29,7 @@ __all__ = [
     "fingerprint",
     "host_key",
     "normalize",
+    "normalize_reporting",
     "origin",
     "path_and_query",
     "registered_domain",
@@ -115,8 +116,16 @@ def _canonical_escapes(url: str) -> str:
 def normalize(href: str, base: str | None = None) -> str:
     """Resolve `href` against `base` and return the canonical absolute URL.
 
+    Userinfo (``user:pass@``) is stripped: credentials must never be stored or
+    exported, and ``http://u:p@h/a`` and ``http://h/a`` must be one URL.
     Raises `BadURL` (a `ValueError`) with the reason for refusing it.
     """
+    return normalize_reporting(href, base)[0]
+
+
+def normalize_reporting(href: str, base: str | None = None) -> tuple[str, bool]:
+    """`normalize`, and whether it stripped userinfo from the URL (for callers that
+    count the strips)."""
     if len(href) > _MAX_INPUT_LENGTH:
         raise BadURL(URLRejection.TOO_LONG, href)
     href = href.strip()
@@ -146,11 +155,23 @@ def normalize(href: str, base: str | None = None) -> str:
     cut = url.find("#", host_start)
     if cut >= 0:
         url = url[:cut]
+    stripped = False
+    # Only a rare URL has an "@" at all; the authority is looked at only then.
+    if "@" in url:
+        path_start = url.find("/", host_start)
+        if path_start < 0:
+            path_start = len(url)
+        # WHATWG percent-encodes "@" inside userinfo, and a host cannot hold one,
+        # so an "@" in the authority is the one that ends the userinfo.
+        at = url.find("@", host_start, path_start)
+        if at >= 0:
+            url = url[:host_start] + url[at + 1 :]
+            stripped = True
     if "%" in url:
         url = _canonical_escapes(url)
     if len(url) > MAX_URL_LENGTH:
         raise BadURL(URLRejection.TOO_LONG, href)
-    return url
+    return url, stripped
 
 
 def _authority(url: str) -> tuple[int, int, int]:
@@ -165,7 +186,8 @@ def _authority(url: str) -> tuple[int, int, int]:
     if end < 0:
         # Normalised URLs always have a path; tolerate a bare authority anyway.
         end = len(url)
-    # Userinfo is rare enough that its search only runs once "@" is seen.
+    # `normalize` strips userinfo, but a shard written before it did may still
+    # hold URLs with it, and their host is still the part after the "@".
     at = url.rfind("@", start, end)
     return start, (at + 1 if at >= 0 else start), end
 

@@ -23,7 +23,6 @@ from ubipy.config import CrawlConfig
 from ubipy.errors import StorageError
 from ubipy.fetch import (
     ROBOTS_MAX_BYTES,
-    BadURL,
     Entry,
     FetchOutcome,
     FetchResult,
@@ -36,17 +35,14 @@ from ubipy.fetch import (
     content_digest,
     failed,
     fetch,
-    fingerprint,
-    host_key,
     is_retryable,
-    normalize,
     parse_html,
     processing_failed,
     retry_delay,
 )
 from ubipy.peer.commits import Batch, Commits
 from ubipy.peer.crawlstats import CrawlStats, SeedResult
-from ubipy.peer.discovery import candidates
+from ubipy.peer.discovery import candidates, seed_candidates
 from ubipy.peer.router import Router
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Placement
@@ -160,19 +156,8 @@ class Crawler:
         """
         if self.storage_error is not None:
             raise StorageError(self.storage_error)
-        offered = 0
-        refused: list[tuple[str, str]] = []
-        candidates: list[NewURL] = []
-        for raw in urls:
-            offered += 1
-            try:
-                url = normalize(raw)
-            except BadURL as exc:
-                refused.append((raw, exc.reason.value))
-                continue
-            self.scope.add_seed(url)
-            candidates.append(NewURL(fingerprint(url), url, host_key(url), 0))
-        rows, foreign = self._durably(candidates, save_scope=True)
+        offered, found, refused = seed_candidates(urls, scope=self.scope, stats=self.stats)
+        rows, foreign = self._durably(found, save_scope=True)
         return SeedResult(offered, len(rows), tuple(refused), len(foreign))
 
     def admit_routed(self, urls: list[NewURL]) -> int:
@@ -476,6 +461,7 @@ class Crawler:
                 parsed = parse_html(result.body, entry.url, encoding=result.charset)
                 title = parsed.title
                 stats.refused["link"] += parsed.links_refused
+                stats.credentials_stripped += parsed.links_stripped
                 if entry.depth + 1 > (self.config.bounds.max_depth or math.inf):
                     stats.too_deep += len(parsed.links)
                 else:

@@ -23,6 +23,8 @@ class CrawlStats:
     links_seen: int = 0
     out_of_scope: int = 0
     too_deep: int = 0
+    # URLs (seeds, links, redirects) whose userinfo was stripped before admission.
+    credentials_stripped: int = 0
     refused: Counter[str] = field(default_factory=Counter)
     statuses: Counter[int] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)

@@ -1,11 +1,19 @@
-"""What becomes of the links found on a page (or a redirect's Location): resolved and
-normalised, kept only in scope and out of path traps, each counted where it went."""
+"""What becomes of the links found on a page (or a redirect's Location), and of seeds:
+resolved and normalised, kept only in scope and out of path traps, each counted where
+it went."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ubipy.fetch import BadURL, ScopeFilter, fingerprint, host_key, normalize, path_repeats
+from ubipy.fetch import (
+    BadURL,
+    ScopeFilter,
+    fingerprint,
+    host_key,
+    normalize_reporting,
+    path_repeats,
+)
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.store import NewURL
 
@@ -26,10 +34,11 @@ def candidates(
         stats.links_seen += 1
         if base is not None:
             try:
-                link = normalize(link, base)
+                link, stripped = normalize_reporting(link, base)
             except BadURL as exc:
                 stats.refused[exc.reason.value] += 1
                 continue
+            stats.credentials_stripped += stripped
         host = host_key(link)
         if not scope.allows_host(host):
             stats.out_of_scope += 1
@@ -39,3 +48,24 @@ def candidates(
             continue
         out.append(NewURL(fingerprint(link), link, host, depth))
     return out
+
+
+def seed_candidates(
+    urls: Iterable[str], *, scope: ScopeFilter, stats: CrawlStats
+) -> tuple[int, list[NewURL], list[tuple[str, str]]]:
+    """Seeds as URLs to admit at depth 0, each widening ``scope``: how many were
+    offered, the candidates, and the refused ones with why."""
+    offered = 0
+    refused: list[tuple[str, str]] = []
+    out: list[NewURL] = []
+    for raw in urls:
+        offered += 1
+        try:
+            url, stripped = normalize_reporting(raw)
+        except BadURL as exc:
+            refused.append((raw, exc.reason.value))
+            continue
+        stats.credentials_stripped += stripped
+        scope.add_seed(url)
+        out.append(NewURL(fingerprint(url), url, host_key(url), 0))
+    return offered, out, refused

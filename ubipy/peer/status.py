@@ -32,6 +32,8 @@ class PeerStatus:
     bytes_in: int
     robots_disallowed: int
     out_of_scope: int
+    # URLs whose userinfo (user:pass@) was stripped: a credential is never stored.
+    credentials_stripped: int
     idle: bool
     storage_error: str | None
     forwarded_urls: int
@@ -85,6 +87,7 @@ def status_of(
         bytes_in=c.stats.bytes_in,
         robots_disallowed=c.stats.robots_disallowed,
         out_of_scope=c.stats.out_of_scope,
+        credentials_stripped=c.stats.credentials_stripped,
         idle=c.scheduler.idle(),
         storage_error=c.storage_error,
         forwarded_urls=router.stats.forwarded_urls if router else 0,
