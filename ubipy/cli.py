@@ -177,7 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         required=True,
         metavar="PATH",
-        help="output file; gzip-compressed when it ends in .gz (per record for WARC)",
+        help="output file, or - for standard output (a file named - is ./-). A new or "
+        "regular file appears only once complete; a link is written through to what it "
+        "points to; a device or FIFO is written in place; a directory is refused",
+    )
+    x.add_argument(
+        "--gzip",
+        action="store_true",
+        help="gzip-compress the output (per record for WARC); implied by an --out name "
+        "ending in .gz, and the only way to compress standard output",
     )
 
     d = sub.add_parser(
@@ -380,10 +388,21 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from ubipy.store import ExportError, export
+    from ubipy.store import ExportError, ExportWriteError, export
 
+    to_stdout = str(args.out) == "-"
     try:
-        summary = export(args.data, args.format, args.out)
+        summary = export(
+            args.data,
+            args.format,
+            sys.stdout.buffer if to_stdout else args.out,
+            gzipped=True if args.gzip else None,
+        )
+    except ExportWriteError as exc:
+        print(f"ubipy export: {exc}", file=sys.stderr)
+        if to_stdout:
+            _drop_stdout()
+        return 1
     except ExportError as exc:
         print(f"ubipy export: {exc}", file=sys.stderr)
         return 2
@@ -399,10 +418,23 @@ def _export(args: argparse.Namespace) -> int:
     )
     print(
         f"ubipy export: wrote {n(summary.records, unit)} for {n(summary.pages, 'page')} "
-        f"from {n(summary.shards, 'shard')} to {args.out}{left_out}",
+        f"from {n(summary.shards, 'shard')} to "
+        f"{'standard output' if to_stdout else args.out}{left_out}",
         file=sys.stderr,
     )
     return 0
+
+
+def _drop_stdout() -> None:
+    """Point standard output at /dev/null: what its buffer still holds would otherwise
+    fail again at exit, with a traceback-like warning and exit status 120."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a real file (captured): nothing is flushed to it at exit
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 _COLUMNS = (

@@ -15,8 +15,10 @@
     │   │                  the crawler pauses admission until it takes them again
     │   │                  (also a RuntimeError)
     │   └── _Refused       ubipy.store.shard: SQLite refused a transaction
-    ├── ExportError        a shard cannot be exported or the output not written;
-    │                      the message is one line (also a RuntimeError)
+    ├── ExportError        a shard cannot be exported or the output cannot be
+    │   │                  opened; the message is one line (also a RuntimeError)
+    │   └── ExportWriteError  the output failed while being written (disk full,
+    │                      a closed pipe): what was written is incomplete
     ├── BadURL             ubipy.fetch: a URL normalisation refuses, with its
     │                      URLRejection (also a ValueError)
     ├── RobotsFetchError   ubipy.fetch.robots: an event a robots.txt fetch cannot
@@ -41,6 +43,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "ExportError",
+    "ExportWriteError",
     "FrameError",
     "ShardError",
     "StorageError",
@@ -89,3 +92,9 @@ class StorageError(UbipyError, RuntimeError):
 
 class ExportError(UbipyError, RuntimeError):
     """A shard cannot be read or the output cannot be written; the message is one line."""
+
+
+class ExportWriteError(ExportError):
+    """The output failed part-way (disk full, the reader of a pipe gone): unlike the
+    other export errors, the command was right and the world refused it, so the
+    command line exits 1 rather than 2."""

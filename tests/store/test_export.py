@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import json
+import os
 import sqlite3
+import stat
 import subprocess
 import sys
+import threading
 import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,7 +23,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from ubipy.cli import main
 from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig
-from ubipy.errors import ExportError
+from ubipy.errors import ExportError, ExportWriteError
 from ubipy.peer.peer import Peer
 from ubipy.store.export import export, iso_utc
 from ubipy.store.shard import SHARD_FILE, PageRecord, Shard
@@ -507,3 +511,222 @@ async def test_a_real_crawl_exports_to_a_valid_warc(tmp_path: Path) -> None:
     metas = [_fields(r.content) for r in recs if r.type == "metadata"]
     assert {m["peer-id"] for m in metas} == {peer_id}
     assert any("title" in m for m in metas)
+
+
+# -- where the output goes: never replacing what is not a regular file ---------------
+
+
+def _expected_jsonl(shards: tuple[Path, Path], tmp_path: Path) -> bytes:
+    reference = tmp_path / "reference" / "pages.jsonl"
+    reference.parent.mkdir()
+    export(list(shards), "jsonl", reference)
+    return reference.read_bytes()
+
+
+def _export_cli(shards: tuple[Path, Path], out: str, *more: str) -> int:
+    return main(["export", "--data", *map(str, shards), "--format", "jsonl", "--out", out, *more])
+
+
+@pytest.mark.skipif(not os.access("/dev/full", os.W_OK), reason="no writable /dev/full")
+def test_a_full_disk_is_exit_1_and_the_device_stays(
+    shards: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _export_cli(shards, "/dev/full") == 1
+    err = capsys.readouterr().err
+    assert err == "ubipy export: /dev/full: cannot write: No space left on device\n"
+    assert stat.S_ISCHR(os.lstat("/dev/full").st_mode)
+    with pytest.raises(ExportWriteError):
+        export(list(shards), "warc", Path("/dev/full"))
+
+
+def test_a_fifo_is_written_in_place(shards: tuple[Path, Path], tmp_path: Path) -> None:
+    expected = _expected_jsonl(shards, tmp_path)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    summary = export(list(shards), "jsonl", fifo)
+    reader.join(timeout=30)
+    assert received == [expected]
+    assert summary.pages == 12
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["peer-a", "peer-b", "pipe", "reference"]
+
+
+def test_a_link_to_a_regular_file_is_written_through_and_kept(
+    shards: tuple[Path, Path], tmp_path: Path
+) -> None:
+    expected = _expected_jsonl(shards, tmp_path)
+    real = tmp_path / "elsewhere" / "pages.jsonl"
+    real.parent.mkdir()
+    real.write_bytes(b"the previous export\n")
+    real.chmod(0o640)
+    link = tmp_path / "pages.jsonl"
+    link.symlink_to(real)
+    assert _export_cli(shards, str(link)) == 0
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_bytes() == expected
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640  # a replaced file keeps its mode
+    assert [p.name for p in real.parent.iterdir()] == ["pages.jsonl"]  # no partial file
+
+
+def test_a_link_to_a_device_is_written_through_and_kept(
+    shards: tuple[Path, Path], tmp_path: Path
+) -> None:
+    link = tmp_path / "discard"
+    link.symlink_to(os.devnull)
+    assert _export_cli(shards, str(link)) == 0
+    assert link.is_symlink() and os.readlink(link) == os.devnull
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("directory", "is a directory"),
+        ("dangling link", "a symbolic link to nothing (nowhere/pages.jsonl); not writing"),
+        ("the shard", "is one of the shards being exported"),
+    ],
+)
+def test_what_cannot_be_written_is_refused_and_left_alone(
+    shards: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    kind: str,
+    message: str,
+) -> None:
+    shard = shards[0] / SHARD_FILE
+    shard_bytes = shard.read_bytes()
+    if kind == "directory":
+        out = tmp_path / "a-dir"
+        out.mkdir()
+        (out / "keep").write_text("mine")
+    elif kind == "dangling link":
+        out = tmp_path / "link"
+        out.symlink_to("nowhere/pages.jsonl")
+    else:
+        out = shard
+    before = sorted(tmp_path.iterdir())
+    assert _export_cli(shards, str(out)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ubipy export: {out}: {message}")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert sorted(tmp_path.iterdir()) == before
+    assert shard.read_bytes() == shard_bytes
+    if kind == "directory":
+        assert [p.name for p in out.iterdir()] == ["keep"]
+    elif kind == "dangling link":
+        assert os.readlink(out) == "nowhere/pages.jsonl" and not (tmp_path / "nowhere").exists()
+
+
+def test_standard_output_takes_the_export_gzipped_only_when_asked(
+    shards: tuple[Path, Path], tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    expected = _expected_jsonl(shards, tmp_path)
+    assert _export_cli(shards, "-") == 0
+    captured = capsysbinary.readouterr()
+    assert captured.out == expected
+    assert captured.err == (
+        b"ubipy export: wrote 12 JSON lines for 12 pages from 2 shards to standard output\n"
+    )
+    assert _export_cli(shards, "-", "--gzip") == 0
+    assert gzip.decompress(capsysbinary.readouterr().out) == expected
+    # --gzip compresses a file whatever its name, as a .gz name does without it.
+    out = tmp_path / "pages.jsonl"
+    assert _export_cli(shards, str(out), "--gzip") == 0
+    assert gzip.decompress(out.read_bytes()) == expected
+    assert not Path("-").exists()
+
+
+def test_dev_stdout_is_the_descriptor_the_shell_opened(
+    shards: tuple[Path, Path], tmp_path: Path
+) -> None:
+    expected = _expected_jsonl(shards, tmp_path)
+    log = tmp_path / "log"
+    log.write_bytes(b"what the log held\n")
+    with log.open("ab") as appending:  # as `ubipy export --out /dev/stdout >> log`
+        done = subprocess.run(
+            [sys.executable, "-m", "ubipy.cli", "export", "--data", *map(str, shards),
+             "--format", "jsonl", "--out", "/dev/stdout"],
+            stdout=appending,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+            timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert log.read_bytes() == b"what the log held\n" + expected
+
+
+def test_standard_output_closed_early_is_exit_1_and_one_line(shards: tuple[Path, Path]) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # before the export starts: its first write finds no reader
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "ubipy.cli", "export", "--data", *map(str, shards),
+             "--format", "warc", "--out", "-"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+            timeout=60,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert done.stderr == "ubipy export: standard output: cannot write: Broken pipe\n"
+    assert done.returncode == 1
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_partial_file(
+    shards: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = tmp_path / "pages.jsonl"
+    out.write_bytes(b"the previous export\n")
+    before = sorted(tmp_path.iterdir())
+
+    def disk_full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", disk_full)  # a disk that fills after the last write
+    assert _export_cli(shards, str(out)) == 1
+    err = capsys.readouterr().err
+    assert err == f"ubipy export: {out}: cannot write: No space left on device\n"
+    assert out.read_bytes() == b"the previous export\n"
+    assert sorted(tmp_path.iterdir()) == before
+
+
+def test_partial_files_of_the_users_are_never_touched(
+    shards: tuple[Path, Path], tmp_path: Path
+) -> None:
+    expected = _expected_jsonl(shards, tmp_path)
+    out = tmp_path / "pages.jsonl"
+    theirs = {tmp_path / "pages.jsonl.part": b"mine", tmp_path / ".pages.jsonl.part": b"mine too"}
+    for path, content in theirs.items():
+        path.write_bytes(content)
+    export(list(shards), "jsonl", out)
+    assert out.read_bytes() == expected
+    assert {p: p.read_bytes() for p in theirs} == theirs
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [".pages.jsonl.part", "pages.jsonl", "pages.jsonl.part", "peer-a", "peer-b", "reference"]
+    )
+
+
+def test_the_same_shard_named_twice_is_read_once(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = shards[0]
+    link = tmp_path / "link-to-a"
+    link.symlink_to(a, target_is_directory=True)
+    out = tmp_path / "a.jsonl"
+    names = [str(a), f"{a}/", str(link), str(a / SHARD_FILE), f"{tmp_path}/./peer-a"]
+    assert main(["export", "--data", *names, "--format", "jsonl", "--out", str(out)]) == 0
+    assert capsys.readouterr().err == (
+        f"ubipy export: wrote 9 JSON lines for 9 pages from 1 shard to {out}\n"
+    )
+    assert sorted(json.loads(line)["url"] for line in out.read_text().splitlines()) == sorted(
+        p.url for p in PAGES_A
+    )

@@ -3,7 +3,7 @@ marks), admission through the recent-URL cache and the Bloom filter, and export
 to WARC or JSON Lines.
 """
 
-from ubipy.errors import ExportError, ShardError, StorageError
+from ubipy.errors import ExportError, ExportWriteError, ShardError, StorageError
 from ubipy.store.admission import Admission
 from ubipy.store.export import export
 from ubipy.store.shard import FrontierRow, HostMark, NewURL, PageRecord, Shard
@@ -11,6 +11,7 @@ from ubipy.store.shard import FrontierRow, HostMark, NewURL, PageRecord, Shard
 __all__ = [
     "Admission",
     "ExportError",
+    "ExportWriteError",
     "FrontierRow",
     "HostMark",
     "NewURL",

@@ -28,15 +28,18 @@ kept (``--no-bodies``) is left out and counted; JSON Lines has every page.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import heapq
 import http
 import io
 import json
 import os
+import secrets
 import sqlite3
+import stat
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -48,7 +51,7 @@ from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
 from warcio.warcwriter import WARCWriter
 
 from ubipy import PROJECT_URL, __version__
-from ubipy.errors import ExportError
+from ubipy.errors import ExportError, ExportWriteError
 from ubipy.store.shard import SCHEMA_VERSION, SHARD_FILE
 
 Format = Literal["warc", "jsonl"]
@@ -176,48 +179,238 @@ class ShardReader:
             raise ExportError(f"{self.path}: a stored body is corrupt: {exc}") from exc
 
 
-def export(data_dirs: Sequence[Path], fmt: Format, out: Path) -> ExportSummary:
-    """Write the pages of every shard in ``data_dirs`` to ``out`` (gzip if it ends in .gz).
+def export(
+    data_dirs: Sequence[Path],
+    fmt: Format,
+    out: Path | IO[bytes],
+    *,
+    gzipped: bool | None = None,
+) -> ExportSummary:
+    """Write the pages of every shard in ``data_dirs`` to ``out``.
 
-    Every shard is opened and checked before anything is written; the output appears
-    under its name only once complete (it is written beside it, then renamed).
-    Raises :class:`ExportError` with a one-line message.
+    ``out`` is a path, or an open binary stream (the command line's standard output),
+    which is written and flushed but not closed. ``gzipped`` asks for gzip (per record
+    for WARC); ``None`` means gzip when ``out`` is a path ending in ``.gz``.
+
+    Every shard is opened and checked before anything is written, and a shard named
+    twice (``A``, ``A/``, a link to ``A``, its shard file) is read once. What a path
+    names decides how it is written (see :func:`_write_path`): a new or regular file
+    appears only once complete; a character device or a FIFO is written in place; a
+    directory, a link to nothing or anything else is refused. Raises
+    :class:`ExportError` with a one-line message, :class:`ExportWriteError` when the
+    output fails part-way.
     """
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
     with ExitStack() as stack:
-        readers = []
+        readers: list[ShardReader] = []
+        inputs: set[tuple[int, int]] = set()
         for d in data_dirs:
             reader = ShardReader(d)
             stack.callback(reader.close)
+            files = _identities(reader.path)
+            if files[0] in inputs:
+                continue
+            inputs.update(files)
             readers.append(reader)
-        part = out.with_name(f".{out.name}.part")
-        try:
-            raw = stack.enter_context(part.open("wb"))
-        except OSError as exc:
-            raise ExportError(f"{out}: cannot write: {exc.strerror}") from exc
-        try:
+        if gzipped is None:
+            gzipped = isinstance(out, Path) and out.name.endswith(".gz")
+        compress = gzipped
+        filename = out.name if isinstance(out, Path) else ""
+        peers = sorted({r.peer_id for r in readers if r.peer_id is not None})
+
+        def write(sink: IO[bytes]) -> ExportSummary:
             pages = heapq.merge(
                 *(r.pages(bodies=fmt == "warc") for r in readers),
                 key=lambda p: p.fetched_at,
             )
-            if out.name.endswith(".gz") and fmt == "jsonl":
-                with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
-                    summary = _write_jsonl(pages, gz, len(readers))
-            elif fmt == "jsonl":
-                summary = _write_jsonl(pages, raw, len(readers))
-            else:
-                peers = sorted({r.peer_id for r in readers if r.peer_id is not None})
-                gzipped = out.name.endswith(".gz")
-                summary = _write_warc(pages, raw, out.name, peers, len(readers), gzipped)
-            raw.close()
-            os.replace(part, out)
+            if fmt == "warc":
+                return _write_warc(pages, sink, filename, peers, len(readers), compress)
+            if compress:
+                with gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=0) as gz:
+                    return _write_jsonl(pages, gz, len(readers))
+            return _write_jsonl(pages, sink, len(readers))
+
+        if not isinstance(out, Path):
+            try:
+                summary = write(out)
+                out.flush()
+            except OSError as exc:
+                raise ExportWriteError(f"standard output: cannot write: {_why(exc)}") from exc
+            return summary
+        return _write_path(out, write, inputs)
+
+
+def _identities(shard: Path) -> list[tuple[int, int]]:
+    """The (device, inode) of a shard file and of its WAL files that exist, the shard first."""
+    found = []
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            st = os.stat(f"{shard}{suffix}")
+        except OSError:
+            continue
+        found.append((st.st_dev, st.st_ino))
+    return found
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def _write_path(
+    out: Path, write: Callable[[IO[bytes]], ExportSummary], inputs: set[tuple[int, int]]
+) -> ExportSummary:
+    """Write to the file ``out`` names without ever replacing what is not a regular file.
+
+    As ``cp`` does, a link is followed and what it points to is written, the link kept:
+    a regular file (or nothing) is written beside it under a unique name and renamed
+    onto it once complete, so a failed export leaves the old file as it was and no
+    name of the user's is ever taken; a character device (``/dev/null``) or a FIFO is
+    opened and written in place, as the user asked, since a rename would replace
+    it by a plain file. A directory, a link to nothing (GNU ``cp`` refuses it too:
+    writing through it would create a file somewhere the user never named), a socket
+    or a block device is refused.
+
+    ``/dev/stdout``, ``/dev/fd/N`` and the like are the descriptor itself, as the shell
+    takes them: written where it stands, so that ``--out /dev/stdout >> log`` appends
+    to the log (opening the path anew would write over its start).
+    """
+    descriptor = _named_descriptor(out)
+    if descriptor is not None:
+        try:
+            fd = os.dup(descriptor)
         except OSError as exc:
-            part.unlink(missing_ok=True)
-            raise ExportError(f"{out}: cannot write: {exc.strerror or exc}") from exc
-        except BaseException:
-            part.unlink(missing_ok=True)
-            raise
+            raise ExportError(f"{out}: cannot write: {_why(exc)}") from exc
+        return _write_in_place(out, fd, write, inputs)
+    try:
+        st: os.stat_result | None = os.stat(out)
+    except FileNotFoundError:
+        if out.is_symlink():
+            raise ExportError(
+                f"{out}: a symbolic link to nothing ({os.readlink(out)}); not writing through it"
+            ) from None
+        st = None
+    except OSError as exc:
+        raise ExportError(f"{out}: cannot write: {_why(exc)}") from exc
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise ExportError(f"{out}: is a directory")
+        if (st.st_dev, st.st_ino) in inputs:
+            raise ExportError(f"{out}: is one of the shards being exported")
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+            # Neither created nor truncated: a device or a FIFO is written as it is.
+            try:
+                fd = os.open(out, os.O_WRONLY | os.O_NOCTTY)
+            except OSError as exc:
+                raise ExportError(f"{out}: cannot write: {_why(exc)}") from exc
+            return _write_in_place(out, fd, write, inputs)
+        if not stat.S_ISREG(st.st_mode):
+            raise ExportError(
+                f"{out}: not a regular file, a character device or a FIFO; not writing to it"
+            )
+    # Through a link, the file it points to is the one replaced; the link stays.
+    target = Path(os.path.realpath(out)) if st is not None else out
+    fd, part = _create_part(out, target)
+    try:
+        with open(fd, "wb") as f:
+            if st is not None:
+                os.fchmod(f.fileno(), stat.S_IMODE(st.st_mode) & 0o777)
+            summary = write(f)
+            f.flush()
+            os.fsync(f.fileno())  # a disk that fills late fails here, not after the rename
+        _install(out, part, target)
+    except OSError as exc:
+        part.unlink(missing_ok=True)
+        raise ExportWriteError(f"{out}: cannot write: {_why(exc)}") from exc
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    return summary
+
+
+def _create_part(out: Path, target: Path) -> tuple[int, Path]:
+    """A new file beside ``target`` under a name nobody else has (``O_EXCL``), so that an
+    ``X.part`` of the user's is never touched. Unlike ``mkstemp``'s 0600, it takes the
+    mode a new file gets from the umask."""
+    for _ in range(100):
+        part = target.with_name(f".{target.name}.{secrets.token_hex(4)}.part")
+        try:
+            return os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), part
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise ExportError(f"{out}: cannot write: {_why(exc)}") from exc
+    raise ExportError(f"{out}: cannot write: no free name for a partial file beside it")
+
+
+def _install(out: Path, part: Path, target: Path) -> None:
+    """Put the complete ``part`` under ``target``'s name, replacing a regular file or
+    nothing: whatever else appeared there meanwhile is left as it is."""
+    try:
+        now = os.lstat(target)
+    except FileNotFoundError:
+        try:
+            # A link, unlike a rename, fails if something took the name meanwhile.
+            os.link(part, target)
+        except FileExistsError:
+            raise ExportError(
+                f"{out}: appeared while the export was written; left as it is"
+            ) from None
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK):
+                raise
+            os.rename(part, target)  # a file system without hard links
+            return
+        part.unlink()
+        return
+    if not stat.S_ISREG(now.st_mode):
+        raise ExportError(
+            f"{out}: became something other than a regular file while the export was "
+            "written; left as it is"
+        )
+    os.replace(part, target)
+
+
+_STANDARD_STREAMS = {"/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _named_descriptor(out: Path) -> int | None:
+    """The open descriptor of this process that ``out`` names, if it names one."""
+    name = str(out)
+    if name in _STANDARD_STREAMS:
+        return _STANDARD_STREAMS[name]
+    for prefix in ("/dev/fd/", "/proc/self/fd/"):
+        number = name.removeprefix(prefix)
+        if number != name and number.isdigit():
+            return int(number)
+    return None
+
+
+def _write_in_place(
+    out: Path,
+    fd: int,
+    write: Callable[[IO[bytes]], ExportSummary],
+    inputs: set[tuple[int, int]],
+) -> ExportSummary:
+    """Write to ``fd``, open on ``out``, and close it; only a device, a FIFO or (through
+    a descriptor the shell opened) a regular file is written, never a shard."""
+    st = os.fstat(fd)
+    why = None
+    if (st.st_dev, st.st_ino) in inputs:
+        why = "is one of the shards being exported"
+    elif not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode) or stat.S_ISREG(st.st_mode)):
+        why = "not a regular file, a character device or a FIFO; not writing to it"
+    elif stat.S_ISREG(st.st_mode) and _named_descriptor(out) is None:
+        why = "changed while being opened; left as it is"
+    if why is not None:
+        os.close(fd)
+        raise ExportError(f"{out}: {why}")
+    try:
+        with open(fd, "wb") as f:
+            summary = write(f)
+            f.flush()
+    except OSError as exc:
+        raise ExportWriteError(f"{out}: cannot write: {_why(exc)}") from exc
     return summary
 
 
