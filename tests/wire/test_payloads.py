@@ -24,6 +24,7 @@ from ubipy.wire import (
     Handoff,
     HandoffAck,
     HandoffDone,
+    Hello,
     HostCopy,
     Mark,
     MemberRow,
@@ -75,6 +76,7 @@ EXAMPLES: list[Message] = [
     Control("127.0.0.1:8080", "10.0.0.1:7000"),
     Figures({"pages": 3, "idle": True}),
     Stop(),
+    Hello(),
 ]
 
 

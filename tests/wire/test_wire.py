@@ -231,7 +231,7 @@ def test_unknown_version(raw: bytes) -> None:
     assert isinstance(event, Rejected) and event.reason is RejectReason.BAD_VERSION
 
 
-@pytest.mark.parametrize("type_", [0, 11, 14, 19, 255, 2**63])
+@pytest.mark.parametrize("type_", [0, 11, 14, 20, 255, 2**63])
 def test_unknown_type(type_: int) -> None:
     event = one(signed(body(type_=type_)))
     assert isinstance(event, Rejected)
@@ -670,3 +670,37 @@ def test_fuzz_hostile_bodies_under_a_valid_tag_never_escape(raw: bytes) -> None:
     assert events[-1] is CLOSED and r.close_reason is None
     for frame in frames(events):
         FrameWriter(KEY, frame.sender, frame.epoch).frame(frame.type, frame.payload, NOW)
+
+
+# ------------------------------------------------------- the first frame of a stranger
+
+
+@pytest.mark.parametrize("one_byte_at_a_time", [False, True])
+def test_until_a_frame_authenticates_only_a_small_frame_is_buffered(
+    one_byte_at_a_time: bool,
+) -> None:
+    big = signed(body(payload="x" * 5000))
+    r = reader(first_max_frame=4096)
+    events = feed(r, big, [1] * len(big) if one_byte_at_a_time else (), eof=False)
+    assert events[-1] is CLOSED and r.close_reason is RejectReason.TOO_LARGE
+    # Refused on its length: nothing of the body was kept.
+    assert r.buffered == 0
+
+
+@pytest.mark.parametrize("one_byte_at_a_time", [False, True])
+def test_after_an_authentic_frame_the_full_cap_applies(one_byte_at_a_time: bool) -> None:
+    small = signed(body(seq=0, payload="hi"))
+    big = signed(body(seq=1, payload="x" * 5000))
+    data = small + big
+    events = feed(
+        r := reader(first_max_frame=4096), data, [1] * len(data) if one_byte_at_a_time else ()
+    )
+    assert [f.payload for f in frames(events)] == ["hi", "x" * 5000]
+    assert r.close_reason is None
+
+
+def test_the_first_frame_cap_is_within_the_frame_cap() -> None:
+    with pytest.raises(ValueError):
+        reader(max_frame=1000, first_max_frame=2000)
+    with pytest.raises(ValueError):
+        reader(first_max_frame=10)

@@ -20,14 +20,25 @@ from dataclasses import dataclass, field
 import trio
 
 from ubipy.errors import WireError
-from ubipy.net.network import Network, TcpNetwork
+from ubipy.net.guard import (
+    AUTH_PATIENCE,
+    IDLE_TIMEOUT,
+    MAX_BAD_FRAMES,
+    Accepted,
+    SourceLog,
+    default_caps,
+)
+from ubipy.net.network import Network, TcpNetwork, remote_host
 from ubipy.wire import (
     CLOSED,
+    FIRST_FRAME_CAP,
     NEED_DATA,
     REFUSAL,
     Frame,
     FrameReader,
+    FrameType,
     FrameWriter,
+    Hello,
     Message,
     Rejected,
     RejectReason,
@@ -56,74 +67,129 @@ class LinkStats:
     bytes_in: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
     dial_failures: int = 0
+    # Accepted connections closed by us, per reason: no authentic frame in time,
+    # idle, pushed out by newer unauthenticated ones, refused (full), bad frames.
+    cut: Counter[str] = field(default_factory=Counter)
 
 
 class _Conn:
-    def __init__(self, stream: trio.abc.Stream, links: Links, address: str = "") -> None:
+    def __init__(
+        self, stream: trio.abc.Stream, links: Links, address: str = "", source: str = ""
+    ) -> None:
         self.stream = stream
         self.links = links
         # Where we dialled; "" for a connection we accepted.
         self.address = address
-        self.reader = FrameReader(links.secret, links.guard)
+        # Who is at the other end, for the log: the address dialled, or the host a
+        # connection came from.
+        self.source = address or source
+        # A connection we accepted may be anyone's: until a frame authenticates, it
+        # may make us buffer only a small first frame, for a few seconds.
+        self.reader = FrameReader(
+            links.secret, links.guard, first_max_frame=None if address else FIRST_FRAME_CAP
+        )
         self.send_lock = trio.Lock()
         self.closed = False
+        # Whether we have sent a frame on it yet (a large first one needs a HELLO).
+        self._spoken = False
+        self.scope = trio.CancelScope()
+        self._cut_for = ""
 
     async def send(self, message: Message, to: str = "") -> None:
         kind = message.KIND
-        data = self.links.writer.frame(kind, message.to_wire(), time.time(), to=to)
+        links = self.links
+        data = links.writer.frame(kind, message.to_wire(), time.time(), to=to)
         async with self.send_lock:
+            if not self._spoken and len(data) > FIRST_FRAME_CAP:
+                await self.stream.send_all(links.hello(to))
+            self._spoken = True
             await self.stream.send_all(data)
-        stats = self.links.stats
+        stats = links.stats
         stats.frames_out[kind.name] += 1
         stats.bytes_out += len(data)
         stats.bytes_out_by[kind.name] += len(data)
 
+    def _cut(self, why: str) -> None:
+        self._cut_for = why
+        self.links.stats.cut[why] += 1
+        self.scope.cancel()
+
+    def _note(self, reason: str, detail: str = "") -> None:
+        line = self.links.source_log.line(self.source, reason, detail, trio.current_time())
+        if line is not None:
+            log.warning("%s", line)
+
     async def read_loop(self) -> None:
         links = self.links
+        accepted = not self.address
+        bad_run = 0
+        if accepted:
+            self.scope.deadline = trio.current_time() + AUTH_PATIENCE
         try:
-            while True:
-                event = self.reader.next_event(time.time())
-                if event is NEED_DATA:
-                    data = await self.stream.receive_some(_READ_SIZE)
-                    links.stats.bytes_in += len(data)
-                    self.reader.receive_data(bytes(data))
-                    continue
-                if event is CLOSED:
-                    reason = self.reader.close_reason
-                    if reason is RejectReason.REFUSED and self.address:
-                        links.note_trouble(
-                            self.address, "it refused our frames: the secrets differ"
-                        )
-                        log.warning("%s refused our frames: the secrets differ", self.address)
-                    elif reason is not None:
-                        if self.address and not self.reader.frames:
-                            links.note_trouble(
-                                self.address, f"not a ubipy peer (it answered {reason.name})"
-                            )
-                        log.warning("closing a connection: %s", reason.name)
-                    if reason is not None:
-                        links.stats.rejected[reason.name] += 1
-                    return
-                if isinstance(event, Rejected):
-                    links.stats.rejected[event.reason.name] += 1
-                    log.warning("dropped a frame: %s %s", event.reason.name, event.detail)
-                    if event.reason is RejectReason.BAD_TAG and self.reader.frames == 0:
-                        # Nothing authentic yet: the other end has another secret (or
-                        # is no peer). Say so at once, and hang up.
-                        with trio.move_on_after(_CLOSE_PATIENCE):
-                            await self.stream.send_all(REFUSAL)
+            with self.scope:
+                while True:
+                    event = self.reader.next_event(time.time())
+                    if event is NEED_DATA:
+                        data = await self.stream.receive_some(_READ_SIZE)
+                        links.stats.bytes_in += len(data)
+                        self.reader.receive_data(bytes(data))
+                        if accepted and self.reader.frames:
+                            self.scope.deadline = trio.current_time() + IDLE_TIMEOUT
+                        continue
+                    if event is CLOSED:
+                        self._closed_by_reader()
                         return
-                    continue
-                assert isinstance(event, Frame)
-                if self.address:
-                    links.trouble.pop(self.address, None)
-                links.stats.frames_in[event.type.name] += 1
-                await links.dispatch(event, self)
+                    if isinstance(event, Rejected):
+                        links.stats.rejected[event.reason.name] += 1
+                        self._note(event.reason.value, event.detail)
+                        if event.reason is RejectReason.BAD_TAG and self.reader.frames == 0:
+                            # Nothing authentic yet: the other end has another secret (or
+                            # is no peer). Say so at once, and hang up.
+                            with trio.move_on_after(_CLOSE_PATIENCE):
+                                await self.stream.send_all(REFUSAL)
+                            return
+                        bad_run += 1
+                        if bad_run >= MAX_BAD_FRAMES:
+                            self._cut("bad_frames")
+                            self._note("cut", f"{bad_run} bad frames in a row")
+                            return
+                        continue
+                    assert isinstance(event, Frame)
+                    bad_run = 0
+                    if accepted and self.reader.frames == 1:
+                        links.accepted.authenticated(self)
+                        self.scope.deadline = trio.current_time() + IDLE_TIMEOUT
+                    if self.address:
+                        links.trouble.pop(self.address, None)
+                    links.stats.frames_in[event.type.name] += 1
+                    if event.type is not FrameType.HELLO:
+                        await links.dispatch(event, self)
+            if self.scope.cancelled_caught and not self._cut_for:  # a deadline
+                why = "idle" if self.reader.frames else "no_authentic_frame"
+                links.stats.cut[why] += 1
+                if not self.reader.frames:
+                    self._note("cut", f"no authentic frame within {AUTH_PATIENCE:g} s")
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         finally:
             self.closed = True
+            if accepted:
+                links.accepted.closed(self)
             await trio.aclose_forcefully(self.stream)
+
+    def _closed_by_reader(self) -> None:
+        links = self.links
+        reason = self.reader.close_reason
+        if reason is None:
+            return
+        links.stats.rejected[reason.name] += 1
+        if reason is RejectReason.REFUSED and self.address:
+            links.note_trouble(self.address, "it refused our frames: the secrets differ")
+            log.warning("%s refused our frames: the secrets differ", self.address)
+            return
+        if self.address and not self.reader.frames:
+            links.note_trouble(self.address, f"not a ubipy peer (it answered {reason.name})")
+        self._note(f"closed: {reason.value}", self.reader.close_detail)
 
 
 class Links:
@@ -147,6 +213,9 @@ class Links:
         # frames, spoke no ubipy), until an authentic frame comes from it.
         self.trouble: dict[str, str] = {}
         self._troubled = trio.Event()
+        total, unauthenticated = default_caps()
+        self.accepted: Accepted[_Conn] = Accepted(total, unauthenticated)
+        self.source_log = SourceLog()
 
     async def run(
         self, address: str, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
@@ -159,7 +228,20 @@ class Links:
             task_status.started(bound)
 
     async def _accepted(self, stream: trio.abc.Stream) -> None:
-        await _Conn(stream, self).read_loop()
+        conn = _Conn(stream, self, source=remote_host(stream))
+        keep, evicted = self.accepted.admit(conn)
+        for old in evicted:
+            old._cut("pushed_out")
+        if not keep:
+            self.stats.cut["full"] += 1
+            conn._note("refused", f"{self.accepted.max_total} connections already")
+            await trio.aclose_forcefully(stream)
+            return
+        await conn.read_loop()
+
+    def hello(self, to: str = "") -> bytes:
+        """An authentic frame of no content, to prove the secret on a new connection."""
+        return self.writer.frame(Hello.KIND, Hello().to_wire(), time.time(), to=to)
 
     async def dispatch(self, frame: Frame, conn: _Conn) -> None:
         async def reply(message: Message) -> None:
@@ -274,7 +356,10 @@ async def request(
         with trio.fail_after(patience):
             stream = await network.connect(address)
             async with stream:
-                await stream.send_all(writer.frame(message.KIND, message.to_wire(), time.time()))
+                asked = writer.frame(message.KIND, message.to_wire(), time.time())
+                if len(asked) > FIRST_FRAME_CAP:
+                    await stream.send_all(writer.frame(Hello.KIND, Hello().to_wire(), time.time()))
+                await stream.send_all(asked)
                 while True:
                     event = reader.next_event(time.time())
                     if event is NEED_DATA:

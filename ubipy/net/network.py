@@ -11,13 +11,41 @@ network carries it.
 from __future__ import annotations
 
 import abc
+import errno
+import logging
+import os
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 import trio
 
 from ubipy.net.addresses import split_address
+from ubipy.net.guard import Throttle
+
+log = logging.getLogger(__name__)
 
 StreamHandler = Callable[[trio.abc.Stream], Awaitable[None]]
+
+# accept() failing for want of a resource (file descriptors, memory): the listener
+# waits a moment and tries again, as trio.serve_listeners does, but says so once a
+# minute rather than with a traceback per try.
+_CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+_CAPACITY_PAUSE: Final = 0.1
+_CAPACITY_LOG_INTERVAL: Final = 60.0
+
+
+def remote_host(stream: trio.abc.Stream) -> str:
+    """The address a stream comes from, without its port (a stranger has many ports),
+    or "?" if it cannot be told."""
+    remote = getattr(stream, "remote_address", None)
+    if isinstance(remote, str):
+        return remote.rpartition(":")[0] or remote
+    sock = getattr(stream, "socket", None)
+    try:
+        name = sock.getpeername() if sock is not None else None
+    except OSError:
+        return "?"
+    return str(name[0]) if isinstance(name, tuple) and name else "?"
 
 
 class Network(abc.ABC):
@@ -54,10 +82,39 @@ class TcpNetwork(Network):
         host, port = split_address(address)
         listeners = await trio.open_tcp_listeners(port, host=host)
         bound = int(listeners[0].socket.getsockname()[1])
+        throttle = Throttle(_CAPACITY_LOG_INTERVAL)
         async with trio.open_nursery() as nursery:
-            await nursery.start(trio.serve_listeners, handler, listeners)
+            for listener in listeners:
+                nursery.start_soon(_accept_loop, listener, handler, throttle, nursery)
             task_status.started(f"{host}:{bound}")
 
     async def connect(self, address: str) -> trio.abc.Stream:
         host, port = split_address(address)
         return await trio.open_tcp_stream(host, port)
+
+
+async def _accept_loop(
+    listener: trio.SocketListener,
+    handler: StreamHandler,
+    throttle: Throttle,
+    nursery: trio.Nursery,
+) -> None:
+    async with listener:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in _CAPACITY_ERRNOS:
+                    raise
+                since = throttle.hit(trio.current_time())
+                if since is not None:
+                    log.warning(
+                        "cannot accept connections: %s (%d times since the last such line, "
+                        "%d in all); members already connected are still served",
+                        os.strerror(exc.errno or 0),
+                        since,
+                        throttle.count,
+                    )
+                await trio.sleep(_CAPACITY_PAUSE)
+            else:
+                nursery.start_soon(handler, stream)

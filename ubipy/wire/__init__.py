@@ -17,7 +17,9 @@ Layout of one frame on the wire::
     tag  = HMAC-SHA256(key, body)
     body = [version, type, sender, recipient, epoch, seq, sent_at, payload]
 
-``33 <= N <= max_frame``; ``N = 0`` alone (:data:`REFUSAL`) is the refusal notice a
+``33 <= N <= max_frame``, and ``N <= FIRST_FRAME_CAP`` (64 KiB) for a connection's
+frames until one authenticates (a peer whose first frame is larger sends a HELLO
+before it); ``N = 0`` alone (:data:`REFUSAL`) is the refusal notice a
 peer sends before closing a connection whose first frame it could not authenticate.
 The tag is checked before the body is decoded, so bytes from anyone without the
 cluster key never reach the CBOR decoder. Every time is
@@ -26,10 +28,12 @@ compared with the receiver's clock.
 """
 
 from ubipy.errors import FrameError, WireError
+from ubipy.wire.batches import BATCH_BYTES, BATCH_ITEMS, batches
 from ubipy.wire.codec import FrameWriter
 from ubipy.wire.frames import (
     CLOSED,
     DEFAULT_MAX_FRAME,
+    FIRST_FRAME_CAP,
     MAX_ID_LEN,
     MAX_PAYLOAD_DEPTH,
     NEED_DATA,
@@ -51,6 +55,7 @@ from ubipy.wire.payloads import (
     Handoff,
     HandoffAck,
     HandoffDone,
+    Hello,
     HostCopy,
     Mark,
     MemberRow,
@@ -73,8 +78,11 @@ from ubipy.wire.replay import ReplayGuard
 from ubipy.wire.secret import LOOPBACK_SECRET, is_default_secret, new_epoch, secret_from
 
 __all__ = [
+    "BATCH_BYTES",
+    "BATCH_ITEMS",
     "CLOSED",
     "DEFAULT_MAX_FRAME",
+    "FIRST_FRAME_CAP",
     "LOOPBACK_SECRET",
     "MAX_ID_LEN",
     "MAX_PAYLOAD_DEPTH",
@@ -94,6 +102,7 @@ __all__ = [
     "Handoff",
     "HandoffAck",
     "HandoffDone",
+    "Hello",
     "HostCopy",
     "Mark",
     "MemberRow",
@@ -116,6 +125,7 @@ __all__ = [
     "UrlBatch",
     "WireError",
     "WireURL",
+    "batches",
     "decode",
     "is_default_secret",
     "new_epoch",

@@ -18,6 +18,9 @@ TAG_LEN: Final = 32
 # The smallest CBOR item is one byte, so anything shorter cannot be a frame.
 MIN_FRAME: Final = TAG_LEN + 1
 DEFAULT_MAX_FRAME: Final = 4 * 1024 * 1024
+# The cap on a connection's frames until one of them authenticates: what a stranger
+# can make a peer buffer. A member with a larger first frame sends HELLO before it.
+FIRST_FRAME_CAP: Final = 64 * 1024
 MAX_ID_LEN: Final = 64
 # How deeply lists and maps may nest inside a payload. URL batches and gossip are
 # two or three levels deep; the cap keeps every walk over a payload cheap.
@@ -51,6 +54,8 @@ class FrameType(enum.IntEnum):
     CONTROL = 16
     FIGURES = 17
     STOP = 18
+    # Nothing but proof of the secret, ahead of a first frame over FIRST_FRAME_CAP.
+    HELLO = 19
 
 
 # A set of ints rather than FrameType(value): a hostile value should cost a lookup,

@@ -65,9 +65,15 @@ def _str(obj: object, what: str) -> str:
 
 
 def _finite(obj: object, what: str) -> float:
-    if type(obj) not in (int, float) or not math.isfinite(cast(float, obj)):
+    if type(obj) not in (int, float):
         raise WireError(f"{what} must be a finite number")
-    return float(cast(float, obj))
+    try:
+        value = float(cast(float, obj))
+    except OverflowError:  # an int past a float's range (math.isfinite raises it too)
+        raise WireError(f"{what} must be a finite number") from None
+    if not math.isfinite(value):
+        raise WireError(f"{what} must be a finite number")
+    return value
 
 
 def _ids(obj: object, what: str) -> tuple[int, ...]:
@@ -511,6 +517,22 @@ class Stop:
         return cls()
 
 
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """HELLO: nothing but an authentic frame, sent ahead of a first frame larger than
+    a stranger's connection may send (FIRST_FRAME_CAP); the receiver drops it."""
+
+    KIND: ClassVar = FrameType.HELLO
+
+    def to_wire(self) -> dict[str, object]:
+        return {}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Hello:
+        _map(obj, "HELLO")
+        return cls()
+
+
 Message: TypeAlias = (
     Gossip
     | UrlBatch
@@ -527,6 +549,7 @@ Message: TypeAlias = (
     | Control
     | Figures
     | Stop
+    | Hello
 )
 
 MESSAGE_TYPES: Final[Mapping[FrameType, type[Message]]] = {
@@ -547,6 +570,7 @@ MESSAGE_TYPES: Final[Mapping[FrameType, type[Message]]] = {
         Control,
         Figures,
         Stop,
+        Hello,
     )
 }
 

@@ -69,13 +69,21 @@ class FrameReader:
     """
 
     def __init__(
-        self, secret: bytes, guard: ReplayGuard, *, max_frame: int = DEFAULT_MAX_FRAME
+        self,
+        secret: bytes,
+        guard: ReplayGuard,
+        *,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        first_max_frame: int | None = None,
     ) -> None:
-        if max_frame < MIN_FRAME:
-            raise ValueError(f"max_frame must be at least {MIN_FRAME}")
+        first = max_frame if first_max_frame is None else first_max_frame
+        if not MIN_FRAME <= first <= max_frame:
+            raise ValueError(f"need {MIN_FRAME} <= first_max_frame <= max_frame")
         self._secret = secret
         self._guard = guard
         self._max_frame = max_frame
+        # Until a frame authenticates, what the far end can make us buffer.
+        self._first_max_frame = first
         self._buf = bytearray()
         self._pos = 0
         self._need = 0
@@ -156,12 +164,11 @@ class FrameReader:
                 return CLOSED
             (size,) = LENGTH_PREFIX.unpack_from(self._buf, self._pos)
             # Decided on the length alone, before a byte of the body is buffered:
-            # a peer cannot make us hold more than max_frame for it.
-            if size > self._max_frame:
+            # a peer cannot make us hold more than the cap for it.
+            cap = self._max_frame if self.frames else self._first_max_frame
+            if size > cap:
                 return self._fail(
-                    _Input.LENGTH_BAD,
-                    RejectReason.TOO_LARGE,
-                    f"frame of {size} bytes, cap {self._max_frame}",
+                    _Input.LENGTH_BAD, RejectReason.TOO_LARGE, f"frame of {size} bytes, cap {cap}"
                 )
             if size == 0:
                 return self._fail(

@@ -1,0 +1,212 @@
+"""What a stranger on the peer port can cost, on the in-memory network under the
+autojump clock: a small buffer for a few seconds, a bounded number of connections,
+a few log lines; and members get through all the while."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import struct
+import time
+
+import pytest
+import trio
+import trio.testing
+
+from ubipy.net import Links, MemoryNetwork, Reply
+from ubipy.net.guard import AUTH_PATIENCE, IDLE_TIMEOUT, MAX_BAD_FRAMES
+from ubipy.wire import FIRST_FRAME_CAP, Frame, FrameWriter, Message, Seed, new_epoch, secret_from
+
+KEY = secret_from("strangers test")
+PEER = "10.0.0.1:7000"
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.got: list[Message] = []
+        self.changed = trio.Event()
+
+    async def handler(self, frame: Frame, message: Message, reply: Reply) -> None:
+        self.got.append(message)
+        self.changed.set()
+        self.changed = trio.Event()
+
+    async def wait_for(self, n: int) -> None:
+        while len(self.got) < n:
+            await self.changed.wait()
+
+
+async def closed_by_peer(stream: trio.abc.Stream) -> None:
+    """Read until the far end closes (or breaks) the connection."""
+    try:
+        while await stream.receive_some(65536):
+            pass
+    except trio.BrokenResourceError:
+        pass
+
+
+def bad_frames(n: int) -> bytes:
+    """``n`` frames of the smallest legal length whose tags are wrong."""
+    return (struct.pack(">I", 33) + b"\x01" * 33) * n
+
+
+@pytest.fixture
+def net() -> MemoryNetwork:
+    return MemoryNetwork()
+
+
+async def start_peer(net: MemoryNetwork, nursery: trio.Nursery, inbox: Inbox) -> Links:
+    peer = Links(KEY, "peer", inbox.handler, net.node("10.0.0.1"))
+    await nursery.start(peer.run, PEER)
+    return peer
+
+
+async def test_a_length_over_the_first_frame_cap_is_refused_before_its_body(
+    net: MemoryNetwork, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with trio.open_nursery() as nursery:
+        peer = await start_peer(net, nursery, Inbox())
+        stranger = await net.node("10.6.6.6").connect(PEER)
+        await stranger.send_all(struct.pack(">I", 4 * 1024 * 1024 - 1) + b"x" * 60_000)
+        with trio.fail_after(1):
+            await closed_by_peer(stranger)
+        assert peer.stats.rejected["TOO_LARGE"] == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_stranger_that_dribbles_is_cut_after_a_few_seconds(
+    net: MemoryNetwork, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with trio.open_nursery() as nursery:
+        peer = await start_peer(net, nursery, Inbox())
+        stranger = await net.node("10.6.6.6").connect(PEER)
+        start = trio.current_time()
+        # A first frame just under the cap, one byte a second.
+        await stranger.send_all(struct.pack(">I", FIRST_FRAME_CAP))
+
+        async def dribble() -> None:
+            try:
+                for _ in range(100):
+                    await stranger.send_all(b"y")
+                    await trio.sleep(1)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+
+        nursery.start_soon(dribble)
+        with trio.fail_after(AUTH_PATIENCE + 1):
+            await closed_by_peer(stranger)
+        assert trio.current_time() - start >= AUTH_PATIENCE
+        assert peer.stats.cut["no_authentic_frame"] == 1
+        assert peer.accepted.total == 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_flood_of_idle_strangers_is_bounded_and_a_member_gets_through(
+    net: MemoryNetwork, autojump_clock: trio.testing.MockClock
+) -> None:
+    inbox = Inbox()
+    async with trio.open_nursery() as nursery:
+        peer = await start_peer(net, nursery, inbox)
+        cap = peer.accepted.max_unauthenticated
+        strangers = [await net.node(f"10.6.{i // 250}.{i % 250}").connect(PEER) for i in range(500)]
+        for s in strangers:
+            # The oldest are pushed out as the newest arrive.
+            with contextlib.suppress(trio.BrokenResourceError):
+                await s.send_all(struct.pack(">I", FIRST_FRAME_CAP) + b"z" * 1000)
+        await trio.testing.wait_all_tasks_blocked()
+        assert peer.accepted.unauthenticated <= cap
+        assert peer.stats.cut["pushed_out"] >= 500 - cap
+        # A member dials in the middle of it all, and its frame arrives.
+        member = Links(KEY, "member", Inbox().handler, net.node("10.0.0.2"))
+        await nursery.start(member.run, "10.0.0.2:7000")
+        with trio.fail_after(1):
+            assert await member.send(PEER, Seed(("http://a.test/",)))
+            await inbox.wait_for(1)
+        assert inbox.got == [Seed(("http://a.test/",))]
+        nursery.cancel_scope.cancel()
+
+
+async def test_bad_frames_cut_the_connection_after_a_few_and_log_a_few_lines(
+    net: MemoryNetwork,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    inbox = Inbox()
+    async with trio.open_nursery() as nursery:
+        peer = await start_peer(net, nursery, inbox)
+        # Someone with the secret (a buggy member, or a stolen key) proves it once,
+        # then sends 200,000 frames with bad tags.
+        conn = await net.node("10.6.6.6").connect(PEER)
+        writer = FrameWriter(KEY, "buggy", new_epoch())
+        # The replay guard judges sent_at against the wall clock.
+        good = writer.frame(Seed.KIND, Seed(("http://a.test/",)).to_wire(), time.time())
+        with caplog.at_level(logging.WARNING, logger="ubipy.net"):
+            with contextlib.suppress(trio.BrokenResourceError):
+                await conn.send_all(good + bad_frames(200_000))
+            with trio.fail_after(1):
+                await closed_by_peer(conn)
+        assert inbox.got == [Seed(("http://a.test/",))]
+        assert peer.stats.rejected["BAD_TAG"] == MAX_BAD_FRAMES
+        assert peer.stats.cut["bad_frames"] == 1
+        assert len(caplog.records) <= 2
+        assert "10.6.6.6" in caplog.text
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_stranger_reconnecting_with_bad_frames_is_logged_once_a_second(
+    net: MemoryNetwork,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with trio.open_nursery() as nursery:
+        peer = await start_peer(net, nursery, Inbox())
+        node = net.node("10.6.6.6")
+        start = trio.current_time()
+        with caplog.at_level(logging.WARNING, logger="ubipy.net"):
+            for _ in range(1000):
+                conn = await node.connect(PEER)
+                await conn.send_all(bad_frames(1))
+                with trio.fail_after(1):
+                    await closed_by_peer(conn)
+                await trio.sleep(0.01)
+        seconds = trio.current_time() - start
+        assert peer.stats.rejected["BAD_TAG"] == 1000
+        assert len(caplog.records) <= seconds + 1
+        # What was left out is counted in the next line.
+        assert "since the last line: " in caplog.text
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_member_s_large_first_frame_goes_after_a_hello(
+    net: MemoryNetwork, autojump_clock: trio.testing.MockClock
+) -> None:
+    inbox = Inbox()
+    async with trio.open_nursery() as nursery:
+        await start_peer(net, nursery, inbox)
+        member = Links(KEY, "member", Inbox().handler, net.node("10.0.0.2"))
+        await nursery.start(member.run, "10.0.0.2:7000")
+        big = Seed(tuple(f"http://a.test/{i:06d}/" + "p" * 100 for i in range(2000)))
+        with trio.fail_after(1):
+            assert await member.send(PEER, big)
+            await inbox.wait_for(1)
+        assert inbox.got == [big]
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_idle_member_connection_is_closed_and_the_next_send_dials_again(
+    net: MemoryNetwork, autojump_clock: trio.testing.MockClock
+) -> None:
+    inbox = Inbox()
+    async with trio.open_nursery() as nursery:
+        peer = await start_peer(net, nursery, inbox)
+        member = Links(KEY, "member", Inbox().handler, net.node("10.0.0.2"))
+        await nursery.start(member.run, "10.0.0.2:7000")
+        assert await member.send(PEER, Seed(("http://a.test/1",)))
+        await trio.sleep(IDLE_TIMEOUT + 1)
+        assert peer.stats.cut["idle"] == 1
+        assert peer.accepted.total == 0
+        with trio.fail_after(1):
+            assert await member.send(PEER, Seed(("http://a.test/2",)))
+            await inbox.wait_for(2)
+        assert inbox.got == [Seed(("http://a.test/1",)), Seed(("http://a.test/2",))]
+        nursery.cancel_scope.cancel()

@@ -1,0 +1,147 @@
+"""What a stranger on the peer port may cost: the accounting of accepted connections
+and the rate limit on what they make us log. No I/O, no trio: fed events and the
+time, it answers what to do (close which connections, log which line).
+
+A connection is *unauthenticated* until its first authentic frame. Such a
+connection holds at most a small buffer (the reader's first-frame cap) for at most
+a few seconds, and at most ``max_unauthenticated`` of them are kept at once: one
+more pushes the oldest out, so a flood of idle or dribbling connections cannot
+starve a peer's members of a slot (a member's first frame follows its connect
+within a round trip). Authenticated connections are capped as a whole; over the
+cap a new connection is refused at once.
+"""
+
+from __future__ import annotations
+
+import resource
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from typing import Final, Generic, TypeVar
+
+# A connection must authenticate this soon after it is accepted.
+AUTH_PATIENCE: Final = 5.0
+# An authenticated connection on which nothing arrives for this long is closed (the
+# member that dialled it dials again when it next has something to say).
+IDLE_TIMEOUT: Final = 120.0
+# A connection whose frames are rejected this many times in a row is cut: a member
+# never sends bad frames, and a stranger should not get to make us check many.
+MAX_BAD_FRAMES: Final = 4
+# Descriptors kept back for everything else a peer opens (its shard, its fetches,
+# the connections it dials).
+_RESERVED_FDS: Final = 128
+
+Conn = TypeVar("Conn")
+
+
+def default_caps() -> tuple[int, int]:
+    """(all accepted connections, unauthenticated ones) for this process's file
+    descriptor limit: a quarter of what is left after the reserve, at most 1024."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    total = max(8, min(1024, (soft - _RESERVED_FDS) // 4))
+    return total, max(4, min(64, total // 2))
+
+
+@dataclass(slots=True)
+class Accepted(Generic[Conn]):
+    """Which accepted connections are held and whether they have authenticated."""
+
+    max_total: int
+    max_unauthenticated: int
+    # Oldest first, so that the oldest is the one pushed out.
+    _unauthenticated: OrderedDict[Conn, None] = field(default_factory=OrderedDict)
+    _authenticated: set[Conn] = field(default_factory=set)
+    refused: int = 0
+    evicted: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_unauthenticated < 1 or self.max_total < self.max_unauthenticated:
+            raise ValueError("need 1 <= max_unauthenticated <= max_total")
+
+    @property
+    def unauthenticated(self) -> int:
+        return len(self._unauthenticated)
+
+    @property
+    def total(self) -> int:
+        return len(self._unauthenticated) + len(self._authenticated)
+
+    def admit(self, conn: Conn) -> tuple[bool, list[Conn]]:
+        """A connection was accepted: whether to keep it, and which older ones to
+        close to make room."""
+        if len(self._authenticated) >= self.max_total:
+            self.refused += 1
+            return False, []
+        evict: list[Conn] = []
+        while self._unauthenticated and (
+            len(self._unauthenticated) >= self.max_unauthenticated or self.total >= self.max_total
+        ):
+            oldest, _ = self._unauthenticated.popitem(last=False)
+            evict.append(oldest)
+        self.evicted += len(evict)
+        self._unauthenticated[conn] = None
+        return True, evict
+
+    def authenticated(self, conn: Conn) -> None:
+        # One pushed out meanwhile is being closed: it stays out.
+        if conn in self._unauthenticated:
+            del self._unauthenticated[conn]
+            self._authenticated.add(conn)
+
+    def closed(self, conn: Conn) -> None:
+        self._unauthenticated.pop(conn, None)
+        self._authenticated.discard(conn)
+
+
+@dataclass(slots=True)
+class _Source:
+    last: float
+    suppressed: Counter[str] = field(default_factory=Counter)
+
+
+class SourceLog:
+    """At most one line a second per source (a remote host), with what was left
+    out since the last: a stranger who sends a million bad frames gets a few lines."""
+
+    def __init__(self, interval: float = 1.0, max_sources: int = 1024) -> None:
+        self._interval = interval
+        self._max_sources = max_sources
+        self._sources: OrderedDict[str, _Source] = OrderedDict()
+
+    def line(self, source: str, reason: str, detail: str, now: float) -> str | None:
+        """The line to log for this event, or None to count it quietly."""
+        entry = self._sources.get(source)
+        if entry is not None and now - entry.last < self._interval:
+            entry.suppressed[reason] += 1
+            return None
+        text = f"{source}: {reason}" + (f" ({detail})" if detail else "")
+        if entry is not None and entry.suppressed:
+            left = ", ".join(f"{n} {r}" for r, n in sorted(entry.suppressed.items()))
+            text += f"; since the last line: {left}"
+        self._sources[source] = _Source(now)
+        self._sources.move_to_end(source)
+        while len(self._sources) > self._max_sources:
+            self._sources.popitem(last=False)
+        return text
+
+
+class Throttle:
+    """Says whether a recurring event should be logged now, counting the rest (for
+    running out of file descriptors: a line a minute with the count)."""
+
+    def __init__(self, interval: float) -> None:
+        self._interval = interval
+        self._last = float("-inf")
+        self.count = 0
+        self._since = 0
+
+    def hit(self, now: float) -> int | None:
+        """Count one; the number since the last line if a line is due now."""
+        self.count += 1
+        self._since += 1
+        if now - self._last < self._interval:
+            return None
+        self._last = now
+        since, self._since = self._since, 0
+        return since
