@@ -215,8 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         metavar="DIR",
-        help="where to keep the shards, one directory per peer (emptied first; default: a "
-        "new temporary directory)",
+        help="where to keep the shards, one directory per peer: a new or empty directory, "
+        "or one an earlier demo made (it leaves a .ubipy-demo file there and removes only "
+        "what it made; default: a new temporary directory)",
     )
     d.add_argument(
         "--listen",

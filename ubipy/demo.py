@@ -10,11 +10,14 @@ during it, and it is over when the whole cluster is idle.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
+import re
 import secrets
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -25,6 +28,7 @@ import trio
 
 from ubipy.config import ControlConfig, CrawlConfig
 from ubipy.control import control_bind, serve_control_centre
+from ubipy.errors import UbipyError
 from ubipy.net import split_address
 from ubipy.peer import Peer, PeerStatus
 from ubipy.progress import Progress, peer_figures
@@ -38,20 +42,81 @@ _SETTLE = 0.25
 _LOG_INTERVAL = 2.0
 
 
-def _data_dir(path: Path | None) -> Path:
+# Left in the demo's --data directory: the entries named in it are the demo's to remove.
+MARKER = ".ubipy-demo"
+_MARKER_HEAD = (
+    "# made by `ubipy demo`: when it runs here again, it removes the entries below "
+    "and nothing else\n"
+)
+_MADE = re.compile(r"peer[0-9]+")  # the only names the demo makes, whatever a marker says
+
+
+class DemoDirError(UbipyError, ValueError):
+    """The demo's --data is not a directory, or holds what the demo did not make there."""
+
+
+def prepare_data_dir(path: Path | None, peers: int) -> Path:
+    """The directory where the demo keeps ``peer1`` ... ``peerN``, made ready for them.
+
+    ``path`` must not exist, be empty, or hold the marker an earlier demo left there:
+    then only what that marker names is removed, so nothing of the user's is ever
+    deleted. ``None`` is a new temporary directory. The marker names this run's
+    directories before any is made. Raises :class:`DemoDirError` (one line) otherwise.
+    """
+    names = [f"peer{i + 1}" for i in range(peers)]
     if path is None:
-        return Path(tempfile.mkdtemp(prefix="ubipy-demo-"))
-    if path.exists():
-        shutil.rmtree(path)
+        path = Path(tempfile.mkdtemp(prefix="ubipy-demo-"))
+    try:
+        if not path.exists():
+            path.mkdir(parents=True)
+        elif not path.is_dir():
+            raise DemoDirError(
+                f"{path}: not a directory (--data is where the demo keeps its shards)"
+            )
+        elif any(path.iterdir()):
+            _clear(path, names)
+        (path / MARKER).write_text(_MARKER_HEAD + "".join(f"{name}\n" for name in names))
+    except OSError as exc:
+        raise DemoDirError(f"{path}: {exc.strerror or exc}") from exc
     return path
+
+
+def _clear(path: Path, names: list[str]) -> None:
+    """Remove what an earlier demo made in ``path``, after checking that it can all go
+    and that this run's names are free: a refusal leaves everything as it was."""
+    marker = path / MARKER
+    if marker.is_symlink() or not marker.is_file():
+        raise DemoDirError(
+            f"{path}: not empty, and no earlier demo made it (no {MARKER} in it); "
+            "name a new or empty directory"
+        )
+    lines = marker.read_text(encoding="utf-8", errors="replace").splitlines()
+    made = [line for line in lines if _MADE.fullmatch(line)]
+    for name in [*made, *names]:
+        entry = path / name
+        try:
+            mode = entry.lstat().st_mode
+        except FileNotFoundError:
+            continue
+        if name not in made:
+            raise DemoDirError(f"{entry}: already there, and not made by the demo; move it away")
+        if not stat.S_ISDIR(mode):
+            raise DemoDirError(f"{entry}: not the directory the demo made there; move it away")
+    for name in made:
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(path / name)
 
 
 async def run_demo(args: argparse.Namespace, base: CrawlConfig) -> int:
     """Run the demo with ``base`` for every peer but where it keeps its data, where it
     listens, its secret and the proxy (the synthetic web's)."""
     out = sys.stdout
+    try:
+        data_dir = prepare_data_dir(args.data, args.peers)
+    except DemoDirError as exc:
+        print(f"ubipy demo: {exc}", file=sys.stderr)
+        return 2
     web = SyntheticWeb(WebSpec(seed=args.web_seed, hosts=args.hosts, pages_per_host=args.pages))
-    data_dir = _data_dir(args.data)
     secret = secrets.token_urlsafe(16)
     host, _ = split_address(args.listen)
 

@@ -19,6 +19,8 @@
     │   │                  opened; the message is one line (also a RuntimeError)
     │   └── ExportWriteError  the output failed while being written (disk full,
     │                      a closed pipe): what was written is incomplete
+    ├── DemoDirError       ubipy.demo: the --data directory holds what the demo did
+    │                      not make, or is not a directory (also a ValueError)
     ├── BadURL             ubipy.fetch: a URL normalisation refuses, with its
     │                      URLRejection (also a ValueError)
     ├── RobotsFetchError   ubipy.fetch.robots: an event a robots.txt fetch cannot

@@ -1,0 +1,119 @@
+"""`ubipy demo --data DIR` deletes only what an earlier demo made there, and refuses
+anything else in one line (the whole demo crawl is tested in test_cli)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from ubipy.cli import main
+from ubipy.demo import MARKER, DemoDirError, prepare_data_dir
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every entry under ``root``: a file's text, or "dir"."""
+    return {
+        str(p.relative_to(root)): "dir" if p.is_dir() else p.read_text()
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def _demo_made(data: Path, peers: int) -> None:
+    """What a demo run leaves, as far as the directory check cares: a shard per peer."""
+    for i in range(1, peers + 1):
+        (data / f"peer{i}").mkdir()
+        (data / f"peer{i}" / "shard.sqlite3").write_text("pages")
+
+
+def test_a_directory_holding_the_users_files_is_refused_and_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "mine"
+    (data / "peer1").mkdir(parents=True)  # even under a name the demo would use
+    (data / "peer1" / "shard.sqlite3").write_text("a real crawl")
+    (data / "notes.txt").write_text("keep me")
+    before = _tree(data)
+    with pytest.raises(DemoDirError, match="no earlier demo made it"):
+        prepare_data_dir(data, 3)
+    assert main(["demo", "--data", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"ubipy demo: {data}: not empty, and no earlier demo made it (no {MARKER} in it); "
+        "name a new or empty directory\n"
+    )
+    assert _tree(data) == before
+
+
+def test_a_file_as_data_is_refused_and_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "a-file"
+    data.write_text("keep me")
+    assert main(["demo", "--data", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"ubipy demo: {data}: not a directory (--data is where the demo keeps its shards)\n"
+    )
+    assert data.read_text() == "keep me"
+
+
+def test_a_new_or_empty_directory_is_taken_and_marked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    new = tmp_path / "new" / "demo"
+    assert prepare_data_dir(new, 2) == new
+    assert _tree(new) == {MARKER: (new / MARKER).read_text()}
+    assert (new / MARKER).read_text().splitlines()[1:] == ["peer1", "peer2"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert prepare_data_dir(empty, 1) == empty
+    assert [p.name for p in empty.iterdir()] == [MARKER]
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    made = prepare_data_dir(None, 3)
+    assert made.parent == tmp_path and made.name.startswith("ubipy-demo-")
+    assert [p.name for p in made.iterdir()] == [MARKER]
+
+
+def test_a_second_run_removes_only_what_the_first_made(tmp_path: Path) -> None:
+    data = tmp_path / "demo"
+    prepare_data_dir(data, 3)
+    _demo_made(data, 3)
+    # Put there after the first run: the user's, not the demo's.
+    (data / "crawl.warc.gz").write_text("an export")
+    (data / "peerless").mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with (data / MARKER).open("a") as marker:  # names the demo never makes are ignored
+        marker.write("../outside\n/etc\ncrawl.warc.gz\n")
+    assert prepare_data_dir(data, 2) == data
+    assert sorted(p.name for p in data.iterdir()) == sorted([MARKER, "crawl.warc.gz", "peerless"])
+    assert (data / "crawl.warc.gz").read_text() == "an export" and outside.is_dir()
+    assert (data / MARKER).read_text().splitlines()[1:] == ["peer1", "peer2"]
+    _demo_made(data, 2)
+    assert prepare_data_dir(data, 3) == data  # and again, with more peers
+    assert sorted(p.name for p in data.iterdir()) == sorted([MARKER, "crawl.warc.gz", "peerless"])
+
+
+@pytest.mark.parametrize("kind", ["a directory of the user's", "a file where a peer was"])
+def test_a_marked_directory_is_refused_whole_if_any_part_is_not_the_demos(
+    tmp_path: Path, kind: str
+) -> None:
+    data = tmp_path / "demo"
+    prepare_data_dir(data, 2)
+    _demo_made(data, 2)
+    if kind == "a directory of the user's":
+        (data / "peer3").mkdir()  # a third peer would take it over
+        (data / "peer3" / "shard.sqlite3").write_text("another crawl")
+        message = f"{data / 'peer3'}: already there, and not made by the demo"
+    else:
+        (data / "peer2" / "shard.sqlite3").unlink()
+        (data / "peer2").rmdir()
+        (data / "peer2").write_text("the user's")
+        message = f"{data / 'peer2'}: not the directory the demo made there"
+    before = _tree(data)
+    with pytest.raises(DemoDirError) as refused:
+        prepare_data_dir(data, 3)
+    assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
+    assert _tree(data) == before  # nothing removed, not even the demo's own
