@@ -1,0 +1,107 @@
+"""A real peer process crawling the synthetic web while strangers work its port: huge
+length prefixes, a flood of bad frames, and more idle connections than it has file
+descriptors. It keeps its memory, answers ``ubipy seed`` and ``status`` throughout,
+logs a few lines rather than a traceback per event, and its crawl is complete."""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+from pathlib import Path
+
+import trio
+
+from tests.e2e.cluster import run_cli, start_peer_or_fail, status_json, stop_all
+from ubipy.net import split_address
+from ubipy.synthweb import SyntheticWeb, WebSpec
+from ubipy.synthweb.referee import Referee
+from ubipy.synthweb.server import serve
+from ubipy.synthweb.truth import ground_truth
+
+SPEC = WebSpec(seed=11, hosts=20, pages_per_host=15, crawl_delay=0.05)
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+async def open_connections(address: str, n: int) -> list[trio.SocketStream]:
+    host, port = split_address(address)
+    return [await trio.open_tcp_stream(host, port) for _ in range(n)]
+
+
+async def closed_by_peer(stream: trio.SocketStream) -> bool:
+    """Whether the peer has closed (or reset) the connection within a few seconds."""
+    with trio.move_on_after(10):
+        try:
+            while await stream.receive_some(65536):
+                pass
+        except (trio.BrokenResourceError, OSError):
+            pass
+        return True
+    return False
+
+
+async def test_a_peer_shrugs_off_strangers_on_its_port(tmp_path: Path) -> None:
+    web = SyntheticWeb(SPEC)
+    truth = ground_truth(web, [web.seed_url()])
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve, web)
+        # 256 descriptors, as in the report: fewer than the idle connections below.
+        peer = await start_peer_or_fail(
+            nursery, tmp_path / "p", server.proxy_url, prefix=("prlimit", "--nofile=256:256")
+        )
+        try:
+            pid = peer.proc.pid
+            before = rss_kib(pid)
+
+            # 200 strangers announce a 4 MiB frame and send the first 64 KiB of it.
+            huge = await open_connections(peer.address, 200)
+            for s in huge:
+                with contextlib.suppress(trio.BrokenResourceError, OSError):
+                    await s.send_all(struct.pack(">I", 4 * 1024 * 1024 - 1) + b"x" * 65536)
+            assert all([await closed_by_peer(s) for s in huge])
+            for s in huge:
+                await s.aclose()
+
+            # One stranger sends 200,000 frames with bad tags: cut after the first.
+            flood = (await open_connections(peer.address, 1))[0]
+            with contextlib.suppress(trio.BrokenResourceError, OSError):
+                await flood.send_all((struct.pack(">I", 33) + b"\x01" * 33) * 200_000)
+            assert await closed_by_peer(flood)
+            await flood.aclose()
+
+            # 400 idle connections, more than the peer has descriptors for.
+            idle = await open_connections(peer.address, 400)
+            seeds = tmp_path / "seeds.txt"
+            seeds.write_text(web.seed_url() + "\n")
+            with trio.fail_after(30):
+                seeded = await run_cli(
+                    "seed", "--peer", peer.address, "--secret", "s3cret", str(seeds)
+                )
+            assert seeded.returncode == 0, seeded.stderr.decode()
+            with trio.fail_after(10):
+                report = await status_json(peer.address)
+            assert report["peers"]
+            grown_mib = (rss_kib(pid) - before) / 1024
+            assert grown_mib < 50, f"RSS grew by {grown_mib:.0f} MiB"
+
+            with trio.fail_after(120):
+                await server.log.wait_for(lambda lg: Referee(lg, web).requested() >= truth)
+            for s in idle:
+                await s.aclose()
+        finally:
+            await stop_all([peer])
+        nursery.cancel_scope.cancel()
+
+    referee = Referee(server.log, web)
+    assert referee.requested() == truth
+    log = peer.output.decode(errors="replace")
+    assert "Traceback" not in log
+    # A few lines per second of attack, not one per frame or per connection.
+    stranger_lines = [line for line in log.splitlines() if "127.0.0.1: " in line]
+    assert len(stranger_lines) < 60, "\n".join(stranger_lines[:20])
+    assert log.count("cannot accept connections") <= 2
