@@ -38,8 +38,13 @@ def parse_seeds(data: bytes) -> SeedList:
     stripped = 0
     if b"\x00" in data[:8192]:
         return SeedList((), (SeedProblem(0, "", "looks like a binary file, not a list of URLs"),))
-    text = data.decode("utf-8", errors="replace")
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    # utf-8-sig: a BOM (Windows Notepad writes one) would otherwise spoil the first URL.
+    text = data.decode("utf-8-sig", errors="replace")
+    # Lines end at LF, CRLF or CR only, as an editor numbers them: str.splitlines()
+    # also splits at form feeds, U+001C-U+001E, U+0085 and U+2028/9, which would
+    # number lines wrongly and turn one line with a control character into seeds.
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for lineno, raw in enumerate(lines, start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
