@@ -14,6 +14,7 @@ import httpx2
 import pytest
 import trio
 
+from tests.e2e.cluster import run_cli, start_peer_or_fail, stop_all
 from ubipy.cli import build_parser, format_cluster
 from ubipy.progress import wall_clock
 from ubipy.synthweb import SyntheticWeb, WebSpec
@@ -308,3 +309,26 @@ async def test_demo_runs_a_cluster_with_its_dashboard_and_a_perfect_verdict(
     assert progress and all(PROGRESS.fullmatch(line) for line in progress)
     assert progress[-1].split(": ")[1].startswith(f"{total} pages")
     assert progress[-1].endswith("peers 3/3")
+
+
+async def test_a_second_peer_on_one_data_directory_exits_at_once_naming_the_first(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "peer"
+    async with trio.open_nursery() as nursery:
+        # Nothing is seeded: the proxy is never asked.
+        first = await start_peer_or_fail(nursery, data, "http://127.0.0.1:9")
+        try:
+            with trio.fail_after(30):
+                second = await run_cli(
+                    "peer", "--data", str(data), "--listen", "127.0.0.1:0", "--secret", "s3cret"
+                )
+        finally:
+            await stop_all([first])
+    err = second.stderr.decode()
+    assert second.returncode == 2, err
+    assert err.count("\n") == 1, err
+    assert f"is in use by another peer (pid {first.proc.pid}, listening on {first.address})" in err
+    # The first never noticed: it ran on, and stopped as asked.
+    assert first.proc.returncode == 0
+    assert b"stopped: 0 pages this run" in first.output

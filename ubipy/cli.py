@@ -20,6 +20,14 @@ from typing import Any, NoReturn, TypeVar
 import trio
 
 from ubipy import __version__
+from ubipy.checks import (
+    OneLineParser,
+    any_port_address,
+    at_least,
+    check_addresses,
+    peer_address,
+    seconds,
+)
 from ubipy.config import CrawlConfig
 from ubipy.control import FiguresBook, control_bind, serve_control_centre, totals
 from ubipy.errors import ConfigError, StorageError
@@ -49,13 +57,6 @@ def _secret_option(p: argparse.ArgumentParser) -> None:
         help="the cluster secret that authenticates every frame between peers "
         "(default: $UBIPY_SECRET; without one, peers stay on loopback)",
     )
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def _fail(command: str, message: str) -> NoReturn:
@@ -90,7 +91,9 @@ def _config(args: argparse.Namespace, defaults: Mapping[str, Any] | None = None)
                 args.command,
                 "the following arguments are required: --data (or data_dir in --config's file)",
             )
-        return build(CrawlConfig, values)
+        config = build(CrawlConfig, values)
+        check_addresses(config)
+        return config
     except ConfigError as exc:
         if exc.option is None:
             _fail(args.command, str(exc))
@@ -98,7 +101,7 @@ def _config(args: argparse.Namespace, defaults: Mapping[str, Any] | None = None)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="ubipy", description="ubipy, a peer-to-peer distributed web crawler."
     )
     parser.add_argument("--version", action="version", version=f"ubipy {__version__}")
@@ -141,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("file", type=Path, help="the seeds file ('-' for standard input)")
     s.add_argument(
         "--peer",
+        type=peer_address,
         default=_DEFAULTS.listen,
         metavar="ADDR",
         help="HOST:PORT of any peer; seeds are routed to their owners (default: %(default)s)",
@@ -150,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="print a running peer's figures")
     st.add_argument(
         "--peer",
+        type=peer_address,
         default=_DEFAULTS.listen,
         metavar="ADDR",
         help="HOST:PORT of any peer; it asks the others (default: %(default)s)",
@@ -197,15 +202,20 @@ def build_parser() -> argparse.ArgumentParser:
         "verdict.",
     )
     d.add_argument(
-        "--hosts", type=int, default=20, help="hosts in the synthetic web (default: %(default)s)"
+        "--hosts",
+        type=at_least(1),
+        default=20,
+        help="hosts in the synthetic web (default: %(default)s)",
     )
-    d.add_argument("--pages", type=int, default=30, help="pages per host (default: %(default)s)")
+    d.add_argument(
+        "--pages", type=at_least(1), default=30, help="pages per host (default: %(default)s)"
+    )
     d.add_argument(
         "--web-seed", type=int, default=0, help="seed of the web's generator (default: %(default)s)"
     )
     d.add_argument(
         "--peers",
-        type=_positive,
+        type=at_least(1),
         default=3,
         metavar="N",
         help="peers in the cluster (default: %(default)s)",
@@ -221,6 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument(
         "--listen",
+        type=any_port_address,
         default="127.0.0.1:0",
         metavar="ADDR",
         help="the first peer's endpoint; the others take any free port on its host "
@@ -228,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument(
         "--control",
+        type=any_port_address,
         default="127.0.0.1:0",
         metavar="ADDR",
         help="the control centre (dashboard) of the first peer, loopback only "
@@ -235,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument(
         "--linger",
-        type=float,
+        type=seconds,
         default=0.0,
         metavar="SECONDS",
         help="keep the cluster and its dashboard up this long after the crawl; Ctrl-C "
@@ -277,7 +289,7 @@ async def _run_peer(args: argparse.Namespace, config: CrawlConfig) -> int:
         if config.control.address is not None:
             control_bind(config.control.address, config.control.public, secret_from(config.secret))
         peer = Peer(config)
-    except ValueError as exc:
+    except (ValueError, ShardError) as exc:
         print(f"ubipy peer: {exc}", file=sys.stderr)
         return 2
     problem: BaseException | None = None
@@ -295,7 +307,9 @@ async def _run_peer(args: argparse.Namespace, config: CrawlConfig) -> int:
 async def _serve_peer(peer: Peer, args: argparse.Namespace) -> int:
     async with trio.open_nursery() as nursery:
         await nursery.start(peer.run)
-        print(f"ubipy peer {peer.peer_id} listening on {peer.address}", file=sys.stderr)
+        print(f"ubipy peer {peer.peer_id} listening on {peer.bound}", file=sys.stderr)
+        if peer.address != peer.bound:
+            print(f"advertised to the cluster as {peer.address}", file=sys.stderr)
         control = peer.config.control
         if control.address is not None:
             serve = functools.partial(serve_control_centre, public=control.public)

@@ -11,6 +11,7 @@ made and raises :class:`~ubipy.errors.ConfigError`, naming the option.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,12 +50,14 @@ def _show(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else repr(value)
 
 
-def _at_least(section: object, low: int, *names: str) -> None:
+def _at_least(section: object, low: int, *names: str, infinite: bool = False) -> None:
+    """``infinite``: inf is a meaningful value of these (no cap), not a slip."""
     for name in names:
         value = getattr(section, name)
         # Written so that NaN fails too; None is "no limit".
         if value is not None and not value >= low:
             raise ConfigError(f"must be >= {low}, not {_show(value)}", name)
+        _finite(value, name, f">= {low}", infinite)
 
 
 def _positive(section: object, *names: str) -> None:
@@ -62,6 +65,12 @@ def _positive(section: object, *names: str) -> None:
         value = getattr(section, name)
         if not value > 0:
             raise ConfigError(f"must be > 0, not {_show(value)}", name)
+        _finite(value, name, "> 0", False)
+
+
+def _finite(value: object, name: str, bound: str, infinite: bool) -> None:
+    if value == math.inf and not infinite:
+        raise ConfigError(f"must be {bound} and finite, not inf", name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +112,8 @@ class PolitenessConfig:
     )
 
     def __post_init__(self) -> None:
-        _at_least(self, 0, "delay", "max_crawl_delay", "robots_retry_base")
+        _at_least(self, 0, "delay", "robots_retry_base")
+        _at_least(self, 0, "max_crawl_delay", infinite=True)
         _at_least(self, 1, "concurrency", "robots_max_attempts")
 
 
@@ -207,7 +217,8 @@ class FetchConfig:
     def __post_init__(self) -> None:
         _positive(self, "connect_timeout", "read_timeout", "fetch_deadline")
         _at_least(self, 1, "max_body_bytes")
-        _at_least(self, 0, "max_retries", "retry_base", "max_retry_after")
+        _at_least(self, 0, "max_retries", "retry_base")
+        _at_least(self, 0, "max_retry_after", infinite=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,7 +381,7 @@ class SwimConfig:
             "reconnect_interval",
             "majority_lease",
         )
-        _at_least(self, 0, "reconnect_timeout")
+        _at_least(self, 0, "reconnect_timeout", infinite=True)
         if not self.probe_timeout < self.probe_interval:
             raise ConfigError(
                 f"must be shorter than probe_interval ({_show(self.probe_interval)}), "
@@ -408,13 +419,24 @@ class CrawlConfig:
         Path("ubipy-data"),
         flag="--data",
         metavar="DIR",
-        help="data directory: the peer's shard and id (created if missing)",
+        help="data directory: the peer's shard and id (created if missing); one peer at "
+        "a time, which holds DIR/lock while it runs",
     )
     listen: str = option(
         "127.0.0.1:7000",
         flag="--listen",
         metavar="ADDR",
         help="HOST:PORT where this peer takes frames from the others (default: {default})",
+    )
+    # The listening address is no use to others when it is a wildcard (0.0.0.0) or
+    # behind NAT: they are told this one instead.
+    advertise: str | None = option(
+        None,
+        flag="--advertise",
+        metavar="ADDR",
+        help="HOST:PORT other peers dial to reach this one, gossiped as its address; "
+        "required when --listen is a wildcard address such as 0.0.0.0:7000 "
+        "(default: the --listen address)",
     )
     # Join any one live member: it tells this peer of the others.
     join: tuple[str, ...] = option(

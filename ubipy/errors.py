@@ -9,8 +9,9 @@
     │                      type or unknown, from code, a flag or a config file
     │                      (also a ValueError)
     ├── ShardError         the shard cannot be opened or read as one: another
-    │                      schema version, not SQLite, an unknown body codec
-    │                      (also a RuntimeError)
+    │   │                  schema version, not SQLite, an unknown body codec, a
+    │   │                  data directory that is not one (also a RuntimeError)
+    │   └── DataDirInUse   another process holds the data directory's lock
     ├── StorageError       the shard refuses writes (disk full, read-only file);
     │   │                  the crawler pauses admission until it takes them again
     │   │                  (also a RuntimeError)
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "DataDirInUse",
     "ExportError",
     "ExportWriteError",
     "FrameError",
@@ -86,6 +88,22 @@ class ConfigError(UbipyError, ValueError):
 
 class ShardError(UbipyError, RuntimeError):
     """The shard cannot be opened or read as one (wrong version, unreadable file)."""
+
+
+class DataDirInUse(ShardError):
+    """Another process (a peer) holds the data directory: two would share an id."""
+
+    def __init__(self, data_dir: object, pid: int | None, address: str | None) -> None:
+        holder = ", ".join(
+            ([f"pid {pid}"] if pid is not None else [])
+            + ([f"listening on {address}"] if address else [])
+        )
+        super().__init__(
+            f"{data_dir} is in use by another peer{f' ({holder})' if holder else ''}; "
+            "one data directory serves one peer at a time"
+        )
+        self.pid = pid
+        self.address = address
 
 
 class StorageError(UbipyError, RuntimeError):

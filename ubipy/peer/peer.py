@@ -48,7 +48,7 @@ from ubipy.peer.router import Router
 from ubipy.peer.status import PeerStatus, status_of
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
-from ubipy.store import Shard
+from ubipy.store import DataLock, Shard
 from ubipy.wire import (
     Control,
     Figures,
@@ -124,9 +124,17 @@ class Peer:
                 f"refusing to listen on {host} without a cluster secret: frames would be "
                 "forgeable; give --secret (or UBIPY_SECRET), or listen on loopback"
             )
-        self.shard = Shard.open(config.data_dir)
+        # What others dial (the advertised address, else the listening one): membership
+        # gossips it and the status shows it; ``bound`` is where the socket listens.
+        self.bound = config.listen
+        self.address = config.advertise or config.listen
+        self._lock = DataLock.take(config.data_dir, self.address)
+        try:
+            self.shard = Shard.open(config.data_dir)
+        except BaseException:
+            self._lock.release()
+            raise
         self.peer_id = load_peer_id(self.shard, self._rng)
-        self.address = config.listen
         self._started_wall = time.time()
         self._crawler: Crawler | None = None
         self._membership: Membership | None = None
@@ -198,12 +206,15 @@ class Peer:
                 nursery.cancel_scope.cancel()
         finally:
             self.shard.close()
+            self._lock.release()
             self.finished.set()
 
     async def _start(self, nursery: trio.Nursery, client: httpx2.AsyncClient) -> Crawler:
         config = self.config
         links = self._links = Links(self.secret, self.peer_id, self._on_frame, self.network)
-        self.address = await nursery.start(links.run, config.listen)
+        self.bound = await nursery.start(links.run, config.listen)
+        self.address = config.advertise or self.bound
+        self._lock.note(self.address)
         self._membership = Membership(
             self.peer_id,
             self.address,

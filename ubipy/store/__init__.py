@@ -1,15 +1,18 @@
 """Everything on disk: the peer's SQLite shard (pages, frontier, seen URLs, outbox,
-marks), admission through the recent-URL cache and the Bloom filter, and export
-to WARC or JSON Lines.
+marks), admission through the recent-URL cache and the Bloom filter, export
+to WARC or JSON Lines, and the lock that keeps a data directory to one peer.
 """
 
-from ubipy.errors import ExportError, ExportWriteError, ShardError, StorageError
+from ubipy.errors import DataDirInUse, ExportError, ExportWriteError, ShardError, StorageError
 from ubipy.store.admission import Admission
 from ubipy.store.export import export
+from ubipy.store.lock import DataLock
 from ubipy.store.shard import FrontierRow, HostMark, NewURL, PageRecord, Shard
 
 __all__ = [
     "Admission",
+    "DataDirInUse",
+    "DataLock",
     "ExportError",
     "ExportWriteError",
     "FrontierRow",

@@ -1,0 +1,80 @@
+"""One peer per data directory: the lock names its holder, and dies with it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from ubipy.store import DataDirInUse, DataLock, ShardError
+
+# A holder in a process of its own: it says so once it holds the lock, then waits
+# on its standard input (not a sleep) until it is killed.
+HOLDER = """
+import sys
+from pathlib import Path
+from ubipy.store import DataLock
+lock = DataLock.take(Path(sys.argv[1]), "127.0.0.1:7123")
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_second_lock_is_refused_naming_the_holder_until_it_is_released(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "new" / "data"
+    first = DataLock.take(data, "127.0.0.1:0")
+    first.note("127.0.0.1:7001")  # the port, once bound
+    with pytest.raises(DataDirInUse) as refused:
+        DataLock.take(data, "127.0.0.1:7002")
+    assert (refused.value.pid, refused.value.address) == (os.getpid(), "127.0.0.1:7001")
+    message = str(refused.value)
+    assert "\n" not in message
+    assert f"{data} is in use by another peer (pid {os.getpid()}, listening on 127.0.0.1:7001)" in (
+        message
+    )
+    first.release()
+    DataLock.take(data, "127.0.0.1:7002").release()
+    assert (data / "lock").exists()  # never removed: see ubipy.store.lock
+
+
+@pytest.mark.parametrize("where", ["file", "file/below"])
+def test_a_path_that_cannot_be_a_directory_is_one_clear_error(tmp_path: Path, where: str) -> None:
+    (tmp_path / "file").write_text("the user's\n")
+    with pytest.raises(ShardError, match=r"^cannot use .* as the data directory: ") as caught:
+        DataLock.take(tmp_path / where, "127.0.0.1:0")
+    assert "\n" not in str(caught.value)
+    assert (tmp_path / "file").read_text() == "the user's\n"
+
+
+async def test_the_lock_is_freed_when_its_holder_is_killed_with_sigkill(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, "-c", HOLDER, str(data)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None
+        with trio.fail_after(30):
+            said = b""
+            while b"held\n" not in said:
+                chunk = await proc.stdout.receive_some()
+                assert chunk, "the holder exited before it held the lock"
+                said += chunk
+        with pytest.raises(DataDirInUse) as refused:
+            DataLock.take(data, "127.0.0.1:0")
+        assert (refused.value.pid, refused.value.address) == (proc.pid, "127.0.0.1:7123")
+    finally:
+        proc.kill()
+        with trio.fail_after(10):
+            await proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                await pipe.aclose()
+    assert proc.returncode == -signal.SIGKILL
+    DataLock.take(data, "127.0.0.1:0").release()

@@ -1,0 +1,127 @@
+"""What the command line checks before it starts anything: addresses are HOST:PORT
+with a port in range, the command's own numbers are in theirs, a peer listening on
+a wildcard address says what others should dial. A bad value ends the command with
+status 2 and one line that names the option (the configuration's sections check
+their own numbers, in :mod:`ubipy.config`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+from collections.abc import Callable
+from typing import NoReturn
+
+from ubipy.config import CrawlConfig
+from ubipy.errors import ConfigError
+from ubipy.net import split_address
+
+__all__ = [
+    "OneLineParser",
+    "address",
+    "any_port_address",
+    "at_least",
+    "check_addresses",
+    "peer_address",
+    "seconds",
+]
+
+_MAX_PORT = 65535
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line: what is wrong, named (the usage
+    is a --help away, and a screenful of it would hide the line that matters)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def address(text: str, lowest_port: int = 0) -> str:
+    """``text`` if it is HOST:PORT with a port from ``lowest_port`` to 65535;
+    ValueError saying what is wrong otherwise."""
+    try:
+        host, port = split_address(text)
+    except ValueError:
+        raise ValueError(f"must be HOST:PORT, not {text!r}") from None
+    if any(c.isspace() or c in "/@" for c in host):
+        raise ValueError(f"must be HOST:PORT, not {text!r}")
+    if not lowest_port <= port <= _MAX_PORT:
+        raise ValueError(f"must have a port from {lowest_port} to {_MAX_PORT}, not {port}")
+    return text
+
+
+def _flag_type(check: Callable[[str], object]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        try:
+            check(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    return parse
+
+
+# What ``ubipy seed`` and ``status`` dial, and the demo's endpoints (port 0: any).
+peer_address = _flag_type(lambda text: address(text, lowest_port=1))
+any_port_address = _flag_type(address)
+
+
+def _is_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def check_addresses(config: CrawlConfig) -> None:
+    """ConfigError, naming the option, for an address that is not HOST:PORT in range,
+    or a wildcard --listen without an --advertise (others would be told 0.0.0.0)."""
+    checks: list[tuple[str, str, int]] = [("listen", config.listen, 0)]
+    checks += [("join", join, 1) for join in config.join]
+    if config.advertise is not None:
+        checks.append(("advertise", config.advertise, 1))
+    if config.control.address is not None:
+        checks.append(("control.address", config.control.address, 0))
+    for name, text, lowest in checks:
+        try:
+            address(text, lowest)
+        except ValueError as exc:
+            raise ConfigError(str(exc), name) from None
+    if config.advertise is not None and _is_wildcard(split_address(config.advertise)[0]):
+        raise ConfigError(
+            f"must be an address other peers can dial, not the wildcard {config.advertise}",
+            "advertise",
+        )
+    if config.advertise is None and _is_wildcard(split_address(config.listen)[0]):
+        raise ConfigError(
+            f"{config.listen} is a wildcard address, which others cannot dial: say what "
+            "they should with --advertise HOST:PORT (advertise in a config file)",
+            "listen",
+        )
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: a whole number >= ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, not {value}")
+        return value
+
+    return parse
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a number of seconds >= 0 (inf: until stopped)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, not {text!r}") from None
+    if not value >= 0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {text}")
+    return value

@@ -1,0 +1,96 @@
+"""One peer per data directory: an exclusive lock on ``DIR/lock``.
+
+Two peers on one directory would share an id and a shard and each crawl
+everything. The lock is an ``flock`` on a file of the directory, held as long as
+the lock's descriptor is open: the kernel drops it with the process, ``kill -9``
+included, so a crash never leaves a stale lock behind. The file itself only says
+who holds it (pid and address), for the message the next one gets; it is never
+removed, since removing it would let a third process lock a new file while the
+holder still holds the old one.
+
+Readers (``ubipy export``) take no lock: SQLite lets them read a live shard.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import weakref
+from pathlib import Path
+
+from ubipy.errors import DataDirInUse, ShardError
+
+LOCK_FILE = "lock"
+
+
+class DataLock:
+    """The exclusive hold of a data directory by this process."""
+
+    def __init__(self, data_dir: Path, fd: int) -> None:
+        self.data_dir = data_dir
+        self._fd: int | None = fd
+        # A lock dropped without release() (a Peer made but never run) still lets go.
+        self._finalizer = weakref.finalize(self, os.close, fd)
+
+    @classmethod
+    def take(cls, data_dir: Path, address: str) -> DataLock:
+        """Create ``data_dir`` if need be and hold it; ``address`` is what the next
+        process that tries is told along with this one's pid.
+
+        ShardError if the directory cannot be made or is not one; DataDirInUse,
+        naming the holder, if another process (or another lock in this one) holds it.
+        """
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileExistsError:
+            raise ShardError(
+                f"cannot use {data_dir} as the data directory: not a directory"
+            ) from None
+        except OSError as exc:
+            raise ShardError(
+                f"cannot use {data_dir} as the data directory: {exc.strerror or exc}"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            pid, holder = _holder(fd)
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise ShardError(f"cannot lock {data_dir}: {exc.strerror or exc}") from None
+            raise DataDirInUse(data_dir, pid, holder) from None
+        lock = cls(data_dir, fd)
+        lock.note(address)
+        return lock
+
+    def note(self, address: str) -> None:
+        """Say who holds the lock: this pid and ``address`` (once it is known)."""
+        if self._fd is None:
+            return
+        text = f"{os.getpid()} {address}\n".encode()
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, text, 0)
+        except OSError:
+            pass  # only the next one's message is poorer; the lock holds regardless
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Let go (closing the descriptor drops the flock); the file stays."""
+        if self._fd is not None:
+            self._fd = None
+            self._finalizer()
+
+
+def _holder(fd: int) -> tuple[int | None, str | None]:
+    """The pid and address the holder wrote (None for what it has not written yet)."""
+    try:
+        words = os.pread(fd, 512, 0).decode("utf-8", "replace").split()
+    except OSError:
+        words = []
+    pid = int(words[0]) if words and words[0].isdigit() else None
+    return pid, words[1] if len(words) > 1 else None
