@@ -41,6 +41,9 @@ class PeerStatus:
     frames_out: int
     bytes_out_wire: int
     frames_rejected: int
+    # Accepted connections we closed: too slow to authenticate, idle, pushed out by
+    # newer strangers, refused when full, or cut for bad frames.
+    connections_cut: int
     # Forwarding on the wire: URL_BATCH and URL_ACK frames sent, and their bytes.
     url_frames: int
     url_bytes: int
@@ -95,6 +98,7 @@ def status_of(
         frames_out=sum(links.stats.frames_out.values()),
         bytes_out_wire=links.stats.bytes_out,
         frames_rejected=sum(links.stats.rejected.values()),
+        connections_cut=sum(links.stats.cut.values()),
         url_frames=links.stats.frames_out["URL_BATCH"] + links.stats.frames_out["URL_ACK"],
         url_bytes=links.stats.bytes_out_by["URL_BATCH"] + links.stats.bytes_out_by["URL_ACK"],
         handed_off_hosts=handoff.stats.hosts_out,
