@@ -63,10 +63,13 @@ async def test_four_peers_crawl_the_web_each_host_by_its_owner(tmp_path: Path) -
             peers.append(impostor)
             bad_seed = tmp_path / "bad.txt"
             bad_seed.write_text("http://h001.synth.test/injected.html\n")
-            injected = await run_cli(
-                "seed", str(bad_seed), "--peer", first.address, "--secret", "wrong"
-            )
+            # Told at once (not after the 30 s patience), in words that say why.
+            with trio.fail_after(10):
+                injected = await run_cli(
+                    "seed", str(bad_seed), "--peer", first.address, "--secret", "wrong"
+                )
             assert injected.returncode == 2
+            assert b"refused the secret" in injected.stderr, injected.stderr
 
             seeded = await run_cli("seed", str(seeds), "--peer", peers[1].address,
                                    "--secret", SECRET)  # fmt: skip

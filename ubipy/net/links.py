@@ -373,7 +373,7 @@ async def request(
                             raise OSError(f"{address} answered a malformed frame: {exc}") from exc
                     if event is CLOSED and reader.close_reason is RejectReason.REFUSED:
                         raise PermissionError(
-                            f"{address} refused our frames: the secret is not the cluster's"
+                            f"the peer at {address} refused the secret (it is not the cluster's)"
                         )
                     if event is CLOSED:
                         raise PermissionError(
