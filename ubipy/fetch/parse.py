@@ -78,6 +78,11 @@ def _parser(encoding: str | None) -> Any:
             remove_pis=True,
             collect_ids=False,
             no_network=True,
+            # Without it libxml2 stops at 256 levels of nesting (sloppy pages reach
+            # that with unclosed tags) and at 10 MB text nodes, and every link past
+            # that point is lost without a trace; with it, 2048 levels. Bodies are
+            # capped by max_body_bytes, and HTML has no entities to expand.
+            huge_tree=True,
         )
         cache[encoding] = parser
     return parser
