@@ -90,7 +90,7 @@ async def test_four_peers_crawl_the_web_each_host_by_its_owner(tmp_path: Path) -
     ids = {p.peer_id for p in peers[:4]}
     assert members == ids
     assert impostor.peer_id not in table and impostor.peer_id not in str(report)
-    assert b"BAD_TAG" in first.output
+    assert b": bad_tag (authentication failed" in first.output
 
     referee = Referee(server.log, web)
     assert referee.missing(truth) == set()
