@@ -37,7 +37,7 @@ from ubipy.options import add_flags, build, flag_names, flags_given, read_file, 
 from ubipy.peer import Peer
 from ubipy.progress import Progress, human_bytes, human_duration, peer_figures, wall_clock
 from ubipy.store import ShardError
-from ubipy.wire import Message, Seed, SeedAck, Status, StatusRequest, secret_from
+from ubipy.wire import Message, Seed, SeedAck, Status, StatusRequest, batches, secret_from
 
 A = TypeVar("A", bound=Message)
 
@@ -377,19 +377,33 @@ def _seed(args: argparse.Namespace) -> int:
     if not seeds.urls:
         print(f"ubipy seed: no usable URL in {args.file}", file=sys.stderr)
         return 1
-    try:
-        answer = _ask(args, Seed(tuple(seeds.urls)), SeedAck)
-    except (OSError, PermissionError) as exc:
-        print(f"ubipy seed: cannot reach peer {args.peer}: {exc}", file=sys.stderr)
-        return 2
-    if answer.error is not None:
-        print(f"ubipy seed: the peer refused the seeds: {answer.error}", file=sys.stderr)
-        return 2
+    # In frames far under the cap, each admitted (durably) before the next is sent.
+    sent = admitted = forwarded = 0
+    refused: list[tuple[str, str]] = []
+    for batch in batches(seeds.urls):
+        taken = f" ({sent} of {len(seeds.urls)} seeds were taken)" if sent else ""
+        try:
+            answer = _ask(args, Seed(batch), SeedAck)
+        except (OSError, PermissionError) as exc:
+            print(f"ubipy seed: cannot reach peer {args.peer}: {exc}{taken}", file=sys.stderr)
+            return 2
+        if answer.error is not None:
+            print(f"ubipy seed: the peer refused the seeds: {answer.error}{taken}", file=sys.stderr)
+            return 2
+        sent += len(batch)
+        admitted += answer.admitted
+        forwarded += answer.forwarded
+        refused += answer.refused
+    for url, reason in refused:
+        print(f"{args.file}: refused by the peer ({reason}): {url[:80]!r}", file=sys.stderr)
     print(
-        f"sent {len(seeds.urls)} seeds to {args.peer}: {answer.admitted} new there, "
-        f"{answer.forwarded} forwarded to their owners"
+        f"sent {sent} seeds to {args.peer}: {admitted} new there, "
+        f"{forwarded} forwarded to their owners"
+        + (f", {len(refused)} refused" if refused else "")
+        + (f"; {len(seeds.problems)} lines skipped" if seeds.problems else "")
+        + (f"; credentials removed from {n}" if (n := seeds.credentials_stripped) else "")
     )
-    return 1 if seeds.problems else 0
+    return 1 if seeds.problems or refused else 0
 
 
 def _status(args: argparse.Namespace) -> int:

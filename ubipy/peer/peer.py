@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import httpx2
@@ -67,6 +67,7 @@ from ubipy.wire import (
     Stop,
     UrlAck,
     UrlBatch,
+    batches,
     is_default_secret,
     secret_from,
 )
@@ -445,10 +446,11 @@ class Peer:
         except StorageError as exc:
             log.warning("cannot remember the members: %s", exc)
 
-    def _share_scope(self, address: str) -> None:
-        roots = sorted(self.crawler.scope.roots)
-        if roots and self._nursery is not None:
-            self._nursery.start_soon(self.links.send, address, Scope(tuple(roots)))
+    def _share_scope(self, address: str, roots: Iterable[str] | None = None) -> None:
+        roots = sorted(self.crawler.scope.roots if roots is None else roots)
+        if self._nursery is not None:  # in frames a receiver takes, however many roots
+            for run in batches(roots):
+                self._nursery.start_soon(self.links.send, address, Scope(run))
 
     # -- frames ---------------------------------------------------------------
     def _register_handlers(self) -> None:
@@ -531,13 +533,15 @@ class Peer:
     def seed_urls(self, urls: Sequence[str]) -> SeedAck:
         """Seed the crawl (from the wire or the control centre); answers an error
         while storage fails."""
+        before = self.crawler.scope.roots
         try:
             result = self.crawler.seed(urls)
         except StorageError as exc:
             return SeedAck(error=str(exc))
+        new = self.crawler.scope.roots - before  # the members have had the others
         for member in self.membership.members():
             if member.id != self.peer_id and member.state is MemberState.ALIVE:
-                self._share_scope(member.address)
+                self._share_scope(member.address, new)
         return SeedAck(result.offered, result.admitted, result.forwarded, result.refused)
 
     async def _status_report(self, cluster: bool) -> Status:

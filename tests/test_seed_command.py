@@ -1,0 +1,87 @@
+"""``ubipy seed`` against a stand-in for the peer's end of the wire: a long file goes in
+frames under the cap, their answers summed in one summary line, bad lines counted; a
+peer lost midway is reported with what it had taken."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ubipy import cli
+from ubipy.wire import (
+    DEFAULT_MAX_FRAME,
+    FrameWriter,
+    Message,
+    Seed,
+    SeedAck,
+    new_epoch,
+    secret_from,
+)
+
+WRITER = FrameWriter(secret_from("s"), "cli-0123abcd", new_epoch())
+
+
+class FakePeer:
+    """Answers SEED frames as a peer would: half new, half forwarded (odd counts favour
+    the new); the ``fail_at``-th frame (from 1) finds the peer gone."""
+
+    def __init__(self, fail_at: int = 0) -> None:
+        self.frames: list[Seed] = []
+        self.fail_at = fail_at
+
+    async def request(
+        self, address: str, secret: bytes, message: Message, **kwargs: object
+    ) -> Message:
+        assert isinstance(message, Seed)
+        if len(self.frames) + 1 == self.fail_at:
+            raise OSError(f"{address} dropped the connection")
+        size = len(WRITER.frame(message.KIND, message.to_wire(), 0.0))
+        assert size <= DEFAULT_MAX_FRAME // 8
+        self.frames.append(message)
+        n = len(message.urls)
+        return SeedAck(n, n - n // 2, n // 2, ())
+
+
+def seed(tmp: Path, text: str, peer: FakePeer, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
+    """``ubipy seed`` of ``text`` to ``peer``: its exit status, and the file's name."""
+    path = tmp / "seeds.txt"
+    path.write_text(text)
+    monkeypatch.setattr(cli, "request", peer.request)
+    return cli.main(["seed", str(path), "--peer", "127.0.0.1:7000"]), str(path)
+
+
+URLS = [f"http://h{i % 50}.example.test/page/{i}" for i in range(25_000)]
+
+
+def test_a_long_file_goes_in_frames_and_one_summary_line_counts_them_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    peer = FakePeer()
+    bad = "not a url\nftp://h1.example.test/\n" + URLS[7] + "\n"
+    code, path = seed(tmp_path, "\n".join(URLS) + "\n" + bad, peer, monkeypatch)
+    out, err = capsys.readouterr()
+    assert code == 1  # bad lines, still reported as such
+    assert len(peer.frames) > 1
+    assert [u for f in peer.frames for u in f.urls] == URLS
+    admitted = sum(len(f.urls) - len(f.urls) // 2 for f in peer.frames)
+    assert out.splitlines() == [
+        f"sent {len(URLS)} seeds to 127.0.0.1:7000: {admitted} new there, "
+        f"{len(URLS) - admitted} forwarded to their owners; 3 lines skipped"
+    ]
+    lines = err.splitlines()
+    assert len(lines) == 3 and all(line.startswith(f"{path}: line 2500") for line in lines)
+
+
+def test_a_peer_lost_midway_is_reported_with_what_it_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    peer = FakePeer(fail_at=3)
+    code, _ = seed(tmp_path, "\n".join(URLS), peer, monkeypatch)
+    out, err = capsys.readouterr()
+    taken = sum(len(f.urls) for f in peer.frames)
+    assert (code, out) == (2, "")
+    assert err.strip() == (
+        "ubipy seed: cannot reach peer 127.0.0.1:7000: 127.0.0.1:7000 dropped the connection "
+        f"({taken} of {len(URLS)} seeds were taken)"
+    )
