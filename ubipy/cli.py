@@ -365,6 +365,12 @@ def _ask(args: argparse.Namespace, message: Message, answer: type[A]) -> A:
     return got
 
 
+def _unreachable(peer: str, exc: OSError) -> str:
+    # A refused secret reached the peer: "cannot reach" would send the user looking
+    # at the network.
+    return str(exc) if isinstance(exc, PermissionError) else f"cannot reach peer {peer}: {exc}"
+
+
 def _seed(args: argparse.Namespace) -> int:
     try:
         data = sys.stdin.buffer.read() if str(args.file) == "-" else args.file.read_bytes()
@@ -384,8 +390,8 @@ def _seed(args: argparse.Namespace) -> int:
         taken = f" ({sent} of {len(seeds.urls)} seeds were taken)" if sent else ""
         try:
             answer = _ask(args, Seed(batch), SeedAck)
-        except (OSError, PermissionError) as exc:
-            print(f"ubipy seed: cannot reach peer {args.peer}: {exc}{taken}", file=sys.stderr)
+        except OSError as exc:
+            print(f"ubipy seed: {_unreachable(args.peer, exc)}{taken}", file=sys.stderr)
             return 2
         if answer.error is not None:
             print(f"ubipy seed: the peer refused the seeds: {answer.error}{taken}", file=sys.stderr)
@@ -409,8 +415,8 @@ def _seed(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     try:
         report = _ask(args, StatusRequest(cluster=True), Status)
-    except (OSError, PermissionError) as exc:
-        print(f"ubipy status: cannot reach peer {args.peer}: {exc}", file=sys.stderr)
+    except OSError as exc:
+        print(f"ubipy status: {_unreachable(args.peer, exc)}", file=sys.stderr)
         return 2
     print(format_cluster(report.to_wire()))
     return 0
