@@ -9,7 +9,7 @@ import random
 from typing import Any
 
 import cbor2
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.fuzz.common import (
@@ -86,6 +86,10 @@ def parses_or_refuses(obj: Any) -> Message | None:
 
 @fuzz(200)
 @given(any_values)
+# Found by this fuzz: the range error formatted the integer, and str() of one past
+# 4300 digits raised ValueError instead of the WireError.
+@example([pow(-2, 20001)])
+@example([1, pow(2, 20001), "a", []])
 def test_any_value_is_a_message_or_a_wire_error(obj: Any) -> None:
     parses_or_refuses(obj)
 

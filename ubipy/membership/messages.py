@@ -228,7 +228,9 @@ def _int(obj: object, what: str, lo: int, hi: int) -> int:
     if type(obj) is not int:
         raise WireError(f"{what} must be an int")
     if not lo <= obj <= hi:
-        raise WireError(f"{what} {obj} out of range")
+        # Not str(obj) for any int: past 4300 digits that raises ValueError.
+        shown = obj if obj.bit_length() <= 64 else f"of {obj.bit_length()} bits"
+        raise WireError(f"{what} {shown} out of range")
     return obj
 
 
