@@ -6,6 +6,7 @@ logs a few lines rather than a traceback per event, and its crawl is complete.""
 from __future__ import annotations
 
 import contextlib
+import re
 import struct
 from pathlib import Path
 
@@ -105,3 +106,38 @@ async def test_a_peer_shrugs_off_strangers_on_its_port(tmp_path: Path) -> None:
     stranger_lines = [line for line in log.splitlines() if "127.0.0.1: " in line]
     assert len(stranger_lines) < 60, "\n".join(stranger_lines[:20])
     assert log.count("cannot accept connections") <= 2
+
+
+async def test_a_join_address_that_is_no_peer_or_closed_is_said_so(tmp_path: Path) -> None:
+    """--join naming a plain HTTP server and a closed port: not a silent cluster of
+    one; each try says why, and the status says the peer is still joining."""
+    web = SyntheticWeb(SPEC)
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve, web)
+        http_server = server.proxy_url.removeprefix("http://").rstrip("/")
+        with trio.socket.socket() as closed:
+            await closed.bind(("127.0.0.1", 0))
+            closed_port = closed.getsockname()[1]
+        peer = await start_peer_or_fail(
+            nursery,
+            tmp_path / "p",
+            server.proxy_url,
+            "--join",
+            http_server,
+            "--join",
+            f"127.0.0.1:{closed_port}",
+        )
+        try:
+            with trio.fail_after(15):
+                await peer.wait_for(rb"join attempt 2:")
+            with trio.fail_after(10):
+                report = await status_json(peer.address)
+            assert report["peers"][0]["joining"] >= 2
+        finally:
+            await stop_all([peer])
+        nursery.cancel_scope.cancel()
+    log = peer.output.decode(errors="replace")
+    # The synthetic web's server hangs up on bytes that are no HTTP; another server
+    # may answer them (a length over the cap) or say nothing: each is told as such.
+    assert re.search(rf"join attempt \d+: {http_server}: [^\n]*not a ubipy peer", log)
+    assert f"127.0.0.1:{closed_port}: cannot connect" in log

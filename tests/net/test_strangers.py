@@ -210,3 +210,30 @@ async def test_an_idle_member_connection_is_closed_and_the_next_send_dials_again
             await inbox.wait_for(2)
         assert inbox.got == [Seed(("http://a.test/1",)), Seed(("http://a.test/2",))]
         nursery.cancel_scope.cancel()
+
+
+async def test_an_address_that_takes_the_connection_and_says_nothing_is_named_so(
+    net: MemoryNetwork, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A join address where something listens but is no ubipy peer (it reads and
+    answers nothing, or hangs up): the reason given for the failed join says so."""
+
+    async def silent(stream: trio.abc.Stream) -> None:
+        await closed_by_peer(stream)
+
+    async def hangs_up(stream: trio.abc.Stream) -> None:
+        await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(net.node("10.0.0.8").serve, "10.0.0.8:80", silent)
+        await nursery.start(net.node("10.0.0.9").serve, "10.0.0.9:80", hangs_up)
+        member = Links(KEY, "member", Inbox().handler, net.node("10.0.0.2"))
+        await nursery.start(member.run, "10.0.0.2:7000")
+        assert member.why("10.0.0.8:80") is None
+        assert await member.send("10.0.0.8:80", Seed(()))
+        assert "answers nothing (not a ubipy peer?)" in (member.why("10.0.0.8:80") or "")
+        await member.send("10.0.0.9:80", Seed(()))  # may already find it hung up
+        with trio.fail_after(1):
+            why = await member.wait_for_trouble("10.0.0.9:80")
+        assert why == "it closed the connection without answering (not a ubipy peer?)"
+        nursery.cancel_scope.cancel()

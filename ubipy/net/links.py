@@ -181,6 +181,10 @@ class _Conn:
         links = self.links
         reason = self.reader.close_reason
         if reason is None:
+            if self.address and not self.reader.frames:
+                links.note_trouble(
+                    self.address, "it closed the connection without answering (not a ubipy peer?)"
+                )
             return
         links.stats.rejected[reason.name] += 1
         if reason is RejectReason.REFUSED and self.address:
@@ -300,6 +304,17 @@ class Links:
             assert self._nursery is not None
             self._nursery.start_soon(conn.read_loop)
             return conn
+
+    def why(self, address: str) -> str | None:
+        """Why ``address`` has not answered us, as far as the links know (None:
+        nothing known)."""
+        if address in self.trouble:
+            return self.trouble[address]
+        conn = self._out.get(address)
+        if conn is not None and not conn.closed and not conn.reader.frames:
+            # A ubipy peer answers a join at once, authentic or with a refusal.
+            return "it took the connection but answers nothing (not a ubipy peer?)"
+        return None
 
     def note_trouble(self, address: str, why: str) -> None:
         self.trouble[address] = why

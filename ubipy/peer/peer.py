@@ -272,7 +272,7 @@ class Peer:
             join=lambda addresses: self._send_membership(
                 self.membership.join(trio.current_time(), addresses)
             ),
-            why=self.links.trouble.get,
+            why=self.links.why,
         )
         self._register_handlers()
         self._lease = Lease(
