@@ -246,7 +246,7 @@ def test_damaged_frames_never_escape_and_good_ones_still_arrive(
         # with WireError (check_typed lets anything else propagate).
         assert _plain(frame.payload)
         check_typed(frame)
-    expected = []
+    expected: list[tuple[str, int, int]] = []
     for sender, epoch, seq, size in stream.intact_prefix:
         if size > (cap if expected else first_cap_of(cap)):
             break
