@@ -147,7 +147,7 @@ strangers = st.one_of(
 )
 
 
-@fuzz(60)
+@fuzz(30)
 @given(strangers, caps, chunkings)
 def test_bytes_from_a_stranger_are_never_admitted(data: bytes, cap: int, chunks: list[int]) -> None:
     assert not run_every_way(data, cap, chunks).frames
@@ -230,7 +230,7 @@ def _plain(value: object) -> bool:
     return True
 
 
-@fuzz(80)
+@fuzz(30)
 @given(damaged_streams(), caps, chunkings)
 def test_damaged_frames_never_escape_and_good_ones_still_arrive(
     stream: Stream, cap: int, chunks: list[int]
@@ -254,7 +254,7 @@ def test_damaged_frames_never_escape_and_good_ones_still_arrive(
     assert keys[: len(expected)] == expected
 
 
-@fuzz(60)
+@fuzz(40)
 @given(
     length=st.sampled_from(_LENGTHS) | st.integers(0, 2**32 - 1),
     rest=st.binary(max_size=400),

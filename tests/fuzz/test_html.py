@@ -107,7 +107,7 @@ def check(page: ParsedPage, max_links: int) -> None:
         assert page.links == ()
 
 
-@fuzz(120)
+@fuzz(60)
 @given(
     body=st.binary(max_size=3000) | pages(),
     charset=_charsets,
@@ -130,7 +130,7 @@ def _resolve(href: str, base: str) -> str | None:
         return None
 
 
-@fuzz(60)
+@fuzz(40)
 @given(
     hrefs=st.lists(_hrefs, min_size=1, max_size=20),
     base=st.none() | _hrefs,

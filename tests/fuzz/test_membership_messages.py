@@ -84,7 +84,7 @@ def parses_or_refuses(obj: Any) -> Message | None:
     return message
 
 
-@fuzz(200)
+@fuzz(60)
 @given(any_values)
 # Found by this fuzz: the range error formatted the integer, and str() of one past
 # 4300 digits raised ValueError instead of the WireError.
@@ -94,7 +94,7 @@ def test_any_value_is_a_message_or_a_wire_error(obj: Any) -> None:
     parses_or_refuses(obj)
 
 
-@fuzz(200)
+@fuzz(50)
 @given(
     st.integers(0, 7).flatmap(
         lambda code: st.lists(any_values, max_size=5).map(lambda rest: [code, *rest])
@@ -104,7 +104,7 @@ def test_any_fields_behind_a_type_code_are_a_message_or_a_wire_error(obj: list[A
     parses_or_refuses(obj)
 
 
-@fuzz(200)
+@fuzz(60)
 @given(messages, st.data())
 def test_a_damaged_message_is_a_message_or_a_wire_error(
     message: Message, data: st.DataObject
@@ -129,7 +129,7 @@ def message_bytes(draw: st.DrawFn) -> bytes:
     return draw(mutated_bytes(cbor2.dumps(draw(messages).to_wire())))
 
 
-@fuzz(150)
+@fuzz(50)
 @given(st.sampled_from([cbor2.dumps("a.test:7000"), cbor2.dumps(7), b"\xf6"]), message_bytes())
 def test_any_bytes_in_a_membership_frame_are_taken_or_refused(address: bytes, raw: bytes) -> None:
     body = body_with_raw_payload(int(FrameType.MEMBERSHIP), _gossip_payload(address, raw))
@@ -141,7 +141,7 @@ def test_any_bytes_in_a_membership_frame_are_taken_or_refused(address: bytes, ra
         check_typed(event)
 
 
-@fuzz(60)
+@fuzz(25)
 @given(st.lists(st.tuples(addresses, messages, st.floats(0, 30)), max_size=12))
 def test_a_membership_fed_hostile_messages_keeps_running_and_stays_alive(
     received: list[tuple[str, Message, float]],

@@ -65,7 +65,7 @@ urls = st.lists(_paths | st.text(max_size=20), min_size=1, max_size=4).map(
 _BIG = b"User-agent: *\nDisallow: /private\n" * (ROBOTS_MAX_BYTES // 32 + 100)
 
 
-@fuzz(120)
+@fuzz(60)
 @given(body=st.binary(max_size=2000) | robots_files(), asked=st.lists(urls, max_size=4))
 @example(body=b"User-agent: ubipy\nCrawl-delay: 1e999\n", asked=[])
 @example(body=b"User-agent: ubipy\nCrawl-delay: " + b"9" * 400 + b"\n", asked=[])
@@ -102,7 +102,7 @@ _responses = st.lists(
 )
 
 
-@fuzz(100)
+@fuzz(40)
 @given(_responses)
 def test_any_responses_lead_to_one_decision_and_only_crawlable_redirects(
     responses: list[tuple[bool, int, str | None, bytes]],

@@ -72,7 +72,7 @@ def seed_files(draw: st.DrawFn) -> bytes:
     return raw
 
 
-@fuzz(120)
+@fuzz(60)
 @given(st.binary(max_size=3000) | seed_files())
 @example(b"\xff\xfeh\x00t\x00")  # UTF-16 with its BOM
 @example(b"x" * 9000 + b"\x00")  # a NUL past the binary sniff
@@ -98,7 +98,7 @@ def good_files(draw: st.DrawFn) -> tuple[bytes, list[str]]:
     return bom + text.encode(), urls
 
 
-@fuzz(80)
+@fuzz(40)
 @given(good_files())
 @example(
     (codecs.BOM_UTF8 + b"http://a.test/\r\nhttp://b.test/\n", ["http://a.test/", "http://b.test/"])

@@ -87,7 +87,7 @@ def normalises_or_refuses(href: str, base: str | None) -> str | None:
     return url
 
 
-@fuzz(150)
+@fuzz(100)
 @given(href=urls | texts, base=bases)
 @example(href="http://a.test/\ud800", base=None)
 @example(href="\ud800", base="http://a.test/")
@@ -100,7 +100,7 @@ def test_any_string_normalises_to_a_canonical_url_or_is_refused(
     normalises_or_refuses(href, base)
 
 
-@fuzz(80)
+@fuzz(50)
 @given(href=urls, base=urls)
 def test_a_link_resolved_against_a_normalised_page_is_canonical(href: str, base: str) -> None:
     page = normalises_or_refuses(base, None)

@@ -45,6 +45,7 @@ from ubipy.wire import (
     Rejected,
     ReplayGuard,
     Replica,
+    ReplicaAck,
     Scope,
     Seed,
     SeedAck,
@@ -93,7 +94,9 @@ MESSAGES: dict[FrameType, st.SearchStrategy[Message]] = {
     FrameType.REPLICA: st.builds(
         Replica,
         st.lists(st.builds(HostCopy, texts, wire_urls, fingerprints, marks), max_size=3).map(tuple),
+        ids,
     ),
+    FrameType.REPLICA_ACK: st.builds(ReplicaAck, ids),
     FrameType.CONTROL: st.builds(Control, texts, texts),
     FrameType.FIGURES: st.builds(Figures, flat),
     FrameType.STOP: st.just(Stop()),
@@ -122,7 +125,7 @@ def decodes_or_refuses(kind: FrameType, payload: Any) -> Message | None:
 _HUGE_MARK = [10**400, 1.0, 0]
 
 
-@fuzz(300)
+@fuzz(100)
 @given(kind=st.sampled_from(FrameType), payload=any_values)
 @example(kind=FrameType.REPLICA, payload={"hosts": [["h.test", [], [], _HUGE_MARK]]})
 @example(
@@ -133,7 +136,7 @@ def test_any_value_is_a_message_or_a_wire_error(kind: FrameType, payload: Any) -
     decodes_or_refuses(kind, payload)
 
 
-@fuzz(300)
+@fuzz(80)
 @given(kind=kinds, data=st.data())
 def test_a_damaged_message_is_a_message_or_a_wire_error(
     kind: FrameType, data: st.DataObject
@@ -144,7 +147,7 @@ def test_a_damaged_message_is_a_message_or_a_wire_error(
     decodes_or_refuses(kind, data.draw(mutated(wire, any_values)))
 
 
-@fuzz(100)
+@fuzz(40)
 @given(part=st.sampled_from([Mark, HostCopy, MemberRow]), value=any_values)
 @example(part=Mark, value=_HUGE_MARK)
 def test_the_parts_of_messages_refuse_with_a_wire_error(
@@ -174,7 +177,7 @@ def payload_bytes(draw: st.DrawFn) -> tuple[FrameType, bytes]:
     return kind, draw(mutated_bytes(cbor2.dumps(message.to_wire())))
 
 
-@fuzz(200)
+@fuzz(60)
 @given(payload_bytes())
 def test_any_payload_bytes_under_a_good_tag_are_taken_or_refused(
     case: tuple[FrameType, bytes],
