@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
+import socket
 from typing import cast
 
 import pytest
 import trio
 import trio.testing
 
-from ubipy.net.guard import Accepted, SourceLog, Throttle, default_caps
+from ubipy.net.guard import Accepted, SourceLog, Strikes, Throttle, default_caps
 from ubipy.net.network import _accept_loop
 
 
@@ -78,32 +80,41 @@ def test_a_throttle_counts_what_it_does_not_log() -> None:
     assert t.count == 61
 
 
-class _FullListener:
-    """Fails accept() with EMFILE a number of times, then waits forever."""
+class _FullSocket:
+    """A listening socket that is always readable and fails accept() with EMFILE a
+    number of times, then has nothing more queued."""
 
     def __init__(self, failures: int) -> None:
         self.failures = failures
         self.exhausted = trio.Event()
+        self._read, self._write = os.pipe()
+        os.write(self._write, b"x")
 
-    async def __aenter__(self) -> _FullListener:
-        return self
+    def fileno(self) -> int:
+        return self._read
 
-    async def __aexit__(self, *exc: object) -> None:
+    def setblocking(self, flag: bool) -> None:
         pass
 
-    async def accept(self) -> trio.abc.Stream:
+    def __enter__(self) -> _FullSocket:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._read)
+        os.close(self._write)
+
+    def accept(self) -> tuple[socket.socket, object]:
         if self.failures:
             self.failures -= 1
             raise OSError(errno.EMFILE, "Too many open files")
         self.exhausted.set()
-        await trio.sleep_forever()
-        raise AssertionError("unreachable")
+        raise BlockingIOError
 
 
 async def test_running_out_of_descriptors_is_a_line_a_minute_not_a_traceback_per_accept(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    listener = _FullListener(failures=1200)  # two minutes of tries, 0.1 s apart
+    full = _FullSocket(failures=1200)  # two minutes of tries, 0.1 s apart
     with caplog.at_level(logging.WARNING, logger="ubipy.net"):
         async with trio.open_nursery() as nursery:
 
@@ -111,15 +122,33 @@ async def test_running_out_of_descriptors_is_a_line_a_minute_not_a_traceback_per
                 pass
 
             nursery.start_soon(
-                _accept_loop,
-                cast(trio.SocketListener, listener),
-                handler,
-                Throttle(60.0),
-                nursery,
+                _accept_loop, cast(socket.socket, full), handler, Throttle(60.0), nursery
             )
             with trio.fail_after(200):
-                await listener.exhausted.wait()
+                await full.exhausted.wait()
             nursery.cancel_scope.cancel()
     assert 2 <= len(caplog.records) <= 3
     assert all(r.exc_info is None for r in caplog.records)
     assert "Too many open files" in caplog.text
+
+
+def test_a_source_that_keeps_failing_is_turned_away_for_a_while() -> None:
+    strikes = Strikes(limit=3, window=10.0, penalty=30.0)
+    # Failures spread wider than the window do not add up.
+    assert not any(strikes.failed("10.6.6.6", t) for t in (0.0, 11.0, 22.0, 33.0))
+    assert not strikes.failed("10.6.6.6", 34.0)
+    assert strikes.failed("10.6.6.6", 35.0)
+    assert strikes.barred("10.6.6.6", 64.9) and not strikes.barred("10.0.0.2", 40.0)
+    assert not strikes.barred("10.6.6.6", 65.0)
+    # A member that authenticates starts afresh.
+    strikes.failed("10.0.0.2", 0.0)
+    strikes.failed("10.0.0.2", 1.0)
+    strikes.cleared("10.0.0.2")
+    assert not strikes.failed("10.0.0.2", 2.0)
+
+
+def test_the_sources_struck_are_bounded() -> None:
+    strikes = Strikes(limit=1, max_sources=10)
+    for i in range(1000):
+        strikes.failed(f"h{i}", 0.0)
+    assert not strikes.barred("h0", 1.0) and strikes.barred("h999", 1.0)

@@ -14,7 +14,7 @@ cap a new connection is refused at once.
 from __future__ import annotations
 
 import resource
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
@@ -26,6 +26,11 @@ IDLE_TIMEOUT: Final = 120.0
 # A connection whose frames are rejected this many times in a row is cut: a member
 # never sends bad frames, and a stranger should not get to make us check many.
 MAX_BAD_FRAMES: Final = 4
+# A source whose connections end this many times within the window without an
+# authentic frame is turned away at accept for the penalty.
+STRIKE_LIMIT: Final = 8
+STRIKE_WINDOW: Final = 10.0
+STRIKE_PENALTY: Final = 30.0
 # Descriptors kept back for everything else a peer opens (its shard, its fetches,
 # the connections it dials).
 _RESERVED_FDS: Final = 128
@@ -145,3 +150,58 @@ class Throttle:
         self._last = now
         since, self._since = self._since, 0
         return since
+
+
+class Strikes:
+    """Sources whose connections keep ending before they authenticate are turned
+    away at accept for a while: a stranger who reconnects in a loop then costs an
+    accept and a close, not a reader and a task. A member authenticates at once, so
+    only a member sharing an address with a stranger can be caught by it."""
+
+    def __init__(
+        self,
+        limit: int = STRIKE_LIMIT,
+        window: float = STRIKE_WINDOW,
+        penalty: float = STRIKE_PENALTY,
+        max_sources: int = 4096,
+    ) -> None:
+        self.limit = limit
+        self.window = window
+        self.penalty = penalty
+        self._max_sources = max_sources
+        self._strikes: OrderedDict[str, deque[float]] = OrderedDict()
+        self._barred: OrderedDict[str, float] = OrderedDict()
+
+    def barred(self, source: str, now: float) -> bool:
+        until = self._barred.get(source)
+        if until is None:
+            return False
+        if until <= now:
+            del self._barred[source]
+            return False
+        return True
+
+    def failed(self, source: str, now: float) -> bool:
+        """A connection from ``source`` ended without authenticating; True if that
+        bars the source now."""
+        times = self._strikes.get(source)
+        if times is None:
+            times = self._strikes[source] = deque()
+        self._strikes.move_to_end(source)
+        times.append(now)
+        while times[0] <= now - self.window:
+            times.popleft()
+        while len(self._strikes) > self._max_sources:
+            self._strikes.popitem(last=False)
+        if len(times) < self.limit:
+            return False
+        del self._strikes[source]
+        self._barred[source] = now + self.penalty
+        self._barred.move_to_end(source)
+        while len(self._barred) > self._max_sources:
+            self._barred.popitem(last=False)
+        return True
+
+    def cleared(self, source: str) -> None:
+        """A connection from ``source`` authenticated."""
+        self._strikes.pop(source, None)

@@ -26,6 +26,7 @@ from ubipy.net.guard import (
     MAX_BAD_FRAMES,
     Accepted,
     SourceLog,
+    Strikes,
     default_caps,
 )
 from ubipy.net.network import Network, TcpNetwork, remote_host
@@ -158,6 +159,7 @@ class _Conn:
                     bad_run = 0
                     if accepted and self.reader.frames == 1:
                         links.accepted.authenticated(self)
+                        links.strikes.cleared(self.source)
                         self.scope.deadline = trio.current_time() + IDLE_TIMEOUT
                     if self.address:
                         links.trouble.pop(self.address, None)
@@ -175,6 +177,18 @@ class _Conn:
             self.closed = True
             if accepted:
                 links.accepted.closed(self)
+                if not self.reader.frames and self.source != "?":
+                    strikes = links.strikes
+                    if strikes.failed(self.source, trio.current_time()):
+                        # Once per penalty per source at most: past the rate limit.
+                        log.warning(
+                            "%s: %d connections without an authentic frame within %g s; "
+                            "its connections are refused for %g s",
+                            self.source,
+                            strikes.limit,
+                            strikes.window,
+                            strikes.penalty,
+                        )
             await trio.aclose_forcefully(self.stream)
 
     def _closed_by_reader(self) -> None:
@@ -220,6 +234,7 @@ class Links:
         total, unauthenticated = default_caps()
         self.accepted: Accepted[_Conn] = Accepted(total, unauthenticated)
         self.source_log = SourceLog()
+        self.strikes = Strikes()
 
     async def run(
         self, address: str, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
@@ -232,7 +247,12 @@ class Links:
             task_status.started(bound)
 
     async def _accepted(self, stream: trio.abc.Stream) -> None:
-        conn = _Conn(stream, self, source=remote_host(stream))
+        source = remote_host(stream)
+        if self.strikes.barred(source, trio.current_time()):
+            self.stats.cut["barred"] += 1
+            await trio.aclose_forcefully(stream)
+            return
+        conn = _Conn(stream, self, source=source)
         keep, evicted = self.accepted.admit(conn)
         for old in evicted:
             old._cut("pushed_out")

@@ -14,6 +14,7 @@ import abc
 import errno
 import logging
 import os
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -31,6 +32,10 @@ StreamHandler = Callable[[trio.abc.Stream], Awaitable[None]]
 # minute rather than with a traceback per try.
 _CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 _CAPACITY_PAUSE: Final = 0.1
+# A client that gave up while its connection was queued (trio ignores these too).
+_GONE_ERRNOS: Final = frozenset({errno.ECONNABORTED, errno.EPERM, errno.EPROTO})
+# Connections taken per wake-up at most, so that a flood cannot hold the loop.
+_ACCEPT_BATCH: Final = 256
 _CAPACITY_LOG_INTERVAL: Final = 60.0
 
 
@@ -81,11 +86,14 @@ class TcpNetwork(Network):
     ) -> None:
         host, port = split_address(address)
         listeners = await trio.open_tcp_listeners(port, host=host)
-        bound = int(listeners[0].socket.getsockname()[1])
+        # trio opens the sockets (its choice of families and options); the accept
+        # loop is ours, on the plain sockets.
+        sockets = [socket.socket(fileno=listener.socket.detach()) for listener in listeners]
+        bound = int(sockets[0].getsockname()[1])
         throttle = Throttle(_CAPACITY_LOG_INTERVAL)
         async with trio.open_nursery() as nursery:
-            for listener in listeners:
-                nursery.start_soon(_accept_loop, listener, handler, throttle, nursery)
+            for sock in sockets:
+                nursery.start_soon(_accept_loop, sock, handler, throttle, nursery)
             task_status.started(f"{host}:{bound}")
 
     async def connect(self, address: str) -> trio.abc.Stream:
@@ -94,27 +102,36 @@ class TcpNetwork(Network):
 
 
 async def _accept_loop(
-    listener: trio.SocketListener,
-    handler: StreamHandler,
-    throttle: Throttle,
-    nursery: trio.Nursery,
+    sock: socket.socket, handler: StreamHandler, throttle: Throttle, nursery: trio.Nursery
 ) -> None:
-    async with listener:
+    """Accept whatever is queued each time the socket is readable, not one connection
+    per turn of the scheduler (as trio's listeners do): under a flood of strangers, a
+    member's or ``ubipy status``'s connection must not wait behind the queue while a
+    busy peer takes one connection per round."""
+    sock.setblocking(False)
+    with sock:
         while True:
-            try:
-                stream = await listener.accept()
-            except OSError as exc:
-                if exc.errno not in _CAPACITY_ERRNOS:
-                    raise
-                since = throttle.hit(trio.current_time())
-                if since is not None:
-                    log.warning(
-                        "cannot accept connections: %s (%d times since the last such line, "
-                        "%d in all); members already connected are still served",
-                        os.strerror(exc.errno or 0),
-                        since,
-                        throttle.count,
-                    )
-                await trio.sleep(_CAPACITY_PAUSE)
-            else:
+            await trio.lowlevel.wait_readable(sock)
+            for _ in range(_ACCEPT_BATCH):
+                try:
+                    conn, _ = sock.accept()
+                except BlockingIOError:
+                    break
+                except OSError as exc:
+                    if exc.errno in _GONE_ERRNOS:
+                        continue  # the client gave up while queued
+                    if exc.errno not in _CAPACITY_ERRNOS:
+                        raise
+                    since = throttle.hit(trio.current_time())
+                    if since is not None:
+                        log.warning(
+                            "cannot accept connections: %s (%d times since the last such "
+                            "line, %d in all); members already connected are still served",
+                            os.strerror(exc.errno or 0),
+                            since,
+                            throttle.count,
+                        )
+                    await trio.sleep(_CAPACITY_PAUSE)
+                    break
+                stream = trio.SocketStream(trio.socket.from_stdlib_socket(conn))
                 nursery.start_soon(handler, stream)
