@@ -321,9 +321,9 @@ class ReplicationConfig:
         30.0,
         flag="--rejoin-grace",
         metavar="SECONDS",
-        help="with --replicas 1, hold a dead peer's hosts this long before others crawl "
-        "them, so a peer restarted meanwhile takes them back and fetches nothing twice "
-        "(default: {default})",
+        help="hold a dead peer's hosts this long before others crawl them afresh, so a "
+        "peer restarted meanwhile takes them back and nothing is fetched twice; with "
+        "--replicas 2, only the hosts whose every copy was on dead peers (default: {default})",
     )
 
     def __post_init__(self) -> None:

@@ -15,14 +15,14 @@ import cbor2
 import pytest
 import trio
 
-from tests.peer.test_handoff import asked, crawler_at, host_owned
+from tests.peer.test_handoff import asked, crawler_at, host_owned, jobs
 from ubipy.errors import WireError
 from ubipy.fetch.urls import fingerprint
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.replica import Replicator
 from ubipy.ring import Ring
 from ubipy.store.shard import HostMark, PageRecord
-from ubipy.wire import Message, Replica, decode
+from ubipy.wire import Message, Replica, ReplicaAck, decode
 
 RING = Ring(["a", "b"])
 
@@ -208,3 +208,104 @@ async def test_copies_that_could_not_be_sent_go_again(
         assert b._shard.pending_count(host) == 2
         slot = b.scheduler.slot(host)
         assert slot is not None and slot.pages == 1
+
+
+class AckingLink:
+    """Frames to the successor, stored there; acknowledged when the test says."""
+
+    def __init__(self, successor: Replicator) -> None:
+        self.successor = successor
+        self.owner: Replicator | None = None
+        self.seqs: list[int] = []
+        self.sent = trio.Event()
+        self.reachable = True
+
+    async def send(self, address: str, message: Message) -> bool:
+        assert isinstance(message, Replica)
+        if not self.reachable:
+            await trio.sleep(5)  # a dial that nobody answers
+            return False
+        self.successor.receive(message)
+        self.seqs.append(message.seq)
+        self.sent.set()
+        self.sent = trio.Event()
+        return True
+
+    def ack_all(self) -> None:
+        assert self.owner is not None
+        for seq in self.seqs:
+            self.owner.acked(ReplicaAck(seq))
+        self.seqs.clear()
+
+
+async def test_a_host_gets_no_new_request_until_its_successor_stored_the_last(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Cut off from its successor, an owner stops at what it has in flight: a host's
+    next request waits until the outcome of its last one is stored by the successor,
+    so whoever takes the host over knows every page fetched but the one in flight."""
+    host = host_owned(RING, "a")
+    async with crawler_at(tmp_path / "a") as a, crawler_at(tmp_path / "b") as b:
+        rb = Replicator("b", 2, b, b._shard, lambda address, m: _unused(), lambda p: None)
+        link = AckingLink(rb)
+        ra = link.owner = Replicator("a", 2, a, a._shard, link.send, lambda peer: f"{peer}:1")
+        ra.ring_changed(RING)
+        rb.ring_changed(RING)
+        a.seed([f"http://{host}/{i}" for i in range(3)])
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ra.run)
+            a.on_request_end(host)  # a request to the host ended
+            assert [j.host for j in jobs(a)] == [] and ra.holding == 1
+            # Its commit is copied; until the copy is acknowledged the host waits.
+            with trio.fail_after(1):
+                a.on_commit([], [], {host: HostMark(time.time(), 0.0, 1)})
+                await link.sent.wait()
+            await trio.sleep(1)
+            assert [j.host for j in jobs(a)] == []
+            # Not acknowledged in 2 s: sent again.
+            with trio.fail_after(3):
+                await link.sent.wait()
+            link.ack_all()
+            assert ra.holding == 0
+            assert [j.host for j in jobs(a)] == [host]
+            nursery.cancel_scope.cancel()
+
+
+async def test_an_unreachable_successor_does_not_hold_up_the_others(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    ring = Ring(["a", "b", "c"])
+    to_b, to_c = (
+        next(f"x{i}.test" for i in range(10_000) if ring.successors(f"x{i}.test", 2) == pair)
+        for pair in (["a", "b"], ["a", "c"])
+    )
+    async with (
+        crawler_at(tmp_path / "a") as a,
+        crawler_at(tmp_path / "c") as c,
+    ):
+        rc = Replicator("c", 2, c, c._shard, lambda address, m: _unused(), lambda p: None)
+        at_c = trio.Event()
+
+        async def send(address: str, message: Message) -> bool:
+            assert isinstance(message, Replica)
+            if address == "b:1":
+                await trio.sleep_forever()  # b cannot be reached
+            rc.receive(message)
+            if to_c in {h.host for h in message.hosts}:
+                at_c.set()
+            return True
+
+        ra = Replicator("a", 2, a, a._shard, send, lambda peer: f"{peer}:1")
+        ra.ring_changed(ring)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ra.run)
+            a.on_commit([], [], {to_b: HostMark(time.time(), 0.0, 1)})
+            await trio.sleep(0.1)
+            a.on_commit([], [], {to_c: HostMark(time.time(), 0.0, 1)})
+            with trio.fail_after(1):
+                await at_c.wait()
+            nursery.cancel_scope.cancel()
+
+
+async def _unused() -> bool:
+    raise AssertionError("the successor sends nothing here")

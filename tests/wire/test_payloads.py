@@ -31,6 +31,7 @@ from ubipy.wire import (
     Message,
     ReplayGuard,
     Replica,
+    ReplicaAck,
     Scope,
     Seed,
     SeedAck,
@@ -73,6 +74,8 @@ EXAMPLES: list[Message] = [
     Replica(
         (HostCopy("a.test", (("http://a.test/", 0),), (-5,), MARK), HostCopy("b.test", (), ()))
     ),
+    Replica((HostCopy("c.test", (), (1,)),), seq=9),
+    ReplicaAck(9),
     Control("127.0.0.1:8080", "10.0.0.1:7000"),
     Figures({"pages": 3, "idle": True}),
     Stop(),

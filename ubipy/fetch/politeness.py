@@ -112,7 +112,7 @@ class Scheduler:
         # (time, tie-breaker, slot): the slot itself, so an entry of a slot that was
         # dropped and made anew is recognised as stale.
         self._heap: list[tuple[float, int, HostSlot]] = []
-        self._held: Callable[[str], bool] = lambda host: False
+        self._holds: tuple[Callable[[str], bool], ...] = ()
         self._parked: list[HostSlot] = []
         self._tie = itertools.count()
         self.in_flight = 0
@@ -171,7 +171,7 @@ class Scheduler:
                 # another peer): back in the heap at the later time.
                 heapq.heappush(heap, (slot.next_allowed, next(self._tie), slot))
                 continue
-            if self._held(host):
+            if any(held(host) for held in self._holds):
                 # Its previous owner has not handed it over yet: park it.
                 self._parked.append(slot)
                 continue
@@ -327,11 +327,13 @@ class Scheduler:
         return True
 
     def hold(self, held: Callable[[str], bool]) -> None:
-        """Hosts for which ``held`` is true get no request until :meth:`release`."""
-        self._held = held
+        """Hosts for which ``held`` is true get no request until :meth:`release`
+        (several parts of a peer may hold hosts, each for reasons of its own)."""
+        self._holds = (*self._holds, held)
 
     def release(self) -> None:
-        """Re-examine held hosts (a hand-off finished); they queue up again."""
+        """Re-examine held hosts (a hand-off finished, a copy was stored); they queue
+        up again."""
         parked, self._parked = self._parked, []
         for slot in parked:
             if self._slots.get(slot.host) is slot:

@@ -73,6 +73,8 @@ class Crawler:
         self.on_commit: Callable[
             [Sequence[FrontierRow], Sequence[PageRecord], Mapping[str, HostMark]], None
         ] = lambda rows, pages, marks: None
+        # Called when a request to a host ends; its mark goes in the next commit.
+        self.on_request_end: Callable[[str], None] = lambda host: None
         self._shard = shard
         self._client = client
         self.stats = CrawlStats()
@@ -383,6 +385,7 @@ class Crawler:
         slot = self.scheduler.slot(job.host)
         assert slot is not None
         self._commits.mark(job.host, HostMark(end_wall, slot.delay, slot.pages))
+        self.on_request_end(job.host)
         self._wakeup.set()
         ended, self.request_ended = self.request_ended, trio.Event()
         ended.set()

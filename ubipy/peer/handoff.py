@@ -74,6 +74,9 @@ class _Hold:
     until: float
     # Non-zero: only a DONE answering this request, under the current ring, counts.
     token: int = 0
+    # Not empty: the hold is on the hosts every copy of which was on these peers (all
+    # dead), not on those old_ring gave to others.
+    orphans_of: frozenset[str] = frozenset()
 
 
 def ring_key(ring: Ring) -> str:
@@ -104,6 +107,8 @@ class Handoff:
         last_members: Collection[str] = (),
         grace: float = 0.0,
         fence: float = 0.0,
+        copies: int = 1,
+        orphan_grace: float = 0.0,
         rng: random.Random | None = None,
     ) -> None:
         self.self_id = self_id
@@ -113,6 +118,12 @@ class Handoff:
         self._ring = Ring([self_id])
         self._grace = grace
         self._fence = fence
+        # With replicas, a host whose owner and successors all died at once (a
+        # partition that cut them off together) has no copy on this side: it waits
+        # ``orphan_grace`` for one of them rather than being crawled afresh.
+        self._copies = copies
+        self._orphan_grace = orphan_grace
+        self._dead: set[str] = set()
         self._holds: list[_Hold] = []
         # The ring each peer last said it finished sweeping under.
         self._swept: dict[str, str] = {}
@@ -146,6 +157,7 @@ class Handoff:
         what they held (the live ones and those that left gracefully, not the dead).
         Without ``sweep`` the caller sweeps itself (a peer leaving)."""
         old, self._ring, self._alive = self._ring, ring, alive
+        self._dead -= alive
         if list(old.members) == [self.self_id] and len(alive) > 1:
             # A peer that was alone (just started, or back after a crash) knows
             # nothing of who held what meanwhile: whatever it owns, it gains.
@@ -177,6 +189,20 @@ class Handoff:
             with_it = Ring([*self._ring.members, peer_id])
             self._add_hold(with_it, _NO_RING, {peer_id}, hold)
             log.info("holding the hosts of dead %s for %.1f s", peer_id, hold)
+        if self._copies > 1 and self._orphan_grace > 0 and peer_id not in self._ring.members:
+            self._dead.add(peer_id)
+            dead = frozenset(self._dead)
+            with_them = Ring([*self._ring.members, *dead])
+            self._holds.append(
+                _Hold(
+                    with_them,
+                    _NO_RING,
+                    set(dead),
+                    trio.current_time() + self._orphan_grace,
+                    orphans_of=dead,
+                )
+            )
+            self._holds_changed.set()
 
     def resumed(self, others: frozenset[str]) -> None:
         """This peer has a majority in sight again after a pause: while it was cut off,
@@ -232,7 +258,13 @@ class Handoff:
         # on its way to the new owner, and must not change under the hand-off.
         if self._ring.owner(host) != self.self_id:
             return True
-        return any(h.old_ring.owner(host) != self.self_id for h in self._holds)
+        for h in self._holds:
+            if h.orphans_of:
+                if h.orphans_of.issuperset(h.old_ring.successors(host, self._copies)):
+                    return True
+            elif h.old_ring.owner(host) != self.self_id:
+                return True
+        return False
 
     def _add_hold(
         self, old_ring: Ring, key: str, waiting: set[str], limit: float, token: int = 0

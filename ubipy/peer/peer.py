@@ -59,6 +59,7 @@ from ubipy.wire import (
     MemberRow,
     Message,
     Replica,
+    ReplicaAck,
     Scope,
     Seed,
     SeedAck,
@@ -253,6 +254,8 @@ class Peer:
             last_members=last.split(",") if last else (),
             grace=config.replication.rejoin_grace if config.replication.replicas < 2 else 0.0,
             fence=fence(lease),
+            copies=config.replication.replicas,
+            orphan_grace=config.replication.rejoin_grace,
             rng=self._rng,
         )
         self._replicator = Replicator(
@@ -462,6 +465,7 @@ class Peer:
         self.handle(HandoffAck, self._on_handoff_ack)
         self.handle(HandoffDone, self._on_handoff_done)
         self.handle(Replica, self._on_replica)
+        self.handle(ReplicaAck, self._on_replica_ack)
         self.handle(Scope, self._on_scope)
         self.handle(Seed, self._on_seed)
         self.handle(StatusRequest, self._on_status_request)
@@ -519,7 +523,13 @@ class Peer:
             self.handoff.release_from(sender, done.ring, done.token)
 
     async def _on_replica(self, sender: str, replica: Replica, reply: Reply) -> None:
+        # A shard that refuses the write raises: unacknowledged, the copies come again.
         self.replicator.receive(replica)
+        if replica.seq:
+            await reply(ReplicaAck(replica.seq))
+
+    async def _on_replica_ack(self, sender: str, ack: ReplicaAck, reply: Reply) -> None:
+        self.replicator.acked(ack)
 
     async def _on_scope(self, sender: str, scope: Scope, reply: Reply) -> None:
         self.crawler.add_scope_roots(scope.roots)

@@ -19,15 +19,23 @@ dead owner's delay after its last one (a Crawl-delay longer than the failure
 detection included). When the ring changes, the hosts whose successor changed
 are copied whole to the new one.
 
-Copies are not acknowledged. A frame that cannot be sent (no connection) is kept
-and tried again every second while its successor is in the ring; one lost in
-flight, with a connection that broke after the send, is not sent again (the next
-ring change re-copies the host whole).
+Each frame is acknowledged (REPLICA_ACK) once the successor has stored it. A frame
+that cannot be sent (no connection) is kept and tried again every second while its
+successor is in the ring; one not acknowledged within two seconds is sent again.
+
+A host gets no new request until the outcome of its last one is stored by its
+successor: when a request ends, the host is held until the commit that records it
+has been acknowledged. So an owner cut off from its successor stops at the
+requests it has in flight, and whoever takes its hosts over knows every other page
+it fetched (the delay between a host's requests is far longer than a commit and a
+round trip, so a polite crawl does not wait for it; a crawl at delay 0 does).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +47,7 @@ from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
 from ubipy.store import FrontierRow, HostMark, NewURL, PageRecord, Shard
-from ubipy.wire import HostCopy, Message, Replica, WireURL
+from ubipy.wire import HostCopy, Message, Replica, ReplicaAck, WireURL
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +56,12 @@ log = logging.getLogger(__name__)
 _CHUNK = 2_000
 # Seconds before copies that could not be sent are tried again.
 _RETRY = 1.0
+# Seconds a sent frame waits for its REPLICA_ACK before it is sent again.
+_ACK_PATIENCE = 2.0
+# What a held host waits for (see Replicator._held): the commit recording its last
+# request, or that commit's copies to be sent; otherwise the seq of their frame.
+_UNCOMMITTED = -1
+_QUEUED = 0
 
 Send = Callable[[str, Message], Awaitable[bool]]
 AddressOf = Callable[[str], str | None]
@@ -112,6 +126,18 @@ class _Outgoing:
             yield frame, count
 
 
+def _same_successor(ring: Ring, host: str, owner: str, successor: str) -> bool:
+    before = ring.successors(host, 2)
+    return len(before) > 1 and before[0] == owner and before[1] == successor
+
+
+@dataclass(slots=True)
+class _Sent:
+    target: str
+    hosts: list[HostCopy]
+    at: float
+
+
 class Replicator:
     def __init__(
         self,
@@ -132,8 +158,18 @@ class Replicator:
         self._queues: dict[str, _Outgoing] = defaultdict(_Outgoing)
         self._kick = Wakeup()
         self.items_sent = 0
+        # Hosts whose last request's outcome the successor has not stored yet: no
+        # request goes to them meanwhile. The value is what each waits for.
+        self._held: dict[str, int] = {}
+        self._sent: dict[int, _Sent] = {}
+        self._sending: set[str] = set()
+        # When a successor that could not be reached is tried again.
+        self._not_before: dict[str, float] = {}
+        self._seqs = itertools.count(1)
         if replicas >= 2:
             crawler.on_commit = self.committed
+            crawler.on_request_end = self.request_ended
+            crawler.scheduler.hold(self._held.__contains__)
 
     def _successor(self, host: str) -> str | None:
         members = self._ring.successors(host, 2)
@@ -159,8 +195,33 @@ class Replicator:
             target = self._successor(host)
             if target is not None:
                 self._queues[target].add(host, mark=mark)
+            if self._held.get(host) == _UNCOMMITTED:
+                self._held[host] = _QUEUED
         if self._queues:
             self._kick.set()
+
+    def request_ended(self, host: str) -> None:
+        """A request to ``host`` ended: hold the host until its successor has stored
+        the commit that records it."""
+        if self._successor(host) is not None:
+            self._held[host] = _UNCOMMITTED
+
+    def acked(self, ack: ReplicaAck) -> None:
+        sent = self._sent.pop(ack.seq, None)
+        if sent is None:
+            return
+        released = False
+        for entry in sent.hosts:
+            if self._held.get(entry.host) == ack.seq:
+                del self._held[entry.host]
+                released = True
+        if released:
+            self._crawler.release_held()
+
+    @property
+    def holding(self) -> int:
+        """Hosts waiting for their successor to store their last request."""
+        return len(self._held)
 
     def ring_changed(self, ring: Ring) -> None:
         """Copy whole every host of ours whose successor is new."""
@@ -169,12 +230,24 @@ class Replicator:
             return
         for gone in [t for t in self._queues if t not in ring.members]:
             del self._queues[gone]  # its hosts' new successor is copied whole below
+            self._not_before.pop(gone, None)
+        for seq in [q for q, sent in self._sent.items() if sent.target not in ring.members]:
+            del self._sent[seq]
+        released = False
+        for host, waits in list(self._held.items()):
+            target = self._successor(host)
+            if target is None:  # not ours any more, or no one to copy to
+                del self._held[host]
+                released = True
+            elif waits != _UNCOMMITTED and not _same_successor(old, host, self.self_id, target):
+                self._held[host] = _QUEUED  # the whole copy below carries it
+        if released:
+            self._crawler.release_held()
         for host in self._crawler.held_hosts():
             target = self._successor(host)
             if target is None:
                 continue
-            before = old.successors(host, 2)
-            if len(before) > 1 and before[0] == self.self_id and before[1] == target:
+            if _same_successor(old, host, self.self_id, target):
                 continue
             pending, done, mark = self._shard.host_state(host)
             self._queues[target].add(host, pending, done, mark)
@@ -182,22 +255,65 @@ class Replicator:
             self._kick.set()
 
     async def run(self) -> None:
-        while True:
-            # Copies that could not be sent wait in the queue: try again after a while
-            # even if nothing new is committed.
-            await self._kick.wait((trio.current_time() + _RETRY) if self._queues else None)
-            queues, self._queues = self._queues, defaultdict(_Outgoing)
-            for target, outgoing in queues.items():
-                address = self._address_of(target)
-                if address is None:
-                    continue
-                for hosts, count in outgoing.frames():
-                    if await self._send(address, Replica(tuple(hosts))):
-                        self.items_sent += count
-                    elif target in self._ring.members:
-                        # The connection broke: keep the copies for the next try (a
+        async with trio.open_nursery() as nursery:
+            while True:
+                now = trio.current_time()
+                self._send_again(now)
+                # One sender per successor: one that cannot be reached (a dial waits
+                # up to 5 s) must not hold up the copies for the others.
+                wake = math.inf
+                for target in list(self._queues):
+                    if target in self._sending:
+                        continue  # its sender looks at the queue again when done
+                    not_before = self._not_before.get(target, now)
+                    if not_before <= now:
+                        self._sending.add(target)
+                        nursery.start_soon(self._send_to, target, self._queues.pop(target))
+                    else:
+                        wake = min(wake, not_before)
+                if self._sent:
+                    wake = min(wake, min(s.at for s in self._sent.values()) + _ACK_PATIENCE)
+                await self._kick.wait(None if wake == math.inf else wake)
+
+    async def _send_to(self, target: str, outgoing: _Outgoing) -> None:
+        try:
+            address = self._address_of(target)
+            if address is None:
+                return
+            frames = outgoing.frames()
+            for hosts, count in frames:
+                seq = next(self._seqs)
+                if not await self._send(address, Replica(tuple(hosts), seq)):
+                    if target in self._ring.members:
+                        # The connection broke: keep the copies for a later try (a
                         # successor that is gone gets its hosts whole from ring_changed).
+                        self._not_before[target] = trio.current_time() + _RETRY
                         self._queues[target].put_back(hosts)
+                        for rest, _ in frames:
+                            self._queues[target].put_back(rest)
+                    return
+                self._not_before.pop(target, None)
+                self.items_sent += count
+                self._sent[seq] = _Sent(target, hosts, trio.current_time())
+                for entry in hosts:
+                    if self._held.get(entry.host) == _QUEUED:
+                        self._held[entry.host] = seq
+        finally:
+            self._sending.discard(target)
+            self._kick.set()
+
+    def _send_again(self, now: float) -> None:
+        """Frames not acknowledged in time go back in the queue (storing a copy twice
+        is harmless)."""
+        for seq, sent in list(self._sent.items()):
+            # The same sum as the wake-up time, so that waking at it always resends.
+            if sent.at + _ACK_PATIENCE > now:
+                continue
+            del self._sent[seq]
+            self._queues[sent.target].put_back(sent.hosts)
+            for entry in sent.hosts:
+                if self._held.get(entry.host) == seq:
+                    self._held[entry.host] = _QUEUED
 
     def receive(self, replica: Replica) -> None:
         rows: list[tuple[str, str | None, int, int, bool]] = []

@@ -49,6 +49,7 @@ class FrameType(enum.IntEnum):
     SCOPE = 10
     HANDOFF_DONE = 12
     REPLICA = 13
+    REPLICA_ACK = 14
     ERROR = 15
     # Monitoring: a control peer asks to be pushed figures; figures; stop everything.
     CONTROL = 16

@@ -457,14 +457,33 @@ class Replica:
 
     KIND: ClassVar = FrameType.REPLICA
     hosts: tuple[HostCopy, ...]
+    # Answered with a REPLICA_ACK of this number once stored (0: no answer wanted).
+    seq: int = 0
 
     def to_wire(self) -> dict[str, object]:
-        return {"hosts": [h.to_wire() for h in self.hosts]}
+        return {"hosts": [h.to_wire() for h in self.hosts], "seq": self.seq}
 
     @classmethod
     def from_wire(cls, obj: object) -> Replica:
-        hosts = _list(_map(obj, "a replica").get("hosts"), "replica hosts")
-        return cls(tuple(HostCopy.from_wire(h) for h in hosts))
+        payload = _map(obj, "a replica")
+        hosts = _list(payload.get("hosts"), "replica hosts")
+        seq = payload.get("seq", 0)
+        return cls(tuple(HostCopy.from_wire(h) for h in hosts), _int(seq, "a replica's seq"))
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaAck:
+    """REPLICA_ACK: the copies of REPLICA ``seq`` are stored by the successor."""
+
+    KIND: ClassVar = FrameType.REPLICA_ACK
+    seq: int
+
+    def to_wire(self) -> dict[str, object]:
+        return {"seq": self.seq}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> ReplicaAck:
+        return cls(_int(_map(obj, "a replica ack").get("seq"), "a replica ack's seq"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -546,6 +565,7 @@ Message: TypeAlias = (
     | Scope
     | HandoffDone
     | Replica
+    | ReplicaAck
     | Control
     | Figures
     | Stop
@@ -567,6 +587,7 @@ MESSAGE_TYPES: Final[Mapping[FrameType, type[Message]]] = {
         Scope,
         HandoffDone,
         Replica,
+        ReplicaAck,
         Control,
         Figures,
         Stop,
