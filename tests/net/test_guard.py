@@ -27,6 +27,16 @@ def test_the_oldest_unauthenticated_connection_makes_room_for_a_new_one() -> Non
     assert acc.evicted == 1
 
 
+def test_a_flood_from_one_source_pushes_out_its_own_connections() -> None:
+    acc: Accepted[str] = Accepted(max_total=100, max_unauthenticated=4)
+    acc.admit("member", "10.0.0.2")
+    for i in range(50):
+        keep, evicted = acc.admit(f"x{i}", "10.6.6.6")
+        assert keep and "member" not in evicted
+    acc.authenticated("member")
+    assert acc.total == 4 and acc.unauthenticated == 3
+
+
 def test_authenticated_connections_are_capped_as_a_whole() -> None:
     acc: Accepted[int] = Accepted(max_total=3, max_unauthenticated=2)
     for c in range(3):
@@ -122,7 +132,7 @@ async def test_running_out_of_descriptors_is_a_line_a_minute_not_a_traceback_per
                 pass
 
             nursery.start_soon(
-                _accept_loop, cast(socket.socket, full), handler, Throttle(60.0), nursery
+                _accept_loop, cast(socket.socket, full), handler, None, Throttle(60.0), nursery
             )
             with trio.fail_after(200):
                 await full.exhausted.wait()

@@ -50,12 +50,17 @@ def default_caps() -> tuple[int, int]:
 
 @dataclass(slots=True)
 class Accepted(Generic[Conn]):
-    """Which accepted connections are held and whether they have authenticated."""
+    """Which accepted connections are held and whether they have authenticated.
+
+    When the unauthenticated ones are at their cap, the one pushed out is the oldest
+    of the source holding the most: a flood from one address pushes out its own
+    connections, not a member's or ``ubipy status``'s from another."""
 
     max_total: int
     max_unauthenticated: int
-    # Oldest first, so that the oldest is the one pushed out.
-    _unauthenticated: OrderedDict[Conn, None] = field(default_factory=OrderedDict)
+    # Per source, oldest first.
+    _unauthenticated: dict[str, OrderedDict[Conn, None]] = field(default_factory=dict)
+    _source_of: dict[Conn, str] = field(default_factory=dict)
     _authenticated: set[Conn] = field(default_factory=set)
     refused: int = 0
     evicted: int = 0
@@ -66,36 +71,48 @@ class Accepted(Generic[Conn]):
 
     @property
     def unauthenticated(self) -> int:
-        return len(self._unauthenticated)
+        return len(self._source_of)
 
     @property
     def total(self) -> int:
-        return len(self._unauthenticated) + len(self._authenticated)
+        return len(self._source_of) + len(self._authenticated)
 
-    def admit(self, conn: Conn) -> tuple[bool, list[Conn]]:
-        """A connection was accepted: whether to keep it, and which older ones to
-        close to make room."""
+    def admit(self, conn: Conn, source: str = "") -> tuple[bool, list[Conn]]:
+        """A connection was accepted from ``source``: whether to keep it, and which
+        older ones to close to make room."""
         if len(self._authenticated) >= self.max_total:
             self.refused += 1
             return False, []
         evict: list[Conn] = []
-        while self._unauthenticated and (
-            len(self._unauthenticated) >= self.max_unauthenticated or self.total >= self.max_total
+        while self._source_of and (
+            len(self._source_of) >= self.max_unauthenticated or self.total >= self.max_total
         ):
-            oldest, _ = self._unauthenticated.popitem(last=False)
+            busiest = max(self._unauthenticated.values(), key=len)
+            oldest, _ = busiest.popitem(last=False)
+            self._forget(oldest)
             evict.append(oldest)
         self.evicted += len(evict)
-        self._unauthenticated[conn] = None
+        self._unauthenticated.setdefault(source, OrderedDict())[conn] = None
+        self._source_of[conn] = source
         return True, evict
+
+    def _forget(self, conn: Conn) -> bool:
+        source = self._source_of.pop(conn, None)
+        if source is None:
+            return False
+        conns = self._unauthenticated[source]
+        conns.pop(conn, None)
+        if not conns:
+            del self._unauthenticated[source]
+        return True
 
     def authenticated(self, conn: Conn) -> None:
         # One pushed out meanwhile is being closed: it stays out.
-        if conn in self._unauthenticated:
-            del self._unauthenticated[conn]
+        if self._forget(conn):
             self._authenticated.add(conn)
 
     def closed(self, conn: Conn) -> None:
-        self._unauthenticated.pop(conn, None)
+        self._forget(conn)
         self._authenticated.discard(conn)
 
 

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import trio
 
@@ -243,17 +244,20 @@ class Links:
         HOST:PORT."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            bound = await nursery.start(self.network.serve, address, self._accepted)
+            bound = await nursery.start(
+                partial(self.network.serve, refuse=self._barred), address, self._accepted
+            )
             task_status.started(bound)
 
-    async def _accepted(self, stream: trio.abc.Stream) -> None:
-        source = remote_host(stream)
+    def _barred(self, source: str) -> bool:
         if self.strikes.barred(source, trio.current_time()):
             self.stats.cut["barred"] += 1
-            await trio.aclose_forcefully(stream)
-            return
-        conn = _Conn(stream, self, source=source)
-        keep, evicted = self.accepted.admit(conn)
+            return True
+        return False
+
+    async def _accepted(self, stream: trio.abc.Stream) -> None:
+        conn = _Conn(stream, self, source=remote_host(stream))
+        keep, evicted = self.accepted.admit(conn, conn.source)
         for old in evicted:
             old._cut("pushed_out")
         if not keep:

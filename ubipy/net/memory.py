@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import trio
 
 from ubipy.net.addresses import split_address
-from ubipy.net.network import Network, StreamHandler
+from ubipy.net.network import Network, Refuse, StreamHandler, remote_host
 
 # A sender blocks while this many bytes it sent are not yet read, as on a socket whose
 # buffers are full: a peer that reads nothing stalls its senders here too.
@@ -466,6 +466,7 @@ class MemoryNode(Network):
         address: str,
         handler: StreamHandler,
         *,
+        refuse: Refuse | None = None,
         task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         host, port = split_address(address)
@@ -478,6 +479,9 @@ class MemoryNode(Network):
             async with trio.open_nursery() as nursery:
                 task_status.started(listener.address)
                 async for stream in listener.receive:
+                    if refuse is not None and refuse(remote_host(stream)):
+                        await trio.aclose_forcefully(stream)
+                        continue
                     nursery.start_soon(handler, stream)
         finally:
             self.net._unbind(listener)

@@ -26,6 +26,8 @@ from ubipy.net.guard import Throttle
 log = logging.getLogger(__name__)
 
 StreamHandler = Callable[[trio.abc.Stream], Awaitable[None]]
+# Whether to close a connection from this host at once (see Network.serve).
+Refuse = Callable[[str], bool]
 
 # accept() failing for want of a resource (file descriptors, memory): the listener
 # waits a moment and tries again, as trio.serve_listeners does, but says so once a
@@ -62,11 +64,14 @@ class Network(abc.ABC):
         address: str,
         handler: StreamHandler,
         *,
+        refuse: Refuse | None = None,
         task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Accept connections on ``address`` (HOST:PORT, port 0 for any) until
         cancelled, each handled by ``handler`` in a task of its own; reports the
-        bound HOST:PORT through ``task_status``. Raises OSError if it cannot listen."""
+        bound HOST:PORT through ``task_status``. Raises OSError if it cannot listen.
+        A connection from a host for which ``refuse`` is true is closed at once,
+        before it costs a task."""
 
     @abc.abstractmethod
     async def connect(self, address: str) -> trio.abc.Stream:
@@ -82,6 +87,7 @@ class TcpNetwork(Network):
         address: str,
         handler: StreamHandler,
         *,
+        refuse: Refuse | None = None,
         task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         host, port = split_address(address)
@@ -93,7 +99,7 @@ class TcpNetwork(Network):
         throttle = Throttle(_CAPACITY_LOG_INTERVAL)
         async with trio.open_nursery() as nursery:
             for sock in sockets:
-                nursery.start_soon(_accept_loop, sock, handler, throttle, nursery)
+                nursery.start_soon(_accept_loop, sock, handler, refuse, throttle, nursery)
             task_status.started(f"{host}:{bound}")
 
     async def connect(self, address: str) -> trio.abc.Stream:
@@ -102,7 +108,11 @@ class TcpNetwork(Network):
 
 
 async def _accept_loop(
-    sock: socket.socket, handler: StreamHandler, throttle: Throttle, nursery: trio.Nursery
+    sock: socket.socket,
+    handler: StreamHandler,
+    refuse: Refuse | None,
+    throttle: Throttle,
+    nursery: trio.Nursery,
 ) -> None:
     """Accept whatever is queued each time the socket is readable, not one connection
     per turn of the scheduler (as trio's listeners do): under a flood of strangers, a
@@ -114,7 +124,7 @@ async def _accept_loop(
             await trio.lowlevel.wait_readable(sock)
             for _ in range(_ACCEPT_BATCH):
                 try:
-                    conn, _ = sock.accept()
+                    conn, peer = sock.accept()
                 except BlockingIOError:
                     break
                 except OSError as exc:
@@ -133,5 +143,8 @@ async def _accept_loop(
                         )
                     await trio.sleep(_CAPACITY_PAUSE)
                     break
+                if refuse is not None and refuse(str(peer[0])):
+                    conn.close()
+                    continue
                 stream = trio.SocketStream(trio.socket.from_stdlib_socket(conn))
                 nursery.start_soon(handler, stream)
