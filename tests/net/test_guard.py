@@ -149,6 +149,8 @@ def test_a_source_that_keeps_failing_is_turned_away_for_a_while() -> None:
     assert not strikes.failed("10.6.6.6", 34.0)
     assert strikes.failed("10.6.6.6", 35.0)
     assert strikes.barred("10.6.6.6", 64.9) and not strikes.barred("10.0.0.2", 40.0)
+    # Connections accepted before the bar that end during it do not bar it again.
+    assert not any(strikes.failed("10.6.6.6", 36.0) for _ in range(10))
     assert not strikes.barred("10.6.6.6", 65.0)
     # A member that authenticates starts afresh.
     strikes.failed("10.0.0.2", 0.0)

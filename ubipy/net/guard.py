@@ -201,6 +201,8 @@ class Strikes:
     def failed(self, source: str, now: float) -> bool:
         """A connection from ``source`` ended without authenticating; True if that
         bars the source now."""
+        if self.barred(source, now):
+            return False  # accepted before the bar: it counts for nothing more
         times = self._strikes.get(source)
         if times is None:
             times = self._strikes[source] = deque()
