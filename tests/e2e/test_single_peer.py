@@ -130,7 +130,7 @@ async def test_graceful_stop_and_restart_fetch_nothing_twice(tmp_path: Path) -> 
             await w.server.log.wait_for_count(60)
         peer.stop()
         with trio.fail_after(60):
-            await peer.crawler.stopped.wait()
+            await peer.finished.wait()  # its data directory is free again
         stopped_at = len(w.server.log)
         again = await w.start_peer(w.config(tmp_path))
         assert again.peer_id == first_id

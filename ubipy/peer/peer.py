@@ -36,7 +36,7 @@ from ubipy.membership import (
     fence,
     message_from_wire,
 )
-from ubipy.net import Links, Network, Reply, TcpNetwork, is_loopback, request, split_address
+from ubipy.net import Links, Network, Reply, TcpNetwork, is_loopback, split_address
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff, NotOurs
@@ -45,7 +45,7 @@ from ubipy.peer.lease import Lease, load_base
 from ubipy.peer.replica import Replicator
 from ubipy.peer.reporting import Reporter
 from ubipy.peer.router import Router
-from ubipy.peer.status import PeerStatus, status_of
+from ubipy.peer.status import PeerStatus, gather_status, status_of
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
 from ubipy.store import DataLock, Shard
@@ -555,37 +555,15 @@ class Peer:
         return SeedAck(result.offered, result.admitted, result.forwarded, result.refused)
 
     async def _status_report(self, cluster: bool) -> Status:
-        members = tuple(
-            MemberRow(m.id, m.address, m.state.name.lower()) for m in self.membership.members()
-        )
-        peers = [self.status().as_json()]
-        if cluster:
-            others = [
-                m
-                for m in self.membership.members()
-                if m.id != self.peer_id and m.state in LIVE_STATES
-            ]
-            answers: list[Status] = []
-
-            async def ask(address: str) -> None:
-                try:
-                    answer = await request(
-                        address,
-                        self.secret,
-                        StatusRequest(),
-                        patience=2.0,
-                        network=self.network,
-                    )
-                except (OSError, PermissionError):
-                    return
-                if isinstance(answer, Status):
-                    answers.append(answer)
-
-            async with trio.open_nursery() as nursery:
-                for m in others:
-                    nursery.start_soon(ask, m.address)
-            peers += [dict(p) for answer in answers for p in answer.peers]
-        return Status(members, tuple(peers))
+        members = self.membership.members()
+        rows = tuple(MemberRow(m.id, m.address, m.state.name.lower()) for m in members)
+        others = [
+            m.address
+            for m in members
+            if cluster and m.id != self.peer_id and m.state in LIVE_STATES
+        ]
+        own = self.status().as_json()
+        return await gather_status(rows, own, others, self.secret, self.network)
 
     def status(self) -> PeerStatus:
         return status_of(

@@ -3,16 +3,18 @@ line and the control centre's rows."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import trio
 
 from ubipy import __version__
-from ubipy.net import Links
+from ubipy.net import Links, Network, request
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.handoff import Handoff
 from ubipy.peer.router import Router
+from ubipy.wire import MemberRow, Status, StatusRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,3 +111,29 @@ def status_of(
         joining=joining,
         paused=paused,
     )
+
+
+async def gather_status(
+    members: tuple[MemberRow, ...],
+    own: dict[str, Any],
+    others: Sequence[str],
+    secret: bytes,
+    network: Network,
+) -> Status:
+    """The STATUS answer: the members as this peer sees them, its own figures, and
+    the figures of each peer at ``others`` that answers within 2 s."""
+    answers: list[Status] = []
+
+    async def ask(address: str) -> None:
+        try:
+            answer = await request(address, secret, StatusRequest(), patience=2.0, network=network)
+        except OSError:  # PermissionError included: a peer that will not say
+            return
+        if isinstance(answer, Status):
+            answers.append(answer)
+
+    async with trio.open_nursery() as nursery:
+        for address in others:
+            nursery.start_soon(ask, address)
+    peers = [own, *(dict(p) for answer in answers for p in answer.peers)]
+    return Status(members, tuple(peers))

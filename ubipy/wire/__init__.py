@@ -48,7 +48,6 @@ from ubipy.wire.frames import (
     Signal,
 )
 from ubipy.wire.payloads import (
-    MESSAGE_TYPES,
     Control,
     Figures,
     Gossip,
@@ -59,7 +58,6 @@ from ubipy.wire.payloads import (
     HostCopy,
     Mark,
     MemberRow,
-    Message,
     Replica,
     ReplicaAck,
     Scalar,
@@ -72,9 +70,9 @@ from ubipy.wire.payloads import (
     UrlAck,
     UrlBatch,
     WireURL,
-    decode,
 )
 from ubipy.wire.reader import FrameReader, ReaderState
+from ubipy.wire.registry import MESSAGE_TYPES, Message, decode
 from ubipy.wire.replay import ReplayGuard
 from ubipy.wire.secret import LOOPBACK_SECRET, is_default_secret, new_epoch, secret_from
 

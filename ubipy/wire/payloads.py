@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final, TypeAlias, cast
+from typing import ClassVar, Final, TypeAlias, cast
 
 from ubipy.errors import WireError
 from ubipy.wire.frames import FrameType
@@ -550,56 +550,3 @@ class Hello:
     def from_wire(cls, obj: object) -> Hello:
         _map(obj, "HELLO")
         return cls()
-
-
-Message: TypeAlias = (
-    Gossip
-    | UrlBatch
-    | UrlAck
-    | Seed
-    | SeedAck
-    | StatusRequest
-    | Status
-    | Handoff
-    | HandoffAck
-    | Scope
-    | HandoffDone
-    | Replica
-    | ReplicaAck
-    | Control
-    | Figures
-    | Stop
-    | Hello
-)
-
-MESSAGE_TYPES: Final[Mapping[FrameType, type[Message]]] = {
-    t.KIND: t
-    for t in (
-        Gossip,
-        UrlBatch,
-        UrlAck,
-        Seed,
-        SeedAck,
-        StatusRequest,
-        Status,
-        Handoff,
-        HandoffAck,
-        Scope,
-        HandoffDone,
-        Replica,
-        ReplicaAck,
-        Control,
-        Figures,
-        Stop,
-        Hello,
-    )
-}
-
-
-def decode(kind: FrameType, payload: Any) -> Message:
-    """The typed message a frame of ``kind`` carries; WireError if it is malformed
-    or of a kind no peer sends (ERROR is reserved)."""
-    cls = MESSAGE_TYPES.get(kind)
-    if cls is None:
-        raise WireError(f"no peer sends {kind.name} frames")
-    return cls.from_wire(payload)
