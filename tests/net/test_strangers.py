@@ -61,6 +61,13 @@ async def start_peer(net: MemoryNetwork, nursery: trio.Nursery, inbox: Inbox) ->
     return peer
 
 
+async def start_member(net: MemoryNetwork, nursery: trio.Nursery) -> Links:
+    """A member with the secret, on 10.0.0.2."""
+    member = Links(KEY, "member", Inbox().handler, net.node("10.0.0.2"))
+    await nursery.start(member.run, "10.0.0.2:7000")
+    return member
+
+
 async def test_a_length_over_the_first_frame_cap_is_refused_before_its_body(
     net: MemoryNetwork, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -117,8 +124,7 @@ async def test_a_flood_of_idle_strangers_is_bounded_and_a_member_gets_through(
         assert peer.accepted.unauthenticated <= cap
         assert peer.stats.cut["pushed_out"] >= 500 - cap
         # A member dials in the middle of it all, and its frame arrives.
-        member = Links(KEY, "member", Inbox().handler, net.node("10.0.0.2"))
-        await nursery.start(member.run, "10.0.0.2:7000")
+        member = await start_member(net, nursery)
         with trio.fail_after(1):
             assert await member.send(PEER, Seed(("http://a.test/",)))
             await inbox.wait_for(1)
@@ -179,8 +185,7 @@ async def test_a_stranger_reconnecting_with_bad_frames_is_turned_away_and_logged
         assert len(caplog.records) <= seconds + 1
         assert "connections are refused for 30 s" in caplog.text
         # A member on another address is not affected.
-        member = Links(KEY, "member", Inbox().handler, net.node("10.0.0.2"))
-        await nursery.start(member.run, "10.0.0.2:7000")
+        member = await start_member(net, nursery)
         with trio.fail_after(1):
             assert await member.send(PEER, Seed(("http://a.test/",)))
             await inbox.wait_for(1)
@@ -193,8 +198,7 @@ async def test_a_member_s_large_first_frame_goes_after_a_hello(
     inbox = Inbox()
     async with trio.open_nursery() as nursery:
         await start_peer(net, nursery, inbox)
-        member = Links(KEY, "member", Inbox().handler, net.node("10.0.0.2"))
-        await nursery.start(member.run, "10.0.0.2:7000")
+        member = await start_member(net, nursery)
         big = Seed(tuple(f"http://a.test/{i:06d}/" + "p" * 100 for i in range(2000)))
         with trio.fail_after(1):
             assert await member.send(PEER, big)
@@ -209,8 +213,7 @@ async def test_an_idle_member_connection_is_closed_and_the_next_send_dials_again
     inbox = Inbox()
     async with trio.open_nursery() as nursery:
         peer = await start_peer(net, nursery, inbox)
-        member = Links(KEY, "member", Inbox().handler, net.node("10.0.0.2"))
-        await nursery.start(member.run, "10.0.0.2:7000")
+        member = await start_member(net, nursery)
         assert await member.send(PEER, Seed(("http://a.test/1",)))
         await trio.sleep(IDLE_TIMEOUT + 1)
         assert peer.stats.cut["idle"] == 1
@@ -237,8 +240,7 @@ async def test_an_address_that_takes_the_connection_and_says_nothing_is_named_so
     async with trio.open_nursery() as nursery:
         await nursery.start(net.node("10.0.0.8").serve, "10.0.0.8:80", silent)
         await nursery.start(net.node("10.0.0.9").serve, "10.0.0.9:80", hangs_up)
-        member = Links(KEY, "member", Inbox().handler, net.node("10.0.0.2"))
-        await nursery.start(member.run, "10.0.0.2:7000")
+        member = await start_member(net, nursery)
         assert member.why("10.0.0.8:80") is None
         assert await member.send("10.0.0.8:80", Seed(()))
         assert "answers nothing (not a ubipy peer?)" in (member.why("10.0.0.8:80") or "")
