@@ -321,9 +321,9 @@ class ReplicationConfig:
         30.0,
         flag="--rejoin-grace",
         metavar="SECONDS",
-        help="hold a dead peer's hosts this long before others crawl them afresh, so a "
-        "peer restarted meanwhile takes them back and nothing is fetched twice; with "
-        "--replicas 2, only the hosts whose every copy was on dead peers (default: {default})",
+        help="with --replicas 1, hold a dead peer's hosts this long before others crawl "
+        "them, so a peer restarted meanwhile takes them back and fetches nothing twice "
+        "(default: {default})",
     )
 
     def __post_init__(self) -> None:
@@ -360,7 +360,9 @@ class SwimConfig:
         24 * 3600.0,
         flag="--reconnect-timeout",
         metavar="SECONDS",
-        help="seconds a member declared dead is still tried (default: a day)",
+        help="seconds a member declared dead is still tried; with --replicas 2, also how "
+        "long a host whose every copy is on such members waits for one of them before it "
+        "is crawled afresh (default: a day)",
     )
     # The lease is what keeps two peers off one host during a partition.
     majority_lease: float = option(

@@ -96,6 +96,41 @@ async def test_a_dead_peers_hosts_wait_out_the_grace(
         nursery.cancel_scope.cancel()
 
 
+async def test_with_replicas_a_host_whose_every_copy_died_waits_for_one(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Two replicas, four peers, and b and c cut off together: a host b owned whose
+    copy was on c has no history on this side. It waits for one of them (as long as
+    they are dialled) instead of being crawled afresh; a host whose copy lives on is
+    taken over at once."""
+    four, two = Ring(["a", "b", "c", "d"]), Ring(["a", "d"])
+
+    def host_where(successors: list[str]) -> str:
+        return next(
+            h
+            for i in range(10_000)
+            if four.successors(h := f"h{i:04d}.synth.test", 2) == successors and two.owner(h) == "a"
+        )
+
+    orphan, copied = host_where(["b", "c"]), host_where(["b", "a"])
+    async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
+        handoff = handoff_for(crawler, "a", copies=2, orphan_grace=600.0)
+        nursery.start_soon(handoff.run)
+        handoff.ring_changed(four, frozenset(four.members), frozenset())
+        crawler.ring_changed(two)
+        handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
+        for peer in ("b", "c"):
+            handoff.peer_gone(peer)
+        handoff.release_from("d", ring_key(two))
+        crawler.seed([f"http://{orphan}/", f"http://{copied}/"])
+        assert asked(crawler) == {copied}
+        await trio.sleep(599)
+        assert orphan not in asked(crawler)
+        await trio.sleep(2)
+        assert orphan in asked(crawler)
+        nursery.cancel_scope.cancel()
+
+
 async def test_without_grace_a_dead_peers_hosts_are_crawled_at_once(tmp_path: Path) -> None:
     three, two = Ring(["a", "b", "c"]), Ring(["a", "c"])
     gained = host_owned(three, "b", also=two, by="a")

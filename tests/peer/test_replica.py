@@ -238,6 +238,16 @@ class AckingLink:
         self.seqs.clear()
 
 
+def acking_pair(a: Crawler, b: Crawler) -> tuple[Replicator, AckingLink]:
+    """a's replicator, whose frames b's stores; acknowledged when the test says."""
+    rb = Replicator("b", 2, b, b._shard, lambda address, m: _unused(), lambda p: None)
+    link = AckingLink(rb)
+    ra = link.owner = Replicator("a", 2, a, a._shard, link.send, lambda peer: f"{peer}:1")
+    ra.ring_changed(RING)
+    rb.ring_changed(RING)
+    return ra, link
+
+
 async def test_a_host_gets_no_new_request_until_its_successor_stored_the_last(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -246,11 +256,7 @@ async def test_a_host_gets_no_new_request_until_its_successor_stored_the_last(
     so whoever takes the host over knows every page fetched but the one in flight."""
     host = host_owned(RING, "a")
     async with crawler_at(tmp_path / "a") as a, crawler_at(tmp_path / "b") as b:
-        rb = Replicator("b", 2, b, b._shard, lambda address, m: _unused(), lambda p: None)
-        link = AckingLink(rb)
-        ra = link.owner = Replicator("a", 2, a, a._shard, link.send, lambda peer: f"{peer}:1")
-        ra.ring_changed(RING)
-        rb.ring_changed(RING)
+        ra, link = acking_pair(a, b)
         a.seed([f"http://{host}/{i}" for i in range(3)])
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ra.run)
@@ -309,3 +315,37 @@ async def test_an_unreachable_successor_does_not_hold_up_the_others(
 
 async def _unused() -> bool:
     raise AssertionError("the successor sends nothing here")
+
+
+async def test_a_request_starts_only_once_its_successor_answers_a_barrier(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Before each request the owner checks that its successor can still be reached:
+    a request never starts after a cut between them (it would be fetched again by the
+    successor taking the host over). Requests waiting together share one barrier."""
+    host = host_owned(RING, "a")
+    async with crawler_at(tmp_path / "a") as a, crawler_at(tmp_path / "b") as b:
+        ra, link = acking_pair(a, b)
+        answers: list[bool] = []
+
+        async def ask() -> None:
+            answers.append(await a.clear_to_fetch(host))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ra.run)
+            await trio.sleep(0.1)
+            async with trio.open_nursery() as asking:
+                for _ in range(5):
+                    asking.start_soon(ask)
+                await link.sent.wait()
+                assert answers == []  # not before the answer
+                assert len(link.seqs) == 1
+                link.ack_all()
+            assert answers == [True] * 5 and len(link.seqs) == 0
+
+            # The successor cut off: no answer within a second, no request.
+            link.reachable = False
+            start = trio.current_time()
+            assert not await a.clear_to_fetch(host)
+            assert trio.current_time() - start <= 1.0 + 1e-9
+            nursery.cancel_scope.cancel()

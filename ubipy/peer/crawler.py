@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 import httpx2
 import trio
@@ -75,6 +75,8 @@ class Crawler:
         ] = lambda rows, pages, marks: None
         # Called when a request to a host ends; its mark goes in the next commit.
         self.on_request_end: Callable[[str], None] = lambda host: None
+        # Asked before each request to a host; False: not now (it is abandoned).
+        self.clear_to_fetch: Callable[[str], Awaitable[bool]] = _always
         self._shard = shard
         self._client = client
         self.stats = CrawlStats()
@@ -366,6 +368,8 @@ class Crawler:
         self._in_flight.add(abandon)
         try:
             with abandon, trio.move_on_after(self.config.fetch.fetch_deadline) as deadline:
+                if not await self.clear_to_fetch(job.host):
+                    abandon.cancel()
                 result = await fetch(self._client, job.url, max_bytes=cap)
             if deadline.cancelled_caught:
                 result = failed(job.url, FetchOutcome.TIMEOUT, "timeout: over the fetch deadline")
@@ -587,3 +591,7 @@ class Crawler:
 
     def _is_idle(self) -> bool:
         return self.scheduler.idle() and not self._commits and self.storage_error is None
+
+
+async def _always(host: str) -> bool:
+    return True

@@ -123,7 +123,8 @@ class Handoff:
         # ``orphan_grace`` for one of them rather than being crawled afresh.
         self._copies = copies
         self._orphan_grace = orphan_grace
-        self._dead: set[str] = set()
+        # The peers dead within the orphan grace, with when they died.
+        self._dead: dict[str, float] = {}
         self._holds: list[_Hold] = []
         # The ring each peer last said it finished sweeping under.
         self._swept: dict[str, str] = {}
@@ -157,7 +158,8 @@ class Handoff:
         what they held (the live ones and those that left gracefully, not the dead).
         Without ``sweep`` the caller sweeps itself (a peer leaving)."""
         old, self._ring, self._alive = self._ring, ring, alive
-        self._dead -= alive
+        for peer in alive & self._dead.keys():
+            del self._dead[peer]
         if list(old.members) == [self.self_id] and len(alive) > 1:
             # A peer that was alone (just started, or back after a crash) knows
             # nothing of who held what meanwhile: whatever it owns, it gains.
@@ -190,7 +192,9 @@ class Handoff:
             self._add_hold(with_it, _NO_RING, {peer_id}, hold)
             log.info("holding the hosts of dead %s for %.1f s", peer_id, hold)
         if self._copies > 1 and self._orphan_grace > 0 and peer_id not in self._ring.members:
-            self._dead.add(peer_id)
+            now = trio.current_time()
+            self._dead[peer_id] = now
+            self._dead = {p: t for p, t in self._dead.items() if t > now - self._orphan_grace}
             dead = frozenset(self._dead)
             with_them = Ring([*self._ring.members, *dead])
             self._holds.append(
@@ -198,7 +202,7 @@ class Handoff:
                     with_them,
                     _NO_RING,
                     set(dead),
-                    trio.current_time() + self._orphan_grace,
+                    now + self._orphan_grace,
                     orphans_of=dead,
                 )
             )

@@ -255,7 +255,8 @@ class Peer:
             grace=config.replication.rejoin_grace if config.replication.replicas < 2 else 0.0,
             fence=fence(lease),
             copies=config.replication.replicas,
-            orphan_grace=config.replication.rejoin_grace,
+            # As long as the peers that hold a host's copies are dialled.
+            orphan_grace=config.membership.reconnect_timeout,
             rng=self._rng,
         )
         self._replicator = Replicator(

@@ -58,6 +58,9 @@ _CHUNK = 2_000
 _RETRY = 1.0
 # Seconds a sent frame waits for its REPLICA_ACK before it is sent again.
 _ACK_PATIENCE = 2.0
+# A request waits for its host's successor to answer a barrier (an empty REPLICA)
+# sent after the request was ready; unanswered this long, the request is not made.
+_BARRIER_PATIENCE = 1.0
 # What a held host waits for (see Replicator._held): the commit recording its last
 # request, or that commit's copies to be sent; otherwise the seq of their frame.
 _UNCOMMITTED = -1
@@ -131,6 +134,17 @@ def _same_successor(ring: Ring, host: str, owner: str, successor: str) -> bool:
     return len(before) > 1 and before[0] == owner and before[1] == successor
 
 
+class _Round:
+    """One barrier to a successor and the requests waiting for its answer."""
+
+    __slots__ = ("acked", "done", "ok")
+
+    def __init__(self) -> None:
+        self.acked = trio.Event()
+        self.done = trio.Event()
+        self.ok = False
+
+
 @dataclass(slots=True)
 class _Sent:
     target: str
@@ -163,12 +177,19 @@ class Replicator:
         self._held: dict[str, int] = {}
         self._sent: dict[int, _Sent] = {}
         self._sending: set[str] = set()
+        # Barriers: the round the requests arriving now wait for, per successor, and
+        # the rounds in flight by their seq.
+        self._next_round: dict[str, _Round] = {}
+        self._rounds_out: set[str] = set()
+        self._barriers: dict[int, _Round] = {}
+        self._nursery: trio.Nursery | None = None
         # When a successor that could not be reached is tried again.
         self._not_before: dict[str, float] = {}
         self._seqs = itertools.count(1)
         if replicas >= 2:
             crawler.on_commit = self.committed
             crawler.on_request_end = self.request_ended
+            crawler.clear_to_fetch = self.clear_to_fetch
             crawler.scheduler.hold(self._held.__contains__)
 
     def _successor(self, host: str) -> str | None:
@@ -206,7 +227,51 @@ class Replicator:
         if self._successor(host) is not None:
             self._held[host] = _UNCOMMITTED
 
+    async def clear_to_fetch(self, host: str) -> bool:
+        """Whether a request to ``host`` may start: its successor answered a barrier
+        sent after this was asked. So a request never starts after a cut between the
+        owner and its successor (a peer cut off stops at the requests it has in
+        flight), and the successor, taking the host over, knows of every other."""
+        target = self._successor(host)
+        if target is None or self._nursery is None:
+            return True
+        round_ = self._next_round.get(target)
+        if round_ is None:
+            round_ = self._next_round[target] = _Round()
+            if target not in self._rounds_out:
+                self._rounds_out.add(target)
+                self._nursery.start_soon(self._barrier_rounds, target)
+        await round_.done.wait()
+        return round_.ok
+
+    async def _barrier_rounds(self, target: str) -> None:
+        """Send one barrier at a time to ``target``; the requests that arrive while one
+        is out wait for the next."""
+        round_: _Round | None = None
+        try:
+            while (round_ := self._next_round.pop(target, None)) is not None:
+                seq = next(self._seqs)
+                self._barriers[seq] = round_
+                address = self._address_of(target)
+                with trio.move_on_after(_BARRIER_PATIENCE):
+                    if address is not None and await self._send(address, Replica((), seq)):
+                        await round_.acked.wait()
+                        round_.ok = True
+                del self._barriers[seq]
+                round_.done.set()
+        finally:
+            self._rounds_out.discard(target)
+            # Stopped (the peer is stopping): nobody waits for an answer that will
+            # not come; their requests are not made.
+            for left in (round_, self._next_round.pop(target, None)):
+                if left is not None:
+                    left.done.set()
+
     def acked(self, ack: ReplicaAck) -> None:
+        barrier = self._barriers.get(ack.seq)
+        if barrier is not None:
+            barrier.acked.set()
+            return
         sent = self._sent.pop(ack.seq, None)
         if sent is None:
             return
@@ -256,6 +321,7 @@ class Replicator:
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             while True:
                 now = trio.current_time()
                 self._send_again(now)
