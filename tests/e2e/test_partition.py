@@ -190,11 +190,13 @@ async def test_a_real_partition_heals_with_no_host_fetched_by_two_peers(
     referee = Referee(server.log, WEB)
     lone = peers[2].peer_id
     during = [r for r in referee.requests if began <= r.start < healed]
+    in_flight = sum(1 for r in referee.requests if r.start < began < r.end)
     print(
         f"\n[processes, {{0,1}} | {{2}} for {length:.0f} s] pages during it: "
         f"{sum(r.peer != lone for r in during)} by the majority, "
         f"{sum(r.peer == lone for r in during)} by the lone peer; one view "
-        f"{converged:.1f} s after the heal; {len(referee.duplicates())} duplicates"
+        f"{converged:.1f} s after the heal; {len(referee.duplicates())} duplicates "
+        f"({in_flight} requests in flight when it began)"
     )
     assert referee.overlaps() == []
     assert referee.missing(TRUTH) == set()
