@@ -15,6 +15,7 @@ import errno
 import logging
 import os
 import socket
+import struct
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -36,6 +37,7 @@ _CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, e
 _CAPACITY_PAUSE: Final = 0.1
 # A client that gave up while its connection was queued (trio ignores these too).
 _GONE_ERRNOS: Final = frozenset({errno.ECONNABORTED, errno.EPERM, errno.EPROTO})
+_RESET: Final = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() resets
 # Connections taken per wake-up at most, so that a flood cannot hold the loop.
 _ACCEPT_BATCH: Final = 256
 _CAPACITY_LOG_INTERVAL: Final = 60.0
@@ -144,6 +146,9 @@ async def _accept_loop(
                     await trio.sleep(_CAPACITY_PAUSE)
                     break
                 if refuse is not None and refuse(str(peer[0])):
+                    # A reset, not a close: no TIME_WAIT left behind for each of a
+                    # flood of connections turned away.
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
                     conn.close()
                     continue
                 stream = trio.SocketStream(trio.socket.from_stdlib_socket(conn))
