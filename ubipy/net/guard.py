@@ -5,10 +5,11 @@ time, it answers what to do (close which connections, log which line).
 A connection is *unauthenticated* until its first authentic frame. Such a
 connection holds at most a small buffer (the reader's first-frame cap) for at most
 a few seconds, and at most ``max_unauthenticated`` of them are kept at once: one
-more pushes the oldest out, so a flood of idle or dribbling connections cannot
-starve a peer's members of a slot (a member's first frame follows its connect
-within a round trip). Authenticated connections are capped as a whole; over the
-cap a new connection is refused at once.
+more pushes out the oldest of the address holding the most, so a flood of idle or
+dribbling connections cannot starve a peer's members of a slot (a member's first
+frame follows its connect within a round trip). Authenticated connections are capped
+as a whole; over the cap a new connection is refused at once. An address whose
+connections keep failing to authenticate is turned away at accept for a while.
 """
 
 from __future__ import annotations

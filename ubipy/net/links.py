@@ -102,8 +102,8 @@ class _Conn:
         links = self.links
         data = links.writer.frame(kind, message.to_wire(), time.time(), to=to)
         async with self.send_lock:
-            if not self._spoken and len(data) > FIRST_FRAME_CAP:
-                await self.stream.send_all(links.hello(to))
+            if not self._spoken and (hello := _hello_before(links.writer, data, to)):
+                await self.stream.send_all(hello)
             self._spoken = True
             await self.stream.send_all(data)
         stats = links.stats
@@ -267,10 +267,6 @@ class Links:
             return
         await conn.read_loop()
 
-    def hello(self, to: str = "") -> bytes:
-        """An authentic frame of no content, to prove the secret on a new connection."""
-        return self.writer.frame(Hello.KIND, Hello().to_wire(), time.time(), to=to)
-
     async def dispatch(self, frame: Frame, conn: _Conn) -> None:
         async def reply(message: Message) -> None:
             if not conn.closed:
@@ -361,6 +357,14 @@ class Links:
                 self._nursery.start_soon(_close_after_sends, conn)
 
 
+def _hello_before(writer: FrameWriter, first: bytes, to: str = "") -> bytes:
+    """What must go ahead of ``first``, a connection's first frame: a HELLO if it is
+    larger than a connection that has not proved the secret may send, else nothing."""
+    if len(first) <= FIRST_FRAME_CAP:
+        return b""
+    return writer.frame(Hello.KIND, Hello().to_wire(), time.time(), to=to)
+
+
 async def _close_after_sends(conn: _Conn) -> None:
     # Frames already on their way go first: when two peers leave at once, each
     # forgets the other as its own leave is being written to it, and closing under
@@ -396,8 +400,8 @@ async def request(
             stream = await network.connect(address)
             async with stream:
                 asked = writer.frame(message.KIND, message.to_wire(), time.time())
-                if len(asked) > FIRST_FRAME_CAP:
-                    await stream.send_all(writer.frame(Hello.KIND, Hello().to_wire(), time.time()))
+                if hello := _hello_before(writer, asked):
+                    await stream.send_all(hello)
                 await stream.send_all(asked)
                 while True:
                     event = reader.next_event(time.time())
