@@ -195,18 +195,13 @@ class Handoff:
             now = trio.current_time()
             self._dead[peer_id] = now
             self._dead = {p: t for p, t in self._dead.items() if t > now - self._orphan_grace}
-            dead = frozenset(self._dead)
-            with_them = Ring([*self._ring.members, *dead])
-            self._holds.append(
-                _Hold(
-                    with_them,
-                    _NO_RING,
-                    set(dead),
-                    now + self._orphan_grace,
-                    orphans_of=dead,
-                )
-            )
-            self._holds_changed.set()
+            # One orphan hold at a time, on every host's path to a job: the newest
+            # covers the older ones (its dead are theirs still dead, and more).
+            self._holds = [h for h in self._holds if not h.orphans_of]
+            if len(self._dead) >= self._copies:  # fewer cannot hold every copy
+                dead = frozenset(self._dead)
+                with_them = Ring([*self._ring.members, *dead])
+                self._add_hold(with_them, _NO_RING, set(dead), self._orphan_grace, orphans_of=dead)
 
     def resumed(self, others: frozenset[str]) -> None:
         """This peer has a majority in sight again after a pause: while it was cut off,
@@ -271,9 +266,16 @@ class Handoff:
         return False
 
     def _add_hold(
-        self, old_ring: Ring, key: str, waiting: set[str], limit: float, token: int = 0
+        self,
+        old_ring: Ring,
+        key: str,
+        waiting: set[str],
+        limit: float,
+        token: int = 0,
+        orphans_of: frozenset[str] = frozenset(),
     ) -> None:
-        self._holds.append(_Hold(old_ring, key, waiting, trio.current_time() + limit, token))
+        until = trio.current_time() + limit
+        self._holds.append(_Hold(old_ring, key, waiting, until, token, orphans_of))
         self._holds_changed.set()
 
     async def _expire_holds(self) -> None:
