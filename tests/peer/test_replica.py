@@ -349,3 +349,18 @@ async def test_a_request_starts_only_once_its_successor_answers_a_barrier(
             assert not await a.clear_to_fetch(host)
             assert trio.current_time() - start <= 1.0 + 1e-9
             nursery.cancel_scope.cancel()
+
+
+async def test_once_the_replicator_has_stopped_no_request_is_cleared(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A peer being killed or stopping cancels its replicator while requests are still
+    being dispatched: they are not made (and nothing raises)."""
+    host = host_owned(RING, "a")
+    async with crawler_at(tmp_path / "a") as a, crawler_at(tmp_path / "b") as b:
+        ra, _ = acking_pair(a, b)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ra.run)
+            await trio.sleep(0.1)
+            nursery.cancel_scope.cancel()
+        assert not await a.clear_to_fetch(host)

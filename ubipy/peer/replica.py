@@ -183,6 +183,7 @@ class Replicator:
         self._rounds_out: set[str] = set()
         self._barriers: dict[int, _Round] = {}
         self._nursery: trio.Nursery | None = None
+        self._stopped = False
         # When a successor that could not be reached is tried again.
         self._not_before: dict[str, float] = {}
         self._seqs = itertools.count(1)
@@ -232,6 +233,8 @@ class Replicator:
         sent after this was asked. So a request never starts after a cut between the
         owner and its successor (a peer cut off stops at the requests it has in
         flight), and the successor, taking the host over, knows of every other."""
+        if self._stopped:
+            return False  # the peer is stopping: no request it cannot stand behind
         target = self._successor(host)
         if target is None or self._nursery is None:
             return True
@@ -322,24 +325,29 @@ class Replicator:
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            while True:
-                now = trio.current_time()
-                self._send_again(now)
-                # One sender per successor: one that cannot be reached (a dial waits
-                # up to 5 s) must not hold up the copies for the others.
-                wake = math.inf
-                for target in list(self._queues):
-                    if target in self._sending:
-                        continue  # its sender looks at the queue again when done
-                    not_before = self._not_before.get(target, now)
-                    if not_before <= now:
-                        self._sending.add(target)
-                        nursery.start_soon(self._send_to, target, self._queues.pop(target))
-                    else:
-                        wake = min(wake, not_before)
-                if self._sent:
-                    wake = min(wake, min(s.at for s in self._sent.values()) + _ACK_PATIENCE)
-                await self._kick.wait(None if wake == math.inf else wake)
+            try:
+                while True:
+                    now = trio.current_time()
+                    self._send_again(now)
+                    # One sender per successor: one that cannot be reached (a dial waits
+                    # up to 5 s) must not hold up the copies for the others.
+                    wake = math.inf
+                    for target in list(self._queues):
+                        if target in self._sending:
+                            continue  # its sender looks at the queue again when done
+                        not_before = self._not_before.get(target, now)
+                        if not_before <= now:
+                            self._sending.add(target)
+                            nursery.start_soon(self._send_to, target, self._queues.pop(target))
+                        else:
+                            wake = min(wake, not_before)
+                    if self._sent:
+                        wake = min(wake, min(s.at for s in self._sent.values()) + _ACK_PATIENCE)
+                    await self._kick.wait(None if wake == math.inf else wake)
+            finally:
+                # Closed to new arrivals from here: no barrier can be sent any more.
+                self._nursery = None
+                self._stopped = True
 
     async def _send_to(self, target: str, outgoing: _Outgoing) -> None:
         try:
