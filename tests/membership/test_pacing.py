@@ -22,3 +22,18 @@ def test_large_clusters_answer_one_routine_request_per_period() -> None:
     pacing = PushPullPacing(30.0)
     answered = [t for t in range(0, 600) if pacing.may_answer_routine(float(t), 1000)]
     assert answered == list(range(0, 600, 180))
+
+
+def test_a_reply_counts_as_the_periods_table_in_large_clusters() -> None:
+    pacing = PushPullPacing(30.0)
+    assert pacing.may_answer_routine(10.0, 1000)
+    # Our own request comes due 50 s later: the reply carried our table already.
+    assert pacing.next_request(60.0, 1000) == 190.0
+    assert pacing.next_request(190.0, 1000) is None
+    assert not pacing.may_answer_routine(200.0, 1000)
+
+
+def test_small_clusters_send_their_own_request_every_interval() -> None:
+    pacing = PushPullPacing(30.0)
+    assert pacing.may_answer_routine(10.0, 8)
+    assert pacing.next_request(11.0, 8) is None

@@ -1,10 +1,10 @@
 """The rumours a member still has to spread: memberlist's transmit-limited queue.
 
 One rumour per member (a newer one makes the older worthless); each message takes
-the least-sent first, then the newest, and a rumour is dropped once sent its
-retransmit limit of times. A heap keeps a message's pick at O(k log n) however many
-rumours wait (a thousand at once while a large cluster forms). No I/O, as in
-:mod:`ubipy.membership.machine`.
+the least-sent first, then the newest, as many as fit its byte budget, and a rumour
+is dropped once sent its retransmit limit of times. A heap keeps a message's pick
+at O(k log n) however many rumours wait (a thousand at once while a large cluster
+forms). No I/O, as in :mod:`ubipy.membership.machine`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,12 @@ from __future__ import annotations
 import heapq
 
 from ubipy.membership.messages import Update
+
+
+def encoded_size(update: Update) -> int:
+    """An upper bound of an update's encoded size: its three strings plus CBOR's
+    headers and a 64-bit incarnation. No codec here (the wire package owns it)."""
+    return len(update.member_id) + len(update.address) + len(update.source) + 20
 
 
 class Broadcasts:
@@ -36,15 +42,22 @@ class Broadcasts:
         if len(self._heap) > 4 * len(self._current) + 64:
             self._compact()
 
-    def take(self, limit: int, retransmits: int) -> tuple[Update, ...]:
-        """Up to ``limit`` rumours for the next message, each counted as sent once."""
+    def take(self, limit: int, retransmits: int, budget: int) -> tuple[Update, ...]:
+        """Up to ``limit`` rumours of at most ``budget`` bytes in all for the next
+        message, each counted as sent once."""
         chosen: list[tuple[int, int, str, Update]] = []
         heap, current = self._heap, self._current
         while heap and len(chosen) < limit:
-            transmits, neg_order, member_id = heapq.heappop(heap)
+            transmits, neg_order, member_id = heap[0]
             entry = current.get(member_id)
             if entry is None or entry[1] != -neg_order:
+                heapq.heappop(heap)
                 continue  # replaced by a newer rumour, or dropped
+            size = encoded_size(entry[0])
+            if size > budget:
+                break  # the next message takes it first
+            budget -= size
+            heapq.heappop(heap)
             chosen.append((transmits, neg_order, member_id, entry[0]))
         for transmits, neg_order, member_id, _ in chosen:
             if transmits + 1 >= retransmits:

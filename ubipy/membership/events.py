@@ -35,8 +35,13 @@ class MembershipConfig:
     # incarnation cannot bring them back. Several push-pull rounds, so every table
     # that still holds the old ALIVE has been overwritten by then.
     tombstone_timeout: float = 120.0
-    # Updates per message: keeps datagrams well under a 1400-byte MTU.
-    max_piggyback: int = 8
+    # Updates per message, bounded by count and by size: as memberlist fills its
+    # UDP buffer, a message takes as many rumours as fit in ``piggyback_bytes``
+    # (under a 1400-byte MTU with the frame's overhead). By size, not a count of 8:
+    # while a thousand members join, every member has ~16 sends of each of them
+    # to make, and 8 a message took two minutes to drain at N = 1000.
+    max_piggyback: int = 32
+    piggyback_bytes: int = 1100
     # Serf's reconnect: members declared dead (and the join addresses) are dialled
     # again every interval, a few at a time, for this long, so that the two sides of
     # a partition find each other once the network lets them, however long it lasted.
@@ -52,6 +57,8 @@ class MembershipConfig:
         if min(self.suspicion_mult, self.suspicion_max_timeout_mult, self.retransmit_mult) < 1:
             raise ValueError("multipliers must be at least 1")
         if min(self.indirect_checks, self.gossip_nodes, self.max_piggyback) < 0:
+            raise ValueError("counts must not be negative")
+        if self.piggyback_bytes < 0:
             raise ValueError("counts must not be negative")
         if self.reconnect_timeout < 0 or self.reconnect_fanout < 0:
             raise ValueError("counts must not be negative")

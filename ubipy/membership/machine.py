@@ -219,11 +219,15 @@ class Membership:
         if not self._left:
             self._run_probe(now, out)
             if now >= self._next_push_pull:
-                self._next_push_pull = now + self._pacing.period(self._live)
-                target = self._pick(1, lambda m: m.state is ALIVE)
-                if target:
-                    state = self._push_pull_message(is_reply=False)
-                    out.append(Outgoing(target[0].address, state, True))
+                later = self._pacing.next_request(now, self._live)
+                if later is not None:
+                    self._next_push_pull = later
+                else:
+                    self._next_push_pull = now + self._pacing.period(self._live)
+                    target = self._pick(1, lambda m: m.state is ALIVE)
+                    if target:
+                        state = self._push_pull_message(is_reply=False)
+                        out.append(Outgoing(target[0].address, state, True))
             if now >= self._next_reconnect:
                 self._next_reconnect = now + self.config.reconnect_interval
                 self._reconnect(now, out)
@@ -547,7 +551,8 @@ class Membership:
             return ()
         cfg = self.config
         retransmits = cfg.retransmit_mult * math.ceil(math.log10(self._live + 1))
-        return self._broadcasts.take(cfg.max_piggyback if limit is None else limit, retransmits)
+        count = cfg.max_piggyback if limit is None else limit
+        return self._broadcasts.take(count, retransmits, cfg.piggyback_bytes)
 
     def _gossip(self, now: float, out: list[Outgoing]) -> None:
         horizon = self.config.gossip_to_the_dead
