@@ -110,11 +110,35 @@ class PolitenessConfig:
     robots_max_attempts: int = option(
         3, help="attempts at a failing robots.txt before its host's URLs are given up"
     )
+    # A delay that listens to the server (ubipy/fetch/throttle.py): a slow host gets
+    # fewer requests, an overloaded one (503, 429) is left alone longer and longer.
+    delay_factor: float = option(
+        1.0,
+        flag="--delay-factor",
+        metavar="N",
+        help="a host waits N times its response time between two requests, never less "
+        "than --delay or its Crawl-delay (Heritrix's delay factor; 1 is Scrapy "
+        "AutoThrottle's default); 0 turns it off (default: {default})",
+    )
+    max_delay: float = option(
+        30.0,
+        flag="--max-delay",
+        metavar="SECONDS",
+        help="the longest delay a host's response time or its 503/429 back-off may ask "
+        "(--delay, Crawl-delay and Retry-After have their own limits) (default: {default})",
+    )
+    backoff_base: float = option(
+        2.0,
+        help="a host that answers 503 or 429 without Retry-After waits this many seconds, "
+        "doubled at each such answer in a row (up to max_delay); another answer ends it",
+    )
 
     def __post_init__(self) -> None:
         _at_least(self, 0, "delay", "robots_retry_base")
         _at_least(self, 0, "max_crawl_delay", infinite=True)
         _at_least(self, 1, "concurrency", "robots_max_attempts")
+        _at_least(self, 0, "delay_factor", "backoff_base")
+        _at_least(self, 0, "max_delay", infinite=True)
 
 
 @dataclass(frozen=True, slots=True)

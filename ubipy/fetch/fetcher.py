@@ -15,6 +15,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 
 import httpx2
+import trio
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,9 @@ class FetchResult:
     outcome: FetchOutcome
     # What went wrong, for logs and the page's stored error; None when OK.
     detail: str | None
+    # Seconds from the request to the response's head (None: no answer): the
+    # server's pace, which a host's delay follows (throttle.py).
+    latency: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -86,8 +90,10 @@ def _split_content_type(value: str | None) -> tuple[str | None, str | None]:
 
 async def fetch(client: httpx2.AsyncClient, url: str, *, max_bytes: int) -> FetchResult:
     """GET ``url``; keep at most ``max_bytes`` of the (decoded) body."""
+    start = trio.current_time()
     try:
         async with client.stream("GET", url) as response:
+            latency = trio.current_time() - start
             ctype, charset = _split_content_type(response.headers.get("content-type"))
             chunks: list[bytes] = []
             size = 0
@@ -116,6 +122,7 @@ async def fetch(client: httpx2.AsyncClient, url: str, *, max_bytes: int) -> Fetc
                 truncated=truncated,
                 outcome=FetchOutcome.OK,
                 detail=None,
+                latency=latency,
             )
     except httpx2.TimeoutException as exc:
         return failed(url, FetchOutcome.TIMEOUT, f"timeout: {type(exc).__name__}")

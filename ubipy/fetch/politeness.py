@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ubipy.fetch.robots import RobotsDecision, RobotsFetch, RobotsRules, retry_delay
+from ubipy.fetch.throttle import Pace, SlowHost, ThrottleRules
 from ubipy.fetch.urls import robots_url
 
 
@@ -77,6 +78,8 @@ class HostSlot:
     robots_attempts: int = 0
     # Page requests made (robots.txt and retries not counted): the host's budget.
     pages: int = 0
+    # How the host answers (throttle.py), once it has: its delay follows it.
+    pace: Pace | None = None
 
     @property
     def has_work(self) -> bool:
@@ -95,8 +98,11 @@ class Scheduler:
         robots_max_attempts: int = 3,
         max_pages_per_host: int | None = None,
         max_in_memory: int = 200_000,
+        throttle: ThrottleRules | None = None,
     ) -> None:
         self._delay = delay
+        # None: every host waits its fixed delay, whatever its answers (throttle.py).
+        self._throttle = throttle
         self._window = window
         self._loader = loader
         # Entries held in memory over all hosts: beyond this, new entries stay on
@@ -236,8 +242,27 @@ class Scheduler:
         slot = self._slots[host]
         slot.in_flight = False
         self.in_flight -= 1
-        slot.next_allowed = now + (slot.delay if wait is None else max(wait, slot.delay))
+        delay = self.delay_of(slot)
+        slot.next_allowed = now + (delay if wait is None else max(wait, delay))
         self._arm(slot)
+
+    def heard(
+        self, host: str, latency: float | None, status: int | None, *, asked: bool = False
+    ) -> None:
+        """How ``host`` answered a page request (before :meth:`finished` or :meth:`retry`):
+        ``latency`` seconds to the response's head, ``asked``: it carried a Retry-After."""
+        slot = self._slots.get(host)
+        if slot is None or self._throttle is None:
+            return
+        if slot.pace is None:
+            slot.pace = Pace()
+        slot.pace.heard(latency, status, asked=asked)
+
+    def delay_of(self, slot: HostSlot) -> float:
+        """The host's delay now: its floor (--delay, Crawl-delay), raised by its pace."""
+        if slot.pace is None or self._throttle is None:
+            return slot.delay
+        return slot.pace.delay(self._throttle, slot.delay)
 
     def retry(self, host: str, entry: Entry, now: float, *, wait: float) -> None:
         """The request for ``entry`` failed in a retryable way: try it again first,
@@ -351,3 +376,14 @@ class Scheduler:
 
     def slot(self, host: str) -> HostSlot | None:
         return self._slots.get(host)
+
+    def slowest(self, n: int) -> list[SlowHost]:
+        """The ``n`` hosts this peer goes slowest on (longest delay, then slowest to
+        answer), among those that answered. Walks every such host: for a status now and
+        then, not for a hot path."""
+        paced = [
+            SlowHost(slot.host, slot.pace.latency, self.delay_of(slot), slot.pace.strikes)
+            for slot in self._slots.values()
+            if slot.pace is not None and slot.pace.latency is not None
+        ]
+        return heapq.nlargest(n, paced, key=lambda s: (s.delay, s.latency, s.host))

@@ -388,7 +388,7 @@ class Crawler:
             self._page_answered(job.host, job.entry, result, now, end_wall)
         slot = self.scheduler.slot(job.host)
         assert slot is not None
-        self._commits.mark(job.host, HostMark(end_wall, slot.delay, slot.pages))
+        self._commits.mark(job.host, HostMark(end_wall, self.scheduler.delay_of(slot), slot.pages))
         self.on_request_end(job.host)
         self._wakeup.set()
         ended, self.request_ended = self.request_ended, trio.Event()
@@ -399,6 +399,7 @@ class Crawler:
     ) -> None:
         config = self.config
         asked = asked_wait(result, end_wall)
+        self.scheduler.heard(host, result.latency, result.status, asked=asked is not None)
         if asked is not None and asked > config.fetch.max_retry_after:
             log.warning(
                 "%s asked for %.0f s of quiet; granted %.0f",

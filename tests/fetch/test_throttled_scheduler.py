@@ -1,0 +1,126 @@
+"""The scheduler's delay listens to the server: times passed in by hand."""
+
+from __future__ import annotations
+
+from ubipy.fetch.politeness import Entry, JobKind, Scheduler
+from ubipy.fetch.throttle import ThrottleRules
+
+RULES = ThrottleRules(delay_factor=2.0, max_delay=30.0, backoff_base=1.0)
+
+
+def _sched(delay: float = 0.1, throttle: ThrottleRules | None = RULES) -> Scheduler:
+    return Scheduler(delay=delay, window=64, loader=lambda h, a, n: [], throttle=throttle)
+
+
+def _ready(s: Scheduler, host: str, pages: int, now: float = 0.0, robots: bytes = b"") -> None:
+    for i in range(pages):
+        s.add(host, Entry(fp=hash((host, i)), seq=i + 1, url=f"http://{host}/p{i}", depth=0))
+    job = s.next_job(now)
+    assert job is not None and job.kind is JobKind.ROBOTS
+    s.robots_answer(host, now, status=200, location=None, body=robots or b"User-agent: *\n")
+
+
+def _page(s: Scheduler, now: float) -> Entry:
+    job = s.next_job(now)
+    assert job is not None and job.kind is JobKind.PAGE and job.entry is not None, (now, job)
+    return job.entry
+
+
+def _gaps(s: Scheduler, host: str, latency: float, pages: int) -> list[float]:
+    """Fetch ``pages`` pages of ``host``, each answering after ``latency``; the gaps
+    between the end of one and the start of the next."""
+    gaps = []
+    now = s.next_wakeup() or 0.0
+    for _ in range(pages):
+        _page(s, now)
+        now += latency
+        s.heard(host, latency, 200)
+        s.finished(host, now)
+        wake = s.next_wakeup()
+        assert wake is not None
+        gaps.append(round(wake - now, 9))
+        now = wake
+    return gaps
+
+
+def test_a_slow_host_waits_longer_than_a_fast_one() -> None:
+    s, other = _sched(delay=0.1), _sched(delay=0.1)
+    _ready(other, "fast.test", 6)
+    fast = _gaps(other, "fast.test", 0.005, 5)
+    _ready(s, "slow.test", 6)
+    slow = _gaps(s, "slow.test", 0.4, 5)
+    assert fast == [0.1] * 5  # --delay, the minimum
+    assert slow == [0.8] * 5  # 2 × 0.4 s
+    slot = s.slot("slow.test")
+    assert slot is not None and slot.delay == 0.1  # the floor itself is unchanged
+
+
+def test_without_rules_the_delay_is_fixed() -> None:
+    s = _sched(delay=0.1, throttle=None)
+    _ready(s, "slow.test", 4)
+    assert _gaps(s, "slow.test", 0.4, 3) == [0.1] * 3
+    assert s.slowest(5) == []
+
+
+def test_crawl_delay_is_still_obeyed_the_larger_wins() -> None:
+    s = _sched(delay=0.1)
+    _ready(s, "a.test", 6, robots=b"User-agent: *\nCrawl-delay: 2\n")
+    assert _gaps(s, "a.test", 0.3, 2) == [2.0, 2.0]  # Crawl-delay over 2 × 0.3
+    assert _gaps(s, "a.test", 1.5, 3)[-1] > 2.0  # the pace over Crawl-delay
+
+
+def test_retry_after_is_still_obeyed_the_larger_wins() -> None:
+    s = _sched(delay=0.1)
+    _ready(s, "a.test", 3)
+    _gaps(s, "a.test", 1.0, 1)  # delay now 2 s
+    entry = _page(s, 10.0)
+    s.heard("a.test", 1.0, 503, asked=True)
+    s.retry("a.test", entry, 11.0, wait=5.0)
+    assert s.next_wakeup() == 16.0  # Retry-After: 5 over 2
+    entry = _page(s, 16.0)
+    s.heard("a.test", 1.0, 429, asked=True)
+    s.retry("a.test", entry, 17.0, wait=0.5)
+    assert s.next_wakeup() == 19.0  # its pace: 2 over Retry-After 0.5
+
+
+def test_503_without_retry_after_backs_off_then_recovers() -> None:
+    s = _sched(delay=0.1)
+    _ready(s, "down.test", 4)
+    now, gaps = 1.0, []
+    for _ in range(6):
+        entry = _page(s, now)
+        s.heard("down.test", 0.01, 503)
+        # The crawler's own retry wait (retry_delay) may be shorter: the host's wins.
+        s.retry("down.test", entry, now, wait=0.0)
+        wake = s.next_wakeup()
+        assert wake is not None
+        gaps.append(wake - now)
+        now = wake
+    assert gaps == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0]
+    slowest = s.slowest(1)
+    assert slowest[0].host == "down.test" and slowest[0].strikes == 6
+    _page(s, now)
+    s.heard("down.test", 0.01, 200)
+    s.finished("down.test", now)
+    assert s.next_wakeup() == now + 0.1  # recovered: back to --delay at once
+
+
+def test_slowest_hosts_longest_delay_first() -> None:
+    s = _sched(delay=0.1)
+    for host, latency in (("a.test", 0.01), ("b.test", 0.9), ("c.test", 0.3)):
+        _ready(s, host, 2, now=0.0)
+        s.heard(host, latency, 200)
+    ranked = s.slowest(2)
+    assert [h.host for h in ranked] == ["b.test", "c.test"]
+    assert ranked[0].latency == 0.9 and round(ranked[0].delay, 6) == 1.8
+    assert ranked[1].strikes == 0
+    assert [h.host for h in s.slowest(10)] == ["b.test", "c.test", "a.test"]
+
+
+def test_a_host_handed_away_forgets_its_pace() -> None:
+    s = _sched(delay=0.1)
+    _ready(s, "a.test", 1)
+    s.heard("a.test", 2.0, 200)
+    assert s.drop_host("a.test")
+    s.heard("a.test", 2.0, 200)  # a late answer for a host no longer here: ignored
+    assert s.slowest(5) == []

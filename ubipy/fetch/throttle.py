@@ -1,0 +1,114 @@
+"""A delay that listens to the server: per host, the wait before its next request grows
+with how slowly it answers, and backs off when it says it is overloaded.
+
+The rule is Heritrix's delay factor: the host waits ``delay_factor`` × its response
+time. Scrapy's AutoThrottle aims at a number of requests in flight per server
+(delay = latency / target concurrency); ubipy never has more than one request in
+flight per host, so AutoThrottle's rule is this one with factor = 1 / target, and its
+default (target concurrency 1.0) is the default factor here, 1.0: a host is left
+alone at least as long as it took to answer, so it spends at most half its time on
+this crawler, and a host twice as slow gets half the requests. Heritrix's own default,
+5, is one flag away (``--delay-factor 5``).
+
+- The response time is the time to the response's head (what AutoThrottle calls
+  latency): the server's work, not the size of the page or our own link. Its estimate
+  is an exponentially weighted average, so one slow answer moves it by ``SMOOTHING``
+  of the difference, not all the way, and fast answers bring it back down as surely.
+  An error answer (429, 5xx) only ever raises it: a quick "overloaded" is no sign
+  that the server is fast.
+- ``max_delay`` bounds what the factor and the back-off may ask (Heritrix's
+  max-delay, 30 s by default); ``--delay`` and robots.txt's Crawl-delay are floors
+  that the delay never goes under, whatever they are (the larger wins).
+- A 503 or a 429 without a usable Retry-After is a strike: after n strikes in a row
+  the host waits ``backoff_base`` · 2^(n-1) (at most ``max_delay``; the base is the
+  host's delay if that is longer). Any other answer that is not a 5xx ends the run of
+  strikes, and the delay drops back to what the response time asks. A Retry-After is
+  the server's own word, obeyed as such by the caller; it neither adds nor ends a
+  strike.
+
+Pure: no I/O and no clock. The scheduler feeds answers in (:meth:`Pace.heard`) and
+asks for the delay (:meth:`Pace.delay`) when it sets the host's next time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Weight of the newest response time in the estimate.
+SMOOTHING = 0.3
+# Statuses that ask the crawler to slow down when they come without a Retry-After.
+BACKOFF_STATUSES = frozenset({429, 503})
+# 2^exponent: far beyond any max_delay already, and no float overflow.
+_MAX_EXPONENT = 32
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottleRules:
+    """How a host's delay follows its answers (the same for every host)."""
+
+    # The host waits this many times its response time; 0 turns the rule off.
+    delay_factor: float = 1.0
+    # What the factor and the back-off may ask at most (floors may exceed it).
+    max_delay: float = 30.0
+    # The first back-off after a 503/429 without Retry-After; it doubles per strike.
+    backoff_base: float = 2.0
+
+    def __post_init__(self) -> None:
+        for name in ("delay_factor", "max_delay", "backoff_base"):
+            value = getattr(self, name)
+            if not value >= 0:  # NaN too
+                raise ValueError(f"{name} must be >= 0, not {value}")
+
+
+@dataclass(slots=True)
+class Pace:
+    """One host's state: its estimated response time and its run of strikes."""
+
+    # Seconds to the response's head, smoothed; None until the first answer.
+    latency: float | None = None
+    # 503/429 answers without Retry-After in a row.
+    strikes: int = 0
+
+    def heard(self, latency: float | None, status: int | None, *, asked: bool = False) -> None:
+        """An answer: ``latency`` seconds to its head (None: no answer came, e.g. a
+        time-out, which says nothing of the server's pace and changes nothing);
+        ``asked``: it carried a Retry-After the caller obeys."""
+        if status is None or latency is None:
+            return
+        error = status == 429 or status >= 500
+        sample = max(latency, 0.0)
+        if self.latency is None:
+            self.latency = sample
+        elif not error or sample > self.latency:
+            self.latency += SMOOTHING * (sample - self.latency)
+        if status in BACKOFF_STATUSES:
+            if not asked:
+                self.strikes += 1
+        elif status < 500:
+            self.strikes = 0
+
+    def delay(self, rules: ThrottleRules, floor: float) -> float:
+        """Seconds from the end of a request to the host to its next one; never under
+        ``floor`` (``--delay``, raised by the host's Crawl-delay)."""
+        wanted = 0.0
+        if self.latency is not None:
+            wanted = min(rules.max_delay, rules.delay_factor * self.latency)
+        delay = max(floor, wanted)
+        if self.strikes:
+            base = max(rules.backoff_base, delay)
+            backoff = base * 2.0 ** min(self.strikes - 1, _MAX_EXPONENT)
+            delay = max(delay, min(rules.max_delay, backoff))
+        return delay
+
+
+@dataclass(frozen=True, slots=True)
+class SlowHost:
+    """A host among a peer's slowest, as its status reports it."""
+
+    host: str
+    # Estimated seconds to the response's head.
+    latency: float
+    # Its delay now: the floor raised by its pace and back-off.
+    delay: float
+    # 503/429 answers without Retry-After in a row.
+    strikes: int
