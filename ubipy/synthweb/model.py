@@ -16,6 +16,7 @@ import time
 
 from ubipy.synthweb import render
 from ubipy.synthweb.hostile import HostileWeb
+from ubipy.synthweb.pace import PaceWeb
 from ubipy.synthweb.render import Link
 from ubipy.synthweb.robots import RobotsKind, RobotsRules, rules_for
 from ubipy.synthweb.spec import Page, Response, WebSpec
@@ -62,6 +63,9 @@ class SyntheticWeb:
         self._last: tuple[str, Page | None] | None = None
         self._root_links, self._extras, self.specials = build_specials(self)
         self.hostile = HostileWeb(self) if self.spec.hostile else None
+        self.pace = PaceWeb(self) if self.spec.paced else None
+        if self.pace is not None:
+            self._root_links[(0, 0)] = self._root_links.get((0, 0), ()) + self.pace.home_links()
         if self.hostile is not None:
             home = self._root_links.get((0, 0), ())
             self._root_links[(0, 0)] = home + self.hostile.home_links()
@@ -104,6 +108,8 @@ class SyntheticWeb:
         host, target = split_url(normalize_url(url))
         index = self._index.get(host)
         if index is None:
+            if self.pace is not None and host in self.pace.hosts:
+                return self.pace.page(f"http://{host}{target}")
             return None if self.hostile is None else self.hostile.page(f"http://{host}{target}")
         extra = self._extras.get((index, target))
         if extra is not None:
@@ -183,6 +189,8 @@ class SyntheticWeb:
             hostile = self.hostile
             if hostile is not None and host.lower() in hostile.cases:
                 return hostile.robots_kind(host.lower())
+            if self.pace is not None and host.lower() in self.pace.hosts:
+                return RobotsKind.ABSENT
             return None
         return _ROBOTS_KINDS.get(index, RobotsKind.PLAIN)
 
@@ -210,11 +218,18 @@ class SyntheticWeb:
 
     # -- responses -----------------------------------------------------------------------
     def respond(
-        self, host: str, target: str, *, prior_requests: int = 0, wall_time: float | None = None
+        self,
+        host: str,
+        target: str,
+        *,
+        prior_requests: int = 0,
+        wall_time: float | None = None,
+        now: float | None = None,
     ) -> Response:
         """The response to GET `target` on `host`; `prior_requests` counts earlier requests
         for the same URL, so stateful behaviour (transient failures) stays a pure function.
-        `wall_time` (default: now) dates a Retry-After given as an HTTP-date."""
+        `wall_time` (default: now) dates a Retry-After given as an HTTP-date; `now` is the
+        server's clock (default: time.monotonic()), which the busy host's outage runs on."""
         url = normalize_target(host.lower().removesuffix(":80"), target)
         host, path = split_url(url)
         kind = self.robots_kind(host)
@@ -223,6 +238,10 @@ class SyntheticWeb:
         page = self.page(url)
         if page is None:
             return self.render_page(404, url, (_not_found_link(),), "not found")
+        if page.special == "pace" and self.pace is not None:
+            busy = self.pace.respond(host, time.monotonic() if now is None else now)
+            if busy is not None:
+                return busy
         if page.special and self.hostile is not None:
             wall = time.time() if wall_time is None else wall_time
             special = self.hostile.respond(url, page, prior_requests, wall)
@@ -273,6 +292,12 @@ class SyntheticWeb:
         rules = self.robots_rules(host)
         assert rules is not None
         return Response(200, text, rules.render())
+
+    def latency_for(self, host: str, target: str, n: int) -> float:
+        """Seconds before the `n`-th answer to `target` on `host`: the spec's latency, its
+        jitter, and the slow host's own."""
+        extra = 0.0 if self.pace is None else self.pace.latency(host, target, n)
+        return self.spec.latency + self.jitter_for(host, target, n) + extra
 
     def jitter_for(self, host: str, target: str, n: int) -> float:
         """Deterministic per-request jitter in [0, spec.jitter)."""

@@ -109,12 +109,12 @@ class SynthServer:
         self.counts[key] = n + 1
         if method in ("GET", "HEAD"):
             try:
-                response = self.web.respond(host, target, prior_requests=n)
+                response = self.web.respond(host, target, prior_requests=n, now=trio.current_time())
             except ValueError:  # an unparsable host or target: the client's fault
                 response = Response(400, (("Content-Type", "text/plain"),), b"bad request\n")
         else:
             response = Response(405, (("Allow", "GET, HEAD"),), b"method not allowed\n")
-        return response, self.web.spec.latency + self.web.jitter_for(host, target, n)
+        return response, self.web.latency_for(host, target, n)
 
     async def _answer_counted(
         self,

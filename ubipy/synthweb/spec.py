@@ -35,6 +35,13 @@ class WebSpec:
     bigrobots_bytes: int = 10 * 1024 * 1024  # x-bigrobots' robots.txt
     many_links: int = 100_000  # anchors on x-manylinks' page (to 50 distinct targets)
     long_link_chars: int = 10_000  # the over-long href on x-weirdlinks
+    # The paced web (pace.py): a fast, a slow and a busy (503 for a while) host. Off by
+    # default, like the hostile web.
+    paced: bool = False
+    paced_pages: int = 8  # pages per paced host
+    slow_latency: float = 0.2  # pace-slow answers after this much
+    slow_jitter: float = 0.2  # plus a deterministic uniform [0, slow_jitter) per request
+    unavailable_for: float = 60.0  # pace-busy's 503s last this long from its first page
 
     def __post_init__(self) -> None:
         if self.hosts < 1 or self.pages_per_host < 1:
