@@ -40,7 +40,14 @@ FIGURE_FIELDS: Final = (
     "bytes_out_wire",
     "paused",
     "joining",
+    "slowest_hosts",
 )
+# At most this many of a peer's slowest hosts are kept from its figures.
+MAX_SLOW_HOSTS: Final = 10
+
+# One of a peer's slowest hosts: (host, seconds to answer, seconds it waits between two
+# requests, 503/429 answers without Retry-After in a row). A tuple, so rows stay JSON.
+SlowHostRow = tuple[str, float, float, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +74,16 @@ class PeerRow:
     age: float | None
     # What the peer says of itself beyond its state: paused and why, or joining.
     note: str = ""
+    # The hosts it goes slowest on, slowest first (see ``slow_hosts``).
+    slowest: tuple[SlowHostRow, ...] = ()
 
     @property
     def live(self) -> bool:
         return self.state in LIVE_STATES
+
+    def slowest_described(self) -> list[str]:
+        """Its slowest hosts, for people: see :func:`describe_slow_host`."""
+        return [describe_slow_host(row) for row in self.slowest]
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -285,6 +298,7 @@ class FiguresBook:
             bytes_out=_count(figures.get("bytes_out_wire")),
             age=max(now - track.changed_at, 0.0) if track is not None else None,
             note=_note(figures),
+            slowest=slow_hosts(figures.get("slowest_hosts")),
         )
 
     def chart(self) -> list[ChartPoint]:
@@ -300,6 +314,34 @@ def _note(figures: Mapping[str, Any]) -> str:
         return f"paused: {paused}"[:200]
     joining = _count(figures.get("joining"))
     return f"joining (attempt {joining})" if joining else ""
+
+
+def slow_hosts(value: object) -> tuple[SlowHostRow, ...]:
+    """A peer's ``slowest_hosts`` figure ("host latency delay strikes; ..."), read; what
+    does not read (another version's peer, a bad one) is left out, never fatal."""
+    rows: list[SlowHostRow] = []
+    for entry in _text(value).split(";")[:MAX_SLOW_HOSTS]:
+        parts = entry.split()
+        if len(parts) != 4 or len(parts[0]) > 255:
+            continue
+        try:
+            latency, delay, strikes = float(parts[1]), float(parts[2]), int(parts[3])
+        except ValueError:
+            continue
+        if math.isfinite(latency) and math.isfinite(delay):
+            rows.append((parts[0], latency, delay, max(strikes, 0)))
+    return tuple(rows)
+
+
+def describe_slow_host(row: SlowHostRow) -> str:
+    """``"a.example answers in 1.20 s, waits 1.20 s (3 × 503/429)"``, for people."""
+    host, latency, delay, strikes = row
+    text = f"{host} answers in {_seconds(latency)}, waits {_seconds(delay)}"
+    return text + (f" ({strikes} × 503/429)" if strikes else "")
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
 def totals(rows: Iterable[PeerRow]) -> Totals:

@@ -31,6 +31,7 @@ COLUMNS: Final = (
     "hosts",
     "bytes-in",
     "bytes-out",
+    "slowest",
 )
 
 _STYLE: Final = r"""
@@ -67,6 +68,7 @@ tr.state-dead td.state { color: var(--dead); font-weight: 600; }
 tr.state-dead, tr.state-left { color: var(--muted); }
 tr.paused td.state { color: var(--suspect); font-weight: 600; }
 tr.stale td.uptime { color: var(--suspect); }
+td.slowest { text-align: left; }
 """
 
 _SCRIPT: Final = r"""
@@ -97,6 +99,12 @@ function duration(s) {
   const d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600);
   const m = Math.floor((s % 3600) / 60);
   return (d ? d + "d " : "") + (d || h ? pad2(h) + "h " : "") + pad2(m) + "m " + pad2(s % 60) + "s";
+}
+const seconds = (s) => s < 1 ? Math.round(s * 1000) + " ms" : s.toFixed(2) + " s";
+// One of a peer's slowest hosts: [host, seconds to answer, seconds between requests, strikes].
+function slowHost(h) {
+  return h[0] + " " + seconds(h[1]) + ", waits " + seconds(h[2]) +
+    (h[3] ? " (" + h[3] + " × 503/429)" : "");
 }
 function when(t) {
   if (t === null || t === undefined) return "–";
@@ -134,6 +142,9 @@ function fill(tr, p) {
   put(tr, "hosts", shown ? count(p.hosts) : "–", p.hosts);
   put(tr, "bytes-in", shown ? bytes(p.bytes_in) : "–", p.bytes_in);
   put(tr, "bytes-out", shown ? bytes(p.bytes_out) : "–", p.bytes_out);
+  const slow = p.slowest || [];
+  put(tr, "slowest", shown && slow.length ? slowHost(slow[0]) : "–", slow.length ? slow[0][0] : "");
+  tr.querySelector("td.slowest").title = slow.map(slowHost).join("\n");
 }
 
 function renderRows(peers) {
@@ -319,6 +330,7 @@ _HEADINGS: Final = {
     "hosts": "hosts",
     "bytes-in": "bytes in",
     "bytes-out": "bytes out",
+    "slowest": "slowest host",
 }
 
 _HTML: Final = f"""<!doctype html>

@@ -16,6 +16,9 @@ from ubipy.peer.handoff import Handoff
 from ubipy.peer.router import Router
 from ubipy.wire import MemberRow, Status, StatusRequest
 
+# Hosts each peer reports among its slowest.
+SLOWEST_REPORTED = 5
+
 
 @dataclass(frozen=True, slots=True)
 class PeerStatus:
@@ -58,6 +61,9 @@ class PeerStatus:
     joining: int = 0
     # Why nothing is fetched now, if it is not (e.g. no majority in sight).
     paused: str | None = None
+    # The hosts it goes slowest on, "host latency delay strikes" joined by "; "
+    # (figures are flat): the control centre's slowest hosts.
+    slowest_hosts: str = ""
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -110,6 +116,10 @@ def status_of(
         replica_bytes=links.stats.bytes_out_by["REPLICA"],
         joining=joining,
         paused=paused,
+        slowest_hosts="; ".join(
+            f"{h.host} {h.latency:.3f} {h.delay:.3f} {h.strikes}"
+            for h in c.scheduler.slowest(SLOWEST_REPORTED)
+        ),
     )
 
 
