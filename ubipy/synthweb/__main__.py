@@ -27,6 +27,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--jitter", type=float, default=d.jitter)
     p.add_argument("--crawl-delay", type=float, default=d.crawl_delay)
     p.add_argument("--hostile", action="store_true", help="add the x-* hosts (traps, faults)")
+    p.add_argument(
+        "--paced",
+        action="store_true",
+        help="add the pace-* hosts: one fast, one slow (0.2-0.4 s), one answering 503 for "
+        "--unavailable-for seconds",
+    )
+    p.add_argument("--unavailable-for", type=float, default=d.unavailable_for)
     p.add_argument("--log", default=None, help="write the request log here (JSON Lines)")
     p.add_argument(
         "--progress",
@@ -47,6 +54,8 @@ async def run(args: argparse.Namespace) -> None:
         jitter=args.jitter,
         crawl_delay=args.crawl_delay,
         hostile=args.hostile,
+        paced=args.paced,
+        unavailable_for=args.unavailable_for,
     )
     web = SyntheticWeb(spec)
     # Receive signals as messages so the log is written by ordinary code, not in a handler.
