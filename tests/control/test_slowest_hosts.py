@@ -1,0 +1,60 @@
+"""Each peer's slowest hosts: reported in its figures as one flat string, read by the
+control centre into its rows (the dashboard's "slowest host" column) and shown by
+``ubipy status`` under the table."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ubipy.control import FiguresBook, snapshot
+from ubipy.control.figures import MAX_SLOW_HOSTS, describe_slow_host, slow_hosts
+from ubipy.control.page import COLUMNS, PAGE
+
+SLOW = "pace-slow.synth.test 0.285 0.264 0; pace-busy.synth.test 0.001 32.000 5"
+
+
+def _figures(**more: Any) -> dict[str, Any]:
+    return {"address": "127.0.0.1:1", "state": "alive", "uptime": 3.0, "pages": 9, **more}
+
+
+def test_the_figure_is_read_into_rows() -> None:
+    assert slow_hosts(SLOW) == (
+        ("pace-slow.synth.test", 0.285, 0.264, 0),
+        ("pace-busy.synth.test", 0.001, 32.0, 5),
+    )
+    assert slow_hosts("") == () == slow_hosts(None) == slow_hosts(42)
+
+
+def test_what_does_not_read_is_left_out_never_fatal() -> None:
+    bad = "a.test 1 2; b.test x 2 0; c.test nan 1 0; d.test 0.5 inf 0; ok.test 0.5 1.0 -3; ;"
+    assert slow_hosts(bad) == (("ok.test", 0.5, 1.0, 0),)
+    many = "; ".join(f"h{i}.test 1.0 1.0 0" for i in range(50))
+    assert len(slow_hosts(many)) == MAX_SLOW_HOSTS
+    assert slow_hosts("x" * 300 + " 1 1 0") == ()
+
+
+def test_the_book_keeps_them_per_peer_and_the_snapshot_is_json() -> None:
+    book = FiguresBook()
+    book.update({"a": _figures(slowest_hosts=SLOW), "b": _figures()}, 0.0)
+    rows = {row.peer_id: row for row in book.rows(0.0)}
+    assert rows["a"].slowest[0] == ("pace-slow.synth.test", 0.285, 0.264, 0)
+    assert rows["b"].slowest == ()
+    data = json.loads(json.dumps(snapshot(book, 0.0, 1.0)))
+    [a, _] = data["peers"]
+    assert a["slowest"][1] == ["pace-busy.synth.test", 0.001, 32.0, 5]
+
+
+def test_described_for_people() -> None:
+    assert (
+        describe_slow_host(("a.test", 0.285, 0.264, 0)) == "a.test answers in 285 ms, waits 264 ms"
+    )
+    assert (
+        describe_slow_host(("b.test", 0.001, 32.0, 5))
+        == "b.test answers in 1 ms, waits 32.00 s (5 × 503/429)"
+    )
+
+
+def test_the_dashboard_has_a_slowest_host_column() -> None:
+    assert COLUMNS[-1] == "slowest"
+    assert b'<th class="slowest">slowest host</th>' in PAGE

@@ -1,0 +1,183 @@
+"""The resolver of the DNS stage: answers cached for their TTL, failures for less,
+lookups bounded in number and in time, fixed answers (--resolve), and addresses a
+crawler may not reach refused unless allowed. On the autojump clock."""
+
+from __future__ import annotations
+
+import socket
+
+import httpx2
+import pytest
+import trio
+import trio.testing
+
+from tests.fetch.test_transport import Server, keep_alive
+from ubipy.config import DnsConfig
+from ubipy.errors import ConfigError
+from ubipy.fetch import FetchOutcome, fetch, is_retryable
+from ubipy.fetch.dns import FAILURE_TTL, DnsFailure, Resolver, is_public, split_host
+from ubipy.fetch.transport import PooledTransport
+
+
+class FakeDns:
+    """A system resolver: ``table`` names answer at once; others do not exist,
+    after ``slow`` seconds."""
+
+    def __init__(self, table: dict[str, list[str]], slow: float = 0.0) -> None:
+        self.table = table
+        self.slow = slow
+        self.asked: list[str] = []
+        self.at_once = 0
+        self.most_at_once = 0
+
+    async def __call__(self, name: str) -> list[str]:
+        self.asked.append(name)
+        self.at_once += 1
+        self.most_at_once = max(self.most_at_once, self.at_once)
+        try:
+            if name in self.table:
+                await trio.sleep(0.01)
+                return self.table[name]
+            await trio.sleep(self.slow)
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        finally:
+            self.at_once -= 1
+
+
+def test_host_keys_give_their_names() -> None:
+    assert split_host("example.com") == "example.com"
+    assert split_host("example.com:8080") == "example.com"
+    assert split_host("[2001:db8::1]:8080") == "2001:db8::1"
+
+
+@pytest.mark.parametrize(
+    ("address", "public"),
+    [
+        ("93.184.216.34", True),
+        ("2606:4700::1111", True),
+        ("127.0.0.1", False),
+        ("10.1.2.3", False),
+        ("172.16.0.9", False),
+        ("192.168.1.1", False),
+        ("169.254.169.254", False),  # a cloud's metadata service
+        ("0.0.0.0", False),
+        ("::1", False),
+        ("fe80::1", False),
+        ("fd00::1", False),
+        ("::ffff:127.0.0.1", False),  # loopback mapped into IPv6
+        ("224.0.0.1", False),
+    ],
+)
+def test_only_globally_routable_addresses_are_public(address: str, public: bool) -> None:
+    assert is_public(address) is public
+
+
+async def test_an_answer_is_kept_for_the_ttl_and_a_host_costs_one_lookup(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    dns = FakeDns({"a.test": ["93.184.216.34", "93.184.216.35"]})
+    resolver = Resolver(ttl=100.0, lookup=dns)
+    for _ in range(5):
+        answer = await resolver.resolve("a.test")
+        assert answer.address == "93.184.216.34" and answer.error is None
+    assert await resolver.resolve("a.test:8080") == answer  # one name, whatever the port
+    assert dns.asked == ["a.test"] and resolver.lookups["a.test"] == 1
+    await trio.sleep(100.0)
+    await resolver.resolve("a.test")
+    assert resolver.lookups["a.test"] == 2
+
+
+async def test_a_failure_is_kept_a_shorter_while(autojump_clock: trio.testing.MockClock) -> None:
+    dns = FakeDns({})
+    resolver = Resolver(ttl=3600.0, lookup=dns)
+    assert (await resolver.resolve("gone.test")).error is DnsFailure.NO_SUCH_NAME
+    assert (await resolver.resolve("gone.test")).error is DnsFailure.NO_SUCH_NAME
+    assert len(dns.asked) == 1
+    await trio.sleep(FAILURE_TTL)
+    await resolver.resolve("gone.test")
+    assert len(dns.asked) == 2
+
+
+async def test_lookups_are_bounded_in_number_and_in_time(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    dns = FakeDns({}, slow=60.0)
+    resolver = Resolver(timeout=5.0, concurrency=4, lookup=dns)
+    answers = []
+
+    async def one(name: str) -> None:
+        answers.append(await resolver.resolve(name))
+
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        for i in range(20):
+            nursery.start_soon(one, f"slow{i}.test")
+    assert dns.most_at_once == 4
+    assert {a.error for a in answers} == {DnsFailure.TIMEOUT}
+    assert trio.current_time() - start == pytest.approx(5 * 5.0)  # 20 lookups, 4 at a time
+
+
+async def test_temporary_failures_are_told_apart() -> None:
+    async def again(name: str) -> list[str]:
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    resolver = Resolver(lookup=again)
+    assert (await resolver.resolve("flaky.test")).error is DnsFailure.TEMPORARY
+
+
+async def test_fixed_answers_win_and_without_the_system_only_they_answer() -> None:
+    dns = FakeDns({"a.test": ["93.184.216.34"]})
+    overrides = DnsConfig(resolve=("a.test:203.0.113.9,2001:db8::9",)).overrides()
+    resolver = Resolver(system=False, overrides=overrides, allow_private=True, lookup=dns)
+    assert (await resolver.resolve("a.test")).addresses == ("203.0.113.9", "2001:db8::9")
+    assert (await resolver.resolve("b.test")).error is DnsFailure.NO_SUCH_NAME
+    assert dns.asked == []
+    assert resolver.wanted("a.test") and not resolver.wanted("b.test")
+    assert resolver.wanted("192.0.2.1:80") and resolver.wanted("[::1]:8080")
+
+
+async def test_addresses_that_may_not_be_reached_are_refused_unless_allowed() -> None:
+    dns = FakeDns({"inside.test": ["10.0.0.5"], "outside.test": ["93.184.216.34"]})
+    resolver = Resolver(lookup=dns)
+    for host in ("169.254.169.254", "127.0.0.1:7000", "[::1]:8080", "inside.test"):
+        assert (await resolver.resolve(host)).error is DnsFailure.REFUSED, host
+    assert (await resolver.resolve("outside.test")).error is None
+    assert resolver.refused["169.254.169.254"] == 1
+    resolver.exempt("inside.test:8080")  # a seed was there
+    assert (await resolver.resolve("inside.test")).address == "10.0.0.5"
+    allowing = Resolver(lookup=dns, allow_private=True)
+    assert (await allowing.resolve("127.0.0.1:7000")).address == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    "entry", ["a.test", "a.test:", ":1.2.3.4", "a.test:not-an-address", "a.test:1.2.3.4,x"]
+)
+def test_a_bad_resolve_entry_is_a_config_error(entry: str) -> None:
+    with pytest.raises(ConfigError, match="resolve"):
+        DnsConfig(resolve=(entry,))
+
+
+async def test_the_transport_connects_to_the_checked_address_and_nowhere_else(
+    nursery: trio.Nursery,
+) -> None:
+    """A name only --resolve knows reaches the server through the pinned address;
+    the same name refused (a private address, not allowed) reaches nothing."""
+    server = Server(keep_alive)
+    await nursery.start(server.serve)
+    url = f"http://only-here.test:{server.port}/x"
+    overrides = {"only-here.test": ("127.0.0.1",)}
+    nowhere = FakeDns({})
+    allowing = Resolver(overrides=overrides, allow_private=True, lookup=nowhere)
+    transport = PooledTransport(resolver=allowing)
+    async with httpx2.AsyncClient(transport=transport) as client:
+        result = await fetch(client, url, max_bytes=1000)
+    assert result.status == 200 and result.body == b"hello"
+    assert server.connections == 1 and nowhere.asked == []
+
+    refusing = Resolver(overrides=overrides, lookup=nowhere)
+    async with httpx2.AsyncClient(transport=PooledTransport(resolver=refusing)) as client:
+        result = await fetch(client, url, max_bytes=1000)
+    assert result.outcome is FetchOutcome.REFUSED
+    assert "not a public address" in (result.detail or "")
+    assert not is_retryable(result)
+    assert server.connections == 1  # nothing more reached the server

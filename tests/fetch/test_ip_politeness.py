@@ -1,0 +1,167 @@
+"""The scheduler's DNS stage and per-IP rule, driven by hand with explicit times:
+a host is looked up before its first request, the lookup is not a request, hosts
+on one address take turns with the address's delay, and a host whose lookups fail
+is retried with a back-off, then given up."""
+
+from __future__ import annotations
+
+import random
+
+from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
+
+ROBOTS_OK = b"User-agent: *\nAllow: /\n"
+
+
+def _sched(*, delay: float = 1.0, ip_delay: float | None = None) -> Scheduler:
+    return Scheduler(
+        delay=delay,
+        window=64,
+        loader=lambda host, after, limit: [],
+        robots_retry_base=10.0,
+        resolve=lambda host: True,
+        ip_delay=ip_delay,
+    )
+
+
+def _add(s: Scheduler, host: str, n: int, depth: int = 1) -> None:
+    for i in range(n):
+        s.add(host, Entry(fp=hash((host, i)), seq=i + 1, url=f"http://{host}/p{i}", depth=depth))
+
+
+def _job(s: Scheduler, now: float) -> Job:
+    job = s.next_job(now)
+    assert job is not None
+    return job
+
+
+def _resolve_all(s: Scheduler, addresses: dict[str, str]) -> None:
+    for host in addresses:
+        _add(s, host, 1)
+    for _ in addresses:
+        job = _job(s, 0.0)
+        assert job.kind is JobKind.RESOLVE
+        s.resolved(job.host, addresses[job.host], until=3600.0)
+
+
+def test_a_host_is_looked_up_first_and_the_lookup_is_not_a_request() -> None:
+    s = _sched(delay=1.0)
+    _add(s, "a.test", 2)
+    job = _job(s, 0.0)
+    assert job.kind is JobKind.RESOLVE and job.host == "a.test"
+    assert s.next_job(0.0) is None  # nothing else for the host while it is looked up
+    s.resolved("a.test", "192.0.2.1", until=3600.0)
+    robots = _job(s, 0.0)  # at once: no delay after a lookup
+    assert robots.kind is JobKind.ROBOTS
+    s.robots_answer("a.test", 0.1, status=200, location=None, body=ROBOTS_OK)
+    assert _job(s, 1.1).kind is JobKind.PAGE
+
+
+def test_hosts_on_one_address_take_turns_with_the_address_delay() -> None:
+    s = _sched(delay=0.0, ip_delay=2.0)
+    _resolve_all(s, {"a.test": "192.0.2.7", "b.test": "192.0.2.7"})
+    first = _job(s, 0.0)
+    assert first.kind is JobKind.ROBOTS
+    assert s.next_job(0.0) is None  # the other host shares the address: it waits
+    s.robots_answer(first.host, 0.5, status=200, location=None, body=ROBOTS_OK)
+    assert s.next_job(1.0) is None
+    assert s.next_wakeup() == 2.5  # the address's delay after the request ended
+    second = _job(s, 2.5)
+    assert second.host != first.host
+
+
+def test_hosts_on_different_addresses_are_asked_at_once() -> None:
+    s = _sched(delay=0.0, ip_delay=5.0)
+    _resolve_all(s, {"a.test": "192.0.2.1", "b.test": "192.0.2.2"})
+    assert {_job(s, 0.0).host, _job(s, 0.0).host} == {"a.test", "b.test"}
+
+
+def test_a_failed_lookup_backs_off_then_the_host_is_given_up() -> None:
+    s = _sched()
+    _add(s, "dead.test", 3)
+    assert _job(s, 0.0).kind is JobKind.RESOLVE
+    assert not s.lookup_failed("dead.test", 0.0)
+    assert s.next_job(5.0) is None and s.next_wakeup() == 10.0
+    assert _job(s, 10.0).kind is JobKind.RESOLVE
+    assert not s.lookup_failed("dead.test", 10.0)
+    assert s.next_wakeup() == 30.0  # doubled
+    assert _job(s, 30.0).kind is JobKind.RESOLVE
+    assert s.lookup_failed("dead.test", 30.0)  # the third: given up
+    slot = s.slot("dead.test")
+    assert slot is not None and slot.robots_state is HostRobots.GIVEN_UP
+    assert s.idle() and not s.add("dead.test", Entry(99, 99, "http://dead.test/x", 1))
+
+
+def test_a_refused_address_gives_the_host_up_at_once() -> None:
+    s = _sched()
+    _add(s, "metadata.test", 1)
+    _job(s, 0.0)
+    assert s.lookup_failed("metadata.test", 0.0, final=True)
+
+
+def test_an_answer_is_kept_until_it_expires_then_looked_up_again() -> None:
+    s = _sched(delay=1.0)
+    _add(s, "a.test", 3)
+    _job(s, 0.0)
+    s.resolved("a.test", "192.0.2.1", until=2.5)
+    _job(s, 0.0)
+    s.robots_answer("a.test", 0.0, status=200, location=None, body=ROBOTS_OK)
+    assert _job(s, 1.0).kind is JobKind.PAGE
+    s.finished("a.test", 1.0)
+    assert _job(s, 2.0).kind is JobKind.PAGE
+    s.finished("a.test", 2.0)
+    assert _job(s, 3.0).kind is JobKind.RESOLVE  # the answer expired at 2.5
+
+
+def test_seeds_mark_their_host() -> None:
+    s = _sched()
+    _add(s, "seeded.test", 1, depth=0)
+    _add(s, "linked.test", 1, depth=1)
+    seeded, linked = s.slot("seeded.test"), s.slot("linked.test")
+    assert seeded is not None and seeded.seeded
+    assert linked is not None and not linked.seeded
+
+
+def test_many_hosts_on_few_addresses_never_overlap_on_an_address() -> None:
+    """Random completions: at most one request per address at a time, the address's
+    delay between two, and every page fetched."""
+    for seed in range(10):
+        rng = random.Random(seed)
+        ip_delay = 0.5
+        s = _sched(delay=0.1, ip_delay=ip_delay)
+        hosts = {f"h{i}.test": f"192.0.2.{rng.randint(1, 3)}" for i in range(12)}
+        for host in hosts:
+            _add(s, host, rng.randint(1, 4))
+        busy: dict[str, float] = {}  # address -> when its last request ended
+        running: list[tuple[float, Job]] = []
+        fetched = 0
+        now = 0.0
+        for _ in range(10_000):
+            job = s.next_job(now)
+            if job is not None:
+                if job.kind is JobKind.RESOLVE:
+                    s.resolved(job.host, hosts[job.host], until=1e9)
+                    continue
+                address = hosts[job.host]
+                assert address not in {hosts[j.host] for _, j in running}
+                assert now >= busy.get(address, -1e9) + ip_delay - 1e-9
+                running.append((now + rng.uniform(0.01, 0.3), job))
+                continue
+            if not running:
+                wake = s.next_wakeup()
+                if wake is None:
+                    break
+                now = max(now, wake)
+                continue
+            running.sort(key=lambda r: r[0])
+            end, done = running.pop(0)
+            now = max(now, end)
+            busy[hosts[done.host]] = now
+            if done.kind is JobKind.ROBOTS:
+                s.robots_answer(done.host, now, status=200, location=None, body=ROBOTS_OK)
+            else:
+                fetched += 1
+                s.finished(done.host, now)
+        assert s.idle()
+        slots = [s.slot(h) for h in hosts]
+        assert fetched == sum(slot.pages for slot in slots if slot is not None)
+        assert fetched > 12

@@ -1,0 +1,228 @@
+"""Name resolution as a stage of its own, before a host's first request.
+
+Mercator and Heritrix resolve before fetching, so a name that does not resolve
+costs a lookup, not one of the fetch slots: here a host's slot asks for a lookup
+(:class:`~ubipy.fetch.politeness.JobKind` ``RESOLVE``) and the crawler runs it on
+the resolver's own bounded pool, with a time-out. Answers are cached for
+``ttl`` (the system resolver does not report the record's TTL) and failures for
+a shorter while, so a host costs one lookup until its answer expires.
+
+The address a host resolved to is also the key of the per-IP politeness rule,
+and the one the transport connects to (:meth:`Resolver.pinned`): a name cannot
+resolve to one address when checked and another when connected (DNS rebinding).
+Addresses that are not globally routable (loopback, private, link-local,
+unspecified, a cloud's metadata service at 169.254.169.254) are refused unless
+the user allows them, or a seed was on that host.
+
+Behind a proxy (or a transport injected by a test) the proxy resolves and
+connects; only names given with ``--resolve`` and IP literals are then looked at
+here, for the per-IP rule and the refusal of addresses.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import ipaddress
+import math
+import socket
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+import trio
+
+from ubipy.config import DnsConfig
+
+# A failed lookup is asked again after this long at the earliest (the host's own
+# retry waits longer): negative answers are often short-lived.
+FAILURE_TTL = 30.0
+
+SystemLookup = Callable[[str], Awaitable[list[str]]]
+
+
+class DnsFailure(enum.Enum):
+    """Why a name gave no address."""
+
+    NO_SUCH_NAME = "dns: no such name"
+    TEMPORARY = "dns: temporary failure"
+    TIMEOUT = "dns: lookup timed out"
+    REFUSED = "refused: not a public address"
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    """A lookup's answer: the addresses, or why there are none."""
+
+    addresses: tuple[str, ...] = ()
+    error: DnsFailure | None = None
+
+    @property
+    def address(self) -> str | None:
+        """The one address requests go to, and the per-IP politeness key."""
+        return self.addresses[0] if self.addresses else None
+
+
+def split_host(host: str) -> str:
+    """The name (or IP literal, without brackets) of a ``host[:port]`` key."""
+    if host.startswith("["):
+        return host[1 : host.index("]")]
+    name, _, _ = host.partition(":")
+    return name
+
+
+def literal(name: str) -> str | None:
+    """``name`` as an IP address, if it is one."""
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        return None
+
+
+def is_public(address: str) -> bool:
+    """Whether a crawler may reach ``address`` without being told to: globally
+    routable and not multicast (an IPv4 address mapped into IPv6 judged as IPv4)."""
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+def system_lookup(limiter: trio.CapacityLimiter) -> SystemLookup:
+    """getaddrinfo in threads of the stage's own (not trio's shared pool of 40, which
+    slow names would fill); a lookup cut by the time-out leaves its thread to finish
+    alone, still counted by ``limiter`` until it does."""
+
+    async def lookup(name: str) -> list[str]:
+        infos = await trio.to_thread.run_sync(
+            functools.partial(socket.getaddrinfo, name, None, type=socket.SOCK_STREAM),
+            limiter=limiter,
+            abandon_on_cancel=True,
+        )
+        return [str(info[4][0]) for info in infos]
+
+    return lookup
+
+
+class Resolver:
+    """Cached, bounded lookups of host names; see the module docstring.
+
+    ``system``: look names up with the system resolver (off behind a proxy);
+    ``overrides``: fixed answers (``--resolve``), which win over the system's;
+    ``lookup``: the system lookup, injectable for tests.
+    """
+
+    def __init__(
+        self,
+        *,
+        ttl: float = 3600.0,
+        timeout: float = 5.0,
+        concurrency: int = 128,
+        system: bool = True,
+        overrides: Mapping[str, tuple[str, ...]] | None = None,
+        allow_private: bool = False,
+        lookup: SystemLookup | None = None,
+    ) -> None:
+        self._ttl = ttl
+        self._timeout = timeout
+        self._limiter = trio.CapacityLimiter(concurrency)
+        threads = trio.CapacityLimiter(concurrency)
+        self._system = system
+        self._overrides = dict(overrides or {})
+        self._allow_private = allow_private
+        self._lookup = lookup or system_lookup(threads)
+        # name -> (answer, expires): names, not host keys, so ports share an answer.
+        self._cache: dict[str, tuple[Lookup, float]] = {}
+        # Hosts whose non-public address was allowed because a seed was on them.
+        self._exempt: set[str] = set()
+        self.lookups: Counter[str] = Counter()  # per name, answers not from the cache
+        self.refused: Counter[str] = Counter()  # per name, addresses refused
+
+    @classmethod
+    def of(cls, config: DnsConfig, *, system: bool) -> Resolver:
+        """The resolver ``config`` asks for; ``system``: whether ubipy connects to
+        hosts itself (no proxy, no injected transport), so names need looking up."""
+        return cls(
+            ttl=config.ttl,
+            timeout=config.timeout,
+            concurrency=config.lookups,
+            system=system,
+            overrides=config.overrides(),
+            allow_private=config.allow_private,
+        )
+
+    def wanted(self, host: str) -> bool:
+        """Whether ``host`` goes through the resolution stage at all."""
+        name = split_host(host)
+        return self._system or name in self._overrides or literal(name) is not None
+
+    def exempt(self, host: str) -> None:
+        """A seed was on ``host``: its address is allowed whatever it is."""
+        self._exempt.add(split_host(host))
+
+    def allowed(self, name: str, address: str) -> bool:
+        return self._allow_private or name in self._exempt or is_public(address)
+
+    def pinned(self, name: str) -> Lookup | None:
+        """The cached answer for ``name`` (without brackets), if still fresh."""
+        cached = self._cache.get(name)
+        if cached is None or cached[1] <= trio.current_time():
+            return None
+        return cached[0]
+
+    def fresh_until(self, host: str) -> float:
+        """When the cached answer for a ``host[:port]`` key expires (-inf: none)."""
+        cached = self._cache.get(split_host(host))
+        return -math.inf if cached is None else cached[1]
+
+    async def resolve(self, host: str) -> Lookup:
+        """The answer for a ``host[:port]`` key, cached; addresses that are not
+        allowed are refused (:attr:`DnsFailure.REFUSED`)."""
+        name = split_host(host)
+        answer = self.pinned(name)
+        if answer is None:
+            self.lookups[name] += 1
+            answer = await self._ask(name)
+            ttl = self._ttl if answer.error is None else min(self._ttl, FAILURE_TTL)
+            self._cache[name] = (answer, trio.current_time() + ttl)
+        if answer.address is not None and not self.allowed(name, answer.address):
+            self.refused[name] += 1
+            return Lookup((), DnsFailure.REFUSED)
+        return answer
+
+    def forget(self) -> None:
+        """Drop every cached answer (tests; a resolver that changed)."""
+        self._cache.clear()
+
+    async def _ask(self, name: str) -> Lookup:
+        address = literal(name)
+        if address is not None:
+            return Lookup((address,))
+        fixed = self._overrides.get(name)
+        if fixed is not None:
+            return Lookup(fixed)
+        if not self._system:
+            return Lookup((), DnsFailure.NO_SUCH_NAME)
+        async with self._limiter:
+            with trio.move_on_after(self._timeout):
+                try:
+                    found = await self._lookup(name)
+                except socket.gaierror as exc:
+                    if exc.errno in (socket.EAI_AGAIN, getattr(socket, "EAI_SYSTEM", None)):
+                        return Lookup((), DnsFailure.TEMPORARY)
+                    return Lookup((), DnsFailure.NO_SUCH_NAME)
+                except (OSError, UnicodeError):
+                    return Lookup((), DnsFailure.NO_SUCH_NAME)
+                addresses = tuple(dict.fromkeys(a for a in found if literal(a) is not None))
+                if not addresses:
+                    return Lookup((), DnsFailure.NO_SUCH_NAME)
+                return Lookup(addresses)
+            return Lookup((), DnsFailure.TIMEOUT)
+
+    # -- figures ------------------------------------------------------------
+    def lookups_per_name(self) -> tuple[int, float]:
+        """The most lookups any one name took, and the mean (0 when none)."""
+        if not self.lookups:
+            return 0, 0.0
+        most = max(self.lookups.values())
+        return most, math.fsum(self.lookups.values()) / len(self.lookups)

@@ -1,0 +1,86 @@
+"""The crawler's DNS stage: lookups the scheduler asks for (``JobKind.RESOLVE``), run
+beside the requests, never in one of their slots.
+
+Two hundred hosts whose names do not resolve used to hold every request slot for
+the length of their time-outs while a live web waited; here a lookup costs a place
+in the resolver's own bounded pool and the host it serves, nothing else. A host
+whose lookups keep failing, or whose address may not be reached, is given up the
+way a host whose robots.txt cannot be had is: its URLs are closed with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import trio
+
+from ubipy.fetch import DnsFailure, Resolver, Scheduler
+from ubipy.peer.commits import Commits
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class DnsStats:
+    """What the stage did; lookups per host are the resolver's."""
+
+    failures: int = 0
+    hosts_given_up: int = 0
+    # Hosts refused because their address may not be reached.
+    refused: int = 0
+    failed_by_reason: dict[str, int] = field(default_factory=dict)
+
+
+class ResolveStage:
+    def __init__(
+        self,
+        resolver: Resolver,
+        scheduler: Scheduler,
+        commits: Commits,
+        *,
+        wake: tuple[Callable[[], None], Callable[[], None]],
+    ) -> None:
+        """``wake``: (wake the dispatcher, flush the commits now), called after each
+        lookup, and the latter when a host's URLs were closed."""
+        self.resolver = resolver
+        self._scheduler = scheduler
+        self._commits = commits
+        self._wake, self._flush = wake
+        self.stats = DnsStats()
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    def submit(self, host: str) -> None:
+        assert self._nursery is not None, "the stage is not running"
+        self._nursery.start_soon(self._lookup, host)
+
+    async def _lookup(self, host: str) -> None:
+        slot = self._scheduler.slot(host)
+        if slot is not None and slot.seeded:
+            # The user named this host: whatever its address, it is theirs to crawl.
+            self.resolver.exempt(host)
+        answer = await self.resolver.resolve(host)
+        now = trio.current_time()
+        if answer.address is not None:
+            until = self.resolver.fresh_until(host)
+            self._scheduler.resolved(host, answer.address, until=until)
+        else:
+            error = answer.error or DnsFailure.NO_SUCH_NAME
+            stats = self.stats
+            stats.failures += 1
+            stats.failed_by_reason[error.value] = stats.failed_by_reason.get(error.value, 0) + 1
+            refused = error is DnsFailure.REFUSED
+            stats.refused += refused
+            if self._scheduler.lookup_failed(host, now, final=refused):
+                stats.hosts_given_up += 1
+                log.info("%s: given up: %s", host, error.value)
+                self._commits.close_host(host, error.value)
+                self._flush()
+        self._wake()
