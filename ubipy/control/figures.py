@@ -81,9 +81,14 @@ class PeerRow:
     def live(self) -> bool:
         return self.state in LIVE_STATES
 
-    def slowest_described(self) -> list[str]:
-        """Its slowest hosts, for people: see :func:`describe_slow_host`."""
-        return [describe_slow_host(row) for row in self.slowest]
+    def slowest_lines(self) -> list[str]:
+        """Its slowest hosts in a line for people (see :func:`describe_slow_host`); none
+        when it has none."""
+        if not self.slowest:
+            return []
+        return [
+            f"{self.peer_id}: slowest hosts: " + "; ".join(map(describe_slow_host, self.slowest))
+        ]
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
