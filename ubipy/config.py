@@ -11,18 +11,23 @@ made and raises :class:`~ubipy.errors.ConfigError`, naming the option.
 from __future__ import annotations
 
 import enum
-import math
+import ipaddress
+import re
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ubipy import PROJECT_URL, __version__
+from ubipy.cluster_config import ControlConfig, ForwardingConfig, ReplicationConfig, SwimConfig
 from ubipy.errors import ConfigError
 from ubipy.options import option
+from ubipy.validation import at_least, positive, show
 
 __all__ = [
     "BoundsConfig",
     "ControlConfig",
     "CrawlConfig",
+    "DnsConfig",
     "FetchConfig",
     "ForwardingConfig",
     "PolitenessConfig",
@@ -46,31 +51,22 @@ def default_user_agent() -> str:
     return f"ubipy/{__version__} (+{PROJECT_URL})"
 
 
-def _show(value: object) -> str:
-    return f"{value:g}" if isinstance(value, float) else repr(value)
+_TOKEN = r"[a-z0-9!#$&^_.+-]+"
+# RFC 9110's media-range, without parameters.
+_MEDIA_RANGE = re.compile(rf"\*/\*|{_TOKEN}/(?:{_TOKEN}|\*)")
 
 
-def _at_least(section: object, low: int, *names: str, infinite: bool = False) -> None:
-    """``infinite``: inf is a meaningful value of these (no cap), not a slip."""
-    for name in names:
-        value = getattr(section, name)
-        # Written so that NaN fails too; None is "no limit".
-        if value is not None and not value >= low:
-            raise ConfigError(f"must be >= {low}, not {_show(value)}", name)
-        _finite(value, name, f">= {low}", infinite)
-
-
-def _positive(section: object, *names: str) -> None:
-    for name in names:
-        value = getattr(section, name)
-        if not value > 0:
-            raise ConfigError(f"must be > 0, not {_show(value)}", name)
-        _finite(value, name, "> 0", False)
-
-
-def _finite(value: object, name: str, bound: str, infinite: bool) -> None:
-    if value == math.inf and not infinite:
-        raise ConfigError(f"must be {bound} and finite, not inf", name)
+def _check_ca_bundle(path: Path) -> None:
+    """A bundle that cannot be read, or holds no certificate, is refused at start, not
+    found out at the first https page."""
+    try:
+        ssl.create_default_context(cafile=path)
+    except ssl.SSLError as exc:  # an OSError too
+        raise ConfigError(
+            f"is not a PEM file of CA certificates: {path} ({exc.reason or exc})", "ca_bundle"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot be read: {path}: {exc.strerror or exc}", "ca_bundle") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +106,15 @@ class PolitenessConfig:
     robots_max_attempts: int = option(
         3, help="attempts at a failing robots.txt before its host's URLs are given up"
     )
+    # Shared hosting puts thousands of sites on one server: the rule per address
+    # keeps a crawl of all of them as gentle as a crawl of one.
+    ip_delay: float | None = option(
+        None,
+        flag="--ip-delay",
+        metavar="SECONDS",
+        help="delay between two requests to one IP address, one in flight at a time, on "
+        "top of each host's rules (default: the --delay)",
+    )
     # A delay that listens to the server (ubipy/fetch/throttle.py): a slow host gets
     # fewer requests, an overloaded one (503, 429) is left alone longer and longer.
     delay_factor: float = option(
@@ -134,11 +139,11 @@ class PolitenessConfig:
     )
 
     def __post_init__(self) -> None:
-        _at_least(self, 0, "delay", "robots_retry_base")
-        _at_least(self, 0, "max_crawl_delay", infinite=True)
-        _at_least(self, 1, "concurrency", "robots_max_attempts")
-        _at_least(self, 0, "delay_factor", "backoff_base")
-        _at_least(self, 0, "max_delay", infinite=True)
+        at_least(self, 0, "delay", "robots_retry_base", "ip_delay")
+        at_least(self, 0, "max_crawl_delay", infinite=True)
+        at_least(self, 1, "concurrency", "robots_max_attempts")
+        at_least(self, 0, "delay_factor", "backoff_base")
+        at_least(self, 0, "max_delay", infinite=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,10 +177,44 @@ class BoundsConfig:
         help="refuse URLs whose path repeats one segment more than N times, as traps do "
         "(default: {default})",
     )
+    # Searched in the normalised URL (re.search) before it is admitted or sent to its
+    # owner; seeds included (a seed filtered out is refused, with the reason).
+    include: tuple[str, ...] = option(
+        (),
+        flag="--include",
+        metavar="REGEX",
+        help="follow only URLs in which this regular expression is found (re.search on "
+        "the normalised URL), seeds included; may be repeated: a URL is kept when any "
+        "matches (default: every URL)",
+    )
+    exclude: tuple[str, ...] = option(
+        (),
+        flag="--exclude",
+        metavar="REGEX",
+        help="never follow URLs in which this regular expression is found, seeds "
+        "included; may be repeated; wins over --include (default: none)",
+    )
+    # A host's robots.txt Sitemap lines and its /sitemap.xml, read for the URLs they
+    # list (depth 1), which are admitted like links.
+    sitemaps: bool = option(
+        True,
+        flag="--no-sitemaps",
+        negated=True,
+        help="do not read sitemaps (those robots.txt names and each host's /sitemap.xml) "
+        "for URLs to crawl (default: sitemaps read)",
+    )
 
     def __post_init__(self) -> None:
-        _at_least(self, 0, "max_depth")
-        _at_least(self, 1, "max_pages_per_host", "max_path_repeats")
+        at_least(self, 0, "max_depth")
+        at_least(self, 1, "max_pages_per_host", "max_path_repeats")
+        for name in ("include", "exclude"):
+            for pattern in getattr(self, name):
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ConfigError(
+                        f"is not a regular expression: {pattern!r} ({exc})", name
+                    ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,12 +276,37 @@ class FetchConfig:
         metavar="URL",
         help="send every request through this HTTP proxy (default: none, direct)",
     )
+    # HTML is always kept and parsed for links; these are kept besides, not parsed.
+    accept: tuple[str, ...] = option(
+        (),
+        flag="--accept",
+        metavar="TYPE",
+        help="also keep responses of this media type (e.g. application/pdf, image/*), "
+        "stored but not parsed for links; may be repeated. HTML is always kept; other "
+        "responses are counted by type and their bodies not downloaded (default: HTML only)",
+    )
+    # Certificates are always verified; a page whose certificate fails is recorded as
+    # a certificate error and not retried.
+    ca_bundle: Path | None = option(
+        None,
+        flag="--ca-bundle",
+        metavar="PATH",
+        help="also trust the CAs in this PEM file (private CAs) when verifying servers' "
+        "certificates, besides the system's (default: the system's only)",
+    )
 
     def __post_init__(self) -> None:
-        _positive(self, "connect_timeout", "read_timeout", "fetch_deadline")
-        _at_least(self, 1, "max_body_bytes")
-        _at_least(self, 0, "max_retries", "retry_base")
-        _at_least(self, 0, "max_retry_after", infinite=True)
+        positive(self, "connect_timeout", "read_timeout", "fetch_deadline")
+        if self.ca_bundle is not None:
+            _check_ca_bundle(self.ca_bundle)
+        for media in self.accept:
+            if not _MEDIA_RANGE.fullmatch(media.strip().lower()):
+                raise ConfigError(
+                    f"is not a media type (type/subtype, type/* or */*): {media!r}", "accept"
+                )
+        at_least(self, 1, "max_body_bytes")
+        at_least(self, 0, "max_retries", "retry_base")
+        at_least(self, 0, "max_retry_after", infinite=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,8 +340,8 @@ class StoreConfig:
     )
 
     def __post_init__(self) -> None:
-        _positive(self, "commit_interval", "storage_retry")
-        _at_least(
+        positive(self, "commit_interval", "storage_retry")
+        at_least(
             self,
             1,
             "commit_every_pages",
@@ -287,153 +351,62 @@ class StoreConfig:
             "frontier_memory",
         )
         if not 0 < self.bloom_error_rate < 1:
-            rate = _show(self.bloom_error_rate)
+            rate = show(self.bloom_error_rate)
             raise ConfigError(f"must be between 0 and 1, not {rate}", "bloom_error_rate")
 
 
 @dataclass(frozen=True, slots=True)
-class ForwardingConfig:
-    """How URLs found for hosts that other peers own are sent to them, in batches."""
+class DnsConfig:
+    """Name resolution: a stage before a host's first request, cached, bounded, and
+    which addresses may be reached at all."""
 
-    # A peer spreads its foreign links over one outbox per other member, so with a
-    # fixed linger the batches thin out as the cluster grows (one or two URLs a
-    # frame at a few dozen pages a second); a few seconds are nothing to a URL that
-    # waits its turn in a frontier anyway.
-    batch_size: int = option(
-        50,
-        flag="--batch-size",
-        metavar="N",
-        help="URLs for another peer leave as one frame when N are waiting (default: {default})",
-    )
-    batch_linger: float = option(
-        0.5,
-        flag="--batch-linger",
+    # getaddrinfo does not report a record's TTL, so answers are kept this long.
+    ttl: float = option(
+        3600.0,
+        flag="--dns-ttl",
         metavar="SECONDS",
-        help="...or when the oldest has waited this long per other peer in the cluster "
-        "(default: {default})...",
+        help="how long a host's address is kept before it is looked up again (default: {default})",
     )
-    batch_linger_max: float = option(
-        5.0,
-        flag="--batch-linger-max",
-        metavar="SECONDS",
-        help="...but never longer than this (default: {default})",
+    timeout: float = option(5.0, help="give up one lookup after this many seconds")
+    # Many: a name whose servers do not answer holds one until the time-out, and the
+    # live hosts' lookups queue behind it.
+    lookups: int = option(128, help="lookups in progress at once, at most")
+    resolve: tuple[str, ...] = option(
+        (),
+        flag="--resolve",
+        metavar="NAME:ADDRESS",
+        help="use ADDRESS for NAME instead of asking DNS (as curl's --resolve, without the "
+        "port; several addresses comma-separated); may be repeated",
     )
-    batch_retry: float = option(
-        2.0, help="seconds before a batch its owner did not acknowledge is sent again"
-    )
-
-    def __post_init__(self) -> None:
-        _at_least(self, 1, "batch_size")
-        _at_least(self, 0, "batch_linger", "batch_linger_max")
-        _positive(self, "batch_retry")
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicationConfig:
-    """What survives a dead peer: copies of its frontier, or a wait for its return."""
-
-    # 1: no copies; 2: the owner and the next peer clockwise.
-    replicas: int = option(
-        1,
-        flag="--replicas",
-        choices=(1, 2),
-        help="2 keeps a copy of each owner's frontier and history on the next peer "
-        "clockwise, which takes the hosts over if the owner dies (default: {default})",
-    )
-    # Others would fetch again what the dead peer had.
-    rejoin_grace: float = option(
-        30.0,
-        flag="--rejoin-grace",
-        metavar="SECONDS",
-        help="with --replicas 1, hold a dead peer's hosts this long before others crawl "
-        "them, so a peer restarted meanwhile takes them back and fetches nothing twice "
-        "(default: {default})",
-    )
-
-    def __post_init__(self) -> None:
-        if self.replicas not in (1, 2):
-            raise ConfigError(f"must be 1 or 2, not {_show(self.replicas)}", "replicas")
-        _at_least(self, 0, "rejoin_grace")
-
-
-@dataclass(frozen=True, slots=True)
-class SwimConfig:
-    """The membership protocol's (SWIM's) timings; memberlist's LAN profile by default."""
-
-    probe_interval: float = option(1.0, help="seconds between this peer's probes, one member each")
-    probe_timeout: float = option(
-        0.5, help="seconds a probe waits for its answer before asking others to try"
-    )
-    indirect_checks: int = option(3, help="members asked to probe one that did not answer")
-    suspicion_mult: int = option(
-        4,
-        help="a suspect is declared dead after this many probe intervals (times log10 of the "
-        "cluster's size past 10 members; up to 6 times longer while no other member confirms)",
-    )
-    push_pull_interval: float = option(
-        30.0, help="seconds between full exchanges of the member list with one member"
-    )
-    reconnect_interval: float = option(
-        30.0,
-        flag="--reconnect-interval",
-        metavar="SECONDS",
-        help="seconds between tries to reach members declared dead (and the --join "
-        "addresses): how a partition heals (default: {default})",
-    )
-    reconnect_timeout: float = option(
-        24 * 3600.0,
-        flag="--reconnect-timeout",
-        metavar="SECONDS",
-        help="seconds a member declared dead is still tried; with --replicas 2, also how "
-        "long a host whose every copy is on such members waits for one of them before it "
-        "is crawled afresh (default: a day)",
-    )
-    # The lease is what keeps two peers off one host during a partition.
-    majority_lease: float = option(
-        3.0,
-        flag="--majority-lease",
-        metavar="SECONDS",
-        help="fetch only while a majority of the cluster was heard from within this many "
-        "seconds; the majority waits longer than this (with margin) before taking a lost "
-        "peer's hosts over (default: {default})",
-    )
-
-    def __post_init__(self) -> None:
-        _positive(
-            self,
-            "probe_interval",
-            "probe_timeout",
-            "push_pull_interval",
-            "reconnect_interval",
-            "majority_lease",
-        )
-        _at_least(self, 0, "reconnect_timeout", infinite=True)
-        if not self.probe_timeout < self.probe_interval:
-            raise ConfigError(
-                f"must be shorter than probe_interval ({_show(self.probe_interval)}), "
-                f"not {_show(self.probe_timeout)}",
-                "probe_timeout",
-            )
-        _at_least(self, 0, "indirect_checks")
-        _at_least(self, 1, "suspicion_mult")
-
-
-@dataclass(frozen=True, slots=True)
-class ControlConfig:
-    """The control centre: dashboard, /api/status, /metrics, seed and stop over HTTP."""
-
-    address: str | None = option(
-        None,
-        flag="--control",
-        metavar="ADDR",
-        help="serve the control centre (dashboard, /api/status, /metrics, seed and stop) "
-        "on ADDR, e.g. 127.0.0.1:8080; loopback only unless --control-public",
-    )
-    public: bool = option(
+    # A page can link to a cloud's metadata service or to a peer's own endpoint.
+    allow_private: bool = option(
         False,
-        flag="--control-public",
-        help="let --control bind a non-loopback address (needs --secret)",
+        flag="--allow-private",
+        help="also fetch from loopback, private and link-local addresses (default: only "
+        "hosts a seed named may be on one)",
     )
+
+    def __post_init__(self) -> None:
+        positive(self, "ttl", "timeout", "lookups")
+        self.overrides()
+
+    def overrides(self) -> dict[str, tuple[str, ...]]:
+        """``--resolve`` as a table, name -> addresses."""
+        table: dict[str, list[str]] = {}
+        for entry in self.resolve:
+            name, sep, rest = entry.partition(":")
+            name = name.strip().lower().rstrip(".")
+            if not sep or not name or not rest:
+                raise ConfigError(f"{entry!r}: expected NAME:ADDRESS", "resolve")
+            for part in rest.split(","):
+                try:
+                    address = str(ipaddress.ip_address(part.strip().strip("[]")))
+                except ValueError:
+                    raise ConfigError(
+                        f"{entry!r}: {part.strip()!r} is not an IP address", "resolve"
+                    ) from None
+                table.setdefault(name, []).append(address)
+        return {name: tuple(dict.fromkeys(addresses)) for name, addresses in table.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -488,6 +461,7 @@ class CrawlConfig:
     politeness: PolitenessConfig = field(default_factory=PolitenessConfig)
     bounds: BoundsConfig = field(default_factory=BoundsConfig)
     fetch: FetchConfig = field(default_factory=FetchConfig)
+    dns: DnsConfig = field(default_factory=DnsConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     forwarding: ForwardingConfig = field(default_factory=ForwardingConfig)
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
