@@ -39,6 +39,9 @@ from ubipy.wire import (
     HandoffAck,
     HandoffDone,
     HostCopy,
+    IpGrant,
+    IpLease,
+    IpRelease,
     Mark,
     MemberRow,
     Message,
@@ -56,6 +59,7 @@ from ubipy.wire import (
     UrlBatch,
     decode,
 )
+from ubipy.wire.leases import MAX_ADDRESS_LEN, MAX_LEASE_WAIT
 from ubipy.wire.payloads import MAX_DEPTH, MAX_MARK_DELAY
 from ubipy.wire.reader import FrameReader
 
@@ -69,6 +73,7 @@ finite = st.floats(allow_nan=False, allow_infinity=False)
 marks = st.none() | st.builds(Mark, finite, st.floats(0, MAX_MARK_DELAY), ids)
 scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | texts
 flat = st.dictionaries(st.text(max_size=10), scalars, max_size=5)
+addresses = st.text(min_size=1, max_size=MAX_ADDRESS_LEN)
 
 # Well-formed messages of each kind; a kind added later without a strategy here
 # is drawn from its dataclass's type hints (messages_of).
@@ -100,6 +105,11 @@ MESSAGES: dict[FrameType, st.SearchStrategy[Message]] = {
     FrameType.CONTROL: st.builds(Control, texts, texts),
     FrameType.FIGURES: st.builds(Figures, flat),
     FrameType.STOP: st.just(Stop()),
+    FrameType.IP_LEASE: st.builds(IpLease, ids, addresses),
+    FrameType.IP_GRANT: st.builds(
+        IpGrant, ids, addresses, st.booleans(), st.floats(0, MAX_LEASE_WAIT)
+    ),
+    FrameType.IP_RELEASE: st.builds(IpRelease, ids, addresses),
 }
 kinds = st.sampled_from(sorted(MESSAGE_TYPES))
 

@@ -26,6 +26,9 @@ from ubipy.wire import (
     HandoffDone,
     Hello,
     HostCopy,
+    IpGrant,
+    IpLease,
+    IpRelease,
     Mark,
     MemberRow,
     Message,
@@ -80,6 +83,10 @@ EXAMPLES: list[Message] = [
     Figures({"pages": 3, "idle": True}),
     Stop(),
     Hello(),
+    IpLease(3, "11.1.1.1"),
+    IpGrant(3, "11.1.1.1", True),
+    IpGrant(4, "2001:db8::1", False, 0.75),
+    IpRelease(3, "11.1.1.1"),
 ]
 
 

@@ -370,6 +370,7 @@ class Crawler:
             with abandon, trio.move_on_after(self.config.fetch.fetch_deadline) as deadline:
                 if not await self.clear_to_fetch(job.host):
                     abandon.cancel()
+                    await trio.lowlevel.checkpoint()  # raises here: no byte of it is sent
                 result = await fetch(self._client, job.url, max_bytes=cap)
             if deadline.cancelled_caught:
                 result = failed(job.url, FetchOutcome.TIMEOUT, "timeout: over the fetch deadline")

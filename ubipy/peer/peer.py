@@ -40,6 +40,7 @@ from ubipy.net import Links, Network, Reply, TcpNetwork, is_loopback, split_addr
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff, NotOurs
+from ubipy.peer.ipleases import IpLeases
 from ubipy.peer.joining import Joiner
 from ubipy.peer.lease import Lease, load_base
 from ubipy.peer.replica import Replicator
@@ -267,6 +268,8 @@ class Peer:
             self.links.send,
             self._address_of,
         )
+        self._ip_leases = IpLeases(self.peer_id, config, crawler, router)
+        self._ip_leases.install(self.handle, self.send, self._address_of, self.start_soon)
         reporter = self._reporter = Reporter(
             self.peer_id, self.membership, self._figures, self.send, self.start_soon, self.stop
         )
@@ -577,6 +580,7 @@ class Peer:
             self.handoff,
             joining=self._joiner.joining if self._joiner is not None else 0,
             paused=self.crawler.paused,
+            ip_leases=self._ip_leases.stats,
         )
 
     def _figures(self) -> Figures:

@@ -13,6 +13,7 @@ from ubipy import __version__
 from ubipy.net import Links, Network, request
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.handoff import Handoff
+from ubipy.peer.ipleases import LeaseStats
 from ubipy.peer.router import Router
 from ubipy.wire import MemberRow, Status, StatusRequest
 
@@ -64,6 +65,11 @@ class PeerStatus:
     # The hosts it goes slowest on, "host latency delay strikes" joined by "; "
     # (figures are flat): the control centre's slowest hosts.
     slowest_hosts: str = ""
+    # IP leases asked of addresses' owners (ipleases.py): granted, denied, and
+    # unanswered in time (the request went ahead on this peer's own per-IP rule).
+    ip_leases_granted: int = 0
+    ip_leases_denied: int = 0
+    ip_lease_timeouts: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -80,6 +86,7 @@ def status_of(
     *,
     joining: int = 0,
     paused: str | None = None,
+    ip_leases: LeaseStats | None = None,
 ) -> PeerStatus:
     uptime = max(trio.current_time() - c.stats.started_at, 1e-9)
     return PeerStatus(
@@ -120,7 +127,18 @@ def status_of(
             f"{h.host} {h.latency:.3f} {h.delay:.3f} {h.strikes}"
             for h in c.scheduler.slowest(SLOWEST_REPORTED)
         ),
+        **_lease_figures(ip_leases),
     )
+
+
+def _lease_figures(stats: LeaseStats | None) -> dict[str, int]:
+    if stats is None:
+        return {}
+    return {
+        "ip_leases_granted": stats.granted,
+        "ip_leases_denied": stats.denied,
+        "ip_lease_timeouts": stats.timeouts,
+    }
 
 
 async def gather_status(

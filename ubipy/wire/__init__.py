@@ -47,6 +47,7 @@ from ubipy.wire.frames import (
     RejectReason,
     Signal,
 )
+from ubipy.wire.leases import MAX_LEASE_WAIT, IpGrant, IpLease, IpRelease
 from ubipy.wire.payloads import (
     Control,
     Figures,
@@ -84,6 +85,7 @@ __all__ = [
     "FIRST_FRAME_CAP",
     "LOOPBACK_SECRET",
     "MAX_ID_LEN",
+    "MAX_LEASE_WAIT",
     "MAX_PAYLOAD_DEPTH",
     "MESSAGE_TYPES",
     "NEED_DATA",
@@ -103,6 +105,9 @@ __all__ = [
     "HandoffDone",
     "Hello",
     "HostCopy",
+    "IpGrant",
+    "IpLease",
+    "IpRelease",
     "Mark",
     "MemberRow",
     "Message",

@@ -57,6 +57,10 @@ class FrameType(enum.IntEnum):
     STOP = 18
     # Nothing but proof of the secret, ahead of a first frame over FIRST_FRAME_CAP.
     HELLO = 19
+    # The per-IP rule across peers: a lease on an address, asked of its ring owner.
+    IP_LEASE = 20
+    IP_GRANT = 21
+    IP_RELEASE = 22
 
 
 # A set of ints rather than FrameType(value): a hostile value should cost a lookup,

@@ -8,6 +8,7 @@ from typing import Any, Final, TypeAlias
 
 from ubipy.errors import WireError
 from ubipy.wire.frames import FrameType
+from ubipy.wire.leases import IpGrant, IpLease, IpRelease
 from ubipy.wire.payloads import (
     Control,
     Figures,
@@ -46,6 +47,9 @@ Message: TypeAlias = (
     | Figures
     | Stop
     | Hello
+    | IpLease
+    | IpGrant
+    | IpRelease
 )
 
 MESSAGE_TYPES: Final[Mapping[FrameType, type[Message]]] = {
@@ -68,6 +72,9 @@ MESSAGE_TYPES: Final[Mapping[FrameType, type[Message]]] = {
         Figures,
         Stop,
         Hello,
+        IpLease,
+        IpGrant,
+        IpRelease,
     )
 }
 

@@ -1,0 +1,324 @@
+"""The per-IP rule across peers: a lease on each address, held by its owner on the ring.
+
+Hosts that share an address land on different peers, and each peer's scheduler keeps
+the rule (one request in flight per address, ``--ip-delay`` between two) only for the
+hosts it owns. So before each request to a host whose address is known (robots.txt,
+pages and sitemaps alike) a peer takes the address's lease from the address's owner:
+the ring owner of the address's string, computed from the same ring that places
+hosts. The owner grants it when nobody holds it and the address has waited its delay
+since the last request ended; otherwise it denies it and says how long to wait. When
+the request ends the holder gives the lease back, and the address waits its delay
+from then. An owner asked is local when the peer owns the address itself (no frame).
+
+What goes wrong, and what happens then:
+
+- the holder dies or its release is lost: a lease expires a fetch deadline (and a
+  margin) after it was granted, and the holder's own request is cut by then too;
+- the owner does not answer within ``patience`` (dead, cut off, or a peer of an
+  older version that drops the frame): the request goes ahead under the peer's own
+  rule and is counted (``ip_lease_timeouts``), so no crawl stalls on a lost owner.
+  A grant that arrives after its asker gave up is given back at once;
+- the rings disagree (a member joined or died a moment ago): a peer asked for an
+  address it does not own under its own ring denies it for an IP delay, and the
+  asker asks again once the rings agree. Until every peer has the new ring, the old
+  and the new owner may each grant one lease: a ring change can cost one overlap.
+
+A denied request is not made (the crawler puts its URL back) and its host waits
+the denial's wait before it is asked again.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Final, Protocol, TypeVar
+
+import trio
+
+from ubipy.config import CrawlConfig
+from ubipy.net import Reply
+from ubipy.peer.crawler import Crawler
+from ubipy.peer.router import Router
+from ubipy.wire import MAX_LEASE_WAIT, IpGrant, IpLease, IpRelease, Message
+
+# How long a peer waits for the owner's answer before going ahead on its own.
+PATIENCE: Final = 2.0
+# Added to the fetch deadline for a lease's term: the holder's deadline started
+# before it asked, so its request is over by then, frames in flight included.
+TERM_MARGIN: Final = 1.0
+# Weight of the newest hold in an address's mean hold time (how long a request lasts).
+_HOLD_WEIGHT: Final = 0.3
+# The owner's table forgets idle addresses once it holds this many (and twice as
+# many as after its last sweep): memory follows the addresses in use.
+_SWEEP_AT: Final = 1024
+
+M = TypeVar("M", bound=Message)
+Holder = tuple[str, int]  # (peer id, lease id): one request of one peer
+Send = Callable[[str, Message], Awaitable[bool]]
+
+
+async def _not_sent(address: str, message: Message) -> bool:
+    return False  # not installed yet
+
+
+class Handle(Protocol):
+    """How a peer routes a frame kind to its handler (:meth:`Peer.handle`)."""
+
+    def __call__(
+        self, kind: type[M], handler: Callable[[str, M, Reply], Awaitable[None]]
+    ) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The owner's answer: granted, or not before ``wait`` seconds from now."""
+
+    granted: bool
+    wait: float = 0.0
+
+
+@dataclass(slots=True)
+class _Address:
+    holder: Holder | None = None
+    granted_at: float = 0.0
+    expires: float = 0.0
+    next_allowed: float = -math.inf
+    # How long a request to this address has lasted, as a running mean: a denial
+    # says "the holder should be done in about this long, then the delay".
+    hold: float = 0.0
+
+
+class LeaseTable:
+    """The owner's leases, one per address: pure, the time passed in."""
+
+    def __init__(self, *, ip_delay: float, term: float) -> None:
+        self.ip_delay = ip_delay
+        self.term = term
+        self._addresses: dict[str, _Address] = {}
+        self._sweep_at = _SWEEP_AT
+
+    def __len__(self) -> int:
+        return len(self._addresses)
+
+    def ask(self, address: str, holder: Holder, now: float) -> Verdict:
+        """Grant ``holder`` the lease of ``address``, or say how long to wait."""
+        entry = self._addresses.get(address)
+        if entry is None:
+            if len(self._addresses) >= self._sweep_at:
+                self._sweep(now)
+            entry = self._addresses[address] = _Address()
+        if entry.holder == holder:
+            return Verdict(True)  # the same request asking again
+        if entry.holder is not None:
+            if now < entry.expires:
+                held_for = now - entry.granted_at
+                return Verdict(False, max(entry.hold - held_for, 0.0) + self.ip_delay)
+            # Expired: its holder died, or its release was lost. It counts as
+            # ended when it expired.
+            entry.holder = None
+            entry.next_allowed = max(entry.next_allowed, entry.expires + self.ip_delay)
+        if now < entry.next_allowed:
+            return Verdict(False, entry.next_allowed - now)
+        entry.holder, entry.granted_at, entry.expires = holder, now, now + self.term
+        return Verdict(True)
+
+    def release(self, address: str, holder: Holder, now: float) -> bool:
+        """``holder``'s request ended: the address waits its delay from ``now``. False
+        (and nothing changes) when ``holder`` does not hold it: its lease expired and
+        went to another, or it was never granted here."""
+        entry = self._addresses.get(address)
+        if entry is None or entry.holder != holder:
+            return False
+        held_for = now - entry.granted_at
+        entry.hold = (
+            held_for if entry.hold == 0.0 else entry.hold + _HOLD_WEIGHT * (held_for - entry.hold)
+        )
+        entry.holder = None
+        entry.next_allowed = now + self.ip_delay
+        return True
+
+    def _sweep(self, now: float) -> None:
+        """Forget the addresses nobody holds and that are free again."""
+        self._addresses = {
+            a: e
+            for a, e in self._addresses.items()
+            if e.next_allowed > now or (e.holder is not None and e.expires > now)
+        }
+        self._sweep_at = max(_SWEEP_AT, 2 * len(self._addresses))
+
+
+@dataclass(slots=True)
+class LeaseStats:
+    """A peer's leases as the asker: granted, denied, and asked of an owner that did
+    not answer in time (the request went ahead on the peer's own rule)."""
+
+    granted: int = 0
+    denied: int = 0
+    timeouts: int = 0
+
+
+@dataclass(slots=True)
+class _Pending:
+    owner: str
+    address: str
+    answered: trio.Event = field(default_factory=trio.Event)
+    verdict: Verdict | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    owner: str
+    id: int
+    address: str
+
+
+class IpLeases:
+    """A peer's side of the leases: the owner's table for the addresses it owns, and
+    the asker's requests for the others. :meth:`install` puts it in front of every
+    request of ``crawler``."""
+
+    def __init__(
+        self,
+        peer_id: str,
+        config: CrawlConfig,
+        crawler: Crawler,
+        router: Router,
+        *,
+        patience: float = PATIENCE,
+    ) -> None:
+        politeness = config.politeness
+        ip_delay = politeness.delay if politeness.ip_delay is None else politeness.ip_delay
+        self.table = LeaseTable(ip_delay=ip_delay, term=config.fetch.fetch_deadline + TERM_MARGIN)
+        self.stats = LeaseStats()
+        self._peer_id = peer_id
+        self._crawler = crawler
+        self._router = router
+        self._send: Send = _not_sent
+        self._address_of: Callable[[str], str | None] = lambda peer_id: None
+        self._start_soon: Callable[..., object] = lambda *args: None
+        self._patience = patience
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._held: dict[str, _Held] = {}  # by host
+        self._denied: dict[str, float] = {}  # by host: how long the owner said to wait
+
+    def install(
+        self,
+        handle: Handle,
+        send: Send,
+        address_of: Callable[[str], str | None],
+        start_soon: Callable[..., object],
+    ) -> None:
+        """Ask for a lease after whatever the crawler already asks before a request
+        (the replicas' barrier: install this after the replicator), give it back after
+        whatever runs when one ends, and take the lease frames from ``handle``; frames
+        go out through ``send`` to the address ``address_of`` a peer id, and releases
+        in the background (``start_soon``)."""
+        self._send, self._address_of, self._start_soon = send, address_of, start_soon
+        crawler = self._crawler
+        before, ended = crawler.clear_to_fetch, crawler.on_request_end
+
+        async def clear_to_fetch(host: str) -> bool:
+            return await before(host) and await self.clear_to_fetch(host)
+
+        def on_request_end(host: str) -> None:
+            ended(host)
+            self.request_ended(host)
+
+        crawler.clear_to_fetch, crawler.on_request_end = clear_to_fetch, on_request_end
+        handle(IpLease, self.on_lease)
+        handle(IpGrant, self.on_grant)
+        handle(IpRelease, self.on_release)
+
+    # -- the asker ------------------------------------------------------------
+    async def clear_to_fetch(self, host: str) -> bool:
+        """Whether a request to ``host`` may start: its address's lease is held, or
+        the host has no address, or its owner did not answer in time."""
+        slot = self._crawler.scheduler.slot(host)
+        address = None if slot is None else slot.address
+        if address is None:
+            return True
+        owner = self._router.owner(address)
+        lease_id = next(self._ids)
+        if owner == self._peer_id:
+            verdict: Verdict | None = self.table.ask(
+                address, (owner, lease_id), trio.current_time()
+            )
+        else:
+            verdict = await self._ask(owner, address, lease_id)
+        if verdict is None:
+            self.stats.timeouts += 1
+            return True
+        if verdict.granted:
+            self.stats.granted += 1
+            self._held[host] = _Held(owner, lease_id, address)
+            return True
+        self.stats.denied += 1
+        self._denied[host] = verdict.wait
+        return False
+
+    async def _ask(self, owner: str, address: str, lease_id: int) -> Verdict | None:
+        where = self._address_of(owner)
+        if where is None:
+            return None
+        pending = self._pending[lease_id] = _Pending(owner, address)
+        try:
+            with trio.move_on_after(self._patience):
+                if await self._send(where, IpLease(lease_id, address)):
+                    await pending.answered.wait()
+        finally:
+            del self._pending[lease_id]
+        return pending.verdict
+
+    def request_ended(self, host: str) -> None:
+        """A request to ``host`` ended (or was not made): give its lease back; a
+        denied host waits what its owner said before it is asked again."""
+        now = trio.current_time()
+        held = self._held.pop(host, None)
+        if held is not None:
+            if held.owner == self._peer_id:
+                self.table.release(held.address, (held.owner, held.id), now)
+            else:
+                self._release(held.owner, IpRelease(held.id, held.address))
+        wait = self._denied.pop(host, None)
+        scheduler = self._crawler.scheduler
+        if wait and scheduler.slot(host) is not None:
+            # The scheduler has just set the host's next time to its own delay; this
+            # only ever pushes it later (restore_host takes the later of the two).
+            scheduler.restore_host(host, not_before=now + wait, pages=0)
+
+    def _release(self, owner: str, release: IpRelease) -> None:
+        where = self._address_of(owner)
+        if where is not None:
+            # One-way: a release that is lost costs the address its lease's term.
+            self._start_soon(self._send, where, release)
+
+    async def on_grant(self, sender: str, grant: IpGrant, reply: Reply) -> None:
+        pending = self._pending.get(grant.id)
+        if pending is None:
+            if grant.granted:
+                # Its asker gave up waiting (and went ahead, or was cut short): the
+                # lease is given back at once rather than held for its whole term.
+                await reply(IpRelease(grant.id, grant.address))
+            return
+        if pending.owner != sender or pending.address != grant.address:
+            return  # not the answer to what was asked
+        pending.verdict = Verdict(grant.granted, grant.wait)
+        pending.answered.set()
+
+    # -- the owner ------------------------------------------------------------
+    async def on_lease(self, sender: str, lease: IpLease, reply: Reply) -> None:
+        table = self.table
+        if self._router.owner(lease.address) != self._peer_id:
+            # Not ours under our ring: ask again once the rings agree.
+            verdict = Verdict(False, table.ip_delay)
+        else:
+            verdict = table.ask(lease.address, (sender, lease.id), trio.current_time())
+        await reply(
+            IpGrant(lease.id, lease.address, verdict.granted, min(verdict.wait, MAX_LEASE_WAIT))
+        )
+
+    async def on_release(self, sender: str, release: IpRelease, reply: Reply) -> None:
+        self.table.release(release.address, (sender, release.id), trio.current_time())

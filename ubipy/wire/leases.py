@@ -1,0 +1,117 @@
+"""The IP lease frames: how peers keep the per-IP rule across the cluster.
+
+Hosts sharing one address land on different peers, so the rule "one request in
+flight per address, a delay between two" cannot be kept by each peer alone. The
+owner of an address on the ring (the ring owner of the address's string) holds its
+lease: a peer asks it before each request to a host on that address (IP_LEASE),
+the owner answers with a grant or a denial and how long to wait (IP_GRANT), and the
+holder gives the lease back when its request ends (IP_RELEASE).
+
+Checked here: shape and types, as in :mod:`ubipy.wire.payloads`. Whether the
+receiver owns the address is the peer's to decide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Final
+
+from ubipy.errors import WireError
+from ubipy.wire.frames import FrameType
+from ubipy.wire.payloads import MAX_MARK_DELAY, _finite, _int, _map, _str
+
+# An IPv6 address with a zone is under 64 characters; anything far longer is no
+# address, and would only make the owner hash and keep junk.
+MAX_ADDRESS_LEN: Final = 100
+# A wait longer than a day is a bug at the owner, as a host mark's delay would be.
+MAX_LEASE_WAIT: Final = MAX_MARK_DELAY
+
+
+def _check_address(address: str) -> None:
+    if not 0 < len(address) <= MAX_ADDRESS_LEN:
+        raise WireError(f"a lease's address is 1 to {MAX_ADDRESS_LEN} characters")
+
+
+def _address(obj: object) -> str:
+    return _str(obj, "a lease's address")  # its length is checked as the message is built
+
+
+@dataclass(frozen=True, slots=True)
+class IpLease:
+    """IP_LEASE: may the sender make one request to ``address`` now? ``id`` names the
+    request (unique per sender process); the answer and the release carry it."""
+
+    KIND: ClassVar = FrameType.IP_LEASE
+    id: int
+    address: str
+
+    def __post_init__(self) -> None:
+        _check_address(self.address)
+
+    def to_wire(self) -> dict[str, object]:
+        return {"id": self.id, "address": self.address}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> IpLease:
+        payload = _map(obj, "an IP lease request")
+        return cls(
+            _int(payload.get("id"), "a lease id"),
+            _address(payload.get("address")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class IpGrant:
+    """IP_GRANT: the owner's answer to IP_LEASE ``id``: granted, or not and for how
+    many seconds the address will not be free (``wait``, 0 when granted)."""
+
+    KIND: ClassVar = FrameType.IP_GRANT
+    id: int
+    address: str
+    granted: bool
+    wait: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_address(self.address)
+        if not 0 <= self.wait <= MAX_LEASE_WAIT:
+            raise WireError("a lease's wait is between 0 and a day")
+
+    def to_wire(self) -> dict[str, object]:
+        return {"id": self.id, "address": self.address, "granted": self.granted, "wait": self.wait}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> IpGrant:
+        payload = _map(obj, "an IP lease answer")
+        granted = payload.get("granted")
+        if type(granted) is not bool:
+            raise WireError("a lease answer's granted must be a bool")
+        return cls(
+            _int(payload.get("id"), "a lease id"),
+            _address(payload.get("address")),
+            granted,
+            _finite(payload.get("wait", 0.0), "a lease's wait"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class IpRelease:
+    """IP_RELEASE: the request made under lease ``id`` on ``address`` has ended (or
+    was never made); the address waits its delay from now."""
+
+    KIND: ClassVar = FrameType.IP_RELEASE
+    id: int
+    address: str
+
+    def __post_init__(self) -> None:
+        _check_address(self.address)
+
+    def to_wire(self) -> dict[str, object]:
+        return {"id": self.id, "address": self.address}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> IpRelease:
+        payload = _map(obj, "an IP lease release")
+        return cls(
+            _int(payload.get("id"), "a lease id"),
+            _address(payload.get("address")),
+        )
