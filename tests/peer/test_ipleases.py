@@ -1,12 +1,23 @@
-"""The owner's lease table for the per-IP rule across peers: one holder per address,
-a denial says how long to wait, a release starts the address's delay, and a lease
-whose holder died expires."""
+"""The per-IP rule across peers. The owner's lease table: one holder per address, a
+denial says how long to wait, a release starts the address's delay, and a lease whose
+holder died expires. The asker: a lease is given back when its request ends, a denied
+host waits what it was told, a silent owner is waited for no longer than the patience,
+and a grant that comes too late is given back."""
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import SimpleNamespace
 
-from ubipy.peer.ipleases import LeaseTable, Verdict
+import pytest
+import trio
+import trio.testing
+
+from tests.cluster.harness import peer_config
+from ubipy.peer.ipleases import IpLeases, LeaseStats, LeaseTable, Verdict
+from ubipy.wire import IpGrant, IpLease, IpRelease, Message
 
 A = "11.1.1.1"
 P, Q = ("p", 1), ("q", 1)
@@ -88,3 +99,133 @@ def test_idle_addresses_are_forgotten() -> None:
     for i in range(2000):
         leases.ask(f"12.0.{i // 250}.{i % 250}", P, 5000.0)
     assert not leases.ask(A, ("r", 1), 5000.0).granted
+
+
+# --------------------------------------------------------------------------- the asker
+
+
+class FakeScheduler:
+    def __init__(self) -> None:
+        self.not_before: dict[str, float] = {}
+
+    def slot(self, host: str) -> SimpleNamespace | None:
+        return SimpleNamespace(address=None if host == "noaddress.test" else A)
+
+    def restore_host(self, host: str, *, not_before: float, pages: int) -> None:
+        self.not_before[host] = not_before
+
+
+class FakeCrawler:
+    def __init__(self) -> None:
+        self.scheduler = FakeScheduler()
+        self.clear_to_fetch: Callable[[str], Awaitable[bool]] = self._yes
+        self.on_request_end: Callable[[str], None] = lambda host: None
+
+    async def _yes(self, host: str) -> bool:
+        return True
+
+
+class Owner:
+    def __init__(self, owner: str) -> None:
+        self.id = owner
+
+    def owner(self, address: str) -> str:
+        return self.id
+
+
+class Wire:
+    """Frames sent, and an owner answering as told (None: silence)."""
+
+    def __init__(self, answer: IpGrant | None = None) -> None:
+        self.sent: list[tuple[str, Message]] = []
+        self.answer = answer
+        self.leases: IpLeases | None = None
+
+    async def send(self, address: str, message: Message) -> bool:
+        self.sent.append((address, message))
+        if isinstance(message, IpLease) and self.answer is not None and self.leases:
+            grant = dataclasses.replace(self.answer, id=message.id)
+            await self.leases.on_grant("q", grant, self.reply)
+        return address != "gone:1"
+
+    async def reply(self, message: Message) -> None:
+        self.sent.append(("reply", message))
+
+
+def asker(
+    owner: str, answer: IpGrant | None = None, where: str = "q:1"
+) -> tuple[IpLeases, FakeCrawler, Wire]:
+    crawler, wire = FakeCrawler(), Wire(answer)
+    config = peer_config(Path("/nonexistent"), "10.0.0.1:0")
+    config = dataclasses.replace(
+        config, politeness=dataclasses.replace(config.politeness, ip_delay=0.2)
+    )
+    leases = IpLeases("p", config, crawler, Owner(owner), patience=2.0)  # type: ignore[arg-type]
+    wire.leases = leases
+
+    def handle(kind: object, handler: object) -> None:
+        pass
+
+    leases.install(handle, wire.send, lambda peer: where, lambda fn, *args: None)
+    return leases, crawler, wire
+
+
+async def test_a_granted_lease_is_given_back_when_the_request_ends() -> None:
+    leases, crawler, wire = asker("q", IpGrant(0, A, True))
+    assert await crawler.clear_to_fetch("h.test")
+    assert [type(m) for _, m in wire.sent] == [IpLease]
+    started: list[object] = []
+    leases._start_soon = lambda fn, *args: started.append(args)
+    crawler.on_request_end("h.test")
+    assert started == [("q:1", IpRelease(1, A))]
+    assert (leases.stats.granted, leases.stats.denied, leases.stats.timeouts) == (1, 0, 0)
+
+
+async def test_a_denied_host_waits_what_the_owner_said(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    leases, crawler, _ = asker("q", IpGrant(0, A, False, 1.5))
+    assert not await crawler.clear_to_fetch("h.test")
+    crawler.on_request_end("h.test")
+    assert crawler.scheduler.not_before == {"h.test": trio.current_time() + 1.5}
+    assert leases.stats.denied == 1
+
+
+async def test_a_silent_or_unreachable_owner_is_not_waited_for_long(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    leases, crawler, _ = asker("q", None)
+    before = trio.current_time()
+    assert await crawler.clear_to_fetch("h.test")
+    assert trio.current_time() - before == pytest.approx(2.0)
+    leases, crawler, _ = asker("q", None, where="gone:1")
+    assert await crawler.clear_to_fetch("h.test")
+    assert trio.current_time() - before == pytest.approx(2.0)  # refused: not waited for
+    assert leases.stats.timeouts == 1
+
+
+async def test_a_grant_that_comes_too_late_is_given_back_at_once() -> None:
+    leases, _, wire = asker("q")
+    await leases.on_grant("q", IpGrant(7, A, True), wire.reply)
+    await leases.on_grant("q", IpGrant(8, A, False, 1.0), wire.reply)
+    assert wire.sent == [("reply", IpRelease(7, A))]
+
+
+async def test_the_owner_answers_from_its_table_and_denies_what_is_not_its_own() -> None:
+    leases, _, wire = asker("p")
+    await leases.on_lease("q", IpLease(1, A), wire.reply)
+    await leases.on_lease("r", IpLease(1, A), wire.reply)
+    granted, denied = (m for _, m in wire.sent)
+    assert isinstance(granted, IpGrant) and granted.granted
+    assert isinstance(denied, IpGrant) and not denied.granted
+    await leases.on_release("q", IpRelease(1, A), wire.reply)
+    assert not leases.table.ask(A, ("r", 2), trio.current_time()).granted  # the delay
+    elsewhere, _, wire = asker("z")
+    await elsewhere.on_lease("q", IpLease(1, A), wire.reply)
+    assert wire.sent == [("reply", IpGrant(1, A, False, 0.2))]
+
+
+async def test_a_host_without_an_address_asks_nothing() -> None:
+    leases, crawler, wire = asker("q", IpGrant(0, A, True))
+    assert await crawler.clear_to_fetch("noaddress.test")
+    assert wire.sent == [] and leases.stats == LeaseStats()
