@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 
+from ubipy.fetch.encoding import EncodingSource
 from ubipy.fetch.parse import MAX_TITLE_LENGTH, ParsedPage, content_digest, parse_html
 
 URL = "http://example.com/dir/page.html"
@@ -284,3 +287,94 @@ def test_content_digest() -> None:
     assert len(a) == 32
     int(a, 16)
     assert len(content_digest(b"")) == 32
+
+
+# -- encodings (the sniffing itself: test_encoding.py) -------------------------------
+
+LEGACY = [
+    # (Python codec, WHATWG name, title, a folder name in the script)
+    ("gbk", "gbk", "分布式网络爬虫的设计与实现", "文章"),
+    ("big5", "big5", "分散式網路爬蟲的設計與實現", "文章"),
+    ("shift_jis", "shift_jis", "分散型ウェブクローラの設計と実装", "記事"),
+    ("euc_kr", "euc-kr", "분산 웹 크롤러의 설계와 구현", "문서"),
+    ("cp1251", "windows-1251", "Проектирование распределённого поискового робота", "статьи"),
+]
+
+
+def _legacy_page(codec: str, title: str, folder: str, head: str = "") -> bytes:
+    return (
+        f"<html><head>{head}<title>{title}</title></head><body><h1>{title}</h1>"
+        f"<p>{'plain ascii filler ' * 50}</p>"
+        f'<a href="/{folder}/1.html">{title[:4]}</a> <a href="?q=1">{title[-3:]}</a>'
+        "</body></html>"
+    ).encode(codec)
+
+
+def _article(folder: str) -> str:
+    # Browsers write a path in UTF-8 percent-escapes, whatever the page's encoding.
+    return f"http://example.com/{quote(folder)}/1.html"
+
+
+@pytest.mark.parametrize(("codec", "name", "title", "folder"), LEGACY)
+def test_legacy_pages_from_every_source(codec: str, name: str, title: str, folder: str) -> None:
+    body = _legacy_page(codec, title, folder)
+    cases = [
+        (parse_html(body, URL, encoding=name), EncodingSource.HEADER),
+        (
+            parse_html(_legacy_page(codec, title, folder, f'<meta charset="{name}">'), URL),
+            EncodingSource.META,
+        ),
+        (parse_html(body, URL), EncodingSource.DETECTED),
+    ]
+    for page, source in cases:
+        assert page.title == title, source
+        assert (page.encoding, page.encoding_source) == (name, source)
+        assert page.links == (_article(folder), "http://example.com/dir/page.html?q=1")
+
+
+def test_the_issues_two_gbk_pages() -> None:
+    # No declaration: was '·Ö²¼Ê½ÍøÂçÅÀ³æµÄÉè¼ÆÓëÊµÏÖ'. A <meta> saying utf-8: was '�ֲ�ʽ...'.
+    codec, _, title, folder = LEGACY[0]
+    for head in ("", '<meta charset="utf-8">', '<meta charset="UTF-8"/>'):
+        page = parse_html(_legacy_page(codec, title, folder, head), URL)
+        assert page.title == title
+        assert (page.encoding, page.encoding_source) == ("gbk", EncodingSource.DETECTED)
+        assert page.links[0] == _article(folder)
+
+
+def test_an_invalid_byte_does_not_end_the_page() -> None:
+    # libxml2's own converters stop at the first invalid sequence and drop the rest of
+    # the document; read here, it is one U+FFFD and the links after it are kept.
+    body = _legacy_page("gbk", "标题", "文章", '<meta charset="gbk">')
+    broken = body.replace(b"<a href", b"\xff\xff<a href", 1)
+    page = parse_html(broken, URL)
+    assert page.title == "标题"
+    assert page.links == (_article("文章"), "http://example.com/dir/page.html?q=1")
+
+
+def test_the_source_is_recorded_for_utf8_and_ascii_pages() -> None:
+    utf8 = "<title>Café 日本</title>".encode()
+    assert parse_html(utf8, URL, encoding="utf-8").encoding_source is EncodingSource.HEADER
+    assert parse_html(utf8, URL).encoding_source is EncodingSource.DETECTED
+    plain = parse_html(b"<title>plain</title>", URL)
+    assert (plain.encoding, plain.encoding_source) == ("utf-8", EncodingSource.DEFAULT)
+    bom = parse_html(b"\xef\xbb\xbf<title>Caf\xc3\xa9</title>", URL, encoding="latin-1")
+    assert (bom.title, bom.encoding, bom.encoding_source) == ("Café", "utf-8", EncodingSource.BOM)
+    ascii_meta = parse_html(b'<meta charset="koi8-r"><title>plain</title>', URL)
+    assert (ascii_meta.encoding, ascii_meta.encoding_source) == ("koi8-r", EncodingSource.META)
+    nofollow = parse_html(b'<meta name="robots" content="nofollow"><title>t</title>', URL)
+    assert nofollow.encoding_source is EncodingSource.DEFAULT
+    assert parse_html(b"", URL).encoding is None
+
+
+def test_utf16_with_a_bom() -> None:
+    body = "<title>日本</title><a href='/页'>x</a>".encode("utf-16")  # with its BOM
+    page = parse_html(body, URL)
+    assert page.title == "日本"
+    assert page.links == ("http://example.com/%E9%A1%B5",)
+    assert page.encoding_source is EncodingSource.BOM
+
+
+def test_an_idn_link_in_a_legacy_page_becomes_punycode() -> None:
+    body = '<title>t</title><a href="http://网络爬虫.example/">站点</a>'.encode("gbk")
+    assert parse_html(body, URL, encoding="gbk").links == ("http://xn--p0xp4y9jao6v.example/",)

@@ -331,3 +331,92 @@ def test_arbitrary_text_is_normalised_or_refused(href: str) -> None:
         assert isinstance(error.reason, URLRejection)
         return
     assert normalize(once) == once
+
+
+# -- internationalised names and IPv6 literals ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        # IDNA (UTS #46): names go on the wire in punycode, one spelling per host.
+        ("http://网络爬虫.synth.test/", "http://xn--p0xp4y9jao6v.synth.test/"),
+        ("http://例え。テスト/", "http://xn--r8jz45g.xn--zckzah/"),  # ideographic full stop
+        ("http://ＥＸＡＭＰＬＥ．com/", "http://example.com/"),  # full-width letters and dot
+        ("http://Bücher.DE/Straße", "http://xn--bcher-kva.de/Stra%C3%9Fe"),
+        ("http://xn--bcher-kva.de/", "http://xn--bcher-kva.de/"),  # already ASCII
+        ("https://☃.net:443/", "https://xn--n3h.net/"),
+        (
+            "http://москва.рф/путь?к=в",
+            "http://xn--80adxhks.xn--p1ai/%D0%BF%D1%83%D1%82%D1%8C?%D0%BA=%D0%B2",
+        ),
+    ],
+)
+def test_idn_hosts_become_punycode(href: str, expected: str) -> None:
+    url = normalize(href)
+    assert url == expected
+    assert url.isascii()
+    assert normalize(url) == url
+
+
+def test_idn_spellings_share_host_key_and_fingerprint() -> None:
+    spellings = [
+        "http://网络爬虫.example/a",
+        "http://xn--p0xp4y9jao6v.example/a",
+        "http://网络爬虫.EXAMPLE:80/a",
+    ]
+    urls = {normalize(s) for s in spellings}
+    assert urls == {"http://xn--p0xp4y9jao6v.example/a"}
+    [url] = urls
+    assert host_key(url) == "xn--p0xp4y9jao6v.example"
+    assert robots_url(url) == "http://xn--p0xp4y9jao6v.example/robots.txt"
+    assert registered_domain(host_key(url)) == "xn--p0xp4y9jao6v.example"
+    assert len({fingerprint(normalize(s)) for s in spellings}) == 1
+    # A link on an internationalised page resolves against its ASCII form.
+    assert normalize("../b", "http://网络爬虫.example/x/y") == "http://xn--p0xp4y9jao6v.example/b"
+
+
+@pytest.mark.parametrize(
+    ("href", "expected", "key"),
+    [
+        ("http://[::1]:8080/", "http://[::1]:8080/", "[::1]:8080"),
+        ("http://[0:0:0:0:0:0:0:1]:8080/a", "http://[::1]:8080/a", "[::1]:8080"),
+        ("http://[::1]:80/", "http://[::1]/", "[::1]"),  # the default port goes
+        ("https://[2001:DB8::1]:443/x?y", "https://[2001:db8::1]/x?y", "[2001:db8::1]"),
+        ("http://[2001:db8:0:0:1:0:0:1]/", "http://[2001:db8::1:0:0:1]/", "[2001:db8::1:0:0:1]"),
+        ("http://[::ffff:127.0.0.1]/", "http://[::ffff:7f00:1]/", "[::ffff:7f00:1]"),
+        ("http://user:pw@[::1]:8080/#f", "http://[::1]:8080/", "[::1]:8080"),
+    ],
+)
+def test_ipv6_literals(href: str, expected: str, key: str) -> None:
+    url = normalize(href)
+    assert url == expected
+    assert host_key(url) == key
+    assert origin(url) == url.split("/", 3)[0] + "//" + key
+    assert robots_url(url) == f"{origin(url)}/robots.txt"
+    assert path_and_query(url) == "/" + url.split("/", 3)[3]
+    assert (
+        registered_domain(key.rsplit(":", 1)[0] if "]:" in key else key) == key.split("]")[0] + "]"
+    )
+
+
+def test_ipv6_relative_links_keep_the_literal() -> None:
+    base = "http://[::1]:8080/dir/page.html"
+    assert normalize("other.html", base) == "http://[::1]:8080/dir/other.html"
+    assert normalize("//[::2]/x", base) == "http://[::2]/x"
+    assert fingerprint(normalize("http://[0::1]:8080/")) == fingerprint("http://[::1]:8080/")
+
+
+@pytest.mark.parametrize(
+    "href",
+    [
+        "http://[::1/",
+        "http://[::1]x/",
+        "http://[fe80::1%25eth0]/",
+        "http://[12345::]/",
+        "http://[::1]:99999/",
+    ],
+)
+def test_broken_ipv6_literals_are_refused(href: str) -> None:
+    with pytest.raises(BadURL):
+        normalize(href)

@@ -7,7 +7,6 @@ gathered first and resolved afterwards, because `<base href>` and
 
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Final
@@ -15,6 +14,7 @@ from typing import Any, Final
 import lxml.etree
 import xxhash
 
+from ubipy.fetch.encoding import EncodingSource, Sniffed, ascii_compatible, decode, sniff
 from ubipy.fetch.urls import BadURL, normalize, normalize_reporting
 
 __all__ = ["MAX_TITLE_LENGTH", "ParsedPage", "content_digest", "parse_html"]
@@ -26,18 +26,6 @@ MAX_TITLE_LENGTH: Final = 1000
 _ROBOTS_META_NAMES: Final = frozenset({"robots", "ubipy"})
 _LINK_ATTRIBUTE: Final = {"a": "href", "area": "href", "frame": "src", "iframe": "src"}
 _TAGS: Final = ("a", "area", "frame", "iframe", "base", "meta", "title")
-
-# Only consulted for non-ASCII pages with no charset from the caller: does the
-# page declare one itself (which libxml2 then honours)?
-_META_CHARSET = re.compile(rb"<meta[^>]{0,512}?charset", re.IGNORECASE)
-_SNIFF_BYTES: Final = 64 * 1024
-_BOMS: Final = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
-# The WHATWG Encoding standard reads these labels as windows-1252, as every
-# browser does; libxml2 would map bytes 0x80-0x9F to C1 controls instead.
-_WHATWG_LABELS: Final = dict.fromkeys(
-    ("iso-8859-1", "iso8859-1", "latin1", "latin-1", "l1", "us-ascii", "ascii", "cp1252"),
-    "windows-1252",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +43,10 @@ class ParsedPage:
     links_nofollow: int
     # Distinct hrefs whose userinfo (``user:pass@``) was stripped.
     links_stripped: int = 0
+    # The encoding the page was read in (WHATWG name: utf-8, gbk, shift_jis, ...) and
+    # what decided it; None for an empty body.
+    encoding: str | None = None
+    encoding_source: EncodingSource | None = None
 
 
 _EMPTY = ParsedPage(
@@ -88,37 +80,22 @@ def _parser(encoding: str | None) -> Any:
     return parser
 
 
-def _sniff_encoding(body: bytes) -> str | None:
-    """The encoding to force on libxml2, or None to let it decide.
+def _parse_tree(body: bytes, header_charset: str | None) -> tuple[Any, Sniffed]:
+    """The document's tree, and the encoding it was read in.
 
-    libxml2 reads an unlabelled page as Latin-1, which turns every non-ASCII
-    UTF-8 title and href into mojibake; most of today's unlabelled pages are
-    UTF-8. So: ASCII, a BOM or a <meta charset> → libxml2 decides correctly;
-    otherwise UTF-8 if the bytes are valid UTF-8, else windows-1252 (what
-    browsers assume for unlabelled legacy pages).
+    UTF-8 (and ASCII-only bytes in any ASCII-compatible encoding, which read the
+    same) goes to libxml2 as bytes, the fast way. Anything else is decoded here:
+    libxml2's own converters stop at the first invalid byte and drop the rest of the
+    page, where a browser (and Python's codecs, with "replace") reads on.
     """
-    if body.isascii() or body.startswith(_BOMS) or _META_CHARSET.search(body, 0, _SNIFF_BYTES):
-        return None
-    try:
-        body.decode("utf-8")
-    except UnicodeDecodeError:
-        return "windows-1252"
-    return "utf-8"
-
-
-def _parse_tree(body: bytes, encoding: str | None) -> Any:
-    if encoding is None:
-        encoding = _sniff_encoding(body)
-    else:
-        encoding = encoding.strip().lower()
-        encoding = _WHATWG_LABELS.get(encoding, encoding)
-    try:
-        parser = _parser(encoding)
-    except LookupError:
-        # A charset libxml2 does not know (from a Content-Type header, so
-        # attacker-chosen): fall back to what the bytes say.
-        parser = _parser(_sniff_encoding(body))
-    return lxml.etree.fromstring(body, parser)
+    sniffed = sniff(body, header_charset)
+    name = sniffed.name
+    if name == "utf-8" or (ascii_compatible(name) and body.isascii()):
+        if sniffed.source is EncodingSource.BOM:
+            body = body[3:]
+        return lxml.etree.fromstring(body, _parser("utf-8")), sniffed
+    # A str carries its own encoding: libxml2 ignores the document's declarations.
+    return lxml.etree.fromstring(decode(body, sniffed), _parser(None)), sniffed
 
 
 def _first_title(element: Any) -> str | None:
@@ -144,12 +121,13 @@ def parse_html(
     """Parse an HTML page fetched from `url` (a normalised URL). Never raises.
 
     `encoding` is the charset from the Content-Type header, if any; it takes
-    precedence over the document's own declaration, as in browsers.
+    precedence over the document's own declaration, as in browsers (the whole order
+    is in ubipy.fetch.encoding). The result says which encoding was used, and why.
     """
     if not body:
         return _EMPTY
     try:
-        root = _parse_tree(body, encoding)
+        root, sniffed = _parse_tree(body, encoding)
     except (lxml.etree.LxmlError, ValueError):
         return _EMPTY
     if root is None:
@@ -204,6 +182,8 @@ def parse_html(
             noindex=noindex,
             links_refused=0,
             links_nofollow=links_nofollow + len(hrefs),
+            encoding=sniffed.name,
+            encoding_source=sniffed.source,
         )
 
     base = url if base_href is None else _resolve_base(base_href, url)
@@ -241,6 +221,8 @@ def parse_html(
         links_refused=refused,
         links_nofollow=links_nofollow,
         links_stripped=stripped,
+        encoding=sniffed.name,
+        encoding_source=sniffed.source,
     )
 
 

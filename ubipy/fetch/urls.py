@@ -5,6 +5,14 @@ resolves here exactly as it would in a browser. On top of ada we only add what
 WHATWG leaves alone but RFC 3986 §6.2.2 calls equivalent: fragments dropped,
 percent-encoded unreserved characters decoded and escape hex upper-cased.
 
+Hosts come out of ada in the one form they take on the wire, so that a host has one
+key for the ring, politeness, robots.txt and the connection: an internationalised
+name in punycode after UTS #46 mapping (``http://网络爬虫.example/`` and
+``http://XN--P0XP4Y9JAO6V.example/`` are both ``http://xn--p0xp4y9jao6v.example/``;
+exports show the Unicode form beside it), an IPv6 literal compressed, lower-cased
+and in brackets (``http://[0:0::1]:8080/`` is ``http://[::1]:8080/``, host key
+``[::1]:8080``).
+
 Everything but `normalize` assumes its argument is already normalised and works
 by slicing the string: these run once per discovered link, and re-parsing a URL
 that ada has just serialised would only repeat work.

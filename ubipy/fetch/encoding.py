@@ -1,0 +1,431 @@
+"""Which character encoding a page is in, and who said so.
+
+The order is the WHATWG HTML standard's encoding sniffing algorithm, as browsers
+run it:
+
+1. a byte order mark (UTF-8, UTF-16LE, UTF-16BE) wins over everything;
+2. the ``charset`` of the Content-Type header, if the Encoding Standard knows the label;
+3. a ``<meta charset>`` or ``<meta http-equiv=Content-Type content="...; charset=...">``
+   found by a prescan of the document's head;
+4. detection: valid UTF-8 is UTF-8; anything else goes to charset-normalizer;
+5. the default, when nothing decided: UTF-8 for ASCII-only bytes (every
+   ASCII-compatible encoding reads them alike), windows-1252 otherwise.
+
+Departures from the standard, because a crawler, unlike a browser, cannot let a
+person pick another encoding from a menu when the page says nonsense:
+
+* a ``<meta>`` whose encoding cannot read the bytes is not believed, and detection
+  decides instead: ``charset=utf-8`` over bytes that are not valid UTF-8 (GBK text
+  under a template's boilerplate, the usual case), or a legacy charset over bytes
+  invalid in it that are valid UTF-8 (a site moved to UTF-8 that kept its old
+  ``<meta>``). The header is still believed, as the standard says: a server that
+  lies in its header lies to browsers too.
+* the ``replacement`` and ``x-user-defined`` encodings are treated as unknown
+  labels, so the next source decides.
+
+Keeping the common case cheap: a header charset costs a dict look-up; a ``<meta>``
+a regular-expression scan up to it (and, for non-ASCII bytes, one strict decode to
+check it); an undeclared page the scan of its first 64 KiB and, if it is not ASCII,
+a UTF-8 check. Only bytes that are neither declared nor UTF-8 pay for the detector
+(a few milliseconds, on at most 64 KiB of their text).
+"""
+
+from __future__ import annotations
+
+import codecs
+import enum
+import functools
+import re
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = [
+    "DEFAULT_LEGACY",
+    "DETECT_BYTES",
+    "PRESCAN_BYTES",
+    "EncodingSource",
+    "Sniffed",
+    "ascii_compatible",
+    "codec_of",
+    "decode",
+    "detect",
+    "lookup",
+    "prescan",
+    "sniff",
+]
+
+
+class EncodingSource(enum.Enum):
+    """What decided a page's encoding (the WHATWG sniffing order)."""
+
+    BOM = "bom"
+    HEADER = "header"
+    META = "meta"
+    DETECTED = "detected"
+    DEFAULT = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Sniffed:
+    """An encoding by its WHATWG name (lower case: ``utf-8``, ``gbk``, ``shift_jis``),
+    and what decided it."""
+
+    name: str
+    source: EncodingSource
+
+
+# The Encoding Standard's encodings: WHATWG name -> (Python codec, its labels).
+# Where Python's codec of the same name is narrower than what browsers decode, the
+# wider one is used: GBK is read with the gb18030 decoder (the standard's own GBK
+# decoder is gb18030's), Big5 with Big5-HKSCS, Shift_JIS as windows-31j (cp932),
+# EUC-KR as windows-949 (cp949).
+_ENCODINGS: Final[dict[str, tuple[str, str]]] = {
+    "utf-8": ("utf-8", "unicode-1-1-utf-8 unicode11utf8 unicode20utf8 utf-8 utf8 x-unicode20utf8"),
+    "ibm866": ("cp866", "866 cp866 csibm866 ibm866"),
+    "iso-8859-2": (
+        "iso8859_2",
+        "csisolatin2 iso-8859-2 iso-ir-101 iso8859-2 iso88592 iso_8859-2 iso_8859-2:1987 l2 latin2",
+    ),
+    "iso-8859-3": (
+        "iso8859_3",
+        "csisolatin3 iso-8859-3 iso-ir-109 iso8859-3 iso88593 iso_8859-3 iso_8859-3:1988 l3 latin3",
+    ),
+    "iso-8859-4": (
+        "iso8859_4",
+        "csisolatin4 iso-8859-4 iso-ir-110 iso8859-4 iso88594 iso_8859-4 iso_8859-4:1988 l4 latin4",
+    ),
+    "iso-8859-5": (
+        "iso8859_5",
+        "csisolatincyrillic cyrillic iso-8859-5 iso-ir-144 iso8859-5 iso88595 iso_8859-5 "
+        "iso_8859-5:1988",
+    ),
+    "iso-8859-6": (
+        "iso8859_6",
+        "arabic asmo-708 csiso88596e csiso88596i csisolatinarabic ecma-114 iso-8859-6 "
+        "iso-8859-6-e iso-8859-6-i iso-ir-127 iso8859-6 iso88596 iso_8859-6 iso_8859-6:1987",
+    ),
+    "iso-8859-7": (
+        "iso8859_7",
+        "csisolatingreek ecma-118 elot_928 greek greek8 iso-8859-7 iso-ir-126 iso8859-7 "
+        "iso88597 iso_8859-7 iso_8859-7:1987 sun_eu_greek",
+    ),
+    "iso-8859-8": (
+        "iso8859_8",
+        "csiso88598e csisolatinhebrew hebrew iso-8859-8 iso-8859-8-e iso-ir-138 iso8859-8 "
+        "iso88598 iso_8859-8 iso_8859-8:1988 visual",
+    ),
+    "iso-8859-8-i": ("iso8859_8", "csiso88598i iso-8859-8-i logical"),
+    "iso-8859-10": (
+        "iso8859_10",
+        "csisolatin6 iso-8859-10 iso-ir-157 iso8859-10 iso885910 l6 latin6",
+    ),
+    "iso-8859-13": ("iso8859_13", "iso-8859-13 iso8859-13 iso885913"),
+    "iso-8859-14": ("iso8859_14", "iso-8859-14 iso8859-14 iso885914"),
+    "iso-8859-15": (
+        "iso8859_15",
+        "csisolatin9 iso-8859-15 iso8859-15 iso885915 iso_8859-15 l9",
+    ),
+    "iso-8859-16": ("iso8859_16", "iso-8859-16"),
+    "koi8-r": ("koi8_r", "cskoi8r koi koi8 koi8-r koi8_r"),
+    "koi8-u": ("koi8_u", "koi8-ru koi8-u"),
+    "macintosh": ("mac_roman", "csmacintosh mac macintosh x-mac-roman"),
+    "windows-874": ("cp874", "dos-874 iso-8859-11 iso8859-11 iso885911 tis-620 windows-874"),
+    "windows-1250": ("cp1250", "cp1250 windows-1250 x-cp1250"),
+    "windows-1251": ("cp1251", "cp1251 windows-1251 x-cp1251"),
+    "windows-1252": (
+        "cp1252",
+        "ansi_x3.4-1968 ascii cp1252 cp819 csisolatin1 ibm819 iso-8859-1 iso-ir-100 iso8859-1 "
+        "iso88591 iso_8859-1 iso_8859-1:1987 l1 latin1 us-ascii windows-1252 x-cp1252",
+    ),
+    "windows-1253": ("cp1253", "cp1253 windows-1253 x-cp1253"),
+    "windows-1254": (
+        "cp1254",
+        "cp1254 csisolatin5 iso-8859-9 iso-ir-148 iso8859-9 iso88599 iso_8859-9 "
+        "iso_8859-9:1989 l5 latin5 windows-1254 x-cp1254",
+    ),
+    "windows-1255": ("cp1255", "cp1255 windows-1255 x-cp1255"),
+    "windows-1256": ("cp1256", "cp1256 windows-1256 x-cp1256"),
+    "windows-1257": ("cp1257", "cp1257 windows-1257 x-cp1257"),
+    "windows-1258": ("cp1258", "cp1258 windows-1258 x-cp1258"),
+    "x-mac-cyrillic": ("mac_cyrillic", "x-mac-cyrillic x-mac-ukrainian"),
+    "gbk": (
+        "gb18030",
+        "chinese csgb2312 csiso58gb231280 gb2312 gb_2312 gb_2312-80 gbk iso-ir-58 x-gbk",
+    ),
+    "gb18030": ("gb18030", "gb18030"),
+    "big5": ("big5hkscs", "big5 big5-hkscs cn-big5 csbig5 x-x-big5"),
+    "euc-jp": ("euc_jp", "cseucpkdfmtjapanese euc-jp x-euc-jp"),
+    "iso-2022-jp": ("iso2022_jp", "csiso2022jp iso-2022-jp"),
+    "shift_jis": (
+        "cp932",
+        "csshiftjis ms932 ms_kanji shift-jis shift_jis sjis windows-31j x-sjis",
+    ),
+    "euc-kr": (
+        "cp949",
+        "cseuckr csksc56011987 euc-kr iso-ir-149 korean ks_c_5601-1987 ks_c_5601-1989 "
+        "ksc5601 ksc_5601 windows-949",
+    ),
+    "utf-16be": ("utf-16-be", "unicodefffe utf-16be"),
+    "utf-16le": (
+        "utf-16-le",
+        "csunicode iso-10646-ucs-2 ucs-2 unicode unicodefeff utf-16 utf-16le",
+    ),
+}
+_LABELS: Final = {
+    label: name for name, (_, labels) in _ENCODINGS.items() for label in labels.split()
+}
+# What the detector may answer: every web encoding but UTF-8 (checked before it is
+# called) and UTF-16 (which only a BOM or a declaration may choose, as in browsers).
+_DETECTABLE: Final = sorted(
+    {codec for name, (codec, _) in _ENCODINGS.items() if not name.startswith("utf-")}
+)
+# The detector's answer (a Python codec) back to a WHATWG name; for codecs two names
+# share, the one pages call themselves.
+_NAME_OF_CODEC: Final = {
+    **{codec: name for name, (codec, _) in _ENCODINGS.items()},
+    "gb18030": "gbk",
+    "iso8859_8": "iso-8859-8",
+}
+# The detector's multi-byte candidates (see detect()).
+_MULTI_BYTE: Final = frozenset({"gb18030", "big5hkscs", "cp932", "cp949", "euc_jp", "iso2022_jp"})
+# Latin-script single-byte code pages, which windows-1252 may overrule (see detect()).
+_LATIN: Final = frozenset(
+    {"cp1250", "cp1254", "cp1257", "cp1258", "mac_roman"}
+    | {f"iso8859_{n}" for n in (2, 3, 4, 10, 13, 14, 15, 16)}
+)
+_LATIN_TOLERANCE: Final = 0.1
+# Encodings in which ASCII bytes stand for ASCII characters; ASCII-only bytes read the
+# same in every one of them.
+_NOT_ASCII_COMPATIBLE: Final = frozenset({"utf-16be", "utf-16le", "iso-2022-jp"})
+
+DEFAULT_LEGACY: Final = "windows-1252"
+_UTF8_BOM: Final = b"\xef\xbb\xbf"
+_BOMS: Final = ((_UTF8_BOM, "utf-8"), (b"\xff\xfe", "utf-16le"), (b"\xfe\xff", "utf-16be"))
+_ANY_BOM: Final = tuple(bom for bom, _ in _BOMS)
+
+# How much of the document the <meta> prescan reads. The standard asks for at least
+# 1024 bytes; real heads put the declaration after kilobytes of scripts and styles.
+PRESCAN_BYTES: Final = 64 * 1024
+# How much of the body the detector sees: enough text to be sure, a bounded cost.
+DETECT_BYTES: Final = 64 * 1024
+
+# A comment (skipped: a <meta> in it does not count) or the start of a <meta> tag.
+_PRESCAN = re.compile(rb"<!--|<meta[\t\n\f\r /]", re.IGNORECASE)
+_ATTRIBUTE = re.compile(
+    rb"""([^\t\n\f\r />][^\t\n\f\r /=>]*)(?:[\t\n\f\r ]*=[\t\n\f\r ]*"""
+    rb"""(?:"([^"]*)"|'([^']*)'|([^\t\n\f\r >]*)))?"""
+)
+_CONTENT_CHARSET = re.compile(
+    r"""charset[\t\n\f\r ]*=[\t\n\f\r ]*(?:"([^"]*)"|'([^']*)'|([^\t\n\f\r ;]+))""",
+    re.IGNORECASE,
+)
+# Markup and character references, cut out of the detector's sample.
+_MARKUP = re.compile(rb"<[^>]*>|&#?[0-9A-Za-z]+;")
+
+
+def lookup(label: str | None) -> str | None:
+    """The WHATWG name of an encoding label (the Encoding Standard's "get an
+    encoding"), or None for a label it does not know."""
+    if not label:
+        return None
+    return _LABELS.get(label.strip("\t\n\f\r ").lower())
+
+
+def codec_of(name: str) -> str:
+    """The Python codec that reads an encoding (by WHATWG name) as browsers do."""
+    return _ENCODINGS[name][0]
+
+
+@functools.lru_cache(maxsize=1024)
+def _meta_charset(attributes: bytes) -> str | None:
+    """The encoding a <meta> tag's attributes declare, per the prescan's rules."""
+    charset: str | None = None
+    http_equiv = False
+    content: str | None = None
+    seen: set[bytes] = set()
+    for m in _ATTRIBUTE.finditer(attributes):
+        name = m.group(1).lower()
+        if name in seen:
+            continue  # the first of an attribute counts
+        seen.add(name)
+        value = m.group(2) if m.group(2) is not None else m.group(3)
+        if value is None:
+            value = m.group(4) or b""
+        text = value.decode("latin-1")
+        if name == b"charset":
+            charset = text
+        elif name == b"http-equiv":
+            http_equiv = text.strip().lower() == "content-type"
+        elif name == b"content":
+            content = text
+    if charset is not None:
+        return lookup(charset)
+    if http_equiv and content is not None:
+        found = _CONTENT_CHARSET.search(content)
+        if found is not None:
+            return lookup(next(g for g in found.groups() if g is not None))
+    return None
+
+
+def prescan(body: bytes) -> str | None:
+    """The encoding the document's <meta> declares in its first bytes (WHATWG
+    "prescan a byte stream to determine its encoding"), by WHATWG name, or None.
+
+    A declaration of UTF-16 means UTF-8 (the bytes were readable as ASCII to find it),
+    and comments are skipped.
+    """
+    end = min(len(body), PRESCAN_BYTES)
+    pos = 0
+    while True:
+        m = _PRESCAN.search(body, pos, end)
+        if m is None:
+            return None
+        if m.group().startswith(b"<!"):
+            close = body.find(b"-->", m.start() + 2, end)
+            if close < 0:
+                return None
+            pos = close + 3
+            continue
+        close = body.find(b">", m.end(), end)
+        if close < 0:
+            return None
+        name = _meta_charset(body[m.end() : close])
+        if name is not None:
+            return "utf-8" if name.startswith("utf-16") else name
+        pos = close + 1
+
+
+def _reads_cleanly(body: bytes, name: str) -> bool:
+    """Whether ``body`` holds no byte sequence that is invalid in ``name``. A sequence
+    cut at the very end (a body truncated at the size cap) does not count against it."""
+    if name == "utf-8":
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return exc.reason == "unexpected end of data"
+        return True
+    decoder = codecs.getincrementaldecoder(codec_of(name))("strict")
+    try:
+        decoder.decode(body, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _believable(body: bytes, declared: str) -> bool:
+    """Whether a <meta> declaration fits the (non-ASCII) bytes of its page.
+
+    UTF-8 must be valid: legacy bytes practically never are, so an invalid sequence
+    means the declaration is wrong (a template's boilerplate over GBK text, say). A
+    legacy declaration is doubted only when the bytes are invalid in it and valid
+    UTF-8 (a site moved to UTF-8 that kept its old <meta>); a few bad bytes in a page
+    that is none of either are read as U+FFFD, as browsers do, under its declaration.
+    """
+    if _reads_cleanly(body, declared):
+        return True
+    return declared != "utf-8" and not _reads_cleanly(body, "utf-8")
+
+
+def _sample(body: bytes) -> bytes:
+    """What the detector reads: the words of the text that hold non-ASCII bytes.
+
+    Markup, ASCII words and filler would drown a short title in a long page; without
+    them the detector sees the script alone. Safe for multi-byte encodings: no trail
+    byte of GBK, Big5, Shift_JIS or EUC-* is ``<``, ``>``, ``&`` or ASCII white space.
+    """
+    head = body[:DETECT_BYTES]
+    # A body cut here, or at the fetcher's size cap, may end inside a character, and
+    # the detector would rule out the very encoding it is in: the sample ends at the
+    # last byte that cannot be part of one.
+    cut = max(head.rfind(b"<"), head.rfind(b">"), head.rfind(b" "), head.rfind(b"\n"))
+    if cut > 0:
+        head = head[:cut]
+    words = [w for w in _MARKUP.sub(b" ", head).split() if not w.isascii()]
+    return b" ".join(words) if words else head
+
+
+def detect(body: bytes) -> str | None:
+    """The detector's guess for bytes that are not UTF-8, by WHATWG name; None when
+    it has none.
+
+    Two tie-breaks on top of charset-normalizer's ranking, for short samples where
+    its language statistics are thin:
+
+    * a multi-byte encoding (GBK, Big5, Shift_JIS, EUC-KR, EUC-JP) that reads the
+      sample with no more mess than the best guess is preferred to a single-byte one:
+      every byte string is some single-byte text (GBK titles read as plausible Thai
+      in windows-874), while pages of non-ASCII bytes that pair up into valid
+      double-byte characters, every one of them, are not an accident;
+    * when the best guess is another Latin code page and windows-1252 reads the bytes
+      nearly as well (short Western European text fits windows-1250 or -1257 as well,
+      or a typographic dash away), windows-1252 is chosen: it is what browsers assume
+      for unlabelled legacy pages, and the bytes where these code pages differ are
+      too few to tell them apart.
+    """
+    # Imported on first use: most crawls never meet an undeclared legacy page, and
+    # the import costs tens of milliseconds.
+    import charset_normalizer
+
+    matches = charset_normalizer.from_bytes(_sample(body), cp_isolation=_DETECTABLE)
+    best = matches.best()
+    if best is None:
+        return None
+    if best.encoding not in _MULTI_BYTE:
+        for match in matches:
+            if match.chaos <= best.chaos and match.encoding in _MULTI_BYTE:
+                return _NAME_OF_CODEC.get(match.encoding)
+    if best.encoding in _LATIN:
+        for match in matches:
+            near = match.chaos <= best.chaos + _LATIN_TOLERANCE
+            if near and "cp1252" in match.could_be_from_charset:
+                return DEFAULT_LEGACY
+    return _NAME_OF_CODEC.get(best.encoding)
+
+
+@functools.cache
+def _sniffed(name: str, source: EncodingSource) -> Sniffed:
+    # Every page gets one of a few dozen answers: made once each (a frozen dataclass
+    # costs a microsecond to build, a sizeable part of sniffing a declared page).
+    return Sniffed(name, source)
+
+
+def _detected(body: bytes) -> Sniffed:
+    """Steps 4 and 5: what the bytes themselves say, or the default."""
+    if body.isascii():
+        if b"\x1b" in body and (name := detect(body)) is not None:
+            return _sniffed(name, EncodingSource.DETECTED)  # ISO-2022-JP is 7-bit
+        return _sniffed("utf-8", EncodingSource.DEFAULT)
+    if _reads_cleanly(body, "utf-8"):
+        return _sniffed("utf-8", EncodingSource.DETECTED)
+    name = detect(body)
+    if name is None:
+        return _sniffed(DEFAULT_LEGACY, EncodingSource.DEFAULT)
+    return _sniffed(name, EncodingSource.DETECTED)
+
+
+def sniff(body: bytes, header_charset: str | None = None) -> Sniffed:
+    """The encoding of an HTML document, from its bytes and the Content-Type header's
+    ``charset`` parameter (as sent: a label, maybe unknown), in the WHATWG order."""
+    if body.startswith(_ANY_BOM):
+        for bom, bom_encoding in _BOMS:
+            if body.startswith(bom):
+                return _sniffed(bom_encoding, EncodingSource.BOM)
+    name = lookup(header_charset)
+    if name is not None:
+        return _sniffed(name, EncodingSource.HEADER)
+    name = prescan(body)
+    if name is not None and (body.isascii() or _believable(body, name)):
+        return _sniffed(name, EncodingSource.META)
+    return _detected(body)
+
+
+def ascii_compatible(name: str) -> bool:
+    """Whether ASCII bytes mean ASCII characters in this encoding."""
+    return name not in _NOT_ASCII_COMPATIBLE
+
+
+def decode(body: bytes, sniffed: Sniffed) -> str:
+    """The document's text: a BOM dropped, invalid sequences as U+FFFD."""
+    if sniffed.source is EncodingSource.BOM:
+        body = body[3:] if sniffed.name == "utf-8" else body[2:]
+    return body.decode(codec_of(sniffed.name), "replace")
