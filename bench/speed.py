@@ -3,6 +3,7 @@
     python bench/speed.py                       # 200 hosts x 100 pages, concurrency 64
     python bench/speed.py --hosts 50 --pages 40 # a quick run
     python bench/speed.py --only ubipy --profile cprofile
+    python bench/speed.py --only ubipy,ubipy-https --max-requests 5   # TLS's cost
 
 Each crawler runs against a fresh synthetic web server process (`python -m ubipy.synthweb`,
 an HTTP forward proxy on loopback for the `hNNN.synth.test` names) and is itself a child
@@ -18,6 +19,13 @@ Crawlers (``--only``, comma-separated; the default is ``ubipy,httpx,scrapy``):
   place of httpcore2), before anything of ubipy is imported.
 - ``httpx-stock`` / ``httpx2-stock``: httpx 0.28 / httpx2 with its stock
   ``AsyncHTTPTransport`` (httpcore's pool) handed to the peer instead of ubipy's transport.
+- ``ubipy-https``: ``ubipy`` on the same web over HTTPS: the server answers CONNECT and
+  speaks TLS with a certificate for ``*.synth.test`` from a CA made for the run
+  (trustme), which the peer is given with ``--ca-bundle``; the crawl starts at
+  ``https://h000.synth.test/`` and stays on HTTPS. With ``--max-requests N`` the server
+  closes every connection after N answers (both schemes), so each N pages pay a new
+  connection, and over HTTPS a new handshake: the report then gives HTTPS's CPU per
+  page over plain HTTP's.
 - ``scrapy``: `bench/scrapy_spider.py` with CONCURRENT_REQUESTS_PER_DOMAIN=1,
   DOWNLOAD_DELAY=0, ROBOTSTXT_OBEY=True, url and title to a JSON Lines feed.
 
@@ -47,9 +55,18 @@ from typing import IO, Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-CRAWLERS = ("ubipy", "httpx", "httpx-stock", "httpx2-stock", "scrapy", "scrapy-stock")
+CRAWLERS = (
+    "ubipy",
+    "ubipy-https",
+    "httpx",
+    "httpx-stock",
+    "httpx2-stock",
+    "scrapy",
+    "scrapy-stock",
+)
 LABELS = {
     "ubipy": "ubipy (httpx2)",
+    "ubipy-https": "ubipy (httpx2, HTTPS)",
     "httpx": "ubipy (httpx 0.28)",
     "httpx-stock": "ubipy (httpx 0.28, stock transport)",
     "httpx2-stock": "ubipy (httpx2, stock transport)",
@@ -107,7 +124,32 @@ class Server:
     log_path: Path
 
 
-def start_server(args: argparse.Namespace, log_path: Path, stderr: Path) -> Server:
+@dataclass
+class Tls:
+    """A CA made for one run, and the server's certificate for ``*.synth.test``."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+    @classmethod
+    def make(cls, where: Path) -> Tls:
+        import trustme
+
+        ca = trustme.CA()
+        leaf = ca.issue_cert("*.synth.test")
+        tls = cls(where / "ca.pem", where / "server.pem", where / "server.key")
+        ca.cert_pem.write_to_path(str(tls.ca))
+        leaf.private_key_pem.write_to_path(str(tls.key))
+        with open(tls.cert, "wb") as f:
+            for blob in leaf.cert_chain_pems:
+                f.write(blob.bytes())
+        return tls
+
+
+def start_server(
+    args: argparse.Namespace, log_path: Path, stderr: Path, tls: Tls | None = None
+) -> Server:
     cmd = [
         sys.executable,
         "-m",
@@ -127,6 +169,10 @@ def start_server(args: argparse.Namespace, log_path: Path, stderr: Path) -> Serv
         "--log",
         str(log_path),
     ]
+    if tls is not None:
+        cmd += ["--tls-cert", str(tls.cert), "--tls-key", str(tls.key)]
+    if args.max_requests:
+        cmd += ["--max-requests", str(args.max_requests)]
     with open(stderr, "w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
     assert proc.stdout is not None
@@ -240,7 +286,9 @@ class Run:
         return self.pages / max(self.usage.cpu, 1e-9)
 
 
-def child_command(name: str, args: argparse.Namespace, server: Server, work: Path) -> list[str]:
+def child_command(
+    name: str, args: argparse.Namespace, server: Server, work: Path, tls: Tls | None = None
+) -> list[str]:
     result = str(work / "result.json")
     if name.startswith("scrapy"):
         return [
@@ -274,6 +322,10 @@ def child_command(name: str, args: argparse.Namespace, server: Server, work: Pat
         "--result",
         result,
     ]
+    if tls is not None:
+        # The same web, from its https home page on.
+        cmd[cmd.index("--seed-url") + 1] = "https://" + server.seed.removeprefix("http://")
+        cmd += ["--ca-bundle", str(tls.ca)]
     if args.profile:
         cmd += ["--profile", args.profile, "--profile-out", str(work / "profile")]
     if args.profile == "pyspy":
@@ -298,14 +350,15 @@ def child_command(name: str, args: argparse.Namespace, server: Server, work: Pat
 def run_crawler(name: str, args: argparse.Namespace, base: Path) -> Run:
     work = base / name
     work.mkdir(parents=True)
-    server = start_server(args, work / "requests.jsonl", work / "server.err")
+    tls = Tls.make(work) if name.endswith("-https") else None
+    server = start_server(args, work / "requests.jsonl", work / "server.err", tls)
     try:
         env = dict(os.environ)
         for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy"):
             env.pop(var, None)
         with open(work / "child.out", "w") as out:
             proc = subprocess.Popen(
-                child_command(name, args, server, work),
+                child_command(name, args, server, work, tls),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
@@ -348,7 +401,9 @@ def ubipy_child(args: argparse.Namespace) -> None:
         data_dir=Path(args.data),
         listen="127.0.0.1:0",
         politeness=PolitenessConfig(delay=0.0, concurrency=args.concurrency, robots_retry_base=0.1),
-        fetch=FetchConfig(proxy=args.proxy),
+        fetch=FetchConfig(
+            proxy=args.proxy, ca_bundle=Path(args.ca_bundle) if args.ca_bundle else None
+        ),
         peer_token="bench",
     )
     figures: dict[str, Any] = {}
@@ -555,6 +610,18 @@ def details(runs: list[Run]) -> str:
 
 def ratio_lines(runs: list[Run]) -> list[str]:
     out = []
+    by_name = {r.name: r for r in runs}
+    plain, https = by_name.get(LABELS["ubipy"]), by_name.get(LABELS["ubipy-https"])
+    if plain is not None and https is not None:
+        ms = [1000 * r.usage.cpu / max(r.pages, 1) for r in (https, plain)]
+        crawl = [
+            1000 * float(r.own.get("crawl_cpu", 0.0)) / max(r.pages, 1) for r in (https, plain)
+        ]
+        out.append(
+            f"ubipy CPU per page over HTTPS / over HTTP = {ms[0] / max(ms[1], 1e-9):.2f} "
+            f"({ms[0]:.2f} / {ms[1]:.2f} ms; crawl only {crawl[0]:.2f} / {crawl[1]:.2f} ms "
+            f"= {crawl[0] / max(crawl[1], 1e-9):.2f})"
+        )
     for scrapy in runs:
         if not scrapy.name.startswith("Scrapy"):
             continue
@@ -583,6 +650,8 @@ def reproduce(args: argparse.Namespace) -> str:
         "--only",
         ",".join(args.only),
     ]
+    if args.max_requests:
+        cmd += ["--max-requests", str(args.max_requests)]
     if args.profile:
         cmd += ["--profile", args.profile]
     if args.native:
@@ -612,6 +681,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--native", action="store_true", help="py-spy --native (C frames)")
     p.add_argument("--top", type=int, default=25, help="functions listed by --profile")
+    p.add_argument(
+        "--max-requests",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the server closes each connection after N answers (default: never)",
+    )
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per crawler")
     p.add_argument("--keep", type=Path, default=None, help="keep logs and shards here")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
@@ -622,6 +698,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
     p.add_argument("--profile-out", help=argparse.SUPPRESS)
+    p.add_argument("--ca-bundle", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child is None:
         args.only = [c.strip() for c in args.only.split(",") if c.strip()]

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import logging
 import math
 
 from ubipy.fetch.fetcher import FetchOutcome, FetchResult
+
+log = logging.getLogger(__name__)
 
 # Statuses that say "not now" rather than "no": the server may answer later.
 RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 # Statuses whose Retry-After is a request to leave the host alone for a while.
 WAIT_STATUSES = frozenset({429, 503})
 # Failures of the network or of the server at that moment: another try may go through.
+# Not a certificate that did not verify (FetchOutcome.CERTIFICATE_ERROR): it stays bad.
 RETRYABLE_OUTCOMES = frozenset(
     {
         FetchOutcome.TIMEOUT,
@@ -30,11 +34,18 @@ def is_retryable(result: FetchResult) -> bool:
     return result.outcome in RETRYABLE_OUTCOMES
 
 
-def asked_wait(result: FetchResult, now_wall: float) -> float | None:
-    """Seconds the server asked the host be left alone: a Retry-After on a 429 or a 503."""
+def asked_wait(
+    result: FetchResult, now_wall: float, *, cap: float = math.inf, host: str = ""
+) -> float | None:
+    """Seconds the server asked the host be left alone: a Retry-After on a 429 or a 503,
+    at most ``cap`` (a longer wait is cut, and the cut logged for ``host``)."""
     if not result.retry_after or result.status not in WAIT_STATUSES:
         return None
-    return retry_after(result.retry_after, now_wall)
+    asked = retry_after(result.retry_after, now_wall)
+    if asked is not None and asked > cap:
+        log.warning("%s asked for %.0f s of quiet; granted %.0f", host, asked, cap)
+        return cap
+    return asked
 
 
 def retry_after(value: str | None, now_wall: float) -> float | None:

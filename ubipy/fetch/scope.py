@@ -1,10 +1,12 @@
-"""Which discovered URLs a crawl follows, relative to its seeds."""
+"""Which discovered URLs a crawl follows, relative to its seeds, and the user's
+URL filters (--include, --exclude) beside them."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ubipy.config import Scope
+from ubipy.config import BoundsConfig, Scope
+from ubipy.fetch.filters import UrlFilter
 from ubipy.fetch.urls import host_key, registered_domain
 
 _VERDICT_CACHE = 100_000
@@ -18,13 +20,22 @@ def _hostname(key: str) -> str:
 
 
 class ScopeFilter:
-    """Remembers the seeds' hosts or domains and tests URLs against them."""
+    """Remembers the seeds' hosts or domains and tests URLs against them; carries the
+    URL filters, which apply where scope does (to seeds and to links, before routing)."""
 
-    def __init__(self, scope: Scope, roots: Iterable[str] = ()) -> None:
+    def __init__(
+        self, scope: Scope, roots: Iterable[str] = (), filters: UrlFilter | None = None
+    ) -> None:
         self.scope = scope
+        self.filters = filters or UrlFilter()
         self._roots: set[str] = set(roots)
         # Every link asks; the public-suffix lookup is worth remembering per host.
         self._verdicts: dict[str, bool] = {}
+
+    @classmethod
+    def of(cls, bounds: BoundsConfig, roots: Iterable[str] = ()) -> ScopeFilter:
+        """The scope and filters ``bounds`` asks for, widened by ``roots``."""
+        return cls(bounds.scope, roots, UrlFilter(bounds.include, bounds.exclude))
 
     @property
     def roots(self) -> frozenset[str]:

@@ -1,0 +1,169 @@
+"""The options of issue #16's filters and TLS: --include, --exclude, --accept and
+--ca-bundle, from flags and files, and a bad one ending the command at start with
+one clear line and status 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+
+import ubipy.cli
+from ubipy.cli import main
+from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig
+from ubipy.errors import ConfigError
+
+
+@pytest.fixture
+def peer_config(monkeypatch: pytest.MonkeyPatch) -> Any:
+    got: list[CrawlConfig] = []
+
+    async def run_peer(args: Any, config: CrawlConfig) -> int:
+        got.append(config)
+        return 0
+
+    monkeypatch.setattr(ubipy.cli, "_run_peer", run_peer)
+    monkeypatch.delenv("UBIPY_SECRET", raising=False)
+
+    def run(*argv: str) -> CrawlConfig:
+        assert main(["peer", *argv]) == 0
+        return got.pop()
+
+    return run
+
+
+def test_the_filters_are_repeatable_flags(peer_config: Any, tmp_path: Path) -> None:
+    bundle = tmp_path / "ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(bundle))
+    config = peer_config(
+        "--data", str(tmp_path), "--include", r"\.example/", "--include", "/docs/",
+        "--exclude", r"\?print=", "--accept", "application/pdf", "--accept", "image/*",
+        "--ca-bundle", str(bundle),
+    )  # fmt: skip
+    assert config.bounds.include == (r"\.example/", "/docs/")
+    assert config.bounds.exclude == (r"\?print=",)
+    assert config.fetch.accept == ("application/pdf", "image/*")
+    assert config.fetch.ca_bundle == bundle
+
+
+def test_the_filters_come_from_a_file(peer_config: Any, tmp_path: Path) -> None:
+    path = tmp_path / "crawl.toml"
+    path.write_text(
+        '[bounds]\ninclude = ["/a/"]\nexclude = ["/a/b/"]\n[fetch]\naccept = ["text/plain"]\n'
+    )
+    config = peer_config("--data", str(tmp_path), "--config", str(path))
+    assert (config.bounds.include, config.bounds.exclude) == (("/a/",), ("/a/b/",))
+    assert config.fetch.accept == ("text/plain",)
+
+
+def test_the_defaults_filter_nothing_and_keep_html_only() -> None:
+    config = CrawlConfig()
+    assert (config.bounds.include, config.bounds.exclude, config.fetch.accept) == ((), (), ())
+    assert config.fetch.ca_bundle is None
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ("--include", "a(b"),
+            "--include is not a regular expression: 'a(b' (missing ), unterminated subpattern "
+            "at position 1)",
+        ),
+        (
+            ("--exclude", "[x"),
+            "--exclude is not a regular expression: '[x' (unterminated character set at "
+            "position 0)",
+        ),
+        (
+            ("--accept", "pdf"),
+            "--accept is not a media type (type/subtype, type/* or */*): 'pdf'",
+        ),
+        (
+            ("--accept", "*/html"),
+            "--accept is not a media type (type/subtype, type/* or */*): '*/html'",
+        ),
+    ],
+)
+def test_a_bad_filter_ends_the_peer_at_start(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    flags: tuple[str, ...],
+    message: str,
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        main(["peer", "--data", str(tmp_path), *flags])
+    assert ended.value.code == 2
+    assert capsys.readouterr().err == f"ubipy peer: error: {message}\n"
+
+
+def test_a_missing_or_bad_ca_bundle_ends_the_peer_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nowhere.pem"
+    with pytest.raises(SystemExit) as ended:
+        main(["peer", "--data", str(tmp_path), "--ca-bundle", str(missing)])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"ubipy peer: error: --ca-bundle cannot be read: {missing}: No such file or directory\n"
+    )
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    with pytest.raises(SystemExit) as ended:
+        main(["peer", "--data", str(tmp_path), "--ca-bundle", str(garbage)])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"ubipy peer: error: --ca-bundle is not a PEM file of CA certificates: {garbage}"
+    )
+
+
+def test_the_sections_check_their_filters() -> None:
+    with pytest.raises(ConfigError, match="include"):
+        BoundsConfig(include=("(",))
+    with pytest.raises(ConfigError, match="accept"):
+        FetchConfig(accept=("text",))
+    assert FetchConfig(accept=("*/*", "Image/*", "application/vnd.ms-excel")).accept
+
+
+def test_the_status_table_ends_with_what_each_peers_filters_left_out() -> None:
+    def figures(peer_id: str, **more: Any) -> dict[str, Any]:
+        return {
+            "peer_id": peer_id, "address": "x", "version": "0.1.0", "started_at": 0.0,
+            "uptime": 10.0, "pages": 5, "pages_per_second": 0.5, "errors": 0, "timeouts": 0,
+            "pending": 0, "hosts": 1, "in_flight": 0, "bytes_in": 0, "bytes_out_wire": 0,
+            "storage_error": None, **more,
+        }  # fmt: skip
+
+    report = {
+        "members": [
+            {"id": "aaaa", "address": "127.0.0.1:7001", "state": "alive"},
+            {"id": "bbbb", "address": "127.0.0.1:7002", "state": "alive"},
+        ],
+        "peers": [
+            figures("aaaa", excluded=3, not_included=0, skipped_by_type=0, skipped_types=""),
+            figures(
+                "bbbb",
+                excluded=1,
+                not_included=2,
+                skipped_by_type=4,
+                skipped_types="image 3, application 1",
+                certificate_errors=1,
+            ),
+        ],
+    }
+    table = ubipy.cli.format_cluster(report, now=100.0).splitlines()
+    assert table[3].startswith("total (2)")
+    assert table[4:] == [
+        "aaaa: 3 excluded by --exclude",
+        "bbbb: 1 excluded by --exclude; 2 matching no --include; 4 answers of types not "
+        "accepted (image 3, application 1); 1 certificate errors",
+    ]
+
+
+def test_refused_seeds_are_summed_up_by_reason() -> None:
+    refused = [("a", "excluded by --exclude"), ("b", "excluded by --exclude"), ("c", "not http")]
+    assert ubipy.cli._refusals(refused) == "3 refused (2 excluded by --exclude, 1 not http)"

@@ -1,0 +1,89 @@
+"""What the user asked to crawl beyond scope: URL patterns and response types.
+
+``--include REGEX`` and ``--exclude REGEX`` (:class:`UrlFilter`) are searched
+(``re.search``) in the normalised URL, before it is admitted or forwarded: a URL is
+kept when it matches at least one include (if any is given) and no exclude, so a
+filtered URL never crosses the wire and is never fetched. Seeds go through the same
+filter; a seed it drops is refused with the reason, never silently.
+
+``--accept TYPE`` (:class:`MediaTypes`) says which responses are kept besides HTML:
+HTML (``text/html``, ``application/xhtml+xml``) is always kept and parsed for links;
+another type is kept (stored, not parsed) when accepted, and skipped otherwise: its
+body is not read, and it is counted by :func:`type_family`.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable
+
+from ubipy.fetch.fetcher import HTML_TYPES
+
+__all__ = ["Filtered", "MediaTypes", "UrlFilter", "type_family"]
+
+
+class Filtered(enum.Enum):
+    """Why a URL was filtered out; the value is said to the user (a refused seed's reason)."""
+
+    EXCLUDED = "excluded by --exclude"
+    NOT_INCLUDED = "matches no --include"
+
+
+class UrlFilter:
+    """``--include`` and ``--exclude``, compiled once."""
+
+    __slots__ = ("_exclude", "_include")
+
+    def __init__(self, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> None:
+        """Raises ``re.error`` for a pattern that does not compile (the configuration
+        has refused it already)."""
+        self._include = tuple(re.compile(p) for p in include)
+        self._exclude = tuple(re.compile(p) for p in exclude)
+
+    def __bool__(self) -> bool:
+        return bool(self._include or self._exclude)
+
+    def verdict(self, url: str) -> Filtered | None:
+        """None when ``url`` is kept, why otherwise."""
+        if self._include and not any(p.search(url) for p in self._include):
+            return Filtered.NOT_INCLUDED
+        if any(p.search(url) for p in self._exclude):
+            return Filtered.EXCLUDED
+        return None
+
+
+class MediaTypes:
+    """HTML and the ``--accept`` types (``type/subtype``, ``type/*`` or ``*/*``)."""
+
+    __slots__ = ("_any", "_exact", "_families")
+
+    def __init__(self, accept: Iterable[str] = ()) -> None:
+        exact = set(HTML_TYPES)
+        families: set[str] = set()
+        for media in accept:
+            kind, _, sub = media.strip().lower().partition("/")
+            if sub == "*":
+                families.add(kind)
+            else:
+                exact.add(f"{kind}/{sub}")
+        self._any = "*" in families
+        self._exact = frozenset(exact)
+        self._families = frozenset(families)
+
+    def allows(self, content_type: str | None) -> bool:
+        """Whether a response of ``content_type`` (lower-case, no parameters; None:
+        the server named none) is kept."""
+        if self._any:
+            return True
+        if content_type is None:
+            return False
+        return content_type in self._exact or type_family(content_type) in self._families
+
+
+def type_family(content_type: str | None) -> str:
+    """The top-level type (``image`` of ``image/png``), ``none`` when there is none."""
+    if not content_type:
+        return "none"
+    family, slash, _ = content_type.partition("/")
+    return family if slash and family else "none"
