@@ -1,0 +1,258 @@
+"""Reading sitemaps: whole ones, indexes, gzipped ones, and hostile ones (over the
+limits, malformed, entities, bombs); robots.txt's Sitemap lines; a sitemap entry
+through the politeness scheduler."""
+
+from __future__ import annotations
+
+import gzip
+import time
+import tracemalloc
+import zlib
+
+import pytest
+
+from ubipy.fetch.politeness import Entry, JobKind, Scheduler
+from ubipy.fetch.robots import MAX_SITEMAPS, RobotsFetch, RobotsRules
+from ubipy.fetch.sitemaps import (
+    INDEXED_SITEMAP_DEPTH,
+    SITEMAP_DEPTH,
+    SITEMAP_MAX_BYTES,
+    Listed,
+    SitemapKind,
+    is_sitemap,
+    read_sitemap,
+)
+from ubipy.wire.payloads import MAX_DEPTH
+
+NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+
+
+def urlset(*entries: str, ns: str = NS) -> bytes:
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset {ns}>{"".join(entries)}</urlset>'.encode()
+    )
+
+
+def url(loc: str, lastmod: str | None = None, extra: str = "") -> str:
+    mod = f"<lastmod>{lastmod}</lastmod>" if lastmod is not None else ""
+    return f"<url><loc>{loc}</loc>{mod}{extra}</url>"
+
+
+def many(n: int) -> bytes:
+    return (
+        b"<urlset>"
+        + b"".join(b"<url><loc>http://a.test/%d</loc></url>" % i for i in range(n))
+        + b"</urlset>"
+    )
+
+
+# -- whole sitemaps ---------------------------------------------------------------------
+
+
+def test_a_sitemap_lists_its_urls_with_their_lastmod() -> None:
+    body = urlset(
+        url(" http://a.test/x?a=1&amp;b=2\n ", "2024-01-02", "<changefreq>daily</changefreq>"),
+        url("http://a.test/y", "2024-05-06T07:08:09.123+02:00", "<priority>0.5</priority>"),
+        url("http://a.test/z", "yesterday"),  # not a W3C datetime: dropped
+        "<url><lastmod>2024</lastmod></url>",  # no loc: nothing
+        "<other><loc>http://a.test/not-an-entry</loc></other>",
+    )
+    assert read_sitemap(body) == read_sitemap(gzip.compress(body))
+    sitemap = read_sitemap(body)
+    assert sitemap.kind is SitemapKind.URLSET
+    assert sitemap.entries == (
+        Listed("http://a.test/x?a=1&b=2", "2024-01-02"),
+        Listed("http://a.test/y", "2024-05-06T07:08:09.123+02:00"),
+        Listed("http://a.test/z", None),
+    )
+    assert (sitemap.over_limit, sitemap.cut, sitemap.error) == (0, False, None)
+
+
+@pytest.mark.parametrize("ns", [NS, "", 'xmlns="http://www.google.com/schemas/sitemap/0.84"'])
+def test_the_namespace_is_not_required(ns: str) -> None:
+    assert read_sitemap(urlset(url("http://a.test/"), ns=ns)).entries == (Listed("http://a.test/"),)
+
+
+def test_a_sitemap_index_lists_sitemaps() -> None:
+    body = (
+        f"<sitemapindex {NS}><sitemap><loc>http://a.test/s1.xml.gz</loc>"
+        "<lastmod>2024-07-01T10:00Z</lastmod></sitemap>"
+        "<sitemap><loc>http://a.test/s2.xml</loc></sitemap></sitemapindex>"
+    ).encode()
+    sitemap = read_sitemap(body)
+    assert sitemap.kind is SitemapKind.INDEX
+    assert sitemap.entries == (
+        Listed("http://a.test/s1.xml.gz", "2024-07-01T10:00Z"),
+        Listed("http://a.test/s2.xml"),
+    )
+
+
+def test_gzip_files_of_several_members_are_read_whole() -> None:
+    body = urlset(url("http://a.test/1"), url("http://a.test/2"))
+    half = len(body) // 2
+    two = gzip.compress(body[:half]) + gzip.compress(body[half:])
+    assert read_sitemap(two) == read_sitemap(body)
+
+
+def test_another_root_is_not_a_sitemap() -> None:
+    for body in (b"<html><body><a href='http://a.test/'>x</a></body></html>", b"<rss/>"):
+        sitemap = read_sitemap(body)
+        assert sitemap.kind is None and sitemap.entries == ()
+        assert sitemap.error is not None and "not a sitemap" in sitemap.error
+
+
+# -- limits ----------------------------------------------------------------------------
+
+
+def test_urls_past_50000_are_counted_and_skipped() -> None:
+    sitemap = read_sitemap(many(50_003))
+    assert len(sitemap.entries) == 50_000 and sitemap.over_limit == 3
+    assert sitemap.entries[-1] == Listed("http://a.test/49999")
+    assert not sitemap.cut and sitemap.error is None
+
+
+def test_nothing_past_50_mb_uncompressed_is_read() -> None:
+    head = urlset(url("http://a.test/1"))[: -len(b"</urlset>")]
+    body = head + b" " * SITEMAP_MAX_BYTES + url("http://a.test/after").encode() + b"</urlset>"
+    sitemap = read_sitemap(gzip.compress(body))
+    assert sitemap.entries == (Listed("http://a.test/1"),) and sitemap.cut
+    assert sitemap.error is None
+    assert read_sitemap(body, max_bytes=len(head) + 10).cut
+
+
+def test_a_gzip_bomb_costs_no_memory() -> None:
+    # 60 MB of blanks inflated from 60 KB: made a megabyte at a time.
+    deflate = zlib.compressobj(9, wbits=31)
+    blanks = b" " * (1024 * 1024)
+    bomb = deflate.compress(b"<urlset>") + b"".join(deflate.compress(blanks) for _ in range(60))
+    bomb += deflate.compress(b"</urlset>") + deflate.flush()
+    assert len(bomb) < 100_000
+    tracemalloc.start()
+    try:
+        sitemap = read_sitemap(bomb)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sitemap.cut and sitemap.entries == ()
+    assert peak < 4 * 1024 * 1024
+
+
+def test_a_flood_of_elements_is_cut_in_reasonable_time() -> None:
+    # 4 bytes an element: 12 million of them fit in 50 MB.
+    flood = gzip.compress(b"<urlset><url>" + b"<x/>" * (12 * 1024 * 1024) + b"</url></urlset>")
+    started = time.monotonic()
+    sitemap = read_sitemap(flood)
+    assert sitemap.cut and sitemap.entries == ()
+    assert time.monotonic() - started < 10  # about half a million elements read, not 12
+
+
+def test_a_body_cut_by_the_fetch_keeps_what_came_and_says_so() -> None:
+    body = urlset(url("http://a.test/1"), url("http://a.test/2"), url("http://a.test/3"))
+    cut_at = body.index(b"http://a.test/3")
+    sitemap = read_sitemap(body[:cut_at], truncated=True)
+    assert [e.loc for e in sitemap.entries] == ["http://a.test/1", "http://a.test/2"]
+    assert sitemap.cut and sitemap.error is None
+    zipped = gzip.compress(body)
+    assert read_sitemap(zipped[:-12], truncated=True).error is None
+    assert read_sitemap(zipped[:-12]).error == "bad gzip: the stream ends early"
+
+
+def test_an_overlong_loc_is_dropped() -> None:
+    sitemap = read_sitemap(urlset(url("http://a.test/" + "x" * 20_000), url("http://a.test/ok")))
+    assert sitemap.entries == (Listed("http://a.test/ok"),)
+
+
+# -- hostile XML -----------------------------------------------------------------------
+
+
+def test_malformed_xml_keeps_what_came_before() -> None:
+    body = b"<urlset><url><loc>http://a.test/1</loc></url><url><loc>http://a.test/2</lo"
+    sitemap = read_sitemap(body + b"c></url><url></urlset>")
+    assert sitemap.entries == (Listed("http://a.test/1"), Listed("http://a.test/2"))
+    assert sitemap.error is not None and sitemap.error.startswith("malformed XML")
+    assert not sitemap.cut
+    for junk in (b"", b"\x00\xff\xfe garbage", b"\x1f\x8b not gzip at all"):
+        assert read_sitemap(junk).entries == () and read_sitemap(junk).error is not None
+
+
+def test_entities_are_not_expanded() -> None:
+    laughs = (
+        b'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY a "aaaaaaaaaa">'
+        + b"".join(
+            b'<!ENTITY %s "%s">' % (bytes([98 + i]), b"&%s;" % bytes([97 + i]) * 10)
+            for i in range(8)
+        )
+        + b"]><urlset><url><loc>http://a.test/&i;</loc></url></urlset>"
+    )
+    started = time.monotonic()
+    sitemap = read_sitemap(laughs)
+    assert time.monotonic() - started < 1
+    assert all(len(e.loc) < 100 for e in sitemap.entries)
+
+
+def test_external_entities_and_dtds_are_not_fetched(tmp_path: object) -> None:
+    body = (
+        b'<?xml version="1.0"?><!DOCTYPE urlset SYSTEM "http://dtd.invalid/x.dtd" '
+        b'[<!ENTITY secret SYSTEM "file:///etc/passwd">]>'
+        b"<urlset><url><loc>http://a.test/&secret;</loc></url></urlset>"
+    )
+    sitemap = read_sitemap(body)
+    assert all("root:" not in e.loc for e in sitemap.entries)
+    assert [e.loc for e in sitemap.entries] in ([], ["http://a.test/"])
+
+
+# -- robots.txt and the depth mark ------------------------------------------------------
+
+
+def test_robots_txt_names_its_sitemaps_in_any_group() -> None:
+    rules = RobotsRules.parse(
+        b"Sitemap: http://a.test/one.xml\nUser-agent: other\nDisallow: /\n"
+        b"sitemap: /relative.xml\nUser-agent: *\nDisallow: /private/\n"
+    )
+    assert rules.sitemaps == ("http://a.test/one.xml", "/relative.xml")
+    assert rules.sitemaps_over == 0
+    assert RobotsRules.allow_all().sitemaps == ()
+    lots = b"".join(b"Sitemap: http://a.test/%d.xml\n" % i for i in range(MAX_SITEMAPS + 7))
+    rules = RobotsRules.parse(lots)
+    assert len(rules.sitemaps) == MAX_SITEMAPS and rules.sitemaps_over == 7
+
+
+def test_a_robots_fetch_remembers_where_it_started() -> None:
+    fetch = RobotsFetch("http://a.test/robots.txt")
+    assert fetch.on_response(301, "http://b.test/robots.txt", b"") is None
+    assert (fetch.start, fetch.url) == ("http://a.test/robots.txt", "http://b.test/robots.txt")
+
+
+def test_the_sitemap_depths_travel_on_the_wire_and_no_link_reaches_them() -> None:
+    assert SITEMAP_DEPTH == MAX_DEPTH  # the deepest a URL_BATCH may carry
+    assert is_sitemap(SITEMAP_DEPTH) and is_sitemap(INDEXED_SITEMAP_DEPTH)
+    assert not is_sitemap(INDEXED_SITEMAP_DEPTH - 1) and not is_sitemap(0)
+
+
+def test_a_sitemap_entry_waits_its_turn_in_the_host_slot() -> None:
+    s = Scheduler(delay=2.0, window=8, loader=lambda host, after, limit: [])
+    s.add("a.test", Entry(1, 1, "http://a.test/", 0))
+    s.add("a.test", Entry(2, 2, "http://a.test/sitemap.xml", SITEMAP_DEPTH))
+    job = s.next_job(0.0)
+    assert job is not None and job.kind is JobKind.ROBOTS
+    s.robots_answer("a.test", 0.5, status=200, location=None, body=b"User-agent: *\nDisallow:\n")
+    page = s.next_job(2.5)
+    assert page is not None and page.kind is JobKind.PAGE
+    assert s.next_job(10.0) is None  # one request at a time
+    s.finished("a.test", 3.0)
+    assert s.next_job(4.9) is None  # the host's delay holds for sitemaps too
+    sitemap = s.next_job(5.0)
+    assert sitemap is not None and sitemap.kind is JobKind.SITEMAP
+    assert sitemap.url == "http://a.test/sitemap.xml"
+    assert s.slot("a.test") is not None and s.slot("a.test").pages == 2  # type: ignore[union-attr]
+
+
+def test_robots_txt_rules_sitemaps_too() -> None:
+    s = Scheduler(delay=0.0, window=8, loader=lambda host, after, limit: [])
+    s.add("a.test", Entry(1, 1, "http://a.test/private/sitemap.xml", SITEMAP_DEPTH))
+    assert (job := s.next_job(0.0)) is not None and job.kind is JobKind.ROBOTS
+    s.robots_answer(
+        "a.test", 0.0, status=200, location=None, body=b"User-agent: *\nDisallow: /private/\n"
+    )
+    skip = s.next_job(0.0)
+    assert skip is not None and (skip.kind, skip.reason) == (JobKind.SKIP, "robots")

@@ -1,0 +1,210 @@
+"""Sitemaps in one crawler, against a web in a mock transport on the autojump clock:
+what robots.txt names and /sitemap.xml are fetched once each, through the host's
+politeness slot, and what they list is admitted like links; lastmod is kept; what is
+past the protocol's limits is counted and logged once."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import logging
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+
+import httpx2
+import pytest
+import trio
+import trio.testing
+
+from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig, PolitenessConfig
+from ubipy.fetch import SITEMAP_DEPTH, Entry, FetchOutcome, FetchResult, fingerprint
+from ubipy.peer.crawler import Crawler
+from ubipy.peer.crawlstats import CrawlStats
+from ubipy.peer.sitemapping import Sitemapping
+from ubipy.store import NewURL, Shard
+
+DELAY = 1.0
+WWW, MAPS = "www.a.test", "maps.a.test"
+HTML = {"content-type": "text/html"}
+XML = {"content-type": "application/xml"}
+
+
+def urlset(*locs: str, lastmod: dict[str, str] | None = None) -> bytes:
+    mods = lastmod or {}
+    entries = "".join(
+        f"<url><loc>{loc}</loc>{f'<lastmod>{mods[loc]}</lastmod>' if loc in mods else ''}</url>"
+        for loc in locs
+    )
+    ns = "http://www.sitemaps.org/schemas/sitemap/0.9"
+    return f'<?xml version="1.0"?><urlset xmlns="{ns}">{entries}</urlset>'.encode()
+
+
+def index(*locs: str) -> bytes:
+    entries = "".join(f"<sitemap><loc>{loc}</loc></sitemap>" for loc in locs)
+    return f"<sitemapindex>{entries}</sitemapindex>".encode()
+
+
+def w(path: str) -> str:
+    return f"http://{WWW}{path}"
+
+
+ROBOTS = (
+    "User-agent: *\nDisallow: /private/\n"
+    f"Sitemap: {w('/maps/listed.xml')}\n"
+    f"Sitemap: http://{MAPS}/cross.xml\n"
+    "Sitemap: http://elsewhere.example/out.xml\n"
+)
+# URL -> (status, headers, body as sent)
+WEB: dict[str, tuple[int, dict[str, str], bytes]] = {
+    w("/robots.txt"): (200, {}, ROBOTS.encode()),
+    w("/"): (200, HTML, b"<title>home</title>no links"),
+    w("/maps/listed.xml"): (
+        200,
+        XML,
+        urlset(
+            w("/p1"),
+            "/p2",  # relative: resolved against the sitemap
+            w("/private/p3"),  # robots.txt says no
+            "http://elsewhere.example/x",  # out of scope
+            w("/p1"),
+            lastmod={w("/p1"): "2024-01-02"},
+        ),
+    ),
+    w("/sitemap.xml"): (
+        200,
+        XML,
+        index(
+            w("/maps/child.xml.gz"),
+            w("/maps/moved.xml"),
+            w("/maps/nested.xml"),
+            w("/private/hidden.xml"),
+        ),
+    ),
+    w("/maps/child.xml.gz"): (
+        200,
+        {"content-type": "application/x-gzip"},
+        gzip.compress(urlset(w("/p4"), w("/p5"), lastmod={w("/p5"): "2025-03"})),
+    ),
+    w("/maps/moved.xml"): (301, {"location": "/maps/here.xml"}, b""),
+    w("/maps/here.xml"): (
+        200,
+        {**XML, "content-encoding": "gzip"},
+        gzip.compress(urlset(w("/p6"))),
+    ),
+    w("/maps/nested.xml"): (200, XML, index(w("/maps/deep.xml"))),
+    w("/maps/deep.xml"): (200, XML, urlset(w("/never"))),
+    f"http://{MAPS}/cross.xml": (200, XML, urlset(w("/p7"))),
+}
+SITEMAPS = {
+    w("/maps/listed.xml"),
+    w("/sitemap.xml"),
+    w("/maps/child.xml.gz"),
+    w("/maps/moved.xml"),
+    w("/maps/here.xml"),
+    w("/maps/nested.xml"),
+    f"http://{MAPS}/cross.xml",
+    f"http://{MAPS}/sitemap.xml",  # a 404
+}
+PAGES = {w("/"), *(w(f"/p{i}") for i in (1, 2, 4, 5, 6, 7))}
+
+
+async def crawl(
+    tmp: Path, bounds: BoundsConfig | None = None
+) -> tuple[Crawler, list[tuple[float, str]]]:
+    """Crawl from www.a.test/ to the end; the crawler and each request (time, URL)."""
+    asked: list[tuple[float, str]] = []
+
+    async def serve(request: httpx2.Request) -> httpx2.Response:
+        url = str(request.url)
+        asked.append((trio.current_time(), url))
+        await trio.sleep(0.1)
+        status, headers, body = WEB.get(url, (404, HTML, b"not here"))
+        return httpx2.Response(status, headers=headers, content=body)
+
+    shard = Shard.open(tmp)
+    config = CrawlConfig(
+        data_dir=tmp,
+        politeness=PolitenessConfig(delay=DELAY),
+        fetch=FetchConfig(max_retries=0),
+        bounds=bounds or BoundsConfig(),
+    )
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
+        crawler = Crawler(config, shard, client)
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(crawler.run)
+                crawler.seed([w("/")])
+                await crawler.wait_idle()
+                crawler.stop()
+        finally:
+            shard.close()
+    return crawler, asked
+
+
+def gaps(asked: Iterable[tuple[float, str]]) -> list[float]:
+    """Between one request's start and the next's, host by host."""
+    by_host: dict[str, list[float]] = {}
+    for at, url in asked:
+        by_host.setdefault(httpx2.URL(url).host, []).append(at)
+    return [b - a for times in by_host.values() for a, b in itertools.pairwise(times)]
+
+
+async def test_sitemaps_are_fetched_once_politely_and_their_urls_admitted(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    crawler, asked = await crawl(tmp_path)
+    urls = [url for _, url in asked]
+    assert len(urls) == len(set(urls))  # each URL once
+    robots = {w("/robots.txt"), f"http://{MAPS}/robots.txt"}
+    assert set(urls) == robots | SITEMAPS | PAGES
+    # Every request to a host, sitemaps included, a request's time plus the delay apart.
+    assert min(gaps(asked)) >= DELAY + 0.1 - 1e-9
+    stats = crawler.stats
+    assert (stats.sitemaps, stats.pages) == (len(SITEMAPS), len(PAGES))
+    assert stats.sitemap_urls == 5 + 2 + 1 + 1  # listed, child, here, cross
+    assert stats.sitemap_skipped == 1  # the index in the index: its one entry
+    assert stats.robots_disallowed == 2  # /private/p3 and /private/hidden.xml
+    assert stats.out_of_scope >= 2 and crawler.pending == 0
+    conn = sqlite3.connect(tmp_path / "shard.sqlite3")
+    lastmods = set(conn.execute("SELECT url, host, lastmod FROM lastmod"))
+    depths = dict(conn.execute("SELECT url, depth FROM pages"))
+    conn.close()
+    assert lastmods == {(w("/p1"), WWW, "2024-01-02"), (w("/p5"), WWW, "2025-03")}
+    # Stored as page rows at a sitemap's depth; the URLs they list at depth 1.
+    assert depths[w("/sitemap.xml")] == SITEMAP_DEPTH
+    assert depths[w("/maps/child.xml.gz")] == SITEMAP_DEPTH - 1
+    assert {depths[w(f"/p{i}")] for i in (1, 2, 4, 5, 6, 7)} == {1}
+
+
+async def test_no_sitemaps_or_max_depth_0_reads_none(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    for n, bounds in enumerate((BoundsConfig(sitemaps=False), BoundsConfig(max_depth=0))):
+        crawler, asked = await crawl(tmp_path / str(n), bounds)
+        assert [url for _, url in asked] == [w("/robots.txt"), w("/")]
+        assert crawler.stats.sitemaps == 0
+
+
+def test_entries_past_the_limit_are_counted_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stats = CrawlStats()
+
+    def candidates(links: Iterable[str], base: str | None, depth: int) -> list[NewURL]:
+        return [NewURL(fingerprint(u), u, WWW, depth) for u in links]
+
+    mapping = Sitemapping(BoundsConfig(), candidates, stats, keep_bodies=False)
+    body = urlset(*(w(f"/{i}") for i in range(50_002)))
+    entry = Entry(1, 1, w("/big.xml"), SITEMAP_DEPTH)
+    result = FetchResult(
+        w("/big.xml"), 200, "application/xml", None, None, None, None, None, body, False,
+        FetchOutcome.OK, None,
+    )  # fmt: skip
+    with caplog.at_level(logging.DEBUG, logger="ubipy.peer.sitemapping"):
+        for _ in range(3):
+            page, found, _ = mapping.answered(WWW, entry, result)
+            assert len(found) == 50_000 and page.depth == SITEMAP_DEPTH and page.body is None
+    assert (stats.sitemaps, stats.sitemap_urls, stats.sitemap_skipped) == (3, 150_000, 6)
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "2 entries past the first 50000" in warned[0].getMessage()

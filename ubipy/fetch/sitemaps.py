@@ -1,0 +1,302 @@
+"""Sitemaps (the sitemaps.org protocol, 0.9): a sitemap or a sitemap index read safely.
+
+What a sitemap lists, and nothing else: ``<loc>`` and ``<lastmod>`` of each ``<url>``
+of a ``<urlset>``, or of each ``<sitemap>`` of a ``<sitemapindex>``. Names are matched
+without their namespace (sitemaps in the wild often get it wrong); any other root is
+not a sitemap.
+
+Hostile input is bounded everywhere:
+
+* the XML parser resolves no entity, loads no DTD and touches no network
+  (``resolve_entities=False, no_network=True, load_dtd=False``), and keeps libxml2's
+  limits on text sizes and entity amplification (``huge_tree`` off);
+* the body is fed to the parser in chunks, and the parser builds no tree: its target
+  keeps the entries alone, so memory holds them, never the document. Each element
+  costs a Python call, so a document of more than ten elements per entry allowed is
+  cut there (a flood of empty elements costs well under a second);
+* a gzipped body (a ``.gz`` file, or gzip left over after the ``Content-Encoding``)
+  is inflated in chunks, and nothing past :data:`SITEMAP_MAX_BYTES` uncompressed is
+  read: a bomb costs 50 MB of work and no memory;
+* at most :data:`SITEMAP_MAX_URLS` entries are kept; those past it are counted.
+
+Malformed XML ends the reading: what came before the error is kept, and the error
+is said. No I/O here: the caller fetches the body.
+
+A sitemap in the crawl is a frontier entry like a page, told apart by its depth (see
+:data:`SITEMAP_DEPTH`), so that every path a URL takes between peers (forwarding,
+outboxes, hand-offs, replicas) carries the mark with no change to the wire or the
+frontier's table.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from lxml import etree
+
+__all__ = [
+    "INDEXED_SITEMAP_DEPTH",
+    "LISTED_DEPTH",
+    "SITEMAP_DEPTH",
+    "SITEMAP_MAX_BYTES",
+    "SITEMAP_MAX_URLS",
+    "SITEMAP_PATH",
+    "Listed",
+    "Sitemap",
+    "SitemapKind",
+    "is_sitemap",
+    "read_sitemap",
+]
+
+# The protocol's limits, per file: 50,000 URLs and 50 MB (52,428,800 bytes) uncompressed.
+SITEMAP_MAX_URLS: Final = 50_000
+SITEMAP_MAX_BYTES: Final = 50 * 1024 * 1024
+# Where a host's sitemap is looked for when its robots.txt names none (and besides).
+SITEMAP_PATH: Final = "/sitemap.xml"
+
+#: The depth of a sitemap's frontier entry: the deepest the wire carries (its
+#: MAX_DEPTH), which no chain of links reaches. A sitemap named by robots.txt or found
+#: at /sitemap.xml has this depth...
+SITEMAP_DEPTH: Final = 1_000_000
+#: ...and one listed in a sitemap index this one: the protocol forbids an index in an
+#: index, so what such a sitemap lists is read only if it is a plain sitemap (a
+#: hostile host cannot nest indexes without end).
+INDEXED_SITEMAP_DEPTH: Final = SITEMAP_DEPTH - 1
+#: The depth of the URLs a sitemap lists: one hop from the site, like its root's links.
+LISTED_DEPTH: Final = 1
+
+_CHUNK = 64 * 1024
+# A <loc> or <lastmod> longer than this is no URL (see ubipy.fetch.urls) or date.
+_MAX_TEXT = 8 * 1024
+# Elements read per entry allowed, on average: a document with more is cut there.
+_ELEMENTS_PER_URL = 10
+_GZIP_MAGIC = b"\x1f\x8b"
+# W3C Datetime, as the protocol asks: YYYY, YYYY-MM, YYYY-MM-DD, or a date with a time
+# (minutes, seconds or fractions) and a zone.
+_W3C_DATETIME = re.compile(
+    r"\d{4}(?:-\d{2}(?:-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2}))?)?)?"
+)
+
+
+def is_sitemap(depth: int) -> bool:
+    """Whether a frontier entry of this depth is a sitemap (see :data:`SITEMAP_DEPTH`)."""
+    return depth >= INDEXED_SITEMAP_DEPTH
+
+
+class SitemapKind(enum.Enum):
+    URLSET = "urlset"  # lists pages
+    INDEX = "sitemapindex"  # lists sitemaps
+
+
+_ENTRY: Final = {SitemapKind.URLSET: "url", SitemapKind.INDEX: "sitemap"}
+_FIELDS: Final = {"loc": "loc", "lastmod": "lastmod"}
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One entry: its ``<loc>`` as written (stripped), and its ``<lastmod>`` if it is
+    a W3C datetime (anything else is dropped)."""
+
+    loc: str
+    lastmod: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sitemap:
+    # None: not a sitemap (another root element, or nothing readable).
+    kind: SitemapKind | None
+    entries: tuple[Listed, ...]
+    # Entries past SITEMAP_MAX_URLS: counted, not kept.
+    over_limit: int = 0
+    # The document went on past SITEMAP_MAX_BYTES uncompressed or past its elements'
+    # budget, or its body was cut before its end (the fetch's cap): what followed was
+    # not read.
+    cut: bool = False
+    # Why reading stopped before the end (malformed XML or gzip), if it did; the
+    # entries before that are kept.
+    error: str | None = None
+
+
+def read_sitemap(
+    body: bytes,
+    *,
+    truncated: bool = False,
+    max_urls: int = SITEMAP_MAX_URLS,
+    max_bytes: int = SITEMAP_MAX_BYTES,
+) -> Sitemap:
+    """Read a sitemap or a sitemap index from ``body`` (gzipped or not); never raises on
+    hostile bytes. ``truncated``: the body is a prefix, cut by the fetch's cap."""
+    source = _Source(body, max_bytes)
+    target = _Target(max_urls)
+    parser = etree.XMLParser(
+        target=target, resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False
+    )
+    error: str | None = None
+    cut = truncated
+    try:
+        for chunk in source:
+            parser.feed(chunk)
+        # A document cut short has no end to check.
+        if not (source.cut or source.short or source.error or truncated):
+            parser.close()
+    except _TooMany:
+        cut = True
+    except _NotASitemap as exc:
+        error = str(exc)
+    except etree.LxmlError as exc:
+        error = f"malformed XML: {exc}"[:300]
+    if source.short and not truncated:
+        # A cut body's gzip stream ends early, as expected; a whole one's should not.
+        error = error or "bad gzip: the stream ends early"
+    return Sitemap(
+        target.kind,
+        tuple(target.entries),
+        over_limit=target.over_limit,
+        cut=cut or source.cut,
+        error=source.error or error,
+    )
+
+
+class _Source:
+    """The body's bytes, inflated if gzipped, in chunks, up to ``limit``: ``cut`` once
+    there was more, ``short`` if a gzip stream ended before its end, ``error`` if it
+    was not gzip after all."""
+
+    def __init__(self, body: bytes, limit: int) -> None:
+        self._body = body
+        self._limit = limit
+        self.cut = False
+        self.short = False
+        self.error: str | None = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        chunks = self._gunzip() if self._body[:2] == _GZIP_MAGIC else self._plain()
+        left = self._limit
+        for chunk in chunks:
+            if len(chunk) > left:
+                if left:
+                    yield chunk[:left]
+                self.cut = True
+                return
+            left -= len(chunk)
+            yield chunk
+
+    def _plain(self) -> Iterator[bytes]:
+        body = self._body
+        for start in range(0, len(body), _CHUNK):
+            yield body[start : start + _CHUNK]
+
+    def _gunzip(self) -> Iterator[bytes]:
+        data = self._body
+        # A gzip file may hold several members, one after another.
+        while data[:2] == _GZIP_MAGIC:
+            inflate = zlib.decompressobj(wbits=31)
+            pending = data
+            try:
+                while pending and not inflate.eof:
+                    chunk = inflate.decompress(pending, _CHUNK)
+                    pending = inflate.unconsumed_tail
+                    if chunk:
+                        yield chunk
+                # The member's last bytes may still be in the inflater's window.
+                while not inflate.eof and (chunk := inflate.decompress(b"", _CHUNK)):
+                    yield chunk
+            except zlib.error as exc:
+                self.error = f"bad gzip: {exc}"
+                return
+            if not inflate.eof:
+                self.short = True
+                return
+            data = inflate.unused_data
+
+
+class _TooMany(Exception):
+    """More elements than any sitemap of SITEMAP_MAX_URLS entries needs."""
+
+
+class _NotASitemap(Exception):
+    """The root element is not a sitemap's."""
+
+
+class _Target:
+    """What the parser has read so far. It is the parser's target: no tree is built,
+    so memory holds the entries alone, whatever the document."""
+
+    def __init__(self, max_urls: int) -> None:
+        self._max_urls = max_urls
+        # Elements allowed (each costs a Python call): the entries, their children, and
+        # the extensions' (images, news) with room to spare.
+        self._elements_left = _ELEMENTS_PER_URL * max(max_urls, 1)
+        self._depth = 0
+        self._entry: str | None = None  # the entry element's name, once the root is known
+        self._in_entry = False
+        self._field: str | None = None  # "loc" or "lastmod", while inside one
+        self._text: list[str] = []
+        self._text_size = 0
+        self._values: dict[str, str] = {}
+        self.kind: SitemapKind | None = None
+        self.entries: list[Listed] = []
+        self.over_limit = 0
+
+    def start(self, tag: str, attrib: object, nsmap: object = None) -> None:
+        self._elements_left -= 1
+        if self._elements_left < 0:
+            raise _TooMany
+        depth = self._depth = self._depth + 1
+        if depth == 3:
+            if self._in_entry:
+                self._field = _FIELDS.get(_local(tag))
+                self._text = []
+                self._text_size = 0
+        elif depth == 2:
+            self._in_entry = _local(tag) == self._entry
+            self._values = {}
+        elif depth == 1:
+            name = _local(tag)
+            self.kind = next((k for k in SitemapKind if k.value == name), None)
+            if self.kind is None:
+                raise _NotASitemap(f"not a sitemap: the root element is <{name[:50]}>")
+            self._entry = _ENTRY[self.kind]
+
+    def data(self, text: str) -> None:
+        if self._field is not None:
+            self._text_size += len(text)
+            if self._text_size <= _MAX_TEXT:
+                self._text.append(text)
+
+    def end(self, tag: str) -> None:
+        depth = self._depth
+        self._depth = depth - 1
+        if depth == 3:
+            field = self._field
+            if field is not None:
+                self._field = None
+                if self._text_size <= _MAX_TEXT:  # longer: no URL or date anyway
+                    self._values[field] = "".join(self._text).strip()
+        elif depth == 2 and self._in_entry:
+            self._in_entry = False
+            loc = self._values.get("loc")
+            if not loc:
+                return
+            if len(self.entries) >= self._max_urls:
+                self.over_limit += 1
+                return
+            self.entries.append(Listed(loc, _lastmod(self._values.get("lastmod"))))
+
+    def close(self) -> None:
+        pass
+
+
+def _local(tag: str) -> str:
+    return tag.rpartition("}")[2]
+
+
+def _lastmod(text: str | None) -> str | None:
+    if text and len(text) <= 40 and _W3C_DATETIME.fullmatch(text):
+        return text
+    return None

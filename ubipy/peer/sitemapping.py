@@ -1,0 +1,163 @@
+"""Sitemaps in the crawl: where they come from and what they bring (reading one is
+``ubipy.fetch``'s, see its ``sitemaps`` module).
+
+Where they come from. A host's robots.txt answer brings the sitemaps its ``Sitemap``
+lines name and the host's own /sitemap.xml (unless ``--no-sitemaps``). Each is a
+candidate at SITEMAP_DEPTH and goes where a link goes: normalised, kept in scope and
+out of path traps, routed to its host's owner, admitted once there. A sitemap on
+another host is therefore fetched by that host's owner, after that host's robots.txt
+and through its politeness slot; and a URL is fetched once, as a sitemap or as a page,
+whichever found it first.
+
+What they bring, once fetched. A sitemap's URLs, as candidates at depth 1 (LISTED_DEPTH),
+their ``lastmod`` kept beside them for recrawling; an index's sitemaps, as candidates at
+INDEXED_SITEMAP_DEPTH (an index listed in an index is not read: the protocol forbids
+it, and a hostile host could nest them without end); a redirect's Location, as a sitemap
+at the same depth. The request is stored as a page row at its sitemap depth (its
+status, its body) but counted as a sitemap, not as a page.
+
+What is past the protocol's limits (50,000 URLs a file, 50 MB uncompressed; Sitemap
+lines past robots.txt's first thousand) is counted and skipped, and the first time
+logged as a warning (each time after at debug level: a hostile host cannot flood the
+log).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from ubipy.config import BoundsConfig
+from ubipy.fetch import (
+    INDEXED_SITEMAP_DEPTH,
+    LISTED_DEPTH,
+    SITEMAP_DEPTH,
+    SITEMAP_PATH,
+    Entry,
+    FetchResult,
+    RobotsFetch,
+    RobotsRules,
+    SitemapKind,
+    content_digest,
+    read_sitemap,
+)
+from ubipy.peer.crawlstats import CrawlStats
+from ubipy.store import Lastmod, NewURL, PageRecord
+
+__all__ = ["Sitemapping"]
+
+log = logging.getLogger(__name__)
+
+#: (links, base or None, depth) -> the candidates among them: the crawler's own, so
+#: that a sitemap's URLs pass exactly what a page's links pass.
+Candidates = Callable[[Iterable[str], str | None, int], list[NewURL]]
+
+
+class Sitemapping:
+    def __init__(
+        self, bounds: BoundsConfig, candidates: Candidates, stats: CrawlStats, *, keep_bodies: bool
+    ) -> None:
+        self._candidates = candidates
+        self._stats = stats
+        self._keep_bodies = keep_bodies
+        self._max_depth = bounds.max_depth
+        # Their URLs are at depth 1: under --max-depth 0 sitemaps could bring nothing.
+        self.enabled = bounds.sitemaps and (
+            self._max_depth is None or self._max_depth >= LISTED_DEPTH
+        )
+        self._warned = False
+
+    def named_by_robots(self, fetched: RobotsFetch, rules: RobotsRules) -> list[NewURL]:
+        """The sitemaps a host's robots.txt answer brings, as candidates: its Sitemap
+        lines (relative to where robots.txt was read, after any redirect) and the
+        host's /sitemap.xml."""
+        if not self.enabled:
+            return []
+        if over := rules.sitemaps_over:
+            self._stats.sitemap_skipped += over
+            self._past_limits(
+                fetched.start, f"{over} Sitemap lines past the first {len(rules.sitemaps)}"
+            )
+        found = self._candidates(rules.sitemaps, fetched.url, SITEMAP_DEPTH)
+        return found + self._candidates([SITEMAP_PATH], fetched.start, SITEMAP_DEPTH)
+
+    def answered(
+        self, host: str, entry: Entry, result: FetchResult
+    ) -> tuple[PageRecord, list[NewURL], list[Lastmod]]:
+        """A sitemap's final answer: its page row, the URLs it brings, their lastmod."""
+        stats = self._stats
+        found: list[NewURL] = []
+        lastmods: list[Lastmod] = []
+        if not result.ok:
+            stats.answered(result)  # counts the failure (pages only count what is fine)
+            log.info("sitemap failed: %s: %s", entry.url, result.detail)
+        else:
+            stats.sitemaps += 1
+            if result.is_redirect:
+                assert result.location is not None
+                # Still a sitemap, at the same depth: a redirect is not a hop.
+                found = self._candidates([result.location], entry.url, entry.depth)
+            elif result.status is not None and 200 <= result.status < 300:
+                found, lastmods = self._read(entry, result)
+        page = PageRecord(
+            fp=entry.fp,
+            url=entry.url,
+            host=host,
+            status=result.status,
+            content_type=result.content_type,
+            length=len(result.body),
+            truncated=result.truncated,
+            title=None,
+            fetched_at=time.time(),
+            last_modified=result.last_modified,
+            etag=result.etag,
+            digest=content_digest(result.body) if result.ok else None,
+            depth=entry.depth,
+            error=result.detail,
+            body=result.body if self._keep_bodies and result.body else None,
+        )
+        return page, found, lastmods
+
+    def _read(self, entry: Entry, result: FetchResult) -> tuple[list[NewURL], list[Lastmod]]:
+        stats, url = self._stats, entry.url
+        sitemap = read_sitemap(result.body, truncated=result.truncated)
+        if sitemap.error is not None:
+            log.info("sitemap %s: %s", url, sitemap.error)
+        entries, skipped = sitemap.entries, sitemap.over_limit
+        if sitemap.kind is SitemapKind.INDEX and entry.depth == INDEXED_SITEMAP_DEPTH:
+            entries, skipped = (), skipped + len(entries)
+            self._past_limits(url, "a sitemap index listed in a sitemap index")
+        elif skipped:
+            self._past_limits(url, f"{skipped} entries past the first {len(entries)}")
+        if sitemap.cut:
+            stats.sitemaps_cut += 1
+            self._past_limits(url, "read in part (over 50 MB, the body cap, or too many elements)")
+        stats.sitemap_skipped += skipped
+        if sitemap.kind is SitemapKind.INDEX:
+            return self._candidates([e.loc for e in entries], url, INDEXED_SITEMAP_DEPTH), []
+        stats.sitemap_urls += len(entries)
+        if self._max_depth is not None and self._max_depth < LISTED_DEPTH:
+            stats.too_deep += len(entries)
+            return [], []
+        found: list[NewURL] = []
+        lastmods: list[Lastmod] = []
+        for listed in entries:
+            one = self._candidates([listed.loc], url, LISTED_DEPTH)
+            found += one
+            if one and listed.lastmod is not None:
+                u = one[0]
+                lastmods.append(Lastmod(u.fp, u.url, u.host, listed.lastmod))
+        return found, lastmods
+
+    def _past_limits(self, url: str, what: str) -> None:
+        if self._warned:
+            log.debug("sitemap %s: %s; skipped", url, what)
+            return
+        self._warned = True
+        log.warning(
+            "sitemap %s: %s; skipped. What is past the sitemap protocol's limits is "
+            "counted (sitemap_skipped, sitemaps_cut) and from now on logged at debug level",
+            url,
+            what,
+        )

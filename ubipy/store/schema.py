@@ -1,0 +1,133 @@
+"""The shard's schema: its tables, its version, and the migrations that bring a shard
+of an older version up to this one (``docs/storage.md`` says what each column holds).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 3
+SHARD_FILE = "shard.sqlite3"
+
+# Version 3: what sitemaps said of when each URL last changed (a W3C datetime, as
+# written), kept for recrawling; nothing reads it yet but export and queries.
+_LASTMOD = """
+-- What the sitemaps read here said of when each URL last changed, for recrawling.
+CREATE TABLE IF NOT EXISTS lastmod (
+    fp      INTEGER PRIMARY KEY,
+    url     TEXT NOT NULL,
+    host    TEXT NOT NULL,
+    lastmod TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS lastmod_host ON lastmod (host);
+"""
+
+SCHEMA = (
+    """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+-- Exact fingerprints of every URL this shard admitted: the truth behind the Bloom filter.
+CREATE TABLE IF NOT EXISTS seen (
+    fp INTEGER PRIMARY KEY
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS frontier (
+    fp     INTEGER PRIMARY KEY,
+    seq    INTEGER NOT NULL UNIQUE,
+    url    TEXT    NOT NULL,
+    host   TEXT    NOT NULL,
+    depth  INTEGER NOT NULL,
+    state  INTEGER NOT NULL DEFAULT 0,
+    reason TEXT
+);
+CREATE INDEX IF NOT EXISTS frontier_pending ON frontier (host, seq) WHERE state = 0;
+CREATE TABLE IF NOT EXISTS pages (
+    fp            INTEGER PRIMARY KEY,
+    url           TEXT    NOT NULL,
+    host          TEXT    NOT NULL,
+    status        INTEGER,
+    content_type  TEXT,
+    length        INTEGER NOT NULL,
+    truncated     INTEGER NOT NULL DEFAULT 0,
+    title         TEXT,
+    fetched_at    REAL    NOT NULL,
+    last_modified TEXT,
+    etag          TEXT,
+    digest        TEXT,
+    depth         INTEGER NOT NULL,
+    error         TEXT,
+    encoding        TEXT,
+    encoding_source TEXT
+);
+-- URLs found here that belong to other peers, kept until their owner acknowledges them.
+CREATE TABLE IF NOT EXISTS outbox (
+    fp    INTEGER PRIMARY KEY,
+    url   TEXT    NOT NULL,
+    host  TEXT    NOT NULL,
+    depth INTEGER NOT NULL
+);
+-- Copies of another peer's frontier and history, kept for when it dies.
+CREATE TABLE IF NOT EXISTS replica (
+    fp    INTEGER PRIMARY KEY,
+    host  TEXT    NOT NULL,
+    url   TEXT,
+    depth INTEGER NOT NULL,
+    done  INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS replica_host ON replica (host);
+-- And of its politeness marks, so a successor that takes a host over stays polite.
+CREATE TABLE IF NOT EXISTS replica_marks (
+    host     TEXT PRIMARY KEY,
+    last_end REAL NOT NULL,
+    delay    REAL NOT NULL,
+    pages    INTEGER NOT NULL
+) WITHOUT ROWID;
+-- When each host was last asked for something, so a restarted peer stays polite.
+CREATE TABLE IF NOT EXISTS hosts (
+    host     TEXT PRIMARY KEY,
+    last_end REAL NOT NULL,
+    delay    REAL NOT NULL,
+    pages    INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bodies (
+    fp    INTEGER PRIMARY KEY,
+    codec TEXT NOT NULL,
+    body  BLOB NOT NULL
+);
+"""
+    + _LASTMOD
+)
+
+
+# Each entry takes a shard from the version it is keyed by to the next one, in one
+# transaction; a fresh shard gets the whole schema at once.
+MIGRATIONS: dict[int, str] = {
+    # 1 -> 2: the encoding an HTML page was read in, and what decided it.
+    1: "ALTER TABLE pages ADD COLUMN encoding TEXT;\n"
+    "ALTER TABLE pages ADD COLUMN encoding_source TEXT;",
+    # 2 -> 3: the sitemaps' lastmod dates.
+    2: _LASTMOD,
+}
+
+
+def migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Bring a shard of an older schema up to SCHEMA_VERSION, one version per
+    transaction: a migration cut short leaves the shard at the last version it reached."""
+    while version < SCHEMA_VERSION:
+        log.info("shard schema: migrating from version %d to %d", version, version + 1)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in MIGRATIONS[version].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            version += 1
+            conn.execute(f"PRAGMA user_version={version}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
