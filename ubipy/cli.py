@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -320,9 +321,14 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace) -> int:
             for problem in seeds.problems:
                 print(f"{args.seeds}: {problem}", file=sys.stderr)
             try:
-                peer.crawler.seed(seeds.urls)
+                taken = peer.crawler.seed(seeds.urls)
             except StorageError as exc:
                 print(f"ubipy peer: cannot take the seeds: {exc}", file=sys.stderr)
+            else:
+                for url, reason in taken.refused:
+                    print(f"{args.seeds}: seed refused ({reason}): {url[:80]!r}", file=sys.stderr)
+                if taken.refused:
+                    print(f"{args.seeds}: {_refusals(taken.refused)}", file=sys.stderr)
         nursery.start_soon(_stop_on_signals, peer, nursery.cancel_scope)
         # A live line on a terminal, a log line every 10 s elsewhere; it ends with
         # the peer (its last figures, and the terminal's line ended).
@@ -405,11 +411,18 @@ def _seed(args: argparse.Namespace) -> int:
     print(
         f"sent {sent} seeds to {args.peer}: {admitted} new there, "
         f"{forwarded} forwarded to their owners"
-        + (f", {len(refused)} refused" if refused else "")
+        + (f", {_refusals(refused)}" if refused else "")
         + (f"; {len(seeds.problems)} lines skipped" if seeds.problems else "")
         + (f"; credentials removed from {n}" if (n := seeds.credentials_stripped) else "")
     )
     return 1 if seeds.problems or refused else 0
+
+
+def _refusals(refused: Sequence[tuple[str, str]]) -> str:
+    """``3 refused (2 excluded by --exclude, 1 not a URL)``: seeds the peer did not take."""
+    reasons = Counter(reason for _, reason in refused)
+    told = ", ".join(f"{n} {reason}" for reason, n in reasons.most_common())
+    return f"{len(refused)} refused ({told})"
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -479,10 +492,32 @@ _COLUMNS = (
 _LEFT_ALIGNED = 3  # the first columns are text; the rest are figures
 
 
+def _left_out(figures: Mapping[str, Any]) -> str:
+    """What the filters and --accept left out, the certificates that failed, and what
+    the DNS stage did, if anything."""
+    parts = []
+    if n := figures.get("excluded"):
+        parts.append(f"{n} excluded by --exclude")
+    if n := figures.get("not_included"):
+        parts.append(f"{n} matching no --include")
+    if n := figures.get("skipped_by_type"):
+        parts.append(f"{n} answers of types not accepted ({figures.get('skipped_types')})")
+    if n := figures.get("certificate_errors"):
+        parts.append(f"{n} certificate errors")
+    if n := figures.get("dns_hosts_given_up"):
+        parts.append(f"{n} hosts whose names did not resolve")
+    if n := figures.get("refused_addresses"):
+        parts.append(f"{n} hosts on addresses not allowed (--allow-private)")
+    if n := figures.get("dns_lookups"):
+        most = figures.get("dns_most_per_host", 0)
+        parts.append(f"{n} DNS lookups, at most {most} for one host")
+    return "; ".join(parts)
+
+
 def format_cluster(report: dict[str, Any], now: float | None = None) -> str:
     """The cluster STATUS answer as the dashboard's table: one row per member, then
-    the totals. A member that did not answer (dead, left, unreachable) shows its
-    state and '-' for its figures. ``now`` is the wall clock (for the start times)."""
+    the totals, then a line for each peer whose filters left something out. A member
+    that did not answer (dead, left, unreachable) shows its state and '-' for its figures. ``now`` is the wall clock (for the start times)."""
     figures = {p["peer_id"]: p for p in report["peers"] if isinstance(p, dict)}
     view = {
         m["id"]: {**figures.get(m["id"], {}), "address": m["address"], "state": m["state"]}
@@ -493,6 +528,8 @@ def format_cluster(report: dict[str, Any], now: float | None = None) -> str:
     rows = book.rows(0.0)
     cells: list[list[str]] = []
     notes: dict[int, str] = {}
+    # Below the totals: what each peer's filters left out (the table's shape is fixed).
+    footer: list[str] = []
     for row in rows:
         head = [row.peer_id, row.address, row.state]
         if not row.reported:
@@ -518,6 +555,9 @@ def format_cluster(report: dict[str, Any], now: float | None = None) -> str:
             said.append(f"  joining (attempt {mine['joining']})")
         if mine.get("paused"):
             said.append(f"  PAUSED: {mine['paused']}")
+        if left_out := _left_out(mine):
+            footer.append(f"{row.peer_id}: {left_out}")
+        footer.extend(row.slowest_lines())
         if said:
             notes[len(cells) - 1] = "\n".join(said)
     total = totals(rows)
@@ -549,7 +589,7 @@ def format_cluster(report: dict[str, Any], now: float | None = None) -> str:
         lines.append(line(values))
         if i in notes:
             lines.append(notes[i])
-    return "\n".join(lines)
+    return "\n".join(lines + footer)
 
 
 def _figures(pages: int, rate: float, errors: int, timeouts: int) -> list[str]:

@@ -272,8 +272,9 @@ def _summary(statuses: Sequence[PeerStatus], elapsed: float) -> str:
 
 def _verdict(web: SyntheticWeb, log: Any, seed: str, config: CrawlConfig) -> str:
     referee = Referee(log, web)
+    bounds = config.bounds
     truth = ground_truth(
-        web, [seed], max_depth=config.bounds.max_depth, scope=config.bounds.scope.value
+        web, [seed], max_depth=bounds.max_depth, scope=bounds.scope.value, sitemaps=bounds.sitemaps
     )
     missing = referee.missing(truth)
     fetched = len(truth) - len(missing)

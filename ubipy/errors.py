@@ -24,6 +24,12 @@
     │                      not make, or is not a directory (also a ValueError)
     ├── BadURL             ubipy.fetch: a URL normalisation refuses, with its
     │                      URLRejection (also a ValueError)
+    ├── AddressRefused     ubipy.fetch.transport: a host's address is one a crawler
+    │                      may not reach (loopback, private...) and was not allowed;
+    │                      nothing sent, never retried (also an httpx2.ConnectError)
+    ├── CertificateError   ubipy.fetch.transport: a server's TLS certificate did
+    │                      not verify; recorded as such, never retried (also an
+    │                      httpx2.ConnectError)
     ├── RobotsFetchError   ubipy.fetch.robots: an event a robots.txt fetch cannot
     │                      take in its state, a caller's bug (also a RuntimeError)
     ├── EmptyRingError     ubipy.ring: a host looked up with no members, a

@@ -30,7 +30,14 @@ from typing import Any
 
 import trio
 
-from ubipy.config import CrawlConfig, ForwardingConfig, PolitenessConfig, ReplicationConfig
+from ubipy.config import (
+    BoundsConfig,
+    CrawlConfig,
+    ForwardingConfig,
+    PolitenessConfig,
+    ReplicationConfig,
+)
+from ubipy.fetch import Resolver
 from ubipy.net import MemoryNetwork, request
 from ubipy.peer import Peer
 from ubipy.synthweb import SyntheticWeb, SynthServer, SynthTransport, in_process
@@ -59,6 +66,7 @@ def peer_config(
     batch_linger: float = 0.2,
     secret: str = SECRET,
     delay: float = 0.01,
+    bounds: BoundsConfig | None = None,
 ) -> CrawlConfig:
     """Every harness peer's configuration: what tests/e2e's ``start_peer`` passes on
     the command line (``--delay 0.01 --robots-retry 0.05 --secret``), the churn tests'
@@ -72,6 +80,7 @@ def peer_config(
         forwarding=ForwardingConfig(batch_linger=batch_linger),
         replication=ReplicationConfig(replicas=replicas),
         secret=secret,
+        bounds=bounds or BoundsConfig(),
     )
 
 
@@ -213,10 +222,14 @@ class Cluster:
         join_addresses: Sequence[str] = (),
         secret: str = SECRET,
         delay: float = 0.01,
+        bounds: BoundsConfig | None = None,
+        tune: Callable[[CrawlConfig], CrawlConfig] | None = None,
+        resolver: Resolver | None = None,
     ) -> SimPeer:
         """Start peer ``index`` on its host over its data directory (a restart when it
         has run before), joining ``join`` and ``join_addresses``, listening on ``port``
-        (0: any); returns once it listens."""
+        (0: any), with ``bounds`` (scope, filters) if given, its configuration changed by
+        ``tune`` and names looked up by ``resolver`` if given; returns once it listens."""
         if any(p.index == index for p in self.running):
             raise ValueError(f"peer {index} is running")
         host = host_of(index)
@@ -228,12 +241,16 @@ class Cluster:
             replicas=replicas,
             secret=secret,
             delay=delay,
+            bounds=bounds,
         )
+        if tune is not None:
+            config = tune(config)
         peer = Peer(
             config,
             transport=SynthTransport(self.server, client=host),
             network=self.net.node(host),
             rng=random.Random(self.rng.getrandbits(64)),
+            resolver=resolver,
         )
         sim = SimPeer(index, host, config.data_dir, peer, on_log=self._logged)
         self.lives.append(sim)

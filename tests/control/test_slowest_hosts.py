@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ubipy.cli import format_cluster
 from ubipy.control import FiguresBook, snapshot
 from ubipy.control.figures import MAX_SLOW_HOSTS, describe_slow_host, slow_hosts
 from ubipy.control.page import COLUMNS, PAGE
@@ -58,3 +59,22 @@ def test_described_for_people() -> None:
 def test_the_dashboard_has_a_slowest_host_column() -> None:
     assert COLUMNS[-1] == "slowest"
     assert b'<th class="slowest">slowest host</th>' in PAGE
+
+
+def test_ubipy_status_lists_them_under_the_table() -> None:
+    report = {
+        "members": [
+            {"id": "aaaa", "address": "127.0.0.1:7001", "state": "alive"},
+            {"id": "bbbb", "address": "127.0.0.1:7002", "state": "alive"},
+        ],
+        "peers": [
+            {"peer_id": "aaaa", **_figures(slowest_hosts=SLOW)},
+            {"peer_id": "bbbb", **_figures()},
+        ],
+    }
+    lines = format_cluster(report, now=10.0).splitlines()
+    assert lines[-1] == (
+        "aaaa: slowest hosts: pace-slow.synth.test answers in 285 ms, waits 264 ms; "
+        "pace-busy.synth.test answers in 1 ms, waits 32.00 s (5 × 503/429)"
+    )
+    assert not any(line.startswith("bbbb:") for line in lines)

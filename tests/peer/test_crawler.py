@@ -16,7 +16,7 @@ import trio.testing
 
 from tests.peer.test_handoff import crawler_at
 from tests.peer.test_replica import page
-from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig
+from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig, PolitenessConfig
 from ubipy.fetch.politeness import HostRobots, JobKind
 from ubipy.fetch.urls import fingerprint
 from ubipy.peer import crawler as crawler_module
@@ -28,7 +28,8 @@ PAGE = "http://a.test/"
 
 @asynccontextmanager
 async def crawled(tmp: Path, handler: Any) -> AsyncIterator[Crawler]:
-    """A crawler that fetched PAGE from ``handler`` (robots.txt: none), once, and stopped."""
+    """A crawler that fetched PAGE from ``handler`` (robots.txt: none; no sitemaps
+    looked for), once, and stopped."""
 
     async def serve(request: httpx2.Request) -> httpx2.Response:
         if request.url.path == "/robots.txt":
@@ -40,6 +41,7 @@ async def crawled(tmp: Path, handler: Any) -> AsyncIterator[Crawler]:
         data_dir=tmp,
         politeness=PolitenessConfig(delay=0.0),
         fetch=FetchConfig(max_retries=0, fetch_deadline=5.0),
+        bounds=BoundsConfig(sitemaps=False),
     )
     async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
         crawler = Crawler(config, shard, client)

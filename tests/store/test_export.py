@@ -51,6 +51,8 @@ def _page(
     etag: str | None = None,
     last_modified: str | None = None,
     depth: int = 1,
+    encoding: str | None = None,
+    encoding_source: str | None = None,
 ) -> PageRecord:
     return PageRecord(
         fp=n,
@@ -68,6 +70,8 @@ def _page(
         depth=depth,
         error=error,
         body=body,
+        encoding=encoding,
+        encoding_source=encoding_source,
     )
 
 
@@ -82,6 +86,8 @@ PAGES_A = [
         etag='"v1"',
         last_modified="Tue, 01 Oct 2024 10:00:00 GMT",
         depth=0,
+        encoding="utf-8",
+        encoding_source="header",
     ),
     _page(2, "http://a.test/img.png", T0 + 3, body=BINARY, content_type="image/png", depth=2),
     _page(3, "http://a.test/missing", T0 + 5, status=404, body=b"<h1>gone</h1>"),
@@ -94,7 +100,17 @@ PAGES_A = [
 ]
 PAGES_B = [
     _page(101, "http://b.test/", T0 + 2, title="B home", depth=0),
-    _page(102, "http://b.test/1", T0 + 4, body=b"<p>one</p>"),
+    # An internationalised host: ASCII (punycode) in the shard, in requests and in WARC
+    # records; its Unicode form beside it in JSON Lines and the metadata record.
+    _page(
+        102,
+        "http://xn--bcher-kva.test:8080/1",
+        T0 + 4,
+        body=b"<p>one</p>",
+        title="分布",
+        encoding="gbk",
+        encoding_source="detected",
+    ),
     _page(103, "http://b.test/2", T0 + 6, body=b""),
 ]
 IN_WARC_A = [p for p in PAGES_A if p.fp not in (7, 8, 9)]
@@ -258,12 +274,39 @@ def test_responses_are_the_stored_pages_one_for_one(
         assert meta_fields.get("title") == (
             None if page.title is None else " ".join(page.title.split())
         )
+        assert meta_fields.get("encoding") == page.encoding
+        assert meta_fields.get("encoding-source") == page.encoding_source
+        # The Unicode form of an internationalised host, beside the ASCII one.
+        assert meta_fields.get("url-unicode") == (
+            "http://bücher.test:8080/1" if "xn--" in page.url else None
+        )
 
     home = next(
         r for r in rest if r.type == "response" and r.headers["WARC-Target-URI"] == "http://a.test/"
     )
     assert home.http["ETag"] == '"v1"'
     assert home.http["Last-Modified"] == "Tue, 01 Oct 2024 10:00:00 GMT"
+
+
+def test_a_version_1_shard_is_exported_without_being_changed(tmp_path: Path) -> None:
+    # A shard from before the encoding columns: read as it is (read-only, never
+    # migrated by an export), its pages with no encoding.
+    data = tmp_path / "old"
+    _make_shard(data, PEER_A, PAGES_A[:2])
+    conn = sqlite3.connect(data / SHARD_FILE)
+    conn.execute("ALTER TABLE pages DROP COLUMN encoding")
+    conn.execute("ALTER TABLE pages DROP COLUMN encoding_source")
+    conn.execute("PRAGMA user_version=1")
+    conn.close()
+    before = (data / SHARD_FILE).read_bytes()
+    out = tmp_path / "old.jsonl"
+    assert export([data], "jsonl", out).pages == 2
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["url"], r["encoding"], r["encoding_source"]) for r in rows] == [
+        (p.url, None, None) for p in PAGES_A[:2]
+    ]
+    assert export([data], "warc", tmp_path / "old.warc").pages == 2
+    assert (data / SHARD_FILE).read_bytes() == before
 
 
 def test_request_lines_and_unknown_statuses(shards: tuple[Path, Path], tmp_path: Path) -> None:
@@ -292,6 +335,7 @@ def test_jsonl_has_every_page(shards: tuple[Path, Path], tmp_path: Path, name: s
     for row, page in zip(rows, expected, strict=True):
         assert row == {
             "url": page.url,
+            "url_unicode": page.url.replace("xn--bcher-kva", "bücher"),
             "status": page.status,
             "title": page.title,
             "content_type": page.content_type,
@@ -301,6 +345,8 @@ def test_jsonl_has_every_page(shards: tuple[Path, Path], tmp_path: Path, name: s
             "depth": page.depth,
             "peer": PEER_A if page.fp < 100 else PEER_B,
             "error": page.error,
+            "encoding": page.encoding,
+            "encoding_source": page.encoding_source,
         }
         at = datetime.fromisoformat(row["fetched_at"])
         assert row["fetched_at"].endswith("Z") and at.tzinfo is not None

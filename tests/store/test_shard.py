@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from ubipy.errors import ShardError, StorageError
 from ubipy.store.admission import Admission
-from ubipy.store.shard import SHARD_FILE, NewURL, PageRecord, Shard
+from ubipy.store.shard import SCHEMA_VERSION, SHARD_FILE, NewURL, PageRecord, Shard
 
 
 def _url(i: int, host: str = "a.test") -> NewURL:
@@ -104,6 +105,35 @@ def test_a_shard_from_another_schema_version_is_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(ShardError, match="schema version 99"):
         Shard.open(tmp_path)
+
+
+def test_a_version_1_shard_is_migrated_and_keeps_its_pages(tmp_path: Path) -> None:
+    # Version 1 had no encoding columns: build one as it was, with a page in it.
+    shard = Shard.open(tmp_path)
+    shard.record_pages([_page(1, "http://a.test/old")])
+    shard.close()
+    conn = sqlite3.connect(tmp_path / SHARD_FILE)
+    conn.execute("ALTER TABLE pages DROP COLUMN encoding")
+    conn.execute("ALTER TABLE pages DROP COLUMN encoding_source")
+    conn.execute("PRAGMA user_version=1")
+    conn.close()
+
+    shard = Shard.open(tmp_path)
+    new = dataclasses.replace(
+        _page(2, "http://a.test/new"), encoding="gbk", encoding_source="detected"
+    )
+    shard.record_pages([new])
+    rows = {r["url"]: (r["title"], r["encoding"], r["encoding_source"]) for r in shard.iter_pages()}
+    shard.close()
+    assert rows == {
+        "http://a.test/old": ("hi", None, None),
+        "http://a.test/new": ("hi", "gbk", "detected"),
+    }
+    conn = sqlite3.connect(tmp_path / SHARD_FILE)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    conn.close()
+    # Opened again, it is simply current.
+    Shard.open(tmp_path).close()
 
 
 def test_garbage_instead_of_a_shard_is_a_clear_error(tmp_path: Path) -> None:

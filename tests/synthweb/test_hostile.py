@@ -40,7 +40,8 @@ def test_off_by_default_and_the_default_truth_is_unchanged() -> None:
     web = SyntheticWeb()
     assert web.hostile is None and web.hostile_hosts() == [] and web.trap_hosts() == set()
     assert b"x-" not in web.respond("h000.synth.test", "/").body
-    assert len(ground_truth(web, [web.seed_url()])) == 261
+    assert len(ground_truth(web, [web.seed_url()], sitemaps=False)) == 261
+    assert len(ground_truth(web, [web.seed_url()])) == 261 + 26  # sitemaps and their pages
     assert web.respond("x-huge.synth.test", "/huge.html").status == 404
 
 
@@ -188,7 +189,8 @@ def test_weird_links() -> None:
     assert weird == {
         x("weirdlinks", p)
         for p in (
-            "/", "/robots.txt", "/weird.html", "/with%20space/a%20b.html", "/padded.html",
+            "/", "/robots.txt", "/sitemap.xml", "/weird.html", "/with%20space/a%20b.html",
+            "/padded.html",
             "/search.html?q=a%20b", "/%C3%BCn%C3%AFcode/%E9%A1%B5.html",
         )
     }  # fmt: skip

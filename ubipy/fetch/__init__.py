@@ -1,36 +1,66 @@
 """Everything that touches the web: the HTTP client and its transport, robots.txt,
 the per-host politeness scheduler, HTML parsing, URL normalisation and
-fingerprints, scope rules and seed files.
+fingerprints, scope rules, URL and type filters, seed files and sitemaps.
 """
 
 from ubipy.fetch.client import make_client
+from ubipy.fetch.dns import DnsFailure, Lookup, Resolver, is_public
+from ubipy.fetch.encoding import EncodingSource, sniff
 from ubipy.fetch.fetcher import FetchOutcome, FetchResult, failed, fetch, processing_failed
+from ubipy.fetch.filters import Filtered, MediaTypes, UrlFilter, type_family
 from ubipy.fetch.parse import content_digest, parse_html
 from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
 from ubipy.fetch.retry import asked_wait, is_retryable, retry_after
-from ubipy.fetch.robots import ROBOTS_MAX_BYTES, retry_delay
+from ubipy.fetch.robots import ROBOTS_MAX_BYTES, RobotsFetch, RobotsRules, retry_delay
 from ubipy.fetch.scope import ScopeFilter, path_repeats
 from ubipy.fetch.seeds import parse_seeds
+from ubipy.fetch.sitemaps import (
+    INDEXED_SITEMAP_DEPTH,
+    LISTED_DEPTH,
+    SITEMAP_DEPTH,
+    SITEMAP_MAX_BYTES,
+    SITEMAP_PATH,
+    SitemapKind,
+    is_sitemap,
+    read_sitemap,
+)
 from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize, normalize_reporting
 
 __all__ = [
+    "INDEXED_SITEMAP_DEPTH",
+    "LISTED_DEPTH",
     "ROBOTS_MAX_BYTES",
+    "SITEMAP_DEPTH",
+    "SITEMAP_MAX_BYTES",
+    "SITEMAP_PATH",
     "BadURL",
+    "DnsFailure",
+    "EncodingSource",
     "Entry",
     "FetchOutcome",
     "FetchResult",
+    "Filtered",
     "HostRobots",
     "Job",
     "JobKind",
+    "Lookup",
+    "MediaTypes",
+    "Resolver",
+    "RobotsFetch",
+    "RobotsRules",
     "Scheduler",
     "ScopeFilter",
+    "SitemapKind",
+    "UrlFilter",
     "asked_wait",
     "content_digest",
     "failed",
     "fetch",
     "fingerprint",
     "host_key",
+    "is_public",
     "is_retryable",
+    "is_sitemap",
     "make_client",
     "normalize",
     "normalize_reporting",
@@ -38,6 +68,9 @@ __all__ = [
     "parse_seeds",
     "path_repeats",
     "processing_failed",
+    "read_sitemap",
     "retry_after",
     "retry_delay",
+    "sniff",
+    "type_family",
 ]

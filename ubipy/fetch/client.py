@@ -2,7 +2,9 @@
 
 Everything that touches the web goes through the client made here, so its
 time-outs, identity and transport are the same everywhere, and a test can hand
-in a transport (``httpx2.MockTransport``) to serve odd responses.
+in a transport (``httpx2.MockTransport``) to serve odd responses. Its TLS context is
+the process's one (:func:`~ubipy.fetch.transport.tls_context`), whatever the number
+of clients and connections.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import httpx2
 
 from ubipy.config import FetchConfig
+from ubipy.fetch.dns import Resolver
 from ubipy.fetch.transport import PooledTransport
 
 
@@ -18,7 +21,9 @@ def make_client(
     agent: str,
     *,
     transport: httpx2.AsyncBaseTransport | None = None,
+    resolver: Resolver | None = None,
 ) -> httpx2.AsyncClient:
+    """``resolver``: the DNS stage's, whose checked answers direct connections use."""
     timeout = httpx2.Timeout(
         connect=config.connect_timeout,
         read=config.read_timeout,
@@ -32,6 +37,8 @@ def make_client(
             proxy=config.proxy,
             connect_timeout=config.connect_timeout,
             read_timeout=config.read_timeout,
+            ca_bundle=config.ca_bundle,
+            resolver=resolver,
         )
     return httpx2.AsyncClient(
         headers={"User-Agent": agent, "Accept": "text/html,application/xhtml+xml,*/*;q=0.5"},

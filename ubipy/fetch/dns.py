@@ -37,6 +37,12 @@ from ubipy.config import DnsConfig
 # A failed lookup is asked again after this long at the earliest (the host's own
 # retry waits longer): negative answers are often short-lived.
 FAILURE_TTL = 30.0
+# A name's first lookup gets this long at most (its later ones the full time-out):
+# lookups wait for a place in a bounded pool, and a few hundred names whose servers
+# never answer would otherwise keep the live hosts' lookups queued behind them for
+# the whole time-out. Most names answer in milliseconds; one that needs more is
+# asked again after its host's back-off, with the full time.
+FIRST_TIMEOUT = 1.0
 
 SystemLookup = Callable[[str], Awaitable[list[str]]]
 
@@ -125,6 +131,7 @@ class Resolver:
     ) -> None:
         self._ttl = ttl
         self._timeout = timeout
+        self._timed_out: set[str] = set()  # names whose first lookup took too long
         self._limiter = trio.CapacityLimiter(concurrency)
         threads = trio.CapacityLimiter(concurrency)
         self._system = system
@@ -183,8 +190,9 @@ class Resolver:
         if answer is None:
             self.lookups[name] += 1
             answer = await self._ask(name)
-            ttl = self._ttl if answer.error is None else min(self._ttl, FAILURE_TTL)
-            self._cache[name] = (answer, trio.current_time() + ttl)
+            if answer.error is not DnsFailure.TIMEOUT:  # not an answer: ask again
+                ttl = self._ttl if answer.error is None else min(self._ttl, FAILURE_TTL)
+                self._cache[name] = (answer, trio.current_time() + ttl)
         if answer.address is not None and not self.allowed(name, answer.address):
             self.refused[name] += 1
             return Lookup((), DnsFailure.REFUSED)
@@ -204,7 +212,10 @@ class Resolver:
         if not self._system:
             return Lookup((), DnsFailure.NO_SUCH_NAME)
         async with self._limiter:
-            with trio.move_on_after(self._timeout):
+            patience = self._timeout
+            if name not in self._timed_out:
+                patience = min(patience, FIRST_TIMEOUT)
+            with trio.move_on_after(patience):
                 try:
                     found = await self._lookup(name)
                 except socket.gaierror as exc:
@@ -217,6 +228,7 @@ class Resolver:
                 if not addresses:
                     return Lookup((), DnsFailure.NO_SUCH_NAME)
                 return Lookup(addresses)
+            self._timed_out.add(name)
             return Lookup((), DnsFailure.TIMEOUT)
 
     # -- figures ------------------------------------------------------------

@@ -11,11 +11,14 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+from collections.abc import Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 
 import httpx2
 import trio
+
+from ubipy.fetch.transport import AddressRefused, CertificateError, certificate_failure
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +33,13 @@ class FetchOutcome(enum.Enum):
     OK = "ok"
     # No answer in time: one of httpx's time-outs, or the crawler's fetch deadline.
     TIMEOUT = "timeout"
-    # No connection: refused, unreachable, TLS or the proxy failing.
+    # No connection: refused, unreachable, a TLS handshake or the proxy failing.
     CONNECT_ERROR = "connect_error"
+    # The server's TLS certificate did not verify: not retried, it will not change.
+    CERTIFICATE_ERROR = "certificate_error"
+    # The host's address is one a crawler may not reach (loopback, private,
+    # link-local...) and the user did not allow it: not asked, not retried.
+    REFUSED = "refused"
     # The connection broke during the exchange.
     NETWORK_ERROR = "network_error"
     # The answer was not HTTP that can be read, or its body not in its encoding.
@@ -55,6 +63,9 @@ class FetchResult:
     outcome: FetchOutcome
     # What went wrong, for logs and the page's stored error; None when OK.
     detail: str | None
+    # False: a successful answer of a type the crawl does not keep (--accept): its
+    # body was not read; ``detail`` says which type.
+    accepted: bool = True
     # Seconds from the request to the response's head (None: no answer): the
     # server's pace, which a host's delay follows (throttle.py).
     latency: float | None = None
@@ -88,13 +99,22 @@ def _split_content_type(value: str | None) -> tuple[str | None, str | None]:
     return mime.strip().lower() or None, charset
 
 
-async def fetch(client: httpx2.AsyncClient, url: str, *, max_bytes: int) -> FetchResult:
-    """GET ``url``; keep at most ``max_bytes`` of the (decoded) body."""
+async def fetch(
+    client: httpx2.AsyncClient,
+    url: str,
+    *,
+    max_bytes: int,
+    accept: Callable[[str | None], bool] | None = None,
+) -> FetchResult:
+    """GET ``url``; keep at most ``max_bytes`` of the (decoded) body. With ``accept``,
+    the body of a successful answer whose media type it refuses is not read."""
     start = trio.current_time()
     try:
         async with client.stream("GET", url) as response:
             latency = trio.current_time() - start
             ctype, charset = _split_content_type(response.headers.get("content-type"))
+            if accept is not None and 200 <= response.status_code < 300 and not accept(ctype):
+                return _not_accepted(url, response, ctype, charset, latency)
             chunks: list[bytes] = []
             size = 0
             truncated = False
@@ -126,10 +146,46 @@ async def fetch(client: httpx2.AsyncClient, url: str, *, max_bytes: int) -> Fetc
             )
     except httpx2.TimeoutException as exc:
         return failed(url, FetchOutcome.TIMEOUT, f"timeout: {type(exc).__name__}")
+    except AddressRefused as exc:
+        return failed(url, FetchOutcome.REFUSED, str(exc))
     except (httpx2.HTTPError, OSError, ValueError) as exc:
+        bad = _bad_certificate(exc)
+        if bad is not None:
+            return failed(url, FetchOutcome.CERTIFICATE_ERROR, f"certificate error: {bad}"[:300])
         # Malformed responses and odd sockets surface as OSError and ValueError
         # below httpx.
         return failed(url, _failure(exc), f"{type(exc).__name__}: {exc}"[:300])
+
+
+def _not_accepted(
+    url: str, response: httpx2.Response, ctype: str | None, charset: str | None, latency: float
+) -> FetchResult:
+    h = response.headers
+    return FetchResult(
+        url=url,
+        status=response.status_code,
+        content_type=ctype,
+        charset=charset,
+        location=h.get("location"),
+        last_modified=h.get("last-modified"),
+        etag=h.get("etag"),
+        retry_after=h.get("retry-after"),
+        body=b"",
+        truncated=False,
+        outcome=FetchOutcome.OK,
+        detail=f"type not accepted: {ctype or 'none given'}",
+        accepted=False,
+        latency=latency,
+    )
+
+
+def _bad_certificate(exc: Exception) -> str | None:
+    """Why the server's certificate was refused, if that is how the request failed
+    (ubipy's transport says so; another's leaves the ssl error as the cause)."""
+    if isinstance(exc, CertificateError):
+        return str(exc)
+    bad = certificate_failure(exc)
+    return None if bad is None else bad.verify_message or str(bad)
 
 
 def _failure(exc: Exception) -> FetchOutcome:

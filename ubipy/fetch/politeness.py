@@ -16,11 +16,14 @@ import dataclasses
 import enum
 import heapq
 import itertools
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ubipy.config import CrawlConfig
 from ubipy.fetch.robots import RobotsDecision, RobotsFetch, RobotsRules, retry_delay
+from ubipy.fetch.sitemaps import is_sitemap
 from ubipy.fetch.throttle import Pace, SlowHost, ThrottleRules
 from ubipy.fetch.urls import robots_url
 
@@ -38,8 +41,13 @@ class Entry:
 
 
 class JobKind(enum.Enum):
+    # Not a request to the host: look its name up (the crawler's DNS stage).
+    RESOLVE = "resolve"
     ROBOTS = "robots"
     PAGE = "page"
+    # A page entry at a sitemap's depth (see ubipy.fetch.sitemaps): a request like a
+    # page's, in the same slot (delay, robots.txt, budget, retries), read as a sitemap.
+    SITEMAP = "sitemap"
     # Not a request: the entry is closed at once (robots.txt, the host's budget).
     SKIP = "skip"
 
@@ -63,6 +71,16 @@ Loader = Callable[[str, int, int], list[Entry]]
 
 
 @dataclass(slots=True)
+class IpSlot:
+    """One address's politeness: one request in flight, a delay between two."""
+
+    in_flight: bool = False
+    next_allowed: float = 0.0
+    # Hosts that came up while a request to the address was in flight.
+    waiting: list[HostSlot] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class HostSlot:
     host: str
     delay: float
@@ -78,6 +96,13 @@ class HostSlot:
     robots_attempts: int = 0
     # Page requests made (robots.txt and retries not counted): the host's budget.
     pages: int = 0
+    # The address requests go to, the per-IP rule's key (None: not looked up, or
+    # no DNS stage for this host), until when that answer holds, lookups failed in
+    # a row, and whether a seed was on the host (its address is then allowed).
+    address: str | None = None
+    resolved_until: float = -math.inf
+    lookup_failures: int = 0
+    seeded: bool = False
     # How the host answers (throttle.py), once it has: its delay follows it.
     pace: Pace | None = None
 
@@ -98,11 +123,19 @@ class Scheduler:
         robots_max_attempts: int = 3,
         max_pages_per_host: int | None = None,
         max_in_memory: int = 200_000,
+        resolve: Callable[[str], bool] | None = None,
+        ip_delay: float | None = None,
         throttle: ThrottleRules | None = None,
     ) -> None:
+        """``resolve``: which hosts are looked up before their first request (None:
+        none); ``ip_delay``: the gap between two requests to one address (default:
+        ``delay``), on top of each host's own rules."""
         self._delay = delay
         # None: every host waits its fixed delay, whatever its answers (throttle.py).
         self._throttle = throttle
+        self._resolve = resolve
+        self._ip_delay = delay if ip_delay is None else ip_delay
+        self._ips: dict[str, IpSlot] = {}
         self._window = window
         self._loader = loader
         # Entries held in memory over all hosts: beyond this, new entries stay on
@@ -123,6 +156,28 @@ class Scheduler:
         self._tie = itertools.count()
         self.in_flight = 0
 
+    @classmethod
+    def of(
+        cls, config: CrawlConfig, loader: Loader, resolve: Callable[[str], bool] | None = None
+    ) -> Scheduler:
+        """The scheduler ``config`` asks for."""
+        politeness = config.politeness
+        return cls(
+            delay=politeness.delay,
+            window=config.store.host_window,
+            loader=loader,
+            max_crawl_delay=politeness.max_crawl_delay,
+            robots_retry_base=politeness.robots_retry_base,
+            robots_max_attempts=politeness.robots_max_attempts,
+            max_pages_per_host=config.bounds.max_pages_per_host,
+            max_in_memory=config.store.frontier_memory,
+            resolve=resolve,
+            ip_delay=politeness.ip_delay,
+            throttle=ThrottleRules(
+                politeness.delay_factor, politeness.max_delay, politeness.backoff_base
+            ),
+        )
+
     # -- filling ------------------------------------------------------------
     def _slot(self, host: str) -> HostSlot:
         slot = self._slots.get(host)
@@ -135,6 +190,7 @@ class Scheduler:
         slot = self._slot(host)
         if slot.robots_state is HostRobots.GIVEN_UP:
             return False
+        slot.seeded = slot.seeded or entry.depth == 0
         if (
             slot.on_disk == 0
             and len(slot.queue) < self._window
@@ -182,14 +238,19 @@ class Scheduler:
                 self._parked.append(slot)
                 continue
             slot.armed = False
+            if self._resolve is not None and now >= slot.resolved_until and self._resolve(host):
+                slot.in_flight = True
+                self.in_flight += 1
+                return Job(JobKind.RESOLVE, host, "")
+            if not self._address_free(slot, now):
+                continue
             if slot.robots_state is HostRobots.UNKNOWN:
                 if slot.robots_fetch is None:
                     first = slot.queue[0].url if slot.queue else self._peek_url(slot)
                     if first is None:
                         continue
                     slot.robots_fetch = RobotsFetch(robots_url(first))
-                slot.in_flight = True
-                self.in_flight += 1
+                self._start_request(slot)
                 return Job(JobKind.ROBOTS, host, slot.robots_fetch.url)
             entry = self._pop_entry(slot)
             if entry is None:
@@ -206,10 +267,46 @@ class Scheduler:
                 return Job(JobKind.SKIP, host, entry.url, entry, reason)
             if entry.attempt == 0:
                 slot.pages += 1
-            slot.in_flight = True
-            self.in_flight += 1
-            return Job(JobKind.PAGE, host, entry.url, entry)
+            self._start_request(slot)
+            kind = JobKind.SITEMAP if is_sitemap(entry.depth) else JobKind.PAGE
+            return Job(kind, host, entry.url, entry)
         return None
+
+    def _start_request(self, slot: HostSlot) -> None:
+        slot.in_flight = True
+        self.in_flight += 1
+        if slot.address is not None:
+            self._ips.setdefault(slot.address, IpSlot()).in_flight = True
+
+    def _address_free(self, slot: HostSlot, now: float) -> bool:
+        """Whether the host's address may take a request now; if not, the host
+        waits for it (parked on the address, or back in the heap until its time)."""
+        ip = None if slot.address is None else self._ips.get(slot.address)
+        if ip is None:
+            return True
+        if ip.in_flight:
+            ip.waiting.append(slot)
+            return False
+        if ip.next_allowed > now:
+            heapq.heappush(self._heap, (ip.next_allowed, next(self._tie), slot))
+            slot.armed = True
+            return False
+        return True
+
+    def _free_address(self, slot: HostSlot, now: float) -> None:
+        """A request to the host's address ended: the address waits its delay, then
+        the hosts waiting for it compete again (the heap picks the earliest)."""
+        ip = None if slot.address is None else self._ips.get(slot.address)
+        if ip is None or not ip.in_flight:
+            return
+        ip.in_flight = False
+        ip.next_allowed = now + self._ip_delay
+        waiting, ip.waiting = ip.waiting, []
+        for other in waiting:
+            if self._slots.get(other.host) is other and not other.armed and not other.in_flight:
+                when = max(other.next_allowed, ip.next_allowed)
+                heapq.heappush(self._heap, (when, next(self._tie), other))
+                other.armed = True
 
     def _peek_url(self, slot: HostSlot) -> str | None:
         self._refill(slot)
@@ -244,6 +341,7 @@ class Scheduler:
         self.in_flight -= 1
         delay = self.delay_of(slot)
         slot.next_allowed = now + (delay if wait is None else max(wait, delay))
+        self._free_address(slot, now)
         self._arm(slot)
 
     def heard(
@@ -263,6 +361,37 @@ class Scheduler:
         if slot.pace is None or self._throttle is None:
             return slot.delay
         return slot.pace.delay(self._throttle, slot.delay)
+
+    def resolved(self, host: str, address: str, *, until: float) -> None:
+        """The host's lookup answered ``address``, good ``until``. A lookup is not a
+        request to the host: its next-allowed time stands."""
+        slot = self._slots[host]
+        slot.in_flight = False
+        self.in_flight -= 1
+        slot.address, slot.resolved_until, slot.lookup_failures = address, until, 0
+        self._arm(slot)
+
+    def lookup_failed(self, host: str, now: float, *, final: bool = False) -> bool:
+        """The host's lookup failed; it is tried again after a back-off, as robots.txt
+        is. True when the host is given up (``final``, or too many failures): the
+        caller closes its URLs."""
+        slot = self._slots[host]
+        slot.in_flight = False
+        self.in_flight -= 1
+        slot.lookup_failures += 1
+        if final or slot.lookup_failures >= self._robots_max_attempts:
+            self._give_up(slot)
+            return True
+        wait = retry_delay(slot.lookup_failures, self._robots_retry_base)
+        slot.next_allowed = max(slot.next_allowed, now + wait)
+        self._arm(slot)
+        return False
+
+    def _give_up(self, slot: HostSlot) -> None:
+        slot.robots_state = HostRobots.GIVEN_UP
+        self.in_memory -= len(slot.queue)
+        slot.queue.clear()
+        slot.on_disk = 0
 
     def retry(self, host: str, entry: Entry, now: float, *, wait: float) -> None:
         """The request for ``entry`` failed in a retryable way: try it again first,
@@ -299,9 +428,12 @@ class Scheduler:
         status: int | None,
         location: str | None,
         body: bytes,
+        final: bool = False,
     ) -> RobotsDecision | None:
         """Feed a robots.txt response (``status`` None: it failed) to the host's slot.
 
+        ``final``: the failure is not worth another attempt (the host's certificate
+        did not verify): the host is given up at once.
         Returns the decision once there is one; None while redirects are followed.
         """
         slot = self._slots[host]
@@ -314,11 +446,8 @@ class Scheduler:
         if decision.temporary:
             slot.robots_attempts += 1
             slot.robots_fetch = None
-            if slot.robots_attempts >= self._robots_max_attempts:
-                slot.robots_state = HostRobots.GIVEN_UP
-                self.in_memory -= len(slot.queue)
-                slot.queue.clear()
-                slot.on_disk = 0
+            if final or slot.robots_attempts >= self._robots_max_attempts:
+                self._give_up(slot)
                 self.finished(host, now)
                 return decision
             wait = retry_delay(slot.robots_attempts, self._robots_retry_base)

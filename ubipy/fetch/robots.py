@@ -10,6 +10,7 @@ clock.
 from __future__ import annotations
 
 import enum
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Final
@@ -21,6 +22,7 @@ from ubipy.fetch.urls import BadURL, normalize
 
 __all__ = [
     "MAX_REDIRECTS",
+    "MAX_SITEMAPS",
     "PRODUCT_TOKEN",
     "ROBOTS_MAX_BYTES",
     "RobotsDecision",
@@ -37,6 +39,8 @@ ROBOTS_MAX_BYTES: Final = 500 * 1024
 PRODUCT_TOKEN: Final = "ubipy"
 # RFC 9309 §2.3.1.2: follow at least five consecutive redirects.
 MAX_REDIRECTS: Final = 5
+# Sitemap lines kept of one robots.txt; the rest are counted (``sitemaps_over``).
+MAX_SITEMAPS: Final = 1_000
 
 
 class _Mode(enum.Enum):
@@ -48,13 +52,19 @@ class _Mode(enum.Enum):
 class RobotsRules:
     """The robots.txt rules of one host, as they apply to `PRODUCT_TOKEN`."""
 
-    __slots__ = ("_crawl_delay", "_mode", "_parser")
+    __slots__ = ("_crawl_delay", "_mode", "_parser", "sitemaps", "sitemaps_over")
 
     def __init__(self, mode: _Mode, parser: Protego | None = None) -> None:
         self._mode = mode
         self._parser = parser
         self._crawl_delay: float | None = None
+        # The Sitemap lines, as written (whatever the group: they stand apart from it).
+        self.sitemaps: tuple[str, ...] = ()
+        self.sitemaps_over = 0
         if parser is not None:
+            listed = parser.sitemaps
+            self.sitemaps = tuple(itertools.islice(listed, MAX_SITEMAPS))
+            self.sitemaps_over = sum(1 for _ in listed)
             # Asked once here rather than per scheduling decision.
             delay = parser.crawl_delay(PRODUCT_TOKEN)
             if delay is not None and math.isfinite(delay) and delay >= 0:
@@ -163,10 +173,11 @@ class RobotsFetchError(UbipyError, RuntimeError):
 class RobotsFetch:
     """The fetch of one host's robots.txt, following redirects. No I/O."""
 
-    __slots__ = ("_decision", "_redirects", "_state", "url")
+    __slots__ = ("_decision", "_redirects", "_state", "start", "url")
 
     def __init__(self, url: str) -> None:
         self.url = url  # what to request next
+        self.start = url  # the host's own /robots.txt, whatever the redirects
         self._state = RobotsState.AWAITING_RESPONSE
         self._redirects = 0
         self._decision: RobotsDecision | None = None

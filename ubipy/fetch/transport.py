@@ -10,21 +10,71 @@ taken. It plugs in under ``httpx2.AsyncClient(transport=...)``; everything above
 
 An HTTP proxy is supported the plain way: absolute-form targets for http, a
 CONNECT tunnel for https.
+
+TLS: certificates are verified, against the system's CA store (and a bundle of
+private CAs, when given), with one context per process (:func:`tls_context`):
+building one loads the whole CA store, which would cost more CPU than the
+handshake itself if it were done for every connection. A new connection to an
+origin resumes the TLS session of the last one (a ticket kept per origin), which
+spares the certificate's verification and most of the handshake's crypto: servers
+that close their connections after a few requests cost little more over HTTPS than
+over HTTP. A failed verification is raised as :class:`CertificateError`, so the
+fetcher can tell it from a network failure and not retry it.
 """
 
 from __future__ import annotations
 
+import functools
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import h11
 import httpx2
 import trio
 
+from ubipy.errors import UbipyError
+from ubipy.fetch.dns import DnsFailure, Resolver
+
 _READ_SIZE = 65_536
+# TLS sessions kept for resumption, one per origin, the oldest forgotten first.
+_MAX_SESSIONS = 4096
 # The longest response head accepted; a server sending more is broken or hostile.
 _MAX_HEAD = 64 * 1024
+
+
+class AddressRefused(UbipyError, httpx2.ConnectError):
+    """The host resolved to an address a crawler may not reach without being told
+    to (see :mod:`ubipy.fetch.dns`); nothing was sent to it."""
+
+
+class CertificateError(UbipyError, httpx2.ConnectError):
+    """The server's certificate did not verify (unknown CA, expired, another name):
+    asking again will not change it."""
+
+
+@functools.cache
+def tls_context(ca_bundle: Path | None = None) -> ssl.SSLContext:
+    """The verifying client context, made once per process (per CA bundle): the
+    system's CAs, plus those in ``ca_bundle`` (a PEM file) when given."""
+    ctx = ssl.create_default_context()
+    if ca_bundle is not None:
+        ctx.load_verify_locations(cafile=ca_bundle)
+    return ctx
+
+
+def certificate_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The verification failure behind ``exc`` (trio and httpcore wrap it), if that
+    is what it was."""
+    seen = 0
+    cause: BaseException | None = exc
+    while cause is not None and seen < 8:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return cause
+        cause = cause.__cause__ or cause.__context__
+        seen += 1
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,13 +161,21 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         keepalive_expiry: float = 15.0,
         max_idle_per_origin: int = 4,
         ssl_context: ssl.SSLContext | None = None,
+        ca_bundle: Path | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
+        """``ssl_context``: the context for https (default: :func:`tls_context` with
+        ``ca_bundle``, made at the first https connection)."""
         self._proxy = _origin_of(httpx2.URL(proxy)) if proxy else None
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._keepalive_expiry = keepalive_expiry
         self._max_idle = max_idle_per_origin
         self._ssl_context = ssl_context
+        self._ca_bundle = ca_bundle
+        self._sessions: dict[_Origin, ssl.SSLSession] = {}
+        # Direct connections go to the address the resolver checked and pinned.
+        self._resolver = None if proxy else resolver
         self._idle: dict[_Origin, list[_Connection]] = {}
         self._closed = False
 
@@ -190,21 +248,62 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         via = self._proxy or origin
         with trio.move_on_after(limit) as scope:
             try:
-                stream: trio.abc.Stream = await trio.open_tcp_stream(via.host, via.port)
+                address = via.host if self._resolver is None else await self._address(via.host)
+                stream: trio.abc.Stream = await trio.open_tcp_stream(address, via.port)
                 if self._proxy is not None and origin.scheme == "https":
                     stream = await _tunnel(stream, origin)
                 if origin.scheme == "https":
-                    ctx = self._ssl_context or ssl.create_default_context()
-                    tls = trio.SSLStream(stream, ctx, server_hostname=origin.host)
-                    await tls.do_handshake()
-                    stream = tls
+                    stream = await self._handshake(stream, origin)
             except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
                 raise httpx2.ConnectError(str(exc) or type(exc).__name__) from exc
         if scope.cancelled_caught:
             raise httpx2.ConnectTimeout(f"could not connect within {limit} s")
         return _Connection(stream, origin)
 
+    async def _address(self, name: str) -> str:
+        """The address to connect to for ``name``: the resolver's pinned answer (the
+        one the DNS stage checked), or a fresh lookup, checked the same way."""
+        assert self._resolver is not None
+        answer = await self._resolver.resolve(f"[{name}]" if ":" in name else name)
+        if answer.address is None:
+            assert answer.error is not None
+            if answer.error is DnsFailure.REFUSED:
+                raise AddressRefused(f"{answer.error.value}: {name}")
+            raise httpx2.ConnectError(f"{answer.error.value}: {name}")
+        return answer.address
+
+    async def _handshake(
+        self, stream: trio.abc.Stream, origin: _Origin
+    ) -> trio.SSLStream[trio.abc.Stream]:
+        ctx = self._ssl_context or tls_context(self._ca_bundle)
+        tls = trio.SSLStream(stream, ctx, server_hostname=origin.host)
+        session = self._sessions.get(origin)
+        if session is not None:
+            tls.session = session
+        try:
+            await tls.do_handshake()
+        except BaseException as exc:
+            await trio.aclose_forcefully(stream)
+            bad = certificate_failure(exc)
+            if bad is not None:
+                raise CertificateError(bad.verify_message or str(bad)) from exc
+            raise
+        return tls
+
+    def _keep_session(self, conn: _Connection) -> None:
+        """The connection's TLS session (its ticket came with the answers), for the next
+        connection to its origin to resume."""
+        session = conn.stream.session if isinstance(conn.stream, trio.SSLStream) else None
+        if session is None or self._sessions.get(conn.origin) is session:
+            return
+        self._sessions.pop(conn.origin, None)
+        if len(self._sessions) >= _MAX_SESSIONS:
+            del self._sessions[next(iter(self._sessions))]
+        self._sessions[conn.origin] = session
+
     async def _release(self, conn: _Connection, *, reusable: bool) -> None:
+        if conn.origin.scheme == "https":
+            self._keep_session(conn)
         h = conn.h11
         if reusable and not self._closed and h.our_state is h11.DONE and h.their_state is h11.DONE:
             h.start_next_cycle()
@@ -218,7 +317,9 @@ class PooledTransport(httpx2.AsyncBaseTransport):
 
 async def _tunnel(stream: trio.abc.Stream, origin: _Origin) -> trio.abc.Stream:
     """Ask the proxy for a CONNECT tunnel to ``origin``; the stream then carries TLS."""
-    authority = f"{origin.host}:{origin.port}".encode("ascii")
+    # httpx gives an IPv6 literal's host without its brackets; an authority needs them.
+    host = f"[{origin.host}]" if ":" in origin.host else origin.host
+    authority = f"{host}:{origin.port}".encode("ascii")
     conn = h11.Connection(h11.CLIENT)
     request = h11.Request(method="CONNECT", target=authority, headers=[(b"Host", authority)])
     data = conn.send(request)

@@ -6,28 +6,36 @@ one transaction every ``commit_interval`` or ``commit_every_pages``. Between
 commits it waits here, with entries closed unfetched, hosts given up and the
 outbox rows whose owner acknowledged them.
 
-A commit takes everything as one :class:`Batch`. If the shard refuses it, the
+URLs found by a request that stores no page (the sitemaps a robots.txt names) wait
+here too, as do the sitemaps' lastmod dates. A commit takes everything as one
+:class:`Batch`. If the shard refuses it, the
 batch goes back in front of what came meanwhile, so the next commit writes it
 all, in the order it came: nothing admitted or fetched is lost to a full disk.
-No trio and no I/O here: the crawler writes the batch.
+No trio here: the crawler says when a batch is written, and how its URLs are placed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ubipy.store import HostMark, NewURL, PageRecord
+from ubipy.store import FrontierRow, HostMark, Lastmod, NewURL, PageRecord, Shard
 
 __all__ = ["Answered", "Batch", "Commits"]
+
+#: Admits URLs inside the caller's transaction, or keeps them for their owners:
+#: (the frontier rows admitted, the URLs kept for other peers).
+Place = Callable[[Sequence[NewURL]], tuple[list[FrontierRow], list[NewURL]]]
 
 
 @dataclass(frozen=True, slots=True)
 class Answered:
-    """A page that was fetched (or failed for good), and the URLs it revealed."""
+    """A page that was fetched (or failed for good), and the URLs it revealed (and, for
+    a sitemap, the lastmod dates it gave them)."""
 
     page: PageRecord
     discovered: tuple[NewURL, ...]
+    lastmods: tuple[Lastmod, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +53,44 @@ class Batch:
     answered: tuple[Answered, ...]
     acked: tuple[int, ...]  # forwarded URLs their owner has: their outbox rows go
     skips: tuple[tuple[int, str], ...]  # (fingerprint, why): closed unfetched
+    found: tuple[NewURL, ...] = ()  # found by requests that store no page (robots.txt)
 
     @property
     def pages(self) -> list[PageRecord]:
         return [a.page for a in self.answered]
+
+    @property
+    def discoveries(self) -> list[Sequence[NewURL]]:
+        """The URLs to admit, in groups: each answered page's, then the others found."""
+        return [*(a.discovered for a in self.answered), self.found]
+
+    @property
+    def lastmods(self) -> list[Lastmod]:
+        return [m for a in self.answered for m in a.lastmods]
+
+    def write(self, shard: Shard, place: Place) -> tuple[int, list[FrontierRow], list[NewURL]]:
+        """Write the batch in one transaction, in its order: the rows closed with their
+        hosts, the new rows admitted and the URLs kept for other peers."""
+        closed = 0
+        new_rows: list[FrontierRow] = []
+        foreign: list[NewURL] = []
+        with shard.transaction():
+            shard.save_host_marks(self.marks)
+            # Hosts closed before the new rows go in: see above.
+            for host, reason in self.closed_hosts:
+                closed += shard.skip_host(host, reason)
+            for discovered in self.discoveries:
+                rows, out = place(discovered)
+                new_rows.extend(rows)
+                foreign.extend(out)
+            if self.acked:
+                shard.outbox_remove(self.acked)
+            shard.record_pages(self.pages)
+            if self.skips:
+                shard.mark_skipped(self.skips)
+            if lastmods := self.lastmods:
+                shard.save_lastmods(lastmods)
+        return closed, new_rows, foreign
 
     @property
     def settled(self) -> int:
@@ -59,7 +101,7 @@ class Batch:
 class Commits:
     """Collects what requests leave until a commit takes it; puts back what failed."""
 
-    __slots__ = ("_acked", "_answered", "_closed_hosts", "_marks", "_skips", "_writing")
+    __slots__ = ("_acked", "_answered", "_closed_hosts", "_found", "_marks", "_skips", "_writing")
 
     def __init__(self) -> None:
         self._marks: dict[str, HostMark] = {}
@@ -67,12 +109,19 @@ class Commits:
         self._answered: list[Answered] = []
         self._acked: list[int] = []
         self._skips: list[tuple[int, str]] = []
+        self._found: list[NewURL] = []
         # The batch taken and not yet committed or failed.
         self._writing: Batch | None = None
 
     # -- what requests leave ------------------------------------------------
-    def answered(self, page: PageRecord, discovered: Iterable[NewURL] = ()) -> None:
-        self._answered.append(Answered(page, tuple(discovered)))
+    def answered(
+        self, page: PageRecord, discovered: Iterable[NewURL] = (), lastmods: Iterable[Lastmod] = ()
+    ) -> None:
+        self._answered.append(Answered(page, tuple(discovered), tuple(lastmods)))
+
+    def found(self, urls: Iterable[NewURL]) -> None:
+        """URLs found by a request that stores no page (a robots.txt's sitemaps)."""
+        self._found.extend(urls)
 
     def mark(self, host: str, mark: HostMark) -> None:
         """The host's politeness mark now; a later one replaces it."""
@@ -99,7 +148,12 @@ class Commits:
     def __bool__(self) -> bool:
         """Whether anything waits to be written, or is being written."""
         return self._writing is not None or bool(
-            self._marks or self._closed_hosts or self._answered or self._acked or self._skips
+            self._marks
+            or self._closed_hosts
+            or self._answered
+            or self._acked
+            or self._skips
+            or self._found
         )
 
     # -- a commit ---------------------------------------------------------------
@@ -117,12 +171,14 @@ class Commits:
             tuple(self._answered),
             tuple(self._acked),
             tuple(self._skips),
+            tuple(self._found),
         )
         self._marks = {}
         self._closed_hosts = []
         self._answered = []
         self._acked = []
         self._skips = []
+        self._found = []
         self._writing = batch
         return batch
 
@@ -139,6 +195,7 @@ class Commits:
         self._answered[:0] = batch.answered
         self._acked[:0] = batch.acked
         self._skips[:0] = batch.skips
+        self._found[:0] = batch.found
 
     def _done(self) -> Batch:
         batch = self._writing

@@ -11,6 +11,7 @@ so a restart fetches nothing twice.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -23,12 +24,15 @@ from ubipy.config import CrawlConfig
 from ubipy.errors import StorageError
 from ubipy.fetch import (
     ROBOTS_MAX_BYTES,
+    SITEMAP_MAX_BYTES,
     Entry,
     FetchOutcome,
     FetchResult,
     HostRobots,
     Job,
     JobKind,
+    MediaTypes,
+    Resolver,
     Scheduler,
     ScopeFilter,
     asked_wait,
@@ -36,14 +40,17 @@ from ubipy.fetch import (
     failed,
     fetch,
     is_retryable,
+    is_sitemap,
     parse_html,
     processing_failed,
     retry_delay,
 )
-from ubipy.peer.commits import Batch, Commits
+from ubipy.peer.commits import Commits
 from ubipy.peer.crawlstats import CrawlStats, SeedResult
 from ubipy.peer.discovery import candidates, seed_candidates
+from ubipy.peer.resolving import ResolveStage
 from ubipy.peer.router import Router
+from ubipy.peer.sitemapping import Sitemapping
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Placement
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, PageRecord, Shard
@@ -62,7 +69,10 @@ class Crawler:
         shard: Shard,
         client: httpx2.AsyncClient,
         router: Router | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
+        """``resolver``: look hosts up in a stage of their own (None: the transport
+        does, as it connects)."""
         self.config = config
         # Without a router this peer is a cluster of one and owns every host.
         self.router = router
@@ -86,18 +96,17 @@ class Crawler:
             bloom_capacity=config.store.bloom_initial_capacity,
             bloom_error_rate=config.store.bloom_error_rate,
         )
-        self.scheduler = Scheduler(
-            delay=config.politeness.delay,
-            window=config.store.host_window,
-            loader=self._load_window,
-            max_crawl_delay=config.politeness.max_crawl_delay,
-            robots_retry_base=config.politeness.robots_retry_base,
-            robots_max_attempts=config.politeness.robots_max_attempts,
-            max_pages_per_host=config.bounds.max_pages_per_host,
-            max_in_memory=config.store.frontier_memory,
-        )
+        wanted = None if resolver is None else resolver.wanted
+        self.scheduler = Scheduler.of(config, self._load_window, wanted)
         roots = shard.get_meta(_SCOPE_META)
-        self.scope = ScopeFilter(config.bounds.scope, roots.split("\n") if roots else ())
+        self.scope = ScopeFilter.of(config.bounds, roots.split("\n") if roots else ())
+        self._accept = MediaTypes(config.fetch.accept).allows
+        bounds = config.bounds
+        self._candidates = functools.partial(
+            candidates, scope=self.scope, max_path_repeats=bounds.max_path_repeats, stats=self.stats
+        )
+        keep = config.fetch.store_bodies
+        self.sitemaps = Sitemapping(bounds, self._candidates, self.stats, keep_bodies=keep)
         # What requests leave, until a commit writes it.
         self._commits = Commits()
         # Set while the shard refuses writes; cleared by the first flush that works.
@@ -107,6 +116,10 @@ class Crawler:
         self.request_ended = trio.Event()
         self._wakeup = Wakeup()
         self._flush_now = Wakeup()
+        self.dns: ResolveStage | None = None
+        if resolver is not None:
+            wake = (self._wakeup.set, self._flush_now.set)
+            self.dns = ResolveStage(resolver, self.scheduler, self._commits, wake=wake)
         self._idle = trio.Event()
         self._stopping = False
         # Why no request may start now (the peer lost sight of a majority), if so.
@@ -132,9 +145,10 @@ class Crawler:
         for host, n in self._shard.pending_hosts():
             self.scheduler.restore(host, n)
             self._pending += n
-        if self.router is not None:
-            # Unacknowledged forwards of the last run go out again.
-            self.router.enqueue(self._shard.outbox(), now)
+        # Unacknowledged forwards of the last run go out again; those the ring now places
+        # here are admitted (left in the outbox, nothing would ever send them).
+        if self.router is not None and (local := self.router.enqueue(self._shard.outbox(), now)):
+            self._durably(local, drop_from_outbox=True)
         if loaded:
             log.info("resumed: %d seen URLs, %d pending", loaded, self._pending)
 
@@ -324,6 +338,8 @@ class Crawler:
         try:
             async with trio.open_nursery() as jobs, trio.open_nursery() as loops:
                 loops.start_soon(self._committer)
+                if self.dns is not None:
+                    await loops.start(self.dns.run)
                 task_status.started()
                 await self._dispatch(jobs)
                 loops.cancel_scope.cancel()
@@ -349,6 +365,9 @@ class Crawler:
                     self._idle.set()
                 await self._wakeup.wait(None if self.paused else self.scheduler.next_wakeup())
                 continue
+            if job.kind is JobKind.RESOLVE and self.dns is not None:
+                self.dns.submit(job.host)
+                continue
             if job.kind is JobKind.SKIP:
                 assert job.entry is not None
                 self.stats.skipped[job.reason] += 1
@@ -362,8 +381,10 @@ class Crawler:
 
     async def _run_job(self, job: Job, limiter: trio.Semaphore) -> None:
         robots = job.kind is JobKind.ROBOTS
+        sitemap = job.kind is JobKind.SITEMAP  # of any type, up to the protocol's 50 MB
         # robots.txt is only read up to the RFC's 500 KiB, so no more is fetched.
         cap = ROBOTS_MAX_BYTES if robots else self.config.fetch.max_body_bytes
+        cap = min(cap, SITEMAP_MAX_BYTES) if sitemap else cap
         abandon = trio.CancelScope()
         self._in_flight.add(abandon)
         try:
@@ -371,7 +392,8 @@ class Crawler:
                 if not await self.clear_to_fetch(job.host):
                     abandon.cancel()
                     await trio.lowlevel.checkpoint()  # raises here: no byte of it is sent
-                result = await fetch(self._client, job.url, max_bytes=cap)
+                accept = None if robots or sitemap else self._accept
+                result = await fetch(self._client, job.url, max_bytes=cap, accept=accept)
             if deadline.cancelled_caught:
                 result = failed(job.url, FetchOutcome.TIMEOUT, "timeout: over the fetch deadline")
         finally:
@@ -399,16 +421,8 @@ class Crawler:
         self, host: str, entry: Entry, result: FetchResult, now: float, end_wall: float
     ) -> None:
         config = self.config
-        asked = asked_wait(result, end_wall)
+        asked = asked_wait(result, end_wall, cap=config.fetch.max_retry_after, host=host)
         self.scheduler.heard(host, result.latency, result.status, asked=asked is not None)
-        if asked is not None and asked > config.fetch.max_retry_after:
-            log.warning(
-                "%s asked for %.0f s of quiet; granted %.0f",
-                host,
-                asked,
-                config.fetch.max_retry_after,
-            )
-            asked = config.fetch.max_retry_after
         if is_retryable(result) and entry.attempt < config.fetch.max_retries:
             self.stats.retries += 1
             wait = (
@@ -429,12 +443,17 @@ class Crawler:
 
     def _robots_done(self, job: Job, result: FetchResult, now: float) -> None:
         self.stats.robots_requests += 1
+        # A certificate that did not verify will not on the next attempt: the host is
+        # given up at once, its pages closed with the certificate's error.
+        bad_cert = result.outcome is FetchOutcome.CERTIFICATE_ERROR
+        self.stats.certificate_errors += bad_cert
         decision = self.scheduler.robots_answer(
             job.host,
             now,
             status=result.status,
             location=result.location,
             body=result.body,
+            final=bad_cert,
         )
         if decision is None:
             return
@@ -442,25 +461,25 @@ class Crawler:
         if slot is not None and slot.robots_state is HostRobots.GIVEN_UP:
             # The scheduler gave the host up: its queued URLs are closed, not lost.
             self.stats.robots_given_up += 1
-            self._commits.close_host(job.host, "robots.txt unreachable")
+            reason = result.detail if bad_cert else None
+            self._commits.close_host(job.host, reason or "robots.txt unreachable")
             self._flush_now.set()
+        elif slot is not None and slot.robots_fetch is not None and not decision.temporary:
+            # Its Sitemap lines and /sitemap.xml go where links go.
+            self._commits.found(self.sitemaps.named_by_robots(slot.robots_fetch, decision.rules))
 
     def _page_done(self, host: str, entry: Entry, result: FetchResult) -> None:
+        if is_sitemap(entry.depth):  # stored as a page row, counted as a sitemap
+            self._commits.answered(*self.sitemaps.answered(host, entry, result))
+            return
         stats = self.stats
         discovered: list[NewURL] = []
-        title = None
+        title = encoding = encoding_source = None
         digest = None
+        stats.answered(result)
         if not result.ok:
-            stats.errors += 1
-            if result.outcome is FetchOutcome.TIMEOUT:
-                stats.timeouts += 1
             log.info("fetch failed: %s: %s", entry.url, result.detail)
-        else:
-            stats.pages += 1
-            stats.bytes_in += len(result.body)
-            stats.truncated += result.truncated
-            assert result.status is not None
-            stats.statuses[result.status] += 1
+        elif result.accepted:
             digest = content_digest(result.body)
             if result.is_redirect:
                 assert result.location is not None
@@ -468,7 +487,9 @@ class Crawler:
                 discovered = self._candidates([result.location], entry.url, entry.depth)
             elif result.is_html:
                 parsed = parse_html(result.body, entry.url, encoding=result.charset)
-                title = parsed.title
+                title, encoding = parsed.title, parsed.encoding
+                if parsed.encoding_source is not None:
+                    encoding_source = parsed.encoding_source.value
                 stats.refused["link"] += parsed.links_refused
                 stats.credentials_stripped += parsed.links_stripped
                 if entry.depth + 1 > (self.config.bounds.max_depth or math.inf):
@@ -491,20 +512,12 @@ class Crawler:
             depth=entry.depth,
             error=result.detail,
             body=result.body if self.config.fetch.store_bodies and result.body else None,
+            encoding=encoding,
+            encoding_source=encoding_source,
         )
         self._commits.answered(page, discovered)
         if self._commits.pages_waiting >= self.config.store.commit_every_pages:
             self._flush_now.set()
-
-    def _candidates(self, links: Iterable[str], base: str | None, depth: int) -> list[NewURL]:
-        return candidates(
-            links,
-            base,
-            depth,
-            scope=self.scope,
-            max_path_repeats=self.config.bounds.max_path_repeats,
-            stats=self.stats,
-        )
 
     async def _committer(self) -> None:
         while True:
@@ -524,7 +537,7 @@ class Crawler:
         if batch is None:
             return True
         try:
-            closed, rows, foreign = self._write(batch)
+            closed, rows, foreign = batch.write(self._shard, self._place)
         except StorageError as exc:
             self.admission.rollback()
             # Everything stays in memory for the next try: nothing admitted is lost,
@@ -552,28 +565,6 @@ class Crawler:
         self._pending -= batch.settled + closed
         self._committed(rows, foreign, batch.pages, batch.marks)
         return True
-
-    def _write(self, batch: Batch) -> tuple[int, list[FrontierRow], list[NewURL]]:
-        """One transaction, in the batch's order; the rows closed with their hosts, the
-        new rows admitted and the URLs kept for other peers."""
-        closed = 0
-        new_rows: list[FrontierRow] = []
-        foreign: list[NewURL] = []
-        with self._shard.transaction():
-            self._shard.save_host_marks(batch.marks)
-            # Hosts closed before the new rows go in: see Batch.
-            for host, reason in batch.closed_hosts:
-                closed += self._shard.skip_host(host, reason)
-            for answered in batch.answered:
-                rows, out = self._place(answered.discovered)
-                new_rows.extend(rows)
-                foreign.extend(out)
-            if batch.acked:
-                self._shard.outbox_remove(batch.acked)
-            self._shard.record_pages(batch.pages)
-            if batch.skips:
-                self._shard.mark_skipped(batch.skips)
-        return closed, new_rows, foreign
 
     def _admit(self, candidates: Sequence[NewURL]) -> list[FrontierRow]:
         return self.admission.admit(candidates) if candidates else []

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ubipy.fetch import FetchOutcome, FetchResult, Filtered, type_family
+
 
 @dataclass(slots=True)
 class CrawlStats:
@@ -13,6 +15,8 @@ class CrawlStats:
     bytes_in: int = 0
     errors: int = 0
     timeouts: int = 0
+    # Pages whose server's certificate did not verify (errors too; never retried).
+    certificate_errors: int = 0
     truncated: int = 0
     retries: int = 0
     # Requests cut short because the peer lost sight of a majority.
@@ -20,15 +24,40 @@ class CrawlStats:
     robots_requests: int = 0
     robots_disallowed: int = 0
     robots_given_up: int = 0
+    # Sitemaps answered (counted here, not as pages), the URLs they listed, the URLs
+    # past the protocol's limits (skipped), and the sitemaps read only in part.
+    sitemaps: int = 0
+    sitemap_urls: int = 0
+    sitemap_skipped: int = 0
+    sitemaps_cut: int = 0
     links_seen: int = 0
     out_of_scope: int = 0
     too_deep: int = 0
     # URLs (seeds, links, redirects) whose userinfo was stripped before admission.
     credentials_stripped: int = 0
+    # Seeds and links dropped by --include / --exclude, by which.
+    filtered: Counter[Filtered] = field(default_factory=Counter)
+    # Answers of a type not accepted (--accept), by family (image, application, ...).
+    skipped_types: Counter[str] = field(default_factory=Counter)
     refused: Counter[str] = field(default_factory=Counter)
     statuses: Counter[int] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     storage_failures: int = 0
+
+    def answered(self, result: FetchResult) -> None:
+        """Count a page's final answer, or failure."""
+        if not result.ok:
+            self.errors += 1
+            self.timeouts += result.outcome is FetchOutcome.TIMEOUT
+            self.certificate_errors += result.outcome is FetchOutcome.CERTIFICATE_ERROR
+            return
+        self.pages += 1
+        self.bytes_in += len(result.body)
+        self.truncated += result.truncated
+        assert result.status is not None
+        self.statuses[result.status] += 1
+        if not result.accepted:
+            self.skipped_types[type_family(result.content_type)] += 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """What becomes of the links found on a page (or a redirect's Location), and of seeds:
-resolved and normalised, kept only in scope and out of path traps, each counted where
-it went."""
+resolved and normalised, kept only in scope, out of path traps and through the URL
+filters (--include, --exclude), each counted where it went. This is before routing:
+a URL dropped here is neither admitted nor sent to its owner."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ def candidates(
     """The URLs worth admitting among ``links`` (relative to ``base``, if given;
     already normalised otherwise), at ``depth``."""
     out: list[NewURL] = []
+    filters = scope.filters if scope.filters else None  # most crawls give none
     for link in links:
         stats.links_seen += 1
         if base is not None:
@@ -46,6 +48,9 @@ def candidates(
         if path_repeats(link) > max_path_repeats:
             stats.refused["path repeats"] += 1
             continue
+        if filters is not None and (why := filters.verdict(link)) is not None:
+            stats.filtered[why] += 1
+            continue
         out.append(NewURL(fingerprint(link), link, host, depth))
     return out
 
@@ -54,7 +59,9 @@ def seed_candidates(
     urls: Iterable[str], *, scope: ScopeFilter, stats: CrawlStats
 ) -> tuple[int, list[NewURL], list[tuple[str, str]]]:
     """Seeds as URLs to admit at depth 0, each widening ``scope``: how many were
-    offered, the candidates, and the refused ones with why."""
+    offered, the candidates, and the refused ones with why. The URL filters apply to
+    seeds as to links: a seed they drop is refused (and counted), with the reason,
+    and widens nothing."""
     offered = 0
     refused: list[tuple[str, str]] = []
     out: list[NewURL] = []
@@ -66,6 +73,11 @@ def seed_candidates(
             refused.append((raw, exc.reason.value))
             continue
         stats.credentials_stripped += stripped
+        why = scope.filters.verdict(url)
+        if why is not None:
+            stats.filtered[why] += 1
+            refused.append((raw, why.value))
+            continue
         scope.add_seed(url)
         out.append(NewURL(fingerprint(url), url, host_key(url), 0))
     return offered, out, refused

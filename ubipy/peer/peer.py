@@ -25,7 +25,7 @@ import trio
 
 from ubipy.config import CrawlConfig
 from ubipy.errors import StorageError, WireError
-from ubipy.fetch import make_client
+from ubipy.fetch import Resolver, make_client
 from ubipy.membership import (
     LIVE_STATES,
     Membership,
@@ -111,13 +111,16 @@ class Peer:
         transport: httpx2.AsyncBaseTransport | None = None,
         network: Network | None = None,
         rng: random.Random | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
         """``transport`` carries the HTTP requests (httpx2's by default), ``network``
-        the frames between peers (TCP by default), and ``rng`` every random choice
-        the peer makes (its id when new, membership's probe order): tests give all
-        three to run whole clusters in one process, reproducibly."""
+        the frames between peers (TCP by default), ``rng`` every random choice the
+        peer makes (its id when new, membership's probe order) and ``resolver`` the
+        names of hosts (made from ``config.dns`` by default): tests give them to run
+        whole clusters in one process, reproducibly."""
         self.config = config
         self._transport = transport
+        self.resolver = resolver
         self.network = network or TcpNetwork()
         self._rng = rng or random.Random()
         self.secret = secret_from(config.secret)
@@ -193,9 +196,14 @@ class Peer:
         agent = config.agent_string(self.peer_id)
         if is_default_secret(self.secret):
             log.warning("no cluster secret: listening on loopback only")
+        if self.resolver is None:
+            direct = config.fetch.proxy is None and self._transport is None
+            self.resolver = Resolver.of(config.dns, system=direct)
         try:
             async with (
-                make_client(config.fetch, agent, transport=self._transport) as client,
+                make_client(
+                    config.fetch, agent, transport=self._transport, resolver=self.resolver
+                ) as client,
                 trio.open_nursery() as nursery,
             ):
                 self._nursery = nursery
@@ -241,7 +249,7 @@ class Peer:
             linger_cap=config.forwarding.batch_linger_max,
             retry_after=config.forwarding.batch_retry,
         )
-        crawler = self._crawler = Crawler(config, self.shard, client, router)
+        crawler = self._crawler = Crawler(config, self.shard, client, router, self.resolver)
         self._forwarder = Forwarder(router, crawler, self.links.send, self._address_of)
         crawler.on_forward = self._forwarder.kick
         last = self._remembered = self.shard.get_meta(_MEMBERS_META)

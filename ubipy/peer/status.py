@@ -10,6 +10,7 @@ from typing import Any
 import trio
 
 from ubipy import __version__
+from ubipy.fetch import Filtered
 from ubipy.net import Links, Network, request
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.handoff import Handoff
@@ -32,14 +33,29 @@ class PeerStatus:
     pages_per_second: float
     errors: int
     timeouts: int
+    # Failed requests whose server's certificate did not verify (never retried).
+    certificate_errors: int
     pending: int
     hosts: int
     in_flight: int
     bytes_in: int
     robots_disallowed: int
     out_of_scope: int
+    # Sitemaps answered, the URLs they listed, those skipped past the protocol's
+    # limits, and the sitemaps read only in part (over 50 MB, or cut).
+    sitemaps: int
+    sitemap_urls: int
+    sitemap_skipped: int
+    sitemaps_cut: int
     # URLs whose userinfo (user:pass@) was stripped: a credential is never stored.
     credentials_stripped: int
+    # Seeds and links dropped by --exclude, and by matching no --include.
+    excluded: int
+    not_included: int
+    # Answers of a type not accepted (--accept): how many, and by family
+    # ("image 12, application 3").
+    skipped_by_type: int
+    skipped_types: str
     idle: bool
     storage_error: str | None
     forwarded_urls: int
@@ -65,6 +81,14 @@ class PeerStatus:
     # The hosts it goes slowest on, "host latency delay strikes" joined by "; "
     # (figures are flat): the control centre's slowest hosts.
     slowest_hosts: str = ""
+    # The DNS stage: lookups made (not answered from the cache), the most any one
+    # host needed (1 until its answer expires), lookups that failed, hosts given up
+    # for it, and hosts refused because their address may not be reached.
+    dns_lookups: int = 0
+    dns_most_per_host: int = 0
+    dns_failures: int = 0
+    dns_hosts_given_up: int = 0
+    refused_addresses: int = 0
     # IP leases asked of addresses' owners (ipleases.py): granted, denied, and
     # unanswered in time (the request went ahead on this peer's own per-IP rule).
     ip_leases_granted: int = 0
@@ -99,13 +123,22 @@ def status_of(
         pages_per_second=c.stats.pages / uptime,
         errors=c.stats.errors,
         timeouts=c.stats.timeouts,
+        certificate_errors=c.stats.certificate_errors,
         pending=c.pending,
         hosts=c.scheduler.hosts,
         in_flight=c.scheduler.in_flight,
         bytes_in=c.stats.bytes_in,
         robots_disallowed=c.stats.robots_disallowed,
         out_of_scope=c.stats.out_of_scope,
+        sitemaps=c.stats.sitemaps,
+        sitemap_urls=c.stats.sitemap_urls,
+        sitemap_skipped=c.stats.sitemap_skipped,
+        sitemaps_cut=c.stats.sitemaps_cut,
         credentials_stripped=c.stats.credentials_stripped,
+        excluded=c.stats.filtered[Filtered.EXCLUDED],
+        not_included=c.stats.filtered[Filtered.NOT_INCLUDED],
+        skipped_by_type=c.stats.skipped_types.total(),
+        skipped_types=", ".join(f"{k} {n}" for k, n in c.stats.skipped_types.most_common()),
         idle=c.scheduler.idle(),
         storage_error=c.storage_error,
         forwarded_urls=router.stats.forwarded_urls if router else 0,
@@ -127,8 +160,23 @@ def status_of(
             f"{h.host} {h.latency:.3f} {h.delay:.3f} {h.strikes}"
             for h in c.scheduler.slowest(SLOWEST_REPORTED)
         ),
+        **_dns_figures(c),
         **_lease_figures(ip_leases),
     )
+
+
+def _dns_figures(c: Crawler) -> dict[str, int]:
+    if c.dns is None:
+        return {}
+    lookups = c.dns.resolver.lookups
+    stats = c.dns.stats
+    return {
+        "dns_lookups": lookups.total(),
+        "dns_most_per_host": max(lookups.values(), default=0),
+        "dns_failures": stats.failures,
+        "dns_hosts_given_up": stats.hosts_given_up,
+        "refused_addresses": stats.refused,
+    }
 
 
 def _lease_figures(stats: LeaseStats | None) -> dict[str, int]:

@@ -7,7 +7,7 @@ from ubipy.errors import DataDirInUse, ExportError, ExportWriteError, ShardError
 from ubipy.store.admission import Admission
 from ubipy.store.export import export
 from ubipy.store.lock import DataLock
-from ubipy.store.shard import FrontierRow, HostMark, NewURL, PageRecord, Shard
+from ubipy.store.shard import FrontierRow, HostMark, Lastmod, NewURL, PageRecord, Shard
 
 __all__ = [
     "Admission",
@@ -17,6 +17,7 @@ __all__ = [
     "ExportWriteError",
     "FrontierRow",
     "HostMark",
+    "Lastmod",
     "NewURL",
     "PageRecord",
     "Shard",

@@ -52,6 +52,7 @@ from warcio.warcwriter import WARCWriter
 
 from ubipy import PROJECT_URL, __version__
 from ubipy.errors import ExportError, ExportWriteError
+from ubipy.store.idn import unicode_url
 from ubipy.store.shard import SCHEMA_VERSION, SHARD_FILE
 
 Format = Literal["warc", "jsonl"]
@@ -62,8 +63,10 @@ PEER_ID_META = "peer_id"
 
 _COLUMNS = (
     "fp, url, status, content_type, length, truncated, title, fetched_at, "
-    "last_modified, etag, depth, error"
+    "last_modified, etag, depth, error, encoding, encoding_source"
 )
+# Version 1 shards have no encoding columns: NULL (read-only, so never migrated).
+_COLUMNS_V1 = _COLUMNS.replace("encoding, encoding_source", "NULL, NULL")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,9 @@ class StoredPage:
     depth: int
     error: str | None
     body: bytes | None  # None: not loaded, or not kept in the shard
+    # The encoding an HTML page was read in and what decided it (None: not parsed).
+    encoding: str | None = None
+    encoding_source: str | None = None
 
     @property
     def is_response(self) -> bool:
@@ -122,14 +128,15 @@ class ShardReader:
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
             if version == 0:
                 raise ExportError(f"{path}: not a ubipy shard (no schema version)")
-            if version != SCHEMA_VERSION:
+            if not 1 <= version <= SCHEMA_VERSION:
                 raise ExportError(
                     f"{path}: shard schema version {version} is not supported by this "
                     f"ubipy (expects {SCHEMA_VERSION})"
                 )
+            self._columns = _COLUMNS if version >= 2 else _COLUMNS_V1
             # One snapshot for the whole export, whatever the peer commits meanwhile.
             conn.execute("BEGIN")
-            conn.execute(f"SELECT {_COLUMNS} FROM pages LIMIT 0")
+            conn.execute(f"SELECT {self._columns} FROM pages LIMIT 0")
             conn.execute("SELECT fp, codec, body FROM bodies LIMIT 0")
             row = conn.execute("SELECT value FROM meta WHERE key = ?", (PEER_ID_META,)).fetchone()
         except ExportError:
@@ -146,8 +153,11 @@ class ShardReader:
     def pages(self, *, bodies: bool) -> Iterator[StoredPage]:
         """Every stored page in fetch order; with ``bodies``, each with its body."""
         try:
-            cur = self._conn.execute(f"SELECT {_COLUMNS} FROM pages ORDER BY fetched_at, fp")
-            for fp, url, status, ctype, length, trunc, title, at, lm, etag, depth, error in cur:
+            cur = self._conn.execute(f"SELECT {self._columns} FROM pages ORDER BY fetched_at, fp")
+            for (
+                fp, url, status, ctype, length, trunc, title, at, lm, etag, depth, error,
+                encoding, source,
+            ) in cur:  # fmt: skip
                 yield StoredPage(
                     peer=self.peer_id,
                     url=str(url),
@@ -162,6 +172,8 @@ class ShardReader:
                     depth=int(depth),
                     error=error,
                     body=self._body(int(fp)) if bodies else None,
+                    encoding=encoding,
+                    encoding_source=source,
                 )
         except sqlite3.Error as exc:
             raise ExportError(f"{self.path}: reading pages failed: {exc}") from exc
@@ -425,6 +437,7 @@ def iso_utc(t: float) -> str:
 def page_json(page: StoredPage) -> dict[str, Any]:
     return {
         "url": page.url,
+        "url_unicode": unicode_url(page.url),
         "status": page.status,
         "title": page.title,
         "content_type": page.content_type,
@@ -434,6 +447,8 @@ def page_json(page: StoredPage) -> dict[str, Any]:
         "depth": page.depth,
         "peer": page.peer,
         "error": page.error,
+        "encoding": page.encoding,
+        "encoding_source": page.encoding_source,
     }
 
 
@@ -502,6 +517,10 @@ def _metadata(page: StoredPage) -> bytes:
     ]
     if page.title is not None:
         fields.append(("title", _one_line(page.title)))
+    shown = unicode_url(page.url)
+    more = {"encoding": page.encoding, "encoding-source": page.encoding_source}
+    more["url-unicode"] = shown if shown != page.url else None
+    fields.extend((k, _field(v)) for k, v in more.items() if v is not None)
     return "".join(f"{k}: {v}\r\n" for k, v in fields).encode("utf-8")
 
 

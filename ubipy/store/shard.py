@@ -19,83 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from ubipy.errors import ShardError, StorageError
+from ubipy.store.schema import SCHEMA, migrate
+from ubipy.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
+from ubipy.store.schema import SHARD_FILE as SHARD_FILE
 
 log = logging.getLogger(__name__)
-
-SCHEMA_VERSION = 1
-SHARD_FILE = "shard.sqlite3"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
--- Exact fingerprints of every URL this shard admitted: the truth behind the Bloom filter.
-CREATE TABLE IF NOT EXISTS seen (
-    fp INTEGER PRIMARY KEY
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS frontier (
-    fp     INTEGER PRIMARY KEY,
-    seq    INTEGER NOT NULL UNIQUE,
-    url    TEXT    NOT NULL,
-    host   TEXT    NOT NULL,
-    depth  INTEGER NOT NULL,
-    state  INTEGER NOT NULL DEFAULT 0,
-    reason TEXT
-);
-CREATE INDEX IF NOT EXISTS frontier_pending ON frontier (host, seq) WHERE state = 0;
-CREATE TABLE IF NOT EXISTS pages (
-    fp            INTEGER PRIMARY KEY,
-    url           TEXT    NOT NULL,
-    host          TEXT    NOT NULL,
-    status        INTEGER,
-    content_type  TEXT,
-    length        INTEGER NOT NULL,
-    truncated     INTEGER NOT NULL DEFAULT 0,
-    title         TEXT,
-    fetched_at    REAL    NOT NULL,
-    last_modified TEXT,
-    etag          TEXT,
-    digest        TEXT,
-    depth         INTEGER NOT NULL,
-    error         TEXT
-);
--- URLs found here that belong to other peers, kept until their owner acknowledges them.
-CREATE TABLE IF NOT EXISTS outbox (
-    fp    INTEGER PRIMARY KEY,
-    url   TEXT    NOT NULL,
-    host  TEXT    NOT NULL,
-    depth INTEGER NOT NULL
-);
--- Copies of another peer's frontier and history, kept for when it dies.
-CREATE TABLE IF NOT EXISTS replica (
-    fp    INTEGER PRIMARY KEY,
-    host  TEXT    NOT NULL,
-    url   TEXT,
-    depth INTEGER NOT NULL,
-    done  INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS replica_host ON replica (host);
--- And of its politeness marks, so a successor that takes a host over stays polite.
-CREATE TABLE IF NOT EXISTS replica_marks (
-    host     TEXT PRIMARY KEY,
-    last_end REAL NOT NULL,
-    delay    REAL NOT NULL,
-    pages    INTEGER NOT NULL
-) WITHOUT ROWID;
--- When each host was last asked for something, so a restarted peer stays polite.
-CREATE TABLE IF NOT EXISTS hosts (
-    host     TEXT PRIMARY KEY,
-    last_end REAL NOT NULL,
-    delay    REAL NOT NULL,
-    pages    INTEGER NOT NULL DEFAULT 0
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS bodies (
-    fp    INTEGER PRIMARY KEY,
-    codec TEXT NOT NULL,
-    body  BLOB NOT NULL
-);
-"""
 
 
 class FrontierState(enum.IntEnum):
@@ -144,6 +72,20 @@ class PageRecord:
     depth: int
     error: str | None
     body: bytes | None
+    # The encoding an HTML page was read in (WHATWG name) and what decided it
+    # (bom, header, meta, detected, default); None for pages that were not parsed.
+    encoding: str | None = None
+    encoding_source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lastmod:
+    """What a sitemap said of when a URL last changed (a W3C datetime, as written)."""
+
+    fp: int
+    url: str
+    host: str
+    lastmod: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,14 +134,16 @@ class Shard:
             conn.execute("PRAGMA foreign_keys=OFF")
             version = _user_version(conn)
             if version == 0:
-                conn.executescript(_SCHEMA)
+                conn.executescript(SCHEMA)
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             elif version != SCHEMA_VERSION:
-                conn.close()
-                raise ShardError(
-                    f"{path}: shard schema version {version} is not supported by this "
-                    f"ubipy (expects {SCHEMA_VERSION})"
-                )
+                if not 0 < version < SCHEMA_VERSION:
+                    conn.close()
+                    raise ShardError(
+                        f"{path}: shard schema version {version} is not supported by this "
+                        f"ubipy (expects {SCHEMA_VERSION})"
+                    )
+                migrate(conn, version)
         except sqlite3.DatabaseError as exc:
             raise ShardError(f"{path}: cannot open shard: {exc}") from exc
         return cls(conn, path)
@@ -478,8 +422,9 @@ class Shard:
         with self.transaction():
             self._conn.executemany(
                 "INSERT OR REPLACE INTO pages (fp, url, host, status, content_type, length, "
-                "truncated, title, fetched_at, last_modified, etag, digest, depth, error) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "truncated, title, fetched_at, last_modified, etag, digest, depth, error, "
+                "encoding, encoding_source) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         p.fp,
@@ -496,6 +441,8 @@ class Shard:
                         p.digest,
                         p.depth,
                         p.error,
+                        p.encoding,
+                        p.encoding_source,
                     )
                     for p in pages
                 ],
@@ -509,6 +456,23 @@ class Shard:
                 "UPDATE frontier SET state = ? WHERE fp = ?",
                 [(FrontierState.DONE, p.fp) for p in pages],
             )
+
+    def save_lastmods(self, items: Sequence[Lastmod]) -> None:
+        """Keep what sitemaps said of URLs' last changes; the latest reading wins."""
+        with self.transaction():
+            self._conn.executemany(
+                "INSERT INTO lastmod (fp, url, host, lastmod) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(fp) DO UPDATE SET lastmod = excluded.lastmod",
+                [(m.fp, m.url, m.host, m.lastmod) for m in items],
+            )
+
+    def lastmods(self, host: str | None = None) -> list[Lastmod]:
+        """The lastmod dates kept (of one host's URLs, if given), by URL."""
+        where, args = ("WHERE host = ?", (host,)) if host is not None else ("", ())
+        cur = self._conn.execute(
+            f"SELECT fp, url, host, lastmod FROM lastmod {where} ORDER BY url", args
+        )
+        return [Lastmod(int(a), str(b), str(c), str(d)) for a, b, c, d in cur]
 
     def page_body(self, fp: int) -> bytes | None:
         row = self._conn.execute("SELECT codec, body FROM bodies WHERE fp = ?", (fp,)).fetchone()

@@ -20,7 +20,7 @@ from ubipy.synthweb.referee import (
 from ubipy.synthweb.robots import RobotsKind
 from ubipy.synthweb.server import SynthServer, serve
 from ubipy.synthweb.spec import Response, WebSpec
-from ubipy.synthweb.truth import ground_truth
+from ubipy.synthweb.truth import expected_encodings, expected_titles, ground_truth
 from ubipy.synthweb.urls import normalize_url
 
 __all__ = [
@@ -39,6 +39,8 @@ __all__ = [
     "SynthTransport",
     "SyntheticWeb",
     "WebSpec",
+    "expected_encodings",
+    "expected_titles",
     "ground_truth",
     "in_process",
     "normalize_url",

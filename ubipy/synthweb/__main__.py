@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import signal
+import ssl
 import sys
 import time
 
@@ -34,7 +35,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--unavailable-for seconds",
     )
     p.add_argument("--unavailable-for", type=float, default=d.unavailable_for)
+    p.add_argument(
+        "--encodings",
+        action="store_true",
+        help="add the enc-* hosts (GBK, Big5, Shift_JIS, EUC-KR, windows-1251) and an IDN host",
+    )
     p.add_argument("--log", default=None, help="write the request log here (JSON Lines)")
+    p.add_argument(
+        "--tls-cert",
+        default=None,
+        metavar="PEM",
+        help="serve HTTPS too (CONNECT host:443), with this certificate chain and its key "
+        "(for *.synth.test; see --tls-key)",
+    )
+    p.add_argument("--tls-key", default=None, metavar="PEM", help="the key of --tls-cert")
+    p.add_argument(
+        "--max-requests",
+        type=int,
+        default=None,
+        metavar="N",
+        help="close each connection after N answers (default: keep-alive without limit)",
+    )
     p.add_argument(
         "--progress",
         type=float,
@@ -56,13 +77,25 @@ async def run(args: argparse.Namespace) -> None:
         hostile=args.hostile,
         paced=args.paced,
         unavailable_for=args.unavailable_for,
+        encodings=args.encodings,
     )
     web = SyntheticWeb(spec)
     # Receive signals as messages so the log is written by ordinary code, not in a handler.
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
+            tls = None
+            if args.tls_cert:
+                tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+                tls.load_cert_chain(args.tls_cert, args.tls_key)
             server: SynthServer = await nursery.start(
-                functools.partial(serve, web, host=args.bind, port=args.port)
+                functools.partial(
+                    serve,
+                    web,
+                    host=args.bind,
+                    port=args.port,
+                    tls=tls,
+                    max_requests=args.max_requests,
+                )
             )
             print(f"proxy {server.proxy_url}", flush=True)
             print(f"seed {web.seed_url()}", flush=True)

@@ -15,10 +15,12 @@ import re
 import time
 
 from ubipy.synthweb import render
+from ubipy.synthweb.encodings import EncodingWeb
 from ubipy.synthweb.hostile import HostileWeb
 from ubipy.synthweb.pace import PaceWeb
 from ubipy.synthweb.render import Link
 from ubipy.synthweb.robots import RobotsKind, RobotsRules, rules_for
+from ubipy.synthweb.sitemaps import SitemapWeb
 from ubipy.synthweb.spec import Page, Response, WebSpec
 from ubipy.synthweb.specials import build_specials
 from ubipy.synthweb.urls import normalize_target, normalize_url, split_url
@@ -62,6 +64,9 @@ class SyntheticWeb:
         # Special pages are few (a few dozen) and fixed, so they are built eagerly.
         self._last: tuple[str, Page | None] | None = None
         self._root_links, self._extras, self.specials = build_specials(self)
+        # Pages no page links, listed in sitemaps only (sitemaps.py).
+        self.sitemaps = SitemapWeb(self)
+        self._extras.update(self.sitemaps.pages)
         self.hostile = HostileWeb(self) if self.spec.hostile else None
         self.pace = PaceWeb(self) if self.spec.paced else None
         if self.pace is not None:
@@ -69,6 +74,10 @@ class SyntheticWeb:
         if self.hostile is not None:
             home = self._root_links.get((0, 0), ())
             self._root_links[(0, 0)] = home + self.hostile.home_links()
+        self.encodings = EncodingWeb(self) if self.spec.encodings else None
+        if self.encodings is not None:
+            home = self._root_links.get((0, 0), ())
+            self._root_links[(0, 0)] = home + self.encodings.home_links()
 
     # -- names ---------------------------------------------------------------------------
     def host_names(self) -> list[str]:
@@ -110,6 +119,8 @@ class SyntheticWeb:
         if index is None:
             if self.pace is not None and host in self.pace.hosts:
                 return self.pace.page(f"http://{host}{target}")
+            if self.encodings is not None and host in self.encodings.hosts:
+                return self.encodings.page(f"http://{host}{target}")
             return None if self.hostile is None else self.hostile.page(f"http://{host}{target}")
         extra = self._extras.get((index, target))
         if extra is not None:
@@ -191,6 +202,8 @@ class SyntheticWeb:
                 return hostile.robots_kind(host.lower())
             if self.pace is not None and host.lower() in self.pace.hosts:
                 return RobotsKind.ABSENT
+            if self.encodings is not None and host.lower() in self.encodings.hosts:
+                return RobotsKind.ABSENT
             return None
         return _ROBOTS_KINDS.get(index, RobotsKind.PLAIN)
 
@@ -235,9 +248,16 @@ class SyntheticWeb:
         kind = self.robots_kind(host)
         if kind is not None and path in self.robots_paths(host):
             return self._robots_response(host, kind, path, prior_requests)
+        sitemap = self.sitemaps.respond(url)
+        if sitemap is not None:
+            return sitemap
         page = self.page(url)
         if page is None:
             return self.render_page(404, url, (_not_found_link(),), "not found")
+        if page.special == "encoding" and self.encodings is not None:
+            encoded = self.encodings.respond(url)
+            if encoded is not None:
+                return encoded
         if page.special == "pace" and self.pace is not None:
             busy = self.pace.respond(host, time.monotonic() if now is None else now)
             if busy is not None:
@@ -291,7 +311,7 @@ class SyntheticWeb:
             return Response(301, (("Location", f"http://{host}/robots-real.txt"), *text), b"")
         rules = self.robots_rules(host)
         assert rules is not None
-        return Response(200, text, rules.render())
+        return Response(200, text, rules.render() + self.sitemaps.robots_text(host))
 
     def latency_for(self, host: str, target: str, n: int) -> float:
         """Seconds before the `n`-th answer to `target` on `host`: the spec's latency, its

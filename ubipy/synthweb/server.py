@@ -3,12 +3,24 @@
 The crawler is pointed at `proxy_url`, so every `hNNN.synth.test` name resolves without
 DNS: requests arrive in absolute-form (`GET http://h003.synth.test/x HTTP/1.1`) and are
 dispatched on their host. Origin-form with a Host header works too, for plain clients.
+
+HTTPS, when the server is given a TLS context (a certificate for `*.synth.test`): a
+`CONNECT host:443` is answered 200, TLS is spoken on the tunnel, and the requests in it
+are served as any other. The web is the same one, logged under the same host and path;
+only the absolute links and redirects it sends over TLS say `https://`, so a crawl that
+starts at `https://h000.synth.test/` stays on HTTPS. With `max_requests` a connection is
+closed (`Connection: close`) after that many answers, as many servers do: a client then
+pays a new connection (and a new TLS handshake) for every `max_requests` pages.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import ipaddress
+import re
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Awaitable, Callable
@@ -43,6 +55,9 @@ class SynthServer:
     # handed to the OS, so a client can see its response before the entry exists:
     # `await server.wait_idle()` before judging a crawl.
     in_flight: int = 0
+    # HTTPS through CONNECT, when set; answers per connection before it is closed.
+    tls: ssl.SSLContext | None = None
+    max_requests: int | None = None
     _idle: trio.Event = field(default_factory=trio.Event)
 
     async def wait_idle(self) -> None:
@@ -57,35 +72,58 @@ class SynthServer:
         return f"http://{self.host}:{self.port}"
 
     async def handle(self, stream: trio.SocketStream) -> None:
-        """Serve one connection: keep-alive until the client closes or breaks protocol."""
+        """Serve one connection: keep-alive until the client closes or breaks protocol
+        (or `max_requests` answers); a CONNECT turns it into a TLS connection."""
         try:
             ip, port = stream.socket.getpeername()[:2]
             address = f"{ip}:{port}"
         except OSError:
             address = "unknown"
-        conn = h11.Connection(h11.SERVER)
+        served: trio.abc.Stream = stream
         try:
-            while True:
-                event = await _next_event(conn, stream)
-                if not isinstance(event, h11.Request):
-                    break
-                if not await self._answer(conn, stream, event, address):
-                    break
-                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
-                    break
-                conn.start_next_cycle()
+            tunnel = await self._serve(stream, address, https=False)
+            if tunnel is not None and self.tls is not None:
+                served = trio.SSLStream(stream, self.tls, server_side=True)
+                await served.do_handshake()
+                await self._serve(served, address, https=True)
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
             pass  # a client that hangs up or speaks nonsense ends only its own connection
         finally:
-            await stream.aclose()
+            await trio.aclose_forcefully(served)
+
+    async def _serve(self, stream: trio.abc.Stream, address: str, *, https: bool) -> str | None:
+        """Requests until the connection ends; the authority of a CONNECT accepted
+        (only on a plain connection, and only with TLS), after which it is the tunnel's."""
+        conn = h11.Connection(h11.SERVER)
+        answered = 0
+        while True:
+            event = await _next_event(conn, stream)
+            if not isinstance(event, h11.Request):
+                return None
+            if event.method == b"CONNECT" and not https:
+                return await _accept_tunnel(conn, stream, event, self.tls is not None)
+            answered += 1
+            last = self.max_requests is not None and answered >= self.max_requests
+            if not await self._answer(conn, stream, event, address, https=https, last=last):
+                return None
+            if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                return None
+            conn.start_next_cycle()
 
     async def _answer(
-        self, conn: h11.Connection, stream: trio.SocketStream, req: h11.Request, address: str
+        self,
+        conn: h11.Connection,
+        stream: trio.abc.Stream,
+        req: h11.Request,
+        address: str,
+        *,
+        https: bool = False,
+        last: bool = False,
     ) -> bool:
         start = trio.current_time()
         self.begin()
         try:
-            return await self._answer_counted(conn, stream, req, address, start)
+            return await self._answer_counted(conn, stream, req, address, start, https, last)
         finally:
             self.end()
 
@@ -119,15 +157,19 @@ class SynthServer:
     async def _answer_counted(
         self,
         conn: h11.Connection,
-        stream: trio.SocketStream,
+        stream: trio.abc.Stream,
         req: h11.Request,
         address: str,
         start: float,
+        https: bool = False,
+        last: bool = False,
     ) -> bool:
         method = req.method.decode("ascii", "replace").upper()
         headers = {k.lower(): v.decode("latin-1") for k, v in req.headers}
         user_agent = headers.get(b"user-agent", "")
         host, target = _route(req.target.decode("latin-1"), headers.get(b"host", ""))
+        if https:
+            host = host.removesuffix(":443")
         while True:  # drain any request body; we never use it
             event = await _next_event(conn, stream)
             if isinstance(event, h11.EndOfMessage):
@@ -135,6 +177,10 @@ class SynthServer:
             if not isinstance(event, h11.Data):
                 return False
         response, delay = self.prepare(method, host, target)
+        if https:
+            response = _over_tls(response)
+        if last:
+            response = dataclasses.replace(response, headers=(*response.headers, _CLOSE))
         progress = _Progress()
         try:
             if delay > 0:
@@ -163,6 +209,41 @@ class SynthServer:
         return progress.outcome == outcomes.COMPLETE
 
 
+_CLOSE = ("Connection", "close")
+# An absolute http URL, with the default port if it was written (the model's ":80" links).
+_HTTP_URL = re.compile(rb"(?i:http)://([A-Za-z0-9.\-]+)(?::80)?(?=[/\"'\s<>?#]|$)")
+
+
+def _over_tls(response: Response) -> Response:
+    """The answer as an HTTPS site gives it: absolute links and redirects say https."""
+    headers = tuple(
+        (k, "https://" + v[7:].replace(":80/", "/", 1))
+        if k.lower() == "location" and v[:7].lower() == "http://"
+        else (k, v)
+        for k, v in response.headers
+    )
+    body = response.body
+    if response.stream is None and body[:2] == b"\x1f\x8b":  # a gzipped document
+        body = gzip.compress(_HTTP_URL.sub(rb"https://\1", gzip.decompress(body)), mtime=0)
+    elif response.stream is None and b"://" in body:
+        body = _HTTP_URL.sub(rb"https://\1", body)
+    return dataclasses.replace(response, headers=headers, body=body)
+
+
+async def _accept_tunnel(
+    conn: h11.Connection, stream: trio.abc.Stream, req: h11.Request, allowed: bool
+) -> str | None:
+    """Answer a CONNECT: 200 when TLS is served (the caller speaks it next), else 405."""
+    while not isinstance(await _next_event(conn, stream), h11.EndOfMessage):
+        pass
+    if not allowed:
+        refusal = h11.Response(status_code=405, headers=[("Content-Length", "0"), _CLOSE])
+        await stream.send_all((conn.send(refusal) or b"") + (conn.send(h11.EndOfMessage()) or b""))
+        return None
+    await stream.send_all(conn.send(h11.Response(status_code=200, headers=[])) or b"")
+    return req.target.decode("latin-1")
+
+
 def _route(raw_target: str, host_header: str) -> tuple[str, str]:
     """(host, path_and_query) of absolute-form or origin-form; host lower-case, no :80."""
     if raw_target[:7].lower() == "http://" or raw_target[:8].lower() == "https://":
@@ -178,12 +259,12 @@ def _route(raw_target: str, host_header: str) -> tuple[str, str]:
     return host.removesuffix(":80"), target
 
 
-async def _next_event(conn: h11.Connection, stream: trio.SocketStream) -> object:
+async def _next_event(conn: h11.Connection, stream: trio.abc.Stream) -> object:
     while True:
         event = conn.next_event()
         if event is not h11.NEED_DATA:
             return event
-        conn.receive_data(await stream.receive_some(_READ_SIZE))
+        conn.receive_data(bytes(await stream.receive_some(_READ_SIZE)))
 
 
 class _Progress:
@@ -212,7 +293,7 @@ class _Progress:
 
 async def _send(
     conn: h11.Connection,
-    stream: trio.SocketStream,
+    stream: trio.abc.Stream,
     response: Response,
     progress: _Progress,
     *,
@@ -223,7 +304,13 @@ async def _send(
         return  # abandoned, status 0
     if response.fault == "reset":
         # SO_LINGER with a zero timeout makes close() send an RST instead of a FIN.
-        stream.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock = stream if isinstance(stream, trio.SocketStream) else None
+        if isinstance(stream, trio.SSLStream) and isinstance(
+            stream.transport_stream, trio.SocketStream
+        ):
+            sock = stream.transport_stream
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         await stream.aclose()
         progress.outcome = outcomes.RESET
         return
@@ -266,7 +353,7 @@ async def _send(
 
 async def _stream_body(
     conn: h11.Connection,
-    stream: trio.SocketStream,
+    stream: trio.abc.Stream,
     response: Response,
     write: Callable[[bytes], Awaitable[None]],
 ) -> bool:
@@ -294,11 +381,11 @@ async def _stream_body(
     return finished
 
 
-async def _until_client_goes(conn: h11.Connection, stream: trio.SocketStream) -> None:
+async def _until_client_goes(conn: h11.Connection, stream: trio.abc.Stream) -> None:
     """Read until EOF or an error; bytes a client sends meanwhile go to h11's buffer."""
     try:
         while data := await stream.receive_some(_READ_SIZE):
-            conn.receive_data(data)
+            conn.receive_data(bytes(data))
     except (trio.BrokenResourceError, trio.ClosedResourceError, h11.RemoteProtocolError):
         pass
 
@@ -313,12 +400,15 @@ async def serve(
     *,
     host: str = "127.0.0.1",
     port: int = 0,
+    tls: ssl.SSLContext | None = None,
+    max_requests: int | None = None,
     task_status: trio.TaskStatus[SynthServer] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve `web` until cancelled; `await nursery.start(serve, web)` gives the SynthServer."""
+    """Serve `web` until cancelled; `await nursery.start(serve, web)` gives the SynthServer.
+    `tls`: serve HTTPS through CONNECT too; `max_requests`: answers per connection."""
     _check_loopback(host)
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
-    server = SynthServer(web=web, host=host, port=bound)
+    server = SynthServer(web=web, host=host, port=bound, tls=tls, max_requests=max_requests)
     task_status.started(server)
     await trio.serve_listeners(server.handle, listeners)

@@ -42,6 +42,12 @@ class WebSpec:
     slow_latency: float = 0.2  # pace-slow answers after this much
     slow_jitter: float = 0.2  # plus a deterministic uniform [0, slow_jitter) per request
     unavailable_for: float = 60.0  # pace-busy's 503s last this long from its first page
+    # The encodings web (encodings.py): legacy encodings, declared or not, and a host
+    # with an internationalised name. Off by default, like the hostile web.
+    encodings: bool = False
+    # Links from the home page to hosts whose names do not resolve (deadN.invalid):
+    # what any real crawl meets; no page of the truth, and no request should reach them.
+    dead_links: int = 0
 
     def __post_init__(self) -> None:
         if self.hosts < 1 or self.pages_per_host < 1:

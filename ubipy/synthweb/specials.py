@@ -88,6 +88,9 @@ def build_specials(web: WebView) -> tuple[RootLinks, Extras, dict[str, str]]:
     link(0, "mailto:webmaster@synth.test", None, text="mail")
     link(0, "javascript:void(0)", None, text="script")
     link(0, OUTSIDE_URL, OUTSIDE_URL, "out_of_scope", text="elsewhere")
+    # Names that do not exist: no page behind them, nothing a crawler can fetch.
+    for d in range(web.spec.dead_links):
+        link(0, f"http://dead{d}.invalid/", None, text="gone")
     link(0, "#top", u(0, "/"), text="top")
     odd = (
         (1, "./s1/p1.html#intro", "/s1/p1.html"),

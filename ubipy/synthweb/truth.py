@@ -18,6 +18,14 @@ behind the same bug in the judge. The semantics mirror the crawler's specificati
   `max_path_repeats` times, is refused (links with control characters or no valid host
   never have a target in the model at all).
 * no response at all (a robots.txt that hangs) counts as a failure, like a 5xx.
+* sitemaps (unless `sitemaps=False`, or `max_depth` is 0): once a host's robots.txt is
+  resolved (not unavailable), the sitemaps its Sitemap lines name (2xx only) and its
+  /sitemap.xml are admitted like links (scope, length, path repeats; no depth) and
+  requested if robots.txt allows. A sitemap lists pages, admitted at depth 1, or
+  sitemaps (an index); an index listed in an index is requested but not read. A
+  sitemap's redirect is a sitemap. What each sitemap lists is the model's data
+  (`web.sitemaps.documents`), not parsed XML; a URL is requested once, as a sitemap or
+  as a page, whichever admitted it first.
 
 The hostile web (`WebSpec(hostile=True)`) has trap hosts with infinitely many pages; which
 of them a crawl fetches depends on its order, so the truth keeps only their fixed pages
@@ -42,6 +50,8 @@ from ubipy.synthweb.urls import (
 )
 
 SCOPES = ("host", "domain", "any")
+# The depth of the pages a sitemap lists: one hop, as from the site's root.
+LISTED_DEPTH = 1
 
 
 class RobotsOutcome(Enum):
@@ -92,6 +102,7 @@ def ground_truth(
     max_pages_per_host: int | None = None,
     max_path_repeats: int | None = 3,
     max_url_length: int = 2048,
+    sitemaps: bool = True,
 ) -> set[str]:
     """The URLs a correct crawl requests (see the module's docstring).
 
@@ -115,9 +126,15 @@ def ground_truth(
     robots: dict[str, RobotsOutcome] = {}
     seen: set[str] = set()
     levels: list[deque[str]] = []
+    # Sitemaps admitted and not yet requested: (URL, listed in an index).
+    maps: deque[tuple[str, bool]] = deque()
+    read_sitemaps = sitemaps and (max_depth is None or max_depth >= LISTED_DEPTH)
+    lowest = 0  # no level below this one has URLs waiting
 
-    def admit(url: str, depth: int) -> None:
-        if url in seen or (max_depth is not None and depth > max_depth):
+    def admit(url: str, depth: int | None, indexed: bool = False) -> None:
+        """`url` found at `depth`, or (None) a sitemap."""
+        nonlocal lowest
+        if url in seen or (max_depth is not None and depth is not None and depth > max_depth):
             return
         if len(url) > max_url_length or web.is_trap(url):
             return
@@ -126,38 +143,72 @@ def ground_truth(
         if not in_scope(split_url(url)[0]):
             return
         seen.add(url)
+        if depth is None:
+            maps.append((url, indexed))
+            return
         while len(levels) <= depth:
             levels.append(deque())
         levels[depth].append(url)
+        lowest = min(lowest, depth)  # a sitemap's pages are at depth 1, whatever the level
+
+    def allowed(url: str) -> bool:
+        """Whether `url` is requested, its host's robots.txt resolved first (and the
+        host's sitemaps admitted then)."""
+        host, target = split_url(url)
+        outcome = robots.get(host)
+        if outcome is None:
+            outcome, hops = resolve_robots(
+                web, host, attempts=robots_attempts, max_redirects=max_robots_redirects
+            )
+            robots[host] = outcome
+            truth.update(hops)
+            if read_sitemaps and outcome is not RobotsOutcome.UNAVAILABLE:
+                named = web.sitemaps.robots_lines(host) if outcome is RobotsOutcome.RULES else ()
+                for sitemap in (*named, f"http://{host}/sitemap.xml"):
+                    admit(normalize_url(sitemap), None)
+        if outcome is RobotsOutcome.UNAVAILABLE:
+            return False
+        return outcome is not RobotsOutcome.RULES or web.robots_allows(host, target)
+
+    def read(url: str, indexed: bool) -> None:
+        document = web.sitemaps.documents.get(url)
+        if document is None:  # a 404, or a page that is no sitemap; a redirect is one
+            location = web.redirect_of(url)
+            if location is not None:
+                admit(location, None, indexed)
+        elif not document.index:
+            for loc in document.locs:
+                admit(normalize_url(loc), LISTED_DEPTH)
+        elif not indexed:
+            for loc in document.locs:
+                admit(normalize_url(loc), None, True)
 
     for url in seed_urls:
         admit(url, 0)
-    depth = 0
-    # Breadth-first by level; a redirect appends to the level being processed.
-    while depth < len(levels):
-        queue = levels[depth]
-        while queue:
-            url = queue.popleft()
-            host, target = split_url(url)
-            outcome = robots.get(host)
-            if outcome is None:
-                outcome, hops = resolve_robots(
-                    web, host, attempts=robots_attempts, max_redirects=max_robots_redirects
-                )
-                robots[host] = outcome
-                truth.update(hops)
-            if outcome is RobotsOutcome.UNAVAILABLE:
-                continue
-            if outcome is RobotsOutcome.RULES and not web.robots_allows(host, target):
-                continue
-            truth.add(url)
-            location = web.redirect_of(url)
-            if location is not None:
-                admit(location, depth)
-                continue
-            for link in web.links_of(url):
-                admit(link, depth + 1)
-        depth += 1
+    # Breadth-first by level; a redirect appends to the level being processed, a
+    # sitemap's pages to level 1. Sitemaps are read as soon as they are admitted.
+    while True:
+        if maps:
+            url, indexed = maps.popleft()
+            if allowed(url):
+                truth.add(url)
+                read(url, indexed)
+            continue
+        while lowest < len(levels) and not levels[lowest]:
+            lowest += 1
+        if lowest >= len(levels):
+            break
+        depth = lowest
+        url = levels[depth].popleft()
+        if not allowed(url):
+            continue
+        truth.add(url)
+        location = web.redirect_of(url)
+        if location is not None:
+            admit(location, depth)
+            continue
+        for link in web.links_of(url):
+            admit(link, depth + 1)
     if max_pages_per_host is not None:
         pages: dict[str, int] = {}
         for url in truth:
@@ -168,3 +219,28 @@ def ground_truth(
         if over:
             raise ValueError(f"hosts with more pages than the budget, order-dependent: {over}")
     return truth
+
+
+def expected_titles(web: SyntheticWeb, urls: Iterable[str]) -> dict[str, str]:
+    """The title a correct crawler stores for each of `urls` that is an HTML page the
+    model renders from its description (a 200 with a `<title>`): white space collapsed,
+    as parsers report it. The encodings web's pages are among them, in their scripts;
+    hostile bodies made by hand, redirects, errors and 404s are not."""
+    titles: dict[str, str] = {}
+    for url in urls:
+        page = web.page(url)
+        if page is None or page.kind != "html" or page.status != 200:
+            continue
+        if page.special not in ("", "encoding"):
+            continue
+        title = " ".join(page.title.split())
+        if title:
+            titles[url] = title
+    return titles
+
+
+def expected_encodings(web: SyntheticWeb) -> dict[str, tuple[str, str]]:
+    """For the encodings web's pages (`WebSpec(encodings=True)`), the encoding a correct
+    crawler reads each in, by WHATWG name, and what decides it (bom, header, meta or
+    detected: the WHATWG sniffing order, with a lying `<meta>` overruled by detection)."""
+    return {} if web.encodings is None else dict(web.encodings.encodings)
