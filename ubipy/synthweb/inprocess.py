@@ -46,7 +46,9 @@ class SynthTransport(httpx2.AsyncBaseTransport):
         start = trio.current_time()
         method = request.method.upper()
         # As the server routes an absolute-form target: host lower-case, without :80.
-        host = request.url.host.lower()
+        # The name as sent on the wire (punycode for an internationalised one), as the
+        # socket server sees it in the request line; httpx2's ``host`` is decoded.
+        host = request.url.raw_host.decode("ascii").lower()
         if request.url.port not in (None, 80):
             host = f"{host}:{request.url.port}"
         target = request.url.raw_path.decode("latin-1")
