@@ -112,9 +112,10 @@ async def fetch(
     try:
         async with client.stream("GET", url) as response:
             latency = trio.current_time() - start
-            ctype, charset = _split_content_type(response.headers.get("content-type"))
+            ctype, _ = _split_content_type(response.headers.get("content-type"))
             if accept is not None and 200 <= response.status_code < 300 and not accept(ctype):
-                return _not_accepted(url, response, ctype, charset, latency)
+                detail = f"type not accepted: {ctype or 'none given'}"
+                return _answer(url, response, latency, detail=detail, accepted=False)
             chunks: list[bytes] = []
             size = 0
             truncated = False
@@ -128,22 +129,7 @@ async def fetch(
                         break
                     chunks.append(chunk)
                     size += len(chunk)
-            h = response.headers
-            return FetchResult(
-                url=url,
-                status=response.status_code,
-                content_type=ctype,
-                charset=charset,
-                location=h.get("location"),
-                last_modified=h.get("last-modified"),
-                etag=h.get("etag"),
-                retry_after=h.get("retry-after"),
-                body=b"".join(chunks),
-                truncated=truncated,
-                outcome=FetchOutcome.OK,
-                detail=None,
-                latency=latency,
-            )
+            return _answer(url, response, latency, body=b"".join(chunks), truncated=truncated)
     except httpx2.TimeoutException as exc:
         return failed(url, FetchOutcome.TIMEOUT, f"timeout: {type(exc).__name__}")
     except AddressRefused as exc:
@@ -157,10 +143,19 @@ async def fetch(
         return failed(url, _failure(exc), f"{type(exc).__name__}: {exc}"[:300])
 
 
-def _not_accepted(
-    url: str, response: httpx2.Response, ctype: str | None, charset: str | None, latency: float
+def _answer(
+    url: str,
+    response: httpx2.Response,
+    latency: float,
+    *,
+    body: bytes = b"",
+    truncated: bool = False,
+    detail: str | None = None,
+    accepted: bool = True,
 ) -> FetchResult:
+    """The result of a request that got an answer, whatever its status."""
     h = response.headers
+    ctype, charset = _split_content_type(h.get("content-type"))
     return FetchResult(
         url=url,
         status=response.status_code,
@@ -170,11 +165,11 @@ def _not_accepted(
         last_modified=h.get("last-modified"),
         etag=h.get("etag"),
         retry_after=h.get("retry-after"),
-        body=b"",
-        truncated=False,
+        body=body,
+        truncated=truncated,
         outcome=FetchOutcome.OK,
-        detail=f"type not accepted: {ctype or 'none given'}",
-        accepted=False,
+        detail=detail,
+        accepted=accepted,
         latency=latency,
     )
 
