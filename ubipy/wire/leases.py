@@ -36,6 +36,12 @@ def _address(obj: object) -> str:
     return _str(obj, "a lease's address")  # its length is checked as the message is built
 
 
+def _id_and_address(obj: object, what: str) -> tuple[int, str]:
+    """The ``id`` and ``address`` every lease frame carries, from its payload map."""
+    payload = _map(obj, what)
+    return _int(payload.get("id"), "a lease id"), _address(payload.get("address"))
+
+
 @dataclass(frozen=True, slots=True)
 class IpLease:
     """IP_LEASE: may the sender make one request to ``address`` now? ``id`` names the
@@ -53,11 +59,7 @@ class IpLease:
 
     @classmethod
     def from_wire(cls, obj: object) -> IpLease:
-        payload = _map(obj, "an IP lease request")
-        return cls(
-            _int(payload.get("id"), "a lease id"),
-            _address(payload.get("address")),
-        )
+        return cls(*_id_and_address(obj, "an IP lease request"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,16 +83,12 @@ class IpGrant:
 
     @classmethod
     def from_wire(cls, obj: object) -> IpGrant:
+        lease_id, address = _id_and_address(obj, "an IP lease answer")
         payload = _map(obj, "an IP lease answer")
         granted = payload.get("granted")
         if type(granted) is not bool:
             raise WireError("a lease answer's granted must be a bool")
-        return cls(
-            _int(payload.get("id"), "a lease id"),
-            _address(payload.get("address")),
-            granted,
-            _finite(payload.get("wait", 0.0), "a lease's wait"),
-        )
+        return cls(lease_id, address, granted, _finite(payload.get("wait", 0.0), "a lease's wait"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +108,4 @@ class IpRelease:
 
     @classmethod
     def from_wire(cls, obj: object) -> IpRelease:
-        payload = _map(obj, "an IP lease release")
-        return cls(
-            _int(payload.get("id"), "a lease id"),
-            _address(payload.get("address")),
-        )
+        return cls(*_id_and_address(obj, "an IP lease release"))
