@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import httpx2
-import trio
 
+from tests.crawling import crawl_until_idle
 from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig, PolitenessConfig, Scope
 from ubipy.fetch import Filtered, MediaTypes, ScopeFilter, UrlFilter, fetch, type_family
 from ubipy.peer.crawler import Crawler
@@ -115,13 +115,7 @@ async def _crawl(tmp: Path, accept: Sequence[str]) -> tuple[Crawler, dict[str, d
     asked: list[str] = []
     try:
         async with httpx2.AsyncClient(transport=_web(asked)) as client:
-            crawler = Crawler(config, shard, client)
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed(["http://a.test/"])
-                with trio.fail_after(20):
-                    await crawler.wait_idle()
-                crawler.stop()
+            crawler = await crawl_until_idle(config, shard, client, ["http://a.test/"])
         pages = {
             str(r["url"]).removeprefix("http://a.test"): {**r, "body": shard.page_body(r["fp"])}
             for r in shard.iter_pages()

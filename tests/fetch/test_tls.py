@@ -22,6 +22,7 @@ import pytest
 import trio
 import trustme
 
+from tests.crawling import crawl_until_idle
 from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig
 from ubipy.fetch import FetchOutcome, fetch, is_retryable, make_client
 from ubipy.fetch.transport import PooledTransport, tls_context
@@ -190,13 +191,7 @@ async def _crawl(tmp: Path, config: CrawlConfig, url: str) -> Crawled:
     shard = Shard.open(tmp)
     try:
         async with make_client(config.fetch, "ubipy/test") as client:
-            crawler = Crawler(config, shard, client)
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed([url])
-                with trio.fail_after(20):
-                    await crawler.wait_idle()
-                crawler.stop()
+            crawler = await crawl_until_idle(config, shard, client, [url])
         pages = [dict(r) for r in shard.iter_pages()]
         frontier = shard._conn.execute("SELECT url, reason FROM frontier").fetchall()
         return Crawled(crawler, pages, [(str(u), r) for u, r in frontier])
@@ -256,13 +251,7 @@ async def test_a_page_whose_certificate_fails_is_stored_as_such_and_not_retried(
     shard = Shard.open(tmp_path)
     try:
         async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
-            crawler = Crawler(config, shard, client)
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed(["https://a.test/"])
-                with trio.fail_after(20):
-                    await crawler.wait_idle()
-                crawler.stop()
+            crawler = await crawl_until_idle(config, shard, client, ["https://a.test/"])
         [row] = [r for r in shard.iter_pages() if r["url"] == "https://a.test/"]
     finally:
         shard.close()

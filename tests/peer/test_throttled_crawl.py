@@ -11,8 +11,8 @@ import httpx2
 import trio
 import trio.testing
 
+from tests.crawling import crawl_until_idle
 from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig
-from ubipy.peer.crawler import Crawler
 from ubipy.store.shard import Shard
 from ubipy.synthweb import Referee, SyntheticWeb, SynthTransport, WebSpec, ground_truth, in_process
 from ubipy.synthweb.pace import pace_of
@@ -37,13 +37,7 @@ async def test_the_delay_follows_each_hosts_pace(
     transport = SynthTransport(server, client="10.0.0.1")
     try:
         async with httpx2.AsyncClient(transport=transport) as client:
-            crawler = Crawler(config, shard, client)
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed([web.seed_url()])
-                with trio.fail_after(600):
-                    await crawler.wait_idle()
-                crawler.stop()
+            crawler = await crawl_until_idle(config, shard, client, [web.seed_url()], patience=600)
         slowest = crawler.scheduler.slowest(3)
         stored = {row["url"]: row["status"] for row in shard.iter_pages()}
     finally:

@@ -13,9 +13,9 @@ import httpx2
 import trio
 import trustme
 
+from tests.crawling import crawl_until_idle
 from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig
 from ubipy.fetch import make_client
-from ubipy.peer.crawler import Crawler
 from ubipy.store.shard import Shard
 from ubipy.synthweb import Referee, SyntheticWeb, SynthServer, WebSpec, ground_truth, serve
 
@@ -63,13 +63,9 @@ async def test_a_crawler_with_the_ca_crawls_the_web_over_https_only(
     shard = Shard.open(config.data_dir)
     try:
         async with make_client(config.fetch, "ubipy/test (peer=https)") as client:
-            crawler = Crawler(config, shard, client)
-            async with trio.open_nursery() as inner:
-                await inner.start(crawler.run)
-                crawler.seed(["https://h000.synth.test/"])
-                with trio.fail_after(60):
-                    await crawler.wait_idle()
-                crawler.stop()
+            crawler = await crawl_until_idle(
+                config, shard, client, ["https://h000.synth.test/"], patience=60
+            )
         urls = [str(r["url"]) for r in shard.iter_pages()]
     finally:
         shard.close()

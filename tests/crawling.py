@@ -1,0 +1,33 @@
+"""One crawler, run on a shard and a client until it has nothing left to do: what the
+tests of one mechanism (TLS, filters, pacing) share when they crawl a small web."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import httpx2
+import trio
+
+from ubipy.config import CrawlConfig
+from ubipy.peer.crawler import Crawler
+from ubipy.store import Shard
+
+
+async def crawl_until_idle(
+    config: CrawlConfig,
+    shard: Shard,
+    client: httpx2.AsyncClient,
+    seeds: Sequence[str],
+    *,
+    patience: float = 20.0,
+) -> Crawler:
+    """Seed a crawler, wait (at most ``patience`` seconds) until it is idle, stop it;
+    the stopped crawler is returned for its figures."""
+    crawler = Crawler(config, shard, client)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(crawler.run)
+        crawler.seed(seeds)
+        with trio.fail_after(patience):
+            await crawler.wait_idle()
+        crawler.stop()
+    return crawler
