@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-import ubipy.cli
 from bench import config_doc
 from ubipy.cli import main
 from ubipy.config import (
@@ -115,25 +114,6 @@ def test_a_value_built_by_path_is_named_by_its_path() -> None:
 
 
 # -- through the command line -------------------------------------------------------
-
-
-@pytest.fixture
-def peer_config(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """``ubipy peer ARGS`` as main() runs it, up to the config the peer would get."""
-    got: list[CrawlConfig] = []
-
-    async def run_peer(args: Any, config: CrawlConfig) -> int:
-        got.append(config)
-        return 0
-
-    monkeypatch.setattr(ubipy.cli, "_run_peer", run_peer)
-    monkeypatch.delenv("UBIPY_SECRET", raising=False)
-
-    def run(*argv: str) -> CrawlConfig:
-        assert main(["peer", *argv]) == 0
-        return got.pop()
-
-    return run
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -16,24 +16,6 @@ from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig
 from ubipy.errors import ConfigError
 
 
-@pytest.fixture
-def peer_config(monkeypatch: pytest.MonkeyPatch) -> Any:
-    got: list[CrawlConfig] = []
-
-    async def run_peer(args: Any, config: CrawlConfig) -> int:
-        got.append(config)
-        return 0
-
-    monkeypatch.setattr(ubipy.cli, "_run_peer", run_peer)
-    monkeypatch.delenv("UBIPY_SECRET", raising=False)
-
-    def run(*argv: str) -> CrawlConfig:
-        assert main(["peer", *argv]) == 0
-        return got.pop()
-
-    return run
-
-
 def test_the_filters_are_repeatable_flags(peer_config: Any, tmp_path: Path) -> None:
     bundle = tmp_path / "ca.pem"
     trustme.CA().cert_pem.write_to_path(str(bundle))
