@@ -233,6 +233,9 @@ class Crawler:
         self, host: str, pending: list[NewURL], done: list[int], mark: HostMark | None
     ) -> None:
         """Receive a host from its previous owner: its frontier, history and politeness."""
+        # Outcomes not yet written go first: the host's queue is rebuilt from disk below,
+        # where a page fetched but not committed would still be pending (asked twice).
+        self._flush()
         before = self._shard.pending_count(host)
         rows, _ = self._durably(pending)
         self._shard.take_done(host, done)
@@ -247,8 +250,8 @@ class Crawler:
             left = self._shard.pending_count(host)
             if left:
                 self.scheduler.restore(host, left)
-        if mark is not None:
-            self._restore_mark(host, mark, time.time(), trio.current_time())
+        if (newest := self._shard.host_mark(host)) is not None:  # ours or the one given
+            self._restore_mark(host, newest, time.time(), trio.current_time())
         # _durably counted the new rows already; the rest is what was closed as done.
         self._pending += self._shard.pending_count(host) - before - len(rows)
         if self._idle.is_set():

@@ -1,0 +1,57 @@
+"""Two paths a URL with a single source (a page listed in one sitemap) must not be lost
+or fetched twice on: a forward left in the outbox when the peer stopped, and a host
+taken over while a page of it is fetched but not yet committed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx2
+import trio
+
+from tests.peer.test_handoff import crawler_at
+from tests.peer.test_replica import page
+from ubipy.config import CrawlConfig, PolitenessConfig
+from ubipy.fetch import JobKind, fingerprint
+from ubipy.peer.crawler import Crawler
+from ubipy.peer.router import Router
+from ubipy.ring import Ring
+from ubipy.store import NewURL, Shard
+
+
+async def test_a_forward_left_in_the_outbox_is_admitted_if_the_restarted_peer_owns_it(
+    tmp_path: Path,
+) -> None:
+    url = "http://a.test/only-in-a-sitemap"
+    shard = Shard.open(tmp_path)
+    shard.outbox_add([NewURL(fingerprint(url), url, "a.test", 1)])  # unacknowledged at a stop
+    shard.close()
+    shard = Shard.open(tmp_path)
+    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.0))
+    router = Router("me", Ring(["me"]))  # back alone: every host is this peer's for now
+    async with httpx2.AsyncClient() as client:
+        crawler = Crawler(config, shard, client, router)
+        crawler.stop()  # run restores, then stops at once
+        await crawler.run()
+    assert shard.outbox() == []
+    assert shard.pending_count("a.test") == 1 and crawler.pending == 1
+    shard.close()
+
+
+async def test_a_host_taken_over_keeps_a_page_fetched_but_not_committed(tmp_path: Path) -> None:
+    url = "http://a.test/p"
+    async with crawler_at(tmp_path) as c:
+        c.seed([url])
+        s = c.scheduler
+        robots = s.next_job(0.0)
+        assert robots is not None and robots.kind is JobKind.ROBOTS
+        s.robots_answer("a.test", 0.0, status=404, location=None, body=b"")
+        job = s.next_job(trio.current_time() + 1)
+        assert job is not None and job.kind is JobKind.PAGE and job.url == url
+        # Fetched: its outcome waits for the next commit...
+        s.finished("a.test", 1.0)
+        c._commits.answered(page(url))
+        # ...when the host's previous holder hands it over (nothing more in it).
+        c.take_over("a.test", [], [], None)
+        assert s.next_job(1e9) is None  # not asked again: the page was written first
+        assert c._shard.pending_count("a.test") == 0 and c.pending == 0
