@@ -1,0 +1,121 @@
+"""``ubipy status`` as text: the cluster's STATUS answer as the dashboard's table, one
+row per member, the totals, and below them what each peer left out or found slow."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ubipy.control import FiguresBook, totals
+from ubipy.progress import human_bytes, human_duration, wall_clock
+
+_COLUMNS = (
+    "peer", "address", "state", "started", "uptime", "pages", "pages/s", "errors",
+    "time-outs", "frontier", "hosts", "bytes in", "bytes out",
+)  # fmt: skip
+_LEFT_ALIGNED = 3  # the first columns are text; the rest are figures
+
+
+def _left_out(figures: Mapping[str, Any]) -> str:
+    """What the filters and --accept left out, the certificates that failed, and what
+    the DNS stage did, if anything."""
+    parts = []
+    if n := figures.get("excluded"):
+        parts.append(f"{n} excluded by --exclude")
+    if n := figures.get("not_included"):
+        parts.append(f"{n} matching no --include")
+    if n := figures.get("skipped_by_type"):
+        parts.append(f"{n} answers of types not accepted ({figures.get('skipped_types')})")
+    if n := figures.get("certificate_errors"):
+        parts.append(f"{n} certificate errors")
+    if n := figures.get("dns_hosts_given_up"):
+        parts.append(f"{n} hosts whose names did not resolve")
+    if n := figures.get("refused_addresses"):
+        parts.append(f"{n} hosts on addresses not allowed (--allow-private)")
+    if n := figures.get("dns_lookups"):
+        most = figures.get("dns_most_per_host", 0)
+        parts.append(f"{n} DNS lookups, at most {most} for one host")
+    return "; ".join(parts)
+
+
+def format_cluster(report: dict[str, Any], now: float | None = None) -> str:
+    """The cluster STATUS answer as the dashboard's table: one row per member, then
+    the totals, then a line for each peer whose filters left something out. A member
+    that did not answer (dead, left, unreachable) shows its state and '-' for its
+    figures. ``now`` is the wall clock (for the start times)."""
+    figures = {p["peer_id"]: p for p in report["peers"] if isinstance(p, dict)}
+    view = {
+        m["id"]: {**figures.get(m["id"], {}), "address": m["address"], "state": m["state"]}
+        for m in report["members"]
+    }
+    book = FiguresBook()
+    book.update(view, 0.0)
+    rows = book.rows(0.0)
+    cells: list[list[str]] = []
+    notes: dict[int, str] = {}
+    # Below the totals: what each peer's filters left out (the table's shape is fixed).
+    footer: list[str] = []
+    for row in rows:
+        head = [row.peer_id, row.address, row.state]
+        if not row.reported:
+            cells.append(head + ["-"] * (len(_COLUMNS) - len(head)))
+            continue
+        cells.append(
+            [
+                *head,
+                wall_clock(row.started_at, now) if row.started_at is not None else "-",
+                human_duration(row.uptime),
+                *_figures(row.pages, row.pages_per_second, row.errors, row.timeouts),
+                str(row.frontier),
+                str(row.hosts),
+                human_bytes(row.bytes_in),
+                human_bytes(row.bytes_out),
+            ]
+        )
+        mine = figures[row.peer_id]
+        said = []
+        if mine.get("storage_error"):
+            said.append(f"  STORAGE FAILING, admission paused: {mine['storage_error']}")
+        if mine.get("joining"):
+            said.append(f"  joining (attempt {mine['joining']})")
+        if mine.get("paused"):
+            said.append(f"  PAUSED: {mine['paused']}")
+        if left_out := _left_out(mine):
+            footer.append(f"{row.peer_id}: {left_out}")
+        footer.extend(row.slowest_lines())
+        if said:
+            notes[len(cells) - 1] = "\n".join(said)
+    total = totals(rows)
+    states = ", ".join(f"{n} {state}" for state, n in total.by_state.items() if n)
+    cells.append(
+        [
+            f"total ({total.peers})",
+            states,
+            "",
+            "",
+            "",
+            *_figures(total.pages, total.pages_per_second, total.errors, total.timeouts),
+            str(total.frontier),
+            str(total.hosts),
+            human_bytes(total.bytes_in),
+            human_bytes(total.bytes_out),
+        ]
+    )
+    widths = [max(len(c[i]) for c in [list(_COLUMNS), *cells]) for i in range(len(_COLUMNS))]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            v.ljust(w) if i < _LEFT_ALIGNED else v.rjust(w)
+            for i, (v, w) in enumerate(zip(values, widths, strict=True))
+        ).rstrip()
+
+    lines = [line(_COLUMNS)]
+    for i, values in enumerate(cells):
+        lines.append(line(values))
+        if i in notes:
+            lines.append(notes[i])
+    return "\n".join(lines + footer)
+
+
+def _figures(pages: int, rate: float, errors: int, timeouts: int) -> list[str]:
+    return [str(pages), f"{rate:.1f}", str(errors), str(timeouts)]
