@@ -15,8 +15,9 @@ import pytest
 import trio
 
 from tests.e2e.cluster import run_cli, start_peer_or_fail, stop_all
-from ubipy.cli import build_parser, format_cluster
+from ubipy.cli import build_parser
 from ubipy.progress import wall_clock
+from ubipy.statustable import format_cluster
 from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.referee import Referee
 from ubipy.synthweb.server import serve

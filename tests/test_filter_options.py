@@ -14,6 +14,7 @@ import ubipy.cli
 from ubipy.cli import main
 from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig
 from ubipy.errors import ConfigError
+from ubipy.statustable import format_cluster
 
 
 def test_the_filters_are_repeatable_flags(peer_config: Any, tmp_path: Path) -> None:
@@ -137,7 +138,7 @@ def test_the_status_table_ends_with_what_each_peers_filters_left_out() -> None:
             ),
         ],
     }
-    table = ubipy.cli.format_cluster(report, now=100.0).splitlines()
+    table = format_cluster(report, now=100.0).splitlines()
     assert table[3].startswith("total (2)")
     assert table[4:] == [
         "aaaa: 3 excluded by --exclude",

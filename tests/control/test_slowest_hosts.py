@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ubipy.cli import format_cluster
 from ubipy.control import FiguresBook, snapshot
 from ubipy.control.figures import MAX_SLOW_HOSTS, describe_slow_host, slow_hosts
 from ubipy.control.page import COLUMNS, PAGE
+from ubipy.statustable import format_cluster
 
 SLOW = "pace-slow.synth.test 0.285 0.264 0; pace-busy.synth.test 0.001 32.000 5"
 
