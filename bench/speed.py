@@ -241,7 +241,7 @@ def judge(args: argparse.Namespace, log_path: Path, seed: str) -> LogVerdict:
     web = SyntheticWeb(spec)
     key = (args.web_seed, args.hosts, args.pages)
     if key not in _TRUTH:
-        _TRUTH[key] = ground_truth(web, [seed])
+        _TRUTH[key] = ground_truth(web, [seed], sitemaps=False)  # as every crawler is run
     truth = _TRUTH[key]
     log = RequestLog.from_jsonl(log_path)
     referee = Referee(log, web)
@@ -394,13 +394,19 @@ def ubipy_child(args: argparse.Namespace) -> None:
         sys.modules["httpcore2"] = httpcore
     import trio
 
-    from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig
+    from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig, PolitenessConfig
     from ubipy.peer import Peer
 
+    # The same work as Scrapy's: links only (it reads no sitemaps) and a fixed delay
+    # (its AutoThrottle is off by default, as ubipy's response-time delay is here).
+    politeness = PolitenessConfig(
+        delay=0.0, concurrency=args.concurrency, robots_retry_base=0.1, delay_factor=0.0
+    )
     config = CrawlConfig(
         data_dir=Path(args.data),
         listen="127.0.0.1:0",
-        politeness=PolitenessConfig(delay=0.0, concurrency=args.concurrency, robots_retry_base=0.1),
+        politeness=politeness,
+        bounds=BoundsConfig(sitemaps=False),
         fetch=FetchConfig(
             proxy=args.proxy, ca_bundle=Path(args.ca_bundle) if args.ca_bundle else None
         ),
