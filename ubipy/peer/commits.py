@@ -16,10 +16,46 @@ No trio here: the crawler says when a batch is written, and how its URLs are pla
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ubipy.fetch import Entry, FetchResult
 from ubipy.store import FrontierRow, HostMark, Lastmod, NewURL, PageRecord, Shard
+
+
+def page_record(
+    entry: Entry,
+    host: str,
+    result: FetchResult,
+    *,
+    keep_body: bool,
+    digest: str | None,
+    title: str | None = None,
+    encoding: str | None = None,
+    encoding_source: str | None = None,
+) -> PageRecord:
+    """What the shard keeps of an answered (or failed) request for ``entry``."""
+    return PageRecord(
+        fp=entry.fp,
+        url=entry.url,
+        host=host,
+        status=result.status,
+        content_type=result.content_type,
+        length=len(result.body),
+        truncated=result.truncated,
+        title=title,
+        fetched_at=time.time(),
+        last_modified=result.last_modified,
+        etag=result.etag,
+        digest=digest,
+        depth=entry.depth,
+        error=result.detail,
+        body=result.body if keep_body and result.body else None,
+        encoding=encoding,
+        encoding_source=encoding_source,
+    )
+
 
 __all__ = ["Answered", "Batch", "Commits"]
 

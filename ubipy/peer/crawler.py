@@ -45,7 +45,7 @@ from ubipy.fetch import (
     processing_failed,
     retry_delay,
 )
-from ubipy.peer.commits import Commits
+from ubipy.peer.commits import Commits, page_record
 from ubipy.peer.crawlstats import CrawlStats, SeedResult
 from ubipy.peer.discovery import candidates, seed_candidates
 from ubipy.peer.resolving import ResolveStage
@@ -499,22 +499,13 @@ class Crawler:
                     stats.too_deep += len(parsed.links)
                 else:
                     discovered = self._candidates(parsed.links, None, entry.depth + 1)
-        page = PageRecord(
-            fp=entry.fp,
-            url=entry.url,
-            host=host,
-            status=result.status,
-            content_type=result.content_type,
-            length=len(result.body),
-            truncated=result.truncated,
-            title=title,
-            fetched_at=time.time(),
-            last_modified=result.last_modified,
-            etag=result.etag,
+        page = page_record(
+            entry,
+            host,
+            result,
+            keep_body=self.config.fetch.store_bodies,
             digest=digest,
-            depth=entry.depth,
-            error=result.detail,
-            body=result.body if self.config.fetch.store_bodies and result.body else None,
+            title=title,
             encoding=encoding,
             encoding_source=encoding_source,
         )

@@ -25,7 +25,6 @@ log).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable
 
 from ubipy.config import BoundsConfig
@@ -42,6 +41,7 @@ from ubipy.fetch import (
     content_digest,
     read_sitemap,
 )
+from ubipy.peer.commits import page_record
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.store import Lastmod, NewURL, PageRecord
 
@@ -100,23 +100,8 @@ class Sitemapping:
                 found = self._candidates([result.location], entry.url, entry.depth)
             elif result.status is not None and 200 <= result.status < 300:
                 found, lastmods = self._read(entry, result)
-        page = PageRecord(
-            fp=entry.fp,
-            url=entry.url,
-            host=host,
-            status=result.status,
-            content_type=result.content_type,
-            length=len(result.body),
-            truncated=result.truncated,
-            title=None,
-            fetched_at=time.time(),
-            last_modified=result.last_modified,
-            etag=result.etag,
-            digest=content_digest(result.body) if result.ok else None,
-            depth=entry.depth,
-            error=result.detail,
-            body=result.body if self._keep_bodies and result.body else None,
-        )
+        digest = content_digest(result.body) if result.ok else None
+        page = page_record(entry, host, result, keep_body=self._keep_bodies, digest=digest)
         return page, found, lastmods
 
     def _read(self, entry: Entry, result: FetchResult) -> tuple[list[NewURL], list[Lastmod]]:
