@@ -15,6 +15,7 @@ import functools
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 import httpx2
@@ -554,8 +555,18 @@ class Crawler:
             log.warning("the shard takes writes again; crawling resumes")
             self.storage_error = None
             self.storage_failing = trio.Event()
-        for host, reason in batch.closed_hosts:
-            log.warning("%s: %s", host, reason)
+        if batch.closed_hosts:
+            # One line a commit, however many hosts a page's dead links gave up.
+            why = Counter(reason for _, reason in batch.closed_hosts)
+            hosts = ", ".join(host for host, _ in batch.closed_hosts[:5])
+            more = len(batch.closed_hosts) - 5
+            log.warning(
+                "gave up %d host(s) (%s): %s%s",
+                len(batch.closed_hosts),
+                "; ".join(f"{reason}: {n}" for reason, n in why.most_common()),
+                hosts,
+                f" and {more} more" if more > 0 else "",
+            )
         self._pending -= batch.settled + closed
         self._committed(rows, foreign, batch.pages, batch.marks)
         return True
