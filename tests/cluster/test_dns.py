@@ -174,3 +174,30 @@ async def test_hosts_sharing_an_address_take_turns(
     referee = Referee(c.server.log, web)
     assert referee.duplicates() == [] and referee.unexpected(truth) == set()
     assert overlaps(list(c.server.log), 0.2) == (0, 0)
+
+
+async def test_a_seeds_private_host_stays_allowed_after_a_restart(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The exemption comes from the shard (a URL admitted at depth 0), not from memory:
+    a peer restarted after its seed page was fetched still crawls the rest of that host."""
+    web = SyntheticWeb(WebSpec(seed=10, hosts=2, pages_per_host=6, latency=0.05))
+    truth = ground_truth(web, [web.seed_url()])
+    home = web.host_names()[0]
+    addresses = {**public_addresses(web), home: "10.9.9.8"}
+    async with cluster(tmp_path, web, seed=5) as c:
+        sim = await c.start(0, delay=1.0, resolver=Resolver(lookup=dns_of(addresses)))
+        sim.peer.seed_urls([web.seed_url()])
+        with trio.fail_after(60):
+            await c.server.log.wait_for(lambda log: any(r.host == home for r in log))
+        assert await c.stop(sim)
+        fetched_before = {r.url for r in c.server.log}
+        assert {u for u in truth if home in u} - fetched_before  # some of it is left
+        sim = await c.start(0, delay=1.0, resolver=Resolver(lookup=dns_of(addresses)))
+        with trio.fail_after(600):
+            await c.server.log.wait_for(lambda log: Referee(log, web).missing(truth) == set())
+            await sim.peer.crawler.wait_idle()
+        status = (await c.status(sim))["peers"][0]
+        assert await c.stop(sim)
+    assert status["refused_addresses"] == 0
+    assert Referee(c.server.log, web).duplicates() == []

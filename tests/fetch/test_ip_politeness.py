@@ -112,15 +112,6 @@ def test_an_answer_is_kept_until_it_expires_then_looked_up_again() -> None:
     assert _job(s, 3.0).kind is JobKind.RESOLVE  # the answer expired at 2.5
 
 
-def test_seeds_mark_their_host() -> None:
-    s = _sched()
-    _add(s, "seeded.test", 1, depth=0)
-    _add(s, "linked.test", 1, depth=1)
-    seeded, linked = s.slot("seeded.test"), s.slot("linked.test")
-    assert seeded is not None and seeded.seeded
-    assert linked is not None and not linked.seeded
-
-
 def test_many_hosts_on_few_addresses_never_overlap_on_an_address() -> None:
     """Random completions: at most one request per address at a time, the address's
     delay between two, and every page fetched."""

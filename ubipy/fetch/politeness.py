@@ -98,11 +98,10 @@ class HostSlot:
     pages: int = 0
     # The address requests go to, the per-IP rule's key (None: not looked up, or
     # no DNS stage for this host), until when that answer holds, lookups failed in
-    # a row, and whether a seed was on the host (its address is then allowed).
+    # a row.
     address: str | None = None
     resolved_until: float = -math.inf
     lookup_failures: int = 0
-    seeded: bool = False
     # How the host answers (throttle.py), once it has: its delay follows it.
     pace: Pace | None = None
 
@@ -190,7 +189,6 @@ class Scheduler:
         slot = self._slot(host)
         if slot.robots_state is HostRobots.GIVEN_UP:
             return False
-        slot.seeded = slot.seeded or entry.depth == 0
         if (
             slot.on_disk == 0
             and len(slot.queue) < self._window

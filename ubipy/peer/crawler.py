@@ -120,7 +120,9 @@ class Crawler:
         self.dns: ResolveStage | None = None
         if resolver is not None:
             wake = (self._wakeup.set, self._flush_now.set)
-            self.dns = ResolveStage(resolver, self.scheduler, self._commits, wake=wake)
+            self.dns = ResolveStage(
+                resolver, self.scheduler, self._commits, wake=wake, seeded=shard.has_seed
+            )
         self._idle = trio.Event()
         self._stopping = False
         # Why no request may start now (the peer lost sight of a majority), if so.

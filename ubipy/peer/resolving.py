@@ -41,13 +41,16 @@ class ResolveStage:
         commits: Commits,
         *,
         wake: tuple[Callable[[], None], Callable[[], None]],
+        seeded: Callable[[str], bool] = lambda host: False,
     ) -> None:
         """``wake``: (wake the dispatcher, flush the commits now), called after each
-        lookup, and the latter when a host's URLs were closed."""
+        lookup, and the latter when a host's URLs were closed; ``seeded``: whether a
+        seed was ever on a host (the shard knows, across restarts)."""
         self.resolver = resolver
         self._scheduler = scheduler
         self._commits = commits
         self._wake, self._flush = wake
+        self._seeded = seeded
         self.stats = DnsStats()
         self._nursery: trio.Nursery | None = None
 
@@ -62,11 +65,11 @@ class ResolveStage:
         self._nursery.start_soon(self._lookup, host)
 
     async def _lookup(self, host: str) -> None:
-        slot = self._scheduler.slot(host)
-        if slot is not None and slot.seeded:
+        answer = await self.resolver.resolve(host)
+        if answer.error is DnsFailure.REFUSED and self._seeded(host):
             # The user named this host: whatever its address, it is theirs to crawl.
             self.resolver.exempt(host)
-        answer = await self.resolver.resolve(host)
+            answer = await self.resolver.resolve(host)  # from the cache
         now = trio.current_time()
         if answer.address is not None:
             until = self.resolver.fresh_until(host)

@@ -253,6 +253,15 @@ class Shard:
                 [(FrontierState.SKIPPED, reason, fp) for fp, reason in items],
             )
 
+    def has_seed(self, host: str) -> bool:
+        """Whether a seed (a URL admitted at depth 0) was ever on ``host``, fetched or
+        not: the user named it, so its address may be one a crawler is otherwise
+        refused. Asked only then, so the scan of the host's rows is rare."""
+        cur = self._conn.execute(
+            "SELECT 1 FROM frontier WHERE host = ? AND depth = 0 LIMIT 1", (host,)
+        )
+        return cur.fetchone() is not None
+
     def skip_host(self, host: str, reason: str) -> int:
         with self.transaction():
             cur = self._conn.execute(
