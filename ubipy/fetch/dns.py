@@ -198,10 +198,6 @@ class Resolver:
             return Lookup((), DnsFailure.REFUSED)
         return answer
 
-    def forget(self) -> None:
-        """Drop every cached answer (tests; a resolver that changed)."""
-        self._cache.clear()
-
     async def _ask(self, name: str) -> Lookup:
         address = literal(name)
         if address is not None:
@@ -230,11 +226,3 @@ class Resolver:
                 return Lookup(addresses)
             self._timed_out.add(name)
             return Lookup((), DnsFailure.TIMEOUT)
-
-    # -- figures ------------------------------------------------------------
-    def lookups_per_name(self) -> tuple[int, float]:
-        """The most lookups any one name took, and the mean (0 when none)."""
-        if not self.lookups:
-            return 0, 0.0
-        most = max(self.lookups.values())
-        return most, math.fsum(self.lookups.values()) / len(self.lookups)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import trio
 
@@ -30,7 +30,6 @@ class DnsStats:
     hosts_given_up: int = 0
     # Hosts refused because their address may not be reached.
     refused: int = 0
-    failed_by_reason: dict[str, int] = field(default_factory=dict)
 
 
 class ResolveStage:
@@ -78,7 +77,6 @@ class ResolveStage:
             error = answer.error or DnsFailure.NO_SUCH_NAME
             stats = self.stats
             stats.failures += 1
-            stats.failed_by_reason[error.value] = stats.failed_by_reason.get(error.value, 0) + 1
             refused = error is DnsFailure.REFUSED
             stats.refused += refused
             if self._scheduler.lookup_failed(host, now, final=refused):
