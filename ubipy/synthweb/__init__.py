@@ -9,6 +9,8 @@ from ubipy.synthweb.hostile import HostileWeb
 from ubipy.synthweb.inprocess import SynthTransport, in_process
 from ubipy.synthweb.log import Request, RequestLog
 from ubipy.synthweb.model import SyntheticWeb
+from ubipy.synthweb.pagerank import PageRank, pagerank
+from ubipy.synthweb.ranked import RankedWeb
 from ubipy.synthweb.referee import (
     Hammering,
     Overlap,
@@ -27,6 +29,8 @@ __all__ = [
     "Hammering",
     "HostileWeb",
     "Overlap",
+    "PageRank",
+    "RankedWeb",
     "Referee",
     "Request",
     "RequestLog",
@@ -44,5 +48,6 @@ __all__ = [
     "ground_truth",
     "in_process",
     "normalize_url",
+    "pagerank",
     "serve",
 ]

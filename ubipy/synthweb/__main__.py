@@ -40,6 +40,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="add the enc-* hosts (GBK, Big5, Shift_JIS, EUC-KR, windows-1251) and an IDN host",
     )
+    p.add_argument(
+        "--ranked",
+        action="store_true",
+        help="the ranked web: Zipf host sizes (--hosts x --pages pages in all), links "
+        "with heavy-tailed in-degrees, no special cases",
+    )
     p.add_argument("--log", default=None, help="write the request log here (JSON Lines)")
     p.add_argument(
         "--tls-cert",
@@ -78,6 +84,7 @@ async def run(args: argparse.Namespace) -> None:
         paced=args.paced,
         unavailable_for=args.unavailable_for,
         encodings=args.encodings,
+        ranked=args.ranked,
     )
     web = SyntheticWeb(spec)
     # Receive signals as messages so the log is written by ordinary code, not in a handler.

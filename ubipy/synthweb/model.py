@@ -18,6 +18,7 @@ from ubipy.synthweb import render
 from ubipy.synthweb.encodings import EncodingWeb
 from ubipy.synthweb.hostile import HostileWeb
 from ubipy.synthweb.pace import PaceWeb
+from ubipy.synthweb.ranked import RankedWeb, host_names
 from ubipy.synthweb.render import Link
 from ubipy.synthweb.robots import RobotsKind, RobotsRules, rules_for
 from ubipy.synthweb.sitemaps import SitemapWeb
@@ -58,14 +59,18 @@ def _relative(source_path: str, target_path: str) -> str:
 class SyntheticWeb:
     def __init__(self, spec: WebSpec | None = None) -> None:
         self.spec = spec or WebSpec()
-        width = max(3, len(str(self.spec.hosts - 1)))
-        self._names = [f"h{i:0{width}d}.{self.spec.domain}" for i in range(self.spec.hosts)]
+        self._names = host_names(self.spec)
         self._index = {name: i for i, name in enumerate(self._names)}
         # Special pages are few (a few dozen) and fixed, so they are built eagerly.
         self._last: tuple[str, Page | None] | None = None
-        self._root_links, self._extras, self.specials = build_specials(self)
+        # The ranked web (ranked.py) replaces the ordinary hosts' pages, and has no
+        # special cases and no sitemaps.
+        self.ranked = RankedWeb(self.spec) if self.spec.ranked else None
+        self._root_links, self._extras, self.specials = (
+            build_specials(self) if self.ranked is None else ({}, {}, {})
+        )
         # Pages no page links, listed in sitemaps only (sitemaps.py).
-        self.sitemaps = SitemapWeb(self)
+        self.sitemaps = SitemapWeb(self, empty=self.ranked is not None)
         self._extras.update(self.sitemaps.pages)
         self.hostile = HostileWeb(self) if self.spec.hostile else None
         self.pace = PaceWeb(self) if self.spec.paced else None
@@ -90,6 +95,7 @@ class SyntheticWeb:
         return f"http://{self._names[host_index]}{path}"
 
     def seed_url(self) -> str:
+        """h000's home page (in the ranked web, the largest host's)."""
         return self.url(0)
 
     def hostile_hosts(self) -> list[str]:
@@ -125,6 +131,8 @@ class SyntheticWeb:
         extra = self._extras.get((index, target))
         if extra is not None:
             return extra
+        if self.ranked is not None:
+            return self._ranked_page(index, target)
         m = _ORDINARY.match(target)
         if target == "/":
             page = 0
@@ -138,6 +146,19 @@ class SyntheticWeb:
             url=self.url(index, target),
             title=f"{self._names[index]} page {page}",
             links=self._ordinary_links(index, page) + self._root_links.get((index, page), ()),
+        )
+
+    def _ranked_page(self, index: int, target: str) -> Page | None:
+        assert self.ranked is not None
+        page = self.ranked.locate(index, target)
+        if page is None:
+            return None
+        # Only a home page has root links (the hostile, paced and encodings hosts').
+        extra = self._root_links.get((index, 0), ()) if target == "/" else ()
+        return Page(
+            url=self.url(index, target),
+            title=self.ranked.title(page),
+            links=self.ranked.links(page) + extra,
         )
 
     def _ordinary_links(self, index: int, page: int) -> tuple[Link, ...]:
@@ -205,6 +226,8 @@ class SyntheticWeb:
             if self.encodings is not None and host.lower() in self.encodings.hosts:
                 return RobotsKind.ABSENT
             return None
+        if self.ranked is not None:
+            return RobotsKind.ABSENT  # a 404: everything allowed
         return _ROBOTS_KINDS.get(index, RobotsKind.PLAIN)
 
     def robots_rules(self, host: str) -> RobotsRules | None:

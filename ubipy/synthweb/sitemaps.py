@@ -62,13 +62,14 @@ class Document:
 
 
 class SitemapWeb:
-    def __init__(self, web: WebView) -> None:
+    def __init__(self, web: WebView, *, empty: bool = False) -> None:
         self.documents: dict[str, Document] = {}
         self.pages: dict[tuple[int, str], Page] = {}
         self.names: dict[str, str] = {}
         self.lastmods: dict[str, str] = {}
         self._robots: dict[str, tuple[str, ...]] = {}
-        self._build(web)
+        if not empty:  # empty: a web with no sitemap (the ranked web)
+            self._build(web)
 
     def robots_lines(self, host: str) -> tuple[str, ...]:
         """The sitemaps `host`'s robots.txt names (when it is served, 200)."""

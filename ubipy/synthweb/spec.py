@@ -48,10 +48,16 @@ class WebSpec:
     # Links from the home page to hosts whose names do not resolve (deadN.invalid):
     # what any real crawl meets; no page of the truth, and no request should reach them.
     dead_links: int = 0
+    # The ranked web (ranked.py): Zipf host sizes and heavy-tailed links, with none of
+    # the special cases above (no sitemaps, robots.txt a 404 everywhere). The hostile,
+    # paced and encodings hosts can be added to it.
+    ranked: bool = False
 
     def __post_init__(self) -> None:
         if self.hosts < 1 or self.pages_per_host < 1:
             raise ValueError("need at least one host and one page per host")
+        if self.ranked and self.dead_links:
+            raise ValueError("the ranked web has no dead links")
         if self.hostile:
             if self.huge_bytes < bodies.MIN_HUGE_BYTES or self.bomb_bytes < 1024:
                 raise ValueError("huge_bytes and bomb_bytes must be at least 1 KiB")
