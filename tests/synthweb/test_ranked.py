@@ -19,8 +19,10 @@ from ubipy.synthweb import (
     RankedWeb,
     SyntheticWeb,
     SynthServer,
+    SynthTransport,
     WebSpec,
     ground_truth,
+    in_process,
     pagerank,
     serve,
 )
@@ -198,6 +200,16 @@ async def test_the_server_serves_pages_whose_links_parse_to_the_model_s() -> Non
         await server.wait_idle()
         assert len(server.log) == 7
         nursery.cancel_scope.cancel()
+
+
+async def test_the_in_process_transport_answers_and_logs_the_ranked_web() -> None:
+    web = SyntheticWeb(WebSpec(ranked=True, hosts=10, pages_per_host=10))
+    server = in_process(web)
+    async with httpx2.AsyncClient(transport=SynthTransport(server)) as client:
+        r = await client.get("http://h000.synth.test/p3.html")
+    assert r.status_code == 200 and "h000.synth.test page 3" in r.text
+    [entry] = server.log.entries
+    assert (entry.host, entry.target_path, entry.status) == ("h000.synth.test", "/p3.html", 200)
 
 
 async def test_the_command_line_serves_the_ranked_web() -> None:

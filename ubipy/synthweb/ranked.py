@@ -91,7 +91,10 @@ def zipf_sizes(pages: int, hosts: int, exponent: float = HOST_SIZE_EXPONENT) -> 
 
 class RankedWeb:
     """The ranked web's graph. Pages have ids 0..page_count-1, host by host (h000's
-    first, its home page id 0); `url(i)` and `page_id(url)` convert."""
+    first, its home page id 0); `url(i)` and `page_id(url)` convert. Read-only data:
+    `names` (host names by index), `sizes` (pages per host), `starts` (host h's ids
+    run from starts[h] to starts[h + 1] - 1), `host_of` (a page's host index) and the
+    flat out-links `offsets`/`targets` (see `out_links`)."""
 
     def __init__(self, spec: WebSpec) -> None:
         self.spec = spec
