@@ -27,6 +27,7 @@ __all__ = [
     "BoundsConfig",
     "ControlConfig",
     "CrawlConfig",
+    "CrawlOrder",
     "DnsConfig",
     "FetchConfig",
     "ForwardingConfig",
@@ -45,6 +46,26 @@ class Scope(enum.Enum):
     HOST = "host"
     DOMAIN = "domain"
     ANY = "any"
+
+
+class CrawlOrder(enum.Enum):
+    """Which ready host goes next and which of its URLs it gets (seed 001's
+    strategies; docs/order.md). Politeness is the same under every order."""
+
+    # Oldest first, hosts in the order they come due.
+    BFS = "bfs"
+    # Online Page Importance Computation: a fetched page's cash is split over its
+    # links (across peers too); the richest URL goes next.
+    OPIC = "opic"
+    # PageRank over the part of the graph this peer knows, every --pagerank-every pages.
+    PAGERANK = "pagerank"
+    # The host with the most URLs waiting goes first; oldest first within a host.
+    BIG_SITE_FIRST = "big-site-first"
+
+    @property
+    def ranked(self) -> bool:
+        """Whether a host's URLs go by score rather than by age."""
+        return self in (CrawlOrder.OPIC, CrawlOrder.PAGERANK)
 
 
 def default_user_agent() -> str:
@@ -156,6 +177,22 @@ class BoundsConfig:
         help="follow links to the seeds' hosts only, their registered domains, or anywhere "
         "(default: {default})",
     )
+    # Measured on a web whose links and host sizes follow the literature's laws
+    # (bench/order.py, docs/order.md).
+    order: CrawlOrder = option(
+        CrawlOrder.BFS,
+        flag="--order",
+        help="which URL goes next among the hosts ready for one: oldest first, OPIC cash, "
+        "partial PageRank, or the host with the most waiting; politeness is the same "
+        "(default: {default})",
+    )
+    pagerank_every: int = option(
+        1000,
+        flag="--pagerank-every",
+        metavar="N",
+        help="with --order pagerank: recompute PageRank over the known graph after every N "
+        "pages fetched (default: {default})",
+    )
     max_depth: int | None = option(
         None,
         flag="--max-depth",
@@ -206,7 +243,7 @@ class BoundsConfig:
 
     def __post_init__(self) -> None:
         at_least(self, 0, "max_depth")
-        at_least(self, 1, "max_pages_per_host", "max_path_repeats")
+        at_least(self, 1, "max_pages_per_host", "max_path_repeats", "pagerank_every")
         for name in ("include", "exclude"):
             for pattern in getattr(self, name):
                 try:

@@ -103,7 +103,7 @@ async def test_a_peer_whose_shard_refuses_writes_drops_frames_and_lives_on(
     async with cluster(tmp_path, SMALL, seed=2) as c:
         sender, full = await c.start(0), await c.start(1)
         full.peer.shard._conn.execute("PRAGMA query_only = ON")
-        copy = Replica((HostCopy("h.test", (("http://h.test/", 0),), (-5,)),))
+        copy = Replica((HostCopy("h.test", (("http://h.test/", 0, 0.0),), (-5,)),))
         for message in (Scope(("other.test",)), copy):
             assert await sender.peer.send(full.address, message)
         with trio.fail_after(10):

@@ -99,10 +99,14 @@ def test_url_lists_from_peers_are_normalised_again() -> None:
     from ubipy.errors import WireError
     from ubipy.peer.router import url_items
 
-    urls = url_items([("HTTP://A.test:80/x#f", 2), ("mailto:x@y", 1), ("not a url", 0)])
-    assert [(u.url, u.host, u.depth) for u in urls] == [("http://a.test/x", "a.test", 2)]
+    urls = url_items(
+        [("HTTP://A.test:80/x#f", 2, 0.5), ("mailto:x@y", 1, 0.0), ("not a url", 0, 0.0)]
+    )
+    assert [(u.url, u.host, u.depth, u.score) for u in urls] == [
+        ("http://a.test/x", "a.test", 2, 0.5)
+    ]
     with pytest.raises(WireError, match=r"b\.test among a\.test"):
-        url_items([("http://b.test/", 0)], host="a.test")
+        url_items([("http://b.test/", 0, 0.0)], host="a.test")
 
 
 def test_with_a_cap_the_linger_grows_with_the_members_it_spreads_over() -> None:

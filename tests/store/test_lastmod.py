@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from tests.store.old_shards import downgrade
 from ubipy.store import Lastmod
 from ubipy.store.shard import SCHEMA_VERSION, SHARD_FILE, Shard
 
@@ -31,16 +32,12 @@ def test_lastmods_are_kept_and_the_latest_reading_wins(tmp_path: Path) -> None:
 
 
 def test_a_version_2_shard_gains_the_lastmod_table(tmp_path: Path) -> None:
-    assert SCHEMA_VERSION == 3
     Shard.open(tmp_path).close()
-    conn = sqlite3.connect(tmp_path / SHARD_FILE)
-    conn.execute("DROP TABLE lastmod")
-    conn.execute("PRAGMA user_version=2")
-    conn.close()
+    downgrade(tmp_path, 2)
     shard = Shard.open(tmp_path)
     shard.save_lastmods([Lastmod(7, "http://a.test/", "a.test", "2024")])
     assert shard.lastmods() == [Lastmod(7, "http://a.test/", "a.test", "2024")]
     shard.close()
     conn = sqlite3.connect(tmp_path / SHARD_FILE)
-    assert conn.execute("PRAGMA user_version").fetchone() == (3,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
     conn.close()

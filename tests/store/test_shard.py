@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.store.old_shards import downgrade
 from ubipy.errors import ShardError, StorageError
 from ubipy.store.admission import Admission
 from ubipy.store.shard import SCHEMA_VERSION, SHARD_FILE, NewURL, PageRecord, Shard
@@ -112,11 +113,7 @@ def test_a_version_1_shard_is_migrated_and_keeps_its_pages(tmp_path: Path) -> No
     shard = Shard.open(tmp_path)
     shard.record_pages([_page(1, "http://a.test/old")])
     shard.close()
-    conn = sqlite3.connect(tmp_path / SHARD_FILE)
-    conn.execute("ALTER TABLE pages DROP COLUMN encoding")
-    conn.execute("ALTER TABLE pages DROP COLUMN encoding_source")
-    conn.execute("PRAGMA user_version=1")
-    conn.close()
+    downgrade(tmp_path, 1)
 
     shard = Shard.open(tmp_path)
     new = dataclasses.replace(

@@ -53,7 +53,7 @@ MARK = Mark(NOW - 1.5, 0.25, 3)
 
 EXAMPLES: list[Message] = [
     Gossip("10.0.0.1:7000", [1, 2, "x"]),
-    UrlBatch(7, (("http://a.test/", 0), ("http://b.test/x", 3)), acks=(1, 2)),
+    UrlBatch(7, (("http://a.test/", 0, 0.0), ("http://b.test/x", 3, 0.125)), acks=(1, 2)),
     UrlBatch(8, ()),
     UrlAck((1, 2, 3)),
     Seed(("http://a.test/",)),
@@ -66,7 +66,7 @@ EXAMPLES: list[Message] = [
         ({"peer_id": "a", "pages": 3, "pages_per_second": 1.5, "storage_error": None},),
     ),
     # Fingerprints are signed 64-bit integers, the lowest and highest included.
-    Handoff(4, "a.test", (("http://a.test/", 1),), (-(2**63), -12, 11, 2**63 - 1), MARK),
+    Handoff(4, "a.test", (("http://a.test/", 1, 2.5),), (-(2**63), -12, 11, 2**63 - 1), MARK),
     Handoff(5, "a.test", (), (), None),
     HandoffAck(4),
     HandoffAck(4, refused=True),
@@ -75,7 +75,7 @@ EXAMPLES: list[Message] = [
     HandoffDone("ring-key", token=7),
     HandoffDone("", token=2**62, ask=True),
     Replica(
-        (HostCopy("a.test", (("http://a.test/", 0),), (-5,), MARK), HostCopy("b.test", (), ()))
+        (HostCopy("a.test", (("http://a.test/", 0, 0.0),), (-5,), MARK), HostCopy("b.test", (), ()))
     ),
     Replica((HostCopy("c.test", (), (1,)),), seq=9),
     ReplicaAck(9),
@@ -124,6 +124,10 @@ def test_the_reserved_error_kind_is_refused() -> None:
         (FrameType.URL_BATCH, {"id": 1, "urls": [["http://a.test/"]]}),
         (FrameType.URL_BATCH, {"id": 1, "urls": [["http://a.test/", -1]]}),
         (FrameType.URL_BATCH, {"id": 1, "urls": [[1, 2]]}),
+        (FrameType.URL_BATCH, {"id": 1, "urls": [["http://a.test/", 0, -1.0]]}),
+        (FrameType.URL_BATCH, {"id": 1, "urls": [["http://a.test/", 0, float("nan")]]}),
+        (FrameType.URL_BATCH, {"id": 1, "urls": [["http://a.test/", 0, "1"]]}),
+        (FrameType.URL_BATCH, {"id": 1, "urls": [["http://a.test/", 0, 1.0, 2]]}),
         (FrameType.URL_BATCH, {"id": 1, "urls": "nope"}),
         (FrameType.URL_BATCH, {"id": 1, "urls": [["u", 0]] * 10_001}),
         (FrameType.URL_BATCH, {"id": 1, "urls": [], "acks": ["1"]}),

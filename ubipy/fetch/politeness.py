@@ -21,7 +21,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ubipy.config import CrawlConfig
+from ubipy.config import CrawlConfig, CrawlOrder
+from ubipy.fetch import ranking
 from ubipy.fetch.robots import RobotsDecision, RobotsFetch, RobotsRules, retry_delay
 from ubipy.fetch.sitemaps import is_sitemap
 from ubipy.fetch.throttle import Pace, SlowHost, ThrottleRules
@@ -38,6 +39,8 @@ class Entry:
     depth: int
     # Requests already made for this entry that failed in a retryable way.
     attempt: int = 0
+    # Its priority under a ranked crawl order (ranking.py); 0 under the others.
+    score: float = 0.0
 
 
 class JobKind(enum.Enum):
@@ -104,6 +107,9 @@ class HostSlot:
     lookup_failures: int = 0
     # How the host answers (throttle.py), once it has: its delay follows it.
     pace: Pace | None = None
+    # Under a ranked order: score added to entries in ``queue`` since they were
+    # loaded (ranking.FIRST: a retry, which goes first).
+    credit: dict[int, float] = field(default_factory=dict)
 
     @property
     def has_work(self) -> bool:
@@ -125,6 +131,7 @@ class Scheduler:
         resolve: Callable[[str], bool] | None = None,
         ip_delay: float | None = None,
         throttle: ThrottleRules | None = None,
+        order: CrawlOrder = CrawlOrder.BFS,
     ) -> None:
         """``resolve``: which hosts are looked up before their first request (None:
         none); ``ip_delay``: the gap between two requests to one address (default:
@@ -154,6 +161,11 @@ class Scheduler:
         self._parked: list[HostSlot] = []
         self._tie = itertools.count()
         self.in_flight = 0
+        # Under an order other than bfs, hosts whose time has come wait here to be
+        # chosen by priority: (-priority, tie-breaker, slot).
+        self._order = order
+        self._ranked = order.ranked
+        self._ready: list[tuple[float, int, HostSlot]] = []
 
     @classmethod
     def of(
@@ -175,6 +187,7 @@ class Scheduler:
             throttle=ThrottleRules(
                 politeness.delay_factor, politeness.max_delay, politeness.backoff_base
             ),
+            order=config.bounds.order,
         )
 
     # -- filling ------------------------------------------------------------
@@ -189,11 +202,10 @@ class Scheduler:
         slot = self._slot(host)
         if slot.robots_state is HostRobots.GIVEN_UP:
             return False
-        if (
-            slot.on_disk == 0
-            and len(slot.queue) < self._window
-            and self.in_memory < self._max_in_memory
-        ):
+        room = len(slot.queue) < self._window and self.in_memory < self._max_in_memory
+        if self._ranked:
+            self._offer(slot, entry, room)
+        elif slot.on_disk == 0 and room:
             slot.queue.append(entry)
             self.in_memory += 1
             slot.last_seq = entry.seq
@@ -201,6 +213,39 @@ class Scheduler:
             slot.on_disk += 1
         self._arm(slot)
         return True
+
+    def _offer(self, slot: HostSlot, entry: Entry, room: bool) -> None:
+        """Under a ranked order a window holds the best entries it has seen: a new
+        one better than its worst takes that one's place (which stays on disk)."""
+        if room:
+            slot.queue.append(entry)
+            self.in_memory += 1
+            return
+        slot.on_disk += 1
+        at, low = ranking.worst(slot.queue, slot.credit)
+        if at >= 0 and entry.score > low:
+            slot.credit.pop(slot.queue[at].fp, None)
+            del slot.queue[at]
+            slot.queue.append(entry)
+
+    def credit(self, host: str, fp: int, amount: float) -> None:
+        """Add ``amount`` to a pending entry's score (a ranked order; the shard was
+        credited already): an entry in memory moves up at once, one on disk at its
+        window's next refill."""
+        slot = self._slots.get(host)
+        if slot is not None and self._ranked:
+            slot.credit[fp] = slot.credit.get(fp, 0.0) + amount
+
+    def rescore(self, scores: dict[int, float]) -> None:
+        """New scores for entries in memory (PageRank recomputed; the shard has them)."""
+        for slot in self._slots.values():
+            slot.queue = deque(
+                dataclasses.replace(e, score=scores[e.fp])
+                if e.fp in scores and slot.credit.get(e.fp) != ranking.FIRST
+                else e
+                for e in slot.queue
+            )
+            slot.credit = {fp: c for fp, c in slot.credit.items() if c == ranking.FIRST}
 
     def restore(self, host: str, pending: int) -> None:
         """Tell the scheduler a host has ``pending`` entries on disk (at start-up)."""
@@ -218,11 +263,25 @@ class Scheduler:
         """When the earliest armed host becomes ready, or None if none is."""
         return self._heap[0][0] if self._heap else None
 
+    def _next_due(self, now: float) -> HostSlot | None:
+        """The next host whose time has come: under bfs the one due first, under
+        another order the most urgent of all that are due."""
+        heap = self._heap
+        if self._order is CrawlOrder.BFS:
+            return heapq.heappop(heap)[2] if heap and heap[0][0] <= now else None
+        ready = self._ready
+        while heap and heap[0][0] <= now:
+            slot = heapq.heappop(heap)[2]
+            if slot.robots_state is HostRobots.KNOWN and not slot.queue:
+                self._refill(slot)
+            urgency = ranking.host_priority(self._order, slot.queue, slot.credit, slot.on_disk)
+            heapq.heappush(ready, (-urgency, next(self._tie), slot))
+        return heapq.heappop(ready)[2] if ready else None
+
     def next_job(self, now: float) -> Job | None:
         """The next request that may start at ``now``, if any."""
         heap = self._heap
-        while heap and heap[0][0] <= now:
-            _, _, slot = heapq.heappop(heap)
+        while (slot := self._next_due(now)) is not None:
             host = slot.host
             if self._slots.get(host) is not slot:
                 continue  # dropped while armed
@@ -316,6 +375,8 @@ class Scheduler:
         if not slot.queue:
             return None
         self.in_memory -= 1
+        if self._ranked:
+            return ranking.pop_best(slot.queue, slot.credit)
         return slot.queue.popleft()
 
     def _refill(self, slot: HostSlot) -> None:
@@ -323,7 +384,11 @@ class Scheduler:
             return
         # Over the memory budget a host still gets one entry, so it keeps moving.
         limit = self._window if self.in_memory < self._max_in_memory else 1
+        # A ranked order loads the host's best (its loader ignores the sequence);
+        # the credits are in the shard by now, so the loaded scores hold them.
         rows = self._loader(slot.host, slot.last_seq, limit)
+        if self._ranked:
+            slot.credit = {fp: c for fp, c in slot.credit.items() if c == ranking.FIRST}
         slot.queue.extend(rows)
         self.in_memory += len(rows)
         if rows:
@@ -397,6 +462,8 @@ class Scheduler:
         slot = self._slots[host]
         slot.queue.appendleft(dataclasses.replace(entry, attempt=entry.attempt + 1))
         self.in_memory += 1
+        if self._ranked:
+            slot.credit[entry.fp] = ranking.FIRST
         self.finished(host, now, wait=wait)
 
     def abandoned(self, host: str, entry: Entry | None, now: float) -> None:
@@ -409,6 +476,8 @@ class Scheduler:
         else:
             slot.queue.appendleft(entry)
             self.in_memory += 1
+            if self._ranked:
+                slot.credit[entry.fp] = ranking.FIRST
         self.finished(host, now)
 
     def restore_host(self, host: str, *, not_before: float, pages: int) -> None:
@@ -495,7 +564,7 @@ class Scheduler:
     # -- introspection ------------------------------------------------------
     def idle(self) -> bool:
         """Nothing queued, nothing waiting for its time, nothing in flight."""
-        return not self._heap and not self._parked and self.in_flight == 0
+        return not self._heap and not self._ready and not self._parked and self.in_flight == 0
 
     @property
     def hosts(self) -> int:

@@ -16,12 +16,16 @@ No trio here: the crawler says when a batch is written, and how its URLs are pla
 
 from __future__ import annotations
 
+import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ubipy.fetch import Entry, FetchResult
 from ubipy.store import FrontierRow, HostMark, Lastmod, NewURL, PageRecord, Shard
+
+log = logging.getLogger("ubipy.peer.crawler")  # the crawler's log, as before
 
 
 def page_record(
@@ -128,6 +132,21 @@ class Batch:
                 shard.save_lastmods(lastmods)
         return closed, new_rows, foreign
 
+    def report_closed(self) -> None:
+        """Log the hosts this batch gave up: one line a commit, however many hosts a
+        page's dead links gave up, counted by reason with the first five named."""
+        if not self.closed_hosts:
+            return
+        why = Counter(reason for _, reason in self.closed_hosts)
+        more = len(self.closed_hosts) - 5
+        log.warning(
+            "gave up %d host(s) (%s): %s%s",
+            len(self.closed_hosts),
+            "; ".join(f"{reason}: {n}" for reason, n in why.most_common()),
+            ", ".join(host for host, _ in self.closed_hosts[:5]),
+            f" and {more} more" if more > 0 else "",
+        )
+
     @property
     def settled(self) -> int:
         """Frontier entries this batch closes one by one (closed hosts' rows aside)."""
@@ -180,6 +199,15 @@ class Commits:
         """Answered pages not yet written, counting those being written."""
         writing = len(self._writing.answered) if self._writing is not None else 0
         return len(self._answered) + writing
+
+    def unsettled(self) -> set[int]:
+        """Fingerprints of frontier entries asked (or skipped) but not yet written as
+        closed: still pending on disk, and not to be loaded again."""
+        fps = {a.page.fp for a in self._answered} | {fp for fp, _ in self._skips}
+        if self._writing is not None:
+            fps.update(a.page.fp for a in self._writing.answered)
+            fps.update(fp for fp, _ in self._writing.skips)
+        return fps
 
     def __bool__(self) -> bool:
         """Whether anything waits to be written, or is being written."""

@@ -15,7 +15,6 @@ import functools
 import logging
 import math
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 import httpx2
@@ -49,6 +48,7 @@ from ubipy.fetch import (
 from ubipy.peer.commits import Commits, page_record
 from ubipy.peer.crawlstats import CrawlStats, SeedResult
 from ubipy.peer.discovery import candidates, seed_candidates
+from ubipy.peer.ordering import Ordering
 from ubipy.peer.resolving import ResolveStage
 from ubipy.peer.router import Router
 from ubipy.peer.sitemapping import Sitemapping
@@ -98,7 +98,10 @@ class Crawler:
             bloom_error_rate=config.store.bloom_error_rate,
         )
         wanted = None if resolver is None else resolver.wanted
-        self.scheduler = Scheduler.of(config, self._load_window, wanted)
+        # What request goes next (--order): the scheduler loads windows through it.
+        self._commits = Commits()
+        self.order = Ordering(config, shard, lambda: self.scheduler, self._commits.unsettled)
+        self.scheduler = Scheduler.of(config, self.order.load_window, wanted)
         roots = shard.get_meta(_SCOPE_META)
         self.scope = ScopeFilter.of(config.bounds, roots.split("\n") if roots else ())
         self._accept = MediaTypes(config.fetch.accept).allows
@@ -108,8 +111,6 @@ class Crawler:
         )
         keep = config.fetch.store_bodies
         self.sitemaps = Sitemapping(bounds, self._candidates, self.stats, keep_bodies=keep)
-        # What requests leave, until a commit writes it.
-        self._commits = Commits()
         # Set while the shard refuses writes; cleared by the first flush that works.
         self.storage_error: str | None = None
         self.storage_failing = trio.Event()
@@ -134,10 +135,6 @@ class Crawler:
         self._crashed = False
 
     # -- start-up -----------------------------------------------------------
-    def _load_window(self, host: str, after_seq: int, limit: int) -> list[Entry]:
-        rows = self._shard.pending_for_host(host, after_seq, limit)
-        return [Entry(r.fp, r.seq, r.url, r.depth) for r in rows]
-
     def _restore(self) -> None:
         loaded = self.admission.load()
         # A restarted peer owes each host the delay after the last run's last
@@ -177,7 +174,9 @@ class Crawler:
         """
         if self.storage_error is not None:
             raise StorageError(self.storage_error)
-        offered, found, refused = seed_candidates(urls, scope=self.scope, stats=self.stats)
+        offered, found, refused = seed_candidates(
+            urls, scope=self.scope, stats=self.stats, score=self.order.seed_score
+        )
         rows, foreign = self._durably(found, save_scope=True)
         return SeedResult(offered, len(rows), tuple(refused), len(foreign))
 
@@ -304,6 +303,7 @@ class Crawler:
         marks: Mapping[str, HostMark] | None = None,
     ) -> None:
         self._schedule(rows)
+        self.order.committed(self.admission.take_credits())
         if rows or done or marks:
             self.on_commit(rows, done, marks or {})
         if foreign and self.router is not None:
@@ -512,7 +512,7 @@ class Crawler:
             encoding=encoding,
             encoding_source=encoding_source,
         )
-        self._commits.answered(page, discovered)
+        self._commits.answered(page, self.order.scored(entry, discovered))
         if self._commits.pages_waiting >= self.config.store.commit_every_pages:
             self._flush_now.set()
 
@@ -557,18 +557,7 @@ class Crawler:
             log.warning("the shard takes writes again; crawling resumes")
             self.storage_error = None
             self.storage_failing = trio.Event()
-        if batch.closed_hosts:
-            # One line a commit, however many hosts a page's dead links gave up.
-            why = Counter(reason for _, reason in batch.closed_hosts)
-            hosts = ", ".join(host for host, _ in batch.closed_hosts[:5])
-            more = len(batch.closed_hosts) - 5
-            log.warning(
-                "gave up %d host(s) (%s): %s%s",
-                len(batch.closed_hosts),
-                "; ".join(f"{reason}: {n}" for reason, n in why.most_common()),
-                hosts,
-                f" and {more} more" if more > 0 else "",
-            )
+        batch.report_closed()
         self._pending -= batch.settled + closed
         self._committed(rows, foreign, batch.pages, batch.marks)
         return True
@@ -580,7 +569,7 @@ class Crawler:
         n = 0
         for r in rows:
             n += 1
-            if not self.scheduler.add(r.host, Entry(r.fp, r.seq, r.url, r.depth)):
+            if not self.scheduler.add(r.host, Entry(r.fp, r.seq, r.url, r.depth, score=r.score)):
                 self._commits.skip(r.fp, "robots.txt unreachable")
         self._pending += n
         if n:

@@ -56,12 +56,12 @@ def candidates(
 
 
 def seed_candidates(
-    urls: Iterable[str], *, scope: ScopeFilter, stats: CrawlStats
+    urls: Iterable[str], *, scope: ScopeFilter, stats: CrawlStats, score: float = 0.0
 ) -> tuple[int, list[NewURL], list[tuple[str, str]]]:
     """Seeds as URLs to admit at depth 0, each widening ``scope``: how many were
     offered, the candidates, and the refused ones with why. The URL filters apply to
     seeds as to links: a seed they drop is refused (and counted), with the reason,
-    and widens nothing."""
+    and widens nothing. ``score``: each seed's under the crawl order (OPIC's cash)."""
     offered = 0
     refused: list[tuple[str, str]] = []
     out: list[NewURL] = []
@@ -79,5 +79,5 @@ def seed_candidates(
             refused.append((raw, why.value))
             continue
         scope.add_seed(url)
-        out.append(NewURL(fingerprint(url), url, host_key(url), 0))
+        out.append(NewURL(fingerprint(url), url, host_key(url), 0, score))
     return offered, out, refused

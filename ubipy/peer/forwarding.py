@@ -62,7 +62,7 @@ class Forwarder:
         # Acknowledgements owed to the owner ride along (a lost frame loses them too:
         # the owner's batches are then re-sent and admitted again).
         acks = tuple(self._acks.take(batch.owner))
-        urls = tuple((u.url, u.depth) for u in batch.urls)
+        urls = tuple((u.url, u.depth, u.score) for u in batch.urls)
         await self._send(address, UrlBatch(batch.id, urls, acks))
 
     async def _ack_loop(self, nursery: trio.Nursery) -> None:

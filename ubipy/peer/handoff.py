@@ -351,7 +351,7 @@ class Handoff:
             last_mark = None if mark is None or i < chunks - 1 else mark_to_wire(mark)
             # Each try takes an id of its own (set by _deliver).
             frame = HandoffFrame(
-                0, host, tuple((u.url, u.depth) for u in chunk), chunk_done, last_mark
+                0, host, tuple((u.url, u.depth, u.score) for u in chunk), chunk_done, last_mark
             )
             if not await self._deliver(address, frame):
                 # Refused (the owner is leaving too, or its ring lags) or unanswered.

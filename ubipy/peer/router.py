@@ -106,7 +106,8 @@ class Router:
         for u in urls:
             if self._placement.owner(u.host) == self.self_id:
                 local.append(u)
-            elif u.fp in recent:
+            elif u.fp in recent and not u.score:
+                # A URL with a score (OPIC cash) goes again: its owner adds it up.
                 recent.move_to_end(u.fp)
                 self.stats.recent_skips += 1
             else:
@@ -227,7 +228,7 @@ def url_items(items: Iterable[WireURL], *, host: str | None = None) -> list[NewU
     authentic peer can still be a buggy one. URLs that do not normalise are dropped;
     with ``host``, every URL must belong to it (WireError otherwise)."""
     urls: list[NewURL] = []
-    for raw, depth in items:
+    for raw, depth, score in items:
         try:
             url = normalize(raw)
         except BadURL:
@@ -235,7 +236,7 @@ def url_items(items: Iterable[WireURL], *, host: str | None = None) -> list[NewU
         key = host_key(url)
         if host is not None and key != host:
             raise WireError(f"a URL of {key} among {host}'s")
-        urls.append(NewURL(fingerprint(url), url, key, depth))
+        urls.append(NewURL(fingerprint(url), url, key, depth, score))
     return urls
 
 

@@ -9,6 +9,7 @@ false positive costs one indexed lookup and never drops a URL.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,9 @@ class Admission:
             mode=ScalableBloomFilter.LARGE_SET_GROWTH,
         )
         self.stats = AdmissionStats()
+        # (host, fp, amount): scores added to URLs already known since the last
+        # :meth:`take_credits` (a ranked crawl order: the cash of a link found again).
+        self._credits: list[tuple[str, int, float]] = []
 
     def load(self) -> int:
         """Rebuild the Bloom filter from the shard's exact fingerprints."""
@@ -69,13 +73,19 @@ class Admission:
         maybe: dict[int, NewURL] = {}
         recent = self._recent
         bloom = self._bloom
+        credits: list[tuple[str, int, float]] = []
         for c in candidates:
             fp = c.fp
             if fp in recent:
                 recent.move_to_end(fp)
                 stats.recent_hits += 1
+                if c.score:
+                    credits.append((c.host, fp, c.score))
                 continue
             if fp in fresh or fp in maybe:
+                if c.score:
+                    same = fresh if fp in fresh else maybe
+                    same[fp] = dataclasses.replace(same[fp], score=same[fp].score + c.score)
                 continue
             if fp in bloom:
                 maybe[fp] = c
@@ -91,6 +101,11 @@ class Admission:
                     fresh[fp] = c
                 else:
                     self._remember(fp)
+                    if c.score:
+                        credits.append((c.host, fp, c.score))
+        if credits:
+            self._shard.credit((fp, amount) for _, fp, amount in credits)
+            self._credits.extend(credits)
         if not fresh:
             return []
         rows = self._shard.add_to_frontier(list(fresh.values()))
@@ -118,6 +133,13 @@ class Admission:
         exact-cache entry would drop a URL, so the cache is cleared.
         """
         self._recent.clear()
+        self._credits.clear()
+
+    def take_credits(self) -> list[tuple[str, int, float]]:
+        """(host, fp, amount) credited in the shard since the last call, for the
+        scheduler's windows: call once the transaction that wrote them commits."""
+        credits, self._credits = self._credits, []
+        return credits
 
     def _remember(self, fp: int) -> None:
         recent = self._recent

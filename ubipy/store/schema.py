@@ -9,7 +9,7 @@ import sqlite3
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SHARD_FILE = "shard.sqlite3"
 
 # Version 3: what sitemaps said of when each URL last changed (a W3C datetime, as
@@ -42,7 +42,8 @@ CREATE TABLE IF NOT EXISTS frontier (
     host   TEXT    NOT NULL,
     depth  INTEGER NOT NULL,
     state  INTEGER NOT NULL DEFAULT 0,
-    reason TEXT
+    reason TEXT,
+    score  REAL    NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS frontier_pending ON frontier (host, seq) WHERE state = 0;
 CREATE TABLE IF NOT EXISTS pages (
@@ -68,7 +69,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     fp    INTEGER PRIMARY KEY,
     url   TEXT    NOT NULL,
     host  TEXT    NOT NULL,
-    depth INTEGER NOT NULL
+    depth INTEGER NOT NULL,
+    score REAL    NOT NULL DEFAULT 0
 );
 -- Copies of another peer's frontier and history, kept for when it dies.
 CREATE TABLE IF NOT EXISTS replica (
@@ -111,7 +113,17 @@ MIGRATIONS: dict[int, str] = {
     "ALTER TABLE pages ADD COLUMN encoding_source TEXT;",
     # 2 -> 3: the sitemaps' lastmod dates.
     2: _LASTMOD,
+    # 3 -> 4: a pending URL's priority under a crawl order other than breadth-first
+    # (its OPIC cash, its partial PageRank), kept with the URL while it waits to be sent.
+    3: "ALTER TABLE frontier ADD COLUMN score REAL NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE outbox ADD COLUMN score REAL NOT NULL DEFAULT 0;",
 }
+
+# The order --order other than bfs takes a host's pending URLs in: made only when
+# such an order is asked for, so a breadth-first crawl does not keep it up to date.
+RANK_INDEX = (
+    "CREATE INDEX IF NOT EXISTS frontier_rank ON frontier (host, score DESC, seq) WHERE state = 0"
+)
 
 
 def migrate(conn: sqlite3.Connection, version: int) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ubipy.errors import ShardError, StorageError
-from ubipy.store.schema import SCHEMA, migrate
+from ubipy.store.schema import RANK_INDEX, SCHEMA, migrate
 from ubipy.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from ubipy.store.schema import SHARD_FILE as SHARD_FILE
 
@@ -43,6 +43,8 @@ class FrontierRow:
     url: str
     host: str
     depth: int
+    # Its priority under a crawl order other than breadth-first (0 under bfs).
+    score: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,9 @@ class NewURL:
     url: str
     host: str
     depth: int
+    # What the page that linked it gives it under the crawl order (OPIC cash); a
+    # URL already known gets it added to its score (see Shard.credit).
+    score: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,17 +215,51 @@ class Shard:
         """Insert new URLs into ``seen`` and the frontier; returns their rows."""
         rows: list[FrontierRow] = []
         for u in urls:
-            rows.append(FrontierRow(u.fp, self._next_seq, u.url, u.host, u.depth))
+            rows.append(FrontierRow(u.fp, self._next_seq, u.url, u.host, u.depth, u.score))
             self._next_seq += 1
         with self.transaction():
             self._conn.executemany(
                 "INSERT OR IGNORE INTO seen (fp) VALUES (?)", [(r.fp,) for r in rows]
             )
             self._conn.executemany(
-                "INSERT OR IGNORE INTO frontier (fp, seq, url, host, depth) VALUES (?, ?, ?, ?, ?)",
-                [(r.fp, r.seq, r.url, r.host, r.depth) for r in rows],
+                "INSERT OR IGNORE INTO frontier (fp, seq, url, host, depth, score) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(r.fp, r.seq, r.url, r.host, r.depth, r.score) for r in rows],
             )
         return rows
+
+    def credit(self, items: Iterable[tuple[int, float]]) -> None:
+        """Add to the score of URLs still pending (a link found again brings its cash)."""
+        with self.transaction():
+            self._conn.executemany(
+                "UPDATE frontier SET score = score + ? WHERE fp = ? AND state = 0",
+                [(amount, fp) for fp, amount in items],
+            )
+
+    def rescore(self, scores: Mapping[int, float]) -> None:
+        """Set the score of URLs still pending (PageRank recomputed)."""
+        with self.transaction():
+            self._conn.executemany(
+                "UPDATE frontier SET score = ? WHERE fp = ? AND state = 0",
+                [(score, fp) for fp, score in scores.items()],
+            )
+
+    def rank_pending(self) -> None:
+        """Keep an index of pending URLs by score, for :meth:`best_for_host`."""
+        with self.transaction():
+            self._conn.execute(RANK_INDEX)
+
+    def best_for_host(self, host: str, limit: int) -> list[FrontierRow]:
+        """A host's pending URLs, highest score first (oldest first among equals)."""
+        cur = self._conn.execute(
+            "SELECT fp, seq, url, host, depth, score FROM frontier "
+            "WHERE host = ? AND state = 0 ORDER BY score DESC, seq LIMIT ?",
+            (host, limit),
+        )
+        return [
+            FrontierRow(int(a), int(b), str(c), str(d), int(e), float(f))
+            for a, b, c, d, e, f in cur
+        ]
 
     def pending_hosts(self) -> list[tuple[str, int]]:
         """Every host with pending frontier entries and how many it has."""
@@ -274,8 +313,8 @@ class Shard:
     def outbox_add(self, urls: Sequence[NewURL]) -> None:
         with self.transaction():
             self._conn.executemany(
-                "INSERT OR IGNORE INTO outbox (fp, url, host, depth) VALUES (?, ?, ?, ?)",
-                [(u.fp, u.url, u.host, u.depth) for u in urls],
+                "INSERT OR IGNORE INTO outbox (fp, url, host, depth, score) VALUES (?, ?, ?, ?, ?)",
+                [(u.fp, u.url, u.host, u.depth, u.score) for u in urls],
             )
 
     def outbox_remove(self, fps: Sequence[int]) -> None:
@@ -283,8 +322,8 @@ class Shard:
             self._conn.executemany("DELETE FROM outbox WHERE fp = ?", [(fp,) for fp in fps])
 
     def outbox(self) -> list[NewURL]:
-        cur = self._conn.execute("SELECT fp, url, host, depth FROM outbox ORDER BY rowid")
-        return [NewURL(int(a), str(b), str(c), int(d)) for a, b, c, d in cur]
+        cur = self._conn.execute("SELECT fp, url, host, depth, score FROM outbox ORDER BY rowid")
+        return [NewURL(int(a), str(b), str(c), int(d), float(e)) for a, b, c, d, e in cur]
 
     # -- hand-off -----------------------------------------------------------
     def held_hosts(self) -> list[str]:
@@ -297,11 +336,12 @@ class Shard:
         pending: list[NewURL] = []
         done: list[int] = []
         cur = self._conn.execute(
-            "SELECT fp, url, depth, state FROM frontier WHERE host = ? ORDER BY seq", (host,)
+            "SELECT fp, url, depth, state, score FROM frontier WHERE host = ? ORDER BY seq",
+            (host,),
         )
-        for fp, url, depth, state in cur:
+        for fp, url, depth, state, score in cur:
             if state == FrontierState.PENDING:
-                pending.append(NewURL(int(fp), str(url), host, int(depth)))
+                pending.append(NewURL(int(fp), str(url), host, int(depth), float(score)))
             else:
                 done.append(int(fp))
         return pending, done, self.host_mark(host)

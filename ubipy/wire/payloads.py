@@ -29,8 +29,10 @@ MAX_MARK_DELAY: Final = 86_400.0
 MAX_FIELDS: Final = 100
 _MAX_ID = 2**63
 
-#: ``(url, depth)`` as it travels: the URL not yet normalised by the receiver.
-WireURL: TypeAlias = tuple[str, int]
+#: ``(url, depth, score)`` as it travels: the URL not yet normalised by the receiver,
+#: and what the page that linked it gives it under a ranked crawl order (OPIC cash;
+#: sent as ``[url, depth]`` when 0).
+WireURL: TypeAlias = tuple[str, int, float]
 Scalar: TypeAlias = int | float | str | bool | None
 
 
@@ -92,10 +94,13 @@ def _strings(obj: object, what: str, limit: int | None = MAX_ITEMS) -> tuple[str
 def _urls(obj: object, what: str) -> tuple[WireURL, ...]:
     urls = []
     for item in _list(obj, what):
-        pair = _list(item, f"a URL in {what}", 2)
-        if len(pair) != 2:
-            raise WireError(f"a URL in {what} is [url, depth]")
-        urls.append((_str(pair[0], "a URL"), _int(pair[1], "a depth", 0, MAX_DEPTH + 1)))
+        pair = _list(item, f"a URL in {what}", 3)
+        if len(pair) not in (2, 3):
+            raise WireError(f"a URL in {what} is [url, depth] or [url, depth, score]")
+        score = 0.0 if len(pair) == 2 else _finite(pair[2], "a URL's score")
+        if score < 0:
+            raise WireError(f"a URL's score in {what} is negative")
+        urls.append((_str(pair[0], "a URL"), _int(pair[1], "a depth", 0, MAX_DEPTH + 1), score))
     return tuple(urls)
 
 
@@ -110,7 +115,7 @@ def _flat(obj: object, what: str) -> dict[str, Scalar]:
 
 
 def _urls_to_wire(urls: tuple[WireURL, ...]) -> list[list[object]]:
-    return [[url, depth] for url, depth in urls]
+    return [[url, depth, score] if score else [url, depth] for url, depth, score in urls]
 
 
 # --------------------------------------------------------------------------- parts

@@ -1,0 +1,180 @@
+"""Crawl order in the politeness scheduler (--order), driven by hand with explicit times:
+which ready host goes next and which of its URLs, never at politeness's expense."""
+
+from __future__ import annotations
+
+import random
+import zlib
+
+import pytest
+
+from ubipy.config import CrawlOrder
+from ubipy.fetch.politeness import Entry, JobKind, Scheduler
+
+
+def _entry(host: str, n: int, score: float = 0.0) -> Entry:
+    return Entry(
+        fp=zlib.crc32(f"{host}/{n}".encode()),
+        seq=n,
+        url=f"http://{host}/p{n}",
+        depth=1,
+        score=score,
+    )
+
+
+class Disk:
+    """The shard's frontier as the scheduler's loader sees it: pending entries by host,
+    the best first under a ranked order."""
+
+    def __init__(self, order: CrawlOrder) -> None:
+        self.order = order
+        self.rows: dict[str, list[Entry]] = {}
+
+    def put(self, host: str, entry: Entry) -> Entry:
+        self.rows.setdefault(host, []).append(entry)
+        return entry
+
+    def done(self, entry: Entry) -> None:
+        host = entry.url.split("/")[2]
+        self.rows[host] = [e for e in self.rows[host] if e.fp != entry.fp]
+
+    def load(self, host: str, after: int, limit: int) -> list[Entry]:
+        rows = self.rows.get(host, [])
+        if self.order.ranked:
+            return sorted(rows, key=lambda e: (-e.score, e.seq))[:limit]
+        return [e for e in rows if e.seq > after][:limit]
+
+
+def _scheduler(order: CrawlOrder, disk: Disk, *, window: int = 64, delay: float = 1.0) -> Scheduler:
+    return Scheduler(delay=delay, window=window, loader=disk.load, order=order)
+
+
+def _robots(s: Scheduler, now: float, hosts: int) -> None:
+    """Answer every host's robots.txt (allow all)."""
+    for _ in range(hosts):
+        job = s.next_job(now)
+        assert job is not None and job.kind is JobKind.ROBOTS
+        s.robots_answer(job.host, now, status=404, location=None, body=b"")
+
+
+def _drain(
+    s: Scheduler, disk: Disk, start: float, *, limit: int = 10_000
+) -> list[tuple[float, str]]:
+    """Fetch everything, one request at a time over all hosts; (time, url) in order."""
+    out: list[tuple[float, str]] = []
+    now = start
+    for _ in range(limit):
+        job = s.next_job(now)
+        if job is None:
+            wake = s.next_wakeup()
+            if wake is None:
+                return out
+            now = max(now, wake)
+            continue
+        assert job.entry is not None
+        out.append((now, job.url))
+        disk.done(job.entry)
+        now += 0.01
+        s.finished(job.host, now)
+    raise AssertionError("did not finish")
+
+
+def test_a_ranked_order_takes_a_hosts_best_url_first_oldest_among_equals() -> None:
+    disk = Disk(CrawlOrder.OPIC)
+    s = _scheduler(CrawlOrder.OPIC, disk)
+    for n, score in enumerate([0.5, 2.0, 1.0, 2.0, 0.1]):
+        s.add("a.test", disk.put("a.test", _entry("a.test", n, score)))
+    _robots(s, 0.0, 1)
+    urls = [u for _, u in _drain(s, disk, 1.0)]
+    assert urls == [f"http://a.test/p{n}" for n in (1, 3, 2, 0, 4)]
+
+
+def test_bfs_keeps_admission_order_whatever_the_scores() -> None:
+    disk = Disk(CrawlOrder.BFS)
+    s = _scheduler(CrawlOrder.BFS, disk)
+    for n, score in enumerate([0.5, 2.0, 1.0]):
+        s.add("a.test", disk.put("a.test", _entry("a.test", n, score)))
+    _robots(s, 0.0, 1)
+    assert [u for _, u in _drain(s, disk, 1.0)] == [f"http://a.test/p{n}" for n in range(3)]
+
+
+def test_among_ready_hosts_the_one_holding_the_richest_url_goes_first() -> None:
+    disk = Disk(CrawlOrder.OPIC)
+    s = _scheduler(CrawlOrder.OPIC, disk)
+    for host, score in [("a.test", 1.0), ("b.test", 5.0), ("c.test", 3.0)]:
+        s.add(host, disk.put(host, _entry(host, 0, score)))
+    _robots(s, 0.0, 3)
+    # All three are ready at 1.0 (the delay after robots.txt): by cash, not by arrival.
+    hosts = [s.next_job(1.0) for _ in range(3)]
+    assert [j.host for j in hosts if j is not None] == ["b.test", "c.test", "a.test"]
+
+
+def test_big_site_first_takes_the_host_with_most_waiting() -> None:
+    disk = Disk(CrawlOrder.BIG_SITE_FIRST)
+    s = _scheduler(CrawlOrder.BIG_SITE_FIRST, disk, window=2)
+    for host, n in [("small.test", 1), ("big.test", 5), ("mid.test", 3)]:
+        for i in range(n):
+            s.add(host, disk.put(host, _entry(host, i)))
+    _robots(s, 0.0, 3)
+    jobs = [s.next_job(1.0) for _ in range(3)]
+    assert [j.host for j in jobs if j is not None] == ["big.test", "mid.test", "small.test"]
+    # Within a host: oldest first.
+    assert jobs[0] is not None and jobs[0].url == "http://big.test/p0"
+
+
+def test_a_credit_moves_a_url_in_memory_up_at_once() -> None:
+    disk = Disk(CrawlOrder.OPIC)
+    s = _scheduler(CrawlOrder.OPIC, disk)
+    entries = [disk.put("a.test", _entry("a.test", n, 1.0)) for n in range(3)]
+    for e in entries:
+        s.add("a.test", e)
+    _robots(s, 0.0, 1)
+    s.credit("a.test", entries[2].fp, 0.5)
+    job = s.next_job(1.0)
+    assert job is not None and job.url == "http://a.test/p2"
+    # Its score now holds the credit: its links share 1.5.
+    assert job.entry is not None and job.entry.score == pytest.approx(1.5)
+
+
+def test_a_full_window_keeps_the_best_and_a_retry_goes_first() -> None:
+    disk = Disk(CrawlOrder.OPIC)
+    s = _scheduler(CrawlOrder.OPIC, disk, window=2)
+    for n, score in enumerate([1.0, 2.0, 3.0, 0.5]):
+        s.add("a.test", disk.put("a.test", _entry("a.test", n, score)))
+    _robots(s, 0.0, 1)
+    job = s.next_job(1.0)
+    # p2 (3.0) came when the window held p0 and p1: it took p0's place.
+    assert job is not None and job.entry is not None and job.url == "http://a.test/p2"
+    s.retry("a.test", job.entry, 1.1, wait=5.0)
+    assert s.next_job(2.2) is None  # the retry's wait holds the host
+    again = s.next_job(6.1)
+    assert again is not None and again.url == "http://a.test/p2"
+    disk.done(again.entry)  # type: ignore[arg-type]
+    s.finished("a.test", 6.2)
+    rest = [u for _, u in _drain(s, disk, 7.2)]
+    assert rest == ["http://a.test/p1", "http://a.test/p0", "http://a.test/p3"]
+
+
+@pytest.mark.parametrize("order", list(CrawlOrder))
+@pytest.mark.parametrize("seed", range(5))
+def test_every_order_fetches_everything_once_with_the_delay(order: CrawlOrder, seed: int) -> None:
+    rng = random.Random(seed)
+    disk = Disk(order)
+    s = _scheduler(order, disk, window=4, delay=0.5)
+    hosts = [f"h{i}.test" for i in range(6)]
+    admitted = []
+    for n in range(120):
+        host = rng.choice(hosts)
+        entry = disk.put(host, _entry(host, n, rng.random()))
+        admitted.append(entry.url)
+        s.add(host, entry)
+    _robots(s, 0.0, len(hosts))
+    fetched = _drain(s, disk, 0.5)
+    assert sorted(u for _, u in fetched) == sorted(admitted)
+    last: dict[str, float] = {}
+    for at, url in fetched:
+        host = url.split("/")[2]
+        if host in last:
+            assert at - last[host] >= 0.5 - 1e-9  # 0.01 s in flight, then the delay
+        last[host] = at + 0.01
+    assert s.idle()

@@ -1,0 +1,148 @@
+"""The crawl order's part in a peer's crawl loop (``--order``; the scheduler's part is
+:mod:`ubipy.fetch.ranking`; docs/order.md says what each order does and costs).
+
+* Loading a host's window from the shard: oldest first, or best first under a ranked
+  order (what was asked and is not yet written as done is left out: it is still
+  pending on disk).
+* OPIC (Abiteboul, Preda and Cobena, 2003): seeds start with 1 of cash; a fetched
+  page's cash is split evenly over the links it holds, found again or new, here or
+  on another peer (the cash travels with the URL in the batch, and an owner adds up
+  what arrives for a URL it knows), so a URL's priority does not depend on which peer
+  found its links.
+* Partial PageRank (Cho, Garcia-Molina and Page, 1998): every ``pagerank_every``
+  pages this peer computes PageRank over the graph it knows (the links of the pages
+  it fetched; the pages waiting are dangling), warm-started from the last one, and
+  gives its pending URLs their rank; between two computations, and for the links
+  other peers find, a URL gets cash as under OPIC.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from array import array
+from collections.abc import Callable, Sequence
+
+from ubipy.config import CrawlConfig, CrawlOrder
+from ubipy.fetch import Entry, Scheduler
+from ubipy.store import NewURL, Shard
+
+__all__ = ["Ordering", "pagerank"]
+
+log = logging.getLogger(__name__)
+
+DAMPING = 0.85
+# A recomputation starts from the last ranks, so a few rounds suffice.
+ROUNDS = 20
+
+
+def pagerank(
+    links: dict[int, array[int]], start: dict[int, float] | None = None, rounds: int = ROUNDS
+) -> dict[int, float]:
+    """PageRank over ``links`` (page -> the pages it links to), scaled so that the
+    average page holds 1; pages with no known links (those not fetched) are dangling
+    and spread their rank evenly, as in the Brin and Page formulation."""
+    index: dict[int, int] = {}
+    for source, targets in links.items():
+        index.setdefault(source, len(index))
+        for t in targets:
+            index.setdefault(t, len(index))
+    n = len(index)
+    if n == 0:
+        return {}
+    out = [(index[s], [index[t] for t in targets]) for s, targets in links.items() if targets]
+    linked = {i for i, _ in out}
+    dangling = [i for i in range(n) if i not in linked]
+    rank = [1.0] * n
+    if start:
+        for fp, i in index.items():
+            rank[i] = start.get(fp, 1.0)
+    for _ in range(rounds):
+        spread = (1 - DAMPING) + DAMPING * sum(rank[i] for i in dangling) / n
+        new = [spread] * n
+        for i, to in out:
+            share = DAMPING * rank[i] / len(to)
+            for t in to:
+                new[t] += share
+        rank = new
+    return {fp: rank[i] for fp, i in index.items()}
+
+
+class Ordering:
+    """What the crawl loop asks of the order: a host's window, its seeds' and links'
+    scores, and what a commit changed."""
+
+    def __init__(
+        self,
+        config: CrawlConfig,
+        shard: Shard,
+        scheduler: Callable[[], Scheduler],
+        unsettled: Callable[[], set[int]],
+    ) -> None:
+        self.order = config.bounds.order
+        self._every = config.bounds.pagerank_every
+        self._shard = shard
+        self._scheduler = scheduler
+        self._unsettled = unsettled
+        self._links: dict[int, array[int]] = {}
+        self._ranks: dict[int, float] = {}
+        self._since_rank = 0
+        # Partial PageRank's cost: computations and the CPU seconds they took.
+        self.rank_runs = 0
+        self.rank_seconds = 0.0
+        if self.order.ranked:
+            shard.rank_pending()
+
+    def load_window(self, host: str, after_seq: int, limit: int) -> list[Entry]:
+        """Up to ``limit`` of a host's pending entries: the next ones in admission
+        order after ``after_seq``, or, under a ranked order, its best."""
+        if not self.order.ranked:
+            rows = self._shard.pending_for_host(host, after_seq, limit)
+        else:
+            # Fewer than ``limit`` must mean the disk holds no more (the scheduler
+            # counts on it): ask for as many more as may be left out.
+            asked = self._unsettled()
+            best = self._shard.best_for_host(host, limit + len(asked))
+            rows = [r for r in best if r.fp not in asked][:limit]
+        return [Entry(r.fp, r.seq, r.url, r.depth, score=r.score) for r in rows]
+
+    @property
+    def seed_score(self) -> float:
+        """A seed's score: OPIC's initial cash, under a ranked order."""
+        return 1.0 if self.order.ranked else 0.0
+
+    def scored(self, entry: Entry, found: Sequence[NewURL]) -> Sequence[NewURL]:
+        """The links of a page just fetched, with their share of its score."""
+        if not self.order.ranked or not found:
+            return found
+        if self.order is CrawlOrder.PAGERANK:
+            self._links[entry.fp] = array("q", (u.fp for u in found))
+            self._since_rank += 1
+        share = entry.score / len(found)
+        return [dataclasses.replace(u, score=share) for u in found]
+
+    def committed(self, credits: Sequence[tuple[str, int, float]]) -> None:
+        """A commit is on disk: the scores it credited reach the windows, and partial
+        PageRank is recomputed when its time has come."""
+        scheduler = self._scheduler()
+        for host, fp, amount in credits:
+            scheduler.credit(host, fp, amount)
+        if self.order is CrawlOrder.PAGERANK and self._since_rank >= self._every:
+            self._rerank(scheduler)
+
+    def _rerank(self, scheduler: Scheduler) -> None:
+        started = time.process_time()
+        self._since_rank = 0
+        self._ranks = pagerank(self._links, self._ranks)
+        pending = {fp: r for fp, r in self._ranks.items() if fp not in self._links}
+        self._shard.rescore(pending)
+        scheduler.rescore(pending)
+        self.rank_runs += 1
+        self.rank_seconds += time.process_time() - started
+        log.debug(
+            "PageRank over %d pages (%d fetched) in %.2f s",
+            len(self._ranks),
+            len(self._links),
+            time.process_time() - started,
+        )
