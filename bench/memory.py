@@ -58,9 +58,10 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     import httpx2
     import trio
 
-    from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig, Scope
+    from ubipy.config import BoundsConfig, CrawlConfig, CrawlOrder, PolitenessConfig, Scope
+    from ubipy.fetch import Entry
     from ubipy.peer import Crawler
-    from ubipy.store import Shard
+    from ubipy.store import NewURL, Shard
 
     data = Path(args.dir)
     figures: dict[str, Any] = {}
@@ -68,7 +69,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     async def grow() -> None:
         config = CrawlConfig(
             data_dir=data,
-            bounds=BoundsConfig(scope=Scope.ANY),
+            bounds=BoundsConfig(scope=Scope.ANY, order=CrawlOrder(args.order)),
             politeness=PolitenessConfig(delay=0.0),
         )
         if args.window is not None:
@@ -90,13 +91,15 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         for first in range(0, n, group):
             batch = range(first, min(first + group, n))
             # One page's links at a time, as the committer gathers them.
-            candidates = []
+            candidates: list[NewURL] = []
             for page_start in range(batch.start, batch.stop, per_page):
                 links = [
                     f"http://host{k % hosts}.example/path/{k // hosts}"
                     for k in range(page_start, min(page_start + per_page, batch.stop))
                 ]
-                candidates.extend(crawler._candidates(links, None, 1))
+                # Under a ranked order each page hands its links a share of its score.
+                page = Entry(page_start, page_start, "", 0, score=1.0)
+                candidates.extend(crawler.order.scored(page, crawler._candidates(links, None, 1)))
             with shard.transaction():
                 rows = crawler._admit(candidates)
             crawler._schedule(rows)
@@ -180,6 +183,7 @@ def report(args: argparse.Namespace, f: dict[str, Any]) -> str:
         "reproduce: python bench/memory.py "
         f"--urls {args.urls} --hosts {args.hosts} --links {args.links}"
         + (f" --window {args.window}" if args.window is not None else "")
+        + (f" --order {args.order}" if args.order != "bfs" else "")
         + (" --tracemalloc" if args.tracemalloc else ""),
     ]
     return "\n".join(lines)
@@ -194,6 +198,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--tracemalloc", action="store_true", help="top 10 allocations (much slower; RSS grows)"
     )
+    p.add_argument("--order", default="bfs", help="the crawl order (--order)")
     p.add_argument("--keep", type=Path, default=None, help="keep the shard here")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -227,6 +232,8 @@ def main(argv: list[str] | None = None) -> None:
         "--links",
         str(args.links),
         *(["--window", str(args.window)] if args.window is not None else []),
+        "--order",
+        args.order,
         *(["--tracemalloc"] if args.tracemalloc else []),
     ]
     try:

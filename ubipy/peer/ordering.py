@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from array import array
@@ -120,7 +119,7 @@ class Ordering:
             self._links[entry.fp] = array("q", (u.fp for u in found))
             self._since_rank += 1
         share = entry.score / len(found)
-        return [dataclasses.replace(u, score=share) for u in found]
+        return [NewURL(u.fp, u.url, u.host, u.depth, share) for u in found]
 
     def committed(self, credits: Sequence[tuple[str, int, float]]) -> None:
         """A commit is on disk: the scores it credited reach the windows, and partial
