@@ -9,7 +9,7 @@ import pytest
 
 from ubipy.config import FetchConfig
 from ubipy.fetch.client import make_client
-from ubipy.fetch.fetcher import FetchOutcome, fetch
+from ubipy.fetch.fetcher import FetchOutcome, Validators, fetch
 
 
 def _client(handler: object) -> httpx2.AsyncClient:
@@ -118,3 +118,26 @@ async def test_non_html_is_not_parsed() -> None:
     async with _client(handler) as client:
         r = await fetch(client, "http://a.test/x.pdf", max_bytes=1000)
     assert r.status == 200 and not r.is_html
+
+
+async def test_a_conditional_get_sends_the_copys_validators_and_reads_a_304() -> None:
+    seen: list[httpx2.Headers] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.headers)
+        if request.headers.get("if-none-match") == '"v1"':
+            return httpx2.Response(304, headers={"etag": '"v1"'})
+        return httpx2.Response(200, headers={"etag": '"v2"'}, content=b"<p>new</p>")
+
+    copy = Validators('"v1"', "Sun, 29 Nov 2026 10:00:00 GMT")
+    async with _client(handler) as client:
+        same = await fetch(client, "http://a.test/", max_bytes=1000, validators=copy)
+        changed = await fetch(
+            client, "http://a.test/", max_bytes=1000, validators=Validators('"v0"', None)
+        )
+        plain = await fetch(client, "http://a.test/", max_bytes=1000)
+    assert same.not_modified and same.ok and same.body == b"" and same.etag == '"v1"'
+    assert seen[0]["if-modified-since"] == "Sun, 29 Nov 2026 10:00:00 GMT"
+    assert not changed.not_modified and changed.body == b"<p>new</p>"
+    assert "if-modified-since" not in seen[1]
+    assert "if-none-match" not in seen[2] and "if-modified-since" not in seen[2]

@@ -6,7 +6,14 @@ fingerprints, scope rules, URL and type filters, seed files and sitemaps.
 from ubipy.fetch.client import make_client
 from ubipy.fetch.dns import DnsFailure, Lookup, Resolver, is_public
 from ubipy.fetch.encoding import EncodingSource, sniff
-from ubipy.fetch.fetcher import FetchOutcome, FetchResult, failed, fetch, processing_failed
+from ubipy.fetch.fetcher import (
+    FetchOutcome,
+    FetchResult,
+    Validators,
+    failed,
+    fetch,
+    processing_failed,
+)
 from ubipy.fetch.filters import Filtered, MediaTypes, UrlFilter, type_family
 from ubipy.fetch.parse import content_digest, parse_html
 from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
@@ -52,6 +59,7 @@ __all__ = [
     "ScopeFilter",
     "SitemapKind",
     "UrlFilter",
+    "Validators",
     "asked_wait",
     "content_digest",
     "failed",

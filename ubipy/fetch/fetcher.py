@@ -83,8 +83,31 @@ class FetchResult:
         )
 
     @property
+    def not_modified(self) -> bool:
+        """A 304: the copy asked about with validators is still the page."""
+        return self.status == 304
+
+    @property
     def is_redirect(self) -> bool:
         return self.status is not None and 300 <= self.status < 400 and bool(self.location)
+
+
+@dataclass(frozen=True, slots=True)
+class Validators:
+    """What a stored copy of a page was served with, to ask whether it changed."""
+
+    etag: str | None
+    last_modified: str | None
+
+    def headers(self) -> dict[str, str]:
+        """RFC 9110's conditional request headers: If-None-Match wins where both are
+        sent, so a server that knows ETags is asked by ETag."""
+        out = {}
+        if self.etag:
+            out["If-None-Match"] = self.etag
+        if self.last_modified:
+            out["If-Modified-Since"] = self.last_modified
+        return out
 
 
 def _split_content_type(value: str | None) -> tuple[str | None, str | None]:
@@ -105,12 +128,16 @@ async def fetch(
     *,
     max_bytes: int,
     accept: Callable[[str | None], bool] | None = None,
+    validators: Validators | None = None,
 ) -> FetchResult:
     """GET ``url``; keep at most ``max_bytes`` of the (decoded) body. With ``accept``,
-    the body of a successful answer whose media type it refuses is not read."""
+    the body of a successful answer whose media type it refuses is not read. With
+    ``validators`` (a copy's ETag and Last-Modified), the GET is conditional: a page
+    that did not change answers 304 with no body."""
     start = trio.current_time()
+    headers = None if validators is None else validators.headers()
     try:
-        async with client.stream("GET", url) as response:
+        async with client.stream("GET", url, headers=headers) as response:
             latency = trio.current_time() - start
             ctype, _ = _split_content_type(response.headers.get("content-type"))
             if accept is not None and 200 <= response.status_code < 300 and not accept(ctype):
