@@ -13,107 +13,20 @@ No I/O and no clock: the caller passes ``now`` in and performs the requests.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import heapq
 import itertools
-import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from ubipy.config import CrawlConfig, CrawlOrder
 from ubipy.fetch import ranking
-from ubipy.fetch.robots import RobotsDecision, RobotsFetch, RobotsRules, retry_delay
+from ubipy.fetch.robots import RobotsDecision, RobotsFetch, retry_delay
 from ubipy.fetch.sitemaps import is_sitemap
+from ubipy.fetch.slots import Entry, HostRobots, HostSlot, IpSlot, Job, JobKind, Loader
 from ubipy.fetch.throttle import Pace, SlowHost, ThrottleRules
 from ubipy.fetch.urls import robots_url
 
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """A frontier entry as the scheduler sees it."""
-
-    fp: int
-    seq: int
-    url: str
-    depth: int
-    # Requests already made for this entry that failed in a retryable way.
-    attempt: int = 0
-    # Its priority under a ranked crawl order (ranking.py); 0 under the others.
-    score: float = 0.0
-
-
-class JobKind(enum.Enum):
-    # Not a request to the host: look its name up (the crawler's DNS stage).
-    RESOLVE = "resolve"
-    ROBOTS = "robots"
-    PAGE = "page"
-    # A page entry at a sitemap's depth (see ubipy.fetch.sitemaps): a request like a
-    # page's, in the same slot (delay, robots.txt, budget, retries), read as a sitemap.
-    SITEMAP = "sitemap"
-    # Not a request: the entry is closed at once (robots.txt, the host's budget).
-    SKIP = "skip"
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    kind: JobKind
-    host: str
-    url: str
-    entry: Entry | None = None
-    reason: str = ""
-
-
-class HostRobots(enum.Enum):
-    UNKNOWN = "unknown"
-    KNOWN = "known"
-    GIVEN_UP = "given-up"
-
-
-Loader = Callable[[str, int, int], list[Entry]]
-
-
-@dataclass(slots=True)
-class IpSlot:
-    """One address's politeness: one request in flight, a delay between two."""
-
-    in_flight: bool = False
-    next_allowed: float = 0.0
-    # Hosts that came up while a request to the address was in flight.
-    waiting: list[HostSlot] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class HostSlot:
-    host: str
-    delay: float
-    queue: deque[Entry] = field(default_factory=deque)
-    on_disk: int = 0
-    last_seq: int = 0
-    in_flight: bool = False
-    next_allowed: float = 0.0
-    armed: bool = False
-    robots_state: HostRobots = HostRobots.UNKNOWN
-    robots: RobotsRules | None = None
-    robots_fetch: RobotsFetch | None = None
-    robots_attempts: int = 0
-    # Page requests made (robots.txt and retries not counted): the host's budget.
-    pages: int = 0
-    # The address requests go to, the per-IP rule's key (None: not looked up, or
-    # no DNS stage for this host), until when that answer holds, lookups failed in
-    # a row.
-    address: str | None = None
-    resolved_until: float = -math.inf
-    lookup_failures: int = 0
-    # How the host answers (throttle.py), once it has: its delay follows it.
-    pace: Pace | None = None
-    # Under a ranked order: score added to entries in ``queue`` since they were
-    # loaded (ranking.FIRST: a retry, which goes first).
-    credit: dict[int, float] = field(default_factory=dict)
-
-    @property
-    def has_work(self) -> bool:
-        return bool(self.queue) or self.on_disk > 0
+__all__ = ["Entry", "HostRobots", "Job", "JobKind", "Scheduler"]
 
 
 class Scheduler:
