@@ -1,14 +1,17 @@
 """A running peer: the crawl loop, the router and its outboxes, acknowledgements,
 hand-off on ring changes, replicas, and the :class:`Peer` that composes them with
-membership and the links in one trio nursery.
+membership and the links in one trio nursery; the crawl order's part in the crawl loop
+(:class:`Ordering`).
 """
 
 from ubipy.peer.crawler import Crawler
+from ubipy.peer.ordering import Ordering
 from ubipy.peer.peer import Peer
 from ubipy.peer.status import PeerStatus
 
 __all__ = [
     "Crawler",
+    "Ordering",
     "Peer",
     "PeerStatus",
 ]
