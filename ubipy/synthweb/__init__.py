@@ -5,6 +5,14 @@ request log, the ground truth of a correct crawl and a referee.
 It imports nothing else from ubipy: it is the independent judge of the crawler.
 """
 
+from ubipy.synthweb.changing import ChangingPage, ChangingWeb
+from ubipy.synthweb.freshness import (
+    Freshness,
+    PageFreshness,
+    fetches,
+    measure_freshness,
+    page_freshness,
+)
 from ubipy.synthweb.hostile import HostileWeb
 from ubipy.synthweb.inprocess import SynthTransport, in_process
 from ubipy.synthweb.log import Request, RequestLog
@@ -26,9 +34,13 @@ from ubipy.synthweb.truth import expected_encodings, expected_titles, ground_tru
 from ubipy.synthweb.urls import normalize_url
 
 __all__ = [
+    "ChangingPage",
+    "ChangingWeb",
+    "Freshness",
     "Hammering",
     "HostileWeb",
     "Overlap",
+    "PageFreshness",
     "PageRank",
     "RankedWeb",
     "Referee",
@@ -45,9 +57,12 @@ __all__ = [
     "WebSpec",
     "expected_encodings",
     "expected_titles",
+    "fetches",
     "ground_truth",
     "in_process",
+    "measure_freshness",
     "normalize_url",
+    "page_freshness",
     "pagerank",
     "serve",
 ]

@@ -46,6 +46,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the ranked web: Zipf host sizes (--hosts x --pages pages in all), links "
         "with heavy-tailed in-degrees, no special cases",
     )
+    p.add_argument(
+        "--changing",
+        action="store_true",
+        help="pages change as Poisson processes (ETag, Last-Modified, 304s); the server's "
+        "clock, which they and the log run on, counts seconds from its start",
+    )
     p.add_argument("--log", default=None, help="write the request log here (JSON Lines)")
     p.add_argument(
         "--tls-cert",
@@ -85,6 +91,7 @@ async def run(args: argparse.Namespace) -> None:
         unavailable_for=args.unavailable_for,
         encodings=args.encodings,
         ranked=args.ranked,
+        changing=args.changing,
     )
     web = SyntheticWeb(spec)
     # Receive signals as messages so the log is written by ordinary code, not in a handler.
@@ -123,8 +130,27 @@ async def _progress(server: SynthServer, every: float) -> None:
         print(f"progress {len(server.log)} {time.time():.3f}", flush=True)
 
 
+class SinceStart(trio.abc.Clock):
+    """Trio's clock as seconds since the server started (trio's own has an arbitrary
+    origin), so the changing web's time 0 is the server's start and a log's `start`
+    times read as seconds into the run."""
+
+    def __init__(self) -> None:
+        self._origin = time.perf_counter()
+
+    def start_clock(self) -> None:
+        self._origin = time.perf_counter()
+
+    def current_time(self) -> float:
+        return time.perf_counter() - self._origin
+
+    def deadline_to_sleep_time(self, deadline: float) -> float:
+        return deadline - self.current_time()
+
+
 def main(argv: list[str] | None = None) -> None:
-    trio.run(run, parse_args(argv))
+    args = parse_args(argv)
+    trio.run(run, args, clock=SinceStart() if args.changing else None)
 
 
 if __name__ == "__main__":

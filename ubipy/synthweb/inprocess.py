@@ -54,7 +54,12 @@ class SynthTransport(httpx2.AsyncBaseTransport):
         target = request.url.raw_path.decode("latin-1")
         user_agent = request.headers.get("user-agent", "")
         read_timeout = request.extensions.get("timeout", {}).get("read")
-        response, delay = server.prepare(method, host, target)
+        conditions = {
+            name: request.headers[name]
+            for name in ("if-none-match", "if-modified-since")
+            if name in request.headers
+        }
+        response, delay = server.prepare(method, host, target, conditions)
         if response.stream is not None:
             raise NotImplementedError(
                 f"{request.url}: streamed bodies are not modelled in process; serve the web"
@@ -62,7 +67,8 @@ class SynthTransport(httpx2.AsyncBaseTransport):
         status, outcome, sent, end = 0, outcomes.ABANDONED, 0, None
         headers = [*response.headers, ("Server", "synthweb")]
         body = b"" if method == "HEAD" else response.body
-        headers.append(("Content-Length", str(len(response.body))))
+        if response.status != 304:  # as the socket server: a 304 has no body to measure
+            headers.append(("Content-Length", str(len(response.body))))
         server.begin()
         try:
             # The client's read time-out runs from the request: nothing comes before

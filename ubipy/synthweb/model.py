@@ -13,8 +13,10 @@ import itertools
 import random
 import re
 import time
+from collections.abc import Mapping
 
 from ubipy.synthweb import render
+from ubipy.synthweb.changing import ChangingWeb
 from ubipy.synthweb.encodings import EncodingWeb
 from ubipy.synthweb.hostile import HostileWeb
 from ubipy.synthweb.pace import PaceWeb
@@ -83,6 +85,12 @@ class SyntheticWeb:
         if self.encodings is not None:
             home = self._root_links.get((0, 0), ())
             self._root_links[(0, 0)] = home + self.encodings.home_links()
+        # Pages that change over time (changing.py): the ordinary or ranked pages.
+        self.changes = (
+            ChangingWeb(self.spec, self._changing_page, self._changing_urls)
+            if self.spec.changing
+            else None
+        )
 
     # -- names ---------------------------------------------------------------------------
     def host_names(self) -> list[str]:
@@ -133,20 +141,45 @@ class SyntheticWeb:
             return extra
         if self.ranked is not None:
             return self._ranked_page(index, target)
-        m = _ORDINARY.match(target)
-        if target == "/":
-            page = 0
-        elif m and 0 < int(m.group(2)) < self.spec.pages_per_host:
-            page = int(m.group(2))
-            if int(m.group(1)) != page % 3 or m.group(2) != str(page):
-                return None
-        else:
+        page = self._ordinary_number(target)
+        if page is None:
             return None
         return Page(
             url=self.url(index, target),
             title=f"{self._names[index]} page {page}",
             links=self._ordinary_links(index, page) + self._root_links.get((index, page), ()),
         )
+
+    def _ordinary_number(self, target: str) -> int | None:
+        """The number of the ordinary page at path `target`, None if there is none."""
+        if target == "/":
+            return 0
+        m = _ORDINARY.match(target)
+        if m and 0 < int(m.group(2)) < self.spec.pages_per_host:
+            page = int(m.group(2))
+            if int(m.group(1)) == page % 3 and m.group(2) == str(page):
+                return page
+        return None
+
+    def _changing_page(self, url: str) -> tuple[int, str] | None:
+        """(number, host) of an ordinary or ranked page at normalised `url`: the pages
+        that change (not the special ones, which replace some ordinary paths)."""
+        host, target = split_url(url)
+        index = self._index.get(host)
+        if index is None or (index, target) in self._extras:
+            return None
+        if self.ranked is not None:
+            return None if (page := self.ranked.locate(index, target)) is None else (page, host)
+        page = self._ordinary_number(target)
+        return None if page is None else (index * self.spec.pages_per_host + page, host)
+
+    def _changing_urls(self) -> list[str]:
+        if self.ranked is not None:
+            urls = self.ranked.page_urls()
+        else:
+            pages = range(self.spec.pages_per_host)
+            urls = [self.url(h, ordinary_path(p)) for h in range(self.spec.hosts) for p in pages]
+        return [url for url in urls if self._changing_page(url) is not None]
 
     def _ranked_page(self, index: int, target: str) -> Page | None:
         assert self.ranked is not None
@@ -261,11 +294,14 @@ class SyntheticWeb:
         prior_requests: int = 0,
         wall_time: float | None = None,
         now: float | None = None,
+        conditions: Mapping[str, str] | None = None,
     ) -> Response:
         """The response to GET `target` on `host`; `prior_requests` counts earlier requests
         for the same URL, so stateful behaviour (transient failures) stays a pure function.
         `wall_time` (default: now) dates a Retry-After given as an HTTP-date; `now` is the
-        server's clock (default: time.monotonic()), which the busy host's outage runs on."""
+        server's clock (default: time.monotonic()), which the busy host's outage and the
+        changing web's pages run on; `conditions`: the request's If-None-Match and
+        If-Modified-Since (lower-case names), which the changing web may answer 304."""
         url = normalize_target(host.lower().removesuffix(":80"), target)
         host, path = split_url(url)
         kind = self.robots_kind(host)
@@ -299,7 +335,11 @@ class SyntheticWeb:
             return Response(200, (("Content-Type", "image/png"),), render.png_bytes(4))
         if page.kind == "pdf":
             return Response(200, (("Content-Type", "application/pdf"),), render.pdf_bytes(url))
-        return self.render_page(page.status, url, page.links, page.title, page)
+        response = self.render_page(page.status, url, page.links, page.title, page)
+        if self.changes is not None and page.kind == "html" and page.status == 200:
+            clock = time.monotonic() if now is None else now
+            return self.changes.respond(url, response, clock, conditions or {})
+        return response
 
     def render_page(
         self, status: int, url: str, links: tuple[Link, ...], title: str, page: Page | None = None

@@ -23,7 +23,7 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -136,9 +136,12 @@ class SynthServer:
         if not self.in_flight:
             self._idle.set()
 
-    def prepare(self, method: str, host: str, target: str) -> tuple[Response, float]:
+    def prepare(
+        self, method: str, host: str, target: str, conditions: Mapping[str, str] | None = None
+    ) -> tuple[Response, float]:
         """The model's answer to one request and the seconds to wait before sending it;
-        counts the request (a URL's transient failures and jitter follow its count)."""
+        counts the request (a URL's transient failures and jitter follow its count).
+        `conditions`: the request's If-None-Match and If-Modified-Since, if sent."""
         try:
             key = normalize_target(host, target)
         except ValueError:
@@ -147,7 +150,9 @@ class SynthServer:
         self.counts[key] = n + 1
         if method in ("GET", "HEAD"):
             try:
-                response = self.web.respond(host, target, prior_requests=n, now=trio.current_time())
+                response = self.web.respond(
+                    host, target, prior_requests=n, now=trio.current_time(), conditions=conditions
+                )
             except ValueError:  # an unparsable host or target: the client's fault
                 response = Response(400, (("Content-Type", "text/plain"),), b"bad request\n")
         else:
@@ -176,7 +181,8 @@ class SynthServer:
                 break
             if not isinstance(event, h11.Data):
                 return False
-        response, delay = self.prepare(method, host, target)
+        conditions = {k.decode(): headers[k] for k in CONDITIONS if k in headers}
+        response, delay = self.prepare(method, host, target, conditions)
         if https:
             response = _over_tls(response)
         if last:
@@ -210,6 +216,8 @@ class SynthServer:
 
 
 _CLOSE = ("Connection", "close")
+# Request headers the model may answer 304 to (the changing web's validators).
+CONDITIONS = (b"if-none-match", b"if-modified-since")
 # An absolute http URL, with the default port if it was written (the model's ":80" links).
 _HTTP_URL = re.compile(rb"(?i:http)://([A-Za-z0-9.\-]+)(?::80)?(?=[/\"'\s<>?#]|$)")
 
@@ -316,7 +324,7 @@ async def _send(
         return
     headers = [(k, v) for k, v in response.headers]
     headers.append(("Server", "synthweb"))
-    if response.stream is None:
+    if response.stream is None and response.status != 304:  # a 304 has no body to measure
         headers.append(("Content-Length", str(len(response.body))))
     elif response.content_length is not None:
         headers.append(("Content-Length", str(response.content_length)))

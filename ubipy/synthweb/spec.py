@@ -52,6 +52,9 @@ class WebSpec:
     # the special cases above (no sitemaps, robots.txt a 404 everywhere). The hostile,
     # paced and encodings hosts can be added to it.
     ranked: bool = False
+    # The changing web (changing.py): the ordinary or ranked pages change as Poisson
+    # processes, with ETag/Last-Modified and 304s. Off by default: pages never change.
+    changing: bool = False
 
     def __post_init__(self) -> None:
         if self.hosts < 1 or self.pages_per_host < 1:

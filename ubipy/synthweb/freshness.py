@@ -1,0 +1,149 @@
+"""How fresh a crawler kept its copies: Cho and Garcia-Molina's freshness and age, exact.
+
+Cho & Garcia-Molina ("Synchronizing a database to improve freshness", SIGMOD 2000):
+a copy is fresh at time t while it equals the live page (freshness 1, else 0); its age
+at t is 0 while fresh, else the time since the live page first changed after the copy
+was taken. Both are averaged over the pages and over a window [start, end].
+
+A copy taken at time f holds the page's version at f (the changes at or before f), so
+it is fresh until the page's first change after f, c, and from c its age grows as
+t - c until the next fetch. Each fetch-to-fetch interval is integrated in closed form
+against the page's change times (`ChangingWeb.timeline`), so the figures are exact, not
+sampled, and cost one binary search per fetch.
+
+A page has no copy before its first fetch: that time is `missing`, counted as not
+fresh, and left out of the age (which is averaged over the time a copy exists).
+A fetch is the request log's `start` (when the server read the request, and when it
+chose the version it sent): `fetches(log)` takes them from the complete GETs that got
+a 200 or a 304.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ubipy.synthweb.changing import ChangingWeb
+from ubipy.synthweb.log import Request
+from ubipy.synthweb.urls import normalize_url
+
+
+@dataclass(frozen=True, slots=True)
+class PageFreshness:
+    """One page over a window, in seconds: `fresh` (time its copy was current), `age`
+    (the integral of its copy's age), `missing` (time with no copy yet); `fetches` in
+    the window and `unchanged` (those that found the page as the fetch before it had)."""
+
+    fresh: float
+    age: float
+    missing: float
+    fetches: int
+    unchanged: int
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    """Averages over `pages` pages and the window: `freshness` (0..1, the share of
+    page-time a copy was current; missing time counts as not fresh), `age` (seconds,
+    averaged over page-time with a copy), `missing` (share of page-time with no copy);
+    `fetches` counted in the window, of which `unchanged` found the page unchanged since
+    its previous fetch (requests a perfect policy would not have spent)."""
+
+    pages: int
+    freshness: float
+    age: float
+    missing: float
+    fetches: int
+    unchanged: int
+
+
+def page_freshness(
+    changes: Sequence[float], fetched: Sequence[float], start: float, end: float
+) -> PageFreshness:
+    """One page's figures over [start, end]. `changes`: its change times, ascending and
+    complete up to max(end, the last fetch) (later ones may follow); `fetched`: its fetch
+    times, ascending (those after `end` are ignored)."""
+    if end < start:
+        raise ValueError("the window ends before it starts")
+    fresh = age = 0.0
+    fetches = unchanged = 0
+    first = fetched[0] if fetched else math.inf
+    missing = max(0.0, min(first, end) - start)
+    previous = -1  # the version the previous fetch got
+    for i, f in enumerate(fetched):
+        if f > end:
+            break
+        version = bisect_right(changes, f)
+        if f >= start:
+            fetches += 1
+            unchanged += version == previous
+        previous = version
+        upto = fetched[i + 1] if i + 1 < len(fetched) else math.inf
+        a, b = max(f, start), min(upto, end)
+        if a >= b:
+            continue
+        c = changes[version] if version < len(changes) else math.inf  # first change after f
+        fresh += max(0.0, min(b, c) - a)
+        if c < b:
+            stale_from = max(a, c)
+            age += ((b - c) ** 2 - (stale_from - c) ** 2) / 2.0
+    return PageFreshness(fresh, age, missing, fetches, unchanged)
+
+
+def measure_freshness(
+    web: ChangingWeb,
+    fetched: Iterable[tuple[str, float]],
+    start: float,
+    end: float,
+    pages: Iterable[str] | None = None,
+) -> Freshness:
+    """Average freshness and age over [start, end] of the copies that `fetched` (URL,
+    fetch time) gives, over `pages` (default: every page of the changing web fetched
+    by `end`). URLs are normalised; those not on the changing web are ignored."""
+    if end <= start:
+        raise ValueError("the window must have a length")
+    times: dict[str, list[float]] = defaultdict(list)
+    for url, t in fetched:
+        times[url].append(t)
+    by_page: dict[str, list[float]] = defaultdict(list)
+    for url, ts in times.items():
+        if (page := web.page(url)) is not None:
+            by_page[page.url].extend(ts)
+    if pages is None:
+        wanted = [url for url, ts in by_page.items() if min(ts) <= end]
+    else:
+        wanted = list(dict.fromkeys(normalize_url(url) for url in pages))
+    fresh = age = missing = 0.0
+    fetches = unchanged = 0
+    for url in wanted:
+        ts = sorted(by_page.get(url, ()))
+        horizon = max(end, ts[-1]) if ts else end
+        one = page_freshness(web.timeline(url, horizon), ts, start, end)
+        fresh += one.fresh
+        age += one.age
+        missing += one.missing
+        fetches += one.fetches
+        unchanged += one.unchanged
+    span = (end - start) * len(wanted)
+    if not span:
+        return Freshness(0, 0.0, 0.0, 0.0, 0, 0)
+    held = span - missing
+    return Freshness(
+        pages=len(wanted),
+        freshness=fresh / span,
+        age=age / held if held > 0 else 0.0,
+        missing=missing / span,
+        fetches=fetches,
+        unchanged=unchanged,
+    )
+
+
+def fetches(log: Iterable[Request]) -> list[tuple[str, float]]:
+    """(URL, start) of every complete GET in a request log that was answered 200 or
+    304: the copies a crawler took (a 304 confirms the copy it holds)."""
+    return [
+        (r.url, r.start) for r in log if r.method == "GET" and r.complete and r.status in (200, 304)
+    ]
