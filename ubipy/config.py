@@ -32,6 +32,8 @@ __all__ = [
     "FetchConfig",
     "ForwardingConfig",
     "PolitenessConfig",
+    "RecrawlConfig",
+    "RefreshPolicy",
     "ReplicationConfig",
     "Scope",
     "StoreConfig",
@@ -66,6 +68,22 @@ class CrawlOrder(enum.Enum):
     def ranked(self) -> bool:
         """Whether a host's URLs go by score rather than by age."""
         return self in (CrawlOrder.OPIC, CrawlOrder.PAGERANK)
+
+
+class RefreshPolicy(enum.Enum):
+    """How a continuous crawl chooses each page's revisit frequency under its refresh
+    budget (ubipy/fetch/refresh.py; docs/freshness.md)."""
+
+    # Every page alike.
+    UNIFORM = "uniform"
+    # The freshness-optimal allocation over each page's estimated change rate.
+    HISTORY = "history"
+    # The same, each page weighted by its importance (the crawl order's score).
+    IMPORTANCE = "importance"
+    # As history, but a page seen fewer than 3 times takes its host's pooled rate.
+    CLUSTER = "cluster"
+    # In proportion to the estimated rate: there to show why not.
+    PROPORTIONAL = "proportional"
 
 
 def default_user_agent() -> str:
@@ -393,6 +411,55 @@ class StoreConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RecrawlConfig:
+    """A continuous crawl: pages fetched come due again, and are asked whether they
+    changed (a conditional GET), within the same politeness as new URLs."""
+
+    recrawl: bool = option(
+        False,
+        flag="--recrawl",
+        help="keep crawling: fetched pages come due again and are refreshed, new URLs "
+        "found meanwhile are fetched too (default: crawl once and stop)",
+    )
+    policy: RefreshPolicy = option(
+        RefreshPolicy.HISTORY,
+        flag="--refresh",
+        help="how each page's revisit frequency is chosen under the refresh budget "
+        "(default: {default})",
+    )
+    # So that discovery does not starve while many pages are due.
+    share: float = option(
+        0.5,
+        flag="--refresh-share",
+        metavar="FRACTION",
+        help="the share of requests refreshes may take while new URLs wait too "
+        "(default: {default})",
+    )
+    rate: float | None = option(
+        None,
+        flag="--refresh-rate",
+        metavar="PER_SECOND",
+        help="refreshes a second this peer plans for (default: --refresh-share of the "
+        "requests it made a second over the last minutes)",
+    )
+    min_interval: float = option(60.0, help="seconds between two visits of one page at least")
+    max_interval: float = option(
+        30 * 86_400.0, help="seconds between two visits of one page at most"
+    )
+    # Estimates change with every visit; the plan follows them this often.
+    replan: float = option(60.0, help="seconds between two plans of revisit frequencies")
+
+    def __post_init__(self) -> None:
+        positive(self, "min_interval", "max_interval", "replan")
+        if self.rate is not None:
+            positive(self, "rate")
+        if not 0 < self.share <= 1:
+            raise ConfigError(f"must be in (0, 1], not {show(self.share)}", "share")
+        if self.max_interval < self.min_interval:
+            raise ConfigError("must be at least min_interval", "max_interval")
+
+
+@dataclass(frozen=True, slots=True)
 class DnsConfig:
     """Name resolution: a stage before a host's first request, cached, bounded, and
     which addresses may be reached at all."""
@@ -500,6 +567,7 @@ class CrawlConfig:
     fetch: FetchConfig = field(default_factory=FetchConfig)
     dns: DnsConfig = field(default_factory=DnsConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
+    recrawl: RecrawlConfig = field(default_factory=RecrawlConfig)
     forwarding: ForwardingConfig = field(default_factory=ForwardingConfig)
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
     membership: SwimConfig = field(default_factory=SwimConfig)

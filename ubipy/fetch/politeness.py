@@ -45,6 +45,7 @@ class Scheduler:
         ip_delay: float | None = None,
         throttle: ThrottleRules | None = None,
         order: CrawlOrder = CrawlOrder.BFS,
+        refresh_share: float = 0.5,
     ) -> None:
         """``resolve``: which hosts are looked up before their first request (None:
         none); ``ip_delay``: the gap between two requests to one address (default:
@@ -79,6 +80,11 @@ class Scheduler:
         self._order = order
         self._ranked = order.ranked
         self._ready: list[tuple[float, int, HostSlot]] = []
+        # Pages due again (--recrawl) take at most this share of requests while new
+        # URLs wait too; requests handed out so far, and how many were refreshes.
+        self._refresh_share = refresh_share
+        self.taken = 0
+        self.refreshes_taken = 0
 
     @classmethod
     def of(
@@ -101,6 +107,7 @@ class Scheduler:
                 politeness.delay_factor, politeness.max_delay, politeness.backoff_base
             ),
             order=config.bounds.order,
+            refresh_share=config.recrawl.share,
         )
 
     # -- filling ------------------------------------------------------------
@@ -167,9 +174,51 @@ class Scheduler:
         self._arm(slot)
 
     def _arm(self, slot: HostSlot) -> None:
-        if not slot.armed and not slot.in_flight and slot.has_work:
-            heapq.heappush(self._heap, (slot.next_allowed, next(self._tie), slot))
-            slot.armed = True
+        if slot.armed or slot.in_flight:
+            return
+        if slot.has_work:
+            self._push(slot, slot.next_allowed)
+        elif slot.refresh:
+            self._push(slot, max(slot.next_allowed, slot.refresh[0][0]))
+
+    def _push(self, slot: HostSlot, when: float) -> None:
+        """Put the host in the heap at ``when``; an entry it had there goes stale."""
+        heapq.heappush(self._heap, (when, next(self._tie), slot))
+        slot.armed, slot.armed_at = True, when
+
+    def _pop_due(self, now: float) -> HostSlot | None:
+        """The host due first, if its time has come (stale heap entries skipped)."""
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            when, _, slot = heapq.heappop(heap)
+            if slot.armed and when == slot.armed_at:
+                return slot
+        return None
+
+    def refreshes(self, host: str, due: list[tuple[float, Entry]]) -> None:
+        """The host's pages due again, and when (a new plan replaces the last)."""
+        slot = self._slot(host)
+        slot.refresh = [(at, next(self._tie), e) for at, e in due]
+        heapq.heapify(slot.refresh)
+        if not slot.refresh or slot.in_flight:
+            return
+        first = max(slot.next_allowed, slot.refresh[0][0])
+        if not slot.armed:
+            self._arm(slot)
+        elif first < slot.armed_at and not slot.has_work:
+            self._push(slot, first)
+
+    def _take(self, slot: HostSlot, now: float) -> Entry | None:
+        """The host's next entry: a page due again, or a new URL, the refreshes taking
+        at most their share of requests while new URLs wait too."""
+        due = bool(slot.refresh) and slot.refresh[0][0] <= now
+        if due and (not slot.has_work or self.refreshes_taken < self._refresh_share * self.taken):
+            self.refreshes_taken += 1
+            self.taken += 1
+            return heapq.heappop(slot.refresh)[2]
+        entry = self._pop_entry(slot) if slot.has_work else None
+        self.taken += entry is not None
+        return entry
 
     # -- dispatching --------------------------------------------------------
     def next_wakeup(self) -> float | None:
@@ -179,12 +228,10 @@ class Scheduler:
     def _next_due(self, now: float) -> HostSlot | None:
         """The next host whose time has come: under bfs the one due first, under
         another order the most urgent of all that are due."""
-        heap = self._heap
         if self._order is CrawlOrder.BFS:
-            return heapq.heappop(heap)[2] if heap and heap[0][0] <= now else None
+            return self._pop_due(now)
         ready = self._ready
-        while heap and heap[0][0] <= now:
-            slot = heapq.heappop(heap)[2]
+        while (slot := self._pop_due(now)) is not None:
             if slot.robots_state is HostRobots.KNOWN and not slot.queue:
                 self._refill(slot)
             urgency = ranking.host_priority(self._order, slot.queue, slot.credit, slot.on_disk)
@@ -193,7 +240,6 @@ class Scheduler:
 
     def next_job(self, now: float) -> Job | None:
         """The next request that may start at ``now``, if any."""
-        heap = self._heap
         while (slot := self._next_due(now)) is not None:
             host = slot.host
             if self._slots.get(host) is not slot:
@@ -201,7 +247,7 @@ class Scheduler:
             if slot.next_allowed > now:
                 # Told to wait longer after it was armed (a mark taken over from
                 # another peer): back in the heap at the later time.
-                heapq.heappush(heap, (slot.next_allowed, next(self._tie), slot))
+                self._push(slot, slot.next_allowed)
                 continue
             if any(held(host) for held in self._holds):
                 # Its previous owner has not handed it over yet: park it.
@@ -222,20 +268,22 @@ class Scheduler:
                     slot.robots_fetch = RobotsFetch(robots_url(first))
                 self._start_request(slot)
                 return Job(JobKind.ROBOTS, host, slot.robots_fetch.url)
-            entry = self._pop_entry(slot)
+            entry = self._take(slot, now)
             if entry is None:
+                self._arm(slot)  # only pages due later: back in the heap for then
                 continue
             assert slot.robots is not None
             reason = None
+            fresh = entry.attempt == 0 and not entry.refresh
             if not slot.robots.allowed(entry.url):
                 reason = "robots"
-            elif entry.attempt == 0 and self._budget is not None and slot.pages >= self._budget:
+            elif fresh and self._budget is not None and slot.pages >= self._budget:
                 reason = "host page budget"
             if reason is not None:
                 # No request was made, so the host's next-allowed time stands.
                 self._arm(slot)
                 return Job(JobKind.SKIP, host, entry.url, entry, reason)
-            if entry.attempt == 0:
+            if fresh:
                 slot.pages += 1
             self._start_request(slot)
             kind = JobKind.SITEMAP if is_sitemap(entry.depth) else JobKind.PAGE
@@ -258,8 +306,7 @@ class Scheduler:
             ip.waiting.append(slot)
             return False
         if ip.next_allowed > now:
-            heapq.heappush(self._heap, (ip.next_allowed, next(self._tie), slot))
-            slot.armed = True
+            self._push(slot, ip.next_allowed)
             return False
         return True
 
@@ -274,9 +321,7 @@ class Scheduler:
         waiting, ip.waiting = ip.waiting, []
         for other in waiting:
             if self._slots.get(other.host) is other and not other.armed and not other.in_flight:
-                when = max(other.next_allowed, ip.next_allowed)
-                heapq.heappush(self._heap, (when, next(self._tie), other))
-                other.armed = True
+                self._push(other, max(other.next_allowed, ip.next_allowed))
 
     def _peek_url(self, slot: HostSlot) -> str | None:
         self._refill(slot)

@@ -23,27 +23,22 @@ the time ("Synchronizing a database to improve freshness", SIGMOD 2000).
 
 from __future__ import annotations
 
-import enum
 import math
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ubipy.config import RefreshPolicy
 
-class RefreshPolicy(enum.Enum):
-    """How revisit frequencies are chosen under the refresh budget."""
-
-    # Every page alike.
-    UNIFORM = "uniform"
-    # The freshness-optimal allocation over each page's estimated rate.
-    HISTORY = "history"
-    # The same, each page weighted by its importance (the crawl order's score).
-    IMPORTANCE = "importance"
-    # As history, but a page seen fewer than CLUSTER_MIN_VISITS times takes its
-    # group's rate (its host's, pooled over the host's pages seen enough).
-    CLUSTER = "cluster"
-    # In proportion to the estimated rate: reported to show why not.
-    PROPORTIONAL = "proportional"
+__all__ = [
+    "CLUSTER_MIN_VISITS",
+    "History",
+    "RefreshPolicy",
+    "allocate",
+    "change_rate",
+    "freshness",
+    "proportional",
+]
 
 
 # Visits below which a page's own estimate is not trusted under ``cluster``.

@@ -26,6 +26,8 @@ class Entry:
     attempt: int = 0
     # Its priority under a ranked crawl order (ranking.py); 0 under the others.
     score: float = 0.0
+    # A page fetched before, asked again (--recrawl), not a URL from the frontier.
+    refresh: bool = False
 
 
 class JobKind(enum.Enum):
@@ -78,6 +80,9 @@ class HostSlot:
     in_flight: bool = False
     next_allowed: float = 0.0
     armed: bool = False
+    # The time it was last put in the scheduler's heap at: an entry of another time
+    # is stale (the host was put back sooner since).
+    armed_at: float = 0.0
     robots_state: HostRobots = HostRobots.UNKNOWN
     robots: RobotsRules | None = None
     robots_fetch: RobotsFetch | None = None
@@ -95,6 +100,8 @@ class HostSlot:
     # Under a ranked order: score added to entries in ``queue`` since they were
     # loaded (ranking.FIRST: a retry, which goes first).
     credit: dict[int, float] = field(default_factory=dict)
+    # Pages fetched before, due again (--recrawl): (due, tie-breaker, entry), a heap.
+    refresh: list[tuple[float, int, Entry]] = field(default_factory=list)
 
     @property
     def has_work(self) -> bool:

@@ -7,6 +7,7 @@ from ubipy.errors import DataDirInUse, ExportError, ExportWriteError, ShardError
 from ubipy.store.admission import Admission
 from ubipy.store.export import export
 from ubipy.store.lock import DataLock
+from ubipy.store.revisits import RefreshRow, Visit
 from ubipy.store.shard import FrontierRow, HostMark, Lastmod, NewURL, PageRecord, Shard
 
 __all__ = [
@@ -20,8 +21,10 @@ __all__ = [
     "Lastmod",
     "NewURL",
     "PageRecord",
+    "RefreshRow",
     "Shard",
     "ShardError",
     "StorageError",
+    "Visit",
     "export",
 ]

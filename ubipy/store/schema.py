@@ -9,7 +9,7 @@ import sqlite3
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SHARD_FILE = "shard.sqlite3"
 
 # Version 3: what sitemaps said of when each URL last changed (a W3C datetime, as
@@ -23,6 +23,36 @@ CREATE TABLE IF NOT EXISTS lastmod (
     lastmod TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS lastmod_host ON lastmod (host);
+"""
+
+# Version 5: a continuous crawl's state (--recrawl): each fetched page's history and
+# when it is due again, and every visit after the first.
+_RECRAWL = """
+-- Each fetched page's revisit state: what was seen of its changes, when it is due again.
+CREATE TABLE IF NOT EXISTS refresh (
+    fp            INTEGER PRIMARY KEY,
+    url           TEXT    NOT NULL,
+    host          TEXT    NOT NULL,
+    depth         INTEGER NOT NULL,
+    visits        INTEGER NOT NULL,
+    changes       INTEGER NOT NULL,
+    observed      REAL    NOT NULL,
+    last_visit    REAL    NOT NULL,
+    due           REAL    NOT NULL,
+    importance    REAL    NOT NULL DEFAULT 0,
+    etag          TEXT,
+    last_modified TEXT,
+    digest        TEXT
+);
+-- Every visit of a page after its first: a revisit record in a WARC when unchanged.
+CREATE TABLE IF NOT EXISTS visits (
+    fp      INTEGER NOT NULL,
+    at      REAL    NOT NULL,
+    status  INTEGER,
+    changed INTEGER NOT NULL,
+    digest  TEXT,
+    PRIMARY KEY (fp, at)
+) WITHOUT ROWID;
 """
 
 SCHEMA = (
@@ -102,6 +132,7 @@ CREATE TABLE IF NOT EXISTS bodies (
 );
 """
     + _LASTMOD
+    + _RECRAWL
 )
 
 
@@ -117,6 +148,8 @@ MIGRATIONS: dict[int, str] = {
     # (its OPIC cash, its partial PageRank), kept with the URL while it waits to be sent.
     3: "ALTER TABLE frontier ADD COLUMN score REAL NOT NULL DEFAULT 0;\n"
     "ALTER TABLE outbox ADD COLUMN score REAL NOT NULL DEFAULT 0;",
+    # 4 -> 5: a continuous crawl's state.
+    4: _RECRAWL,
 }
 
 # The order --order other than bfs takes a host's pending URLs in: made only when

@@ -14,11 +14,12 @@ import sqlite3
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
 from ubipy.errors import ShardError, StorageError
+from ubipy.store.revisits import RefreshRow, Visit
 from ubipy.store.schema import RANK_INDEX, SCHEMA, migrate
 from ubipy.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from ubipy.store.schema import SHARD_FILE as SHARD_FILE
@@ -505,6 +506,22 @@ class Shard:
                 "UPDATE frontier SET state = ? WHERE fp = ?",
                 [(FrontierState.DONE, p.fp) for p in pages],
             )
+
+    def save_refresh(self, rows: Sequence[RefreshRow], visits: Sequence[Visit]) -> None:
+        """A continuous crawl's pages' revisit state, and their visits after the first."""
+        with self.transaction():
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO refresh VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [astuple(r) for r in rows],
+            )
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO visits VALUES (?, ?, ?, ?, ?)",
+                [(v.fp, v.at, v.status, int(v.changed), v.digest) for v in visits],
+            )
+
+    def refresh_rows(self) -> list[RefreshRow]:
+        cur = self._conn.execute("SELECT * FROM refresh ORDER BY due")
+        return [RefreshRow(*row) for row in cur]
 
     def save_lastmods(self, items: Sequence[Lastmod]) -> None:
         """Keep what sitemaps said of URLs' last changes; the latest reading wins."""

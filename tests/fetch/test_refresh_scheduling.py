@@ -1,0 +1,76 @@
+"""Pages due again (--recrawl) in the politeness scheduler, driven by hand: a page is
+asked again when it is due and never sooner than the host's delay allows, refreshes
+take their share of requests while new URLs wait, and a new plan can bring a host
+forward."""
+
+from __future__ import annotations
+
+from ubipy.fetch.politeness import Entry, JobKind, Scheduler
+
+
+def _new(n: int) -> Entry:
+    return Entry(fp=n, seq=n, url=f"http://a.test/new{n}", depth=1)
+
+
+def _old(n: int) -> Entry:
+    return Entry(fp=1000 + n, seq=1000 + n, url=f"http://a.test/old{n}", depth=1, refresh=True)
+
+
+def _ready(s: Scheduler) -> None:
+    """a.test's robots.txt answered at 0 (allow all)."""
+    s.add("a.test", _new(0))
+    job = s.next_job(0.0)
+    assert job is not None and job.kind is JobKind.ROBOTS
+    s.robots_answer("a.test", 0.0, status=404, location=None, body=b"")
+    job = s.next_job(1.0)
+    assert job is not None and job.url == "http://a.test/new0"
+    s.finished("a.test", 1.0)
+
+
+def test_a_page_due_again_is_asked_when_due_not_before() -> None:
+    s = Scheduler(delay=1.0, window=8, loader=lambda h, a, n: [])
+    _ready(s)
+    s.refreshes("a.test", [(50.0, _old(1)), (30.0, _old(2))])
+    assert s.next_job(29.0) is None
+    assert s.next_wakeup() == 30.0
+    job = s.next_job(30.0)
+    assert job is not None and job.kind is JobKind.PAGE
+    assert job.entry is not None and job.entry.refresh and job.url == "http://a.test/old2"
+    s.finished("a.test", 30.5)
+    # Due at 50, asked at 50; never before the delay after the last request.
+    s.refreshes("a.test", [(31.0, _old(1))])
+    assert s.next_job(31.0) is None and s.next_wakeup() == 31.5
+    job = s.next_job(31.5)
+    assert job is not None and job.url == "http://a.test/old1"
+
+
+def test_a_new_plan_brings_a_waiting_host_forward() -> None:
+    s = Scheduler(delay=1.0, window=8, loader=lambda h, a, n: [])
+    _ready(s)
+    s.refreshes("a.test", [(1000.0, _old(1))])
+    assert s.next_wakeup() == 1000.0
+    s.refreshes("a.test", [(20.0, _old(1))])
+    job = s.next_job(20.0)
+    assert job is not None and job.url == "http://a.test/old1"
+    # The old heap entry is stale: nothing more at 1000.
+    s.finished("a.test", 20.0)
+    assert s.next_job(1000.0) is None and s.idle()
+
+
+def test_refreshes_take_their_share_while_new_urls_wait() -> None:
+    s = Scheduler(delay=1.0, window=64, loader=lambda h, a, n: [], refresh_share=0.25)
+    _ready(s)
+    for n in range(1, 41):
+        s.add("a.test", _new(n))
+    s.refreshes("a.test", [(0.0, _old(n)) for n in range(40)])
+    kinds = []
+    now = 2.0
+    for _ in range(40):
+        job = s.next_job(now)
+        assert job is not None and job.entry is not None
+        kinds.append(job.entry.refresh)
+        s.finished("a.test", now)
+        now += 1.0
+    assert 8 <= sum(kinds) <= 12  # a quarter of 40
+    # Refreshes do not count against the host's page budget.
+    assert s.slot("a.test").pages == 1 + kinds.count(False)  # type: ignore[union-attr]

@@ -1,0 +1,44 @@
+"""A continuous crawl's records (``--recrawl``): each fetched page's revisit state and
+each visit after the first, as the shard keeps them (tables ``refresh`` and ``visits``,
+docs/storage.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["RefreshRow", "Visit"]
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshRow:
+    """A fetched page's history and when it is due again (wall-clock seconds)."""
+
+    fp: int
+    url: str
+    host: str
+    depth: int
+    visits: int
+    changes: int
+    # Seconds from its first visit to its last.
+    observed: float
+    last_visit: float
+    due: float
+    # Its score under the crawl order when it was first fetched (0 under bfs).
+    importance: float
+    # The validators and digest of the copy kept: a conditional GET sends them.
+    etag: str | None
+    last_modified: str | None
+    digest: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Visit:
+    """One visit of a page after its first: whether it had changed since the visit
+    before (a 304, or the same digest, is unchanged). A few dozen bytes: an unchanged
+    page is not stored again."""
+
+    fp: int
+    at: float
+    status: int | None
+    changed: bool
+    digest: str | None
