@@ -19,7 +19,7 @@ from tests.peer.test_replica import page
 from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig, PolitenessConfig
 from ubipy.fetch.politeness import HostRobots, JobKind
 from ubipy.fetch.urls import fingerprint
-from ubipy.peer import crawler as crawler_module
+from ubipy.peer import reading as reading_module
 from ubipy.peer.crawler import Crawler
 from ubipy.store.shard import NewURL, Shard
 
@@ -97,7 +97,7 @@ async def test_a_page_that_breaks_the_parser_is_stored_as_an_error_not_fetched_a
     def breaks(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the parser broke")
 
-    monkeypatch.setattr(crawler_module, "parse_html", breaks)
+    monkeypatch.setattr(reading_module, "parse_html", breaks)
     async with crawled(tmp_path, html) as c:
         assert stored_error(c) == "processing failed"
         assert (c.stats.errors, c.stats.timeouts) == (1, 0)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
@@ -36,19 +35,18 @@ from ubipy.fetch import (
     Scheduler,
     ScopeFilter,
     asked_wait,
-    content_digest,
     failed,
     fetch,
     is_retryable,
     is_sitemap,
-    parse_html,
     processing_failed,
     retry_delay,
 )
-from ubipy.peer.commits import Commits, page_record
+from ubipy.peer.commits import Commits
 from ubipy.peer.crawlstats import CrawlStats, SeedResult
 from ubipy.peer.discovery import candidates, seed_candidates
 from ubipy.peer.ordering import Ordering
+from ubipy.peer.reading import read_page
 from ubipy.peer.resolving import ResolveStage
 from ubipy.peer.router import Router
 from ubipy.peer.sitemapping import Sitemapping
@@ -478,39 +476,10 @@ class Crawler:
         if is_sitemap(entry.depth):  # stored as a page row, counted as a sitemap
             self._commits.answered(*self.sitemaps.answered(host, entry, result))
             return
-        stats = self.stats
-        discovered: list[NewURL] = []
-        title = encoding = encoding_source = None
-        digest = None
-        stats.answered(result)
         if not result.ok:
             log.info("fetch failed: %s: %s", entry.url, result.detail)
-        elif result.accepted:
-            digest = content_digest(result.body)
-            if result.is_redirect:
-                assert result.location is not None
-                # A redirect is not a link hop: the target keeps the depth.
-                discovered = self._candidates([result.location], entry.url, entry.depth)
-            elif result.is_html:
-                parsed = parse_html(result.body, entry.url, encoding=result.charset)
-                title, encoding = parsed.title, parsed.encoding
-                if parsed.encoding_source is not None:
-                    encoding_source = parsed.encoding_source.value
-                stats.refused["link"] += parsed.links_refused
-                stats.credentials_stripped += parsed.links_stripped
-                if entry.depth + 1 > (self.config.bounds.max_depth or math.inf):
-                    stats.too_deep += len(parsed.links)
-                else:
-                    discovered = self._candidates(parsed.links, None, entry.depth + 1)
-        page = page_record(
-            entry,
-            host,
-            result,
-            keep_body=self.config.fetch.store_bodies,
-            digest=digest,
-            title=title,
-            encoding=encoding,
-            encoding_source=encoding_source,
+        page, discovered = read_page(
+            entry, host, result, config=self.config, candidates=self._candidates, stats=self.stats
         )
         self._commits.answered(page, self.order.scored(entry, discovered))
         if self._commits.pages_waiting >= self.config.store.commit_every_pages:
