@@ -219,6 +219,9 @@ def test_freshness_and_age_of_a_hand_made_history() -> None:
     # No copy before the first fetch: missing; a second fetch of an unchanged page.
     late = page_freshness([], [8.0, 9.0], 5.0, 25.0)
     assert (late.fresh, late.age, late.missing, late.unchanged) == (17, 0, 3, 1)
+    # A fetch at the window's start is compared with the one before it.
+    edge = page_freshness([3.0], [1.0, 5.0, 7.0], 5.0, 10.0)
+    assert (edge.fresh, edge.fetches, edge.unchanged) == (5, 2, 1)
 
 
 def test_measured_freshness_matches_a_fine_sampling_of_the_truth(ranked: ChangingWeb) -> None:

@@ -117,11 +117,11 @@ class ChangingWeb:
 
     def rate(self, url: str) -> float:
         """Changes per second of the page at `url` (0.0 if it never changes)."""
-        return self._require(url).rate
+        return self.require(url).rate
 
     def group(self, url: str) -> str:
         """The group whose rate the page's is drawn around: its host."""
-        return self._require(url).group
+        return self.require(url).group
 
     def group_rate(self, group: str) -> float:
         """A group's base rate (changes per second), before each page's factor."""
@@ -136,7 +136,8 @@ class ChangingWeb:
         """Whether `host` sends ETag and Last-Modified (and answers conditional GETs)."""
         return _uniform(self.spec.seed, "validators", host) >= NO_VALIDATORS_SHARE
 
-    def _require(self, url: str) -> ChangingPage:
+    def require(self, url: str) -> ChangingPage:
+        """`page(url)`, or a KeyError if `url` is not one of the changing web's pages."""
         page = self.page(url)
         if page is None:
             raise KeyError(f"{url} is not a page of the changing web")
@@ -152,10 +153,11 @@ class ChangingWeb:
         return self.group_rate(group) * math.exp(PAGE_SIGMA * normal)
 
     # -- change times --------------------------------------------------------------------
-    def timeline(self, url: str, until: float) -> array[float]:
-        """The page's change times, ascending, complete up to `until` at least (it may
-        hold later ones): the shared cache, not a copy; do not modify it."""
-        page = self._require(url)
+    def timeline(self, url: str | ChangingPage, until: float) -> array[float]:
+        """The page's change times, ascending, complete up to `until` and holding at
+        least one later time unless it never changes: the shared cache, not a copy; do
+        not modify it."""
+        page = url if isinstance(url, ChangingPage) else self.require(url)
         return self._timeline(page.number, page.rate, until)
 
     def _timeline(self, number: int, rate: float, until: float) -> array[float]:
@@ -193,7 +195,7 @@ class ChangingWeb:
 
     def next_change(self, url: str, t: float) -> float:
         """The page's first change after `t` (math.inf if it never changes)."""
-        page = self._require(url)
+        page = self.require(url)
         if page.rate <= 0.0:
             return math.inf
         times = self._timeline(page.number, page.rate, t)
