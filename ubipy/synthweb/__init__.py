@@ -1,6 +1,8 @@
 """The synthetic web: a seeded generator of hosts, pages and links, an HTTP server for it
 on loopback (or an httpx2 transport that answers in process, on trio's clock), its
-request log, the ground truth of a correct crawl and a referee.
+request log, the ground truth of a correct crawl and a referee; optionally pages that
+change over time (`WebSpec(changing=True)`), with the truth of when and the exact
+freshness and age of a crawler's copies (`measure_freshness`).
 
 It imports nothing else from ubipy: it is the independent judge of the crawler.
 """
