@@ -17,6 +17,7 @@ from ubipy.fetch.fetcher import (
 from ubipy.fetch.filters import Filtered, MediaTypes, UrlFilter, type_family
 from ubipy.fetch.parse import content_digest, parse_html
 from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
+from ubipy.fetch.refresh import History, allocate, change_rate, freshness, proportional
 from ubipy.fetch.retry import asked_wait, is_retryable, retry_after
 from ubipy.fetch.robots import ROBOTS_MAX_BYTES, RobotsFetch, RobotsRules, retry_delay
 from ubipy.fetch.scope import ScopeFilter, path_repeats
@@ -47,6 +48,7 @@ __all__ = [
     "FetchOutcome",
     "FetchResult",
     "Filtered",
+    "History",
     "HostRobots",
     "Job",
     "JobKind",
@@ -60,11 +62,14 @@ __all__ = [
     "SitemapKind",
     "UrlFilter",
     "Validators",
+    "allocate",
     "asked_wait",
+    "change_rate",
     "content_digest",
     "failed",
     "fetch",
     "fingerprint",
+    "freshness",
     "host_key",
     "is_public",
     "is_retryable",
@@ -76,6 +81,7 @@ __all__ = [
     "parse_seeds",
     "path_repeats",
     "processing_failed",
+    "proportional",
     "read_sitemap",
     "retry_after",
     "retry_delay",

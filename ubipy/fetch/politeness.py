@@ -200,6 +200,16 @@ class Scheduler:
         slot = self._slot(host)
         slot.refresh = [(at, next(self._tie), e) for at, e in due]
         heapq.heapify(slot.refresh)
+        self._bring_forward(slot)
+
+    def due_again(self, host: str, at: float, entry: Entry) -> None:
+        """One page due again at ``at`` (it was just asked)."""
+        slot = self._slot(host)
+        heapq.heappush(slot.refresh, (at, next(self._tie), entry))
+        self._bring_forward(slot)
+
+    def _bring_forward(self, slot: HostSlot) -> None:
+        """After its refreshes changed: armed for the first of them, if sooner."""
         if not slot.refresh or slot.in_flight:
             return
         first = max(slot.next_allowed, slot.refresh[0][0])

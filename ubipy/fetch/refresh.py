@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from ubipy.config import RefreshPolicy
 
 __all__ = [
-    "CLUSTER_MIN_VISITS",
     "History",
     "RefreshPolicy",
     "allocate",
@@ -39,10 +38,6 @@ __all__ = [
     "freshness",
     "proportional",
 ]
-
-
-# Visits below which a page's own estimate is not trusted under ``cluster``.
-CLUSTER_MIN_VISITS = 3
 
 
 @dataclass(slots=True)

@@ -23,7 +23,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ubipy.fetch import Entry, FetchResult
-from ubipy.store import FrontierRow, HostMark, Lastmod, NewURL, PageRecord, Shard
+from ubipy.store import (
+    FrontierRow,
+    HostMark,
+    Lastmod,
+    NewURL,
+    PageRecord,
+    RefreshRow,
+    Shard,
+    Visit,
+)
 
 log = logging.getLogger("ubipy.peer.crawler")  # the crawler's log, as before
 
@@ -76,6 +85,8 @@ class Answered:
     page: PageRecord
     discovered: tuple[NewURL, ...]
     lastmods: tuple[Lastmod, ...] = ()
+    # A page asked again (--recrawl) that changed: no frontier entry of its own.
+    refresh: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +105,8 @@ class Batch:
     acked: tuple[int, ...]  # forwarded URLs their owner has: their outbox rows go
     skips: tuple[tuple[int, str], ...]  # (fingerprint, why): closed unfetched
     found: tuple[NewURL, ...] = ()  # found by requests that store no page (robots.txt)
+    refresh: tuple[RefreshRow, ...] = ()  # --recrawl: pages' new histories and due times
+    visits: tuple[Visit, ...] = ()  # --recrawl: visits after the first
 
     @property
     def pages(self) -> list[PageRecord]:
@@ -130,6 +143,8 @@ class Batch:
                 shard.mark_skipped(self.skips)
             if lastmods := self.lastmods:
                 shard.save_lastmods(lastmods)
+            if self.refresh or self.visits:
+                shard.save_refresh(self.refresh, self.visits)
         return closed, new_rows, foreign
 
     def report_closed(self) -> None:
@@ -150,13 +165,23 @@ class Batch:
     @property
     def settled(self) -> int:
         """Frontier entries this batch closes one by one (closed hosts' rows aside)."""
-        return len(self.answered) + len(self.skips)
+        return sum(not a.refresh for a in self.answered) + len(self.skips)
 
 
 class Commits:
     """Collects what requests leave until a commit takes it; puts back what failed."""
 
-    __slots__ = ("_acked", "_answered", "_closed_hosts", "_found", "_marks", "_skips", "_writing")
+    __slots__ = (
+        "_acked",
+        "_answered",
+        "_closed_hosts",
+        "_found",
+        "_marks",
+        "_refresh",
+        "_skips",
+        "_visits",
+        "_writing",
+    )
 
     def __init__(self) -> None:
         self._marks: dict[str, HostMark] = {}
@@ -165,14 +190,28 @@ class Commits:
         self._acked: list[int] = []
         self._skips: list[tuple[int, str]] = []
         self._found: list[NewURL] = []
+        self._refresh: list[RefreshRow] = []
+        self._visits: list[Visit] = []
         # The batch taken and not yet committed or failed.
         self._writing: Batch | None = None
 
     # -- what requests leave ------------------------------------------------
     def answered(
-        self, page: PageRecord, discovered: Iterable[NewURL] = (), lastmods: Iterable[Lastmod] = ()
+        self,
+        page: PageRecord,
+        discovered: Iterable[NewURL] = (),
+        lastmods: Iterable[Lastmod] = (),
+        *,
+        refresh: bool = False,
     ) -> None:
-        self._answered.append(Answered(page, tuple(discovered), tuple(lastmods)))
+        self._answered.append(Answered(page, tuple(discovered), tuple(lastmods), refresh))
+
+    def refreshed(self, row: RefreshRow | None, visit: Visit | None) -> None:
+        """A page's new revisit state, and the visit that made it (--recrawl)."""
+        if row is not None:
+            self._refresh.append(row)
+        if visit is not None:
+            self._visits.append(visit)
 
     def found(self, urls: Iterable[NewURL]) -> None:
         """URLs found by a request that stores no page (a robots.txt's sitemaps)."""
@@ -218,6 +257,8 @@ class Commits:
             or self._acked
             or self._skips
             or self._found
+            or self._refresh
+            or self._visits
         )
 
     # -- a commit ---------------------------------------------------------------
@@ -236,6 +277,8 @@ class Commits:
             tuple(self._acked),
             tuple(self._skips),
             tuple(self._found),
+            tuple(self._refresh),
+            tuple(self._visits),
         )
         self._marks = {}
         self._closed_hosts = []
@@ -243,6 +286,8 @@ class Commits:
         self._acked = []
         self._skips = []
         self._found = []
+        self._refresh = []
+        self._visits = []
         self._writing = batch
         return batch
 
@@ -260,6 +305,8 @@ class Commits:
         self._acked[:0] = batch.acked
         self._skips[:0] = batch.skips
         self._found[:0] = batch.found
+        self._refresh[:0] = batch.refresh
+        self._visits[:0] = batch.visits
 
     def _done(self) -> Batch:
         batch = self._writing

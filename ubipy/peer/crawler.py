@@ -47,6 +47,7 @@ from ubipy.peer.crawlstats import CrawlStats, SeedResult
 from ubipy.peer.discovery import candidates, seed_candidates
 from ubipy.peer.ordering import Ordering
 from ubipy.peer.reading import read_page
+from ubipy.peer.refreshing import Refresher
 from ubipy.peer.resolving import ResolveStage
 from ubipy.peer.router import Router
 from ubipy.peer.sitemapping import Sitemapping
@@ -100,6 +101,10 @@ class Crawler:
         self._commits = Commits()
         self.order = Ordering(config, shard, lambda: self.scheduler, self._commits.unsettled)
         self.scheduler = Scheduler.of(config, self.order.load_window, wanted)
+        # A continuous crawl (--recrawl): pages fetched come due again.
+        self.refresher = (
+            Refresher(config, shard, lambda: self.scheduler) if config.recrawl.recrawl else None
+        )
         roots = shard.get_meta(_SCOPE_META)
         self.scope = ScopeFilter.of(config.bounds, roots.split("\n") if roots else ())
         self._accept = MediaTypes(config.fetch.accept).allows
@@ -135,6 +140,8 @@ class Crawler:
     # -- start-up -----------------------------------------------------------
     def _restore(self) -> None:
         loaded = self.admission.load()
+        if self.refresher is not None:
+            self.refresher.load()
         # A restarted peer owes each host the delay after the last run's last
         # request, and what it spent of the host's budget.
         wall, now = time.time(), trio.current_time()
@@ -228,6 +235,8 @@ class Crawler:
         fps = self._shard.drop_host(host)
         self.admission.forget(fps)
         self.scheduler.drop_host(host)
+        if self.refresher is not None:
+            self.refresher.forget_host(host)
 
     def take_over(
         self, host: str, pending: list[NewURL], done: list[int], mark: HostMark | None
@@ -342,6 +351,8 @@ class Crawler:
         try:
             async with trio.open_nursery() as jobs, trio.open_nursery() as loops:
                 loops.start_soon(self._committer)
+                if self.refresher is not None:
+                    loops.start_soon(self.refresher.run)
                 if self.dns is not None:
                     await loops.start(self.dns.run)
                 task_status.started()
@@ -397,7 +408,10 @@ class Crawler:
                     abandon.cancel()
                     await trio.lowlevel.checkpoint()  # raises here: no byte of it is sent
                 accept = None if robots or sitemap else self._accept
-                result = await fetch(self._client, job.url, max_bytes=cap, accept=accept)
+                copy = self.refresher and job.entry and self.refresher.validators(job.entry)
+                result = await fetch(
+                    self._client, job.url, max_bytes=cap, accept=accept, validators=copy or None
+                )
             if deadline.cancelled_caught:
                 result = failed(job.url, FetchOutcome.TIMEOUT, "timeout: over the fetch deadline")
         finally:
@@ -481,7 +495,13 @@ class Crawler:
         page, discovered = read_page(
             entry, host, result, config=self.config, candidates=self._candidates, stats=self.stats
         )
-        self._commits.answered(page, self.order.scored(entry, discovered))
+        store = True
+        if self.refresher is not None:
+            store, row, visit = self.refresher.answered(entry, page, result)
+            self._commits.refreshed(row, visit)
+        if store:
+            found = self.order.scored(entry, discovered)
+            self._commits.answered(page, found, refresh=entry.refresh)
         if self._commits.pages_waiting >= self.config.store.commit_every_pages:
             self._flush_now.set()
 

@@ -361,6 +361,7 @@ class Shard:
             self._conn.executemany("DELETE FROM seen WHERE fp = ?", [(fp,) for fp in fps])
             self._conn.execute("DELETE FROM frontier WHERE host = ?", (host,))
             self._conn.execute("DELETE FROM hosts WHERE host = ?", (host,))
+            self._conn.execute("DELETE FROM refresh WHERE host = ?", (host,))
         return fps
 
     def take_done(self, host: str, fps: Sequence[int]) -> int:

@@ -1,0 +1,91 @@
+"""A continuous crawl (--recrawl) of the synthetic web, judged from the server's log: pages
+come due again and are asked again, within the same politeness; a page that did not
+change is not stored again. In process, on the autojump clock: an hour is virtual."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import httpx2
+import trio
+import trio.testing
+
+from tests.cluster.harness import wall_clock_on_trio_time
+from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
+from ubipy.peer.crawler import Crawler
+from ubipy.store.shard import SHARD_FILE, Shard
+from ubipy.synthweb import (
+    Referee,
+    SyntheticWeb,
+    SynthTransport,
+    WebSpec,
+    ground_truth,
+    in_process,
+)
+
+DELAY = 0.5
+SPEC = WebSpec(seed=5, hosts=6, pages_per_host=10)
+
+
+def _size(data: Path) -> int:
+    """The shard's bytes on disk, the WAL folded in."""
+    conn = sqlite3.connect(data / SHARD_FILE)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return (data / SHARD_FILE).stat().st_size
+
+
+async def test_pages_come_due_again_politely_and_unchanged_ones_cost_a_visit_row(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    web = SyntheticWeb(SPEC)
+    server = in_process(web)
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=DELAY, concurrency=4),
+        recrawl=RecrawlConfig(
+            recrawl=True, policy=RefreshPolicy.UNIFORM, rate=0.5, min_interval=60, replan=30
+        ),
+    )
+    truth = ground_truth(web, [web.seed_url()])
+    shard = Shard.open(tmp_path)
+    # Due times are wall-clock times (kept across restarts): the wall clock keeps step
+    # with the autojump clock, as on a real machine it keeps step with trio's.
+    with wall_clock_on_trio_time():
+        async with httpx2.AsyncClient(transport=SynthTransport(server)) as client:
+            crawler = Crawler(config, shard, client)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(crawler.run)
+                crawler.seed([web.seed_url()])
+                with trio.fail_after(3600):
+                    await server.log.wait_for(lambda log: len(log) >= len(truth))
+                    while crawler.pending:
+                        await crawler.request_ended.wait()
+                first_pass, size = len(server.log), _size(tmp_path)
+                # Half an hour of refreshes (the first come due a minute after).
+                await trio.sleep(1800)
+                crawler.stop()
+    refresher = crawler.refresher
+    assert refresher is not None
+    stats = refresher.stats
+    with sqlite3.connect(tmp_path / SHARD_FILE) as conn:
+        pages = conn.execute("SELECT count(*) FROM pages").fetchone()[0]
+        visits = conn.execute("SELECT count(*), sum(changed) FROM visits").fetchone()
+    shard.close()
+
+    log = list(server.log)
+    referee = Referee(log, web)
+    assert referee.overlaps() == [] and referee.short_gaps(DELAY) == []
+    # At half a request a second for ~70 pages over half an hour: each asked again
+    # several times, none more often than every minute.
+    asked = Counter(referee.url_of(r) for r in log[first_pass:])
+    refreshed = [n for url, n in asked.items() if not url.endswith(".txt")]
+    assert len(refreshed) >= 40 and min(refreshed) >= 2 and max(refreshed) <= 31
+    assert stats.refreshes == visits[0] >= 0.4 * 1800 * 0.5
+    # The web does not change: no visit saw a change, no page was stored again, and a
+    # visit costs a row of a few dozen bytes.
+    assert visits[1] == 0 and stats.changed == 0
+    assert pages == len({referee.url_of(r) for r in log[:first_pass]}) - len(web.host_names())
+    assert (_size(tmp_path) - size) / visits[0] <= 200

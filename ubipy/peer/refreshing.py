@@ -1,0 +1,268 @@
+"""A continuous crawl's part in the crawl loop (``--recrawl``; the arithmetic is
+:mod:`ubipy.fetch.refresh`, the scheduling of pages due again the scheduler's).
+
+Every page fetched with a 200 is kept here with what was seen of it: its visits, the
+visits that found it changed, the time they cover, its validators and digest. A visit
+after the first asks with the copy's validators (a conditional GET): a 304, or a body
+of the same digest, is unchanged, and costs a visit row, not a page. Every ``replan``
+seconds each page gets a revisit frequency under the refresh budget (the policy's
+allocation) and a due time, the last visit plus its interval; the scheduler asks the
+page again when it is due, within the host's politeness. Due times are wall-clock
+times kept in the shard with the history, so a restarted peer keeps them.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import trio
+
+from ubipy.config import CrawlConfig, RefreshPolicy
+from ubipy.fetch import (
+    Entry,
+    FetchResult,
+    History,
+    Scheduler,
+    Validators,
+    allocate,
+    change_rate,
+    proportional,
+)
+from ubipy.store import PageRecord, RefreshRow, Shard, Visit
+
+__all__ = ["Refresher"]
+
+log = logging.getLogger(__name__)
+
+# Visits below which a page's own estimate is not trusted under --refresh cluster.
+_CLUSTER_MIN_VISITS = 3
+# The request rate --refresh-share is a share of is measured over this many seconds.
+_RATE_WINDOW = 300.0
+
+
+@dataclass(slots=True)
+class _Page:
+    fp: int
+    url: str
+    host: str
+    depth: int
+    history: History
+    importance: float
+    etag: str | None
+    last_modified: str | None
+    digest: str | None
+    due: float
+
+    def row(self) -> RefreshRow:
+        h = self.history
+        return RefreshRow(
+            self.fp,
+            self.url,
+            self.host,
+            self.depth,
+            h.visits,
+            h.changes,
+            h.observed,
+            h.last_visit,
+            self.due,
+            self.importance,
+            self.etag,
+            self.last_modified,
+            self.digest,
+        )
+
+
+@dataclass(slots=True)
+class RefreshStats:
+    refreshes: int = 0
+    not_modified: int = 0
+    unchanged: int = 0
+    changed: int = 0
+    plans: int = 0
+
+
+def _entry(page: _Page) -> Entry:
+    return Entry(page.fp, 0, page.url, page.depth, score=page.importance, refresh=True)
+
+
+class Refresher:
+    """Histories, revisit plans, and what each refresh found."""
+
+    def __init__(self, config: CrawlConfig, shard: Shard, scheduler: Callable[[], Scheduler]):
+        self._cfg = config.recrawl
+        self._shard = shard
+        self._scheduler = scheduler
+        self._pages: dict[int, _Page] = {}
+        # Pages asked again and not yet answered: a new plan leaves them out, or a
+        # page due while in flight would be asked twice in a row.
+        self._asked: set[int] = set()
+        self._requests: deque[float] = deque()
+        self._intervals: dict[int, float] = {}
+        self.stats = RefreshStats()
+
+    # -- the crawl loop's calls -----------------------------------------------
+    def load(self) -> None:
+        """What an earlier run left: every page's history and when it is due."""
+        for r in self._shard.refresh_rows():
+            history = History(r.visits, r.changes, r.observed, r.last_visit)
+            page = _Page(r.fp, r.url, r.host, r.depth, history, r.importance, r.etag,
+                         r.last_modified, r.digest, r.due)  # fmt: skip
+            self._pages[r.fp] = page
+        self._schedule()
+
+    def validators(self, entry: Entry) -> Validators | None:
+        """The copy's validators, for a page asked again (now)."""
+        page = self._pages.get(entry.fp) if entry.refresh else None
+        if page is not None:
+            self._asked.add(page.fp)
+        if page is None or not (page.etag or page.last_modified):
+            return None
+        return Validators(page.etag, page.last_modified)
+
+    def answered(
+        self, entry: Entry, page: PageRecord, result: FetchResult
+    ) -> tuple[bool, RefreshRow | None, Visit | None]:
+        """What a page's answer means for its history: (store the page?, its new
+        revisit row, the visit to record). A first fetch is stored; a refresh only
+        when the page changed."""
+        now = time.time()
+        self._requests.append(now)
+        kept = self._pages.get(page.fp)
+        if kept is None or not entry.refresh:
+            if not (result.ok and result.status == 200):
+                return True, None, None
+            history = History()
+            history.visited(now, changed=False)
+            kept = _Page(page.fp, page.url, page.host, entry.depth, history, entry.score,
+                         page.etag, page.last_modified, page.digest, now)  # fmt: skip
+            kept.due = now + self._first_interval()
+            self._pages[page.fp] = kept
+            self._due_again(kept)
+            return True, kept.row(), None
+        self._asked.discard(page.fp)
+        self.stats.refreshes += 1
+        if result.not_modified:
+            changed = False
+            self.stats.not_modified += 1
+        elif not (result.ok and result.status == 200):
+            # Gone, or failing: asked again at its interval; a 200 will tell.
+            changed = False
+        else:
+            changed = page.digest != kept.digest
+        kept.history.visited(now, changed)
+        if changed:
+            self.stats.changed += 1
+            kept.etag, kept.last_modified, kept.digest = page.etag, page.last_modified, page.digest
+        elif not result.not_modified:
+            self.stats.unchanged += 1
+        kept.due = now + self._interval_of(kept)
+        self._due_again(kept)
+        visit = Visit(page.fp, now, result.status, changed, page.digest or kept.digest)
+        return changed, kept.row(), visit
+
+    async def run(self) -> None:
+        """Plan every ``replan`` seconds, for as long as the crawl runs."""
+        while True:
+            await trio.sleep(self._cfg.replan)
+            self.plan()
+
+    # -- planning ---------------------------------------------------------------
+    def budget(self) -> float:
+        """Refreshes a second to plan for."""
+        if self._cfg.rate is not None:
+            return self._cfg.rate
+        now = time.time()
+        while self._requests and self._requests[0] < now - _RATE_WINDOW:
+            self._requests.popleft()
+        return max(1e-3, self._cfg.share * len(self._requests) / _RATE_WINDOW)
+
+    def _first_interval(self) -> float:
+        n = max(1, len(self._pages))
+        return min(max(n / self.budget(), self._cfg.min_interval), self._cfg.max_interval)
+
+    def plan(self) -> None:
+        """Every page's revisit frequency under the policy, and its due time."""
+        pages = list(self._pages.values())
+        if not pages:
+            return
+        cfg = self._cfg
+        budget, floor = self.budget(), 1 / cfg.max_interval
+        policy = cfg.policy
+        if policy is RefreshPolicy.UNIFORM:
+            freqs = [budget / len(pages)] * len(pages)
+        else:
+            rates = self._rates(pages, by_group=policy is RefreshPolicy.CLUSTER)
+            if policy is RefreshPolicy.PROPORTIONAL:
+                freqs = proportional(rates, budget, floor)
+            else:
+                weights = [1.0] * len(pages)
+                if policy is RefreshPolicy.IMPORTANCE:
+                    weights = [max(p.importance, 1e-9) for p in pages]
+                freqs = allocate(rates, weights, budget, floor)
+        self._intervals = {}
+        for page, f in zip(pages, freqs, strict=True):
+            interval = min(1 / f if f > 0 else cfg.max_interval, cfg.max_interval)
+            self._intervals[page.fp] = max(interval, cfg.min_interval)
+            page.due = page.history.last_visit + self._intervals[page.fp]
+        self.stats.plans += 1
+        self._schedule()
+
+    def _interval_of(self, page: _Page) -> float:
+        """The page's planned interval (the first one's until a plan includes it)."""
+        return self._intervals.get(page.fp) or self._first_interval()
+
+    def _rates(self, pages: Sequence[_Page], *, by_group: bool) -> list[float]:
+        """Each page's estimated change rate; a page without enough visits of its own
+        takes the pooled rate of its host (cluster) or of all pages (the others)."""
+
+        def pooled(group: Sequence[_Page]) -> float | None:
+            n = sum(p.history.visits - 1 for p in group)
+            x = sum(p.history.changes for p in group)
+            return change_rate(n, x, sum(p.history.observed for p in group))
+
+        own = [change_rate(p.history.visits - 1, p.history.changes, p.history.observed)
+               for p in pages]  # fmt: skip
+        seen = [p for p, r in zip(pages, own, strict=True) if r is not None]
+        everyone = pooled(seen) or 0.0
+        if not by_group:
+            return [everyone if r is None else r for r in own]
+        groups: dict[str, list[_Page]] = defaultdict(list)
+        for p in pages:
+            if p.history.visits >= _CLUSTER_MIN_VISITS:
+                groups[p.host].append(p)
+        by_host = {host: pooled(members) for host, members in groups.items()}
+        return [
+            r if p.history.visits >= _CLUSTER_MIN_VISITS and r is not None
+            else (by_host.get(p.host) or everyone)
+            for p, r in zip(pages, own, strict=True)
+        ]  # fmt: skip
+
+    def _schedule(self) -> None:
+        """Hand the scheduler each host's pages and their due times (on its clock)."""
+        scheduler = self._scheduler()
+        offset = trio.current_time() - time.time()
+        by_host: dict[str, list[tuple[float, Entry]]] = defaultdict(list)
+        for p in self._pages.values():
+            if p.fp not in self._asked:
+                by_host[p.host].append((p.due + offset, _entry(p)))
+        for host, due in by_host.items():
+            scheduler.refreshes(host, due)
+
+    def _due_again(self, page: _Page) -> None:
+        at = page.due + trio.current_time() - time.time()
+        self._scheduler().due_again(page.host, at, _entry(page))
+
+    def median_interval(self) -> float | None:
+        """The median planned interval, for the status."""
+        gaps = [p.due - p.history.last_visit for p in self._pages.values()]
+        return statistics.median(gaps) if gaps else None
+
+    def forget_host(self, host: str) -> None:
+        """The host went to another peer: its pages are no longer refreshed here."""
+        for fp in [fp for fp, p in self._pages.items() if p.host == host]:
+            del self._pages[fp]
