@@ -1,12 +1,13 @@
 """A running peer: the crawl loop, the router and its outboxes, acknowledgements,
 hand-off on ring changes, replicas, and the :class:`Peer` that composes them with
 membership and the links in one trio nursery; the crawl order's part in the crawl loop
-(:class:`Ordering`).
+(:class:`Ordering`) and a continuous crawl's (:class:`Refresher`).
 """
 
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.ordering import Ordering
 from ubipy.peer.peer import Peer
+from ubipy.peer.refreshing import Refresher
 from ubipy.peer.status import PeerStatus
 
 __all__ = [
@@ -14,4 +15,5 @@ __all__ = [
     "Ordering",
     "Peer",
     "PeerStatus",
+    "Refresher",
 ]

@@ -1,0 +1,222 @@
+"""Keeping a crawl fresh, measured by freshness (issue #18, seed 001's update policies).
+
+For each refresh policy, at one fixed budget of refreshes a second, a continuous crawl
+(``--recrawl``) of the changing synthetic web (``WebSpec(ranked=True, changing=True)``:
+pages changing as Poisson processes at rates from a minute to weeks, correlated within
+hosts; docs/synthweb.md) is judged from the server's request log against the web's
+truth: average freshness and age over the measured window (after a warm-up), requests
+that found the page unchanged, 304s, and politeness (overlaps, short gaps). Beside them
+two bounds: ``uniform``, and an ``oracle`` that knows every page's true rate and
+allocates by Cho and Garcia-Molina's optimum; and ``proportional`` (to the rate), to
+show the effect the papers describe. Also the freshness of the pages seen fewer than 3
+times, where cluster sampling (the host's rate) should beat each page's own history.
+
+The peers run as the cluster tests run them (tests/cluster/harness.py): in one process,
+on an in-memory network, on trio's autojump clock, so a day of crawling costs CPU, not
+a day.
+
+    python -m bench.freshness                                # 1 peer, 1,000 pages, a day
+    python -m bench.freshness --peers 1,4 --hours 48
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from tests.cluster.harness import cluster
+from ubipy.config import BoundsConfig, CrawlConfig, RecrawlConfig, RefreshPolicy, Scope
+from ubipy.peer import Refresher
+from ubipy.synthweb import (
+    Referee,
+    RequestLog,
+    SyntheticWeb,
+    WebSpec,
+    fetches,
+    measure_freshness,
+    normalize_url,
+)
+
+RESULTS = Path(__file__).parent / "results"
+POLICIES = ("uniform", "history", "importance", "cluster", "proportional", "oracle")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Run:
+    policy: str
+    peers: int
+    refreshes: int
+    freshness: float
+    age_s: float
+    unchanged: int
+    not_modified: int
+    few_visits_pages: int
+    few_visits_freshness: float
+    overlaps: int
+    short_gaps: int
+    cpu_s: float
+
+
+@contextmanager
+def oracle(web: SyntheticWeb) -> Iterator[None]:
+    """The bound: every page's true rate instead of its estimate."""
+    assert web.changes is not None
+    changes = web.changes
+    real = Refresher._rates
+
+    def true_rates(self: Refresher, pages: Sequence[object], *, by_group: bool) -> list[float]:
+        return [changes.rate(p.url) for p in pages]  # type: ignore[attr-defined]
+
+    Refresher._rates = true_rates  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Refresher._rates = real  # type: ignore[method-assign]
+
+
+async def crawl(
+    web: SyntheticWeb, policy: RefreshPolicy, peers: int, tmp: Path, args: argparse.Namespace
+) -> tuple[RequestLog, float, float]:
+    """The crawl; returns its log and the measured window."""
+    bounds = BoundsConfig(scope=Scope.ANY, sitemaps=False)
+    rate = args.budget / peers  # the same budget for the cluster as for one peer
+
+    def tune(config: CrawlConfig) -> CrawlConfig:
+        recrawl = RecrawlConfig(
+            recrawl=True, policy=policy, rate=rate, min_interval=args.min_interval, replan=300
+        )
+        return dataclasses.replace(config, recrawl=recrawl)
+
+    async with cluster(tmp, web, seed=args.seed) as c:
+        first = await c.start(0, delay=args.delay, bounds=bounds, tune=tune)
+        sims = [first]
+        for i in range(1, peers):
+            sims.append(await c.start(i, join=first, delay=args.delay, bounds=bounds, tune=tune))
+        everyone = {s.peer_id for s in sims}
+        with trio.fail_after(120):
+            await c.wait_until(lambda: all(s.peer.membership.alive_ids() == everyone for s in sims))
+        first.peer.seed_urls([web.seed_url()])
+        start = trio.current_time() + args.warmup * 3600
+        end = start + args.hours * 3600
+        await trio.sleep_until(end)
+        await c.stop_all()
+    return c.server.log, start, end
+
+
+def measure(web: SyntheticWeb, policy: str, peers: int, args: argparse.Namespace) -> Run:
+    assert web.changes is not None
+    chosen = RefreshPolicy.HISTORY if policy == "oracle" else RefreshPolicy(policy)
+    with tempfile.TemporaryDirectory(prefix="ubipy-fresh-") as tmp:
+        started = time.process_time()
+        with oracle(web) if policy == "oracle" else _nothing():
+            log, start, end = trio.run(
+                crawl,
+                web,
+                chosen,
+                peers,
+                Path(tmp),
+                args,
+                clock=trio.testing.MockClock(autojump_threshold=0),
+            )
+        cpu = time.process_time() - started
+    copies = fetches(log)
+    result = measure_freshness(web.changes, copies, start, end)
+    # Pages asked fewer than 3 times in all: where a page's own history says little.
+    asked = Counter(normalize_url(url) for url, _ in copies)
+    few = [u for u in web.changes.urls() if 0 < asked.get(u, 0) < 3]
+    few_result = measure_freshness(web.changes, copies, start, end, pages=few) if few else None
+    referee = Referee(list(log), web)
+    window = [r for r in log if start <= r.start <= end]
+    return Run(
+        policy,
+        peers,
+        result.fetches,
+        result.freshness,
+        result.age,
+        result.unchanged,
+        sum(1 for r in window if r.status == 304),
+        len(few),
+        few_result.freshness if few_result else float("nan"),
+        len(referee.overlaps()),
+        len(referee.short_gaps(args.delay)),
+        cpu,
+    )
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def table(runs: list[Run]) -> str:
+    lines = [
+        "| policy | peers | freshness | age (min) | gap closed | refreshes | unchanged | 304s "
+        "| pages seen < 3 times: freshness | overlaps | short gaps |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    low = {r.peers: r.freshness for r in runs if r.policy == "uniform"}
+    high = {r.peers: r.freshness for r in runs if r.policy == "oracle"}
+    for r in runs:
+        closed = "-"
+        if r.peers in low and r.peers in high and high[r.peers] > low[r.peers]:
+            closed = f"{(r.freshness - low[r.peers]) / (high[r.peers] - low[r.peers]):+.0%}"
+        lines.append(
+            f"| {r.policy} | {r.peers} | {r.freshness:.3f} | {r.age_s / 60:.1f} | {closed} | "
+            f"{r.refreshes} | {r.unchanged} | {r.not_modified} | {r.few_visits_freshness:.3f} "
+            f"({r.few_visits_pages}) | {r.overlaps} | {r.short_gaps} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=40)
+    parser.add_argument("--pages", type=int, default=25, help="pages per host on average")
+    parser.add_argument("--seed", type=int, default=2)
+    parser.add_argument("--peers", default="1")
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--budget", type=float, default=None, help="refreshes/s (default: N/h)")
+    parser.add_argument("--hours", type=float, default=24.0, help="measured, after the warm-up")
+    parser.add_argument("--warmup", type=float, default=6.0, help="hours")
+    parser.add_argument("--delay", type=float, default=1.0)
+    parser.add_argument("--min-interval", type=float, default=60.0)
+    parser.add_argument("--out", type=Path, default=RESULTS / "freshness")
+    args = parser.parse_args(argv)
+    spec = WebSpec(
+        seed=args.seed, hosts=args.hosts, pages_per_host=args.pages, ranked=True, changing=True
+    )
+    web = SyntheticWeb(spec)
+    assert web.ranked is not None
+    if args.budget is None:
+        args.budget = web.ranked.page_count / 3600  # each page once an hour on average
+    runs = []
+    for n in (int(p) for p in args.peers.split(",")):
+        for policy in args.policies.split(","):
+            run = measure(web, policy, n, args)
+            print(json.dumps(dataclasses.asdict(run)), flush=True)
+            runs.append(run)
+    text = table(runs)
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    header = (
+        f"`python -m bench.freshness --hosts {args.hosts} --pages {args.pages} --seed "
+        f"{args.seed} --budget {args.budget:.4g} --hours {args.hours:g} --warmup "
+        f"{args.warmup:g}`: {web.ranked.page_count} pages, {args.budget:.4g} refreshes/s "
+        "in all.\n\n"
+    )
+    args.out.with_suffix(".md").write_text(header + text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
