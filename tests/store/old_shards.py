@@ -13,7 +13,7 @@ _UNDO = {
     1: ("ALTER TABLE pages DROP COLUMN encoding", "ALTER TABLE pages DROP COLUMN encoding_source"),
     2: ("DROP TABLE lastmod",),
     3: ("ALTER TABLE frontier DROP COLUMN score", "ALTER TABLE outbox DROP COLUMN score"),
-    4: ("DROP TABLE refresh", "DROP TABLE visits"),
+    4: ("DROP TABLE refresh", "DROP TABLE visits", "DROP TABLE visit_bodies"),
 }
 
 

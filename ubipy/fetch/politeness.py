@@ -273,6 +273,8 @@ class Scheduler:
             if slot.robots_state is HostRobots.UNKNOWN:
                 if slot.robots_fetch is None:
                     first = slot.queue[0].url if slot.queue else self._peek_url(slot)
+                    if first is None and slot.refresh:  # only pages due again (a restart)
+                        first = slot.refresh[0][2].url
                     if first is None:
                         continue
                     slot.robots_fetch = RobotsFetch(robots_url(first))

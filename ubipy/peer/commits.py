@@ -85,8 +85,6 @@ class Answered:
     page: PageRecord
     discovered: tuple[NewURL, ...]
     lastmods: tuple[Lastmod, ...] = ()
-    # A page asked again (--recrawl) that changed: no frontier entry of its own.
-    refresh: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +163,7 @@ class Batch:
     @property
     def settled(self) -> int:
         """Frontier entries this batch closes one by one (closed hosts' rows aside)."""
-        return sum(not a.refresh for a in self.answered) + len(self.skips)
+        return len(self.answered) + len(self.skips)
 
 
 class Commits:
@@ -197,14 +195,9 @@ class Commits:
 
     # -- what requests leave ------------------------------------------------
     def answered(
-        self,
-        page: PageRecord,
-        discovered: Iterable[NewURL] = (),
-        lastmods: Iterable[Lastmod] = (),
-        *,
-        refresh: bool = False,
+        self, page: PageRecord, discovered: Iterable[NewURL] = (), lastmods: Iterable[Lastmod] = ()
     ) -> None:
-        self._answered.append(Answered(page, tuple(discovered), tuple(lastmods), refresh))
+        self._answered.append(Answered(page, tuple(discovered), tuple(lastmods)))
 
     def refreshed(self, row: RefreshRow | None, visit: Visit | None) -> None:
         """A page's new revisit state, and the visit that made it (--recrawl)."""

@@ -495,13 +495,14 @@ class Crawler:
         page, discovered = read_page(
             entry, host, result, config=self.config, candidates=self._candidates, stats=self.stats
         )
-        store = True
+        first, visit = True, None
         if self.refresher is not None:
-            store, row, visit = self.refresher.answered(entry, page, result)
+            first, row, visit = self.refresher.answered(entry, page, result)
             self._commits.refreshed(row, visit)
-        if store:
-            found = self.order.scored(entry, discovered)
-            self._commits.answered(page, found, refresh=entry.refresh)
+        if first:
+            self._commits.answered(page, self.order.scored(entry, discovered))
+        elif visit is not None and visit.changed:  # a new version: its links count
+            self._commits.found(self.order.scored(entry, discovered))
         if self._commits.pages_waiting >= self.config.store.commit_every_pages:
             self._flush_now.set()
 

@@ -110,8 +110,18 @@ class Refresher:
         """What an earlier run left: every page's history and when it is due."""
         for r in self._shard.refresh_rows():
             history = History(r.visits, r.changes, r.observed, r.last_visit)
-            page = _Page(r.fp, r.url, r.host, r.depth, history, r.importance, r.etag,
-                         r.last_modified, r.digest, r.due)  # fmt: skip
+            page = _Page(
+                r.fp,
+                r.url,
+                r.host,
+                r.depth,
+                history,
+                r.importance,
+                r.etag,
+                r.last_modified,
+                r.digest,
+                r.due,
+            )
             self._pages[r.fp] = page
         self._schedule()
 
@@ -127,9 +137,9 @@ class Refresher:
     def answered(
         self, entry: Entry, page: PageRecord, result: FetchResult
     ) -> tuple[bool, RefreshRow | None, Visit | None]:
-        """What a page's answer means for its history: (store the page?, its new
-        revisit row, the visit to record). A first fetch is stored; a refresh only
-        when the page changed."""
+        """What a page's answer means for its history: (a first fetch, stored as a
+        page?, its new revisit row, the visit to record: a later one, with the new
+        version's body if it changed)."""
         now = time.time()
         self._requests.append(now)
         kept = self._pages.get(page.fp)
@@ -138,8 +148,18 @@ class Refresher:
                 return True, None, None
             history = History()
             history.visited(now, changed=False)
-            kept = _Page(page.fp, page.url, page.host, entry.depth, history, entry.score,
-                         page.etag, page.last_modified, page.digest, now)  # fmt: skip
+            kept = _Page(
+                page.fp,
+                page.url,
+                page.host,
+                entry.depth,
+                history,
+                entry.score,
+                page.etag,
+                page.last_modified,
+                page.digest,
+                now,
+            )
             kept.due = now + self._first_interval()
             self._pages[page.fp] = kept
             self._due_again(kept)
@@ -163,7 +183,20 @@ class Refresher:
         kept.due = now + self._interval_of(kept)
         self._due_again(kept)
         visit = Visit(page.fp, now, result.status, changed, page.digest or kept.digest)
-        return changed, kept.row(), visit
+        if changed:
+            visit = Visit(
+                page.fp,
+                now,
+                result.status,
+                True,
+                page.digest,
+                page.content_type,
+                page.length,
+                page.etag,
+                page.last_modified,
+                page.body,
+            )
+        return False, kept.row(), visit
 
     async def run(self) -> None:
         """Plan every ``replan`` seconds, for as long as the crawl runs."""
@@ -225,8 +258,9 @@ class Refresher:
             x = sum(p.history.changes for p in group)
             return change_rate(n, x, sum(p.history.observed for p in group))
 
-        own = [change_rate(p.history.visits - 1, p.history.changes, p.history.observed)
-               for p in pages]  # fmt: skip
+        own = [
+            change_rate(p.history.visits - 1, p.history.changes, p.history.observed) for p in pages
+        ]
         seen = [p for p, r in zip(pages, own, strict=True) if r is not None]
         everyone = pooled(seen) or 0.0
         if not by_group:
@@ -237,10 +271,11 @@ class Refresher:
                 groups[p.host].append(p)
         by_host = {host: pooled(members) for host, members in groups.items()}
         return [
-            r if p.history.visits >= _CLUSTER_MIN_VISITS and r is not None
+            r
+            if p.history.visits >= _CLUSTER_MIN_VISITS and r is not None
             else (by_host.get(p.host) or everyone)
             for p, r in zip(pages, own, strict=True)
-        ]  # fmt: skip
+        ]
 
     def _schedule(self) -> None:
         """Hand the scheduler each host's pages and their due times (on its clock)."""

@@ -33,12 +33,19 @@ class RefreshRow:
 
 @dataclass(frozen=True, slots=True)
 class Visit:
-    """One visit of a page after its first: whether it had changed since the visit
-    before (a 304, or the same digest, is unchanged). A few dozen bytes: an unchanged
-    page is not stored again."""
+    """One visit of a page after its first (wall-clock ``at``): whether it had changed
+    since the visit before (a 304, or the same digest, is unchanged). Unchanged, a row
+    of a few dozen bytes: the page is not stored again; changed, the new version, its
+    body (when bodies are kept) stored with it. The page's ``pages`` row stays its
+    first version: an archive holds each version once."""
 
     fp: int
     at: float
     status: int | None
     changed: bool
     digest: str | None
+    content_type: str | None = None
+    length: int = 0
+    etag: str | None = None
+    last_modified: str | None = None
+    body: bytes | None = None

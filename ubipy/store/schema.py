@@ -44,15 +44,27 @@ CREATE TABLE IF NOT EXISTS refresh (
     last_modified TEXT,
     digest        TEXT
 );
--- Every visit of a page after its first: a revisit record in a WARC when unchanged.
+-- Every visit of a page after its first (the first is its pages row): a revisit record
+-- in a WARC when unchanged, a response when changed (its body in visit_bodies).
 CREATE TABLE IF NOT EXISTS visits (
-    fp      INTEGER NOT NULL,
-    at      REAL    NOT NULL,
-    status  INTEGER,
-    changed INTEGER NOT NULL,
-    digest  TEXT,
+    fp            INTEGER NOT NULL,
+    at            REAL    NOT NULL,
+    status        INTEGER,
+    changed       INTEGER NOT NULL,
+    digest        TEXT,
+    content_type  TEXT,
+    length        INTEGER NOT NULL DEFAULT 0,
+    etag          TEXT,
+    last_modified TEXT,
     PRIMARY KEY (fp, at)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS visit_bodies (
+    fp    INTEGER NOT NULL,
+    at    REAL    NOT NULL,
+    codec TEXT    NOT NULL,
+    body  BLOB    NOT NULL,
+    PRIMARY KEY (fp, at)
+);
 """
 
 SCHEMA = (

@@ -516,8 +516,25 @@ class Shard:
                 [astuple(r) for r in rows],
             )
             self._conn.executemany(
-                "INSERT OR REPLACE INTO visits VALUES (?, ?, ?, ?, ?)",
-                [(v.fp, v.at, v.status, int(v.changed), v.digest) for v in visits],
+                "INSERT OR REPLACE INTO visits VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        v.fp,
+                        v.at,
+                        v.status,
+                        int(v.changed),
+                        v.digest,
+                        v.content_type,
+                        v.length,
+                        v.etag,
+                        v.last_modified,
+                    )
+                    for v in visits
+                ],
+            )
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO visit_bodies VALUES (?, ?, 'zlib', ?)",
+                [(v.fp, v.at, zlib.compress(v.body, 6)) for v in visits if v.body],
             )
 
     def refresh_rows(self) -> list[RefreshRow]:
