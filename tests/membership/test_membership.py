@@ -32,6 +32,7 @@ from ubipy.membership import (
     Update,
     message_from_wire,
 )
+from ubipy.membership.transitions import Suspicion
 
 CONFIG = MembershipConfig()
 
@@ -270,6 +271,19 @@ def test_lifeguard_timeout_shrinks_with_confirmations() -> None:
     assert a._suspicions["n7"].deadline == pytest.approx(t + 4.0)
     a.tick(t + 4.0)
     assert a.member("n7").state is MemberState.DEAD  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("live", "seconds"), [(1, 4.0), (8, 4.0), (10, 4.0), (100, 8.0), (1000, 10.0), (10_000, 12.0)]
+)
+def test_suspicion_minimum_grows_with_log10_n_then_half_as_fast_past_100(
+    live: int, seconds: float
+) -> None:
+    # memberlist's 4 x log10 N probe intervals up to 100 members; at 1000, 10 s and not
+    # 12, so that a crash is declared dead by all within 15 s (issue #14).
+    suspicion = Suspicion.begin(0.0, "n1", live, CONFIG)
+    assert suspicion.min_timeout == pytest.approx(seconds)
+    assert suspicion.max_timeout == pytest.approx(seconds * CONFIG.suspicion_max_timeout_mult)
 
 
 def test_suspected_member_refutes_with_higher_incarnation() -> None:

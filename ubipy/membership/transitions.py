@@ -39,6 +39,27 @@ TRANSITIONS: Final[dict[tuple[MemberState | None, MemberState], tuple[bool, Chan
 }
 
 
+# Up to this many members the suspicion time-out grows with log10 N, as memberlist's.
+_SCALE_KNEE: Final = 100
+
+
+def suspicion_scale(live: int) -> float:
+    """How many times ``suspicion_mult`` probe intervals a suspicion lasts at least,
+    among ``live`` members.
+
+    memberlist's node scale is log10 N, at least 1 (so small clusters, N < 10, get
+    ``suspicion_mult`` probe intervals, not less). Past 100 members it grows half
+    as fast here: the time-out must outlast two spreads of a rumour (the suspicion
+    to the suspect, its refutation back), and gossip to 3 members every 0.2 s
+    reaches N members in about log3 N rounds, under 3 s for both at N = 1000; the
+    12 s of log10 N left crash detection by all at 15.5 s there, past the 15 s a
+    thousand-member cluster is asked for. At N = 1000 the scale is 2.5 (10 s).
+    """
+    scale = max(1.0, math.log10(max(1, live)))
+    knee = math.log10(_SCALE_KNEE)
+    return scale if scale <= knee else knee + (scale - knee) / 2
+
+
 @dataclass(slots=True)
 class Suspicion:
     """Lifeguard's suspicion timer: starts at ``max`` and falls towards ``min`` as
@@ -61,10 +82,7 @@ class Suspicion:
         k = cfg.suspicion_mult - 2
         if live - 2 < k:
             k = 0
-        # memberlist's suspicionTimeout: the node scale is at least 1, so small
-        # clusters (N < 10) get suspicion_mult probe intervals, not less.
-        scale = max(1.0, math.log10(max(1, live)))
-        min_timeout = cfg.suspicion_mult * scale * cfg.probe_interval
+        min_timeout = cfg.suspicion_mult * suspicion_scale(live) * cfg.probe_interval
         max_timeout = cfg.suspicion_max_timeout_mult * min_timeout
         return cls(now, k, min_timeout, max_timeout, {accuser})
 
