@@ -1,0 +1,248 @@
+"""A shard as an export reads it: opened read-only in one read transaction, its pages
+in fetch order, each with the visits a continuous crawl made of it after the first.
+
+Opening with SQLite's ``mode=ro`` means the file is never written and never migrated,
+so a live peer's shard can be read while the peer writes, and a shard of any version
+from 1 on is read as it is: a column or a table it does not have yet reads as null or
+as nothing (version 1 has no encoding columns, versions before 5 no visits).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ubipy.errors import ExportError
+from ubipy.store.shard import SCHEMA_VERSION, SHARD_FILE
+
+__all__ = [
+    "PEER_ID_META",
+    "ExportSummary",
+    "PageHistory",
+    "ShardReader",
+    "StoredPage",
+    "StoredVisit",
+    "iso_utc",
+]
+
+# The peer keeps its id under this key of the shard's meta table (see ubipy.peer.peer).
+PEER_ID_META = "peer_id"
+
+_COLUMNS = (
+    "fp, url, status, content_type, length, truncated, title, fetched_at, "
+    "last_modified, etag, depth, error, encoding, encoding_source"
+)
+# Version 1 shards have no encoding columns: NULL (read-only, so never migrated).
+_COLUMNS_V1 = _COLUMNS.replace("encoding, encoding_source", "NULL, NULL")
+_VISIT_COLUMNS = "at, status, changed, digest, content_type, length, etag, last_modified"
+# The first version with the visits of a continuous crawl.
+_VISITS_SINCE = 5
+
+
+def iso_utc(t: float) -> str:
+    """A Unix time as ISO 8601 in UTC, to the microsecond: ``2025-01-02T03:04:05.678901Z``."""
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPage:
+    """One row of a shard's ``pages`` table (a page's first fetch), with its body when
+    asked for."""
+
+    peer: str | None
+    url: str
+    status: int | None
+    content_type: str | None
+    length: int
+    truncated: bool
+    title: str | None
+    fetched_at: float
+    last_modified: str | None
+    etag: str | None
+    depth: int
+    error: str | None
+    body: bytes | None  # None: not loaded, or not kept in the shard
+    # The encoding an HTML page was read in and what decided it (None: not parsed).
+    encoding: str | None = None
+    encoding_source: str | None = None
+
+    @property
+    def is_response(self) -> bool:
+        """A real HTTP response: a status, and nothing went wrong after it."""
+        return self.status is not None and self.error is None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredVisit:
+    """One row of ``visits``: a visit of a page after its first fetch. Unchanged (a 304,
+    or a 200 of the same digest), it has no type, length, validators or body of its
+    own: it saw the version held. Changed, they are the new version's."""
+
+    at: float
+    status: int | None
+    changed: bool
+    digest: str | None
+    content_type: str | None
+    length: int
+    etag: str | None
+    last_modified: str | None
+    body: bytes | None  # a changed visit's, when asked for and kept
+
+    @property
+    def is_unchanged_answer(self) -> bool:
+        """The server said, or showed, that the version held is still current."""
+        return not self.changed and self.status in (200, 304)
+
+
+@dataclass(frozen=True, slots=True)
+class PageHistory:
+    """A page's first fetch and its visits after it, in time order. The visits are read
+    from the shard as they are iterated (at most one body in memory), once."""
+
+    page: StoredPage
+    visits: Iterator[StoredVisit]
+
+
+@dataclass(frozen=True, slots=True)
+class ExportSummary:
+    shards: int
+    pages: int  # pages read from the shards
+    records: int  # WARC records (warcinfo included) or JSON lines written
+    left_out: int  # pages not in a WARC: errors, or a body the shard did not keep
+    visits: int = 0  # visits after the first fetch, read from the shards
+    visits_left_out: int = 0  # visits not in a WARC (see ubipy.store.warc)
+
+
+class ShardReader:
+    """A shard opened read-only, for export; it never writes, so it is safe on a live peer."""
+
+    def __init__(self, data_dir: Path) -> None:
+        if not data_dir.exists():
+            raise ExportError(f"{data_dir}: no such directory")
+        # The data directory, or the shard file itself.
+        path = data_dir / SHARD_FILE if data_dir.is_dir() else data_dir
+        if not path.is_file():
+            raise ExportError(f"{data_dir}: not a ubipy data directory (no {SHARD_FILE})")
+        self.path = path
+        try:
+            conn = sqlite3.connect(
+                path.resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise ExportError(f"{path}: cannot open shard: {exc}") from exc
+        # A title or URL that is not valid UTF-8 is replaced, not fatal.
+        conn.text_factory = lambda b: b.decode("utf-8", "replace")
+        self._conn = conn
+        try:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if version == 0:
+                raise ExportError(f"{path}: not a ubipy shard (no schema version)")
+            if not 1 <= version <= SCHEMA_VERSION:
+                raise ExportError(
+                    f"{path}: shard schema version {version} is not supported by this "
+                    f"ubipy (expects {SCHEMA_VERSION})"
+                )
+            self._columns = _COLUMNS if version >= 2 else _COLUMNS_V1
+            self._has_visits = version >= _VISITS_SINCE
+            # One snapshot for the whole export, whatever the peer commits meanwhile.
+            conn.execute("BEGIN")
+            conn.execute(f"SELECT {self._columns} FROM pages LIMIT 0")
+            conn.execute("SELECT fp, codec, body FROM bodies LIMIT 0")
+            if self._has_visits:
+                conn.execute(f"SELECT fp, {_VISIT_COLUMNS} FROM visits LIMIT 0")
+                conn.execute("SELECT fp, at, codec, body FROM visit_bodies LIMIT 0")
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (PEER_ID_META,)).fetchone()
+        except ExportError:
+            conn.close()
+            raise
+        except sqlite3.Error as exc:
+            conn.close()
+            raise ExportError(f"{path}: not a readable ubipy shard: {exc}") from exc
+        self.peer_id: str | None = None if row is None else str(row[0])
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def pages(self, *, bodies: bool) -> Iterator[StoredPage]:
+        """Every stored page in fetch order; with ``bodies``, each with its body."""
+        for page, _ in self._pages(bodies=bodies):
+            yield page
+
+    def histories(self, *, bodies: bool) -> Iterator[PageHistory]:
+        """Every stored page in fetch order, each with its later visits; with
+        ``bodies``, the first fetch's body and each changed visit's."""
+        for page, fp in self._pages(bodies=bodies):
+            yield PageHistory(page, self._visits(fp, bodies=bodies))
+
+    def _pages(self, *, bodies: bool) -> Iterator[tuple[StoredPage, int]]:
+        try:
+            cur = self._conn.execute(f"SELECT {self._columns} FROM pages ORDER BY fetched_at, fp")
+            for (
+                fp, url, status, ctype, length, trunc, title, at, lm, etag, depth, error,
+                encoding, source,
+            ) in cur:  # fmt: skip
+                page = StoredPage(
+                    peer=self.peer_id,
+                    url=str(url),
+                    status=None if status is None else int(status),
+                    content_type=ctype,
+                    length=int(length),
+                    truncated=bool(trunc),
+                    title=title,
+                    fetched_at=float(at),
+                    last_modified=lm,
+                    etag=etag,
+                    depth=int(depth),
+                    error=error,
+                    body=self._body(int(fp)) if bodies else None,
+                    encoding=encoding,
+                    encoding_source=source,
+                )
+                yield page, int(fp)
+        except sqlite3.Error as exc:
+            raise ExportError(f"{self.path}: reading pages failed: {exc}") from exc
+
+    def _visits(self, fp: int, *, bodies: bool) -> Iterator[StoredVisit]:
+        if not self._has_visits:
+            return
+        try:
+            # The primary key (fp, at): one page's visits, in time order, by the index.
+            cur = self._conn.execute(
+                f"SELECT {_VISIT_COLUMNS} FROM visits WHERE fp = ? ORDER BY at", (fp,)
+            )
+            for at, status, changed, digest, ctype, length, etag, lm in cur:
+                yield StoredVisit(
+                    at=float(at),
+                    status=None if status is None else int(status),
+                    changed=bool(changed),
+                    digest=digest,
+                    content_type=ctype,
+                    length=int(length),
+                    etag=etag,
+                    last_modified=lm,
+                    body=self._visit_body(fp, at) if bodies and changed else None,
+                )
+        except sqlite3.Error as exc:
+            raise ExportError(f"{self.path}: reading visits failed: {exc}") from exc
+
+    def _body(self, fp: int) -> bytes | None:
+        row = self._conn.execute("SELECT codec, body FROM bodies WHERE fp = ?", (fp,)).fetchone()
+        return None if row is None else self._decoded(*row)
+
+    def _visit_body(self, fp: int, at: float) -> bytes | None:
+        row = self._conn.execute(
+            "SELECT codec, body FROM visit_bodies WHERE fp = ? AND at = ?", (fp, at)
+        ).fetchone()
+        return None if row is None else self._decoded(*row)
+
+    def _decoded(self, codec: str, blob: bytes) -> bytes:
+        if codec != "zlib":
+            raise ExportError(f"{self.path}: unknown body codec {codec!r}")
+        try:
+            return zlib.decompress(blob)
+        except zlib.error as exc:
+            raise ExportError(f"{self.path}: a stored body is corrupt: {exc}") from exc
