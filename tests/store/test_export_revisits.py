@@ -9,20 +9,28 @@ import base64
 import gzip
 import hashlib
 import json
+import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx2
 import pytest
+import trio
+import trio.testing
 from warcio.archiveiterator import ArchiveIterator
 
+from tests.cluster.harness import wall_clock_on_trio_time
 from tests.store.old_shards import downgrade
+from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig
+from ubipy.peer.crawler import Crawler
 from ubipy.store.export import export, iso_utc
 from ubipy.store.jsonl import page_json
 from ubipy.store.revisits import RefreshRow, Visit
 from ubipy.store.shard import SHARD_FILE, PageRecord, Shard
 from ubipy.store.snapshot import StoredPage
+from ubipy.synthweb import SyntheticWeb, SynthTransport, WebSpec, in_process
 
 PEER = "c2c2c2c2c2c2c2c2"
 T0 = 1_700_000_000.5
@@ -357,3 +365,65 @@ def test_a_shard_from_before_visits_is_exported_without_being_changed(
     lines = [json.loads(x) for x in (tmp_path / "old.jsonl").read_text().splitlines()]
     assert [(x["url"], "visits" in x) for x in lines] == [(HOME, False), (STILL, False)]
     assert (crawl / SHARD_FILE).read_bytes() == before
+
+
+# -- a real continuous crawl ----------------------------------------------------------
+
+CHANGING = WebSpec(seed=9, hosts=4, pages_per_host=12, changing=True)
+
+
+async def test_a_continuous_crawl_of_a_changing_web_exports_each_version_once(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    web = SyntheticWeb(CHANGING)
+    server = in_process(web)
+    config = CrawlConfig(
+        data_dir=tmp_path / "peer",
+        politeness=PolitenessConfig(delay=0.5, concurrency=4),
+        recrawl=RecrawlConfig(recrawl=True, rate=0.5, min_interval=60, replan=60),
+    )
+    shard = Shard.open(config.data_dir)
+    # Visits are stamped with the wall clock: kept in step with the autojump clock.
+    with wall_clock_on_trio_time():
+        async with httpx2.AsyncClient(transport=SynthTransport(server)) as client:
+            crawler = Crawler(config, shard, client)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(crawler.run)
+                crawler.seed([web.seed_url()])
+                await trio.sleep(1800)  # half an hour, virtual
+                crawler.stop()
+    shard.close()
+    with sqlite3.connect(config.data_dir / SHARD_FILE) as conn:
+        (changed,) = conn.execute("SELECT count(*) FROM visits WHERE changed").fetchone()
+        # Those of pages whose first fetch is in the WARC (not one of a type not
+        # accepted, say: nothing there for a revisit to refer to).
+        (unchanged,) = conn.execute(
+            "SELECT count(*) FROM visits JOIN pages USING (fp) "
+            "WHERE NOT changed AND visits.status IN (200, 304) AND error IS NULL"
+        ).fetchone()
+    assert changed > 0 and unchanged > 0
+
+    out = tmp_path / "crawl.warc.gz"
+    summary = await trio.to_thread.run_sync(export, [config.data_dir], "warc", out)
+    check = _warcio("check", str(out))
+    assert check.returncode == 0, check.stdout + check.stderr
+    recs = _read_warc(out)
+    captures = [r for r in recs if r.type in ("response", "revisit")]
+    assert sum(r.type == "revisit" for r in captures) == unchanged
+    assert sum(r.type == "response" for r in captures) == summary.pages - summary.left_out + changed
+    # Per page, in time order: each response a new version (its digest unlike the one
+    # before), each revisit referring to the latest response before it.
+    latest: dict[str, Rec] = {}
+    for r in captures:
+        url = r.headers["WARC-Target-URI"]
+        before = latest.get(url)
+        if r.type == "response":
+            if before is not None:
+                assert r.headers["WARC-Date"] > before.headers["WARC-Date"]
+                assert r.headers["WARC-Payload-Digest"] != before.headers["WARC-Payload-Digest"]
+            latest[url] = r
+        else:
+            assert before is not None
+            assert r.headers["WARC-Refers-To"] == before.headers["WARC-Record-ID"]
+            assert r.headers["WARC-Refers-To-Date"] == before.headers["WARC-Date"]
+            assert r.headers["WARC-Date"] > before.headers["WARC-Date"]
