@@ -465,9 +465,12 @@ def _export(args: argparse.Namespace) -> int:
         if summary.left_out
         else ""
     )
+    if summary.visits_left_out:
+        left_out += f"; {n(summary.visits_left_out, 'later visit')} left out"
+    visits = f" and {n(summary.visits, 'later visit')}" if summary.visits else ""
     print(
-        f"ubipy export: wrote {n(summary.records, unit)} for {n(summary.pages, 'page')} "
-        f"from {n(summary.shards, 'shard')} to "
+        f"ubipy export: wrote {n(summary.records, unit)} for {n(summary.pages, 'page')}"
+        f"{visits} from {n(summary.shards, 'shard')} to "
         f"{'standard output' if to_stdout else args.out}{left_out}",
         file=sys.stderr,
     )

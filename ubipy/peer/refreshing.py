@@ -144,8 +144,8 @@ class Refresher:
         self._requests.append(now)
         kept = self._pages.get(page.fp)
         if kept is None or not entry.refresh:
-            if not (result.ok and result.status == 200):
-                return True, None, None
+            if not (result.ok and result.status == 200 and page.error is None and page.digest):
+                return True, None, None  # an error, a redirect, a type not kept: not refreshed
             history = History()
             history.visited(now, changed=False)
             kept = _Page(
