@@ -68,7 +68,9 @@ from ubipy.wire.reader import FrameReader
 ids = st.integers(0, 2**63 - 1)
 fingerprints = st.lists(st.integers(-(2**63), 2**63 - 1), max_size=5).map(tuple)
 texts = st.text(max_size=30)
-wire_urls = st.lists(st.tuples(texts, st.integers(0, MAX_DEPTH)), max_size=5).map(tuple)
+wire_urls = st.lists(
+    st.tuples(texts, st.integers(0, MAX_DEPTH), st.floats(0, 1e6, allow_nan=False)), max_size=5
+).map(tuple)
 finite = st.floats(allow_nan=False, allow_infinity=False)
 marks = st.none() | st.builds(Mark, finite, st.floats(0, MAX_MARK_DELAY), ids)
 scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | texts

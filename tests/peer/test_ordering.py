@@ -29,7 +29,8 @@ def test_a_pages_cash_is_split_evenly_over_its_links(tmp_path: Path) -> None:
     assert [u.fp for u in shared] == [0, 1, 2, 3]
     assert ordering.seed_score == 1.0
     # Breadth-first: no cash at all.
-    bfs = Ordering(CrawlConfig(data_dir=tmp_path), shard, lambda: None, set)  # type: ignore[arg-type,return-value]
+    bfs_config = CrawlConfig(data_dir=tmp_path, bounds=BoundsConfig(order=CrawlOrder.BFS))
+    bfs = Ordering(bfs_config, shard, lambda: None, set)  # type: ignore[arg-type,return-value]
     assert bfs.scored(Entry(9, 9, "", 0, score=2.0), links) == links and bfs.seed_score == 0.0
     shard.close()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
+import math
 from collections import deque
 from collections.abc import Callable
 
@@ -232,7 +233,10 @@ class Scheduler:
 
     # -- dispatching --------------------------------------------------------
     def next_wakeup(self) -> float | None:
-        """When the earliest armed host becomes ready, or None if none is."""
+        """When the earliest armed host becomes ready, or None if none is (-inf: one
+        is ready now, waiting to be chosen under a ranked order)."""
+        if self._ready:
+            return -math.inf
         return self._heap[0][0] if self._heap else None
 
     def _next_due(self, now: float) -> HostSlot | None:

@@ -94,7 +94,7 @@ class _Outgoing:
         mark: HostMark | None = None,
     ) -> None:
         copy = self.hosts[host]
-        copy.pending.extend((u.url, u.depth, u.score) for u in pending)
+        copy.pending.extend((u.url, u.depth, 0.0) for u in pending)  # scores are not kept
         copy.done.extend(done)
         if mark is not None and (copy.mark is None or copy.mark.last_end <= mark.last_end):
             copy.mark = mark
