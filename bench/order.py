@@ -26,7 +26,7 @@ import json
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -107,14 +107,8 @@ async def crawl(
         return dataclasses.replace(config, politeness=politeness)
 
     async with cluster(tmp, web, seed=args.seed) as c:
-        first = await c.start(0, delay=args.delay, bounds=bounds, tune=tune)
-        sims = [first]
-        for i in range(1, peers):
-            sims.append(await c.start(i, join=first, delay=args.delay, bounds=bounds, tune=tune))
-        everyone = {s.peer_id for s in sims}
-        with trio.fail_after(120):
-            await c.wait_until(lambda: all(s.peer.membership.alive_ids() == everyone for s in sims))
-        first.peer.seed_urls([web.seed_url()])
+        sims = await c.start_joined(peers, delay=args.delay, bounds=bounds, tune=tune)
+        sims[0].peer.seed_urls([web.seed_url()])
         assert web.ranked is not None
         target = web.ranked.page_count + len(web.host_names())  # robots.txt too
         with trio.fail_after(10**7):
@@ -131,7 +125,7 @@ def measure(web: SyntheticWeb, order: str, peers: int, args: argparse.Namespace)
     total = web.ranked.page_count
     with tempfile.TemporaryDirectory(prefix="ubipy-order-") as tmp:
         started = time.process_time()
-        with omniscient(truth) if order == "omniscient" else _nothing():
+        with omniscient(truth) if order == "omniscient" else nullcontext():
             log, sims = trio.run(
                 crawl,
                 web,
@@ -158,11 +152,6 @@ def measure(web: SyntheticWeb, order: str, peers: int, args: argparse.Namespace)
         sum(s.peer.crawler.order.rank_runs for s in sims),
         sum(s.peer.crawler.order.rank_seconds for s in sims),
     )
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 def table(runs: list[Run]) -> str:

@@ -257,6 +257,22 @@ class Cluster:
         await self._nursery.start(self._life, sim)
         return sim
 
+    async def start_joined(
+        self, n: int, *, patience: float = 120.0, **options: Any
+    ) -> list[SimPeer]:
+        """Peers 0 to ``n - 1``, each joining peer 0, with ``options`` as :meth:`start`
+        takes them; returns once every one sees every other alive."""
+        first = await self.start(0, **options)
+        sims = [first]
+        for i in range(1, n):
+            sims.append(await self.start(i, join=first, **options))
+        everyone = {s.peer_id for s in sims}
+        with trio.fail_after(patience):
+            await self.wait_until(
+                lambda: all(s.peer.membership.alive_ids() == everyone for s in sims)
+            )
+        return sims
+
     async def _life(self, sim: SimPeer, *, task_status: trio.TaskStatus[Peer]) -> None:
         _CURRENT.set(sim)  # this task's context, which the peer's tasks inherit
         try:
