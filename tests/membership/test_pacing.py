@@ -37,3 +37,14 @@ def test_small_clusters_send_their_own_request_every_interval() -> None:
     pacing = PushPullPacing(30.0)
     assert pacing.may_answer_routine(10.0, 8)
     assert pacing.next_request(11.0, 8) is None
+
+
+def test_woken_at_the_time_it_gave_a_member_sends_its_request() -> None:
+    # 675.4350870919409 - 495.43508709194094 < 180 in floating point, though the one is
+    # the other plus 180: told "ask again at 675.435...", a member woken then must ask,
+    # not be told the same time again (a simulation of a thousand members spun there).
+    pacing = PushPullPacing(30.0)
+    assert pacing.may_answer_routine(495.43508709194094, 1000)
+    again = pacing.next_request(600.0, 1000)
+    assert again == 675.4350870919409
+    assert pacing.next_request(again, 1000) is None

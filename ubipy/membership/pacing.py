@@ -45,7 +45,11 @@ class PushPullPacing:
     def _may_send(self, now: float, live: int) -> bool:
         if live <= SMALL_CLUSTER:
             return True
-        if now - self._last_table < self.period(live):
+        # Compared as next_request computes the time it gives: ``now - last < period``
+        # can hold at ``now == last + period`` (rounding), and a member woken at that
+        # time would be told the same time again, for ever (a thousand-member simulation
+        # stopped advancing after its sixth crash).
+        if now < self._last_table + self.period(live):
             return False
         self._last_table = now
         return True
