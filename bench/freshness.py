@@ -193,6 +193,36 @@ def table(runs: list[Run]) -> str:
     return "\n".join(lines)
 
 
+def chart(runs: list[Run], where: Path) -> None:
+    """Freshness and age by policy, one group of bars per number of peers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    peers = sorted({r.peers for r in runs})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.8 / len(peers)
+    policies = list(dict.fromkeys(r.policy for r in runs))
+    for k, n in enumerate(peers):
+        mine = {r.policy: r for r in runs if r.peers == n}
+        xs = [i + k * width for i in range(len(policies))]
+        label = f"{n} peer{'s' if n > 1 else ''}"
+        fresh = [mine[p].freshness if p in mine else 0 for p in policies]
+        age = [mine[p].age_s / 60 if p in mine else 0 for p in policies]
+        axes[0].bar(xs, fresh, width, label=label)
+        axes[1].bar(xs, age, width, label=label)
+    for ax, title in zip(axes, ("average freshness", "average age (minutes)"), strict=True):
+        ax.set_xticks([i + width * (len(peers) - 1) / 2 for i in range(len(policies))])
+        ax.set_xticklabels(policies, rotation=20)
+        ax.set_title(title)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend()
+    axes[0].set_ylim(0.75, 1.0)
+    fig.tight_layout()
+    fig.savefig(where, dpi=90)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=40)
@@ -206,6 +236,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--delay", type=float, default=1.0)
     parser.add_argument("--min-interval", type=float, default=60.0)
     parser.add_argument("--out", type=Path, default=RESULTS / "freshness")
+    parser.add_argument(
+        "--runs",
+        type=Path,
+        default=None,
+        help="render the table and chart of these runs "
+        "(the JSON lines a run prints) instead of running",
+    )
     args = parser.parse_args(argv)
     spec = WebSpec(
         seed=args.seed, hosts=args.hosts, pages_per_host=args.pages, ranked=True, changing=True
@@ -215,7 +252,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.budget is None:
         args.budget = web.ranked.page_count / 3600  # each page once an hour on average
     runs = []
-    for n in (int(p) for p in args.peers.split(",")):
+    if args.runs is not None:
+        lines = args.runs.read_text(encoding="utf-8").splitlines()
+        runs = [Run(**json.loads(line)) for line in lines if line.startswith("{")]
+    for n in (int(p) for p in args.peers.split(",")) if args.runs is None else ():
         for policy in args.policies.split(","):
             run = measure(web, policy, n, args)
             print(json.dumps(dataclasses.asdict(run)), flush=True)
@@ -230,6 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "in all.\n\n"
     )
     args.out.with_suffix(".md").write_text(header + text + "\n", encoding="utf-8")
+    chart(runs, args.out.with_suffix(".png"))
     return 0
 
 

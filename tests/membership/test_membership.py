@@ -274,16 +274,16 @@ def test_lifeguard_timeout_shrinks_with_confirmations() -> None:
 
 
 @pytest.mark.parametrize(
-    ("live", "seconds"), [(1, 4.0), (8, 4.0), (10, 4.0), (100, 8.0), (1000, 10.0), (10_000, 12.0)]
+    ("live", "seconds"), [(1, 4.0), (8, 4.0), (10, 4.0), (50, 6.8), (100, 8.0), (1000, 8.0)]
 )
-def test_suspicion_minimum_grows_with_log10_n_then_half_as_fast_past_100(
-    live: int, seconds: float
-) -> None:
-    # memberlist's 4 x log10 N probe intervals up to 100 members; at 1000, 10 s and not
+def test_suspicion_minimum_grows_with_log10_n_up_to_100_members(live: int, seconds: float) -> None:
+    # memberlist's 4 x log10 N probe intervals up to 100 members; at 1000, 8 s and not
     # 12, so that a crash is declared dead by all within 15 s (issue #14).
     suspicion = Suspicion.begin(0.0, "n1", live, CONFIG)
-    assert suspicion.min_timeout == pytest.approx(seconds)
-    assert suspicion.max_timeout == pytest.approx(seconds * CONFIG.suspicion_max_timeout_mult)
+    assert suspicion.min_timeout == pytest.approx(seconds, abs=0.01)
+    assert suspicion.max_timeout == pytest.approx(
+        seconds * CONFIG.suspicion_max_timeout_mult, abs=0.1
+    )
 
 
 def test_suspected_member_refutes_with_higher_incarnation() -> None:
