@@ -136,6 +136,7 @@ async def test_a_conditional_get_sends_the_copys_validators_and_reads_a_304() ->
             client, "http://a.test/", max_bytes=1000, validators=Validators('"v0"', None)
         )
         plain = await fetch(client, "http://a.test/", max_bytes=1000)
+    assert plain.body == b"<p>new</p>" and not plain.not_modified
     assert same.not_modified and same.ok and same.body == b"" and same.etag == '"v1"'
     assert seen[0]["if-modified-since"] == "Sun, 29 Nov 2026 10:00:00 GMT"
     assert not changed.not_modified and changed.body == b"<p>new</p>"

@@ -9,7 +9,14 @@ import statistics
 
 import pytest
 
-from ubipy.fetch.refresh import History, allocate, change_rate, freshness, proportional
+from ubipy.fetch.refresh import (
+    History,
+    allocate,
+    change_rate,
+    estimate,
+    freshness,
+    proportional,
+)
 
 
 def _observe(rng: random.Random, rate: float, interval: float, visits: int) -> History:
@@ -88,3 +95,25 @@ def test_weights_and_floors() -> None:
     # Nothing seen to change: the budget is spread evenly.
     assert allocate([0.0, 0.0], [1.0, 1.0], 2.0) == pytest.approx([1.0, 1.0])
     assert allocate([], [], 1.0) == [] and proportional([], 1.0) == []
+
+
+def test_a_page_never_seen_to_change_is_planned_on_half_a_change_not_none() -> None:
+    h = History()
+    for at in (0.0, 3600.0, 7200.0):
+        h.visited(at, changed=False)
+    # Cho and Garcia-Molina's estimate is 0 (never worth a visit again); planned on
+    # half a change, about 0.5 / T: the longer it stays the same, the longer it waits.
+    assert change_rate(2, 0, 7200.0) == 0.0
+    rate = estimate(h)
+    assert rate is not None and 0.4 / 7200 < rate < 0.6 / 7200 * 2
+    h.visited(14_400.0, changed=False)
+    later = estimate(h)
+    assert later is not None and later < rate
+    assert estimate(History()) is None
+
+
+def test_a_ceiling_passes_what_a_page_cannot_take_to_the_others() -> None:
+    rates = [1e-6, 1e-3, 1e-3]
+    capped = allocate(rates, [1.0] * 3, 0.01, ceiling=0.004)
+    assert max(capped) <= 0.004 + 1e-12
+    assert sum(capped) == pytest.approx(0.01, rel=1e-3)

@@ -17,7 +17,14 @@ from ubipy.fetch.fetcher import (
 from ubipy.fetch.filters import Filtered, MediaTypes, UrlFilter, type_family
 from ubipy.fetch.parse import content_digest, parse_html
 from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
-from ubipy.fetch.refresh import History, allocate, change_rate, freshness, proportional
+from ubipy.fetch.refresh import (
+    History,
+    allocate,
+    change_rate,
+    estimate,
+    freshness,
+    proportional,
+)
 from ubipy.fetch.retry import asked_wait, is_retryable, retry_after
 from ubipy.fetch.robots import ROBOTS_MAX_BYTES, RobotsFetch, RobotsRules, retry_delay
 from ubipy.fetch.scope import ScopeFilter, path_repeats
@@ -66,6 +73,7 @@ __all__ = [
     "asked_wait",
     "change_rate",
     "content_digest",
+    "estimate",
     "failed",
     "fetch",
     "fingerprint",

@@ -35,6 +35,7 @@ __all__ = [
     "RefreshPolicy",
     "allocate",
     "change_rate",
+    "estimate",
     "freshness",
     "proportional",
 ]
@@ -59,7 +60,7 @@ class History:
         self.last_visit = at
 
 
-def change_rate(intervals: int, changes: int, observed: float) -> float | None:
+def change_rate(intervals: int, changes: float, observed: float) -> float | None:
     """Cho and Garcia-Molina's estimate of a Poisson change rate from ``intervals``
     visits-to-visit intervals over ``observed`` seconds, ``changes`` of which saw a
     change; None without an interval to go by."""
@@ -67,6 +68,18 @@ def change_rate(intervals: int, changes: int, observed: float) -> float | None:
         return None
     x = min(changes, intervals)
     return -math.log((intervals - x + 0.5) / (intervals + 0.5)) * intervals / observed
+
+
+def estimate(history: History) -> float | None:
+    """A page's change rate from its history, for planning: Cho and Garcia-Molina's
+    estimate, except that a page never seen to change counts half a change. Their
+    estimate is then 0, and a page at rate 0 is never worth a visit: planned on it,
+    every page seen twice unchanged would wait for the floor (30 days), and the ones
+    that do change, slowly, would go stale (measured: freshness 0.79 against
+    uniform's 0.90). Half a change over ``T`` seconds is about ``0.5 / T``: the longer
+    a page stays the same, the longer it is left."""
+    intervals = history.visits - 1
+    return change_rate(intervals, max(history.changes, 0.5), history.observed)
 
 
 def freshness(rate: float, frequency: float) -> float:
@@ -99,16 +112,22 @@ def _g_inverse(y: float) -> float:
 
 
 def allocate(
-    rates: Sequence[float], weights: Sequence[float], budget: float, floor: float = 0.0
+    rates: Sequence[float],
+    weights: Sequence[float],
+    budget: float,
+    floor: float = 0.0,
+    ceiling: float = math.inf,
 ) -> list[float]:
     """Revisit frequencies (per second) maximising weighted freshness, summing to
-    ``budget`` (each at least ``floor``, which comes off the budget first)."""
+    ``budget`` (each at least ``floor``, which comes off the budget first, and at most
+    ``ceiling``: what a page cannot take goes to the others)."""
     n = len(rates)
     if n == 0:
         return []
     spare = budget - floor * n
     if spare <= 0:
         return [budget / n] * n
+    cap = max(0.0, ceiling - floor)
     # Pages alike get the same answer: solved per (rate, weight) rounded to 1% (an
     # estimate from a few visits is no finer), counted.
     keys = [(_rounded(r), _rounded(w)) for r, w in zip(rates, weights, strict=True)]
@@ -120,7 +139,8 @@ def allocate(
         out = {}
         for rate, weight in kinds:
             y = mu * rate / weight if weight > 0 else math.inf
-            out[rate, weight] = 0.0 if rate <= 0 or y >= 1 else rate / _g_inverse(y)
+            f = 0.0 if rate <= 0 or y >= 1 else rate / _g_inverse(y)
+            out[rate, weight] = min(f, cap)
         return out
 
     def total(freqs: dict[tuple[float, float], float]) -> float:
@@ -138,7 +158,7 @@ def allocate(
     used = total(freqs)
     # Nothing worth refreshing (no page seen to change): the spare goes evenly.
     extra = (spare - used) / n if used < spare * 0.999 else 0.0
-    return [floor + extra + freqs[key] for key in keys]
+    return [floor + min(extra + freqs[key], cap) for key in keys]
 
 
 def _rounded(value: float) -> float:
