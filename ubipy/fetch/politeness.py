@@ -7,6 +7,11 @@ that are ready wait in a heap keyed by that time. robots.txt is resolved
 through the same slot before the host's first page, so its requests obey the
 same politeness as pages.
 
+Among the hosts whose time has come, the crawl order (``--order``, ranking.py)
+chooses which goes next and which of its URLs; a continuous crawl (``--recrawl``)
+adds, per host, the pages due again, which take at most their share of requests
+while new URLs wait.
+
 No I/O and no clock: the caller passes ``now`` in and performs the requests.
 """
 
