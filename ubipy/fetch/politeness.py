@@ -89,8 +89,8 @@ class Scheduler:
         # Pages due again (--recrawl) take at most this share of requests while new
         # URLs wait too; requests handed out so far, and how many were refreshes.
         self._refresh_share = refresh_share
-        self.taken = 0
-        self.refreshes_taken = 0
+        self._taken = 0
+        self._refreshes_taken = 0
 
     @classmethod
     def of(
@@ -228,12 +228,12 @@ class Scheduler:
         """The host's next entry: a page due again, or a new URL, the refreshes taking
         at most their share of requests while new URLs wait too."""
         due = bool(slot.refresh) and slot.refresh[0][0] <= now
-        if due and (not slot.has_work or self.refreshes_taken < self._refresh_share * self.taken):
-            self.refreshes_taken += 1
-            self.taken += 1
+        if due and (not slot.has_work or self._refreshes_taken < self._refresh_share * self._taken):
+            self._refreshes_taken += 1
+            self._taken += 1
             return heapq.heappop(slot.refresh)[2]
         entry = self._pop_entry(slot) if slot.has_work else None
-        self.taken += entry is not None
+        self._taken += entry is not None
         return entry
 
     # -- dispatching --------------------------------------------------------

@@ -408,9 +408,11 @@ class Crawler:
                     abandon.cancel()
                     await trio.lowlevel.checkpoint()  # raises here: no byte of it is sent
                 accept = None if robots or sitemap else self._accept
-                copy = self.refresher and job.entry and self.refresher.validators(job.entry)
+                copy = None
+                if self.refresher is not None and job.entry is not None:
+                    copy = self.refresher.validators(job.entry)
                 result = await fetch(
-                    self._client, job.url, max_bytes=cap, accept=accept, validators=copy or None
+                    self._client, job.url, max_bytes=cap, accept=accept, validators=copy
                 )
             if deadline.cancelled_caught:
                 result = failed(job.url, FetchOutcome.TIMEOUT, "timeout: over the fetch deadline")

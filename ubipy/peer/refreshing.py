@@ -14,7 +14,6 @@ times kept in the shard with the history, so a restarted peer keeps them.
 from __future__ import annotations
 
 import logging
-import statistics
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
@@ -30,7 +29,6 @@ from ubipy.fetch import (
     Scheduler,
     Validators,
     allocate,
-    change_rate,
     estimate,
     proportional,
 )
@@ -258,9 +256,11 @@ class Refresher:
         takes the pooled rate of its host (cluster) or of all pages (the others)."""
 
         def pooled(group: Sequence[_Page]) -> float | None:
-            n = sum(p.history.visits - 1 for p in group)
-            x = sum(p.history.changes for p in group)
-            return change_rate(n, max(x, 0.5), sum(p.history.observed for p in group))
+            """The group's pages as one history: its visits, changes and time added."""
+            intervals = sum(p.history.visits - 1 for p in group)
+            changes = sum(p.history.changes for p in group)
+            observed = sum(p.history.observed for p in group)
+            return estimate(History(intervals + 1, changes, observed))
 
         own = [estimate(p.history) for p in pages]
         seen = [p for p, r in zip(pages, own, strict=True) if r is not None]
@@ -293,11 +293,6 @@ class Refresher:
     def _due_again(self, page: _Page) -> None:
         at = page.due + trio.current_time() - time.time()
         self._scheduler().due_again(page.host, at, _entry(page))
-
-    def median_interval(self) -> float | None:
-        """The median planned interval, for the status."""
-        gaps = [p.due - p.history.last_visit for p in self._pages.values()]
-        return statistics.median(gaps) if gaps else None
 
     def forget_host(self, host: str) -> None:
         """The host went to another peer: its pages are no longer refreshed here."""
