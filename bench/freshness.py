@@ -11,12 +11,20 @@ allocates by Cho and Garcia-Molina's optimum; and ``proportional`` (to the rate)
 show the effect the papers describe. Also the freshness of the pages seen fewer than 3
 times, where cluster sampling (the host's rate) should beat each page's own history.
 
+Sitemap lastmod hints: on the changing web a share of the hosts list their pages in
+/sitemap.xml with a lastmod that is accurate, "now" (a liar) or frozen (lastmods.py).
+``history+sitemaps`` reads the sitemaps (and re-reads them) with the hints off,
+``history+lastmod`` takes them as hints where the visits bore them out; the other
+policies read no sitemap. Each hinted run reports the hints used and ignored, and the
+hosts trusted, per kind of host, and the freshness of the accurate hosts' pages.
+
 The peers run as the cluster tests run them (tests/cluster/harness.py): in one process,
 on an in-memory network, on trio's autojump clock, so a day of crawling costs CPU, not
 a day.
 
     python -m bench.freshness                                # 1 peer, 1,000 pages, a day
     python -m bench.freshness --peers 1,4 --hours 48
+    python -m bench.freshness --policies history+sitemaps,history+lastmod
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from tests.cluster.harness import cluster
 from ubipy.config import BoundsConfig, CrawlConfig, RecrawlConfig, RefreshPolicy, Scope
 from ubipy.peer import Refresher
 from ubipy.synthweb import (
+    LastmodKind,
     Referee,
     RequestLog,
     SyntheticWeb,
@@ -50,6 +59,8 @@ from ubipy.synthweb import (
 
 RESULTS = Path(__file__).parent / "results"
 POLICIES = ("uniform", "history", "importance", "cluster", "proportional", "oracle")
+# history, reading sitemaps: their lastmods not used, or used as hints.
+SITEMAPS, LASTMOD = "history+sitemaps", "history+lastmod"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -67,6 +78,11 @@ class Run:
     overlaps: int
     short_gaps: int
     cpu_s: float
+    # With sitemaps read: freshness of the pages of hosts whose lastmod is accurate, and
+    # per kind of host (accurate, now, frozen, absent): hints used, ignored, hosts
+    # trusted of the hosts with checks.
+    accurate_freshness: float | None = None
+    hints: dict[str, list[int]] | None = None
 
 
 @contextmanager
@@ -87,15 +103,22 @@ def oracle(web: SyntheticWeb) -> Iterator[None]:
 
 
 async def crawl(
-    web: SyntheticWeb, policy: RefreshPolicy, peers: int, tmp: Path, args: argparse.Namespace
-) -> tuple[RequestLog, float, float]:
-    """The crawl; returns its log and the measured window."""
-    bounds = BoundsConfig(scope=Scope.ANY, sitemaps=False)
+    web: SyntheticWeb, policy: str, peers: int, tmp: Path, args: argparse.Namespace
+) -> tuple[RequestLog, float, float, dict[str, list[int]] | None]:
+    """The crawl; returns its log, the measured window and the hints by kind of host."""
+    sitemaps = policy in (SITEMAPS, LASTMOD)
+    bounds = BoundsConfig(scope=Scope.ANY, sitemaps=sitemaps)
     rate = args.budget / peers  # the same budget for the cluster as for one peer
+    chosen = RefreshPolicy.HISTORY if policy in ("oracle", SITEMAPS, LASTMOD) else policy
 
     def tune(config: CrawlConfig) -> CrawlConfig:
         recrawl = RecrawlConfig(
-            recrawl=True, policy=policy, rate=rate, min_interval=args.min_interval, replan=300
+            recrawl=True,
+            policy=RefreshPolicy(chosen),
+            rate=rate,
+            min_interval=args.min_interval,
+            replan=300,
+            lastmod_hints=policy == LASTMOD,
         )
         return dataclasses.replace(config, recrawl=recrawl)
 
@@ -105,20 +128,40 @@ async def crawl(
         start = trio.current_time() + args.warmup * 3600
         end = start + args.hours * 3600
         await trio.sleep_until(end)
+        hints = by_kind(web, [s.peer.crawler.refresher for s in sims]) if sitemaps else None
         await c.stop_all()
-    return c.server.log, start, end
+    return c.server.log, start, end, hints
+
+
+def by_kind(web: SyntheticWeb, refreshers: Sequence[Refresher | None]) -> dict[str, list[int]]:
+    """Per kind of host: [hints used, hints ignored, hosts trusted, hosts with checks]."""
+    assert web.sitemaps.changing is not None
+    kinds = web.sitemaps.changing
+    out: dict[str, list[int]] = {k.value: [0, 0, 0, 0] for k in LastmodKind}
+    for refresher in refreshers:
+        assert refresher is not None
+        hints = refresher.hints
+        for host in web.host_names():
+            kind = kinds.lastmod_kind(host)
+            if kind is None:
+                continue
+            row = out[kind.value]
+            row[0] += hints.used[host]
+            row[1] += hints.ignored[host]
+            row[2] += hints.trusted(host)
+            row[3] += host in hints.hosts
+    return out
 
 
 def measure(web: SyntheticWeb, policy: str, peers: int, args: argparse.Namespace) -> Run:
     assert web.changes is not None
-    chosen = RefreshPolicy.HISTORY if policy == "oracle" else RefreshPolicy(policy)
     with tempfile.TemporaryDirectory(prefix="ubipy-fresh-") as tmp:
         started = time.process_time()
         with oracle(web) if policy == "oracle" else nullcontext():
-            log, start, end = trio.run(
+            log, start, end, hints = trio.run(
                 crawl,
                 web,
-                chosen,
+                policy,
                 peers,
                 Path(tmp),
                 args,
@@ -130,6 +173,14 @@ def measure(web: SyntheticWeb, policy: str, peers: int, args: argparse.Namespace
     young, young_pages = early_freshness(web, copies, end)
     referee = Referee(list(log), web)
     window = [r for r in log if start <= r.start <= end]
+    accurate = None
+    if hints is not None:
+        assert web.sitemaps.changing is not None
+        kinds = web.sitemaps.changing
+        changes = web.changes
+        honest = LastmodKind.ACCURATE
+        mine = [u for u in changes.urls() if kinds.lastmod_kind(changes.group(u)) is honest]
+        accurate = measure_freshness(web.changes, copies, start, end, pages=mine).freshness
     return Run(
         policy,
         peers,
@@ -143,6 +194,8 @@ def measure(web: SyntheticWeb, policy: str, peers: int, args: argparse.Namespace
         len(referee.overlaps()),
         len(referee.short_gaps(args.delay)),
         cpu,
+        accurate,
+        hints,
     )
 
 
@@ -190,6 +243,20 @@ def table(runs: list[Run]) -> str:
             f"{r.refreshes} | {r.unchanged} | {r.not_modified} | {r.early_freshness:.3f} "
             f"({r.early_pages}) | {r.overlaps} | {r.short_gaps} |"
         )
+    hinted = [r for r in runs if r.hints is not None]
+    if hinted:
+        lines += [
+            "",
+            "| policy | peers | freshness, accurate hosts' pages | per kind of host: hints "
+            "used / ignored, hosts trusted / checked |",
+            "|---|---|---|---|",
+        ]
+        for r in hinted:
+            assert r.hints is not None
+            kinds = "; ".join(
+                f"{kind} {u} / {i}, {t} / {c}" for kind, (u, i, t, c) in r.hints.items()
+            )
+            lines.append(f"| {r.policy} | {r.peers} | {r.accurate_freshness:.3f} | {kinds} |")
     return "\n".join(lines)
 
 

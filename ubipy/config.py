@@ -450,6 +450,14 @@ class RecrawlConfig:
     )
     # Estimates change with every visit; the plan follows them this often.
     replan: float = option(60.0, help="seconds between two plans of revisit frequencies")
+    # Sitemaps re-read, their lastmods checked per host against the visits (#18).
+    lastmod_hints: bool = option(
+        True,
+        flag="--no-lastmod-hints",
+        negated=True,
+        help="do not take a newer sitemap lastmod as a hint that a page changed (default: "
+        "taken, on hosts whose lastmods the visits bore out)",
+    )
 
     def __post_init__(self) -> None:
         positive(self, "min_interval", "max_interval", "replan")

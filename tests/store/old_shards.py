@@ -14,6 +14,10 @@ _UNDO = {
     2: ("DROP TABLE lastmod",),
     3: ("ALTER TABLE frontier DROP COLUMN score", "ALTER TABLE outbox DROP COLUMN score"),
     4: ("DROP TABLE refresh", "DROP TABLE visits", "DROP TABLE visit_bodies"),
+    5: (
+        "ALTER TABLE refresh DROP COLUMN lastmod_checks",
+        "ALTER TABLE refresh DROP COLUMN lastmod_agreed",
+    ),
 }
 
 

@@ -105,6 +105,7 @@ class Batch:
     found: tuple[NewURL, ...] = ()  # found by requests that store no page (robots.txt)
     refresh: tuple[RefreshRow, ...] = ()  # --recrawl: pages' new histories and due times
     visits: tuple[Visit, ...] = ()  # --recrawl: visits after the first
+    found_lastmods: tuple[Lastmod, ...] = ()  # --recrawl: a sitemap's, read again
 
     @property
     def pages(self) -> list[PageRecord]:
@@ -117,7 +118,7 @@ class Batch:
 
     @property
     def lastmods(self) -> list[Lastmod]:
-        return [m for a in self.answered for m in a.lastmods]
+        return [*(m for a in self.answered for m in a.lastmods), *self.found_lastmods]
 
     def write(self, shard: Shard, place: Place) -> tuple[int, list[FrontierRow], list[NewURL]]:
         """Write the batch in one transaction, in its order: the rows closed with their
@@ -174,6 +175,7 @@ class Commits:
         "_answered",
         "_closed_hosts",
         "_found",
+        "_lastmods",
         "_marks",
         "_refresh",
         "_skips",
@@ -188,6 +190,7 @@ class Commits:
         self._acked: list[int] = []
         self._skips: list[tuple[int, str]] = []
         self._found: list[NewURL] = []
+        self._lastmods: list[Lastmod] = []
         self._refresh: list[RefreshRow] = []
         self._visits: list[Visit] = []
         # The batch taken and not yet committed or failed.
@@ -206,9 +209,11 @@ class Commits:
         if visit is not None:
             self._visits.append(visit)
 
-    def found(self, urls: Iterable[NewURL]) -> None:
-        """URLs found by a request that stores no page (a robots.txt's sitemaps)."""
+    def found(self, urls: Iterable[NewURL], lastmods: Iterable[Lastmod] = ()) -> None:
+        """URLs found by a request that stores no page (a robots.txt's sitemaps, a
+        sitemap read again), and the lastmods it gave them."""
         self._found.extend(urls)
+        self._lastmods.extend(lastmods)
 
     def mark(self, host: str, mark: HostMark) -> None:
         """The host's politeness mark now; a later one replaces it."""
@@ -250,6 +255,7 @@ class Commits:
             or self._acked
             or self._skips
             or self._found
+            or self._lastmods
             or self._refresh
             or self._visits
         )
@@ -272,6 +278,7 @@ class Commits:
             tuple(self._found),
             tuple(self._refresh),
             tuple(self._visits),
+            tuple(self._lastmods),
         )
         self._marks = {}
         self._closed_hosts = []
@@ -279,6 +286,7 @@ class Commits:
         self._acked = []
         self._skips = []
         self._found = []
+        self._lastmods = []
         self._refresh = []
         self._visits = []
         self._writing = batch
@@ -298,6 +306,7 @@ class Commits:
         self._acked[:0] = batch.acked
         self._skips[:0] = batch.skips
         self._found[:0] = batch.found
+        self._lastmods[:0] = batch.found_lastmods
         self._refresh[:0] = batch.refresh
         self._visits[:0] = batch.visits
 

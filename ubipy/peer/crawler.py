@@ -50,7 +50,7 @@ from ubipy.peer.reading import read_page
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.resolving import ResolveStage
 from ubipy.peer.router import Router
-from ubipy.peer.sitemapping import Sitemapping
+from ubipy.peer.sitemapping import Sitemapping, sitemap_answered
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Placement
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, PageRecord, Shard
@@ -490,7 +490,8 @@ class Crawler:
 
     def _page_done(self, host: str, entry: Entry, result: FetchResult) -> None:
         if is_sitemap(entry.depth):  # stored as a page row, counted as a sitemap
-            self._commits.answered(*self.sitemaps.answered(host, entry, result))
+            answer = self.sitemaps.answered(host, entry, result)
+            sitemap_answered(self._commits, self.refresher, entry, result, answer)
             return
         if not result.ok:
             log.info("fetch failed: %s: %s", entry.url, result.detail)

@@ -9,6 +9,14 @@ seconds each page gets a revisit frequency under the refresh budget (the policy'
 allocation) and a due time, the last visit plus its interval; the scheduler asks the
 page again when it is due, within the host's politeness. Due times are wall-clock
 times kept in the shard with the history, so a restarted peer keeps them.
+
+Sitemaps answered 200 are kept too, each asked again at the interval uniform would give
+a page (a sitemap speaks for its host's pages, whatever its own changes), so their
+lastmods keep coming (:mod:`ubipy.peer.hints`): a lastmod after a page's last visit,
+on a host whose lastmods the visits bore out, makes the page due at once (unless the
+plan left it at the floor: it changes too fast to be worth it). The sitemaps' requests
+and the hinted refreshes (their rate over the last minutes) come out of the budget
+before the pages' plan, so hints do not spend more than the budget.
 """
 
 from __future__ import annotations
@@ -30,9 +38,11 @@ from ubipy.fetch import (
     Validators,
     allocate,
     estimate,
+    is_sitemap,
     proportional,
 )
-from ubipy.store import PageRecord, RefreshRow, Shard, Visit
+from ubipy.peer.hints import LastmodHints
+from ubipy.store import Lastmod, PageRecord, RefreshRow, Shard, Visit
 
 __all__ = ["Refresher"]
 
@@ -56,6 +66,9 @@ class _Page:
     last_modified: str | None
     digest: str | None
     due: float
+    # Checks of its host's sitemap lastmods its visits made, and how many agreed.
+    checks: int = 0
+    agreed: int = 0
 
     def row(self) -> RefreshRow:
         h = self.history
@@ -73,6 +86,8 @@ class _Page:
             self.etag,
             self.last_modified,
             self.digest,
+            self.checks,
+            self.agreed,
         )
 
 
@@ -103,6 +118,11 @@ class Refresher:
         self._requests: deque[float] = deque()
         self._intervals: dict[int, float] = {}
         self.stats = RefreshStats()
+        self.hints = LastmodHints()
+        # When hints made pages due (their rate comes out of the plan's budget), and
+        # the pages so made due, not yet asked (a new plan must not put them off).
+        self._hinted: deque[float] = deque()
+        self._prompted: set[int] = set()
 
     # -- the crawl loop's calls -----------------------------------------------
     def load(self) -> None:
@@ -120,8 +140,12 @@ class Refresher:
                 r.last_modified,
                 r.digest,
                 r.due,
+                r.lastmod_checks,
+                r.lastmod_agreed,
             )
             self._pages[r.fp] = page
+        counts = [(p.host, p.checks, p.agreed) for p in self._pages.values() if p.checks]
+        self.hints.load(((m.fp, m.lastmod) for m in self._shard.lastmods()), counts)
         self._schedule()
 
     def validators(self, entry: Entry) -> Validators | None:
@@ -129,6 +153,7 @@ class Refresher:
         page = self._pages.get(entry.fp) if entry.refresh else None
         if page is not None:
             self._asked.add(page.fp)
+            self._prompted.discard(page.fp)
         if page is None or not (page.etag or page.last_modified):
             return None
         return Validators(page.etag, page.last_modified)
@@ -173,6 +198,12 @@ class Refresher:
             changed = False
         else:
             changed = page.digest != kept.digest
+        answer = result.not_modified or (result.ok and result.status == 200)
+        if answer and self._cfg.lastmod_hints and not is_sitemap(kept.depth):
+            check = self.hints.visited(kept.fp, kept.host, kept.history.last_visit, changed)
+            if check is not None:
+                kept.checks += 1
+                kept.agreed += check
         kept.history.visited(now, changed)
         if changed:
             self.stats.changed += 1
@@ -197,6 +228,40 @@ class Refresher:
             )
         return False, kept.row(), visit
 
+    def lastmods(self, items: Sequence[Lastmod]) -> list[RefreshRow]:
+        """A sitemap just read gave these lastmods: the checks they settle, and the
+        hints they give (pages made due now). Returns the revisit rows that changed."""
+        if not self._cfg.lastmod_hints:
+            return []
+        now, floor = time.time(), self._cfg.max_interval
+        changed: list[_Page] = []
+        hosts: set[str] = set()
+        for m in items:
+            said, check = self.hints.read(m.fp, m.host, m.lastmod, now)
+            page = self._pages.get(m.fp)
+            if page is None:
+                continue
+            if check is not None:
+                page.checks += 1
+                page.agreed += check
+                changed.append(page)
+            if said is None or said.at <= page.history.last_visit or page.fp in self._asked:
+                continue
+            if not self.hints.trusted(page.host) or self._interval_of(page) >= floor:
+                self.hints.ignored[page.host] += 1
+                continue
+            self.hints.used[page.host] += 1
+            self._hinted.append(now)
+            if page.due > now:
+                page.due = now
+                self._prompted.add(page.fp)
+                hosts.add(page.host)
+                if check is None:
+                    changed.append(page)
+        if hosts:
+            self._schedule(hosts)
+        return [p.row() for p in changed]
+
     async def run(self) -> None:
         """Plan every ``replan`` seconds, for as long as the crawl runs."""
         while True:
@@ -219,14 +284,22 @@ class Refresher:
 
     def plan(self) -> None:
         """Every page's revisit frequency under the policy, and its due time."""
-        pages = list(self._pages.values())
-        if not pages:
+        if not self._pages:
             return
         cfg = self._cfg
         budget, floor = self.budget(), 1 / cfg.max_interval
+        # A sitemap at uniform's frequency; its requests and the hinted refreshes (at
+        # their recent rate) come out of the pages' budget.
+        every = budget / len(self._pages)
+        maps = [p for p in self._pages.values() if is_sitemap(p.depth)]
+        pages = [p for p in self._pages.values() if not is_sitemap(p.depth)]
+        while self._hinted and self._hinted[0] < time.time() - _RATE_WINDOW:
+            self._hinted.popleft()
+        hinted = len(self._hinted) / _RATE_WINDOW
+        budget = max(budget - every * len(maps) - hinted, 0.1 * budget)
         policy = cfg.policy
-        if policy is RefreshPolicy.UNIFORM:
-            freqs = [budget / len(pages)] * len(pages)
+        if policy is RefreshPolicy.UNIFORM or not pages:
+            freqs = [budget / max(1, len(pages))] * len(pages)
         else:
             rates = self._rates(pages, by_group=policy is RefreshPolicy.CLUSTER)
             if policy is RefreshPolicy.PROPORTIONAL:
@@ -237,13 +310,14 @@ class Refresher:
                     weights = [max(p.importance, 1e-9) for p in pages]
                 freqs = allocate(rates, weights, budget, floor, 1 / cfg.min_interval)
         self._intervals = {}
-        for page, f in zip(pages, freqs, strict=True):
+        for page, f in zip([*pages, *maps], [*freqs, *[every] * len(maps)], strict=True):
             interval = min(1 / f if f > 0 else cfg.max_interval, cfg.max_interval)
             interval = self._intervals[page.fp] = max(interval, cfg.min_interval)
             # Overdue under the new plan (its interval shrank): due now. Put off
             # instead (spread over the interval), the refreshes fell 40% short of
             # the budget (bench/freshness.py).
-            page.due = page.history.last_visit + interval
+            due = page.history.last_visit + interval
+            page.due = min(due, page.due) if page.fp in self._prompted else due
         self.stats.plans += 1
         self._schedule()
 
@@ -279,13 +353,14 @@ class Refresher:
             for p, r in zip(pages, own, strict=True)
         ]
 
-    def _schedule(self) -> None:
-        """Hand the scheduler each host's pages and their due times (on its clock)."""
+    def _schedule(self, hosts: set[str] | None = None) -> None:
+        """Hand the scheduler each host's pages (of ``hosts``, if given) and their due
+        times (on its clock)."""
         scheduler = self._scheduler()
         offset = trio.current_time() - time.time()
         by_host: dict[str, list[tuple[float, Entry]]] = defaultdict(list)
         for p in self._pages.values():
-            if p.fp not in self._asked:
+            if p.fp not in self._asked and (hosts is None or p.host in hosts):
                 by_host[p.host].append((p.due + offset, _entry(p)))
         for host, due in by_host.items():
             scheduler.refreshes(host, due)
@@ -296,5 +371,7 @@ class Refresher:
 
     def forget_host(self, host: str) -> None:
         """The host went to another peer: its pages are no longer refreshed here."""
-        for fp in [fp for fp, p in self._pages.items() if p.host == host]:
+        fps = [fp for fp, p in self._pages.items() if p.host == host]
+        for fp in fps:
             del self._pages[fp]
+        self.hints.forget(fps)

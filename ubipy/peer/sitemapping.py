@@ -16,6 +16,12 @@ it, and a hostile host could nest them without end); a redirect's Location, as a
 at the same depth. The request is stored as a page row at its sitemap depth (its
 status, its body) but counted as a sitemap, not as a page.
 
+Under ``--recrawl`` a sitemap answered 200 is kept by the refresher like a page and asked
+again (:mod:`ubipy.peer.refreshing`): each reading's URLs go through admission as before
+(those already seen drop out), its lastmods are saved (the latest reading wins) and given
+to the refresher, which checks them against the visits and takes them as hints
+(:mod:`ubipy.peer.hints`).
+
 What is past the protocol's limits (50,000 URLs a file, 50 MB uncompressed; Sitemap
 lines past robots.txt's first thousand) is counted and skipped, and the first time
 logged as a warning (each time after at debug level: a hostile host cannot flood the
@@ -41,11 +47,12 @@ from ubipy.fetch import (
     content_digest,
     read_sitemap,
 )
-from ubipy.peer.commits import page_record
+from ubipy.peer.commits import Commits, page_record
 from ubipy.peer.crawlstats import CrawlStats
+from ubipy.peer.refreshing import Refresher
 from ubipy.store import Lastmod, NewURL, PageRecord
 
-__all__ = ["Sitemapping"]
+__all__ = ["Sitemapping", "sitemap_answered"]
 
 log = logging.getLogger(__name__)
 
@@ -146,3 +153,27 @@ class Sitemapping:
             url,
             what,
         )
+
+
+def sitemap_answered(
+    commits: Commits,
+    refresher: Refresher | None,
+    entry: Entry,
+    result: FetchResult,
+    answer: tuple[PageRecord, list[NewURL], list[Lastmod]],
+) -> None:
+    """Where a sitemap's answer goes: its first reading is stored as a page with what
+    it brings; under --recrawl the refresher keeps it, and a later reading brings its
+    URLs and lastmods without storing the page again."""
+    page, found, lastmods = answer
+    if refresher is None:
+        commits.answered(page, found, lastmods)
+        return
+    first, row, visit = refresher.answered(entry, page, result)
+    commits.refreshed(row, visit)
+    for checked in refresher.lastmods(lastmods):
+        commits.refreshed(checked, None)
+    if first:
+        commits.answered(page, found, lastmods)
+    else:
+        commits.found(found, lastmods)

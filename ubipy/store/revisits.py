@@ -29,6 +29,10 @@ class RefreshRow:
     etag: str | None
     last_modified: str | None
     digest: str | None
+    # Checks of its host's sitemap lastmods its visits made, and how many agreed
+    # (ubipy.peer.hints): summed per host, whether the host's lastmods are trusted.
+    lastmod_checks: int = 0
+    lastmod_agreed: int = 0
 
 
 @dataclass(frozen=True, slots=True)

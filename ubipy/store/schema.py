@@ -9,7 +9,7 @@ import sqlite3
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SHARD_FILE = "shard.sqlite3"
 
 # Version 3: what sitemaps said of when each URL last changed (a W3C datetime, as
@@ -65,6 +65,13 @@ CREATE TABLE IF NOT EXISTS visit_bodies (
     body  BLOB    NOT NULL,
     PRIMARY KEY (fp, at)
 );
+"""
+
+# Version 6: per page, the checks its visits made of its host's sitemap lastmods and
+# how many agreed; summed per host on load, they say whether the host is trusted.
+_LASTMOD_CHECKS = """
+ALTER TABLE refresh ADD COLUMN lastmod_checks INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE refresh ADD COLUMN lastmod_agreed INTEGER NOT NULL DEFAULT 0;
 """
 
 SCHEMA = (
@@ -145,6 +152,7 @@ CREATE TABLE IF NOT EXISTS bodies (
 """
     + _LASTMOD
     + _RECRAWL
+    + _LASTMOD_CHECKS
 )
 
 
@@ -162,6 +170,8 @@ MIGRATIONS: dict[int, str] = {
     "ALTER TABLE outbox ADD COLUMN score REAL NOT NULL DEFAULT 0;",
     # 4 -> 5: a continuous crawl's state.
     4: _RECRAWL,
+    # 5 -> 6: the sitemap lastmod checks.
+    5: _LASTMOD_CHECKS,
 }
 
 # The order --order other than bfs takes a host's pending URLs in: made only when

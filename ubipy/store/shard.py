@@ -512,7 +512,7 @@ class Shard:
         """A continuous crawl's pages' revisit state, and their visits after the first."""
         with self.transaction():
             self._conn.executemany(
-                "INSERT OR REPLACE INTO refresh VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT OR REPLACE INTO refresh VALUES ({', '.join('?' * 15)})",
                 [astuple(r) for r in rows],
             )
             self._conn.executemany(

@@ -17,6 +17,7 @@ from ubipy.synthweb.freshness import (
 )
 from ubipy.synthweb.hostile import HostileWeb
 from ubipy.synthweb.inprocess import SynthTransport, in_process
+from ubipy.synthweb.lastmods import LastmodKind, LastmodSitemaps
 from ubipy.synthweb.log import Request, RequestLog
 from ubipy.synthweb.model import SyntheticWeb
 from ubipy.synthweb.pagerank import PageRank, pagerank
@@ -41,6 +42,8 @@ __all__ = [
     "Freshness",
     "Hammering",
     "HostileWeb",
+    "LastmodKind",
+    "LastmodSitemaps",
     "Overlap",
     "PageFreshness",
     "PageRank",

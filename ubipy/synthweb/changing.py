@@ -53,7 +53,10 @@ SKEW = 0.5  # log-interval fraction u = v ** SKEW: P(u < x) = x ** 2, most group
 PAGE_SIGMA = 0.5  # a page's rate = its group's x exp(N(0, PAGE_SIGMA))
 STATIC_SHARE = 0.2  # pages that never change
 NO_VALIDATORS_SHARE = 0.2  # hosts that send neither ETag nor Last-Modified
-EPOCH = 1_704_067_200.0  # 2024-01-01T00:00:00Z: server time 0 in Last-Modified
+# 2026-01-01T00:00:00Z: server time 0 in Last-Modified and the sitemaps' lastmods; the
+# cluster harness's wall clock reads it when trio's reads 0 (tests/cluster/harness.py),
+# so in process a crawler's visit times and the server's dates are on one clock.
+EPOCH = 1_767_225_600.0
 _MAX_CHUNK = 256  # gaps drawn per RNG, once a page has shown it changes often
 
 # Where a page is: its number (unique on the web, the ETag's) and its group (host name).

@@ -91,6 +91,8 @@ class SyntheticWeb:
             if self.spec.changing
             else None
         )
+        if self.changes is not None:  # its hosts' sitemaps, with lastmods (lastmods.py)
+            self.sitemaps.add_changing(self.changes)
 
     # -- names ---------------------------------------------------------------------------
     def host_names(self) -> list[str]:
@@ -307,7 +309,7 @@ class SyntheticWeb:
         kind = self.robots_kind(host)
         if kind is not None and path in self.robots_paths(host):
             return self._robots_response(host, kind, path, prior_requests)
-        sitemap = self.sitemaps.respond(url)
+        sitemap = self.sitemaps.respond(url, time.monotonic() if now is None else now)
         if sitemap is not None:
             return sitemap
         page = self.page(url)

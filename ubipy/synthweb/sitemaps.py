@@ -12,10 +12,12 @@ there is one). No page links them; a crawl that reads no sitemap misses them.
   and through it /from-sitemap/never.html) is not to be read.
 * h001's robots.txt is a 404, and its /sitemap.xml a plain sitemap of two pages.
 
-Every other host's /sitemap.xml is a 404. `documents` holds every sitemap by URL (what
-it lists, as data, for the truth: no XML is parsed there), `robots_lines(host)` the
-Sitemap lines of a host's robots.txt, `pages` the sitemap-only pages, `names` their
-URLs by role, and `lastmods` what the sitemaps say of them.
+Every other host's /sitemap.xml is a 404, except on the changing web (`changing=True`),
+where a share of the hosts list their changing pages with a lastmod that may tell the
+truth, lie or say nothing (lastmods.py, added by `add_changing`). `documents` holds
+every sitemap by URL (what it lists, as data, for the truth: no XML is parsed there),
+`robots_lines(host)` the Sitemap lines of a host's robots.txt, `pages` the sitemap-only
+pages, `names` their URLs by role, and `lastmods` what the fixed sitemaps say of them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import gzip
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
+from ubipy.synthweb.changing import ChangingWeb
+from ubipy.synthweb.lastmods import LastmodSitemaps
 from ubipy.synthweb.spec import Page, Response, WebView
 from ubipy.synthweb.specials import OUTSIDE_URL
 from ubipy.synthweb.urls import split_url
@@ -68,6 +72,8 @@ class SitemapWeb:
         self.names: dict[str, str] = {}
         self.lastmods: dict[str, str] = {}
         self._robots: dict[str, tuple[str, ...]] = {}
+        # The changing web's sitemaps, answered at request time (their lastmods move).
+        self.changing: LastmodSitemaps | None = None
         if not empty:  # empty: a web with no sitemap (the ranked web)
             self._build(web)
 
@@ -78,7 +84,17 @@ class SitemapWeb:
     def robots_text(self, host: str) -> bytes:
         return "".join(f"Sitemap: {url}\n" for url in self.robots_lines(host)).encode()
 
-    def respond(self, url: str) -> Response | None:
+    def add_changing(self, changes: ChangingWeb) -> None:
+        """The changing web's sitemaps, on hosts without a fixed one."""
+        fixed = frozenset(self.documents)
+        self.changing = LastmodSitemaps(changes, fixed.__contains__)
+        for url, pages in self.changing.sitemaps().items():
+            self.documents[url] = Document(False, tuple((page, None) for page in pages))
+
+    def respond(self, url: str, now: float = 0.0) -> Response | None:
+        """The sitemap at `url` (at server time `now`), None if there is none."""
+        if self.changing is not None and (listed := self.changing.listed(url, now)) is not None:
+            return Document(False, listed).response()
         document = self.documents.get(url)
         return None if document is None else document.response()
 

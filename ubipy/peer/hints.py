@@ -1,0 +1,174 @@
+"""Sitemap ``lastmod`` as a hint for recrawling, trusted per host only as far as the
+visits bear it out (issue #18: "a hint, not trusted blindly").
+
+A sitemap's lastmod later than the crawler's last visit of a page says the page changed
+since. Sitemaps in the wild often say "now" for every page (generated on the fly) or
+never update the date (written once), so each host's lastmods are checked against what
+visits see, and used only once enough checks agree. A check is one of two kinds, each
+exact for a sitemap that tells the truth:
+
+* a *claim*: a page is visited while its known lastmod is after the visit before; the
+  page must have changed (a new digest, not a 304). A liar saying "now" fails these.
+* a *change*: a visit saw the page changed since the visit before (at ``t0``); the next
+  reading of the sitemap must give a lastmod after ``t0``. A frozen date fails these.
+
+A visit that neither was claimed changed nor saw a change checks nothing (an unchanged
+page under a sitemap that says so is no evidence for either kind of liar). A lastmod is
+a W3C datetime of some precision (a year down to a fraction of a second): a claim needs
+its whole span after the visit, a change is contradicted only when its span ends before
+``t0``, so a date-only lastmod is never held against its host for its precision.
+
+The counts are kept per page in the shard (``refresh`` table), and summed per host on
+load: a restart keeps them exactly. What a check pending at a restart waited for, and
+when each lastmod was read, are not kept: such checks are lost, never miscounted.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = [
+    "TRUST_MIN_AGREEMENT",
+    "TRUST_MIN_CHECKS",
+    "HostTrust",
+    "LastmodHints",
+    "Said",
+    "parse_w3c",
+]
+
+# A host's lastmods are trusted after at least this many checks, of which at least this
+# share agreed. An honest sitemap agrees with every check (above), so 80% leaves room
+# only for what a visit can misread (a page changed back, a clock a second off); a liar
+# saying "now" over pages that change between one visit in five and never stays under
+# it. Five checks: a host is not trusted on one or two lucky ones, and an honest host's
+# pages give five within a few of their visits.
+TRUST_MIN_CHECKS = 5
+TRUST_MIN_AGREEMENT = 0.8
+
+_W3C = re.compile(
+    r"(\d{4})(?:-(\d\d)(?:-(\d\d)(?:T(\d\d):(\d\d)(?::(\d\d)(\.\d+)?)?"
+    r"(Z|[+-]\d\d:\d\d))?)?)?"
+)
+
+
+def parse_w3c(text: str) -> tuple[float, float] | None:
+    """A W3C datetime (the sitemap protocol's lastmod) as (its first instant, Unix
+    seconds; its span: how long the precision written leaves open), or None."""
+    m = _W3C.fullmatch(text.strip())
+    if m is None:
+        return None
+    year, month, day, hour, minute, second, fraction, zone = m.groups()
+    y, mo, d = int(year), int(month or 1), int(day or 1)
+    try:
+        start = calendar.timegm((y, mo, d, int(hour or 0), int(minute or 0), int(second or 0)))
+    except (ValueError, OverflowError):
+        return None
+    if not (1 <= mo <= 12 and 1 <= d <= calendar.monthrange(y, mo)[1]):
+        return None
+    if zone and zone != "Z":
+        sign = 1 if zone[0] == "+" else -1
+        start -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
+    if fraction:
+        return start + float(fraction), 10.0 ** -(len(fraction) - 1)
+    if second:
+        return float(start), 1.0
+    if minute:
+        return float(start), 60.0
+    if day:
+        return float(start), 86400.0
+    if month:
+        return float(start), calendar.monthrange(y, mo)[1] * 86400.0
+    return float(start), (366.0 if calendar.isleap(y) else 365.0) * 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """What the latest reading of a sitemap said of a page: its lastmod (first instant
+    and span) and when it was read (-inf: before a restart)."""
+
+    at: float
+    span: float
+    read: float
+
+
+@dataclass(slots=True)
+class HostTrust:
+    checks: int = 0
+    agreed: int = 0
+
+    @property
+    def trusted(self) -> bool:
+        return self.checks >= TRUST_MIN_CHECKS and self.agreed >= TRUST_MIN_AGREEMENT * self.checks
+
+
+class LastmodHints:
+    """What sitemaps said of each page, and each host's record against the visits."""
+
+    def __init__(self) -> None:
+        self._said: dict[int, Said] = {}
+        # Pages whose last visit saw a change since the visit before (at this time),
+        # waiting for the next reading of their lastmod.
+        self._pending: dict[int, float] = {}
+        self.hosts: dict[str, HostTrust] = {}
+        # Hints (a lastmod newer than the last visit, newly read) per host: acted on
+        # (the host trusted), or not.
+        self.used: Counter[str] = Counter()
+        self.ignored: Counter[str] = Counter()
+
+    def load(self, said: Iterable[tuple[int, str]], counts: Iterable[tuple[str, int, int]]) -> None:
+        """What an earlier run kept: (fp, lastmod) as read, (host, checks, agreed) of
+        each page."""
+        for fp, text in said:
+            if (parsed := parse_w3c(text)) is not None:
+                self._said[fp] = Said(*parsed, float("-inf"))
+        for host, checks, agreed in counts:
+            trust = self.hosts.setdefault(host, HostTrust())
+            trust.checks += checks
+            trust.agreed += agreed
+
+    def trusted(self, host: str) -> bool:
+        trust = self.hosts.get(host)
+        return trust is not None and trust.trusted
+
+    def said(self, fp: int) -> Said | None:
+        return self._said.get(fp)
+
+    def visited(self, fp: int, host: str, previous: float, changed: bool) -> bool | None:
+        """A visit of a page answered (a 200 or a 304) saw it ``changed`` or not since
+        the visit at ``previous``; returns the check it made (agreed?), if any."""
+        said = self._said.get(fp)
+        if said is not None and said.at > previous:  # the sitemap claimed a change
+            self._pending.pop(fp, None)
+            return self._count(host, changed)
+        if changed:  # to be checked against the next reading
+            self._pending[fp] = previous
+        return None
+
+    def read(self, fp: int, host: str, lastmod: str, now: float) -> tuple[Said | None, bool | None]:
+        """A sitemap read at ``now`` gives the page this lastmod: (what it says, None if
+        it is no date or what was known already; the check it made, if any)."""
+        parsed = parse_w3c(lastmod)
+        if parsed is None:
+            return None, None
+        before = self._said.get(fp)
+        said = self._said[fp] = Said(*parsed, now)
+        check = None
+        if (since := self._pending.pop(fp, None)) is not None:
+            check = self._count(host, said.at + said.span > since)
+        new = before is None or (before.at, before.span) != (said.at, said.span)
+        return (said if new else None), check
+
+    def _count(self, host: str, agreed: bool) -> bool:
+        trust = self.hosts.setdefault(host, HostTrust())
+        trust.checks += 1
+        trust.agreed += agreed
+        return agreed
+
+    def forget(self, fps: Iterable[int]) -> None:
+        for fp in fps:
+            self._said.pop(fp, None)
+            self._pending.pop(fp, None)
