@@ -4,12 +4,15 @@ hosts whose sitemaps tell the truth, say "now" for every page, or never change."
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import random
 import time
+from pathlib import Path
 
 import pytest
 
 from ubipy.peer.hints import TRUST_MIN_CHECKS, LastmodHints, parse_w3c
+from ubipy.store import RefreshRow, Shard
 
 
 def _w3c(t: float) -> str:
@@ -120,3 +123,18 @@ def test_the_counts_summed_on_load_give_the_same_trust() -> None:
         [(1, "2026-01-01")], [("h.test", trust.checks - 3, trust.agreed - 3), ("h.test", 3, 3)]
     )
     assert after.trusted("h.test") and after.said(1) is not None
+
+
+def test_a_pages_check_counts_are_kept_in_the_shard(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)
+    row = RefreshRow(
+        7, "http://h.test/", "h.test", 0, 3, 1, 60.0, T0, T0 + 60, 0.0, None, None, "d"
+    )
+    shard.save_refresh([dataclasses.replace(row, lastmod_checks=4, lastmod_agreed=3)], [])
+    shard.close()
+    shard = Shard.open(tmp_path)
+    try:
+        (kept,) = shard.refresh_rows()
+    finally:
+        shard.close()
+    assert (kept.lastmod_checks, kept.lastmod_agreed) == (4, 3)
