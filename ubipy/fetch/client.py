@@ -3,7 +3,7 @@
 Everything that touches the web goes through the client made here, so its
 time-outs, identity and transport are the same everywhere, and a test can hand
 in a transport (``httpx2.MockTransport``) to serve odd responses. Its TLS context is
-the process's one (:func:`~ubipy.fetch.transport.tls_context`), whatever the number
+the process's one (:func:`~ubipy.fetch.tls.tls_context`), whatever the number
 of clients and connections.
 """
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import httpx2
 import trio
 
-from ubipy.fetch.transport import AddressRefused, CertificateError, certificate_failure
+from ubipy.fetch.tls import certificate_failure
+from ubipy.fetch.transport import AddressRefused, CertificateError
 
 log = logging.getLogger(__name__)
 

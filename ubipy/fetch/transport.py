@@ -12,19 +12,14 @@ An HTTP proxy is supported the plain way: absolute-form targets for http, a
 CONNECT tunnel for https.
 
 TLS: certificates are verified, against the system's CA store (and a bundle of
-private CAs, when given), with one context per process (:func:`tls_context`):
-building one loads the whole CA store, which would cost more CPU than the
-handshake itself if it were done for every connection. A new connection to an
-origin resumes the TLS session of the last one (a ticket kept per origin), which
-spares the certificate's verification and most of the handshake's crypto: servers
-that close their connections after a few requests cost little more over HTTPS than
-over HTTP. A failed verification is raised as :class:`CertificateError`, so the
-fetcher can tell it from a network failure and not retry it.
+private CAs, when given), with one context per process and a stream made for one task
+at a time (:mod:`ubipy.fetch.tls`). A failed verification is raised as
+:class:`CertificateError`, so the fetcher can tell it from a network failure and not
+retry it.
 """
 
 from __future__ import annotations
 
-import functools
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -36,10 +31,9 @@ import trio
 
 from ubipy.errors import UbipyError
 from ubipy.fetch.dns import DnsFailure, Resolver
+from ubipy.fetch.tls import TlsStream, certificate_failure, tls_context
 
 _READ_SIZE = 65_536
-# TLS sessions kept for resumption, one per origin, the oldest forgotten first.
-_MAX_SESSIONS = 4096
 # The longest response head accepted; a server sending more is broken or hostile.
 _MAX_HEAD = 64 * 1024
 
@@ -54,29 +48,6 @@ class CertificateError(UbipyError, httpx2.ConnectError):
     asking again will not change it."""
 
 
-@functools.cache
-def tls_context(ca_bundle: Path | None = None) -> ssl.SSLContext:
-    """The verifying client context, made once per process (per CA bundle): the
-    system's CAs, plus those in ``ca_bundle`` (a PEM file) when given."""
-    ctx = ssl.create_default_context()
-    if ca_bundle is not None:
-        ctx.load_verify_locations(cafile=ca_bundle)
-    return ctx
-
-
-def certificate_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:
-    """The verification failure behind ``exc`` (trio and httpcore wrap it), if that
-    is what it was."""
-    seen = 0
-    cause: BaseException | None = exc
-    while cause is not None and seen < 8:
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            return cause
-        cause = cause.__cause__ or cause.__context__
-        seen += 1
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class _Origin:
     scheme: str
@@ -85,23 +56,19 @@ class _Origin:
 
 
 class _Connection:
-    __slots__ = ("h11", "idle_since", "origin", "session_kept", "stream")
+    __slots__ = ("h11", "idle_since", "origin", "stream")
 
     def __init__(self, stream: trio.abc.Stream, origin: _Origin) -> None:
         self.stream = stream
         self.origin = origin
         self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
         self.idle_since = 0.0
-        # Whether its TLS session was kept for resumption: once, after its first
-        # answer (the ticket has come by then); reading ``session`` builds a new
-        # object each time, which cost 5% of a crawl's CPU when done per request.
-        self.session_kept = False
 
     def looks_alive(self) -> bool:
         # An idle keep-alive socket that is readable has been closed (or sent
         # garbage) by the server: either way it cannot carry a new request.
         sock = getattr(self.stream, "socket", None)
-        if sock is None and isinstance(self.stream, trio.SSLStream):
+        if sock is None and isinstance(self.stream, TlsStream):
             sock = getattr(self.stream.transport_stream, "socket", None)
         return sock is None or not sock.is_readable()
 
@@ -177,7 +144,6 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         self._max_idle = max_idle_per_origin
         self._ssl_context = ssl_context
         self._ca_bundle = ca_bundle
-        self._sessions: dict[_Origin, ssl.SSLSession] = {}
         # Direct connections go to the address the resolver checked and pinned.
         self._resolver = None if proxy else resolver
         self._idle: dict[_Origin, list[_Connection]] = {}
@@ -276,14 +242,9 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             raise httpx2.ConnectError(f"{answer.error.value}: {name}")
         return answer.address
 
-    async def _handshake(
-        self, stream: trio.abc.Stream, origin: _Origin
-    ) -> trio.SSLStream[trio.abc.Stream]:
+    async def _handshake(self, stream: trio.abc.Stream, origin: _Origin) -> TlsStream:
         ctx = self._ssl_context or tls_context(self._ca_bundle)
-        tls = trio.SSLStream(stream, ctx, server_hostname=origin.host)
-        session = self._sessions.get(origin)
-        if session is not None:
-            tls.session = session
+        tls = TlsStream(stream, ctx, server_hostname=origin.host)
         try:
             await tls.do_handshake()
         except BaseException as exc:
@@ -294,21 +255,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             raise
         return tls
 
-    def _keep_session(self, conn: _Connection) -> None:
-        """The connection's TLS session (its ticket came with the answers), for the next
-        connection to its origin to resume."""
-        session = conn.stream.session if isinstance(conn.stream, trio.SSLStream) else None
-        if session is None or self._sessions.get(conn.origin) is session:
-            return
-        self._sessions.pop(conn.origin, None)
-        if len(self._sessions) >= _MAX_SESSIONS:
-            del self._sessions[next(iter(self._sessions))]
-        self._sessions[conn.origin] = session
-
     async def _release(self, conn: _Connection, *, reusable: bool) -> None:
-        if conn.origin.scheme == "https" and not conn.session_kept:
-            conn.session_kept = True
-            self._keep_session(conn)
         h = conn.h11
         if reusable and not self._closed and h.our_state is h11.DONE and h.their_state is h11.DONE:
             h.start_next_cycle()

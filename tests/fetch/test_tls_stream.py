@@ -1,0 +1,144 @@
+"""The transport's TLS stream against trio's own (as the server), over an in-memory
+link: whole and byte by byte, bodies of many records, and the ways a server ends."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Awaitable, Callable
+
+import pytest
+import trio
+import trio.testing
+import trustme
+
+from ubipy.fetch.tls import TlsStream
+
+BODY = bytes(range(256)) * 160  # 40 KiB: three TLS records
+
+
+class _Trickle(trio.abc.Stream):
+    """A stream that gives at most ``size`` bytes a receive."""
+
+    def __init__(self, inner: trio.abc.Stream, size: int) -> None:
+        self.inner, self.size = inner, size
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        return await self.inner.receive_some(self.size)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+def _contexts(ca: trustme.CA) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("site.test").configure_cert(server)
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    return server, client
+
+
+async def _talk(
+    ca: trustme.CA,
+    serve: Callable[[trio.SSLStream[trio.abc.Stream]], Awaitable[None]],
+    *,
+    size: int = 65_536,
+) -> tuple[bytes, bytes]:
+    """Send b"ask" and read to the end: (what the client read, what the server got)."""
+    server_ctx, client_ctx = _contexts(ca)
+    client_end, server_end = trio.testing.memory_stream_pair()
+    server: trio.SSLStream[trio.abc.Stream] = trio.SSLStream(
+        server_end, server_ctx, server_side=True
+    )
+    got = bytearray()
+    read = bytearray()
+
+    async def server_side() -> None:
+        await server.do_handshake()
+        while len(got) < 3:
+            got.extend(await server.receive_some())
+        await serve(server)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server_side)
+            tls = TlsStream(_Trickle(client_end, size), client_ctx, "site.test")
+            await tls.do_handshake()
+            await tls.send_all(b"ask")
+            while chunk := await tls.receive_some(65_536):
+                read.extend(chunk)
+            await tls.aclose()
+    return bytes(read), bytes(got)
+
+
+async def _body_then_close_notify(server: trio.SSLStream[trio.abc.Stream]) -> None:
+    await server.send_all(BODY)
+    await server.aclose()  # sends close_notify
+
+
+async def _body_then_hang_up(server: trio.SSLStream[trio.abc.Stream]) -> None:
+    await server.send_all(BODY)
+    await server.transport_stream.aclose()  # no close_notify: a ragged end
+
+
+@pytest.mark.parametrize("size", [65_536, 1], ids=["whole", "byte-by-byte"])
+@pytest.mark.parametrize("serve", [_body_then_close_notify, _body_then_hang_up])
+async def test_a_body_of_many_records_arrives_whole_however_it_ends(
+    ca: trustme.CA,
+    serve: Callable[[trio.SSLStream[trio.abc.Stream]], Awaitable[None]],
+    size: int,
+) -> None:
+    read, got = await _talk(ca, serve, size=size)
+    assert got == b"ask"
+    assert read == BODY
+
+
+async def test_a_certificate_for_another_name_fails_the_handshake(ca: trustme.CA) -> None:
+    server_ctx, client_ctx = _contexts(ca)
+    client_end, server_end = trio.testing.memory_stream_pair()
+    server: trio.SSLStream[trio.abc.Stream] = trio.SSLStream(
+        server_end, server_ctx, server_side=True
+    )
+
+    async def server_side() -> None:
+        with pytest.raises(trio.BrokenResourceError):
+            await server.do_handshake()
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server_side)
+            tls = TlsStream(client_end, client_ctx, "other.test")
+            with pytest.raises(ssl.SSLCertVerificationError):
+                await tls.do_handshake()
+            await tls.aclose()
+
+
+async def test_garbage_instead_of_records_breaks_the_stream(ca: trustme.CA) -> None:
+    server_ctx, client_ctx = _contexts(ca)
+    client_end, server_end = trio.testing.memory_stream_pair()
+    server: trio.SSLStream[trio.abc.Stream] = trio.SSLStream(
+        server_end, server_ctx, server_side=True
+    )
+
+    async def server_side() -> None:
+        await server.do_handshake()
+        await server.transport_stream.send_all(b"\x17\x03\x03\x00\x20" + b"\x00" * 32)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server_side)
+            tls = TlsStream(client_end, client_ctx, "site.test")
+            await tls.do_handshake()
+            with pytest.raises(trio.BrokenResourceError):
+                await tls.receive_some()
+            await tls.aclose()
