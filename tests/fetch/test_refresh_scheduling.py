@@ -5,6 +5,7 @@ forward."""
 
 from __future__ import annotations
 
+from ubipy.config import CrawlOrder
 from ubipy.fetch.politeness import Entry, JobKind, Scheduler
 
 
@@ -74,3 +75,39 @@ def test_refreshes_take_their_share_while_new_urls_wait() -> None:
     assert 8 <= sum(kinds) <= 12  # a quarter of 40
     # Refreshes do not count against the host's page budget.
     assert s.slot("a.test").pages == 1 + kinds.count(False)  # type: ignore[union-attr]
+
+
+def test_a_host_waiting_to_be_chosen_is_not_handed_out_twice_when_brought_forward() -> None:
+    """Under a ranked order, hosts whose time has come wait to be chosen by urgency.
+    A new plan that brings one of them forward must not give it a second place in
+    the line: it would be handed out again while its first request is in flight."""
+    s = Scheduler(delay=1.0, window=8, loader=lambda h, a, n: [], order=CrawlOrder.OPIC)
+    hosts = ("a.test", "b.test")
+    for host in hosts:
+        s.add(host, Entry(fp=hash(host), seq=1, url=f"http://{host}/", depth=1))
+    for _ in hosts:
+        job = s.next_job(0.0)
+        assert job is not None and job.kind is JobKind.ROBOTS
+        s.robots_answer(job.host, 0.0, status=404, location=None, body=b"")
+    for _ in hosts:  # each host's one new URL
+        job = s.next_job(1.0)
+        assert job is not None and job.kind is JobKind.PAGE
+        s.finished(job.host, 1.0)
+    for host in hosts:
+        old = Entry(fp=hash(host) + 1, seq=2, url=f"http://{host}/old", depth=1, refresh=True)
+        s.refreshes(host, [(5.0, old)])
+    # At 5 both hosts are due; one is handed out, the other waits to be chosen.
+    first = s.next_job(5.0)
+    assert first is not None
+    waiting = next(h for h in hosts if h != first.host)
+    # A new plan brings the waiting host's page forward (it is due at once).
+    due = [
+        (
+            4.0,
+            Entry(fp=hash(waiting) + n, seq=n, url=f"http://{waiting}/{n}", depth=1, refresh=True),
+        )
+        for n in (2, 3)
+    ]
+    s.refreshes(waiting, due)
+    jobs = [j for j in iter(lambda: s.next_job(5.0), None)]
+    assert [j.host for j in jobs] == [waiting]

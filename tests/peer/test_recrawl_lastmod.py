@@ -45,9 +45,10 @@ async def test_an_accurate_host_earns_trust_and_its_changes_are_fetched_soon_aft
     config = CrawlConfig(
         data_dir=tmp_path,
         politeness=PolitenessConfig(delay=DELAY, concurrency=4),
-        # The committer wakes at this pace (by default 20 times a second: hours would
-        # cost a minute of CPU).
-        store=StoreConfig(commit_interval=0.25),
+        # The committer wakes once a second (by default 20 times: hours would cost a
+        # minute of CPU); at this pace a new plan used to reach a host waiting to be
+        # chosen and have it asked twice at once.
+        store=StoreConfig(commit_interval=1.0),
         recrawl=RecrawlConfig(
             recrawl=True, policy=RefreshPolicy.HISTORY, rate=0.1, min_interval=60, replan=60
         ),

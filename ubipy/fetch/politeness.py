@@ -82,10 +82,10 @@ class Scheduler:
         self._tie = itertools.count()
         self.in_flight = 0
         # Under an order other than bfs, hosts whose time has come wait here to be
-        # chosen by priority: (-priority, tie-breaker, slot).
+        # chosen by priority: (-priority, tie-breaker, the time it was armed for, slot).
         self._order = order
         self._ranked = order.ranked
-        self._ready: list[tuple[float, int, HostSlot]] = []
+        self._ready: list[tuple[float, int, float, HostSlot]] = []
         # Pages due again (--recrawl) take at most this share of requests while new
         # URLs wait too; requests handed out so far, and how many were refreshes.
         self._refresh_share = refresh_share
@@ -254,8 +254,14 @@ class Scheduler:
             if slot.robots_state is HostRobots.KNOWN and not slot.queue:
                 self._refill(slot)
             urgency = ranking.host_priority(self._order, slot.queue, slot.credit, slot.on_disk)
-            heapq.heappush(ready, (-urgency, next(self._tie), slot))
-        return heapq.heappop(ready)[2] if ready else None
+            heapq.heappush(ready, (-urgency, next(self._tie), slot.armed_at, slot))
+        while ready:
+            _, _, armed_at, slot = heapq.heappop(ready)
+            # Armed again meanwhile (brought forward by a new plan): that entry is
+            # its place now, or the host would be handed out twice.
+            if slot.armed and armed_at == slot.armed_at:
+                return slot
+        return None
 
     def next_job(self, now: float) -> Job | None:
         """The next request that may start at ``now``, if any."""
