@@ -172,6 +172,7 @@ class Commits:
 
     __slots__ = (
         "_acked",
+        "_arrived",
         "_answered",
         "_closed_hosts",
         "_found",
@@ -183,7 +184,10 @@ class Commits:
         "_writing",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, arrived: Callable[[], None] = lambda: None) -> None:
+        """``arrived``: called whenever something comes to be written (the committer
+        sleeps while nothing waits)."""
+        self._arrived = arrived
         self._marks: dict[str, HostMark] = {}
         self._closed_hosts: list[tuple[str, str]] = []
         self._answered: list[Answered] = []
@@ -201,6 +205,7 @@ class Commits:
         self, page: PageRecord, discovered: Iterable[NewURL] = (), lastmods: Iterable[Lastmod] = ()
     ) -> None:
         self._answered.append(Answered(page, tuple(discovered), tuple(lastmods)))
+        self._arrived()
 
     def refreshed(self, row: RefreshRow | None, visit: Visit | None) -> None:
         """A page's new revisit state, and the visit that made it (--recrawl)."""
@@ -208,27 +213,33 @@ class Commits:
             self._refresh.append(row)
         if visit is not None:
             self._visits.append(visit)
+        self._arrived()
 
     def found(self, urls: Iterable[NewURL], lastmods: Iterable[Lastmod] = ()) -> None:
         """URLs found by a request that stores no page (a robots.txt's sitemaps, a
         sitemap read again), and the lastmods it gave them."""
         self._found.extend(urls)
         self._lastmods.extend(lastmods)
+        self._arrived()
 
     def mark(self, host: str, mark: HostMark) -> None:
         """The host's politeness mark now; a later one replaces it."""
         self._marks[host] = mark
+        self._arrived()
 
     def close_host(self, host: str, reason: str) -> None:
         """The host is given up: its pending frontier rows are closed, saying why."""
         self._closed_hosts.append((host, reason))
+        self._arrived()
 
     def skip(self, fp: int, reason: str) -> None:
         """A frontier entry closed without a request, saying why."""
         self._skips.append((fp, reason))
+        self._arrived()
 
     def acked(self, fps: Iterable[int]) -> None:
         self._acked.extend(fps)
+        self._arrived()
 
     # -- what waits -----------------------------------------------------------
     @property

@@ -98,7 +98,9 @@ class Crawler:
         )
         wanted = None if resolver is None else resolver.wanted
         # What request goes next (--order): the scheduler loads windows through it.
-        self._commits = Commits()
+        # The committer sleeps until something is to be written (an idle peer's CPU).
+        self._to_write = Wakeup()
+        self._commits = Commits(self._to_write.set)
         self.order = Ordering(config, shard, lambda: self.scheduler, self._commits.unsettled)
         self.scheduler = Scheduler.of(config, self.order.load_window, wanted)
         # A continuous crawl (--recrawl): pages fetched come due again.
@@ -511,6 +513,8 @@ class Crawler:
 
     async def _committer(self) -> None:
         while True:
+            if not self._commits:
+                await self._to_write.wait()
             wait = (
                 self.config.store.storage_retry
                 if self.storage_error

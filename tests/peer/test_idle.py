@@ -1,0 +1,62 @@
+"""An idle crawler sleeps: once its crawl is done nothing of it wakes until there is
+work (issue #19: an idle peer's timers cost CPU a second), yet what comes later is
+still written within the commit interval. Counted with a trio instrument on the
+autojump clock: each step of a task is a wake-up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx2
+import trio
+import trio.testing
+
+from ubipy.config import CrawlConfig, PolitenessConfig, StoreConfig
+from ubipy.peer.crawler import Crawler
+from ubipy.store import Shard
+from ubipy.synthweb import SyntheticWeb, SynthTransport, WebSpec, in_process
+
+
+class _Steps(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps += 1
+
+
+async def test_an_idle_crawler_does_not_wake_and_still_commits_what_comes(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    web = SyntheticWeb(WebSpec(seed=3, hosts=2, pages_per_host=5))
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=0.1),
+        store=StoreConfig(commit_interval=0.05),
+    )
+    shard = Shard.open(tmp_path)
+    try:
+        async with httpx2.AsyncClient(transport=SynthTransport(in_process(web))) as client:
+            crawler = Crawler(config, shard, client)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(crawler.run)
+                crawler.seed([web.seed_url()])
+                with trio.fail_after(600):
+                    await crawler.wait_idle()
+                await trio.sleep(1)  # the last commit
+                steps = _Steps()
+                trio.lowlevel.add_instrument(steps)
+                await trio.sleep(60)
+                trio.lowlevel.remove_instrument(steps)
+                # A minute idle: a wake-up a commit interval would be 1,200.
+                assert steps.steps <= 10
+                # Work after the idle spell wakes it: a new page is fetched and
+                # written (idle means nothing left to write) within a second.
+                pages = len(list(shard.iter_pages()))
+                crawler.seed([f"http://{web.host_names()[0]}/never-linked.html"])
+                with trio.fail_after(1):
+                    await crawler.wait_idle()
+                assert len(list(shard.iter_pages())) == pages + 1
+                crawler.stop()
+    finally:
+        shard.close()
