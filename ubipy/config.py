@@ -371,12 +371,10 @@ class StoreConfig:
     """How the shard is written and how much of it is held in memory."""
 
     # A transaction closes at commit_every_pages pages or after commit_interval,
-    # whichever comes first: one fsync for many pages. A slow crawl (2 in flight)
-    # committing every 50 ms spent 15-20% more CPU a page than every 0.5 s
-    # (bench/scaling.py); a kill -9 loses at most that long of answers (asked again).
+    # whichever comes first: one fsync for many pages.
     commit_every_pages: int = option(64, help="pages stored in one transaction at most")
     commit_interval: float = option(
-        0.5, help="seconds a transaction stays open at most, however few its pages"
+        0.05, help="seconds a transaction stays open at most, however few its pages"
     )
     # While the shard refuses writes (disk full, read-only).
     storage_retry: float = option(
