@@ -8,9 +8,12 @@ from collections.abc import Sequence
 import httpx2
 import trio
 
+from tests.cluster.harness import wall_clock_on_trio_time
 from ubipy.config import CrawlConfig
 from ubipy.peer.crawler import Crawler
 from ubipy.store import Shard
+from ubipy.synthweb import SynthTransport
+from ubipy.synthweb.server import SynthServer
 
 
 async def crawl_until_idle(
@@ -30,4 +33,21 @@ async def crawl_until_idle(
         with trio.fail_after(patience):
             await crawler.wait_idle()
         crawler.stop()
+    return crawler
+
+
+async def recrawl_for(
+    config: CrawlConfig, shard: Shard, server: SynthServer, seeds: Sequence[str], seconds: float
+) -> Crawler:
+    """A continuous crawl (``--recrawl``) of the in-process web for ``seconds`` (run it
+    on the autojump clock), then stopped; the stopped crawler is returned. Visits and
+    due times are stamped with the wall clock, kept in step with trio's here."""
+    with wall_clock_on_trio_time():
+        async with httpx2.AsyncClient(transport=SynthTransport(server)) as client:
+            crawler = Crawler(config, shard, client)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(crawler.run)
+                crawler.seed(seeds)
+                await trio.sleep(seconds)
+                crawler.stop()
     return crawler

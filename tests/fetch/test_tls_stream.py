@@ -40,12 +40,20 @@ def ca() -> trustme.CA:
     return trustme.CA()
 
 
-def _contexts(ca: trustme.CA) -> tuple[ssl.SSLContext, ssl.SSLContext]:
-    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("site.test").configure_cert(server)
-    client = ssl.create_default_context()
-    ca.configure_trust(client)
-    return server, client
+def _link(
+    ca: trustme.CA,
+) -> tuple[trio.SSLStream[trio.abc.Stream], trio.abc.Stream, ssl.SSLContext]:
+    """A TLS server for site.test at one end of an in-memory link: (the server's
+    stream, the client's end of the link, a client context trusting the CA)."""
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("site.test").configure_cert(server_ctx)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    client_end, server_end = trio.testing.memory_stream_pair()
+    server: trio.SSLStream[trio.abc.Stream] = trio.SSLStream(
+        server_end, server_ctx, server_side=True
+    )
+    return server, client_end, client_ctx
 
 
 async def _talk(
@@ -55,11 +63,7 @@ async def _talk(
     size: int = 65_536,
 ) -> tuple[bytes, bytes]:
     """Send b"ask" and read to the end: (what the client read, what the server got)."""
-    server_ctx, client_ctx = _contexts(ca)
-    client_end, server_end = trio.testing.memory_stream_pair()
-    server: trio.SSLStream[trio.abc.Stream] = trio.SSLStream(
-        server_end, server_ctx, server_side=True
-    )
+    server, client_end, client_ctx = _link(ca)
     got = bytearray()
     read = bytearray()
 
@@ -104,11 +108,7 @@ async def test_a_body_of_many_records_arrives_whole_however_it_ends(
 
 
 async def test_a_certificate_for_another_name_fails_the_handshake(ca: trustme.CA) -> None:
-    server_ctx, client_ctx = _contexts(ca)
-    client_end, server_end = trio.testing.memory_stream_pair()
-    server: trio.SSLStream[trio.abc.Stream] = trio.SSLStream(
-        server_end, server_ctx, server_side=True
-    )
+    server, client_end, client_ctx = _link(ca)
 
     async def server_side() -> None:
         with pytest.raises(trio.BrokenResourceError):
@@ -124,11 +124,7 @@ async def test_a_certificate_for_another_name_fails_the_handshake(ca: trustme.CA
 
 
 async def test_garbage_instead_of_records_breaks_the_stream(ca: trustme.CA) -> None:
-    server_ctx, client_ctx = _contexts(ca)
-    client_end, server_end = trio.testing.memory_stream_pair()
-    server: trio.SSLStream[trio.abc.Stream] = trio.SSLStream(
-        server_end, server_ctx, server_side=True
-    )
+    server, client_end, client_ctx = _link(ca)
 
     async def server_side() -> None:
         await server.do_handshake()

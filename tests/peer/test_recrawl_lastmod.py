@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-import httpx2
 import trio
 import trio.testing
 
-from tests.cluster.harness import wall_clock_on_trio_time
+from tests.crawling import recrawl_for
 from ubipy.config import (
     CrawlConfig,
     PolitenessConfig,
@@ -21,9 +20,8 @@ from ubipy.config import (
     RefreshPolicy,
     StoreConfig,
 )
-from ubipy.peer.crawler import Crawler
 from ubipy.store.shard import Shard
-from ubipy.synthweb import LastmodKind, Referee, SyntheticWeb, SynthTransport, WebSpec, in_process
+from ubipy.synthweb import LastmodKind, Referee, SyntheticWeb, WebSpec, in_process
 
 DELAY = 0.5
 # h003's sitemap is accurate (its pages change every hour or so), h005's frozen (every
@@ -54,14 +52,7 @@ async def test_an_accurate_host_earns_trust_and_its_changes_are_fetched_soon_aft
         ),
     )
     shard = Shard.open(tmp_path)
-    with wall_clock_on_trio_time():
-        async with httpx2.AsyncClient(transport=SynthTransport(server)) as client:
-            crawler = Crawler(config, shard, client)
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed([web.seed_url()])
-                await trio.sleep(HOURS * 3600)
-                crawler.stop()
+    crawler = await recrawl_for(config, shard, server, [web.seed_url()], HOURS * 3600)
     shard.close()
     refresher = crawler.refresher
     assert refresher is not None

@@ -15,22 +15,20 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx2
 import pytest
 import trio
 import trio.testing
 from warcio.archiveiterator import ArchiveIterator
 
-from tests.cluster.harness import wall_clock_on_trio_time
+from tests.crawling import recrawl_for
 from tests.store.old_shards import downgrade
 from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig
-from ubipy.peer.crawler import Crawler
 from ubipy.store.export import export, iso_utc
 from ubipy.store.jsonl import page_json
 from ubipy.store.revisits import RefreshRow, Visit
 from ubipy.store.shard import SHARD_FILE, PageRecord, Shard
 from ubipy.store.snapshot import StoredPage
-from ubipy.synthweb import SyntheticWeb, SynthTransport, WebSpec, in_process
+from ubipy.synthweb import SyntheticWeb, WebSpec, in_process
 
 PEER = "c2c2c2c2c2c2c2c2"
 T0 = 1_700_000_000.5
@@ -383,15 +381,7 @@ async def test_a_continuous_crawl_of_a_changing_web_exports_each_version_once(
         recrawl=RecrawlConfig(recrawl=True, rate=0.5, min_interval=60, replan=60),
     )
     shard = Shard.open(config.data_dir)
-    # Visits are stamped with the wall clock: kept in step with the autojump clock.
-    with wall_clock_on_trio_time():
-        async with httpx2.AsyncClient(transport=SynthTransport(server)) as client:
-            crawler = Crawler(config, shard, client)
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed([web.seed_url()])
-                await trio.sleep(1800)  # half an hour, virtual
-                crawler.stop()
+    await recrawl_for(config, shard, server, [web.seed_url()], 1800)  # half an hour
     shard.close()
     with sqlite3.connect(config.data_dir / SHARD_FILE) as conn:
         (changed,) = conn.execute("SELECT count(*) FROM visits WHERE changed").fetchone()
