@@ -483,7 +483,7 @@ _MODULES = (
     (r"ada_url|\bada\b|libada", "ada-url"),
     (r"protego", "protego"),
     (r"xxhash", "xxhash"),
-    (r"pybloom|bitarray", "bloom filter"),
+    (r"rbloom|ubipy/store/bloom", "bloom filter"),
     (r"socketmodule\.c|<method '(send|recv)\w*' of '_socket", "socket syscalls"),
     (r"gc_collect|\bgcmodule\.c", "garbage collector"),
 )

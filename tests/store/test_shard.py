@@ -11,6 +11,7 @@ import pytest
 from tests.store.old_shards import downgrade
 from ubipy.errors import ShardError, StorageError
 from ubipy.store.admission import Admission
+from ubipy.store.bloom import GrowingBloom
 from ubipy.store.shard import SCHEMA_VERSION, SHARD_FILE, NewURL, PageRecord, Shard
 
 
@@ -152,7 +153,7 @@ def test_a_bloom_false_positive_never_drops_a_url(tmp_path: Path) -> None:
     shard = Shard.open(tmp_path)
     adm = Admission(shard, recent_size=1, bloom_capacity=1000)
     # Make the filter claim everything is present: every lookup is a "maybe".
-    adm._bloom = _Liar()
+    adm._bloom = _Liar(1000, 0.01)
     rows = adm.admit([_url(i) for i in range(50)])
     assert len(rows) == 50
     assert adm.stats.false_positives == 50
@@ -181,12 +182,11 @@ def test_rollback_forgets_the_exact_cache(tmp_path: Path) -> None:
     assert [r.fp for r in adm.admit([_url(1)])] == [1001]
 
 
-class _Liar:
-    def __contains__(self, key: object) -> bool:
-        return True
+class _Liar(GrowingBloom):
+    """A filter that says "maybe" to everything."""
 
-    def add(self, key: object) -> None:
-        pass
+    def __contains__(self, fp: int) -> bool:
+        return True
 
 
 def test_history_received_for_a_host_goes_with_it_when_handed_on(tmp_path: Path) -> None:

@@ -172,8 +172,8 @@ class Commits:
 
     __slots__ = (
         "_acked",
-        "_arrived",
         "_answered",
+        "_arrived",
         "_closed_hosts",
         "_found",
         "_lastmods",

@@ -14,8 +14,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pybloom_live import ScalableBloomFilter
-
+from ubipy.store.bloom import GrowingBloom
 from ubipy.store.shard import FrontierRow, NewURL, Shard
 
 
@@ -43,11 +42,7 @@ class Admission:
         self._shard = shard
         self._recent: OrderedDict[int, None] = OrderedDict()
         self._recent_size = recent_size
-        self._bloom = ScalableBloomFilter(
-            initial_capacity=bloom_capacity,
-            error_rate=bloom_error_rate,
-            mode=ScalableBloomFilter.LARGE_SET_GROWTH,
-        )
+        self._bloom = GrowingBloom(bloom_capacity, bloom_error_rate)
         self.stats = AdmissionStats()
         # (host, fp, amount): scores added to URLs already known since the last
         # :meth:`take_credits` (a ranked crawl order: the cash of a link found again).
