@@ -1,6 +1,7 @@
 """HTTPS: certificates verified by default, ``--ca-bundle`` for a private CA, a
 certificate that does not verify recorded as such and never retried, and one TLS
-context per process however many connections are made.
+context per process however many connections are made, each resuming the TLS
+session of its origin's first.
 
 The server is a loopback HTTPS server whose certificate a CA of the test's own
 (trustme) signed: no system store trusts it. It closes every connection after one
@@ -37,6 +38,7 @@ class TlsServer:
     port: int
     handshakes: int = 0  # attempted (connections accepted)
     completed: int = 0  # handshakes that went through
+    resumed: int = 0  # of which resumed a session of an earlier connection
     requests: list[str] = field(default_factory=list)
 
     def url(self, path: str = "/") -> str:
@@ -48,6 +50,7 @@ class TlsServer:
         try:
             await tls.do_handshake()
             self.completed += 1
+            self.resumed += tls.session_reused
             conn = h11.Connection(h11.SERVER)
             while True:
                 event = conn.next_event()
@@ -166,6 +169,9 @@ async def test_one_tls_context_for_every_connection(
                     assert result.ok
     assert (server.handshakes, server.completed, len(server.requests)) == (10, 10, 10)
     assert len(made) == 1
+    # Each client's later connections resume its first one's session (one ticket kept
+    # per origin: reading a new one each time costs more than it spares).
+    assert server.resumed == 8
 
 
 def _crawler_config(tmp: Path, ca_bundle: Path | None) -> CrawlConfig:

@@ -34,6 +34,8 @@ from ubipy.fetch.dns import DnsFailure, Resolver
 from ubipy.fetch.tls import TlsStream, certificate_failure, tls_context
 
 _READ_SIZE = 65_536
+# TLS sessions kept for resumption, one per origin, the oldest forgotten first.
+_MAX_SESSIONS = 4096
 # The longest response head accepted; a server sending more is broken or hostile.
 _MAX_HEAD = 64 * 1024
 
@@ -56,13 +58,16 @@ class _Origin:
 
 
 class _Connection:
-    __slots__ = ("h11", "idle_since", "origin", "stream")
+    __slots__ = ("h11", "idle_since", "origin", "session_checked", "stream")
 
     def __init__(self, stream: trio.abc.Stream, origin: _Origin) -> None:
         self.stream = stream
         self.origin = origin
         self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
         self.idle_since = 0.0
+        # Whether its TLS session was looked at (once, after its first answer: the
+        # server's ticket has come by then).
+        self.session_checked = False
 
     def looks_alive(self) -> bool:
         # An idle keep-alive socket that is readable has been closed (or sent
@@ -147,6 +152,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         # Direct connections go to the address the resolver checked and pinned.
         self._resolver = None if proxy else resolver
         self._idle: dict[_Origin, list[_Connection]] = {}
+        self._sessions: dict[_Origin, ssl.SSLSession] = {}
         self._closed = False
 
     # -- the httpx2 interface ------------------------------------------------
@@ -244,7 +250,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
 
     async def _handshake(self, stream: trio.abc.Stream, origin: _Origin) -> TlsStream:
         ctx = self._ssl_context or tls_context(self._ca_bundle)
-        tls = TlsStream(stream, ctx, server_hostname=origin.host)
+        tls = TlsStream(stream, ctx, origin.host, self._sessions.get(origin))
         try:
             await tls.do_handshake()
         except BaseException as exc:
@@ -255,7 +261,24 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             raise
         return tls
 
+    def _keep_session(self, conn: _Connection, tls: TlsStream) -> None:
+        """Keep the connection's TLS session for the next connection to its origin,
+        unless it resumed the one kept: one ticket serves an origin until the server
+        turns it down (it expired), each new one costing a copy of the session."""
+        conn.session_checked = True
+        if tls.session_reused and conn.origin in self._sessions:
+            return
+        session = tls.session
+        if session is None:
+            return
+        self._sessions.pop(conn.origin, None)
+        if len(self._sessions) >= _MAX_SESSIONS:
+            del self._sessions[next(iter(self._sessions))]
+        self._sessions[conn.origin] = session
+
     async def _release(self, conn: _Connection, *, reusable: bool) -> None:
+        if not conn.session_checked and isinstance(conn.stream, TlsStream):
+            self._keep_session(conn, conn.stream)
         h = conn.h11
         if reusable and not self._closed and h.our_state is h11.DONE and h.their_state is h11.DONE:
             h.start_next_cycle()
