@@ -100,9 +100,13 @@ def fresh_context() -> Iterator[None]:
 
 
 @asynccontextmanager
-async def https_server(ca: trustme.CA) -> AsyncIterator[TlsServer]:
+async def https_server(ca: trustme.CA, *, tickets: bool = True) -> AsyncIterator[TlsServer]:
+    """``tickets``: whether it hands out session tickets (some servers do not)."""
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("localhost").configure_cert(ctx)
+    if not tickets:
+        ctx.num_tickets = 0
+        ctx.options |= ssl.OP_NO_TICKET
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     server = TlsServer(listeners[0].socket.getsockname()[1])
     async with trio.open_nursery() as nursery:
@@ -172,6 +176,19 @@ async def test_one_tls_context_for_every_connection(
     # Each client's later connections resume its first one's session (one ticket kept
     # per origin: reading a new one each time costs more than it spares).
     assert server.resumed == 8
+
+
+async def test_a_server_that_resumes_nothing_gets_full_handshakes(
+    ca: trustme.CA, ca_bundle: Path
+) -> None:
+    async with (
+        https_server(ca, tickets=False) as server,
+        make_client(FetchConfig(ca_bundle=ca_bundle), "ubipy/test") as client,
+    ):
+        for i in range(4):
+            result = await fetch(client, server.url(f"/p{i}"), max_bytes=10_000)
+            assert result.ok and result.body == PAGE
+    assert (server.completed, server.resumed) == (4, 0)
 
 
 def _crawler_config(tmp: Path, ca_bundle: Path | None) -> CrawlConfig:
