@@ -87,10 +87,15 @@ class _Timeline:
         self.last = 0.0
 
 
-def _uniform(*key: object) -> float:
-    """A uniform in [0, 1) that depends only on `key` (cheaper than seeding an RNG)."""
-    text = ":".join(map(str, ("synthweb-change", *key))).encode()
+def uniform(salt: str, *key: object) -> float:
+    """A uniform in [0, 1) that depends only on `salt` and `key` (cheaper than seeding
+    an RNG); each use has a salt of its own, so its draws are independent."""
+    text = ":".join(map(str, (salt, *key))).encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big") / 2.0**64
+
+
+def _uniform(*key: object) -> float:
+    return uniform("synthweb-change", *key)
 
 
 class ChangingWeb:

@@ -24,13 +24,12 @@ web) keep theirs, and are of no kind here.
 from __future__ import annotations
 
 import enum
-import hashlib
 import math
 import time
 from collections import defaultdict
 from collections.abc import Callable
 
-from ubipy.synthweb.changing import EPOCH, ChangingWeb
+from ubipy.synthweb.changing import EPOCH, ChangingWeb, uniform
 from ubipy.synthweb.urls import split_url
 
 NO_SITEMAP_SHARE = 0.2
@@ -52,11 +51,6 @@ class LastmodKind(enum.Enum):
 def w3c_datetime(server_time: float) -> str:
     """The W3C datetime (whole seconds, UTC) of a server time (seconds from EPOCH)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(math.floor(EPOCH + server_time)))
-
-
-def _uniform(seed: int, host: str) -> float:
-    text = f"synthweb-lastmod:{seed}:{host}".encode()
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big") / 2.0**64
 
 
 class LastmodSitemaps:
@@ -81,7 +75,7 @@ class LastmodSitemaps:
         host = host.lower()
         if host not in self._hosts() or self._taken(f"http://{host}/sitemap.xml"):
             return None
-        u = _uniform(self._changes.spec.seed, host)
+        u = uniform("synthweb-lastmod", self._changes.spec.seed, host)
         for kind, share in (
             (None, NO_SITEMAP_SHARE),
             (LastmodKind.ACCURATE, ACCURATE_SHARE),

@@ -306,10 +306,11 @@ class SyntheticWeb:
         If-Modified-Since (lower-case names), which the changing web may answer 304."""
         url = normalize_target(host.lower().removesuffix(":80"), target)
         host, path = split_url(url)
+        clock = time.monotonic() if now is None else now
         kind = self.robots_kind(host)
         if kind is not None and path in self.robots_paths(host):
             return self._robots_response(host, kind, path, prior_requests)
-        sitemap = self.sitemaps.respond(url, time.monotonic() if now is None else now)
+        sitemap = self.sitemaps.respond(url, clock)
         if sitemap is not None:
             return sitemap
         page = self.page(url)
@@ -320,7 +321,7 @@ class SyntheticWeb:
             if encoded is not None:
                 return encoded
         if page.special == "pace" and self.pace is not None:
-            busy = self.pace.respond(host, time.monotonic() if now is None else now)
+            busy = self.pace.respond(host, clock)
             if busy is not None:
                 return busy
         if page.special and self.hostile is not None:
@@ -339,7 +340,6 @@ class SyntheticWeb:
             return Response(200, (("Content-Type", "application/pdf"),), render.pdf_bytes(url))
         response = self.render_page(page.status, url, page.links, page.title, page)
         if self.changes is not None and page.kind == "html" and page.status == 200:
-            clock = time.monotonic() if now is None else now
             return self.changes.respond(url, response, clock, conditions or {})
         return response
 
