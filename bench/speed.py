@@ -413,6 +413,7 @@ def ubipy_child(args: argparse.Namespace) -> None:
         peer_token="bench",
     )
     figures: dict[str, Any] = {}
+    handshakes = _count_handshakes()
 
     async def crawl() -> None:
         transport = None
@@ -432,6 +433,7 @@ def ubipy_child(args: argparse.Namespace) -> None:
             await peer.crawler.wait_idle()
             wall1, cpu1 = time.monotonic(), _cpu()
             stats = peer.crawler.stats
+            figures.update(handshakes)
             figures.update(
                 crawler=LABELS[args.child],
                 pages_own=stats.pages + stats.errors,
@@ -460,6 +462,23 @@ def ubipy_child(args: argparse.Namespace) -> None:
     else:
         trio.run(crawl)
     Path(args.result).write_text(json.dumps(figures))
+
+
+def _count_handshakes() -> dict[str, int]:
+    """Count the TLS handshakes the peer makes, and how many resumed a session:
+    what HTTPS costs over HTTP depends on it."""
+    from ubipy.fetch import TlsStream
+
+    counts = {"tls_handshakes": 0, "tls_resumed": 0}
+    handshake = TlsStream.do_handshake
+
+    async def counted(self: TlsStream) -> None:
+        await handshake(self)
+        counts["tls_handshakes"] += 1
+        counts["tls_resumed"] += int(self.session_reused)
+
+    TlsStream.do_handshake = counted  # type: ignore[method-assign]
+    return counts
 
 
 def _cpu() -> float:
@@ -619,15 +638,21 @@ def ratio_lines(runs: list[Run]) -> list[str]:
     by_name = {r.name: r for r in runs}
     plain, https = by_name.get(LABELS["ubipy"]), by_name.get(LABELS["ubipy-https"])
     if plain is not None and https is not None:
-        ms = [1000 * r.usage.cpu / max(r.pages, 1) for r in (https, plain)]
-        crawl = [
-            1000 * float(r.own.get("crawl_cpu", 0.0)) / max(r.pages, 1) for r in (https, plain)
-        ]
+        # With --repeat, the median of each crawler's runs (they alternate, so a
+        # busy spell of the machine weighs on both alike).
+        ms = [_median_ms(runs, r.name, "cpu") for r in (https, plain)]
+        crawl = [_median_ms(runs, r.name, "crawl_cpu") for r in (https, plain)]
+        repeats = sum(r.name == https.name for r in runs)
         out.append(
             f"ubipy CPU per page over HTTPS / over HTTP = {ms[0] / max(ms[1], 1e-9):.2f} "
             f"({ms[0]:.2f} / {ms[1]:.2f} ms; crawl only {crawl[0]:.2f} / {crawl[1]:.2f} ms "
             f"= {crawl[0] / max(crawl[1], 1e-9):.2f})"
+            + (f", medians of {repeats} runs each" if repeats > 1 else "")
         )
+        handshakes = int(https.own.get("tls_handshakes", 0))
+        if handshakes:
+            resumed = int(https.own.get("tls_resumed", 0))
+            out.append(f"TLS handshakes: {handshakes:,}, {resumed:,} of them resumed")
     for scrapy in runs:
         if not scrapy.name.startswith("Scrapy"):
             continue
@@ -639,6 +664,18 @@ def ratio_lines(runs: list[Run]) -> list[str]:
             who = "ubipy" if r.name == LABELS["ubipy"] else r.name
             out.append(f"{who} pages per CPU-second / {theirs} = {ratio:.2f}")
     return out
+
+
+def _median_ms(runs: list[Run], name: str, what: str) -> float:
+    """The median over ``name``'s runs of CPU ms per page: the whole process's
+    (``cpu``) or the crawl's alone (``crawl_cpu``)."""
+    values = sorted(
+        1000 * (r.usage.cpu if what == "cpu" else float(r.own.get(what, 0.0))) / max(r.pages, 1)
+        for r in runs
+        if r.name == name
+    )
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
 
 def reproduce(args: argparse.Namespace) -> str:
@@ -658,6 +695,8 @@ def reproduce(args: argparse.Namespace) -> str:
     ]
     if args.max_requests:
         cmd += ["--max-requests", str(args.max_requests)]
+    if args.repeat > 1:
+        cmd += ["--repeat", str(args.repeat)]
     if args.profile:
         cmd += ["--profile", args.profile]
     if args.native:
@@ -694,6 +733,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="N",
         help="the server closes each connection after N answers (default: never)",
     )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the crawlers N times, alternating; ratios from the medians",
+    )
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per crawler")
     p.add_argument("--keep", type=Path, default=None, help="keep logs and shards here")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
@@ -728,10 +774,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     runs: list[Run] = []
     try:
-        for name in args.only:
+        for round_, name in ((n, name) for n in range(args.repeat) for name in args.only):
             print(f"-- {LABELS[name]} ...", flush=True)
             try:
-                run = run_crawler(name, args, base)
+                run = run_crawler(name, args, base / f"run{round_}")
             except CrawlFailed as exc:
                 print(f"   FAILED: {exc}", flush=True)
                 continue

@@ -39,6 +39,7 @@ from ubipy.fetch.sitemaps import (
     is_sitemap,
     read_sitemap,
 )
+from ubipy.fetch.tls import TlsStream
 from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize, normalize_reporting
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "Scheduler",
     "ScopeFilter",
     "SitemapKind",
+    "TlsStream",
     "UrlFilter",
     "Validators",
     "allocate",
