@@ -61,6 +61,27 @@ async def test_the_cap_applies_to_decompressed_bytes() -> None:
     assert r.truncated and len(r.body) == 100_000
 
 
+async def test_the_head_as_received_comes_back_for_the_warc_store() -> None:
+    def handler(_: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(
+            404,
+            headers=[("X-Odd-Case", "one"), ("Set-Cookie", "a=1"), ("Set-Cookie", "b=2")],
+            content=b"gone",
+        )
+
+    async with _client(handler) as client:
+        r = await fetch(client, "http://a.test/x?q=1", max_bytes=100)
+    assert (r.http_version, r.reason) == ("HTTP/1.1", "Not Found")
+    # Names as sent, repeated lines kept, in order.
+    assert r.raw_headers[:3] == (
+        (b"X-Odd-Case", b"one"),
+        (b"Set-Cookie", b"a=1"),
+        (b"Set-Cookie", b"b=2"),
+    )
+    request = dict(r.request_headers)
+    assert request[b"Host"] == b"a.test" and request[b"User-Agent"] == b"ubipy/test (peer=t)"
+
+
 async def test_a_redirect_is_not_followed_but_reported() -> None:
     calls: list[str] = []
 

@@ -70,6 +70,13 @@ class FetchResult:
     # Seconds from the request to the response's head (None: no answer): the
     # server's pace, which a host's delay follows (throttle.py).
     latency: float | None = None
+    # The answer's head as received, for a WARC response record (the store keeps it):
+    # its HTTP version, reason phrase and header lines in order, names as sent; and the
+    # request's header lines as they went out (Host first).
+    http_version: str = "HTTP/1.1"
+    reason: str = ""
+    raw_headers: tuple[tuple[bytes, bytes], ...] = ()
+    request_headers: tuple[tuple[bytes, bytes], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -199,6 +206,10 @@ def _answer(
         detail=detail,
         accepted=accepted,
         latency=latency,
+        http_version=response.http_version,
+        reason=response.reason_phrase,
+        raw_headers=tuple(h.raw),
+        request_headers=tuple(response.request.headers.raw),
     )
 
 
