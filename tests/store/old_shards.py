@@ -18,6 +18,7 @@ _UNDO = {
         "ALTER TABLE refresh DROP COLUMN lastmod_checks",
         "ALTER TABLE refresh DROP COLUMN lastmod_agreed",
     ),
+    6: ("DROP TABLE warc",),
 }
 
 

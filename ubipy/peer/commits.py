@@ -26,6 +26,7 @@ from ubipy.fetch import Entry, FetchResult
 from ubipy.store import (
     FrontierRow,
     HostMark,
+    HttpHead,
     Lastmod,
     NewURL,
     PageRecord,
@@ -67,6 +68,20 @@ def page_record(
         body=result.body if keep_body and result.body else None,
         encoding=encoding,
         encoding_source=encoding_source,
+        head=head_of(result),
+    )
+
+
+def head_of(result: FetchResult) -> HttpHead | None:
+    """The answer's head as received (None: no answer), for its WARC records."""
+    if result.status is None:
+        return None
+    return HttpHead(
+        result.status,
+        result.reason,
+        result.http_version,
+        result.raw_headers,
+        result.request_headers,
     )
 
 

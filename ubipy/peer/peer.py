@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import httpx2
 import trio
 
-from ubipy.config import CrawlConfig
+from ubipy.config import BodyStore, CrawlConfig
 from ubipy.errors import StorageError, WireError
 from ubipy.fetch import Resolver, make_client
 from ubipy.membership import (
@@ -136,7 +136,10 @@ class Peer:
         self.address = config.advertise or config.listen
         self._lock = DataLock.take(config.data_dir, self.address)
         try:
-            self.shard = Shard.open(config.data_dir)
+            warc = config.store.bodies is BodyStore.WARC
+            self.shard = Shard.open(
+                config.data_dir, warc_size=config.store.warc_size if warc else None
+            )
         except BaseException:
             self._lock.release()
             raise

@@ -212,7 +212,15 @@ class Refresher:
             self.stats.unchanged += 1
         kept.due = now + self._interval_of(kept)
         self._due_again(kept)
-        visit = Visit(page.fp, now, result.status, changed, page.digest or kept.digest)
+        visit = Visit(
+            page.fp,
+            now,
+            result.status,
+            changed,
+            page.digest or kept.digest,
+            url=page.url,
+            head=page.head,
+        )
         if changed:
             visit = Visit(
                 page.fp,
@@ -225,6 +233,8 @@ class Refresher:
                 page.etag,
                 page.last_modified,
                 page.body,
+                page.url,
+                page.head,
             )
         return False, kept.row(), visit
 

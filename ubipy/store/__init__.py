@@ -9,6 +9,7 @@ from ubipy.store.export import export
 from ubipy.store.lock import DataLock
 from ubipy.store.revisits import RefreshRow, Visit
 from ubipy.store.shard import FrontierRow, HostMark, Lastmod, NewURL, PageRecord, Shard
+from ubipy.store.warcrecords import HttpHead
 
 __all__ = [
     "Admission",
@@ -18,6 +19,7 @@ __all__ = [
     "ExportWriteError",
     "FrontierRow",
     "HostMark",
+    "HttpHead",
     "Lastmod",
     "NewURL",
     "PageRecord",

@@ -13,9 +13,12 @@ import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import astuple, dataclass
+from pathlib import Path
 
 from ubipy.errors import ShardError
 from ubipy.store.revisits import RefreshRow, Visit
+from ubipy.store.warcrecords import HttpHead
+from ubipy.store.warcstore import CaptureKind, WarcStore, read_payload, reconstructed
 
 __all__ = ["FrontierState", "Lastmod", "PageRecord", "PagesMixin"]
 
@@ -47,6 +50,9 @@ class PageRecord:
     # (bom, header, meta, detected, default); None for pages that were not parsed.
     encoding: str | None = None
     encoding_source: str | None = None
+    # The answer's head as received, for its WARC records (None: made from the fields
+    # above, as an export reconstructs one).
+    head: HttpHead | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +69,25 @@ class PagesMixin:
     """The shard's pages, bodies, revisits and lastmods (see the module's docstring)."""
 
     _conn: sqlite3.Connection
+    path: Path
+    # Bodies go to WARC files (--bodies warc) when set, else into the shard.
+    _warc: WarcStore | None = None
 
     def transaction(self) -> AbstractContextManager[None]:
         raise NotImplementedError
+
+    # -- the shard's transaction, for the WARC store ----------------------------
+    def _before_commit(self) -> None:
+        if self._warc is not None:
+            self._warc.before_commit()
+
+    def _after_commit(self) -> None:
+        if self._warc is not None:
+            self._warc.committed()
+
+    def _rolled_back(self) -> None:
+        if self._warc is not None:
+            self._warc.rolled_back()
 
     # -- pages --------------------------------------------------------------
     def record_pages(self, pages: Sequence[PageRecord]) -> None:
@@ -98,7 +120,11 @@ class PagesMixin:
                     for p in pages
                 ],
             )
-            bodies = [(p.fp, "zlib", zlib.compress(p.body, 6)) for p in pages if p.body]
+            if self._warc is not None:
+                self._pages_to_warc(self._warc, pages)
+                bodies = []
+            else:
+                bodies = [(p.fp, "zlib", zlib.compress(p.body, 6)) for p in pages if p.body]
             if bodies:
                 self._conn.executemany(
                     "INSERT OR REPLACE INTO bodies (fp, codec, body) VALUES (?, ?, ?)", bodies
@@ -132,10 +158,51 @@ class PagesMixin:
                     for v in visits
                 ],
             )
+            if self._warc is not None:
+                self._visits_to_warc(self._warc, rows, visits)
+                return
             self._conn.executemany(
                 "INSERT OR REPLACE INTO visit_bodies VALUES (?, ?, 'zlib', ?)",
                 [(v.fp, v.at, zlib.compress(v.body, 6)) for v in visits if v.body],
             )
+
+    @staticmethod
+    def _pages_to_warc(warc: WarcStore, pages: Sequence[PageRecord]) -> None:
+        """Real HTTP answers whose body was kept (or was empty), as WARC records: as an
+        export, a failed request or a body not kept (--no-bodies) gets none."""
+        for p in pages:
+            body = p.body if p.body is not None else (b"" if not p.length else None)
+            if p.status is None or p.error is not None or body is None:
+                continue
+            head = p.head or reconstructed(p.status, p.content_type, p.etag, p.last_modified)
+            warc.page(
+                p.fp,
+                p.url,
+                p.fetched_at,
+                p.depth,
+                head,
+                body,
+                truncated=p.truncated,
+                title=p.title,
+                encoding=p.encoding,
+                encoding_source=p.encoding_source,
+            )
+
+    def _visits_to_warc(
+        self, warc: WarcStore, rows: Sequence[RefreshRow], visits: Sequence[Visit]
+    ) -> None:
+        known = {r.fp: r for r in rows}
+        for v in visits:
+            row = known.get(v.fp)
+            url = v.url or (row.url if row is not None else self._url_of(v.fp))
+            if url is None or v.status is None:
+                continue
+            head = v.head or reconstructed(v.status, v.content_type, v.etag, v.last_modified)
+            warc.visit(v, url, None if row is None else row.depth, head)
+
+    def _url_of(self, fp: int) -> str | None:
+        row = self._conn.execute("SELECT url FROM pages WHERE fp = ?", (fp,)).fetchone()
+        return None if row is None else str(row[0])
 
     def refresh_rows(self) -> list[RefreshRow]:
         cur = self._conn.execute("SELECT * FROM refresh ORDER BY due")
@@ -159,9 +226,18 @@ class PagesMixin:
         return [Lastmod(int(a), str(b), str(c), str(d)) for a, b, c, d in cur]
 
     def page_body(self, fp: int) -> bytes | None:
+        """A page's first version's body, from the shard or its WARC record; None when
+        none was kept (or it was empty)."""
         row = self._conn.execute("SELECT codec, body FROM bodies WHERE fp = ?", (fp,)).fetchone()
         if row is None:
-            return None
+            at = self._conn.execute(
+                "SELECT file, offset, length FROM warc WHERE fp = ? AND kind = ? "
+                "ORDER BY at LIMIT 1",
+                (fp, CaptureKind.RESPONSE),
+            ).fetchone()
+            if at is None:
+                return None
+            return read_payload(self.path.parent, str(at[0]), int(at[1]), int(at[2])) or None
         codec, blob = row
         if codec != "zlib":
             raise ShardError(f"unknown body codec {codec!r}")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ubipy.store.warcrecords import HttpHead
+
 __all__ = ["RefreshRow", "Visit"]
 
 
@@ -53,3 +55,7 @@ class Visit:
     etag: str | None = None
     last_modified: str | None = None
     body: bytes | None = None
+    # The page's URL and the answer's head as received: what its WARC records say
+    # (--bodies warc); a visit given without a head gets no records.
+    url: str | None = None
+    head: HttpHead | None = None

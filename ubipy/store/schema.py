@@ -9,7 +9,7 @@ import sqlite3
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 SHARD_FILE = "shard.sqlite3"
 
 # Version 3: what sitemaps said of when each URL last changed (a W3C datetime, as
@@ -72,6 +72,26 @@ CREATE TABLE IF NOT EXISTS visit_bodies (
 _LASTMOD_CHECKS = """
 ALTER TABLE refresh ADD COLUMN lastmod_checks INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE refresh ADD COLUMN lastmod_agreed INTEGER NOT NULL DEFAULT 0;
+"""
+
+# Version 7: where each capture's WARC records lie (--bodies warc, #20): a page's first
+# fetch and a continuous crawl's later visits, keyed as ``visits`` is; no body.
+_WARC = """
+-- Per capture (a page's first fetch, or a later visit at ``at``): the file in DATA/warc
+-- (its final name), the offset and length of its response or revisit record (kind 0 or
+-- 1), where its last record ends, its record id and payload digest (for revisits).
+CREATE TABLE IF NOT EXISTS warc (
+    fp             INTEGER NOT NULL,
+    at             REAL    NOT NULL,
+    kind           INTEGER NOT NULL,
+    file           TEXT    NOT NULL,
+    offset         INTEGER NOT NULL,
+    length         INTEGER NOT NULL,
+    end            INTEGER NOT NULL,
+    record_id      TEXT    NOT NULL,
+    payload_digest TEXT,
+    PRIMARY KEY (fp, at)
+) WITHOUT ROWID;
 """
 
 SCHEMA = (
@@ -153,6 +173,7 @@ CREATE TABLE IF NOT EXISTS bodies (
     + _LASTMOD
     + _RECRAWL
     + _LASTMOD_CHECKS
+    + _WARC
 )
 
 
@@ -172,6 +193,8 @@ MIGRATIONS: dict[int, str] = {
     4: _RECRAWL,
     # 5 -> 6: the sitemap lastmod checks.
     5: _LASTMOD_CHECKS,
+    # 6 -> 7: where pages' WARC records lie.
+    6: _WARC,
 }
 
 # The order --order other than bfs takes a host's pending URLs in: made only when

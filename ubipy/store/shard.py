@@ -25,6 +25,8 @@ from ubipy.store.pages import PagesMixin
 from ubipy.store.schema import RANK_INDEX, SCHEMA, migrate
 from ubipy.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from ubipy.store.schema import SHARD_FILE as SHARD_FILE
+from ubipy.store.warcfiles import WARC_DIR
+from ubipy.store.warcstore import WarcStore, recover_warc
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +93,10 @@ class Shard(PagesMixin):
         self._next_seq = int(row[0]) + 1
 
     @classmethod
-    def open(cls, data_dir: Path) -> Shard:
+    def open(cls, data_dir: Path, *, warc_size: int | None = None) -> Shard:
+        """Open (or create, or migrate) the shard of ``data_dir``. With ``warc_size``,
+        bodies go to WARC files in ``data_dir/warc`` rotated at that many bytes; else
+        into the shard. Either way WARC files a crash left open are recovered first."""
         data_dir.mkdir(parents=True, exist_ok=True)
         path = data_dir / SHARD_FILE
         try:
@@ -113,12 +118,24 @@ class Shard(PagesMixin):
                         f"ubipy (expects {SCHEMA_VERSION})"
                     )
                 migrate(conn, version)
+            recover_warc(conn, data_dir)
         except sqlite3.DatabaseError as exc:
             raise ShardError(f"{path}: cannot open shard: {exc}") from exc
-        return cls(conn, path)
+        except OSError as exc:
+            conn.close()
+            raise ShardError(f"{data_dir / WARC_DIR}: cannot recover: {exc}") from exc
+        shard = cls(conn, path)
+        if warc_size is not None:
+            shard._warc = WarcStore(conn, data_dir, max_size=warc_size)
+        return shard
 
     def close(self) -> None:
-        self._conn.close()
+        """Close the shard (and the open WARC file, which gets its final name)."""
+        try:
+            if self._warc is not None:
+                self._warc.close()
+        finally:
+            self._conn.close()
 
     # -- meta ---------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -149,13 +166,17 @@ class Shard(PagesMixin):
             self._in_txn = True
             try:
                 yield
+                # The WARC records go to their file first: a commit never points past it.
+                self._before_commit()
                 self._conn.execute("COMMIT")
             except BaseException:
                 # Some errors (SQLITE_FULL among them) have already rolled back.
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 self._next_seq = seq_before
+                self._rolled_back()
                 raise
+            self._after_commit()
         except sqlite3.Error as exc:
             raise _Refused(f"{self.path}: {exc}") from exc
         finally:

@@ -13,11 +13,11 @@ import sqlite3
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from ubipy.errors import ExportError
 from ubipy.store.shard import SCHEMA_VERSION, SHARD_FILE
+from ubipy.store.warcrecords import iso_utc as iso_utc
 
 __all__ = [
     "PEER_ID_META",
@@ -41,11 +41,6 @@ _COLUMNS_V1 = _COLUMNS.replace("encoding, encoding_source", "NULL, NULL")
 _VISIT_COLUMNS = "at, status, changed, digest, content_type, length, etag, last_modified"
 # The first version with the visits of a continuous crawl.
 _VISITS_SINCE = 5
-
-
-def iso_utc(t: float) -> str:
-    """A Unix time as ISO 8601 in UTC, to the microsecond: ``2025-01-02T03:04:05.678901Z``."""
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True, slots=True)

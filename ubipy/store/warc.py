@@ -48,14 +48,15 @@ from warcio.warcwriter import WARCWriter
 from ubipy import PROJECT_URL, __version__
 from ubipy.store.idn import unicode_url
 from ubipy.store.snapshot import ExportSummary, PageHistory, StoredPage, StoredVisit, iso_utc
+from ubipy.store.warcrecords import CONFORMS_TO as _CONFORMS_TO
+from ubipy.store.warcrecords import NOT_MODIFIED as NOT_MODIFIED
+from ubipy.store.warcrecords import SAME_PAYLOAD as SAME_PAYLOAD
+from ubipy.store.warcrecords import WARC_VERSION as WARC_VERSION
+from ubipy.store.warcrecords import field_value as _field
+from ubipy.store.warcrecords import metadata_block
 
 __all__ = ["NOT_MODIFIED", "SAME_PAYLOAD", "WARC_VERSION", "write_warc"]
 
-WARC_VERSION = "1.1"
-_CONFORMS_TO = "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
-# The revisit profiles of WARC 1.1 (section 6.7).
-NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
-SAME_PAYLOAD = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,16 +84,6 @@ def _version_of(visit: StoredVisit) -> _Version:
     return _Version(
         visit.status or 0, visit.content_type, visit.length, visit.etag, visit.last_modified
     )
-
-
-def _field(value: str) -> str:
-    """A header value on one line: control characters (CR, LF among them) become spaces."""
-    return "".join(c if c.isprintable() else " " for c in value).strip()
-
-
-def _one_line(text: str) -> str:
-    """A title as a warc-fields value: every run of white space becomes one space."""
-    return " ".join(_field(text).split())
 
 
 def _http_headers(version: _Version, *, status: int | None = None) -> StatusAndHeaders:
@@ -130,20 +121,18 @@ def _request_headers(url: str, held: _Version | None = None) -> StatusAndHeaders
 
 def _metadata(page: StoredPage, visit: StoredVisit | None) -> bytes:
     at = page.fetched_at if visit is None else visit.at
-    fields = [("peer-id", page.peer or ""), ("fetched-at", iso_utc(at)), ("depth", str(page.depth))]
-    if visit is not None:
-        # What the shard keeps of a later visit: not its title or encoding.
-        fields.append(("changed", "true" if visit.changed else "false"))
-    else:
-        fields.append(("truncated", "true" if page.truncated else "false"))
-        if page.title is not None:
-            fields.append(("title", _one_line(page.title)))
-        more = {"encoding": page.encoding, "encoding-source": page.encoding_source}
-        fields.extend((k, _field(v)) for k, v in more.items() if v is not None)
-    shown = unicode_url(page.url)
-    if shown != page.url:
-        fields.append(("url-unicode", _field(shown)))
-    return "".join(f"{k}: {v}\r\n" for k, v in fields).encode("utf-8")
+    return metadata_block(
+        page.peer,
+        page.url,
+        unicode_url(page.url),
+        at,
+        page.depth,
+        changed=None if visit is None else visit.changed,
+        truncated=page.truncated,
+        title=page.title,
+        encoding=page.encoding,
+        encoding_source=page.encoding_source,
+    )
 
 
 class _Writer:

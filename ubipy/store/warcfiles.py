@@ -1,0 +1,232 @@
+"""The peer's WARC files in ``DATA/warc``: one open for appending, rotated at a size,
+and the open file's torn tail cut off after a crash.
+
+A file being written is named ``<name>.open``; once closed (its size reached, or the
+peer stopping) it is synced and renamed to ``<name>``, so a file with its final name is
+whole and never written again: tools may copy, link or index it. The shard keeps the
+final name of each record's file (a reader looks for ``<name>.open`` while it is not
+there yet) and, at each commit, how far the open file is committed (``warc_end`` in
+its meta table): records are written past that mark, flushed, and only then is the
+mark moved, in the shard's transaction. A refused transaction cuts the file back to
+the mark, so the next commit writes the batch again where it was: no duplicate, no gap.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ubipy.errors import StorageError
+from ubipy.store.warcrecords import RecordReader
+
+__all__ = ["OPEN_SUFFIX", "WARC_DIR", "Recovered", "WarcFiles", "recover"]
+
+log = logging.getLogger(__name__)
+
+WARC_DIR = "warc"
+OPEN_SUFFIX = ".open"
+_SERIAL = re.compile(r"-(\d{5,})\.warc\.gz(?:\.open)?$")
+
+
+class _Refused(StorageError):
+    """The WARC file could not be written (disk full, read-only)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """What recovery did: the files it closed, and the open file's name and end when
+    that file was shorter than committed (an OS crash before its data reached the
+    disk): the records committed past ``end`` are gone."""
+
+    closed: tuple[Path, ...]
+    short: tuple[str, int] | None = None
+
+
+def _whole(path: Path) -> int:
+    """Where the last whole record of a file ends (0: not even its first)."""
+    reader = RecordReader()
+    end = 0
+    try:
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                for _, offset, length in reader.feed(chunk):
+                    end = offset + length
+    except StorageError:
+        pass  # garbage past the last whole record
+    return end
+
+
+def _close(path: Path) -> Path:
+    """Sync a file and give it its final name."""
+    with path.open("rb+") as f:
+        os.fsync(f.fileno())
+    final = path.with_name(path.name.removesuffix(OPEN_SUFFIX))
+    os.replace(path, final)
+    return final
+
+
+def recover(directory: Path, committed: tuple[str, int] | None) -> Recovered:
+    """Close the files a crash left open: the one the shard's mark names is cut back to
+    the mark (its torn or uncommitted tail), any other holds nothing committed and goes.
+    The mark's file is cut to its last whole record if shorter than the mark."""
+    closed: list[Path] = []
+    short: tuple[str, int] | None = None
+    for path in sorted(directory.glob(f"*{OPEN_SUFFIX}")):
+        name = path.name.removesuffix(OPEN_SUFFIX)
+        if committed is None or name != committed[0]:
+            log.info("warc: removing %s, which holds nothing committed", path)
+            path.unlink()
+            continue
+        end = committed[1]
+        size = path.stat().st_size
+        if size < end:
+            end = _whole(path)
+            short = (name, end)
+            log.warning("warc: %s ends at %d, before its committed %d", path, size, committed[1])
+        if end == 0:
+            path.unlink()
+            continue
+        if size != end:
+            log.info("warc: cutting %s from %d to %d bytes (its uncommitted tail)", path, size, end)
+            os.truncate(path, end)
+        closed.append(_close(path))
+    return Recovered(tuple(closed), short)
+
+
+def _serial_after(directory: Path) -> int:
+    found = [int(m.group(1)) for p in directory.iterdir() if (m := _SERIAL.search(p.name))]
+    return max(found, default=0) + 1
+
+
+class WarcFiles:
+    """Appends records to the open file; rotates it at ``max_size``."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        max_size: int,
+        fsync: bool,
+        prefix: Callable[[], str],
+        warcinfo: Callable[[str], bytes],
+        on_closed: Callable[[Path], None] = lambda path: None,
+    ) -> None:
+        """``prefix``: the file names' start (``ubipy-<peer>``), asked when a file is
+        begun; ``warcinfo``: a file's first record for its name; ``fsync``: sync the
+        file at each commit (else at each close only, as the shard syncs its WAL)."""
+        self.directory = directory
+        self._max_size = max_size
+        self._fsync = fsync
+        self._prefix = prefix
+        self._warcinfo = warcinfo
+        self._on_closed = on_closed
+        self._serial = 0
+        self._fd: int | None = None
+        self._name: str | None = None
+        self._committed = 0  # the open file's size at the last commit
+        self._buffer: list[bytes] = []
+        self._size = 0  # committed plus buffered
+        self.bytes_written = 0
+
+    @property
+    def name(self) -> str | None:
+        """The open file's final name (None: none open)."""
+        return self._name
+
+    @property
+    def end(self) -> int:
+        """Where the next record would start."""
+        return self._size
+
+    def _begin(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self._serial:
+            self._serial = _serial_after(self.directory)
+        stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+        name = f"{self._prefix()}-{stamp}-{self._serial:05d}.warc.gz"
+        self._serial += 1
+        info = self._warcinfo(name)
+        path = self.directory / (name + OPEN_SUFFIX)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        except OSError as exc:
+            raise _Refused(f"{path}: cannot create: {exc.strerror or exc}") from exc
+        try:
+            os.write(fd, info)
+        except OSError as exc:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            raise _Refused(f"{path}: cannot write: {exc.strerror or exc}") from exc
+        self._fd, self._name = fd, name
+        self._committed = self._size = len(info)
+
+    def append(self, record: bytes) -> tuple[str, int]:
+        """Buffer a record (a gzip member) for the next flush: its file and offset."""
+        if self._fd is None:
+            self._begin()
+        assert self._name is not None
+        offset = self._size
+        self._buffer.append(record)
+        self._size += len(record)
+        return self._name, offset
+
+    def flush(self) -> None:
+        """Write what was appended since the last commit (and sync, if asked)."""
+        if not self._buffer or self._fd is None:
+            return
+        data = b"".join(self._buffer)
+        try:
+            written = os.write(self._fd, data)
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+            if self._fsync:
+                os.fsync(self._fd)
+        except OSError as exc:
+            raise _Refused(f"{self._path}: cannot write: {exc.strerror or exc}") from exc
+        self.bytes_written += len(data)
+        self._buffer = []
+
+    def rollback(self) -> None:
+        """The shard refused the commit: the file goes back to its last committed end."""
+        self._buffer = []
+        self._size = self._committed
+        if self._fd is not None:
+            try:
+                os.ftruncate(self._fd, self._committed)
+            except OSError as exc:
+                # The next commit's records would land after the stray ones: close
+                # the file here instead (recovery cuts it back at the next start).
+                log.error("warc: cannot cut %s back: %s; starting a new file", self._path, exc)
+                os.close(self._fd)
+                self._fd = self._name = None
+
+    def committed(self) -> None:
+        """The shard took the commit: its records count; a full file is closed."""
+        self._committed = self._size
+        if self._fd is not None and self._size >= self._max_size:
+            self.close()
+
+    def close(self) -> None:
+        """Close the open file (synced, renamed to its final name), if one is."""
+        if self._fd is None:
+            return
+        path = self._path
+        os.ftruncate(self._fd, self._committed)
+        os.close(self._fd)
+        self._fd = self._name = None
+        self._buffer, self._size = [], 0
+        try:
+            final = _close(path)
+        except OSError as exc:
+            log.error("warc: cannot close %s: %s (closed at the next start)", path, exc)
+            return
+        self._on_closed(final)
+
+    @property
+    def _path(self) -> Path:
+        return self.directory / f"{self._name}{OPEN_SUFFIX}"

@@ -1,0 +1,276 @@
+"""WARC 1.1 records as bytes, written by hand for the crawl's hot path, and read back.
+
+The WARC store (:mod:`ubipy.store.warcstore`) writes a page's records as it commits
+it: one gzip member per record, so that any record can be read alone from its offset
+(what CDXJ and Common Crawl's index point at) and files can be concatenated. warcio's
+writer builds each record through several layers of objects; here a record is one
+header block joined to its content and compressed once, with its digests (SHA-1,
+base 32, as warcio, Heritrix and Common Crawl write them) computed on the way.
+
+The HTTP parts are what was sent and received: the request's header lines as they
+went out, the response's status line and header lines as they came. The payload kept
+is the *decoded* body (no content coding, no chunking), so the headers that describe
+the encoded message are renamed as Common Crawl does (``X-Crawler-Content-Encoding``,
+``X-Crawler-Transfer-Encoding``, ``X-Crawler-Content-Length``) and a
+``Content-Length`` of the payload kept is added: a replay tool (pywb) serves the
+payload as it is, and the original values stay readable.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import uuid
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
+
+from ubipy.errors import StorageError
+
+__all__ = [
+    "CONFORMS_TO",
+    "GZIP_LEVEL",
+    "NOT_MODIFIED",
+    "SAME_PAYLOAD",
+    "WARC_VERSION",
+    "HttpHead",
+    "Record",
+    "RecordReader",
+    "field_value",
+    "iso_utc",
+    "member",
+    "metadata_block",
+    "one_line",
+    "read_record",
+    "record_id",
+    "request_block",
+    "response_head",
+    "sha1_digest",
+    "warc_record",
+]
+
+WARC_VERSION = "1.1"
+CONFORMS_TO = "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
+# The revisit profiles of WARC 1.1 (section 6.7).
+NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+SAME_PAYLOAD = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+#: The compression level of each record's gzip member (zlib's default, as the shard
+#: compressed bodies before).
+GZIP_LEVEL = 6
+_RENAMED = {b"content-encoding", b"transfer-encoding", b"content-length"}
+# Status lines are written as HTTP/1.x: what WARC readers parse.
+_VERSIONS = {"HTTP/1.0", "HTTP/1.1"}
+
+Headers = tuple[tuple[bytes, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HttpHead:
+    """A response's head as received, and the request's header lines as sent."""
+
+    status: int
+    reason: str
+    version: str
+    headers: Headers
+    request_headers: Headers = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A record read back: its WARC header fields (names as written) and its block."""
+
+    fields: dict[str, str]
+    block: bytes
+
+    @property
+    def type(self) -> str:
+        return self.fields.get("WARC-Type", "")
+
+    def http_payload(self) -> bytes:
+        """The block past its HTTP head (a response's payload)."""
+        end = self.block.find(b"\r\n\r\n")
+        return b"" if end < 0 else self.block[end + 4 :]
+
+
+def iso_utc(t: float) -> str:
+    """A Unix time as ISO 8601 in UTC, to the microsecond: ``2025-01-02T03:04:05.678901Z``."""
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def field_value(value: str) -> str:
+    """A header value on one line: control characters (CR, LF among them) become spaces."""
+    return "".join(c if c.isprintable() else " " for c in value).strip()
+
+
+def one_line(text: str) -> str:
+    """A title as a warc-fields value: every run of white space becomes one space."""
+    return " ".join(field_value(text).split())
+
+
+def metadata_block(
+    peer: str | None,
+    url: str,
+    shown_url: str,
+    at: float,
+    depth: int | None,
+    *,
+    changed: bool | None = None,
+    truncated: bool = False,
+    title: str | None = None,
+    encoding: str | None = None,
+    encoding_source: str | None = None,
+) -> bytes:
+    """A metadata record's warc-fields: the peer, when, the depth; for a later visit
+    (``changed`` given) whether it changed, else the first fetch's truncation, title
+    and encoding; the URL in Unicode when it differs (``shown_url``)."""
+    fields = [("peer-id", peer or ""), ("fetched-at", iso_utc(at))]
+    if depth is not None:
+        fields.append(("depth", str(depth)))
+    if changed is not None:
+        # What the shard keeps of a later visit: not its title or encoding.
+        fields.append(("changed", "true" if changed else "false"))
+    else:
+        fields.append(("truncated", "true" if truncated else "false"))
+        if title is not None:
+            fields.append(("title", one_line(title)))
+        more = {"encoding": encoding, "encoding-source": encoding_source}
+        fields.extend((k, field_value(v)) for k, v in more.items() if v is not None)
+    if shown_url != url:
+        fields.append(("url-unicode", field_value(shown_url)))
+    return "".join(f"{k}: {v}\r\n" for k, v in fields).encode("utf-8")
+
+
+def record_id() -> str:
+    return f"<urn:uuid:{uuid.uuid4()}>"
+
+
+def sha1_digest(*parts: bytes) -> str:
+    h = hashlib.sha1()
+    for part in parts:
+        h.update(part)
+    return "sha1:" + base64.b32encode(h.digest()).decode("ascii")
+
+
+def _line(name: bytes, value: bytes) -> bytes:
+    return name + b": " + value + b"\r\n"
+
+
+def response_head(head: HttpHead, payload_length: int | None) -> bytes:
+    """The status line and header lines as received, those of the encoded message
+    renamed; with ``payload_length``, a Content-Length of the payload kept."""
+    version = head.version if head.version in _VERSIONS else "HTTP/1.1"
+    # The space after the code stays when there is no reason phrase (RFC 9112, 4).
+    out = [f"{version} {head.status} {head.reason}".encode("latin-1", "replace") + b"\r\n"]
+    for name, value in head.headers:
+        if name.lower() in _RENAMED:
+            name = b"X-Crawler-" + name
+        out.append(_line(name, value))
+    if payload_length is not None:
+        out.append(_line(b"Content-Length", str(payload_length).encode()))
+    out.append(b"\r\n")
+    return b"".join(out)
+
+
+def request_block(url: str, head: HttpHead) -> bytes:
+    """``GET <target> HTTP/1.1`` and the request's header lines as sent."""
+    parts = urlsplit(url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    out = [f"GET {target} HTTP/1.1\r\n".encode("ascii", "replace")]
+    out.extend(_line(name, value) for name, value in head.request_headers)
+    out.append(b"\r\n")
+    return b"".join(out)
+
+
+def warc_record(
+    fields: Sequence[tuple[str, str]],
+    content_type: str,
+    block: Sequence[bytes],
+    *,
+    payload_digest: str | None = None,
+) -> bytes:
+    """A record, uncompressed: its header block (``fields``, then Content-Type, the
+    digests and Content-Length), its block (the parts joined) and two CRLFs."""
+    length = sum(len(part) for part in block)
+    head = ["WARC/1.1"]
+    head.extend(f"{name}: {value}" for name, value in fields)
+    head.append(f"Content-Type: {content_type}")
+    if payload_digest is not None:
+        head.append(f"WARC-Payload-Digest: {payload_digest}")
+    head.append(f"WARC-Block-Digest: {sha1_digest(*block)}")
+    head.append(f"Content-Length: {length}")
+    return "\r\n".join(head).encode("utf-8") + b"\r\n\r\n" + b"".join(block) + b"\r\n\r\n"
+
+
+def member(record: bytes) -> bytes:
+    """One record as one gzip member."""
+    z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
+    return z.compress(record) + z.flush()
+
+
+def _parse(raw: bytes) -> Record:
+    """An uncompressed record: its fields and block (the two trailing CRLFs checked)."""
+    end = raw.find(b"\r\n\r\n")
+    if end < 0 or not raw.startswith(b"WARC/"):
+        raise StorageError("not a WARC record")
+    lines = raw[:end].decode("utf-8", "replace").split("\r\n")
+    fields: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise StorageError(f"a WARC header line without a colon: {line[:80]!r}")
+        fields[name.strip()] = value.strip()
+    try:
+        length = int(fields["Content-Length"])
+    except (KeyError, ValueError):
+        raise StorageError("a WARC record without a Content-Length") from None
+    start = end + 4
+    if len(raw) != start + length + 4 or raw[start + length :] != b"\r\n\r\n":
+        raise StorageError("a WARC record whose length does not match its Content-Length")
+    return Record(fields, raw[start : start + length])
+
+
+def read_record(data: bytes) -> tuple[Record, int]:
+    """The record in the gzip member at the start of ``data``, and the member's length."""
+    z = zlib.decompressobj(31)
+    try:
+        raw = z.decompress(data)
+    except zlib.error as exc:
+        raise StorageError(f"a WARC record is not a gzip member: {exc}") from exc
+    if not z.eof:
+        raise StorageError("a WARC record is cut short")
+    return _parse(raw), len(data) - len(z.unused_data)
+
+
+class RecordReader:
+    """Records from a stream of gzip members, fed in pieces of any size (a byte at a
+    time included); each comes with its offset and length in the stream."""
+
+    def __init__(self) -> None:
+        self._z = zlib.decompressobj(31)
+        self._raw: list[bytes] = []
+        self._start = 0  # the current member's offset
+        self._fed = 0  # bytes fed into the current member
+
+    def feed(self, data: bytes) -> Iterator[tuple[Record, int, int]]:
+        """(record, offset, length) of each member ``data`` completes."""
+        while data:
+            try:
+                self._raw.append(self._z.decompress(data))
+            except zlib.error as exc:
+                raise StorageError(f"not a gzip member at {self._start}: {exc}") from exc
+            if not self._z.eof:
+                self._fed += len(data)
+                return
+            rest = self._z.unused_data
+            length = self._fed + len(data) - len(rest)
+            yield _parse(b"".join(self._raw)), self._start, length
+            self._start += length
+            self._z = zlib.decompressobj(31)
+            self._raw, self._fed, data = [], 0, rest
+
+    @property
+    def partial(self) -> bool:
+        """Whether a member was begun and not finished (a torn tail)."""
+        return self._fed > 0 or bool(self._raw)

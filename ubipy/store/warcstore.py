@@ -1,0 +1,378 @@
+"""Pages written as WARC records as they are committed (``--bodies warc``, #20).
+
+For each page a peer stores: a ``request`` (the header lines sent), a ``response``
+(the status line and header lines received, and the decoded body) and a ``metadata``
+record (as export writes it); for a continuous crawl's later visit, the same with the
+new version's response when it changed, or a ``revisit`` (WARC 1.1's profiles, as
+:mod:`ubipy.store.warc` writes them at export) that refers to the response holding the
+version it saw. The shard keeps, per capture, its file, offset and length (table
+``warc``), and no body.
+
+The records are buffered during the shard's transaction and written, flushed (synced
+when the shard's own ``synchronous`` is FULL or more) just before it commits; the
+commit moves the file's mark (meta ``warc_end``). See :mod:`ubipy.store.warcfiles`.
+"""
+
+from __future__ import annotations
+
+import enum
+import http
+import logging
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ubipy import PROJECT_URL, __version__
+from ubipy.errors import ShardError, StorageError
+from ubipy.store.idn import unicode_url
+from ubipy.store.revisits import Visit
+from ubipy.store.warcfiles import OPEN_SUFFIX, WARC_DIR, Recovered, WarcFiles, recover
+from ubipy.store.warcrecords import (
+    CONFORMS_TO,
+    NOT_MODIFIED,
+    SAME_PAYLOAD,
+    HttpHead,
+    field_value,
+    iso_utc,
+    member,
+    metadata_block,
+    read_record,
+    record_id,
+    request_block,
+    response_head,
+    sha1_digest,
+    warc_record,
+)
+
+__all__ = ["END_META", "Capture", "CaptureKind", "WarcStore", "read_payload", "recover_warc"]
+
+log = logging.getLogger(__name__)
+
+#: Where the open file is committed to: ``<name> <end>`` in the shard's meta table.
+END_META = "warc_end"
+_PEER_ID_META = "peer_id"  # as ubipy.store.snapshot.PEER_ID_META
+_HTTP_RESPONSE = "application/http; msgtype=response"
+_HTTP_REQUEST = "application/http; msgtype=request"
+
+
+class CaptureKind(enum.IntEnum):
+    RESPONSE = 0
+    REVISIT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """What a capture's records are, for the ``warc`` table."""
+
+    fp: int
+    at: float
+    kind: CaptureKind
+    file: str
+    offset: int  # of the response (or revisit) record's gzip member
+    length: int  # of that member
+    end: int  # where the capture's last record (its metadata) ends
+    record_id: str
+    payload_digest: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Page:
+    """What a page's records say of it (a first fetch, or a later visit)."""
+
+    fp: int
+    url: str
+    at: float
+    depth: int | None
+    head: HttpHead
+    changed: bool | None = None  # None: the first fetch
+    truncated: bool = False
+    title: str | None = None
+    encoding: str | None = None
+    encoding_source: str | None = None
+
+
+def reconstructed(
+    status: int, content_type: str | None, etag: str | None, last_modified: str | None
+) -> HttpHead:
+    """A head made from what a record kept, for a page given without the head it came
+    with (pages stored by hand, in tests and tools): as an export reconstructs one."""
+    try:
+        reason = http.HTTPStatus(status).phrase
+    except ValueError:
+        reason = ""
+    kept = {b"Content-Type": content_type, b"Last-Modified": last_modified, b"ETag": etag}
+    headers = tuple((k, field_value(v).encode()) for k, v in kept.items() if v)
+    return HttpHead(status, reason, "HTTP/1.1", headers)
+
+
+def _mark(conn: sqlite3.Connection) -> tuple[str, int] | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (END_META,)).fetchone()
+    if row is None:
+        return None
+    name, _, end = str(row[0]).rpartition(" ")
+    return name, int(end)
+
+
+def recover_warc(conn: sqlite3.Connection, data_dir: Path) -> Recovered | None:
+    """At open: close the files a crash left open, cut back to the shard's mark. If the
+    open file lost committed records (an OS crash), their captures are forgotten and
+    their pages go back to the frontier, to be fetched again."""
+    directory = data_dir / WARC_DIR
+    if not directory.is_dir():
+        return None
+    done = recover(directory, _mark(conn))
+    if done.short is not None:
+        name, end = done.short
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            lost = conn.execute(
+                "SELECT fp, at, kind FROM warc WHERE file = ? AND end > ?", (name, end)
+            ).fetchall()
+            for fp, at, _ in lost:
+                # A first fetch lost: the page is fetched again; a later visit: forgotten.
+                if conn.execute(
+                    "DELETE FROM pages WHERE fp = ? AND fetched_at = ?", (fp, at)
+                ).rowcount:
+                    conn.execute("UPDATE frontier SET state = 0 WHERE fp = ?", (fp,))
+                conn.execute("DELETE FROM visits WHERE fp = ? AND at = ?", (fp, at))
+            conn.execute("DELETE FROM warc WHERE file = ? AND end > ?", (name, end))
+            conn.execute("DELETE FROM meta WHERE key = ?", (END_META,))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        log.warning(
+            "warc: %d capture(s) lost with the end of %s, to be fetched again", len(lost), name
+        )
+    return done
+
+
+def read_payload(data_dir: Path, file: str, offset: int, length: int) -> bytes:
+    """The payload of the response record at ``offset`` of a file (closed or open)."""
+    directory = data_dir / WARC_DIR
+    for path in (directory / file, directory / (file + OPEN_SUFFIX)):
+        try:
+            with path.open("rb") as f:
+                f.seek(offset)
+                data = f.read(length)
+            break
+        except FileNotFoundError:
+            continue
+    else:
+        raise ShardError(f"{directory / file}: no such WARC file")
+    record, _ = read_record(data)
+    return record.http_payload()
+
+
+class WarcStore:
+    """Writes the records of the pages and visits of one transaction (see the module)."""
+
+    def __init__(self, conn: sqlite3.Connection, data_dir: Path, *, max_size: int) -> None:
+        self._conn = conn
+        self.data_dir = data_dir
+        # FULL (2) or EXTRA (3): the shard syncs each commit, so the WARC file does too.
+        fsync = int(conn.execute("PRAGMA synchronous").fetchone()[0]) >= 2
+        self.files = WarcFiles(
+            data_dir / WARC_DIR,
+            max_size=max_size,
+            fsync=fsync,
+            prefix=lambda: f"ubipy-{self._peer()}",
+            warcinfo=self._warcinfo,
+            on_closed=_closed,
+        )
+        self._info_id = ""
+        self._captures: list[Capture] = []
+        # Responses written in this transaction, by page: what its revisits refer to.
+        self._held: dict[int, Capture] = {}
+
+    def _peer(self) -> str:
+        row = self._conn.execute(
+            "SELECT value FROM meta WHERE key = ?", (_PEER_ID_META,)
+        ).fetchone()
+        return "local" if row is None else str(row[0])
+
+    def _warcinfo(self, name: str) -> bytes:
+        self._info_id = record_id()
+        info = (
+            f"software: ubipy/{__version__} (+{PROJECT_URL})\r\n"
+            "format: WARC File Format 1.1\r\n"
+            f"conformsTo: {CONFORMS_TO}\r\n"
+            f"ubipy-peer: {self._peer()}\r\n"
+            "description: Pages as a ubipy peer fetched them: request and response "
+            "headers as sent and received, bodies decoded (the headers of the encoded "
+            "message renamed X-Crawler-*).\r\n"
+        ).encode()
+        fields = [
+            ("WARC-Type", "warcinfo"),
+            ("WARC-Record-ID", self._info_id),
+            ("WARC-Date", iso_utc(time.time())),
+            ("WARC-Filename", name),
+        ]
+        return member(warc_record(fields, "application/warc-fields", [info]))
+
+    # -- what a commit writes --------------------------------------------------
+    def page(
+        self,
+        fp: int,
+        url: str,
+        at: float,
+        depth: int,
+        head: HttpHead,
+        body: bytes,
+        *,
+        truncated: bool,
+        title: str | None,
+        encoding: str | None,
+        encoding_source: str | None,
+    ) -> None:
+        """A first fetch: its request, response and metadata records."""
+        page = _Page(fp, url, at, depth, head, None, truncated, title, encoding, encoding_source)
+        self._response(page, body)
+
+    def visit(self, visit: Visit, url: str, depth: int | None, head: HttpHead) -> bool:
+        """A later visit: a response when it changed, a revisit when the server said (or
+        showed) the version held is current; False when there is nothing to write (no
+        body kept, or no response here for a revisit to refer to)."""
+        page = _Page(visit.fp, url, visit.at, depth, head, visit.changed)
+        if visit.changed:
+            if visit.body is None and visit.length:
+                return False  # its body was not kept (--no-bodies)
+            self._response(page, visit.body or b"")
+            return True
+        if visit.status not in (200, 304):
+            return False
+        held = self._held.get(visit.fp) or self._latest(visit.fp)
+        if held is None:
+            return False
+        self._revisit(page, held)
+        return True
+
+    def _latest(self, fp: int) -> Capture | None:
+        row = self._conn.execute(
+            "SELECT at, file, offset, length, end, record_id, payload_digest FROM warc "
+            "WHERE fp = ? AND kind = ? ORDER BY at DESC LIMIT 1",
+            (fp, CaptureKind.RESPONSE),
+        ).fetchone()
+        if row is None:
+            return None
+        at, file, offset, length, end, rid, digest = row
+        return Capture(fp, at, CaptureKind.RESPONSE, file, offset, length, end, rid, digest)
+
+    def _common(self, page: _Page, rid: str) -> list[tuple[str, str]]:
+        return [
+            ("WARC-Record-ID", rid),
+            ("WARC-Date", iso_utc(page.at)),
+            ("WARC-Target-URI", field_value(page.url)),
+        ]
+
+    def _response(self, page: _Page, body: bytes) -> None:
+        rid = record_id()
+        http_head = response_head(page.head, len(body))
+        digest = sha1_digest(body)
+        fields = [("WARC-Type", "response"), *self._common(page, rid)]
+        if page.truncated:
+            fields.append(("WARC-Truncated", "length"))
+        record = warc_record(fields, _HTTP_RESPONSE, [http_head, body], payload_digest=digest)
+        capture = self._linked(page, rid, member(record), CaptureKind.RESPONSE, digest)
+        self._held[page.fp] = capture
+
+    def _revisit(self, page: _Page, held: Capture) -> None:
+        rid = record_id()
+        not_modified = page.head.status == 304
+        fields = [
+            ("WARC-Type", "revisit"),
+            *self._common(page, rid),
+            ("WARC-Profile", NOT_MODIFIED if not_modified else SAME_PAYLOAD),
+            ("WARC-Refers-To", held.record_id),
+            ("WARC-Refers-To-Target-URI", field_value(page.url)),
+            ("WARC-Refers-To-Date", iso_utc(held.at)),
+        ]
+        # A 304 has no payload to digest (the spec advises none for its profile); an
+        # identical payload's digest is the referred record's.
+        digest = None if not_modified else held.payload_digest
+        block = [response_head(page.head, None)]
+        record = warc_record(fields, _HTTP_RESPONSE, block, payload_digest=digest)
+        self._linked(page, rid, member(record), CaptureKind.REVISIT, digest)
+
+    def _linked(
+        self, page: _Page, rid: str, capture: bytes, kind: CaptureKind, digest: str | None
+    ) -> Capture:
+        """``capture`` written between its request and its metadata record."""
+        info = ("WARC-Warcinfo-ID", self._info_id)
+        request = warc_record(
+            [("WARC-Type", "request"), *self._common(page, record_id()), info,
+             ("WARC-Concurrent-To", rid)],
+            _HTTP_REQUEST,
+            [request_block(page.url, page.head)],
+        )  # fmt: skip
+        meta = metadata_block(
+            self._peer(),
+            page.url,
+            unicode_url(page.url),
+            page.at,
+            page.depth,
+            changed=page.changed,
+            truncated=page.truncated,
+            title=page.title,
+            encoding=page.encoding,
+            encoding_source=page.encoding_source,
+        )
+        metadata = warc_record(
+            [("WARC-Type", "metadata"), *self._common(page, record_id()), info,
+             ("WARC-Refers-To", rid)],
+            "application/warc-fields",
+            [meta],
+        )  # fmt: skip
+        self.files.append(member(request))
+        name, offset = self.files.append(capture)
+        self.files.append(member(metadata))
+        done = Capture(
+            page.fp, page.at, kind, name, offset, len(capture), self.files.end, rid, digest
+        )
+        self._captures.append(done)
+        return done
+
+    # -- the shard's transaction ----------------------------------------------
+    def before_commit(self) -> None:
+        """Within the transaction, before COMMIT: the captures' rows and the file's new
+        mark go in, and the records are written (and flushed) to the file."""
+        if not self._captures:
+            return
+        self._conn.executemany(
+            "INSERT OR REPLACE INTO warc (fp, at, kind, file, offset, length, end, "
+            "record_id, payload_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (c.fp, c.at, int(c.kind), c.file, c.offset, c.length, c.end, c.record_id,
+                 c.payload_digest)
+                for c in self._captures
+            ],
+        )  # fmt: skip
+        self._conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (END_META, f"{self.files.name} {self.files.end}"),
+        )
+        self.files.flush()
+
+    def committed(self) -> None:
+        had = bool(self._captures)
+        self._captures, self._held = [], {}
+        if had:
+            self.files.committed()
+
+    def rolled_back(self) -> None:
+        self._captures, self._held = [], {}
+        self.files.rollback()
+
+    def close(self) -> None:
+        try:
+            self.files.close()
+        except OSError as exc:
+            raise StorageError(f"{self.files.directory}: cannot close: {exc}") from exc
+
+
+def _closed(path: Path) -> None:
+    """A WARC file closed for good (rotated, or the peer stopping)."""
+    # INDEX CALL SITE (#20, ubipy/store/warcindex.py, by another helper): index_warc(path)

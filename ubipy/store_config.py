@@ -1,0 +1,83 @@
+"""The configuration's section about the shard and the files beside it: transactions,
+what is held in memory, where page bodies go. Re-exported by :mod:`ubipy.config`, the
+one place to import them from."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from ubipy.errors import ConfigError
+from ubipy.options import option
+from ubipy.validation import at_least, positive, show
+
+
+class BodyStore(enum.Enum):
+    """Where page bodies are kept (docs/storage.md)."""
+
+    # Appended to WARC files in DATA/warc as pages are committed, rotated at
+    # --warc-size; the shard keeps each page's file and offset.
+    WARC = "warc"
+    # zlib-compressed in the shard's own tables (before #20).
+    SHARD = "shard"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """How the shard is written and how much of it is held in memory."""
+
+    # A transaction closes at commit_every_pages pages or after commit_interval,
+    # whichever comes first: one fsync for many pages.
+    commit_every_pages: int = option(64, help="pages stored in one transaction at most")
+    commit_interval: float = option(
+        0.05, help="seconds a transaction stays open at most, however few its pages"
+    )
+    # While the shard refuses writes (disk full, read-only).
+    storage_retry: float = option(
+        5.0, help="seconds between attempts at a write the shard refused (disk full, read-only)"
+    )
+    recent_cache_size: int = option(
+        65_536, help="exact recent URLs kept in memory in front of the Bloom filter"
+    )
+    # The filter grows by scaling; the error rate is per slice.
+    bloom_initial_capacity: int = option(
+        1_000_000, help="URLs the seen-URL Bloom filter holds before it grows"
+    )
+    bloom_error_rate: float = option(
+        0.001, help="the Bloom filter's false-positive rate, per slice"
+    )
+    # The rest of the frontier stays on disk.
+    host_window: int = option(64, help="frontier entries held in memory per host at most")
+    frontier_memory: int = option(
+        200_000, help="frontier entries held in memory over all hosts at most"
+    )
+    bodies: BodyStore = option(
+        BodyStore.WARC,
+        flag="--bodies",
+        help="where page bodies are kept: warc, as WARC records appended to DATA/warc "
+        "as pages are stored; shard, compressed in the shard (default: {default})",
+    )
+    # What Heritrix and Common Crawl rotate at.
+    warc_size: int = option(
+        1_000_000_000,
+        flag="--warc-size",
+        metavar="BYTES",
+        help="close a WARC file and begin the next once it holds this many bytes "
+        "(default: {default})",
+    )
+
+    def __post_init__(self) -> None:
+        positive(self, "commit_interval", "storage_retry")
+        at_least(
+            self,
+            1,
+            "commit_every_pages",
+            "recent_cache_size",
+            "bloom_initial_capacity",
+            "host_window",
+            "frontier_memory",
+            "warc_size",
+        )
+        if not 0 < self.bloom_error_rate < 1:
+            rate = show(self.bloom_error_rate)
+            raise ConfigError(f"must be between 0 and 1, not {rate}", "bloom_error_rate")
