@@ -155,6 +155,25 @@ def test_a_full_window_keeps_the_best_and_a_retry_goes_first() -> None:
     assert rest == ["http://a.test/p1", "http://a.test/p0", "http://a.test/p3"]
 
 
+def test_a_full_window_still_takes_a_better_url_after_new_pageranks() -> None:
+    """A full window turns away what is no better than its worst without looking
+    (most links of a crawl); new PageRanks can lower every score in it, and a URL
+    better than the new worst must then get in."""
+    disk = Disk(CrawlOrder.PAGERANK)
+    s = _scheduler(CrawlOrder.PAGERANK, disk, window=2)
+    p = [disk.put("a.test", _entry("a.test", n, score)) for n, score in enumerate([2.0, 2.0])]
+    for e in p:
+        s.add("a.test", e)
+    for n, score in [(2, 1.0), (3, 1.5)]:  # no better than the window's worst: on disk
+        s.add("a.test", disk.put("a.test", _entry("a.test", n, score)))
+    s.rescore({p[0].fp: 0.1, p[1].fp: 0.2})
+    late = disk.put("a.test", _entry("a.test", 4, 1.0))
+    s.add("a.test", late)
+    _robots(s, 0.0, 1)
+    job = s.next_job(1.0)
+    assert job is not None and job.url == late.url
+
+
 @pytest.mark.parametrize("order", list(CrawlOrder))
 @pytest.mark.parametrize("seed", range(5))
 def test_every_order_fetches_everything_once_with_the_delay(order: CrawlOrder, seed: int) -> None:

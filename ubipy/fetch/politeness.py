@@ -145,10 +145,15 @@ class Scheduler:
         one better than its worst takes that one's place (which stays on disk)."""
         if room:
             slot.queue.append(entry)
+            slot.floor = min(slot.floor, entry.score)
             self.in_memory += 1
             return
         slot.on_disk += 1
+        if entry.score <= slot.floor:
+            return  # most links of a crawl: the window's worst is at least as good
         at, low = ranking.worst(slot.queue, slot.credit)
+        # Whether or not it is replaced, nothing left in the window scores under low.
+        slot.floor = low
         if at >= 0 and entry.score > low:
             slot.credit.pop(slot.queue[at].fp, None)
             del slot.queue[at]
@@ -172,6 +177,7 @@ class Scheduler:
                 for e in slot.queue
             )
             slot.credit = {fp: c for fp, c in slot.credit.items() if c == ranking.FIRST}
+            slot.floor = -math.inf
 
     def restore(self, host: str, pending: int) -> None:
         """Tell the scheduler a host has ``pending`` entries on disk (at start-up)."""
@@ -374,6 +380,7 @@ class Scheduler:
         rows = self._loader(slot.host, slot.last_seq, limit)
         if self._ranked:
             slot.credit = {fp: c for fp, c in slot.credit.items() if c == ranking.FIRST}
+            slot.floor = -math.inf
         slot.queue.extend(rows)
         self.in_memory += len(rows)
         if rows:

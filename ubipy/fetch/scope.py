@@ -90,7 +90,11 @@ def path_repeats(url: str) -> int:
         i = url.find(mark, start)
         if i >= 0:
             end = min(end, i)
-    segments = [s for s in url[start:end].split("/") if s]
+    parts = url[start:end].split("/")
+    distinct = set(parts)
+    if len(distinct) == len(parts):  # nearly every URL: no part twice, one C pass
+        return 1 if len(distinct) > 1 or parts[0] else 0
+    segments = [s for s in parts if s]
     if len(segments) < 2:
         return len(segments)
     counts: dict[str, int] = {}

@@ -100,6 +100,10 @@ class HostSlot:
     # Under a ranked order: score added to entries in ``queue`` since they were
     # loaded (ranking.FIRST: a retry, which goes first).
     credit: dict[int, float] = field(default_factory=dict)
+    # Under a ranked order: no entry in ``queue`` scores less (-inf: not known), so a
+    # new entry no better than it cannot take a full window's worst place, and the
+    # window need not be scanned. Scores in the window only rise (credits) or leave.
+    floor: float = -math.inf
     # Pages fetched before, due again (--recrawl): (due, tie-breaker, entry), a heap.
     refresh: list[tuple[float, int, Entry]] = field(default_factory=list)
 
