@@ -16,8 +16,10 @@ output where the user asked without harming what is there.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import heapq
+import io
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -35,6 +37,7 @@ from ubipy.store.snapshot import (
     iso_utc,
 )
 from ubipy.store.warc import WARC_VERSION, write_warc
+from ubipy.store.warcexport import Part, copy_part, link_part, parts_of
 
 __all__ = [
     "FORMATS",
@@ -68,6 +71,12 @@ def export(
     which is written and flushed but not closed. ``gzipped`` asks for gzip (per record
     for WARC); ``None`` means gzip when ``out`` is a path ending in ``.gz``.
 
+    A WARC export of shards whose bodies are in WARC files (``--bodies warc``) takes
+    those files as they are (see :mod:`ubipy.store.warcexport`): into a directory
+    ``out``, linked or copied one by one (the pages stored otherwise in
+    ``ubipy-export.warc.gz`` beside them); into a file or a stream, one after the
+    other, then the pages stored otherwise, written as before.
+
     Every shard is opened and checked before anything is written, and a shard named
     twice (``A``, ``A/``, a link to ``A``, its shard file) is read once. What a path
     names decides how it is written (see :func:`ubipy.store.outfile.write_path`): a new
@@ -95,6 +104,10 @@ def export(
         filename = out.name if isinstance(out, Path) else ""
         peers = sorted({r.peer_id for r in readers if r.peer_id is not None})
 
+        parts = [p for r in readers for p in parts_of(r)] if fmt == "warc" else []
+        if parts:
+            return _from_files(readers, parts, out, filename, peers, compress, inputs)
+
         def write(sink: IO[bytes]) -> ExportSummary:
             histories = heapq.merge(
                 *(r.histories(bodies=fmt == "warc") for r in readers),
@@ -115,3 +128,59 @@ def export(
                 raise ExportWriteError(f"standard output: cannot write: {why(exc)}") from exc
             return summary
         return write_path(out, write, inputs)
+
+
+def _from_files(
+    readers: list[ShardReader],
+    parts: list[Part],
+    out: Path | IO[bytes],
+    filename: str,
+    peers: list[str],
+    compress: bool,
+    inputs: set[tuple[int, int]],
+) -> ExportSummary:
+    """The WARC export of WARC-backed shards (see :func:`export`)."""
+    counts = [r.warc_counts() for r in readers]
+    others = sum(c[2] for c in counts)
+
+    def rest(sink: IO[bytes]) -> ExportSummary:
+        """The pages (and visits) not in WARC files, written as before; counted only
+        (nothing written) when none of them is an answer to write."""
+        histories = heapq.merge(
+            *(r.histories(bodies=True, outside_warc=True) for r in readers),
+            key=lambda h: h.page.fetched_at,
+        )
+        target = sink if others else io.BytesIO()
+        summary = write_warc(histories, target, filename, peers, len(readers), compress)
+        return summary if others else dataclasses.replace(summary, records=0)
+
+    def whole(sink: IO[bytes]) -> ExportSummary:
+        for part in parts:
+            copy_part(part, sink, gunzip=not compress)
+        return rest(sink)
+
+    if isinstance(out, Path) and out.is_dir():
+        for part in parts:
+            link_part(part, out)
+        legacy = (
+            write_path(out / "ubipy-export.warc.gz", rest, inputs) if others else rest(io.BytesIO())
+        )
+    elif isinstance(out, Path):
+        legacy = write_path(out, whole, inputs)
+    else:
+        try:
+            legacy = whole(out)
+            out.flush()
+        except OSError as exc:
+            raise ExportWriteError(f"standard output: cannot write: {why(exc)}") from exc
+    first = sum(c[0] for c in counts)
+    captures = sum(c[1] for c in counts)
+    return dataclasses.replace(
+        legacy,
+        pages=legacy.pages + first,
+        # Each capture is three records (request, response or revisit, metadata), and
+        # each file begins with its warcinfo.
+        records=legacy.records + 3 * captures + len(parts),
+        visits=legacy.visits + captures - first,
+        files=len(parts),
+    )

@@ -41,6 +41,10 @@ _COLUMNS_V1 = _COLUMNS.replace("encoding, encoding_source", "NULL, NULL")
 _VISIT_COLUMNS = "at, status, changed, digest, content_type, length, etag, last_modified"
 # The first version with the visits of a continuous crawl.
 _VISITS_SINCE = 5
+# The first version whose bodies may be in WARC files (table warc).
+_WARC_SINCE = 7
+# A page (or visit) whose capture is in the peer's WARC files.
+_IN_WARC = "EXISTS (SELECT 1 FROM warc w WHERE w.fp = {t}.fp AND w.at = {t}.{at})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +114,7 @@ class ExportSummary:
     left_out: int  # pages not in a WARC: errors, or a body the shard did not keep
     visits: int = 0  # visits after the first fetch, read from the shards
     visits_left_out: int = 0  # visits not in a WARC (see ubipy.store.warc)
+    files: int = 0  # peers' WARC files copied or linked (--bodies warc)
 
 
 class ShardReader:
@@ -143,6 +148,7 @@ class ShardReader:
                 )
             self._columns = _COLUMNS if version >= 2 else _COLUMNS_V1
             self._has_visits = version >= _VISITS_SINCE
+            self.has_warc = version >= _WARC_SINCE
             # One snapshot for the whole export, whatever the peer commits meanwhile.
             conn.execute("BEGIN")
             conn.execute(f"SELECT {self._columns} FROM pages LIMIT 0")
@@ -167,15 +173,53 @@ class ShardReader:
         for page, _ in self._pages(bodies=bodies):
             yield page
 
-    def histories(self, *, bodies: bool) -> Iterator[PageHistory]:
+    def histories(self, *, bodies: bool, outside_warc: bool = False) -> Iterator[PageHistory]:
         """Every stored page in fetch order, each with its later visits; with
-        ``bodies``, the first fetch's body and each changed visit's."""
-        for page, fp in self._pages(bodies=bodies):
-            yield PageHistory(page, self._visits(fp, bodies=bodies))
+        ``bodies``, the first fetch's body and each changed visit's. With
+        ``outside_warc``, only the pages and visits whose records are not in the
+        peer's WARC files (--bodies shard, or stored before #20)."""
+        for page, fp in self._pages(bodies=bodies, outside_warc=outside_warc):
+            yield PageHistory(page, self._visits(fp, bodies=bodies, outside_warc=outside_warc))
 
-    def _pages(self, *, bodies: bool) -> Iterator[tuple[StoredPage, int]]:
+    def warc_counts(self) -> tuple[int, int, int]:
+        """(pages, captures, others): the pages whose first fetch has records in the
+        peer's WARC files, all the captures there, and the answered pages whose
+        records are not there (their bodies in the shard). Zeros before version 7."""
+        if not self.has_warc:
+            return 0, 0, 0
         try:
-            cur = self._conn.execute(f"SELECT {self._columns} FROM pages ORDER BY fetched_at, fp")
+            first = self._conn.execute(
+                f"SELECT COUNT(*) FROM pages WHERE {_IN_WARC.format(t='pages', at='fetched_at')}"
+            ).fetchone()[0]
+            captures = self._conn.execute("SELECT COUNT(*) FROM warc").fetchone()[0]
+            rest = self._conn.execute(
+                "SELECT COUNT(*) FROM pages WHERE status IS NOT NULL AND error IS NULL AND NOT "
+                + _IN_WARC.format(t="pages", at="fetched_at")
+            ).fetchone()[0]
+        except sqlite3.Error as exc:
+            raise ExportError(f"{self.path}: reading the WARC table failed: {exc}") from exc
+        return int(first), int(captures), int(rest)
+
+    def warc_mark(self) -> tuple[str, int] | None:
+        """How far the peer's open WARC file was committed, at this snapshot."""
+        if not self.has_warc:
+            return None
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'warc_end'").fetchone()
+        if row is None:
+            return None
+        name, _, end = str(row[0]).rpartition(" ")
+        return name, int(end)
+
+    def _pages(
+        self, *, bodies: bool, outside_warc: bool = False
+    ) -> Iterator[tuple[StoredPage, int]]:
+        where = ""
+        if outside_warc and self.has_warc:
+            where = "WHERE NOT " + _IN_WARC.format(t="pages", at="fetched_at")
+        try:
+            cur = self._conn.execute(
+                f"SELECT {self._columns} FROM pages {where} ORDER BY fetched_at, fp"
+            )
             for (
                 fp, url, status, ctype, length, trunc, title, at, lm, etag, depth, error,
                 encoding, source,
@@ -201,13 +245,18 @@ class ShardReader:
         except sqlite3.Error as exc:
             raise ExportError(f"{self.path}: reading pages failed: {exc}") from exc
 
-    def _visits(self, fp: int, *, bodies: bool) -> Iterator[StoredVisit]:
+    def _visits(
+        self, fp: int, *, bodies: bool, outside_warc: bool = False
+    ) -> Iterator[StoredVisit]:
         if not self._has_visits:
             return
+        where = ""
+        if outside_warc and self.has_warc:
+            where = "AND NOT " + _IN_WARC.format(t="visits", at="at")
         try:
             # The primary key (fp, at): one page's visits, in time order, by the index.
             cur = self._conn.execute(
-                f"SELECT {_VISIT_COLUMNS} FROM visits WHERE fp = ? ORDER BY at", (fp,)
+                f"SELECT {_VISIT_COLUMNS} FROM visits WHERE fp = ? {where} ORDER BY at", (fp,)
             )
             for at, status, changed, digest, ctype, length, etag, lm in cur:
                 yield StoredVisit(

@@ -1,0 +1,135 @@
+"""The WARC export of WARC-backed shards (``--bodies warc``): the peers' own files,
+copied or linked rather than written again.
+
+A peer's closed files (final names) are whole and never written again: a directory
+export hard-links them (copies them across file systems), a file export appends their
+bytes. Of the open file only what the shard had committed at the export's snapshot is
+taken (its warcinfo included): the part past it may be a commit in progress. Pages
+whose records are not in WARC files (stored with ``--bodies shard``, or before #20)
+are written as before, by :mod:`ubipy.store.warc`, after them.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from ubipy.errors import ExportError
+from ubipy.store.snapshot import ShardReader
+from ubipy.store.warcfiles import OPEN_SUFFIX, WARC_DIR
+
+__all__ = ["Part", "copy_part", "link_part", "parts_of"]
+
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """A file to export: its path now, its final name, and how much of it (None: all)."""
+
+    path: Path
+    name: str
+    length: int | None
+
+
+def parts_of(reader: ShardReader) -> list[Part]:
+    """The peer's WARC files as the reader's snapshot sees them, in name order (their
+    names sort by time): the closed ones whole, the open one to its committed mark."""
+    directory = reader.path.parent / WARC_DIR
+    if not reader.has_warc or not directory.is_dir():
+        return []
+    mark = reader.warc_mark()
+    parts = {p.name: Part(p, p.name, None) for p in directory.glob("*.warc.gz") if p.is_file()}
+    if mark is not None and mark[0] not in parts:
+        name, end = mark
+        # Renamed meanwhile (closed): then it is whole, and under its final name.
+        opened = directory / (name + OPEN_SUFFIX)
+        closed = directory / name
+        parts[name] = Part(opened if opened.exists() else closed, name, end)
+    return [parts[n] for n in sorted(parts)]
+
+
+def _open(part: Part) -> IO[bytes]:
+    try:
+        return part.path.open("rb")
+    except FileNotFoundError:
+        # The open file was closed (renamed) since it was listed.
+        final = part.path.with_name(part.name)
+        try:
+            return final.open("rb")
+        except OSError as exc:
+            raise ExportError(f"{part.path}: cannot read: {exc.strerror or exc}") from exc
+    except OSError as exc:
+        raise ExportError(f"{part.path}: cannot read: {exc.strerror or exc}") from exc
+
+
+def _chunks(part: Part) -> Iterator[bytes]:
+    left = part.length
+    with _open(part) as f:
+        while left is None or left > 0:
+            chunk = f.read(_CHUNK if left is None else min(_CHUNK, left))
+            if not chunk:
+                break
+            if left is not None:
+                left -= len(chunk)
+            yield chunk
+    if left:
+        raise ExportError(f"{part.path}: shorter than the shard says ({left} bytes missing)")
+
+
+def copy_part(part: Part, sink: IO[bytes], *, gunzip: bool) -> int:
+    """Append a part to ``sink`` as it is, or decompressed (every gzip member in turn);
+    returns the bytes read from it."""
+    read = 0
+    z = zlib.decompressobj(31)
+    for chunk in _chunks(part):
+        read += len(chunk)
+        if not gunzip:
+            sink.write(chunk)
+            continue
+        while chunk:
+            sink.write(z.decompress(chunk))
+            if not z.eof:
+                break
+            chunk = z.unused_data
+            z = zlib.decompressobj(31)
+    return read
+
+
+def link_part(part: Part, directory: Path) -> None:
+    """Put a part into ``directory`` under its final name: a hard link to a closed file
+    (a copy across file systems), a copy of the open file's committed part. A file of
+    that name already there is left as it is if it is the same file or the same size
+    (an export made again), else refused."""
+    target = directory / part.name
+    if target.exists():
+        same = os.path.samefile(target, part.path) if part.path.exists() else False
+        size = target.stat().st_size
+        if same or size == (part.length if part.length is not None else part.path.stat().st_size):
+            return
+        raise ExportError(f"{target}: already there, and not the peer's file")
+    if part.length is None:
+        try:
+            os.link(part.path, target)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+                raise ExportError(f"{target}: cannot link: {exc.strerror or exc}") from exc
+    partial = directory / (part.name + ".part")
+    try:
+        with partial.open("wb") as out:
+            if part.length is None:
+                with _open(part) as f:
+                    shutil.copyfileobj(f, out, _CHUNK)
+            else:
+                copy_part(part, out, gunzip=False)
+        os.replace(partial, target)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise ExportError(f"{target}: cannot write: {exc.strerror or exc}") from exc
