@@ -1,0 +1,288 @@
+"""Pages written as WARC records as they are committed (--bodies warc): files warcio
+checks, every committed page read back from its offset, rotation, recrawls' revisits,
+a refused commit, a crash's torn tail, and the export that takes the files as they are."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx2
+import pytest
+import trio
+import trio.testing
+from warcio.archiveiterator import ArchiveIterator
+
+from tests.crawling import crawl_until_idle, recrawl_for
+from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
+from ubipy.errors import StorageError
+from ubipy.store import HttpHead, PageRecord, Shard, export
+from ubipy.store.shard import SHARD_FILE
+from ubipy.store.warcrecords import (
+    RecordReader,
+    member,
+    read_record,
+    record_id,
+    request_block,
+    response_head,
+    sha1_digest,
+    warc_record,
+)
+from ubipy.synthweb import SyntheticWeb, SynthTransport, WebSpec, in_process
+
+HEAD = HttpHead(
+    200,
+    "OK",
+    "HTTP/1.1",
+    (
+        (b"Content-Type", b"text/html; charset=utf-8"),
+        (b"Content-Encoding", b"gzip"),
+        (b"Transfer-Encoding", b"chunked"),
+        (b"Set-Cookie", b"a=1"),
+    ),
+    ((b"Host", b"a.test"), (b"User-Agent", b"ubipy/test")),
+)
+
+
+def _warcio_check(files: list[Path]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "warcio.cli", "check", "-v", *map(str, files)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def _files(data: Path) -> list[Path]:
+    return sorted((data / "warc").iterdir())
+
+
+def _page(fp: int, body: bytes, at: float = 1_000.0) -> PageRecord:
+    return PageRecord(
+        fp, f"http://a.test/{fp}", "a.test", 200, "text/html", len(body), False, "t",
+        at + fp, None, None, "d", 0, None, body, head=HEAD,
+    )  # fmt: skip
+
+
+def _captures(data: Path) -> list[tuple[int, float, int, str, int, int]]:
+    with sqlite3.connect(data / SHARD_FILE) as conn:
+        rows = conn.execute("SELECT fp, at, kind, file, offset, length FROM warc").fetchall()
+    return [(int(a), float(b), int(c), str(d), int(e), int(f)) for a, b, c, d, e, f in rows]
+
+
+def _each_capture_reads_back(data: Path) -> int:
+    """Every committed capture's offset holds its record, whole (and the count)."""
+    n = 0
+    for _, _, kind, file, offset, length in _captures(data):
+        with (data / "warc" / file).open("rb") as f:
+            f.seek(offset)
+            record, used = read_record(f.read(length))
+        assert used == length
+        assert record.type == ("response" if kind == 0 else "revisit")
+        n += 1
+    return n
+
+
+# -- the records ---------------------------------------------------------------------
+
+
+def test_a_record_is_read_back_whole_and_fed_a_byte_at_a_time() -> None:
+    body = b"<html>" + bytes(range(256)) * 40 + b"</html>"
+    head = response_head(HEAD, len(body))
+    common = [("WARC-Date", "2026-01-01T00:00:00Z"), ("WARC-Target-URI", "http://a.test/x?y=1")]
+    records = [
+        member(warc_record([("WARC-Type", "request"), ("WARC-Record-ID", record_id()), *common],
+                           "application/http; msgtype=request",
+                           [request_block("http://a.test/x?y=1", HEAD)])),
+        member(warc_record([("WARC-Type", "response"), ("WARC-Record-ID", record_id()), *common],
+                           "application/http; msgtype=response",
+                           [head, body], payload_digest=sha1_digest(body))),
+    ]  # fmt: skip
+    stream = b"".join(records)
+    whole, used = read_record(stream)
+    assert whole.type == "request" and used == len(records[0])
+    assert whole.block.startswith(b"GET /x?y=1 HTTP/1.1\r\nHost: a.test\r\n")
+    reader = RecordReader()
+    got = [r for i in range(len(stream)) for r in reader.feed(stream[i : i + 1])]
+    assert [(off, n) for _, off, n in got] == [
+        (0, len(records[0])),
+        (len(records[0]), len(records[1])),
+    ]
+    assert not reader.partial
+    response = got[1][0]
+    assert response.http_payload() == body
+    # The encoded message's headers renamed, the payload's length given.
+    assert b"\r\nX-Crawler-Content-Encoding: gzip\r\n" in response.block
+    assert b"\r\nX-Crawler-Transfer-Encoding: chunked\r\n" in response.block
+    assert f"\r\nContent-Length: {len(body)}\r\n".encode() in response.block
+    # A torn member is partial, not a record.
+    torn = RecordReader()
+    assert list(torn.feed(records[1][:-5])) == [] and torn.partial
+    # warcio reads it and finds its digests right.
+    recs = list(ArchiveIterator(io.BytesIO(stream), check_digests=True))
+    assert [r.rec_type for r in recs] == ["request", "response"]
+
+
+# -- the store -----------------------------------------------------------------------
+
+
+def test_pages_go_to_warc_files_rotated_at_their_size_and_read_back(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path, warc_size=4_000)
+    bodies = {fp: (b"<p>page %d</p>" % fp) * (200 + fp) for fp in range(1, 31)}
+    for fp in range(1, 31, 3):
+        with shard.transaction():
+            shard.record_pages([_page(f, bodies[f]) for f in range(fp, fp + 3)])
+    assert all(shard.page_body(fp) == bodies[fp] for fp in bodies)
+    shard.close()
+    files = _files(tmp_path)
+    assert len(files) > 2 and all(f.name.endswith(".warc.gz") for f in files)
+    assert all(f.name.startswith("ubipy-local-") for f in files)
+    check = _warcio_check(files)
+    assert check.returncode == 0, check.stdout
+    assert _each_capture_reads_back(tmp_path) == 30
+    # Nothing of the bodies in the shard.
+    with sqlite3.connect(tmp_path / SHARD_FILE) as conn:
+        assert conn.execute("SELECT count(*) FROM bodies").fetchone()[0] == 0
+
+
+def test_a_refused_commit_leaves_no_records_behind(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    with shard.transaction():
+        shard.record_pages([_page(1, b"one" * 100)])
+    open_file = next((tmp_path / "warc").glob("*.open"))
+    size = open_file.stat().st_size
+    with pytest.raises(StorageError), shard.transaction():
+        shard.record_pages([_page(2, b"two" * 100)])
+        # As SQLite refusing the commit (a full disk) would.
+        shard._conn.execute("INSERT INTO no_such_table VALUES (1)")
+    assert open_file.stat().st_size == size
+    # The batch goes again (Commits re-queues it): written once, where it was.
+    with shard.transaction():
+        shard.record_pages([_page(2, b"two" * 100)])
+    assert shard.page_body(2) == b"two" * 100
+    shard.close()
+    check = _warcio_check(_files(tmp_path))
+    assert check.returncode == 0, check.stdout
+    assert check.stdout.count(" response") == 2
+    assert _each_capture_reads_back(tmp_path) == 2
+
+
+def test_a_torn_tail_is_cut_at_the_next_open(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    with shard.transaction():
+        shard.record_pages([_page(1, b"one" * 100), _page(2, b"two" * 100)])
+    committed = next((tmp_path / "warc").glob("*.open"))
+    end = committed.stat().st_size
+    # A kill in the middle of the next commit: records past the mark, one torn.
+    extra = member(warc_record([("WARC-Type", "resource")], "text/plain", [b"x" * 5000]))
+    with committed.open("ab") as f:
+        f.write(extra + extra[:37])
+    shard._conn.close()  # no clean close: the process died
+    # And a file begun by a commit that never came.
+    (tmp_path / "warc" / "ubipy-local-29990101000000-00009.warc.gz.open").write_bytes(extra)
+
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    files = _files(tmp_path)
+    assert [f.name for f in files] == [committed.name.removesuffix(".open")]
+    assert files[0].stat().st_size == end
+    assert shard.page_body(2) == b"two" * 100
+    shard.close()
+    assert _warcio_check(files).returncode == 0
+
+
+def test_old_shards_keep_their_bodies_and_new_pages_go_to_warc(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)  # --bodies shard
+    with shard.transaction():
+        shard.record_pages([_page(1, b"old" * 100)])
+    shard.close()
+    assert not (tmp_path / "warc").exists()
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    with shard.transaction():
+        shard.record_pages([_page(2, b"new" * 100)])
+    assert (shard.page_body(1), shard.page_body(2)) == (b"old" * 100, b"new" * 100)
+    shard.close()
+    # Exported as one WARC: the peer's file, then the page kept in the shard.
+    out = tmp_path / "out.warc.gz"
+    summary = export([tmp_path], "warc", out)
+    assert (summary.pages, summary.files, summary.left_out) == (2, 1, 0)
+    assert _warcio_check([out]).returncode == 0
+    with gzip.open(out) as f:
+        responses = [
+            r.content_stream().read() for r in ArchiveIterator(f) if r.rec_type == "response"
+        ]
+    assert responses == [b"new" * 100, b"old" * 100]
+
+
+# -- crawls --------------------------------------------------------------------------
+
+
+async def test_a_crawl_writes_files_warcio_checks_and_exports_them_linked(
+    tmp_path: Path,
+) -> None:
+    web = SyntheticWeb(WebSpec(seed=3, hosts=4, pages_per_host=12))
+    server = in_process(web)
+    data = tmp_path / "peer"
+    config = CrawlConfig(data_dir=data, politeness=PolitenessConfig(delay=0.0, concurrency=8))
+    shard = Shard.open(data, warc_size=30_000)
+    async with httpx2.AsyncClient(transport=SynthTransport(server)) as client:
+        await crawl_until_idle(config, shard, client, [web.seed_url()])
+    with sqlite3.connect(data / SHARD_FILE) as conn:
+        answered = conn.execute(
+            "SELECT count(*) FROM pages WHERE status IS NOT NULL AND error IS NULL"
+        ).fetchone()[0]
+    shard.close()
+    files = _files(data)
+    assert len(files) > 1 and answered > 20
+    check = _warcio_check(files)
+    assert check.returncode == 0, check.stdout
+    assert _each_capture_reads_back(data) == answered
+    # The response's headers are those the server sent.
+    with files[0].open("rb") as f:
+        response = next(r for r in ArchiveIterator(f) if r.rec_type == "response")
+        assert response.http_headers.get_header("Content-Type")
+    out = tmp_path / "export"
+    out.mkdir()
+    summary = export([data], "warc", out)
+    assert sorted(p.name for p in out.iterdir()) == [f.name for f in files]
+    assert all((out / f.name).stat().st_ino == f.stat().st_ino for f in files)
+    assert summary.files == len(files) and summary.left_out == summary.pages - answered
+
+
+async def test_a_recrawl_writes_revisits_into_the_same_files(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    web = SyntheticWeb(WebSpec(seed=5, hosts=3, pages_per_host=8))
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=0.5, concurrency=4),
+        recrawl=RecrawlConfig(
+            recrawl=True, policy=RefreshPolicy.UNIFORM, rate=0.5, min_interval=60, replan=30
+        ),
+    )
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    await recrawl_for(config, shard, in_process(web), [web.seed_url()], 1200)
+    shard.close()
+    files = _files(tmp_path)
+    check = _warcio_check(files)
+    assert check.returncode == 0, check.stdout
+    ids: dict[str, str] = {}
+    revisits = []
+    for path in files:
+        with path.open("rb") as f:
+            for r in ArchiveIterator(f):
+                h = r.rec_headers
+                if r.rec_type == "response":
+                    ids[h.get_header("WARC-Record-ID")] = h.get_header("WARC-Target-URI")
+                elif r.rec_type == "revisit":
+                    revisits.append(h)
+    assert revisits
+    for h in revisits:
+        # Each refers to a response of the same page, in these files.
+        assert ids[h.get_header("WARC-Refers-To")] == h.get_header("WARC-Target-URI")
+        assert h.get_header("WARC-Profile").startswith("http://netpreserve.org/warc/1.1/revisit/")
+    assert _each_capture_reads_back(tmp_path) == len(ids) + len(revisits)
