@@ -1,4 +1,4 @@
-"""``ubipy peer | seed | status | export | demo``: the command line.
+"""``ubipy peer | seed | status | export | index | demo``: the command line.
 
 This is the only place that turns flags (and a config file) into a
 :class:`CrawlConfig`; the flags themselves are declared with the options, in
@@ -195,6 +195,44 @@ def build_parser() -> argparse.ArgumentParser:
         "ending in .gz, and the only way to compress standard output",
     )
 
+    ix = sub.add_parser(
+        "index",
+        help="index the WARC files of one or many peers for pywb (CDXJ) or DuckDB (Parquet)",
+        description="Index the closed WARC files in each DATA/warc/: a CDXJ file beside "
+        "each (what pywb reads from a collection's index directory; one already newer "
+        "than its WARC file is kept), or one Parquet file with Common Crawl's "
+        "columnar-index columns. The files a peer is still writing are left out.",
+    )
+    ix.add_argument(
+        "data", type=Path, nargs="+", metavar="DATA", help="data directories of the peers"
+    )
+    ix.add_argument(
+        "--format",
+        choices=("cdxj", "parquet"),
+        default="cdxj",
+        help="cdxj: beside each file; parquet: one file at -o, needs pyarrow "
+        "(pip install 'ubipy[parquet]') (default: %(default)s)",
+    )
+    ix.add_argument(
+        "-o",
+        "--out",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the Parquet file; with cdxj, every file's CDXJ merged into one sorted "
+        "file too. Written as export writes (complete or not at all)",
+    )
+    ix.add_argument(
+        "--force", action="store_true", help="rewrite every CDXJ, even those up to date"
+    )
+    ix.add_argument(
+        "--include-open",
+        action="store_true",
+        help="parquet: add the whole records of the files being written, under their "
+        "name while open (renamed when closed; cut back if the peer is killed before "
+        "they are committed)",
+    )
+
     d = sub.add_parser(
         "demo",
         help="crawl a synthetic web on loopback with a small cluster and show the progress",
@@ -274,6 +312,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _status(args)
         if args.command == "export":
             return _export(args)
+        if args.command == "index":
+            return _index(args)
         if args.command == "demo":
             from ubipy.demo import run_demo
 
@@ -474,6 +514,28 @@ def _export(args: argparse.Namespace) -> int:
         f"{'standard output' if to_stdout else args.out}{left_out}",
         file=sys.stderr,
     )
+    return 0
+
+
+def _index(args: argparse.Namespace) -> int:
+    from ubipy.store import ExportError, ExportWriteError, describe_index, index_data
+
+    try:
+        summary = index_data(
+            args.data,
+            args.format,
+            args.out,
+            force=args.force,
+            include_open=args.include_open,
+        )
+    except ExportWriteError as exc:
+        print(f"ubipy index: {exc}", file=sys.stderr)
+        return 1
+    except ExportError as exc:
+        print(f"ubipy index: {exc}", file=sys.stderr)
+        return 2
+    for line in describe_index(summary, args.format, args.out):
+        print(f"ubipy index: {line}", file=sys.stderr)
     return 0
 
 

@@ -1,14 +1,17 @@
 """Everything on disk: the peer's SQLite shard (pages, frontier, seen URLs, outbox,
 marks), admission through the recent-URL cache and the Bloom filter, export
-to WARC or JSON Lines, and the lock that keeps a data directory to one peer.
+to WARC or JSON Lines, the indexes of the WARC files (CDXJ, Parquet), and the lock
+that keeps a data directory to one peer.
 """
 
 from ubipy.errors import DataDirInUse, ExportError, ExportWriteError, ShardError, StorageError
 from ubipy.store.admission import Admission
 from ubipy.store.export import export
+from ubipy.store.indexcommand import IndexSummary, describe_index, index_data
 from ubipy.store.lock import DataLock
 from ubipy.store.revisits import RefreshRow, Visit
 from ubipy.store.shard import FrontierRow, HostMark, Lastmod, NewURL, PageRecord, Shard
+from ubipy.store.warcindex import index_warc
 from ubipy.store.warcrecords import HttpHead
 
 __all__ = [
@@ -20,6 +23,7 @@ __all__ = [
     "FrontierRow",
     "HostMark",
     "HttpHead",
+    "IndexSummary",
     "Lastmod",
     "NewURL",
     "PageRecord",
@@ -28,5 +32,8 @@ __all__ = [
     "ShardError",
     "StorageError",
     "Visit",
+    "describe_index",
     "export",
+    "index_data",
+    "index_warc",
 ]

@@ -1,0 +1,128 @@
+"""``ubipy index``: the CDXJ of every closed WARC file of some data directories, or
+one Parquet file of their captures (docs/storage.md, "Index").
+
+A closed file has its final name (``*.warc.gz``) and never changes again, so its
+CDXJ is rewritten only when missing or older than the file (``force`` rewrites
+them all). The file a peer is writing (``*.warc.gz.open``) has no CDXJ; its whole
+records go into a Parquet index only when asked (``include_open``): it is renamed
+when closed, and after a ``kill -9`` the peer cuts it back to its last commit, so
+rows from it may come to name a file that is gone or records that were cut.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Literal
+
+from ubipy.errors import ExportError
+from ubipy.store.outfile import write_path
+from ubipy.store.warcindex import (
+    cdxj_of,
+    closed_files,
+    merge_cdxj,
+    open_files,
+    warc_dir,
+    write_cdxj,
+)
+from ubipy.store.warcparquet import require_pyarrow, write_parquet
+
+__all__ = ["INDEX_FORMATS", "IndexFormat", "IndexSummary", "describe_index", "index_data"]
+
+IndexFormat = Literal["cdxj", "parquet"]
+INDEX_FORMATS: tuple[IndexFormat, ...] = ("cdxj", "parquet")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSummary:
+    """What ``ubipy index`` did."""
+
+    files: int  # WARC files read
+    up_to_date: int  # closed files whose CDXJ was current, left as it was
+    captures: int  # CDXJ lines or Parquet rows written (into OUT, when one is named)
+    open_files: int  # files being written
+    open_read: bool  # whether their whole records were read
+    unkeyed: int  # captures left out: no SURT key could be made of their URL
+    torn: tuple[tuple[Path, int], ...]  # files with bytes that are not whole records
+
+
+def _is_current(warc: Path) -> bool:
+    try:
+        return os.stat(cdxj_of(warc)).st_mtime_ns >= os.stat(warc).st_mtime_ns
+    except FileNotFoundError:
+        return False
+
+
+def index_data(
+    data_dirs: Sequence[Path],
+    fmt: IndexFormat,
+    out: Path | None = None,
+    *,
+    force: bool = False,
+    include_open: bool = False,
+) -> IndexSummary:
+    """Index the WARC files of each data directory's ``warc/`` (see the module's
+    docstring). ``cdxj``: a CDXJ beside each closed file, and with ``out`` all of them
+    merged, sorted, into that file too. ``parquet``: one file at ``out`` (required).
+    ``out`` is written as ``ubipy export`` writes (complete or not at all).
+    Raises ExportError with a one-line message."""
+    if fmt == "parquet":
+        if out is None:
+            raise ExportError("--format parquet needs -o FILE")
+        require_pyarrow()  # before any work
+    dirs = list(dict.fromkeys(warc_dir(d).resolve() for d in data_dirs))
+    closed = [p for d in dirs for p in closed_files(d)]
+    opened = [p for d in dirs for p in open_files(d)]
+    if fmt == "parquet":
+        assert out is not None
+        files = closed + opened if include_open else closed
+        counts = write_path(out, lambda f: write_parquet(files, f), set())
+        torn = [(p, c.skipped_bytes) for p, c in counts.scans.items() if c.skipped_bytes]
+        return IndexSummary(
+            len(files), 0, counts.rows, len(opened), include_open, counts.unkeyed, tuple(torn)
+        )
+    up_to_date = captures = unkeyed = 0
+    torn = []
+    for warc in closed:
+        if not force and _is_current(warc):
+            up_to_date += 1
+            continue
+        done = write_cdxj(warc)
+        captures += done.captures
+        unkeyed += done.unkeyed
+        if done.skipped_bytes:
+            torn.append((warc, done.skipped_bytes))
+    if out is not None:
+
+        def merged(f: IO[bytes]) -> int:
+            return merge_cdxj([cdxj_of(p) for p in closed], f)
+
+        captures = write_path(out, merged, set())
+    return IndexSummary(
+        len(closed) - up_to_date, up_to_date, captures, len(opened), False, unkeyed, tuple(torn)
+    )
+
+
+def _n(count: int, what: str) -> str:
+    return f"{count} {what}{'' if count == 1 else 's'}"
+
+
+def describe_index(summary: IndexSummary, fmt: IndexFormat, out: Path | None) -> list[str]:
+    """What the command says it did, a line each."""
+    s = summary
+    if fmt == "parquet":
+        lines = [f"wrote {_n(s.captures, 'row')} from {_n(s.files, 'WARC file')} to {out}"]
+    else:
+        kept = f" ({s.up_to_date} up to date, kept)" if s.up_to_date else ""
+        lines = [f"wrote the CDXJ of {_n(s.files, 'WARC file')}{kept}"]
+        if out is not None:
+            lines.append(f"merged {_n(s.captures, 'CDXJ line')} into {out}")
+    if s.open_files and not s.open_read:
+        lines.append(f"{_n(s.open_files, 'file')} being written left out")
+    for path, skipped in s.torn:
+        lines.append(f"{path}: {_n(skipped, 'byte')} not in whole records, skipped")
+    if s.unkeyed:
+        lines.append(f"{_n(s.unkeyed, 'record')} left out: no SURT key for their URLs")
+    return lines
