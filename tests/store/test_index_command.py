@@ -1,0 +1,202 @@
+"""`ubipy index`: the CDXJ of every closed file of some peers' warc/ directories, and one
+Parquet file of their captures that DuckDB reads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.store.warcs import Page, crawl_pages, record_at, records, warc_name, write_warc
+from ubipy.cli import main
+
+PEER_B = "fedcba9876543210"
+
+
+class Crawl:
+    """Two peers' data directories: peer A with two closed files and one being written
+    (a torn record at its end), peer B with one closed file."""
+
+    def __init__(self, root: Path) -> None:
+        self.a, self.b = root / "a", root / "b"
+        warc_a, warc_b = self.a / "warc", self.b / "warc"
+        warc_a.mkdir(parents=True)
+        warc_b.mkdir(parents=True)
+        self.closed: dict[Path, list[Page]] = {
+            warc_a / warc_name(1): crawl_pages(10),
+            warc_a / warc_name(2): crawl_pages(8, start=10),
+            warc_b / warc_name(1, PEER_B): crawl_pages(9, start=100),
+        }
+        for path, pages in self.closed.items():
+            write_warc(path, pages, peer=path.name.split("-")[1])
+        self.open = warc_a / (warc_name(3) + ".open")
+        self.open_pages = crawl_pages(4, start=200)
+        write_warc(self.open, self.open_pages)
+        last_offset, last_length = records(self.open)[-1][2:]
+        with open(self.open, "r+b") as f:  # the last record half written
+            f.truncate(last_offset + last_length // 2)
+
+    @property
+    def pages(self) -> list[Page]:
+        return [p for pages in self.closed.values() for p in pages]
+
+
+@pytest.fixture
+def crawl(tmp_path: Path) -> Crawl:
+    return Crawl(tmp_path)
+
+
+def _index(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(["index", *args])
+    return code, capsys.readouterr().err
+
+
+def test_cdxj_beside_every_closed_file_and_none_for_the_open_one(
+    crawl: Crawl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, said = _index(capsys, str(crawl.a), str(crawl.b))
+    assert code == 0
+    assert "wrote the CDXJ of 3 WARC files" in said
+    assert "1 file being written left out" in said
+    for path, pages in crawl.closed.items():
+        lines = path.with_name(path.name + ".cdxj").read_text().splitlines()
+        assert len(lines) == len(pages) + sum(p.revisited for p in pages)
+    assert sorted(p.name for p in crawl.open.parent.iterdir() if p.name.endswith(".cdxj")) == [
+        warc_name(1) + ".cdxj",
+        warc_name(2) + ".cdxj",
+    ]
+    # Closed files never change: their indexes are kept, unless asked.
+    code, said = _index(capsys, str(crawl.a), str(crawl.b))
+    assert "wrote the CDXJ of 0 WARC files (3 up to date, kept)" in said
+    code, said = _index(capsys, "--force", str(crawl.a))
+    assert "wrote the CDXJ of 2 WARC files" in said
+
+
+def test_every_index_merged_into_one_sorted_file(
+    crawl: Crawl, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "all.cdxj"
+    code, said = _index(capsys, str(crawl.a), str(crawl.b), "-o", str(out))
+    assert code == 0
+    lines = out.read_bytes().splitlines()
+    assert lines == sorted(lines)
+    captures = len(crawl.pages) + sum(p.revisited for p in crawl.pages)
+    assert len(lines) == captures
+    assert f"merged {captures} CDXJ lines into {out}" in said
+
+
+def test_duckdb_counts_pages_per_host_from_the_parquet_index(
+    crawl: Crawl, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "index.parquet"
+    code, said = _index(capsys, str(crawl.a), str(crawl.b), "--format", "parquet", "-o", str(out))
+    assert code == 0, said
+    rows = len(crawl.pages) + sum(p.revisited for p in crawl.pages)
+    assert f"wrote {rows} rows from 3 WARC files to {out}" in said
+    db = duckdb.connect()
+    per_host = db.execute(
+        "SELECT url_host_name, count(DISTINCT url) FROM read_parquet(?) "
+        "WHERE warc_record_type = 'response' GROUP BY 1",
+        [str(out)],
+    ).fetchall()
+    # A page is a URL: the non-ASCII one was fetched by each file's first page.
+    assert dict(per_host) == Counter(host for host, _ in {(p.host, p.url) for p in crawl.pages})
+    described = db.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(out)]).fetchall()
+    columns = {name: kind for name, kind, *_ in described}
+    assert columns == {
+        "url_surtkey": "VARCHAR",
+        "url": "VARCHAR",
+        "url_host_name": "VARCHAR",
+        "fetch_time": "TIMESTAMP WITH TIME ZONE",
+        "fetch_status": "SMALLINT",
+        "content_mime_type": "VARCHAR",
+        "content_digest": "VARCHAR",
+        "warc_filename": "VARCHAR",
+        "warc_record_offset": "BIGINT",
+        "warc_record_length": "BIGINT",
+        "warc_record_type": "VARCHAR",
+        "peer": "VARCHAR",
+    }
+    # Each row says where its record lies, and what the page was.
+    pages = {(path.name, p.url): p for path, ps in crawl.closed.items() for p in ps}
+    where = {p.name: p for p in crawl.closed}
+    found = db.execute(
+        "SELECT url, fetch_time, fetch_status, content_mime_type, warc_filename, "
+        "warc_record_offset, warc_record_type, peer FROM read_parquet(?)",
+        [str(out)],
+    ).fetchall()
+    for url, at, status, mime, filename, offset, kind, peer in found:
+        page = pages[filename, url]
+        record = record_at(where[filename], offset)
+        assert (record.rec_type, record.rec_headers.get_header("WARC-Target-URI")) == (kind, url)
+        assert peer == filename.split("-")[1]
+        if kind == "response":
+            assert (at, status, mime, record.payload) == (page.at, page.status, "text/html",
+                                                          page.body)  # fmt: skip
+        else:
+            assert (at, status, mime) == (page.at + timedelta(hours=1), 304, None)
+
+
+def test_the_open_files_whole_records_when_asked(
+    crawl: Crawl, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "index.parquet"
+    code, said = _index(
+        capsys, str(crawl.a), "--format", "parquet", "-o", str(out), "--include-open"
+    )
+    assert code == 0, said
+    assert "not in whole records, skipped" in said  # the torn record, counted
+    urls = duckdb.execute(
+        "SELECT url FROM read_parquet(?) WHERE warc_filename = ?", [str(out), crawl.open.name]
+    ).fetchall()
+    # The last page's response was whole, its revisit torn: not there.
+    assert sorted(u for (u,) in urls) == sorted(
+        [p.url for p in crawl.open_pages] + [p.url for p in crawl.open_pages[:-1] if p.revisited]
+    )
+
+
+def test_parquet_without_pyarrow_says_how_to_get_it(
+    crawl: Crawl,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # an import of it fails
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    out = tmp_path / "index.parquet"
+    code, said = _index(capsys, str(crawl.a), "--format", "parquet", "-o", str(out))
+    assert code == 2
+    assert "pip install 'ubipy[parquet]'" in said
+    assert not out.exists()
+
+
+def test_what_cannot_be_indexed_is_refused_in_one_line(
+    crawl: Crawl, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, said = _index(capsys, str(crawl.a), "--format", "parquet")
+    assert (code, said) == (2, "ubipy index: --format parquet needs -o FILE\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, said = _index(capsys, str(empty))
+    assert code == 2
+    assert said == (
+        f"ubipy index: {empty}: no warc/ directory (a peer run with --bodies shard keeps none)\n"
+    )
+    code, said = _index(capsys, str(crawl.a), "-o", str(tmp_path))
+    assert (code, said) == (2, f"ubipy index: {tmp_path}: is a directory\n")
+
+
+def test_the_command_as_a_user_runs_it(crawl: Crawl) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ubipy.cli", "index", str(crawl.b)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, b""), done.stderr
+    assert done.stderr == b"ubipy index: wrote the CDXJ of 1 WARC file\n"
