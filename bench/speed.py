@@ -321,6 +321,8 @@ def child_command(
         str(work / "data"),
         "--result",
         result,
+        "--bodies",
+        args.bodies,
     ]
     if tls is not None:
         # The same web, from its https home page on.
@@ -394,7 +396,14 @@ def ubipy_child(args: argparse.Namespace) -> None:
         sys.modules["httpcore2"] = httpcore
     import trio
 
-    from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig, PolitenessConfig
+    from ubipy.config import (
+        BodyStore,
+        BoundsConfig,
+        CrawlConfig,
+        FetchConfig,
+        PolitenessConfig,
+        StoreConfig,
+    )
     from ubipy.peer import Peer
 
     # The same work as Scrapy's: links only (it reads no sitemaps) and a fixed delay
@@ -411,6 +420,7 @@ def ubipy_child(args: argparse.Namespace) -> None:
             proxy=args.proxy, ca_bundle=Path(args.ca_bundle) if args.ca_bundle else None
         ),
         peer_token="bench",
+        store=StoreConfig(bodies=BodyStore(args.bodies)),
     )
     figures: dict[str, Any] = {}
     handshakes = _count_handshakes()
@@ -741,6 +751,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="run the crawlers N times, alternating; ratios from the medians",
     )
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per crawler")
+    p.add_argument(
+        "--bodies",
+        choices=("warc", "shard"),
+        default="warc",
+        help="where ubipy keeps page bodies (its --bodies; default: warc)",
+    )
     p.add_argument("--keep", type=Path, default=None, help="keep logs and shards here")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
     # The child modes.

@@ -90,6 +90,7 @@ class _Page:
     title: str | None = None
     encoding: str | None = None
     encoding_source: str | None = None
+    date: str = ""  # ``at`` as WARC-Date, made once for the capture's records
 
 
 def reconstructed(
@@ -228,14 +229,16 @@ class WarcStore:
         encoding_source: str | None,
     ) -> None:
         """A first fetch: its request, response and metadata records."""
-        page = _Page(fp, url, at, depth, head, None, truncated, title, encoding, encoding_source)
+        page = _Page(
+            fp, url, at, depth, head, None, truncated, title, encoding, encoding_source, iso_utc(at)
+        )
         self._response(page, body)
 
     def visit(self, visit: Visit, url: str, depth: int | None, head: HttpHead) -> bool:
         """A later visit: a response when it changed, a revisit when the server said (or
         showed) the version held is current; False when there is nothing to write (no
         body kept, or no response here for a revisit to refer to)."""
-        page = _Page(visit.fp, url, visit.at, depth, head, visit.changed)
+        page = _Page(visit.fp, url, visit.at, depth, head, visit.changed, date=iso_utc(visit.at))
         if visit.changed:
             if visit.body is None and visit.length:
                 return False  # its body was not kept (--no-bodies)
@@ -263,7 +266,7 @@ class WarcStore:
     def _common(self, page: _Page, rid: str) -> list[tuple[str, str]]:
         return [
             ("WARC-Record-ID", rid),
-            ("WARC-Date", iso_utc(page.at)),
+            ("WARC-Date", page.date),
             ("WARC-Target-URI", field_value(page.url)),
         ]
 
