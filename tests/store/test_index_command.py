@@ -3,17 +3,34 @@ Parquet file of their captures that DuckDB reads."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import subprocess
 import sys
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import duckdb
+import httpx2
 import pytest
 
-from tests.store.warcs import Page, crawl_pages, record_at, records, warc_name, write_warc
+from tests.crawling import crawl_until_idle
+from tests.store.warcs import (
+    Page,
+    crawl_pages,
+    pywb_replay,
+    record_at,
+    records,
+    warc_name,
+    write_warc,
+)
 from ubipy.cli import main
+from ubipy.config import CrawlConfig, PolitenessConfig
+from ubipy.store import Shard, index_data
+from ubipy.store.shard import SHARD_FILE
+from ubipy.synthweb import SyntheticWeb, SynthTransport, WebSpec, in_process
 
 PEER_B = "fedcba9876543210"
 
@@ -200,3 +217,37 @@ def test_the_command_as_a_user_runs_it(crawl: Crawl) -> None:
     )
     assert (done.returncode, done.stdout) == (0, b""), done.stderr
     assert done.stderr == b"ubipy index: wrote the CDXJ of 1 WARC file\n"
+
+
+async def test_a_peers_own_files_replayed_by_pywb_and_counted_by_duckdb(tmp_path: Path) -> None:
+    """The issue's acceptance, on what a peer wrote while it crawled (files rotated)."""
+    web = SyntheticWeb(WebSpec(seed=3, hosts=4, pages_per_host=10))
+    data = tmp_path / "peer"
+    config = CrawlConfig(data_dir=data, politeness=PolitenessConfig(delay=0.0, concurrency=8))
+    shard = Shard.open(data, warc_size=30_000)
+    async with httpx2.AsyncClient(transport=SynthTransport(in_process(web))) as client:
+        await crawl_until_idle(config, shard, client, [web.seed_url()])
+    shard.close()
+    with sqlite3.connect(data / SHARD_FILE) as conn:
+        urls = conn.execute("SELECT url FROM pages WHERE status IS NOT NULL AND error IS NULL")
+        in_shard = Counter(urlsplit(url).hostname for (url,) in urls)
+    summary = index_data([data], "cdxj")
+    assert summary.files > 1 and not summary.torn
+    out = tmp_path / "index.parquet"
+    index_data([data], "parquet", out)
+    per_host = duckdb.execute(
+        "SELECT url_host_name, count(DISTINCT url) FROM read_parquet(?) "
+        "WHERE warc_record_type = 'response' GROUP BY 1",
+        [str(out)],
+    ).fetchall()
+    assert dict(per_host) == in_shard
+    # A page of each file, asked of pywb as a user would: its body as archived.
+    asked, bodies = [], []
+    for cdxj in sorted((data / "warc").glob("*.cdxj")):
+        _, timestamp, fields = cdxj.read_text().splitlines()[0].split(" ", 2)
+        line = json.loads(fields)
+        asked.append(f"/coll/{timestamp}id_/{line['url']}")
+        record = record_at(data / "warc" / line["filename"], int(line["offset"]))
+        bodies.append((record.http_headers.get_statuscode(), record.payload))
+    answers = pywb_replay(data / "warc", asked, tmp_path)
+    assert [(str(status), body) for status, body in answers] == bodies
