@@ -20,6 +20,7 @@ import json
 import os
 import re
 import tempfile
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,8 +70,13 @@ class IndexedFile:
 @functools.cache
 def _surt() -> Callable[[str], str]:
     # Imported when first wanted: surt brings tldextract and requests (0.17 s), which
-    # a peer that never indexes should not pay for at start-up.
-    import surt
+    # a peer that never indexes should not pay for at start-up. surt 0.3.1's regular
+    # expressions have invalid escapes: compiled from source (no .pyc written), they
+    # warn (an error under -W error, a SyntaxWarning printed from Python 3.12 on).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", SyntaxWarning)
+        import surt
 
     made: Callable[[str], str] = surt.surt
     return made
