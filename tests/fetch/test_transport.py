@@ -161,3 +161,38 @@ async def test_through_a_proxy_http_targets_are_absolute(nursery: trio.Nursery) 
     assert server.heads[0].startswith(b"GET http://h001.synth.test/a?b=1 HTTP/1.1\r\n")
     assert b"\r\nhost: h001.synth.test\r\n" in server.heads[0].lower()
     assert server.heads[1].startswith(b"GET http://h002.synth.test:8080/c HTTP/1.1\r\n")
+
+
+async def test_a_connection_is_kept_a_minute_for_a_crawl_that_comes_back_late(
+    nursery: trio.Nursery, mock_clock: trio.testing.MockClock
+) -> None:
+    """A polite crawl of many hosts comes back to each after going round the others:
+    half a minute later its connection is still there; past a minute it is not."""
+    server = Server(keep_alive)
+    await nursery.start(server.serve)
+    async with httpx2.AsyncClient(transport=PooledTransport()) as client:
+        url = f"http://127.0.0.1:{server.port}/x"
+        await _get(client, url)
+        mock_clock.jump(30)
+        await _get(client, url)
+        assert server.connections == 1
+        mock_clock.jump(61)
+        await _get(client, url)
+        assert server.connections == 2
+
+
+async def test_idle_connections_are_capped_in_all_the_longest_idle_closed_first(
+    nursery: trio.Nursery,
+) -> None:
+    servers = [Server(keep_alive) for _ in range(3)]
+    for server in servers:
+        await nursery.start(server.serve)
+    urls = [f"http://127.0.0.1:{server.port}/x" for server in servers]
+    async with httpx2.AsyncClient(transport=PooledTransport(max_idle=2)) as client:
+        for url in urls:
+            await _get(client, url)
+        # Three idle connections, two kept: the first origin's went.
+        for url in urls[1:]:
+            await _get(client, url)
+        await _get(client, urls[0])
+    assert [s.connections for s in servers] == [2, 1, 1]

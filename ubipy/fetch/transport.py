@@ -5,7 +5,10 @@ request it assigns, which at crawler concurrency costs more CPU than the rest
 of a page's life. A crawler's pattern is simpler: many origins, one request at
 a time per host, keep-alive. So the pool here is a dict of idle connections per
 origin, popped last-in first-out, and a connection is checked once, when it is
-taken. It plugs in under ``httpx2.AsyncClient(transport=...)``; everything above
+taken. Idle connections are kept up to a minute, so that a polite crawl, which
+comes back to a host only after going round many others, finds its connection
+still there; at most ``max_idle`` of them in all, the longest idle closed first. It
+plugs in under ``httpx2.AsyncClient(transport=...)``; everything above
 (requests, headers, decoding, the fetcher) is unchanged.
 
 An HTTP proxy is supported the plain way: absolute-form targets for http, a
@@ -21,6 +24,7 @@ retry it.
 from __future__ import annotations
 
 import ssl
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,8 +138,9 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         proxy: str | None = None,
         connect_timeout: float = 10.0,
         read_timeout: float = 30.0,
-        keepalive_expiry: float = 15.0,
+        keepalive_expiry: float = 60.0,
         max_idle_per_origin: int = 4,
+        max_idle: int = 256,
         ssl_context: ssl.SSLContext | None = None,
         ca_bundle: Path | None = None,
         resolver: Resolver | None = None,
@@ -146,12 +151,15 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._keepalive_expiry = keepalive_expiry
-        self._max_idle = max_idle_per_origin
+        self._max_idle_per_origin = max_idle_per_origin
+        self._max_idle = max_idle
         self._ssl_context = ssl_context
         self._ca_bundle = ca_bundle
         # Direct connections go to the address the resolver checked and pinned.
         self._resolver = None if proxy else resolver
         self._idle: dict[_Origin, list[_Connection]] = {}
+        # Every idle connection, the longest idle first.
+        self._idle_order: OrderedDict[_Connection, None] = OrderedDict()
         self._sessions: dict[_Origin, ssl.SSLSession] = {}
         self._closed = False
 
@@ -180,6 +188,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
     async def aclose(self) -> None:
         self._closed = True
         idle, self._idle = self._idle, {}
+        self._idle_order.clear()
         for conns in idle.values():
             for conn in conns:
                 await conn.aclose()
@@ -211,10 +220,12 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             # 1xx informational responses are skipped.
 
     async def _acquire(self, origin: _Origin, connect_timeout: float | None) -> _Connection:
-        idle = self._idle.get(origin)
         now = trio.current_time()
-        while idle:
+        while idle := self._idle.get(origin):
             conn = idle.pop()
+            if not idle:  # the origin goes with its last connection: a crawl meets millions
+                del self._idle[origin]
+            del self._idle_order[conn]
             if now - conn.idle_since < self._keepalive_expiry and conn.looks_alive():
                 return conn
             await conn.aclose()
@@ -283,10 +294,21 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         if reusable and not self._closed and h.our_state is h11.DONE and h.their_state is h11.DONE:
             h.start_next_cycle()
             idle = self._idle.setdefault(conn.origin, [])
-            if len(idle) < self._max_idle:
+            if len(idle) < self._max_idle_per_origin:
                 conn.idle_since = trio.current_time()
                 idle.append(conn)
+                self._idle_order[conn] = None
+                if len(self._idle_order) > self._max_idle:
+                    await self._close_longest_idle()
                 return
+        await conn.aclose()
+
+    async def _close_longest_idle(self) -> None:
+        conn, _ = self._idle_order.popitem(last=False)
+        idle = self._idle[conn.origin]
+        idle.remove(conn)
+        if not idle:
+            del self._idle[conn.origin]
         await conn.aclose()
 
 
