@@ -62,9 +62,11 @@ async def test_kill_9_mid_write_leaves_whole_files_and_true_offsets(tmp_path: Pa
                 await proc.wait()
         nursery.cancel_scope.cancel()
 
-    files = sorted((data / "warc").iterdir())
-    # A clean stop closes the open file: every file has its final name.
-    assert files and all(f.name.endswith(".warc.gz") for f in files)
+    warc = data / "warc"
+    # A clean stop closes the open file: every file has its final name, and its index.
+    assert not list(warc.glob("*.open"))
+    files = sorted(warc.glob("*.warc.gz"))
+    assert files and all(f.with_name(f.name + ".cdxj").is_file() for f in files)
     check = await trio.run_process(
         [sys.executable, "-m", "warcio.cli", "check", *map(str, files)],
         capture_stdout=True,

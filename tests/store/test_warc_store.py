@@ -59,7 +59,8 @@ def _warcio_check(files: list[Path]) -> subprocess.CompletedProcess[str]:
 
 
 def _files(data: Path) -> list[Path]:
-    return sorted((data / "warc").iterdir())
+    """The WARC files (their CDXJ indexes aside), open ones included."""
+    return sorted(p for p in (data / "warc").iterdir() if p.name.endswith((".gz", ".open")))
 
 
 def _page(fp: int, body: bytes, at: float = 1_000.0) -> PageRecord:
@@ -142,6 +143,8 @@ def test_pages_go_to_warc_files_rotated_at_their_size_and_read_back(tmp_path: Pa
     files = _files(tmp_path)
     assert len(files) > 2 and all(f.name.endswith(".warc.gz") for f in files)
     assert all(f.name.startswith("ubipy-local-") for f in files)
+    # Each closed file was indexed as it was closed (ubipy.store.warcindex).
+    assert all(f.with_name(f.name + ".cdxj").is_file() for f in files)
     check = _warcio_check(files)
     assert check.returncode == 0, check.stdout
     assert _each_capture_reads_back(tmp_path) == 30

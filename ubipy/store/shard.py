@@ -26,7 +26,7 @@ from ubipy.store.schema import RANK_INDEX, SCHEMA, migrate
 from ubipy.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from ubipy.store.schema import SHARD_FILE as SHARD_FILE
 from ubipy.store.warcfiles import WARC_DIR
-from ubipy.store.warcstore import WarcStore, recover_warc
+from ubipy.store.warcstore import WarcStore, index_closed, recover_warc
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class Shard(PagesMixin):
                         f"ubipy (expects {SCHEMA_VERSION})"
                     )
                 migrate(conn, version)
-            recover_warc(conn, data_dir)
+            recovered = recover_warc(conn, data_dir)
         except sqlite3.DatabaseError as exc:
             raise ShardError(f"{path}: cannot open shard: {exc}") from exc
         except OSError as exc:
@@ -127,6 +127,13 @@ class Shard(PagesMixin):
         shard = cls(conn, path)
         if warc_size is not None:
             shard._warc = WarcStore(conn, data_dir, max_size=warc_size)
+        if recovered is not None and recovered.closed:
+            # The files a crash left open, now closed: indexed as any closed file.
+            if shard._warc is not None:
+                shard._warc.index_later(*recovered.closed)
+            else:
+                for closed in recovered.closed:
+                    index_closed(closed)
         return shard
 
     def close(self) -> None:

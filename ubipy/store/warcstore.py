@@ -19,6 +19,7 @@ import enum
 import http
 import logging
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from ubipy.errors import ShardError, StorageError
 from ubipy.store.idn import unicode_url
 from ubipy.store.revisits import Visit
 from ubipy.store.warcfiles import OPEN_SUFFIX, WARC_DIR, Recovered, WarcFiles, recover
+from ubipy.store.warcindex import index_warc
 from ubipy.store.warcrecords import (
     CONFORMS_TO,
     NOT_MODIFIED,
@@ -45,7 +47,15 @@ from ubipy.store.warcrecords import (
     warc_record,
 )
 
-__all__ = ["END_META", "Capture", "CaptureKind", "WarcStore", "read_payload", "recover_warc"]
+__all__ = [
+    "END_META",
+    "Capture",
+    "CaptureKind",
+    "WarcStore",
+    "index_closed",
+    "read_payload",
+    "recover_warc",
+]
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +191,9 @@ class WarcStore:
             fsync=fsync,
             prefix=lambda: f"ubipy-{self._peer()}",
             warcinfo=self._warcinfo,
-            on_closed=_closed,
+            on_closed=self.index_later,
         )
+        self._indexing: list[threading.Thread] = []
         self._info_id = ""
         self._captures: list[Capture] = []
         # Responses written in this transaction, by page: what its revisits refer to.
@@ -369,13 +380,32 @@ class WarcStore:
         self._captures, self._held = [], {}
         self.files.rollback()
 
+    def index_later(self, *paths: Path) -> None:
+        """Write the CDXJ index of files closed for good, each in a thread of its own:
+        a 1 GB file takes tens of seconds, and the crawl goes on meanwhile."""
+        self._indexing = [t for t in self._indexing if t.is_alive()]
+        for path in paths:
+            thread = threading.Thread(target=index_closed, args=(path,), name=f"index {path.name}")
+            thread.daemon = True  # a killed peer's file is indexed again by `ubipy index`
+            thread.start()
+            self._indexing.append(thread)
+
     def close(self) -> None:
+        """Close the open file and wait for the indexes being written."""
         try:
             self.files.close()
         except OSError as exc:
             raise StorageError(f"{self.files.directory}: cannot close: {exc}") from exc
+        finally:
+            for thread in self._indexing:
+                thread.join()
 
 
-def _closed(path: Path) -> None:
-    """A WARC file closed for good (rotated, or the peer stopping)."""
-    # INDEX CALL SITE (#20, ubipy/store/warcindex.py, by another helper): index_warc(path)
+def index_closed(path: Path) -> None:
+    """Write a closed file's CDXJ index beside it (ubipy.store.warcindex); a failure is
+    logged, not raised."""
+    try:
+        index_warc(path)
+    except Exception:
+        # The file is whole all the same; `ubipy index` makes its index again.
+        log.exception("warc: indexing %s failed", path)
