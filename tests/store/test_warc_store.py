@@ -22,6 +22,7 @@ from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPo
 from ubipy.errors import StorageError
 from ubipy.store import HttpHead, PageRecord, Shard, export
 from ubipy.store.shard import SHARD_FILE
+from ubipy.store.warcindex import index_warc
 from ubipy.store.warcrecords import (
     RecordReader,
     member,
@@ -89,6 +90,18 @@ def _each_capture_reads_back(data: Path) -> int:
     return n
 
 
+def _indexes_match_a_reading_back(data: Path, scratch: Path) -> None:
+    """The CDXJ the peer made of each closed file from the lines it kept while writing
+    is the one reading the file back makes, and no file of lines is left."""
+    scratch.mkdir()
+    for path in _files(data):
+        copy = scratch / path.name
+        copy.write_bytes(path.read_bytes())
+        kept = path.with_name(path.name + ".cdxj").read_bytes()
+        assert kept and kept == index_warc(copy).read_bytes()
+    assert not list((data / "warc").glob(".*"))
+
+
 # -- the records ---------------------------------------------------------------------
 
 
@@ -144,7 +157,7 @@ def test_pages_go_to_warc_files_rotated_at_their_size_and_read_back(tmp_path: Pa
     assert len(files) > 2 and all(f.name.endswith(".warc.gz") for f in files)
     assert all(f.name.startswith("ubipy-local-") for f in files)
     # Each closed file was indexed as it was closed (ubipy.store.warcindex).
-    assert all(f.with_name(f.name + ".cdxj").is_file() for f in files)
+    _indexes_match_a_reading_back(tmp_path, tmp_path / "scratch")
     check = _warcio_check(files)
     assert check.returncode == 0, check.stdout
     assert _each_capture_reads_back(tmp_path) == 30
@@ -289,3 +302,4 @@ async def test_a_recrawl_writes_revisits_into_the_same_files(
         assert ids[h.get_header("WARC-Refers-To")] == h.get_header("WARC-Target-URI")
         assert h.get_header("WARC-Profile").startswith("http://netpreserve.org/warc/1.1/revisit/")
     assert _each_capture_reads_back(tmp_path) == len(ids) + len(revisits)
+    _indexes_match_a_reading_back(tmp_path, tmp_path / "scratch")

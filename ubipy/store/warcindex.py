@@ -36,6 +36,7 @@ __all__ = [
     "cdxj_line",
     "cdxj_of",
     "closed_files",
+    "index_lines",
     "index_warc",
     "merge_cdxj",
     "open_files",
@@ -195,6 +196,16 @@ def index_warc(path: Path) -> Path:
     whole is indexed (:func:`write_cdxj` says how much was not).
     """
     return write_cdxj(path).cdxj
+
+
+def index_lines(warc: Path, lines: Iterable[bytes]) -> Path:
+    """Write the CDXJ of a closed WARC file from ``lines`` made as its records were
+    written (:func:`cdxj_line`, in any order): a writer that knows what it wrote need
+    not read the file back. The same care as :func:`index_warc` for what is there."""
+    target = cdxj_of(warc)
+    _check_ours(target, warc.name)
+    write_path(target, lambda out: _write_sorted(lines, out), set())
+    return target
 
 
 def _check_ours(target: Path, filename: str) -> None:

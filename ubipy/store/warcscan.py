@@ -31,7 +31,7 @@ from typing import IO
 
 from warcio.timeutils import iso_date_to_datetime
 
-__all__ = ["Capture", "ScanCounts", "scan"]
+__all__ = ["Capture", "ScanCounts", "bare_media_type", "scan"]
 
 _GZIP = b"\x1f\x8b\x08"
 _READ = 1 << 20
@@ -265,7 +265,7 @@ def _capture(head: _Head, offset: int, length: int) -> Capture | None:
         url=url,
         fetch_time=when,
         record_type=kind,
-        content_type=_bare(mime),
+        content_type=bare_media_type(mime),
         mime_detected=f.get("warc-identified-payload-type"),
         status=status,
         digest=digest.removeprefix("sha1:") if digest else None,
@@ -275,7 +275,7 @@ def _capture(head: _Head, offset: int, length: int) -> Capture | None:
     )
 
 
-def _bare(media_type: str | None) -> str | None:
+def bare_media_type(media_type: str | None) -> str | None:
     """A media type without its parameters (``text/html; charset=...``), as pywb cuts it."""
     return _MIME_END.split(media_type, 1)[0] or None if media_type else None
 

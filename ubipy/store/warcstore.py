@@ -11,10 +11,17 @@ version it saw. The shard keeps, per capture, its file, offset and length (table
 The records are buffered during the shard's transaction and written, flushed (synced
 when the shard's own ``synchronous`` is FULL or more) just before it commits; the
 commit moves the file's mark (meta ``warc_end``). See :mod:`ubipy.store.warcfiles`.
+
+Each capture's CDXJ line is made as its records are written and, once committed,
+appended to a hidden file beside the open one (``.<name>.cdxj.part``); when the file
+is closed its index is those lines sorted, so a closed file is never read back to be
+indexed (reading a 1 GB file back costs tens of seconds of CPU). A file closed by
+recovery after a crash, whose lines may be missing, is read back and indexed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import http
 import logging
@@ -22,6 +29,7 @@ import sqlite3
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ubipy import PROJECT_URL, __version__
@@ -29,7 +37,7 @@ from ubipy.errors import ShardError, StorageError
 from ubipy.store.idn import unicode_url
 from ubipy.store.revisits import Visit
 from ubipy.store.warcfiles import OPEN_SUFFIX, WARC_DIR, Recovered, WarcFiles, recover
-from ubipy.store.warcindex import index_warc
+from ubipy.store.warcindex import cdxj_line, index_lines, index_warc, surt_key
 from ubipy.store.warcrecords import (
     CONFORMS_TO,
     NOT_MODIFIED,
@@ -46,6 +54,8 @@ from ubipy.store.warcrecords import (
     sha1_digest,
     warc_record,
 )
+from ubipy.store.warcscan import Capture as Indexed
+from ubipy.store.warcscan import bare_media_type
 
 __all__ = [
     "END_META",
@@ -64,6 +74,8 @@ END_META = "warc_end"
 _PEER_ID_META = "peer_id"  # as ubipy.store.snapshot.PEER_ID_META
 _HTTP_RESPONSE = "application/http; msgtype=response"
 _HTTP_REQUEST = "application/http; msgtype=request"
+# The committed CDXJ lines of the open file, beside it: ``.<name>`` and this.
+_LINES_SUFFIX = ".cdxj.part"
 
 
 class CaptureKind(enum.IntEnum):
@@ -196,6 +208,13 @@ class WarcStore:
         self._indexing: list[threading.Thread] = []
         self._info_id = ""
         self._captures: list[Capture] = []
+        # This transaction's CDXJ lines, and where the committed ones go (None: no
+        # file of lines, or one that failed: the file is read back when closed).
+        self._lines: list[bytes] = []
+        self._lines_of: str | None = None
+        self._lines_whole = True
+        for stale in self.files.directory.glob(f".*{_LINES_SUFFIX}"):
+            stale.unlink()  # a crash's: its file is read back (recovery)
         # Responses written in this transaction, by page: what its revisits refer to.
         self._held: dict[int, Capture] = {}
 
@@ -346,7 +365,35 @@ class WarcStore:
             page.fp, page.at, kind, name, offset, len(capture), self.files.end, rid, digest
         )
         self._captures.append(done)
+        self._index(page, kind, name, offset, len(capture), digest)
         return done
+
+    def _index(
+        self, page: _Page, kind: CaptureKind, name: str, offset: int, length: int,
+        digest: str | None,
+    ) -> None:  # fmt: skip
+        """The capture's CDXJ line, as reading the record back would make it."""
+        key = surt_key(page.url)
+        if key is None:
+            return
+        mime = next(
+            (v.decode("latin-1").strip() for k, v in page.head.headers
+             if k.lower() == b"content-type"),
+            None,
+        )  # fmt: skip
+        indexed = Indexed(
+            url=page.url,
+            fetch_time=datetime.fromtimestamp(page.at, UTC),
+            record_type="response" if kind is CaptureKind.RESPONSE else "revisit",
+            content_type=bare_media_type(mime),
+            mime_detected=None,
+            status=page.head.status,
+            digest=digest.removeprefix("sha1:") if digest else None,
+            json_metadata=None,
+            offset=offset,
+            length=length,
+        )
+        self._lines.append(cdxj_line(indexed, key, name))
 
     # -- the shard's transaction ----------------------------------------------
     def before_commit(self) -> None:
@@ -373,19 +420,56 @@ class WarcStore:
     def committed(self) -> None:
         had = bool(self._captures)
         self._captures, self._held = [], {}
+        lines, self._lines = self._lines, []
         if had:
+            self._keep_lines(lines)
             self.files.committed()
 
     def rolled_back(self) -> None:
-        self._captures, self._held = [], {}
+        self._captures, self._held, self._lines = [], {}, []
         self.files.rollback()
 
+    def _keep_lines(self, lines: list[bytes]) -> None:
+        name = self.files.name
+        if name is None:
+            return
+        if self._lines_of != name:
+            self._lines_of, self._lines_whole = name, True
+        if not self._lines_whole:
+            return
+        # Opened for each commit, not held: a peer that dies leaves no descriptor.
+        try:
+            with open(self._lines_path(name), "ab") as f:
+                f.writelines(lines)
+        except OSError as exc:
+            log.warning("warc: %s will be read back to be indexed: %s", name, exc)
+            self._lines_whole = False
+
+    def _end_lines(self, name: str) -> Path | None:
+        """The lines of the file ``name`` (closed now), if they are whole."""
+        if self._lines_of != name:
+            return None
+        self._lines_of = None
+        path = self._lines_path(name)
+        if self._lines_whole:
+            return path
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)  # a part only: the file is read back
+        return None
+
+    def _lines_path(self, name: str) -> Path:
+        return self.files.directory / f".{name}{_LINES_SUFFIX}"
+
     def index_later(self, *paths: Path) -> None:
-        """Write the CDXJ index of files closed for good, each in a thread of its own:
-        a 1 GB file takes tens of seconds, and the crawl goes on meanwhile."""
+        """Write the CDXJ index of files closed for good, each in a thread of its own
+        (from the lines kept as it was written; a file closed by recovery is read back,
+        tens of seconds for 1 GB), while the crawl goes on."""
         self._indexing = [t for t in self._indexing if t.is_alive()]
         for path in paths:
-            thread = threading.Thread(target=index_closed, args=(path,), name=f"index {path.name}")
+            lines = self._end_lines(path.name)
+            thread = threading.Thread(
+                target=index_closed, args=(path, lines), name=f"index {path.name}"
+            )
             thread.daemon = True  # a killed peer's file is indexed again by `ubipy index`
             thread.start()
             self._indexing.append(thread)
@@ -401,11 +485,19 @@ class WarcStore:
                 thread.join()
 
 
-def index_closed(path: Path) -> None:
-    """Write a closed file's CDXJ index beside it (ubipy.store.warcindex); a failure is
-    logged, not raised."""
+def index_closed(path: Path, lines: Path | None = None) -> None:
+    """Write a closed file's CDXJ index beside it (ubipy.store.warcindex), from its
+    ``lines`` if given (then removed), else by reading it back; a failure is logged,
+    not raised."""
     try:
-        index_warc(path)
+        if lines is None:
+            index_warc(path)
+            return
+        try:
+            with lines.open("rb") as f:
+                index_lines(path, f)
+        finally:
+            lines.unlink(missing_ok=True)
     except Exception:
         # The file is whole all the same; `ubipy index` makes its index again.
         log.exception("warc: indexing %s failed", path)
