@@ -14,7 +14,10 @@ concurrency, delay 0, robots.txt obeyed, every link followed, pages and titles s
 Crawlers (``--only``, comma-separated; the default is ``ubipy,httpx,scrapy``):
 
 - ``ubipy``: one peer, as shipped (httpx2 client, ubipy's own transport if it has one);
-  page bodies stored zlib-compressed in the shard (the default).
+  page bodies in WARC files as they arrive (``--bodies``, default ``warc``).
+- ``ubipy-shard``: the same with ``--bodies shard``: bodies zlib-compressed in the
+  shard, as before WARC files were the default (``--only ubipy,ubipy-shard`` gives
+  their CPU per page side by side).
 - ``httpx``: the same, with httpx 0.28 imported in place of httpx2 (and httpcore 1.x in
   place of httpcore2), before anything of ubipy is imported.
 - ``httpx-stock`` / ``httpx2-stock``: httpx 0.28 / httpx2 with its stock
@@ -57,6 +60,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CRAWLERS = (
     "ubipy",
+    "ubipy-shard",
     "ubipy-https",
     "httpx",
     "httpx-stock",
@@ -66,6 +70,7 @@ CRAWLERS = (
 )
 LABELS = {
     "ubipy": "ubipy (httpx2)",
+    "ubipy-shard": "ubipy (httpx2, bodies in the shard)",
     "ubipy-https": "ubipy (httpx2, HTTPS)",
     "httpx": "ubipy (httpx 0.28)",
     "httpx-stock": "ubipy (httpx 0.28, stock transport)",
@@ -322,7 +327,7 @@ def child_command(
         "--result",
         result,
         "--bodies",
-        args.bodies,
+        "shard" if name == "ubipy-shard" else args.bodies,
     ]
     if tls is not None:
         # The same web, from its https home page on.
@@ -647,6 +652,13 @@ def ratio_lines(runs: list[Run]) -> list[str]:
     out = []
     by_name = {r.name: r for r in runs}
     plain, https = by_name.get(LABELS["ubipy"]), by_name.get(LABELS["ubipy-https"])
+    shard = by_name.get(LABELS["ubipy-shard"])
+    if plain is not None and shard is not None:
+        ms = [_median_ms(runs, r.name, "crawl_cpu") for r in (plain, shard)]
+        out.append(
+            f"ubipy crawl CPU per page, bodies in WARC files / in the shard = "
+            f"{ms[0] / max(ms[1], 1e-9):.2f} ({ms[0]:.2f} / {ms[1]:.2f} ms)"
+        )
     if plain is not None and https is not None:
         # With --repeat, the median of each crawler's runs (they alternate, so a
         # busy spell of the machine weighs on both alike).

@@ -14,20 +14,19 @@ a few megabytes of memory.
 from __future__ import annotations
 
 import contextlib
-import functools
 import heapq
 import json
 import os
 import re
 import tempfile
-import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from ubipy.errors import ExportError
 from ubipy.store.outfile import write_path
+from ubipy.store.surtkey import surt_key
 from ubipy.store.warcscan import Capture, ScanCounts, scan
 
 __all__ = [
@@ -66,31 +65,6 @@ class IndexedFile:
     skipped: int  # stretches that were not whole records (a torn tail, garbage)
     skipped_bytes: int
     unkeyed: int  # captures left out: no SURT key could be made of their URL
-
-
-@functools.cache
-def _surt() -> Callable[[str], str]:
-    # Imported when first wanted: surt brings tldextract and requests (0.17 s), which
-    # a peer that never indexes should not pay for at start-up. surt 0.3.1's regular
-    # expressions have invalid escapes: compiled from source (no .pyc written), they
-    # warn (an error under -W error, a SyntaxWarning printed from Python 3.12 on).
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", SyntaxWarning)
-        import surt
-
-    made: Callable[[str], str] = surt.surt
-    return made
-
-
-def surt_key(url: str) -> str | None:
-    """The SURT key pywb looks ``url`` up by, or None when there is none."""
-    try:
-        key = _surt()(url)
-    except Exception:  # surt raises whatever its parsing meets on a broken URL
-        return url if url.startswith("urn:") else None  # as pywb: a URN is its own key
-    # A key is one field of a space-separated line.
-    return key if key and not any(c.isspace() for c in key) else None
 
 
 def cdxj_line(capture: Capture, key: str, filename: str) -> bytes:

@@ -19,7 +19,7 @@ payload as it is, and the original values stay readable.
 from __future__ import annotations
 
 import hashlib
-import uuid
+import os
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -59,6 +59,9 @@ SAME_PAYLOAD = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest
 #: compressed bodies before).
 GZIP_LEVEL = 6
 _B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+# Two letters for each 10 bits: a digest's 32 letters in 16 lookups.
+_B32_PAIRS = tuple(a + b for a in _B32 for b in _B32)
+_SHIFTS = tuple(range(150, -1, -10))
 _RENAMED = {b"content-encoding", b"transfer-encoding", b"content-length"}
 # Status lines are written as HTTP/1.x: what WARC readers parse.
 _VERSIONS = {"HTTP/1.0", "HTTP/1.1"}
@@ -145,7 +148,11 @@ def metadata_block(
 
 
 def record_id() -> str:
-    return f"<urn:uuid:{uuid.uuid4()}>"
+    """A random (version 4) UUID as a WARC record id; uuid.uuid4() made by hand, three
+    times faster, for the four ids of every page."""
+    h = os.urandom(16).hex()
+    variant = "89ab"[int(h[16], 16) & 3]
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}>"
 
 
 def sha1_digest(*parts: bytes) -> str:
@@ -155,7 +162,8 @@ def sha1_digest(*parts: bytes) -> str:
         h.update(part)
     # 160 bits are 32 letters of 5 bits: faster than base64.b32encode's pure Python.
     n = int.from_bytes(h.digest(), "big")
-    return "sha1:" + "".join(_B32[(n >> shift) & 31] for shift in range(155, -1, -5))
+    pairs = _B32_PAIRS
+    return "sha1:" + "".join([pairs[(n >> shift) & 1023] for shift in _SHIFTS])
 
 
 def _line(name: bytes, value: bytes) -> bytes:
@@ -180,8 +188,14 @@ def response_head(head: HttpHead, payload_length: int | None) -> bytes:
 
 def request_block(url: str, head: HttpHead) -> bytes:
     """``GET <target> HTTP/1.1`` and the request's header lines as sent."""
-    parts = urlsplit(url)
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    # A crawled URL is normalised (scheme://host/path?query, no fragment): its target
+    # is what follows the host; anything else goes through urlsplit.
+    slash = url.find("/", url.find("//") + 2) if url.startswith(("http://", "https://")) else -1
+    if slash > 0 and "#" not in url:
+        target = url[slash:]
+    else:
+        parts = urlsplit(url)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     out = [f"GET {target} HTTP/1.1\r\n".encode("ascii", "replace")]
     out.extend(_line(name, value) for name, value in head.request_headers)
     out.append(b"\r\n")
