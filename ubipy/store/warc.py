@@ -58,7 +58,6 @@ from ubipy.store.warcrecords import metadata_block
 __all__ = ["NOT_MODIFIED", "SAME_PAYLOAD", "WARC_VERSION", "write_warc"]
 
 
-
 @dataclass(frozen=True, slots=True)
 class _Version:
     """A version of a page, as its response record's HTTP headers say it."""
