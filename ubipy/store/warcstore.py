@@ -217,12 +217,18 @@ class WarcStore:
             stale.unlink()  # a crash's: its file is read back (recovery)
         # Responses written in this transaction, by page: what its revisits refer to.
         self._held: dict[int, Capture] = {}
+        self._peer_id: str | None = None
 
     def _peer(self) -> str:
-        row = self._conn.execute(
-            "SELECT value FROM meta WHERE key = ?", (_PEER_ID_META,)
-        ).fetchone()
-        return "local" if row is None else str(row[0])
+        # A peer's id, once given, is its own for good: asked of the shard until then.
+        if self._peer_id is None:
+            row = self._conn.execute(
+                "SELECT value FROM meta WHERE key = ?", (_PEER_ID_META,)
+            ).fetchone()
+            if row is None:
+                return "local"
+            self._peer_id = str(row[0])
+        return self._peer_id
 
     def _warcinfo(self, name: str) -> bytes:
         self._info_id = record_id()
