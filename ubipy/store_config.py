@@ -27,10 +27,13 @@ class StoreConfig:
     """How the shard is written and how much of it is held in memory."""
 
     # A transaction closes at commit_every_pages pages or after commit_interval,
-    # whichever comes first: one fsync for many pages.
+    # whichever comes first: one fsync for many pages. Sooner when the crawler has a
+    # free slot and nothing ready: the pages' links may be what it waits for.
     commit_every_pages: int = option(64, help="pages stored in one transaction at most")
     commit_interval: float = option(
-        0.05, help="seconds a transaction stays open at most, however few its pages"
+        0.25,
+        help="seconds a transaction stays open at most, however few its pages "
+        "(sooner when the crawler has nothing else to do)",
     )
     # While the shard refuses writes (disk full, read-only).
     storage_retry: float = option(

@@ -60,6 +60,8 @@ __all__ = ["Crawler"]
 log = logging.getLogger(__name__)
 
 _SCOPE_META = "scope_roots"
+# Seconds a transaction stays open at most under --replicas 2 (see Crawler.__init__).
+REPLICATED_COMMIT_INTERVAL = 0.05
 
 
 class Crawler:
@@ -123,6 +125,11 @@ class Crawler:
         self.request_ended = trio.Event()
         self._wakeup = Wakeup()
         self._flush_now = Wakeup()
+        # With a second copy a host's next request waits for its last outcome to be
+        # replicated, which a commit sends: there the interval stays short.
+        self._commit_interval = config.store.commit_interval
+        if config.replication.replicas > 1:
+            self._commit_interval = min(self._commit_interval, REPLICATED_COMMIT_INTERVAL)
         self.dns: ResolveStage | None = None
         if resolver is not None:
             wake = (self._wakeup.set, self._flush_now.set)
@@ -380,6 +387,11 @@ class Crawler:
             if job is None:
                 if self._is_idle():
                     self._idle.set()
+                if limiter.value and self._commits.pages_waiting:
+                    # A slot free and nothing ready: the links of the pages waiting
+                    # to be committed may be the work, so they go in now rather than
+                    # at the commit interval (a busy crawl commits by time and size).
+                    self._flush_now.set()
                 await self._wakeup.wait(None if self.paused else self.scheduler.next_wakeup())
                 continue
             if job.kind is JobKind.RESOLVE and self.dns is not None:
@@ -515,11 +527,7 @@ class Crawler:
         while True:
             if not self._commits:
                 await self._to_write.wait()
-            wait = (
-                self.config.store.storage_retry
-                if self.storage_error
-                else self.config.store.commit_interval
-            )
+            wait = self.config.store.storage_retry if self.storage_error else self._commit_interval
             await self._flush_now.wait(trio.current_time() + wait)
             if self._commits:
                 self._flush()
