@@ -67,6 +67,17 @@ async def start_peer(
     return peer
 
 
+async def start_quiet_peer(proxy: str, data: Path, seeds: Path | None, *extra: str) -> trio.Process:
+    """A peer whose output is thrown away, for tests that kill it at random moments
+    (its stderr is never drained, so nothing it prints may block it)."""
+    cmd = [
+        *UBIPY, "peer", "--data", str(data), "--listen", "127.0.0.1:0", "--proxy", proxy,
+        "--delay", "0.01", "--robots-retry", "0.05", *extra,
+        *(["--seeds", str(seeds)] if seeds is not None else []),
+    ]  # fmt: skip
+    return await trio.lowlevel.open_process(cmd, stderr=subprocess.DEVNULL)
+
+
 async def stop_all(peers: list[PeerProcess]) -> None:
     for p in peers:
         if p.proc.returncode is None:

@@ -6,16 +6,15 @@ from __future__ import annotations
 import random
 import signal
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import trio
 
+from tests.e2e.cluster import start_quiet_peer
 from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.log import RequestLog
 from ubipy.synthweb.referee import Referee
-from ubipy.synthweb.server import SynthServer, serve
+from ubipy.synthweb.server import serve
 from ubipy.synthweb.truth import ground_truth
 
 KILLS = 6
@@ -39,17 +38,6 @@ def _asked_again(log: RequestLog, since: dict[str, int]) -> bool:
     return all(last_answer.get(url, -1) >= at for url, at in since.items())
 
 
-async def _start(server: SynthServer, data: Path, seeds: Path | None) -> trio.Process:
-    cmd = [
-        sys.executable, "-m", "ubipy.cli", "peer", "--data", str(data),
-        "--listen", "127.0.0.1:0", "--proxy", server.proxy_url,
-        "--delay", "0.01", "--robots-retry", "0.05",
-    ]  # fmt: skip
-    if seeds is not None:
-        cmd += ["--seeds", str(seeds)]
-    return await trio.lowlevel.open_process(cmd, stderr=subprocess.DEVNULL)
-
-
 async def test_kill_9_at_random_moments_loses_nothing(tmp_path: Path) -> None:
     rng = random.Random(20261129)
     web = SyntheticWeb(WebSpec(seed=11, pages_per_host=40, latency=0.01, crawl_delay=0.05))
@@ -66,7 +54,7 @@ async def test_kill_9_at_random_moments_loses_nothing(tmp_path: Path) -> None:
     async with trio.open_nursery() as nursery:
         server = await nursery.start(serve, web)
         log = server.log
-        proc = await _start(server, data, seeds)
+        proc = await start_quiet_peer(server.proxy_url, data, seeds)
         try:
             while kills < KILLS:
                 # Kill after a random number of further requests, anywhere in a
@@ -86,7 +74,7 @@ async def test_kill_9_at_random_moments_loses_nothing(tmp_path: Path) -> None:
                 lost_at_kills |= lost
                 asked_again_after |= dict.fromkeys(lost, len(log))
                 lost_count += len(lost)
-                proc = await _start(server, data, None)
+                proc = await start_quiet_peer(server.proxy_url, data, None)
             with trio.fail_after(120):
                 await log.wait_for(
                     lambda lg: (

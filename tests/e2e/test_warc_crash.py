@@ -7,28 +7,17 @@ from __future__ import annotations
 import random
 import signal
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
 import trio
 
+from tests.e2e.cluster import start_quiet_peer
 from ubipy.store.warcrecords import read_record
 from ubipy.synthweb import SyntheticWeb, WebSpec
-from ubipy.synthweb.server import SynthServer, serve
+from ubipy.synthweb.server import serve
 
 KILLS = 3
-
-
-async def _start(server: SynthServer, data: Path, seeds: Path | None) -> trio.Process:
-    cmd = [
-        sys.executable, "-m", "ubipy.cli", "peer", "--data", str(data),
-        "--listen", "127.0.0.1:0", "--proxy", server.proxy_url,
-        "--delay", "0.01", "--robots-retry", "0.05", "--warc-size", "40000",
-    ]  # fmt: skip
-    if seeds is not None:
-        cmd += ["--seeds", str(seeds)]
-    return await trio.lowlevel.open_process(cmd, stderr=subprocess.DEVNULL)
 
 
 async def test_kill_9_mid_write_leaves_whole_files_and_true_offsets(tmp_path: Path) -> None:
@@ -40,7 +29,7 @@ async def test_kill_9_mid_write_leaves_whole_files_and_true_offsets(tmp_path: Pa
     async with trio.open_nursery() as nursery:
         server = await nursery.start(serve, web)
         log = server.log
-        proc = await _start(server, data, seeds)
+        proc = await start_quiet_peer(server.proxy_url, data, seeds, "--warc-size", "40000")
         try:
             for _ in range(KILLS):
                 target = len(log) + rng.randint(10, 40)
@@ -49,7 +38,7 @@ async def test_kill_9_mid_write_leaves_whole_files_and_true_offsets(tmp_path: Pa
                 proc.send_signal(signal.SIGKILL)
                 with trio.fail_after(30):
                     await proc.wait()
-                proc = await _start(server, data, None)
+                proc = await start_quiet_peer(server.proxy_url, data, None, "--warc-size", "40000")
             # Enough requests after the last restart that, robots.txt asked again
             # aside (12 hosts), the clean stop commits more than 20 pages.
             target = len(log) + 40
