@@ -303,3 +303,26 @@ async def test_a_recrawl_writes_revisits_into_the_same_files(
         assert h.get_header("WARC-Profile").startswith("http://netpreserve.org/warc/1.1/revisit/")
     assert _each_capture_reads_back(tmp_path) == len(ids) + len(revisits)
     _indexes_match_a_reading_back(tmp_path, tmp_path / "scratch")
+
+
+def test_a_live_shards_open_file_is_exported_to_its_committed_end(tmp_path: Path) -> None:
+    """The open file's committed part goes into a directory export, through a file of
+    the export's own: a user's file of any name there is left alone."""
+    data = tmp_path / "peer"
+    shard = Shard.open(data, warc_size=10**9)
+    with shard.transaction():
+        shard.record_pages([_page(1, b"one" * 100), _page(2, b"two" * 100)])
+    (open_file,) = (data / "warc").glob("*.open")
+    out = tmp_path / "out"
+    out.mkdir()
+    name = open_file.name.removesuffix(".open")
+    mine = out / (name + ".part")
+    mine.write_bytes(b"the user's")
+    summary = export([data], "warc", out)
+    shard.close()
+    assert mine.read_bytes() == b"the user's"
+    assert sorted(p.name for p in out.iterdir()) == sorted([name, mine.name])
+    assert summary.files == 1
+    check = _warcio_check([out / name])
+    assert check.returncode == 0, check.stdout
+    assert check.stdout.count(" response") == 2

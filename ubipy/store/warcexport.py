@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import tempfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -121,15 +122,26 @@ def link_part(part: Part, directory: Path) -> None:
         except OSError as exc:
             if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
                 raise ExportError(f"{target}: cannot link: {exc.strerror or exc}") from exc
-    partial = directory / (part.name + ".part")
+    # Written under a name of its own (created here, never one of the user's), then
+    # linked to the target: a link, unlike a rename, never replaces what is there.
     try:
-        with partial.open("wb") as out:
+        out = tempfile.NamedTemporaryFile(  # noqa: SIM115
+            "wb", dir=directory, prefix=f".{part.name}.", suffix=".part", delete=False
+        )
+    except OSError as exc:
+        raise ExportError(f"{target}: cannot write: {exc.strerror or exc}") from exc
+    partial = Path(out.name)
+    try:
+        with out:
             if part.length is None:
                 with _open(part) as f:
                     shutil.copyfileobj(f, out, _CHUNK)
             else:
                 copy_part(part, out, gunzip=False)
-        os.replace(partial, target)
+        os.link(partial, target)
+    except FileExistsError:
+        raise ExportError(f"{target}: appeared during the export; left as it is") from None
     except OSError as exc:
-        partial.unlink(missing_ok=True)
         raise ExportError(f"{target}: cannot write: {exc.strerror or exc}") from exc
+    finally:
+        partial.unlink(missing_ok=True)
