@@ -14,6 +14,7 @@ against ``--bodies shard``, and the shard's size per page without bodies against
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import resource
@@ -100,7 +101,8 @@ def run(data: Path, pages: int, warc: bool, samples: int = 40) -> dict[str, Any]
     rng = random.Random(20)
     pool = _bodies(rng)
     shard = Shard.open(data, warc_size=10**9 if warc else None)
-    rss: list[tuple[int, float]] = []
+    # (pages written, seconds since the start, RSS in MB) through the run.
+    rss: list[tuple[int, float, float]] = []
     every = max(pages // samples, BATCH)
     wall0, cpu0 = time.monotonic(), _cpu()
     body_bytes = 0
@@ -141,10 +143,12 @@ def run(data: Path, pages: int, warc: bool, samples: int = 40) -> dict[str, Any]
             shard.add_to_frontier(urls)
             shard.record_pages(records)
         if (start // BATCH) % (every // BATCH) == 0:
-            rss.append((start + n, round(_rss_mb(), 1)))
+            rss.append((start + n, round(time.monotonic() - wall0, 2), round(_rss_mb(), 1)))
     wall, cpu = time.monotonic() - wall0, _cpu() - cpu0
     shard.close()
-    rss.append((pages, round(_rss_mb(), 1)))
+    rss.append((pages, round(time.monotonic() - wall0, 2), round(_rss_mb(), 1)))
+    # Pages a second between two samples: a steady writer keeps them level.
+    rates = [(b[0] - a[0]) / (b[1] - a[1]) for a, b in itertools.pairwise(rss[:-1]) if b[1] > a[1]]
     warc_bytes = _size(data / "warc") if warc else 0
     shard_bytes = _shard_size(data)
     return {
@@ -159,30 +163,38 @@ def run(data: Path, pages: int, warc: bool, samples: int = 40) -> dict[str, Any]
         "shard_bytes_per_page": round(shard_bytes / pages),
         "disk_bytes_per_page": round((warc_bytes + shard_bytes) / pages),
         "mean_body_bytes": round(body_bytes / pages),
-        "rss_mb": rss,
+        "window_pages_per_s": [round(r, 1) for r in rates],
+        "window_rate_min_max": [round(min(rates), 1), round(max(rates), 1)] if rates else None,
+        "rss_min_max_mb": [min(r[2] for r in rss), max(r[2] for r in rss)],
+        "samples": rss,
     }
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--pages", type=int, default=1_000_000, help="pages of the long WARC run")
-    p.add_argument("--compare", type=int, default=20_000, help="pages of each comparison run")
+    p.add_argument(
+        "--compare", type=int, default=20_000, help="pages of each comparison run (0: none)"
+    )
     p.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
     base = Path(tempfile.mkdtemp(prefix="ubipy-warc-", dir=args.dir))
     out: dict[str, Any] = {}
     try:
-        for warc in (True, False):
-            name = "warc" if warc else "shard"
-            out[f"compare_{name}"] = r = run(base / f"cmp-{name}", args.compare, warc)
-            print(json.dumps(r), flush=True)
-        w, s = out["compare_warc"], out["compare_shard"]
-        out["shard_smaller_x"] = round(s["shard_bytes_per_page"] / w["shard_bytes_per_page"], 1)
-        out["disk_warc_over_shard"] = round(w["disk_bytes_per_page"] / s["disk_bytes_per_page"], 3)
-        print(json.dumps({k: out[k] for k in ("shard_smaller_x", "disk_warc_over_shard")}))
-        shutil.rmtree(base / "cmp-warc")
-        shutil.rmtree(base / "cmp-shard")
+        if args.compare:
+            for warc in (True, False):
+                name = "warc" if warc else "shard"
+                out[f"compare_{name}"] = r = run(base / f"cmp-{name}", args.compare, warc)
+                print(json.dumps(r), flush=True)
+            w, s = out["compare_warc"], out["compare_shard"]
+            out["shard_smaller_x"] = round(s["shard_bytes_per_page"] / w["shard_bytes_per_page"], 1)
+            out["disk_warc_over_shard"] = round(
+                w["disk_bytes_per_page"] / s["disk_bytes_per_page"], 3
+            )
+            print(json.dumps({k: out[k] for k in ("shard_smaller_x", "disk_warc_over_shard")}))
+            shutil.rmtree(base / "cmp-warc")
+            shutil.rmtree(base / "cmp-shard")
         if args.pages:
             out["long"] = r = run(base / "long", args.pages, True)
             print(json.dumps(r), flush=True)
