@@ -675,14 +675,16 @@ def ratio_lines(runs: list[Run]) -> list[str]:
         if handshakes:
             resumed = int(https.own.get("tls_resumed", 0))
             out.append(f"TLS handshakes: {handshakes:,}, {resumed:,} of them resumed")
-    for scrapy in runs:
+    # Each crawler once (by_name keeps one run of each), its median with --repeat.
+    for scrapy in by_name.values():
         if not scrapy.name.startswith("Scrapy"):
             continue
         theirs = "Scrapy's" if scrapy.name == LABELS["scrapy"] else f"{scrapy.name}'s"
-        for r in runs:
+        for r in by_name.values():
             if r.name.startswith("Scrapy"):
                 continue
-            ratio = r.pages_per_cpu_second / max(scrapy.pages_per_cpu_second, 1e-9)
+            ours = _median_ms(runs, r.name, "cpu")
+            ratio = _median_ms(runs, scrapy.name, "cpu") / max(ours, 1e-9)
             who = "ubipy" if r.name == LABELS["ubipy"] else r.name
             out.append(f"{who} pages per CPU-second / {theirs} = {ratio:.2f}")
     return out
