@@ -49,6 +49,8 @@ ROOT = Path(__file__).resolve().parent.parent
         (StoreConfig, {"commit_every_pages": 0}, "commit_every_pages must be >= 1, not 0"),
         (StoreConfig, {"bloom_error_rate": 1.0}, "bloom_error_rate must be between 0 and 1"),
         (StoreConfig, {"storage_retry": 0.0}, "storage_retry must be > 0, not 0"),
+        (StoreConfig, {"warc_level": 0}, "warc_level must be 1 to 9, not 0"),
+        (StoreConfig, {"warc_level": 10}, "warc_level must be 1 to 9, not 10"),
         (ForwardingConfig, {"batch_size": 0}, "batch_size must be >= 1, not 0"),
         (ForwardingConfig, {"batch_linger": -0.5}, "batch_linger must be >= 0, not -0.5"),
         (ReplicationConfig, {"replicas": 0}, "replicas must be 1 or 2, not 0"),

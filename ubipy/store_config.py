@@ -69,8 +69,18 @@ class StoreConfig:
         "(default: {default})",
     )
 
+    # Compression is most of what a WARC record costs: the fastest level by default.
+    warc_level: int = option(
+        1,
+        flag="--warc-level",
+        metavar="N",
+        help="gzip level of WARC records, 1 (fastest) to 9 (smallest) (default: {default})",
+    )
+
     def __post_init__(self) -> None:
         positive(self, "commit_interval", "storage_retry")
+        if not 1 <= self.warc_level <= 9:
+            raise ConfigError(f"must be 1 to 9, not {show(self.warc_level)}", "warc_level")
         at_least(
             self,
             1,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import random
 import sqlite3
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from ubipy.store.shard import SHARD_FILE
 from ubipy.store.warcindex import index_warc
 from ubipy.store.warcrecords import (
     RecordReader,
+    fields_text,
     member,
     read_record,
     record_id,
@@ -110,12 +112,14 @@ def test_a_record_is_read_back_whole_and_fed_a_byte_at_a_time() -> None:
     head = response_head(HEAD, len(body))
     common = [("WARC-Date", "2026-01-01T00:00:00Z"), ("WARC-Target-URI", "http://a.test/x?y=1")]
     records = [
-        member(warc_record([("WARC-Type", "request"), ("WARC-Record-ID", record_id()), *common],
+        member(warc_record(fields_text([("WARC-Type", "request"), ("WARC-Record-ID", record_id()),
+                                        *common]),
                            "application/http; msgtype=request",
-                           [request_block("http://a.test/x?y=1", HEAD)])),
-        member(warc_record([("WARC-Type", "response"), ("WARC-Record-ID", record_id()), *common],
+                           request_block("http://a.test/x?y=1", HEAD))),
+        member(warc_record(fields_text([("WARC-Type", "response"), ("WARC-Record-ID", record_id()),
+                                        *common]),
                            "application/http; msgtype=response",
-                           [head, body], payload_digest=sha1_digest(body))),
+                           head + body, payload_digest=sha1_digest(body))),
     ]  # fmt: skip
     stream = b"".join(records)
     whole, used = read_record(stream)
@@ -166,6 +170,22 @@ def test_pages_go_to_warc_files_rotated_at_their_size_and_read_back(tmp_path: Pa
         assert conn.execute("SELECT count(*) FROM bodies").fetchone()[0] == 0
 
 
+def test_a_higher_warc_level_writes_fewer_bytes_of_the_same_pages(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    words = [b"crawl", b"peer", b"shard", b"ring", b"frontier", b"robots", b"page", b"host"]
+    bodies = {fp: b" ".join(rng.choice(words) for _ in range(4000)) for fp in (1, 2)}
+    sizes = {}
+    for level in (1, 9):
+        shard = Shard.open(tmp_path / str(level), warc_size=10**9, warc_level=level)
+        with shard.transaction():
+            shard.record_pages([_page(fp, body) for fp, body in bodies.items()])
+        assert all(shard.page_body(fp) == body for fp, body in bodies.items())
+        shard.close()
+        sizes[level] = sum(f.stat().st_size for f in _files(tmp_path / str(level)))
+        assert _warcio_check(_files(tmp_path / str(level))).returncode == 0
+    assert sizes[9] < 0.9 * sizes[1]
+
+
 def test_a_refused_commit_leaves_no_records_behind(tmp_path: Path) -> None:
     shard = Shard.open(tmp_path, warc_size=10**9)
     with shard.transaction():
@@ -195,7 +215,7 @@ def test_a_torn_tail_is_cut_at_the_next_open(tmp_path: Path) -> None:
     committed = next((tmp_path / "warc").glob("*.open"))
     end = committed.stat().st_size
     # A kill in the middle of the next commit: records past the mark, one torn.
-    extra = member(warc_record([("WARC-Type", "resource")], "text/plain", [b"x" * 5000]))
+    extra = member(warc_record("WARC-Type: resource\r\n", "text/plain", b"x" * 5000))
     with committed.open("ab") as f:
         f.write(extra + extra[:37])
     shard._conn.close()  # no clean close: the process died

@@ -138,7 +138,9 @@ class Peer:
         try:
             warc = config.store.bodies is BodyStore.WARC
             self.shard = Shard.open(
-                config.data_dir, warc_size=config.store.warc_size if warc else None
+                config.data_dir,
+                warc_size=config.store.warc_size if warc else None,
+                warc_level=config.store.warc_level,
             )
         except BaseException:
             self._lock.release()

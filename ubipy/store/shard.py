@@ -26,6 +26,7 @@ from ubipy.store.schema import RANK_INDEX, SCHEMA, migrate
 from ubipy.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from ubipy.store.schema import SHARD_FILE as SHARD_FILE
 from ubipy.store.warcfiles import WARC_DIR
+from ubipy.store.warcrecords import GZIP_LEVEL
 from ubipy.store.warcstore import WarcStore, index_closed, recover_warc
 
 log = logging.getLogger(__name__)
@@ -93,10 +94,13 @@ class Shard(PagesMixin):
         self._next_seq = int(row[0]) + 1
 
     @classmethod
-    def open(cls, data_dir: Path, *, warc_size: int | None = None) -> Shard:
+    def open(
+        cls, data_dir: Path, *, warc_size: int | None = None, warc_level: int = GZIP_LEVEL
+    ) -> Shard:
         """Open (or create, or migrate) the shard of ``data_dir``. With ``warc_size``,
-        bodies go to WARC files in ``data_dir/warc`` rotated at that many bytes; else
-        into the shard. Either way WARC files a crash left open are recovered first."""
+        bodies go to WARC files in ``data_dir/warc`` rotated at that many bytes, their
+        records compressed at ``warc_level``; else into the shard. Either way WARC
+        files a crash left open are recovered first."""
         data_dir.mkdir(parents=True, exist_ok=True)
         path = data_dir / SHARD_FILE
         try:
@@ -126,7 +130,7 @@ class Shard(PagesMixin):
             raise ShardError(f"{data_dir / WARC_DIR}: cannot recover: {exc}") from exc
         shard = cls(conn, path)
         if warc_size is not None:
-            shard._warc = WarcStore(conn, data_dir, max_size=warc_size)
+            shard._warc = WarcStore(conn, data_dir, max_size=warc_size, level=warc_level)
         if recovered is not None and recovered.closed:
             # The files a crash left open, now closed: indexed as any closed file.
             if shard._warc is not None:

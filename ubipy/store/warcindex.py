@@ -21,6 +21,7 @@ import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import IO
 
@@ -45,6 +46,7 @@ __all__ = [
     "write_cdxj",
 ]
 
+
 # pywb loads every file of an index directory whose name ends in .cdx or .cdxj.
 CDXJ_SUFFIX = ".cdxj"
 _CLOSED = ".warc.gz"
@@ -67,23 +69,26 @@ class IndexedFile:
     unkeyed: int  # captures left out: no SURT key could be made of their URL
 
 
-def cdxj_line(capture: Capture, key: str, filename: str) -> bytes:
-    """One CDXJ line, as pywb's indexer writes it (its JSON's fields in its order)."""
-    fields: dict[str, str] = {}
+def cdxj_line(capture: Capture, key: str, filename: str, timestamp: str | None = None) -> bytes:
+    """One CDXJ line, as pywb's indexer writes it: its JSON's fields in its order, as
+    ``json.dumps`` writes them (built by hand: a peer makes a line for every page).
+    ``timestamp``, when given, is the capture's 14-digit one, already made."""
+    text = encode_basestring_ascii  # a JSON string, as json.dumps writes it
+    parts = []
     if capture.json_metadata:
-        fields["metadata"] = capture.json_metadata
-    fields["url"] = capture.url
-    fields["mime"] = capture.mime
+        parts.append(f'"metadata": {text(capture.json_metadata)}')
+    parts.append(f'"url": {text(capture.url)}, "mime": {text(capture.mime)}')
     if capture.mime_detected:
-        fields["mime-detected"] = capture.mime_detected
+        parts.append(f'"mime-detected": {text(capture.mime_detected)}')
     if capture.record_type == "response" and capture.status is not None:
-        fields["status"] = str(capture.status)
+        parts.append(f'"status": "{capture.status}"')
     if capture.digest:
-        fields["digest"] = capture.digest
-    fields["length"] = str(capture.length)
-    fields["offset"] = str(capture.offset)
-    fields["filename"] = filename
-    return f"{key} {capture.timestamp} {json.dumps(fields)}\n".encode()
+        parts.append(f'"digest": {text(capture.digest)}')
+    parts.append(
+        f'"length": "{capture.length}", "offset": "{capture.offset}", "filename": {text(filename)}'
+    )
+    stamp = timestamp or capture.timestamp
+    return f"{key} {stamp} {{{', '.join(parts)}}}\n".encode()
 
 
 def cdxj_of(warc: Path) -> Path:

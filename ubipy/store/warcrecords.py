@@ -19,9 +19,11 @@ payload as it is, and the original values stay readable.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
@@ -38,12 +40,14 @@ __all__ = [
     "Record",
     "RecordReader",
     "field_value",
+    "fields_text",
     "iso_utc",
     "member",
     "metadata_block",
     "one_line",
     "read_record",
     "record_id",
+    "record_ids",
     "request_block",
     "response_head",
     "sha1_digest",
@@ -55,9 +59,10 @@ CONFORMS_TO = "http://iipc.github.io/warc-specifications/specifications/warc-for
 # The revisit profiles of WARC 1.1 (section 6.7).
 NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 SAME_PAYLOAD = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
-#: The compression level of each record's gzip member (zlib's default, as the shard
-#: compressed bodies before).
-GZIP_LEVEL = 6
+#: The compression level of each record's gzip member unless told (``--warc-level``):
+#: zlib's fastest. On real pages (rustdoc's HTML, 80 KB each) level 6 costs 2.3 times
+#: its CPU for 17% fewer bytes (docs/storage.md).
+GZIP_LEVEL = 1
 _B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 # Two letters for each 10 bits: a digest's 32 letters in 16 lookups.
 _B32_PAIRS = tuple(a + b for a in _B32 for b in _B32)
@@ -67,6 +72,9 @@ _RENAMED = {b"content-encoding", b"transfer-encoding", b"content-length"}
 _VERSIONS = {"HTTP/1.0", "HTTP/1.1"}
 
 Headers = tuple[tuple[bytes, bytes], ...]
+
+# The last second iso_utc formatted, and its text.
+_last_second: tuple[float, str] = (-1.0, "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +106,20 @@ class Record:
 
 
 def iso_utc(t: float) -> str:
-    """A Unix time as ISO 8601 in UTC, to the microsecond: ``2025-01-02T03:04:05.678901Z``."""
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """A Unix time as ISO 8601 in UTC, to the microsecond: ``2025-01-02T03:04:05.678901Z``
+    (what ``datetime.fromtimestamp(t, UTC)`` gives, rounded the same way)."""
+    global _last_second
+    frac, whole = math.modf(t)
+    us = round(frac * 1e6)  # half to even, as datetime rounds
+    if frac < 0 or us >= 1_000_000:  # before 1970, or rounded up to the next second
+        return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    second, text = _last_second
+    if whole != second:
+        # A page's records and those of the pages of one commit share their second:
+        # formatting it once saves most of the cost (a page asks three times).
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+        _last_second = (whole, text)
+    return f"{text}.{us:06d}Z"
 
 
 def field_value(value: str) -> str:
@@ -148,11 +168,22 @@ def metadata_block(
 
 
 def record_id() -> str:
-    """A random (version 4) UUID as a WARC record id; uuid.uuid4() made by hand, three
-    times faster, for the four ids of every page."""
-    h = os.urandom(16).hex()
-    variant = "89ab"[int(h[16], 16) & 3]
-    return f"<urn:uuid:{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}>"
+    """A random (version 4) UUID as a WARC record id."""
+    return record_ids(1)[0]
+
+
+def record_ids(n: int) -> list[str]:
+    """``n`` record ids from one call for random bytes; uuid.uuid4() made by hand, a
+    few times faster, for the ids of every page."""
+    h = os.urandom(16 * n).hex()
+    ids = []
+    for i in range(0, 32 * n, 32):
+        variant = "89ab"[int(h[i + 16], 16) & 3]
+        ids.append(
+            f"<urn:uuid:{h[i : i + 8]}-{h[i + 8 : i + 12]}-4{h[i + 13 : i + 16]}-"
+            f"{variant}{h[i + 17 : i + 20]}-{h[i + 20 : i + 32]}>"
+        )
+    return ids
 
 
 def sha1_digest(*parts: bytes) -> str:
@@ -203,31 +234,30 @@ def request_block(url: str, head: HttpHead) -> bytes:
 
 
 def warc_record(
-    fields: Sequence[tuple[str, str]],
-    content_type: str,
-    block: Sequence[bytes],
-    *,
-    payload_digest: str | None = None,
+    fields: str, content_type: str, block: bytes, *, payload_digest: str | None = None
 ) -> bytes:
-    """A record, uncompressed: its header block (``fields``, then Content-Type, the
-    digests and Content-Length), its block (the parts joined) and two CRLFs."""
-    length = sum(len(part) for part in block)
-    head = ["WARC/1.1"]
-    head.extend(f"{name}: {value}" for name, value in fields)
-    head.append(f"Content-Type: {content_type}")
-    if payload_digest is not None:
-        head.append(f"WARC-Payload-Digest: {payload_digest}")
-    head.append(f"WARC-Block-Digest: {sha1_digest(*block)}")
-    head.append(f"Content-Length: {length}")
-    return "\r\n".join(head).encode("utf-8") + b"\r\n\r\n" + b"".join(block) + b"\r\n\r\n"
+    """A record, uncompressed: ``WARC/1.1``, the header lines ``fields`` (each ending
+    in CRLF, see :func:`fields_text`), Content-Type, the digests and Content-Length,
+    then the block and two CRLFs."""
+    payload = f"WARC-Payload-Digest: {payload_digest}\r\n" if payload_digest else ""
+    head = (
+        f"WARC/{WARC_VERSION}\r\n{fields}Content-Type: {content_type}\r\n{payload}"
+        f"WARC-Block-Digest: {sha1_digest(block)}\r\nContent-Length: {len(block)}\r\n\r\n"
+    )
+    return head.encode("utf-8") + block + b"\r\n\r\n"
 
 
-def member(record: bytes) -> bytes:
-    """One record as one gzip member."""
+def fields_text(fields: Iterable[tuple[str, str]]) -> str:
+    """WARC header lines, each ending in CRLF (the values already on one line)."""
+    return "".join(f"{name}: {value}\r\n" for name, value in fields)
+
+
+def member(record: bytes, level: int = GZIP_LEVEL) -> bytes:
+    """One record as one gzip member, compressed at ``level`` (1-9)."""
     # zlib's default state (a 32 KB window, memLevel 8) takes ~150 us to set up, more
     # than compressing a small record: a record gets a window no larger than itself.
     bits = min(15, max(9, len(record).bit_length()))
-    z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + bits, min(8, max(1, bits - 7)))
+    z = zlib.compressobj(level, zlib.DEFLATED, 16 + bits, min(8, max(1, bits - 7)))
     return z.compress(record) + z.flush()
 
 

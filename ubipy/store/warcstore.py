@@ -40,15 +40,18 @@ from ubipy.store.warcfiles import OPEN_SUFFIX, WARC_DIR, Recovered, WarcFiles, r
 from ubipy.store.warcindex import cdxj_line, index_lines, index_warc, surt_key
 from ubipy.store.warcrecords import (
     CONFORMS_TO,
+    GZIP_LEVEL,
     NOT_MODIFIED,
     SAME_PAYLOAD,
     HttpHead,
     field_value,
+    fields_text,
     iso_utc,
     member,
     metadata_block,
     read_record,
     record_id,
+    record_ids,
     request_block,
     response_head,
     sha1_digest,
@@ -113,6 +116,12 @@ class _Page:
     encoding: str | None = None
     encoding_source: str | None = None
     date: str = ""  # ``at`` as WARC-Date, made once for the capture's records
+    uri: str = ""  # ``url`` as WARC-Target-URI
+
+
+def _common(page: _Page, rid: str) -> str:
+    """The header lines every record of a capture has after its WARC-Type."""
+    return f"WARC-Record-ID: {rid}\r\nWARC-Date: {page.date}\r\nWARC-Target-URI: {page.uri}\r\n"
 
 
 def reconstructed(
@@ -192,8 +201,11 @@ def read_payload(data_dir: Path, file: str, offset: int, length: int) -> bytes:
 class WarcStore:
     """Writes the records of the pages and visits of one transaction (see the module)."""
 
-    def __init__(self, conn: sqlite3.Connection, data_dir: Path, *, max_size: int) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, data_dir: Path, *, max_size: int, level: int = GZIP_LEVEL
+    ) -> None:
         self._conn = conn
+        self._level = level
         self.data_dir = data_dir
         # FULL (2) or EXTRA (3): the shard syncs each commit, so the WARC file does too.
         fsync = int(conn.execute("PRAGMA synchronous").fetchone()[0]) >= 2
@@ -241,13 +253,15 @@ class WarcStore:
             "headers as sent and received, bodies decoded (the headers of the encoded "
             "message renamed X-Crawler-*).\r\n"
         ).encode()
-        fields = [
-            ("WARC-Type", "warcinfo"),
-            ("WARC-Record-ID", self._info_id),
-            ("WARC-Date", iso_utc(time.time())),
-            ("WARC-Filename", name),
-        ]
-        return member(warc_record(fields, "application/warc-fields", [info]))
+        fields = fields_text(
+            [
+                ("WARC-Type", "warcinfo"),
+                ("WARC-Record-ID", self._info_id),
+                ("WARC-Date", iso_utc(time.time())),
+                ("WARC-Filename", name),
+            ]
+        )
+        return member(warc_record(fields, "application/warc-fields", info))
 
     # -- what a commit writes --------------------------------------------------
     def page(
@@ -266,15 +280,19 @@ class WarcStore:
     ) -> None:
         """A first fetch: its request, response and metadata records."""
         page = _Page(
-            fp, url, at, depth, head, None, truncated, title, encoding, encoding_source, iso_utc(at)
-        )
+            fp, url, at, depth, head, None, truncated, title, encoding, encoding_source,
+            iso_utc(at), field_value(url),
+        )  # fmt: skip
         self._response(page, body)
 
     def visit(self, visit: Visit, url: str, depth: int | None, head: HttpHead) -> bool:
         """A later visit: a response when it changed, a revisit when the server said (or
         showed) the version held is current; False when there is nothing to write (no
         body kept, or no response here for a revisit to refer to)."""
-        page = _Page(visit.fp, url, visit.at, depth, head, visit.changed, date=iso_utc(visit.at))
+        page = _Page(
+            visit.fp, url, visit.at, depth, head, visit.changed,
+            date=iso_utc(visit.at), uri=field_value(url),
+        )  # fmt: skip
         if visit.changed:
             if visit.body is None and visit.length:
                 return False  # its body was not kept (--no-bodies)
@@ -299,53 +317,61 @@ class WarcStore:
         at, file, offset, length, end, rid, digest = row
         return Capture(fp, at, CaptureKind.RESPONSE, file, offset, length, end, rid, digest)
 
-    def _common(self, page: _Page, rid: str) -> list[tuple[str, str]]:
-        return [
-            ("WARC-Record-ID", rid),
-            ("WARC-Date", page.date),
-            ("WARC-Target-URI", field_value(page.url)),
-        ]
-
     def _response(self, page: _Page, body: bytes) -> None:
-        rid = record_id()
-        http_head = response_head(page.head, len(body))
+        rid, request_id, metadata_id = record_ids(3)
         digest = sha1_digest(body)
-        fields = [("WARC-Type", "response"), *self._common(page, rid)]
-        if page.truncated:
-            fields.append(("WARC-Truncated", "length"))
-        record = warc_record(fields, _HTTP_RESPONSE, [http_head, body], payload_digest=digest)
-        capture = self._linked(page, rid, member(record), CaptureKind.RESPONSE, digest)
-        self._held[page.fp] = capture
+        truncated = "WARC-Truncated: length\r\n" if page.truncated else ""
+        record = warc_record(
+            f"WARC-Type: response\r\n{_common(page, rid)}{truncated}",
+            _HTTP_RESPONSE,
+            response_head(page.head, len(body)) + body,
+            payload_digest=digest,
+        )
+        ids = (request_id, rid, metadata_id)
+        capture = member(record, self._level)
+        done = self._linked(page, ids, capture, CaptureKind.RESPONSE, digest)
+        self._held[page.fp] = done
 
     def _revisit(self, page: _Page, held: Capture) -> None:
-        rid = record_id()
+        rid, request_id, metadata_id = record_ids(3)
         not_modified = page.head.status == 304
-        fields = [
-            ("WARC-Type", "revisit"),
-            *self._common(page, rid),
-            ("WARC-Profile", NOT_MODIFIED if not_modified else SAME_PAYLOAD),
-            ("WARC-Refers-To", held.record_id),
-            ("WARC-Refers-To-Target-URI", field_value(page.url)),
-            ("WARC-Refers-To-Date", iso_utc(held.at)),
-        ]
+        refers = fields_text(
+            [
+                ("WARC-Profile", NOT_MODIFIED if not_modified else SAME_PAYLOAD),
+                ("WARC-Refers-To", held.record_id),
+                ("WARC-Refers-To-Target-URI", field_value(page.url)),
+                ("WARC-Refers-To-Date", iso_utc(held.at)),
+            ]
+        )
         # A 304 has no payload to digest (the spec advises none for its profile); an
         # identical payload's digest is the referred record's.
         digest = None if not_modified else held.payload_digest
-        block = [response_head(page.head, None)]
-        record = warc_record(fields, _HTTP_RESPONSE, block, payload_digest=digest)
-        self._linked(page, rid, member(record), CaptureKind.REVISIT, digest)
+        record = warc_record(
+            f"WARC-Type: revisit\r\n{_common(page, rid)}{refers}",
+            _HTTP_RESPONSE,
+            response_head(page.head, None),
+            payload_digest=digest,
+        )
+        ids = (request_id, rid, metadata_id)
+        self._linked(page, ids, member(record, self._level), CaptureKind.REVISIT, digest)
 
     def _linked(
-        self, page: _Page, rid: str, capture: bytes, kind: CaptureKind, digest: str | None
+        self,
+        page: _Page,
+        ids: tuple[str, str, str],
+        capture: bytes,
+        kind: CaptureKind,
+        digest: str | None,
     ) -> Capture:
-        """``capture`` written between its request and its metadata record."""
-        info = ("WARC-Warcinfo-ID", self._info_id)
+        """``capture`` written between its request and its metadata record (``ids``:
+        the three records' ids, in that order)."""
+        request_id, rid, metadata_id = ids
+        info = f"WARC-Warcinfo-ID: {self._info_id}\r\n"
         request = warc_record(
-            [("WARC-Type", "request"), *self._common(page, record_id()), info,
-             ("WARC-Concurrent-To", rid)],
+            f"WARC-Type: request\r\n{_common(page, request_id)}{info}WARC-Concurrent-To: {rid}\r\n",
             _HTTP_REQUEST,
-            [request_block(page.url, page.head)],
-        )  # fmt: skip
+            request_block(page.url, page.head),
+        )
         meta = metadata_block(
             self._peer(),
             page.url,
@@ -359,17 +385,15 @@ class WarcStore:
             encoding_source=page.encoding_source,
         )
         metadata = warc_record(
-            [("WARC-Type", "metadata"), *self._common(page, record_id()), info,
-             ("WARC-Refers-To", rid)],
+            f"WARC-Type: metadata\r\n{_common(page, metadata_id)}{info}WARC-Refers-To: {rid}\r\n",
             "application/warc-fields",
-            [meta],
-        )  # fmt: skip
-        self.files.append(member(request))
-        name, offset = self.files.append(capture)
-        self.files.append(member(metadata))
-        done = Capture(
-            page.fp, page.at, kind, name, offset, len(capture), self.files.end, rid, digest
+            meta,
         )
+        files = self.files
+        files.append(member(request, self._level))
+        name, offset = files.append(capture)
+        files.append(member(metadata, self._level))
+        done = Capture(page.fp, page.at, kind, name, offset, len(capture), files.end, rid, digest)
         self._captures.append(done)
         self._index(page, kind, name, offset, len(capture), digest)
         return done
@@ -399,7 +423,9 @@ class WarcStore:
             offset=offset,
             length=length,
         )
-        self._lines.append(cdxj_line(indexed, key, name))
+        d = page.date  # 2026-12-02T10:00:00.123456Z: its 14 digits
+        stamp = f"{d[:4]}{d[5:7]}{d[8:10]}{d[11:13]}{d[14:16]}{d[17:19]}"
+        self._lines.append(cdxj_line(indexed, key, name, stamp))
 
     # -- the shard's transaction ----------------------------------------------
     def before_commit(self) -> None:
