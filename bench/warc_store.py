@@ -101,6 +101,8 @@ def run(data: Path, pages: int, warc: bool, samples: int = 40) -> dict[str, Any]
     rng = random.Random(20)
     pool = _bodies(rng)
     shard = Shard.open(data, warc_size=10**9 if warc else None)
+    with shard.transaction():
+        shard.set_meta("peer_id", "00000000000be4c4")  # as a peer's first start does
     # (pages written, seconds since the start, RSS in MB) through the run.
     rss: list[tuple[int, float, float]] = []
     every = max(pages // samples, BATCH)

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
+from isal import isal_zlib
+
 from ubipy.errors import StorageError
 
 __all__ = [
@@ -59,9 +61,9 @@ CONFORMS_TO = "http://iipc.github.io/warc-specifications/specifications/warc-for
 # The revisit profiles of WARC 1.1 (section 6.7).
 NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 SAME_PAYLOAD = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
-#: The compression level of each record's gzip member unless told (``--warc-level``):
-#: zlib's fastest. On real pages (rustdoc's HTML, 80 KB each) level 6 costs 2.3 times
-#: its CPU for 17% fewer bytes (docs/storage.md).
+#: The compression level of each record's gzip member unless told (``--warc-level``).
+#: Level 1 is ISA-L's fastest (python-isal): zlib level 1's ratio at a third of its
+#: CPU; 2-9 are zlib's levels. Compression is most of a record's cost (docs/storage.md).
 GZIP_LEVEL = 1
 _B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 # Two letters for each 10 bits: a digest's 32 letters in 16 lookups.
@@ -254,6 +256,8 @@ def fields_text(fields: Iterable[tuple[str, str]]) -> str:
 
 def member(record: bytes, level: int = GZIP_LEVEL) -> bytes:
     """One record as one gzip member, compressed at ``level`` (1-9)."""
+    if level == 1:
+        return isal_zlib.compress(record, 1, 31)
     # zlib's default state (a 32 KB window, memLevel 8) takes ~150 us to set up, more
     # than compressing a small record: a record gets a window no larger than itself.
     bits = min(15, max(9, len(record).bit_length()))
