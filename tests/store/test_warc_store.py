@@ -10,12 +10,15 @@ import random
 import sqlite3
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx2
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.crawling import crawl_until_idle, recrawl_for
@@ -27,6 +30,7 @@ from ubipy.store.warcindex import index_warc
 from ubipy.store.warcrecords import (
     RecordReader,
     fields_text,
+    iso_utc,
     member,
     read_record,
     record_id,
@@ -346,3 +350,19 @@ def test_a_live_shards_open_file_is_exported_to_its_committed_end(tmp_path: Path
     check = _warcio_check([out / name])
     assert check.returncode == 0, check.stdout
     assert check.stdout.count(" response") == 2
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.one_of(
+        st.floats(min_value=-1e9, max_value=4e9, allow_nan=False),
+        # Half a microsecond from a whole one, and a hair below a whole second.
+        st.integers(0, 4 * 10**15).map(lambda us: us / 1e6 + 0.5e-6),
+        st.integers(0, 4 * 10**9).map(lambda s: s + 0.9999996),
+    )
+)
+def test_warc_dates_are_datetimes_to_the_microsecond_rounded_alike(t: float) -> None:
+    # WARC-Date is made once a second and patched; the CDXJ's timestamp, and a reader,
+    # take it for datetime's own rounding of the same instant.
+    expected = datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert iso_utc(t) == iso_utc(t) == expected

@@ -318,7 +318,7 @@ class WarcStore:
         return Capture(fp, at, CaptureKind.RESPONSE, file, offset, length, end, rid, digest)
 
     def _response(self, page: _Page, body: bytes) -> None:
-        rid, request_id, metadata_id = record_ids(3)
+        rid = record_id()
         digest = sha1_digest(body)
         truncated = "WARC-Truncated: length\r\n" if page.truncated else ""
         record = warc_record(
@@ -327,13 +327,11 @@ class WarcStore:
             response_head(page.head, len(body)) + body,
             payload_digest=digest,
         )
-        ids = (request_id, rid, metadata_id)
         capture = member(record, self._level)
-        done = self._linked(page, ids, capture, CaptureKind.RESPONSE, digest)
-        self._held[page.fp] = done
+        self._held[page.fp] = self._linked(page, rid, capture, CaptureKind.RESPONSE, digest)
 
     def _revisit(self, page: _Page, held: Capture) -> None:
-        rid, request_id, metadata_id = record_ids(3)
+        rid = record_id()
         not_modified = page.head.status == 304
         refers = fields_text(
             [
@@ -352,20 +350,14 @@ class WarcStore:
             response_head(page.head, None),
             payload_digest=digest,
         )
-        ids = (request_id, rid, metadata_id)
-        self._linked(page, ids, member(record, self._level), CaptureKind.REVISIT, digest)
+        self._linked(page, rid, member(record, self._level), CaptureKind.REVISIT, digest)
 
     def _linked(
-        self,
-        page: _Page,
-        ids: tuple[str, str, str],
-        capture: bytes,
-        kind: CaptureKind,
-        digest: str | None,
+        self, page: _Page, rid: str, capture: bytes, kind: CaptureKind, digest: str | None
     ) -> Capture:
-        """``capture`` written between its request and its metadata record (``ids``:
-        the three records' ids, in that order)."""
-        request_id, rid, metadata_id = ids
+        """``capture`` (the record ``rid``) written between its request and its metadata
+        record."""
+        request_id, metadata_id = record_ids(2)
         info = f"WARC-Warcinfo-ID: {self._info_id}\r\n"
         request = warc_record(
             f"WARC-Type: request\r\n{_common(page, request_id)}{info}WARC-Concurrent-To: {rid}\r\n",
