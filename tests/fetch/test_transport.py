@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import resource
 from collections.abc import Awaitable, Callable
 
 import httpx2
 import pytest
 import trio
 
-from ubipy.fetch.transport import PooledTransport
+from ubipy.fetch.transport import PooledTransport, default_max_idle
 
 Behaviour = Callable[[trio.SocketStream, int], Awaitable[None]]
 
@@ -196,3 +197,11 @@ async def test_idle_connections_are_capped_in_all_the_longest_idle_closed_first(
             await _get(client, url)
         await _get(client, urls[0])
     assert [s.connections for s in servers] == [2, 1, 1]
+
+
+@pytest.mark.parametrize(("soft", "kept"), [(64, 16), (1024, 224), (20_000, 1024)])
+def test_idle_connections_kept_follow_the_descriptors_the_process_may_open(
+    monkeypatch: pytest.MonkeyPatch, soft: int, kept: int
+) -> None:
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (soft, resource.RLIM_INFINITY))
+    assert default_max_idle() == kept

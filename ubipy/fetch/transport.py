@@ -7,7 +7,11 @@ a time per host, keep-alive. So the pool here is a dict of idle connections per
 origin, popped last-in first-out, and a connection is checked once, when it is
 taken. Idle connections are kept up to a minute, so that a polite crawl, which
 comes back to a host only after going round many others, finds its connection
-still there; at most ``max_idle`` of them in all, the longest idle closed first. It
+still there; at most ``max_idle`` of them in all (a quarter of the file descriptors
+the process may open, up to 1024) and ``max_idle_tls`` over TLS (an idle TLS
+connection holds ~40 KB against ~2 KB), the longest idle closed first: a polite crawl
+of more hosts than that goes round them in turn, and closing the longest idle is then
+closing the next one needed. It
 plugs in under ``httpx2.AsyncClient(transport=...)``; everything above
 (requests, headers, decoding, the fetcher) is unchanged.
 
@@ -23,6 +27,7 @@ retry it.
 
 from __future__ import annotations
 
+import resource
 import ssl
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -140,7 +145,8 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         read_timeout: float = 30.0,
         keepalive_expiry: float = 60.0,
         max_idle_per_origin: int = 4,
-        max_idle: int = 256,
+        max_idle: int | None = None,
+        max_idle_tls: int = 256,
         ssl_context: ssl.SSLContext | None = None,
         ca_bundle: Path | None = None,
         resolver: Resolver | None = None,
@@ -152,14 +158,16 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         self._read_timeout = read_timeout
         self._keepalive_expiry = keepalive_expiry
         self._max_idle_per_origin = max_idle_per_origin
-        self._max_idle = max_idle
+        self._max_idle = default_max_idle() if max_idle is None else max_idle
+        self._max_idle_tls = max_idle_tls
         self._ssl_context = ssl_context
         self._ca_bundle = ca_bundle
         # Direct connections go to the address the resolver checked and pinned.
         self._resolver = None if proxy else resolver
         self._idle: dict[_Origin, list[_Connection]] = {}
-        # Every idle connection, the longest idle first.
+        # Every idle connection, and those over TLS, the longest idle first.
         self._idle_order: OrderedDict[_Connection, None] = OrderedDict()
+        self._idle_tls: OrderedDict[_Connection, None] = OrderedDict()
         self._sessions: dict[_Origin, ssl.SSLSession] = {}
         self._closed = False
 
@@ -189,6 +197,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         self._closed = True
         idle, self._idle = self._idle, {}
         self._idle_order.clear()
+        self._idle_tls.clear()
         for conns in idle.values():
             for conn in conns:
                 await conn.aclose()
@@ -226,6 +235,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             if not idle:  # the origin goes with its last connection: a crawl meets millions
                 del self._idle[origin]
             del self._idle_order[conn]
+            self._idle_tls.pop(conn, None)
             if now - conn.idle_since < self._keepalive_expiry and conn.looks_alive():
                 return conn
             await conn.aclose()
@@ -298,18 +308,33 @@ class PooledTransport(httpx2.AsyncBaseTransport):
                 conn.idle_since = trio.current_time()
                 idle.append(conn)
                 self._idle_order[conn] = None
+                if isinstance(conn.stream, TlsStream):
+                    self._idle_tls[conn] = None
+                    if len(self._idle_tls) > self._max_idle_tls:
+                        await self._close_idle(next(iter(self._idle_tls)))
+                        return
                 if len(self._idle_order) > self._max_idle:
-                    await self._close_longest_idle()
+                    await self._close_idle(next(iter(self._idle_order)))
                 return
         await conn.aclose()
 
-    async def _close_longest_idle(self) -> None:
-        conn, _ = self._idle_order.popitem(last=False)
+    async def _close_idle(self, conn: _Connection) -> None:
+        del self._idle_order[conn]
+        self._idle_tls.pop(conn, None)
         idle = self._idle[conn.origin]
         idle.remove(conn)
         if not idle:
             del self._idle[conn.origin]
         await conn.aclose()
+
+
+def default_max_idle() -> int:
+    """Idle connections kept in all: a quarter of the file descriptors this process
+    may open, less a reserve, and at most 1024 (as the peer's accepted connections)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(16, min(1024, (soft - 128) // 4))
 
 
 async def _tunnel(stream: trio.abc.Stream, origin: _Origin) -> trio.abc.Stream:
