@@ -191,11 +191,15 @@ page.**
   hosts (and each process fetches every host's robots.txt for itself), its 2 slots mostly
   hold a robots.txt and the page queued behind it. ubipy's scheduler only starts requests
   for hosts that are ready.
-- **CPU per page**: 2.4–2.6 ms for ubipy here (2.8–3.0 ms in the run before) against
-  1.2 ms at 64 in flight (`bench/speed.py`): the shard commits every 50 ms while pages
-  arrive, and at 37 pages/s a commit holds one or two pages instead of 64, so its fixed
-  cost is paid per page; an idle peer also spends about 10 ms of CPU a second on its
-  timers (gossip, commits, progress), 0.26 ms a page at 37 pages/s.
+- **CPU per page**: 2.4–2.6 ms for ubipy in the run above (2.8–3.0 ms in the run
+  before). One peer on 2026-12-02 (`python -m bench.scaling --peers 1 --duration 60
+  --concurrency 2 --only ubipy`, then `--concurrency 64`): 3.35–3.48 ms a page at 2 in
+  flight against 2.29–2.38 at 64, 1.46x (issue #19 asks at most 1.3x). Part of it is
+  known: a commit (at most every 0.25 s, at once when the crawler has nothing ready)
+  holds about 9 pages at 35 pages/s instead of 64, and until that day the transport
+  kept 256 idle connections for 500 hosts that a polite crawl visits in turn, so the
+  longest idle, closed first, was the next one needed (3.72 ms a page before it kept
+  more). An idle peer spends under 2 ms of CPU a second (`bench/idle.py`).
 - **Wire: what grows with N is the share of links that point into another peer's hosts,
   not a cost of coordinating.** Per page: 22, 25 and 28 B at N = 2, 4, 8 (scrapy-redis:
   2,000–2,500 B to and from Redis, 10–12 commands per page). A peer hands on the links of
