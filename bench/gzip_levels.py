@@ -2,8 +2,8 @@
 
     python bench/gzip_levels.py DIR [DIR...]      # every *.html under the directories
 
-Each page is compressed as the WARC store compresses a record (``member`` of
-``ubipy.store.warcrecords``: one gzip member, ISA-L at level 1, zlib at 2-9), the pages
+Each page is compressed as the WARC store compresses a record (``gzip_member`` of
+``ubipy.store``: one gzip member, ISA-L at level 1, zlib at 2-9), the pages
 in a seeded random order, and the whole set is repeated until it has taken a second of
 CPU. Any copy of a real site does: the figures in docs/storage.md are rustdoc's HTML
 (the Rust standard library's documentation, as rustup installs it).
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ubipy.store.warcrecords import member
+from ubipy.store import gzip_member
 
 
 def measure(pages: list[bytes], compress: object) -> tuple[float, float]:
@@ -52,7 +52,7 @@ def main() -> None:
     print("| --warc-level | compressor | µs a page | ratio |")
     print("|---:|---|---:|---:|")
     for level in range(1, 10):
-        us, ratio = measure(pages, lambda b, level=level: member(b, level))
+        us, ratio = measure(pages, lambda b, level=level: gzip_member(b, level))
         name = "ISA-L 1" if level == 1 else f"zlib {level}"
         print(f"| {level} | {name} | {us:,.1f} | {ratio:.2f} |")
     us, ratio = measure(pages, lambda b: zlib.compress(b, 1, 31))

@@ -13,6 +13,7 @@ from ubipy.store.revisits import RefreshRow, Visit
 from ubipy.store.shard import FrontierRow, HostMark, Lastmod, NewURL, PageRecord, Shard
 from ubipy.store.warcindex import index_warc
 from ubipy.store.warcrecords import HttpHead
+from ubipy.store.warcrecords import member as gzip_member
 
 __all__ = [
     "Admission",
@@ -34,6 +35,7 @@ __all__ = [
     "Visit",
     "describe_index",
     "export",
+    "gzip_member",
     "index_data",
     "index_warc",
 ]
