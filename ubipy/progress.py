@@ -50,18 +50,20 @@ class Figures:
 
 
 def peer_figures(peers: Sequence[Peer]) -> Figures:
-    """The figures of running peers, summed; the members as the first one sees them."""
-    statuses = [p.status() for p in peers]
+    """The figures of running peers, summed; the members as the first one sees them.
+    Counters only, read every second: a peer's whole status walks every host it
+    knows (its slowest hosts), which is for the control centre now and then."""
+    crawlers = [p.crawler for p in peers]
     membership = peers[0].membership
     return Figures(
-        pages=sum(s.pages for s in statuses),
-        frontier=sum(s.pending for s in statuses),
-        in_flight=sum(s.in_flight for s in statuses),
-        errors=sum(s.errors for s in statuses),
+        pages=sum(c.stats.pages for c in crawlers),
+        frontier=sum(c.pending for c in crawlers),
+        in_flight=sum(c.scheduler.in_flight for c in crawlers),
+        errors=sum(c.stats.errors for c in crawlers),
         peers_alive=len(membership.alive_ids()),
         peers_known=len(membership.members()),
-        joining=statuses[0].joining,
-        paused=statuses[0].paused,
+        joining=peers[0].joining,
+        paused=crawlers[0].paused,
     )
 
 

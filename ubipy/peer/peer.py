@@ -582,6 +582,11 @@ class Peer:
         own = self.status().as_json()
         return await gather_status(rows, own, others, self.secret, self.network)
 
+    @property
+    def joining(self) -> int:
+        """The join attempt while this peer is alone (0: not joining)."""
+        return self._joiner.joining if self._joiner is not None else 0
+
     def status(self) -> PeerStatus:
         return status_of(
             self.peer_id,
@@ -591,7 +596,7 @@ class Peer:
             self.links,
             self._router,
             self.handoff,
-            joining=self._joiner.joining if self._joiner is not None else 0,
+            joining=self.joining,
             paused=self.crawler.paused,
             ip_leases=self._ip_leases.stats,
         )
