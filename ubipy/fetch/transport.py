@@ -10,10 +10,9 @@ comes back to a host only after going round many others, finds its connection
 still there; at most ``max_idle`` of them in all (a quarter of the file descriptors
 the process may open, up to 1024) and ``max_idle_tls`` over TLS (an idle TLS
 connection holds ~40 KB against ~2 KB: ``bench/idle_connections.py``), the
-longest idle closed first: a polite crawl
-of more hosts than that goes round them in turn, and closing the longest idle is then
-closing the next one needed. It
-plugs in under ``httpx2.AsyncClient(transport=...)``; everything above
+longest idle closed first: a polite crawl of more hosts than that goes round them in
+turn, and closing the longest idle is then closing the next one needed. It plugs in
+under ``httpx2.AsyncClient(transport=...)``; everything above
 (requests, headers, decoding, the fetcher) is unchanged.
 
 An HTTP proxy is supported the plain way: absolute-form targets for http, a

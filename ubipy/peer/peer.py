@@ -9,8 +9,7 @@ forwarding (URL_BATCH, URL_ACK), the crawl (SCOPE, SEED, STATUS_REQUEST),
 hand-off (HANDOFF, HANDOFF_ACK, HANDOFF_DONE), replicas (REPLICA) and reporting
 (CONTROL, STOP); FIGURES are dropped quietly unless a control centre is attached
 and takes them. A frame of a kind nobody handles is dropped and counted, as a
-malformed one is.
-"""
+malformed one is."""
 
 from __future__ import annotations
 
@@ -574,17 +573,13 @@ class Peer:
     async def _status_report(self, cluster: bool) -> Status:
         members = self.membership.members()
         rows = tuple(MemberRow(m.id, m.address, m.state.name.lower()) for m in members)
-        others = [
-            m.address
-            for m in members
-            if cluster and m.id != self.peer_id and m.state in LIVE_STATES
-        ]
+        live = [m for m in members if m.state in LIVE_STATES and m.id != self.peer_id]
+        others = [m.address for m in live] if cluster else []
         own = self.status().as_json()
         return await gather_status(rows, own, others, self.secret, self.network)
 
     @property
-    def joining(self) -> int:
-        """The join attempt while this peer is alone (0: not joining)."""
+    def joining(self) -> int:  # the join attempt while this peer is alone (0: not joining)
         return self._joiner.joining if self._joiner is not None else 0
 
     def status(self) -> PeerStatus:
