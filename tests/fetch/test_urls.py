@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ubipy.fetch.urls import (
     MAX_URL_LENGTH,
     BadURL,
     URLRejection,
+    _resolve,
     fingerprint,
     host_key,
     normalize,
@@ -420,3 +421,37 @@ def test_ipv6_relative_links_keep_the_literal() -> None:
 def test_broken_ipv6_literals_are_refused(href: str) -> None:
     with pytest.raises(BadURL):
         normalize(href)
+
+
+_BASES = [
+    "http://h1.test/dir/page.html",
+    "https://h1.test/",
+    "http://h1.test:8080/a/b?q=1",
+    "http://HOST.test/x",  # not normalised: the host would be lower-cased
+    "http://h1.test:80/x",  # nor this: the default port goes
+    "http://user:pw@h1.test/x",  # userinfo: stripped, and reported
+    "http://h1.test/x#frag",
+    "http://[::1]:8000/x",
+    "http://xn--p0xp4y9jao6v.example/x",
+    "http://网络爬虫.example/x",
+    "ftp://h1.test/x",
+]
+
+
+@settings(max_examples=500)
+@given(
+    st.text(alphabet="/.?=&%#@:\\ aAzZ09-_~é\t", max_size=30).map(lambda s: "/" + s),
+    st.sampled_from(_BASES),
+)
+def test_a_plain_path_resolves_as_the_whatwg_parser_resolves_it(href: str, base: str) -> None:
+    # Plain paths on a normalised base skip the parser; every link must come out as
+    # the parser would make it (or be refused the same way).
+    try:
+        expected: object = _resolve(href, base)
+    except BadURL as exc:
+        expected = exc.reason
+    try:
+        got: object = normalize_reporting(href, base)
+    except BadURL as exc:
+        got = exc.reason
+    assert got == expected
