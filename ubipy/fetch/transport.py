@@ -27,7 +27,6 @@ retry it.
 
 from __future__ import annotations
 
-import resource
 import ssl
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -38,6 +37,7 @@ import h11
 import httpx2
 import trio
 
+from ubipy.descriptors import descriptor_share
 from ubipy.errors import UbipyError
 from ubipy.fetch.dns import DnsFailure, Resolver
 from ubipy.fetch.tls import TlsStream, certificate_failure, tls_context
@@ -329,12 +329,9 @@ class PooledTransport(httpx2.AsyncBaseTransport):
 
 
 def default_max_idle() -> int:
-    """Idle connections kept in all: a quarter of the file descriptors this process
-    may open, less a reserve, and at most 1024 (as the peer's accepted connections)."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        soft = 1 << 20
-    return max(16, min(1024, (soft - 128) // 4))
+    """Idle connections kept in all: the share of file descriptors the peer's
+    accepted connections have too."""
+    return descriptor_share(16)
 
 
 async def _tunnel(stream: trio.abc.Stream, origin: _Origin) -> trio.abc.Stream:

@@ -14,10 +14,11 @@ connections keep failing to authenticate is turned away at accept for a while.
 
 from __future__ import annotations
 
-import resource
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
+
+from ubipy.descriptors import descriptor_share
 
 # A connection must authenticate this soon after it is accepted.
 AUTH_PATIENCE: Final = 5.0
@@ -32,9 +33,6 @@ MAX_BAD_FRAMES: Final = 4
 STRIKE_LIMIT: Final = 8
 STRIKE_WINDOW: Final = 10.0
 STRIKE_PENALTY: Final = 30.0
-# Descriptors kept back for everything else a peer opens (its shard, its fetches,
-# the connections it dials).
-_RESERVED_FDS: Final = 128
 
 Conn = TypeVar("Conn")
 
@@ -42,10 +40,7 @@ Conn = TypeVar("Conn")
 def default_caps() -> tuple[int, int]:
     """(all accepted connections, unauthenticated ones) for this process's file
     descriptor limit: a quarter of what is left after the reserve, at most 1024."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        soft = 1 << 20
-    total = max(8, min(1024, (soft - _RESERVED_FDS) // 4))
+    total = descriptor_share(8)
     return total, max(4, min(64, total // 2))
 
 
