@@ -85,9 +85,9 @@ _CONTROL_CHARS = frozenset(
 
 # A path-absolute link that WHATWG resolution keeps as written: segments of
 # unreserved characters that do not begin with a dot (so no "." or ".." segment),
-# and a query of unreserved characters, "=" and "&".
-# One way to match any string (segments joined by a "/" that must be there): linear
-# time whatever a hostile page writes.
+# and a query of unreserved characters, "=" and "&". Segments are joined by a "/"
+# that must be there, so a string matches one way only: linear time whatever a
+# hostile page writes.
 _SEGMENT = r"[A-Za-z0-9_~-][A-Za-z0-9._~-]*"
 _PLAIN_PATH = re.compile(rf"/(?:{_SEGMENT}(?:/{_SEGMENT})*/?)?(?:\?[A-Za-z0-9._~=&-]*)?")
 # The base _plain_origin saw last, and its answer.

@@ -46,7 +46,6 @@ __all__ = [
     "write_cdxj",
 ]
 
-
 # pywb loads every file of an index directory whose name ends in .cdx or .cdxj.
 CDXJ_SUFFIX = ".cdxj"
 _CLOSED = ".warc.gz"
@@ -69,10 +68,9 @@ class IndexedFile:
     unkeyed: int  # captures left out: no SURT key could be made of their URL
 
 
-def cdxj_line(capture: Capture, key: str, filename: str, timestamp: str | None = None) -> bytes:
+def cdxj_line(capture: Capture, key: str, filename: str) -> bytes:
     """One CDXJ line, as pywb's indexer writes it: its JSON's fields in its order, as
-    ``json.dumps`` writes them (built by hand: a peer makes a line for every page).
-    ``timestamp``, when given, is the capture's 14-digit one, already made."""
+    ``json.dumps`` writes them (built by hand: a peer makes a line for every page)."""
     text = encode_basestring_ascii  # a JSON string, as json.dumps writes it
     parts = []
     if capture.json_metadata:
@@ -87,8 +85,7 @@ def cdxj_line(capture: Capture, key: str, filename: str, timestamp: str | None =
     parts.append(
         f'"length": "{capture.length}", "offset": "{capture.offset}", "filename": {text(filename)}'
     )
-    stamp = timestamp or capture.timestamp
-    return f"{key} {stamp} {{{', '.join(parts)}}}\n".encode()
+    return f"{key} {capture.timestamp} {{{', '.join(parts)}}}\n".encode()
 
 
 def cdxj_of(warc: Path) -> Path:

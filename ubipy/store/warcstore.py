@@ -337,7 +337,7 @@ class WarcStore:
             [
                 ("WARC-Profile", NOT_MODIFIED if not_modified else SAME_PAYLOAD),
                 ("WARC-Refers-To", held.record_id),
-                ("WARC-Refers-To-Target-URI", field_value(page.url)),
+                ("WARC-Refers-To-Target-URI", page.uri),
                 ("WARC-Refers-To-Date", iso_utc(held.at)),
             ]
         )
@@ -415,9 +415,7 @@ class WarcStore:
             offset=offset,
             length=length,
         )
-        d = page.date  # 2026-12-02T10:00:00.123456Z: its 14 digits
-        stamp = f"{d[:4]}{d[5:7]}{d[8:10]}{d[11:13]}{d[14:16]}{d[17:19]}"
-        self._lines.append(cdxj_line(indexed, key, name, stamp))
+        self._lines.append(cdxj_line(indexed, key, name))
 
     # -- the shard's transaction ----------------------------------------------
     def before_commit(self) -> None:
