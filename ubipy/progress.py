@@ -52,7 +52,7 @@ class Figures:
 def peer_figures(peers: Sequence[Peer]) -> Figures:
     """The figures of running peers, summed; the members as the first one sees them.
     Counters only, read every second: a peer's whole status walks every host it
-    knows (its slowest hosts), which is for the control centre now and then."""
+    knows (for its slowest ones), which is the control centre's to ask for."""
     crawlers = [p.crawler for p in peers]
     membership = peers[0].membership
     return Figures(
