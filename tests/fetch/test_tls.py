@@ -179,8 +179,7 @@ async def test_one_tls_context_for_every_connection(
                     assert result.ok
     assert (server.handshakes, server.completed, len(server.requests)) == (10, 10, 10)
     assert len(made) == 1
-    # Each client's later connections resume its first one's session (one ticket kept
-    # per origin: reading a new one each time costs more than it spares).
+    # Each client's later connections resume a session of its earlier ones.
     assert server.resumed == 8
 
 

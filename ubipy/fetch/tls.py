@@ -7,17 +7,15 @@ one task at a time (a request is sent, then its answer read), so :class:`TlsStre
 drives the same :class:`ssl.SSLObject` over memory BIOs without them: a read that the
 buffered records can answer costs one call into OpenSSL, a write one ``send``. Over a
 crawl where servers close their connections every 5 requests, trio's stream made
-HTTPS cost 1.45 times plain HTTP's CPU per page, this one about 1.25 times
-(docs/performance.md); most of the rest is OpenSSL 3.0's handshake (about 1 ms of CPU
-for an ECDSA certificate's).
+HTTPS cost 1.45 times plain HTTP's CPU per page, this one about 1.25 times, and
+1.18 with the sessions below (docs/performance.md); most of the rest is OpenSSL
+3.0's handshake.
 
 Sessions are resumed (:attr:`TlsStream.session`, given back to a new stream): a
-resumed handshake skips the certificate's parsing and verification, 1.0 ms of CPU
-against 1.6 for a full one (an ECDSA certificate, OpenSSL 3.0). Reading a session from
-:mod:`ssl` serialises and parses it again, the peer's certificate included (CPython's
-copy, a workaround for an OpenSSL 1.1.0 bug), which costs about what resuming spares:
-so the transport reads one per origin and resumes every later connection with it
-until the server turns it down.
+resumed handshake skips the certificate's parsing and verification, 0.45 ms of the
+client's CPU against 1.1 for a full one (an ECDSA certificate, OpenSSL 3.0), once
+sessions are read and given without CPython's copies (:mod:`ubipy.fetch.tlssessions`;
+with them, 0.9 ms).
 """
 
 from __future__ import annotations
@@ -27,6 +25,8 @@ import ssl
 from pathlib import Path
 
 import trio
+
+from ubipy.fetch.tlssessions import TlsSession, resume, session_of
 
 __all__ = ["TlsStream", "certificate_failure", "tls_context"]
 
@@ -68,24 +68,23 @@ class TlsStream(trio.abc.Stream):
         transport: trio.abc.Stream,
         context: ssl.SSLContext,
         server_hostname: str,
-        session: ssl.SSLSession | None = None,
+        session: TlsSession | None = None,
     ) -> None:
         self.transport_stream = transport
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
         self._tls = context.wrap_bio(
-            self._incoming,
-            self._outgoing,
-            server_side=False,
-            server_hostname=server_hostname,
-            session=session,
+            self._incoming, self._outgoing, server_side=False, server_hostname=server_hostname
         )
+        if session is not None:
+            resume(self._tls, session)
+        self._ended = False  # the server's close_notify read
 
     @property
-    def session(self) -> ssl.SSLSession | None:
-        """The TLS session (its ticket), for a later connection to resume. Each read
-        serialises and parses it again (CPython's copy): read it once."""
-        return self._tls.session
+    def session(self) -> TlsSession | None:
+        """The TLS session (its ticket), for a later connection to resume: a copy at
+        each read."""
+        return session_of(self._tls)
 
     @property
     def session_reused(self) -> bool:
@@ -107,11 +106,18 @@ class TlsStream(trio.abc.Stream):
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         size = _READ_SIZE if max_bytes is None else max_bytes
+        incoming = self._incoming
         while True:
+            if not (incoming.pending or incoming.eof or self._tls.pending() or self._ended):
+                # Nothing buffered: a read would only raise SSLWantReadError, which
+                # costs more than the read (the answer's usual first call).
+                await self._flush()
+                if not await self._fill():
+                    return b""
             try:
                 data = self._tls.read(size)
             except ssl.SSLWantReadError:
-                # TLS 1.3 may want to answer something first (a key update).
+                # A part of a record; or TLS 1.3 wants to answer something first.
                 await self._flush()
                 if not await self._fill():
                     return b""
@@ -122,9 +128,12 @@ class TlsStream(trio.abc.Stream):
                 raise trio.BrokenResourceError(f"TLS: {exc}") from exc
             # A read gives one record (16 KiB at most): what else has arrived is
             # taken too, so a page costs one trip up to the caller, not one a record.
-            while self._incoming.pending and len(data) < size:
+            while incoming.pending and len(data) < size:
                 try:
                     data += self._tls.read(size - len(data))
+                except ssl.SSLZeroReturnError:
+                    self._ended = True  # close_notify: the next call's end of stream
+                    break
                 except ssl.SSLError:
                     break  # a part of a record (or its end): the next call's
             # Answered from records already received: still a checkpoint, as a

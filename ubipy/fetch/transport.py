@@ -41,6 +41,7 @@ from ubipy.descriptors import descriptor_share
 from ubipy.errors import UbipyError
 from ubipy.fetch.dns import DnsFailure, Resolver
 from ubipy.fetch.tls import TlsStream, certificate_failure, tls_context
+from ubipy.fetch.tlssessions import TlsSession, fast_sessions
 
 _READ_SIZE = 65_536
 # TLS sessions kept for resumption, one per origin, the oldest forgotten first.
@@ -168,7 +169,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         # Every idle connection, and those over TLS, the longest idle first.
         self._idle_order: OrderedDict[_Connection, None] = OrderedDict()
         self._idle_tls: OrderedDict[_Connection, None] = OrderedDict()
-        self._sessions: dict[_Origin, ssl.SSLSession] = {}
+        self._sessions: dict[_Origin, TlsSession] = {}
         self._closed = False
 
     # -- the httpx2 interface ------------------------------------------------
@@ -283,11 +284,12 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         return tls
 
     def _keep_session(self, conn: _Connection, tls: TlsStream) -> None:
-        """Keep the connection's TLS session for the next connection to its origin,
-        unless it resumed the one kept: one ticket serves an origin until the server
-        turns it down (it expired), each new one costing a copy of the session."""
+        """Keep the connection's TLS session for the next connection to its origin:
+        the newest ticket, as RFC 8446 asks a client to use each once. Where a session
+        can only be read through ssl's copy (``fast_sessions()`` false), which costs
+        about what resuming spares, one ticket serves until the server turns it down."""
         conn.session_checked = True
-        if tls.session_reused and conn.origin in self._sessions:
+        if tls.session_reused and conn.origin in self._sessions and not fast_sessions():
             return
         session = tls.session
         if session is None:
