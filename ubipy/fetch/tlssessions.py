@@ -109,7 +109,8 @@ def _openssl() -> _OpenSsl | None:
     except (OSError, AttributeError) as exc:
         _log.info("TLS sessions: OpenSSL's functions not reachable (%s); using ssl's", exc)
         return None
-    probe = ssl.create_default_context().wrap_bio(
+    # A bare client context: a default one would load the CA store (tens of ms).
+    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).wrap_bio(
         ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname=_PROBE_NAME
     )
     pointer = _ssl_pointer(probe)

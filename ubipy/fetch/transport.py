@@ -27,6 +27,7 @@ retry it.
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -48,6 +49,9 @@ _READ_SIZE = 65_536
 _MAX_SESSIONS = 4096
 # The longest response head accepted; a server sending more is broken or hostile.
 _MAX_HEAD = 64 * 1024
+# A proxy's answer to CONNECT: its status line, and the blank line that ends it.
+_STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([0-9]{3})[ \r\n]")
+_BLANK_LINE = re.compile(rb"\r?\n\r?\n")
 
 
 class AddressRefused(UbipyError, httpx2.ConnectError):
@@ -249,7 +253,11 @@ class PooledTransport(httpx2.AsyncBaseTransport):
                 address = via.host if self._resolver is None else await self._address(via.host)
                 stream: trio.abc.Stream = await trio.open_tcp_stream(address, via.port)
                 if self._proxy is not None and origin.scheme == "https":
-                    stream = await _tunnel(stream, origin)
+                    try:
+                        await _tunnel(stream, origin)
+                    except BaseException:
+                        await trio.aclose_forcefully(stream)
+                        raise
                 if origin.scheme == "https":
                     stream = await self._handshake(stream, origin)
             except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
@@ -336,30 +344,39 @@ def default_max_idle() -> int:
     return descriptor_share(16)
 
 
-async def _tunnel(stream: trio.abc.Stream, origin: _Origin) -> trio.abc.Stream:
-    """Ask the proxy for a CONNECT tunnel to ``origin``; the stream then carries TLS."""
+async def _tunnel(stream: trio.abc.Stream, origin: _Origin) -> None:
+    """Ask the proxy for a CONNECT tunnel to ``origin``; the stream then carries TLS.
+    The exchange is written and read here (one request line, one status line to
+    read): an h11 connection for it cost 0.15 ms a connection over HTTPS."""
     # httpx gives an IPv6 literal's host without its brackets; an authority needs them.
     host = f"[{origin.host}]" if ":" in origin.host else origin.host
     authority = f"{host}:{origin.port}".encode("ascii")
-    conn = h11.Connection(h11.CLIENT)
-    request = h11.Request(method="CONNECT", target=authority, headers=[(b"Host", authority)])
-    data = conn.send(request)
-    await stream.send_all((data or b"") + (conn.send(h11.EndOfMessage()) or b""))
+    await stream.send_all(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority, authority))
+    received = b""
+    searched = 0  # where the blank line is still to be looked for
     while True:
-        event = conn.next_event()
-        if event is h11.NEED_DATA:
-            conn.receive_data(bytes(await stream.receive_some(_READ_SIZE)))
+        blank = _BLANK_LINE.search(received, searched)
+        if blank is None:
+            if len(received) > _MAX_HEAD:
+                raise OSError("proxy's answer to CONNECT is too long")
+            data = await stream.receive_some(_READ_SIZE)
+            if not data:
+                raise OSError("proxy closed the connection during CONNECT")
+            searched = max(0, len(received) - 3)
+            received += data
             continue
-        if isinstance(event, h11.Response):
-            if not 200 <= event.status_code < 300:
-                raise OSError(f"proxy refused CONNECT: {event.status_code}")
-            break
-        if isinstance(event, h11.ConnectionClosed):
-            raise OSError("proxy closed the connection during CONNECT")
-    leftover, _ = conn.trailing_data
-    if leftover:
-        raise OSError("proxy sent data before the tunnel was up")
-    return stream
+        status = _STATUS_LINE.match(received)
+        if status is None:
+            raise OSError("proxy's answer to CONNECT is not HTTP/1.x")
+        code = int(status[1])
+        received, searched = received[blank.end() :], 0
+        if 100 <= code < 200:
+            continue  # informational: the answer follows
+        if not 200 <= code < 300:
+            raise OSError(f"proxy refused CONNECT: {code}")
+        if received:
+            raise OSError("proxy sent data before the tunnel was up")
+        return
 
 
 def _origin_of(url: httpx2.URL) -> _Origin:
