@@ -52,6 +52,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -671,6 +672,21 @@ def ratio_lines(runs: list[Run]) -> list[str]:
             f"= {crawl[0] / max(crawl[1], 1e-9):.2f})"
             + (f", medians of {repeats} runs each" if repeats > 1 else "")
         )
+        if repeats > 2:
+            # Each HTTPS run over the HTTP run beside it: how far one pair can be from
+            # the medians' ratio on this machine.
+            pairs = sorted(
+                (a.usage.cpu / max(a.pages, 1)) / max(b.usage.cpu / max(b.pages, 1), 1e-9)
+                for a, b in zip(
+                    [r for r in runs if r.name == https.name],
+                    [r for r in runs if r.name == plain.name],
+                    strict=False,
+                )
+            )
+            out.append(
+                f"each HTTPS run over the HTTP run beside it: median "
+                f"{_median(pairs):.2f}, from {pairs[0]:.2f} to {pairs[-1]:.2f}"
+            )
         handshakes = int(https.own.get("tls_handshakes", 0))
         if handshakes:
             resumed = int(https.own.get("tls_resumed", 0))
@@ -693,11 +709,15 @@ def ratio_lines(runs: list[Run]) -> list[str]:
 def _median_ms(runs: list[Run], name: str, what: str) -> float:
     """The median over ``name``'s runs of CPU ms per page: the whole process's
     (``cpu``) or the crawl's alone (``crawl_cpu``)."""
-    values = sorted(
+    return _median(
         1000 * (r.usage.cpu if what == "cpu" else float(r.own.get(what, 0.0))) / max(r.pages, 1)
         for r in runs
         if r.name == name
     )
+
+
+def _median(figures: Iterable[float]) -> float:
+    values = sorted(figures)
     mid = len(values) // 2
     return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
