@@ -455,3 +455,37 @@ def test_a_plain_path_resolves_as_the_whatwg_parser_resolves_it(href: str, base:
     except BadURL as exc:
         got = exc.reason
     assert got == expected
+
+
+_LABELS = ["xn--", "xn--abc", "xn--p0xp4y9jao6v", "axn--b", "a", "z9", "0x7f", "0x", "1", "-"]
+
+
+@settings(max_examples=1000)
+@given(
+    st.one_of(st.sampled_from(["http://", "https://"]), st.sampled_from(["HTTP://", "http:/"])),
+    st.one_of(
+        st.lists(st.sampled_from(_LABELS), min_size=1, max_size=4).map(".".join),
+        st.text(alphabet="az09-.A_", min_size=1, max_size=20),
+        st.text(alphabet="a", min_size=60, max_size=70),  # a label past DNS's 63
+    ),
+    st.one_of(
+        st.text(alphabet="az09-_~./?=&", max_size=20),  # mostly plain
+        st.text(alphabet="/.?=&%#@:\\ aAzZ09-_~é\t", max_size=20),
+    ).map(lambda s: "/" + s),
+    st.one_of(st.just(""), st.sampled_from([":80", ":8080", "@", ".", " "])),
+    st.sampled_from(_BASES),
+)
+def test_a_plain_absolute_link_resolves_as_the_whatwg_parser_resolves_it(
+    scheme: str, host: str, path: str, between: str, base: str
+) -> None:
+    # Plain absolute links skip the parser too, whatever page they are on.
+    href = scheme + host + between + path
+    try:
+        expected: object = _resolve(href, base)
+    except BadURL as exc:
+        expected = exc.reason
+    try:
+        got: object = normalize_reporting(href, base)
+    except BadURL as exc:
+        got = exc.reason
+    assert got == expected

@@ -90,6 +90,13 @@ _CONTROL_CHARS = frozenset(
 # hostile page writes.
 _SEGMENT = r"[A-Za-z0-9_~-][A-Za-z0-9._~-]*"
 _PLAIN_PATH = re.compile(rf"/(?:{_SEGMENT}(?:/{_SEGMENT})*/?)?(?:\?[A-Za-z0-9._~=&-]*)?")
+# An absolute http(s) URL that WHATWG parsing keeps as written: a lower-case scheme,
+# no userinfo or port, a host of lower-case letters, digits and hyphens whose labels
+# are not punycode ("xn--", which the parser checks) and whose last label begins with
+# a letter (so it is not read as an IPv4 number, as "0x7f" or "1" would be), then a
+# plain path as above. Labels end at a "." and the host at the "/": linear time.
+_LABEL = r"(?!xn--)[a-z0-9-]+"
+_PLAIN_URL = re.compile(rf"https?://(?:{_LABEL}\.)*(?!xn--)[a-z][a-z0-9-]*{_PLAIN_PATH.pattern}")
 # The base _plain_origin saw last, and its answer.
 _last_base: tuple[str, str | None] = ("", None)
 _HEX = "0123456789ABCDEFabcdef"
@@ -149,10 +156,14 @@ def normalize_reporting(href: str, base: str | None = None) -> tuple[str, bool]:
     count the strips)."""
     # Most links of a page are plain paths on its own site ("/a/b.html?x=1"): WHATWG
     # would change nothing in them, so the page's origin and the path are the URL.
+    # (A path of "//" is not plain: it would name another host.)
     if base is not None and href[:1] == "/" and _PLAIN_PATH.fullmatch(href):
         prefix = _plain_origin(base)
         if prefix is not None and len(prefix) + len(href) <= MAX_URL_LENGTH:
             return prefix + href, False
+    # Most of the rest are plain absolute links to other sites.
+    elif href[:4] == "http" and len(href) <= MAX_URL_LENGTH and _PLAIN_URL.fullmatch(href):
+        return href, False
     return _resolve(href, base)
 
 
