@@ -247,13 +247,19 @@ the scheduler), without fetching anything.
 
 | measure | 1,000,000 URLs, 10,000 hosts |
 |---|---:|
-| baseline RSS (imports, shard, crawler) | 43.4 MB |
-| peak RSS | **127.2 MB** (target: under 300 MB) |
-| RSS after | 127.3 MB |
-| memory per seen URL, (peak − baseline) / N | 88 B |
-| shard on disk (closed) | 143.6 MB, 151 B per URL |
-| WAL while open | 36.6 MB |
-| time | 85 s (11,800 URLs/s) |
+| baseline RSS (imports, shard, crawler) | 50.3 MB |
+| peak RSS | **172.8 MB** (target: under 300 MB) |
+| RSS after | 173.0 MB |
+| memory per seen URL, (peak − baseline) / N | 128 B |
+| shard on disk (closed) | 145.0 MB, 152 B per URL |
+| WAL while open | 36.5 MB |
+| time | 75 s (13,300 URLs/s) |
+
+Measured 2026-12-02 with the shard's 32 MiB SQLite page cache; the same run with
+SQLite's default 2 MiB, just before: peak 139.4 MB, 90 s (127.2 MB and 85 s in an
+earlier session). The cache is the 33 MB: it makes admitting new URLs about a quarter
+cheaper (`bench/admission.py --links 300000`: 13,400-14,300 links a CPU-second all new
+before, 17,400-18,200 after).
 
 The frontier's in-memory part is a window of at most `host_window` (64) entries per host
 and at most `frontier_memory` (200,000) entries over all hosts: here 200,000 entries in
