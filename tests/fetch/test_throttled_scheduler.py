@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ubipy.fetch.politeness import Entry, JobKind, Scheduler
+from ubipy.fetch.politeness import SLOWEST_REFRESH, Entry, JobKind, Scheduler
 from ubipy.fetch.throttle import ThrottleRules
 
 RULES = ThrottleRules(delay_factor=2.0, max_delay=30.0, backoff_base=1.0)
@@ -115,6 +115,23 @@ def test_slowest_hosts_longest_delay_first() -> None:
     assert ranked[0].latency == 0.9 and round(ranked[0].delay, 6) == 1.8
     assert ranked[1].strikes == 0
     assert [h.host for h in s.slowest(10)] == ["b.test", "c.test", "a.test"]
+
+
+def test_a_status_every_second_walks_the_hosts_once_in_ten_seconds() -> None:
+    s = _sched(delay=0.1)
+    _ready(s, "a.test", 2)
+    s.heard("a.test", 0.5, 200)
+    assert [h.host for h in s.slowest(5, now=100.0)] == ["a.test"]
+    _ready(s, "b.test", 2)
+    s.heard("b.test", 0.9, 200)
+    # Within SLOWEST_REFRESH of the walk, the walk's answer; after it, a new walk.
+    assert [h.host for h in s.slowest(5, now=100.0 + SLOWEST_REFRESH - 0.5)] == ["a.test"]
+    assert [h.host for h in s.slowest(5, now=100.0 + SLOWEST_REFRESH)] == ["b.test", "a.test"]
+    # Asked for another number, or without a time (a test, a one-off): walked now.
+    _ready(s, "c.test", 2)
+    s.heard("c.test", 2.0, 200)
+    assert [h.host for h in s.slowest(1, now=100.0 + SLOWEST_REFRESH)] == ["c.test"]
+    assert len(s.slowest(5)) == 3
 
 
 def test_a_host_handed_away_forgets_its_pace() -> None:

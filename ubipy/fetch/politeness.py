@@ -32,6 +32,9 @@ from ubipy.fetch.slots import Entry, HostRobots, HostSlot, IpSlot, Job, JobKind,
 from ubipy.fetch.throttle import Pace, SlowHost, ThrottleRules
 from ubipy.fetch.urls import robots_url
 
+# Seconds a walk over every host for the slowest ones is given again (see slowest()).
+SLOWEST_REFRESH = 10.0
+
 __all__ = ["Entry", "HostRobots", "Job", "JobKind", "Scheduler"]
 
 
@@ -91,6 +94,8 @@ class Scheduler:
         self._refresh_share = refresh_share
         self._taken = 0
         self._refreshes_taken = 0
+        # The last answer of slowest(n, now=...): (n, when, hosts).
+        self._slowest: tuple[int, float, list[SlowHost]] = (0, -math.inf, [])
 
     @classmethod
     def of(
@@ -565,13 +570,19 @@ class Scheduler:
     def slot(self, host: str) -> HostSlot | None:
         return self._slots.get(host)
 
-    def slowest(self, n: int) -> list[SlowHost]:
+    def slowest(self, n: int, *, now: float | None = None) -> list[SlowHost]:
         """The ``n`` hosts this peer goes slowest on (longest delay, then slowest to
-        answer), among those that answered. Walks every such host: for a status now and
-        then, not for a hot path."""
+        answer), among those that answered. Walks every such host, so with ``now`` a
+        walk's answer is given again for ``SLOWEST_REFRESH`` seconds: a status pushed
+        every second to a control centre would walk 100,000 hosts every second."""
+        if now is not None and self._slowest[0] == n and now - self._slowest[1] < SLOWEST_REFRESH:
+            return self._slowest[2]
         paced = [
             SlowHost(slot.host, slot.pace.latency, self.delay_of(slot), slot.pace.strikes)
             for slot in self._slots.values()
             if slot.pace is not None and slot.pace.latency is not None
         ]
-        return heapq.nlargest(n, paced, key=lambda s: (s.delay, s.latency, s.host))
+        ranked = heapq.nlargest(n, paced, key=lambda s: (s.delay, s.latency, s.host))
+        if now is not None:
+            self._slowest = (n, now, ranked)
+        return ranked

@@ -158,7 +158,7 @@ def status_of(
         paused=paused,
         slowest_hosts="; ".join(
             f"{h.host} {h.latency:.3f} {h.delay:.3f} {h.strikes}"
-            for h in c.scheduler.slowest(SLOWEST_REPORTED)
+            for h in c.scheduler.slowest(SLOWEST_REPORTED, now=trio.current_time())
         ),
         **_dns_figures(c),
         **_lease_figures(ip_leases),
