@@ -8,8 +8,8 @@ drives the same :class:`ssl.SSLObject` over memory BIOs without them: a read tha
 buffered records can answer costs one call into OpenSSL, a write one ``send``. Over a
 crawl where servers close their connections every 5 requests, trio's stream made
 HTTPS cost 1.45 times plain HTTP's CPU per page, this one about 1.25 times, and
-1.18 with the sessions below (docs/performance.md); most of the rest is OpenSSL
-3.0's handshake.
+1.13-1.17 with the sessions below (the crawl alone 1.18; docs/performance.md): most
+of the rest is OpenSSL 3.0's handshake.
 
 Sessions are resumed (:attr:`TlsStream.session`, given back to a new stream): a
 resumed handshake skips the certificate's parsing and verification, 0.45 ms of the

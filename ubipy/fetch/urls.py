@@ -156,7 +156,6 @@ def normalize_reporting(href: str, base: str | None = None) -> tuple[str, bool]:
     count the strips)."""
     # Most links of a page are plain paths on its own site ("/a/b.html?x=1"): WHATWG
     # would change nothing in them, so the page's origin and the path are the URL.
-    # (A path of "//" is not plain: it would name another host.)
     if base is not None and href[:1] == "/" and _PLAIN_PATH.fullmatch(href):
         prefix = _plain_origin(base)
         if prefix is not None and len(prefix) + len(href) <= MAX_URL_LENGTH:

@@ -115,7 +115,7 @@ class Shard(PagesMixin):
             conn.execute("PRAGMA foreign_keys=OFF")
             # The frontier and seen tables are keyed by fingerprints, so new URLs land
             # on pages all over them: SQLite's default 2 MiB of cache made each insert
-            # read its page again (bench/admission.py: 20% more links a CPU-second).
+            # read its page again (bench/admission.py: a quarter more new links a CPU-second).
             conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
             version = _user_version(conn)
             if version == 0:
