@@ -37,10 +37,13 @@ needs_ipv6 = pytest.mark.skipif(
 class HeadServer:
     """Answers every request head with OK, and keeps the heads."""
 
-    def __init__(self, host: str, reply: bytes = OK, *, once: bool = False) -> None:
+    def __init__(
+        self, host: str, reply: bytes = OK, *, once: bool = False, trickle: bool = False
+    ) -> None:
         self.host = host
         self.reply = reply
         self.once = once  # hang up after the first answer
+        self.trickle = trickle  # send the answer a byte at a time
         self.heads: list[bytes] = []
         self.port = 0
 
@@ -61,8 +64,10 @@ class HeadServer:
                     data += chunk
                 head, _, data = data.partition(b"\r\n\r\n")
                 self.heads.append(head)
+                step = 1 if self.trickle else len(self.reply)
                 try:
-                    await stream.send_all(self.reply)
+                    for i in range(0, len(self.reply), step):
+                        await stream.send_all(self.reply[i : i + step])
                 except trio.BrokenResourceError:
                     return
                 if self.once:
