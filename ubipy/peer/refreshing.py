@@ -112,6 +112,9 @@ class Refresher:
         self._shard = shard
         self._scheduler = scheduler
         self._pages: dict[int, _Page] = {}
+        # The same pages by host: a sitemap's hints reschedule one host's pages, and
+        # a host handed away takes its own, without a walk over every page.
+        self._by_host: defaultdict[str, dict[int, _Page]] = defaultdict(dict)
         # Pages asked again and not yet answered: a new plan leaves them out, or a
         # page due while in flight would be asked twice in a row.
         self._asked: set[int] = set()
@@ -143,7 +146,7 @@ class Refresher:
                 r.lastmod_checks,
                 r.lastmod_agreed,
             )
-            self._pages[r.fp] = page
+            self._keep(page)
         counts = [(p.host, p.checks, p.agreed) for p in self._pages.values() if p.checks]
         self.hints.load(((m.fp, m.lastmod) for m in self._shard.lastmods()), counts)
         self._schedule()
@@ -185,7 +188,7 @@ class Refresher:
                 now,
             )
             kept.due = now + self._first_interval()
-            self._pages[page.fp] = kept
+            self._keep(kept)
             self._due_again(kept)
             return True, kept.row(), None
         self._asked.discard(page.fp)
@@ -368,12 +371,16 @@ class Refresher:
         times (on its clock)."""
         scheduler = self._scheduler()
         offset = trio.current_time() - time.time()
-        by_host: dict[str, list[tuple[float, Entry]]] = defaultdict(list)
-        for p in self._pages.values():
-            if p.fp not in self._asked and (hosts is None or p.host in hosts):
-                by_host[p.host].append((p.due + offset, _entry(p)))
-        for host, due in by_host.items():
-            scheduler.refreshes(host, due)
+        asked = self._asked
+        for host in self._by_host if hosts is None else hosts:
+            pages = self._by_host.get(host, {}).values()
+            due = [(p.due + offset, _entry(p)) for p in pages if p.fp not in asked]
+            if due:
+                scheduler.refreshes(host, due)
+
+    def _keep(self, page: _Page) -> None:
+        self._pages[page.fp] = page
+        self._by_host[page.host][page.fp] = page
 
     def _due_again(self, page: _Page) -> None:
         at = page.due + trio.current_time() - time.time()
@@ -381,7 +388,7 @@ class Refresher:
 
     def forget_host(self, host: str) -> None:
         """The host went to another peer: its pages are no longer refreshed here."""
-        fps = [fp for fp, p in self._pages.items() if p.host == host]
+        fps = list(self._by_host.pop(host, {}))
         for fp in fps:
             del self._pages[fp]
         self.hints.forget(fps)
