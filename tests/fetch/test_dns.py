@@ -21,6 +21,7 @@ from ubipy.fetch.dns import (
     DnsFailure,
     Resolver,
     is_public,
+    literal,
     split_host,
 )
 from ubipy.fetch.transport import PooledTransport
@@ -55,6 +56,24 @@ def test_host_keys_give_their_names() -> None:
     assert split_host("example.com") == "example.com"
     assert split_host("example.com:8080") == "example.com"
     assert split_host("[2001:db8::1]:8080") == "2001:db8::1"
+
+
+@pytest.mark.parametrize(
+    ("name", "address"),
+    [
+        ("93.184.216.34", "93.184.216.34"),
+        ("2001:db8:0::1", "2001:db8::1"),
+        ("::ffff:127.0.0.1", "::ffff:7f00:1"),
+        ("example.com", None),
+        ("h1.synth.test", None),
+        ("host1", None),  # ends in a digit: parsed, and not an address
+        ("1.2.3", None),
+        ("ff:gg", None),
+        ("", None),
+    ],
+)
+def test_an_ip_literal_is_told_from_a_name(name: str, address: str | None) -> None:
+    assert literal(name) == address
 
 
 @pytest.mark.parametrize(

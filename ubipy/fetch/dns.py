@@ -79,6 +79,10 @@ def split_host(host: str) -> str:
 
 def literal(name: str) -> str | None:
     """``name`` as an IP address, if it is one."""
+    # An IPv4 address ends in a digit and an IPv6 one has a ":": a name that does
+    # neither skips the parse and its exception (the scheduler asks for every job).
+    if not name or not (name[-1].isdigit() or ":" in name):
+        return None
     try:
         return str(ipaddress.ip_address(name))
     except ValueError:
