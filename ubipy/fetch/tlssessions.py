@@ -13,9 +13,9 @@ C object begins ``PyObject_HEAD; PyObject *Socket; SSL *ssl``, unchanged from Py
 3.8 to 3.15) and calls OpenSSL's public functions on it through :mod:`ctypes`. The
 layout is checked once per process, on a probe connection: OpenSSL's application data
 of the ``SSL`` found must be the Python object, as CPython sets it. Where anything
-differs (another Python, a version not known here, an OpenSSL whose functions are not
-reachable this way, as on Windows), :mod:`ssl`'s own session objects are used, copies
-and all; the connections behave the same either way.
+differs (another Python, a version not known here, an OpenSSL whose functions cannot
+be found through the ``_ssl`` module, as is likely on Windows: not tried), :mod:`ssl`'s
+own session objects are used, copies and all; the connections behave the same.
 
 Each connection is given a copy of the kept session, never the kept one: OpenSSL marks
 a connection's session unusable when the connection is freed without TLS's
