@@ -21,10 +21,10 @@ from ubipy.fetch.dns import (
     DnsFailure,
     Resolver,
     is_public,
-    literal,
     split_host,
 )
 from ubipy.fetch.transport import PooledTransport
+from ubipy.fetch.urls import ip_literal
 
 
 class FakeDns:
@@ -73,7 +73,7 @@ def test_host_keys_give_their_names() -> None:
     ],
 )
 def test_an_ip_literal_is_told_from_a_name(name: str, address: str | None) -> None:
-    assert literal(name) == address
+    assert ip_literal(name) == address
 
 
 @pytest.mark.parametrize(

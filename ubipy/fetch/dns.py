@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import trio
 
 from ubipy.config import DnsConfig
+from ubipy.fetch.urls import ip_literal
 
 # A failed lookup is asked again after this long at the earliest (the host's own
 # retry waits longer): negative answers are often short-lived.
@@ -75,18 +76,6 @@ def split_host(host: str) -> str:
         return host[1 : host.index("]")]
     name, _, _ = host.partition(":")
     return name
-
-
-def literal(name: str) -> str | None:
-    """``name`` as an IP address, if it is one."""
-    # An IPv4 address ends in a digit and an IPv6 one has a ":": a name that does
-    # neither skips the parse and its exception (the scheduler asks for every job).
-    if not name or not (name[-1].isdigit() or ":" in name):
-        return None
-    try:
-        return str(ipaddress.ip_address(name))
-    except ValueError:
-        return None
 
 
 def is_public(address: str) -> bool:
@@ -165,7 +154,7 @@ class Resolver:
     def wanted(self, host: str) -> bool:
         """Whether ``host`` goes through the resolution stage at all."""
         name = split_host(host)
-        return self._system or name in self._overrides or literal(name) is not None
+        return self._system or name in self._overrides or ip_literal(name) is not None
 
     def exempt(self, host: str) -> None:
         """A seed was on ``host``: its address is allowed whatever it is."""
@@ -203,7 +192,7 @@ class Resolver:
         return answer
 
     async def _ask(self, name: str) -> Lookup:
-        address = literal(name)
+        address = ip_literal(name)
         if address is not None:
             return Lookup((address,))
         fixed = self._overrides.get(name)
@@ -224,7 +213,7 @@ class Resolver:
                     return Lookup((), DnsFailure.NO_SUCH_NAME)
                 except (OSError, UnicodeError):
                     return Lookup((), DnsFailure.NO_SUCH_NAME)
-                addresses = tuple(dict.fromkeys(a for a in found if literal(a) is not None))
+                addresses = tuple(dict.fromkeys(a for a in found if ip_literal(a) is not None))
                 if not addresses:
                     return Lookup((), DnsFailure.NO_SUCH_NAME)
                 return Lookup(addresses)

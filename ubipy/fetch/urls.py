@@ -40,6 +40,7 @@ __all__ = [
     "URLRejection",
     "fingerprint",
     "host_key",
+    "ip_literal",
     "normalize",
     "normalize_reporting",
     "origin",
@@ -176,8 +177,8 @@ def _plain_origin(base: str) -> str | None:
     prefix = None
     with contextlib.suppress(BadURL):
         if _resolve(base, None)[0] == base:
-            end = base.find("/", 8 if base.startswith("https://") else 7)
-            if end > 0 and "@" not in base[:end]:
+            scheme_end, host_start, end = _authority(base)
+            if host_start == scheme_end:  # no userinfo
                 prefix = base[:end]
     _last_base = (base, prefix)
     return prefix
@@ -300,16 +301,16 @@ def _public_suffix_list() -> PublicSuffixList:
     return PublicSuffixList()
 
 
-def _is_ip_address(host: str) -> bool:
-    # WHATWG hosts whose last label is numeric are IPv4 by definition, and
-    # IPv6 needs ":"; names can skip the (slow) ipaddress parse entirely.
-    if not (host[-1].isdigit() or ":" in host):
-        return False
+def ip_literal(name: str) -> str | None:
+    """``name`` (without brackets) as an IP address in its usual form, if it is one."""
+    # An IPv4 address ends in a digit and an IPv6 one has a ":": names, which do
+    # neither, skip the (slow) ipaddress parse and its exception.
+    if not name or not (name[-1].isdigit() or ":" in name):
+        return None
     try:
-        ipaddress.ip_address(host[1:-1] if host.startswith("[") else host)
+        return str(ipaddress.ip_address(name))
     except ValueError:
-        return False
-    return True
+        return None
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -320,7 +321,7 @@ def registered_domain(host: str) -> str:
     (a bare public suffix, `localhost`). Unknown TLDs follow the PSL default
     rule `*`, so h003.synth.test → synth.test.
     """
-    if not host or _is_ip_address(host):
+    if not host or ip_literal(host[1:-1] if host.startswith("[") else host) is not None:
         return host
     domain: str | None = _public_suffix_list().privatesuffix(host)
     return domain if domain is not None else host.lower()
