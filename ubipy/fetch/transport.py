@@ -252,14 +252,14 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             try:
                 address = via.host if self._resolver is None else await self._address(via.host)
                 stream: trio.abc.Stream = await trio.open_tcp_stream(address, via.port)
-                if self._proxy is not None and origin.scheme == "https":
+                if origin.scheme == "https":
                     try:
-                        await _tunnel(stream, origin)
+                        if self._proxy is not None:
+                            await _tunnel(stream, origin)
+                        stream = await self._handshake(stream, origin)
                     except BaseException:
                         await trio.aclose_forcefully(stream)
                         raise
-                if origin.scheme == "https":
-                    stream = await self._handshake(stream, origin)
             except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
                 raise httpx2.ConnectError(str(exc) or type(exc).__name__) from exc
         if scope.cancelled_caught:
@@ -284,7 +284,6 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         try:
             await tls.do_handshake()
         except BaseException as exc:
-            await trio.aclose_forcefully(stream)
             bad = certificate_failure(exc)
             if bad is not None:
                 raise CertificateError(bad.verify_message or str(bad)) from exc
