@@ -101,7 +101,11 @@ async def test_a_body_of_many_records_arrives_whole_however_it_ends(
     ca: trustme.CA,
     serve: Callable[[trio.SSLStream[trio.abc.Stream]], Awaitable[None]],
     size: int,
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
+    # On the autojump clock, _talk's time-out catches a stream that waits for bytes
+    # that never come, not a slow machine: byte by byte, 40 KiB under coverage take
+    # 6 s of real time, and a busy CI worker had passed the 10 s.
     read, got = await _talk(ca, serve, size=size)
     assert got == b"ask"
     assert read == BODY
