@@ -7,12 +7,12 @@ In process, nothing fetched: the peer's real `Crawler` on a shard in a temporary
 directory (removed at the end). Pages of ``--per-page`` relative links each go the way
 a fetched page's links go: resolved and normalised against the page's URL, filtered
 (scope, path repeats), fingerprinted, deduplicated (recent cache, Bloom filter, the
-``seen`` table), written to the frontier in one transaction per
+frontier's fingerprint index), written to the frontier in one transaction per
 ``commit_every_pages`` pages, and handed to the scheduler.
 
 Two runs, each on a fresh shard: every link new; then 90% of each page's links already
 seen (drawn at random from every URL admitted before, so most are past the recent
-cache: the Bloom filter says "maybe" and the ``seen`` table confirms) and 10% new, after
+cache: the Bloom filter says "maybe" and the frontier's index confirms) and 10% new, after
 as many URLs admitted first as the run will offer. Issue #19's targets: 40,000 links a
 second all new, 100,000 with 90% seen.
 """

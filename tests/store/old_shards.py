@@ -19,6 +19,18 @@ _UNDO = {
         "ALTER TABLE refresh DROP COLUMN lastmod_agreed",
     ),
     6: ("DROP TABLE warc",),
+    7: (
+        "CREATE TABLE seen (fp INTEGER PRIMARY KEY) WITHOUT ROWID",
+        "INSERT INTO seen SELECT fp FROM frontier",
+        "CREATE TABLE frontier_v7 (fp INTEGER PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, "
+        "url TEXT NOT NULL, host TEXT NOT NULL, depth INTEGER NOT NULL, "
+        "state INTEGER NOT NULL DEFAULT 0, reason TEXT, score REAL NOT NULL DEFAULT 0)",
+        "INSERT INTO frontier_v7 SELECT fp, seq, url, host, depth, state, reason, score "
+        "FROM frontier",
+        "DROP TABLE frontier",
+        "ALTER TABLE frontier_v7 RENAME TO frontier",
+        "CREATE INDEX frontier_pending ON frontier (host, seq) WHERE state = 0",
+    ),
 }
 
 

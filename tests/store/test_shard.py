@@ -134,6 +134,45 @@ def test_a_version_1_shard_is_migrated_and_keeps_its_pages(tmp_path: Path) -> No
     Shard.open(tmp_path).close()
 
 
+def test_a_version_7_frontier_is_migrated_in_order_and_forgets_nothing(tmp_path: Path) -> None:
+    # Version 7 kept the fingerprints in a table of their own (seen), and an early
+    # hand-off wrote some there with no frontier row.
+    shard = Shard.open(tmp_path)
+    shard.add_to_frontier(
+        [
+            dataclasses.replace(_url(i, host), fp=fp + i)
+            for i in range(4)
+            for host, fp in (("a.test", 1000), ("b.test", 2000))
+        ]
+    )
+    [done] = shard.pending_for_host("b.test", 0, 1)
+    shard.record_pages([_page(done.fp, done.url)])
+    shard.close()
+    downgrade(tmp_path, 7)
+    conn = sqlite3.connect(tmp_path / SHARD_FILE)
+    conn.executemany("INSERT INTO seen (fp) VALUES (?)", [(7001,), (7002,)])
+    conn.commit()
+    conn.close()
+
+    shard = Shard.open(tmp_path)
+    assert [r.url for r in shard.pending_for_host("a.test", 0, 10)] == [
+        f"http://a.test/{i}" for i in range(4)
+    ]
+    assert [r.url for r in shard.pending_for_host("b.test", 0, 10)] == [
+        f"http://b.test/{i}" for i in range(1, 4)
+    ]
+    assert shard.seen_many([7001, 7002, done.fp, 9999]) == {7001, 7002, done.fp}
+    assert sorted(shard.held_hosts()) == ["a.test", "b.test"]
+    counts = shard.counts()
+    assert (counts.seen, counts.pending, counts.done) == (10, 7, 3)
+    # A restart's filter holds them all, and new rows follow the old ones.
+    assert len(list(shard.iter_seen())) == 10
+    [new] = shard.add_to_frontier([_url(9)])
+    assert new.seq > max(r.seq for r in shard.pending_for_host("a.test", 0, 10)[:-1])
+    assert shard.pending_for_host("a.test", 0, 10)[-1].url == "http://a.test/9"
+    shard.close()
+
+
 def test_garbage_instead_of_a_shard_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / SHARD_FILE).write_bytes(b"this is not a database" * 100)
     with pytest.raises(ShardError, match="cannot open shard"):

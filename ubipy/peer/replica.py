@@ -13,7 +13,7 @@ URLs) and done pages as fingerprints only.
 
 The successor keeps the copies in its ``replica`` and ``replica_marks`` tables.
 When the ring drops a dead peer, its hosts fall to exactly that successor, which
-moves the copies into its own frontier and ``seen``: pending URLs are fetched,
+moves the copies into its own frontier: pending URLs are fetched,
 done ones are not fetched again, and the host's first request waits out the
 dead owner's delay after its last one (a Crawl-delay longer than the failure
 detection included). When the ring changes, the hosts whose successor changed

@@ -3,8 +3,8 @@
 Three layers, cheapest first. An exact cache of recently admitted fingerprints
 catches the links every page of a site repeats (menus, footers). A scalable
 Bloom filter answers "certainly new" for the rest without touching disk. A Bloom
-"maybe" is only a maybe: it is confirmed against the exact ``seen`` table, so a
-false positive costs one indexed lookup and never drops a URL.
+"maybe" is only a maybe: it is confirmed against the frontier's exact fingerprints,
+so a false positive costs one indexed lookup and never drops a URL.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class Admission:
         return rows
 
     def learn(self, fps: Iterable[int]) -> None:
-        """Fingerprints written to ``seen`` by another path (a hand-off): the filter
+        """Fingerprints written to the frontier by another path (a hand-off): the filter
         must say "maybe" for them, or they would be taken for new."""
         for fp in fps:
             self._bloom.add(fp)

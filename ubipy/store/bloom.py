@@ -10,8 +10,8 @@ an add or a test costs about 0.3 µs against pybloom-live's 7 (it hashes each ke
 hashlib in Python), which was a quarter of a new URL's admission (bench/memory.py).
 
 Keys are the URL fingerprints (64-bit ints), hashed by Python's ``hash``, which is
-stable for ints. Nothing of the filter is saved: it is rebuilt from the shard's
-``seen`` table at start-up.
+stable for ints. Nothing of the filter is saved: it is rebuilt from the fingerprints
+of the shard's frontier at start-up.
 """
 
 from __future__ import annotations

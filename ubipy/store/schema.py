@@ -9,7 +9,7 @@ import sqlite3
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 SHARD_FILE = "shard.sqlite3"
 
 # Version 3: what sitemaps said of when each URL last changed (a W3C datetime, as
@@ -94,27 +94,55 @@ CREATE TABLE IF NOT EXISTS warc (
 ) WITHOUT ROWID;
 """
 
-SCHEMA = (
-    """
-CREATE TABLE IF NOT EXISTS meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
--- Exact fingerprints of every URL this shard admitted: the truth behind the Bloom filter.
-CREATE TABLE IF NOT EXISTS seen (
-    fp INTEGER PRIMARY KEY
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS frontier (
-    fp     INTEGER PRIMARY KEY,
-    seq    INTEGER NOT NULL UNIQUE,
+# Version 8: the frontier's rows in admission order (seq is the rowid, so a new URL is
+# appended, not inserted at a random place), its fingerprints in a unique index, which is
+# also the exact set behind admission's Bloom filter: the ``seen`` table was that set, one
+# more random insert a URL (bench/admission.py: a third of a new URL's cost).
+_FRONTIER_COLUMNS = """(
+    seq    INTEGER PRIMARY KEY,
+    fp     INTEGER NOT NULL UNIQUE,
     url    TEXT    NOT NULL,
     host   TEXT    NOT NULL,
     depth  INTEGER NOT NULL,
     state  INTEGER NOT NULL DEFAULT 0,
     reason TEXT,
     score  REAL    NOT NULL DEFAULT 0
+)"""
+# A host's pending URLs in admission order: the index's (host, rowid) is (host, seq).
+_FRONTIER_PENDING = (
+    "CREATE INDEX IF NOT EXISTS frontier_pending ON frontier (host) WHERE state = 0;"
+)
+_FRONTIER = f"""
+-- Every URL this shard admitted, in admission order.
+CREATE TABLE IF NOT EXISTS frontier {_FRONTIER_COLUMNS};
+{_FRONTIER_PENDING}
+"""
+
+# 7 -> 8: the frontier rebuilt. A fingerprint in ``seen`` with no frontier row (an early
+# version's hand-off wrote only ``seen``) becomes a done row of no host: still known.
+_FRONTIER_V8 = f"""
+CREATE TABLE frontier_v8 {_FRONTIER_COLUMNS};
+INSERT INTO frontier_v8 (seq, fp, url, host, depth, state, reason, score)
+    SELECT seq, fp, url, host, depth, state, reason, score FROM frontier ORDER BY seq;
+INSERT INTO frontier_v8 (seq, fp, url, host, depth, state, reason)
+    SELECT (SELECT COALESCE(MAX(seq), 0) FROM frontier) + ROW_NUMBER() OVER (ORDER BY fp),
+        fp, '', '', 0, 1, 'fetched elsewhere'
+    FROM seen WHERE fp NOT IN (SELECT fp FROM frontier);
+DROP TABLE frontier;
+DROP TABLE seen;
+ALTER TABLE frontier_v8 RENAME TO frontier;
+{_FRONTIER_PENDING}
+"""
+
+SCHEMA = (
+    """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS frontier_pending ON frontier (host, seq) WHERE state = 0;
+"""
+    + _FRONTIER
+    + """
 CREATE TABLE IF NOT EXISTS pages (
     fp            INTEGER PRIMARY KEY,
     url           TEXT    NOT NULL,
@@ -195,6 +223,7 @@ MIGRATIONS: dict[int, str] = {
     5: _LASTMOD_CHECKS,
     # 6 -> 7: where pages' WARC records lie.
     6: _WARC,
+    7: _FRONTIER_V8,
 }
 
 # The order --order other than bfs takes a host's pending URLs in: made only when

@@ -1,4 +1,4 @@
-"""The peer's SQLite shard: the frontier and seen fingerprints, the outbox, replicas
+"""The peer's SQLite shard: the frontier (every URL admitted), the outbox, replicas
 and hosts' marks; its pages and their bodies are :mod:`ubipy.store.pages`.
 
 One file per data directory, in WAL mode. Writes are grouped into explicit
@@ -113,9 +113,9 @@ class Shard(PagesMixin):
             # only an OS crash can lose the last commits.
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=OFF")
-            # The frontier and seen tables are keyed by fingerprints, so new URLs land
-            # on pages all over them: SQLite's default 2 MiB of cache made each insert
-            # read its page again (bench/admission.py: a quarter more new links a CPU-second).
+            # The frontier's fingerprint index takes new URLs at pages all over it:
+            # SQLite's default 2 MiB of cache made each insert read its page again
+            # (bench/admission.py: a quarter more new links a CPU-second).
             conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
             version = _user_version(conn)
             if version == 0:
@@ -200,7 +200,7 @@ class Shard(PagesMixin):
         finally:
             self._in_txn = False
 
-    # -- seen and frontier --------------------------------------------------
+    # -- the frontier ---------------------------------------------------------
     def seen_many(self, fps: Sequence[int]) -> set[int]:
         """Which of these fingerprints are already admitted (exact answer)."""
         found: set[int] = set()
@@ -209,21 +209,18 @@ class Shard(PagesMixin):
             chunk = fps[i : i + 500]
             marks = ",".join("?" * len(chunk))
             for (fp,) in self._conn.execute(
-                f"SELECT fp FROM seen WHERE fp IN ({marks})", tuple(chunk)
+                f"SELECT fp FROM frontier WHERE fp IN ({marks})", tuple(chunk)
             ):
                 found.add(int(fp))
         return found
 
     def add_to_frontier(self, urls: Sequence[NewURL]) -> list[FrontierRow]:
-        """Insert new URLs into ``seen`` and the frontier; returns their rows."""
+        """Insert new URLs into the frontier; returns their rows."""
         rows: list[FrontierRow] = []
         for u in urls:
             rows.append(FrontierRow(u.fp, self._next_seq, u.url, u.host, u.depth, u.score))
             self._next_seq += 1
         with self.transaction():
-            self._conn.executemany(
-                "INSERT OR IGNORE INTO seen (fp) VALUES (?)", [(r.fp,) for r in rows]
-            )
             self._conn.executemany(
                 "INSERT OR IGNORE INTO frontier (fp, seq, url, host, depth, score) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -280,11 +277,11 @@ class Shard(PagesMixin):
         return [FrontierRow(int(a), int(b), str(c), str(d), int(e)) for a, b, c, d, e in cur]
 
     def iter_seen(self, chunk: int = 65_536) -> Iterator[int]:
-        cur = self._conn.execute("SELECT fp FROM seen ORDER BY fp LIMIT ?", (chunk,))
+        cur = self._conn.execute("SELECT fp FROM frontier ORDER BY fp LIMIT ?", (chunk,))
         while fps := [int(r[0]) for r in cur]:
             yield from fps
             cur = self._conn.execute(
-                "SELECT fp FROM seen WHERE fp > ? ORDER BY fp LIMIT ?", (fps[-1], chunk)
+                "SELECT fp FROM frontier WHERE fp > ? ORDER BY fp LIMIT ?", (fps[-1], chunk)
             )
 
     def mark_skipped(self, items: Iterable[tuple[int, str]]) -> None:
@@ -330,8 +327,11 @@ class Shard(PagesMixin):
 
     # -- hand-off -----------------------------------------------------------
     def held_hosts(self) -> list[str]:
-        """Every host this shard holds anything for: frontier rows or a politeness mark."""
-        cur = self._conn.execute("SELECT host FROM frontier UNION SELECT host FROM hosts")
+        """Every host this shard holds anything for: frontier rows or a politeness mark.
+        (Rows of no host are fingerprints an early version's hand-off left: no host's.)"""
+        cur = self._conn.execute(
+            "SELECT host FROM frontier WHERE host != '' UNION SELECT host FROM hosts"
+        )
         return [str(h) for (h,) in cur]
 
     def host_state(self, host: str) -> tuple[list[NewURL], list[int], HostMark | None]:
@@ -352,15 +352,14 @@ class Shard(PagesMixin):
     def drop_host(self, host: str) -> list[int]:
         """Forget a host handed to its new owner; returns the fingerprints dropped.
 
-        Its fingerprints leave ``seen`` too: if the host ever comes back, what its
-        owner sends then must not be mistaken for something already known here.
+        Its fingerprints are forgotten: if the host ever comes back, what its owner
+        sends then must not be mistaken for something already known here.
         """
         with self.transaction():
             fps = [
                 int(fp)
                 for (fp,) in self._conn.execute("SELECT fp FROM frontier WHERE host = ?", (host,))
             ]
-            self._conn.executemany("DELETE FROM seen WHERE fp = ?", [(fp,) for fp in fps])
             self._conn.execute("DELETE FROM frontier WHERE host = ?", (host,))
             self._conn.execute("DELETE FROM hosts WHERE host = ?", (host,))
             self._conn.execute("DELETE FROM refresh WHERE host = ?", (host,))
@@ -373,9 +372,6 @@ class Shard(PagesMixin):
         host's history goes with it when it is handed on again.
         """
         with self.transaction():
-            self._conn.executemany(
-                "INSERT OR IGNORE INTO seen (fp) VALUES (?)", [(fp,) for fp in fps]
-            )
             cur = self._conn.executemany(
                 "UPDATE frontier SET state = ?, reason = 'fetched elsewhere' "
                 "WHERE fp = ? AND state = 0",
@@ -470,10 +466,10 @@ class Shard(PagesMixin):
         return {str(row[0]): HostMark.from_row(row[1:]) for row in cur}
 
     def counts(self) -> ShardCounts:
-        seen = self._conn.execute("SELECT COUNT(*) FROM seen").fetchone()[0]
         by_state = dict(
             self._conn.execute("SELECT state, COUNT(*) FROM frontier GROUP BY state").fetchall()
         )
+        seen = sum(by_state.values())
         pages = self._conn.execute("SELECT COUNT(*) FROM pages").fetchone()[0]
         return ShardCounts(
             seen=int(seen),
