@@ -236,7 +236,7 @@ page.**
 
 MEMORY = """\
 ```sh
-python bench/memory.py                       # 1,000,000 URLs over 10,000 hosts, about 80 s
+python bench/memory.py                       # 1,000,000 URLs over 10,000 hosts, 30-80 s
 python bench/memory.py --urls 200000 --hosts 2000 --tracemalloc
 ```
 
@@ -247,19 +247,22 @@ the scheduler), without fetching anything.
 
 | measure | 1,000,000 URLs, 10,000 hosts |
 |---|---:|
-| baseline RSS (imports, shard, crawler) | 50.3 MB |
-| peak RSS | **172.8 MB** (target: under 300 MB) |
-| RSS after | 173.0 MB |
-| memory per seen URL, (peak − baseline) / N | 128 B |
-| shard on disk (closed) | 145.0 MB, 152 B per URL |
-| WAL while open | 36.5 MB |
-| time | 75 s (13,300 URLs/s) |
+| baseline RSS (imports, shard, crawler) | 50.2 MB |
+| peak RSS | **171.1 MB** (target: under 300 MB) |
+| RSS after | 171.3 MB |
+| memory per seen URL, (peak − baseline) / N | 127 B |
+| shard on disk (closed) | 111.4 MB, 117 B per URL |
+| WAL while open | 19.8 MB |
+| time | 29.7 s (33,700 URLs/s) |
 
-Measured 2026-12-02 with the shard's 32 MiB SQLite page cache; the same run with
-SQLite's default 2 MiB, just before: peak 139.4 MB, 90 s (127.2 MB and 85 s in an
-earlier session). The cache is the 33 MB: it makes admitting new URLs about a quarter
-cheaper (`bench/admission.py --links 300000`: 13,400-14,300 links a CPU-second all new
-before, 17,400-18,200 after).
+Measured 2026-12-02 with shard schema 8 (the frontier appended in admission order, its
+fingerprints in a unique index, no `seen` table); the same run of schema 7 just before,
+on the same machine: 45.5 s, peak 172.7 MB, 145.0 MB on disk, 36.5 MB of WAL. (On the
+slower machine of the session before: 75 s with the shard's 32 MiB SQLite page cache,
+90 s with SQLite's default 2 MiB, peak 139.4 MB; the cache is the 33 MB, and it makes
+admitting new URLs about a quarter cheaper.) `python bench/admission.py`, 200,000
+links, schema 7 against 8 alternated: 39,400-41,300 links a CPU-second all new against
+52,200-55,200; 77,400-84,200 with 90% already seen against 95,800-97,200.
 
 The frontier's in-memory part is a window of at most `host_window` (64) entries per host
 and at most `frontier_memory` (200,000) entries over all hosts: here 200,000 entries in
