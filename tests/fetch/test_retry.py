@@ -5,10 +5,12 @@ from __future__ import annotations
 import email.utils
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ubipy.fetch.fetcher import FetchOutcome, FetchResult, failed
 from ubipy.fetch.retry import asked_wait, is_retryable, retry_after
-from ubipy.fetch.scope import path_repeats
+from ubipy.fetch.scope import path_repeats, path_trap
 
 NOW = 1_800_000_000.0
 
@@ -88,3 +90,16 @@ def test_unreadable_retry_after_is_ignored(value: str | None) -> None:
 )
 def test_path_repeats_counts_the_most_repeated_segment(url: str, repeats: int) -> None:
     assert path_repeats(url) == repeats
+    # A trap is a path that repeats a segment more than the limit, whatever shortcut
+    # path_trap takes.
+    for limit in range(6):
+        assert path_trap(url, limit) == (repeats > limit)
+
+
+@given(
+    segments=st.lists(st.sampled_from(["a", "b", "", "a?q=", "#a"]), max_size=9),
+    limit=st.integers(0, 6),
+)
+def test_path_trap_agrees_with_counting(segments: list[str], limit: int) -> None:
+    url = "http://a.test/" + "/".join(segments)
+    assert path_trap(url, limit) == (path_repeats(url) > limit)

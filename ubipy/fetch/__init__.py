@@ -27,7 +27,7 @@ from ubipy.fetch.refresh import (
 )
 from ubipy.fetch.retry import asked_wait, is_retryable, retry_after
 from ubipy.fetch.robots import ROBOTS_MAX_BYTES, RobotsFetch, RobotsRules, retry_delay
-from ubipy.fetch.scope import ScopeFilter, path_repeats
+from ubipy.fetch.scope import ScopeFilter, path_repeats, path_trap
 from ubipy.fetch.seeds import parse_seeds
 from ubipy.fetch.sitemaps import (
     INDEXED_SITEMAP_DEPTH,
@@ -90,6 +90,7 @@ __all__ = [
     "parse_html",
     "parse_seeds",
     "path_repeats",
+    "path_trap",
     "processing_failed",
     "proportional",
     "read_sitemap",

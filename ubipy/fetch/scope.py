@@ -76,6 +76,13 @@ class ScopeFilter:
         return verdict
 
 
+def path_trap(url: str, limit: int) -> bool:
+    """Whether a segment of the URL's path occurs more than ``limit`` times
+    (:func:`path_repeats`). A segment occurs no more often than the URL has slashes
+    past its scheme's two, and most URLs have too few: one C pass answers for them."""
+    return url.count("/") - 2 > limit and path_repeats(url) > limit
+
+
 def path_repeats(url: str) -> int:
     """How often the most repeated segment occurs in the URL's path.
 

@@ -13,7 +13,7 @@ from ubipy.fetch import (
     fingerprint,
     host_key,
     normalize_reporting,
-    path_repeats,
+    path_trap,
 )
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.store import NewURL
@@ -45,7 +45,7 @@ def candidates(
         if not scope.allows_host(host):
             stats.out_of_scope += 1
             continue
-        if path_repeats(link) > max_path_repeats:
+        if path_trap(link, max_path_repeats):
             stats.refused["path repeats"] += 1
             continue
         if filters is not None and (why := filters.verdict(link)) is not None:
