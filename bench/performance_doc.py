@@ -247,22 +247,24 @@ the scheduler), without fetching anything.
 
 | measure | 1,000,000 URLs, 10,000 hosts |
 |---|---:|
-| baseline RSS (imports, shard, crawler) | 50.2 MB |
-| peak RSS | **171.1 MB** (target: under 300 MB) |
-| RSS after | 171.3 MB |
-| memory per seen URL, (peak − baseline) / N | 127 B |
-| shard on disk (closed) | 111.4 MB, 117 B per URL |
-| WAL while open | 19.8 MB |
-| time | 29.7 s (33,700 URLs/s) |
+| baseline RSS (imports, shard, crawler) | 50.3 MB |
+| peak RSS | **170.6 MB** (target: under 300 MB) |
+| RSS after | 170.8 MB |
+| memory per seen URL, (peak − baseline) / N | 126 B |
+| shard on disk (closed) | 110.4 MB, 116 B per URL |
+| WAL while open | 34.4 MB |
+| time | 22.5 s (44,400 URLs/s) |
 
 Measured 2026-12-02 with shard schema 8 (the frontier appended in admission order, its
-fingerprints in a unique index, no `seen` table); the same run of schema 7 just before,
-on the same machine: 45.5 s, peak 172.7 MB, 145.0 MB on disk, 36.5 MB of WAL. (On the
-slower machine of the session before: 75 s with the shard's 32 MiB SQLite page cache,
-90 s with SQLite's default 2 MiB, peak 139.4 MB; the cache is the 33 MB, and it makes
-admitting new URLs about a quarter cheaper.) `python bench/admission.py`, 200,000
-links, schema 7 against 8 alternated: 39,400-41,300 links a CPU-second all new against
-52,200-55,200; 77,400-84,200 with 90% already seen against 95,800-97,200.
+fingerprints in a unique index, no `seen` table) and 16 KiB SQLite pages for a new
+shard. The same day, on the same machine: schema 8 with 4 KiB pages 29.7 s (peak
+171.1 MB, 111.4 MB on disk, 19.8 MB of WAL); schema 7 45.5 s (peak 172.7 MB, 145.0 MB
+on disk, 36.5 MB of WAL). On the slower machine of the session before, schema 7 took
+75 s with the shard's 32 MiB SQLite page cache and 90 s with SQLite's default 2 MiB
+(peak 139.4 MB: the cache is the 33 MB). `python bench/admission.py` (200,000 links,
+links a CPU-second, alternated runs): schema 7 39,400-41,300 all new and 77,400-84,200
+with 90% already seen; schema 8 52,200-55,200 and 95,800-97,200; with 16 KiB pages too
+(and a cheaper path-trap test) 61,700-71,700 and 92,600-108,200.
 
 The frontier's in-memory part is a window of at most `host_window` (64) entries per host
 and at most `frontier_memory` (200,000) entries over all hosts: here 200,000 entries in
