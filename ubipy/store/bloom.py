@@ -55,7 +55,11 @@ class GrowingBloom:
         self._held += 1
 
     def __contains__(self, fp: int) -> bool:
-        return any(fp in f for f in self._filters)
+        # A loop, not any() over a generator: a third of the cost, asked of every link.
+        for f in self._filters:  # noqa: SIM110
+            if fp in f:
+                return True
+        return False
 
     @property
     def filters(self) -> int:
