@@ -200,6 +200,19 @@ page.**
   kept 256 idle connections for 500 hosts that a polite crawl visits in turn, so the
   longest idle, closed first, was the next one needed (3.72 ms a page before it kept
   more). An idle peer spends under 2 ms of CPU a second (`bench/idle.py`).
+  On a faster machine, in a later session of the same day (`--duration 40`): 1.71-2.17
+  ms at 2 in flight against 0.88-0.95 at 64, about 2x. Most of the difference is the
+  machine's price for waking up, not ubipy's code. At 2 in flight the peer sleeps about
+  1.1 times a page (41 voluntary context switches a second at 38 pages a second; 0.54 a
+  page at 64 in flight, with sleeps of a millisecond or so). `python bench/wakeups.py`
+  measures the price with no network and no peer: parsing one page costs 155 µs of CPU
+  back to back and 734 µs when each parse follows a 27 ms sleep (a sleep alone: 316 µs;
+  the parse after a 27 ms busy wait, which keeps the CPU: 211 µs). A wake-up after 27 ms
+  costs about 0.58 ms, and 1.1 of them a page are about 0.64 ms of the 2-in-flight
+  figure. Nothing a process does while awake removes them; fewer wake-ups a page would.
+  The same peer at 2 in flight against a web with no latency (`python bench/speed.py
+  --only ubipy --hosts 100 --pages 50 --concurrency 2`, where it never sleeps long) spends
+  0.75-0.77 ms a page against 0.68-0.75 at 64.
 - **Wire: what grows with N is the share of links that point into another peer's hosts,
   not a cost of coordinating.** Per page: 22, 25 and 28 B at N = 2, 4, 8 (scrapy-redis:
   2,000–2,500 B to and from Redis, 10–12 commands per page). A peer hands on the links of
