@@ -203,8 +203,9 @@ page.**
   On a faster machine, in a later session of the same day (`--duration 40`): 1.71-2.17
   ms at 2 in flight against 0.88-0.95 at 64, about 2x. Most of the difference is the
   machine's price for waking up, not ubipy's code. At 2 in flight the peer sleeps about
-  1.1 times a page (41 voluntary context switches a second at 38 pages a second; 0.54 a
-  page at 64 in flight, with sleeps of a millisecond or so). `python bench/wakeups.py`
+  once a page (voluntary context switches, which the harness now prints as wake-ups a
+  page: 1.06-1.1 at 2 in flight, 0.39-0.54 at 64, where the sleeps last a millisecond
+  or so). `python bench/wakeups.py`
   measures the price with no network and no peer: parsing one page costs 155 µs of CPU
   back to back and 734 µs when each parse follows a 27 ms sleep (a sleep alone: 316 µs;
   the parse after a 27 ms busy wait, which keeps the CPU: 211 µs). A wake-up after 27 ms

@@ -277,7 +277,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"   {r.pages:,} pages in {r.window:.1f} s = {r.rate:.0f} pages/s "
                     f"(per process {r.peer_rates()[0]:.0f}–{r.peer_rates()[-1]:.0f}, "
                     f"{r.in_flight:.2f} requests in flight of {args.concurrency}), "
-                    f"efficiency {fmt(eff)}, CPU {r.cpu_ms_per_page:.2f} ms/page, "
+                    f"efficiency {fmt(eff)}, CPU {r.cpu_ms_per_page:.2f} ms/page "
+                    f"({r.wakeups_per_page:.2f} wake-ups a page), "
                     f"machine {100 * r.machine_busy:.0f}% busy "
                     f"(this run {100 * r.own_busy:.0f}%)"
                     + (" SATURATED: CPU-bound, not link-bound" if r.saturated else "")

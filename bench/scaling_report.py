@@ -62,6 +62,9 @@ class RunResult:
     on_wire: float = 0.0  # seconds of requests in flight at the web in it, added up
     exhausted: bool = False
     notes: list[str] = field(default_factory=list)
+    # Voluntary context switches of the crawler's processes in the measured half: each
+    # is a sleep and a wake-up, which costs CPU of its own (bench/wakeups.py).
+    wakeups_crawler: int = 0
 
     @property
     def rate(self) -> float:
@@ -91,6 +94,10 @@ class RunResult:
     @property
     def cpu_ms_per_page(self) -> float:
         return 1000 * self.cpu_crawler / max(self.measured_pages, 1)
+
+    @property
+    def wakeups_per_page(self) -> float:
+        return self.wakeups_crawler / max(self.measured_pages, 1)
 
     @property
     def own_busy(self) -> float:
@@ -325,6 +332,7 @@ def to_json(results: Sequence[RunResult], settings: dict[str, Any]) -> dict[str,
             max_mean=r.max_mean,
             efficiency=efficiency(r, base_of(results, r.crawler)),
             cpu_ms_per_page=r.cpu_ms_per_page,
+            wakeups_per_page=r.wakeups_per_page,
             own_busy=r.own_busy,
             saturated=r.saturated,
             in_flight=r.in_flight,

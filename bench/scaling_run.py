@@ -347,10 +347,22 @@ def _cpu_of(pids: Iterable[int]) -> float:
     return total
 
 
+def _wakeups_of(pids: Iterable[int]) -> int:
+    """Voluntary context switches: how often the processes slept and woke up again."""
+    import psutil
+
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            total += psutil.Process(pid).num_ctx_switches().voluntary
+    return total
+
+
 @dataclass
 class Snapshot:
     wall: float
     cpu_crawler: float
+    wakeups_crawler: int
     cpu_coordinator: float
     cpu_server: float
     machine_busy: float  # CPU seconds since boot, all CPUs
@@ -366,6 +378,7 @@ def snapshot(crawler: Iterable[int], coordinator: Iterable[int], server: int) ->
     return Snapshot(
         wall=time.time(),
         cpu_crawler=_cpu_of(crawler),
+        wakeups_crawler=_wakeups_of(crawler),
         cpu_coordinator=_cpu_of(coordinator),
         cpu_server=_cpu_of([server]),
         machine_busy=total - idle,
@@ -466,6 +479,7 @@ def run_one(crawler: str, n: int, args: argparse.Namespace, base: Path) -> RunRe
         measured_pages=verdict["measured_pages"],
         per_peer=verdict["per_peer"],
         cpu_crawler=last.cpu_crawler - mid.cpu_crawler,
+        wakeups_crawler=last.wakeups_crawler - mid.wakeups_crawler,
         cpu_coordinator=last.cpu_coordinator - mid.cpu_coordinator,
         cpu_server=last.cpu_server - mid.cpu_server,
         cpus=os.cpu_count() or 1,
