@@ -96,6 +96,9 @@ class Usage:
     sys: float
     max_rss_mb: float
     status: int
+    # Voluntary context switches: each a sleep and a wake-up, which costs CPU of its
+    # own on some machines (bench/wakeups.py).
+    wakeups: int = 0
 
 
 def wait_child(proc: subprocess.Popen[Any], timeout: float) -> Usage:
@@ -119,6 +122,7 @@ def wait_child(proc: subprocess.Popen[Any], timeout: float) -> Usage:
         # Linux reports ru_maxrss in KiB.
         max_rss_mb=ru.ru_maxrss / 1024,
         status=proc.returncode,
+        wakeups=ru.ru_nvcsw,
     )
 
 
@@ -833,7 +837,8 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             print(
                 f"   {run.pages:,} pages in {run.crawl_wall:.1f} s, CPU {run.usage.cpu:.1f} s, "
-                f"peak RSS {run.usage.max_rss_mb:.0f} MB"
+                f"peak RSS {run.usage.max_rss_mb:.0f} MB, "
+                f"{run.usage.wakeups / max(run.pages, 1):.2f} wake-ups a page"
                 + (f" ({run.own['client']})" if "client" in run.own else ""),
                 flush=True,
             )
