@@ -163,3 +163,23 @@ async def test_a_conditional_get_sends_the_copys_validators_and_reads_a_304() ->
     assert not changed.not_modified and changed.body == b"<p>new</p>"
     assert "if-modified-since" not in seen[1]
     assert "if-none-match" not in seen[2] and "if-modified-since" not in seen[2]
+
+
+async def test_cookies_an_answer_sets_are_not_sent_back() -> None:
+    sent: list[str | None] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request.headers.get("cookie"))
+        return httpx2.Response(
+            200, headers=[("Set-Cookie", "sid=1; Path=/"), ("Set-Cookie", "b=2")], content=b"x"
+        )
+
+    async with _client(handler) as client:
+        first = await fetch(client, "http://a.test/", max_bytes=1000)
+        await fetch(client, "http://a.test/next", max_bytes=1000)
+        # Nothing is kept, however many hosts set one.
+        assert len(client.cookies.jar) == 0
+    assert sent == [None, None]
+    # The answer itself keeps its headers (its WARC record has them).
+    cookies = [v for k, v in first.raw_headers if k.lower() == b"set-cookie"]
+    assert cookies == [b"sid=1; Path=/", b"b=2"]
