@@ -4,9 +4,12 @@ writes it. Nothing here touches a disk or a clock."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from tests.peer.test_replica import page
 from ubipy.fetch.urls import fingerprint
 from ubipy.peer.commits import Answered, Commits
+from ubipy.store.revisits import Visit
 from ubipy.store.shard import HostMark, NewURL
 
 ROBOTS = "robots.txt unreachable"
@@ -121,3 +124,19 @@ def test_a_host_closed_in_the_same_batch_as_urls_found_for_it() -> None:
     assert batch.closed_hosts == (("gone.test", ROBOTS),)
     assert [a.discovered for a in batch.answered] == [(found,)]
     assert batch.settled == 1
+
+
+def test_the_bodies_waiting_are_counted_until_a_batch_takes_them() -> None:
+    # The crawler commits when they reach COMMIT_BYTES: a batch of --max-body pages
+    # would otherwise hold commit_every_pages bodies in memory.
+    commits = Commits()
+    commits.answered(dataclasses.replace(page("http://a.test/1"), body=b"x" * 1000))
+    commits.answered(page("http://a.test/2"))  # no body kept
+    commits.refreshed(None, Visit(1, 2.0, 200, True, "d", body=b"y" * 500))
+    assert commits.bytes_waiting == 1500
+    assert commits.take() is not None
+    assert commits.bytes_waiting == 0
+    commits.answered(dataclasses.replace(page("http://a.test/3"), body=b"z" * 10))
+    # A batch the shard refused comes back, its bodies with it.
+    commits.failed()
+    assert commits.bytes_waiting == 1510

@@ -37,6 +37,10 @@ from ubipy.store import (
 
 log = logging.getLogger("ubipy.peer.crawler")  # the crawler's log, as before
 
+#: Bodies held for one batch at most, in bytes: past it the crawler commits whatever
+#: the page count, or pages of --max-body each would hold commit_every_pages of them.
+COMMIT_BYTES = 32 * 1024 * 1024
+
 
 def page_record(
     entry: Entry,
@@ -85,7 +89,7 @@ def head_of(result: FetchResult) -> HttpHead | None:
     )
 
 
-__all__ = ["Answered", "Batch", "Commits"]
+__all__ = ["COMMIT_BYTES", "Answered", "Batch", "Commits"]
 
 #: Admits URLs inside the caller's transaction, or keeps them for their owners:
 #: (the frontier rows admitted, the URLs kept for other peers).
@@ -189,6 +193,7 @@ class Commits:
         "_acked",
         "_answered",
         "_arrived",
+        "_bytes",
         "_closed_hosts",
         "_found",
         "_lastmods",
@@ -212,6 +217,7 @@ class Commits:
         self._lastmods: list[Lastmod] = []
         self._refresh: list[RefreshRow] = []
         self._visits: list[Visit] = []
+        self._bytes = 0  # of the bodies among them
         # The batch taken and not yet committed or failed.
         self._writing: Batch | None = None
 
@@ -220,6 +226,7 @@ class Commits:
         self, page: PageRecord, discovered: Iterable[NewURL] = (), lastmods: Iterable[Lastmod] = ()
     ) -> None:
         self._answered.append(Answered(page, tuple(discovered), tuple(lastmods)))
+        self._bytes += len(page.body or b"")
         self._arrived()
 
     def refreshed(self, row: RefreshRow | None, visit: Visit | None) -> None:
@@ -228,6 +235,7 @@ class Commits:
             self._refresh.append(row)
         if visit is not None:
             self._visits.append(visit)
+            self._bytes += len(visit.body or b"")
         self._arrived()
 
     def found(self, urls: Iterable[NewURL], lastmods: Iterable[Lastmod] = ()) -> None:
@@ -262,6 +270,11 @@ class Commits:
         """Answered pages not yet written, counting those being written."""
         writing = len(self._writing.answered) if self._writing is not None else 0
         return len(self._answered) + writing
+
+    @property
+    def bytes_waiting(self) -> int:
+        """Bytes of the bodies waiting for the next batch (held in memory until then)."""
+        return self._bytes
 
     def unsettled(self) -> set[int]:
         """Fingerprints of frontier entries asked (or skipped) but not yet written as
@@ -309,6 +322,7 @@ class Commits:
         self._marks = {}
         self._closed_hosts = []
         self._answered = []
+        self._bytes = 0
         self._acked = []
         self._skips = []
         self._found = []
@@ -335,6 +349,8 @@ class Commits:
         self._lastmods[:0] = batch.found_lastmods
         self._refresh[:0] = batch.refresh
         self._visits[:0] = batch.visits
+        self._bytes += sum(len(a.page.body or b"") for a in batch.answered)
+        self._bytes += sum(len(v.body or b"") for v in batch.visits)
 
     def _done(self) -> Batch:
         batch = self._writing

@@ -42,7 +42,7 @@ from ubipy.fetch import (
     processing_failed,
     retry_delay,
 )
-from ubipy.peer.commits import Commits
+from ubipy.peer.commits import COMMIT_BYTES, Commits
 from ubipy.peer.crawlstats import CrawlStats, SeedResult
 from ubipy.peer.discovery import candidates, seed_candidates
 from ubipy.peer.ordering import Ordering
@@ -520,7 +520,10 @@ class Crawler:
             self._commits.answered(page, self.order.scored(entry, discovered))
         elif visit is not None and visit.changed:  # a new version: its links count
             self._commits.found(self.order.scored(entry, discovered))
-        if self._commits.pages_waiting >= self.config.store.commit_every_pages:
+        if (
+            self._commits.pages_waiting >= self.config.store.commit_every_pages
+            or self._commits.bytes_waiting >= COMMIT_BYTES
+        ):
             self._flush_now.set()
 
     async def _committer(self) -> None:
