@@ -256,23 +256,23 @@ python bench/memory.py --urls 200000 --hosts 2000 --tracemalloc
 
 A fresh process opens a shard, builds the peer's real `Crawler` (admission with its
 recent-URL cache and Bloom filter, the politeness scheduler) and admits synthetic URLs the
-way links found on pages are admitted (pages of 50 links, 256 pages per transaction, then
+way links found on pages are admitted (pages of 50 links, 512 pages per transaction, then
 the scheduler), without fetching anything.
 
 | measure | 1,000,000 URLs, 10,000 hosts |
 |---|---:|
 | baseline RSS (imports, shard, crawler) | 50.5 MB |
-| peak RSS | **179.3 MB** (target: under 300 MB) |
-| RSS after | 178.7 MB |
-| memory per seen URL, (peak − baseline) / N | 135 B |
+| peak RSS | **190.2 MB** (target: under 300 MB) |
+| RSS after | 190.5 MB |
+| memory per seen URL, (peak − baseline) / N | 147 B |
 | shard on disk (closed) | 110.4 MB, 116 B per URL |
-| WAL while open | 44.3 MB |
-| time | 16.1 s (62,100 URLs/s) |
+| WAL while open | 45.2 MB |
+| time | 14.5 s (69,000 URLs/s) |
 
 Measured 2026-12-02 with shard schema 8 (the frontier appended in admission order, its
 fingerprints in a unique index, no `seen` table), 16 KiB SQLite pages for a new shard
-and 256 pages a transaction. The same day, on the same machine: with 64 pages a
-transaction 22.5 s (peak 170.6 MB, 34.4 MB of WAL); schema 8 with 4 KiB pages 29.7 s (peak
+and 512 pages a transaction. The same day, on the same machine: with 256 pages a
+transaction 16.1 s (peak 179.3 MB); with 64, 22.5 s (peak 170.6 MB, 34.4 MB of WAL); schema 8 with 4 KiB pages 29.7 s (peak
 171.1 MB, 111.4 MB on disk, 19.8 MB of WAL); schema 7 45.5 s (peak 172.7 MB, 145.0 MB
 on disk, 36.5 MB of WAL). On the slower machine of the session before, schema 7 took
 75 s with the shard's 32 MiB SQLite page cache and 90 s with SQLite's default 2 MiB
@@ -288,10 +288,13 @@ seen), 2026-12-02, one machine, alternated runs:
 | schema 8 (the frontier appended, its fingerprints a unique index) | 52,200-55,200 | 95,800-97,200 |
 | and 16 KiB pages, a path-trap test from the slash count, a Bloom test without a generator | 68,500-77,100 | 106,100-117,200 |
 | the same, `--links 300000` | 64,600-65,300 | 94,800-97,300 |
-| and 256 pages a transaction (the crawler's new `commit_every_pages`) | 86,600-90,800 | 112,700-145,000 |
+| and 256 pages a transaction (the bench groups by the crawler's `commit_every_pages`) | 86,600-90,800 | 112,700-145,000 |
+| and 512 pages a transaction (its default now) | 84,200-93,600 | 145,000-168,000 |
 
-The last row's lowest figures are of `--links 300000`. With 90% seen, most of what is
-left is SQLite: the commit (a third of the time at 300,000 links before the last row: each new URL dirties a page of the fingerprint index and one of the
+The last two rows' lowest figures are of `--links 300000`. A crawl as fast as the one
+in `bench/speed.py` (1,700 pages a second) closes most commits by time (250 ms, about
+425 pages), so the bench's larger groups are near what a fast peer does. With 90% seen, most of what is
+left is SQLite: the commit (a third of the time at 300,000 links before the last rows: each new URL dirties a page of the fingerprint index and one of the
 pending index, both at random places) and the lookups of the Bloom filter's "maybe"s.
 The links are drawn at random from every URL admitted before, so the recent-URL cache
 rarely answers; on a real site most repeated links are its menus, which it does.
