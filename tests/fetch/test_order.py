@@ -3,12 +3,17 @@ which ready host goes next and which of its URLs, never at politeness's expense.
 
 from __future__ import annotations
 
+import math
 import random
 import zlib
+from collections import deque
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ubipy.config import CrawlOrder
+from ubipy.fetch import ranking
 from ubipy.fetch.politeness import Entry, JobKind, Scheduler
 
 
@@ -197,3 +202,31 @@ def test_every_order_fetches_everything_once_with_the_delay(order: CrawlOrder, s
             assert at - last[host] >= 0.5 - 1e-9  # 0.01 s in flight, then the delay
         last[host] = at + 0.01
     assert s.idle()
+
+
+@given(
+    scores=st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5]), min_size=1, max_size=20),
+    credited=st.dictionaries(
+        st.integers(0, 19), st.sampled_from([0.5, 1.5, ranking.FIRST]), max_size=6
+    ),
+)
+def test_a_window_is_searched_as_its_scores_say(
+    scores: list[float], credited: dict[int, float]
+) -> None:
+    """The best is the oldest of the highest (credit and retries counted), the worst the
+    newest of the lowest, whatever the ties."""
+    window = deque(_entry("a.test", n, s) for n, s in enumerate(scores))
+    credit = {window[i].fp: c for i, c in credited.items() if i < len(window)}
+    total = [
+        math.inf if credit.get(e.fp) == ranking.FIRST else e.score + credit.get(e.fp, 0.0)
+        for e in window
+    ]
+    oldest_best = next(i for i, s in enumerate(total) if s == max(total))
+    newest_worst = max(i for i, s in enumerate(total) if s == min(total))
+    assert ranking.best_score(window, credit) == max(total)
+    assert ranking.worst(window, credit) == (newest_worst, min(total))
+    expected = window[oldest_best]
+    taken = ranking.pop_best(window, credit)
+    assert taken.fp == expected.fp and len(window) == len(scores) - 1
+    assert taken.score == (total[oldest_best] if total[oldest_best] != math.inf else expected.score)
+    assert taken.fp not in credit
