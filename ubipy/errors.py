@@ -30,6 +30,12 @@
     ├── CertificateError   ubipy.fetch.transport: a server's TLS certificate did
     │                      not verify; recorded as such, never retried (also an
     │                      httpx2.ConnectError)
+    ├── ProtocolFailure    ubipy.fetch.http1: a server's bytes are not an HTTP/1.x
+    │                      response that can be read (the transport raises it on as
+    │                      an httpx2.RemoteProtocolError)
+    ├── BadRequest         ubipy.fetch.http1: a request head that cannot be written
+    │                      as it is, a header value with a line break (raised on as
+    │                      an httpx2.LocalProtocolError)
     ├── RobotsFetchError   ubipy.fetch.robots: an event a robots.txt fetch cannot
     │                      take in its state, a caller's bug (also a RuntimeError)
     ├── EmptyRingError     ubipy.ring: a host looked up with no members, a

@@ -1,4 +1,5 @@
-"""A lean HTTP/1.1 transport for httpx2: h11 over trio streams, pooled per origin.
+"""A lean HTTP/1.1 transport for httpx2: llhttp (:mod:`ubipy.fetch.http1`) over trio
+streams, pooled per origin.
 
 httpcore's pool scans every pooled connection (and polls each socket) for every
 request it assigns, which at crawler concurrency costs more CPU than the rest
@@ -34,21 +35,19 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import h11
 import httpx2
 import trio
 
 from ubipy.descriptors import descriptor_share
 from ubipy.errors import UbipyError
 from ubipy.fetch.dns import DnsFailure, Resolver
+from ubipy.fetch.http1 import MAX_HEAD, BadRequest, ProtocolFailure, ResponseReader, request_head
 from ubipy.fetch.tls import TlsStream, certificate_failure, tls_context
 from ubipy.fetch.tlssessions import TlsSession, fast_sessions
 
 _READ_SIZE = 65_536
 # TLS sessions kept for resumption, one per origin, the oldest forgotten first.
 _MAX_SESSIONS = 4096
-# The longest response head accepted; a server sending more is broken or hostile.
-_MAX_HEAD = 64 * 1024
 # A proxy's answer to CONNECT: its status line, and the blank line that ends it.
 _STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([0-9]{3})[ \r\n]")
 _BLANK_LINE = re.compile(rb"\r?\n\r?\n")
@@ -72,12 +71,11 @@ class _Origin:
 
 
 class _Connection:
-    __slots__ = ("h11", "idle_since", "origin", "session_checked", "stream")
+    __slots__ = ("idle_since", "origin", "session_checked", "stream")
 
     def __init__(self, stream: trio.abc.Stream, origin: _Origin) -> None:
         self.stream = stream
         self.origin = origin
-        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
         self.idle_since = 0.0
         # Whether its TLS session was looked at (once, after its first answer: the
         # server's ticket has come by then).
@@ -99,46 +97,46 @@ class _Connection:
 class _Body(httpx2.AsyncByteStream):
     """The response body, read from the connection as the caller iterates."""
 
-    def __init__(self, transport: PooledTransport, conn: _Connection, read_timeout: float) -> None:
+    def __init__(
+        self, transport: PooledTransport, conn: _Connection, reader: ResponseReader, timeout: float
+    ) -> None:
         self._transport = transport
         self._conn = conn
-        self._read_timeout = read_timeout
-        self._done = False
+        self._reader = reader
+        self._read_timeout = timeout
         self._closed = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        conn = self._conn
+        reader = self._reader
         while True:
-            event = await _next_event(conn, self._read_timeout)
-            if isinstance(event, h11.Data):
-                yield bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
-                self._done = True
+            data = reader.take_body()
+            if data:
+                yield data
+            if reader.complete:
                 return
+            await _receive(self._conn, reader, self._read_timeout)
 
     async def aclose(self) -> None:
         if self._closed:
             return
         self._closed = True
-        await self._transport._release(self._conn, reusable=self._done)
+        reader = self._reader
+        await self._transport._release(self._conn, reusable=reader.complete and reader.reusable)
 
 
-async def _next_event(conn: _Connection, read_timeout: float) -> object:
-    while True:
+async def _receive(conn: _Connection, reader: ResponseReader, read_timeout: float) -> None:
+    """Feed the reader what the connection gives next (its end included)."""
+    with trio.move_on_after(read_timeout) as scope:
         try:
-            event = conn.h11.next_event()
-        except h11.RemoteProtocolError as exc:
-            raise httpx2.RemoteProtocolError(str(exc)) from exc
-        if event is not h11.NEED_DATA:
-            return event
-        with trio.move_on_after(read_timeout) as scope:
-            try:
-                data = await conn.stream.receive_some(_READ_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                raise httpx2.ReadError(str(exc) or type(exc).__name__) from exc
-        if scope.cancelled_caught:
-            raise httpx2.ReadTimeout(f"no data for {read_timeout} s")
-        conn.h11.receive_data(bytes(data))
+            data = await conn.stream.receive_some(_READ_SIZE)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            raise httpx2.ReadError(str(exc) or type(exc).__name__) from exc
+    if scope.cancelled_caught:
+        raise httpx2.ReadTimeout(f"no data for {read_timeout} s")
+    try:
+        reader.feed(data)
+    except ProtocolFailure as exc:
+        raise httpx2.RemoteProtocolError(str(exc)) from exc
 
 
 class PooledTransport(httpx2.AsyncBaseTransport):
@@ -187,15 +185,19 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         # delay and a back-off) keeps a host from being asked twice at once.
         # Connections that went stale while idle are weeded out when taken.
         try:
-            event = await self._exchange(conn, request, origin, read_timeout)
+            reader = await self._exchange(conn, request, origin, read_timeout)
         except BaseException:
             await conn.aclose()
             raise
+        assert reader.status is not None
         return httpx2.Response(
-            status_code=event.status_code,
-            headers=[(k, v) for k, v in event.headers],
-            stream=_Body(self, conn, read_timeout),
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": bytes(event.reason)},
+            status_code=reader.status,
+            headers=reader.headers,
+            stream=_Body(self, conn, reader, read_timeout),
+            extensions={
+                "http_version": reader.version.encode("ascii"),
+                "reason_phrase": reader.reason.encode("latin-1"),
+            },
         )
 
     async def aclose(self) -> None:
@@ -210,28 +212,26 @@ class PooledTransport(httpx2.AsyncBaseTransport):
     # -- connections ----------------------------------------------------------
     async def _exchange(
         self, conn: _Connection, request: httpx2.Request, origin: _Origin, read_timeout: float
-    ) -> h11.Response:
+    ) -> ResponseReader:
+        """Send the request; read until the response's head is in."""
         if self._proxy is not None and origin.scheme == "http":
             target = bytes(str(request.url), "ascii")
         else:
             target = request.url.raw_path
-        headers = list(request.headers.raw)
-        body = request.content
-        data = conn.h11.send(h11.Request(method=request.method, target=target, headers=headers))
-        if body:
-            data = (data or b"") + (conn.h11.send(h11.Data(data=body)) or b"")
-        data = (data or b"") + (conn.h11.send(h11.EndOfMessage()) or b"")
+        try:
+            data = request_head(request.method, target, request.headers.raw)
+        except BadRequest as exc:
+            raise httpx2.LocalProtocolError(str(exc)) from exc
+        if request.content:
+            data += request.content
+        reader = ResponseReader(head_only=request.method == "HEAD")
         try:
             await conn.stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             raise httpx2.WriteError(str(exc) or type(exc).__name__) from exc
-        while True:
-            event = await _next_event(conn, read_timeout)
-            if isinstance(event, h11.Response):
-                return event
-            if isinstance(event, h11.ConnectionClosed):
-                raise httpx2.RemoteProtocolError("server closed the connection without answering")
-            # 1xx informational responses are skipped.
+        while reader.status is None:
+            await _receive(conn, reader, read_timeout)
+        return reader
 
     async def _acquire(self, origin: _Origin, connect_timeout: float | None) -> _Connection:
         now = trio.current_time()
@@ -309,9 +309,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
     async def _release(self, conn: _Connection, *, reusable: bool) -> None:
         if not conn.session_checked and isinstance(conn.stream, TlsStream):
             self._keep_session(conn, conn.stream)
-        h = conn.h11
-        if reusable and not self._closed and h.our_state is h11.DONE and h.their_state is h11.DONE:
-            h.start_next_cycle()
+        if reusable and not self._closed:
             idle = self._idle.setdefault(conn.origin, [])
             if len(idle) < self._max_idle_per_origin:
                 conn.idle_since = trio.current_time()
@@ -356,7 +354,7 @@ async def _tunnel(stream: trio.abc.Stream, origin: _Origin) -> None:
     while True:
         blank = _BLANK_LINE.search(received, searched)
         if blank is None:
-            if len(received) > _MAX_HEAD:
+            if len(received) > MAX_HEAD:
                 raise OSError("proxy's answer to CONNECT is too long")
             data = await stream.receive_some(_READ_SIZE)
             if not data:

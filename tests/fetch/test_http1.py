@@ -1,0 +1,166 @@
+"""The transport's HTTP/1.1 without I/O: request heads written and checked, responses
+read from their bytes, each fed whole and one byte at a time (a server's answer comes
+cut wherever the network cuts it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from ubipy.fetch.http1 import MAX_HEAD, BadRequest, ProtocolFailure, ResponseReader, request_head
+
+HEAD = b'HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nETag: "a1"\r\n'
+
+
+@dataclass
+class Read:
+    status: int | None
+    reason: str
+    version: str
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+    complete: bool
+    reusable: bool
+
+
+def read(data: bytes, *, whole: bool, close: bool = False, head_only: bool = False) -> Read:
+    reader = ResponseReader(head_only=head_only)
+    body = b""
+    for piece in [data] if whole else [data[i : i + 1] for i in range(len(data))]:
+        reader.feed(piece)
+        body += reader.take_body()
+    if close:
+        reader.feed(b"")
+        body += reader.take_body()
+    return Read(
+        reader.status,
+        reader.reason,
+        reader.version,
+        reader.headers,
+        body,
+        reader.complete,
+        reader.reusable,
+    )
+
+
+both = pytest.mark.parametrize("whole", [True, False], ids=["whole", "bytewise"])
+
+
+@both
+def test_a_response_with_a_length_is_read_and_its_connection_kept(whole: bool) -> None:
+    got = read(HEAD + b"Content-Length: 5\r\n\r\nhello", whole=whole)
+    assert (got.status, got.reason, got.version) == (200, "OK", "HTTP/1.1")
+    # Header names as the server sent them, in order: the WARC record keeps them so.
+    assert got.headers == [
+        (b"Content-Type", b"text/html"),
+        (b"ETag", b'"a1"'),
+        (b"Content-Length", b"5"),
+    ]
+    assert (got.body, got.complete, got.reusable) == (b"hello", True, True)
+
+
+@both
+def test_a_chunked_body_comes_out_unframed(whole: bool) -> None:
+    data = HEAD + b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n"
+    got = read(data, whole=whole)
+    assert (got.body, got.complete, got.reusable) == (b"abcde", True, True)
+
+
+@both
+def test_informational_answers_are_skipped(whole: bool) -> None:
+    data = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
+    got = read(data + HEAD + b"Content-Length: 2\r\n\r\nok", whole=whole)
+    assert (got.status, got.body, got.reusable) == (200, b"ok", True)
+    assert (b"Link", b"</a>") not in got.headers
+
+
+@both
+def test_a_body_without_a_length_ends_with_the_connection(whole: bool) -> None:
+    got = read(HEAD + b"\r\nto the end", whole=whole)
+    assert (got.body, got.complete) == (b"to the end", False)
+    got = read(HEAD + b"\r\nto the end", whole=whole, close=True)
+    assert (got.body, got.complete, got.reusable) == (b"to the end", True, False)
+
+
+@both
+def test_connection_close_and_http_1_0_are_not_kept(whole: bool) -> None:
+    got = read(HEAD + b"Connection: close\r\nContent-Length: 1\r\n\r\nx", whole=whole)
+    assert (got.complete, got.reusable) == (True, False)
+    got = read(b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nx", whole=whole)
+    assert (got.version, got.complete, got.reusable) == ("HTTP/1.0", True, False)
+
+
+@both
+def test_no_body_for_a_304_or_a_head(whole: bool) -> None:
+    got = read(b'HTTP/1.1 304 Not Modified\r\nETag: "a1"\r\n\r\n', whole=whole)
+    assert (got.status, got.body, got.complete, got.reusable) == (304, b"", True, True)
+    got = read(HEAD + b"Content-Length: 500\r\n\r\n", whole=whole, head_only=True)
+    # What is left on the connection after a HEAD's answer is unknown: not reused.
+    assert (got.status, got.body, got.complete, got.reusable) == (200, b"", True, False)
+
+
+@both
+def test_bytes_past_the_answer_keep_the_answer_but_not_the_connection(whole: bool) -> None:
+    for extra in [b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", b"\x00garbage\r\n\r\n"]:
+        got = read(HEAD + b"Content-Length: 2\r\n\r\nok" + extra, whole=whole)
+        assert (got.status, got.body, got.complete, got.reusable) == (200, b"ok", True, False)
+
+
+@both
+def test_bare_line_feeds_are_read_as_browsers_read_them(whole: bool) -> None:
+    got = read(b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok", whole=whole)
+    assert (got.status, got.body, got.complete) == (200, b"ok", True)
+
+
+@pytest.mark.parametrize(
+    ("data", "close", "why"),
+    [
+        (b"", True, "without answering"),
+        (b"HTTP/1.1 200 OK\r\nContent-Le", True, "without answering"),
+        (HEAD + b"Content-Length: 9\r\n\r\nshort", True, "before the body's end"),
+        (HEAD + b"Transfer-Encoding: chunked\r\n\r\n5\r\nab", True, "before the body's end"),
+        (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", False, "malformed"),
+        (b"HTTP/1.1 2000 OK\r\n\r\n", False, "malformed"),
+        (HEAD + b"Content-Length: 1\r\nContent-Length: 2\r\n\r\nxy", False, "malformed"),
+        (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", False, "switched"),
+    ],
+)
+@both
+def test_what_cannot_be_read_is_the_servers_failure(
+    data: bytes, close: bool, why: str, whole: bool
+) -> None:
+    with pytest.raises(ProtocolFailure, match=why):
+        read(data, whole=whole, close=close)
+
+
+def test_a_head_is_bounded_whatever_the_pieces() -> None:
+    reader = ResponseReader()
+    reader.feed(b"HTTP/1.1 200 OK\r\n")
+    with pytest.raises(ProtocolFailure, match="head over"):
+        for _ in range(MAX_HEAD // 1000 + 1):
+            reader.feed(b"X-Filler: " + b"y" * 988 + b"\r\n")
+
+
+def test_a_request_head_is_written_as_given() -> None:
+    head = request_head("GET", b"/a?b=c", [(b"Host", b"h.test"), (b"Accept", b"*/*")])
+    assert head == b"GET /a?b=c HTTP/1.1\r\nHost: h.test\r\nAccept: */*\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("method", "target", "header"),
+    [
+        ("GET", b"/a", (b"X-Evil", b"1\r\nX-Injected: 2")),
+        ("GET", b"/a", (b"X-Evil", b"1\nX-Injected: 2")),
+        ("GET", b"/a", (b"X-Evil", b"nul\x00")),
+        ("GET", b"/a", (b"Bad Name", b"1")),
+        ("GET", b"/a b", (b"Host", b"h.test")),
+        ("GET", b"/a\r\nX: y", (b"Host", b"h.test")),
+        ("G T", b"/a", (b"Host", b"h.test")),
+    ],
+)
+def test_a_request_that_would_write_lines_of_its_own_is_refused(
+    method: str, target: bytes, header: tuple[bytes, bytes]
+) -> None:
+    with pytest.raises(BadRequest):
+        request_head(method, target, [header])
