@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+from collections.abc import AsyncIterator
 
 import httpx2
 import pytest
@@ -183,3 +184,36 @@ async def test_cookies_an_answer_sets_are_not_sent_back() -> None:
     # The answer itself keeps its headers (its WARC record has them).
     cookies = [v for k, v in first.raw_headers if k.lower() == b"set-cookie"]
     assert cookies == [b"sid=1; Path=/", b"b=2"]
+
+
+class _Pieces(httpx2.AsyncByteStream):
+    """A body that arrives in pieces, as from a socket (not read in advance)."""
+
+    def __init__(self, *pieces: bytes) -> None:
+        self.pieces = pieces
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for piece in self.pieces:
+            yield piece
+
+
+@pytest.mark.parametrize("coded", [False, True], ids=["identity", "gzip"])
+async def test_a_streamed_body_is_read_decoded_and_capped(coded: bool) -> None:
+    page = b"<title>t</title>" + b"x" * 3000
+    wire = gzip.compress(page) if coded else page
+    third = len(wire) // 3
+    thirds = [wire[:third], wire[third : 2 * third], wire[2 * third :]]
+
+    def handler(_: httpx2.Request) -> httpx2.Response:
+        headers = [("Content-Type", "text/html"), ("ETag", '"a"'), ("etag", '"b"')]
+        if coded:
+            headers.append(("Content-Encoding", "gzip"))
+        return httpx2.Response(200, headers=headers, stream=_Pieces(*thirds))
+
+    async with _client(handler) as client:
+        whole = await fetch(client, "http://a.test/", max_bytes=10_000)
+        cut = await fetch(client, "http://a.test/", max_bytes=1000)
+    assert (whole.body, whole.truncated) == (page, False)
+    # Repeated header lines come back joined, as httpx2's Headers.get joins them.
+    assert whole.etag == '"a", "b"'
+    assert (cut.body, cut.truncated) == (page[:1000], True)
