@@ -46,29 +46,33 @@ loopback for the `hNNN.synth.test` names) and runs in its own process, so its CP
 (user + system) and peak RSS are its own (`os.wait4` on that child). The same politeness
 and concurrency for all: one request per host at a time, 64 in flight in all, delay 0,
 robots.txt obeyed, every link followed, pages and titles stored. ubipy also stores every
-page body, zlib-compressed, in its shard; Scrapy writes url and title to a JSON Lines feed.
+page body in WARC files (one gzip member per record, ISA-L level 1); Scrapy writes url and
+title to a JSON Lines feed.
 The pages counted are the requests in the server's log, robots.txt excluded. ubipy's
 `robots_retry_base` is 0.1 s here, so the host whose robots.txt always answers 500 is given
 up after 0.3 s instead of holding the crawl for a minute.
 
-On a 2-core machine (the server and the crawler share it), ubipy as of commit 2870b19 (before the hand-off work),
-Scrapy 2.19.0 (asyncio reactor, HTTP/1.1 handler), Python 3.11:
+On a 2-core machine (the server and the crawler share it), ubipy as of commit 836745e
+(2026-12-02: responses read by llhttp, the fetcher's client layer trimmed), Scrapy 2.19.0
+(asyncio reactor, HTTP/1.1 handler), Python 3.11:
 
 | crawler | pages (server log) | pages (own) | wall s | pages/s | CPU s | CPU ms/page | peak RSS MB | server CPU s |
 |---|---:|---:|---:|---:|---:|---:|---:|---:|
-| ubipy (httpx2) | 19,930 | 19,928 | 36.5 | 546 | 24.7 | 1.24 | 54 | 15.0 |
-| ubipy (httpx 0.28) | 19,930 | 19,928 | 37.0 | 539 | 24.7 | 1.24 | 53 | 13.0 |
-| ubipy (httpx2, stock transport) | 19,930 | 19,928 | 79.4 | 251 | 54.4 | 2.73 | 57 | 23.2 |
-| ubipy (httpx 0.28, stock transport) | 19,930 | 19,928 | 100.4 | 199 | 86.7 | 4.35 | 54 | 22.9 |
-| Scrapy | 20,031 | 20,036 | 121.6 | 165 | 113.5 | 5.66 | 123 | 11.4 |
-| Scrapy (stock pool) | 20,031 | 20,036 | 129.6 | 155 | 127.1 | 6.35 | 114 | 18.5 |
+| ubipy (httpx2) | 19,930 | 19,928 | 9.4 | 2,109 | 9.7 | 0.49 | 82 | 5.5 |
+| ubipy (httpx 0.28) | 19,930 | 19,928 | 10.5 | 1,906 | 10.7 | 0.54 | 82 | 5.6 |
+| ubipy (httpx2, stock transport) | 19,930 | 19,928 | 24.4 | 818 | 24.6 | 1.24 | 82 | 9.5 |
+| ubipy (httpx 0.28, stock transport) | 19,930 | 19,928 | 52.4 | 381 | 52.5 | 2.63 | 79 | 13.0 |
+| Scrapy | 20,031 | 20,036 | 79.2 | 253 | 79.8 | 3.98 | 123 | 7.4 |
+| Scrapy (stock pool) | 20,031 | 20,036 | 77.0 | 260 | 77.6 | 3.87 | 114 | 11.4 |
 
-**ubipy pages per CPU-second / Scrapy's = 4.57** (5.12 against Scrapy's stock pool).
-Re-run on commit 9ee5d38 (`python bench/speed.py --only ubipy,scrapy`): ubipy 1.16 ms of
-CPU per page, Scrapy 6.48, **ratio 5.58**; the two runs differ by the machine's load.
+**ubipy pages per CPU-second / Scrapy's = 8.18** (7.95 against Scrapy's stock pool).
+Three runs of `python bench/speed.py --only ubipy,scrapy` on the same commit read
+**8.35, 8.32 and 8.02** (ubipy 0.48-0.55 ms a page, Scrapy 3.82-4.40: the machine's load
+moves both). Earlier: 4.57 on commit 2870b19 (1.24 against 5.66 ms, a slower machine),
+5.58 on 9ee5d38, 6.97 on aa492ee and 7.61 on bf8e825 (llhttp alone, this machine).
 
-- CPU includes start-up (imports: 0.26 s for ubipy, about 1 s for Scrapy); over the crawl
-  alone it is 1.22 ms per page for ubipy and 5.61 for Scrapy.
+- CPU includes start-up (imports: 0.34 s for ubipy, about 0.5 s for Scrapy); over the crawl
+  alone it is 0.46 ms per page for ubipy and 3.95 for Scrapy.
 - Both crawl the same pages: 20,129 distinct URLs for ubipy, exactly the web's ground truth,
   with 0 duplicates, 0 robots.txt violations and never two requests in flight to one host.
   Scrapy's extra 100 pages are the host whose robots.txt answers 500: Scrapy parses the
@@ -85,12 +89,13 @@ CPU per page, Scrapy 6.48, **ratio 5.58**; the two runs differ by the machine's 
   CONCURRENT_REQUESTS_PER_DOMAIN (1) idle connections per proxy, so behind a proxy it opens
   a new connection for almost every request (10,684 connections against 64); that row is
   "Scrapy (stock pool)".
-- The client: httpx 0.28 in place of httpx2 (imported under httpx2's name) costs the same,
-  1.24 ms per page, because ubipy's own transport (h11 over trio, one pool per origin) does
-  the HTTP work and only the client layer changes. With each library's stock transport
-  (httpcore's pool), the fork is the cheaper one: 2.73 ms per page for httpx2 + httpcore2
-  against 4.35 for httpx 0.28 + httpcore 1.0; ubipy's transport halves httpx2's.
-- The synthetic web's server is Python too and uses 13–15 CPU seconds per 20,000 pages;
+- The client: httpx 0.28 in place of httpx2 (imported under httpx2's name) costs 0.54 ms a
+  page against 0.49: ubipy's own transport (llhttp over trio, one pool per origin) does the
+  HTTP work, and only the client layer above it changes. With each library's stock
+  transport (httpcore's pool), the fork is the cheaper one: 1.24 ms per page for httpx2 +
+  httpcore2 against 2.63 for httpx 0.28 + httpcore 1.0; ubipy's transport takes 60% off
+  httpx2's.
+- The synthetic web's server is Python too and uses 5–13 CPU seconds per 20,000 pages;
   on 2 cores it and the crawler together keep the machine about busy, so pages/s here is
   bounded by the machine, and CPU per page is the figure to compare.
 
@@ -99,20 +104,21 @@ samples of the running peer; a sample counts for the innermost frame of a known 
 
 | module | share of CPU samples |
 |---|---:|
-| trio (run loop, sockets; includes the send/recv system calls, about 13%) | 30% |
-| ubipy store/shard (SQLite inserts and commits, zlib.compress of bodies: about 7%) | 17% |
-| httpx2 (client layer: requests, URLs, headers, responses) | 16% |
-| h11 (HTTP/1.1 framing under ubipy's transport) | 12% |
-| ubipy fetch/parse (lxml parse, title, links) | 6% |
-| ubipy peer/crawler | 4% |
-| ubipy fetch/transport | 4% |
-| ada-url (URL parsing and resolution) | 2% |
-| ubipy fetch/fetcher, politeness, urls, scope | 6% |
-| Bloom filter, admission, protego, other | 3% |
+| trio (run loop, cancel scopes, sockets; includes the send/recv system calls) | 23% |
+| httpx2 (client layer: requests, URLs, headers, responses) | 12% |
+| ubipy store/warcrecords (WARC records: gzip members, SHA-1 digests) | 11% |
+| ubipy fetch/parse (lxml parse, title, links) | 8% |
+| ubipy store/shard, pages, admission (SQLite inserts, credits, commits) | 10% |
+| ubipy fetch/transport and http1 (llhttp through httptools) | 8% |
+| ubipy peer/crawler, commits, reading | 7% |
+| ubipy store/warcstore | 4% |
+| ubipy fetch/fetcher, politeness, ranking, urls | 11% |
+| other | 7% |
 
-With C frames (`--native`): sqlite ≈ 10%, zlib ≈ 7%, lxml ≈ 5% of the samples. The
-biggest single costs: the socket `send`/`recv` calls under trio (about 13%), compressing
-bodies (7%), the shard's commit (6%), lxml parsing (3%)."""
+The biggest single costs: the socket calls under trio (7%), compressing WARC records (6%),
+lxml parsing (4%), the shard's commit (3%) and OPIC's credits (2%). Until commit bf8e825
+h11 read the responses: 42 µs an answer against llhttp's 2 (a request written and its
+5 KB answer read), 7-12% of the CPU a page."""
 
 SCALING_INTRO = """\
 ```sh
@@ -214,6 +220,10 @@ page.**
   The same peer at 2 in flight against a web with no latency (`python bench/speed.py
   --only ubipy --hosts 100 --pages 50 --concurrency 2`, where it never sleeps long) spends
   0.75-0.77 ms a page against 0.68-0.75 at 64.
+  After the next session's work on CPU a page (llhttp, the fetcher; commit 836745e), two
+  alternated runs each (`--duration 40`): 1.52-1.62 ms at 2 in flight against 0.67-0.73 at
+  64, a ratio of 2.2: what a page costs awake fell by about as much at both, and the
+  wake-ups (1.11-1.18 a page at 2 in flight, 0.84-0.89 at 64) did not.
 - **Wire: what grows with N is the share of links that point into another peer's hosts,
   not a cost of coordinating.** Per page: 22, 25 and 28 B at N = 2, 4, 8 (scrapy-redis:
   2,000–2,500 B to and from Redis, 10–12 commands per page). A peer hands on the links of
