@@ -142,6 +142,33 @@ def test_a_head_is_bounded_whatever_the_pieces() -> None:
             reader.feed(b"X-Filler: " + b"y" * 988 + b"\r\n")
 
 
+@both
+def test_trailers_are_read_past_and_not_kept(whole: bool) -> None:
+    data = HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nX-Sum: 1\r\n\r\n"
+    got = read(data, whole=whole)
+    assert (got.body, got.complete, got.reusable) == (b"ok", True, True)
+    assert (b"X-Sum", b"1") not in got.headers
+
+
+@pytest.mark.parametrize(
+    ("start", "endless", "why"),
+    [
+        # Trailer lines without end: each is dropped, but all of them are counted.
+        (b"2\r\nok\r\n0\r\n", b"X-T: " + b"t" * 90 + b"\r\n", "trailers over"),
+        # One trailer, or one chunk-size line, that never ends.
+        (b"2\r\nok\r\n0\r\n", b"X-T: " + b"t" * 95, "a line of the response over"),
+        (b"5;ext=", b"e" * 100, "a line of the response over"),
+    ],
+)
+def test_what_follows_a_chunked_body_is_bounded(start: bytes, endless: bytes, why: str) -> None:
+    reader = ResponseReader()
+    reader.feed(HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + start)
+    with pytest.raises(ProtocolFailure, match=why):
+        for _ in range(3 * MAX_HEAD // 100):
+            reader.feed(endless)
+    assert reader.take_body() == (b"ok" if start.startswith(b"2") else b"")
+
+
 def test_a_request_head_is_written_as_given() -> None:
     head = request_head("GET", b"/a?b=c", [(b"Host", b"h.test"), (b"Accept", b"*/*")])
     assert head == b"GET /a?b=c HTTP/1.1\r\nHost: h.test\r\nAccept: */*\r\n\r\n"

@@ -36,6 +36,10 @@ _HEAD = re.compile(
 _NO_BODY = frozenset({204, 304})
 
 
+class _Stop(Exception):
+    """Raised in a callback to stop httptools' parser (the reason is kept aside)."""
+
+
 class ProtocolFailure(UbipyError):
     """The server's bytes are not an HTTP/1.x response that can be read."""
 
@@ -70,11 +74,15 @@ class ResponseReader:
     __slots__ = (
         "_body",
         "_ended_by_close",
+        "_failure",
         "_fed",
         "_head_only",
         "_parser",
+        "_progressed",
         "_reason",
+        "_stalled",
         "_switched",
+        "_trailers",
         "complete",
         "headers",
         "reason",
@@ -96,6 +104,11 @@ class ResponseReader:
         self._reason = b""
         self._ended_by_close = False
         self._switched = False
+        self._progressed = False
+        self._stalled = 0
+        self._trailers = 0
+        # Why a callback stopped the parser (httptools reports only that one did).
+        self._failure: str | None = None
         self.status: int | None = None
         self.reason = ""
         self.version = "HTTP/1.1"
@@ -115,11 +128,14 @@ class ResponseReader:
             return
         if self.status is None:
             self._fed += len(data)
+        self._progressed = False
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._switched = True
         except httptools.HttpParserError as exc:
+            if self._failure is not None:
+                raise ProtocolFailure(self._failure) from None
             if self._switched:
                 pass  # llhttp pauses there, its error says only that
             elif not self.complete:
@@ -129,6 +145,11 @@ class ResponseReader:
             raise ProtocolFailure("the server switched protocols unasked")
         if self.status is None and self._fed > MAX_HEAD:
             raise ProtocolFailure(f"response head over {MAX_HEAD} bytes")
+        # httptools holds a header line (a trailer's too) until it ends: a line that
+        # does not end, or a chunk-size line that does not, is bounded here.
+        self._stalled = 0 if self._progressed else self._stalled + len(data)
+        if self._stalled > MAX_HEAD:
+            raise ProtocolFailure(f"a line of the response over {MAX_HEAD} bytes")
 
     def take_body(self) -> bytes:
         """The body's bytes read since the last call."""
@@ -158,10 +179,24 @@ class ResponseReader:
             self._reason += reason
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if not self.complete:
+        self._progressed = True
+        if self.status is None:
             self.headers.append((name, value))
+        elif not self.complete:
+            # A trailer (after a chunked body): not kept, but bounded as a head is.
+            self._trailers += len(name) + len(value) + 4
+            if self._trailers > MAX_HEAD:
+                self._failure = f"trailers over {MAX_HEAD} bytes"
+                raise _Stop
+
+    def on_chunk_header(self) -> None:
+        self._progressed = True
+
+    def on_chunk_complete(self) -> None:
+        self._progressed = True
 
     def on_headers_complete(self) -> None:
+        self._progressed = True
         if self.complete:
             return
         parser = self._parser
@@ -190,10 +225,12 @@ class ResponseReader:
         self._ended_by_close = not (chunked or length or status in _NO_BODY)
 
     def on_body(self, data: bytes) -> None:
+        self._progressed = True
         if not self.complete:
             self._body.append(data)
 
     def on_message_complete(self) -> None:
+        self._progressed = True
         if self.status is None or self.complete:
             return  # an informational answer's end, or a HEAD's body
         self.complete = True
