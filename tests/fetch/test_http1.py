@@ -108,9 +108,15 @@ def test_bytes_past_the_answer_keep_the_answer_but_not_the_connection(whole: boo
 
 
 @both
-def test_bare_line_feeds_are_read_as_browsers_read_them(whole: bool) -> None:
+def test_sloppy_answers_are_read_as_browsers_read_them(whole: bool) -> None:
     got = read(b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok", whole=whole)
     assert (got.status, got.body, got.complete) == (200, b"ok", True)
+    got = read(b"HTTP/1.2 200 OK\r\nContent-Length: 2\r\n\r\nok", whole=whole)
+    assert (got.version, got.body, got.complete, got.reusable) == ("HTTP/1.2", b"ok", True, True)
+    # Transfer-Encoding wins over Content-Length; the connection is not trusted after.
+    data = HEAD + b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+    got = read(data, whole=whole)
+    assert (got.body, got.complete, got.reusable) == (b"ok", True, False)
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ cut, and hands over a status and version only when they are HTTP's."""
 from __future__ import annotations
 
 import itertools
+import re
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -41,7 +42,7 @@ def _outcome(data: bytes, cuts: list[int], close: bool) -> tuple[object, ...]:
     except ProtocolFailure:
         return ("failed",)
     if reader.status is not None:
-        assert 200 <= reader.status <= 999 and reader.version in ("HTTP/1.0", "HTTP/1.1")
+        assert 200 <= reader.status <= 999 and re.fullmatch(r"HTTP/[0-9]\.[0-9]", reader.version)
     assert not reader.reusable or reader.complete
     return (reader.status, reader.headers, body, reader.complete, reader.reusable)
 

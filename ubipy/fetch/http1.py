@@ -73,6 +73,7 @@ class ResponseReader:
 
     __slots__ = (
         "_body",
+        "_doubtful",
         "_ended_by_close",
         "_failure",
         "_fed",
@@ -93,16 +94,22 @@ class ResponseReader:
 
     def __init__(self, *, head_only: bool = False) -> None:
         self._parser = httptools.HttpResponseParser(self)
-        # As browsers and h11 read the web: lines may end in a bare LF, and header
-        # values may hold bytes RFC 9110 leaves out. Framing stays strict.
+        # As browsers and h11 read the web: lines may end in a bare LF, header values
+        # may hold bytes RFC 9110 leaves out, versions may be other than 1.0 and 1.1,
+        # and Transfer-Encoding wins over a Content-Length beside it (such an answer's
+        # connection is not reused: what follows its end is in doubt).
         self._parser.set_dangerous_leniencies(
-            lenient_headers=True, lenient_optional_cr_before_lf=True
+            lenient_headers=True,
+            lenient_optional_cr_before_lf=True,
+            lenient_version=True,
+            lenient_chunked_length=True,
         )
         self._head_only = head_only
         self._fed = 0
         self._body: list[bytes] = []
         self._reason = b""
         self._ended_by_close = False
+        self._doubtful = False  # both Content-Length and chunked
         self._switched = False
         self._progressed = False
         self._stalled = 0
@@ -223,6 +230,7 @@ class ResponseReader:
             elif lower == b"transfer-encoding":
                 chunked = value.rstrip().lower().endswith(b"chunked")
         self._ended_by_close = not (chunked or length or status in _NO_BODY)
+        self._doubtful = chunked and length
 
     def on_body(self, data: bytes) -> None:
         self._progressed = True
@@ -234,4 +242,4 @@ class ResponseReader:
         if self.status is None or self.complete:
             return  # an informational answer's end, or a HEAD's body
         self.complete = True
-        self.reusable = self._parser.should_keep_alive()
+        self.reusable = self._parser.should_keep_alive() and not self._doubtful
