@@ -66,9 +66,9 @@ On a 2-core machine (the server and the crawler share it), ubipy as of commit 83
 | Scrapy (stock pool) | 20,031 | 20,036 | 77.0 | 260 | 77.6 | 3.87 | 114 | 11.4 |
 
 **ubipy pages per CPU-second / Scrapy's = 8.18** (7.95 against Scrapy's stock pool).
-Three runs of `python bench/speed.py --only ubipy,scrapy` on the same commit read
-**8.35, 8.32 and 8.02** (ubipy 0.48-0.55 ms a page, Scrapy 3.82-4.40: the machine's load
-moves both). Earlier: 4.57 on commit 2870b19 (1.24 against 5.66 ms, a slower machine),
+Four runs of `python bench/speed.py --only ubipy,scrapy` on the same code read
+**8.35, 8.32, 8.02 and 7.97** (ubipy 0.47-0.55 ms a page, Scrapy 3.77-4.40: the machine's
+load moves both, and the margin over 8 is within it). Earlier: 4.57 on commit 2870b19 (1.24 against 5.66 ms, a slower machine),
 5.58 on 9ee5d38, 6.97 on aa492ee and 7.61 on bf8e825 (llhttp alone, this machine).
 
 - CPU includes start-up (imports: 0.34 s for ubipy, about 0.5 s for Scrapy); over the crawl
