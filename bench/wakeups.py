@@ -17,11 +17,19 @@ the process leaves the CPU); the sleep alone, no work; and the work after a busy
 the gap (the process never leaves the CPU; the work alone is timed). The wake-up's
 price is the work after a sleep minus the work back to back. A peer's wake-ups a page
 are its voluntary context switches a page (``psutil.Process.num_ctx_switches``).
+
+The last column is one system call a page makes: sending a request of 200 bytes on a
+loopback TCP connection (whose reader, a thread blocked in ``recv``, is woken by it),
+the sending thread's CPU time (``time.thread_time``) for the ``send`` alone, back to
+back and after a sleep of the gap.
 """
 
 from __future__ import annotations
 
 import argparse
+import socket
+import statistics
+import threading
 import time
 from collections.abc import Callable
 
@@ -72,6 +80,35 @@ def _after_busy_waits(gap: float, rounds: int) -> float:
     return spent / rounds
 
 
+def _sends(gap: float, rounds: int) -> float:
+    """Median CPU seconds of one ``send`` of a request, each after a sleep of ``gap``."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    sender = socket.create_connection(listener.getsockname())
+    reader, _ = listener.accept()
+    listener.close()
+
+    def read() -> None:
+        while reader.recv(65536):
+            pass
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    request = b"GET /p/1.html HTTP/1.1\r\nHost: h001.synth.test\r\nAccept: */*\r\n\r\n" * 3
+    costs = []
+    try:
+        for _ in range(rounds):
+            if gap:
+                time.sleep(gap)
+            started = time.thread_time()
+            sender.sendall(request)
+            costs.append(time.thread_time() - started)
+    finally:
+        sender.close()
+        thread.join(5)
+        reader.close()
+    return statistics.median(costs)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gaps", default="5,27,50", help="milliseconds, comma-separated")
@@ -79,18 +116,21 @@ def main() -> int:
     args = parser.parse_args()
     gaps = [float(g) / 1000 for g in args.gaps.split(",")]
     back_to_back = _after_sleeps(_work, 0, args.rounds * 10)
-    print(f"the work back to back: {back_to_back * 1e6:.0f} us of CPU a round\n")
+    print(f"the work back to back: {back_to_back * 1e6:.0f} us of CPU a round")
+    print(f"a send back to back: {_sends(0, args.rounds * 10) * 1e6:.0f} us (median)\n")
     print(
-        "| gap | work after a sleep | the sleep alone | work after a busy wait | wake-up's price |"
+        "| gap | work after a sleep | the sleep alone | work after a busy wait | wake-up's price "
+        "| a send after a sleep |"
     )
-    print("|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|")
     for gap in gaps:
         slept = _after_sleeps(_work, gap, args.rounds)
         alone = _after_sleeps(_nothing, gap, args.rounds)
         busy = _after_busy_waits(gap, args.rounds)
         print(
             f"| {gap * 1000:.0f} ms | {slept * 1e6:.0f} us | {alone * 1e6:.0f} us "
-            f"| {busy * 1e6:.0f} us | {(slept - back_to_back) * 1e6:.0f} us |",
+            f"| {busy * 1e6:.0f} us | {(slept - back_to_back) * 1e6:.0f} us "
+            f"| {_sends(gap, args.rounds) * 1e6:.0f} us |",
             flush=True,
         )
     print(f"\nreproduce: python bench/wakeups.py --gaps {args.gaps} --rounds {args.rounds}")
