@@ -68,9 +68,16 @@ On a 2-core machine (the server and the crawler share it), ubipy as of commit 83
 **ubipy pages per CPU-second / Scrapy's = 8.18** (7.95 against Scrapy's stock pool).
 Four runs of `python bench/speed.py --only ubipy,scrapy` on the same code read
 **8.35, 8.32, 8.02 and 7.97** (ubipy 0.47-0.55 ms a page, Scrapy 3.77-4.40: the machine's
-load moves both, and the margin over 8 is within it). Earlier: 4.57 on commit 2870b19 (1.24 against 5.66 ms, a slower machine),
+load moves both); three more after the garbage collector was settled (commit 6bf2878,
+below) read about 8.1, 8.1 and **7.37** (ubipy 0.44-0.49, Scrapy 3.56-3.82). The ratio
+sits around 8, and a run's noise is larger than the margin. Earlier: 4.57 on commit 2870b19 (1.24 against 5.66 ms, a slower machine),
 5.58 on 9ee5d38, 6.97 on aa492ee and 7.61 on bf8e825 (llhttp alone, this machine).
 
+- `ubipy peer` settles CPython's garbage collector when it starts
+  (`ubipy/peer/collector.py`): what start-up made is frozen out of later scans, and a full
+  collection waits for 100 middle-generation ones instead of 10. Timed in this crawl by
+  `gc.callbacks`: 0.33 s of collection against 0.17-0.18 s, the same peak RSS. The bench's
+  child does as the CLI does.
 - CPU includes start-up (imports: 0.34 s for ubipy, about 0.5 s for Scrapy); over the crawl
   alone it is 0.46 ms per page for ubipy and 3.95 for Scrapy.
 - Both crawl the same pages: 20,129 distinct URLs for ubipy, exactly the web's ground truth,

@@ -414,7 +414,7 @@ def ubipy_child(args: argparse.Namespace) -> None:
         PolitenessConfig,
         StoreConfig,
     )
-    from ubipy.peer import Peer
+    from ubipy.peer import Peer, settle_collector
 
     # The same work as Scrapy's: links only (it reads no sitemaps) and a fixed delay
     # (its AutoThrottle is off by default, as ubipy's response-time delay is here).
@@ -480,6 +480,7 @@ def ubipy_child(args: argparse.Namespace) -> None:
         prof.disable()
         prof.dump_stats(args.profile_out)
     else:
+        settle_collector()  # as `ubipy peer` does
         trio.run(crawl)
     Path(args.result).write_text(json.dumps(figures))
 

@@ -35,7 +35,7 @@ from ubipy.errors import ConfigError, StorageError
 from ubipy.fetch import parse_seeds
 from ubipy.net import request
 from ubipy.options import add_flags, build, flag_names, flags_given, read_file, sections
-from ubipy.peer import Peer
+from ubipy.peer import Peer, settle_collector
 from ubipy.progress import Progress, peer_figures
 from ubipy.statustable import format_cluster
 from ubipy.store import ShardError
@@ -305,7 +305,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         if args.command == "peer":
-            return trio.run(_run_peer, args, _config(args))
+            config = _config(args)
+            settle_collector()
+            return trio.run(_run_peer, args, config)
         if args.command == "seed":
             return _seed(args)
         if args.command == "status":
