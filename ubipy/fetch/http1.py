@@ -2,12 +2,12 @@
 response read from the bytes fed in.
 
 The response is parsed by llhttp (Node.js's parser) through httptools, the binding
-uvicorn uses: 2 us a response against h11's 42 (a request written and its answer
-read, 5 KB of body); a crawl's page cost 0.56-0.57 ms of CPU with h11 against 0.48-0.52
-(bench/speed.py). What
-httptools leaves to its caller is here: skipping 1xx answers, a bound on the head, a
-body that ends with the connection, bytes past the answer (the connection is then not
-reused), and which failures are the server's.
+uvicorn uses: 2 us a response against h11's 42 (a request written and its answer read,
+5 KB of body); a crawl's page cost 0.56-0.57 ms of CPU with h11 against 0.48-0.52
+(bench/speed.py). What httptools leaves to its caller is here: skipping 1xx answers,
+bounds on the head, the trailers and any one line, a body that ends with the
+connection, bytes past the answer (the connection is then not reused), and which
+failures are the server's.
 
 The transport feeds :class:`ResponseReader` what the socket gives and reads back the
 head, the body's pieces and the end; ``feed(b"")`` is the end of the connection.
