@@ -177,9 +177,9 @@ async def fetch(
                         break
                     chunks.append(chunk)
                     size += len(chunk)
-            body_bytes = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            kept = b"".join(chunks)  # one chunk is returned as it is, not copied
             return _answer(
-                url, response, latency, fields, ctype, charset, body=body_bytes, truncated=truncated
+                url, response, latency, fields, ctype, charset, body=kept, truncated=truncated
             )
         finally:
             await response.aclose()
@@ -205,12 +205,9 @@ _KEPT = frozenset(
 def _fields(headers: httpx2.Headers) -> dict[str, str]:
     """The headers a result keeps, in one pass over them: each ``headers.get`` scans
     them all. Repeated headers are joined with ", ", as ``get`` joins them."""
-    encoding = headers.encoding
     out: dict[str, str] = {}
-    for raw_name, raw_value in headers.raw:
-        name = raw_name.decode("latin-1").lower()
+    for name, value in headers.multi_items():  # names lower-cased, as get() takes them
         if name in _KEPT:
-            value = raw_value.decode(encoding)
             out[name] = f"{out[name]}, {value}" if name in out else value
     return out
 

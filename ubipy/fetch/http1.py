@@ -164,7 +164,7 @@ class ResponseReader:
         if not body:
             return b""
         self._body = []
-        return body[0] if len(body) == 1 else b"".join(body)
+        return b"".join(body)  # one piece is returned as it is, not copied
 
     def _closed(self) -> None:
         if self.status is None:
