@@ -67,7 +67,7 @@ def omniscient(truth: dict[str, float]) -> Iterator[None]:
     scale = len(truth)
 
     def scored(self: Ordering, entry: Entry, found: Sequence[NewURL]) -> Sequence[NewURL]:
-        return [dataclasses.replace(u, score=truth.get(u.url, 0.0) * scale) for u in found]
+        return [u._replace(score=truth.get(u.url, 0.0) * scale) for u in found]
 
     patches: list[tuple[Any, str, Callable[..., Any]]] = [
         (Ordering, "scored", scored),

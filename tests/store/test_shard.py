@@ -140,7 +140,7 @@ def test_a_version_7_frontier_is_migrated_in_order_and_forgets_nothing(tmp_path:
     shard = Shard.open(tmp_path)
     shard.add_to_frontier(
         [
-            dataclasses.replace(_url(i, host), fp=fp + i)
+            _url(i, host)._replace(fp=fp + i)
             for i in range(4)
             for host, fp in (("a.test", 1000), ("b.test", 2000))
         ]

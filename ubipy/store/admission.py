@@ -9,7 +9,6 @@ so a false positive costs one indexed lookup and never drops a URL.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -80,7 +79,7 @@ class Admission:
             if fp in fresh or fp in maybe:
                 if c.score:
                     same = fresh if fp in fresh else maybe
-                    same[fp] = dataclasses.replace(same[fp], score=same[fp].score + c.score)
+                    same[fp] = same[fp]._replace(score=same[fp].score + c.score)
                 continue
             if fp in bloom:
                 maybe[fp] = c
