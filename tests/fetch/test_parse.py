@@ -6,6 +6,7 @@ import pytest
 
 from ubipy.fetch.encoding import EncodingSource
 from ubipy.fetch.parse import MAX_TITLE_LENGTH, ParsedPage, content_digest, parse_html
+from ubipy.fetch.urls import host_key
 
 URL = "http://example.com/dir/page.html"
 
@@ -67,6 +68,28 @@ def test_relative_resolution_dedup_and_fragments() -> None:
         "https://other.org/",
     )
     assert page.links_refused == 0
+
+
+def test_each_link_comes_with_its_host_key() -> None:
+    # Found as each link is resolved (a plain path takes the page's host, a plain
+    # absolute link its own), so the crawl does not scan each URL again for it.
+    page = _page(
+        """<a href="/a">plain path</a>
+        <a href="b.html">relative</a>
+        <a href="https://other.org/x">plain absolute</a>
+        <a href="http://u:p@third.test:8080/">userinfo and port</a>
+        <a href="/a">a repeat</a>
+        <a href="http://网络爬虫.example/">IDN</a>"""
+    )
+    assert page.links == (
+        "http://example.com/a",
+        "http://example.com/dir/b.html",
+        "https://other.org/x",
+        "http://third.test:8080/",
+        "http://xn--p0xp4y9jao6v.example/",
+    )
+    assert page.hosts == tuple(host_key(link) for link in page.links)
+    assert page.hosts[2:] == ("other.org", "third.test:8080", "xn--p0xp4y9jao6v.example")
 
 
 def test_base_href() -> None:

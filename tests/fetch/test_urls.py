@@ -16,6 +16,7 @@ from ubipy.fetch.urls import (
     origin,
     path_and_query,
     registered_domain,
+    resolve_link,
     robots_url,
 )
 
@@ -451,14 +452,48 @@ def test_a_plain_path_resolves_as_the_whatwg_parser_resolves_it(href: str, base:
 
 def _as_the_parser_makes_it(href: str, base: str) -> None:
     try:
-        expected: object = _resolve(href, base)
+        url, stripped = _resolve(href, base)
+        expected: object = (url, stripped)
+        # resolve_link finds the host as it resolves: it must be the URL's host key.
+        expected_with_host: object = (url, host_key(url), stripped)
     except BadURL as exc:
-        expected = exc.reason
+        expected = expected_with_host = exc.reason
     try:
         got: object = normalize_reporting(href, base)
     except BadURL as exc:
         got = exc.reason
     assert got == expected
+    try:
+        got = resolve_link(href, base)
+    except BadURL as exc:
+        got = exc.reason
+    assert got == expected_with_host
+
+
+@pytest.mark.parametrize(
+    ("href", "base", "resolved"),
+    [
+        # A plain path: the page's origin and host.
+        ("/a/b?x=1", "http://h1.test:8080/d/p", ("http://h1.test:8080/a/b?x=1", "h1.test:8080")),
+        # A plain absolute link: its own host.
+        ("https://h2.test/a", "http://h1.test/d/p", ("https://h2.test/a", "h2.test")),
+        # Through the parser: relative, userinfo, a port, IDN.
+        ("b.html", "http://h1.test/d/p", ("http://h1.test/d/b.html", "h1.test")),
+        ("http://u:p@h2.test:81/", "http://h1.test/", ("http://h2.test:81/", "h2.test:81")),
+        (
+            "http://网络爬虫.example/",
+            None,
+            ("http://xn--p0xp4y9jao6v.example/", "xn--p0xp4y9jao6v.example"),
+        ),
+        ("/a", "http://user:pw@h1.test/x", ("http://h1.test/a", "h1.test")),
+    ],
+)
+def test_a_link_resolves_with_its_host_key(
+    href: str, base: str | None, resolved: tuple[str, str]
+) -> None:
+    url, host, _ = resolve_link(href, base)
+    assert (url, host) == resolved
+    assert host == host_key(url)
 
 
 _LABELS = ["xn--", "xn--abc", "xn--p0xp4y9jao6v", "axn--b", "a", "z9", "0x7f", "0x", "1", "-"]

@@ -40,7 +40,14 @@ from ubipy.fetch.sitemaps import (
     read_sitemap,
 )
 from ubipy.fetch.tls import TlsStream
-from ubipy.fetch.urls import BadURL, fingerprint, host_key, normalize, normalize_reporting
+from ubipy.fetch.urls import (
+    BadURL,
+    fingerprint,
+    host_key,
+    normalize,
+    normalize_reporting,
+    resolve_link,
+)
 
 __all__ = [
     "INDEXED_SITEMAP_DEPTH",
@@ -94,6 +101,7 @@ __all__ = [
     "processing_failed",
     "proportional",
     "read_sitemap",
+    "resolve_link",
     "retry_after",
     "retry_delay",
     "sniff",

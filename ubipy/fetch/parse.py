@@ -15,7 +15,7 @@ import lxml.etree
 import xxhash
 
 from ubipy.fetch.encoding import EncodingSource, Sniffed, ascii_compatible, decode, sniff
-from ubipy.fetch.urls import BadURL, normalize, normalize_reporting
+from ubipy.fetch.urls import BadURL, normalize, resolve_link
 
 __all__ = ["MAX_TITLE_LENGTH", "ParsedPage", "content_digest", "parse_html"]
 
@@ -47,6 +47,8 @@ class ParsedPage:
     # what decided it; None for an empty body.
     encoding: str | None = None
     encoding_source: EncodingSource | None = None
+    # The host key of each link, in the same order (found as each link was resolved).
+    hosts: tuple[str, ...] = ()
 
 
 _EMPTY = ParsedPage(
@@ -187,10 +189,10 @@ def parse_html(
         )
 
     base = url if base_href is None else _resolve_base(base_href, url)
-    links: dict[str, None] = {}
+    links: dict[str, str] = {}  # link -> its host key
     # Pages repeat hrefs (navigation, pagination), and resolution costs a
     # parse each; raw → result (None when refused) skips the repeats.
-    resolved: dict[str, str | None] = {}
+    resolved: dict[str, tuple[str, str] | None] = {}
     refused = stripped = 0
     for href in hrefs:
         if href in resolved:
@@ -200,22 +202,24 @@ def parse_html(
                 refused += 1  # over the cap: not worth resolving
                 continue
             try:
-                link, had_userinfo = normalize_reporting(href, base)
+                absolute, host, had_userinfo = resolve_link(href, base)
+                link = absolute, host
                 stripped += had_userinfo
             except BadURL:
                 link = None
             resolved[href] = link
         if link is None:
             refused += 1
-        elif link not in links:
+        elif link[0] not in links:
             if len(links) >= max_links:
                 refused += 1
             else:
-                links[link] = None
+                links[link[0]] = link[1]
 
     return ParsedPage(
         title=title,
         links=tuple(links),
+        hosts=tuple(links.values()),
         nofollow=False,
         noindex=noindex,
         links_refused=refused,

@@ -46,6 +46,7 @@ __all__ = [
     "origin",
     "path_and_query",
     "registered_domain",
+    "resolve_link",
     "robots_url",
 ]
 
@@ -99,7 +100,7 @@ _PLAIN_PATH = re.compile(rf"/(?:{_SEGMENT}(?:/{_SEGMENT})*/?)?(?:\?[A-Za-z0-9._~
 _LABEL = r"(?!xn--)[a-z0-9-]+"
 _PLAIN_URL = re.compile(rf"https?://(?:{_LABEL}\.)*(?!xn--)[a-z][a-z0-9-]*{_PLAIN_PATH.pattern}")
 # The base _plain_origin saw last, and its answer.
-_last_base: tuple[str, str | None] = ("", None)
+_last_base: tuple[str, tuple[str, str] | None] = ("", None)
 _HEX = "0123456789ABCDEFabcdef"
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
@@ -155,33 +156,59 @@ def normalize(href: str, base: str | None = None) -> str:
 def normalize_reporting(href: str, base: str | None = None) -> tuple[str, bool]:
     """`normalize`, and whether it stripped userinfo from the URL (for callers that
     count the strips)."""
-    # Most links of a page are plain paths on its own site ("/a/b.html?x=1"): WHATWG
-    # would change nothing in them, so the page's origin and the path are the URL.
-    if base is not None and href[:1] == "/" and _PLAIN_PATH.fullmatch(href):
-        prefix = _plain_origin(base)
-        if prefix is not None and len(prefix) + len(href) <= MAX_URL_LENGTH:
-            return prefix + href, False
-    # Most of the rest are plain absolute links to other sites.
-    elif href[:4] == "http" and len(href) <= MAX_URL_LENGTH and _PLAIN_URL.fullmatch(href):
-        return href, False
+    plain = _plain(href, base)
+    if plain is not None:
+        return plain[0], False
     return _resolve(href, base)
 
 
-def _plain_origin(base: str) -> str | None:
-    """``scheme://host[:port]`` of ``base`` when it is already normalised (as a page's
-    URL is) and has no userinfo; None otherwise. The last answer is kept: a page's
-    links are resolved against one base, one after the other."""
+def resolve_link(href: str, base: str | None = None) -> tuple[str, str, bool]:
+    """`normalize_reporting` with the URL's :func:`host_key`: the normalised URL, its
+    host key, and whether userinfo was stripped. Most links take the host from what
+    was matched (or from the page's own URL) instead of a second scan of the URL."""
+    plain = _plain(href, base)
+    if plain is not None:
+        return plain[0], plain[1], False
+    url, stripped = _resolve(href, base)
+    return url, host_key(url), stripped
+
+
+def _plain(href: str, base: str | None) -> tuple[str, str] | None:
+    """The URL and host key of a link WHATWG would keep as written, without the
+    parser; None for any other link (or one too long), which `_resolve` takes."""
+    # Most links of a page are plain paths on its own site ("/a/b.html?x=1"): WHATWG
+    # would change nothing in them, so the page's origin and the path are the URL,
+    # and the page's host is its host.
+    if href[:1] == "/":
+        if base is None or not _PLAIN_PATH.fullmatch(href):
+            return None
+        site = _plain_origin(base)
+        if site is None or len(site[0]) + len(href) > MAX_URL_LENGTH:
+            return None
+        return site[0] + href, site[1]
+    # Most of the rest are plain absolute links to other sites: no userinfo or port,
+    # and a path that begins with the "/" that ends the host.
+    if href[:4] == "http" and len(href) <= MAX_URL_LENGTH and _PLAIN_URL.fullmatch(href):
+        start = 8 if href[4] == "s" else 7
+        return href, href[start : href.index("/", start)]
+    return None
+
+
+def _plain_origin(base: str) -> tuple[str, str] | None:
+    """``scheme://host[:port]`` of ``base`` and its host key, when ``base`` is already
+    normalised (as a page's URL is) and has no userinfo; None otherwise. The last
+    answer is kept: a page's links are resolved against one base, one after the other."""
     global _last_base
     if base == _last_base[0]:
         return _last_base[1]
-    prefix = None
+    site = None
     with contextlib.suppress(BadURL):
         if _resolve(base, None)[0] == base:
             scheme_end, host_start, end = _authority(base)
             if host_start == scheme_end:  # no userinfo
-                prefix = base[:end]
-    _last_base = (base, prefix)
-    return prefix
+                site = (base[:end], base[host_start:end])
+    _last_base = (base, site)
+    return site
 
 
 def _resolve(href: str, base: str | None) -> tuple[str, bool]:

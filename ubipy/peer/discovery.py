@@ -12,8 +12,8 @@ from ubipy.fetch import (
     ScopeFilter,
     fingerprint,
     host_key,
-    normalize_reporting,
     path_trap,
+    resolve_link,
 )
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.store import NewURL
@@ -27,21 +27,27 @@ def candidates(
     scope: ScopeFilter,
     max_path_repeats: int,
     stats: CrawlStats,
+    hosts: Iterable[str] | None = None,
 ) -> list[NewURL]:
     """The URLs worth admitting among ``links`` (relative to ``base``, if given;
-    already normalised otherwise), at ``depth``."""
+    already normalised otherwise), at ``depth``. ``hosts``: the host key of each of
+    the normalised ``links``, when known (a parsed page's)."""
     out: list[NewURL] = []
     filters = scope.filters if scope.filters else None  # most crawls give none
+    known = iter(hosts) if hosts is not None else None
     for link in links:
         stats.links_seen += 1
         if base is not None:
             try:
-                link, stripped = normalize_reporting(link, base)
+                link, host, stripped = resolve_link(link, base)
             except BadURL as exc:
                 stats.refused[exc.reason.value] += 1
                 continue
             stats.credentials_stripped += stripped
-        host = host_key(link)
+        elif known is not None:
+            host = next(known)
+        else:
+            host = host_key(link)
         if not scope.allows_host(host):
             stats.out_of_scope += 1
             continue
@@ -68,7 +74,7 @@ def seed_candidates(
     for raw in urls:
         offered += 1
         try:
-            url, stripped = normalize_reporting(raw)
+            url, host, stripped = resolve_link(raw)
         except BadURL as exc:
             refused.append((raw, exc.reason.value))
             continue
@@ -79,5 +85,5 @@ def seed_candidates(
             refused.append((raw, why.value))
             continue
         scope.add_seed(url)
-        out.append(NewURL(fingerprint(url), url, host_key(url), 0, score))
+        out.append(NewURL(fingerprint(url), url, host, 0, score))
     return offered, out, refused

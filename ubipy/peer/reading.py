@@ -5,7 +5,8 @@ deeper, none past ``--max-depth``), counted in the crawl's figures."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from ubipy.config import CrawlConfig
 from ubipy.fetch import Entry, FetchResult, content_digest, parse_html
@@ -15,8 +16,20 @@ from ubipy.store import NewURL, PageRecord
 
 __all__ = ["Candidates", "read_page"]
 
-#: Links (relative to a base URL, or None: absolute) at a depth -> the URLs to admit.
-Candidates = Callable[[Sequence[str], str | None, int], list[NewURL]]
+
+class Candidates(Protocol):
+    """Links (relative to a base URL, or None: absolute, with their host keys when
+    known) at a depth -> the URLs to admit."""
+
+    def __call__(
+        self,
+        links: Sequence[str],
+        base: str | None,
+        depth: int,
+        /,
+        *,
+        hosts: Sequence[str] | None = None,
+    ) -> list[NewURL]: ...
 
 
 def read_page(
@@ -49,7 +62,7 @@ def read_page(
             if entry.depth + 1 > (config.bounds.max_depth or math.inf):
                 stats.too_deep += len(parsed.links)
             else:
-                discovered = candidates(parsed.links, None, entry.depth + 1)
+                discovered = candidates(parsed.links, None, entry.depth + 1, hosts=parsed.hosts)
     page = page_record(
         entry,
         host,
