@@ -62,7 +62,9 @@ def read_page(
             if entry.depth + 1 > (config.bounds.max_depth or math.inf):
                 stats.too_deep += len(parsed.links)
             else:
-                discovered = candidates(parsed.links, None, entry.depth + 1, hosts=parsed.hosts)
+                # A ParsedPage made without hosts (the default ()) has them looked up.
+                hosts = parsed.hosts or None
+                discovered = candidates(parsed.links, None, entry.depth + 1, hosts=hosts)
     page = page_record(
         entry,
         host,
