@@ -72,6 +72,10 @@ load moves both); three more after the garbage collector was settled (commit 6bf
 below) read about 8.1, 8.1 and **7.37** (ubipy 0.44-0.49, Scrapy 3.56-3.82). The ratio
 sits around 8, and a run's noise is larger than the margin. Earlier: 4.57 on commit 2870b19 (1.24 against 5.66 ms, a slower machine),
 5.58 on 9ee5d38, 6.97 on aa492ee and 7.61 on bf8e825 (llhttp alone, this machine).
+The ratio depends on the machine: the next session's machine, slower for both crawlers but
+not by the same factor, read **5.13** on 6f4f66f, the same code as the table (ubipy 1.69 ms
+a page, 3.5 times the figure above; Scrapy 8.65, 2.2 times), with 78% of the peer's samples
+in the interpreter (perf) and under 3% in the kernel.
 
 - `ubipy peer` settles CPython's garbage collector when it starts
   (`ubipy/peer/collector.py`): what start-up made is frozen out of later scans, and a full
@@ -234,6 +238,8 @@ page.**
   now times one system call a page makes, sending a request on loopback: 1 µs back to
   back, 13 µs after a 5 ms sleep, 64 µs after 27 ms and 76 µs after 50 ms (the parse
   after the same sleeps: 273, 671 and 756 µs against 148), on code that does not change.
+  On the next session's slower machine, where 64 in flight is CPU-bound (474 pages a second,
+  24.5 in flight on average), one run each: 3.25 ms at 2 in flight against 2.00 at 64, 1.63.
 - **Wire: what grows with N is the share of links that point into another peer's hosts,
   not a cost of coordinating.** Per page: 22, 25 and 28 B at N = 2, 4, 8 (scrapy-redis:
   2,000–2,500 B to and from Redis, 10–12 commands per page). A peer hands on the links of
