@@ -31,10 +31,10 @@ def candidates(
 ) -> list[NewURL]:
     """The URLs worth admitting among ``links`` (relative to ``base``, if given;
     already normalised otherwise), at ``depth``. ``hosts``: the host key of each of
-    the normalised ``links``, when known (a parsed page's)."""
+    the normalised ``links``, when known (a parsed page's); empty or None: looked up."""
     out: list[NewURL] = []
     filters = scope.filters if scope.filters else None  # most crawls give none
-    known = iter(hosts) if hosts is not None else None
+    known = iter(hosts) if hosts else None  # a ParsedPage made without hosts has ()
     for link in links:
         stats.links_seen += 1
         if base is not None:

@@ -62,9 +62,7 @@ def read_page(
             if entry.depth + 1 > (config.bounds.max_depth or math.inf):
                 stats.too_deep += len(parsed.links)
             else:
-                # A ParsedPage made without hosts (the default ()) has them looked up.
-                hosts = parsed.hosts or None
-                discovered = candidates(parsed.links, None, entry.depth + 1, hosts=hosts)
+                discovered = candidates(parsed.links, None, entry.depth + 1, hosts=parsed.hosts)
     page = page_record(
         entry,
         host,
