@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 from collections.abc import AsyncIterator
 
@@ -217,3 +218,60 @@ async def test_a_streamed_body_is_read_decoded_and_capped(coded: bool) -> None:
     # Repeated header lines come back joined, as httpx2's Headers.get joins them.
     assert whole.etag == '"a", "b"'
     assert (cut.body, cut.truncated) == (page[:1000], True)
+
+
+_ANSWERS = {
+    "page": (200, [("Content-Type", "text/html; charset=utf-8"), ("X-Odd", "1")], b"<p>x</p>"),
+    "redirect": (301, [("Location", "/elsewhere")], b""),
+    "not modified": (304, [("ETag", '"v1"')], b""),
+    "cookie": (200, [("Set-Cookie", "sid=1"), ("Content-Type", "text/plain")], b"x"),
+    "gzip": (200, [("Content-Encoding", "gzip")], gzip.compress(b"<title>t</title>")),
+}
+
+
+@pytest.mark.parametrize("answer", list(_ANSWERS))
+async def test_a_page_goes_the_direct_way_as_httpx2s_would(answer: str) -> None:
+    """The crawler's client sends a page's GET straight to its transport: the server
+    sees the same request, header for header, and the crawl the same result, as through
+    httpx2's build_request and send (taken once the client is given an event hook)."""
+    status, headers, content = _ANSWERS[answer]
+    seen: list[tuple[str, list[tuple[bytes, bytes]], object]] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append((str(request.url), request.headers.raw, request.extensions["timeout"]))
+        return httpx2.Response(status, headers=headers, content=content)
+
+    async def hook(_: httpx2.Request) -> None:
+        return None
+
+    copy = Validators('"v1"', None) if answer == "not modified" else None
+    async with _client(handler) as client:
+        direct = await fetch(client, "http://a.test/p?q=1", max_bytes=1000, validators=copy)
+        client.event_hooks = {"request": [hook], "response": []}
+        layered = await fetch(client, "http://a.test/p?q=1", max_bytes=1000, validators=copy)
+    assert seen[0] == seen[1]
+    assert dataclasses.replace(direct, latency=None) == dataclasses.replace(layered, latency=None)
+    assert direct.status == status
+
+
+async def test_what_a_client_is_given_after_it_is_made_takes_httpx2s_way() -> None:
+    """Parameters and cookies set on the crawler's client after it was made are still
+    sent (httpx2 adds them), and so are an auth's headers."""
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(200, content=b"x")
+
+    async with _client(handler) as client:
+        client.params = {"k": "v"}
+        await fetch(client, "http://a.test/", max_bytes=10)
+        client.params = {}
+        client.cookies = {"c": "1"}
+        await fetch(client, "http://a.test/", max_bytes=10)
+        client.cookies = _client(handler).cookies
+        client.auth = ("u", "p")
+        await fetch(client, "http://a.test/", max_bytes=10)
+    assert seen[0].url.params["k"] == "v"
+    assert seen[1].headers["cookie"] == "c=1"
+    assert seen[2].headers["authorization"].startswith("Basic ")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import httpx2
 import trio
 
+from ubipy.fetch.client import CrawlClient
 from ubipy.fetch.tls import certificate_failure
 from ubipy.fetch.transport import AddressRefused, CertificateError
 
@@ -147,9 +148,13 @@ async def fetch(
     try:
         # build_request and send(stream=True) rather than stream(): the same request,
         # without an async context manager's generator around it (each generator costs
-        # trio's hooks), as the body is read below.
-        request = client.build_request("GET", url, headers=headers)
-        response = await client.send(request, stream=True)
+        # trio's hooks), as the body is read below. The crawler's client sends it
+        # straight to its transport.
+        if isinstance(client, CrawlClient):
+            response = await client.get_page(url, headers)
+        else:
+            request = client.build_request("GET", url, headers=headers)
+            response = await client.send(request, stream=True)
         try:
             latency = trio.current_time() - start
             fields = _fields(response.headers)
