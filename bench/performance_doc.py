@@ -75,7 +75,11 @@ sits around 8, and a run's noise is larger than the margin. Earlier: 4.57 on com
 The ratio depends on the machine: the next session's machine, slower for both crawlers but
 not by the same factor, read **5.13** on 6f4f66f, the same code as the table (ubipy 1.69 ms
 a page, 3.5 times the figure above; Scrapy 8.65, 2.2 times), with 78% of the peer's samples
-in the interpreter (perf) and under 3% in the kernel.
+in the interpreter (perf) and under 3% in the kernel. The session after, on that machine:
+5.27 on d957754 (ubipy 1.64 ms, Scrapy 8.65), then **6.62** on 7d4404b, where a page's GET
+skips httpx2's client layer (ubipy 1.17 ms, Scrapy 7.74: the machine had sped up for both).
+That machine's Python runs the same loop 46 to 67 us apart within half an hour, and the
+same ubipy crawl 1.17 to 1.64 ms a page, so only figures taken side by side compare.
 
 - `ubipy peer` settles CPython's garbage collector when it starts
   (`ubipy/peer/collector.py`): what start-up made is frozen out of later scans, and a full
@@ -105,7 +109,14 @@ in the interpreter (perf) and under 3% in the kernel.
   HTTP work, and only the client layer above it changes. With each library's stock
   transport (httpcore's pool), the fork is the cheaper one: 1.24 ms per page for httpx2 +
   httpcore2 against 2.63 for httpx 0.28 + httpcore 1.0; ubipy's transport takes 60% off
-  httpx2's.
+  httpx2's. Since commit 7d4404b a page's GET goes from the fetcher straight to the
+  transport (`CrawlClient.get_page` in `ubipy/fetch/client.py`): the client that
+  `make_client` makes adds nothing to a request but its headers and time-outs, so
+  `build_request` (a second URL parse, header and cookie merges) and `send` (the auth
+  and redirect steps) are skipped, unless an auth, hooks, parameters, a base URL or
+  cookies were given to the client later. `python bench/client_layer.py` (the two ways
+  alternated in one process, against a transport that costs nothing): 96-100 against
+  133-145 us a fetch (min), 113-151 against 160-215 (median) on the slower machine above.
 - The synthetic web's server is Python too and uses 5–13 CPU seconds per 20,000 pages;
   on 2 cores it and the crawler together keep the machine about busy, so pages/s here is
   bounded by the machine, and CPU per page is the figure to compare.
@@ -240,6 +251,9 @@ page.**
   after the same sleeps: 273, 671 and 756 µs against 148), on code that does not change.
   On the next session's slower machine, where 64 in flight is CPU-bound (474 pages a second,
   24.5 in flight on average), one run each: 3.25 ms at 2 in flight against 2.00 at 64, 1.63.
+  The session after, on that machine and commit 7d4404b: 2.36 ms against 1.30 (657 pages a
+  second, 34 in flight), 1.82, with 1.49 wake-ups a page at 2 in flight and 0.21 at 64;
+  `bench/wakeups.py` read a wake-up's price there at 425-817 us (gaps of 0.1 to 50 ms).
 - **Wire: what grows with N is the share of links that point into another peer's hosts,
   not a cost of coordinating.** Per page: 22, 25 and 28 B at N = 2, 4, 8 (scrapy-redis:
   2,000–2,500 B to and from Redis, 10–12 commands per page). A peer hands on the links of
