@@ -29,13 +29,13 @@ class CrawlClient(httpx2.AsyncClient):
     environment. A page's GET (:func:`~ubipy.fetch.fetcher.fetch`) therefore needs none
     of ``build_request`` (a second URL parse, header and cookie merges) or ``send``
     (the auth and redirect steps, which build the next request of every 3xx answer,
-    and httpx2's own log line a request): about 55 us of a fetch's 180 outside the
-    transport on the slowest machine measured (issue #19). Everything else, tests'
-    ``MockTransport`` included, is httpx2's as ever."""
+    and httpx2's own log line a request): about 45-65 us of a fetch's 130-215 outside
+    the transport on the slowest machine measured (issue #19, bench/client_layer.py).
+    Everything else, tests' ``MockTransport`` included, is httpx2's as ever."""
 
     def __init__(self, *, transport: httpx2.AsyncBaseTransport, **kwargs: Any) -> None:
         super().__init__(transport=transport, **kwargs)
-        self._pages = transport
+        self._page_transport = transport
 
     async def get_page(self, url: str, headers: dict[str, str] | None = None) -> httpx2.Response:
         """What ``send(build_request("GET", url, headers=headers), stream=True)`` gives
@@ -49,7 +49,7 @@ class CrawlClient(httpx2.AsyncClient):
         request = httpx2.Request(
             "GET", url, headers=merged, extensions={"timeout": self.timeout.as_dict()}
         )
-        response = await self._pages.handle_async_request(request)
+        response = await self._page_transport.handle_async_request(request)
         response.request = request
         return response
 
