@@ -77,7 +77,8 @@ not by the same factor, read **5.13** on 6f4f66f, the same code as the table (ub
 a page, 3.5 times the figure above; Scrapy 8.65, 2.2 times), with 78% of the peer's samples
 in the interpreter (perf) and under 3% in the kernel. The session after, on that machine:
 5.27 on d957754 (ubipy 1.64 ms, Scrapy 8.65), then **6.62** on 7d4404b, where a page's GET
-skips httpx2's client layer (ubipy 1.17 ms, Scrapy 7.74: the machine had sped up for both).
+skips httpx2's client layer (ubipy 1.17 ms, Scrapy 7.74: the machine had sped up for both),
+and 5.74 with `--repeat 3` (medians 1.22 and 7.02 ms; the pairs 6.28, 6.41 and 4.98).
 That machine's Python runs the same loop 46 to 67 us apart within half an hour, and the
 same ubipy crawl 1.17 to 1.64 ms a page, so only figures taken side by side compare.
 
