@@ -148,7 +148,7 @@ SCALING_INTRO = """\
 pip install -e '.[bench]'     # adds scrapy-redis, redis, psutil and matplotlib
 apt-get install redis-server  # for the scrapy-redis rows; without it they are skipped, and said so
 python -m bench.scaling       # N = 1, 2, 4, 8, ubipy and scrapy-redis, 60 s each: about 9 minutes
-python -m bench.scaling --peers 1,2 --duration 20 --only ubipy     # a quick look
+python -m bench.scaling --peers 1,2 --duration 20 --only ubipy --out /tmp/look   # a quick look
 python -m bench.scaling --render bench/results/scaling.json        # table and chart again
 ```
 

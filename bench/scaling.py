@@ -1,7 +1,8 @@
 """Scaling: 1, 2, 4 and 8 ubipy peers (and scrapy-redis processes) on a web with latency.
 
     python -m bench.scaling                          # N = 1,2,4,8, both crawlers
-    python -m bench.scaling --peers 1,2 --duration 10 --only ubipy   # a quick look
+    python -m bench.scaling --peers 1,2 --duration 10 --only ubipy --out /tmp/look
+                                                     # a quick look, kept out of bench/results/
 
 For each N, each crawler gets a fresh synthetic web (`python -m ubipy.synthweb`, one
 process, every response delayed by the emulated link: 50 ms ± 20% by default) with enough
