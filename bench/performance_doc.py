@@ -255,6 +255,13 @@ page.**
   The session after, on that machine and commit 7d4404b: 2.36 ms against 1.30 (657 pages a
   second, 34 in flight), 1.82, with 1.49 wake-ups a page at 2 in flight and 0.21 at 64;
   `bench/wakeups.py` read a wake-up's price there at 425-817 us (gaps of 0.1 to 50 ms).
+  `python -m bench.stage_costs --warmup 30 --window 20` (new; the same web, one peer,
+  each stage timed from inside the peer, no robots.txt in the window) on that machine:
+  3.32 ms a page at 2 in flight against 1.76 at 64 (1.88). The parse of a page costs
+  0.64 ms against 0.33 (1.92), its whole handling once answered 0.73 against 0.38, the
+  commits 0.77 against 0.47 a page, and the rest (the request, the transport, trio's
+  loop, the timers) 1.82 against 0.91. The same code on pages of the same web costs about
+  twice as much when it runs soon after a sleep; no one stage carries the difference.
 - **Wire: what grows with N is the share of links that point into another peer's hosts,
   not a cost of coordinating.** Per page: 22, 25 and 28 B at N = 2, 4, 8 (scrapy-redis:
   2,000–2,500 B to and from Redis, 10–12 commands per page). A peer hands on the links of
