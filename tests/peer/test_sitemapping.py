@@ -9,7 +9,7 @@ import gzip
 import itertools
 import logging
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import httpx2
@@ -191,7 +191,9 @@ def test_entries_past_the_limit_are_counted_and_logged_once(
 ) -> None:
     stats = CrawlStats()
 
-    def candidates(links: Iterable[str], base: str | None, depth: int) -> list[NewURL]:
+    def candidates(
+        links: Sequence[str], base: str | None, depth: int, /, *, hosts: object = None
+    ) -> list[NewURL]:
         return [NewURL(fingerprint(u), u, WWW, depth) for u in links]
 
     mapping = Sitemapping(BoundsConfig(), candidates, stats, keep_bodies=False)

@@ -31,7 +31,6 @@ log).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
 
 from ubipy.config import BoundsConfig
 from ubipy.fetch import (
@@ -49,16 +48,13 @@ from ubipy.fetch import (
 )
 from ubipy.peer.commits import Commits, page_record
 from ubipy.peer.crawlstats import CrawlStats
+from ubipy.peer.reading import Candidates
 from ubipy.peer.refreshing import Refresher
 from ubipy.store import Lastmod, NewURL, PageRecord
 
 __all__ = ["Sitemapping", "sitemap_answered"]
 
 log = logging.getLogger(__name__)
-
-#: (links, base or None, depth) -> the candidates among them: the crawler's own, so
-#: that a sitemap's URLs pass exactly what a page's links pass.
-Candidates = Callable[[Iterable[str], str | None, int], list[NewURL]]
 
 
 class Sitemapping:
