@@ -28,7 +28,9 @@ Crawlers (``--only``, comma-separated; the default is ``ubipy,httpx,scrapy``):
   ``https://h000.synth.test/`` and stays on HTTPS. With ``--max-requests N`` the server
   closes every connection after N answers (both schemes), so each N pages pay a new
   connection, and over HTTPS a new handshake: the report then gives HTTPS's CPU per
-  page over plain HTTP's.
+  page over plain HTTP's, and how much of the difference is OpenSSL's own calls
+  (handshakes, reads, writes, timed in the child; the rest is the tunnel and the
+  handshake's sends and waits).
 - ``scrapy``: `bench/scrapy_spider.py` with CONCURRENT_REQUESTS_PER_DOMAIN=1,
   DOWNLOAD_DELAY=0, ROBOTSTXT_OBEY=True, url and title to a JSON Lines feed.
 
@@ -487,7 +489,13 @@ def ubipy_child(args: argparse.Namespace) -> None:
 
 def _count_handshakes() -> dict[str, int]:
     """Count the TLS handshakes the peer makes, and how many resumed a session:
-    what HTTPS costs over HTTP depends on it."""
+    what HTTPS costs over HTTP depends on it. Also time OpenSSL's own calls (the
+    handshakes, and the reads and writes that decrypt and encrypt), in microseconds
+    of the thread's CPU: how much of HTTPS's cost is OpenSSL's, how much the rest
+    (the tunnel, the handshake's flights, their waits). The timing adds about 1 us
+    to each of those calls."""
+    import ssl
+
     from ubipy.fetch import TlsStream
 
     counts = {"tls_handshakes": 0, "tls_resumed": 0}
@@ -499,7 +507,22 @@ def _count_handshakes() -> dict[str, int]:
         counts["tls_resumed"] += int(self.session_reused)
 
     TlsStream.do_handshake = counted  # type: ignore[method-assign]
+    for name in ("do_handshake", "read", "write"):
+        key = f"openssl_{name.removeprefix('do_')}_us"
+        counts[key] = 0
+        setattr(ssl.SSLObject, name, _timed(getattr(ssl.SSLObject, name), counts, key))
     return counts
+
+
+def _timed(fn: Any, counts: dict[str, int], key: str) -> Any:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.thread_time_ns()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            counts[key] += (time.thread_time_ns() - start) // 1000
+
+    return timed
 
 
 def _cpu() -> float:
@@ -696,6 +719,7 @@ def ratio_lines(runs: list[Run]) -> list[str]:
         if handshakes:
             resumed = int(https.own.get("tls_resumed", 0))
             out.append(f"TLS handshakes: {handshakes:,}, {resumed:,} of them resumed")
+            out.extend(_openssl_lines(runs, https.name, crawl[0] - crawl[1]))
     # Each crawler once (by_name keeps one run of each), its median with --repeat.
     for scrapy in by_name.values():
         if not scrapy.name.startswith("Scrapy"):
@@ -709,6 +733,27 @@ def ratio_lines(runs: list[Run]) -> list[str]:
             who = "ubipy" if r.name == LABELS["ubipy"] else r.name
             out.append(f"{who} pages per CPU-second / {theirs} = {ratio:.2f}")
     return out
+
+
+def _openssl_lines(runs: list[Run], name: str, over_http_ms: float) -> list[str]:
+    """OpenSSL's own CPU in the HTTPS crawl, a page (medians with --repeat), against
+    what HTTPS's crawl costs a page over HTTP's."""
+    ms = {
+        what: _median(
+            float(r.own.get(f"openssl_{what}_us", 0)) / 1000 / max(r.pages, 1)
+            for r in runs
+            if r.name == name
+        )
+        for what in ("handshake", "read", "write")
+    }
+    total = sum(ms.values())
+    if not total:
+        return []  # a result from before the bench timed OpenSSL
+    return [
+        f"OpenSSL's own CPU a page over HTTPS: {total:.2f} ms (handshakes "
+        f"{ms['handshake']:.2f}, reads {ms['read']:.2f}, writes {ms['write']:.2f}), "
+        f"of the {over_http_ms:.2f} ms HTTPS's crawl costs a page over HTTP's"
+    ]
 
 
 def _median_ms(runs: list[Run], name: str, what: str) -> float:
