@@ -195,13 +195,19 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = p.parse_known_args(argv)
     if args.child is not None:
         return child(args.child, [a for a in rest if a != "--"])
+    if rest:
+        p.error(f"unrecognized arguments: {' '.join(rest)}")
     args.latency_min = args.latency * (1 - args.jitter)
     args.latency_span = 2 * args.latency * args.jitter
     rows: dict[int, dict[str, float]] = {}
     for concurrency in sorted({int(c) for c in args.concurrency.split(",")}):
         with tempfile.TemporaryDirectory(prefix="ubipy-stages-") as tmp:
             print(f"-- {concurrency} in flight ...", file=sys.stderr, flush=True)
-            rows[concurrency] = measure(concurrency, args, Path(tmp))
+            try:
+                rows[concurrency] = measure(concurrency, args, Path(tmp))
+            except RunFailed as exc:
+                print(f"{concurrency} in flight: {exc}", file=sys.stderr)
+                return 1
     print(table(rows))
     print(f"\nreproduce: python -m bench.stage_costs {' '.join(argv or sys.argv[1:])}".rstrip())
     return 0

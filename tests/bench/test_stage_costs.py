@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 
-from bench.stage_costs import _STAGES, table
+import pytest
+
+from bench.stage_costs import _STAGES, main, table
 
 
 def test_every_timed_stage_is_a_function_of_the_crawler() -> None:
@@ -27,3 +29,12 @@ def test_the_table_gives_each_stage_and_the_ratios() -> None:
     assert text.endswith(
         "2 in flight over 64, per page: cpu 2.00, answered 2.00, parse 2.00, commit 1.20, rest 2.67"
     )
+
+
+def test_a_mistyped_flag_is_refused_before_anything_starts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--windw", "30"])
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: --windw 30" in capsys.readouterr().err
