@@ -487,18 +487,18 @@ def ubipy_child(args: argparse.Namespace) -> None:
     Path(args.result).write_text(json.dumps(figures))
 
 
-def _count_handshakes() -> dict[str, int]:
+def _count_handshakes() -> dict[str, float]:
     """Count the TLS handshakes the peer makes, and how many resumed a session:
     what HTTPS costs over HTTP depends on it. Also time OpenSSL's own calls (the
-    handshakes, and the reads and writes that decrypt and encrypt), in microseconds
-    of the thread's CPU: how much of HTTPS's cost is OpenSSL's, how much the rest
+    handshakes, and the reads and writes that decrypt and encrypt), in seconds of
+    the thread's CPU: how much of HTTPS's cost is OpenSSL's, how much the rest
     (the tunnel, the handshake's flights, their waits). The timing adds about 1 us
     to each of those calls."""
     import ssl
 
     from ubipy.fetch import TlsStream
 
-    counts = {"tls_handshakes": 0, "tls_resumed": 0}
+    counts: dict[str, float] = {"tls_handshakes": 0, "tls_resumed": 0}
     handshake = TlsStream.do_handshake
 
     async def counted(self: TlsStream) -> None:
@@ -508,19 +508,19 @@ def _count_handshakes() -> dict[str, int]:
 
     TlsStream.do_handshake = counted  # type: ignore[method-assign]
     for name in ("do_handshake", "read", "write"):
-        key = f"openssl_{name.removeprefix('do_')}_us"
-        counts[key] = 0
+        key = f"openssl_{name.removeprefix('do_')}_cpu"
+        counts[key] = 0.0
         setattr(ssl.SSLObject, name, _timed(getattr(ssl.SSLObject, name), counts, key))
     return counts
 
 
-def _timed(fn: Any, counts: dict[str, int], key: str) -> Any:
+def _timed(fn: Any, counts: dict[str, float], key: str) -> Any:
     def timed(*args: Any, **kwargs: Any) -> Any:
-        start = time.thread_time_ns()
+        start = time.thread_time()
         try:
             return fn(*args, **kwargs)
         finally:
-            counts[key] += (time.thread_time_ns() - start) // 1000
+            counts[key] += time.thread_time() - start
 
     return timed
 
@@ -739,11 +739,7 @@ def _openssl_lines(runs: list[Run], name: str, over_http_ms: float) -> list[str]
     """OpenSSL's own CPU in the HTTPS crawl, a page (medians with --repeat), against
     what HTTPS's crawl costs a page over HTTP's."""
     ms = {
-        what: _median(
-            float(r.own.get(f"openssl_{what}_us", 0)) / 1000 / max(r.pages, 1)
-            for r in runs
-            if r.name == name
-        )
+        what: _median_ms(runs, name, f"openssl_{what}_cpu")
         for what in ("handshake", "read", "write")
     }
     total = sum(ms.values())
@@ -758,7 +754,8 @@ def _openssl_lines(runs: list[Run], name: str, over_http_ms: float) -> list[str]
 
 def _median_ms(runs: list[Run], name: str, what: str) -> float:
     """The median over ``name``'s runs of CPU ms per page: the whole process's
-    (``cpu``) or the crawl's alone (``crawl_cpu``)."""
+    (``cpu``), or seconds the child reported (``crawl_cpu``, the crawl's alone;
+    ``openssl_*_cpu``, OpenSSL's calls)."""
     return _median(
         1000 * (r.usage.cpu if what == "cpu" else float(r.own.get(what, 0.0))) / max(r.pages, 1)
         for r in runs
