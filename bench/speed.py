@@ -857,6 +857,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def schedule(names: list[str], repeat: int) -> list[tuple[int, str]]:
+    """(round, crawler) in the order they run: every round runs each crawler once,
+    every other round in the reverse order (A B, B A, ...), so that neither goes first
+    after the pause between rounds every time (a machine that slows down after a pause
+    would otherwise weigh on one side only)."""
+    return [(n, name) for n in range(repeat) for name in (names if n % 2 == 0 else names[::-1])]
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.child is not None:
@@ -871,7 +879,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     runs: list[Run] = []
     try:
-        for round_, name in ((n, name) for n in range(args.repeat) for name in args.only):
+        for round_, name in schedule(args.only, args.repeat):
             print(f"-- {LABELS[name]} ...", flush=True)
             try:
                 run = run_crawler(name, args, base / f"run{round_}")

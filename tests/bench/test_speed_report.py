@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bench.speed import LABELS, LogVerdict, Run, Usage, _timed, ratio_lines
+from bench.speed import LABELS, LogVerdict, Run, Usage, _timed, ratio_lines, schedule
 
 
 def run(name: str, cpu: float, crawl_cpu: float, pages: int = 1000, **own: Any) -> Run:
@@ -55,3 +55,11 @@ def test_a_timed_call_counts_its_time_and_keeps_its_answer_and_its_errors() -> N
     with pytest.raises(ValueError, match="no"):
         timed(200_000, fail=True)
     assert counts["spent"] > before
+
+
+def test_repeated_rounds_take_turns_at_going_first() -> None:
+    order = schedule(["http", "https"], 4)
+    assert [name for _, name in order] == [
+        "http", "https", "https", "http", "http", "https", "https", "http",
+    ]  # fmt: skip
+    assert [round_ for round_, _ in order] == [0, 0, 1, 1, 2, 2, 3, 3]
