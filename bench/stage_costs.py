@@ -47,6 +47,7 @@ from bench.scaling_run import (
     _wait_for,
     stop_all,
 )
+from bench.speed import thread_cpu_timed
 
 # Stages timed in the peer: (module, attribute path) -> name in the report.
 _STAGES = {
@@ -63,24 +64,12 @@ def child(report: Path, peer_args: list[str]) -> int:
 
     totals: dict[str, list[float]] = {name: [0, 0.0] for name in _STAGES.values()}
 
-    def timed(name: str, fn: Any) -> Any:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            start = time.thread_time()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                entry = totals[name]
-                entry[0] += 1
-                entry[1] += time.thread_time() - start
-
-        return wrapper
-
     for (module_name, path), name in _STAGES.items():
         owner: Any = importlib.import_module(module_name)
         *parents, attr = path.split(".")
         for parent in parents:
             owner = getattr(owner, parent)
-        setattr(owner, attr, timed(name, getattr(owner, attr)))
+        setattr(owner, attr, thread_cpu_timed(getattr(owner, attr), totals[name]))
 
     def write(_sig: int, _frame: object) -> None:
         snapshot = {"cpu": time.process_time(), "stages": totals}

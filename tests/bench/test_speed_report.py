@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bench.speed import LABELS, LogVerdict, Run, Usage, _timed, ratio_lines, schedule
+from bench.speed import LABELS, LogVerdict, Run, Usage, ratio_lines, schedule, thread_cpu_timed
 
 
 def run(name: str, cpu: float, crawl_cpu: float, pages: int = 1000, **own: Any) -> Run:
@@ -39,8 +39,8 @@ def test_a_result_from_before_openssl_was_timed_says_nothing_of_it() -> None:
     assert lines[-1] == "TLS handshakes: 200, 0 of them resumed"
 
 
-def test_a_timed_call_counts_its_time_and_keeps_its_answer_and_its_errors() -> None:
-    counts = {"spent": 0.0}
+def test_a_timed_call_counts_itself_and_its_time_and_keeps_its_answer_and_its_errors() -> None:
+    tally = [0, 0.0]
 
     def work(n: int, *, fail: bool = False) -> int:
         total = sum(range(n))
@@ -48,13 +48,13 @@ def test_a_timed_call_counts_its_time_and_keeps_its_answer_and_its_errors() -> N
             raise ValueError("no")
         return total
 
-    timed = _timed(work, counts, "spent")
+    timed = thread_cpu_timed(work, tally)
     assert timed(200_000) == sum(range(200_000))
-    assert counts["spent"] > 0
-    before = counts["spent"]
+    assert tally[0] == 1 and tally[1] > 0
+    before = tally[1]
     with pytest.raises(ValueError, match="no"):
         timed(200_000, fail=True)
-    assert counts["spent"] > before
+    assert tally[0] == 2 and tally[1] > before
 
 
 def test_repeated_rounds_take_turns_at_going_first() -> None:
