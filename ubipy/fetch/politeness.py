@@ -26,9 +26,10 @@ from collections.abc import Callable
 
 from ubipy.config import CrawlConfig, CrawlOrder
 from ubipy.fetch import ranking
+from ubipy.fetch.addresses import AddressRule
 from ubipy.fetch.robots import RobotsDecision, RobotsFetch, retry_delay
 from ubipy.fetch.sitemaps import is_sitemap
-from ubipy.fetch.slots import Entry, HostRobots, HostSlot, IpSlot, Job, JobKind, Loader
+from ubipy.fetch.slots import Entry, HostRobots, HostSlot, Job, JobKind, Loader
 from ubipy.fetch.throttle import Pace, SlowHost, ThrottleRules
 from ubipy.fetch.urls import robots_url
 
@@ -63,8 +64,11 @@ class Scheduler:
         # None: every host waits its fixed delay, whatever its answers (throttle.py).
         self._throttle = throttle
         self._resolve = resolve
-        self._ip_delay = delay if ip_delay is None else ip_delay
-        self._ips: dict[str, IpSlot] = {}
+        self._addresses = AddressRule(
+            delay if ip_delay is None else ip_delay,
+            self._push,
+            lambda slot: self._slots.get(slot.host) is slot,
+        )
         self._window = window
         self._loader = loader
         # Entries held in memory over all hosts: beyond this, new entries stay on
@@ -294,7 +298,7 @@ class Scheduler:
                 slot.in_flight = True
                 self.in_flight += 1
                 return Job(JobKind.RESOLVE, host, "")
-            if not self._address_free(slot, now):
+            if not self._addresses.may_start(slot, now):
                 continue
             if slot.robots_state is HostRobots.UNKNOWN:
                 if slot.robots_fetch is None:
@@ -331,35 +335,7 @@ class Scheduler:
     def _start_request(self, slot: HostSlot) -> None:
         slot.in_flight = True
         self.in_flight += 1
-        if slot.address is not None:
-            self._ips.setdefault(slot.address, IpSlot()).in_flight = True
-
-    def _address_free(self, slot: HostSlot, now: float) -> bool:
-        """Whether the host's address may take a request now; if not, the host
-        waits for it (parked on the address, or back in the heap until its time)."""
-        ip = None if slot.address is None else self._ips.get(slot.address)
-        if ip is None:
-            return True
-        if ip.in_flight:
-            ip.waiting.append(slot)
-            return False
-        if ip.next_allowed > now:
-            self._push(slot, ip.next_allowed)
-            return False
-        return True
-
-    def _free_address(self, slot: HostSlot, now: float) -> None:
-        """A request to the host's address ended: the address waits its delay, then
-        the hosts waiting for it compete again (the heap picks the earliest)."""
-        ip = None if slot.address is None else self._ips.get(slot.address)
-        if ip is None or not ip.in_flight:
-            return
-        ip.in_flight = False
-        ip.next_allowed = now + self._ip_delay
-        waiting, ip.waiting = ip.waiting, []
-        for other in waiting:
-            if self._slots.get(other.host) is other and not other.armed and not other.in_flight:
-                self._push(other, max(other.next_allowed, ip.next_allowed))
+        self._addresses.started(slot)
 
     def _peek_url(self, slot: HostSlot) -> str | None:
         self._refill(slot)
@@ -401,7 +377,7 @@ class Scheduler:
         self.in_flight -= 1
         delay = self.delay_of(slot)
         slot.next_allowed = now + (delay if wait is None else max(wait, delay))
-        self._free_address(slot, now)
+        self._addresses.ended(slot, now)
         self._arm(slot)
 
     def heard(

@@ -61,16 +61,6 @@ Loader = Callable[[str, int, int], list[Entry]]
 
 
 @dataclass(slots=True)
-class IpSlot:
-    """One address's politeness: one request in flight, a delay between two."""
-
-    in_flight: bool = False
-    next_allowed: float = 0.0
-    # Hosts that came up while a request to the address was in flight.
-    waiting: list[HostSlot] = field(default_factory=list)
-
-
-@dataclass(slots=True)
 class HostSlot:
     host: str
     delay: float
