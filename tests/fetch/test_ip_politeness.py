@@ -6,7 +6,12 @@ is retried with a back-off, then given up."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
+import pytest
+
+from ubipy.config import CrawlOrder
+from ubipy.fetch import ranking
 from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
 
 ROBOTS_OK = b"User-agent: *\nAllow: /\n"
@@ -156,3 +161,151 @@ def test_many_hosts_on_few_addresses_never_overlap_on_an_address() -> None:
         slots = [s.slot(h) for h in hosts]
         assert fetched == sum(slot.pages for slot in slots if slot is not None)
         assert fetched > 12
+
+
+def _dispatch(s: Scheduler, now: float) -> list[Job]:
+    """Every job that may start at ``now``, as the crawler's dispatcher takes them."""
+    jobs = []
+    while (job := s.next_job(now)) is not None:
+        jobs.append(job)
+    return jobs
+
+
+def test_hosts_on_one_address_take_it_in_turn() -> None:
+    s = _sched(delay=0.0, ip_delay=1.0)
+    hosts = {"a.test": "192.0.2.9", "b.test": "192.0.2.9", "c.test": "192.0.2.9"}
+    _resolve_all(s, hosts)
+    for host in hosts:
+        _add(s, host, 2)
+    order, now = [], 0.0
+    for _ in range(30):
+        jobs = _dispatch(s, now)
+        assert len(jobs) <= 1
+        for job in jobs:
+            if job.kind is JobKind.ROBOTS:
+                s.robots_answer(job.host, now, status=200, location=None, body=ROBOTS_OK)
+            else:
+                order.append(job.host)
+                s.finished(job.host, now)
+        wake = s.next_wakeup()
+        if wake is None:
+            break
+        now = max(now + 0.25, wake)
+    assert len(order) == 9  # the first page added by _resolve_all, and two more each
+    assert order[:3] == order[3:6] == order[6:]  # round and round, in one order
+
+
+def test_a_request_to_a_shared_address_does_not_go_through_every_host_behind_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Shared hosting puts thousands of sites on one address: what a request costs
+    the scheduler must not grow with them (it did: every host waiting for the address
+    was put back in the heap, and under a ranked order its window scanned, at every
+    request)."""
+    looked_at = 0
+    priority = ranking.host_priority
+
+    def counted(*args: Any) -> float:
+        nonlocal looked_at
+        looked_at += 1
+        return priority(*args)
+
+    monkeypatch.setattr(ranking, "host_priority", counted)
+    for n in (20, 400):
+        s = Scheduler(
+            delay=0.0, window=64, loader=lambda host, after, limit: [],
+            resolve=lambda host: True, order=CrawlOrder.OPIC,
+        )  # fmt: skip
+        hosts = {f"h{i}.test": "192.0.2.5" for i in range(n)}
+        _resolve_all(s, hosts)
+        for host in hosts:
+            _add(s, host, 20)
+        now, pages = 0.0, 0
+        for _ in range(5 * n):  # robots.txt for each host, then pages
+            for job in _dispatch(s, now):
+                if job.kind is JobKind.ROBOTS:
+                    s.robots_answer(job.host, now, status=200, location=None, body=ROBOTS_OK)
+                else:
+                    s.finished(job.host, now)
+            now += 0.01
+        looked_at, pages = 0, 0
+        for _ in range(200):
+            for job in _dispatch(s, now):
+                assert job.kind is JobKind.PAGE
+                pages += 1
+                s.finished(job.host, now)
+            now += 0.01
+        assert pages == 200
+        assert looked_at <= 2 * pages, f"{n} hosts: {looked_at} looks for {pages} requests"
+
+
+def test_hosts_waiting_for_an_address_are_all_served_whatever_happens_to_them() -> None:
+    """Random runs in which hosts on a few addresses get new links while they wait,
+    are held and released, are dropped, have pages robots.txt forbids and names that
+    expire: every page of every host still here is asked or skipped, and none waits
+    for ever for its address."""
+    for seed in range(20):
+        _random_run(random.Random(seed))
+
+
+def _random_run(rng: random.Random) -> None:
+    s = _sched(delay=0.05, ip_delay=0.2)
+    hosts = {f"h{i}.test": f"192.0.2.{rng.randint(1, 2)}" for i in range(10)}
+    held: set[str] = set()
+    s.hold(lambda host: host in held)
+    added = dict.fromkeys(hosts, 0)
+    answered = dict.fromkeys(hosts, 0)
+    dropped: set[str] = set()
+    robots = b"User-agent: *\nDisallow: /p1\n"
+
+    def add(host: str, n: int) -> None:
+        for _ in range(n):
+            i = added[host]
+            added[host] += 1
+            s.add(host, Entry(fp=hash((host, i)), seq=i + 1, url=f"http://{host}/p{i}", depth=1))
+
+    for host in hosts:
+        add(host, rng.randint(1, 3))
+    running: list[tuple[float, Job]] = []
+    now = 0.0
+    for _ in range(20_000):
+        if rng.random() < 0.05:
+            add(rng.choice(sorted(hosts)), rng.randint(1, 3))
+        if rng.random() < 0.02:
+            held.add(rng.choice(sorted(hosts)))
+        if held and rng.random() < 0.05:
+            held.clear()
+            s.release()
+        if rng.random() < 0.002:
+            victim = rng.choice(sorted(hosts))
+            if victim not in dropped and s.drop_host(victim):
+                dropped.add(victim)
+        for job in _dispatch(s, now):
+            if job.kind is JobKind.RESOLVE:
+                s.resolved(job.host, hosts[job.host], until=now + rng.uniform(0.5, 3.0))
+            elif job.kind is JobKind.SKIP:
+                answered[job.host] += 1
+            else:
+                running.append((now + rng.uniform(0.01, 0.3), job))
+        if running:
+            running.sort(key=lambda r: r[0])
+            end, done = running.pop(0)
+            now = max(now, end)
+            if done.kind is JobKind.ROBOTS:
+                s.robots_answer(done.host, now, status=200, location=None, body=robots)
+            else:
+                answered[done.host] += 1
+                s.finished(done.host, now)
+            continue
+        wake = s.next_wakeup()
+        if wake is None:
+            if not held:
+                break
+            held.clear()
+            s.release()
+            continue
+        now = max(now, wake)
+    assert s.idle()
+    assert {h: answered[h] for h in hosts.keys() - dropped} == {
+        h: added[h] for h in hosts.keys() - dropped
+    }

@@ -283,6 +283,7 @@ class Scheduler:
         while (slot := self._next_due(now)) is not None:
             host = slot.host
             if self._slots.get(host) is not slot:
+                self._addresses.passed(slot)
                 continue  # dropped while armed
             if slot.next_allowed > now:
                 # Told to wait longer after it was armed (a mark taken over from
@@ -292,11 +293,13 @@ class Scheduler:
             if any(held(host) for held in self._holds):
                 # Its previous owner has not handed it over yet: park it.
                 self._parked.append(slot)
+                self._addresses.set_aside(slot)
                 continue
             slot.armed = False
             if self._resolve is not None and now >= slot.resolved_until and self._resolve(host):
                 slot.in_flight = True
                 self.in_flight += 1
+                self._addresses.passed(slot)
                 return Job(JobKind.RESOLVE, host, "")
             if not self._addresses.may_start(slot, now):
                 continue
@@ -306,6 +309,7 @@ class Scheduler:
                     if first is None and slot.refresh:  # only pages due again (a restart)
                         first = slot.refresh[0][2].url
                     if first is None:
+                        self._addresses.passed(slot)
                         continue
                     slot.robots_fetch = RobotsFetch(robots_url(first))
                 self._start_request(slot)
@@ -313,6 +317,7 @@ class Scheduler:
             entry = self._take(slot, now)
             if entry is None:
                 self._arm(slot)  # only pages due later: back in the heap for then
+                self._addresses.passed(slot)
                 continue
             assert slot.robots is not None
             reason = None
@@ -324,6 +329,8 @@ class Scheduler:
             if reason is not None:
                 # No request was made, so the host's next-allowed time stands.
                 self._arm(slot)
+                if not slot.armed:  # nothing more to ask
+                    self._addresses.passed(slot)
                 return Job(JobKind.SKIP, host, entry.url, entry, reason)
             if fresh:
                 slot.pages += 1
