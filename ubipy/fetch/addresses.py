@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ubipy.fetch.slots import HostSlot
 
@@ -29,8 +29,10 @@ class _Address:
     in_flight: bool = False
     next_allowed: float = 0.0
     # Hosts that came up while a request to the address was in flight; an entry
-    # whose host is no longer marked ``waits_for_ip`` is stale and skipped.
-    waiting: deque[HostSlot] = field(default_factory=deque)
+    # whose host is no longer marked ``waits_for_ip`` is stale and skipped. Made when
+    # first needed: an empty deque takes 760 bytes, and a crawl meets an address for
+    # most of its hosts, few of them shared.
+    waiting: deque[HostSlot] | None = None
     # The waiting host put back among the ready ones to have the address next.
     turn: HostSlot | None = None
 
@@ -62,6 +64,8 @@ class AddressRule:
             # Another host has it. The host whose turn it was keeps its place at the
             # head of the queue; one already queued (and put back among the ready
             # hosts by new links since) keeps the place it has.
+            if ip.waiting is None:
+                ip.waiting = deque()
             if ip.turn is slot:
                 ip.turn = None
                 slot.waits_for_ip = True
@@ -119,6 +123,8 @@ class AddressRule:
         waiting = ip.waiting
         while waiting:
             other = waiting.popleft()
+            if not waiting:
+                ip.waiting = None
             if not other.waits_for_ip:
                 continue  # it had the address since, or was held
             other.waits_for_ip = False
