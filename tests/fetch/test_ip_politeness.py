@@ -74,6 +74,17 @@ def test_hosts_on_one_address_take_turns_with_the_address_delay() -> None:
     assert second.host != first.host
 
 
+def test_a_deferred_address_is_asked_by_none_of_its_hosts_until_then() -> None:
+    s = _sched(delay=0.0, ip_delay=0.0)
+    hosts = {"a.test": "192.0.2.7", "b.test": "192.0.2.7", "c.test": "192.0.2.8"}
+    _resolve_all(s, hosts)
+    s.defer_address("192.0.2.7", 5.0)  # a peer holding its lease said so
+    assert _job(s, 0.0).host == "c.test"
+    assert s.next_job(4.9) is None
+    assert s.next_wakeup() == 5.0
+    assert _job(s, 5.0).host in {"a.test", "b.test"}
+
+
 def test_hosts_on_different_addresses_are_asked_at_once() -> None:
     s = _sched(delay=0.0, ip_delay=5.0)
     _resolve_all(s, {"a.test": "192.0.2.1", "b.test": "192.0.2.2"})

@@ -107,12 +107,16 @@ def test_idle_addresses_are_forgotten() -> None:
 class FakeScheduler:
     def __init__(self) -> None:
         self.not_before: dict[str, float] = {}
+        self.address_not_before: dict[str, float] = {}
 
     def slot(self, host: str) -> SimpleNamespace | None:
         return SimpleNamespace(address=None if host == "noaddress.test" else A)
 
     def restore_host(self, host: str, *, not_before: float, pages: int) -> None:
         self.not_before[host] = not_before
+
+    def defer_address(self, address: str, until: float) -> None:
+        self.address_not_before[address] = until
 
 
 class FakeCrawler:
@@ -181,13 +185,15 @@ async def test_a_granted_lease_is_given_back_when_the_request_ends() -> None:
     assert (leases.stats.granted, leases.stats.denied, leases.stats.timeouts) == (1, 0, 0)
 
 
-async def test_a_denied_host_waits_what_the_owner_said(
+async def test_a_denied_host_waits_what_the_owner_said_and_so_does_its_address(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     leases, crawler, _ = asker("q", IpGrant(0, A, False, 1.5))
     assert not await crawler.clear_to_fetch("h.test")
     crawler.on_request_end("h.test")
     assert crawler.scheduler.not_before == {"h.test": trio.current_time() + 1.5}
+    # The other hosts of the address would be denied too: they wait as long.
+    assert crawler.scheduler.address_not_before == {A: trio.current_time() + 1.5}
     assert leases.stats.denied == 1
 
 

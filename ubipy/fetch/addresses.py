@@ -102,6 +102,14 @@ class AddressRule:
         if ip.turn is None:
             self._give_turn(ip)
 
+    def defer(self, address: str, until: float) -> None:
+        """No request to ``address`` before ``until`` (another peer has it, and its
+        lease's owner said how long it would be): its hosts wait, not ask again."""
+        ip = self._addresses.get(address)
+        if ip is None:
+            ip = self._addresses[address] = _Address()
+        ip.next_allowed = max(ip.next_allowed, until)
+
     def set_aside(self, slot: HostSlot) -> None:
         """The host is held (see the scheduler's ``hold``): it leaves its address's
         queue, and its turn, if it had it; released, it comes up as any host does."""

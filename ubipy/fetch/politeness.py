@@ -387,6 +387,11 @@ class Scheduler:
         self._addresses.ended(slot, now)
         self._arm(slot)
 
+    def defer_address(self, address: str, until: float) -> None:
+        """No request to ``address`` before ``until``, whichever host asks (a peer
+        that holds its lease said so)."""
+        self._addresses.defer(address, until)
+
     def heard(
         self, host: str, latency: float | None, status: int | None, *, asked: bool = False
     ) -> None:

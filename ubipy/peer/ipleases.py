@@ -284,10 +284,14 @@ class IpLeases:
                 self._release(held.owner, IpRelease(held.id, held.address))
         wait = self._denied.pop(host, None)
         scheduler = self._crawler.scheduler
-        if wait and scheduler.slot(host) is not None:
+        slot = scheduler.slot(host)
+        if wait and slot is not None:
             # The scheduler has just set the host's next time to its own delay; this
             # only ever pushes it later (restore_host takes the later of the two).
             scheduler.restore_host(host, not_before=now + wait, pages=0)
+            if slot.address is not None:
+                # The wait is the address's: its other hosts would be denied too.
+                scheduler.defer_address(slot.address, now + wait)
 
     def _release(self, owner: str, release: IpRelease) -> None:
         where = self._address_of(owner)
