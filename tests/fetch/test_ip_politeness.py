@@ -182,13 +182,21 @@ def _dispatch(s: Scheduler, now: float) -> list[Job]:
     return jobs
 
 
-def test_hosts_on_one_address_take_it_in_turn() -> None:
-    s = _sched(delay=0.0, ip_delay=1.0)
+@pytest.mark.parametrize("order", [CrawlOrder.BFS, CrawlOrder.OPIC])
+def test_hosts_on_one_address_take_it_in_turn(order: CrawlOrder) -> None:
+    """Even when one of them is always back first and, under a ranked order, holds
+    the richest URLs."""
+    s = Scheduler(
+        delay=0.0, window=64, loader=lambda host, after, limit: [],
+        resolve=lambda host: True, ip_delay=1.0, order=order,
+    )  # fmt: skip
     hosts = {"a.test": "192.0.2.9", "b.test": "192.0.2.9", "c.test": "192.0.2.9"}
     _resolve_all(s, hosts)
     for host in hosts:
-        _add(s, host, 2)
-    order, now = [], 0.0
+        for i in range(1, 3):
+            rich = 10.0 if host == "a.test" else 0.0
+            s.add(host, Entry(hash((host, i)), i + 1, f"http://{host}/p{i}", 1, score=rich))
+    order_seen, now = [], 0.0
     for _ in range(30):
         jobs = _dispatch(s, now)
         assert len(jobs) <= 1
@@ -196,14 +204,14 @@ def test_hosts_on_one_address_take_it_in_turn() -> None:
             if job.kind is JobKind.ROBOTS:
                 s.robots_answer(job.host, now, status=200, location=None, body=ROBOTS_OK)
             else:
-                order.append(job.host)
+                order_seen.append(job.host)
                 s.finished(job.host, now)
         wake = s.next_wakeup()
         if wake is None:
             break
         now = max(now + 0.25, wake)
-    assert len(order) == 9  # the first page added by _resolve_all, and two more each
-    assert order[:3] == order[3:6] == order[6:]  # round and round, in one order
+    assert len(order_seen) == 9  # the first page added by _resolve_all, and two more each
+    assert order_seen[:3] == order_seen[3:6] == order_seen[6:]  # round and round
 
 
 def test_a_request_to_a_shared_address_does_not_go_through_every_host_behind_it(

@@ -2,7 +2,8 @@
 
 Shared hosting puts many sites, thousands at times, on one server: the rule keeps a
 crawl of all of them as gentle as a crawl of one. Hosts that come up while their
-address is busy queue for it, first come first served, and get it one at a time:
+address is busy, or others wait for it, queue for it, first come first served, and
+get it one at a time:
 when the address is free, the first of them has the ``turn`` (it is put back among
 the ready hosts, due when the address's delay is over) and passes it on if it does
 not use it. Handing the address to all of them at once made every request cost a
@@ -60,10 +61,13 @@ class AddressRule:
         ip = None if slot.address is None else self._addresses.get(slot.address)
         if ip is None:
             return True
-        if ip.in_flight:
-            # Another host has it. The host whose turn it was keeps its place at the
-            # head of the queue; one already queued (and put back among the ready
-            # hosts by new links since) keeps the place it has.
+        if ip.in_flight or (ip.turn is not None and ip.turn is not slot):
+            # Another host has it, or has the next turn: this one queues, so that a
+            # host back at once (or, under a ranked order, a richer one) does not
+            # take the address again and again from those waiting. The host whose
+            # turn it was keeps its place at the head of the queue; one already
+            # queued (and put back among the ready hosts by new links since) keeps
+            # the place it has.
             if ip.waiting is None:
                 ip.waiting = deque()
             if ip.turn is slot:
