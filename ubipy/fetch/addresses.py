@@ -3,12 +3,12 @@
 Shared hosting puts many sites, thousands at times, on one server: the rule keeps a
 crawl of all of them as gentle as a crawl of one. Hosts that come up while their
 address is busy, or others wait for it, queue for it, first come first served, and
-get it one at a time:
-when the address is free, the first of them has the ``turn`` (it is put back among
-the ready hosts, due when the address's delay is over) and passes it on if it does
-not use it. Handing the address to all of them at once made every request cost a
-pass over every host behind it, and under a ranked order a scan of each one's window
-(``python bench/shared_ip.py``: 10 ms a request for a thousand hosts under ``opic``).
+get it one at a time: when the address is free, the first of them has the ``turn``
+(it is put back among the ready hosts, due when the address's delay is over) and
+passes it on if it does not use it. Handing the address to all of them at once made
+every request cost a pass over every host behind it, and under a ranked order a scan
+of each one's window (``python bench/shared_ip.py``: 10 ms a request for a thousand
+hosts under ``opic``).
 
 A host's address is the one its lookup gave (the DNS stage); a host not looked up
 has none and is not held by the rule. No I/O and no clock, as the scheduler.
