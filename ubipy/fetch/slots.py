@@ -85,7 +85,7 @@ class HostSlot:
     address: str | None = None
     resolved_until: float = -math.inf
     lookup_failures: int = 0
-    # In its address's queue (addresses.py): the address was busy when it came up.
+    # In its address's queue (addresses.py): the address was busy, or waited for.
     waits_for_ip: bool = False
     # How the host answers (throttle.py), once it has: its delay follows it.
     pace: Pace | None = None
