@@ -85,6 +85,34 @@ def test_a_deferred_address_is_asked_by_none_of_its_hosts_until_then() -> None:
     assert _job(s, 5.0).host in {"a.test", "b.test"}
 
 
+def test_addresses_with_nothing_left_to_say_are_forgotten() -> None:
+    """One address per host looked up would stay for the whole crawl: those free, past
+    their delay and waited for by nobody are forgotten, and nothing else changes."""
+    s = _sched(delay=0.0, ip_delay=0.5)
+    hosts = {f"h{i}.test": f"10.0.{i // 256}.{i % 256}" for i in range(3000)}
+    hosts |= {"a.test": "192.0.2.1", "b.test": "192.0.2.1", "c.test": "192.0.2.1"}
+    _resolve_all(s, hosts)  # one page each
+    pages, now = 0, 0.0
+    for _ in range(20_000):
+        job = s.next_job(now)
+        if job is None:
+            wake = s.next_wakeup()
+            if wake is None:
+                break
+            now = max(now + 0.01, wake)
+            continue
+        if job.kind is JobKind.ROBOTS:
+            s.robots_answer(job.host, now, status=200, location=None, body=ROBOTS_OK)
+        else:
+            pages += 1
+            s.finished(job.host, now)
+        now += 0.01
+    assert pages == len(hosts) and s.idle()
+    # Swept at 1,024 addresses and again at each 1,024 after: those used in the last
+    # half second are kept, and few others.
+    assert len(s._addresses) < 1100
+
+
 def test_hosts_on_different_addresses_are_asked_at_once() -> None:
     s = _sched(delay=0.0, ip_delay=5.0)
     _resolve_all(s, {"a.test": "192.0.2.1", "b.test": "192.0.2.2"})

@@ -24,6 +24,10 @@ from ubipy.fetch.slots import HostSlot
 
 __all__ = ["AddressRule"]
 
+# Addresses kept before the first sweep of those with nothing left to say; after a
+# sweep, twice as many as it kept (so a sweep costs O(1) a request, amortised).
+_SWEEP_AT = 1024
+
 
 @dataclass(slots=True)
 class _Address:
@@ -54,6 +58,10 @@ class AddressRule:
         self._push = push
         self._current = current
         self._addresses: dict[str, _Address] = {}
+        self._sweep_at = _SWEEP_AT
+
+    def __len__(self) -> int:
+        return len(self._addresses)
 
     def may_start(self, slot: HostSlot, now: float) -> bool:
         """Whether the host's address may take a request now; if not, the host waits
@@ -105,6 +113,8 @@ class AddressRule:
         ip.next_allowed = now + self._delay
         if ip.turn is None:
             self._give_turn(ip)
+        if len(self._addresses) >= self._sweep_at:
+            self._sweep(now)
 
     def defer(self, address: str, until: float) -> None:
         """No request to ``address`` before ``until`` (another peer has it, and its
@@ -146,3 +156,13 @@ class AddressRule:
             if not other.armed:  # else it is among the ready hosts already (new links)
                 self._push(other, max(other.next_allowed, ip.next_allowed))
             return
+
+    def _sweep(self, now: float) -> None:
+        """Forget the addresses that are free, past their delay, and waited for by
+        nobody: one per host ever looked up would otherwise stay for the whole crawl."""
+        self._addresses = {
+            a: ip
+            for a, ip in self._addresses.items()
+            if ip.in_flight or ip.next_allowed > now or ip.waiting or ip.turn is not None
+        }
+        self._sweep_at = max(_SWEEP_AT, 2 * len(self._addresses))
