@@ -66,7 +66,7 @@ class AddressRule:
     def may_start(self, slot: HostSlot, now: float) -> bool:
         """Whether the host's address may take a request now; if not, the host waits
         for it (queued on the address, or back among the ready hosts at its time)."""
-        ip = None if slot.address is None else self._addresses.get(slot.address)
+        ip = self._of(slot)
         if ip is None:
             return True
         if ip.in_flight or (ip.turn is not None and ip.turn is not slot):
@@ -95,9 +95,7 @@ class AddressRule:
         """A request to the host starts: its address is busy until :meth:`ended`."""
         if slot.address is None:
             return
-        ip = self._addresses.get(slot.address)
-        if ip is None:
-            ip = self._addresses[slot.address] = _Address()
+        ip = self._entry(slot.address)
         ip.in_flight = True
         slot.waits_for_ip = False  # its place in the queue, if it had one, is stale
         if ip.turn is slot:
@@ -106,7 +104,7 @@ class AddressRule:
     def ended(self, slot: HostSlot, now: float) -> None:
         """A request to the host ended: its address waits its delay, then the first
         host waiting for it gets its turn."""
-        ip = None if slot.address is None else self._addresses.get(slot.address)
+        ip = self._of(slot)
         if ip is None or not ip.in_flight:
             return
         ip.in_flight = False
@@ -119,9 +117,7 @@ class AddressRule:
     def defer(self, address: str, until: float) -> None:
         """No request to ``address`` before ``until`` (another peer has it, and its
         lease's owner said how long it would be): its hosts wait, not ask again."""
-        ip = self._addresses.get(address)
-        if ip is None:
-            ip = self._addresses[address] = _Address()
+        ip = self._entry(address)
         ip.next_allowed = max(ip.next_allowed, until)
 
     def set_aside(self, slot: HostSlot) -> None:
@@ -133,11 +129,22 @@ class AddressRule:
     def passed(self, slot: HostSlot) -> None:
         """The host will not use its address now (dropped, held, looked up again,
         nothing to ask): if it had the address's turn, the next host waiting gets it."""
-        ip = None if slot.address is None else self._addresses.get(slot.address)
+        ip = self._of(slot)
         if ip is not None and ip.turn is slot:
             ip.turn = None
             if not ip.in_flight:
                 self._give_turn(ip)
+
+    def _of(self, slot: HostSlot) -> _Address | None:
+        """The host's address, if it has one and the rule knows it."""
+        return None if slot.address is None else self._addresses.get(slot.address)
+
+    def _entry(self, address: str) -> _Address:
+        """The address, made if the rule does not know it (or swept it)."""
+        ip = self._addresses.get(address)
+        if ip is None:
+            ip = self._addresses[address] = _Address()
+        return ip
 
     def _give_turn(self, ip: _Address) -> None:
         """The first host still waiting for ``ip`` goes back among the ready hosts,
