@@ -58,6 +58,7 @@ class MemoryScenario(Scenario[SimPeer]):
 
     CLEAN_EXIT = "stopped"  # the process test's exit status 0
     ENDED = "ended"
+    COPIES_MAY_LAG = False
 
     def __init__(self, name: str, seed: int, c: Cluster, tmp: Path) -> None:
         super().__init__(name, f"{name} seed {seed}", WEB, TRUTH, c.server)

@@ -40,6 +40,7 @@ class ProcessScenario(Scenario[PeerProcess]):
 
     CLEAN_EXIT = 0
     ENDED = "exited"
+    COPIES_MAY_LAG = True
 
     def __init__(
         self,
