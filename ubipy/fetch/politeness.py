@@ -17,7 +17,6 @@ No I/O and no clock: the caller passes ``now`` in and performs the requests.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import itertools
 import math
@@ -180,7 +179,7 @@ class Scheduler:
         """New scores for entries in memory (PageRank recomputed; the shard has them)."""
         for slot in self._slots.values():
             slot.queue = deque(
-                dataclasses.replace(e, score=scores[e.fp])
+                e._replace(score=scores[e.fp])
                 if e.fp in scores and slot.credit.get(e.fp) != ranking.FIRST
                 else e
                 for e in slot.queue
@@ -445,7 +444,7 @@ class Scheduler:
         """The request for ``entry`` failed in a retryable way: try it again first,
         after ``wait`` (back-off or Retry-After), and nothing else on the host sooner."""
         slot = self._slots[host]
-        slot.queue.appendleft(dataclasses.replace(entry, attempt=entry.attempt + 1))
+        slot.queue.appendleft(entry._replace(attempt=entry.attempt + 1))
         self.in_memory += 1
         if self._ranked:
             slot.credit[entry.fp] = ranking.FIRST

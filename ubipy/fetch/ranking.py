@@ -18,30 +18,18 @@ No I/O and no clock, as the scheduler.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections import deque
 from collections.abc import Mapping
-from typing import Protocol, TypeVar
 
 from ubipy.config import CrawlOrder
-
-
-class Scored(Protocol):
-    @property
-    def fp(self) -> int: ...
-
-    @property
-    def score(self) -> float: ...
-
-
-E = TypeVar("E", bound=Scored)
+from ubipy.fetch.slots import Entry
 
 # A retried or abandoned URL goes first on its host, whatever its score.
 FIRST = math.inf
 
 
-def _scores(queue: deque[E], credit: Mapping[int, float]) -> list[float]:
+def _scores(queue: deque[Entry], credit: Mapping[int, float]) -> list[float]:
     """Each entry's score with what was credited to it since it was loaded. Scores are
     finite, so adding FIRST makes FIRST. Built by a comprehension and searched by
     max/min/index: the window is scanned for every request and every host that comes
@@ -52,7 +40,7 @@ def _scores(queue: deque[E], credit: Mapping[int, float]) -> list[float]:
     return [e.score + get(e.fp, 0.0) for e in queue]
 
 
-def pop_best(queue: deque[E], credit: dict[int, float]) -> E:
+def pop_best(queue: deque[Entry], credit: dict[int, float]) -> Entry:
     """Take the highest-scored entry (the oldest among equals: the queue is kept in
     admission order), with its credit folded into its score."""
     scores = _scores(queue, credit)
@@ -61,15 +49,15 @@ def pop_best(queue: deque[E], credit: dict[int, float]) -> E:
     del queue[best]
     extra = credit.pop(entry.fp, 0.0) if credit else 0.0
     if extra and extra != FIRST:
-        entry = dataclasses.replace(entry, score=entry.score + extra)  # type: ignore[type-var]
+        entry = entry._replace(score=entry.score + extra)
     return entry
 
 
-def best_score(queue: deque[E], credit: Mapping[int, float]) -> float:
+def best_score(queue: deque[Entry], credit: Mapping[int, float]) -> float:
     return max(_scores(queue, credit), default=-math.inf)
 
 
-def worst(queue: deque[E], credit: Mapping[int, float]) -> tuple[int, float]:
+def worst(queue: deque[Entry], credit: Mapping[int, float]) -> tuple[int, float]:
     """Where the lowest-scored entry is (the newest among equals), and its score."""
     if not queue:
         return -1, math.inf
@@ -80,7 +68,7 @@ def worst(queue: deque[E], credit: Mapping[int, float]) -> tuple[int, float]:
 
 
 def host_priority(
-    order: CrawlOrder, queue: deque[E], credit: Mapping[int, float], on_disk: int
+    order: CrawlOrder, queue: deque[Entry], credit: Mapping[int, float], on_disk: int
 ) -> float:
     """How urgently a ready host should go next under ``order`` (higher first)."""
     if order is CrawlOrder.BIG_SITE_FIRST:

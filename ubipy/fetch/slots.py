@@ -9,14 +9,18 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ubipy.fetch.robots import RobotsFetch, RobotsRules
 from ubipy.fetch.throttle import Pace
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """A frontier entry as the scheduler sees it."""
+class Entry(NamedTuple):
+    """A frontier entry as the scheduler sees it. A named tuple, not a frozen dataclass:
+    one is made for every URL admitted and every one loaded into a window, and a frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__``, three times
+    slower. With this and :class:`ubipy.store.FrontierRow` as named tuples, admitting a
+    new link takes 13% fewer instructions (callgrind, bench/admission.py)."""
 
     fp: int
     seq: int

@@ -41,8 +41,10 @@ class _Refused(StorageError):
     """SQLite refused a transaction of the shard (disk full, read-only file)."""
 
 
-@dataclass(frozen=True, slots=True)
-class FrontierRow:
+class FrontierRow(NamedTuple):
+    """A URL in the frontier: one is made for every URL admitted and every one loaded
+    into a host's window. A named tuple, as :class:`NewURL` is and for its reason."""
+
     fp: int
     seq: int
     url: str
