@@ -2,6 +2,7 @@
 
     python bench/admission.py                    # 200,000 links, all new, then 90% seen
     python bench/admission.py --links 500000 --per-page 50
+    python bench/admission.py --instructions     # instructions a link (callgrind)
 
 In process, nothing fetched: the peer's real `Crawler` on a shard in a temporary
 directory (removed at the end). Pages of ``--per-page`` relative links each go the way
@@ -15,15 +16,28 @@ seen (drawn at random from every URL admitted before, so most are past the recen
 cache: the Bloom filter says "maybe" and the frontier's index confirms) and 10% new, after
 as many URLs admitted first as the run will offer. Issue #19's targets: 40,000 links a
 second all new, 100,000 with 90% seen.
+
+Rates move with the machine and its load, on some machines by a third from one run to
+the next. ``--instructions`` counts instead (valgrind's callgrind, about 50 times slower:
+a few minutes at the default ``--links 20000``), and the count does not move: the
+instructions a link takes, all new and with 90% seen. Each is a difference of two runs,
+so that start-up cancels out: 2N links all new less N links all new; and N links with
+90% seen (after N admitted first, as above) less N all new. That compares two versions
+of the code on a noisy machine; the targets are rates.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 _HOSTS = 1000
@@ -105,14 +119,58 @@ def run(links: int, per_page: int, seen_share: float, seed: int) -> float:
     return links / elapsed
 
 
+def instructions(links: int, per_page: int, seed: int, share: float) -> int:
+    """Instructions a run of this script takes under callgrind, start-up included."""
+    with tempfile.TemporaryDirectory(prefix="ubipy-admission-cg-") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        command = [
+            *("valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"),
+            *(sys.executable, __file__, "--share", str(share), "--links", str(links)),
+            *("--per-page", str(per_page), "--seed", str(seed)),
+        ]
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"callgrind failed ({done.returncode}): {done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def count_instructions(links: int, per_page: int, seed: int) -> None:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    runs = [(links, 0.0), (2 * links, 0.0), (links, 0.9)]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        once, twice, seen = pool.map(lambda run: instructions(run[0], per_page, seed, run[1]), runs)
+    print(f"all new: {(twice - once) / links:,.0f} instructions a link", flush=True)
+    print(f"90% already seen: {(seen - once) / links:,.0f} instructions a link", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--links", type=int, default=200_000, help="links offered per run")
+    parser.add_argument("--links", type=int, default=None, help="links offered per run")
     parser.add_argument("--per-page", type=int, default=50)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions a link under callgrind instead of timing (default 20,000 links)",
+    )
+    parser.add_argument("--share", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.instructions:
+        count_instructions(args.links or 20_000, args.per_page, args.seed)
+        return 0
+    links = args.links or 200_000
+    if args.share is not None:  # one run, under --instructions' callgrind
+        run(links, args.per_page, args.share, args.seed)
+        return 0
     for share, target in ((0.0, 40_000), (0.9, 100_000)):
-        rate = run(args.links, args.per_page, share, args.seed)
+        rate = run(links, args.per_page, share, args.seed)
         verdict = "MET" if rate >= target else "NOT MET"
         print(
             f"{share:.0%} already seen: {rate:,.0f} links per CPU-second "

@@ -349,6 +349,14 @@ rarely answers; on a real site most repeated links are its menus, which it does.
 These are rates of one process, not ratios, so they move with the machine: the machine
 of the session before gave schema 7 about half these figures (17,400-18,200 all new at
 300,000 links, 36,600-46,300 with 90% seen at 100,000).
+On the machine of 2026-12-03 (the seventeenth session) the same code read 35,000 to
+64,600 all new and 72,700 to 119,800 with 90% seen within an hour, alternated runs of
+one version as far apart as two versions. `python bench/admission.py --instructions`
+counts instead (callgrind; each figure a difference of two runs, so start-up cancels
+out), and the count repeats: 98,554 instructions a link all new and 39,032 with 90% seen
+before the scheduler's entries and the frontier's rows became named tuples (commit
+7ea2876; a frozen dataclass sets each field through `object.__setattr__`), **85,922 and
+37,823** after.
 
 The frontier's in-memory part is a window of at most `host_window` (64) entries per host
 and at most `frontier_memory` (200,000) entries over all hosts: here 200,000 entries in
