@@ -42,6 +42,7 @@ which is set to 0.1 s here so the host that always answers 500 does not hold the
 from __future__ import annotations
 
 import argparse
+import compileall
 import functools
 import json
 import os
@@ -875,6 +876,14 @@ def schedule(names: list[str], repeat: int) -> list[tuple[int, str]]:
     return [(n, name) for n in range(repeat) for name in (names if n % 2 == 0 else names[::-1])]
 
 
+def compile_bytecode() -> None:
+    """Compile ubipy's modules to bytecode before the runs, as an install has them
+    (pip compiles what it installs; Scrapy's is). Run from a checkout where
+    PYTHONDONTWRITEBYTECODE is set, every ubipy process would compile its modules
+    again at start-up: 0.25 s of CPU counted against ubipy alone."""
+    compileall.compile_dir(ROOT / "ubipy", quiet=1)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.child is not None:
@@ -887,6 +896,7 @@ def main(argv: list[str] | None = None) -> None:
         f"concurrency {args.concurrency}, 1 per host, delay 0; {os.cpu_count()} CPUs",
         flush=True,
     )
+    compile_bytecode()
     runs: list[Run] = []
     try:
         for round_, name in schedule(args.only, args.repeat):
