@@ -64,9 +64,9 @@ def lost_at_kill(
 
     ``copies_may_lag``: its last request to each host as well, whenever it ended. Peers
     that are processes on a loaded machine can commit and copy later than any margin;
-    but a host's next request waits for
-    the copy of its last outcome to be acknowledged (ubipy/peer/replica.py), so only
-    the last can be unknown to the successor. The in-memory world keeps the margin."""
+    but a host's next request waits for the copy of its last outcome to be acknowledged
+    (ubipy/peer/replica.py), so only the last can be unknown to the successor. The
+    in-memory world keeps the margin."""
     lost: set[str] = set()
     last: dict[str, Request] = {}
     for r in referee.requests:
