@@ -81,6 +81,10 @@ skips httpx2's client layer (ubipy 1.17 ms, Scrapy 7.74: the machine had sped up
 and 5.74 with `--repeat 3` (medians 1.22 and 7.02 ms; the pairs 6.28, 6.41 and 4.98).
 That machine's Python runs the same loop 46 to 67 us apart within half an hour, and the
 same ubipy crawl 1.17 to 1.64 ms a page, so only figures taken side by side compare.
+2026-12-03 (the seventeenth session, a machine of the same kind): **5.80** (ubipy 1.09
+ms a page, Scrapy 6.31) and, ubipy's bytecode compiled beforehand as an install has it
+(0.25 s less of ubipy's start-up), **5.56** (1.55 against 8.62 ms: the machine had slowed
+for both by then).
 
 - `ubipy peer` settles CPython's garbage collector when it starts
   (`ubipy/peer/collector.py`): what start-up made is frozen out of later scans, and a full
