@@ -309,6 +309,7 @@ def child_command(
     result = str(work / "result.json")
     if name.startswith("scrapy"):
         return [
+            *(_callgrind(work) if args.instructions else []),
             sys.executable,
             str(HERE / "scrapy_spider.py"),
             "--seed-url",
@@ -347,6 +348,8 @@ def child_command(
         cmd += ["--ca-bundle", str(tls.ca)]
     if args.profile:
         cmd += ["--profile", args.profile, "--profile-out", str(work / "profile")]
+    if args.instructions:
+        return [*_callgrind(work), *cmd]
     if args.profile == "pyspy":
         spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
         return [
@@ -364,6 +367,18 @@ def child_command(
             *cmd,
         ]
     return cmd
+
+
+def _callgrind(work: Path) -> list[str]:
+    """The prefix that runs a crawler under callgrind (``--instructions``)."""
+    return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work / 'callgrind.out'}"]
+
+
+def _instructions(child_out: Path) -> int | None:
+    """The instructions callgrind counted in the child (its summary, in the child's
+    output), or None when it was not run under callgrind."""
+    found = re.findall(r"Collected : (\d+)", child_out.read_text(errors="replace"))
+    return int(found[-1]) if found else None
 
 
 def run_crawler(name: str, args: argparse.Namespace, base: Path) -> Run:
@@ -390,6 +405,9 @@ def run_crawler(name: str, args: argparse.Namespace, base: Path) -> Run:
         tail = (work / "child.out").read_text(errors="replace")[-3000:]
         raise CrawlFailed(f"{name} exited with {usage.status}:\n{tail}")
     own = json.loads((work / "result.json").read_text())
+    counted = _instructions(work / "child.out")
+    if counted is not None:
+        own["instructions"] = counted
     verdict = judge(args, server.log_path, server.seed)
     run = Run(LABELS[name], usage, server_usage, verdict, own)
     if args.profile == "cprofile" and not name.startswith("scrapy"):
@@ -743,6 +761,12 @@ def ratio_lines(runs: list[Run]) -> list[str]:
             ratio = _median_ms(runs, scrapy.name, "cpu") / max(ours, 1e-9)
             who = "ubipy" if r.name == LABELS["ubipy"] else r.name
             out.append(f"{who} pages per CPU-second / {theirs} = {ratio:.2f}")
+            mine, their = (_median_per_page(runs, x.name, "instructions") for x in (r, scrapy))
+            if mine and their:
+                out.append(
+                    f"{who} pages per instruction / {theirs} = {their / mine:.2f} "
+                    f"({mine:,.0f} / {their:,.0f} instructions a page, callgrind)"
+                )
     return out
 
 
@@ -774,6 +798,12 @@ def _median_ms(runs: list[Run], name: str, what: str) -> float:
     )
 
 
+def _median_per_page(runs: list[Run], name: str, what: str) -> float:
+    """The median over ``name``'s runs of a count the child's run reported, a page
+    (0 when none reported it)."""
+    return _median(float(r.own.get(what, 0)) / max(r.pages, 1) for r in runs if r.name == name)
+
+
 def _median(figures: Iterable[float]) -> float:
     values = sorted(figures)
     mid = len(values) // 2
@@ -803,6 +833,8 @@ def reproduce(args: argparse.Namespace) -> str:
         cmd += ["--profile", args.profile]
     if args.native:
         cmd += ["--native"]
+    if args.instructions:
+        cmd += ["--instructions", "--timeout", f"{args.timeout:g}"]
     return shlex.join(cmd)
 
 
@@ -827,6 +859,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="profile the ubipy children (their CPU figures are then not comparable)",
     )
     p.add_argument("--native", action="store_true", help="py-spy --native (C frames)")
+    p.add_argument(
+        "--instructions",
+        action="store_true",
+        help="run each crawler under valgrind's callgrind and report instructions a page: "
+        "a count that repeats where CPU time does not, for comparing two versions "
+        "(50-100x slower: use a small web and a larger --timeout)",
+    )
     p.add_argument("--top", type=int, default=25, help="functions listed by --profile")
     p.add_argument(
         "--max-requests",
@@ -860,6 +899,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile-out", help=argparse.SUPPRESS)
     p.add_argument("--ca-bundle", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.instructions and args.profile:
+        p.error("--instructions and --profile do not go together")
     if args.child is None:
         args.only = [c.strip() for c in args.only.split(",") if c.strip()]
         bad = [c for c in args.only if c not in CRAWLERS]
@@ -910,6 +951,11 @@ def main(argv: list[str] | None = None) -> None:
                 f"   {run.pages:,} pages in {run.crawl_wall:.1f} s, CPU {run.usage.cpu:.1f} s, "
                 f"peak RSS {run.usage.max_rss_mb:.0f} MB, "
                 f"{run.usage.wakeups / max(run.pages, 1):.2f} wake-ups a page"
+                + (
+                    f", {run.own['instructions'] / max(run.pages, 1):,.0f} instructions a page"
+                    if "instructions" in run.own
+                    else ""
+                )
                 + (f" ({run.own['client']})" if "client" in run.own else ""),
                 flush=True,
             )
