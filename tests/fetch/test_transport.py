@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import resource
+import socket
+import struct
 from collections.abc import Awaitable, Callable
 
 import httpx2
@@ -205,3 +208,70 @@ def test_idle_connections_kept_follow_the_descriptors_the_process_may_open(
 ) -> None:
     monkeypatch.setattr(resource, "getrlimit", lambda _: (soft, resource.RLIM_INFINITY))
     assert default_max_idle() == kept
+
+
+async def test_a_request_larger_than_the_socket_buffers_goes_out_whole(
+    nursery: trio.Nursery,
+) -> None:
+    """A request the kernel cannot take at once is sent in parts, as the server reads."""
+    size = 16_000_000
+    received: list[int] = []
+
+    async def count_body(stream: trio.SocketStream, _: int) -> None:
+        head = await _read_head(stream)
+        body = len(head) - head.index(b"\r\n\r\n") - 4
+        while body < size:
+            body += len(await stream.receive_some(1 << 16))
+        received.append(body)
+        await stream.send_all(OK)
+
+    server = Server(count_body)
+    await nursery.start(server.serve)
+    async with httpx2.AsyncClient(transport=PooledTransport()) as client:
+        r = await client.post(f"http://127.0.0.1:{server.port}/up", content=b"y" * size)
+    assert r.text == "hello"
+    assert received == [size]
+
+
+async def test_a_body_that_comes_in_pieces_is_read_whole(nursery: trio.Nursery) -> None:
+    """Each piece is sent only once the client has read the one before: the client
+    finds the socket empty and waits for the next, and the answer is read whole."""
+    pieces = [b"%d" % i * 1000 for i in range(5)]
+    read = trio.Semaphore(0)
+
+    async def in_pieces(stream: trio.SocketStream, _: int) -> None:
+        await _read_head(stream)
+        length = sum(map(len, pieces))
+        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % length)
+        for piece in pieces:
+            await stream.send_all(piece)
+            await read.acquire()
+
+    server = Server(in_pieces)
+    await nursery.start(server.serve)
+    ends = list(itertools.accumulate(map(len, pieces)))
+    body = b""
+    async with (
+        httpx2.AsyncClient(transport=PooledTransport()) as client,
+        client.stream("GET", f"http://127.0.0.1:{server.port}/") as r,
+    ):
+        async for chunk in r.aiter_raw():
+            body += chunk
+            while ends and len(body) >= ends[0]:
+                ends.pop(0)
+                read.release()
+    assert body == b"".join(pieces)
+
+
+async def test_a_connection_reset_mid_body_is_a_read_error(nursery: trio.Nursery) -> None:
+    async def reset(stream: trio.SocketStream, _: int) -> None:
+        await _read_head(stream)
+        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 10)
+        # SO_LINGER with a zero time-out: close sends a reset, not an end.
+        stream.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    server = Server(reset)
+    await nursery.start(server.serve)
+    async with httpx2.AsyncClient(transport=PooledTransport()) as client:
+        with pytest.raises(httpx2.ReadError):
+            await client.get(f"http://127.0.0.1:{server.port}/")
