@@ -28,7 +28,6 @@ retry it.
 
 from __future__ import annotations
 
-import os
 import re
 import ssl
 from collections import OrderedDict
@@ -43,6 +42,7 @@ from ubipy.descriptors import descriptor_share
 from ubipy.errors import UbipyError
 from ubipy.fetch.dns import DnsFailure, Resolver
 from ubipy.fetch.http1 import MAX_HEAD, BadRequest, ProtocolFailure, ResponseReader, request_head
+from ubipy.fetch.sockets import DirectSocketStream
 from ubipy.fetch.tls import TlsStream, certificate_failure, tls_context
 from ubipy.fetch.tlssessions import TlsSession, fast_sessions
 
@@ -72,19 +72,7 @@ class _Origin:
 
 
 class _Connection:
-    """A connection of the pool, used by one task at a time.
-
-    Over plain TCP, a request is written and an answer read straight from the
-    socket's descriptor while the kernel can take or give them at once (a request is
-    small, and a body has usually come by the time its head is read), and through
-    trio only when they must wait. trio's stream wraps each call in a conflict check,
-    a cancellation check and a reschedule: 40 us a page's send and receives on the
-    slowest machine measured against 3 us for the system calls (issue #19). A wait
-    still goes through trio (a cancel scope for the read time-out, ``wait_readable``),
-    and every request waits at least once for its answer's head, so a fetch still
-    yields to the other tasks."""
-
-    __slots__ = ("fd", "idle_since", "origin", "session_checked", "stream")
+    __slots__ = ("direct", "idle_since", "origin", "session_checked", "stream")
 
     def __init__(self, stream: trio.abc.Stream, origin: _Origin) -> None:
         self.stream = stream
@@ -93,44 +81,8 @@ class _Connection:
         # Whether its TLS session was looked at (once, after its first answer: the
         # server's ticket has come by then).
         self.session_checked = False
-        # The socket's descriptor when the stream is plain TCP (-1: TLS, or a stream
-        # that is not a socket): what send and receive may use directly.
-        sock = stream.socket if isinstance(stream, trio.SocketStream) else None
-        self.fd = -1 if sock is None else sock.fileno()
-
-    async def send(self, data: bytes) -> None:
-        """Send all of ``data``."""
-        if self.fd >= 0:
-            try:
-                sent = os.write(self.fd, data)
-            except BlockingIOError:
-                sent = 0
-            if sent == len(data):
-                return
-            data = data[sent:]
-        await self.stream.send_all(data)
-
-    def receive_now(self) -> bytes | bytearray | None:
-        """What the socket has for us at once (b"" at its end), or None if the call
-        would wait (or the stream is not plain TCP)."""
-        if self.fd < 0:
-            return None
-        try:
-            return os.read(self.fd, _READ_SIZE)
-        except BlockingIOError:
-            return None
-
-    async def receive(self) -> bytes | bytearray:
-        """What the connection gives next, waiting for it (b"" at its end)."""
-        if self.fd < 0:
-            return await self.stream.receive_some(_READ_SIZE)
-        while True:
-            # Closing the stream (trio's notify_closing) wakes this with
-            # ClosedResourceError.
-            await trio.lowlevel.wait_readable(self.fd)
-            data = self.receive_now()
-            if data is not None:
-                return data
+        # Plain TCP: what an answer's receive may take at once, with no time-out to set.
+        self.direct = stream if isinstance(stream, DirectSocketStream) else None
 
     def looks_alive(self) -> bool:
         # An idle keep-alive socket that is readable has been closed (or sent
@@ -141,8 +93,6 @@ class _Connection:
         return sock is None or not sock.is_readable()
 
     async def aclose(self) -> None:
-        # The descriptor's number may be given to the next socket opened.
-        self.fd = -1
         with trio.CancelScope(shield=True):
             await trio.aclose_forcefully(self.stream)
 
@@ -180,10 +130,13 @@ class _Body(httpx2.AsyncByteStream):
 async def _receive(conn: _Connection, reader: ResponseReader, read_timeout: float) -> None:
     """Feed the reader what the connection gives next (its end included)."""
     try:
-        data = conn.receive_now()
+        # A body has usually come with its head: no time-out scope to read it.
+        data: bytes | bytearray | None = None
+        if conn.direct is not None:
+            data = conn.direct.receive_now()
         if data is None:
             with trio.move_on_after(read_timeout):
-                data = await conn.receive()
+                data = await conn.stream.receive_some(_READ_SIZE)
             if data is None:
                 raise httpx2.ReadTimeout(f"no data for {read_timeout} s")
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
@@ -281,7 +234,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             data += request.content
         reader = ResponseReader(head_only=request.method == "HEAD")
         try:
-            await conn.send(data)
+            await conn.stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             raise httpx2.WriteError(str(exc) or type(exc).__name__) from exc
         while reader.status is None:
@@ -306,7 +259,8 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         with trio.move_on_after(limit) as scope:
             try:
                 address = via.host if self._resolver is None else await self._address(via.host)
-                stream: trio.abc.Stream = await trio.open_tcp_stream(address, via.port)
+                tcp = await trio.open_tcp_stream(address, via.port)
+                stream: trio.abc.Stream = DirectSocketStream(tcp)
                 if origin.scheme == "https":
                     try:
                         if self._proxy is not None:

@@ -1,0 +1,75 @@
+"""A TCP stream whose sends and receives go straight to the socket while the kernel
+need not wait, and through trio only when they must.
+
+trio's ``SocketStream`` wraps each send and receive in a conflict check, a
+cancellation check and a trip through the scheduler: 40 us for a page's request and
+two receives on the slowest machine measured, against 3 us for the system calls
+themselves (issue #19). A crawler's connection is used by one task at a time, its
+request fits the socket's buffer, and by the time an answer's head is read its body
+has usually come too. So a send is first written to the descriptor and a receive
+first read from it; only what would block waits, in trio (``wait_readable``, or
+the stream's own ``send_all`` for the rest of a large send).
+
+A receive answered at once is not a checkpoint, unlike trio's streams: the transport
+waits for every answer's head (the server has not answered the moment the request
+goes out), so every fetch still yields to the other tasks and sees a cancellation.
+"""
+
+from __future__ import annotations
+
+import os
+
+import trio
+
+__all__ = ["DirectSocketStream"]
+
+_READ_SIZE = 65_536
+
+
+class DirectSocketStream(trio.abc.Stream):
+    """``stream``'s socket, read and written directly while that does not block.
+    For one task at a time."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self._stream = stream
+        self.socket = stream.socket
+        self._fd = stream.socket.fileno()
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self._fd >= 0 and data:
+            try:
+                sent = os.write(self._fd, data)
+            except BlockingIOError:
+                sent = 0
+            if sent == len(data):
+                return
+            data = memoryview(data)[sent:]
+        await self._stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._stream.wait_send_all_might_not_block()
+
+    def receive_now(self, max_bytes: int = _READ_SIZE) -> bytes | None:
+        """What the socket has at once (b"" at its end), or None if a receive would
+        wait. Raises OSError as a receive does (a reset, among others)."""
+        if self._fd < 0:
+            return None  # closed: the stream's own receive says so
+        try:
+            return os.read(self._fd, max_bytes)
+        except BlockingIOError:
+            return None
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        size = _READ_SIZE if max_bytes is None else max_bytes
+        while (data := self.receive_now(size)) is None:
+            if self._fd < 0:
+                return bytes(await self._stream.receive_some(size))
+            # Closing the stream from another task (trio's notify_closing) wakes
+            # this with ClosedResourceError.
+            await trio.lowlevel.wait_readable(self._fd)
+        return data
+
+    async def aclose(self) -> None:
+        # Forget the descriptor first: its number goes to the next socket opened.
+        self._fd = -1
+        await self._stream.aclose()
