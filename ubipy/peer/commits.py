@@ -131,9 +131,12 @@ class Batch:
         return [a.page for a in self.answered]
 
     @property
-    def discoveries(self) -> list[Sequence[NewURL]]:
-        """The URLs to admit, in groups: each answered page's, then the others found."""
-        return [*(a.discovered for a in self.answered), self.found]
+    def discoveries(self) -> list[NewURL]:
+        """The URLs to admit, in order: each answered page's, then the others found.
+        Admitted in one go, so that the batch's pages share one lookup of the URLs
+        the Bloom filter may have seen, one insert and one update of the scores
+        (a link several pages give arrives with their cash summed)."""
+        return [*(c for a in self.answered for c in a.discovered), *self.found]
 
     @property
     def lastmods(self) -> list[Lastmod]:
@@ -143,17 +146,12 @@ class Batch:
         """Write the batch in one transaction, in its order: the rows closed with their
         hosts, the new rows admitted and the URLs kept for other peers."""
         closed = 0
-        new_rows: list[FrontierRow] = []
-        foreign: list[NewURL] = []
         with shard.transaction():
             shard.save_host_marks(self.marks)
             # Hosts closed before the new rows go in: see above.
             for host, reason in self.closed_hosts:
                 closed += shard.skip_host(host, reason)
-            for discovered in self.discoveries:
-                rows, out = place(discovered)
-                new_rows.extend(rows)
-                foreign.extend(out)
+            new_rows, foreign = place(self.discoveries)
             if self.acked:
                 shard.outbox_remove(self.acked)
             shard.record_pages(self.pages)
