@@ -13,6 +13,8 @@ import httpx2
 import pytest
 import trio
 
+from ubipy.config import FetchConfig
+from ubipy.fetch import fetch, make_client
 from ubipy.fetch.transport import PooledTransport, default_max_idle
 
 Behaviour = Callable[[trio.SocketStream, int], Awaitable[None]]
@@ -275,3 +277,37 @@ async def test_a_connection_reset_mid_body_is_a_read_error(nursery: trio.Nursery
     async with httpx2.AsyncClient(transport=PooledTransport()) as client:
         with pytest.raises(httpx2.ReadError):
             await client.get(f"http://127.0.0.1:{server.port}/")
+
+
+@pytest.mark.parametrize(
+    ("cap", "kept", "truncated"),
+    [(12_000, 12_000, True), (20_000, 20_000, False), (50_000, 20_000, False), (0, 0, True)],
+)
+async def test_the_crawlers_fetch_keeps_the_body_up_to_its_cap(
+    nursery: trio.Nursery, cap: int, kept: int, truncated: bool
+) -> None:
+    """Read straight from the connection, in two pieces: a body over the cap is cut
+    and marked, one within it is kept whole; and the connection serves the next
+    request, or a new one does when the cut left part of the answer unread."""
+    body = bytes(range(256)) * 78 + b"." * 32  # 20,000 bytes
+    sent_rest = trio.Event()
+
+    async def in_two(stream: trio.SocketStream, _: int) -> None:
+        while head := await _read_head(stream):
+            assert head.startswith(b"GET ")
+            await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 20000\r\n\r\n" + body[:9000])
+            with contextlib.suppress(trio.BrokenResourceError):
+                await stream.send_all(body[9000:])
+            sent_rest.set()
+
+    server = Server(in_two)
+    await nursery.start(server.serve)
+    async with make_client(FetchConfig(), "test-agent") as client:
+        url = f"http://127.0.0.1:{server.port}/page"
+        first = await fetch(client, url, max_bytes=cap)
+        await sent_rest.wait()
+        again = await fetch(client, url, max_bytes=cap)
+    for result in (first, again):
+        assert result.status == 200
+        assert result.body == body[:kept] and result.truncated is truncated
+    assert server.connections in ((1, 2) if truncated else (1,))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 
@@ -20,7 +20,7 @@ import trio
 
 from ubipy.fetch.client import CrawlClient
 from ubipy.fetch.tls import certificate_failure
-from ubipy.fetch.transport import AddressRefused, CertificateError
+from ubipy.fetch.transport import AddressRefused, CertificateError, PooledBody
 
 log = logging.getLogger(__name__)
 
@@ -164,25 +164,20 @@ async def fetch(
                 return _answer(
                     url, response, latency, fields, ctype, charset, detail=detail, accepted=False
                 )
-            chunks: list[bytes] = []
-            size = 0
-            truncated = False
             # Decoded bytes are what is capped, so a compression bomb stops at the cap.
             # Without a content coding the raw bytes are the decoded ones: one
-            # generator fewer (aiter_bytes wraps aiter_raw in decoders). A response
-            # read already (a test's MockTransport) is only served by aiter_bytes.
-            # Closed explicitly: leaving the loop early must not strand the generator.
+            # generator fewer (aiter_bytes wraps aiter_raw in decoders), and none
+            # from ubipy's transport. A response read already (a test's
+            # MockTransport) is only served by aiter_bytes.
             coded = "content-encoding" in fields or response.is_stream_consumed
-            pieces = response.aiter_bytes() if coded else response.aiter_raw()
-            async with aclosing(pieces) as body:
-                async for chunk in body:
-                    if size + len(chunk) > max_bytes:
-                        chunks.append(chunk[: max_bytes - size])
-                        truncated = True
-                        break
-                    chunks.append(chunk)
-                    size += len(chunk)
-            kept = b"".join(chunks)  # one chunk is returned as it is, not copied
+            stream = response.stream
+            if not coded and type(stream) is PooledBody:
+                response.is_stream_consumed = True
+                kept, truncated = await stream.read_capped(max_bytes)
+            else:
+                kept, truncated = await _read_capped(
+                    response.aiter_bytes() if coded else response.aiter_raw(), max_bytes
+                )
             return _answer(
                 url, response, latency, fields, ctype, charset, body=kept, truncated=truncated
             )
@@ -199,6 +194,21 @@ async def fetch(
         # Malformed responses and odd sockets surface as OSError and ValueError
         # below httpx.
         return failed(url, _failure(exc), f"{type(exc).__name__}: {exc}"[:300])
+
+
+async def _read_capped(pieces: AsyncGenerator[bytes, None], max_bytes: int) -> tuple[bytes, bool]:
+    """The first ``max_bytes`` of ``pieces``, and whether there was more. Closed
+    explicitly: leaving the loop early must not strand the generator."""
+    chunks: list[bytes] = []
+    size = 0
+    async with aclosing(pieces) as body:
+        async for chunk in body:
+            if size + len(chunk) > max_bytes:
+                chunks.append(chunk[: max_bytes - size])
+                return b"".join(chunks), True
+            chunks.append(chunk)
+            size += len(chunk)
+    return b"".join(chunks), False  # one chunk is returned as it is, not copied
 
 
 # The response headers a result keeps, by their lower-case names.

@@ -97,8 +97,9 @@ class _Connection:
             await trio.aclose_forcefully(self.stream)
 
 
-class _Body(httpx2.AsyncByteStream):
-    """The response body, read from the connection as the caller iterates."""
+class PooledBody(httpx2.AsyncByteStream):
+    """The response body, read from the connection as the caller iterates, or whole
+    at once (:meth:`read_capped`)."""
 
     def __init__(
         self, transport: PooledTransport, conn: _Connection, reader: ResponseReader, timeout: float
@@ -117,6 +118,25 @@ class _Body(httpx2.AsyncByteStream):
                 yield data
             if reader.complete:
                 return
+            await _receive(self._conn, reader, self._read_timeout)
+
+    async def read_capped(self, max_bytes: int) -> tuple[bytes, bool]:
+        """The body, or its first ``max_bytes`` and True when there was more: what
+        iterating it and stopping at the cap gives, without an async generator (and
+        httpx2's, around it) for a page's one or two pieces."""
+        reader = self._reader
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            data = reader.take_body()
+            if data:
+                if size + len(data) > max_bytes:
+                    chunks.append(data[: max_bytes - size])
+                    return b"".join(chunks), True
+                chunks.append(data)
+                size += len(data)
+            if reader.complete:
+                return b"".join(chunks), False  # one piece is returned as it is
             await _receive(self._conn, reader, self._read_timeout)
 
     async def aclose(self) -> None:
@@ -201,7 +221,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         return httpx2.Response(
             status_code=reader.status,
             headers=reader.headers,
-            stream=_Body(self, conn, reader, read_timeout),
+            stream=PooledBody(self, conn, reader, read_timeout),
             extensions={
                 "http_version": reader.version.encode("ascii"),
                 "reason_phrase": reader.reason.encode("latin-1"),
