@@ -38,6 +38,7 @@ pip install -e '.[bench]'      # Scrapy, psutil and httpx 0.28: for the benchmar
 python bench/speed.py          # 200 hosts x 100 pages, concurrency 64: about 4 minutes
 python bench/speed.py --only ubipy,httpx,httpx2-stock,httpx-stock,scrapy,scrapy-stock
 python bench/speed.py --only ubipy --profile pyspy    # or --profile cprofile; --native for C frames
+python bench/speed.py --only ubipy --hosts 20 --pages 50 --instructions --timeout 1200  # callgrind
 ```
 
 Each crawler crawls a fresh copy of the same synthetic web (`python -m ubipy.synthweb
@@ -85,6 +86,24 @@ same ubipy crawl 1.17 to 1.64 ms a page, so only figures taken side by side comp
 ms a page, Scrapy 6.31) and, ubipy's bytecode compiled beforehand as an install has it
 (0.25 s less of ubipy's start-up), **5.56** (1.55 against 8.62 ms: the machine had slowed
 for both by then).
+2026-12-03 (the eighteenth session, the same machine), after the socket and body changes
+below: **7.84** in one run during a fast spell (ubipy 0.80 ms a page, Scrapy 6.26), then
+6.12 with `--repeat 3` right after, the machine slower for both (medians 1.23 and 7.54 ms;
+pairs 6.84, 5.96 and 6.37, the last beside another job).
+
+Instructions a page (`--instructions`: each crawler under valgrind's callgrind, start-up
+included, about a third of ubipy's count on this small web) repeat within 1% where CPU
+time swings by a third, so they compare two versions on this machine. On a web of 20
+hosts x 50 pages, the eighteenth session: 4.45-4.48 million a page before (three runs),
+4.33 once a plain-TCP connection's request is written and its answer read straight from
+the socket while the kernel need not wait (trio only for a wait: `ubipy/fetch/sockets.py`;
+trio's stream cost 40 us a page's send and receives here against 3 us for the system
+calls), 4.29 with one cancel scope a request instead of two and a commit's links admitted
+in one go, and **4.23** with a page's body read whole from ubipy's transport instead of
+through httpx2's `aiter_raw` (5.4% fewer in all, about 8% of the crawl's own). With
+`--max-requests 5`: plain HTTP 4.66 to 4.54 million, HTTPS 5.63 to 5.52 (its TLS over the
+same direct socket). Scrapy, in the same run as the first: 17.8 million a page, 3.99 times
+ubipy's then, start-up included; the crawl alone, by callgrind's CPU, 4.5 times.
 
 - `ubipy peer` settles CPython's garbage collector when it starts
   (`ubipy/peer/collector.py`): what start-up made is frozen out of later scans, and a full
