@@ -20,7 +20,7 @@ import trio
 
 from ubipy.fetch.client import CrawlClient
 from ubipy.fetch.tls import certificate_failure
-from ubipy.fetch.transport import AddressRefused, CertificateError, PooledBody
+from ubipy.fetch.transport import AddressRefused, CappedBody, CertificateError, PooledBody
 
 log = logging.getLogger(__name__)
 
@@ -199,16 +199,12 @@ async def fetch(
 async def _read_capped(pieces: AsyncGenerator[bytes, None], max_bytes: int) -> tuple[bytes, bool]:
     """The first ``max_bytes`` of ``pieces``, and whether there was more. Closed
     explicitly: leaving the loop early must not strand the generator."""
-    chunks: list[bytes] = []
-    size = 0
+    kept = CappedBody(max_bytes)
     async with aclosing(pieces) as body:
         async for chunk in body:
-            if size + len(chunk) > max_bytes:
-                chunks.append(chunk[: max_bytes - size])
-                return b"".join(chunks), True
-            chunks.append(chunk)
-            size += len(chunk)
-    return b"".join(chunks), False  # one chunk is returned as it is, not copied
+            if not kept.add(chunk):
+                break
+    return kept.result()
 
 
 # The response headers a result keeps, by their lower-case names.

@@ -97,6 +97,34 @@ class _Connection:
             await trio.aclose_forcefully(self.stream)
 
 
+class CappedBody:
+    """A body's pieces kept up to a cap: its first ``cap`` bytes, and whether more
+    came. The fetcher's one rule, whichever way a body is read."""
+
+    __slots__ = ("_cap", "_chunks", "_size", "truncated")
+
+    def __init__(self, cap: int) -> None:
+        self._cap = cap
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self.truncated = False
+
+    def add(self, piece: bytes) -> bool:
+        """Keep ``piece``, or its part within the cap; False once the cap is passed."""
+        if self._size + len(piece) > self._cap:
+            self._chunks.append(piece[: self._cap - self._size])
+            self.truncated = True
+            return False
+        self._chunks.append(piece)
+        self._size += len(piece)
+        return True
+
+    def result(self) -> tuple[bytes, bool]:
+        """The bytes kept (one piece is returned as it is, not copied), and whether
+        the cap cut the body."""
+        return b"".join(self._chunks), self.truncated
+
+
 class PooledBody(httpx2.AsyncByteStream):
     """The response body, read from the connection as the caller iterates, or whole
     at once (:meth:`read_capped`)."""
@@ -125,18 +153,11 @@ class PooledBody(httpx2.AsyncByteStream):
         iterating it and stopping at the cap gives, without an async generator (and
         httpx2's, around it) for a page's one or two pieces."""
         reader = self._reader
-        chunks: list[bytes] = []
-        size = 0
+        kept = CappedBody(max_bytes)
         while True:
             data = reader.take_body()
-            if data:
-                if size + len(data) > max_bytes:
-                    chunks.append(data[: max_bytes - size])
-                    return b"".join(chunks), True
-                chunks.append(data)
-                size += len(data)
-            if reader.complete:
-                return b"".join(chunks), False  # one piece is returned as it is
+            if (data and not kept.add(data)) or reader.complete:
+                return kept.result()
             await _receive(self._conn, reader, self._read_timeout)
 
     async def aclose(self) -> None:
