@@ -61,13 +61,21 @@ class DirectSocketStream(trio.abc.Stream):
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         size = _READ_SIZE if max_bytes is None else max_bytes
-        while (data := self.receive_now(size)) is None:
+        data = self.receive_now(size)
+        return data if data is not None else await self.receive_later(size)
+
+    async def receive_later(self, max_bytes: int = _READ_SIZE) -> bytes:
+        """What the socket gives once it has something: for a caller that has just
+        found it empty (:meth:`receive_now`), with no second try before the wait."""
+        while True:
             if self._fd < 0:
-                return bytes(await self._stream.receive_some(size))
+                return bytes(await self._stream.receive_some(max_bytes))
             # Closing the stream from another task (trio's notify_closing) wakes
             # this with ClosedResourceError.
             await trio.lowlevel.wait_readable(self._fd)
-        return data
+            data = self.receive_now(max_bytes)
+            if data is not None:
+                return data
 
     async def aclose(self) -> None:
         # Forget the descriptor first: its number goes to the next socket opened.

@@ -172,12 +172,14 @@ async def _receive(conn: _Connection, reader: ResponseReader, read_timeout: floa
     """Feed the reader what the connection gives next (its end included)."""
     try:
         # A body has usually come with its head: no time-out scope to read it.
-        data: bytes | bytearray | None = None
-        if conn.direct is not None:
-            data = conn.direct.receive_now()
+        direct = conn.direct
+        data: bytes | bytearray | None = None if direct is None else direct.receive_now()
         if data is None:
             with trio.move_on_after(read_timeout):
-                data = await conn.stream.receive_some(_READ_SIZE)
+                if direct is None:
+                    data = await conn.stream.receive_some(_READ_SIZE)
+                else:
+                    data = await direct.receive_later()
             if data is None:
                 raise httpx2.ReadTimeout(f"no data for {read_timeout} s")
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
