@@ -280,6 +280,10 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             await conn.stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             raise httpx2.WriteError(str(exc) or type(exc).__name__) from exc
+        # The other tasks run before the answer's read time-out starts (a send that
+        # went straight to the socket did not yield): their work is not the server's
+        # silence, and a server in this process gets its turn to read the request.
+        await trio.lowlevel.checkpoint()
         while reader.status is None:
             await _receive(conn, reader, read_timeout)
         return reader
