@@ -100,7 +100,10 @@ the socket while the kernel need not wait (trio only for a wait: `ubipy/fetch/so
 trio's stream cost 40 us a page's send and receives here against 3 us for the system
 calls), 4.29 with one cancel scope a request instead of two and a commit's links admitted
 in one go, and **4.23** with a page's body read whole from ubipy's transport instead of
-through httpx2's `aiter_raw` (5.4% fewer in all, about 8% of the crawl's own). With
+through httpx2's `aiter_raw` (5.4% fewer in all, about 8% of the crawl's own); **4.17**
+once a request yields after it goes out, before its answer's read time-out starts (the
+answer is then often there to read at once; without the yield, a time-out counted the
+other tasks' work, and the hostile-web test timed out answers under load). With
 `--max-requests 5`: plain HTTP 4.66 to 4.54 million, HTTPS 5.63 to 5.52 (its TLS over the
 same direct socket). Scrapy, in the same run as the first: 17.8 million a page, 3.99 times
 ubipy's then, start-up included; the crawl alone, by callgrind's CPU, 4.5 times.
