@@ -11,6 +11,7 @@ import trio
 import trio.testing
 import trustme
 
+from ubipy.fetch.sockets import DirectSocketStream
 from ubipy.fetch.tls import TlsStream
 
 BODY = bytes(range(256)) * 160  # 40 KiB: three TLS records
@@ -142,3 +143,109 @@ async def test_garbage_instead_of_records_breaks_the_stream(ca: trustme.CA) -> N
             with pytest.raises(trio.BrokenResourceError):
                 await tls.receive_some()
             await tls.aclose()
+
+
+class _Pieces(trio.abc.Stream):
+    """A stream whose sends go out in ``size``-byte pieces, each its own send: a
+    reader meets records cut anywhere."""
+
+    def __init__(self, inner: trio.abc.Stream, size: int) -> None:
+        self.inner, self.size = inner, size
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        for start in range(0, len(view), self.size):
+            await self.inner.send_all(view[start : start + self.size])
+            await trio.lowlevel.checkpoint()  # let the reader in between pieces
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        return await self.inner.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.mark.parametrize("piece", [1 << 20, 1000, 7], ids=["whole", "1000-byte", "7-byte"])
+@pytest.mark.parametrize("serve", [_body_then_close_notify, _body_then_hang_up])
+async def test_over_a_socket_an_answer_is_read_at_once_where_it_has_come(
+    ca: trustme.CA,
+    serve: Callable[[trio.SSLStream[trio.abc.Stream]], Awaitable[None]],
+    piece: int,
+) -> None:
+    """As the transport reads an answer: what has come at once (no wait, no time-out
+    to set), the rest once the socket has it; records cut anywhere. A body sent whole
+    is read after it has all come: at once, to its end."""
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("site.test").configure_cert(server_ctx)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    a, b = trio.socket.socketpair()
+    server_sock = trio.SocketStream(b)
+    server: trio.SSLStream[trio.abc.Stream] = trio.SSLStream(
+        _Pieces(server_sock, piece), server_ctx, server_side=True
+    )
+    asked, sent = trio.Event(), trio.Event()
+    read = bytearray()
+    at_once = waited = 0
+
+    async def server_side() -> None:
+        await server.do_handshake()
+        assert await server.receive_some() == b"ask"
+        asked.set()
+        await serve(server)
+        sent.set()
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server_side)
+            tls = TlsStream(DirectSocketStream(trio.SocketStream(a)), client_ctx, "site.test")
+            await tls.do_handshake()
+            await tls.send_all(b"ask")
+            await (sent if piece > len(BODY) else asked).wait()
+            while True:
+                data = tls.receive_now()
+                if data is None:
+                    data = await tls.receive_later()
+                    waited += 1
+                else:
+                    at_once += 1
+                if not data:
+                    break
+                read.extend(data)
+            assert tls.receive_now() == b""  # the end stays the end
+            await tls.aclose()
+    assert read == BODY
+    if piece > len(BODY):
+        assert (at_once, waited) == (2, 0)  # the body in one read, then its end
+
+
+async def test_nothing_come_is_none_and_a_receive_then_waits(ca: trustme.CA) -> None:
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("site.test").configure_cert(server_ctx)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    a, b = trio.socket.socketpair()
+    server = trio.SSLStream(trio.SocketStream(b), server_ctx, server_side=True)
+    waiting = trio.Event()
+
+    async def server_side() -> None:
+        await server.do_handshake()
+        await waiting.wait()
+        await server.send_all(b"later")
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server_side)
+            tls = TlsStream(DirectSocketStream(trio.SocketStream(a)), client_ctx, "site.test")
+            await tls.do_handshake()
+            await tls.send_all(b"")  # the handshake's last flight
+            # The server's tickets may come first: none of them is plaintext.
+            while tls.receive_now() is not None:
+                await trio.testing.wait_all_tasks_blocked()
+            waiting.set()
+            assert await tls.receive_some() == b"later"
+            await tls.aclose()
+            await server.aclose()

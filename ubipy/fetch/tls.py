@@ -26,6 +26,7 @@ from pathlib import Path
 
 import trio
 
+from ubipy.fetch.sockets import DirectSocketStream
 from ubipy.fetch.tlssessions import TlsSession, resume, session_of
 
 __all__ = ["TlsStream", "certificate_failure", "tls_context"]
@@ -78,7 +79,9 @@ class TlsStream(trio.abc.Stream):
         )
         if session is not None:
             resume(self._tls, session)
-        self._ended = False  # the server's close_notify read
+        self._ended = False  # the end read: close_notify, or the socket's end
+        # Plain TCP below (a tunnel through a proxy is too): read at once when it can.
+        self._direct = transport if isinstance(transport, DirectSocketStream) else None
 
     @property
     def session(self) -> TlsSession | None:
@@ -106,41 +109,76 @@ class TlsStream(trio.abc.Stream):
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         size = _READ_SIZE if max_bytes is None else max_bytes
+        data = self.receive_now(size)
+        if data is None:
+            return await self.receive_later(size)
+        # Answered at once: still a checkpoint, as a stream's receive must be, without
+        # a trip through the scheduler unless the task is being cancelled.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return data
+
+    def receive_now(self, max_bytes: int = _READ_SIZE) -> bytes | None:
+        """Plaintext at once, from records already received or those the socket has
+        now (b"" at the end), or None if a receive would wait. As
+        :meth:`DirectSocketStream.receive_now`, not a checkpoint."""
+        if self._ended:
+            return b""
+        if self._outgoing.pending:
+            return None  # TLS has something to send first: only a receive may wait
         incoming = self._incoming
+        if not (incoming.pending or incoming.eof or self._tls.pending()):
+            # Nothing buffered: a read would only raise SSLWantReadError, which
+            # costs more than the read (the answer's usual first call).
+            if self._direct is None:
+                return None
+            raw = self._direct.receive_now(_READ_SIZE)
+            if raw is None:
+                return None
+            if raw:
+                incoming.write(raw)
+            else:
+                incoming.write_eof()
+        return self._read(max_bytes)
+
+    async def receive_later(self, max_bytes: int = _READ_SIZE) -> bytes:
+        """Plaintext once the socket has given enough: for a caller that has just
+        found none at once (:meth:`receive_now`)."""
         while True:
-            if not (incoming.pending or incoming.eof or self._tls.pending() or self._ended):
-                # Nothing buffered: a read would only raise SSLWantReadError, which
-                # costs more than the read (the answer's usual first call).
-                await self._flush()
-                if not await self._fill():
-                    return b""
-            try:
-                data = self._tls.read(size)
-            except ssl.SSLWantReadError:
-                # A part of a record; or TLS 1.3 wants to answer something first.
-                await self._flush()
-                if not await self._fill():
-                    return b""
-                continue
-            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            await self._flush()
+            if not await self._fill():
                 return b""
-            except ssl.SSLError as exc:
-                raise trio.BrokenResourceError(f"TLS: {exc}") from exc
-            # A read gives one record (16 KiB at most): what else has arrived is
-            # taken too, so a page costs one trip up to the caller, not one a record.
-            while incoming.pending and len(data) < size:
-                try:
-                    data += self._tls.read(size - len(data))
-                except ssl.SSLZeroReturnError:
-                    self._ended = True  # close_notify: the next call's end of stream
-                    break
-                except ssl.SSLError:
-                    break  # a part of a record (or its end): the next call's
-            # Answered from records already received: still a checkpoint, as a
-            # stream's receive must be, without a trip through the scheduler unless
-            # the task is being cancelled.
-            await trio.lowlevel.checkpoint_if_cancelled()
+            data = self._read(max_bytes)
+            if data is not None:
+                return data
+
+    def _read(self, size: int) -> bytes | None:
+        """Decrypt what the records received so far hold, up to ``size`` bytes; None
+        when they end inside a record (or TLS 1.3 wants to answer something)."""
+        try:
+            data = self._tls.read(size)
+        except ssl.SSLWantReadError:
+            return None
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            data = b""
+        except ssl.SSLError as exc:
+            raise trio.BrokenResourceError(f"TLS: {exc}") from exc
+        if not data:
+            # close_notify (which CPython may read as b"") or the socket's end without
+            # one: the end, from now on at once.
+            self._ended = True
             return data
+        # A read gives one record (16 KiB at most): what else has arrived is taken
+        # too, so a page costs one trip up to the caller, not one a record.
+        incoming = self._incoming
+        while incoming.pending and len(data) < size:
+            try:
+                data += self._tls.read(size - len(data))
+            except ssl.SSLZeroReturnError:
+                self._ended = True  # close_notify: the next call's end of stream
+                break
+            except ssl.SSLError:
+                break  # a part of a record (or its end): the next call's
+        return data
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         if data:
@@ -164,7 +202,10 @@ class TlsStream(trio.abc.Stream):
 
     async def _fill(self) -> bool:
         """Encrypted bytes from the socket into the TLS object; False at the end."""
-        data = await self.transport_stream.receive_some(_READ_SIZE)
+        if self._direct is None:
+            data = await self.transport_stream.receive_some(_READ_SIZE)
+        else:
+            data = await self._direct.receive_later(_READ_SIZE)
         if not data:
             self._incoming.write_eof()
             return False

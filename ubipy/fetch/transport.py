@@ -81,8 +81,8 @@ class _Connection:
         # Whether its TLS session was looked at (once, after its first answer: the
         # server's ticket has come by then).
         self.session_checked = False
-        # Plain TCP: what an answer's receive may take at once, with no time-out to set.
-        self.direct = stream if isinstance(stream, DirectSocketStream) else None
+        # What an answer's receive may take at once, with no time-out to set.
+        self.direct = stream if isinstance(stream, DirectSocketStream | TlsStream) else None
 
     def looks_alive(self) -> bool:
         # An idle keep-alive socket that is readable has been closed (or sent
