@@ -90,6 +90,13 @@ for both by then).
 below: **7.84** in one run during a fast spell (ubipy 0.80 ms a page, Scrapy 6.26), then
 6.12 with `--repeat 3` right after, the machine slower for both (medians 1.23 and 7.54 ms;
 pairs 6.84, 5.96 and 6.37, the last beside another job).
+2026-12-03 (the nineteenth session, the same machine, 296196d): **7.85** in one run (ubipy
+0.94 ms a page, Scrapy 7.38; start-up 0.60 s of ubipy's 18.8), then **5.46** with
+`--repeat 3` an hour later (ubipy 1.38-1.54 ms a page, Scrapy 7.36-8.49). Scrapy's CPU for
+the whole crawl read 147.8 s in the first run and 147.5 s in the second, ubipy's 18.8 s
+against 27.5-30.6 s: the machine's slow spells weigh on ubipy's crawl, not on Scrapy's.
+Pinning the peer and the synthetic web to one core did not change ubipy's figure (7.5-8.0
+s against 6.8-7.5 s for 5,000 pages), so it is not the server running beside it.
 
 Instructions a page (`--instructions`: each crawler under valgrind's callgrind, start-up
 included, about a third of ubipy's count on this small web) repeat within 1% where CPU
