@@ -10,7 +10,9 @@ answer, so each request is a new connection and a new handshake, and it counts b
 
 from __future__ import annotations
 
+import socket
 import ssl
+import struct
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -155,6 +157,38 @@ async def test_the_ca_bundle_lets_a_private_ca_through(ca: trustme.CA, ca_bundle
         result = await fetch(client, server.url("/x"), max_bytes=10_000)
     assert result.outcome is FetchOutcome.OK and result.body == PAGE
     assert server.requests == ["/x"]
+
+
+async def test_a_connection_reset_mid_body_over_tls_is_a_read_error(
+    ca: trustme.CA, ca_bundle: Path
+) -> None:
+    """The answer's first records are read at once, then the socket is reset: an
+    error reading, as over plain TCP, not a short page."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(ctx)
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+
+    async def reset(stream: trio.SocketStream) -> None:
+        tls = trio.SSLStream(stream, ctx, server_side=True)
+        await tls.do_handshake()
+        while b"\r\n\r\n" not in await tls.receive_some(65536):
+            pass
+        await tls.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 30_000)
+        # SO_LINGER with a zero time-out: close sends a reset, not an end.
+        stream.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        await stream.aclose()
+
+    async with (
+        trio.open_nursery() as nursery,
+        make_client(FetchConfig(ca_bundle=ca_bundle), "ubipy/test") as client,
+    ):
+        nursery.start_soon(trio.serve_listeners, reset, listeners)
+        with trio.fail_after(10):
+            result = await fetch(client, f"https://localhost:{port}/", max_bytes=1_000_000)
+        nursery.cancel_scope.cancel()
+    assert result.outcome is FetchOutcome.NETWORK_ERROR, result
+    assert result.body is None or len(result.body) < 100_000
 
 
 async def test_one_tls_context_for_every_connection(
