@@ -18,15 +18,19 @@ def _proxy(reply: bytes, trickle: bool = False) -> HeadServer:
     return HeadServer("127.0.0.1", reply, once=True, trickle=trickle)
 
 
-async def _through(proxy: HeadServer, nursery: trio.Nursery) -> Exception:
-    """What a request for an https URL through ``proxy`` raises (the tunnel granted,
-    the proxy then hangs up: the handshake fails)."""
+async def _through(
+    proxy: HeadServer, nursery: trio.Nursery, host: str = "site.test", wire: str = "site.test"
+) -> Exception:
+    """What a request for an https URL of ``host`` through ``proxy`` raises (the tunnel
+    granted, the proxy then hangs up: the handshake fails); the CONNECT names the host
+    as ``wire``."""
     await nursery.start(proxy.serve)
     transport = PooledTransport(proxy=f"http://127.0.0.1:{proxy.port}", connect_timeout=5)
     async with httpx2.AsyncClient(transport=transport, trust_env=False) as client:
         with trio.fail_after(10), pytest.raises(httpx2.HTTPError) as caught:
-            await client.get("https://site.test/")
-    assert proxy.heads[0] == b"CONNECT site.test:443 HTTP/1.1\r\nHost: site.test:443"
+            await client.get(f"https://{host}/")
+    authority = f"{wire}:443".encode()
+    assert proxy.heads[0] == b"CONNECT %s HTTP/1.1\r\nHost: %s" % (authority, authority)
     return caught.value
 
 
@@ -45,6 +49,14 @@ async def test_a_granted_tunnel_goes_on_to_the_handshake(
 ) -> None:
     error = await _through(_proxy(reply, trickle), nursery)
     # Past the tunnel: what fails is TLS, on a stream the proxy closed.
+    assert "CONNECT" not in str(error)
+
+
+@pytest.mark.parametrize("host", ["münchen.test", "xn--mnchen-3ya.test"])
+async def test_a_tunnel_to_an_idn_host_names_it_as_on_the_wire(
+    nursery: trio.Nursery, host: str
+) -> None:
+    error = await _through(_proxy(GRANTED), nursery, host, "xn--mnchen-3ya.test")
     assert "CONNECT" not in str(error)
 
 
