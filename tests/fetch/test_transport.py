@@ -15,7 +15,7 @@ import trio
 
 from ubipy.config import FetchConfig
 from ubipy.fetch import fetch, make_client
-from ubipy.fetch.transport import PooledTransport, default_max_idle
+from ubipy.fetch.transport import PooledTransport, _origin_of, default_max_idle, plain_get
 
 Behaviour = Callable[[trio.SocketStream, int], Awaitable[None]]
 
@@ -311,3 +311,77 @@ async def test_the_crawlers_fetch_keeps_the_body_up_to_its_cap(
         assert result.status == 200
         assert result.body == body[:kept] and result.truncated is truncated
     assert server.connections in ((1, 2) if truncated else (1,))
+
+
+_PLAIN = [
+    "http://a.test/",
+    "https://a.test/p/q.html",
+    "http://a.test:8080/p;x=1?q=1&r=%41&s=/t?u",
+    "https://xn--mnchen-3ya.test:8443/%C3%A9/~a/(b)*,+!$'@:",
+    "http://a-b.c-d.test/?",
+]
+_NOT_PLAIN = [
+    "http://a.test/a|b",  # a character httpx2 may quote
+    "http://a.test/%zz",  # a lone percent sign: httpx2 quotes it
+    "http://a.test/a/./b",  # dot segments: httpx2 removes them
+    "http://a.test/a/..",
+    "http://A.test/",  # httpx2 lower-cases the host
+    "http://a.test./",
+    "http://127.0.0.1/",  # httpx2 checks an IPv4 address
+    "http://[::1]:8080/",
+    "http://a.test:80/",  # httpx2 drops the default port
+    "http://a.test:65536/",
+    "http://a.test/#f",
+    "http://u@a.test/",
+    "ftp://a.test/",
+    "http://a.test",
+]
+
+
+@pytest.mark.parametrize("url", _PLAIN + _NOT_PLAIN)
+def test_a_plain_urls_get_is_the_one_httpx2_would_make(url: str) -> None:
+    """A plain URL's GET is read without httpx2's parser: the same origin, Host and
+    targets as an httpx2 Request; any other URL is left to httpx2."""
+    plain = plain_get(url)
+    assert (plain is not None) == (url in _PLAIN)
+    if plain is not None:
+        request = httpx2.Request("GET", url)
+        assert plain.origin == _origin_of(request.url)
+        assert (plain.netloc, plain.target) == (request.url.netloc, request.url.raw_path)
+        assert plain.url == str(request.url).encode()
+        assert request.headers.raw[0] == (b"Host", plain.netloc)
+
+
+@pytest.mark.parametrize("via_proxy", [False, True], ids=["direct", "proxy"])
+async def test_a_plain_urls_get_goes_out_as_httpx2s_does(
+    nursery: trio.Nursery, via_proxy: bool
+) -> None:
+    """The server reads the same request head, byte for byte, whether the crawler's
+    client sends a page's GET the plain way or through httpx2's Request (taken once
+    the client is given an event hook); the results name the same headers sent."""
+    heads: list[bytes] = []
+
+    async def record(stream: trio.SocketStream, _: int) -> None:
+        while head := await _read_head(stream):
+            heads.append(head)
+            await stream.send_all(OK)
+
+    async def hook(_: httpx2.Request) -> None:
+        return None
+
+    server = Server(record)
+    await nursery.start(server.serve)
+    if via_proxy:  # the server stands in for the proxy: absolute-form targets
+        url, proxy = "http://a.test:8080/p;x?q=1&r=%41", f"http://127.0.0.1:{server.port}"
+    else:
+        url, proxy = f"http://localhost:{server.port}/p;x?q=1&r=%41", None
+    assert plain_get(url) is not None
+    transport = PooledTransport(proxy=proxy)
+    async with make_client(FetchConfig(), "ubipy/test", transport=transport) as client:
+        plain = await fetch(client, url, max_bytes=100)
+        client.event_hooks = {"request": [hook], "response": []}
+        layered = await fetch(client, url, max_bytes=100)
+    assert plain.ok and plain.body == layered.body == b"hello"
+    assert heads[0] == heads[1]
+    assert plain.request_headers == layered.request_headers
+    assert plain.request_headers[0][0] == b"Host"

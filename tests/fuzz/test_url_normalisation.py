@@ -7,10 +7,12 @@ no credentials, bounded, a fixed point, and cut up the same by every helper."""
 
 from __future__ import annotations
 
+import httpx2
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.fuzz.common import fuzz
+from ubipy.fetch.transport import _origin_of, plain_get
 from ubipy.fetch.urls import (
     MAX_URL_LENGTH,
     BadURL,
@@ -106,3 +108,25 @@ def test_a_link_resolved_against_a_normalised_page_is_canonical(href: str, base:
     page = normalises_or_refuses(base, None)
     if page is not None:
         normalises_or_refuses(href, page)
+
+
+def _plain_get_agrees_with_httpx2(url: str) -> None:
+    plain = plain_get(url)
+    if plain is None:
+        return
+    request = httpx2.Request("GET", url)
+    assert plain.origin == _origin_of(request.url)
+    assert (plain.netloc, plain.target) == (request.url.netloc, request.url.raw_path)
+    assert plain.url == str(request.url).encode()
+
+
+@fuzz(100)
+@given(href=urls | texts, base=bases)
+@example(href="http://a.test/a/%2e%2E/b?c=./..", base=None)
+def test_a_get_the_transport_makes_itself_is_httpx2s(href: str, base: str | None) -> None:
+    """The transport reads a plain URL's GET without httpx2's parser: for any URL,
+    as given or normalised, that GET is the one httpx2's Request would make."""
+    _plain_get_agrees_with_httpx2(href)
+    url = normalises_or_refuses(href, base)
+    if url is not None:
+        _plain_get_agrees_with_httpx2(url)

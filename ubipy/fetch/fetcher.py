@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import httpx2
 import trio
 
-from ubipy.fetch.client import CrawlClient
+from ubipy.fetch.client import CrawlClient, sent_headers
 from ubipy.fetch.tls import certificate_failure
 from ubipy.fetch.transport import AddressRefused, CappedBody, CertificateError, PooledBody
 
@@ -255,7 +255,7 @@ def _answer(
         http_version=response.http_version,
         reason=response.reason_phrase,
         raw_headers=tuple(response.headers.raw),
-        request_headers=tuple(response.request.headers.raw),
+        request_headers=tuple(sent_headers(response)),
     )
 
 
