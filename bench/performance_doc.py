@@ -114,6 +114,11 @@ other tasks' work, and the hostile-web test timed out answers under load). With
 `--max-requests 5`: plain HTTP 4.66 to 4.54 million, HTTPS 5.63 to 5.52 (its TLS over the
 same direct socket). Scrapy, in the same run as the first: 17.8 million a page, 3.99 times
 ubipy's then, start-up included; the crawl alone, by callgrind's CPU, 4.5 times.
+The nineteenth session: **4.01** once a plain URL's GET goes to ubipy's transport without
+an httpx2 `Request` (`plain_get`: httpx2's URL parser checks each character of a URL in
+Python, 29 us of a `Request`'s 54 on this machine; the same request head goes out, byte
+for byte). With `--max-requests 5`: HTTP 4.38 to 4.20 million, HTTPS 5.37 to 5.31-5.32
+once an answer over TLS is read at once where its records have come, then 5.16.
 
 - `ubipy peer` settles CPython's garbage collector when it starts
   (`ubipy/peer/collector.py`): what start-up made is frozen out of later scans, and a full

@@ -385,3 +385,22 @@ async def test_a_plain_urls_get_goes_out_as_httpx2s_does(
     assert heads[0] == heads[1]
     assert plain.request_headers == layered.request_headers
     assert plain.request_headers[0][0] == b"Host"
+
+
+async def test_a_host_header_given_goes_out_alone(nursery: trio.Nursery) -> None:
+    """A client given its own Host header sends that one, as httpx2 would."""
+    heads: list[bytes] = []
+
+    async def record(stream: trio.SocketStream, _: int) -> None:
+        while head := await _read_head(stream):
+            heads.append(head)
+            await stream.send_all(OK)
+
+    server = Server(record)
+    await nursery.start(server.serve)
+    async with make_client(FetchConfig(), "t", transport=PooledTransport()) as client:
+        client.headers["Host"] = "other.test"
+        result = await fetch(client, f"http://localhost:{server.port}/", max_bytes=100)
+    assert result.ok
+    assert heads[0].lower().count(b"\r\nhost: ") == 1
+    assert b"\r\nHost: other.test" in heads[0]

@@ -51,7 +51,11 @@ class CrawlClient(httpx2.AsyncClient):
             merged = httpx2.Headers(merged)
             merged.update(headers)
         transport = self._page_transport
-        if type(transport) is PooledTransport and (plain := plain_get(url)) is not None:
+        if (
+            type(transport) is PooledTransport
+            and (plain := plain_get(url)) is not None
+            and "host" not in merged  # httpx2 adds its own Host only when none is given
+        ):
             # ubipy's transport sends a plain URL's GET without an httpx2 Request: the
             # same bytes, without its URL parser. The answer has no request; its
             # extensions say what was sent.
