@@ -471,6 +471,21 @@ def test_a_plain_path_resolves_as_the_whatwg_parser_resolves_it(href: str, base:
     _as_the_parser_makes_it(href, base)
 
 
+@settings(max_examples=500)
+@given(
+    st.one_of(
+        st.text(alphabet="az09-_~./?=&", max_size=20),  # mostly plain
+        st.text(alphabet="/.?=&%#@:\\ aAzZ09-_~é\t", max_size=30),
+    ),
+    st.sampled_from([*_BASES, "http://h1.test/a/b/?x=/y/z", "http://h1.test/d/"]),
+)
+def test_a_plain_relative_path_resolves_as_the_whatwg_parser_resolves_it(
+    href: str, base: str
+) -> None:
+    # So do plain paths relative to the page ("b.html", "d/c.html?x=1").
+    _as_the_parser_makes_it(href, base)
+
+
 def _as_the_parser_makes_it(href: str, base: str) -> None:
     try:
         url, stripped = _resolve(href, base)

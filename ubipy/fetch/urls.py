@@ -92,6 +92,9 @@ _CONTROL_CHARS = frozenset(
 # hostile page writes.
 _SEGMENT = r"[A-Za-z0-9_~-][A-Za-z0-9._~-]*"
 _PLAIN_PATH = re.compile(rf"/(?:{_SEGMENT}(?:/{_SEGMENT})*/?)?(?:\?[A-Za-z0-9._~=&-]*)?")
+# The same without the leading "/": a path relative to the page's directory. Its first
+# segment has no ":" (it would be a scheme) and none begins with a dot.
+_PLAIN_RELATIVE = re.compile(rf"{_SEGMENT}(?:/{_SEGMENT})*/?(?:\?[A-Za-z0-9._~=&-]*)?")
 # An absolute http(s) URL that WHATWG parsing keeps as written: a lower-case scheme,
 # no userinfo or port, a host of lower-case letters, digits and hyphens whose labels
 # are not punycode ("xn--", which the parser checks) and whose last label begins with
@@ -191,6 +194,15 @@ def _plain(href: str, base: str | None) -> tuple[str, str] | None:
     if href[:4] == "http" and len(href) <= MAX_URL_LENGTH and _PLAIN_URL.fullmatch(href):
         start = 8 if href[4] == "s" else 7
         return href, href[start : href.index("/", start)]
+    # And plain relative paths ("b.html", "d/c.html?x=1"): the page's directory (its
+    # path up to the last "/", before any query) and the path.
+    if base is not None and _PLAIN_RELATIVE.fullmatch(href):
+        site = _plain_origin(base)
+        if site is None:
+            return None
+        page = base.partition("?")[0]
+        url = page[: page.rindex("/") + 1] + href
+        return (url, site[1]) if len(url) <= MAX_URL_LENGTH else None
     return None
 
 
