@@ -34,6 +34,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx2
 import trio
@@ -77,16 +78,15 @@ class _Origin:
 # sub-delimiters, ":@/", "?" in the query, percent-escapes), no fragment.
 _PLAIN_URL = re.compile(
     r"(https?)://([a-z0-9-]+(?:\.[a-z0-9-]+)*)(?::([1-9][0-9]{0,4}))?"
-    r"(/(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*"
-    r"(?:\?(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*)?)"
+    r"(/[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*(?:\?[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]*)?)"
 )
-# Dot segments, which httpx2 removes.
+# A "%" that is not an escape (httpx2 quotes it), and dot segments (httpx2 removes them).
+_NOT_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _DOT_SEGMENT = re.compile(r"/\.\.?(?:[/?]|$)")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-@dataclass(frozen=True, slots=True)
-class PlainGet:
+class PlainGet(NamedTuple):
     """What a GET of a plain URL sends, read without httpx2's URL parser: the same
     origin, Host header and request target as ``httpx2.Request("GET", url)`` has."""
 
@@ -104,15 +104,23 @@ def plain_get(url: str) -> PlainGet | None:
     if m is None:
         return None
     scheme, host, port_text, target = m.groups()
-    if host.replace(".", "").isdigit() or _DOT_SEGMENT.search(target):
-        return None  # an IPv4 address (httpx2 checks it), or dot segments
-    port = int(port_text) if port_text else _DEFAULT_PORTS[scheme]
-    if port > 65535 or (port_text and port == _DEFAULT_PORTS[scheme]):
+    if (
+        (host[-1].isdigit() and host.replace(".", "").isdigit())  # IPv4: httpx2 checks it
+        or ("%" in target and _NOT_ESCAPE.search(target))
+        or ("/." in target and _DOT_SEGMENT.search(target))
+    ):
+        return None
+    if port_text is None:
+        return PlainGet(
+            _Origin(scheme, host, _DEFAULT_PORTS[scheme]), host.encode("ascii"),
+            target.encode("ascii"), url.encode("ascii"),
+        )  # fmt: skip
+    port = int(port_text)
+    if port > 65535 or port == _DEFAULT_PORTS[scheme]:
         return None  # httpx2 refuses the first and drops the second
-    netloc = f"{host}:{port_text}" if port_text else host
     return PlainGet(
-        _Origin(scheme, host, port), netloc.encode("ascii"), target.encode("ascii"),
-        url.encode("ascii"),
+        _Origin(scheme, host, port), f"{host}:{port_text}".encode("ascii"),
+        target.encode("ascii"), url.encode("ascii"),
     )  # fmt: skip
 
 
