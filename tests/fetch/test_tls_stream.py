@@ -3,6 +3,10 @@ link: whole and byte by byte, bodies of many records, and the ways a server ends
 
 from __future__ import annotations
 
+import _ssl
+import contextlib
+import ctypes
+import signal
 import ssl
 from collections.abc import Awaitable, Callable
 
@@ -13,6 +17,7 @@ import trustme
 
 from ubipy.fetch.sockets import DirectSocketStream
 from ubipy.fetch.tls import TlsStream
+from ubipy.fetch.tlssessions import _ssl_pointer
 
 BODY = bytes(range(256)) * 160  # 40 KiB: three TLS records
 
@@ -249,3 +254,131 @@ async def test_nothing_come_is_none_and_a_receive_then_waits(ca: trustme.CA) -> 
             assert await tls.receive_some() == b"later"
             await tls.aclose()
             await server.aclose()
+
+
+class _RawServer:
+    """A TLS server driven by hand over a socket (an SSLObject over memory BIOs):
+    it can send what trio's stream would not, in one send."""
+
+    def __init__(self, ca: trustme.CA, sock: trio.socket.SocketType, tls12: bool = False) -> None:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        if tls12:
+            ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        ca.issue_cert("site.test").configure_cert(ctx)
+        self.raw = trio.SocketStream(sock)
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = ctx.wrap_bio(self.incoming, self.outgoing, server_side=True)
+
+    async def _exchange(self) -> None:
+        if self.outgoing.pending:
+            await self.raw.send_all(self.outgoing.read())
+        self.incoming.write(await self.raw.receive_some())
+
+    async def handshake_and_ask(self) -> None:
+        """The handshake, then the client's b"ask"."""
+        while True:
+            try:
+                self.tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                await self._exchange()
+        got = b""
+        while not got:
+            try:
+                got = self.tls.read()
+            except ssl.SSLWantReadError:
+                await self._exchange()
+        assert got == b"ask"
+
+
+def _client(ca: trustme.CA, sock: trio.socket.SocketType) -> TlsStream:
+    ctx = ssl.create_default_context()
+    ca.configure_trust(ctx)
+    return TlsStream(DirectSocketStream(trio.SocketStream(sock)), ctx, "site.test")
+
+
+def _raise_timeout(signum: int, frame: object) -> None:
+    raise TimeoutError("a receive spun without end")
+
+
+async def test_bytes_a_server_sends_behind_its_close_notify_end_the_stream(
+    ca: trustme.CA,
+) -> None:
+    """The answer, close_notify and one more byte in one send: the answer, then the
+    end, at once and for good. OpenSSL takes nothing after close_notify, and a read
+    that went on while bytes stayed pending never returned: a stranger's server
+    froze the whole process, beyond any time-out (so an alarm bounds this test)."""
+    a, b = trio.socket.socketpair()
+    server = _RawServer(ca, b)
+    sent = trio.Event()
+
+    async def server_side() -> None:
+        await server.handshake_and_ask()
+        server.tls.write(b"hello body")
+        with contextlib.suppress(ssl.SSLWantReadError):
+            server.tls.unwrap()  # queues close_notify; the client never answers it
+        await server.raw.send_all(server.outgoing.read() + b"x")
+        sent.set()
+        await trio.sleep_forever()
+
+    previous = signal.signal(signal.SIGALRM, _raise_timeout)
+    signal.setitimer(signal.ITIMER_REAL, 10)
+    try:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(server_side)
+                tls = _client(ca, a)
+                await tls.do_handshake()
+                await tls.send_all(b"ask")
+                await sent.wait()
+                await trio.lowlevel.wait_readable(a)
+                assert tls.receive_now() == b"hello body"
+                assert tls.receive_now() == b""
+                assert await tls.receive_some() == b""
+                await tls.aclose()
+                nursery.cancel_scope.cancel()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    await server.raw.aclose()
+
+
+async def test_what_has_come_is_read_while_tls_has_something_to_send(
+    ca: trustme.CA,
+) -> None:
+    """A TLS 1.2 server renegotiates in the middle of an answer: the client owes it a
+    handshake message, and the rest of the answer, already received, is read at once
+    all the same (not after a wait for bytes the server will not send)."""
+    a, b = trio.socket.socketpair()
+    server = _RawServer(ca, b, tls12=True)
+    pointer = _ssl_pointer(server.tls)
+    if pointer is None:
+        pytest.skip("this CPython's ssl objects are laid out differently")
+    sent = trio.Event()
+
+    async def server_side() -> None:
+        await server.handshake_and_ask()
+        server.tls.write(b"first")
+        lib = ctypes.CDLL(_ssl.__file__)
+        assert lib.SSL_renegotiate(ctypes.c_void_p(pointer)) == 1
+        with contextlib.suppress(ssl.SSLWantReadError):
+            server.tls.do_handshake()  # the HelloRequest
+        server.tls.write(b"rest")
+        await server.raw.send_all(server.outgoing.read())
+        sent.set()
+        await trio.sleep_forever()
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server_side)
+            tls = _client(ca, a)
+            await tls.do_handshake()
+            await tls.send_all(b"ask")
+            await sent.wait()
+            await trio.lowlevel.wait_readable(a)
+            assert tls.receive_now(5) == b"first"
+            assert tls.receive_now(2) == b"re"
+            assert tls.receive_now() == b"st"
+            await tls.aclose()
+            nursery.cancel_scope.cancel()
+    await server.raw.aclose()

@@ -125,8 +125,8 @@ class TlsStream(trio.abc.Stream):
         :meth:`DirectSocketStream.receive_now`, not a checkpoint."""
         if self._ended:
             return b""
-        if self._outgoing.pending:
-            return None  # TLS has something to send first: only a receive may wait
+        # What TLS has to send (a renegotiation's answer) goes before a wait, in
+        # receive_later: what has come is read first.
         incoming = self._incoming
         if not (incoming.pending or incoming.eof or self._tls.pending()):
             # Nothing buffered: a read would only raise SSLWantReadError, which
@@ -174,12 +174,18 @@ class TlsStream(trio.abc.Stream):
         incoming = self._incoming
         while incoming.pending and len(data) < size:
             try:
-                data += self._tls.read(size - len(data))
-            except ssl.SSLZeroReturnError:
-                self._ended = True  # close_notify: the next call's end of stream
-                break
+                more = self._tls.read(size - len(data))
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                more = b""
             except ssl.SSLError:
                 break  # a part of a record (or its end): the next call's
+            if not more:
+                # close_notify, the next call's end of stream. OpenSSL takes nothing
+                # after it: bytes a server sent behind it stay pending, and reading
+                # on would never end.
+                self._ended = True
+                break
+            data += more
         return data
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
