@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import resource
+import signal
 import socket
 import struct
 from collections.abc import Awaitable, Callable
@@ -15,7 +16,17 @@ import trio
 
 from ubipy.config import FetchConfig
 from ubipy.fetch import fetch, make_client
-from ubipy.fetch.transport import PooledTransport, _origin_of, default_max_idle, plain_get
+from ubipy.fetch.http1 import ResponseReader
+from ubipy.fetch.sockets import DirectSocketStream
+from ubipy.fetch.transport import (
+    PooledBody,
+    PooledTransport,
+    _Connection,
+    _Origin,
+    _origin_of,
+    default_max_idle,
+    plain_get,
+)
 
 Behaviour = Callable[[trio.SocketStream, int], Awaitable[None]]
 
@@ -404,3 +415,44 @@ async def test_a_host_header_given_goes_out_alone(nursery: trio.Nursery) -> None
     assert result.ok
     assert heads[0].lower().count(b"\r\nhost: ") == 1
     assert b"\r\nHost: other.test" in heads[0]
+
+
+class _Endless(DirectSocketStream):
+    """A socket that always has more of a body to give at once."""
+
+    def receive_now(self, max_bytes: int = 65_536) -> bytes | None:
+        return b"x" * 1000
+
+
+def _raise_timeout(signum: int, frame: object) -> None:
+    raise TimeoutError("a body's read never yielded")
+
+
+@pytest.mark.parametrize("how", ["iterated", "capped"])
+async def test_a_body_that_never_stops_coming_still_lets_the_deadline_in(how: str) -> None:
+    """A server that sends faster than it is read: each receive is answered at once
+    and none would yield, so a deadline (and every other task) would wait for as long
+    as it sends. The body's reader yields every so many receives. An alarm bounds
+    this test: a loop that never yields cannot be cancelled."""
+    a, b = trio.socket.socketpair()
+    stream = _Endless(trio.SocketStream(a))
+    reader = ResponseReader()
+    reader.feed(b"HTTP/1.1 200 OK\r\n\r\n")  # its body ends when the connection does
+    body = PooledBody(
+        PooledTransport(), _Connection(stream, _Origin("http", "a.test", 80)), reader, 5.0
+    )
+    previous = signal.signal(signal.SIGALRM, _raise_timeout)
+    signal.setitimer(signal.ITIMER_REAL, 10)
+    try:
+        with trio.move_on_after(0.2) as scope:
+            if how == "iterated":
+                async for _ in body:
+                    pass
+            else:
+                await body.read_capped(1 << 40)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert scope.cancelled_caught
+    await stream.aclose()
+    b.close()

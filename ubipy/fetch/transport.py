@@ -48,6 +48,8 @@ from ubipy.fetch.tls import TlsStream, certificate_failure, tls_context
 from ubipy.fetch.tlssessions import TlsSession, fast_sessions
 
 _READ_SIZE = 65_536
+# Receives of a body between two yields to the other tasks: a page takes one or two.
+_YIELD_EVERY = 16
 # TLS sessions kept for resumption, one per origin, the oldest forgotten first.
 _MAX_SESSIONS = 4096
 # A proxy's answer to CONNECT: its status line, and the blank line that ends it.
@@ -193,13 +195,14 @@ class PooledBody(httpx2.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         reader = self._reader
+        receives = 0
         while True:
             data = reader.take_body()
             if data:
                 yield data
             if reader.complete:
                 return
-            await _receive(self._conn, reader, self._read_timeout)
+            receives = await _receive_more(self._conn, reader, self._read_timeout, receives)
 
     async def read_capped(self, max_bytes: int) -> tuple[bytes, bool]:
         """The body, or its first ``max_bytes`` and True when there was more: what
@@ -207,11 +210,12 @@ class PooledBody(httpx2.AsyncByteStream):
         httpx2's, around it) for a page's one or two pieces."""
         reader = self._reader
         kept = CappedBody(max_bytes)
+        receives = 0
         while True:
             data = reader.take_body()
             if (data and not kept.add(data)) or reader.complete:
                 return kept.result()
-            await _receive(self._conn, reader, self._read_timeout)
+            receives = await _receive_more(self._conn, reader, self._read_timeout, receives)
 
     async def aclose(self) -> None:
         if self._closed:
@@ -219,6 +223,21 @@ class PooledBody(httpx2.AsyncByteStream):
         self._closed = True
         reader = self._reader
         await self._transport._release(self._conn, reusable=reader.complete and reader.reusable)
+
+
+async def _receive_more(
+    conn: _Connection, reader: ResponseReader, read_timeout: float, receives: int
+) -> int:
+    """:func:`_receive` for a body, yielding to the other tasks every so many receives
+    (returns the count so far). A receive answered at once does not yield, and a
+    server that sends faster than it is read (a body that decodes to nothing, which
+    no cap on the decoded bytes ends) would otherwise keep the loop, its deadline and
+    every other task waiting for as long as it sends."""
+    receives += 1
+    if receives % _YIELD_EVERY == 0:
+        await trio.lowlevel.checkpoint()
+    await _receive(conn, reader, read_timeout)
+    return receives
 
 
 async def _receive(conn: _Connection, reader: ResponseReader, read_timeout: float) -> None:
