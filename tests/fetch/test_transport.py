@@ -7,6 +7,7 @@ import itertools
 import resource
 import signal
 import socket
+import ssl
 import struct
 from collections.abc import Awaitable, Callable
 
@@ -18,6 +19,7 @@ from ubipy.config import FetchConfig
 from ubipy.fetch import fetch, make_client
 from ubipy.fetch.http1 import ResponseReader
 from ubipy.fetch.sockets import DirectSocketStream
+from ubipy.fetch.tls import TlsStream
 from ubipy.fetch.transport import (
     PooledBody,
     PooledTransport,
@@ -455,4 +457,20 @@ async def test_a_body_that_never_stops_coming_still_lets_the_deadline_in(how: st
         signal.signal(signal.SIGALRM, previous)
     assert scope.cancelled_caught
     await stream.aclose()
+    b.close()
+
+
+async def test_a_tls_connection_whose_end_was_read_is_not_taken_again() -> None:
+    """A server's close_notify that came with its last answer was read with it: the
+    socket has nothing more to read (its end may come later), but the connection
+    cannot carry another request."""
+    a, b = trio.socket.socketpair()
+    tls = TlsStream(
+        DirectSocketStream(trio.SocketStream(a)), ssl.create_default_context(), "a.test"
+    )
+    conn = _Connection(tls, _Origin("https", "a.test", 443))
+    assert conn.looks_alive()
+    tls._ended = True  # as a read of close_notify leaves it
+    assert not conn.looks_alive()
+    await tls.aclose()
     b.close()

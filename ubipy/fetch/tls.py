@@ -92,6 +92,11 @@ class TlsStream(trio.abc.Stream):
         return session_of(self._tls)
 
     @property
+    def ended(self) -> bool:
+        """Whether the end has been read (close_notify, or the socket's end)."""
+        return self._ended
+
+    @property
     def session_reused(self) -> bool:
         return self._tls.session_reused
 

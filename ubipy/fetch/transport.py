@@ -144,6 +144,8 @@ class _Connection:
         # garbage) by the server: either way it cannot carry a new request.
         sock = getattr(self.stream, "socket", None)
         if sock is None and isinstance(self.stream, TlsStream):
+            if self.stream.ended:
+                return False  # its close_notify read, whether or not its end has come
             sock = getattr(self.stream.transport_stream, "socket", None)
         return sock is None or not sock.is_readable()
 
