@@ -291,10 +291,17 @@ class _RawServer:
         assert got == b"ask"
 
 
-def _client(ca: trustme.CA, sock: trio.socket.SocketType) -> TlsStream:
+async def _asked(ca: trustme.CA, sock: trio.socket.SocketType, sent: trio.Event) -> TlsStream:
+    """A client's stream past its handshake and its b"ask", once what the server sent
+    after (``sent``) has come."""
     ctx = ssl.create_default_context()
     ca.configure_trust(ctx)
-    return TlsStream(DirectSocketStream(trio.SocketStream(sock)), ctx, "site.test")
+    tls = TlsStream(DirectSocketStream(trio.SocketStream(sock)), ctx, "site.test")
+    await tls.do_handshake()
+    await tls.send_all(b"ask")
+    await sent.wait()
+    await trio.lowlevel.wait_readable(sock)
+    return tls
 
 
 def _raise_timeout(signum: int, frame: object) -> None:
@@ -327,11 +334,7 @@ async def test_bytes_a_server_sends_behind_its_close_notify_end_the_stream(
         with trio.fail_after(10):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(server_side)
-                tls = _client(ca, a)
-                await tls.do_handshake()
-                await tls.send_all(b"ask")
-                await sent.wait()
-                await trio.lowlevel.wait_readable(a)
+                tls = await _asked(ca, a, sent)
                 assert tls.receive_now() == b"hello body"
                 assert tls.receive_now() == b""
                 assert await tls.receive_some() == b""
@@ -371,11 +374,7 @@ async def test_what_has_come_is_read_while_tls_has_something_to_send(
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(server_side)
-            tls = _client(ca, a)
-            await tls.do_handshake()
-            await tls.send_all(b"ask")
-            await sent.wait()
-            await trio.lowlevel.wait_readable(a)
+            tls = await _asked(ca, a, sent)
             assert tls.receive_now(5) == b"first"
             assert tls.receive_now(2) == b"re"
             assert tls.receive_now() == b"st"
