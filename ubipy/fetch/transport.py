@@ -14,7 +14,9 @@ connection holds ~40 KB against ~2 KB: ``bench/idle_connections.py``), the
 longest idle closed first: a polite crawl of more hosts than that goes round them in
 turn, and closing the longest idle is then closing the next one needed. It plugs in
 under ``httpx2.AsyncClient(transport=...)``; everything above
-(requests, headers, decoding, the fetcher) is unchanged.
+(requests, headers, decoding, the fetcher) is unchanged. The crawler's client also
+hands it a plain URL's GET without an httpx2 ``Request`` (:func:`plain_get`,
+:meth:`PooledTransport.get`): the same bytes go out.
 
 An HTTP proxy is supported the plain way: absolute-form targets for http, a
 CONNECT tunnel for https.
