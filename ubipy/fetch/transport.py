@@ -129,17 +129,17 @@ def plain_get(url: str) -> PlainGet | None:
 
 
 class _Connection:
-    __slots__ = ("direct", "idle_since", "origin", "session_checked", "stream")
+    __slots__ = ("idle_since", "origin", "session_checked", "stream")
 
-    def __init__(self, stream: trio.abc.Stream, origin: _Origin) -> None:
+    def __init__(self, stream: DirectSocketStream | TlsStream, origin: _Origin) -> None:
+        # Either way an answer's receive takes what has come at once, with no time-out
+        # to set, and sets one only to wait.
         self.stream = stream
         self.origin = origin
         self.idle_since = 0.0
         # Whether its TLS session was looked at (once, after its first answer: the
         # server's ticket has come by then).
         self.session_checked = False
-        # What an answer's receive may take at once, with no time-out to set.
-        self.direct = stream if isinstance(stream, DirectSocketStream | TlsStream) else None
 
     def looks_alive(self) -> bool:
         # An idle keep-alive socket that is readable has been closed (or sent
@@ -248,14 +248,11 @@ async def _receive(conn: _Connection, reader: ResponseReader, read_timeout: floa
     """Feed the reader what the connection gives next (its end included)."""
     try:
         # A body has usually come with its head: no time-out scope to read it.
-        direct = conn.direct
-        data: bytes | bytearray | None = None if direct is None else direct.receive_now()
+        stream = conn.stream
+        data = stream.receive_now()
         if data is None:
             with trio.move_on_after(read_timeout):
-                if direct is None:
-                    data = await conn.stream.receive_some(_READ_SIZE)
-                else:
-                    data = await direct.receive_later()
+                data = await stream.receive_later()
             if data is None:
                 raise httpx2.ReadTimeout(f"no data for {read_timeout} s")
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
@@ -304,7 +301,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
     # -- the httpx2 interface ------------------------------------------------
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         origin = _origin_of(request.url)
-        if self._proxy is not None and origin.scheme == "http":
+        if self._absolute_form(origin):
             target = bytes(str(request.url), "ascii")
         else:
             target = request.url.raw_path
@@ -320,13 +317,16 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         ``handle_async_request`` would send and give for ``httpx2.Request("GET",
         url, headers=headers)``, the request's headers as sent in the answer's
         extensions (``request_headers``), as it has no request."""
-        target = (
-            plain.url if self._proxy is not None and plain.origin.scheme == "http" else plain.target
-        )
+        target = plain.url if self._absolute_form(plain.origin) else plain.target
         sent = [(b"Host", plain.netloc), *headers]
         response = await self._send(plain.origin, "GET", target, sent, b"", timeouts)
         response.extensions["request_headers"] = sent
         return response
+
+    def _absolute_form(self, origin: _Origin) -> bool:
+        """Whether a request to ``origin`` names its whole URL: an http one through
+        the proxy (an https one goes through a tunnel, as to the server)."""
+        return self._proxy is not None and origin.scheme == "http"
 
     async def _send(
         self,
@@ -417,7 +417,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             try:
                 address = via.host if self._resolver is None else await self._address(via.host)
                 tcp = await trio.open_tcp_stream(address, via.port)
-                stream: trio.abc.Stream = DirectSocketStream(tcp)
+                stream: DirectSocketStream | TlsStream = DirectSocketStream(tcp)
                 if origin.scheme == "https":
                     try:
                         if self._proxy is not None:
