@@ -91,10 +91,12 @@ _CONTROL_CHARS = frozenset(
 # that must be there, so a string matches one way only: linear time whatever a
 # hostile page writes.
 _SEGMENT = r"[A-Za-z0-9_~-][A-Za-z0-9._~-]*"
-_PLAIN_PATH = re.compile(rf"/(?:{_SEGMENT}(?:/{_SEGMENT})*/?)?(?:\?[A-Za-z0-9._~=&-]*)?")
+_SEGMENTS = rf"{_SEGMENT}(?:/{_SEGMENT})*/?"
+_QUERY = r"(?:\?[A-Za-z0-9._~=&-]*)?"
+_PLAIN_PATH = re.compile(rf"/(?:{_SEGMENTS})?{_QUERY}")
 # The same without the leading "/": a path relative to the page's directory. Its first
 # segment has no ":" (it would be a scheme) and none begins with a dot.
-_PLAIN_RELATIVE = re.compile(rf"{_SEGMENT}(?:/{_SEGMENT})*/?(?:\?[A-Za-z0-9._~=&-]*)?")
+_PLAIN_RELATIVE = re.compile(rf"{_SEGMENTS}{_QUERY}")
 # An absolute http(s) URL that WHATWG parsing keeps as written: a lower-case scheme,
 # no userinfo or port, a host of lower-case letters, digits and hyphens whose labels
 # are not punycode ("xn--", which the parser checks) and whose last label begins with
