@@ -6,7 +6,6 @@ from __future__ import annotations
 import _ssl
 import contextlib
 import ctypes
-import signal
 import ssl
 from collections.abc import Awaitable, Callable
 
@@ -15,6 +14,7 @@ import trio
 import trio.testing
 import trustme
 
+from tests.spinning import no_endless_spin
 from ubipy.fetch.sockets import DirectSocketStream
 from ubipy.fetch.tls import TlsStream
 from ubipy.fetch.tlssessions import _ssl_pointer
@@ -304,10 +304,6 @@ async def _asked(ca: trustme.CA, sock: trio.socket.SocketType, sent: trio.Event)
     return tls
 
 
-def _raise_timeout(signum: int, frame: object) -> None:
-    raise TimeoutError("a receive spun without end")
-
-
 async def test_bytes_a_server_sends_behind_its_close_notify_end_the_stream(
     ca: trustme.CA,
 ) -> None:
@@ -328,21 +324,15 @@ async def test_bytes_a_server_sends_behind_its_close_notify_end_the_stream(
         sent.set()
         await trio.sleep_forever()
 
-    previous = signal.signal(signal.SIGALRM, _raise_timeout)
-    signal.setitimer(signal.ITIMER_REAL, 10)
-    try:
-        with trio.fail_after(10):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(server_side)
-                tls = await _asked(ca, a, sent)
-                assert tls.receive_now() == b"hello body"
-                assert tls.receive_now() == b""
-                assert await tls.receive_some() == b""
-                await tls.aclose()
-                nursery.cancel_scope.cancel()
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    with no_endless_spin(), trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server_side)
+            tls = await _asked(ca, a, sent)
+            assert tls.receive_now() == b"hello body"
+            assert tls.receive_now() == b""
+            assert await tls.receive_some() == b""
+            await tls.aclose()
+            nursery.cancel_scope.cancel()
     await server.raw.aclose()
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import resource
-import signal
 import socket
 import ssl
 import struct
@@ -15,6 +14,7 @@ import httpx2
 import pytest
 import trio
 
+from tests.spinning import no_endless_spin
 from ubipy.config import FetchConfig
 from ubipy.fetch import fetch, make_client
 from ubipy.fetch.http1 import ResponseReader
@@ -426,10 +426,6 @@ class _Endless(DirectSocketStream):
         return b"x" * 1000
 
 
-def _raise_timeout(signum: int, frame: object) -> None:
-    raise TimeoutError("a body's read never yielded")
-
-
 @pytest.mark.parametrize("how", ["iterated", "capped"])
 async def test_a_body_that_never_stops_coming_still_lets_the_deadline_in(how: str) -> None:
     """A server that sends faster than it is read: each receive is answered at once
@@ -443,18 +439,12 @@ async def test_a_body_that_never_stops_coming_still_lets_the_deadline_in(how: st
     body = PooledBody(
         PooledTransport(), _Connection(stream, _Origin("http", "a.test", 80)), reader, 5.0
     )
-    previous = signal.signal(signal.SIGALRM, _raise_timeout)
-    signal.setitimer(signal.ITIMER_REAL, 10)
-    try:
-        with trio.move_on_after(0.2) as scope:
-            if how == "iterated":
-                async for _ in body:
-                    pass
-            else:
-                await body.read_capped(1 << 40)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    with no_endless_spin(), trio.move_on_after(0.2) as scope:
+        if how == "iterated":
+            async for _ in body:
+                pass
+        else:
+            await body.read_capped(1 << 40)
     assert scope.cancelled_caught
     await stream.aclose()
     b.close()
