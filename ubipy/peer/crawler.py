@@ -45,6 +45,7 @@ from ubipy.fetch import (
 from ubipy.peer.commits import COMMIT_BYTES, Commits
 from ubipy.peer.crawlstats import CrawlStats, SeedResult
 from ubipy.peer.discovery import candidates, seed_candidates
+from ubipy.peer.hostmoves import HostMovesMixin
 from ubipy.peer.ordering import Ordering
 from ubipy.peer.reading import read_page
 from ubipy.peer.refreshing import Refresher
@@ -64,7 +65,7 @@ _SCOPE_META = "scope_roots"
 REPLICATED_COMMIT_INTERVAL = 0.05
 
 
-class Crawler:
+class Crawler(HostMovesMixin):
     def __init__(
         self,
         config: CrawlConfig,
@@ -167,14 +168,6 @@ class Crawler:
         if loaded:
             log.info("resumed: %d seen URLs, %d pending", loaded, self._pending)
 
-    def _restore_mark(self, host: str, mark: HostMark, wall: float, now: float) -> None:
-        """Politeness owed from another run or peer: wait out the delay after its last request.
-
-        A last request "in the future" (another peer's clock ahead of ours, or a
-        bogus mark) counts as now: the wait is never longer than the delay."""
-        wait = max(0.0, min(mark.last_end, wall) + mark.delay - wall)
-        self.scheduler.restore_host(host, not_before=now + wait, pages=mark.pages)
-
     # -- public -------------------------------------------------------------
     @property
     def pending(self) -> int:
@@ -224,58 +217,6 @@ class Crawler:
         if local:
             self._durably(local, drop_from_outbox=True)
         self.on_forward()
-
-    # -- hand-off -----------------------------------------------------------
-    def host_for_handoff(self, host: str) -> tuple[list[NewURL], list[int], HostMark | None] | None:
-        """A host's state for its new owner, or None while a request to it is in flight."""
-        if self.scheduler.busy(host):
-            return None
-        # Its outcomes must be on disk before they are read from there.
-        if not self._flush():
-            return None
-        return self._shard.host_state(host)
-
-    def held_hosts(self) -> list[str]:
-        """Hosts this peer holds anything for (to check against the ring)."""
-        return self._shard.held_hosts()
-
-    def handed_off(self, host: str) -> None:
-        """The new owner has the host: forget it here."""
-        self._pending -= self._shard.pending_count(host)
-        fps = self._shard.drop_host(host)
-        self.admission.forget(fps)
-        self.scheduler.drop_host(host)
-        if self.refresher is not None:
-            self.refresher.forget_host(host)
-
-    def take_over(
-        self, host: str, pending: list[NewURL], done: list[int], mark: HostMark | None
-    ) -> None:
-        """Receive a host from its previous owner: its frontier, history and politeness."""
-        # Outcomes not yet written go first: the host's queue is rebuilt from disk below,
-        # where a page fetched but not committed would still be pending (asked twice).
-        self._flush()
-        before = self._shard.pending_count(host)
-        rows, _ = self._durably(pending)
-        self._shard.take_done(host, done)
-        self.admission.learn(done)
-        if mark is not None:
-            mine = self._shard.host_mark(host)
-            if mine is None or mine.last_end < mark.last_end:
-                self._shard.save_host_marks({host: mark})
-        if not self.scheduler.busy(host):
-            # Rebuild the host's queue from disk: some of it may be done elsewhere.
-            self.scheduler.drop_host(host)
-            left = self._shard.pending_count(host)
-            if left:
-                self.scheduler.restore(host, left)
-        if (newest := self._shard.host_mark(host)) is not None:  # ours or the one given
-            self._restore_mark(host, newest, time.time(), trio.current_time())
-        # _durably counted the new rows already; the rest is what was closed as done.
-        self._pending += self._shard.pending_count(host) - before - len(rows)
-        if self._idle.is_set():
-            self._idle = trio.Event()
-        self._wakeup.set()
 
     def release_held(self) -> None:
         """Held hosts may be free now: look at them again."""

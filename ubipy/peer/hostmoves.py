@@ -1,0 +1,99 @@
+"""A host moving between peers, as the crawler sees it: its state read for its new
+owner and forgotten once handed off, or received from its previous owner with the
+politeness owed (:mod:`ubipy.peer.handoff` drives the exchange).
+
+A mixin of :class:`~ubipy.peer.crawler.Crawler`, whose state it reads and changes;
+the crawl loop's own methods it calls are declared here.
+"""
+
+from __future__ import annotations
+
+import time
+
+import trio
+
+from ubipy.fetch import Scheduler
+from ubipy.peer.refreshing import Refresher
+from ubipy.peer.wakeup import Wakeup
+from ubipy.store import Admission, FrontierRow, HostMark, NewURL, Shard
+
+__all__ = ["HostMovesMixin"]
+
+
+class HostMovesMixin:
+    """The crawler's side of a hand-off (see the module's docstring)."""
+
+    _shard: Shard
+    scheduler: Scheduler
+    admission: Admission
+    refresher: Refresher | None
+    _pending: int
+    _idle: trio.Event
+    _wakeup: Wakeup
+
+    def _flush(self) -> bool:
+        raise NotImplementedError
+
+    def _durably(
+        self, candidates: list[NewURL], *, save_scope: bool = False, drop_from_outbox: bool = False
+    ) -> tuple[list[FrontierRow], list[NewURL]]:
+        raise NotImplementedError
+
+    def host_for_handoff(self, host: str) -> tuple[list[NewURL], list[int], HostMark | None] | None:
+        """A host's state for its new owner, or None while a request to it is in flight."""
+        if self.scheduler.busy(host):
+            return None
+        # Its outcomes must be on disk before they are read from there.
+        if not self._flush():
+            return None
+        return self._shard.host_state(host)
+
+    def held_hosts(self) -> list[str]:
+        """Hosts this peer holds anything for (to check against the ring)."""
+        return self._shard.held_hosts()
+
+    def handed_off(self, host: str) -> None:
+        """The new owner has the host: forget it here."""
+        self._pending -= self._shard.pending_count(host)
+        fps = self._shard.drop_host(host)
+        self.admission.forget(fps)
+        self.scheduler.drop_host(host)
+        if self.refresher is not None:
+            self.refresher.forget_host(host)
+
+    def take_over(
+        self, host: str, pending: list[NewURL], done: list[int], mark: HostMark | None
+    ) -> None:
+        """Receive a host from its previous owner: its frontier, history and politeness."""
+        # Outcomes not yet written go first: the host's queue is rebuilt from disk below,
+        # where a page fetched but not committed would still be pending (asked twice).
+        self._flush()
+        before = self._shard.pending_count(host)
+        rows, _ = self._durably(pending)
+        self._shard.take_done(host, done)
+        self.admission.learn(done)
+        if mark is not None:
+            mine = self._shard.host_mark(host)
+            if mine is None or mine.last_end < mark.last_end:
+                self._shard.save_host_marks({host: mark})
+        if not self.scheduler.busy(host):
+            # Rebuild the host's queue from disk: some of it may be done elsewhere.
+            self.scheduler.drop_host(host)
+            left = self._shard.pending_count(host)
+            if left:
+                self.scheduler.restore(host, left)
+        if (newest := self._shard.host_mark(host)) is not None:  # ours or the one given
+            self._restore_mark(host, newest, time.time(), trio.current_time())
+        # _durably counted the new rows already; the rest is what was closed as done.
+        self._pending += self._shard.pending_count(host) - before - len(rows)
+        if self._idle.is_set():
+            self._idle = trio.Event()
+        self._wakeup.set()
+
+    def _restore_mark(self, host: str, mark: HostMark, wall: float, now: float) -> None:
+        """Politeness owed from another run or peer: wait out the delay after its last request.
+
+        A last request "in the future" (another peer's clock ahead of ours, or a
+        bogus mark) counts as now: the wait is never longer than the delay."""
+        wait = max(0.0, min(mark.last_end, wall) + mark.delay - wall)
+        self.scheduler.restore_host(host, not_before=now + wait, pages=mark.pages)
