@@ -1,8 +1,9 @@
 """The crawl loop of one peer: admission, politeness, fetching, parsing, storing.
 
-It composes ``fetch`` and ``store``: a dispatcher takes ready jobs from the
-politeness scheduler and starts one task per request under a global
-concurrency limit; each task fetches, parses and queues its outcome; a
+It composes ``fetch`` and ``store``: under a global concurrency limit, each
+worker task takes a ready job from the politeness scheduler, fetches, parses and
+queues its outcome, then takes the next while one is ready (a dispatcher starts
+workers as slots free up and hosts come due); a
 committer writes outcomes in grouped transactions (page row, frontier "done"
 mark and the links it revealed together) and only then hands the new URLs to
 the scheduler. A graceful stop lets in-flight requests finish and commits them,
@@ -144,6 +145,8 @@ class Crawler(HostMovesMixin):
         # The requests in flight, each in a scope of its own (its deadline the fetch
         # deadline), to abandon on a pause; True once abandoned.
         self._in_flight: dict[trio.CancelScope, bool] = {}
+        # One slot a request in flight (--concurrency), each held by a worker.
+        self._limiter = trio.Semaphore(config.politeness.concurrency)
         self.stopped = trio.Event()
         self._pending = 0
         self._crashed = False
@@ -317,26 +320,40 @@ class Crawler(HostMovesMixin):
             self.stopped.set()
 
     async def _dispatch(self, jobs: trio.Nursery) -> None:
-        limiter = trio.Semaphore(self.config.politeness.concurrency)
+        """Start a worker while a slot is free and a host is ready. A worker goes on
+        to the next ready host itself (:meth:`_work`), so while every slot is taken
+        this loop sleeps; it wakes when a slot frees up, a host comes due, entries
+        are added or the crawl resumes."""
+        limiter = self._limiter
         while not self._stopping:
-            # While the shard refuses writes nothing new starts: what is fetched
-            # could not be saved, and a host would be asked twice. While paused,
-            # nothing starts until resumed (a ready host is no reason to wake).
-            job = (
-                None
-                if self.storage_error or self.paused
-                else self.scheduler.next_job(trio.current_time())
-            )
-            if job is None:
-                if self._is_idle():
-                    self._idle.set()
-                if limiter.value and self._commits.pages_waiting:
-                    # A slot free and nothing ready: the links of the pages waiting
-                    # to be committed may be the work, so they go in now rather than
-                    # at the commit interval (a busy crawl commits by time and size).
-                    self._flush_now.set()
-                await self._wakeup.wait(None if self.paused else self.scheduler.next_wakeup())
+            # A slot first: a host is never taken (marked in flight) to wait for one.
+            try:
+                limiter.acquire_nowait()
+            except trio.WouldBlock:
+                await limiter.acquire()
+            job = self._next_fetch()
+            if job is not None:
+                jobs.start_soon(self._work, job)
                 continue
+            limiter.release()
+            if self._is_idle():
+                self._idle.set()
+            if self._commits.pages_waiting:
+                # A slot free and nothing ready: the links of the pages waiting
+                # to be committed may be the work, so they go in now rather than
+                # at the commit interval (a busy crawl commits by time and size).
+                self._flush_now.set()
+            await self._wakeup.wait(None if self.paused else self.scheduler.next_wakeup())
+
+    def _next_fetch(self) -> Job | None:
+        """The next request that may start now, if any: host resolutions and skipped
+        URLs met on the way are handed on as they come. None while stopping, paused
+        (nothing starts until resumed), or while the shard refuses writes (what is
+        fetched could not be saved, and a host would be asked twice)."""
+        while not (self._stopping or self.paused or self.storage_error):
+            job = self.scheduler.next_job(trio.current_time())
+            if job is None:
+                return None
             if job.kind is JobKind.RESOLVE and self.dns is not None:
                 self.dns.submit(job.host)
                 continue
@@ -348,10 +365,38 @@ class Crawler(HostMovesMixin):
                 self._commits.skip(job.entry.fp, job.reason)
                 self._flush_now.set()
                 continue
-            await limiter.acquire()
-            jobs.start_soon(self._run_job, job, limiter)
+            return job
+        return None
 
-    async def _run_job(self, job: Job, limiter: trio.Semaphore) -> None:
+    async def _work(self, job: Job) -> None:
+        """Make ``job``'s request, then the next ready host's, in one task holding one
+        of the concurrency's slots, until no host is ready: a task and two of the
+        dispatcher's wake-ups fewer a request."""
+        try:
+            while True:
+                await self._run_job(job)
+                if self._flush_now.is_set():
+                    # A commit is due: it goes before the next request starts (the
+                    # committer runs in the batch where the dispatcher starts that
+                    # one, whose task runs in the next), so a bound on the pages or
+                    # bytes waiting holds as it did with a task a request.
+                    return
+                next_job = self._next_fetch()
+                if next_job is None:
+                    return
+                job = next_job
+                if self._limiter.value:
+                    # A slot is free: what the request that ended changed (its host
+                    # due again, another host's address free) may be for it.
+                    self._wakeup.set()
+                # Between two requests, as between two tasks: others get their turn
+                # even when a request ended without waiting (a refused address).
+                await trio.lowlevel.checkpoint()
+        finally:
+            self._limiter.release()
+            self._wakeup.set()
+
+    async def _run_job(self, job: Job) -> None:
         robots = job.kind is JobKind.ROBOTS
         sitemap = job.kind is JobKind.SITEMAP  # of any type, up to the protocol's 50 MB
         # robots.txt is only read up to the RFC's 500 KiB, so no more is fetched.
@@ -377,7 +422,6 @@ class Crawler(HostMovesMixin):
         finally:
             # No checkpoint since the scope closed: a pause cannot have come between.
             abandoned = self._in_flight.pop(scope) and scope.cancelled_caught
-            limiter.release()
         if scope.cancelled_caught and not abandoned:
             result = failed(job.url, FetchOutcome.TIMEOUT, "timeout: over the fetch deadline")
         now = trio.current_time()
@@ -394,7 +438,6 @@ class Crawler(HostMovesMixin):
         assert slot is not None
         self._commits.mark(job.host, HostMark(end_wall, self.scheduler.delay_of(slot), slot.pages))
         self.on_request_end(job.host)
-        self._wakeup.set()
         ended, self.request_ended = self.request_ended, trio.Event()
         ended.set()
 
