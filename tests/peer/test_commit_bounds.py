@@ -9,11 +9,10 @@ from pathlib import Path
 
 import httpx2
 import pytest
-import trio
 
+from tests.peer.crawling import crawl_until_idle
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig
 from ubipy.peer import crawler as crawler_module
-from ubipy.peer.crawler import Crawler
 from ubipy.store import PageRecord, Shard
 from ubipy.store_config import StoreConfig
 
@@ -44,17 +43,7 @@ async def _batches(tmp: Path, body: bytes, every: int) -> list[int]:
         bounds=BoundsConfig(sitemaps=False),
         store=StoreConfig(commit_every_pages=every, commit_interval=1000.0),
     )
-    async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
-        crawler = Crawler(config, shard, client)
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed([f"http://{h}/" for h in HOSTS])
-                with trio.fail_after(60):
-                    await crawler.wait_idle()
-                crawler.stop()
-        finally:
-            shard.close()
+    await crawl_until_idle(config, shard, serve, [f"http://{h}/" for h in HOSTS], within=60)
     return [n for n in batches if n]
 
 

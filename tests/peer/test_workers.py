@@ -12,8 +12,8 @@ import httpx2
 import trio
 import trio.testing
 
+from tests.peer.crawling import crawl_until_idle
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig
-from ubipy.peer.crawler import Crawler
 from ubipy.store import Shard
 
 
@@ -56,17 +56,7 @@ async def crawl(
         politeness=PolitenessConfig(delay=delay, concurrency=concurrency),
         bounds=BoundsConfig(sitemaps=False),
     )
-    try:
-        async with httpx2.AsyncClient(transport=httpx2.MockTransport(server)) as client:
-            crawler = Crawler(config, shard, client)
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed([f"http://{h}/" for h in hosts])
-                with trio.fail_after(3600):
-                    await crawler.wait_idle()
-                crawler.stop()
-    finally:
-        shard.close()
+    await crawl_until_idle(config, shard, server, [f"http://{h}/" for h in hosts], within=3600)
 
 
 async def test_never_more_requests_in_flight_than_the_concurrency_and_as_many_as_it_allows(
