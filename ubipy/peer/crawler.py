@@ -338,12 +338,15 @@ class Crawler(HostMovesMixin):
             limiter.release()
             if self._is_idle():
                 self._idle.set()
-            if self._commits.pages_waiting:
+            if self._commits.pages_waiting and self.storage_error is None:
                 # A slot free and nothing ready: the links of the pages waiting
                 # to be committed may be the work, so they go in now rather than
                 # at the commit interval (a busy crawl commits by time and size).
                 self._flush_now.set()
-            await self._wakeup.wait(None if self.paused else self.scheduler.next_wakeup())
+            # While the shard refuses writes nothing starts: the committer's retry (every
+            # storage_retry) wakes this loop when a write works again.
+            blocked = self.paused is not None or self.storage_error is not None
+            await self._wakeup.wait(None if blocked else self.scheduler.next_wakeup())
 
     def _next_fetch(self) -> Job | None:
         """The next request that may start now, if any: host resolutions and skipped
@@ -408,7 +411,9 @@ class Crawler(HostMovesMixin):
         self._in_flight[scope] = False
         try:
             with scope:
-                if not await self.clear_to_fetch(job.host):
+                # Paused since the job was taken (a worker's checkpoint between two
+                # requests, or a task not yet started): not made, asked again later.
+                if self.paused is not None or not await self.clear_to_fetch(job.host):
                     self._in_flight[scope] = True
                     scope.cancel()
                     await trio.lowlevel.checkpoint()  # raises here: no byte of it is sent
