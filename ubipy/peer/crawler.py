@@ -379,10 +379,10 @@ class Crawler(HostMovesMixin):
             while True:
                 await self._run_job(job)
                 if self._flush_now.is_set():
-                    # A commit is due: it goes before the next request starts (the
+                    # A commit is due: it goes before this slot's next request (the
                     # committer runs in the batch where the dispatcher starts that
-                    # one, whose task runs in the next), so a bound on the pages or
-                    # bytes waiting holds as it did with a task a request.
+                    # one, whose task runs in the next). Pages of requests in flight
+                    # may still join it: the bound was never below the concurrency.
                     return
                 next_job = self._next_fetch()
                 if next_job is None:
