@@ -281,22 +281,25 @@ class _Progress:
     The end of a request is the moment its last bytes reach the socket, taken
     before the send: the task may resume only later, when the event loop gets to
     it, and a late timestamp would make the next request's gap look short. A
-    response never completed ends when the server noticed (the client went, or
-    the server cut or reset the connection): that is when logging happens.
+    response never completed ends when the server noticed: the client went (taken
+    as soon as the task watching for it wakes, not once the response's task has
+    been cancelled and logs, which other tasks' turns can delay by milliseconds),
+    or the server cut or reset the connection.
     """
 
-    __slots__ = ("handed_at", "outcome", "sent", "status")
+    __slots__ = ("handed_at", "left_at", "outcome", "sent", "status")
 
     def __init__(self) -> None:
         self.sent = 0
         self.handed_at: float | None = None
+        self.left_at: float | None = None  # when the client was seen to go
         self.status = 0  # the status line, once sent; 0 if none was (hang, reset)
         self.outcome = outcomes.ABANDONED  # until the last bytes are handed over
 
     def end_time(self) -> float:
-        if self.handed_at is None or self.outcome != outcomes.COMPLETE:
-            return trio.current_time()
-        return self.handed_at
+        if self.outcome == outcomes.COMPLETE and self.handed_at is not None:
+            return self.handed_at
+        return trio.current_time() if self.left_at is None else self.left_at
 
 
 async def _send(
@@ -308,7 +311,7 @@ async def _send(
     head_only: bool,
 ) -> None:
     if response.fault == "hang":
-        await _until_client_goes(conn, stream)
+        progress.left_at = await _until_client_goes(conn, stream)
         return  # abandoned, status 0
     if response.fault == "reset":
         # SO_LINGER with a zero timeout makes close() send an RST instead of a FIN.
@@ -348,7 +351,7 @@ async def _send(
         return
     if response.stream is not None:
         await write(head)
-        if await _stream_body(conn, stream, response, write):
+        if await _stream_body(conn, stream, response, write, progress):
             if response.fault == "cut":
                 progress.outcome = outcomes.CUT  # closed without the body's end
             else:
@@ -364,6 +367,7 @@ async def _stream_body(
     stream: trio.abc.Stream,
     response: Response,
     write: Callable[[bytes], Awaitable[None]],
+    progress: _Progress,
 ) -> bool:
     """Send the streamed body; False if the client went first. A stream may sleep (slow)
     or block on a full socket (endless), so a watcher notices the client leaving meanwhile
@@ -373,7 +377,7 @@ async def _stream_body(
     async with trio.open_nursery() as nursery:
 
         async def watch() -> None:
-            await _until_client_goes(conn, stream)
+            progress.left_at = await _until_client_goes(conn, stream)
             nursery.cancel_scope.cancel()
 
         nursery.start_soon(watch)
@@ -389,13 +393,15 @@ async def _stream_body(
     return finished
 
 
-async def _until_client_goes(conn: h11.Connection, stream: trio.abc.Stream) -> None:
-    """Read until EOF or an error; bytes a client sends meanwhile go to h11's buffer."""
+async def _until_client_goes(conn: h11.Connection, stream: trio.abc.Stream) -> float:
+    """Read until EOF or an error, and say when that came; bytes a client sends
+    meanwhile go to h11's buffer."""
     try:
         while data := await stream.receive_some(_READ_SIZE):
             conn.receive_data(bytes(data))
     except (trio.BrokenResourceError, trio.ClosedResourceError, h11.RemoteProtocolError):
         pass
+    return trio.current_time()
 
 
 def _check_loopback(host: str) -> None:
