@@ -111,3 +111,38 @@ def test_a_host_waiting_to_be_chosen_is_not_handed_out_twice_when_brought_forwar
     s.refreshes(waiting, due)
     jobs = [j for j in iter(lambda: s.next_job(5.0), None)]
     assert [j.host for j in jobs] == [waiting]
+
+
+def test_new_urls_for_a_host_waiting_for_a_page_due_again_go_at_its_delay() -> None:
+    """A host with only pages due later waits in the heap for then; URLs admitted for
+    it meanwhile are asked at the end of its delay, not when the old page is due."""
+    s = Scheduler(delay=1.0, window=8, loader=lambda h, a, n: [])
+    _ready(s)
+    s.refreshes("a.test", [(1000.0, _old(1))])
+    assert s.next_wakeup() == 1000.0
+    s.add("a.test", _new(1))
+    assert s.next_wakeup() == 2.0
+    job = s.next_job(2.0)
+    assert job is not None and job.url == "http://a.test/new1"
+    s.finished("a.test", 2.0)
+    assert s.next_job(999.0) is None
+    job = s.next_job(1000.0)
+    assert job is not None and job.url == "http://a.test/old1"
+    s.finished("a.test", 1000.0)
+    assert s.next_job(2000.0) is None and s.idle()
+
+
+def test_a_held_host_given_urls_is_asked_once_released_and_once_at_a_time() -> None:
+    s = Scheduler(delay=1.0, window=8, loader=lambda h, a, n: [])
+    _ready(s)
+    held = {"a.test"}
+    s.hold(lambda host: host in held)
+    s.refreshes("a.test", [(10.0, _old(1))])
+    assert s.next_job(10.0) is None
+    s.add("a.test", _new(1))
+    s.add("a.test", _new(2))
+    assert s.next_job(11.0) is None
+    held.clear()
+    s.release()
+    # One request (the page due, or a new URL: the share decides), not one a place.
+    assert len(list(iter(lambda: s.next_job(12.0), None))) == 1

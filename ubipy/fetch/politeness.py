@@ -194,12 +194,20 @@ class Scheduler:
         self._arm(slot)
 
     def _arm(self, slot: HostSlot) -> None:
-        if slot.armed or slot.in_flight:
+        """Into the heap for when the host may next be asked: the end of its delay if
+        it has URLs, else when its first page is due again; sooner if it was armed for
+        later (URLs came to a host that waited for a page due again, a new plan brought
+        a page forward)."""
+        if slot.in_flight:
             return
         if slot.has_work:
-            self._push(slot, slot.next_allowed)
+            when = slot.next_allowed
         elif slot.refresh:
-            self._push(slot, max(slot.next_allowed, slot.refresh[0][0]))
+            when = max(slot.next_allowed, slot.refresh[0][0])
+        else:
+            return
+        if not slot.armed or when < slot.armed_at:
+            self._push(slot, when)
 
     def _push(self, slot: HostSlot, when: float) -> None:
         """Put the host in the heap at ``when``; an entry it had there goes stale."""
@@ -220,23 +228,13 @@ class Scheduler:
         slot = self._slot(host)
         slot.refresh = [(at, next(self._tie), e) for at, e in due]
         heapq.heapify(slot.refresh)
-        self._bring_forward(slot)
+        self._arm(slot)
 
     def due_again(self, host: str, at: float, entry: Entry) -> None:
         """One page due again at ``at`` (it was just asked)."""
         slot = self._slot(host)
         heapq.heappush(slot.refresh, (at, next(self._tie), entry))
-        self._bring_forward(slot)
-
-    def _bring_forward(self, slot: HostSlot) -> None:
-        """After its refreshes changed: armed for the first of them, if sooner."""
-        if not slot.refresh or slot.in_flight:
-            return
-        first = max(slot.next_allowed, slot.refresh[0][0])
-        if not slot.armed:
-            self._arm(slot)
-        elif first < slot.armed_at and not slot.has_work:
-            self._push(slot, first)
+        self._arm(slot)
 
     def _take(self, slot: HostSlot, now: float) -> Entry | None:
         """The host's next entry: a page due again, or a new URL, the refreshes taking
@@ -271,7 +269,7 @@ class Scheduler:
             heapq.heappush(ready, (-urgency, next(self._tie), slot.armed_at, slot))
         while ready:
             _, _, armed_at, slot = heapq.heappop(ready)
-            # Armed again meanwhile (brought forward by a new plan): that entry is
+            # Armed again meanwhile (brought forward by new URLs or a plan): that entry is
             # its place now, or the host would be handed out twice.
             if slot.armed and armed_at == slot.armed_at:
                 return slot

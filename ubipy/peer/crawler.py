@@ -307,7 +307,7 @@ class Crawler(HostMovesMixin):
             async with trio.open_nursery() as jobs, trio.open_nursery() as loops:
                 loops.start_soon(self._committer)
                 if self.refresher is not None:
-                    loops.start_soon(self.refresher.run)
+                    loops.start_soon(self.refresher.run, self._wakeup.set)
                 if self.dns is not None:
                     await loops.start(self.dns.run)
                 task_status.started()

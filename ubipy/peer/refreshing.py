@@ -275,11 +275,14 @@ class Refresher:
             self._schedule(hosts)
         return [p.row() for p in changed]
 
-    async def run(self) -> None:
-        """Plan every ``replan`` seconds, for as long as the crawl runs."""
+    async def run(self, wake: Callable[[], None]) -> None:
+        """Plan every ``replan`` seconds, for as long as the crawl runs; ``wake`` the
+        crawl loop after each plan, which may have made a page due sooner than any
+        time it sleeps until."""
         while True:
             await trio.sleep(self._cfg.replan)
             self.plan()
+            wake()
 
     # -- planning ---------------------------------------------------------------
     def budget(self) -> float:
