@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx2
@@ -100,17 +101,17 @@ def _html(request: httpx2.Request) -> httpx2.Response:
     return httpx2.Response(200, headers={"content-type": "text/html"}, content=b"x")
 
 
-async def _requests_made_while_paused(tmp: Path) -> list[str]:
-    """Pause a crawl from a task woken by a request's end, when a worker has taken its
-    next job and waits at its checkpoint; the requests the server saw while paused."""
-    made_while_paused: list[str] = []
-    paused = trio.Event()
+async def _requests_made_after(tmp: Path, halt: Callable[[Crawler], None]) -> list[str]:
+    """Halt a crawl (pause or stop it) from a task woken by a request's end, when a
+    worker has taken its next job and waits at its checkpoint; the requests the
+    server saw after that."""
+    made_after: list[str] = []
+    halted = trio.Event()
 
     async def handler(request: httpx2.Request) -> httpx2.Response:
-        # Past a checkpoint: a request the pause abandoned is cancelled here.
-        await trio.lowlevel.checkpoint()
-        if paused.is_set():
-            made_while_paused.append(str(request.url))
+        # No checkpoint between the crawler's start of a request and this.
+        if halted.is_set():
+            made_after.append(str(request.url))
         await trio.sleep(0.01)
         return _html(request)
 
@@ -128,13 +129,13 @@ async def _requests_made_while_paused(tmp: Path) -> list[str]:
                 crawler.seed([f"http://h{i}.test/" for i in range(4)])
                 await crawler.request_ended.wait()
                 await crawler.request_ended.wait()
-                crawler.pause("no majority")
-                paused.set()
+                halt(crawler)
+                halted.set()
                 await trio.sleep(1)
                 crawler.stop()
     finally:
         shard.close()
-    return made_while_paused
+    return made_after
 
 
 async def test_no_request_is_made_after_a_pause_by_a_worker_that_took_its_job_before(
@@ -144,7 +145,18 @@ async def test_no_request_is_made_after_a_pause_by_a_worker_that_took_its_job_be
     # them made a request while paused (all of them with a task a request).
     for attempt in range(20):
         (tmp_path / str(attempt)).mkdir()
-        assert await _requests_made_while_paused(tmp_path / str(attempt)) == [], attempt
+        made = await _requests_made_after(tmp_path / str(attempt), lambda c: c.pause("no quorum"))
+        assert made == [], attempt
+
+
+async def test_no_request_is_made_after_a_stop_by_a_worker_that_took_its_job_before(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A stop lets the requests in flight end; one a worker had taken but not made
+    # stays in the frontier, for the next run.
+    for attempt in range(20):
+        (tmp_path / str(attempt)).mkdir()
+        assert await _requests_made_after(tmp_path / str(attempt), Crawler.stop) == [], attempt
 
 
 async def test_a_commit_the_shard_refuses_is_tried_again_after_storage_retry_not_at_once(

@@ -411,9 +411,11 @@ class Crawler(HostMovesMixin):
         self._in_flight[scope] = False
         try:
             with scope:
-                # Paused since the job was taken (a worker's checkpoint between two
-                # requests, or a task not yet started): not made, asked again later.
-                if self.paused is not None or not await self.clear_to_fetch(job.host):
+                # Paused or stopped since the job was taken (a worker's checkpoint
+                # between two requests, or a task not yet started): not made, asked
+                # again later.
+                halted = self.paused is not None or self._stopping
+                if halted or not await self.clear_to_fetch(job.host):
                     self._in_flight[scope] = True
                     scope.cancel()
                     await trio.lowlevel.checkpoint()  # raises here: no byte of it is sent
