@@ -99,6 +99,13 @@ Pinning the peer and the synthetic web to one core did not change ubipy's figure
 s against 6.8-7.5 s for 5,000 pages), so it is not the server running beside it.
 After the plain GET (6d534f2) and the rest of that session's changes, one run: **6.49**
 (ubipy 1.07 ms a page, Scrapy 6.92; the machine between its spells).
+2026-12-03 (the twentieth session, the same machine): **7.22** before the worker loop below
+(ubipy 1.19 ms a page, Scrapy 8.59) and **7.06** after it (0.96 against 6.76: both 20-25%
+faster in that spell, so the 3% did not show).
+2026-12-03 (the twenty-first session, a faster machine, an AMD EPYC of family 26; 0ca863b):
+**8.41** in the first run (ubipy 0.58 ms a page, Scrapy 4.85), then **11.88** with
+`--repeat 3` (medians 0.40 and 4.73 ms; ubipy 0.40-0.46, Scrapy 4.18-4.87). Here ubipy's page
+costs a third to a half of what it cost on the last machine, Scrapy's about two thirds.
 
 Instructions a page (`--instructions`: each crawler under valgrind's callgrind, start-up
 included, about a third of ubipy's count on this small web) repeat within 1% where CPU
@@ -121,6 +128,9 @@ an httpx2 `Request` (`plain_get`: httpx2's URL parser checks each character of a
 Python, 29 us of a `Request`'s 54 on this machine; the same request head goes out, byte
 for byte). With `--max-requests 5`: HTTP 4.38 to 4.20 million, HTTPS 5.37 to 5.31-5.32
 once an answer over TLS is read at once where its records have come, then 5.16.
+The twentieth session: **3.91** once a worker task goes on from one request to the next
+(b23bb41: before, a task a request, each woken by the dispatcher once it had a slot), and
+3.89 against 4.01 on 100 hosts x 10 pages (more hosts than slots).
 
 - `ubipy peer` settles CPython's garbage collector when it starts
   (`ubipy/peer/collector.py`): what start-up made is frozen out of later scans, and a full
@@ -302,6 +312,15 @@ page.**
   commits 0.77 against 0.47 a page, and the rest (the request, the transport, trio's
   loop, the timers) 1.82 against 0.91. The same code on pages of the same web costs about
   twice as much when it runs soon after a sleep; no one stage carries the difference.
+  The twenty-first session's faster machine (0ca863b, `--duration 40`, one run each): 1.62
+  ms a page at 2 in flight (1.13 wake-ups a page) against 0.66 at 64 (923 pages a second,
+  47 in flight, 0.96 wake-ups a page after sleeps of about a millisecond): 2.45.
+  `bench/wakeups.py` there: the work 163 us back to back, 494, 959 and 1,000 us after
+  sleeps of 5, 27 and 50 ms (569 us after a busy wait of 27 ms). `python -m
+  bench.stage_costs --warmup 20 --window 20`: 1.22 against 0.91 ms (1.34). With a commit
+  every 2 s instead of every 0.25 (`[store] commit_interval = 2.0` in a `--config` file):
+  1.39 ms and 0.99 wake-ups a page against 1.44 and 1.12 in the run beside it, so the
+  committer's own wake-ups are about a tenth of a page's, and the rest is a page's own.
 - **Wire: what grows with N is the share of links that point into another peer's hosts,
   not a cost of coordinating.** Per page: 22, 25 and 28 B at N = 2, 4, 8 (scrapy-redis:
   2,000–2,500 B to and from Redis, 10–12 commands per page). A peer hands on the links of
