@@ -7,8 +7,11 @@ Real `ubipy peer` processes on loopback, each with a data directory of its own i
 temporary directory (removed at the end). After ``--warmup`` seconds (start-up, joining),
 each peer's CPU time is read from /proc/PID/schedstat (nanoseconds on the CPU) at the
 start and the end of ``--seconds``; reported per peer, in milliseconds of CPU a second of
-wall time. Issue #19's target: an idle peer alone under 2 ms a second. In a cluster a
-peer also probes and gossips (SWIM), so it costs more; the figure says how much.
+wall time, with its wake-ups a second (voluntary context switches of all its threads):
+on some machines each costs hundreds of microseconds of CPU whatever the peer does
+awake (bench/wakeups.py). Issue #19's target: an idle peer alone under 2 ms a second. In
+a cluster a peer also probes, answers probes and gossips (SWIM), so it costs more; the
+figure says how much.
 """
 
 from __future__ import annotations
@@ -53,8 +56,19 @@ def _start(data: Path, join: str | None) -> tuple[subprocess.Popen[str], str]:
     raise SystemExit(f"the peer in {data} did not start")
 
 
-def measure(n: int, warmup: float, seconds: float) -> list[float]:
-    """Milliseconds of CPU a second, for each of ``n`` idle peers started together."""
+def _wakeups(pid: int) -> int:
+    """The process's voluntary context switches so far, all its threads."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for line in (task / "status").read_text().splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                total += int(line.split()[1])
+    return total
+
+
+def measure(n: int, warmup: float, seconds: float) -> list[tuple[float, float]]:
+    """Milliseconds of CPU a second and wake-ups a second, for each of ``n`` idle peers
+    started together."""
     with tempfile.TemporaryDirectory(prefix="ubipy-idle-") as tmp:
         procs: list[subprocess.Popen[str]] = []
         try:
@@ -63,10 +77,10 @@ def measure(n: int, warmup: float, seconds: float) -> list[float]:
             for i in range(1, n):
                 procs.append(_start(Path(tmp) / f"p{i}", address)[0])
             time.sleep(warmup)
-            before = [_cpu_ns(p.pid) for p in procs]
+            before = [(_cpu_ns(p.pid), _wakeups(p.pid)) for p in procs]
             start = time.monotonic()
             time.sleep(seconds)
-            after = [_cpu_ns(p.pid) for p in procs]
+            after = [(_cpu_ns(p.pid), _wakeups(p.pid)) for p in procs]
             wall = time.monotonic() - start
         finally:
             for p in procs:
@@ -77,7 +91,10 @@ def measure(n: int, warmup: float, seconds: float) -> list[float]:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
-    return [(b - a) / 1e6 / wall for a, b in zip(before, after, strict=True)]
+    return [
+        ((cpu1 - cpu0) / 1e6 / wall, (woke1 - woke0) / wall)
+        for (cpu0, woke0), (cpu1, woke1) in zip(before, after, strict=True)
+    ]
 
 
 def main() -> int:
@@ -86,12 +103,15 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--cluster", type=int, default=3, help="peers in the cluster run")
     args = parser.parse_args()
-    alone = measure(1, args.warmup, args.seconds)
-    print(f"one peer alone: {alone[0]:.2f} ms of CPU a second", flush=True)
+    ((cpu, woke),) = measure(1, args.warmup, args.seconds)
+    print(f"one peer alone: {cpu:.2f} ms of CPU a second, {woke:.1f} wake-ups", flush=True)
     if args.cluster > 1:
         each = measure(args.cluster, args.warmup, args.seconds)
-        figures = ", ".join(f"{x:.2f}" for x in each)
-        print(f"each of {args.cluster} peers in a cluster: {figures} ms of CPU a second")
+        figures = ", ".join(f"{cpu:.2f} ({woke:.1f})" for cpu, woke in each)
+        print(
+            f"each of {args.cluster} peers in a cluster: {figures} ms of CPU a second "
+            "(wake-ups a second)"
+        )
     return 0
 
 

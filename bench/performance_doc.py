@@ -279,6 +279,11 @@ page.**
   kept 256 idle connections for 500 hosts that a polite crawl visits in turn, so the
   longest idle, closed first, was the next one needed (3.72 ms a page before it kept
   more). An idle peer spends under 2 ms of CPU a second (`bench/idle.py`).
+  On the twenty-first session's machine: a peer alone 0.87-0.95 ms a second, with 2.0
+  wake-ups a second (its gossip tick 1.0, its majority lease 0.7, its progress line 0.3:
+  about 0.47 ms of CPU each on this machine, for next to no work); each of 3 idle peers in
+  a cluster 3.1-4.4 ms a second with 4.9-6.0 wake-ups (probes sent, answered and received
+  besides), about 0.7 ms each.
   On a faster machine, in a later session of the same day (`--duration 40`): 1.71-2.17
   ms at 2 in flight against 0.88-0.95 at 64, about 2x. Most of the difference is the
   machine's price for waking up, not ubipy's code. At 2 in flight the peer sleeps about
