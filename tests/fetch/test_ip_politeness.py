@@ -356,3 +356,32 @@ def _random_run(rng: random.Random) -> None:
     assert {h: answered[h] for h in hosts.keys() - dropped} == {
         h: added[h] for h in hosts.keys() - dropped
     }
+
+
+def test_a_host_armed_for_a_later_page_does_not_keep_its_address_from_the_others() -> None:
+    """A host waiting for its address gets the address's next turn; if a new plan put
+    its only page off meanwhile, it passes the turn on when it comes, not at that time."""
+    s = _sched(delay=0.0, ip_delay=0.5)
+    _resolve_all(s, {"a.test": "192.0.2.7", "b.test": "192.0.2.7"})
+    now = 0.0
+    for _ in range(4):  # each host's robots.txt and first page, the address's delay between
+        job = _job(s, now)
+        if job.kind is JobKind.ROBOTS:
+            s.robots_answer(job.host, now, status=200, location=None, body=ROBOTS_OK)
+        else:
+            s.finished(job.host, now)
+        now += 0.5
+    _add_more(s, "b.test", 16)
+    old = Entry(fp=99, seq=99, url="http://a.test/old", depth=1, refresh=True)
+    s.refreshes("a.test", [(2.0, old)])
+    assert _job(s, 2.0).host == "b.test"
+    assert s.next_job(2.0) is None  # a.test's page is due, the address busy: it waits
+    s.refreshes("a.test", [(86_400.0, old)])  # a new plan puts it off
+    s.finished("b.test", 2.1)
+    job = _job(s, 2.6)
+    assert job.host == "b.test" and job.kind is JobKind.PAGE
+
+
+def _add_more(s: Scheduler, host: str, n: int) -> None:
+    for i in range(100, 100 + n):
+        s.add(host, Entry(fp=hash((host, i)), seq=i + 1, url=f"http://{host}/p{i}", depth=1))

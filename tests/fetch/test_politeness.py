@@ -217,3 +217,26 @@ def test_memory_is_bounded_over_all_hosts_and_every_entry_still_goes_out() -> No
     assert sorted(got) == sorted(e.url for es in disk.values() for e in es)
     for h, es in disk.items():
         assert [u for u in got if h in u] == [e.url for e in es]  # each host in order
+
+
+def test_a_request_abandoned_before_it_was_made_does_not_spend_the_host_budget() -> None:
+    """A stop or a pause gives the URL back (asked again later, as if never asked): a
+    host with a budget of one page still gets that page asked."""
+    s = Scheduler(
+        delay=1.0,
+        window=8,
+        loader=lambda h, a, n: [],
+        robots_retry_base=10.0,
+        max_pages_per_host=1,
+    )
+    for e in _entries("a.test", 2):
+        s.add("a.test", e)
+    _resolve_robots(s, "a.test", 0.0)
+    job = s.next_job(1.0)
+    assert job is not None and job.kind is JobKind.PAGE and job.url == "http://a.test/p0"
+    s.abandoned("a.test", job.entry, 1.0)
+    again = s.next_job(2.0)
+    assert again is not None and again.kind is JobKind.PAGE and again.url == job.url
+    s.finished("a.test", 2.0)
+    over = s.next_job(3.0)  # the budget is spent now: the second page is skipped
+    assert over is not None and over.kind is JobKind.SKIP and over.reason == "host page budget"

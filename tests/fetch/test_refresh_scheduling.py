@@ -146,3 +146,23 @@ def test_a_held_host_given_urls_is_asked_once_released_and_once_at_a_time() -> N
     s.release()
     # One request (the page due, or a new URL: the share decides), not one a place.
     assert len(list(iter(lambda: s.next_job(12.0), None))) == 1
+
+
+def test_a_host_brought_forward_again_and_again_leaves_no_pile_of_entries() -> None:
+    """New URLs, one at a time, for a host that waits for a page due in a day: each is
+    asked at the host's delay, and at the day the page is asked once. Each bringing
+    forward leaves the old entry stale for good: they do not pile up in the heap, and
+    none comes back to life when the host is armed for that time again."""
+    s = Scheduler(delay=1.0, window=8, loader=lambda h, a, n: [], order=CrawlOrder.OPIC)
+    _ready(s)
+    s.refreshes("a.test", [(86_400.0, _old(1))])
+    now = 2.0
+    for n in range(1, 3001):
+        s.add("a.test", _new(n))
+        job = s.next_job(now)
+        assert job is not None and job.url == f"http://a.test/new{n}"
+        s.finished("a.test", now)
+        now += 10.0
+    assert len(s._heap) <= 2 * s.hosts + 1024  # stale entries are shed
+    assert s.next_job(86_399.0) is None
+    assert [j.url for j in iter(lambda: s.next_job(86_400.0), None)] == ["http://a.test/old1"]

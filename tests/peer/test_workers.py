@@ -203,3 +203,40 @@ async def test_a_commit_the_shard_refuses_is_tried_again_after_storage_retry_not
         assert len(list(shard.iter_pages())) == 20
     finally:
         shard.close()
+
+
+async def test_no_request_is_made_after_a_stop_that_came_while_it_waited_to_be_cleared(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A request waits for its address's lease (a round trip to another peer) before it
+    is made; a stop meanwhile leaves it unmade, and the stat of requests cut short by
+    a pause does not count it."""
+    made: list[tuple[float, str]] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        made.append((trio.current_time(), str(request.url)))
+        return _html(request)
+
+    async def slow_lease(host: str) -> bool:
+        await trio.sleep(0.5)
+        return True
+
+    shard = Shard.open(tmp_path)
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=0.0, concurrency=1),
+        bounds=BoundsConfig(sitemaps=False),
+    )
+    try:
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
+            crawler = Crawler(config, shard, client)
+            crawler.clear_to_fetch = slow_lease
+            async with trio.open_nursery() as nursery:
+                await nursery.start(crawler.run)
+                crawler.seed(["http://a.test/"])
+                await trio.sleep(0.25)
+                crawler.stop()
+    finally:
+        shard.close()
+    assert made == []
+    assert crawler.stats.abandoned == 0

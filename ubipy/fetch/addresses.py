@@ -160,8 +160,11 @@ class AddressRule:
             if not self._current(other) or other.in_flight:
                 continue
             ip.turn = other
-            if not other.armed:  # else it is among the ready hosts already (new links)
-                self._push(other, max(other.next_allowed, ip.next_allowed))
+            when = max(other.next_allowed, ip.next_allowed)
+            # Armed already, it is among the ready hosts (new links) unless it was
+            # armed for later (a plan put its page off): then the turn would wait for it.
+            if not other.armed or other.armed_at > when:
+                self._push(other, when)
             return
 
     def _sweep(self, now: float) -> None:

@@ -88,7 +88,7 @@ class Scheduler:
         self._tie = itertools.count()
         self.in_flight = 0
         # Under an order other than bfs, hosts whose time has come wait here to be
-        # chosen by priority: (-priority, tie-breaker, the time it was armed for, slot).
+        # chosen by priority: (-priority, tie-breaker, the push it was armed by, slot).
         self._order = order
         self._ranked = order.ranked
         self._ready: list[tuple[float, int, float, HostSlot]] = []
@@ -136,6 +136,7 @@ class Scheduler:
         slot = self._slot(host)
         if slot.robots_state is HostRobots.GIVEN_UP:
             return False
+        had_work = slot.has_work
         room = len(slot.queue) < self._window and self.in_memory < self._max_in_memory
         if self._ranked:
             self._offer(slot, entry, room)
@@ -145,7 +146,7 @@ class Scheduler:
             slot.last_seq = entry.seq
         else:
             slot.on_disk += 1
-        self._arm(slot)
+        (self._arm if had_work else self._bring_forward)(slot)
         return True
 
     def _offer(self, slot: HostSlot, entry: Entry, room: bool) -> None:
@@ -190,36 +191,43 @@ class Scheduler:
     def restore(self, host: str, pending: int) -> None:
         """Tell the scheduler a host has ``pending`` entries on disk (at start-up)."""
         slot = self._slot(host)
+        had_work = slot.has_work
         slot.on_disk += pending
-        self._arm(slot)
+        (self._arm if had_work else self._bring_forward)(slot)
 
     def _arm(self, slot: HostSlot) -> None:
-        """Into the heap for when the host may next be asked: the end of its delay if
-        it has URLs, else when its first page is due again; sooner if it was armed for
-        later (URLs came to a host that waited for a page due again, a new plan brought
-        a page forward)."""
-        if slot.in_flight:
-            return
-        if slot.has_work:
-            when = slot.next_allowed
-        elif slot.refresh:
-            when = max(slot.next_allowed, slot.refresh[0][0])
-        else:
-            return
-        if not slot.armed or when < slot.armed_at:
+        """Into the heap, unless it is there or in flight: for :meth:`_ready_at`."""
+        if not (slot.armed or slot.in_flight) and (when := _ready_at(slot)) is not None:
+            self._push(slot, when)
+
+    def _bring_forward(self, slot: HostSlot) -> None:
+        """Armed, or armed again if it may go sooner than it was armed for (new URLs
+        for a host that waited for a page due again, a plan that brought a page
+        forward); its old entry goes stale. A host waiting for its address is not
+        brought forward by new URLs (:meth:`add`): the address holds it."""
+        when = None if slot.in_flight else _ready_at(slot)
+        if when is not None and (not slot.armed or when < slot.armed_at):
             self._push(slot, when)
 
     def _push(self, slot: HostSlot, when: float) -> None:
-        """Put the host in the heap at ``when``; an entry it had there goes stale."""
-        heapq.heappush(self._heap, (when, next(self._tie), slot))
-        slot.armed, slot.armed_at = True, when
+        """Put the host in the heap at ``when``; an entry it had there goes stale for
+        good (told by its tie-breaker: the host may be armed for that time again)."""
+        heap = self._heap
+        if len(heap) > 2 * len(self._slots) + 1024:
+            # Stale entries wait for their time to be popped; a peer whose hosts are
+            # brought forward again and again sheds them here instead.
+            heap[:] = [e for e in heap if e[2].armed and e[1] == e[2].armed_tie]
+            heapq.heapify(heap)
+        tie = next(self._tie)
+        heapq.heappush(heap, (when, tie, slot))
+        slot.armed, slot.armed_at, slot.armed_tie = True, when, tie
 
     def _pop_due(self, now: float) -> HostSlot | None:
         """The host due first, if its time has come (stale heap entries skipped)."""
         heap = self._heap
         while heap and heap[0][0] <= now:
-            when, _, slot = heapq.heappop(heap)
-            if slot.armed and when == slot.armed_at:
+            _, tie, slot = heapq.heappop(heap)
+            if slot.armed and tie == slot.armed_tie:
                 return slot
         return None
 
@@ -228,13 +236,13 @@ class Scheduler:
         slot = self._slot(host)
         slot.refresh = [(at, next(self._tie), e) for at, e in due]
         heapq.heapify(slot.refresh)
-        self._arm(slot)
+        self._bring_forward(slot)
 
     def due_again(self, host: str, at: float, entry: Entry) -> None:
         """One page due again at ``at`` (it was just asked)."""
         slot = self._slot(host)
         heapq.heappush(slot.refresh, (at, next(self._tie), entry))
-        self._arm(slot)
+        self._bring_forward(slot)
 
     def _take(self, slot: HostSlot, now: float) -> Entry | None:
         """The host's next entry: a page due again, or a new URL, the refreshes taking
@@ -266,12 +274,12 @@ class Scheduler:
             if slot.robots_state is HostRobots.KNOWN and not slot.queue:
                 self._refill(slot)
             urgency = ranking.host_priority(self._order, slot.queue, slot.credit, slot.on_disk)
-            heapq.heappush(ready, (-urgency, next(self._tie), slot.armed_at, slot))
+            heapq.heappush(ready, (-urgency, next(self._tie), slot.armed_tie, slot))
         while ready:
-            _, _, armed_at, slot = heapq.heappop(ready)
+            _, _, armed_tie, slot = heapq.heappop(ready)
             # Armed again meanwhile (brought forward by new URLs or a plan): that entry is
             # its place now, or the host would be handed out twice.
-            if slot.armed and armed_at == slot.armed_at:
+            if slot.armed and armed_tie == slot.armed_tie:
                 return slot
         return None
 
@@ -456,6 +464,10 @@ class Scheduler:
         if entry is None:
             slot.robots_fetch = None
         else:
+            if entry.attempt == 0 and not entry.refresh:
+                # Counted against the host's page budget when handed out; it will be
+                # again when asked again.
+                slot.pages -= 1
             slot.queue.appendleft(entry)
             self.in_memory += 1
             if self._ranked:
@@ -571,3 +583,11 @@ class Scheduler:
         if now is not None:
             self._slowest = (n, now, ranked)
         return ranked
+
+
+def _ready_at(slot: HostSlot) -> float | None:
+    """When the host may next be asked: the end of its delay if it has URLs, else when
+    its first page is due again; None if neither."""
+    if slot.has_work:
+        return slot.next_allowed
+    return max(slot.next_allowed, slot.refresh[0][0]) if slot.refresh else None

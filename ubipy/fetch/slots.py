@@ -74,9 +74,10 @@ class HostSlot:
     in_flight: bool = False
     next_allowed: float = 0.0
     armed: bool = False
-    # The time it was last put in the scheduler's heap at: an entry of another time
-    # is stale (the host was put back sooner since).
+    # The time it was last put in the scheduler's heap at, and that entry's
+    # tie-breaker: an entry with another is stale (the host was put back since).
     armed_at: float = 0.0
+    armed_tie: int = -1
     robots_state: HostRobots = HostRobots.UNKNOWN
     robots: RobotsRules | None = None
     robots_fetch: RobotsFetch | None = None

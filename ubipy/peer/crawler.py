@@ -412,10 +412,13 @@ class Crawler(HostMovesMixin):
         try:
             with scope:
                 # Paused or stopped since the job was taken (a worker's checkpoint
-                # between two requests, or a task not yet started): not made, asked
-                # again later.
+                # between two requests, or a task not yet started), or stopped while
+                # it waited to be cleared (an address's lease): not made, asked again
+                # later.
                 halted = self.paused is not None or self._stopping
-                if halted or not await self.clear_to_fetch(job.host):
+                if not halted:
+                    halted = not await self.clear_to_fetch(job.host) or self._stopping
+                if halted:
                     self._in_flight[scope] = True
                     scope.cancel()
                     await trio.lowlevel.checkpoint()  # raises here: no byte of it is sent
@@ -434,7 +437,8 @@ class Crawler(HostMovesMixin):
         now = trio.current_time()
         end_wall = time.time()
         if abandoned:
-            self.stats.abandoned += 1
+            # Not made because the peer stops: not counted (the stat is a pause's).
+            self.stats.abandoned += not self._stopping
             self.scheduler.abandoned(job.host, job.entry, now)
         elif robots:
             self._robots_done(job, result, now)
