@@ -1,8 +1,9 @@
-"""A crawl in a test: one peer's crawler, its answers from a handler, run until idle."""
+"""A crawl in a test: one peer's crawler, its answers from a handler."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx2
@@ -13,6 +14,25 @@ from ubipy.peer.crawler import Crawler
 from ubipy.store import Shard
 
 
+@asynccontextmanager
+async def running_crawler(
+    config: CrawlConfig, handler: Callable[[httpx2.Request], Any], shard: Shard | None = None
+) -> AsyncIterator[Crawler]:
+    """A crawler whose client asks ``handler`` (httpx2's MockTransport), running for the
+    block; stopped at its end, and its shard (``shard``, or one opened in the config's
+    data directory) closed."""
+    shard = Shard.open(config.data_dir) if shard is None else shard
+    try:
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
+            crawler = Crawler(config, shard, client)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(crawler.run)
+                yield crawler
+                crawler.stop()
+    finally:
+        shard.close()
+
+
 async def crawl_until_idle(
     config: CrawlConfig,
     shard: Shard,
@@ -21,16 +41,9 @@ async def crawl_until_idle(
     *,
     within: float,
 ) -> None:
-    """Seed a crawler whose client asks ``handler`` (httpx2's MockTransport), wait
-    until it is idle (at most ``within`` seconds) and stop it; the shard is closed."""
-    try:
-        async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
-            crawler = Crawler(config, shard, client)
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed(list(seeds))
-                with trio.fail_after(within):
-                    await crawler.wait_idle()
-                crawler.stop()
-    finally:
-        shard.close()
+    """Seed a crawler whose client asks ``handler``, wait until it is idle (at most
+    ``within`` seconds) and stop it; the shard is closed."""
+    async with running_crawler(config, handler, shard) as crawler:
+        crawler.seed(list(seeds))
+        with trio.fail_after(within):
+            await crawler.wait_idle()

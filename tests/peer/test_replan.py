@@ -11,6 +11,7 @@ import trio
 import trio.testing
 
 from tests.cluster.harness import wall_clock_on_trio_time
+from tests.peer.crawling import running_crawler
 from ubipy.config import (
     BoundsConfig,
     CrawlConfig,
@@ -18,8 +19,6 @@ from ubipy.config import (
     RecrawlConfig,
     RefreshPolicy,
 )
-from ubipy.peer.crawler import Crawler
-from ubipy.store import Shard
 
 GONE = 40
 
@@ -55,18 +54,10 @@ async def test_a_page_the_plan_makes_due_sooner_is_asked_then(
         ),
     )
     site = Site()
-    shard = Shard.open(tmp_path)
     with wall_clock_on_trio_time():
-        try:
-            async with httpx2.AsyncClient(transport=httpx2.MockTransport(site)) as client:
-                crawler = Crawler(config, shard, client)
-                async with trio.open_nursery() as nursery:
-                    await nursery.start(crawler.run)
-                    crawler.seed(["http://site.test/"])
-                    await trio.sleep(120)
-                    crawler.stop()
-        finally:
-            shard.close()
+        async with running_crawler(config, site) as crawler:
+            crawler.seed(["http://site.test/"])
+            await trio.sleep(120)
     assert len(site.asked) == GONE + 2  # robots.txt, the home page, the gone pages
     assert max(max(times) for path, times in site.asked.items() if path != "/") < 30
     first, *again = site.asked["/"]

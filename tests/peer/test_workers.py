@@ -16,7 +16,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests.peer.crawling import crawl_until_idle
+from tests.peer.crawling import crawl_until_idle, running_crawler
 from tests.spinning import no_endless_spin
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig
 from ubipy.errors import StorageError
@@ -115,27 +115,22 @@ async def _requests_made_after(tmp: Path, halt: Callable[[Crawler], None]) -> li
         await trio.sleep(0.01)
         return _html(request)
 
-    shard = Shard.open(tmp)
-    config = CrawlConfig(
-        data_dir=tmp,
+    async with running_crawler(_one_at_a_time(tmp), handler) as crawler:
+        crawler.seed([f"http://h{i}.test/" for i in range(4)])
+        await crawler.request_ended.wait()
+        await crawler.request_ended.wait()
+        halt(crawler)
+        halted.set()
+        await trio.sleep(1)
+    return made_after
+
+
+def _one_at_a_time(data: Path) -> CrawlConfig:
+    return CrawlConfig(
+        data_dir=data,
         politeness=PolitenessConfig(delay=0.0, concurrency=1),
         bounds=BoundsConfig(sitemaps=False),
     )
-    try:
-        async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
-            crawler = Crawler(config, shard, client)
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed([f"http://h{i}.test/" for i in range(4)])
-                await crawler.request_ended.wait()
-                await crawler.request_ended.wait()
-                halt(crawler)
-                halted.set()
-                await trio.sleep(1)
-                crawler.stop()
-    finally:
-        shard.close()
-    return made_after
 
 
 async def test_no_request_is_made_after_a_pause_by_a_worker_that_took_its_job_before(
@@ -221,22 +216,9 @@ async def test_no_request_is_made_after_a_stop_that_came_while_it_waited_to_be_c
         await trio.sleep(0.5)
         return True
 
-    shard = Shard.open(tmp_path)
-    config = CrawlConfig(
-        data_dir=tmp_path,
-        politeness=PolitenessConfig(delay=0.0, concurrency=1),
-        bounds=BoundsConfig(sitemaps=False),
-    )
-    try:
-        async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
-            crawler = Crawler(config, shard, client)
-            crawler.clear_to_fetch = slow_lease
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed(["http://a.test/"])
-                await trio.sleep(0.25)
-                crawler.stop()
-    finally:
-        shard.close()
+    async with running_crawler(_one_at_a_time(tmp_path), handler) as crawler:
+        crawler.clear_to_fetch = slow_lease
+        crawler.seed(["http://a.test/"])
+        await trio.sleep(0.25)
     assert made == []
     assert crawler.stats.abandoned == 0
