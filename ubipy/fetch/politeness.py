@@ -91,7 +91,7 @@ class Scheduler:
         # chosen by priority: (-priority, tie-breaker, the push it was armed by, slot).
         self._order = order
         self._ranked = order.ranked
-        self._ready: list[tuple[float, int, float, HostSlot]] = []
+        self._ready: list[tuple[float, int, int, HostSlot]] = []
         # Pages due again (--recrawl) take at most this share of requests while new
         # URLs wait too; requests handed out so far, and how many were refreshes.
         self._refresh_share = refresh_share
