@@ -5,6 +5,7 @@ is retried with a back-off, then given up."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any
 
@@ -288,9 +289,10 @@ def test_a_request_to_a_shared_address_does_not_go_through_every_host_behind_it(
 
 def test_hosts_waiting_for_an_address_are_all_served_whatever_happens_to_them() -> None:
     """Random runs in which hosts on a few addresses get new links while they wait,
-    are held and released, are dropped, have pages robots.txt forbids and names that
-    expire: every page of every host still here is asked or skipped, and none waits
-    for ever for its address."""
+    are held and released, are dropped, have pages robots.txt forbids, names that
+    expire and pages due again that new plans bring forward or put off: every page of
+    every host still here is asked or skipped, never two of a host at once, and none
+    waits for ever for its address."""
     for seed in range(20):
         _random_run(random.Random(seed))
 
@@ -314,6 +316,7 @@ def _random_run(rng: random.Random) -> None:
     for host in hosts:
         add(host, rng.randint(1, 3))
     running: list[tuple[float, Job]] = []
+    olds = itertools.count(10**9)
     now = 0.0
     for _ in range(20_000):
         if rng.random() < 0.05:
@@ -327,12 +330,19 @@ def _random_run(rng: random.Random) -> None:
             victim = rng.choice(sorted(hosts))
             if victim not in dropped and s.drop_host(victim):
                 dropped.add(victim)
+        if rng.random() < 0.01:  # a new plan for a host's pages due again
+            host = rng.choice(sorted(hosts.keys() - dropped))
+            due = [(now + rng.uniform(0.0, 3.0), Entry(
+                fp=next(olds), seq=0, url=f"http://{host}/old", depth=1, refresh=True,
+            )) for _ in range(rng.randint(0, 2))]  # fmt: skip
+            s.refreshes(host, due)
         for job in _dispatch(s, now):
             if job.kind is JobKind.RESOLVE:
                 s.resolved(job.host, hosts[job.host], until=now + rng.uniform(0.5, 3.0))
             elif job.kind is JobKind.SKIP:
                 answered[job.host] += 1
             else:
+                assert all(job.host != other.host for _, other in running)
                 running.append((now + rng.uniform(0.01, 0.3), job))
         if running:
             running.sort(key=lambda r: r[0])
@@ -341,7 +351,8 @@ def _random_run(rng: random.Random) -> None:
             if done.kind is JobKind.ROBOTS:
                 s.robots_answer(done.host, now, status=200, location=None, body=robots)
             else:
-                answered[done.host] += 1
+                assert done.entry is not None
+                answered[done.host] += not done.entry.refresh
                 s.finished(done.host, now)
             continue
         wake = s.next_wakeup()
