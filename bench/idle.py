@@ -1,13 +1,14 @@
 """What an idle peer costs: CPU a second of peers that have nothing to crawl.
 
-    python bench/idle.py                      # one peer alone, then a cluster of 3
-    python bench/idle.py --seconds 60 --cluster 5
+    python -m bench.idle                      # one peer alone, then a cluster of 3
+    python -m bench.idle --seconds 60 --cluster 5
 
 Real `ubipy peer` processes on loopback, each with a data directory of its own in a
 temporary directory (removed at the end). After ``--warmup`` seconds (start-up, joining),
 each peer's CPU time is read from /proc/PID/schedstat (nanoseconds on the CPU) at the
 start and the end of ``--seconds``; reported per peer, in milliseconds of CPU a second of
-wall time, with its wake-ups a second (voluntary context switches of all its threads):
+wall time, with its wake-ups a second (voluntary context switches, counted as the
+scaling harness counts them: psutil, of the `bench` extra):
 on some machines each costs hundreds of microseconds of CPU whatever the peer does
 awake (bench/wakeups.py). Issue #19's target: an idle peer alone under 2 ms a second. In
 a cluster a peer also probes, answers probes and gossips (SWIM), so it costs more; the
@@ -25,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench.scaling_run import wakeups_of
 
 _LISTENING = re.compile(r"listening on (\S+)")
 
@@ -56,16 +59,6 @@ def _start(data: Path, join: str | None) -> tuple[subprocess.Popen[str], str]:
     raise SystemExit(f"the peer in {data} did not start")
 
 
-def _wakeups(pid: int) -> int:
-    """The process's voluntary context switches so far, all its threads."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for line in (task / "status").read_text().splitlines():
-            if line.startswith("voluntary_ctxt_switches:"):
-                total += int(line.split()[1])
-    return total
-
-
 def measure(n: int, warmup: float, seconds: float) -> list[tuple[float, float]]:
     """Milliseconds of CPU a second and wake-ups a second, for each of ``n`` idle peers
     started together."""
@@ -77,10 +70,10 @@ def measure(n: int, warmup: float, seconds: float) -> list[tuple[float, float]]:
             for i in range(1, n):
                 procs.append(_start(Path(tmp) / f"p{i}", address)[0])
             time.sleep(warmup)
-            before = [(_cpu_ns(p.pid), _wakeups(p.pid)) for p in procs]
+            before = [(_cpu_ns(p.pid), wakeups_of([p.pid])) for p in procs]
             start = time.monotonic()
             time.sleep(seconds)
-            after = [(_cpu_ns(p.pid), _wakeups(p.pid)) for p in procs]
+            after = [(_cpu_ns(p.pid), wakeups_of([p.pid])) for p in procs]
             wall = time.monotonic() - start
         finally:
             for p in procs:

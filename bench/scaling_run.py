@@ -347,7 +347,7 @@ def _cpu_of(pids: Iterable[int]) -> float:
     return total
 
 
-def _wakeups_of(pids: Iterable[int]) -> int:
+def wakeups_of(pids: Iterable[int]) -> int:
     """Voluntary context switches: how often the processes slept and woke up again."""
     import psutil
 
@@ -378,7 +378,7 @@ def snapshot(crawler: Iterable[int], coordinator: Iterable[int], server: int) ->
     return Snapshot(
         wall=time.time(),
         cpu_crawler=_cpu_of(crawler),
-        wakeups_crawler=_wakeups_of(crawler),
+        wakeups_crawler=wakeups_of(crawler),
         cpu_coordinator=_cpu_of(coordinator),
         cpu_server=_cpu_of([server]),
         machine_busy=total - idle,

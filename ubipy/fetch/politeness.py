@@ -326,7 +326,7 @@ class Scheduler:
                 continue
             assert slot.robots is not None
             reason = None
-            fresh = entry.attempt == 0 and not entry.refresh
+            fresh = entry.fresh
             if not slot.robots.allowed(entry.url):
                 reason = "robots"
             elif fresh and self._budget is not None and slot.pages >= self._budget:
@@ -464,7 +464,7 @@ class Scheduler:
         if entry is None:
             slot.robots_fetch = None
         else:
-            if entry.attempt == 0 and not entry.refresh:
+            if entry.fresh:
                 # Counted against the host's page budget when handed out; it will be
                 # again when asked again.
                 slot.pages -= 1

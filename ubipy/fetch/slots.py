@@ -33,6 +33,11 @@ class Entry(NamedTuple):
     # A page fetched before, asked again (--recrawl), not a URL from the frontier.
     refresh: bool = False
 
+    @property
+    def fresh(self) -> bool:
+        """A new URL's first request: one of its host's page budget."""
+        return self.attempt == 0 and not self.refresh
+
 
 class JobKind(enum.Enum):
     # Not a request to the host: look its name up (the crawler's DNS stage).

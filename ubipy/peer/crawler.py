@@ -343,17 +343,20 @@ class Crawler(HostMovesMixin):
                 # to be committed may be the work, so they go in now rather than
                 # at the commit interval (a busy crawl commits by time and size).
                 self._flush_now.set()
-            # While the shard refuses writes nothing starts: the committer's retry (every
-            # storage_retry) wakes this loop when a write works again.
-            blocked = self.paused is not None or self.storage_error is not None
-            await self._wakeup.wait(None if blocked else self.scheduler.next_wakeup())
+            # While paused nothing starts until resumed; while the shard refuses writes,
+            # the committer's retry (every storage_retry) wakes this loop when a write
+            # works again: neither waits for a host's time.
+            await self._wakeup.wait(None if self._held_back() else self.scheduler.next_wakeup())
+
+    def _held_back(self) -> bool:
+        """Whether no request may start: stopping, paused, or the shard refusing writes
+        (what is fetched could not be saved, and a host would be asked twice)."""
+        return self._stopping or self.paused is not None or self.storage_error is not None
 
     def _next_fetch(self) -> Job | None:
         """The next request that may start now, if any: host resolutions and skipped
-        URLs met on the way are handed on as they come. None while stopping, paused
-        (nothing starts until resumed), or while the shard refuses writes (what is
-        fetched could not be saved, and a host would be asked twice)."""
-        while not (self._stopping or self.paused or self.storage_error):
+        URLs met on the way are handed on as they come. None while held back."""
+        while not self._held_back():
             job = self.scheduler.next_job(trio.current_time())
             if job is None:
                 return None
@@ -437,8 +440,8 @@ class Crawler(HostMovesMixin):
         now = trio.current_time()
         end_wall = time.time()
         if abandoned:
-            # Not made because the peer stops: not counted (the stat is a pause's).
-            self.stats.abandoned += not self._stopping
+            if not self._stopping:  # not made because the peer stops: not a pause's
+                self.stats.abandoned += 1
             self.scheduler.abandoned(job.host, job.entry, now)
         elif robots:
             self._robots_done(job, result, now)
