@@ -11,18 +11,11 @@ import httpx2
 import trio
 import trio.testing
 
+from tests.wakeups import counting_steps
 from ubipy.config import CrawlConfig, PolitenessConfig, StoreConfig
 from ubipy.peer.crawler import Crawler
 from ubipy.store import Shard
 from ubipy.synthweb import SyntheticWeb, SynthTransport, WebSpec, in_process
-
-
-class _Steps(trio.abc.Instrument):
-    def __init__(self) -> None:
-        self.steps = 0
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        self.steps += 1
 
 
 async def test_an_idle_crawler_does_not_wake_and_still_commits_what_comes(
@@ -44,10 +37,8 @@ async def test_an_idle_crawler_does_not_wake_and_still_commits_what_comes(
                 with trio.fail_after(600):
                     await crawler.wait_idle()
                 await trio.sleep(1)  # the last commit
-                steps = _Steps()
-                trio.lowlevel.add_instrument(steps)
-                await trio.sleep(60)
-                trio.lowlevel.remove_instrument(steps)
+                with counting_steps() as steps:
+                    await trio.sleep(60)
                 # A minute idle: a wake-up a commit interval would be 1,200.
                 assert steps.steps <= 10
                 # Work after the idle spell wakes it: a new page is fetched and

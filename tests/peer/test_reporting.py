@@ -6,6 +6,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import trio
+import trio.testing
+
+from tests.wakeups import counting_steps
 from ubipy.membership import Member, Membership, MembershipConfig, MemberState
 from ubipy.peer.reporting import Reporter
 from ubipy.wire import Control, Figures, Message, Stop
@@ -65,3 +69,37 @@ async def test_a_stop_from_the_control_centre_stops_the_peer() -> None:
     world = World()
     await world.reporter.on_stop("b", Stop(), no_reply)
     assert world.stopped
+
+
+async def test_figures_are_read_only_while_a_control_centre_listens(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """An idle peer with no control centre does no reporting work at all; once one
+    asks, its figures go out about once a second, and stop when it dies."""
+    world = World()
+    world.learn(Member("b", "127.0.0.1:2", MemberState.ALIVE, 0))
+    readings: list[float] = []
+
+    def figures() -> Figures:
+        readings.append(trio.current_time())
+        return FIGURES
+
+    world.reporter._figures = figures
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(world.reporter.push_forever)
+        with counting_steps("push_forever") as steps:
+            await trio.sleep(30)
+        assert steps.steps <= 1  # started, then asleep
+        assert readings == []
+        await world.reporter.on_control("b", Control("127.0.0.1:8080", "127.0.0.1:2"), no_reply)
+        await trio.sleep(10.5)
+        assert len(readings) == 10
+        assert len(world.started) == 10
+        world.learn(Member("b", "127.0.0.1:2", MemberState.DEAD, 0))
+        await trio.sleep(1.0)  # the next push finds it dead and forgets it
+        count = len(readings)
+        with counting_steps("push_forever") as steps:
+            await trio.sleep(30)
+        assert steps.steps <= 2
+        assert len(readings) == count
+        nursery.cancel_scope.cancel()

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 import trio
 
 from ubipy.membership import Membership, MemberState
+from ubipy.peer.wakeup import Wakeup
 from ubipy.wire import Control, Figures, Message, Stop
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ class Reporter:
         self._stop = stop
         # Control peers to push to: id -> address.
         self._controls: dict[str, str] = {}
+        self._attached = Wakeup()
 
     async def on_control(self, sender: str, control: Control, reply: Reply) -> None:
         # The frame is authentic; its sender may not be known here yet (a newcomer
@@ -52,13 +54,18 @@ class Reporter:
         if sender not in self._controls:
             log.info("pushing figures to the control centre on %s", control.control)
         self._controls[sender] = control.peer
+        self._attached.set()
 
     async def on_stop(self, sender: str, stop: Stop, reply: Reply) -> None:
         log.info("stop asked by %s for the whole cluster", sender)
         self._stop()
 
     async def push_forever(self) -> None:
+        # With no control centre to push to, the loop sleeps until one asks: an idle
+        # peer's every wake-up costs it CPU (on some machines hundreds of microseconds).
         while True:
+            if not self._controls:
+                await self._attached.wait()
             await trio.sleep(PUSH_INTERVAL)
             self.push()
 
