@@ -141,11 +141,13 @@ async def test_run_off_a_terminal_logs_every_interval_and_once_at_the_end(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     out = io.StringIO()
-    pages = [0]
+    readings: list[float] = []
 
     def source() -> Figures:
-        pages[0] += 4
-        return figures(pages[0])
+        # 4 pages a second for 12 s, then 1 a second.
+        now = trio.current_time()
+        readings.append(now)
+        return figures(int(4 * min(now, 12.0) + max(now - 12.0, 0.0)))
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(Progress(out, interval=10.0, refresh=1.0).run, source)
@@ -158,9 +160,15 @@ async def test_run_off_a_terminal_logs_every_interval_and_once_at_the_end(
         "progress 25s",
     ]
     assert all(LOG_LINE.fullmatch(line) for line in lines)
-    # The last reading, at cancellation: 24 pages over the 5.5 s since the window began.
-    assert lines[-1].startswith("progress 25s: 108 pages, 4.4 pages/s")
+    # Each line's rate is over the window before it (5 s), not the whole run...
+    assert lines[0].startswith("progress 10s: 40 pages, 4.0 pages/s")
+    assert lines[1].startswith("progress 20s: 56 pages, 1.0 pages/s")
+    # ...the last reading's, at cancellation, over the 5.5 s since its window began.
+    assert lines[-1].startswith("progress 25s: 61 pages, 0.9 pages/s")
     assert out.getvalue().endswith("\n")
+    # Off a terminal nobody sees a reading between lines: one where a line's window
+    # starts and one at the line (an idle peer's every wake-up costs CPU).
+    assert readings == [0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 25.5]
 
 
 async def test_a_source_gone_at_the_end_leaves_the_last_reading(

@@ -14,6 +14,7 @@ few seconds, not the lifetime average, so it follows the crawl's pace.
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -129,11 +130,26 @@ class Progress:
         if self.tty:
             due = self._drawn_at is None or now - self._drawn_at >= self.refresh
         else:
-            # The first log line after one interval: a line of zeros says nothing.
-            since = self._drawn_at if self._drawn_at is not None else self._started
-            due = since is None or now - since >= self.interval
+            due = now >= self._next_line()
         if due:
             self._draw(now)
+
+    def _next_line(self) -> float:
+        """Off a terminal, when the next log line is due: one interval after the last
+        (the first, one interval after the first reading: a line of zeros says
+        nothing)."""
+        since = self._drawn_at if self._drawn_at is not None else self._started
+        return -math.inf if since is None else since + self.interval
+
+    def next_reading(self, now: float) -> float:
+        """When ``run`` takes its next reading, after one at ``now``: on a terminal every
+        ``refresh`` seconds; elsewhere only where a line needs one, at the start of its
+        rate's window and at the line itself (an idle peer's every wake-up costs it CPU,
+        on some machines hundreds of microseconds)."""
+        if self.tty:
+            return now + self.refresh
+        line = self._next_line()
+        return line - self.window if line - self.window > now else line
 
     def _record(self, figures: Figures, now: float) -> None:
         if self._started is None:
@@ -205,13 +221,14 @@ class Progress:
 
     # -- running ------------------------------------------------------------------
     async def run(self, source: Callable[[], Figures]) -> None:
-        """Read ``source`` every ``refresh`` seconds until cancelled, then ``end()``
-        with a last reading."""
+        """Read ``source`` when a line needs it (``next_reading``) until cancelled, then
+        ``end()`` with a last reading."""
         try:
             with self._clear_for_logging():
                 while True:
-                    self.update(source(), trio.current_time())
-                    await trio.sleep(self.refresh)
+                    now = trio.current_time()
+                    self.update(source(), now)
+                    await trio.sleep_until(self.next_reading(now))
         finally:
             try:
                 last: Figures | None = source()
