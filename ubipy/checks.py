@@ -40,14 +40,19 @@ class OneLineParser(argparse.ArgumentParser):
 def address(text: str, lowest_port: int = 0) -> str:
     """``text`` if it is HOST:PORT with a port from ``lowest_port`` to 65535;
     ValueError saying what is wrong otherwise."""
+    digits = text.rpartition(":")[2]
     try:
         host, port = split_address(text)
     except ValueError:
-        raise ValueError(f"must be HOST:PORT, not {text!r}") from None
-    if any(c.isspace() or c in "/@" for c in host):
-        raise ValueError(f"must be HOST:PORT, not {text!r}")
+        if ":" in text and digits.isascii() and digits.isdigit():  # a port out of range
+            port = _MAX_PORT + 1
+        else:
+            raise ValueError(f"must be HOST:PORT, not {text!r}") from None
+    else:
+        if any(c.isspace() or c in "/@" for c in host):
+            raise ValueError(f"must be HOST:PORT, not {text!r}")
     if not lowest_port <= port <= _MAX_PORT:
-        raise ValueError(f"must have a port from {lowest_port} to {_MAX_PORT}, not {port}")
+        raise ValueError(f"must have a port from {lowest_port} to {_MAX_PORT}, not {digits}")
     return text
 
 

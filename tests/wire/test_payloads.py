@@ -120,6 +120,14 @@ def test_the_reserved_error_kind_is_refused() -> None:
     ("kind", "payload"),
     [
         (FrameType.MEMBERSHIP, {"msg": []}),
+        # Addresses the receiver would dial: a port no socket takes is refused here,
+        # not raised by the socket layer in a task the sender chose.
+        (FrameType.MEMBERSHIP, {"from": "127.0.0.1:" + "9" * 30, "msg": {}}),
+        (FrameType.MEMBERSHIP, {"from": "127.0.0.1:65536", "msg": {}}),
+        (FrameType.MEMBERSHIP, {"from": "127.0.0.1:0", "msg": {}}),
+        (FrameType.MEMBERSHIP, {"from": ":7000", "msg": {}}),
+        (FrameType.CONTROL, {"control": "127.0.0.1:8080", "peer": "127.0.0.1:" + "9" * 30}),
+        (FrameType.CONTROL, {"control": "127.0.0.1:99999", "peer": "127.0.0.1:3"}),
         (FrameType.URL_BATCH, {"id": -1, "urls": []}),
         (FrameType.URL_BATCH, {"id": 1, "urls": [["http://a.test/"]]}),
         (FrameType.URL_BATCH, {"id": 1, "urls": [["http://a.test/", -1]]}),

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from ubipy.errors import WireError
+from ubipy.peeraddress import check_peer_address
 
 MAX_ID_CHARS: Final = 64
-MAX_ADDRESS_CHARS: Final = 300
 # Piggybacked updates per message. The sender puts far fewer (see
 # MembershipConfig.max_piggyback); the wire limit only bounds what we accept.
 MAX_UPDATES: Final = 64
@@ -247,12 +247,10 @@ def _address(obj: object) -> str:
     because the driver will hand it to the socket layer."""
     if type(obj) is not str:
         raise WireError("address must be a str")
-    if not 3 <= len(obj) <= MAX_ADDRESS_CHARS or not obj.isprintable() or " " in obj:
-        raise WireError("address must be 3..300 printable chars without spaces")
-    host, _, port = obj.rpartition(":")
-    if not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
-        raise WireError(f"address must be HOST:PORT, got {obj!r}")
-    return obj
+    try:
+        return check_peer_address(obj)
+    except ValueError as exc:
+        raise WireError(str(exc)) from None
 
 
 def _state(obj: object) -> MemberState:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 
+from ubipy.peeraddress import port_number
+
 
 def is_loopback(host: str) -> bool:
     """Whether ``host`` (a name or an address) is this machine's loopback."""
@@ -16,7 +18,10 @@ def is_loopback(host: str) -> bool:
 
 
 def split_address(address: str) -> tuple[str, int]:
+    """``(host, port)`` of ``HOST:PORT``; an empty host is loopback, and port 0 (to
+    listen on any free one) is allowed here. ValueError if it is no such address."""
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"a peer address is HOST:PORT, not {address!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
+    number = port_number(port)
+    if not sep or number is None:
+        raise ValueError(f"a peer address is HOST:PORT with a port of 0 to 65535, not {address!r}")
+    return host.strip("[]") or "127.0.0.1", number

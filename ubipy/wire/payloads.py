@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Final, TypeAlias, cast
 
 from ubipy.errors import WireError
+from ubipy.peeraddress import check_peer_address
 from ubipy.wire.frames import FrameType
 
 # A list of URLs or fingerprints from another peer is at most this long.
@@ -64,6 +65,15 @@ def _str(obj: object, what: str) -> str:
     if type(obj) is not str:
         raise WireError(f"{what} must be a string")
     return obj
+
+
+def _peer_address(obj: object, what: str) -> str:
+    """An address the receiver may dial: checked here, where a bad frame is refused,
+    not where the socket layer would raise in a task the sender chose."""
+    try:
+        return check_peer_address(_str(obj, what))
+    except ValueError as exc:
+        raise WireError(f"{what}: {exc}") from None
 
 
 def _finite(obj: object, what: str) -> float:
@@ -204,7 +214,7 @@ class MemberRow:
         row = _map(obj, "a member")
         return cls(
             _str(row.get("id"), "a member's id"),
-            _str(row.get("address"), "a member's address"),
+            _peer_address(row.get("address"), "a member's address"),
             _str(row.get("state"), "a member's state"),
         )
 
@@ -226,7 +236,7 @@ class Gossip:
     @classmethod
     def from_wire(cls, obj: object) -> Gossip:
         payload = _map(obj, "a membership frame")
-        return cls(_str(payload.get("from"), "a membership sender"), payload.get("msg"))
+        return cls(_peer_address(payload.get("from"), "a membership sender"), payload.get("msg"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,8 +516,8 @@ class Control:
     def from_wire(cls, obj: object) -> Control:
         payload = _map(obj, "CONTROL")
         return cls(
-            _str(payload.get("control"), "the control centre's address"),
-            _str(payload.get("peer"), "the control peer's address"),
+            _peer_address(payload.get("control"), "the control centre's address"),
+            _peer_address(payload.get("peer"), "the control peer's address"),
         )
 
 
