@@ -160,6 +160,12 @@ def test_the_reserved_error_kind_is_refused() -> None:
         (FrameType.REPLICA, {"hosts": [["h.test", [], [], [1.0, 1e9, 0]]]}),
         (FrameType.REPLICA, {"hosts": [["h.test", [], [], [1.0, 1.0]]]}),
         (FrameType.REPLICA, {"hosts": [["h.test", [], [], [1.0, 1.0, True]]]}),
+        # A count the receiver's shard could not store once it grew by a page.
+        (FrameType.REPLICA, {"hosts": [["h.test", [], [], [1.0, 1.0, 2**63 - 1]]]}),
+        (
+            FrameType.HANDOFF,
+            {"id": 1, "host": "a", "pending": [], "done": [], "mark": [1.0, 1.0, 10**13]},
+        ),
         (FrameType.CONTROL, {"control": "127.0.0.1:8080"}),
         (FrameType.CONTROL, {"control": 5, "peer": "127.0.0.1:3"}),
         (FrameType.FIGURES, [1, 2]),

@@ -24,6 +24,9 @@ from ubipy.wire.frames import FrameType
 # A list of URLs or fingerprints from another peer is at most this long.
 MAX_ITEMS: Final = 10_000
 MAX_DEPTH: Final = 1_000_000
+# Pages a host mark may say a host has had: far more than any site has, and far from
+# the 64-bit integers the receiver's shard stores the count in as it grows.
+MAX_MARK_PAGES: Final = 10**12
 # A politeness delay from another peer longer than a day is not a delay but a bug.
 MAX_MARK_DELAY: Final = 86_400.0
 # Figures and status rows are flat maps of at most this many fields.
@@ -146,8 +149,8 @@ class Mark:
             raise WireError("a host mark's times are finite numbers")
         if not 0 <= self.delay <= MAX_MARK_DELAY:
             raise WireError("a host mark's delay is between 0 and a day")
-        if self.pages < 0:
-            raise WireError("a host mark's pages are a count")
+        if not 0 <= self.pages <= MAX_MARK_PAGES:
+            raise WireError(f"a host mark's pages are a count up to {MAX_MARK_PAGES}")
 
     def to_wire(self) -> list[object]:
         return [self.last_end, self.delay, self.pages]
@@ -160,7 +163,7 @@ class Mark:
         return cls(
             _finite(items[0], "a mark's last end"),
             _finite(items[1], "a mark's delay"),
-            _int(items[2], "a mark's pages"),
+            _int(items[2], "a mark's pages", 0, MAX_MARK_PAGES + 1),
         )
 
 
