@@ -76,6 +76,23 @@ def test_unreadable_retry_after_is_ignored(value: str | None) -> None:
     assert retry_after(value, NOW) is None
 
 
+@pytest.mark.parametrize("value", ["\u00b2", "\u0663", "\uff11\uff12", "1\u00b2"])
+def test_a_digit_that_is_not_ascii_is_no_delta_seconds(value: str) -> None:
+    # "²" is what httpx2 makes of the Latin-1 byte 0xb2; int() refused it and the
+    # ValueError killed the crawler.
+    assert retry_after(value, NOW) is None
+    assert asked_wait(_result(503, value), NOW, cap=600.0) is None
+
+
+@pytest.mark.parametrize("value", ["1" + "0" * 400, "9" * 5000, "0" * 30 + "9" * 30])
+def test_an_endless_retry_after_is_a_long_wait_cut_to_the_cap(value: str) -> None:
+    # float() of 400 digits overflowed and int() of 5,000 raised: either killed the peer.
+    assert retry_after(value, NOW) == 1e15
+    assert asked_wait(_result(429, value), NOW, cap=600.0) == 600.0
+    # Leading zeros are no length: this is five seconds.
+    assert retry_after("0" * 40 + "5", NOW) == 5.0
+
+
 @pytest.mark.parametrize(
     ("url", "repeats"),
     [

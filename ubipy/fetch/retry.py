@@ -6,10 +6,19 @@ import datetime
 import email.utils
 import logging
 import math
+import re
 
 from ubipy.fetch.fetcher import FetchOutcome, FetchResult
 
 log = logging.getLogger(__name__)
+
+# delta-seconds is ASCII digits only: str.isdigit() also takes "²" or "٣", which int()
+# refuses or reads as another number.
+_DELTA_SECONDS = re.compile(r"[0-9]+")
+# More digits than this (30 million years) is only "a very long time": reading it as
+# this many seconds lets the caller's cap apply, where int() of 4,300 digits raises and
+# float() of 400 overflows.
+_LONGEST_DELTA = 15
 
 # Statuses that say "not now" rather than "no": the server may answer later.
 RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -56,8 +65,11 @@ def retry_after(value: str | None, now_wall: float) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(int(value))
+    if _DELTA_SECONDS.fullmatch(value):
+        digits = value.lstrip("0")
+        if len(digits) > _LONGEST_DELTA:
+            return float(10**_LONGEST_DELTA)
+        return float(int(digits or "0"))
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
