@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -171,6 +172,37 @@ def test_a_version_7_frontier_is_migrated_in_order_and_forgets_nothing(tmp_path:
     assert new.seq > max(r.seq for r in shard.pending_for_host("a.test", 0, 10)[:-1])
     assert shard.pending_for_host("a.test", 0, 10)[-1].url == "http://a.test/9"
     shard.close()
+
+
+class _FullAtVersion(sqlite3.Connection):
+    """A connection whose disk fills just before the new shard's version is written."""
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql.startswith("PRAGMA user_version="):
+            raise sqlite3.OperationalError("database or disk is full")
+        return super().execute(sql, *args)
+
+
+def test_a_first_open_cut_short_leaves_a_shard_the_next_open_creates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        return real(*args, factory=_FullAtVersion, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    with pytest.raises(ShardError, match="disk is full"):
+        Shard.open(tmp_path)
+    monkeypatch.undo()
+    # The schema's tables were not left behind without their version: the next open
+    # creates them again rather than failing on a duplicate column for ever.
+    shard = Shard.open(tmp_path)
+    shard.add_to_frontier([_url(1)])
+    shard.close()
+    conn = sqlite3.connect(tmp_path / SHARD_FILE)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()
 
 
 def test_garbage_instead_of_a_shard_is_a_clear_error(tmp_path: Path) -> None:

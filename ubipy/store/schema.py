@@ -233,20 +233,33 @@ RANK_INDEX = (
 )
 
 
+def create(conn: sqlite3.Connection) -> None:
+    """Give a new shard the whole schema and its version in one transaction: a first
+    open cut short (a kill, a full disk) leaves a shard at version 0 with no tables,
+    which the next open creates again. (executescript would commit statement by
+    statement, and a rerun of the schema's ALTER TABLEs fails for ever.)"""
+    _apply(conn, SCHEMA, SCHEMA_VERSION)
+
+
+def _apply(conn: sqlite3.Connection, script: str, version: int) -> None:
+    """Run ``script`` and set the shard's version to ``version``, all or nothing."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in script.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version={version}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
 def migrate(conn: sqlite3.Connection, version: int) -> None:
     """Bring a shard of an older schema up to SCHEMA_VERSION, one version per
     transaction: a migration cut short leaves the shard at the last version it reached."""
     while version < SCHEMA_VERSION:
         log.info("shard schema: migrating from version %d to %d", version, version + 1)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in MIGRATIONS[version].split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            version += 1
-            conn.execute(f"PRAGMA user_version={version}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+        _apply(conn, MIGRATIONS[version], version + 1)
+        version += 1

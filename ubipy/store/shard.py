@@ -22,7 +22,7 @@ from ubipy.store.pages import FrontierState as FrontierState
 from ubipy.store.pages import Lastmod as Lastmod
 from ubipy.store.pages import PageRecord as PageRecord
 from ubipy.store.pages import PagesMixin
-from ubipy.store.schema import RANK_INDEX, SCHEMA, migrate
+from ubipy.store.schema import RANK_INDEX, create, migrate
 from ubipy.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from ubipy.store.schema import SHARD_FILE as SHARD_FILE
 from ubipy.store.warcfiles import WARC_DIR
@@ -131,8 +131,7 @@ class Shard(PagesMixin):
             conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
             version = _user_version(conn)
             if version == 0:
-                conn.executescript(SCHEMA)
-                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                create(conn)
             elif version != SCHEMA_VERSION:
                 if not 0 < version < SCHEMA_VERSION:
                     conn.close()
