@@ -7,10 +7,12 @@ from __future__ import annotations
 import gzip
 import time
 import tracemalloc
+import types
 import zlib
 
 import pytest
 
+from ubipy.fetch import sitemaps
 from ubipy.fetch.politeness import Entry, JobKind, Scheduler
 from ubipy.fetch.robots import MAX_SITEMAPS, RobotsFetch, RobotsRules
 from ubipy.fetch.sitemaps import (
@@ -144,6 +146,63 @@ def test_a_flood_of_elements_is_cut_in_reasonable_time() -> None:
     sitemap = read_sitemap(flood)
     assert sitemap.cut and sitemap.entries == ()
     assert time.monotonic() - started < 10  # about half a million elements read, not 12
+
+
+class _Inflater:
+    """zlib's inflater, noting the most input it was handed at once and the most it
+    kept past a member's end."""
+
+    most_in = 0
+    most_unused = 0
+
+    def __init__(self, wbits: int) -> None:
+        self._inflate = zlib.decompressobj(wbits=wbits)
+
+    def decompress(self, data: bytes | memoryview, max_length: int = 0) -> bytes:
+        _Inflater.most_in = max(_Inflater.most_in, len(data))
+        out = self._inflate.decompress(data, max_length)
+        _Inflater.most_unused = max(_Inflater.most_unused, len(self._inflate.unused_data))
+        return out
+
+    @property
+    def eof(self) -> bool:
+        return self._inflate.eof
+
+    @property
+    def unused_data(self) -> bytes:
+        return self._inflate.unused_data
+
+    @property
+    def unconsumed_tail(self) -> bytes:
+        return self._inflate.unconsumed_tail
+
+
+def test_many_small_gzip_members_are_inflated_a_slice_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each member was handed the whole rest of the body, which the inflater copied
+    # into unused_data: 10 MiB of small members took a minute of a frozen trio loop.
+    monkeypatch.setattr(_Inflater, "most_in", 0)
+    monkeypatch.setattr(_Inflater, "most_unused", 0)
+    fake = types.SimpleNamespace(decompressobj=_Inflater, error=zlib.error)
+    monkeypatch.setattr(sitemaps, "zlib", fake)
+    body = many(1000)
+    members = b"".join(gzip.compress(body[i : i + 8], mtime=0) for i in range(0, len(body), 8))
+    assert len(members) > 2 * 64 * 1024
+    assert read_sitemap(members) == read_sitemap(body)
+    assert len(read_sitemap(members).entries) == 1000
+    assert 0 < _Inflater.most_in <= 64 * 1024
+    assert _Inflater.most_unused <= 64 * 1024
+
+
+def test_a_flood_of_gzip_members_is_cut() -> None:
+    head = gzip.compress(urlset(url("http://a.test/1"))[: -len(b"</urlset>")])
+    flood = head + gzip.compress(b"", mtime=0) * 50_000
+    started = time.monotonic()
+    sitemap = read_sitemap(flood)
+    assert sitemap.entries == (Listed("http://a.test/1"),)
+    assert sitemap.cut and sitemap.error is None
+    assert time.monotonic() - started < 5
 
 
 def test_a_body_cut_by_the_fetch_keeps_what_came_and_says_so() -> None:

@@ -16,7 +16,8 @@ Hostile input is bounded everywhere:
   cut there (a flood of empty elements costs well under a second);
 * a gzipped body (a ``.gz`` file, or gzip left over after the ``Content-Encoding``)
   is inflated in chunks, and nothing past :data:`SITEMAP_MAX_BYTES` uncompressed is
-  read: a bomb costs 50 MB of work and no memory;
+  read: a bomb costs 50 MB of work and no memory; of a body of many gzip members, the
+  first 10,000 are read;
 * at most :data:`SITEMAP_MAX_URLS` entries are kept; those past it are counted.
 
 Malformed XML ends the reading: what came before the error is kept, and the error
@@ -76,6 +77,13 @@ _MAX_TEXT = 8 * 1024
 # Elements read per entry allowed, on average: a document with more is cut there.
 _ELEMENTS_PER_URL = 10
 _GZIP_MAGIC = b"\x1f\x8b"
+# A gzip member's first slice of input (see _Source._gunzip); the next ones double, up
+# to _CHUNK.
+_FIRST_SLICE = 1024
+# Members read in one gzip body: tools that write several (bgzip's 64 KiB blocks) need
+# about 800 for 50 MB; each costs a fresh inflater, so half a million empty ones in a body
+# of 10 MiB are cut here, in a few tens of milliseconds.
+_MAX_MEMBERS = 10_000
 # W3C Datetime, as the protocol asks: YYYY, YYYY-MM, YYYY-MM-DD, or a date with a time
 # (minutes, seconds or fractions) and a zone.
 _W3C_DATETIME = re.compile(
@@ -192,17 +200,33 @@ class _Source:
             yield body[start : start + _CHUNK]
 
     def _gunzip(self) -> Iterator[bytes]:
-        data = self._body
+        body = self._body
+        view = memoryview(body)
+        start = 0
+        members = 0
         # A gzip file may hold several members, one after another.
-        while data[:2] == _GZIP_MAGIC:
+        while body.startswith(_GZIP_MAGIC, start):
+            members += 1
+            if members > _MAX_MEMBERS:
+                self.cut = True
+                return
             inflate = zlib.decompressobj(wbits=31)
-            pending = data
+            # The member is fed in slices, small ones first: the inflater copies what
+            # follows a member's end into unused_data, so the whole rest of the body
+            # made each of many small members cost the body's size (quadratic, and a
+            # frozen trio loop); a slice bounds the copy by the member's own size.
+            end = start
+            size = _FIRST_SLICE
             try:
-                while pending and not inflate.eof:
-                    chunk = inflate.decompress(pending, _CHUNK)
-                    pending = inflate.unconsumed_tail
-                    if chunk:
-                        yield chunk
+                while end < len(body) and not inflate.eof:
+                    pending: bytes | memoryview = view[end : end + size]
+                    end += len(pending)
+                    size = min(2 * size, _CHUNK)
+                    while pending and not inflate.eof:
+                        chunk = inflate.decompress(pending, _CHUNK)
+                        pending = inflate.unconsumed_tail
+                        if chunk:
+                            yield chunk
                 # The member's last bytes may still be in the inflater's window.
                 while not inflate.eof and (chunk := inflate.decompress(b"", _CHUNK)):
                     yield chunk
@@ -212,7 +236,7 @@ class _Source:
             if not inflate.eof:
                 self.short = True
                 return
-            data = inflate.unused_data
+            start = end - len(inflate.unused_data)
 
 
 class _TooMany(Exception):
