@@ -4,12 +4,15 @@ a refused commit, a crash's torn tail, and the export that takes the files as th
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
+import os
 import random
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -233,6 +236,62 @@ def test_a_torn_tail_is_cut_at_the_next_open(tmp_path: Path) -> None:
     assert shard.page_body(2) == b"two" * 100
     shard.close()
     assert _warcio_check(files).returncode == 0
+
+
+def _fails_once(real: Callable[..., None]) -> Callable[..., None]:
+    calls = iter([True])
+
+    def call(*args: object) -> None:
+        if next(calls, False):
+            raise OSError(errno.EIO, "Input/output error")
+        real(*args)
+
+    return call
+
+
+@pytest.mark.parametrize("fault", ["rename at rotation", "cut at rollback"])
+def test_a_file_left_open_by_a_failure_keeps_its_committed_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
+    one = random.Random(1).randbytes(3_000)
+    if fault == "rename at rotation":
+        shard = Shard.open(tmp_path, warc_size=2_000)
+        with monkeypatch.context() as m:
+            m.setattr(os, "replace", _fails_once(os.replace))
+            with shard.transaction():
+                shard.record_pages([_page(1, one)])  # fills the file, which cannot close
+    else:
+        shard = Shard.open(tmp_path, warc_size=10**9)
+        with shard.transaction():
+            shard.record_pages([_page(1, one)])
+        files = shard._warc.files  # type: ignore[union-attr]
+        flush = files.flush
+
+        def written_then_refused() -> None:
+            flush()
+            raise sqlite3.OperationalError("database or disk is full")  # as COMMIT would
+
+        with monkeypatch.context() as m, pytest.raises(StorageError), shard.transaction():
+            m.setattr(files, "flush", written_then_refused)
+            m.setattr(os, "ftruncate", _fails_once(os.ftruncate))
+            shard.record_pages([_page(2, b"two" * 100)])
+    # The next commit begins another file and the mark moves to it.
+    with shard.transaction():
+        shard.record_pages([_page(3, b"three" * 100)])
+    assert len(list((tmp_path / "warc").glob("*.open"))) == 2
+    shard._conn.close()  # killed
+
+    shard = Shard.open(tmp_path, warc_size=2_000)
+    assert (shard.page_body(1), shard.page_body(3)) == (one, b"three" * 100)
+    assert shard.counts().pages == 2
+    shard.close()
+    files = _files(tmp_path)
+    assert len(files) == 2 and all(f.name.endswith(".warc.gz") for f in files)
+    check = _warcio_check(files)
+    assert check.returncode == 0, check.stdout
+    # The refused batch's records, past the file's last capture, were cut off.
+    assert check.stdout.count(" response") == 2
+    assert _each_capture_reads_back(tmp_path) == 2
 
 
 def test_old_shards_keep_their_bodies_and_new_pages_go_to_warc(tmp_path: Path) -> None:

@@ -39,12 +39,12 @@ class _Refused(StorageError):
 
 @dataclass(frozen=True, slots=True)
 class Recovered:
-    """What recovery did: the files it closed, and the open file's name and end when
-    that file was shorter than committed (an OS crash before its data reached the
-    disk): the records committed past ``end`` are gone."""
+    """What recovery did: the files it closed, and the name and end of each open file
+    that was shorter than committed (an OS crash before its data reached the disk): the
+    records committed past ``end`` are gone."""
 
     closed: tuple[Path, ...]
-    short: tuple[str, int] | None = None
+    short: tuple[tuple[str, int], ...] = ()
 
 
 def _whole(path: Path) -> int:
@@ -70,24 +70,31 @@ def _close(path: Path) -> Path:
     return final
 
 
-def recover(directory: Path, committed: tuple[str, int] | None) -> Recovered:
-    """Close the files a crash left open: the one the shard's mark names is cut back to
-    the mark (its torn or uncommitted tail), any other holds nothing committed and goes.
-    The mark's file is cut to its last whole record if shorter than the mark."""
+def recover(
+    directory: Path, committed: tuple[str, int] | None, ends: Callable[[str], int | None]
+) -> Recovered:
+    """Close the files a crash left open, each cut back to where it is committed: the
+    one the shard's mark names to the mark (its torn or uncommitted tail), any other to
+    the end of its last capture (``ends``: None when no capture is in it). A file whose
+    close failed (a full disk at rotation) holds captures the shard counts on; only one
+    holding none goes. A file shorter than committed is cut to its last whole record."""
     closed: list[Path] = []
-    short: tuple[str, int] | None = None
+    short: list[tuple[str, int]] = []
     for path in sorted(directory.glob(f"*{OPEN_SUFFIX}")):
         name = path.name.removesuffix(OPEN_SUFFIX)
-        if committed is None or name != committed[0]:
+        if committed is not None and name == committed[0]:
+            end = committed[1]
+        elif (last := ends(name)) is not None:
+            end = last
+        else:
             log.info("warc: removing %s, which holds nothing committed", path)
             path.unlink()
             continue
-        end = committed[1]
         size = path.stat().st_size
         if size < end:
+            log.warning("warc: %s ends at %d, before its committed %d", path, size, end)
             end = _whole(path)
-            short = (name, end)
-            log.warning("warc: %s ends at %d, before its committed %d", path, size, committed[1])
+            short.append((name, end))
         if end == 0:
             path.unlink()
             continue
@@ -95,7 +102,7 @@ def recover(directory: Path, committed: tuple[str, int] | None) -> Recovered:
             log.info("warc: cutting %s from %d to %d bytes (its uncommitted tail)", path, size, end)
             os.truncate(path, end)
         closed.append(_close(path))
-    return Recovered(tuple(closed), short)
+    return Recovered(tuple(closed), tuple(short))
 
 
 def _serial_after(directory: Path) -> int:

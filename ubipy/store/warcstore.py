@@ -153,9 +153,14 @@ def recover_warc(conn: sqlite3.Connection, data_dir: Path) -> Recovered | None:
     directory = data_dir / WARC_DIR
     if not directory.is_dir():
         return None
-    done = recover(directory, _mark(conn))
-    if done.short is not None:
-        name, end = done.short
+    mark = _mark(conn)
+
+    def ends(name: str) -> int | None:
+        row = conn.execute("SELECT MAX(end) FROM warc WHERE file = ?", (name,)).fetchone()
+        return None if row[0] is None else int(row[0])
+
+    done = recover(directory, mark, ends)
+    for name, end in done.short:
         conn.execute("BEGIN IMMEDIATE")
         try:
             lost = conn.execute(
@@ -169,7 +174,8 @@ def recover_warc(conn: sqlite3.Connection, data_dir: Path) -> Recovered | None:
                     conn.execute("UPDATE frontier SET state = 0 WHERE fp = ?", (fp,))
                 conn.execute("DELETE FROM visits WHERE fp = ? AND at = ?", (fp, at))
             conn.execute("DELETE FROM warc WHERE file = ? AND end > ?", (name, end))
-            conn.execute("DELETE FROM meta WHERE key = ?", (END_META,))
+            if mark is not None and name == mark[0]:
+                conn.execute("DELETE FROM meta WHERE key = ?", (END_META,))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
