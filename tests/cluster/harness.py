@@ -356,6 +356,12 @@ async def cluster(tmp: Path, web: SyntheticWeb, seed: int) -> AsyncIterator[Clus
                 finally:
                     await c.stop_all()
                 nursery.cancel_scope.cancel()
+        # Each frame names the peer it is for, and only a frame captured and sent
+        # elsewhere is refused for naming another: never one of the cluster's own.
+        misdirected = {
+            sim.peer_id: n for sim in c.lives if (n := sim.peer.links.stats.rejected["MISDIRECTED"])
+        }
+        assert misdirected == {}, misdirected
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)

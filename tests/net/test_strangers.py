@@ -249,3 +249,68 @@ async def test_an_address_that_takes_the_connection_and_says_nothing_is_named_so
             why = await member.wait_for_trouble("10.0.0.9:80")
         assert why == "it closed the connection without answering (not a ubipy peer?)"
         nursery.cancel_scope.cancel()
+
+
+async def test_a_frame_captured_on_its_way_to_one_peer_is_refused_by_another(
+    net: MemoryNetwork, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Each frame names the peer it is for: an eavesdropper (who has no secret) that
+    replays a member's frame to another peer gains nothing, not even a connection
+    that counts as a member's."""
+    captured = bytearray()
+
+    async def tap(stream: trio.abc.Stream) -> None:  # where the frame was going
+        while data := await stream.receive_some(65536):
+            captured.extend(data)
+
+    inbox = Inbox()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(net.node("10.0.0.3").serve, "10.0.0.3:7000", tap)
+        peer = await start_peer(net, nursery, inbox)
+        member = await start_member(net, nursery)
+        ids = {"10.0.0.3:7000": "other", PEER: "peer"}
+        member.recipient_of = lambda address: ids.get(address, "")
+        assert await member.send("10.0.0.3:7000", Seed(("http://a.test/",)))
+        await trio.testing.wait_all_tasks_blocked()
+        assert captured
+        stranger = await net.node("10.6.6.6").connect(PEER)
+        start = trio.current_time()
+        await stranger.send_all(bytes(captured))
+        with trio.fail_after(AUTH_PATIENCE + 1):
+            await closed_by_peer(stranger)
+        assert trio.current_time() - start >= AUTH_PATIENCE  # never authenticated
+        assert inbox.got == []
+        assert peer.stats.rejected["MISDIRECTED"] == 1
+        # The member's own frames, named for this peer, arrive.
+        with trio.fail_after(1):
+            assert await member.send(PEER, Seed(("http://a.test/2",)))
+            await inbox.wait_for(1)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_member_connection_is_idle_until_a_frame_ends_not_a_byte_arrives(
+    net: MemoryNetwork, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Once a connection has proved the secret, a frame that never ends (a byte now
+    and then) does not hold it open: idleness is counted in frames."""
+    async with trio.open_nursery() as nursery:
+        peer = await start_peer(net, nursery, Inbox())
+        writer = FrameWriter(KEY, "member", new_epoch())
+        conn = await net.node("10.0.0.2").connect(PEER)
+        seed = Seed(("http://a.test/",))
+        await conn.send_all(writer.frame(seed.KIND, seed.to_wire(), time.time(), to="peer"))
+        await conn.send_all(struct.pack(">I", 1024 * 1024))  # a large frame begins...
+        start = trio.current_time()
+
+        async def dribble() -> None:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                for _ in range(100):  # ...and goes on a byte every 100 s
+                    await conn.send_all(b"y")
+                    await trio.sleep(IDLE_TIMEOUT * 0.8)
+
+        nursery.start_soon(dribble)
+        with trio.fail_after(IDLE_TIMEOUT + 1):
+            await closed_by_peer(conn)
+        assert trio.current_time() - start <= IDLE_TIMEOUT
+        assert peer.stats.cut["idle"] == 1
+        nursery.cancel_scope.cancel()

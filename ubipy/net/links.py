@@ -135,8 +135,6 @@ class _Conn:
                         data = await self.stream.receive_some(_READ_SIZE)
                         links.stats.bytes_in += len(data)
                         self.reader.receive_data(bytes(data))
-                        if accepted and self.reader.frames:
-                            self.scope.deadline = trio.current_time() + IDLE_TIMEOUT
                         continue
                     if event is CLOSED:
                         self._closed_by_reader()
@@ -158,9 +156,12 @@ class _Conn:
                         continue
                     assert isinstance(event, Frame)
                     bad_run = 0
-                    if accepted and self.reader.frames == 1:
-                        links.accepted.authenticated(self)
-                        links.strikes.cleared(self.source)
+                    if accepted:
+                        if self.reader.frames == 1:
+                            links.accepted.authenticated(self)
+                            links.strikes.cleared(self.source)
+                        # Idle is measured in frames, not bytes: a byte now and then of
+                        # a frame that never ends does not hold the connection.
                         self.scope.deadline = trio.current_time() + IDLE_TIMEOUT
                     if self.address:
                         links.trouble.pop(self.address, None)
@@ -236,6 +237,10 @@ class Links:
         self.accepted: Accepted[_Conn] = Accepted(total, unauthenticated)
         self.source_log = SourceLog()
         self.strikes = Strikes()
+        # The peer id expected at an address, which every frame sent there names, so
+        # that a frame captured on its way to one peer is refused by the others
+        # (MISDIRECTED); "" (any peer) where none is known yet, as before a join.
+        self.recipient_of: Callable[[str], str] = _anyone
 
     async def run(
         self, address: str, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
@@ -293,7 +298,7 @@ class Links:
         if conn is None:
             return False
         try:
-            await conn.send(message)
+            await conn.send(message, to=self.recipient_of(address))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             conn.closed = True
             self._out.pop(address, None)
@@ -355,6 +360,10 @@ class Links:
             conn.closed = True
             if self._nursery is not None:
                 self._nursery.start_soon(_close_after_sends, conn)
+
+
+def _anyone(address: str) -> str:
+    return ""
 
 
 def _hello_before(writer: FrameWriter, first: bytes, to: str = "") -> bytes:

@@ -42,6 +42,7 @@ from ubipy.peer.handoff import Handoff, NotOurs
 from ubipy.peer.ipleases import IpLeases
 from ubipy.peer.joining import Joiner
 from ubipy.peer.lease import Lease, load_base
+from ubipy.peer.members import MemberBook
 from ubipy.peer.replica import Replicator
 from ubipy.peer.reporting import Reporter
 from ubipy.peer.router import Router
@@ -81,7 +82,6 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
 
 _ID_META = "peer_id"
-_MEMBERS_META = "last_members"
 # A leaving peer hands off for at most this long before it goes anyway (what is
 # left stays in its shard and moves when it comes back).
 _LEAVE_PATIENCE = 60.0
@@ -145,6 +145,7 @@ class Peer:
             self._lock.release()
             raise
         self.peer_id = load_peer_id(self.shard, self._rng)
+        self._members = MemberBook(self.shard)
         self._started_wall = time.time()
         self._crawler: Crawler | None = None
         self._membership: Membership | None = None
@@ -165,7 +166,6 @@ class Peer:
         self.finished = trio.Event()
         self._gossip_kick = Wakeup()
         self.ring_changes = 0
-        self._remembered: str | None = None
 
     # -- accessors ------------------------------------------------------------
     @property
@@ -256,7 +256,7 @@ class Peer:
         crawler = self._crawler = Crawler(config, self.shard, client, router, self.resolver)
         self._forwarder = Forwarder(router, crawler, self.links.send, self._address_of)
         crawler.on_forward = self._forwarder.kick
-        last = self._remembered = self.shard.get_meta(_MEMBERS_META)
+        self.links.recipient_of = self._members.recipient
         lease = config.membership.majority_lease
         quorum = Quorum(self.peer_id, load_base(self.shard), lease=lease)
         self._handoff = Handoff(
@@ -264,7 +264,7 @@ class Peer:
             crawler,
             self.links.send,
             self._address_of,
-            last_members=last.split(",") if last else (),
+            last_members=self._members.last_members,
             grace=config.replication.rejoin_grace if config.replication.replicas < 2 else 0.0,
             fence=fence(lease),
             copies=config.replication.replicas,
@@ -413,6 +413,7 @@ class Peer:
         events = self.membership.drain_events()
         if not events:
             return
+        self._members.changed(self.membership.members())
         if self._joiner is not None:
             self._joiner.changed.set()
         if self._lease is not None:
@@ -446,24 +447,9 @@ class Peer:
                 # The dead hand nothing over: their copies here become ours first.
                 self.replicator.promote(ring)
             self.replicator.ring_changed(ring)
-            self._remember_members()
+            self._members.remember(self.membership.members())
         for peer_id in dead:
             self.handoff.peer_gone(peer_id)
-
-    def _remember_members(self) -> None:
-        """Remember every peer known now, so that, back from a stop, this peer holds
-        the hosts they may hold until they are back and have swept. Those that left
-        or died are kept: a whole cluster stopping hands hosts to peers that are
-        leaving too, and a dead peer's shard still holds its hosts' history."""
-        known = ",".join(sorted(m.id for m in self.membership.members()))
-        if known == self._remembered:
-            return
-        try:
-            with self.shard.transaction():
-                self.shard.set_meta(_MEMBERS_META, known)
-            self._remembered = known
-        except StorageError as exc:
-            log.warning("cannot remember the members: %s", exc)
 
     def _share_scope(self, address: str, roots: Iterable[str] | None = None) -> None:
         roots = sorted(self.crawler.scope.roots if roots is None else roots)

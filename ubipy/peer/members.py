@@ -1,0 +1,54 @@
+"""What a peer keeps of the members it knows beside membership's own view: who is at
+each address, which every frame sent there names (the wire's recipient, so that a
+frame captured on its way to one peer is refused by the others), and, in its shard,
+every peer it has known, for its next start."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from ubipy.errors import StorageError
+from ubipy.membership import LIVE_STATES, Member
+from ubipy.store import Shard
+
+log = logging.getLogger(__name__)
+
+_MEMBERS_META = "last_members"
+
+
+class MemberBook:
+    def __init__(self, shard: Shard) -> None:
+        self._shard = shard
+        known = shard.get_meta(_MEMBERS_META)
+        self._remembered = known
+        # Every peer known at the last start's end, for hand-off's holds.
+        self.last_members: tuple[str, ...] = tuple(known.split(",")) if known else ()
+        self._ids: dict[str, str] = {}
+
+    def recipient(self, address: str) -> str:
+        """The id of the peer at ``address``; "" (any peer) while no member is known
+        there, as when joining through it."""
+        return self._ids.get(address, "")
+
+    def changed(self, members: Sequence[Member]) -> None:
+        """Membership changed: the members by address, a live one over one dead or gone
+        that had the same address."""
+        ids = {m.address: m.id for m in members if m.state not in LIVE_STATES}
+        ids.update({m.address: m.id for m in members if m.state in LIVE_STATES})
+        self._ids = ids
+
+    def remember(self, members: Sequence[Member]) -> None:
+        """Remember every peer known now, so that, back from a stop, this peer holds
+        the hosts they may hold until they are back and have swept. Those that left
+        or died are kept: a whole cluster stopping hands hosts to peers that are
+        leaving too, and a dead peer's shard still holds its hosts' history."""
+        known = ",".join(sorted(m.id for m in members))
+        if known == self._remembered:
+            return
+        try:
+            with self._shard.transaction():
+                self._shard.set_meta(_MEMBERS_META, known)
+            self._remembered = known
+        except StorageError as exc:
+            log.warning("cannot remember the members: %s", exc)
