@@ -3,6 +3,8 @@ detection, default; and the named legacy encodings of issue #16 through each."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -252,6 +254,17 @@ def test_a_long_page_is_detected_from_its_first_bytes() -> None:
     body = ("<html><body>" + f"<p>{paragraph}</p>\n" * 10_000).encode("cp932")
     assert len(body) > 4 * encoding.DETECT_BYTES
     assert sniff(body) == Sniffed("shift_jis", DETECTED)
+
+
+@pytest.mark.parametrize("filler", [b"<", b"<a", b"<\xe9 "])
+def test_a_page_of_tags_that_never_close_is_sniffed_in_reasonable_time(filler: bytes) -> None:
+    # Markup was cut out of the detector's sample with "<[^>]*>", which looked for a
+    # ">" from every "<": 64 KiB of "<" took seconds of the crawler's loop per page.
+    body = b"\xe9" + filler * (encoding.DETECT_BYTES // len(filler))
+    started = time.monotonic()
+    sniffed = sniff(body)
+    assert time.monotonic() - started < 0.5
+    assert sniffed.source in (DETECTED, DEFAULT)
 
 
 def test_western_european_text_is_windows_1252() -> None:
