@@ -632,7 +632,7 @@ def test_a_link_to_a_device_is_written_through_and_kept(
     [
         ("directory", "is a directory"),
         ("dangling link", "a symbolic link to nothing (nowhere/pages.jsonl); not writing"),
-        ("the shard", "is one of the shards being exported"),
+        ("the shard", "is one of the files being read (a shard, a WARC file or its index)"),
     ],
 )
 def test_what_cannot_be_written_is_refused_and_left_alone(

@@ -208,6 +208,30 @@ def test_what_cannot_be_indexed_is_refused_in_one_line(
     assert (code, said) == (2, f"ubipy index: {tmp_path}: is a directory\n")
 
 
+@pytest.mark.parametrize(
+    ("fmt", "which"), [("cdxj", "closed"), ("cdxj", "its index"), ("parquet", "open")]
+)
+def test_an_index_onto_a_file_being_read_is_refused(
+    crawl: Crawl, capsys: pytest.CaptureFixture[str], fmt: str, which: str
+) -> None:
+    assert _index(capsys, str(crawl.a))[0] == 0
+    first = next(iter(crawl.closed))
+    target = {
+        "closed": first,
+        "its index": first.with_name(first.name + ".cdxj"),
+        "open": crawl.open,
+    }[which]
+    warc = crawl.a / "warc"
+    before = {p: p.read_bytes() for p in warc.iterdir()}
+    code, said = _index(capsys, str(crawl.a), "--format", fmt, "-o", str(target))
+    assert (code, said) == (
+        2,
+        f"ubipy index: {target}: is one of the files being read (a shard, a WARC file or "
+        "its index); left as it is\n",
+    )
+    assert {p: p.read_bytes() for p in warc.iterdir()} == before
+
+
 def test_the_command_as_a_user_runs_it(crawl: Crawl) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "ubipy.cli", "index", str(crawl.b)],

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.crawling import crawl_until_idle, recrawl_for
+from ubipy.cli import main
 from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
 from ubipy.errors import StorageError
 from ubipy.store import HttpHead, PageRecord, Shard, export
@@ -292,6 +293,35 @@ def test_a_file_left_open_by_a_failure_keeps_its_committed_pages(
     # The refused batch's records, past the file's last capture, were cut off.
     assert check.stdout.count(" response") == 2
     assert _each_capture_reads_back(tmp_path) == 2
+
+
+@pytest.mark.parametrize(
+    ("fmt", "which"), [("warc", "closed"), ("warc", "open"), ("jsonl", "closed")]
+)
+def test_an_export_onto_the_peers_own_warc_file_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, which: str
+) -> None:
+    data = tmp_path / "peer"
+    shard = Shard.open(data, warc_size=2_000)
+    bodies = {fp: random.Random(fp).randbytes(1_500) for fp in (1, 2, 3)}
+    for fp, body in bodies.items():
+        with shard.transaction():
+            shard.record_pages([_page(fp, body)])
+    with shard.transaction():
+        shard.record_pages([_page(4, b"four")])  # the open file's page
+    files = _files(data)
+    target = next(f for f in files if f.name.endswith(".open") == (which == "open"))
+    before = {f: f.read_bytes() for f in files}
+    code = main(["export", "--data", str(data), "--format", fmt, "--out", str(target)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err == (
+        f"ubipy export: {target}: is one of the files being read (a shard, a WARC file or "
+        "its index); left as it is\n"
+    )
+    assert {f: f.read_bytes() for f in _files(data)} == before
+    assert [shard.page_body(fp) for fp in bodies] == list(bodies.values())
+    shard.close()
 
 
 def test_old_shards_keep_their_bodies_and_new_pages_go_to_warc(tmp_path: Path) -> None:

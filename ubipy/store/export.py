@@ -27,7 +27,7 @@ from typing import IO, Literal
 
 from ubipy.errors import ExportError, ExportWriteError
 from ubipy.store.jsonl import page_json, write_jsonl
-from ubipy.store.outfile import identities, why, write_path
+from ubipy.store.outfile import identities, identity, why, write_path
 from ubipy.store.snapshot import (
     PEER_ID_META,
     ExportSummary,
@@ -104,8 +104,14 @@ def export(
         filename = out.name if isinstance(out, Path) else ""
         peers = sorted({r.peer_id for r in readers if r.peer_id is not None})
 
-        parts = [p for r in readers for p in parts_of(r)] if fmt == "warc" else []
-        if parts:
+        # The peers' own WARC files are inputs too, whatever the format: an --out
+        # naming one must not replace the bodies of pages the shard keeps.
+        parts = [p for r in readers for p in parts_of(r)]
+        for part in parts:
+            for path in (part.path, part.path.with_name(part.name)):
+                if (found := identity(path)) is not None:
+                    inputs.add(found)
+        if fmt == "warc" and parts:
             return _from_files(readers, parts, out, filename, peers, compress, inputs)
 
         def write(sink: IO[bytes]) -> ExportSummary:

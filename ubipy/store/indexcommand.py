@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from ubipy.errors import ExportError
-from ubipy.store.outfile import write_path
+from ubipy.store.outfile import identity, refuse_input, write_path
 from ubipy.store.warcindex import (
     cdxj_of,
     closed_files,
@@ -75,10 +75,19 @@ def index_data(
     dirs = list(dict.fromkeys(warc_dir(d).resolve() for d in data_dirs))
     closed = [p for d in dirs for p in closed_files(d)]
     opened = [p for d in dirs for p in open_files(d)]
+    # What is read (the WARC files, their CDXJ) is never what -o replaces: refused
+    # before any work.
+    inputs = {
+        found
+        for p in (*closed, *opened, *(cdxj_of(p) for p in closed))
+        if (found := identity(p)) is not None
+    }
+    if out is not None:
+        refuse_input(out, inputs)
     if fmt == "parquet":
         assert out is not None
         files = closed + opened if include_open else closed
-        counts = write_path(out, lambda f: write_parquet(files, f), set())
+        counts = write_path(out, lambda f: write_parquet(files, f), inputs)
         torn = [(p, c.skipped_bytes) for p, c in counts.scans.items() if c.skipped_bytes]
         return IndexSummary(
             len(files), 0, counts.rows, len(opened), include_open, counts.unkeyed, tuple(torn)
@@ -99,7 +108,7 @@ def index_data(
         def merged(f: IO[bytes]) -> int:
             return merge_cdxj([cdxj_of(p) for p in closed], f)
 
-        captures = write_path(out, merged, set())
+        captures = write_path(out, merged, inputs)
     return IndexSummary(
         len(closed) - up_to_date, up_to_date, captures, len(opened), False, unkeyed, tuple(torn)
     )

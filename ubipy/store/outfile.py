@@ -14,7 +14,7 @@ from typing import IO, TypeVar
 
 from ubipy.errors import ExportError, ExportWriteError
 
-__all__ = ["identities", "why", "write_path"]
+__all__ = ["identities", "identity", "why", "write_path"]
 
 T = TypeVar("T")
 
@@ -29,6 +29,25 @@ def identities(shard: Path) -> list[tuple[int, int]]:
             continue
         found.append((st.st_dev, st.st_ino))
     return found
+
+
+def identity(path: Path) -> tuple[int, int] | None:
+    """The (device, inode) of the file ``path`` names (through links), if it exists."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def refuse_input(out: Path, inputs: set[tuple[int, int]]) -> None:
+    """Refuse ``out`` at once, before any work, if it names one of the ``inputs``."""
+    if identity(out) in inputs:
+        raise ExportError(f"{out}: {_AN_INPUT}")
+
+
+# Never written over: a shard, a peer's own WARC file or its index, that a command reads.
+_AN_INPUT = "is one of the files being read (a shard, a WARC file or its index); left as it is"
 
 
 def why(exc: OSError) -> str:
@@ -72,7 +91,7 @@ def write_path(out: Path, write: Callable[[IO[bytes]], T], inputs: set[tuple[int
         if stat.S_ISDIR(st.st_mode):
             raise ExportError(f"{out}: is a directory")
         if (st.st_dev, st.st_ino) in inputs:
-            raise ExportError(f"{out}: is one of the shards being exported")
+            raise ExportError(f"{out}: {_AN_INPUT}")
         if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
             # Neither created nor truncated: a device or a FIFO is written as it is.
             try:
@@ -169,11 +188,11 @@ def _write_in_place(
     inputs: set[tuple[int, int]],
 ) -> T:
     """Write to ``fd``, open on ``out``, and close it; only a device, a FIFO or (through
-    a descriptor the shell opened) a regular file is written, never a shard."""
+    a descriptor the shell opened) a regular file is written, never an input."""
     st = os.fstat(fd)
     refused = None
     if (st.st_dev, st.st_ino) in inputs:
-        refused = "is one of the shards being exported"
+        refused = _AN_INPUT
     elif not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode) or stat.S_ISREG(st.st_mode)):
         refused = "not a regular file, a character device or a FIFO; not writing to it"
     elif stat.S_ISREG(st.st_mode) and _named_descriptor(out) is None:
