@@ -75,6 +75,32 @@ def test_a_source_gets_a_line_a_second_and_the_next_one_counts_the_rest() -> Non
     assert log.line("10.0.0.9", "bad_tag", "", 2.5) == "10.0.0.9: bad_tag"
 
 
+def test_many_sources_at_once_get_a_few_lines_and_the_next_one_counts_the_rest() -> None:
+    """A stranger with many addresses (a /8 of IPv4, or IPv6's) gets no more lines
+    than one with a few: the lines of all sources are limited too."""
+    log = SourceLog(rate=1.0, burst=10)
+    lines = [log.line(f"10.{i // 250}.{i % 250}.1", "bad_tag", "", 0.0) for i in range(2000)]
+    assert len([line for line in lines if line is not None]) == 10
+    # One second on: a line again, saying how many were left out.
+    line = log.line("10.99.0.1", "bad_length", "", 1.0)
+    assert line == "10.99.0.1: bad_length; from sources past the limit on lines: 1990 bad_tag"
+
+
+def test_an_ipv6_stranger_counts_as_one_source_per_64() -> None:
+    log = SourceLog(interval=1.0)
+    assert log.line("2001:db8::1", "bad_tag", "", 0.0) == "2001:db8::1: bad_tag"
+    assert log.line("2001:db8::2", "bad_tag", "", 0.1) is None  # the same /64
+    assert log.line("2001:db8:0:1::1", "bad_tag", "", 0.1) is not None  # another
+    assert log.line("::ffff:10.0.0.1", "bad_tag", "", 0.1) is not None  # IPv4, mapped
+    assert log.line("::ffff:10.0.0.2", "bad_tag", "", 0.1) is not None
+    strikes = Strikes(limit=3, window=10.0, penalty=60.0)
+    assert not strikes.failed("2001:db8::1", 0.0)
+    assert not strikes.failed("2001:db8::2", 0.1)
+    assert strikes.failed("2001:db8::ffff", 0.2)
+    assert strikes.barred("2001:db8::abcd", 1.0)
+    assert not strikes.barred("2001:db8:0:1::1", 1.0)
+
+
 def test_the_sources_remembered_are_bounded() -> None:
     log = SourceLog(max_sources=10)
     for i in range(1000):

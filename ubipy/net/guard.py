@@ -14,6 +14,8 @@ connections keep failing to authenticate is turned away at accept for a while.
 
 from __future__ import annotations
 
+import ipaddress
+import math
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
@@ -119,29 +121,72 @@ class _Source:
 
 
 class SourceLog:
-    """At most one line a second per source (a remote host), with what was left
-    out since the last: a stranger who sends a million bad frames gets a few lines."""
+    """At most one line a second per source (a remote host; an IPv6 one by its /64,
+    which one machine usually holds whole), with what was left out since the last: a
+    stranger who sends a million bad frames gets a few lines. Over all sources, at
+    most ``burst`` lines at once and ``rate`` a second after: a stranger with many
+    addresses gets no more, and the next line says how many were left out."""
 
-    def __init__(self, interval: float = 1.0, max_sources: int = 1024) -> None:
+    def __init__(
+        self,
+        interval: float = 1.0,
+        max_sources: int = 1024,
+        *,
+        rate: float = 1.0,
+        burst: int = 10,
+    ) -> None:
         self._interval = interval
         self._max_sources = max_sources
         self._sources: OrderedDict[str, _Source] = OrderedDict()
+        self._rate = rate
+        self._burst = burst
+        self._tokens = float(burst)
+        self._refilled = -math.inf
+        self._withheld: Counter[str] = Counter()
 
     def line(self, source: str, reason: str, detail: str, now: float) -> str | None:
         """The line to log for this event, or None to count it quietly."""
-        entry = self._sources.get(source)
+        key = source_group(source)
+        entry = self._sources.get(key)
         if entry is not None and now - entry.last < self._interval:
             entry.suppressed[reason] += 1
             return None
+        self._tokens = min(self._burst, self._tokens + (now - self._refilled) * self._rate)
+        self._refilled = now
+        if self._tokens < 1:
+            self._withheld[reason] += 1
+            return None
+        self._tokens -= 1
         text = f"{source}: {reason}" + (f" ({detail})" if detail else "")
         if entry is not None and entry.suppressed:
-            left = ", ".join(f"{n} {r}" for r, n in sorted(entry.suppressed.items()))
-            text += f"; since the last line: {left}"
-        self._sources[source] = _Source(now)
-        self._sources.move_to_end(source)
+            text += f"; since the last line: {_counts(entry.suppressed)}"
+        if self._withheld:
+            text += f"; from sources past the limit on lines: {_counts(self._withheld)}"
+            self._withheld.clear()
+        self._sources[key] = _Source(now)
+        self._sources.move_to_end(key)
         while len(self._sources) > self._max_sources:
             self._sources.popitem(last=False)
         return text
+
+
+def _counts(counts: Counter[str]) -> str:
+    return ", ".join(f"{n} {r}" for r, n in sorted(counts.items()))
+
+
+def source_group(source: str) -> str:
+    """What limits and bars count as one source: an address, except that an IPv6
+    address counts by its /64 (a stranger on one machine may use every address of
+    it)."""
+    try:
+        address = ipaddress.ip_address(source)
+    except ValueError:
+        return source
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return source
 
 
 class Throttle:
@@ -169,7 +214,8 @@ class Strikes:
     """Sources whose connections keep ending before they authenticate are turned
     away at accept for a while: a stranger who reconnects in a loop then costs an
     accept and a close, not a reader and a task. A member authenticates at once, so
-    only a member sharing an address with a stranger can be caught by it."""
+    only a member sharing an address (an IPv6 /64) with a stranger can be caught by
+    it."""
 
     def __init__(
         self,
@@ -186,6 +232,7 @@ class Strikes:
         self._barred: OrderedDict[str, float] = OrderedDict()
 
     def barred(self, source: str, now: float) -> bool:
+        source = source_group(source)
         until = self._barred.get(source)
         if until is None:
             return False
@@ -199,6 +246,7 @@ class Strikes:
         bars the source now."""
         if self.barred(source, now):
             return False  # accepted before the bar: it counts for nothing more
+        source = source_group(source)
         times = self._strikes.get(source)
         if times is None:
             times = self._strikes[source] = deque()
@@ -219,4 +267,4 @@ class Strikes:
 
     def cleared(self, source: str) -> None:
         """A connection from ``source`` authenticated."""
-        self._strikes.pop(source, None)
+        self._strikes.pop(source_group(source), None)
