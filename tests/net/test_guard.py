@@ -117,11 +117,12 @@ def test_a_throttle_counts_what_it_does_not_log() -> None:
 
 
 class _FullSocket:
-    """A listening socket that is always readable and fails accept() with EMFILE a
-    number of times, then has nothing more queued."""
+    """A listening socket that is always readable and fails accept() with ``code``
+    (EMFILE) a number of times, then has nothing more queued."""
 
-    def __init__(self, failures: int) -> None:
+    def __init__(self, failures: int, code: int = errno.EMFILE) -> None:
         self.failures = failures
+        self.code = code
         self.exhausted = trio.Event()
         self._read, self._write = os.pipe()
         os.write(self._write, b"x")
@@ -142,7 +143,7 @@ class _FullSocket:
     def accept(self) -> tuple[socket.socket, object]:
         if self.failures:
             self.failures -= 1
-            raise OSError(errno.EMFILE, "Too many open files")
+            raise OSError(self.code, os.strerror(self.code))
         self.exhausted.set()
         raise BlockingIOError
 
@@ -190,3 +191,27 @@ def test_the_sources_struck_are_bounded() -> None:
     for i in range(1000):
         strikes.failed(f"h{i}", 0.0)
     assert not strikes.barred("h0", 1.0) and strikes.barred("h999", 1.0)
+
+
+@pytest.mark.parametrize(
+    "code", [errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ETIMEDOUT, errno.ECONNRESET]
+)
+async def test_a_connection_that_failed_while_queued_is_passed_over(
+    code: int, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Linux's accept() reports a network error the queued connection met (a stranger
+    can cause one): the listener goes on to the next, quietly."""
+    failed = _FullSocket(failures=3, code=code)
+
+    async def handler(stream: trio.abc.Stream) -> None:
+        pass
+
+    with caplog.at_level(logging.WARNING, logger="ubipy.net"):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                _accept_loop, cast(socket.socket, failed), handler, None, Throttle(60.0), nursery
+            )
+            with trio.fail_after(1):
+                await failed.exhausted.wait()
+            nursery.cancel_scope.cancel()
+    assert caplog.records == []

@@ -35,8 +35,31 @@ Refuse = Callable[[str], bool]
 # minute rather than with a traceback per try.
 _CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 _CAPACITY_PAUSE: Final = 0.1
-# A client that gave up while its connection was queued (trio ignores these too).
-_GONE_ERRNOS: Final = frozenset({errno.ECONNABORTED, errno.EPERM, errno.EPROTO})
+# A connection that went wrong while it was queued: its client gave up, a firewall
+# refused it, or (Linux) any network error the socket met before accept() took it,
+# which accept() reports. The same list as trio's listeners ignore: left unhandled,
+# one stranger's failed connection would end the listener, and the peer with it.
+_GONE_ERRNOS: Final = frozenset(
+    getattr(errno, name)
+    for name in (
+        "EPERM",
+        "ECONNABORTED",
+        "EPROTO",
+        "ENETDOWN",
+        "ENOPROTOOPT",
+        "EHOSTDOWN",
+        "ENONET",
+        "EHOSTUNREACH",
+        "EOPNOTSUPP",
+        "ENETUNREACH",
+        "ENOSR",
+        "ESOCKTNOSUPPORT",
+        "EPROTONOSUPPORT",
+        "ETIMEDOUT",
+        "ECONNRESET",
+    )
+    if hasattr(errno, name)
+)
 _RESET: Final = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() resets
 # Connections taken per wake-up at most, so that a flood cannot hold the loop.
 _ACCEPT_BATCH: Final = 256
