@@ -167,6 +167,32 @@ async def test_a_conditional_get_sends_the_copys_validators_and_reads_a_304() ->
     assert "if-none-match" not in seen[2] and "if-modified-since" not in seen[2]
 
 
+@pytest.mark.parametrize("raw", ['"caf\u00e9"'.encode(), b'"caf\xe9"', b'"\xb2"'])
+async def test_a_non_ascii_validator_is_left_out_and_the_page_still_refreshed(raw: bytes) -> None:
+    # httpx2 reads such a header as UTF-8 or as Latin-1; sent back as a str it raised
+    # UnicodeEncodeError, a protocol error on every visit: the page never refreshed.
+    seen: list[httpx2.Headers] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.headers)
+        headers = [(b"ETag", raw), (b"Last-Modified", b"Sun, 29 Nov 2026 10:00:00 GMT\xa0")]
+        return httpx2.Response(200, headers=headers, content=b"<p>x</p>")
+
+    async with _client(handler) as client:
+        first = await fetch(client, "http://a.test/", max_bytes=1000)
+        assert first.etag is not None and not first.etag.isascii()
+        assert first.last_modified is not None and not first.last_modified.isascii()
+        copy = Validators(first.etag, first.last_modified)
+        again = await fetch(client, "http://a.test/", max_bytes=1000, validators=copy)
+        # The ASCII one of the two is still sent.
+        half = await fetch(
+            client, "http://a.test/", max_bytes=1000, validators=Validators('"v1"', first.etag)
+        )
+    assert again.ok and again.status == 200 and again.body == b"<p>x</p>"
+    assert "if-none-match" not in seen[1] and "if-modified-since" not in seen[1]
+    assert half.ok and seen[2]["if-none-match"] == '"v1"' and "if-modified-since" not in seen[2]
+
+
 async def test_cookies_an_answer_sets_are_not_sent_back() -> None:
     sent: list[str | None] = []
 

@@ -110,13 +110,23 @@ class Validators:
 
     def headers(self) -> dict[str, str]:
         """RFC 9110's conditional request headers: If-None-Match wins where both are
-        sent, so a server that knows ETags is asked by ETag."""
+        sent, so a server that knows ETags is asked by ETag. A validator that is not
+        plain ASCII is left out (see :func:`_sendable`)."""
         out = {}
-        if self.etag:
+        if self.etag and _sendable(self.etag):
             out["If-None-Match"] = self.etag
-        if self.last_modified:
+        if self.last_modified and _sendable(self.last_modified):
             out["If-Modified-Since"] = self.last_modified
         return out
+
+
+def _sendable(value: str) -> bool:
+    """Whether a validator can go back as it came. httpx2 sends a header's str as ASCII
+    (anything else raised UnicodeEncodeError, a protocol error on every visit, so the
+    page was never refreshed); and a non-ASCII one cannot be turned back into the
+    server's bytes, which httpx2 read as UTF-8 or as Latin-1, whichever fitted. Without
+    it the page is asked for whole, as on its first visit."""
+    return value.isascii() and value.isprintable()
 
 
 def _split_content_type(value: str | None) -> tuple[str | None, str | None]:
