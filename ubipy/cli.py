@@ -186,7 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="output file, or - for standard output (a file named - is ./-). A new or "
         "regular file appears only once complete; a link is written through to what it "
-        "points to; a device or FIFO is written in place; a directory is refused",
+        "points to; a device or FIFO is written in place. An existing directory is taken "
+        "only by --format warc of peers that keep WARC files: their files are linked (or "
+        "copied) into it, the pages kept in the shards written to ubipy-export.warc.gz "
+        "there; otherwise it is refused",
     )
     x.add_argument(
         "--gzip",

@@ -347,6 +347,33 @@ def test_old_shards_keep_their_bodies_and_new_pages_go_to_warc(tmp_path: Path) -
     assert responses == [b"new" * 100, b"old" * 100]
 
 
+def test_a_directory_export_writes_the_shards_pages_gzipped_under_their_name(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "peer"
+    shard = Shard.open(data)  # --bodies shard
+    with shard.transaction():
+        shard.record_pages([_page(1, b"old" * 100)])
+    shard.close()
+    shard = Shard.open(data, warc_size=10**9)
+    with shard.transaction():
+        shard.record_pages([_page(2, b"new" * 100)])
+    shard.close()
+    out = tmp_path / "exported"  # its name says nothing of gzip
+    out.mkdir()
+    summary = export([data], "warc", out)
+    assert (summary.pages, summary.files) == (2, 1)
+    beside = out / "ubipy-export.warc.gz"
+    assert _warcio_check(sorted(out.iterdir())).returncode == 0
+    assert beside.read_bytes()[:2] == b"\x1f\x8b"  # gzip, as its name says
+    with gzip.open(beside) as f:
+        heads = [
+            (r.rec_type, r.rec_headers.get_header("WARC-Filename")) for r in ArchiveIterator(f)
+        ]
+    assert heads[0] == ("warcinfo", beside.name)
+    assert [kind for kind, _ in heads].count("response") == 1
+
+
 # -- crawls --------------------------------------------------------------------------
 
 

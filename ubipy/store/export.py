@@ -55,6 +55,8 @@ __all__ = [
 
 Format = Literal["warc", "jsonl"]
 FORMATS: tuple[Format, ...] = ("warc", "jsonl")
+# Where a directory export puts the pages whose bodies are not in the peers' files.
+_BESIDE = "ubipy-export.warc.gz"
 
 
 def export(
@@ -149,7 +151,7 @@ def _from_files(
     counts = [r.warc_counts() for r in readers]
     others = sum(c[2] for c in counts)
 
-    def rest(sink: IO[bytes]) -> ExportSummary:
+    def rest(sink: IO[bytes], filename: str = filename, compress: bool = compress) -> ExportSummary:
         """The pages (and visits) not in WARC files, written as before; counted only
         (nothing written) when none of them is an answer to write."""
         histories = heapq.merge(
@@ -168,9 +170,13 @@ def _from_files(
     if isinstance(out, Path) and out.is_dir():
         for part in parts:
             link_part(part, out)
-        legacy = (
-            write_path(out / "ubipy-export.warc.gz", rest, inputs) if others else rest(io.BytesIO())
-        )
+
+        def beside(sink: IO[bytes]) -> ExportSummary:
+            # A file of the directory, beside the peers' .warc.gz: gzip, whatever the
+            # directory's name, and named as it is in its warcinfo.
+            return rest(sink, _BESIDE, True)
+
+        legacy = write_path(out / _BESIDE, beside, inputs) if others else rest(io.BytesIO())
     elif isinstance(out, Path):
         legacy = write_path(out, whole, inputs)
     else:
