@@ -211,6 +211,22 @@ def test_garbage_instead_of_a_shard_is_a_clear_error(tmp_path: Path) -> None:
         Shard.open(tmp_path)
 
 
+def test_a_shard_with_damaged_pages_is_a_clear_error(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)
+    shard.add_to_frontier([_url(i) for i in range(2_000)])
+    shard.close()
+    path = tmp_path / SHARD_FILE
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    conn.close()
+    raw = bytearray(path.read_bytes())
+    raw[2 * page :] = b"\xa5" * (len(raw) - 2 * page)  # the header and schema intact
+    path.write_bytes(raw)
+    with pytest.raises(ShardError, match="cannot open shard: database disk image is malformed"):
+        Shard.open(tmp_path)
+
+
 def test_admission_drops_known_urls_and_keeps_new_ones(tmp_path: Path) -> None:
     shard = Shard.open(tmp_path)
     adm = Admission(shard, recent_size=4, bloom_capacity=1000)

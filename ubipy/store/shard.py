@@ -114,6 +114,7 @@ class Shard(PagesMixin):
         files a crash left open are recovered first."""
         data_dir.mkdir(parents=True, exist_ok=True)
         path = data_dir / SHARD_FILE
+        conn: sqlite3.Connection | None = None
         try:
             conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             # For a new file only (an existing one keeps its own): new URLs land all
@@ -141,12 +142,16 @@ class Shard(PagesMixin):
                     )
                 migrate(conn, version)
             recovered = recover_warc(conn, data_dir)
+            # Its first read of the frontier: a damaged page (schema intact) shows here.
+            shard = cls(conn, path)
         except sqlite3.DatabaseError as exc:
+            if conn is not None:
+                conn.close()
             raise ShardError(f"{path}: cannot open shard: {exc}") from exc
         except OSError as exc:
-            conn.close()
+            if conn is not None:
+                conn.close()
             raise ShardError(f"{data_dir / WARC_DIR}: cannot recover: {exc}") from exc
-        shard = cls(conn, path)
         if warc_size is not None:
             shard._warc = WarcStore(conn, data_dir, max_size=warc_size, level=warc_level)
         if recovered is not None and recovered.closed:
