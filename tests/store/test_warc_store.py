@@ -374,6 +374,52 @@ def test_a_directory_export_writes_the_shards_pages_gzipped_under_their_name(
     assert [kind for kind, _ in heads].count("response") == 1
 
 
+@pytest.mark.parametrize(
+    ("damage", "out", "message"),
+    [
+        ("flipped", "out.warc", "not a whole WARC file: Error -3 while decompressing data"),
+        ("cut", "out.warc", "shorter than the shard says"),
+        ("cut", "out.warc.gz", "shorter than the shard says"),
+        ("cut", "a-dir", "shorter than the shard says"),
+        ("cut member", "out.warc", "not a whole WARC file: its last gzip member is cut short"),
+    ],
+)
+def test_a_damaged_warc_file_is_a_one_line_error_and_no_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str, out: str, message: str
+) -> None:
+    data = tmp_path / "peer"
+    shard = Shard.open(data, warc_size=10**9)
+    rng = random.Random(3)
+    with shard.transaction():
+        shard.record_pages([_page(1, rng.randbytes(3_000)), _page(2, rng.randbytes(3_000))])
+    shard.close()
+    [warc] = _files(data)
+    raw = bytearray(warc.read_bytes())
+    if damage == "flipped":
+        raw[len(raw) // 2 : len(raw) // 2 + 64] = bytes(b ^ 0xFF for b in raw[len(raw) // 2 :][:64])
+    elif damage == "cut":
+        del raw[-1_500:]
+    else:
+        # A closed file whose last member was cut short, its size as the shard says it
+        # is (no capture ends at its very end: a torn tail of garbage after it).
+        with sqlite3.connect(data / SHARD_FILE) as conn:
+            conn.execute("UPDATE warc SET end = ? WHERE end = ?", (len(raw) - 10, len(raw)))
+        conn.close()
+        del raw[-10:]
+    warc.write_bytes(raw)
+    target = tmp_path / out
+    if out == "a-dir":
+        target.mkdir()
+    code = main(["export", "--data", str(data), "--format", "warc", "--out", str(target)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"ubipy export: {warc}: {message}"), err
+    assert err.count("\n") == 1
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == (["a-dir", "peer"] if out == "a-dir" else ["peer"])
+    if out == "a-dir":
+        assert not list(target.iterdir())
+
+
 # -- crawls --------------------------------------------------------------------------
 
 

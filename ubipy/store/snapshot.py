@@ -200,6 +200,16 @@ class ShardReader:
             raise ExportError(f"{self.path}: reading the WARC table failed: {exc}") from exc
         return int(first), int(captures), int(rest)
 
+    def warc_ends(self) -> dict[str, int]:
+        """Per WARC file, where its last capture ends: how long it is at least."""
+        if not self.has_warc:
+            return {}
+        try:
+            rows = self._conn.execute("SELECT file, MAX(end) FROM warc GROUP BY file").fetchall()
+        except sqlite3.Error as exc:
+            raise ExportError(f"{self.path}: reading the WARC table failed: {exc}") from exc
+        return {str(file): int(end) for file, end in rows}
+
     def warc_mark(self) -> tuple[str, int] | None:
         """How far the peer's open WARC file was committed, at this snapshot."""
         if not self.has_warc:

@@ -37,6 +37,8 @@ class Part:
     path: Path
     name: str
     length: int | None
+    # How long a closed file is at least: where the shard says its last capture ends.
+    least: int = 0
 
 
 def parts_of(reader: ShardReader) -> list[Part]:
@@ -46,7 +48,12 @@ def parts_of(reader: ShardReader) -> list[Part]:
     if not reader.has_warc or not directory.is_dir():
         return []
     mark = reader.warc_mark()
-    parts = {p.name: Part(p, p.name, None) for p in directory.glob("*.warc.gz") if p.is_file()}
+    ends = reader.warc_ends()
+    parts = {
+        p.name: Part(p, p.name, None, ends.get(p.name, 0))
+        for p in directory.glob("*.warc.gz")
+        if p.is_file()
+    }
     if mark is not None and mark[0] not in parts:
         name, end = mark
         # Renamed meanwhile (closed): then it is whole, and under its final name.
@@ -58,16 +65,32 @@ def parts_of(reader: ShardReader) -> list[Part]:
 
 def _open(part: Part) -> IO[bytes]:
     try:
-        return part.path.open("rb")
+        f = part.path.open("rb")
     except FileNotFoundError:
         # The open file was closed (renamed) since it was listed.
         final = part.path.with_name(part.name)
         try:
-            return final.open("rb")
+            f = final.open("rb")
         except OSError as exc:
             raise ExportError(f"{part.path}: cannot read: {exc.strerror or exc}") from exc
     except OSError as exc:
         raise ExportError(f"{part.path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        _check_size(part, os.fstat(f.fileno()).st_size)
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def _check_size(part: Part, size: int) -> None:
+    """A closed file cut short (a damaged disk, a copy gone wrong) would be exported
+    with records shorter than their Content-Length: refused."""
+    if part.length is None and size < part.least:
+        raise ExportError(
+            f"{part.path}: shorter than the shard says ({size} bytes, its captures "
+            f"end at {part.least})"
+        )
 
 
 def _chunks(part: Part) -> Iterator[bytes]:
@@ -89,17 +112,25 @@ def copy_part(part: Part, sink: IO[bytes], *, gunzip: bool) -> int:
     returns the bytes read from it."""
     read = 0
     z = zlib.decompressobj(31)
-    for chunk in _chunks(part):
-        read += len(chunk)
-        if not gunzip:
-            sink.write(chunk)
-            continue
-        while chunk:
-            sink.write(z.decompress(chunk))
-            if not z.eof:
-                break
-            chunk = z.unused_data
-            z = zlib.decompressobj(31)
+    begun = False  # a gzip member begun and not yet ended
+    try:
+        for chunk in _chunks(part):
+            read += len(chunk)
+            if not gunzip:
+                sink.write(chunk)
+                continue
+            while chunk:
+                begun = True
+                sink.write(z.decompress(chunk))
+                if not z.eof:
+                    break
+                begun = False
+                chunk = z.unused_data
+                z = zlib.decompressobj(31)
+    except zlib.error as exc:
+        raise ExportError(f"{part.path}: not a whole WARC file: {exc}") from exc
+    if begun:
+        raise ExportError(f"{part.path}: not a whole WARC file: its last gzip member is cut short")
     return read
 
 
@@ -109,6 +140,11 @@ def link_part(part: Part, directory: Path) -> None:
     that name already there is left as it is if it is the same file or the same size
     (an export made again), else refused."""
     target = directory / part.name
+    if part.length is None:
+        try:
+            _check_size(part, part.path.stat().st_size)
+        except OSError as exc:
+            raise ExportError(f"{part.path}: cannot read: {exc.strerror or exc}") from exc
     if target.exists():
         same = os.path.samefile(target, part.path) if part.path.exists() else False
         size = target.stat().st_size
