@@ -287,19 +287,53 @@ def test_a_request_to_a_shared_address_does_not_go_through_every_host_behind_it(
         assert looked_at <= 2 * pages, f"{n} hosts: {looked_at} looks for {pages} requests"
 
 
+def test_a_host_that_moves_while_it_waits_leaves_its_old_address_to_the_others() -> None:
+    """A host waiting for address A is looked up again and gets B: it was left in A's
+    queue, given A's turn when A was free, used it on B, and A waited for it for ever,
+    every other host on A with it, while the scheduler said it was idle."""
+    s = _sched(delay=0.0, ip_delay=0.0)
+    a, b = "192.0.2.1", "192.0.2.99"
+    _resolve_all(s, dict.fromkeys(("h1.test", "h2.test", "h3.test"), a))
+    first = _job(s, 0.0)
+    assert first.kind is JobKind.ROBOTS and s.next_job(0.0) is None  # the others wait for A
+    mover = next(h for h in ("h1.test", "h2.test", "h3.test") if h != first.host)
+    _add_more(s, mover, 1)  # a new link: it comes up, and its name has expired
+    assert _job(s, 4000.0) == Job(JobKind.RESOLVE, mover, "")
+    s.resolved(mover, b, until=5000.0)
+    s.robots_answer(first.host, 4000.0, status=200, location=None, body=ROBOTS_OK)
+    now, pages = 4000.0, 0
+    for _ in range(100):
+        job = s.next_job(now)
+        if job is None:
+            wake = s.next_wakeup()
+            if wake is None:
+                break
+            now = max(now, wake)
+        elif job.kind is JobKind.RESOLVE:
+            s.resolved(job.host, b if job.host == mover else a, until=now + 1000.0)
+        elif job.kind is JobKind.ROBOTS:
+            s.robots_answer(job.host, now, status=200, location=None, body=ROBOTS_OK)
+        else:
+            pages += 1
+            s.finished(job.host, now)
+    assert pages == 4 and s.idle()
+
+
 def test_hosts_waiting_for_an_address_are_all_served_whatever_happens_to_them() -> None:
     """Random runs in which hosts on a few addresses get new links while they wait,
     are held and released, are dropped, have pages robots.txt forbids, names that
-    expire and pages due again that new plans bring forward or put off: every page of
-    every host still here is asked or skipped, never two of a host at once, and none
-    waits for ever for its address."""
+    expire (and move to another address, as DNS round robin or a new server does,
+    while they wait for the old one) and pages due again that new plans bring forward
+    or put off: every page of every host still here is asked or skipped, never two of
+    a host or of an address at once, and none waits for ever for its address."""
     for seed in range(20):
         _random_run(random.Random(seed))
 
 
 def _random_run(rng: random.Random) -> None:
     s = _sched(delay=0.05, ip_delay=0.2)
-    hosts = {f"h{i}.test": f"192.0.2.{rng.randint(1, 2)}" for i in range(10)}
+    addresses = ["192.0.2.1", "192.0.2.2", "192.0.2.3"]
+    hosts = {f"h{i}.test": rng.choice(addresses[:2]) for i in range(10)}
     held: set[str] = set()
     s.hold(lambda host: host in held)
     added = dict.fromkeys(hosts, 0)
@@ -315,7 +349,8 @@ def _random_run(rng: random.Random) -> None:
 
     for host in hosts:
         add(host, rng.randint(1, 3))
-    running: list[tuple[float, Job]] = []
+    running: list[tuple[float, Job, str]] = []
+    ended: dict[str, float] = {}  # address -> when its last request ended
     olds = itertools.count(10**9)
     now = 0.0
     for _ in range(20_000):
@@ -338,16 +373,22 @@ def _random_run(rng: random.Random) -> None:
             s.refreshes(host, due)
         for job in _dispatch(s, now):
             if job.kind is JobKind.RESOLVE:
+                if rng.random() < 0.2:  # the name moved, maybe while it waited for its address
+                    hosts[job.host] = rng.choice(addresses)
                 s.resolved(job.host, hosts[job.host], until=now + rng.uniform(0.5, 3.0))
             elif job.kind is JobKind.SKIP:
                 answered[job.host] += 1
             else:
-                assert all(job.host != other.host for _, other in running)
-                running.append((now + rng.uniform(0.01, 0.3), job))
+                address = hosts[job.host]
+                assert all(job.host != other.host for _, other, _ in running)
+                assert all(address != other for _, _, other in running)
+                assert now >= ended.get(address, -1e9) + 0.2 - 1e-9
+                running.append((now + rng.uniform(0.01, 0.3), job, address))
         if running:
             running.sort(key=lambda r: r[0])
-            end, done = running.pop(0)
+            end, done, address = running.pop(0)
             now = max(now, end)
+            ended[address] = now
             if done.kind is JobKind.ROBOTS:
                 s.robots_answer(done.host, now, status=200, location=None, body=robots)
             else:

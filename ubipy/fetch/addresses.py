@@ -11,7 +11,8 @@ of each one's window (``python bench/shared_ip.py``: 10 ms a request for a thous
 hosts under ``opic``).
 
 A host's address is the one its lookup gave (the DNS stage); a host not looked up
-has none and is not held by the rule. No I/O and no clock, as the scheduler.
+has none and is not held by the rule, and one looked up again at another address
+leaves the old one's queue. No I/O and no clock, as the scheduler.
 """
 
 from __future__ import annotations
@@ -120,6 +121,15 @@ class AddressRule:
         ip = self._entry(address)
         ip.next_allowed = max(ip.next_allowed, until)
 
+    def resolved(self, slot: HostSlot, address: str) -> None:
+        """The host's lookup answered ``address``. A host that moved leaves its old
+        address's queue first: given that address's turn later, it would use it on
+        the new one, and the old address would wait for it for ever, its other hosts
+        with it."""
+        if slot.address is not None and slot.address != address:
+            self.set_aside(slot)
+        slot.address = address
+
     def set_aside(self, slot: HostSlot) -> None:
         """The host is held (see the scheduler's ``hold``): it leaves its address's
         queue, and its turn, if it had it; released, it comes up as any host does."""
@@ -156,6 +166,8 @@ class AddressRule:
                 ip.waiting = None
             if not other.waits_for_ip:
                 continue  # it had the address since, or was held
+            if self._addresses.get(other.address or "") is not ip:
+                continue  # it moved, and may wait for its new address: its place there stands
             other.waits_for_ip = False
             if not self._current(other) or other.in_flight:
                 continue

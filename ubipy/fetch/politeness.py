@@ -421,7 +421,8 @@ class Scheduler:
         slot = self._slots[host]
         slot.in_flight = False
         self.in_flight -= 1
-        slot.address, slot.resolved_until, slot.lookup_failures = address, until, 0
+        slot.resolved_until, slot.lookup_failures = until, 0
+        self._addresses.resolved(slot, address)
         self._arm(slot)
 
     def lookup_failed(self, host: str, now: float, *, final: bool = False) -> bool:
