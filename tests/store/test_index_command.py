@@ -28,8 +28,9 @@ from tests.store.warcs import (
 )
 from ubipy.cli import main
 from ubipy.config import CrawlConfig, PolitenessConfig
-from ubipy.store import Shard, index_data
+from ubipy.store import Shard, index_data, warcscan
 from ubipy.store.shard import SHARD_FILE
+from ubipy.store.warcrecords import fields_text, member, warc_record
 from ubipy.synthweb import SyntheticWeb, SynthTransport, WebSpec, in_process
 
 PEER_B = "fedcba9876543210"
@@ -230,6 +231,74 @@ def test_an_index_onto_a_file_being_read_is_refused(
         "its index); left as it is\n",
     )
     assert {p: p.read_bytes() for p in warc.iterdir()} == before
+
+
+def test_entries_that_are_not_regular_files_are_left_out(
+    crawl: Crawl, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    warc = crawl.a / "warc"
+    (warc / warc_name(7)).mkdir()
+    (warc / warc_name(8)).symlink_to(tmp_path / "nowhere.warc.gz")
+    (warc / (warc_name(9) + ".open")).symlink_to(tmp_path / "nowhere.warc.gz.open")
+    code, said = _index(capsys, str(crawl.a))
+    assert (code, said) == (
+        0,
+        "ubipy index: wrote the CDXJ of 2 WARC files\nubipy index: 1 file being written left out\n",
+    )
+    out = tmp_path / "index.parquet"
+    code, said = _index(
+        capsys, str(crawl.a), "--format", "parquet", "-o", str(out), "--include-open"
+    )
+    assert code == 0 and said.startswith("ubipy index: wrote "), said
+    assert f" rows from 3 WARC files to {out}\n" in said
+
+
+@pytest.mark.parametrize("fmt", ["cdxj", "parquet"])
+def test_a_file_that_cannot_be_read_is_one_line(
+    crawl: Crawl,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    fmt: str,
+) -> None:
+    def refused(path: object, *args: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(warcscan, "open", refused, raising=False)
+    out = tmp_path / "index.parquet"
+    code, said = _index(capsys, str(crawl.b), "--format", fmt, "-o", str(out))
+    [path] = [p for p in crawl.closed if p.is_relative_to(crawl.b)]
+    assert (code, said) == (2, f"ubipy index: {path.resolve()}: cannot read: Permission denied\n")
+    assert not out.exists()
+    assert not list(tmp_path.glob(".*.part"))
+
+
+# As the header is read (latin-1): superscript digits, which str.isdigit takes.
+ODD_STATUSES = [("200", 200), ("\u00b2", None), ("2\u00b2\u00b3", None), ("70000", None),
+                ("099", None)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("line", "status"), ODD_STATUSES)
+def test_an_odd_status_line_is_indexed_without_a_status(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, status: int | None
+) -> None:
+    warc = tmp_path / "foreign"
+    warc.mkdir()
+    block = f"HTTP/1.1 {line} OK\r\nContent-Type: text/html\r\n\r\nhi".encode("latin-1")
+    fields = fields_text([
+        ("WARC-Type", "response"), ("WARC-Record-ID", "<urn:uuid:1>"),
+        ("WARC-Date", "2024-01-01T00:00:00Z"), ("WARC-Target-URI", "http://a.test/"),
+    ])  # fmt: skip
+    path = warc / "x.warc.gz"
+    path.write_bytes(member(warc_record(fields, "application/http; msgtype=response", block)))
+    out = tmp_path / "x.parquet"
+    assert _index(capsys, str(warc))[0] == 0
+    assert _index(capsys, str(warc), "--format", "parquet", "-o", str(out))[0] == 0
+    cdxj = json.loads(path.with_name("x.warc.gz.cdxj").read_text().split(" ", 2)[2])
+    assert cdxj.get("status") == (None if status is None else str(status))
+    assert duckdb.execute("SELECT fetch_status FROM read_parquet(?)", [str(out)]).fetchall() == [
+        (status,)
+    ]
 
 
 def test_the_command_as_a_user_runs_it(crawl: Crawl) -> None:

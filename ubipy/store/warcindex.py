@@ -28,7 +28,7 @@ from typing import IO
 from ubipy.errors import ExportError
 from ubipy.store.outfile import write_path
 from ubipy.store.surtkey import surt_key
-from ubipy.store.warcscan import Capture, ScanCounts, scan
+from ubipy.store.warcscan import Capture, ScanCounts, scan_file
 
 __all__ = [
     "CDXJ_SUFFIX",
@@ -120,7 +120,9 @@ def warc_dir(data: Path) -> Path:
 def closed_files(directory: Path) -> list[Path]:
     """The closed WARC files of a directory, by name (a peer's, in the order written)."""
     return sorted(
-        p for p in directory.iterdir() if p.name.endswith(_CLOSED) and not p.name.startswith(".")
+        p
+        for p in directory.iterdir()
+        if p.name.endswith(_CLOSED) and not p.name.startswith(".") and _regular(p)
     )
 
 
@@ -132,7 +134,17 @@ def open_files(directory: Path) -> list[Path]:
         if _CLOSED + "." in p.name
         and not p.name.endswith(CDXJ_SUFFIX)
         and not p.name.startswith(".")
+        and _regular(p)
     )
+
+
+def _regular(path: Path) -> bool:
+    """A regular file (through a link): a directory or a link to nothing that has a
+    WARC file's name is not one, and is left out."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def write_cdxj(warc: Path) -> IndexedFile:
@@ -143,9 +155,9 @@ def write_cdxj(warc: Path) -> IndexedFile:
     unkeyed = 0
     captures = 0
 
-    def lines(f: IO[bytes]) -> Iterator[bytes]:
+    def lines() -> Iterator[bytes]:
         nonlocal unkeyed, captures
-        for capture in scan(f, counts):
+        for capture in scan_file(warc, counts):
             key = surt_key(capture.url)
             if key is None:
                 unkeyed += 1
@@ -153,9 +165,11 @@ def write_cdxj(warc: Path) -> IndexedFile:
             captures += 1
             yield cdxj_line(capture, key, warc.name)
 
-    st = os.stat(warc)
-    with open(warc, "rb") as f:
-        write_path(target, lambda out: _write_sorted(lines(f), out), {(st.st_dev, st.st_ino)})
+    try:
+        st = os.stat(warc)
+    except OSError as exc:
+        raise ExportError(f"{warc}: cannot read: {exc.strerror or exc}") from exc
+    write_path(target, lambda out: _write_sorted(lines(), out), {(st.st_dev, st.st_ino)})
     return IndexedFile(
         warc, target, captures, counts.records, counts.skipped, counts.skipped_bytes, unkeyed
     )

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from ubipy.errors import ExportError
 from ubipy.store.warcindex import peer_of, surt_key
-from ubipy.store.warcscan import ScanCounts, scan
+from ubipy.store.warcscan import ScanCounts, scan_file
 
 __all__ = ["COLUMNS", "ParquetCounts", "require_pyarrow", "write_parquet"]
 
@@ -108,33 +108,32 @@ def write_parquet(files: Iterable[Path], out: IO[bytes]) -> ParquetCounts:
         for path in files:
             scanned = counts.scans[path] = ScanCounts()
             peer: str | None = None
-            with open(path, "rb") as f:
-                for capture in scan(f, scanned):
-                    key = surt_key(capture.url)
-                    if key is None:
-                        counts.unkeyed += 1
-                        continue
-                    if peer is None:  # the warcinfo came first
-                        peer = peer_of(path, scanned.warcinfo)
-                    row = (
-                        key,
-                        capture.url,
-                        _host(capture.url),
-                        capture.fetch_time,
-                        capture.status,
-                        capture.content_type,
-                        capture.digest,
-                        path.name,
-                        capture.offset,
-                        capture.length,
-                        capture.record_type,
-                        peer,
-                    )
-                    for name, value in zip(COLUMNS, row, strict=True):
-                        columns[name].append(value)
-                    counts.rows += 1
-                    if len(columns["url"]) >= _ROW_GROUP:
-                        flush(writer)
+            for capture in scan_file(path, scanned):
+                key = surt_key(capture.url)
+                if key is None:
+                    counts.unkeyed += 1
+                    continue
+                if peer is None:  # the warcinfo came first
+                    peer = peer_of(path, scanned.warcinfo)
+                row = (
+                    key,
+                    capture.url,
+                    _host(capture.url),
+                    capture.fetch_time,
+                    capture.status,
+                    capture.content_type,
+                    capture.digest,
+                    path.name,
+                    capture.offset,
+                    capture.length,
+                    capture.record_type,
+                    peer,
+                )
+                for name, value in zip(COLUMNS, row, strict=True):
+                    columns[name].append(value)
+                counts.rows += 1
+                if len(columns["url"]) >= _ROW_GROUP:
+                    flush(writer)
         flush(writer)
     finally:
         writer.close()

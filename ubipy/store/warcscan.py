@@ -27,11 +27,14 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import IO
 
 from warcio.timeutils import iso_date_to_datetime
 
-__all__ = ["Capture", "ScanCounts", "bare_media_type", "scan"]
+from ubipy.errors import ExportError
+
+__all__ = ["Capture", "ScanCounts", "bare_media_type", "scan", "scan_file"]
 
 _GZIP = b"\x1f\x8b\x08"
 _READ = 1 << 20
@@ -43,6 +46,7 @@ _OUT = 1 << 18
 # A record's head: its WARC headers and, for HTTP records, the HTTP ones.
 _HEAD = 1 << 16
 _NOT_CAPTURES = ("warcinfo", "request")
+_STATUS = re.compile(r"[1-9][0-9]{2}", re.ASCII)
 _NOT_INDEXED_TYPES = ("application/warc-fields", "text/anvl")
 _MIME_END = re.compile("[; ]")
 
@@ -174,7 +178,9 @@ def _http(head: bytearray, block: int) -> tuple[int | None, str | None]:
     text = bytes(head[block : end if end >= 0 else len(head)]).decode("latin-1")
     lines = text.split("\r\n")
     parts = lines[0].split(None, 2)
-    status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+    # Three ASCII digits (str.isdigit takes "²", which int refuses; a status past 999
+    # fits no index's column).
+    status = int(parts[1]) if len(parts) > 1 and _STATUS.fullmatch(parts[1]) else None
     for line in lines[1:]:
         key, sep, value = line.partition(":")
         if sep and key.strip().lower() == "content-type":
@@ -284,6 +290,16 @@ def _whole(head: _Head) -> bool:
     """A WARC record, its block as long as its Content-Length and then CRLF CRLF."""
     length = _int(head.fields.get("content-length"))
     return bool(head.fields) and length >= 0 and head.size() == head.block + length + 4
+
+
+def scan_file(path: Path, counts: ScanCounts) -> Iterator[Capture]:
+    """The captures of the WARC file at ``path`` (see :func:`scan`); a file that cannot
+    be read is ExportError, one line naming it."""
+    try:
+        with open(path, "rb") as f:
+            yield from scan(f, counts)
+    except OSError as exc:
+        raise ExportError(f"{path}: cannot read: {exc.strerror or exc}") from exc
 
 
 def scan(f: IO[bytes], counts: ScanCounts) -> Iterator[Capture]:
