@@ -9,6 +9,7 @@ import gzip
 import io
 import os
 import random
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -29,7 +30,7 @@ from ubipy.cli import main
 from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
 from ubipy.errors import StorageError
 from ubipy.store import HttpHead, PageRecord, Shard, export
-from ubipy.store.shard import SHARD_FILE
+from ubipy.store.shard import SHARD_FILE, NewURL
 from ubipy.store.warcindex import index_warc
 from ubipy.store.warcrecords import (
     RecordReader,
@@ -237,6 +238,34 @@ def test_a_torn_tail_is_cut_at_the_next_open(tmp_path: Path) -> None:
     assert shard.page_body(2) == b"two" * 100
     shard.close()
     assert _warcio_check(files).returncode == 0
+
+
+@pytest.mark.parametrize("gone", ["the open file", "the warc directory"])
+def test_a_missing_open_file_sends_its_pages_back_to_the_frontier(
+    tmp_path: Path, gone: str
+) -> None:
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    urls = [NewURL(fp, f"http://a.test/{fp}", "a.test", 1) for fp in (1, 2)]
+    shard.add_to_frontier(urls)
+    with shard.transaction():
+        shard.record_pages([_page(1, b"one" * 100), _page(2, b"two" * 100)])
+    shard._conn.close()  # an OS crash: the shard's commit reached the disk, the file not
+    if gone == "the open file":
+        next((tmp_path / "warc").glob("*.open")).unlink()
+    else:
+        shutil.rmtree(tmp_path / "warc")
+
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    counts = shard.counts()
+    assert (counts.pages, counts.pending, counts.done) == (0, 2, 0)
+    assert [r.url for r in shard.pending_for_host("a.test", 0, 10)] == [u.url for u in urls]
+    assert _captures(tmp_path) == []
+    # Fetched again, they go to a new file, as any page.
+    with shard.transaction():
+        shard.record_pages([_page(1, b"one" * 100)])
+    assert shard.page_body(1) == b"one" * 100
+    shard.close()
+    assert _each_capture_reads_back(tmp_path) == 1
 
 
 def _fails_once(real: Callable[..., None]) -> Callable[..., None]:

@@ -77,10 +77,20 @@ def recover(
     one the shard's mark names to the mark (its torn or uncommitted tail), any other to
     the end of its last capture (``ends``: None when no capture is in it). A file whose
     close failed (a full disk at rotation) holds captures the shard counts on; only one
-    holding none goes. A file shorter than committed is cut to its last whole record."""
+    holding none goes. A file shorter than committed is cut to its last whole record;
+    the mark's file missing altogether is short at 0."""
     closed: list[Path] = []
     short: list[tuple[str, int]] = []
-    for path in sorted(directory.glob(f"*{OPEN_SUFFIX}")):
+    opened = sorted(directory.glob(f"*{OPEN_SUFFIX}")) if directory.is_dir() else []
+    if committed is not None and not any(
+        (directory / n).exists() for n in (committed[0], committed[0] + OPEN_SUFFIX)
+    ):
+        # Neither open nor closed (an OS crash before its directory entry reached the
+        # disk): as short as can be, its captures go back to the frontier.
+        log.warning("warc: %s, committed to %d bytes, is missing", directory / committed[0],
+                    committed[1])  # fmt: skip
+        short.append((committed[0], 0))
+    for path in opened:
         name = path.name.removesuffix(OPEN_SUFFIX)
         if committed is not None and name == committed[0]:
             end = committed[1]

@@ -151,9 +151,9 @@ def recover_warc(conn: sqlite3.Connection, data_dir: Path) -> Recovered | None:
     open file lost committed records (an OS crash), their captures are forgotten and
     their pages go back to the frontier, to be fetched again."""
     directory = data_dir / WARC_DIR
-    if not directory.is_dir():
-        return None
     mark = _mark(conn)
+    if mark is None and not directory.is_dir():
+        return None
 
     def ends(name: str) -> int | None:
         row = conn.execute("SELECT MAX(end) FROM warc WHERE file = ?", (name,)).fetchone()
