@@ -231,7 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument(
         "--include-open",
         action="store_true",
-        help="parquet: add the whole records of the files being written, under their "
+        help="with --format parquet only (refused with cdxj): add the whole records of "
+        "the files being written, under their "
         "name while open (renamed when closed; cut back if the peer is killed before "
         "they are committed)",
     )

@@ -301,6 +301,18 @@ def test_an_odd_status_line_is_indexed_without_a_status(
     ]
 
 
+def test_include_open_without_parquet_is_refused(
+    crawl: Crawl, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "all.cdxj"
+    code, said = _index(capsys, str(crawl.a), "--include-open", "-o", str(out))
+    assert (code, said) == (
+        2,
+        "ubipy index: --include-open needs --format parquet (a CDXJ is of closed files only)\n",
+    )
+    assert not out.exists() and not list((crawl.a / "warc").glob("*.cdxj"))
+
+
 def test_the_command_as_a_user_runs_it(crawl: Crawl) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "ubipy.cli", "index", str(crawl.b)],

@@ -68,6 +68,9 @@ def index_data(
     merged, sorted, into that file too. ``parquet``: one file at ``out`` (required).
     ``out`` is written as ``ubipy export`` writes (complete or not at all).
     Raises ExportError with a one-line message."""
+    if include_open and fmt != "parquet":
+        # A CDXJ is made of closed files only: the flag would do nothing, silently.
+        raise ExportError("--include-open needs --format parquet (a CDXJ is of closed files only)")
     if fmt == "parquet":
         if out is None:
             raise ExportError("--format parquet needs -o FILE")
