@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from ubipy.membership import Quorum, fence
@@ -69,11 +71,11 @@ def test_members_heard_but_not_live_do_not_count() -> None:
     assert q.holds(0.0)
 
 
-def test_stale_members_are_the_live_ones_not_heard_lately() -> None:
+def test_the_members_to_keep_in_sight_are_the_live_others_with_when_last_heard() -> None:
     q = quorum("a", "abcd", live="abc")
-    q.heard("b", 0.0)
-    assert q.stale(2.0, after=2.5) == ["c"]
-    assert q.stale(3.0, after=2.5) == ["b", "c"]
+    q.heard("b", 2.0)
+    q.heard("b", 1.0)  # an answer to an older ping
+    assert q.last_heard() == {"b": 2.0, "c": -math.inf}
 
 
 def test_the_fence_outlasts_the_lease_with_margin_for_clock_rates() -> None:

@@ -101,14 +101,14 @@ class Quorum:
                 return end
         return None
 
-    def stale(self, now: float, after: float) -> list[str]:
-        """Live base members not heard from for ``after`` seconds: the ones to ask
-        for a sign of life before the lease depends on them."""
-        return sorted(
-            m
-            for m in self._base & self._live
-            if m != self.self_id and now - self._heard.get(m, -math.inf) >= after
-        )
+    def last_heard(self) -> dict[str, float]:
+        """The live base members but this one, and when each was last heard from (-inf:
+        never): those to ask for a sign of life before the lease depends on them."""
+        return {
+            m: self._heard.get(m, -math.inf)
+            for m in sorted(self._base & self._live)
+            if m != self.self_id
+        }
 
     def joined(self, member_id: str, now: float) -> bool:
         """A member joined; added to the base while the lease holds, and counted as

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import trio
 
 from ubipy.errors import StorageError
-from ubipy.membership import ChangeKind, MemberEvent, Membership, Outgoing, Quorum
+from ubipy.membership import ChangeKind, MemberEvent, Membership, Outgoing, Ping, Quorum
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.handoff import Handoff
 from ubipy.peer.wakeup import Wakeup
@@ -51,9 +51,13 @@ class Lease:
         self._shard = shard
         self._send = send
         self._kick = Wakeup()
-        # When each member was last pinged: at most one ping a cadence each, however
-        # often the loop wakes.
+        # When each member was last pinged (by us or membership's probe): at most one
+        # ping a cadence each, however often the loop wakes.
         self._pinged: dict[str, float] = {}
+        self._cadence = quorum.lease / 3
+        # Membership's tick pings the members due then or up to this much later: one
+        # wake-up serves both, where times drift apart by how late each runs.
+        self._slack = min(self._cadence, membership.config.probe_interval) / 4
 
     def answered(self, answers: Sequence[tuple[str, float]]) -> None:
         """Members answered our pings sent at these times."""
@@ -97,22 +101,37 @@ class Lease:
                 log.warning("lost sight of a majority (%s): fetching paused", sight)
             crawler.pause(f"no majority in sight: {sight}")
 
+    def tick(self, now: float, sent: Sequence[Outgoing] = ()) -> None:
+        """Ask the members due for a sign of life: those neither heard from nor asked
+        for a cadence. Called on membership's tick (``sent``: what it sent then, whose
+        probe counts as asking), so an idle peer's lease takes no wake-up of its own
+        (each costs CPU), and by the lease's own loop."""
+        for out in sent:
+            if isinstance(out.message, Ping):
+                self._pinged[out.message.target_id] = now
+        due = [m for m, at in self._due_at().items() if now + self._slack >= at]
+        for member_id in due:
+            self._pinged[member_id] = now
+        pings = [self._membership.ping(now, m) for m in due]
+        self._send([out for out in pings if out is not None])
+
+    def _due_at(self) -> dict[str, float]:
+        return {
+            m: max(heard, self._pinged.get(m, -math.inf)) + self._cadence
+            for m, heard in self.quorum.last_heard().items()
+        }
+
     async def run(self) -> None:
-        quorum = self.quorum
-        cadence = quorum.lease / 3
+        membership = self._membership
         while True:
             self.check()
             now = trio.current_time()
-            due = [
-                m
-                for m in quorum.stale(now, cadence)
-                if now - self._pinged.get(m, -math.inf) >= cadence
-            ]
-            for member_id in due:
-                self._pinged[member_id] = now
-            pings = [self._membership.ping(now, m) for m in due]
-            self._send([out for out in pings if out is not None])
-            expires = quorum.expires(now)
-            deadline = now + cadence if expires is None else min(now + cadence, expires)
+            self.tick(now)
+            expires = self.quorum.expires(now)
+            deadline = math.inf if expires is None else expires
+            # Membership's tick asks the members due, unless it ticks less often than
+            # they come due (or has stopped): then the loop wakes for them itself.
+            if membership.has_left or membership.config.probe_interval > self._cadence:
+                deadline = min([deadline, *self._due_at().values()])
             # Never "now": a loop that pings on every turn must not spin at one instant.
-            await self._kick.wait(max(deadline, now + cadence / 100))
+            await self._kick.wait(max(deadline, now + self._cadence / 100))

@@ -394,9 +394,13 @@ class Peer:
     async def _gossip_loop(self) -> None:
         membership = self.membership
         while True:
-            await self._gossip_kick.wait(membership.next_deadline())
-            self._send_membership(membership.tick(trio.current_time()))
+            kicked = await self._gossip_kick.wait(membership.next_deadline())
+            now = trio.current_time()
+            outgoing = membership.tick(now)
+            self._send_membership(outgoing)
             self._membership_events()
+            if not kicked and self._lease is not None:  # on the tick, not a frame's arrival
+                self._lease.tick(now, outgoing)
 
     def _send_membership(self, outgoing: list[Outgoing]) -> None:
         assert self._nursery is not None
