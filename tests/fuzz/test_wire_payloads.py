@@ -68,6 +68,10 @@ from ubipy.wire.reader import FrameReader
 ids = st.integers(0, 2**63 - 1)
 fingerprints = st.lists(st.integers(-(2**63), 2**63 - 1), max_size=5).map(tuple)
 texts = st.text(max_size=30)
+# What the receiver may dial: a host and a port of 1 to 65535 (others are wire errors).
+peer_addresses = st.builds(
+    "{}:{}".format, st.from_regex(r"[a-z0-9.-]{1,20}", fullmatch=True), st.integers(1, 65535)
+)
 wire_urls = st.lists(
     st.tuples(texts, st.integers(0, MAX_DEPTH), st.floats(0, 1e6, allow_nan=False)), max_size=5
 ).map(tuple)
@@ -80,7 +84,7 @@ addresses = st.text(min_size=1, max_size=MAX_ADDRESS_LEN)
 # Well-formed messages of each kind; a kind added later without a strategy here
 # is drawn from its dataclass's type hints (messages_of).
 MESSAGES: dict[FrameType, st.SearchStrategy[Message]] = {
-    FrameType.MEMBERSHIP: st.builds(Gossip, texts, plain_values),
+    FrameType.MEMBERSHIP: st.builds(Gossip, peer_addresses, plain_values),
     FrameType.URL_BATCH: st.builds(UrlBatch, ids, wire_urls, st.lists(ids, max_size=4).map(tuple)),
     FrameType.URL_ACK: st.builds(UrlAck, st.lists(ids, max_size=4).map(tuple)),
     FrameType.SEED: st.builds(Seed, st.lists(texts, max_size=4).map(tuple)),
@@ -91,7 +95,7 @@ MESSAGES: dict[FrameType, st.SearchStrategy[Message]] = {
     FrameType.STATUS_REQUEST: st.builds(StatusRequest, st.booleans()),
     FrameType.STATUS: st.builds(
         Status,
-        st.lists(st.builds(MemberRow, texts, texts, texts), max_size=3).map(tuple),
+        st.lists(st.builds(MemberRow, texts, peer_addresses, texts), max_size=3).map(tuple),
         st.lists(flat, max_size=3).map(tuple),
     ),
     FrameType.HANDOFF: st.builds(Handoff, ids, texts, wire_urls, fingerprints, marks),
@@ -104,7 +108,7 @@ MESSAGES: dict[FrameType, st.SearchStrategy[Message]] = {
         ids,
     ),
     FrameType.REPLICA_ACK: st.builds(ReplicaAck, ids),
-    FrameType.CONTROL: st.builds(Control, texts, texts),
+    FrameType.CONTROL: st.builds(Control, peer_addresses, peer_addresses),
     FrameType.FIGURES: st.builds(Figures, flat),
     FrameType.STOP: st.just(Stop()),
     FrameType.IP_LEASE: st.builds(IpLease, ids, addresses),
