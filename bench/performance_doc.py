@@ -284,6 +284,20 @@ page.**
   about 0.47 ms of CPU each on this machine, for next to no work); each of 3 idle peers in
   a cluster 3.1-4.4 ms a second with 4.9-6.0 wake-ups (probes sent, answered and received
   besides), about 0.7 ms each.
+  The twenty-second session put those timers to sleep when nothing is due: the figures
+  are read for the progress line only where a log line needs them (where its rate's
+  window starts and at the line: 0.2 wake-ups a second instead of 1), a peer with no
+  control centre does not wake to push figures, and the majority lease asks members for a
+  sign of life on membership's tick (its probe counting as asking), its own loop waking
+  only when the lease would lapse. Measured with `python -m bench.idle --seconds 20`, same
+  machine: a peer alone **0.43-0.51 ms a second with 1.2 wake-ups** (0.90 and 2.0 before);
+  each of 3 peers in a cluster 2.8-3.6 ms with 4.4-4.9 wake-ups (5.5-5.9 before; the CPU
+  figures of three runs in a row swung by a quarter). Of a cluster peer's wake-ups a
+  second, 3.3-4.2 are frames from the other peers (their probes and lease pings, and the
+  answers to ours): the lease needs an answer from each member within 3 s, asked after 1,
+  so each peer asks every other member about once a second unless a probe did. With 8
+  peers that is each peer's cost: 7.6-8.2 ms and about 10 wake-ups a second
+  (`--cluster 8`), before and after.
   On a faster machine, in a later session of the same day (`--duration 40`): 1.71-2.17
   ms at 2 in flight against 0.88-0.95 at 64, about 2x. Most of the difference is the
   machine's price for waking up, not ubipy's code. At 2 in flight the peer sleeps about
@@ -326,6 +340,14 @@ page.**
   every 2 s instead of every 0.25 (`[store] commit_interval = 2.0` in a `--config` file):
   1.39 ms and 0.99 wake-ups a page against 1.44 and 1.12 in the run beside it, so the
   committer's own wake-ups are about a tenth of a page's, and the rest is a page's own.
+  Where the wake-up's price comes from, the next session, on the same machine: `taskset -c
+  1 python bench/wakeups.py --gaps 27 --rounds 300` gave 986-1,033 us for the work after a
+  sleep (a price of 823-867 us over the work back to back), and 584-651 us (a price of
+  414-488 us) with a busy loop of the lowest scheduling class (`chrt -i 0 taskset -c 1
+  python -c "while True: pass"`) on the same CPU, which the measured process preempts at
+  once but which keeps the CPU from going idle. About half the price is the CPU's idle
+  state (the virtual CPU halted, its caches given up), a property of the machine; no
+  code of a process that sleeps between pages avoids it.
 - **Wire: what grows with N is the share of links that point into another peer's hosts,
   not a cost of coordinating.** Per page: 22, 25 and 28 B at N = 2, 4, 8 (scrapy-redis:
   2,000–2,500 B to and from Redis, 10–12 commands per page). A peer hands on the links of
