@@ -332,3 +332,16 @@ def test_any_bytes_are_sniffed_and_decoded_without_raising(body: bytes, header: 
     sniffed = sniff(body, header)
     assert lookup(sniffed.name) == sniffed.name
     assert isinstance(decode(body, sniffed), str)
+
+
+def test_meta_tags_remembered_for_the_next_page_are_small_ones() -> None:
+    """Sites repeat their <meta> on every page, so its reading is remembered; but pages
+    of huge, ever different <meta> tags would make that memory 64 MiB."""
+    encoding._meta_charset_cached.cache_clear()
+    for i in range(50):
+        junk = b" data-x%d='%s'" % (i, b"y" * 60_000)
+        page = b"<html><head><meta" + junk + b' charset="gbk"></head></html>'
+        assert encoding.prescan(page) == "gbk"
+    assert encoding._meta_charset_cached.cache_info().currsize == 0
+    assert encoding.prescan(b'<meta charset="big5">') == "big5"
+    assert encoding._meta_charset_cached.cache_info().currsize == 1

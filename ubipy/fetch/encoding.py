@@ -239,9 +239,25 @@ def codec_of(name: str) -> str:
     return _ENCODINGS[name][0]
 
 
-@functools.lru_cache(maxsize=1024)
+# A <meta> tag's attributes are remembered (sites repeat theirs on every page) only up
+# to this size: a hostile page's 64 KiB of them, each different, would otherwise keep
+# 64 MiB in the cache.
+_CACHED_ATTRIBUTES: Final = 512
+
+
 def _meta_charset(attributes: bytes) -> str | None:
     """The encoding a <meta> tag's attributes declare, per the prescan's rules."""
+    if len(attributes) <= _CACHED_ATTRIBUTES:
+        return _meta_charset_cached(attributes)
+    return _read_meta_charset(attributes)
+
+
+@functools.lru_cache(maxsize=1024)
+def _meta_charset_cached(attributes: bytes) -> str | None:
+    return _read_meta_charset(attributes)
+
+
+def _read_meta_charset(attributes: bytes) -> str | None:
     charset: str | None = None
     http_equiv = False
     content: str | None = None
