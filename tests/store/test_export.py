@@ -25,7 +25,9 @@ from ubipy.cli import main
 from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig
 from ubipy.errors import ExportError, ExportWriteError
 from ubipy.peer.peer import Peer
+from ubipy.store import DataLock
 from ubipy.store.export import export, iso_utc
+from ubipy.store.lock import LOCK_FILE
 from ubipy.store.shard import SHARD_FILE, PageRecord, Shard
 from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.server import serve
@@ -632,7 +634,11 @@ def test_a_link_to_a_device_is_written_through_and_kept(
     [
         ("directory", "is a directory"),
         ("dangling link", "a symbolic link to nothing (nowhere/pages.jsonl); not writing"),
-        ("the shard", "is one of the files being read (a shard, a WARC file or its index)"),
+        (
+            "the shard",
+            "is one of the peers' own files (a shard, its lock, a WARC file or its index)",
+        ),
+        ("the peer's lock", "is one of the peers' own files (a shard, its lock"),
     ],
 )
 def test_what_cannot_be_written_is_refused_and_left_alone(
@@ -651,6 +657,12 @@ def test_what_cannot_be_written_is_refused_and_left_alone(
     elif kind == "dangling link":
         out = tmp_path / "link"
         out.symlink_to("nowhere/pages.jsonl")
+    elif kind == "the peer's lock":
+        # A peer running over the shard: a new file in its lock's place would leave
+        # its lock on the old one, and let a second peer start over the directory.
+        lock = DataLock.take(shards[0], "127.0.0.1:7000")
+        out = shards[0] / LOCK_FILE
+        inode = out.stat().st_ino
     else:
         out = shard
     before = sorted(tmp_path.iterdir())
@@ -664,6 +676,9 @@ def test_what_cannot_be_written_is_refused_and_left_alone(
         assert [p.name for p in out.iterdir()] == ["keep"]
     elif kind == "dangling link":
         assert os.readlink(out) == "nowhere/pages.jsonl" and not (tmp_path / "nowhere").exists()
+    elif kind == "the peer's lock":
+        assert out.stat().st_ino == inode
+        lock.release()
 
 
 def test_standard_output_takes_the_export_gzipped_only_when_asked(

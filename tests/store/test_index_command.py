@@ -227,8 +227,8 @@ def test_an_index_onto_a_file_being_read_is_refused(
     code, said = _index(capsys, str(crawl.a), "--format", fmt, "-o", str(target))
     assert (code, said) == (
         2,
-        f"ubipy index: {target}: is one of the files being read (a shard, a WARC file or "
-        "its index); left as it is\n",
+        f"ubipy index: {target}: is one of the peers' own files (a shard, its lock, a "
+        "WARC file or its index); left as it is\n",
     )
     assert {p: p.read_bytes() for p in warc.iterdir()} == before
 

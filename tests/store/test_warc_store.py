@@ -345,8 +345,8 @@ def test_an_export_onto_the_peers_own_warc_file_is_refused(
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert err == (
-        f"ubipy export: {target}: is one of the files being read (a shard, a WARC file or "
-        "its index); left as it is\n"
+        f"ubipy export: {target}: is one of the peers' own files (a shard, its lock, a "
+        "WARC file or its index); left as it is\n"
     )
     assert {f: f.read_bytes() for f in _files(data)} == before
     assert [shard.page_body(fp) for fp in bodies] == list(bodies.values())

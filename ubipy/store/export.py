@@ -27,6 +27,7 @@ from typing import IO, Literal
 
 from ubipy.errors import ExportError, ExportWriteError
 from ubipy.store.jsonl import page_json, write_jsonl
+from ubipy.store.lock import LOCK_FILE
 from ubipy.store.outfile import identities, identity, why, write_path
 from ubipy.store.snapshot import (
     PEER_ID_META,
@@ -99,6 +100,10 @@ def export(
             if files[0] in inputs:
                 continue
             inputs.update(files)
+            # A new lock file in its place would leave a running peer's lock on the
+            # old one, and let a second peer start over the same directory.
+            if (lock := identity(Path(d) / LOCK_FILE)) is not None:
+                inputs.add(lock)
             readers.append(reader)
         if gzipped is None:
             gzipped = isinstance(out, Path) and out.name.endswith(".gz")

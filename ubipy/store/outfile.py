@@ -47,7 +47,9 @@ def refuse_input(out: Path, inputs: set[tuple[int, int]]) -> None:
 
 
 # Never written over: a shard, a peer's own WARC file or its index, that a command reads.
-_AN_INPUT = "is one of the files being read (a shard, a WARC file or its index); left as it is"
+_AN_INPUT = (
+    "is one of the peers' own files (a shard, its lock, a WARC file or its index); left as it is"
+)
 
 
 def why(exc: OSError) -> str:
