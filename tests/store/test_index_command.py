@@ -29,6 +29,7 @@ from tests.store.warcs import (
 from ubipy.cli import main
 from ubipy.config import CrawlConfig, PolitenessConfig
 from ubipy.store import Shard, index_data, warcscan
+from ubipy.store.lock import LOCK_FILE
 from ubipy.store.shard import SHARD_FILE
 from ubipy.store.warcrecords import fields_text, member, warc_record
 from ubipy.synthweb import SyntheticWeb, SynthTransport, WebSpec, in_process
@@ -210,27 +211,38 @@ def test_what_cannot_be_indexed_is_refused_in_one_line(
 
 
 @pytest.mark.parametrize(
-    ("fmt", "which"), [("cdxj", "closed"), ("cdxj", "its index"), ("parquet", "open")]
+    ("fmt", "which"),
+    [
+        ("cdxj", "closed"),
+        ("cdxj", "its index"),
+        ("parquet", "open"),
+        ("cdxj", "the shard"),
+        ("cdxj", "the lock"),  # a new file there would let a second peer start
+    ],
 )
 def test_an_index_onto_a_file_being_read_is_refused(
     crawl: Crawl, capsys: pytest.CaptureFixture[str], fmt: str, which: str
 ) -> None:
     assert _index(capsys, str(crawl.a))[0] == 0
     first = next(iter(crawl.closed))
+    (crawl.a / SHARD_FILE).write_bytes(b"the peer's shard")
+    (crawl.a / LOCK_FILE).write_bytes(b"pid 1")
     target = {
         "closed": first,
         "its index": first.with_name(first.name + ".cdxj"),
         "open": crawl.open,
+        "the shard": crawl.a / SHARD_FILE,
+        "the lock": crawl.a / LOCK_FILE,
     }[which]
     warc = crawl.a / "warc"
-    before = {p: p.read_bytes() for p in warc.iterdir()}
+    before = {p: p.read_bytes() for p in (*warc.iterdir(), target)}
     code, said = _index(capsys, str(crawl.a), "--format", fmt, "-o", str(target))
     assert (code, said) == (
         2,
         f"ubipy index: {target}: is one of the peers' own files (a shard, its lock, a "
         "WARC file or its index); left as it is\n",
     )
-    assert {p: p.read_bytes() for p in warc.iterdir()} == before
+    assert {p: p.read_bytes() for p in (*warc.iterdir(), target)} == before
 
 
 def test_entries_that_are_not_regular_files_are_left_out(

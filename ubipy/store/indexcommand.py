@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import IO, Literal
 
 from ubipy.errors import ExportError
-from ubipy.store.outfile import identity, refuse_input, write_path
+from ubipy.store.lock import LOCK_FILE
+from ubipy.store.outfile import identities, identity, refuse_input, write_path
+from ubipy.store.shard import SHARD_FILE
 from ubipy.store.warcindex import (
     cdxj_of,
     closed_files,
@@ -85,6 +87,12 @@ def index_data(
         for p in (*closed, *opened, *(cdxj_of(p) for p in closed))
         if (found := identity(p)) is not None
     }
+    # Nor is a peer's shard or its lock (a new file in the lock's place would let a
+    # second peer start over a directory a running one holds).
+    for d in data_dirs:
+        inputs.update(identities(d / SHARD_FILE))
+        if (lock := identity(d / LOCK_FILE)) is not None:
+            inputs.add(lock)
     if out is not None:
         refuse_input(out, inputs)
     if fmt == "parquet":
