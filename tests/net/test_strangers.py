@@ -35,6 +35,13 @@ class Inbox:
         while len(self.got) < n:
             await self.changed.wait()
 
+    async def gets_from(self, member: Links, message: Message) -> None:
+        """``member`` sends ``message`` to the peer, and it arrives within a second."""
+        expected = len(self.got) + 1
+        with trio.fail_after(1):
+            assert await member.send(PEER, message)
+            await self.wait_for(expected)
+
 
 async def closed_by_peer(stream: trio.abc.Stream) -> None:
     """Read until the far end closes (or breaks) the connection."""
@@ -125,9 +132,7 @@ async def test_a_flood_of_idle_strangers_is_bounded_and_a_member_gets_through(
         assert peer.stats.cut["pushed_out"] >= 500 - cap
         # A member dials in the middle of it all, and its frame arrives.
         member = await start_member(net, nursery)
-        with trio.fail_after(1):
-            assert await member.send(PEER, Seed(("http://a.test/",)))
-            await inbox.wait_for(1)
+        await inbox.gets_from(member, Seed(("http://a.test/",)))
         assert inbox.got == [Seed(("http://a.test/",))]
         nursery.cancel_scope.cancel()
 
@@ -186,9 +191,7 @@ async def test_a_stranger_reconnecting_with_bad_frames_is_turned_away_and_logged
         assert "connections are refused for 30 s" in caplog.text
         # A member on another address is not affected.
         member = await start_member(net, nursery)
-        with trio.fail_after(1):
-            assert await member.send(PEER, Seed(("http://a.test/",)))
-            await inbox.wait_for(1)
+        await inbox.gets_from(member, Seed(("http://a.test/",)))
         nursery.cancel_scope.cancel()
 
 
@@ -200,9 +203,7 @@ async def test_a_member_s_large_first_frame_goes_after_a_hello(
         await start_peer(net, nursery, inbox)
         member = await start_member(net, nursery)
         big = Seed(tuple(f"http://a.test/{i:06d}/" + "p" * 100 for i in range(2000)))
-        with trio.fail_after(1):
-            assert await member.send(PEER, big)
-            await inbox.wait_for(1)
+        await inbox.gets_from(member, big)
         assert inbox.got == [big]
         nursery.cancel_scope.cancel()
 
@@ -218,9 +219,7 @@ async def test_an_idle_member_connection_is_closed_and_the_next_send_dials_again
         await trio.sleep(IDLE_TIMEOUT + 1)
         assert peer.stats.cut["idle"] == 1
         assert peer.accepted.total == 0
-        with trio.fail_after(1):
-            assert await member.send(PEER, Seed(("http://a.test/2",)))
-            await inbox.wait_for(2)
+        await inbox.gets_from(member, Seed(("http://a.test/2",)))
         assert inbox.got == [Seed(("http://a.test/1",)), Seed(("http://a.test/2",))]
         nursery.cancel_scope.cancel()
 
@@ -282,9 +281,7 @@ async def test_a_frame_captured_on_its_way_to_one_peer_is_refused_by_another(
         assert inbox.got == []
         assert peer.stats.rejected["MISDIRECTED"] == 1
         # The member's own frames, named for this peer, arrive.
-        with trio.fail_after(1):
-            assert await member.send(PEER, Seed(("http://a.test/2",)))
-            await inbox.wait_for(1)
+        await inbox.gets_from(member, Seed(("http://a.test/2",)))
         nursery.cancel_scope.cancel()
 
 
