@@ -1,8 +1,8 @@
 """The politeness scheduler: one slot per host, one request in flight per host.
 
 A slot holds a window of the host's frontier in memory (the rest stays on disk
-and is loaded through ``loader`` when the window runs dry), whether a request is
-in flight, the host's delay and the time its next request is allowed. Hosts
+and is loaded through ``loader`` when the window runs dry: windows.py), whether a
+request is in flight, the host's delay and the time its next request is allowed. Hosts
 that are ready wait in a heap keyed by that time. robots.txt is resolved
 through the same slot before the host's first page, so its requests obey the
 same politeness as pages.
@@ -20,7 +20,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections import deque
 from collections.abc import Callable
 
 from ubipy.config import CrawlConfig, CrawlOrder
@@ -31,6 +30,7 @@ from ubipy.fetch.sitemaps import is_sitemap
 from ubipy.fetch.slots import Entry, HostRobots, HostSlot, Job, JobKind, Loader
 from ubipy.fetch.throttle import Pace, SlowHost, ThrottleRules
 from ubipy.fetch.urls import robots_url
+from ubipy.fetch.windows import Windows
 
 # Seconds a walk over every host for the slowest ones is given again (see slowest()).
 SLOWEST_REFRESH = 10.0
@@ -68,13 +68,9 @@ class Scheduler:
             self._push,
             lambda slot: self._slots.get(slot.host) is slot,
         )
-        self._window = window
-        self._loader = loader
-        # Entries held in memory over all hosts: beyond this, new entries stay on
-        # disk and windows refill one entry at a time, so memory is bounded
-        # whatever the number of hosts.
-        self._max_in_memory = max_in_memory
-        self.in_memory = 0
+        self._windows = Windows(
+            window=window, loader=loader, max_in_memory=max_in_memory, ranked=order.ranked
+        )
         self._max_crawl_delay = max_crawl_delay
         self._robots_retry_base = robots_retry_base
         self._robots_max_attempts = robots_max_attempts
@@ -90,7 +86,6 @@ class Scheduler:
         # Under an order other than bfs, hosts whose time has come wait here to be
         # chosen by priority: (-priority, tie-breaker, the push it was armed by, slot).
         self._order = order
-        self._ranked = order.ranked
         self._ready: list[tuple[float, int, int, HostSlot]] = []
         # Pages due again (--recrawl) take at most this share of requests while new
         # URLs wait too; requests handed out so far, and how many were refreshes.
@@ -137,56 +132,21 @@ class Scheduler:
         if slot.robots_state is HostRobots.GIVEN_UP:
             return False
         had_work = slot.has_work
-        room = len(slot.queue) < self._window and self.in_memory < self._max_in_memory
-        if self._ranked:
-            self._offer(slot, entry, room)
-        elif slot.on_disk == 0 and room:
-            slot.queue.append(entry)
-            self.in_memory += 1
-            slot.last_seq = entry.seq
-        else:
-            slot.on_disk += 1
+        self._windows.add(slot, entry)
         (self._arm if had_work else self._bring_forward)(slot)
         return True
-
-    def _offer(self, slot: HostSlot, entry: Entry, room: bool) -> None:
-        """Under a ranked order a window holds the best entries it has seen: a new
-        one better than its worst takes that one's place (which stays on disk)."""
-        if room:
-            slot.queue.append(entry)
-            slot.floor = min(slot.floor, entry.score)
-            self.in_memory += 1
-            return
-        slot.on_disk += 1
-        if entry.score <= slot.floor:
-            return  # most links of a crawl: the window's worst is at least as good
-        at, low = ranking.worst(slot.queue, slot.credit)
-        # Whether or not it is replaced, nothing left in the window scores under low.
-        slot.floor = low
-        if at >= 0 and entry.score > low:
-            slot.credit.pop(slot.queue[at].fp, None)
-            del slot.queue[at]
-            slot.queue.append(entry)
 
     def credit(self, host: str, fp: int, amount: float) -> None:
         """Add ``amount`` to a pending entry's score (a ranked order; the shard was
         credited already): an entry in memory moves up at once, one on disk at its
         window's next refill."""
         slot = self._slots.get(host)
-        if slot is not None and self._ranked:
-            slot.credit[fp] = slot.credit.get(fp, 0.0) + amount
+        if slot is not None:
+            self._windows.credit(slot, fp, amount)
 
     def rescore(self, scores: dict[int, float]) -> None:
         """New scores for entries in memory (PageRank recomputed; the shard has them)."""
-        for slot in self._slots.values():
-            slot.queue = deque(
-                e._replace(score=scores[e.fp])
-                if e.fp in scores and slot.credit.get(e.fp) != ranking.FIRST
-                else e
-                for e in slot.queue
-            )
-            slot.credit = {fp: c for fp, c in slot.credit.items() if c == ranking.FIRST}
-            slot.floor = -math.inf
+        self._windows.rescore(self._slots.values(), scores)
 
     def restore(self, host: str, pending: int) -> None:
         """Tell the scheduler a host has ``pending`` entries on disk (at start-up)."""
@@ -252,7 +212,7 @@ class Scheduler:
             self._refreshes_taken += 1
             self._taken += 1
             return heapq.heappop(slot.refresh)[2]
-        entry = self._pop_entry(slot) if slot.has_work else None
+        entry = self._windows.pop(slot) if slot.has_work else None
         self._taken += entry is not None
         return entry
 
@@ -272,7 +232,7 @@ class Scheduler:
         ready = self._ready
         while (slot := self._pop_due(now)) is not None:
             if slot.robots_state is HostRobots.KNOWN and not slot.queue:
-                self._refill(slot)
+                self._windows.refill(slot)
             urgency = ranking.host_priority(self._order, slot.queue, slot.credit, slot.on_disk)
             heapq.heappush(ready, (-urgency, next(self._tie), slot.armed_tie, slot))
         while ready:
@@ -310,7 +270,7 @@ class Scheduler:
                 continue
             if slot.robots_state is HostRobots.UNKNOWN:
                 if slot.robots_fetch is None:
-                    first = slot.queue[0].url if slot.queue else self._peek_url(slot)
+                    first = slot.queue[0].url if slot.queue else self._windows.peek_url(slot)
                     if first is None and slot.refresh:  # only pages due again (a restart)
                         first = slot.refresh[0][2].url
                     if first is None:
@@ -348,38 +308,6 @@ class Scheduler:
         slot.in_flight = True
         self.in_flight += 1
         self._addresses.started(slot)
-
-    def _peek_url(self, slot: HostSlot) -> str | None:
-        self._refill(slot)
-        return slot.queue[0].url if slot.queue else None
-
-    def _pop_entry(self, slot: HostSlot) -> Entry | None:
-        if not slot.queue:
-            self._refill(slot)
-        if not slot.queue:
-            return None
-        self.in_memory -= 1
-        if self._ranked:
-            return ranking.pop_best(slot.queue, slot.credit)
-        return slot.queue.popleft()
-
-    def _refill(self, slot: HostSlot) -> None:
-        if slot.on_disk <= 0:
-            return
-        # Over the memory budget a host still gets one entry, so it keeps moving.
-        limit = self._window if self.in_memory < self._max_in_memory else 1
-        # A ranked order loads the host's best (its loader ignores the sequence);
-        # the credits are in the shard by now, so the loaded scores hold them.
-        rows = self._loader(slot.host, slot.last_seq, limit)
-        if self._ranked:
-            slot.credit = {fp: c for fp, c in slot.credit.items() if c == ranking.FIRST}
-            slot.floor = -math.inf
-        slot.queue.extend(rows)
-        self.in_memory += len(rows)
-        if rows:
-            slot.last_seq = rows[-1].seq
-        # Fewer rows than asked for means the disk holds no more for this host.
-        slot.on_disk = slot.on_disk - len(rows) if len(rows) == limit else 0
 
     # -- completions --------------------------------------------------------
     def finished(self, host: str, now: float, *, wait: float | None = None) -> None:
@@ -443,18 +371,12 @@ class Scheduler:
 
     def _give_up(self, slot: HostSlot) -> None:
         slot.robots_state = HostRobots.GIVEN_UP
-        self.in_memory -= len(slot.queue)
-        slot.queue.clear()
-        slot.on_disk = 0
+        self._windows.clear(slot)
 
     def retry(self, host: str, entry: Entry, now: float, *, wait: float) -> None:
         """The request for ``entry`` failed in a retryable way: try it again first,
         after ``wait`` (back-off or Retry-After), and nothing else on the host sooner."""
-        slot = self._slots[host]
-        slot.queue.appendleft(entry._replace(attempt=entry.attempt + 1))
-        self.in_memory += 1
-        if self._ranked:
-            slot.credit[entry.fp] = ranking.FIRST
+        self._windows.put_back(self._slots[host], entry._replace(attempt=entry.attempt + 1))
         self.finished(host, now, wait=wait)
 
     def abandoned(self, host: str, entry: Entry | None, now: float) -> None:
@@ -469,10 +391,7 @@ class Scheduler:
                 # Counted against the host's page budget when handed out; it will be
                 # again when asked again.
                 slot.pages -= 1
-            slot.queue.appendleft(entry)
-            self.in_memory += 1
-            if self._ranked:
-                slot.credit[entry.fp] = ranking.FIRST
+            self._windows.put_back(slot, entry)
         self.finished(host, now)
 
     def restore_host(self, host: str, *, not_before: float, pages: int) -> None:
@@ -537,9 +456,7 @@ class Scheduler:
             return False
         del self._slots[host]
         # A stale heap entry for it is skipped when popped.
-        self.in_memory -= len(slot.queue)
-        slot.queue.clear()
-        slot.on_disk = 0
+        self._windows.clear(slot)
         return True
 
     def hold(self, held: Callable[[str], bool]) -> None:
@@ -560,6 +477,11 @@ class Scheduler:
     def idle(self) -> bool:
         """Nothing queued, nothing waiting for its time, nothing in flight."""
         return not self._heap and not self._ready and not self._parked and self.in_flight == 0
+
+    @property
+    def in_memory(self) -> int:
+        """Entries held in memory over all hosts (windows.py)."""
+        return self._windows.in_memory
 
     @property
     def hosts(self) -> int:

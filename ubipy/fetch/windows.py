@@ -1,0 +1,128 @@
+"""The hosts' windows: what of each host's frontier the scheduler holds in memory.
+
+A slot holds a window of the host's frontier (``host_window`` entries at most); the
+rest stays on disk and is loaded through ``loader`` when the window runs dry. Entries
+held in memory over all hosts are counted: beyond ``max_in_memory``, new entries stay
+on disk and windows refill one entry at a time, so memory is bounded whatever the
+number of hosts. Under a ranked order (ranking.py) a window holds the best entries it
+has seen, and a host's URLs leave it best first.
+
+No I/O and no clock, as the scheduler (:mod:`ubipy.fetch.politeness`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable
+
+from ubipy.fetch import ranking
+from ubipy.fetch.slots import Entry, HostSlot, Loader
+
+__all__ = ["Windows"]
+
+
+class Windows:
+    def __init__(self, *, window: int, loader: Loader, max_in_memory: int, ranked: bool) -> None:
+        self._window = window
+        self._loader = loader
+        self._max_in_memory = max_in_memory
+        self._ranked = ranked
+        # Entries held in memory over all hosts.
+        self.in_memory = 0
+
+    def add(self, slot: HostSlot, entry: Entry) -> None:
+        """An admitted entry: into the host's window if it has room, else on disk."""
+        room = len(slot.queue) < self._window and self.in_memory < self._max_in_memory
+        if self._ranked:
+            self._offer(slot, entry, room)
+        elif slot.on_disk == 0 and room:
+            slot.queue.append(entry)
+            self.in_memory += 1
+            slot.last_seq = entry.seq
+        else:
+            slot.on_disk += 1
+
+    def _offer(self, slot: HostSlot, entry: Entry, room: bool) -> None:
+        """Under a ranked order a window holds the best entries it has seen: a new
+        one better than its worst takes that one's place (which stays on disk)."""
+        if room:
+            slot.queue.append(entry)
+            slot.floor = min(slot.floor, entry.score)
+            self.in_memory += 1
+            return
+        slot.on_disk += 1
+        if entry.score <= slot.floor:
+            return  # most links of a crawl: the window's worst is at least as good
+        at, low = ranking.worst(slot.queue, slot.credit)
+        # Whether or not it is replaced, nothing left in the window scores under low.
+        slot.floor = low
+        if at >= 0 and entry.score > low:
+            slot.credit.pop(slot.queue[at].fp, None)
+            del slot.queue[at]
+            slot.queue.append(entry)
+
+    def credit(self, slot: HostSlot, fp: int, amount: float) -> None:
+        """Add ``amount`` to a pending entry's score (a ranked order)."""
+        if self._ranked:
+            slot.credit[fp] = slot.credit.get(fp, 0.0) + amount
+
+    def rescore(self, slots: Iterable[HostSlot], scores: dict[int, float]) -> None:
+        """New scores for entries in memory (PageRank recomputed; the shard has them)."""
+        for slot in slots:
+            slot.queue = deque(
+                e._replace(score=scores[e.fp])
+                if e.fp in scores and slot.credit.get(e.fp) != ranking.FIRST
+                else e
+                for e in slot.queue
+            )
+            slot.credit = {fp: c for fp, c in slot.credit.items() if c == ranking.FIRST}
+            slot.floor = -math.inf
+
+    def peek_url(self, slot: HostSlot) -> str | None:
+        """The URL of the host's first entry, loaded from disk (its window is empty)."""
+        self.refill(slot)
+        return slot.queue[0].url if slot.queue else None
+
+    def pop(self, slot: HostSlot) -> Entry | None:
+        """The host's next entry (its best, under a ranked order), if any."""
+        if not slot.queue:
+            self.refill(slot)
+        if not slot.queue:
+            return None
+        self.in_memory -= 1
+        if self._ranked:
+            return ranking.pop_best(slot.queue, slot.credit)
+        return slot.queue.popleft()
+
+    def put_back(self, slot: HostSlot, entry: Entry) -> None:
+        """An entry handed out goes back to the front of its host's window (a retry, an
+        abandoned request): it goes first, whatever its score."""
+        slot.queue.appendleft(entry)
+        self.in_memory += 1
+        if self._ranked:
+            slot.credit[entry.fp] = ranking.FIRST
+
+    def clear(self, slot: HostSlot) -> None:
+        """The host's entries are forgotten, in memory and on disk (given up, dropped)."""
+        self.in_memory -= len(slot.queue)
+        slot.queue.clear()
+        slot.on_disk = 0
+
+    def refill(self, slot: HostSlot) -> None:
+        if slot.on_disk <= 0:
+            return
+        # Over the memory budget a host still gets one entry, so it keeps moving.
+        limit = self._window if self.in_memory < self._max_in_memory else 1
+        # A ranked order loads the host's best (its loader ignores the sequence);
+        # the credits are in the shard by now, so the loaded scores hold them.
+        rows = self._loader(slot.host, slot.last_seq, limit)
+        if self._ranked:
+            slot.credit = {fp: c for fp, c in slot.credit.items() if c == ranking.FIRST}
+            slot.floor = -math.inf
+        slot.queue.extend(rows)
+        self.in_memory += len(rows)
+        if rows:
+            slot.last_seq = rows[-1].seq
+        # Fewer rows than asked for means the disk holds no more for this host.
+        slot.on_disk = slot.on_disk - len(rows) if len(rows) == limit else 0
