@@ -65,6 +65,8 @@ class Lease:
             self.quorum.heard(member_id, sent)
         if answers and self._crawler.paused is not None:
             self._kick.set()
+        elif answers:
+            self._kick.reschedule(self._next_wake(trio.current_time()))
 
     def membership_changed(self, events: Sequence[MemberEvent]) -> None:
         """The members that count, and the base (changed only while the lease holds)."""
@@ -114,6 +116,7 @@ class Lease:
             self._pinged[member_id] = now
         pings = [self._membership.ping(now, m) for m in due]
         self._send([out for out in pings if out is not None])
+        self._kick.reschedule(self._next_wake(now))  # a no-op from the loop itself
 
     def _due_at(self) -> dict[str, float]:
         return {
@@ -121,17 +124,23 @@ class Lease:
             for m, heard in self.quorum.last_heard().items()
         }
 
-    async def run(self) -> None:
+    def _next_wake(self, now: float) -> float:
+        """When the loop must look again: the lease lapsing, or a member due that
+        membership's tick did not ask (it ticks less often than members come due, has
+        stopped, or came late: then half a cadence on). Kept up to date as answers come
+        and ticks ask, so that the loop sleeps through a healthy cluster's life."""
+        expires = self.quorum.expires(now)
+        wake = math.inf if expires is None else expires
+        due = min(self._due_at().values(), default=math.inf)
         membership = self._membership
+        if membership.has_left or membership.config.probe_interval > self._cadence:
+            return min(wake, due)
+        return min(wake, due + self._cadence / 2)
+
+    async def run(self) -> None:
         while True:
             self.check()
             now = trio.current_time()
             self.tick(now)
-            expires = self.quorum.expires(now)
-            deadline = math.inf if expires is None else expires
-            # Membership's tick asks the members due, unless it ticks less often than
-            # they come due (or has stopped): then the loop wakes for them itself.
-            if membership.has_left or membership.config.probe_interval > self._cadence:
-                deadline = min([deadline, *self._due_at().values()])
             # Never "now": a loop that pings on every turn must not spin at one instant.
-            await self._kick.wait(max(deadline, now + self._cadence / 100))
+            await self._kick.wait(max(self._next_wake(now), now + self._cadence / 100))

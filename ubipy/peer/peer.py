@@ -394,12 +394,15 @@ class Peer:
     async def _gossip_loop(self) -> None:
         membership = self.membership
         while True:
-            kicked = await self._gossip_kick.wait(membership.next_deadline())
+            deadline = membership.next_deadline()
+            await self._gossip_kick.wait(deadline)
             now = trio.current_time()
             outgoing = membership.tick(now)
             self._send_membership(outgoing)
             self._membership_events()
-            if not kicked and self._lease is not None:  # on the tick, not a frame's arrival
+            # On membership's timed tick (not a frame's arrival before it): the lease's
+            # pings go with its probe, on one wake-up.
+            if self._lease is not None and deadline is not None and now >= deadline:
                 self._lease.tick(now, outgoing)
 
     def _send_membership(self, outgoing: list[Outgoing]) -> None:

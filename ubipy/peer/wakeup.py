@@ -23,10 +23,11 @@ class Wakeup:
     as one.
     """
 
-    __slots__ = ("_event",)
+    __slots__ = ("_event", "_scope")
 
     def __init__(self) -> None:
         self._event = trio.Event()
+        self._scope: trio.CancelScope | None = None  # the wait in progress
 
     def set(self) -> None:
         """Wake the waiting task, or the next one to wait."""
@@ -43,10 +44,19 @@ class Wakeup:
         Returning re-arms it: a ``set()`` from then on wakes the next wait. Always a
         checkpoint, even when set or past the deadline already.
         """
-        with trio.move_on_at(math.inf if deadline is None else deadline):
-            await self._event.wait()
+        try:
+            with trio.move_on_at(math.inf if deadline is None else deadline) as self._scope:
+                await self._event.wait()
+        finally:
+            self._scope = None
         if not self._event.is_set():
             return False
         # Swapped, not cleared: trio events cannot be, and nothing else waits on it.
         self._event = trio.Event()
         return True
+
+    def reschedule(self, deadline: float | None) -> None:
+        """Move the deadline of the wait in progress, if one is, without waking it
+        (None: no deadline); the next wait takes its own."""
+        if self._scope is not None:
+            self._scope.deadline = math.inf if deadline is None else deadline

@@ -1,0 +1,146 @@
+"""The peer's side of the majority lease, driven by hand on the autojump clock: who is
+asked for a sign of life and when, on membership's tick or by the lease's own loop,
+and a peer pausing when the lease lapses."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import cast
+
+import pytest
+import trio
+import trio.testing
+
+from ubipy.membership import (
+    Member,
+    Membership,
+    MembershipConfig,
+    MemberState,
+    Outgoing,
+    Ping,
+    Quorum,
+)
+from ubipy.peer.crawler import Crawler
+from ubipy.peer.handoff import Handoff
+from ubipy.peer.lease import Lease
+from ubipy.store import Shard
+
+LEASE = 3.0  # a member is asked after a cadence of 1 s without a sign of life
+
+
+class _Crawler:
+    paused: str | None = None
+
+    def pause(self, why: str | None) -> None:
+        self.paused = why
+
+
+class _Handoff:
+    def resumed(self, ids: object) -> None:
+        pass
+
+
+class World:
+    def __init__(self, shard: Shard, probe_interval: float = 1.0) -> None:
+        config = MembershipConfig(probe_interval=probe_interval, probe_timeout=0.5)
+        self.membership = Membership("a", "10.0.0.1:7000", config, random.Random(1))
+        for i, other in enumerate("bc", start=2):
+            self.membership._members[other] = Member(
+                other, f"10.0.0.{i}:7000", MemberState.ALIVE, 0
+            )
+        self.quorum = Quorum("a", "abc", lease=LEASE)
+        self.quorum.set_live("abc")
+        self.crawler = _Crawler()
+        self.pings: list[tuple[float, str]] = []
+        self._unanswered: list[tuple[str, float]] = []
+        self.lease = Lease(
+            self.quorum,
+            self.membership,
+            cast(Crawler, self.crawler),
+            cast(Handoff, _Handoff()),
+            shard,
+            self.sent,
+        )
+
+    def sent(self, outgoing: list[Outgoing]) -> None:
+        for out in outgoing:
+            assert isinstance(out.message, Ping)
+            self.pings.append((trio.current_time(), out.message.target_id))
+            self._unanswered.append((out.message.target_id, trio.current_time()))
+
+    def answer_all(self) -> None:
+        """Every ping of ours so far answered (as membership reports answers)."""
+        answers, self._unanswered = self._unanswered, []
+        self.lease.answered(answers)
+
+
+@pytest.fixture
+def shard(tmp_path: Path) -> Iterator[Shard]:
+    shard = Shard.open(tmp_path)
+    yield shard
+    shard.close()
+
+
+def probe(world: World, target: str) -> list[Outgoing]:
+    """What membership's tick sent: a probe of ``target`` (answered as ours are)."""
+    out = world.membership.ping(trio.current_time(), target)
+    assert out is not None
+    world._unanswered.append((target, trio.current_time()))
+    return [out]
+
+
+async def test_on_membership_s_tick_the_lease_asks_whom_the_probe_did_not(
+    shard: Shard, autojump_clock: trio.testing.MockClock
+) -> None:
+    world = World(shard)
+    async with trio.open_nursery() as nursery:
+        world.lease.answered([("b", 0.0), ("c", 0.0)])
+        nursery.start_soon(world.lease.run)
+        for second in range(1, 11):
+            await trio.sleep_until(second)
+            target = "bc"[second % 2]
+            world.lease.tick(trio.current_time(), probe(world, target))
+            await trio.testing.wait_all_tasks_blocked()
+            world.answer_all()
+        # Each tick, the member not probed is asked; never the one probed, never off
+        # the tick (the loop had nothing to do), and the lease held throughout.
+        assert world.pings == [(float(s), "cb"[s % 2]) for s in range(1, 11)]
+        assert world.crawler.paused is None
+        nursery.cancel_scope.cancel()
+
+
+async def test_without_membership_s_ticks_the_lease_asks_on_its_own(
+    shard: Shard, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A tick late or kept from coming (frames arriving at it): the lease's loop asks
+    the members itself, half a cadence after they came due, and a member that answers
+    keeps the lease."""
+    world = World(shard)
+    async with trio.open_nursery() as nursery:
+        world.lease.answered([("b", 0.0), ("c", 0.0)])
+        nursery.start_soon(world.lease.run)
+        for _ in range(10):
+            await trio.sleep(0.5)
+            world.answer_all()
+        assert world.pings[:2] == [(1.5, "b"), (1.5, "c")]
+        assert world.crawler.paused is None
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_lease_nobody_answers_lapses_on_time_and_comes_back_with_an_answer(
+    shard: Shard, autojump_clock: trio.testing.MockClock
+) -> None:
+    world = World(shard)
+    async with trio.open_nursery() as nursery:
+        world.lease.answered([("b", 0.0), ("c", 0.0)])
+        nursery.start_soon(world.lease.run)
+        await trio.sleep(LEASE - 0.01)
+        assert world.crawler.paused is None
+        await trio.sleep(0.02)
+        assert world.crawler.paused is not None  # no answer for the lease's 3 s
+        world.answer_all()  # the pings it sent meanwhile are answered
+        await trio.testing.wait_all_tasks_blocked()
+        assert world.crawler.paused is None
+        nursery.cancel_scope.cancel()
