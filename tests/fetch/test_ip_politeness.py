@@ -14,6 +14,7 @@ import pytest
 from ubipy.config import CrawlOrder
 from ubipy.fetch import ranking
 from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
+from ubipy.fetch.urls import host_key
 
 ROBOTS_OK = b"User-agent: *\nAllow: /\n"
 
@@ -323,9 +324,11 @@ def test_hosts_waiting_for_an_address_are_all_served_whatever_happens_to_them() 
     """Random runs in which hosts on a few addresses get new links while they wait,
     are held and released, are dropped, have pages robots.txt forbids, names that
     expire (and move to another address, as DNS round robin or a new server does,
-    while they wait for the old one) and pages due again that new plans bring forward
-    or put off: every page of every host still here is asked or skipped, never two of
-    a host or of an address at once, and none waits for ever for its address."""
+    while they wait for the old one), pages due again that new plans bring forward
+    or put off, and robots.txt redirected to another host's (hops.py) or to https:
+    every page of every host still here is asked or skipped, never two of a host or
+    of an address at once, never two requests to one host (hops included) less than
+    its delay apart, and none waits for ever for its address or a hop's target."""
     for seed in range(20):
         _random_run(random.Random(seed))
 
@@ -340,6 +343,12 @@ def _random_run(rng: random.Random) -> None:
     answered = dict.fromkeys(hosts, 0)
     dropped: set[str] = set()
     robots = b"User-agent: *\nDisallow: /p1\n"
+    # robots.txt redirected: to another host's here, to one this peer has no slot
+    # for, to the host's own over https (no hop).
+    hub, h3 = "http://hub.test/robots.txt", "http://h3.test/robots.txt"
+    moved = {"h0.test": h3, "h1.test": h3, "h2.test": h3, "h4.test": hub, "h6.test": hub}
+    moved["h5.test"] = "https://h5.test/robots.txt"
+    asked: dict[str, float] = {}  # host a request went to -> when its last one ended
 
     def add(host: str, n: int) -> None:
         for _ in range(n):
@@ -380,7 +389,12 @@ def _random_run(rng: random.Random) -> None:
                 answered[job.host] += 1
             else:
                 address = hosts[job.host]
+                target = host_key(job.url)
                 assert all(job.host != other.host for _, other, _ in running)
+                assert all(target != host_key(other.url) for _, other, _ in running)
+                # A host dropped (handed to another peer) is that peer's to be polite to.
+                if target not in dropped:
+                    assert now >= asked.get(target, -1e9) + 0.05 - 1e-9
                 assert all(address != other for _, _, other in running)
                 assert now >= ended.get(address, -1e9) + 0.2 - 1e-9
                 running.append((now + rng.uniform(0.01, 0.3), job, address))
@@ -389,7 +403,12 @@ def _random_run(rng: random.Random) -> None:
             end, done, address = running.pop(0)
             now = max(now, end)
             ended[address] = now
-            if done.kind is JobKind.ROBOTS:
+            asked[host_key(done.url)] = now
+            if done.kind is JobKind.ROBOTS and done.url == f"http://{done.host}/robots.txt":
+                to = moved.get(done.host)
+                status = 200 if to is None else 301
+                s.robots_answer(done.host, now, status=status, location=to, body=robots)
+            elif done.kind is JobKind.ROBOTS:
                 s.robots_answer(done.host, now, status=200, location=None, body=robots)
             else:
                 assert done.entry is not None

@@ -5,7 +5,8 @@ and is loaded through ``loader`` when the window runs dry: windows.py), whether 
 request is in flight, the host's delay and the time its next request is allowed. Hosts
 that are ready wait in a heap keyed by that time. robots.txt is resolved
 through the same slot before the host's first page, so its requests obey the
-same politeness as pages.
+same politeness as pages; a redirect of it to another host waits for that host's
+(hops.py).
 
 Among the hosts whose time has come, the crawl order (``--order``, ranking.py)
 chooses which goes next and which of its URLs; a continuous crawl (``--recrawl``)
@@ -25,11 +26,12 @@ from collections.abc import Callable
 from ubipy.config import CrawlConfig, CrawlOrder
 from ubipy.fetch import ranking
 from ubipy.fetch.addresses import AddressRule
+from ubipy.fetch.hops import HopRule
 from ubipy.fetch.robots import RobotsDecision, RobotsFetch, retry_delay
 from ubipy.fetch.sitemaps import is_sitemap
 from ubipy.fetch.slots import Entry, HostRobots, HostSlot, Job, JobKind, Loader
 from ubipy.fetch.throttle import Pace, SlowHost, ThrottleRules
-from ubipy.fetch.urls import robots_url
+from ubipy.fetch.urls import host_key, robots_url
 from ubipy.fetch.windows import Windows
 
 # Seconds a walk over every host for the slowest ones is given again (see slowest()).
@@ -67,6 +69,12 @@ class Scheduler:
             delay if ip_delay is None else ip_delay,
             self._push,
             lambda slot: self._slots.get(slot.host) is slot,
+        )
+        self._hops = HopRule(
+            self._push,
+            lambda slot: self._slots.get(slot.host) is slot,
+            lambda host: self._slots.get(host),
+            lambda host: self.delay_of(s) if (s := self._slots.get(host)) else self._delay,
         )
         self._windows = Windows(
             window=window, loader=loader, max_in_memory=max_in_memory, ranked=order.ranked
@@ -248,7 +256,7 @@ class Scheduler:
         while (slot := self._next_due(now)) is not None:
             host = slot.host
             if self._slots.get(host) is not slot:
-                self._addresses.passed(slot)
+                self._pass(slot)
                 continue  # dropped while armed
             if slot.next_allowed > now:
                 # Told to wait longer after it was armed (a mark taken over from
@@ -259,14 +267,22 @@ class Scheduler:
                 # Its previous owner has not handed it over yet: park it.
                 self._parked.append(slot)
                 self._addresses.set_aside(slot)
+                self._hops.set_aside(slot)
                 continue
             slot.armed = False
             if self._resolve is not None and now >= slot.resolved_until and self._resolve(host):
                 slot.in_flight = True
                 self.in_flight += 1
-                self._addresses.passed(slot)
+                self._pass(slot)
                 return Job(JobKind.RESOLVE, host, "")
             if not self._addresses.may_start(slot, now):
+                self._hops.passed(slot)
+                continue
+            # The host the request goes to: another when robots.txt was redirected
+            # there, which waits for that host's turn and time as its own slot would.
+            target = self._target(slot)
+            if not self._hops.may_start(slot, target, now):
+                self._addresses.passed(slot)
                 continue
             if slot.robots_state is HostRobots.UNKNOWN:
                 if slot.robots_fetch is None:
@@ -274,15 +290,15 @@ class Scheduler:
                     if first is None and slot.refresh:  # only pages due again (a restart)
                         first = slot.refresh[0][2].url
                     if first is None:
-                        self._addresses.passed(slot)
+                        self._pass(slot)
                         continue
                     slot.robots_fetch = RobotsFetch(robots_url(first))
-                self._start_request(slot)
+                self._start_request(slot, target)
                 return Job(JobKind.ROBOTS, host, slot.robots_fetch.url)
             entry = self._take(slot, now)
             if entry is None:
                 self._arm(slot)  # only pages due later: back in the heap for then
-                self._addresses.passed(slot)
+                self._pass(slot)
                 continue
             assert slot.robots is not None
             reason = None
@@ -295,19 +311,34 @@ class Scheduler:
                 # No request was made, so the host's next-allowed time stands.
                 self._arm(slot)
                 if not slot.armed:  # nothing more to ask
-                    self._addresses.passed(slot)
+                    self._pass(slot)
                 return Job(JobKind.SKIP, host, entry.url, entry, reason)
             if fresh:
                 slot.pages += 1
-            self._start_request(slot)
+            self._start_request(slot, target)
             kind = JobKind.SITEMAP if is_sitemap(entry.depth) else JobKind.PAGE
             return Job(kind, host, entry.url, entry)
         return None
 
-    def _start_request(self, slot: HostSlot) -> None:
+    def _start_request(self, slot: HostSlot, target: str) -> None:
         slot.in_flight = True
         self.in_flight += 1
         self._addresses.started(slot)
+        self._hops.started(slot, target)
+
+    def _pass(self, slot: HostSlot) -> None:
+        """The host makes no request now: a turn it had (address, hop target) passes on."""
+        self._addresses.passed(slot)
+        self._hops.passed(slot)
+
+    @staticmethod
+    def _target(slot: HostSlot) -> str:
+        """The host the slot's next request goes to: its own, unless its robots.txt
+        was redirected (a hop's target may be its own host: http to https)."""
+        fetch = slot.robots_fetch
+        if slot.robots_state is HostRobots.UNKNOWN and fetch is not None and fetch.redirects:
+            return host_key(fetch.url)
+        return slot.host
 
     # -- completions --------------------------------------------------------
     def finished(self, host: str, now: float, *, wait: float | None = None) -> None:
@@ -318,6 +349,7 @@ class Scheduler:
         delay = self.delay_of(slot)
         slot.next_allowed = now + (delay if wait is None else max(wait, delay))
         self._addresses.ended(slot, now)
+        self._hops.ended(slot, now)
         self._arm(slot)
 
     def defer_address(self, address: str, until: float) -> None:
@@ -351,6 +383,7 @@ class Scheduler:
         self.in_flight -= 1
         slot.resolved_until, slot.lookup_failures = until, 0
         self._addresses.resolved(slot, address)
+        self._hops.freed(slot)
         self._arm(slot)
 
     def lookup_failed(self, host: str, now: float, *, final: bool = False) -> bool:
@@ -363,9 +396,11 @@ class Scheduler:
         slot.lookup_failures += 1
         if final or slot.lookup_failures >= self._robots_max_attempts:
             self._give_up(slot)
+            self._hops.freed(slot)
             return True
         wait = retry_delay(slot.lookup_failures, self._robots_retry_base)
         slot.next_allowed = max(slot.next_allowed, now + wait)
+        self._hops.freed(slot)
         self._arm(slot)
         return False
 

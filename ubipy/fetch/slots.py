@@ -97,6 +97,10 @@ class HostSlot:
     lookup_failures: int = 0
     # In its address's queue (addresses.py): the address was busy, or waited for.
     waits_for_ip: bool = False
+    # The host its request in flight goes to, when another (robots.txt redirected
+    # there: hops.py); the host whose queue it waits in, or whose turn it has.
+    hop: str | None = None
+    hop_wait: str | None = None
     # How the host answers (throttle.py), once it has: its delay follows it.
     pace: Pace | None = None
     # Under a ranked order: score added to entries in ``queue`` since they were

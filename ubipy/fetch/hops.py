@@ -1,0 +1,184 @@
+"""Requests a host's slot makes to another host: its robots.txt redirected there.
+
+A host's robots.txt may answer with a redirect to another host's (subdomains to
+``www``, a hosting provider's shared file). The hop is requested through the host's
+own slot, but it lands on the other host, the target, which must not see more of
+this peer than its own slot would give it: one request in flight at once, whether a
+hop or its own slot's, and its delay between two. Hops to one host therefore take
+turns as hosts sharing an address do (addresses.py): a host whose hop finds its
+target busy waits in the target's queue, holding no request and not asked again, and
+gets the target's turn when the request in flight there ends, due when the target's
+delay is over. The target's own slot, if this peer has one, waits for a hop in flight
+to it in the same queue. A redirect to the host itself (http to https) is no hop.
+
+No I/O and no clock, as the scheduler.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ubipy.fetch.slots import HostSlot
+
+__all__ = ["HopRule"]
+
+# Targets kept before the first sweep of those with nothing left to say (addresses.py).
+_SWEEP_AT = 1024
+
+
+@dataclass(slots=True)
+class _Target:
+    # A hop to the host is in flight (its own slot's requests are the slot's).
+    in_flight: bool = False
+    # No hop before this: the host's delay after the last hop to it.
+    next_allowed: float = 0.0
+    # Hosts that found the host busy; an entry whose slot no longer ``hop_wait``s
+    # for the host is stale and skipped.
+    waiting: deque[HostSlot] | None = None
+    # The waiting host put back among the ready ones to have the host next.
+    turn: HostSlot | None = None
+
+
+class HopRule:
+    """The hosts other hosts' robots.txt redirected to, and who may ask each when.
+
+    ``push(slot, when)`` puts a host back among the ready ones at ``when``;
+    ``current(slot)`` tells whether a host is still the scheduler's; ``own(host)`` is
+    the host's own slot, if the scheduler has one; ``delay(host)`` its delay."""
+
+    def __init__(
+        self,
+        push: Callable[[HostSlot, float], None],
+        current: Callable[[HostSlot], bool],
+        own: Callable[[str], HostSlot | None],
+        delay: Callable[[str], float],
+    ) -> None:
+        self._push = push
+        self._current = current
+        self._own = own
+        self._delay = delay
+        self._targets: dict[str, _Target] = {}
+        self._sweep_at = _SWEEP_AT
+
+    def __len__(self) -> int:
+        return len(self._targets)
+
+    def may_start(self, slot: HostSlot, target: str, now: float) -> bool:
+        """Whether ``slot`` may make a request to ``target`` (its own host, or the
+        host its robots.txt was redirected to) now; if not, it waits for it (queued
+        on the target, or back among the ready hosts at the target's time)."""
+        t = self._targets.get(target)
+        own = None if target == slot.host else self._own(target)
+        if t is None and own is None:
+            return True
+        busy = own is not None and own.in_flight
+        if t is not None and (t.in_flight or (t.turn is not None and t.turn is not slot)):
+            busy = True
+        if busy:
+            if t is None:
+                t = self._targets[target] = _Target()
+            if t.waiting is None:
+                t.waiting = deque()
+            if t.turn is slot:  # its turn, taken meanwhile: first in the queue again
+                t.turn = None
+                slot.hop_wait = target
+                t.waiting.appendleft(slot)
+            elif slot.hop_wait != target:
+                slot.hop_wait = target
+                t.waiting.append(slot)
+            return False
+        when = max(
+            -math.inf if t is None else t.next_allowed,
+            -math.inf if own is None else own.next_allowed,
+        )
+        if when > now:
+            self._push(slot, when)
+            return False
+        return True
+
+    def started(self, slot: HostSlot, target: str) -> None:
+        """``slot``'s request to ``target`` starts (after :meth:`may_start` said yes)."""
+        if slot.hop_wait is not None and slot.hop_wait != target:
+            self.passed(slot)
+        slot.hop_wait = None
+        t = self._targets.get(target)
+        if t is not None and t.turn is slot:
+            t.turn = None
+        if target != slot.host:
+            if t is None:
+                t = self._targets[target] = _Target()
+            t.in_flight = True
+            slot.hop = target
+
+    def ended(self, slot: HostSlot, now: float) -> None:
+        """A request of ``slot`` ended at ``now``: a hop's target waits its delay, then
+        the first host waiting for it has its turn; so does ``slot``'s own host's."""
+        target = slot.hop
+        if target is not None:
+            slot.hop = None
+            t = self._targets.get(target)
+            if t is not None:
+                t.in_flight = False
+                t.next_allowed = max(t.next_allowed, now + self._delay(target))
+                self._free(t, target)
+        self.freed(slot)
+        if len(self._targets) >= self._sweep_at:
+            self._sweep(now)
+
+    def freed(self, slot: HostSlot) -> None:
+        """``slot`` has nothing in flight any more (a request or a lookup ended): hops
+        waiting for its host may go."""
+        t = self._targets.get(slot.host)
+        if t is not None:
+            self._free(t, slot.host)
+
+    def passed(self, slot: HostSlot) -> None:
+        """The host will not use the turn it has now (dropped, held, nothing to ask,
+        waiting for its address): the next host waiting gets it."""
+        target = slot.hop_wait
+        t = None if target is None else self._targets.get(target)
+        if target is not None and t is not None and t.turn is slot:
+            t.turn = None
+            slot.hop_wait = None
+            self._free(t, target)
+
+    def set_aside(self, slot: HostSlot) -> None:
+        """The host is held: it leaves the queue it waited in, and its turn."""
+        self.passed(slot)
+        slot.hop_wait = None
+
+    def _free(self, t: _Target, target: str) -> None:
+        """Give ``target``'s turn to the first host still waiting for it, unless a
+        request to it is in flight (its end will) or another host has the turn."""
+        own = self._own(target)
+        if t.in_flight or t.turn is not None or (own is not None and own.in_flight):
+            return
+        waiting = t.waiting
+        while waiting:
+            other = waiting.popleft()
+            if not waiting:
+                t.waiting = None
+            if other.hop_wait != target:
+                continue  # it went since, or was held
+            if not self._current(other) or other.in_flight:
+                other.hop_wait = None
+                continue  # dropped, or its lookup is in flight: it asks again after
+            t.turn = other
+            when = max(other.next_allowed, t.next_allowed)
+            if own is not None and own is not other:
+                when = max(when, own.next_allowed)
+            if not other.armed or other.armed_at > when:
+                self._push(other, when)
+            return
+
+    def _sweep(self, now: float) -> None:
+        """Forget the targets that are free, past their delay and waited for by nobody."""
+        self._targets = {
+            k: t
+            for k, t in self._targets.items()
+            if t.in_flight or t.next_allowed > now or t.waiting or t.turn is not None
+        }
+        self._sweep_at = max(_SWEEP_AT, 2 * len(self._targets))
