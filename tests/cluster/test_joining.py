@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import random
 import re
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 
 import trio
 import trio.testing
 
-from tests.cluster.harness import cluster, host_of
+from tests.cluster.harness import Cluster, cluster, host_of
 from ubipy.synthweb import SyntheticWeb, WebSpec
 
 WEB = SyntheticWeb(WebSpec(seed=3, hosts=4, pages_per_host=2))
@@ -89,3 +90,39 @@ async def test_a_lone_peer_keeps_trying_backs_off_and_says_why(
             await lone.wait_count(r"member \w+ joined", 1)
         assert lone.peer.status().joining == 0
         assert member.peer.membership.alive_ids() == {lone.peer_id, member.peer_id}
+
+
+async def test_a_new_peer_on_a_dead_peer_s_address_joins_at_once(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A machine replaced (or a data directory wiped) on the same HOST:PORT before the
+    cluster saw the old peer dead: the new peer (a new id) is seen alive by all within
+    seconds; once the others know it, none of their frames is refused as meant for the
+    old one, and none of them is turned away as a stranger."""
+    for seed in range(4):
+        async with cluster(tmp_path / f"s{seed}", WEB, seed=seed) as c:
+            await _replace_on_the_same_address(c, tmp_path / f"s{seed}" / "fresh")
+
+
+async def _replace_on_the_same_address(c: Cluster, fresh: Path) -> None:
+    sims = [await c.start(0, port=PORT)]
+    for i in (1, 2):
+        sims.append(await c.start(i, port=PORT, join=sims[0]))
+    everyone = {s.peer_id for s in sims}
+    with trio.fail_after(60):
+        await c.wait_until(lambda: all(s.peer.membership.alive_ids() == everyone for s in sims))
+    await c.kill(sims[2])
+    new = await c.start(2, port=PORT, join=sims[0], tune=lambda cfg: replace(cfg, data_dir=fresh))
+    assert new.peer_id != sims[2].peer_id and new.address == sims[2].address
+    # Frames sent to the old one before the others heard of the new one are refused.
+    c.misdirected_allowed.add(new.peer_id)
+    with trio.fail_after(10):
+        await c.wait_until(
+            lambda: all(new.peer_id in s.peer.membership.alive_ids() for s in sims[:2])
+        )
+    refused = new.peer.links.stats.rejected["MISDIRECTED"]
+    await trio.sleep(30)
+    assert all(new.peer_id in s.peer.membership.alive_ids() for s in sims[:2])
+    assert new.peer.crawler.paused is None
+    assert new.peer.links.stats.rejected["MISDIRECTED"] == refused
+    assert new.peer.links.stats.cut["barred"] == 0

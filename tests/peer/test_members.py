@@ -31,6 +31,18 @@ def test_frames_name_the_live_member_at_an_address_and_any_peer_elsewhere(
         assert book.recipient("10.0.0.3:7000") == "gone"
         assert book.recipient("10.0.0.4:7000") == "slow"
         assert book.recipient("10.0.0.9:7000") == ""
+        # A new peer on an address whose old one is not seen dead yet, or two gone from
+        # one address: which is there is not sure, so any peer there takes the frame.
+        book.changed(
+            [
+                Member("old", "10.0.0.2:7000", MemberState.ALIVE, 3),
+                Member("new", "10.0.0.2:7000", MemberState.ALIVE, 0),
+                Member("gone", "10.0.0.3:7000", MemberState.LEFT, 1),
+                Member("dead", "10.0.0.3:7000", MemberState.DEAD, 1),
+            ]
+        )
+        assert book.recipient("10.0.0.2:7000") == ""
+        assert book.recipient("10.0.0.3:7000") == ""
     finally:
         shard.close()
 

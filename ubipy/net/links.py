@@ -125,6 +125,7 @@ class _Conn:
         links = self.links
         accepted = not self.address
         bad_run = 0
+        misdirected = False
         if accepted:
             self.scope.deadline = trio.current_time() + AUTH_PATIENCE
         try:
@@ -148,6 +149,14 @@ class _Conn:
                             with trio.move_on_after(_CLOSE_PATIENCE):
                                 await self.stream.send_all(REFUSAL)
                             return
+                        if event.reason is RejectReason.MISDIRECTED:
+                            # Authentic, but for another peer: a member whose view of
+                            # who is at this address is stale (a new peer on a dead
+                            # one's address), or a captured frame replayed. Neither
+                            # authenticates the connection; neither counts against the
+                            # source (on loopback, every member's).
+                            misdirected = True
+                            continue
                         bad_run += 1
                         if bad_run >= MAX_BAD_FRAMES:
                             self._cut("bad_frames")
@@ -179,7 +188,7 @@ class _Conn:
             self.closed = True
             if accepted:
                 links.accepted.closed(self)
-                if not self.reader.frames and self.source != "?":
+                if not self.reader.frames and not misdirected and self.source != "?":
                     strikes = links.strikes
                     if strikes.failed(self.source, trio.current_time()):
                         # Once per penalty per source at most: past the rate limit.

@@ -32,10 +32,20 @@ class MemberBook:
         return self._ids.get(address, "")
 
     def changed(self, members: Sequence[Member]) -> None:
-        """Membership changed: the members by address, a live one over one dead or gone
-        that had the same address."""
-        ids = {m.address: m.id for m in members if m.state not in LIVE_STATES}
-        ids.update({m.address: m.id for m in members if m.state in LIVE_STATES})
+        """Membership changed: the member at each address, where one is sure. Of those
+        that had one address, the one live if only one is; where none is live or
+        several are (a new peer on a dead one's address, before the others see the old
+        one dead), none is named and any peer there takes the frame: membership's own
+        messages name their member, so the new one still refuses what was meant for the
+        old."""
+        claims: dict[str, list[Member]] = {}
+        for member in members:
+            claims.setdefault(member.address, []).append(member)
+        ids: dict[str, str] = {}
+        for address, claimants in claims.items():
+            live = [m for m in claimants if m.state in LIVE_STATES]
+            if len(claimants) == 1 or len(live) == 1:
+                ids[address] = (live or claimants)[0].id
         self._ids = ids
 
     def remember(self, members: Sequence[Member]) -> None:
