@@ -311,3 +311,28 @@ async def test_a_member_connection_is_idle_until_a_frame_ends_not_a_byte_arrives
         assert trio.current_time() - start <= IDLE_TIMEOUT
         assert peer.stats.cut["idle"] == 1
         nursery.cancel_scope.cancel()
+
+
+async def test_a_member_s_large_frame_on_a_slow_link_is_not_idle(
+    net: MemoryNetwork, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A frame coming steadily (64 KiB every 100 s) keeps its connection, however long
+    the whole frame takes."""
+    inbox = Inbox()
+    async with trio.open_nursery() as nursery:
+        peer = await start_peer(net, nursery, inbox)
+        writer = FrameWriter(KEY, "member", new_epoch())
+        conn = await net.node("10.0.0.2").connect(PEER)
+        seed = Seed(("http://a.test/",))
+        await conn.send_all(writer.frame(seed.KIND, seed.to_wire(), time.time(), to="peer"))
+        big = Seed(tuple(f"http://a.test/{i:06d}/{'x' * 80}" for i in range(10_000)))
+        data = writer.frame(big.KIND, big.to_wire(), time.time(), to="peer")
+        assert len(data) > 15 * 65_536  # over 25 minutes at this pace
+        for start in range(0, len(data), 65_536):
+            await conn.send_all(data[start : start + 65_536])
+            await trio.sleep(IDLE_TIMEOUT * 0.8)
+        with trio.fail_after(1):
+            await inbox.wait_for(2)
+        assert inbox.got == [seed, big]
+        assert peer.stats.cut["idle"] == 0
+        nursery.cancel_scope.cancel()

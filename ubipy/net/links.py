@@ -52,6 +52,9 @@ from ubipy.wire import (
 log = logging.getLogger(__name__)
 
 _READ_SIZE = 65_536
+# Bytes of a frame that put back a member connection's idle deadline, as a whole frame
+# does: a large frame on a slow link goes on, a trickle does not.
+_STEADY = 65_536
 # How long a forgotten connection waits for the frames being written on it.
 _CLOSE_PATIENCE = 1.0
 
@@ -126,6 +129,7 @@ class _Conn:
         accepted = not self.address
         bad_run = 0
         misdirected = False
+        moved = 0  # bytes since the idle deadline was last put back
         if accepted:
             self.scope.deadline = trio.current_time() + AUTH_PATIENCE
         try:
@@ -136,6 +140,11 @@ class _Conn:
                         data = await self.stream.receive_some(_READ_SIZE)
                         links.stats.bytes_in += len(data)
                         self.reader.receive_data(bytes(data))
+                        moved += len(data)
+                        if accepted and self.reader.frames and moved >= _STEADY:
+                            # A member's large frame on a slow link, coming steadily.
+                            self.scope.deadline = trio.current_time() + IDLE_TIMEOUT
+                            moved = 0
                         continue
                     if event is CLOSED:
                         self._closed_by_reader()
@@ -169,9 +178,11 @@ class _Conn:
                         if self.reader.frames == 1:
                             links.accepted.authenticated(self)
                             links.strikes.cleared(self.source)
-                        # Idle is measured in frames, not bytes: a byte now and then of
-                        # a frame that never ends does not hold the connection.
+                        # Idle is measured in frames, or in _STEADY bytes of one: a
+                        # byte now and then of a frame that never ends does not hold
+                        # the connection.
                         self.scope.deadline = trio.current_time() + IDLE_TIMEOUT
+                        moved = 0
                     if self.address:
                         links.trouble.pop(self.address, None)
                     links.stats.frames_in[event.type.name] += 1
