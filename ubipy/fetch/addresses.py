@@ -19,28 +19,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from ubipy.fetch.gates import Gate, Gates
 from ubipy.fetch.slots import HostSlot
 
 __all__ = ["AddressRule"]
-
-# Addresses kept before the first sweep of those with nothing left to say; after a
-# sweep, twice as many as it kept (so a sweep costs O(1) a request, amortised).
-_SWEEP_AT = 1024
-
-
-@dataclass(slots=True)
-class _Address:
-    in_flight: bool = False
-    next_allowed: float = 0.0
-    # Hosts that came up while a request to the address was in flight; an entry
-    # whose host is no longer marked ``waits_for_ip`` is stale and skipped. Made when
-    # first needed: an empty deque takes 760 bytes, and a crawl meets an address for
-    # most of its hosts, few of them shared.
-    waiting: deque[HostSlot] | None = None
-    # The waiting host put back among the ready ones to have the address next.
-    turn: HostSlot | None = None
 
 
 class AddressRule:
@@ -58,8 +41,7 @@ class AddressRule:
         self._delay = delay
         self._push = push
         self._current = current
-        self._addresses: dict[str, _Address] = {}
-        self._sweep_at = _SWEEP_AT
+        self._addresses = Gates()
 
     def __len__(self) -> int:
         return len(self._addresses)
@@ -112,8 +94,7 @@ class AddressRule:
         ip.next_allowed = now + self._delay
         if ip.turn is None:
             self._give_turn(ip)
-        if len(self._addresses) >= self._sweep_at:
-            self._sweep(now)
+        self._addresses.sweep(now)
 
     def defer(self, address: str, until: float) -> None:
         """No request to ``address`` before ``until`` (another peer has it, and its
@@ -145,18 +126,15 @@ class AddressRule:
             if not ip.in_flight:
                 self._give_turn(ip)
 
-    def _of(self, slot: HostSlot) -> _Address | None:
+    def _of(self, slot: HostSlot) -> Gate | None:
         """The host's address, if it has one and the rule knows it."""
         return None if slot.address is None else self._addresses.get(slot.address)
 
-    def _entry(self, address: str) -> _Address:
+    def _entry(self, address: str) -> Gate:
         """The address, made if the rule does not know it (or swept it)."""
-        ip = self._addresses.get(address)
-        if ip is None:
-            ip = self._addresses[address] = _Address()
-        return ip
+        return self._addresses.entry(address)
 
-    def _give_turn(self, ip: _Address) -> None:
+    def _give_turn(self, ip: Gate) -> None:
         """The first host still waiting for ``ip`` goes back among the ready hosts,
         due when the address's delay is over (or its own, if later)."""
         waiting = ip.waiting
@@ -178,13 +156,3 @@ class AddressRule:
             if not other.armed or other.armed_at > when:
                 self._push(other, when)
             return
-
-    def _sweep(self, now: float) -> None:
-        """Forget the addresses that are free, past their delay, and waited for by
-        nobody: one per host ever looked up would otherwise stay for the whole crawl."""
-        self._addresses = {
-            a: ip
-            for a, ip in self._addresses.items()
-            if ip.in_flight or ip.next_allowed > now or ip.waiting or ip.turn is not None
-        }
-        self._sweep_at = max(_SWEEP_AT, 2 * len(self._addresses))

@@ -19,27 +19,11 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from ubipy.fetch.gates import Gate, Gates
 from ubipy.fetch.slots import HostSlot
 
 __all__ = ["HopRule"]
-
-# Targets kept before the first sweep of those with nothing left to say (addresses.py).
-_SWEEP_AT = 1024
-
-
-@dataclass(slots=True)
-class _Target:
-    # A hop to the host is in flight (its own slot's requests are the slot's).
-    in_flight: bool = False
-    # No hop before this: the host's delay after the last hop to it.
-    next_allowed: float = 0.0
-    # Hosts that found the host busy; an entry whose slot no longer ``hop_wait``s
-    # for the host is stale and skipped.
-    waiting: deque[HostSlot] | None = None
-    # The waiting host put back among the ready ones to have the host next.
-    turn: HostSlot | None = None
 
 
 class HopRule:
@@ -60,8 +44,7 @@ class HopRule:
         self._current = current
         self._own = own
         self._delay = delay
-        self._targets: dict[str, _Target] = {}
-        self._sweep_at = _SWEEP_AT
+        self._targets = Gates()
 
     def __len__(self) -> int:
         return len(self._targets)
@@ -79,7 +62,7 @@ class HopRule:
             busy = True
         if busy:
             if t is None:
-                t = self._targets[target] = _Target()
+                t = self._targets.entry(target)
             if t.waiting is None:
                 t.waiting = deque()
             if t.turn is slot:  # its turn, taken meanwhile: first in the queue again
@@ -109,7 +92,7 @@ class HopRule:
             t.turn = None
         if target != slot.host:
             if t is None:
-                t = self._targets[target] = _Target()
+                t = self._targets.entry(target)
             t.in_flight = True
             slot.hop = target
 
@@ -125,8 +108,7 @@ class HopRule:
                 t.next_allowed = max(t.next_allowed, now + self._delay(target))
                 self._free(t, target)
         self.freed(slot)
-        if len(self._targets) >= self._sweep_at:
-            self._sweep(now)
+        self._targets.sweep(now)
 
     def freed(self, slot: HostSlot) -> None:
         """``slot`` has nothing in flight any more (a request or a lookup ended): hops
@@ -150,7 +132,7 @@ class HopRule:
         self.passed(slot)
         slot.hop_wait = None
 
-    def _free(self, t: _Target, target: str) -> None:
+    def _free(self, t: Gate, target: str) -> None:
         """Give ``target``'s turn to the first host still waiting for it, unless a
         request to it is in flight (its end will) or another host has the turn."""
         own = self._own(target)
@@ -173,12 +155,3 @@ class HopRule:
             if not other.armed or other.armed_at > when:
                 self._push(other, when)
             return
-
-    def _sweep(self, now: float) -> None:
-        """Forget the targets that are free, past their delay and waited for by nobody."""
-        self._targets = {
-            k: t
-            for k, t in self._targets.items()
-            if t.in_flight or t.next_allowed > now or t.waiting or t.turn is not None
-        }
-        self._sweep_at = max(_SWEEP_AT, 2 * len(self._targets))
