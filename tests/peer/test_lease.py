@@ -5,7 +5,8 @@ and a peer pausing when the lease lapses."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import cast
 
@@ -83,6 +84,17 @@ def shard(tmp_path: Path) -> Iterator[Shard]:
     shard.close()
 
 
+@asynccontextmanager
+async def running(shard: Shard) -> AsyncIterator[World]:
+    """A lease running, every member heard from at time 0."""
+    world = World(shard)
+    async with trio.open_nursery() as nursery:
+        world.lease.answered([("b", 0.0), ("c", 0.0)])
+        nursery.start_soon(world.lease.run)
+        yield world
+        nursery.cancel_scope.cancel()
+
+
 def probe(world: World, target: str) -> list[Outgoing]:
     """What membership's tick sent: a probe of ``target`` (answered as ours are)."""
     out = world.membership.ping(trio.current_time(), target)
@@ -94,10 +106,7 @@ def probe(world: World, target: str) -> list[Outgoing]:
 async def test_on_membership_s_tick_the_lease_asks_whom_the_probe_did_not(
     shard: Shard, autojump_clock: trio.testing.MockClock
 ) -> None:
-    world = World(shard)
-    async with trio.open_nursery() as nursery:
-        world.lease.answered([("b", 0.0), ("c", 0.0)])
-        nursery.start_soon(world.lease.run)
+    async with running(shard) as world:
         for second in range(1, 11):
             await trio.sleep_until(second)
             target = "bc"[second % 2]
@@ -108,7 +117,6 @@ async def test_on_membership_s_tick_the_lease_asks_whom_the_probe_did_not(
         # the tick (the loop had nothing to do), and the lease held throughout.
         assert world.pings == [(float(s), "cb"[s % 2]) for s in range(1, 11)]
         assert world.crawler.paused is None
-        nursery.cancel_scope.cancel()
 
 
 async def test_without_membership_s_ticks_the_lease_asks_on_its_own(
@@ -117,25 +125,18 @@ async def test_without_membership_s_ticks_the_lease_asks_on_its_own(
     """A tick late or kept from coming (frames arriving at it): the lease's loop asks
     the members itself, half a cadence after they came due, and a member that answers
     keeps the lease."""
-    world = World(shard)
-    async with trio.open_nursery() as nursery:
-        world.lease.answered([("b", 0.0), ("c", 0.0)])
-        nursery.start_soon(world.lease.run)
+    async with running(shard) as world:
         for _ in range(10):
             await trio.sleep(0.5)
             world.answer_all()
         assert world.pings[:2] == [(1.5, "b"), (1.5, "c")]
         assert world.crawler.paused is None
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_lease_nobody_answers_lapses_on_time_and_comes_back_with_an_answer(
     shard: Shard, autojump_clock: trio.testing.MockClock
 ) -> None:
-    world = World(shard)
-    async with trio.open_nursery() as nursery:
-        world.lease.answered([("b", 0.0), ("c", 0.0)])
-        nursery.start_soon(world.lease.run)
+    async with running(shard) as world:
         await trio.sleep(LEASE - 0.01)
         assert world.crawler.paused is None
         await trio.sleep(0.02)
@@ -143,4 +144,3 @@ async def test_a_lease_nobody_answers_lapses_on_time_and_comes_back_with_an_answ
         world.answer_all()  # the pings it sent meanwhile are answered
         await trio.testing.wait_all_tasks_blocked()
         assert world.crawler.paused is None
-        nursery.cancel_scope.cancel()
