@@ -106,6 +106,9 @@ faster in that spell, so the 3% did not show).
 **8.41** in the first run (ubipy 0.58 ms a page, Scrapy 4.85), then **11.88** with
 `--repeat 3` (medians 0.40 and 4.73 ms; ubipy 0.40-0.46, Scrapy 4.18-4.87). Here ubipy's page
 costs a third to a half of what it cost on the last machine, Scrapy's about two thirds.
+2026-12-04 (the twenty-second session, the same kind of machine; 8ffe699, after its
+changes to the scheduler: robots.txt hops, the per-IP fix): **11.04** with `--repeat 3`
+(medians 0.36 and 3.93 ms a page).
 
 Instructions a page (`--instructions`: each crawler under valgrind's callgrind, start-up
 included, about a third of ubipy's count on this small web) repeat within 1% where CPU
@@ -340,6 +343,8 @@ page.**
   every 2 s instead of every 0.25 (`[store] commit_interval = 2.0` in a `--config` file):
   1.39 ms and 0.99 wake-ups a page against 1.44 and 1.12 in the run beside it, so the
   committer's own wake-ups are about a tenth of a page's, and the rest is a page's own.
+  The next session (8ffe699), one run each: 1.31 ms a page at 2 in flight (1.12 wake-ups
+  a page) against 0.52 at 64 (998 pages a second): 2.52.
   Where the wake-up's price comes from, the next session, on the same machine: `taskset -c
   1 python bench/wakeups.py --gaps 27 --rounds 300` gave 986-1,033 us for the work after a
   sleep (a price of 823-867 us over the work back to back), and 584-651 us (a price of
