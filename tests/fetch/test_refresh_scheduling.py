@@ -166,3 +166,25 @@ def test_a_host_brought_forward_again_and_again_leaves_no_pile_of_entries() -> N
     assert len(s._heap) <= 2 * s.hosts + 1024  # stale entries are shed
     assert s.next_job(86_399.0) is None
     assert [j.url for j in iter(lambda: s.next_job(86_400.0), None)] == ["http://a.test/old1"]
+
+
+def test_a_host_given_up_asks_none_of_its_pages_due_again() -> None:
+    """Back from a restart under --recrawl, a host with only pages due again asks its
+    robots.txt first; once that fails for good the host is given up, its pages due
+    again with it (no page goes before its host's rules are known), and later plans
+    for it are ignored: the crawl goes on, where the dispatcher used to die of an
+    assertion."""
+    s = Scheduler(
+        delay=1.0, window=8, loader=lambda h, a, n: [], robots_retry_base=1.0, robots_max_attempts=2
+    )
+    s.refreshes("a.test", [(0.0, _old(1))])
+    now = 0.0
+    for _ in range(2):
+        job = s.next_job(now)
+        assert job is not None and job.kind is JobKind.ROBOTS
+        s.robots_answer("a.test", now, status=503, location=None, body=b"")
+        now = s.next_wakeup() or now
+    assert s.next_job(now) is None and s.next_wakeup() is None
+    s.refreshes("a.test", [(now, _old(2))])
+    s.due_again("a.test", now, _old(3))
+    assert s.next_job(now + 100) is None and s.next_wakeup() is None

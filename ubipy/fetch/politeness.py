@@ -200,15 +200,20 @@ class Scheduler:
         return None
 
     def refreshes(self, host: str, due: list[tuple[float, Entry]]) -> None:
-        """The host's pages due again, and when (a new plan replaces the last)."""
+        """The host's pages due again, and when (a new plan replaces the last); none
+        for a host given up."""
         slot = self._slot(host)
+        if slot.robots_state is HostRobots.GIVEN_UP:
+            return
         slot.refresh = [(at, next(self._tie), e) for at, e in due]
         heapq.heapify(slot.refresh)
         self._bring_forward(slot)
 
     def due_again(self, host: str, at: float, entry: Entry) -> None:
-        """One page due again at ``at`` (it was just asked)."""
+        """One page due again at ``at`` (it was just asked); not for a host given up."""
         slot = self._slot(host)
+        if slot.robots_state is HostRobots.GIVEN_UP:
+            return
         heapq.heappush(slot.refresh, (at, next(self._tie), entry))
         self._bring_forward(slot)
 
@@ -407,6 +412,9 @@ class Scheduler:
     def _give_up(self, slot: HostSlot) -> None:
         slot.robots_state = HostRobots.GIVEN_UP
         self._windows.clear(slot)
+        # Its pages due again too: asked without rules, they would break the rule that
+        # no page goes before its host's robots.txt is known (a restart retries them).
+        slot.refresh = []
 
     def retry(self, host: str, entry: Entry, now: float, *, wait: float) -> None:
         """The request for ``entry`` failed in a retryable way: try it again first,
