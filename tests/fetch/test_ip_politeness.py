@@ -326,9 +326,12 @@ def test_hosts_waiting_for_an_address_are_all_served_whatever_happens_to_them() 
     expire (and move to another address, as DNS round robin or a new server does,
     while they wait for the old one), pages due again that new plans bring forward
     or put off, and robots.txt redirected to another host's (hops.py) or to https:
-    every page of every host still here is asked or skipped, never two of a host or
-    of an address at once, never two requests to one host (hops included) less than
-    its delay apart, and none waits for ever for its address or a hop's target."""
+    robots.txt that fails (backed off, then given up), and requests cut short:
+    every page of every host still here and not given up is asked or skipped, never
+    two of a host or of an address at once (the address a request lands on: a hop's
+    target's, when this peer looked it up), never two requests to one host (hops
+    included) less than its delay apart, and none waits for ever for its address or
+    a hop's target."""
     for seed in range(20):
         _random_run(random.Random(seed))
 
@@ -336,18 +339,21 @@ def test_hosts_waiting_for_an_address_are_all_served_whatever_happens_to_them() 
 def _random_run(rng: random.Random) -> None:
     s = _sched(delay=0.05, ip_delay=0.2)
     addresses = ["192.0.2.1", "192.0.2.2", "192.0.2.3"]
-    hosts = {f"h{i}.test": rng.choice(addresses[:2]) for i in range(10)}
+    hosts = {f"h{i}.test": rng.choice(addresses[:2]) for i in range(12)}
+    hosts["h9.test"] = rng.choice(addresses)  # a hop's target, maybe alone on its address
     held: set[str] = set()
     s.hold(lambda host: host in held)
     added = dict.fromkeys(hosts, 0)
     answered = dict.fromkeys(hosts, 0)
     dropped: set[str] = set()
     robots = b"User-agent: *\nDisallow: /p1\n"
-    # robots.txt redirected: to another host's here, to one this peer has no slot
-    # for, to the host's own over https (no hop).
-    hub, h3 = "http://hub.test/robots.txt", "http://h3.test/robots.txt"
+    # robots.txt redirected: to other hosts' here (on an address shared with other
+    # hosts, or not), to one this peer has no slot for, to the host's own over https
+    # (no hop).
+    hub, h3, h9 = (f"http://{h}.test/robots.txt" for h in ("hub", "h3", "h9"))
     moved = {"h0.test": h3, "h1.test": h3, "h2.test": h3, "h4.test": hub, "h6.test": hub}
-    moved["h5.test"] = "https://h5.test/robots.txt"
+    moved |= {"h5.test": "https://h5.test/robots.txt", "h8.test": h9, "h10.test": h9}
+    given_up: set[str] = set()
     asked: dict[str, float] = {}  # host a request went to -> when its last one ended
 
     def add(host: str, n: int) -> None:
@@ -358,7 +364,7 @@ def _random_run(rng: random.Random) -> None:
 
     for host in hosts:
         add(host, rng.randint(1, 3))
-    running: list[tuple[float, Job, str]] = []
+    running: list[tuple[float, Job, str | None]] = []
     ended: dict[str, float] = {}  # address -> when its last request ended
     olds = itertools.count(10**9)
     now = 0.0
@@ -388,23 +394,36 @@ def _random_run(rng: random.Random) -> None:
             elif job.kind is JobKind.SKIP:
                 answered[job.host] += 1
             else:
-                address = hosts[job.host]
                 target = host_key(job.url)
+                # The address it lands on, if this peer knows it: that of the host it
+                # goes to (here, or not: another peer's, or none, a hop's target's).
+                address = _landed(s, job)
+                assert address is None or address == hosts[target]
+                assert address is not None or target != job.host
                 assert all(job.host != other.host for _, other, _ in running)
                 assert all(target != host_key(other.url) for _, other, _ in running)
                 # A host dropped (handed to another peer) is that peer's to be polite to.
                 if target not in dropped:
                     assert now >= asked.get(target, -1e9) + 0.05 - 1e-9
-                assert all(address != other for _, _, other in running)
-                assert now >= ended.get(address, -1e9) + 0.2 - 1e-9
+                if address is not None:
+                    assert all(address != other for _, _, other in running)
+                    assert now >= ended.get(address, -1e9) + 0.2 - 1e-9
                 running.append((now + rng.uniform(0.01, 0.3), job, address))
         if running:
             running.sort(key=lambda r: r[0])
             end, done, address = running.pop(0)
             now = max(now, end)
-            ended[address] = now
+            if address is not None:
+                ended[address] = now
             asked[host_key(done.url)] = now
-            if done.kind is JobKind.ROBOTS and done.url == f"http://{done.host}/robots.txt":
+            if rng.random() < 0.03:  # cut short (a pause, a stop): asked again later
+                s.abandoned(done.host, done.entry, now)
+            elif done.kind is JobKind.ROBOTS and rng.random() < 0.1:  # it failed
+                s.robots_answer(done.host, now, status=None, location=None, body=b"")
+                slot = s.slot(done.host)
+                if slot is not None and slot.robots_state is HostRobots.GIVEN_UP:
+                    given_up.add(done.host)
+            elif done.kind is JobKind.ROBOTS and done.url == f"http://{done.host}/robots.txt":
                 to = moved.get(done.host)
                 status = 200 if to is None else 301
                 s.robots_answer(done.host, now, status=status, location=to, body=robots)
@@ -424,9 +443,8 @@ def _random_run(rng: random.Random) -> None:
             continue
         now = max(now, wake)
     assert s.idle()
-    assert {h: answered[h] for h in hosts.keys() - dropped} == {
-        h: added[h] for h in hosts.keys() - dropped
-    }
+    kept = hosts.keys() - dropped - given_up
+    assert {h: answered[h] for h in kept} == {h: added[h] for h in kept}
 
 
 def test_a_host_armed_for_a_later_page_does_not_keep_its_address_from_the_others() -> None:
@@ -456,3 +474,93 @@ def test_a_host_armed_for_a_later_page_does_not_keep_its_address_from_the_others
 def _add_more(s: Scheduler, host: str, n: int) -> None:
     for i in range(100, 100 + n):
         s.add(host, Entry(fp=hash((host, i)), seq=i + 1, url=f"http://{host}/p{i}", depth=1))
+
+
+def _landed(s: Scheduler, job: Job) -> str | None:
+    """The address a request lands on, as far as this peer knows: that of the host
+    it goes to (a hop's target's, when robots.txt was redirected), if looked up here."""
+    slot = s.slot(host_key(job.url))
+    return None if slot is None else slot.address
+
+
+def test_a_hop_waits_for_and_holds_its_targets_address_not_its_own() -> None:
+    """a.test's robots.txt is redirected to t.test's, on another address shared with
+    u.test: the hop was counted against a.test's address, so u.test went to t.test's
+    address while it was in flight, and a.test's address was held for nothing."""
+    ip1, ip2 = "192.0.2.1", "192.0.2.2"
+    s = _sched(delay=1.0, ip_delay=1.0)
+    _resolve_all(s, {"a.test": ip1, "t.test": ip2})
+    assert sorted(j.host for j in _dispatch(s, 0.0)) == ["a.test", "t.test"]
+    s.robots_answer("a.test", 0.5, status=301, location="http://t.test/robots.txt", body=b"")
+    s.robots_answer("t.test", 0.5, status=200, location=None, body=ROBOTS_OK)
+    for host, ip in (("u.test", ip2), ("b.test", ip1)):
+        _add(s, host, 1)
+        assert _job(s, 0.6) == Job(JobKind.RESOLVE, host, "")
+        s.resolved(host, ip, until=3600.0)
+    running: dict[str, tuple[Job, str | None]] = {}
+    ended: dict[str, float] = {}
+    hop_with_b = False
+    now = 1.5
+    for _ in range(100):
+        for job in _dispatch(s, now):
+            address = _landed(s, job)
+            assert address is not None
+            assert address not in {a for _, a in running.values()}
+            assert now >= ended.get(address, -1e9) + 1.0 - 1e-9
+            running[job.host] = (job, address)
+        hop = running.get("a.test")
+        if hop is not None and host_key(hop[0].url) == "t.test" and "b.test" in running:
+            hop_with_b = True  # a.test's address is free while its hop is in flight
+        if not running:
+            wake = s.next_wakeup()
+            if wake is None:
+                break
+            now = max(now, wake)
+            continue
+        host = min(running)  # an order of ends that does not depend on the heap's
+        job, address = running.pop(host)
+        now += 0.25
+        assert address is not None
+        ended[address] = now
+        if job.kind is JobKind.ROBOTS:
+            s.robots_answer(host, now, status=200, location=None, body=ROBOTS_OK)
+        else:
+            s.finished(host, now)
+    assert s.idle() and hop_with_b
+
+
+def test_a_hop_waiting_for_its_targets_address_follows_the_target_when_it_moves() -> None:
+    """A hop waits for t.test's address, busy with v.test; t.test is looked up again
+    at another address (or is handed to another peer): the hop leaves the old
+    address's queue and goes at once (to the new address, or holding none), and the
+    old address's turn passes to the host waiting behind it."""
+    for drop in (False, True):
+        ip1, ip2, ip3 = "192.0.2.1", "192.0.2.2", "192.0.2.3"
+        s = _sched(delay=1.0, ip_delay=1.0)
+        _resolve_all(s, {"a.test": ip1, "t.test": ip2})
+        _dispatch(s, 0.0)
+        s.robots_answer("a.test", 0.5, status=301, location="http://t.test/robots.txt", body=b"")
+        s.robots_answer("t.test", 0.5, status=200, location=None, body=ROBOTS_OK)
+        for host in ("u.test", "v.test"):
+            _add(s, host, 1)
+            assert _job(s, 0.6) == Job(JobKind.RESOLVE, host, "")
+            s.resolved(host, ip2, until=3600.0)
+        assert [j.host for j in _dispatch(s, 1.5)] == ["v.test"]  # the others wait for ip2
+        hopper = s.slot("a.test")
+        assert hopper is not None and hopper.ip_wait == ip2
+        if drop:
+            assert s.drop_host("t.test")
+            moved_to = None
+        else:
+            _add(s, "t.test", 1, depth=2)
+            s.slot("t.test").resolved_until = 0.0  # type: ignore[union-attr]
+            assert _dispatch(s, 1.6) == [Job(JobKind.RESOLVE, "t.test", "")]
+            s.resolved("t.test", ip3, until=3600.0)
+            moved_to = ip3
+        assert hopper.ip_wait is None  # in no queue of an address it will not use
+        hop = _dispatch(s, 1.6)
+        assert [(j.host, j.url) for j in hop] == [("a.test", "http://t.test/robots.txt")]
+        assert hopper.ip == moved_to
+        s.robots_answer("v.test", 2.0, status=200, location=None, body=ROBOTS_OK)
+        # ip2's turn goes to u.test, behind the hop in its queue; t.test waits for the hop.
+        assert [j.host for j in _dispatch(s, 3.0)] == ["u.test"]

@@ -12,7 +12,11 @@ hosts under ``opic``).
 
 A host's address is the one its lookup gave (the DNS stage); a host not looked up
 has none and is not held by the rule, and one looked up again at another address
-leaves the old one's queue. No I/O and no clock, as the scheduler.
+leaves the old one's queue. A request goes to the address of the host it lands on:
+a host whose robots.txt was redirected to another host's (hops.py) waits for, and
+holds, that host's address, when the scheduler knows it, not its own. A host never
+waits in the queue of an address it will not use. No I/O and no clock, as the
+scheduler.
 """
 
 from __future__ import annotations
@@ -30,27 +34,35 @@ class AddressRule:
     """The addresses the scheduler's hosts resolved to, and who may use each when.
 
     ``push(slot, when)`` puts a host back among the ready ones at ``when``;
-    ``current(slot)`` tells whether a host is still the scheduler's (not dropped)."""
+    ``current(slot)`` tells whether a host is still the scheduler's (not dropped);
+    ``uses(slot)`` is the address the host's next request goes to (None: none known):
+    its own, or the one of the host its robots.txt was redirected to (hops.py)."""
 
     def __init__(
         self,
         delay: float,
         push: Callable[[HostSlot, float], None],
         current: Callable[[HostSlot], bool],
+        uses: Callable[[HostSlot], str | None],
     ) -> None:
         self._delay = delay
         self._push = push
         self._current = current
+        self._uses = uses
         self._addresses = Gates()
 
     def __len__(self) -> int:
         return len(self._addresses)
 
     def may_start(self, slot: HostSlot, now: float) -> bool:
-        """Whether the host's address may take a request now; if not, the host waits
-        for it (queued on the address, or back among the ready hosts at its time)."""
-        ip = self._of(slot)
-        if ip is None:
+        """Whether the address the host's next request goes to may take it now; if
+        not, the host waits for it (queued on the address, or back among the ready
+        hosts at its time)."""
+        address = self._uses(slot)
+        if slot.ip_wait is not None and slot.ip_wait != address:
+            self.set_aside(slot)  # it waited for another address: never to use it
+        ip = None if address is None else self._addresses.get(address)
+        if address is None or ip is None:
             return True
         if ip.in_flight or (ip.turn is not None and ip.turn is not slot):
             # Another host has it, or has the next turn: this one queues, so that a
@@ -63,10 +75,10 @@ class AddressRule:
                 ip.waiting = deque()
             if ip.turn is slot:
                 ip.turn = None
-                slot.waits_for_ip = True
+                slot.ip_wait = address
                 ip.waiting.appendleft(slot)
-            elif not slot.waits_for_ip:
-                slot.waits_for_ip = True
+            elif slot.ip_wait != address:
+                slot.ip_wait = address
                 ip.waiting.append(slot)
             return False
         if ip.next_allowed > now:
@@ -75,66 +87,93 @@ class AddressRule:
         return True
 
     def started(self, slot: HostSlot) -> None:
-        """A request to the host starts: its address is busy until :meth:`ended`."""
-        if slot.address is None:
+        """A request of the host starts (after :meth:`may_start` said yes): the
+        address it goes to is busy until :meth:`ended`."""
+        address = self._uses(slot)
+        if slot.ip_wait is not None and slot.ip_wait != address:
+            self.set_aside(slot)
+        slot.ip_wait = None  # its place in the queue, if it had one, is stale
+        slot.ip = address
+        if address is None:
             return
-        ip = self._entry(slot.address)
+        ip = self._addresses.entry(address)
         ip.in_flight = True
-        slot.waits_for_ip = False  # its place in the queue, if it had one, is stale
         if ip.turn is slot:
             ip.turn = None
 
     def ended(self, slot: HostSlot, now: float) -> None:
-        """A request to the host ended: its address waits its delay, then the first
-        host waiting for it gets its turn."""
-        ip = self._of(slot)
-        if ip is None or not ip.in_flight:
+        """A request of the host ended: the address it went to waits its delay, then
+        the first host waiting for it gets its turn."""
+        address, slot.ip = slot.ip, None
+        ip = None if address is None else self._addresses.get(address)
+        if address is None or ip is None or not ip.in_flight:
             return
         ip.in_flight = False
         ip.next_allowed = now + self._delay
         if ip.turn is None:
-            self._give_turn(ip)
+            self._give_turn(ip, address)
         self._addresses.sweep(now)
 
     def defer(self, address: str, until: float) -> None:
         """No request to ``address`` before ``until`` (another peer has it, and its
         lease's owner said how long it would be): its hosts wait, not ask again."""
-        ip = self._entry(address)
+        ip = self._addresses.entry(address)
         ip.next_allowed = max(ip.next_allowed, until)
 
     def resolved(self, slot: HostSlot, address: str) -> None:
-        """The host's lookup answered ``address``. A host that moved leaves its old
-        address's queue first: given that address's turn later, it would use it on
-        the new one, and the old address would wait for it for ever, its other hosts
-        with it."""
-        if slot.address is not None and slot.address != address:
+        """The host's lookup answered ``address``. A host that waited for an address
+        it will not use now leaves its queue: given that address's turn later, it
+        would use it on another, and the address would wait for it for ever, its
+        other hosts with it. Hosts whose robots.txt was redirected to this one wait
+        for its old address no more either (:meth:`moved`)."""
+        old, slot.address = slot.address, address
+        if slot.ip_wait is not None and slot.ip_wait != self._uses(slot):
             self.set_aside(slot)
-        slot.address = address
+        if old is not None and old != address:
+            self.moved(old)
+
+    def moved(self, address: str) -> None:
+        """A host on ``address`` moved or was dropped: the hosts waiting for it that
+        will not use it now (their robots.txt was redirected to that host) leave its
+        queue and its turn, and come up again to wait for what they will use."""
+        ip = self._addresses.get(address)
+        if ip is None:
+            return
+        if ip.waiting:
+            kept: deque[HostSlot] = deque()
+            for other in ip.waiting:
+                if other.ip_wait != address:
+                    continue  # a stale place
+                if self._uses(other) == address:
+                    kept.append(other)
+                    continue
+                other.ip_wait = None
+                if self._current(other) and not other.in_flight:
+                    when = other.next_allowed
+                    if not other.armed or other.armed_at > when:
+                        self._push(other, when)
+            ip.waiting = kept or None
+        if ip.turn is not None and self._uses(ip.turn) != address:
+            self.passed(ip.turn)  # it comes up anyway: it was put back for its turn
 
     def set_aside(self, slot: HostSlot) -> None:
         """The host is held (see the scheduler's ``hold``): it leaves its address's
         queue, and its turn, if it had it; released, it comes up as any host does."""
-        slot.waits_for_ip = False
         self.passed(slot)
+        slot.ip_wait = None
 
     def passed(self, slot: HostSlot) -> None:
-        """The host will not use its address now (dropped, held, looked up again,
-        nothing to ask): if it had the address's turn, the next host waiting gets it."""
-        ip = self._of(slot)
-        if ip is not None and ip.turn is slot:
+        """The host will not use the address whose turn it has now (dropped, held,
+        looked up again, nothing to ask): the next host waiting gets it."""
+        address = slot.ip_wait
+        ip = None if address is None else self._addresses.get(address)
+        if address is not None and ip is not None and ip.turn is slot:
             ip.turn = None
+            slot.ip_wait = None
             if not ip.in_flight:
-                self._give_turn(ip)
+                self._give_turn(ip, address)
 
-    def _of(self, slot: HostSlot) -> Gate | None:
-        """The host's address, if it has one and the rule knows it."""
-        return None if slot.address is None else self._addresses.get(slot.address)
-
-    def _entry(self, address: str) -> Gate:
-        """The address, made if the rule does not know it (or swept it)."""
-        return self._addresses.entry(address)
-
-    def _give_turn(self, ip: Gate) -> None:
+    def _give_turn(self, ip: Gate, address: str) -> None:
         """The first host still waiting for ``ip`` goes back among the ready hosts,
         due when the address's delay is over (or its own, if later)."""
         waiting = ip.waiting
@@ -142,12 +181,17 @@ class AddressRule:
             other = waiting.popleft()
             if not waiting:
                 ip.waiting = None
-            if not other.waits_for_ip:
-                continue  # it had the address since, or was held
-            if self._addresses.get(other.address or "") is not ip:
-                continue  # it moved, and may wait for its new address: its place there stands
-            other.waits_for_ip = False
+            if other.ip_wait != address:
+                continue  # it had the address since, or was held, or moved
             if not self._current(other) or other.in_flight:
+                other.ip_wait = None
+                continue
+            if self._uses(other) != address:
+                # It will not use it (no path leaves one so: a safety net): it
+                # comes up again to wait for what it will use.
+                other.ip_wait = None
+                if not other.armed or other.armed_at > other.next_allowed:
+                    self._push(other, other.next_allowed)
                 continue
             ip.turn = other
             when = max(other.next_allowed, ip.next_allowed)

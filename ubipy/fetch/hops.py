@@ -10,6 +10,9 @@ target busy waits in the target's queue, holding no request and not asked again,
 gets the target's turn when the request in flight there ends, due when the target's
 delay is over. The target's own slot, if this peer has one, waits for a hop in flight
 to it in the same queue. A redirect to the host itself (http to https) is no hop.
+A hop lands on the target's address too: the per-IP rule (addresses.py) has it wait
+for that address, and hold it, when this peer looked the target up, and has it hold
+none (not the redirecting host's) when not.
 
 No I/O and no clock, as the scheduler.
 """

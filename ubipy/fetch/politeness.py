@@ -6,7 +6,7 @@ request is in flight, the host's delay and the time its next request is allowed.
 that are ready wait in a heap keyed by that time. robots.txt is resolved
 through the same slot before the host's first page, so its requests obey the
 same politeness as pages; a redirect of it to another host waits for that host's
-(hops.py).
+(hops.py), and for that host's address, not its own (addresses.py).
 
 Among the hosts whose time has come, the crawl order (``--order``, ranking.py)
 chooses which goes next and which of its URLs; a continuous crawl (``--recrawl``)
@@ -69,6 +69,7 @@ class Scheduler:
             delay if ip_delay is None else ip_delay,
             self._push,
             lambda slot: self._slots.get(slot.host) is slot,
+            self._address,
         )
         self._hops = HopRule(
             self._push,
@@ -345,6 +346,16 @@ class Scheduler:
             return host_key(fetch.url)
         return slot.host
 
+    def _address(self, slot: HostSlot) -> str | None:
+        """The address the slot's next request goes to, for the per-IP rule: its
+        own, or its hop's target's if this peer looked that host up (None: unknown;
+        a hop then waits for its target host alone)."""
+        target = self._target(slot)
+        if target == slot.host:
+            return slot.address
+        own = self._slots.get(target)
+        return None if own is None else own.address
+
     # -- completions --------------------------------------------------------
     def finished(self, host: str, now: float, *, wait: float | None = None) -> None:
         """A request to ``host`` ended at ``now``; the next waits the host's delay."""
@@ -500,6 +511,9 @@ class Scheduler:
         del self._slots[host]
         # A stale heap entry for it is skipped when popped.
         self._windows.clear(slot)
+        if slot.address is not None:
+            # Hops to it waiting for its address wait for the host alone now.
+            self._addresses.moved(slot.address)
         return True
 
     def hold(self, held: Callable[[str], bool]) -> None:

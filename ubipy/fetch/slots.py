@@ -95,8 +95,10 @@ class HostSlot:
     address: str | None = None
     resolved_until: float = -math.inf
     lookup_failures: int = 0
-    # In its address's queue (addresses.py): the address was busy, or waited for.
-    waits_for_ip: bool = False
+    # The address whose queue it waits in, or whose turn it has (addresses.py), and
+    # the one its request in flight holds: its own, or a hop's target's (hops.py).
+    ip_wait: str | None = None
+    ip: str | None = None
     # The host its request in flight goes to, when another (robots.txt redirected
     # there: hops.py); the host whose queue it waits in, or whose turn it has.
     hop: str | None = None
