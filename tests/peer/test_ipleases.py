@@ -110,7 +110,8 @@ class FakeScheduler:
         self.address_not_before: dict[str, float] = {}
 
     def slot(self, host: str) -> SimpleNamespace | None:
-        return SimpleNamespace(address=None if host == "noaddress.test" else A)
+        address = None if host == "noaddress.test" else A
+        return SimpleNamespace(address=address, ip=address)
 
     def restore_host(self, host: str, *, not_before: float, pages: int) -> None:
         self.not_before[host] = not_before

@@ -202,7 +202,8 @@ class IpLeases:
         self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
         self._held: dict[str, _Held] = {}  # by host
-        self._denied: dict[str, float] = {}  # by host: how long the owner said to wait
+        # By host: how long the owner of the address its request went to said to wait.
+        self._denied: dict[str, tuple[float, str]] = {}
 
     def install(
         self,
@@ -234,10 +235,12 @@ class IpLeases:
 
     # -- the asker ------------------------------------------------------------
     async def clear_to_fetch(self, host: str) -> bool:
-        """Whether a request to ``host`` may start: its address's lease is held, or
-        the host has no address, or its owner did not answer in time."""
+        """Whether a request to ``host`` may start: the lease of the address it goes
+        to is held (the host's own, or the one of the host its robots.txt was
+        redirected to: the scheduler's ``ip``), or none is known, or the address's
+        owner did not answer in time."""
         slot = self._crawler.scheduler.slot(host)
-        address = None if slot is None else slot.address
+        address = None if slot is None else slot.ip
         if address is None:
             return True
         owner = self._router.owner(address)
@@ -256,7 +259,7 @@ class IpLeases:
             self._held[host] = _Held(owner, lease_id, address)
             return True
         self.stats.denied += 1
-        self._denied[host] = verdict.wait
+        self._denied[host] = (verdict.wait, address)
         return False
 
     async def _ask(self, owner: str, address: str, lease_id: int) -> Verdict | None:
@@ -282,16 +285,14 @@ class IpLeases:
                 self.table.release(held.address, (held.owner, held.id), now)
             else:
                 self._release(held.owner, IpRelease(held.id, held.address))
-        wait = self._denied.pop(host, None)
+        wait, address = self._denied.pop(host, (0.0, ""))
         scheduler = self._crawler.scheduler
-        slot = scheduler.slot(host)
-        if wait and slot is not None:
+        if wait and scheduler.slot(host) is not None:
             # The scheduler has just set the host's next time to its own delay; this
             # only ever pushes it later (restore_host takes the later of the two).
             scheduler.restore_host(host, not_before=now + wait, pages=0)
-            if slot.address is not None:
-                # The wait is the address's: its other hosts would be denied too.
-                scheduler.defer_address(slot.address, now + wait)
+            # The wait is the address's: its other hosts would be denied too.
+            scheduler.defer_address(address, now + wait)
 
     def _release(self, owner: str, release: IpRelease) -> None:
         where = self._address_of(owner)
