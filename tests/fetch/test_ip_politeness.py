@@ -19,7 +19,9 @@ from ubipy.fetch.urls import host_key
 ROBOTS_OK = b"User-agent: *\nAllow: /\n"
 
 
-def _sched(*, delay: float = 1.0, ip_delay: float | None = None) -> Scheduler:
+def _sched(
+    *, delay: float = 1.0, ip_delay: float | None = None, order: CrawlOrder = CrawlOrder.BFS
+) -> Scheduler:
     return Scheduler(
         delay=delay,
         window=64,
@@ -27,6 +29,7 @@ def _sched(*, delay: float = 1.0, ip_delay: float | None = None) -> Scheduler:
         robots_retry_base=10.0,
         resolve=lambda host: True,
         ip_delay=ip_delay,
+        order=order,
     )
 
 
@@ -333,11 +336,52 @@ def test_hosts_waiting_for_an_address_are_all_served_whatever_happens_to_them() 
     included) less than its delay apart, and none waits for ever for its address or
     a hop's target."""
     for seed in range(20):
-        _random_run(random.Random(seed))
+        _random_run(random.Random(seed), CrawlOrder.BFS)
 
 
-def _random_run(rng: random.Random) -> None:
-    s = _sched(delay=0.05, ip_delay=0.2)
+@pytest.mark.parametrize(("p_add", "adding"), [(0.05, 20_000), (0.5, 400)])
+def test_under_a_ranked_order_hops_and_addresses_never_wait_for_each_other(
+    p_add: float, adding: int
+) -> None:
+    """The same, under opic, where the richest host due goes first, and with links
+    arriving at every step as well: a host with a hop's target's turn waiting for the
+    target's address, and another with that address's turn waiting for the target,
+    once passed both turns round their queues for ever (found by a review)."""
+    for seed in range(40):
+        _random_run(random.Random(seed), CrawlOrder.OPIC, p_add=p_add, adding=adding)
+
+
+def _bounded(s: Scheduler, hosts: int) -> None:
+    """Fails the run when one call of ``next_job`` looks at more due hosts than a few
+    times each (it went round and round), rather than hang."""
+    seen = itertools.count()
+    take = s._next_due
+    s_next_job = s.next_job
+
+    def next_due(now: float) -> Any:
+        assert next(seen) < 4 * hosts + 16, "next_job goes round the hosts for ever"
+        return take(now)
+
+    def next_job(now: float) -> Job | None:
+        nonlocal seen
+        seen = itertools.count()
+        return s_next_job(now)
+
+    setattr(s, "_next_due", next_due)  # noqa: B010 (an instance's method, replaced)
+    setattr(s, "next_job", next_job)  # noqa: B010
+
+
+def _random_run(
+    rng: random.Random,
+    order: CrawlOrder,
+    *,
+    p_add: float = 0.05,
+    adding: int = 20_000,
+    p_drop: float = 0.002,
+) -> None:
+    """``p_add``: the chance of new links at each step of the first ``adding``;
+    ``p_drop``: of a host handed to another peer (and maybe back) at each step."""
+    s = _sched(delay=0.05, ip_delay=0.2, order=order)
     addresses = ["192.0.2.1", "192.0.2.2", "192.0.2.3"]
     hosts = {f"h{i}.test": rng.choice(addresses[:2]) for i in range(12)}
     hosts["h9.test"] = rng.choice(addresses)  # a hop's target, maybe alone on its address
@@ -368,15 +412,16 @@ def _random_run(rng: random.Random) -> None:
     ended: dict[str, float] = {}  # address -> when its last request ended
     olds = itertools.count(10**9)
     now = 0.0
-    for _ in range(20_000):
-        if rng.random() < 0.05:
+    _bounded(s, len(hosts))
+    for step in range(20_000):
+        if step < adding and rng.random() < p_add:
             add(rng.choice(sorted(hosts)), rng.randint(1, 3))
         if rng.random() < 0.02:
             held.add(rng.choice(sorted(hosts)))
         if held and rng.random() < 0.05:
             held.clear()
             s.release()
-        if rng.random() < 0.002:
+        if rng.random() < p_drop:
             victim = rng.choice(sorted(hosts))
             if victim not in dropped and s.drop_host(victim):
                 dropped.add(victim)
@@ -564,3 +609,51 @@ def test_a_hop_waiting_for_its_targets_address_follows_the_target_when_it_moves(
         s.robots_answer("v.test", 2.0, status=200, location=None, body=ROBOTS_OK)
         # ip2's turn goes to u.test, behind the hop in its queue; t.test waits for the hop.
         assert [j.host for j in _dispatch(s, 3.0)] == ["u.test"]
+
+
+def test_a_host_dropped_while_it_waits_for_an_address_passes_its_hop_targets_turn() -> None:
+    """a.test's robots.txt is redirected to t.test's, on an address shared with
+    v.test; t.test and v.test get links while the hop is in flight. When it ends,
+    t.test has its own turn (after the hop) and waits for the address (v.test's
+    turn): handed to another peer then, it kept the turn, and t.test, handed back,
+    was never asked again."""
+    ip1, ip2 = "192.0.2.1", "192.0.2.2"
+    s = _sched(delay=1.0, ip_delay=1.0)
+    _resolve_all(s, {"a.test": ip1, "t.test": ip2, "v.test": ip2})
+    running: dict[str, Job] = {}
+    fed = dropped = False
+    now = 0.0
+    for _ in range(100):
+        running |= {job.host: job for job in _dispatch(s, now)}
+        hop = running.get("a.test")
+        if not fed and hop is not None and host_key(hop.url) == "t.test":
+            fed = True
+            for host in ("v.test", "t.test"):  # v.test first in the address's queue
+                _add(s, host, 1, depth=2)
+                assert _dispatch(s, now) == []
+        t = s.slot("t.test")
+        if not dropped and t is not None and t.hop_wait == "t.test" and t.ip_wait == ip2:
+            dropped = True
+            assert s.drop_host("t.test")
+            _add(s, "t.test", 1, depth=3)  # handed back: a new slot
+            job = _job(s, now)
+            assert job.kind is JobKind.RESOLVE
+            s.resolved("t.test", ip2, until=3600.0)
+        if not running:
+            wake = s.next_wakeup()
+            if wake is None:
+                break
+            now = max(now, wake)
+            continue
+        host = min(running)
+        job = running.pop(host)
+        now += 0.25
+        if job.url == "http://a.test/robots.txt":
+            s.robots_answer(host, now, status=301, location="http://t.test/robots.txt", body=b"")
+        elif job.kind is JobKind.ROBOTS:
+            s.robots_answer(host, now, status=200, location=None, body=ROBOTS_OK)
+        else:
+            s.finished(host, now)
+    assert dropped  # the case came up
+    t = s.slot("t.test")
+    assert s.idle() and t is not None and t.robots_state is HostRobots.KNOWN and not t.queue

@@ -50,6 +50,10 @@ class AddressRule:
         self._current = current
         self._uses = uses
         self._addresses = Gates()
+        # The hosts queued on an address for a hop (their robots.txt redirected to a
+        # host on it), so that a host moving off it walks those, not the whole queue
+        # (thousands of hosts on shared hosting, at every move a round robin answers).
+        self._hops_waiting: dict[str, list[HostSlot]] = {}
 
     def __len__(self) -> int:
         return len(self._addresses)
@@ -80,6 +84,10 @@ class AddressRule:
             elif slot.ip_wait != address:
                 slot.ip_wait = address
                 ip.waiting.append(slot)
+            else:
+                return False
+            if address != slot.address:
+                self._hops_waiting.setdefault(address, []).append(slot)
             return False
         if ip.next_allowed > now:
             self._push(slot, ip.next_allowed)
@@ -139,20 +147,21 @@ class AddressRule:
         ip = self._addresses.get(address)
         if ip is None:
             return
-        if ip.waiting:
-            kept: deque[HostSlot] = deque()
-            for other in ip.waiting:
-                if other.ip_wait != address:
-                    continue  # a stale place
-                if self._uses(other) == address:
-                    kept.append(other)
-                    continue
-                other.ip_wait = None
-                if self._current(other) and not other.in_flight:
-                    when = other.next_allowed
-                    if not other.armed or other.armed_at > when:
-                        self._push(other, when)
-            ip.waiting = kept or None
+        kept: list[HostSlot] = []
+        for other in self._hops_waiting.pop(address, ()):
+            if other.ip_wait != address or other is ip.turn:
+                continue  # a stale place (the one with the turn: below)
+            if self._uses(other) == address:
+                kept.append(other)
+                continue
+            # Its place in the queue is stale now, and skipped when reached.
+            other.ip_wait = None
+            if self._current(other) and not other.in_flight:
+                when = other.next_allowed
+                if not other.armed or other.armed_at > when:
+                    self._push(other, when)
+        if kept:
+            self._hops_waiting[address] = kept
         if ip.turn is not None and self._uses(ip.turn) != address:
             self.passed(ip.turn)  # it comes up anyway: it was put back for its turn
 
@@ -181,6 +190,7 @@ class AddressRule:
             other = waiting.popleft()
             if not waiting:
                 ip.waiting = None
+                self._hops_waiting.pop(address, None)
             if other.ip_wait != address:
                 continue  # it had the address since, or was held, or moved
             if not self._current(other) or other.in_flight:

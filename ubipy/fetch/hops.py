@@ -12,7 +12,9 @@ delay is over. The target's own slot, if this peer has one, waits for a hop in f
 to it in the same queue. A redirect to the host itself (http to https) is no hop.
 A hop lands on the target's address too: the per-IP rule (addresses.py) has it wait
 for that address, and hold it, when this peer looked the target up, and has it hold
-none (not the redirecting host's) when not.
+none (not the redirecting host's) when not. The target's turn is taken first and
+kept while the host waits for the address; an address's turn is never kept while
+its host waits for a target (the scheduler's ``next_job``).
 
 No I/O and no clock, as the scheduler.
 """

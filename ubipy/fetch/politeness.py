@@ -281,14 +281,18 @@ class Scheduler:
                 self.in_flight += 1
                 self._pass(slot)
                 return Job(JobKind.RESOLVE, host, "")
-            if not self._addresses.may_start(slot, now):
-                self._hops.passed(slot)
-                continue
             # The host the request goes to: another when robots.txt was redirected
             # there, which waits for that host's turn and time as its own slot would.
+            # The two gates are taken in one order, the host's then its address's: a
+            # host may keep a host's turn while it waits for the address (every request
+            # to that host goes there), never an address's turn while it waits for a
+            # host. Passed on both ways, two turns held by two hosts waiting for each
+            # other's went round their queues for ever under a ranked order.
             target = self._target(slot)
             if not self._hops.may_start(slot, target, now):
                 self._addresses.passed(slot)
+                continue
+            if not self._addresses.may_start(slot, now):
                 continue
             if slot.robots_state is HostRobots.UNKNOWN:
                 if slot.robots_fetch is None:
@@ -509,8 +513,12 @@ class Scheduler:
         if slot.in_flight:
             return False
         del self._slots[host]
-        # A stale heap entry for it is skipped when popped.
+        # A stale heap entry for it is skipped when popped; a turn it has, or a place
+        # it has in a queue, passes on now: waiting for its address, it may hold its
+        # hop target's turn, and it would not be popped to pass it.
         self._windows.clear(slot)
+        self._addresses.set_aside(slot)
+        self._hops.set_aside(slot)
         if slot.address is not None:
             # Hops to it waiting for its address wait for the host alone now.
             self._addresses.moved(slot.address)
