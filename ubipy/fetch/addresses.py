@@ -58,10 +58,10 @@ class AddressRule:
     def __len__(self) -> int:
         return len(self._addresses)
 
-    def may_start(self, slot: HostSlot, now: float) -> bool:
+    def may_start(self, slot: HostSlot, now: float, *, hop: bool = False) -> bool:
         """Whether the address the host's next request goes to may take it now; if
         not, the host waits for it (queued on the address, or back among the ready
-        hosts at its time)."""
+        hosts at its time). ``hop``: the request goes to another host (hops.py)."""
         address = self._uses(slot)
         if slot.ip_wait is not None and slot.ip_wait != address:
             self.set_aside(slot)  # it waited for another address: never to use it
@@ -86,13 +86,22 @@ class AddressRule:
                 ip.waiting.append(slot)
             else:
                 return False
-            if address != slot.address:
-                self._hops_waiting.setdefault(address, []).append(slot)
+            if hop:
+                self._hop_waits(slot, address, len(ip.waiting))
             return False
         if ip.next_allowed > now:
             self._push(slot, ip.next_allowed)
             return False
         return True
+
+    def _hop_waits(self, slot: HostSlot, address: str, queued: int) -> None:
+        """``slot`` queued on ``address`` (``queued`` places long) for a hop: noted for
+        :meth:`moved`. Places gone stale (started, passed, held, dropped) go once
+        they are many, so the list stays about as long as the queue."""
+        hops = self._hops_waiting.setdefault(address, [])
+        hops.append(slot)
+        if len(hops) > 2 * queued + 16:
+            hops[:] = {id(o): o for o in hops if o.ip_wait == address}.values()
 
     def started(self, slot: HostSlot) -> None:
         """A request of the host starts (after :meth:`may_start` said yes): the

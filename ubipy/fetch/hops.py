@@ -12,9 +12,11 @@ delay is over. The target's own slot, if this peer has one, waits for a hop in f
 to it in the same queue. A redirect to the host itself (http to https) is no hop.
 A hop lands on the target's address too: the per-IP rule (addresses.py) has it wait
 for that address, and hold it, when this peer looked the target up, and has it hold
-none (not the redirecting host's) when not. The target's turn is taken first and
-kept while the host waits for the address; an address's turn is never kept while
-its host waits for a target (the scheduler's ``next_job``).
+none (not the redirecting host's) when not. When it does, the address's queue
+serializes the target's requests, and the target hands out no turns: two queues on
+one request, each passing its turn while its host waited for the other's, went
+round for ever under a ranked order; the target's turn kept while its host waited
+for the address let one hop through a round of the address's queue.
 
 No I/O and no clock, as the scheduler.
 """
@@ -50,21 +52,36 @@ class HopRule:
         self._own = own
         self._delay = delay
         self._targets = Gates()
+        # The address each hop in flight landed on (None: not known here).
+        self._landed: dict[str, str | None] = {}
 
     def __len__(self) -> int:
         return len(self._targets)
 
-    def may_start(self, slot: HostSlot, target: str, now: float) -> bool:
+    def may_start(self, slot: HostSlot, target: str, now: float, *, address: str | None) -> bool:
         """Whether ``slot`` may make a request to ``target`` (its own host, or the
         host its robots.txt was redirected to) now; if not, it waits for it (queued
-        on the target, or back among the ready hosts at the target's time)."""
+        on the target, or back among the ready hosts at the target's time).
+
+        ``address``: the target's, where the request lands, when known here. Its rule
+        (addresses.py) then lets the target's requests through one at a time, in
+        turn, and the target hands out no turns of its own: a host with one, waiting
+        for the address, kept the target from the hosts given the address meanwhile,
+        one hop a round of the address's queue. Only the target's delay, and a
+        request still in flight to it at another address (it moved since), hold the
+        request back."""
         t = self._targets.get(target)
         own = None if target == slot.host else self._own(target)
         if t is None and own is None:
             return True
-        busy = own is not None and own.in_flight
-        if t is not None and (t.in_flight or (t.turn is not None and t.turn is not slot)):
-            busy = True
+        if address is None:
+            busy = (own is not None and own.in_flight) or (
+                t is not None and (t.in_flight or (t.turn is not None and t.turn is not slot))
+            )
+        else:
+            busy = (own is not None and own.in_flight and own.ip != address) or (
+                t is not None and t.in_flight and self._landed.get(target) != address
+            )
         if busy:
             if t is None:
                 t = self._targets.entry(target)
@@ -100,6 +117,7 @@ class HopRule:
                 t = self._targets.entry(target)
             t.in_flight = True
             slot.hop = target
+            self._landed[target] = slot.ip
 
     def ended(self, slot: HostSlot, now: float) -> None:
         """A request of ``slot`` ended at ``now``: a hop's target waits its delay, then
@@ -107,6 +125,7 @@ class HopRule:
         target = slot.hop
         if target is not None:
             slot.hop = None
+            self._landed.pop(target, None)
             t = self._targets.get(target)
             if t is not None:
                 t.in_flight = False

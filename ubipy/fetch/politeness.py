@@ -282,17 +282,14 @@ class Scheduler:
                 self._pass(slot)
                 return Job(JobKind.RESOLVE, host, "")
             # The host the request goes to: another when robots.txt was redirected
-            # there, which waits for that host's turn and time as its own slot would.
-            # The two gates are taken in one order, the host's then its address's: a
-            # host may keep a host's turn while it waits for the address (every request
-            # to that host goes there), never an address's turn while it waits for a
-            # host. Passed on both ways, two turns held by two hosts waiting for each
-            # other's went round their queues for ever under a ranked order.
+            # there, which waits for that host's time as its own slot would, and for
+            # its turn when the address it lands on is not known here (hops.py).
             target = self._target(slot)
-            if not self._hops.may_start(slot, target, now):
+            hop = target != slot.host
+            if not self._hops.may_start(slot, target, now, address=self._address(slot)):
                 self._addresses.passed(slot)
                 continue
-            if not self._addresses.may_start(slot, now):
+            if not self._addresses.may_start(slot, now, hop=hop):
                 continue
             if slot.robots_state is HostRobots.UNKNOWN:
                 if slot.robots_fetch is None:
