@@ -398,7 +398,7 @@ class RecrawlConfig:
         flag="--refresh-rate",
         metavar="PER_SECOND",
         help="refreshes a second this peer plans for (default: --refresh-share of the "
-        "requests it made a second over the last minutes)",
+        "requests a second it could make to its pages' hosts within their delays)",
     )
     min_interval: float = option(60.0, help="seconds between two visits of one page at least")
     max_interval: float = option(

@@ -92,6 +92,48 @@ async def test_pages_come_due_again_politely_and_unchanged_ones_cost_a_visit_row
     assert (_size(tmp_path) - size) / visits[0] <= 200
 
 
+async def test_without_a_rate_refreshes_keep_their_pace_once_new_urls_run_out(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The default budget was a share of the requests made lately: once new URLs ran
+    out those were the refreshes, and each plan halved the last one's rate, until a
+    continuous crawl refreshed nothing at all. It is a share of what the peer could
+    ask of its pages' hosts: here half of one request per host and delay."""
+    web = SyntheticWeb(SPEC)
+    server = in_process(web)
+    recrawl = RecrawlConfig(recrawl=True, policy=RefreshPolicy.UNIFORM, min_interval=600)
+    config = CrawlConfig(
+        data_dir=tmp_path, politeness=PolitenessConfig(delay=DELAY, concurrency=4), recrawl=recrawl
+    )
+    truth = ground_truth(web, [web.seed_url()])
+    shard = Shard.open(tmp_path)
+    with wall_clock_on_trio_time():
+        async with httpx2.AsyncClient(transport=SynthTransport(server)) as client:
+            crawler = Crawler(config, shard, client)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(crawler.run)
+                crawler.seed([web.seed_url()])
+                with trio.fail_after(3600):
+                    await server.log.wait_for(lambda log: len(log) >= len(truth))
+                first_pass = len(server.log)
+                hours = []
+                for _ in range(3):
+                    before = len(server.log)
+                    await trio.sleep(3600)
+                    hours.append(len(server.log) - before)
+                refresher = crawler.refresher
+                assert refresher is not None
+                budget = refresher.budget()
+                crawler.stop()
+    shard.close()
+    log = list(server.log)
+    assert Referee(log, web).short_gaps(DELAY) == []
+    # Every page about every 10 minutes (the floor), hour after hour.
+    pages = first_pass - len(web.host_names())
+    assert all(5 * pages <= n <= 7 * pages for n in hours), (hours, pages)
+    assert budget == 0.5 * len(web.host_names()) / DELAY
+
+
 CHANGING = WebSpec(seed=9, hosts=4, pages_per_host=12, changing=True)
 
 
@@ -103,13 +145,35 @@ def _recrawl_config(data: Path, policy: RefreshPolicy = RefreshPolicy.HISTORY) -
     )
 
 
+class _Robots(httpx2.AsyncBaseTransport):
+    """The synthetic web, every host's robots.txt answered with ``body``."""
+
+    def __init__(self, server: SynthServer, body: bytes) -> None:
+        self._web = SynthTransport(server)
+        self._body = body
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            headers = {"content-type": "text/plain"}
+            return httpx2.Response(200, content=self._body, headers=headers, request=request)
+        return await self._web.handle_async_request(request)
+
+
 async def _crawl_for(
-    config: CrawlConfig, server: SynthServer, seconds: float, *, seeds: list[str], crash: bool
+    config: CrawlConfig,
+    server: SynthServer,
+    seconds: float,
+    *,
+    seeds: list[str],
+    crash: bool,
+    robots: bytes | None = None,
 ) -> Crawler:
-    """Run a crawler over the data for ``seconds``; stop it, or kill it as kill -9 would."""
+    """Run a crawler over the data for ``seconds``; stop it, or kill it as kill -9 would.
+    ``robots``: what every host's robots.txt says now."""
     shard = Shard.open(config.data_dir)
+    transport = SynthTransport(server) if robots is None else _Robots(server, robots)
     try:
-        async with httpx2.AsyncClient(transport=SynthTransport(server)) as client:
+        async with httpx2.AsyncClient(transport=transport) as client:
             crawler = Crawler(config, shard, client)
             async with trio.open_nursery() as nursery:
                 await nursery.start(crawler.run)
@@ -166,3 +230,32 @@ async def test_a_changing_web_keeps_each_version_once_and_a_restart_keeps_due_ti
             early += 1
         last[url] = r.start
     assert early <= 2
+
+
+async def test_pages_robots_txt_forbids_after_a_restart_are_put_off_not_closed_again(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """After a restart every host's robots.txt says Disallow: /. Each page due again
+    was skipped as a new URL would be: its done frontier row turned skipped, the
+    pending count fell below 0 by a page each, and the same again at every plan."""
+    web = SyntheticWeb(SPEC)
+    server = in_process(web)
+    config = _recrawl_config(tmp_path)
+
+    def states() -> dict[int, int]:
+        with sqlite3.connect(tmp_path / SHARD_FILE) as conn:
+            rows = conn.execute("SELECT state, count(*) FROM frontier GROUP BY state")
+            return dict(rows.fetchall())
+
+    with wall_clock_on_trio_time():
+        await _crawl_for(config, server, 600, seeds=[web.seed_url()], crash=False)
+        before, asked = states(), len(server.log)
+        again = await _crawl_for(
+            config, server, 1200, seeds=[], crash=False, robots=b"User-agent: *\nDisallow: /\n"
+        )
+    assert again.refresher is not None
+    assert states() == before
+    assert again.pending == 0
+    pages = again.refresher.stats.barred
+    assert pages > 0 and again.stats.skipped["robots"] == pages  # each once
+    assert len(server.log) == asked  # robots.txt was answered by the stand-in

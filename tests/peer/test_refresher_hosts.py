@@ -21,6 +21,9 @@ class _Scheduler:
     def refreshes(self, host: str, due: list[tuple[float, Entry]]) -> None:
         self.due[host] = sorted(e.url for _, e in due)
 
+    def slot(self, host: str) -> None:
+        return None  # no host met yet: the refresh budget takes the configured delay
+
 
 def _row(fp: int, host: str, now: float) -> RefreshRow:
     return RefreshRow(

@@ -368,6 +368,12 @@ class Crawler(HostMovesMixin):
                 self.stats.skipped[job.reason] += 1
                 if job.reason == "robots":
                     self.stats.robots_disallowed += 1
+                if job.entry.refresh:
+                    # A page fetched before, due again: its frontier row is closed
+                    # and it is not pending; the refresher puts it off.
+                    if self.refresher is not None:
+                        self.refresher.barred(job.entry)
+                    continue
                 self._commits.skip(job.entry.fp, job.reason)
                 self._flush_now.set()
                 continue

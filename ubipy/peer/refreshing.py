@@ -22,6 +22,7 @@ before the pages' plan, so hints do not spend more than the budget.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
@@ -50,8 +51,12 @@ log = logging.getLogger(__name__)
 
 # Visits below which a page's own estimate is not trusted under --refresh cluster.
 _CLUSTER_MIN_VISITS = 3
-# The request rate --refresh-share is a share of is measured over this many seconds.
+# Hinted refreshes are counted over this many seconds.
 _RATE_WINDOW = 300.0
+# The time an answer takes, assumed until one is measured; and how fast the measured
+# mean follows each new one.
+_LATENCY_GUESS = 1.0
+_LATENCY_WEIGHT = 0.05
 
 
 @dataclass(slots=True)
@@ -69,6 +74,9 @@ class _Page:
     # Checks of its host's sitemap lastmods its visits made, and how many agreed.
     checks: int = 0
     agreed: int = 0
+    # robots.txt forbade it when it came due: not before then (robots.txt may allow
+    # it again), whatever a plan says. Not kept across a restart: asked once more.
+    barred_until: float = 0.0
 
     def row(self) -> RefreshRow:
         h = self.history
@@ -98,6 +106,7 @@ class RefreshStats:
     unchanged: int = 0
     changed: int = 0
     plans: int = 0
+    barred: int = 0
 
 
 def _entry(page: _Page) -> Entry:
@@ -109,6 +118,7 @@ class Refresher:
 
     def __init__(self, config: CrawlConfig, shard: Shard, scheduler: Callable[[], Scheduler]):
         self._cfg = config.recrawl
+        self._politeness = config.politeness
         self._shard = shard
         self._scheduler = scheduler
         self._pages: dict[int, _Page] = {}
@@ -118,7 +128,11 @@ class Refresher:
         # Pages asked again and not yet answered: a new plan leaves them out, or a
         # page due while in flight would be asked twice in a row.
         self._asked: set[int] = set()
-        self._requests: deque[float] = deque()
+        self._latency = _LATENCY_GUESS
+        self._measured = False
+        # The budget of the last plan: a page kept meanwhile takes its interval from
+        # it, not from a walk over every host.
+        self._budget: float | None = None
         self._intervals: dict[int, float] = {}
         self.stats = RefreshStats()
         self.hints = LastmodHints()
@@ -168,7 +182,10 @@ class Refresher:
         page?, its new revisit row, the visit to record: a later one, with the new
         version's body if it changed)."""
         now = time.time()
-        self._requests.append(now)
+        if result.latency is not None:
+            if not self._measured:
+                self._latency, self._measured = result.latency, True
+            self._latency += _LATENCY_WEIGHT * (result.latency - self._latency)
         kept = self._pages.get(page.fp)
         if kept is None or not entry.refresh:
             if not (result.ok and result.status == 200 and page.error is None and page.digest):
@@ -286,24 +303,48 @@ class Refresher:
 
     # -- planning ---------------------------------------------------------------
     def budget(self) -> float:
-        """Refreshes a second to plan for."""
+        """Refreshes a second to plan for: ``--refresh-rate``, or ``--refresh-share``
+        of the requests a second this peer could make to its pages' hosts.
+
+        Not a share of the requests it made lately: once new URLs ran out, those
+        were the refreshes themselves, and each plan halved the last one's rate
+        until a continuous crawl refreshed nothing (found by a review)."""
         if self._cfg.rate is not None:
             return self._cfg.rate
-        now = time.time()
-        while self._requests and self._requests[0] < now - _RATE_WINDOW:
-            self._requests.popleft()
-        return max(1e-3, self._cfg.share * len(self._requests) / _RATE_WINDOW)
+        return max(1e-3, self._cfg.share * self.capacity())
+
+    def capacity(self) -> float:
+        """Requests a second this peer could make to the hosts of its pages: one a
+        host's delay (its Crawl-delay, its pace), one an address's ``--ip-delay``,
+        and ``--concurrency`` at once over the time an answer takes (its measured
+        mean; a second until one is measured)."""
+        polite = self._politeness
+        scheduler = self._scheduler()
+        by_address: defaultdict[str | None, float] = defaultdict(float)
+        for host in self._by_host:
+            slot = scheduler.slot(host)
+            delay = polite.delay if slot is None else scheduler.delay_of(slot)
+            address = None if slot is None else slot.address
+            by_address[address] += math.inf if delay <= 0 else 1 / delay
+        ip_delay = polite.delay if polite.ip_delay is None else polite.ip_delay
+        per_address = math.inf if ip_delay <= 0 else 1 / ip_delay
+        hosts = by_address.pop(None, 0.0)
+        hosts += sum(min(rate, per_address) for rate in by_address.values())
+        return min(hosts, polite.concurrency / max(self._latency, 1e-3))
 
     def _first_interval(self) -> float:
         n = max(1, len(self._pages))
-        return min(max(n / self.budget(), self._cfg.min_interval), self._cfg.max_interval)
+        if self._budget is None:
+            self._budget = self.budget()
+        return min(max(n / self._budget, self._cfg.min_interval), self._cfg.max_interval)
 
     def plan(self) -> None:
         """Every page's revisit frequency under the policy, and its due time."""
         if not self._pages:
             return
         cfg = self._cfg
-        budget, floor = self.budget(), 1 / cfg.max_interval
+        budget = self._budget = self.budget()
+        floor = 1 / cfg.max_interval
         # A sitemap at uniform's frequency; its requests and the hinted refreshes (at
         # their recent rate) come out of the pages' budget.
         every = budget / len(self._pages)
@@ -333,7 +374,8 @@ class Refresher:
             # instead (spread over the interval), the refreshes fell 40% short of
             # the budget (bench/freshness.py).
             due = page.history.last_visit + interval
-            page.due = min(due, page.due) if page.fp in self._prompted else due
+            due = min(due, page.due) if page.fp in self._prompted else due
+            page.due = max(due, page.barred_until)
         self.stats.plans += 1
         self._schedule()
 
@@ -388,6 +430,17 @@ class Refresher:
     def _due_again(self, page: _Page) -> None:
         at = page.due + trio.current_time() - time.time()
         self._scheduler().due_again(page.host, at, _entry(page))
+
+    def barred(self, entry: Entry) -> None:
+        """A page due again that robots.txt now forbids was not asked: it stays a page
+        of the crawl (fetched, its frontier row closed), put off for the longest
+        interval rather than due again at every plan."""
+        page = self._pages.get(entry.fp)
+        if page is None:
+            return
+        page.barred_until = page.due = time.time() + self._cfg.max_interval
+        self._prompted.discard(page.fp)
+        self.stats.barred += 1
 
     def forget_host(self, host: str) -> None:
         """The host went to another peer: its pages are no longer refreshed here."""
