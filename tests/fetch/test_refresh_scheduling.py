@@ -5,8 +5,12 @@ forward."""
 
 from __future__ import annotations
 
+import itertools
+
+import pytest
+
 from ubipy.config import CrawlOrder
-from ubipy.fetch.politeness import Entry, JobKind, Scheduler
+from ubipy.fetch.politeness import Entry, Job, JobKind, Scheduler
 
 
 def _new(n: int) -> Entry:
@@ -188,3 +192,49 @@ def test_a_host_given_up_asks_none_of_its_pages_due_again() -> None:
     s.refreshes("a.test", [(now, _old(2))])
     s.due_again("a.test", now, _old(3))
     assert s.next_job(now + 100) is None and s.next_wakeup() is None
+
+
+@pytest.mark.parametrize("order", list(CrawlOrder))
+def test_a_host_with_only_pages_due_again_gets_its_share_under_every_order(
+    order: CrawlOrder,
+) -> None:
+    """Two hundred hosts with new URLs (each page finding one more), four requests at
+    once, and old.test with five pages due at 0: under a ranked order old.test was
+    ranked by its new URLs alone, none, and never chosen (found by a review)."""
+    s = Scheduler(delay=1.0, window=64, loader=lambda h, a, n: [], order=order)
+    fps = itertools.count(1)
+
+    def add(host: str, score: float) -> None:
+        n = next(fps)
+        s.add(host, Entry(fp=n, seq=n, url=f"http://{host}/{n}", depth=1, score=score))
+
+    for h in range(200):
+        for _ in range(20):
+            add(f"new{h}.test", 1.0)
+    old = [(0.0, Entry(10**9 + i, 0, f"http://old.test/{i}", 1, refresh=True)) for i in range(5)]
+    s.refreshes("old.test", old)
+    now = 0.0
+    running: list[tuple[float, Job]] = []
+    refreshed: list[float] = []
+    for _ in range(5_000):
+        while len(running) < 4 and (job := s.next_job(now)) is not None:
+            running.append((now + 0.05, job))
+        if not running:
+            wake = s.next_wakeup()
+            assert wake is not None
+            now = max(now, wake)
+            continue
+        running.sort(key=lambda r: r[0])
+        end, job = running.pop(0)
+        now = max(now, end)
+        if job.kind is JobKind.ROBOTS:
+            s.robots_answer(job.host, now, status=404, location=None, body=b"")
+            continue
+        s.finished(job.host, now)
+        assert job.entry is not None
+        if job.entry.refresh:
+            refreshed.append(now)
+        else:
+            add(job.host, 0.5)
+    # About as bfs serves them (5 s to the first, 2.5 s apart): not kept waiting.
+    assert len(refreshed) == 5 and refreshed[-1] <= 20.0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from collections import deque
 from collections.abc import Callable
 
 from ubipy.config import CrawlConfig, CrawlOrder
@@ -96,6 +97,8 @@ class Scheduler:
         # chosen by priority: (-priority, tie-breaker, the push it was armed by, slot).
         self._order = order
         self._ready: list[tuple[float, int, int, HostSlot]] = []
+        # Of those, the hosts that came up with pages due again (--recrawl), in turn.
+        self._ready_refresh: deque[tuple[int, HostSlot]] = deque()
         # Pages due again (--recrawl) take at most this share of requests while new
         # URLs wait too; requests handed out so far, and how many were refreshes.
         self._refresh_share = refresh_share
@@ -249,6 +252,21 @@ class Scheduler:
                 self._windows.refill(slot)
             urgency = ranking.host_priority(self._order, slot.queue, slot.credit, slot.on_disk)
             heapq.heappush(ready, (-urgency, next(self._tie), slot.armed_tie, slot))
+            if slot.refresh and slot.refresh[0][0] <= now:
+                self._ready_refresh.append((slot.armed_tie, slot))
+        # Hosts with pages due again go in the order they came due while refreshes
+        # are under their share of the requests: ranked by their new URLs alone, a
+        # host with only pages due again was never chosen while more hosts with new
+        # URLs were ready than requests could start (found by a review).
+        refresh = self._ready_refresh
+        if refresh and self._refreshes_taken < self._refresh_share * max(self._taken, 1):
+            while refresh:
+                armed_tie, slot = refresh.popleft()
+                if slot.armed and armed_tie == slot.armed_tie:
+                    return slot
+        elif len(refresh) > 2 * len(ready) + 64:  # places gone stale, many of them
+            live = [(t, slot) for t, slot in refresh if slot.armed and t == slot.armed_tie]
+            self._ready_refresh = deque(live)
         while ready:
             _, _, armed_tie, slot = heapq.heappop(ready)
             # Armed again meanwhile (brought forward by new URLs or a plan): that entry is
