@@ -62,6 +62,9 @@ __all__ = ["Crawler"]
 log = logging.getLogger(__name__)
 
 _SCOPE_META = "scope_roots"
+# URLs closed without a request (robots.txt, a host's page budget) in one go before
+# the loop lets others run.
+_SKIPS_AT_ONCE = 512
 # Seconds a transaction stays open at most under --replicas 2 (see Crawler.__init__).
 REPLICATED_COMMIT_INTERVAL = 0.05
 
@@ -356,7 +359,13 @@ class Crawler(HostMovesMixin):
     def _next_fetch(self) -> Job | None:
         """The next request that may start now, if any: host resolutions and skipped
         URLs met on the way are handed on as they come. None while held back."""
+        skipped = 0
         while not self._held_back():
+            if skipped >= _SKIPS_AT_ONCE:
+                # A host past its page budget with a long backlog: the rest after a
+                # checkpoint (a million skips held the loop 5 s, its pings with it).
+                self._wakeup.set()
+                return None
             job = self.scheduler.next_job(trio.current_time())
             if job is None:
                 return None
@@ -376,6 +385,7 @@ class Crawler(HostMovesMixin):
                     continue
                 self._commits.skip(job.entry.fp, job.reason)
                 self._flush_now.set()
+                skipped += 1
                 continue
             return job
         return None

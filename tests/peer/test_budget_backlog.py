@@ -1,0 +1,45 @@
+"""A host past its page budget with a long backlog: its URLs are closed without a
+request, a chunk at a time, and the rest of the peer runs between the chunks."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx2
+import trio
+
+from ubipy.config import BoundsConfig, CrawlConfig, CrawlOrder, PolitenessConfig
+from ubipy.peer.crawler import Crawler
+from ubipy.store.shard import HostMark, NewURL, Shard
+from ubipy.synthweb import SyntheticWeb, SynthTransport, WebSpec, in_process
+
+HOST = "h000.synth.test"
+
+
+async def test_a_spent_hosts_backlog_is_closed_without_holding_the_loop(tmp_path: Path) -> None:
+    """Closed in one synchronous loop, a million of them held the peer's loop for 5 s,
+    its membership pings with it (found by a review)."""
+    n = 5_000
+    web = SyntheticWeb(WebSpec(seed=5, hosts=1, pages_per_host=5))
+    shard = Shard.open(tmp_path)
+    shard.add_to_frontier([NewURL(1000 + i, f"http://{HOST}/x/{i}", HOST, 1) for i in range(n)])
+    shard.save_host_marks({HOST: HostMark(time.time() - 10, 0.01, 5)})  # its 5 pages made
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=0.01, concurrency=4),
+        bounds=BoundsConfig(max_pages_per_host=5, order=CrawlOrder.BFS),
+    )
+    steps = 0
+    async with httpx2.AsyncClient(transport=SynthTransport(in_process(web))) as client:
+        crawler = Crawler(config, shard, client)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(crawler.run)
+            with trio.fail_after(60):
+                while crawler.pending:
+                    steps += 1  # another task of the peer, given its turn
+                    await trio.lowlevel.checkpoint()
+            crawler.stop()
+    shard.close()
+    assert crawler.stats.skipped["host page budget"] == n
+    assert steps >= n // 512  # a turn at least every chunk
