@@ -28,7 +28,6 @@ from ubipy.fetch import (
     Entry,
     FetchOutcome,
     FetchResult,
-    HostRobots,
     Job,
     JobKind,
     MediaTypes,
@@ -51,6 +50,7 @@ from ubipy.peer.ordering import Ordering
 from ubipy.peer.reading import read_page
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.resolving import ResolveStage
+from ubipy.peer.robotsanswers import robots_answered
 from ubipy.peer.router import Router
 from ubipy.peer.sitemapping import Sitemapping, sitemap_answered
 from ubipy.peer.wakeup import Wakeup
@@ -460,7 +460,9 @@ class Crawler(HostMovesMixin):
                 self.stats.abandoned += 1
             self.scheduler.abandoned(job.host, job.entry, now)
         elif robots:
-            self._robots_done(job, result, now)
+            answered = (self.scheduler, self._commits, self.sitemaps, self.stats)
+            if robots_answered(*answered, job, result, now):
+                self._flush_now.set()
         else:
             assert job.entry is not None
             self._page_answered(job.host, job.entry, result, now, end_wall)
@@ -494,33 +496,6 @@ class Crawler(HostMovesMixin):
             # it is stored as an error so it is not fetched again.
             log.exception("processing %s failed", entry.url)
             self._page_done(host, entry, processing_failed(result))
-
-    def _robots_done(self, job: Job, result: FetchResult, now: float) -> None:
-        self.stats.robots_requests += 1
-        # A certificate that did not verify will not on the next attempt: the host is
-        # given up at once, its pages closed with the certificate's error.
-        bad_cert = result.outcome is FetchOutcome.CERTIFICATE_ERROR
-        self.stats.certificate_errors += bad_cert
-        decision = self.scheduler.robots_answer(
-            job.host,
-            now,
-            status=result.status,
-            location=result.location,
-            body=result.body,
-            final=bad_cert,
-        )
-        if decision is None:
-            return
-        slot = self.scheduler.slot(job.host)
-        if slot is not None and slot.robots_state is HostRobots.GIVEN_UP:
-            # The scheduler gave the host up: its queued URLs are closed, not lost.
-            self.stats.robots_given_up += 1
-            reason = result.detail if bad_cert else None
-            self._commits.close_host(job.host, reason or "robots.txt unreachable")
-            self._flush_now.set()
-        elif slot is not None and slot.robots_fetch is not None and not decision.temporary:
-            # Its Sitemap lines and /sitemap.xml go where links go.
-            self._commits.found(self.sitemaps.named_by_robots(slot.robots_fetch, decision.rules))
 
     def _page_done(self, host: str, entry: Entry, result: FetchResult) -> None:
         if is_sitemap(entry.depth):  # stored as a page row, counted as a sitemap

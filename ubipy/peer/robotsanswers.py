@@ -1,0 +1,53 @@
+"""What a host's robots.txt answer means for the crawl.
+
+The scheduler takes it (its rules, the host's delay, a retry, a refetch once they are
+old: :mod:`ubipy.fetch.robotsrule`). A host it gives up (robots.txt unreachable after
+the last attempt, or its certificate did not verify) has its queued URLs closed with
+the reason, not lost. A host whose rules came has its ``Sitemap`` lines and
+/sitemap.xml go where links go (:mod:`ubipy.peer.sitemapping`).
+"""
+
+from __future__ import annotations
+
+from ubipy.fetch import FetchOutcome, FetchResult, HostRobots, Job, Scheduler
+from ubipy.peer.commits import Commits
+from ubipy.peer.crawlstats import CrawlStats
+from ubipy.peer.sitemapping import Sitemapping
+
+__all__ = ["robots_answered"]
+
+
+def robots_answered(
+    scheduler: Scheduler,
+    commits: Commits,
+    sitemaps: Sitemapping,
+    stats: CrawlStats,
+    job: Job,
+    result: FetchResult,
+    now: float,
+) -> bool:
+    """Hand ``job``'s answer on; True when URLs were closed (a commit is due now)."""
+    stats.robots_requests += 1
+    # A certificate that did not verify will not on the next attempt: the host is
+    # given up at once, its pages closed with the certificate's error.
+    bad_cert = result.outcome is FetchOutcome.CERTIFICATE_ERROR
+    stats.certificate_errors += bad_cert
+    decision = scheduler.robots_answer(
+        job.host,
+        now,
+        status=result.status,
+        location=result.location,
+        body=result.body,
+        final=bad_cert,
+    )
+    if decision is None:
+        return False
+    slot = scheduler.slot(job.host)
+    if slot is not None and slot.robots_state is HostRobots.GIVEN_UP:
+        stats.robots_given_up += 1
+        reason = result.detail if bad_cert else None
+        commits.close_host(job.host, reason or "robots.txt unreachable")
+        return True
+    if slot is not None and slot.robots_fetch is not None and not decision.temporary:
+        commits.found(sitemaps.named_by_robots(slot.robots_fetch, decision.rules))
+    return False
