@@ -147,6 +147,15 @@ class PolitenessConfig:
     robots_max_attempts: int = option(
         3, help="attempts at a failing robots.txt before its host's URLs are given up"
     )
+    # RFC 9309 §2.4: a robots.txt is not used for more than a day unless it cannot be
+    # reached; a refetch that fails keeps the old rules and is tried again.
+    robots_ttl: float = option(
+        86400.0,
+        flag="--robots-ttl",
+        metavar="SECONDS",
+        help="a host's robots.txt is asked again before its next request once its answer "
+        "is this old; while that fails the old rules stand (default: {default})",
+    )
     # Shared hosting puts thousands of sites on one server: the rule per address
     # keeps a crawl of all of them as gentle as a crawl of one.
     ip_delay: float | None = option(
@@ -183,6 +192,7 @@ class PolitenessConfig:
         at_least(self, 0, "delay", "robots_retry_base", "ip_delay")
         at_least(self, 0, "max_crawl_delay", infinite=True)
         at_least(self, 1, "concurrency", "robots_max_attempts")
+        positive(self, "robots_ttl")
         at_least(self, 0, "delay_factor", "backoff_base")
         at_least(self, 0, "max_delay", infinite=True)
 

@@ -6,7 +6,11 @@ request is in flight, the host's delay and the time its next request is allowed.
 that are ready wait in a heap keyed by that time. robots.txt is resolved
 through the same slot before the host's first page, so its requests obey the
 same politeness as pages; a redirect of it to another host waits for that host's
-(hops.py), and for that host's address, not its own (addresses.py).
+(hops.py), and for that host's address, not its own (addresses.py). Once a host's
+rules are older than the TTL (``robots_ttl``, RFC 9309 §2.4: a day) its next request
+asks robots.txt again first, through the same slot; while that refetch fails the old
+rules stand (a cached copy serves while robots.txt is unreachable) and it is tried
+again after the usual back-off.
 
 Among the hosts whose time has come, the crawl order (``--order``, ranking.py)
 chooses which goes next and which of its URLs; a continuous crawl (``--recrawl``)
@@ -28,7 +32,8 @@ from ubipy.config import CrawlConfig, CrawlOrder
 from ubipy.fetch import ranking
 from ubipy.fetch.addresses import AddressRule
 from ubipy.fetch.hops import HopRule
-from ubipy.fetch.robots import RobotsDecision, RobotsFetch, retry_delay
+from ubipy.fetch.robots import RobotsDecision, RobotsFetch, RobotsState
+from ubipy.fetch.robotsrule import RobotsRule
 from ubipy.fetch.sitemaps import is_sitemap
 from ubipy.fetch.slots import Entry, HostRobots, HostSlot, Job, JobKind, Loader
 from ubipy.fetch.throttle import Pace, SlowHost, ThrottleRules
@@ -51,6 +56,7 @@ class Scheduler:
         max_crawl_delay: float = 60.0,
         robots_retry_base: float = 30.0,
         robots_max_attempts: int = 3,
+        robots_ttl: float = 86400.0,
         max_pages_per_host: int | None = None,
         max_in_memory: int = 200_000,
         resolve: Callable[[str], bool] | None = None,
@@ -81,9 +87,13 @@ class Scheduler:
         self._windows = Windows(
             window=window, loader=loader, max_in_memory=max_in_memory, ranked=order.ranked
         )
-        self._max_crawl_delay = max_crawl_delay
-        self._robots_retry_base = robots_retry_base
-        self._robots_max_attempts = robots_max_attempts
+        self._robots = RobotsRule(
+            delay=delay,
+            max_crawl_delay=max_crawl_delay,
+            retry_base=robots_retry_base,
+            attempts=robots_max_attempts,
+            ttl=robots_ttl,
+        )
         self._budget = max_pages_per_host
         self._slots: dict[str, HostSlot] = {}
         # (time, tie-breaker, slot): the slot itself, so an entry of a slot that was
@@ -120,6 +130,7 @@ class Scheduler:
             max_crawl_delay=politeness.max_crawl_delay,
             robots_retry_base=politeness.robots_retry_base,
             robots_max_attempts=politeness.robots_max_attempts,
+            robots_ttl=politeness.robots_ttl,
             max_pages_per_host=config.bounds.max_pages_per_host,
             max_in_memory=config.store.frontier_memory,
             resolve=resolve,
@@ -309,17 +320,18 @@ class Scheduler:
                 continue
             if not self._addresses.may_start(slot, now, hop=hop):
                 continue
-            if slot.robots_state is HostRobots.UNKNOWN:
-                if slot.robots_fetch is None:
+            if slot.robots_state is HostRobots.UNKNOWN or self._robots.stale(slot, now):
+                fetch = slot.robots_fetch
+                if fetch is None or fetch.state is not RobotsState.AWAITING_RESPONSE:
                     first = slot.queue[0].url if slot.queue else self._windows.peek_url(slot)
                     if first is None and slot.refresh:  # only pages due again (a restart)
                         first = slot.refresh[0][2].url
                     if first is None:
                         self._pass(slot)
                         continue
-                    slot.robots_fetch = RobotsFetch(robots_url(first))
+                    fetch = slot.robots_fetch = RobotsFetch(robots_url(first))
                 self._start_request(slot, target)
-                return Job(JobKind.ROBOTS, host, slot.robots_fetch.url)
+                return Job(JobKind.ROBOTS, host, fetch.url)
             entry = self._take(slot, now)
             if entry is None:
                 self._arm(slot)  # only pages due later: back in the heap for then
@@ -361,7 +373,9 @@ class Scheduler:
         """The host the slot's next request goes to: its own, unless its robots.txt
         was redirected (a hop's target may be its own host: http to https)."""
         fetch = slot.robots_fetch
-        if slot.robots_state is HostRobots.UNKNOWN and fetch is not None and fetch.redirects:
+        # A fetch under way: the first, or a refetch past the TTL (a finished one
+        # stays with the slot, its redirects no longer anyone's target).
+        if fetch is not None and fetch.redirects and fetch.state is RobotsState.AWAITING_RESPONSE:
             return host_key(fetch.url)
         return slot.host
 
@@ -429,11 +443,11 @@ class Scheduler:
         slot.in_flight = False
         self.in_flight -= 1
         slot.lookup_failures += 1
-        if final or slot.lookup_failures >= self._robots_max_attempts:
+        wait = None if final else self._robots.backoff(slot.lookup_failures)
+        if wait is None:
             self._give_up(slot)
             self._hops.freed(slot)
             return True
-        wait = retry_delay(slot.lookup_failures, self._robots_retry_base)
         slot.next_allowed = max(slot.next_allowed, now + wait)
         self._hops.freed(slot)
         self._arm(slot)
@@ -491,28 +505,13 @@ class Scheduler:
         Returns the decision once there is one; None while redirects are followed.
         """
         slot = self._slots[host]
-        fetch = slot.robots_fetch
-        assert fetch is not None
-        decision = fetch.on_error() if status is None else fetch.on_response(status, location, body)
-        if decision is None:
-            self.finished(host, now)
-            return None
-        if decision.temporary:
-            slot.robots_attempts += 1
-            slot.robots_fetch = None
-            if final or slot.robots_attempts >= self._robots_max_attempts:
-                self._give_up(slot)
-                self.finished(host, now)
-                return decision
-            wait = retry_delay(slot.robots_attempts, self._robots_retry_base)
-            self.finished(host, now, wait=wait)
-            return decision
-        slot.robots_state = HostRobots.KNOWN
-        slot.robots = decision.rules
-        crawl_delay = decision.rules.crawl_delay
-        if crawl_delay is not None:
-            slot.delay = max(self._delay, min(crawl_delay, self._max_crawl_delay))
-        self.finished(host, now)
+        decision, give_up, wait = self._robots.answer(slot, now, status, location, body)
+        if decision is not None and decision.temporary and final:
+            give_up = slot.robots_state is not HostRobots.KNOWN  # a refetch keeps its rules
+        if give_up:
+            self._give_up(slot)
+            wait = None
+        self.finished(host, now, wait=wait)
         return decision
 
     # -- ownership ------------------------------------------------------------

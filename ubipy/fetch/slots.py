@@ -87,6 +87,11 @@ class HostSlot:
     robots: RobotsRules | None = None
     robots_fetch: RobotsFetch | None = None
     robots_attempts: int = 0
+    # When its rules were last taken (the scheduler's clock), and from when its next
+    # request asks robots.txt again first: their age past the TTL, or a failed
+    # refetch's back-off (the old rules stand meanwhile).
+    robots_at: float = -math.inf
+    robots_due: float = math.inf
     # Page requests made (robots.txt and retries not counted): the host's budget.
     pages: int = 0
     # The address requests go to, the per-IP rule's key (None: not looked up, or

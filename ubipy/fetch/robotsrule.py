@@ -1,0 +1,91 @@
+"""A host's robots.txt through its own slot: what each answer means for the host.
+
+robots.txt is asked before a host's first page, through the host's slot, so it obeys
+the same politeness as pages (hops.py when it is redirected to another host), and
+asked again once its answer is older than the TTL (``--robots-ttl``; RFC 9309 §2.4:
+a day). A first answer that fails is tried again after a back-off, and the host is
+given up after the last attempt (or at once, when its certificate did not verify).
+A refetch that fails keeps the old rules, since a cached copy serves while
+robots.txt cannot be reached, and is tried again after the back-off, however often
+it fails. An answer's Crawl-delay (capped) becomes the host's delay; an answer
+without one puts back the crawl's.
+
+No I/O and no clock, as the scheduler.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ubipy.fetch.robots import RobotsDecision, retry_delay
+from ubipy.fetch.slots import HostRobots, HostSlot
+
+__all__ = ["RobotsOutcome", "RobotsRule"]
+
+
+class RobotsOutcome(NamedTuple):
+    # The decision once there is one; None while redirects are followed.
+    decision: RobotsDecision | None
+    # The host is given up: its URLs are closed.
+    give_up: bool = False
+    # The host waits this long before its next request (None: its delay).
+    wait: float | None = None
+
+
+class RobotsRule:
+    """How hosts' robots.txt answers set their rules, delays and retries."""
+
+    def __init__(
+        self, *, delay: float, max_crawl_delay: float, retry_base: float, attempts: int, ttl: float
+    ) -> None:
+        self._delay = delay
+        self._max_crawl_delay = max_crawl_delay
+        self._retry_base = retry_base
+        self._attempts = attempts
+        self._ttl = ttl
+
+    @staticmethod
+    def stale(slot: HostSlot, now: float) -> bool:
+        """Whether the host's next request asks robots.txt again first: its rules
+        are known but past their time, and it has a request to make now."""
+        return (
+            slot.robots_state is HostRobots.KNOWN
+            and now >= slot.robots_due
+            and (slot.has_work or (bool(slot.refresh) and slot.refresh[0][0] <= now))
+        )
+
+    def answer(
+        self, slot: HostSlot, now: float, status: int | None, location: str | None, body: bytes
+    ) -> RobotsOutcome:
+        """Feed a response (``status`` None: it failed) to the slot's fetch."""
+        fetch = slot.robots_fetch
+        assert fetch is not None
+        decision = fetch.on_error() if status is None else fetch.on_response(status, location, body)
+        if decision is None:
+            return RobotsOutcome(None)
+        if decision.temporary:
+            slot.robots_attempts += 1
+            slot.robots_fetch = None
+            wait = retry_delay(slot.robots_attempts, self._retry_base)
+            if slot.robots_state is HostRobots.KNOWN:
+                # A refetch past the TTL: the old rules stand, the host's pages go on
+                # at its delay, and robots.txt is asked again after the back-off.
+                slot.robots_due = now + wait
+                return RobotsOutcome(decision)
+            if slot.robots_attempts >= self._attempts:
+                return RobotsOutcome(decision, give_up=True)
+            return RobotsOutcome(decision, wait=wait)
+        slot.robots_state = HostRobots.KNOWN
+        slot.robots = decision.rules
+        slot.robots_attempts = 0
+        slot.robots_at, slot.robots_due = now, now + self._ttl
+        crawl_delay = decision.rules.crawl_delay
+        slot.delay = self._delay
+        if crawl_delay is not None:
+            slot.delay = max(self._delay, min(crawl_delay, self._max_crawl_delay))
+        return RobotsOutcome(decision)
+
+    def backoff(self, failures: int) -> float | None:
+        """The wait after ``failures`` failed attempts (a host's lookups are tried as
+        its robots.txt is), or None when that was the last one."""
+        return None if failures >= self._attempts else retry_delay(failures, self._retry_base)
