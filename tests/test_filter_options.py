@@ -82,6 +82,49 @@ def test_a_bad_filter_ends_the_peer_at_start(
     assert capsys.readouterr().err == f"ubipy peer: error: {message}\n"
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ("--user-agent", "crawler-\u00e9"),
+            "--user-agent must be printable ASCII (letters, digits, punctuation, spaces): "
+            "'crawler-\u00e9'",
+        ),
+        (
+            ("--user-agent", "bot\r\nX-Injected: 1"),
+            "--user-agent must be printable ASCII (letters, digits, punctuation, spaces): "
+            "'bot\\r\\nX-Injected: 1'",
+        ),
+        (("--proxy", "not a url"), "--proxy must be an http://HOST[:PORT] URL, not 'not a url'"),
+        (
+            ("--proxy", "ftp://proxy.test:21"),
+            "--proxy must be an http://HOST[:PORT] URL, not 'ftp://proxy.test:21'",
+        ),
+        (
+            ("--proxy", "http://proxy.test:99999"),
+            "--proxy is not a URL: 'http://proxy.test:99999' (Port out of range 0-65535)",
+        ),
+        (
+            ("--proxy", "http://u:p@proxy.test:3128"),
+            "--proxy must not carry credentials (not supported)",
+        ),
+    ],
+)
+def test_a_user_agent_or_proxy_that_cannot_be_used_ends_the_peer_at_start(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    flags: tuple[str, ...],
+    message: str,
+) -> None:
+    """A non-ASCII user agent stopped the peer with a traceback at its first request;
+    one with a line break, or a proxy that is not an http:// URL, had every host
+    given up as "robots.txt unreachable" (found by a review)."""
+    with pytest.raises(SystemExit) as ended:
+        main(["peer", "--data", str(tmp_path), *flags])
+    assert ended.value.code == 2
+    assert capsys.readouterr().err == f"ubipy peer: error: {message}\n"
+
+
 def test_a_missing_or_bad_ca_bundle_ends_the_peer_at_start(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

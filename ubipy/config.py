@@ -16,6 +16,7 @@ import re
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from ubipy import PROJECT_URL, __version__
 from ubipy.cluster_config import ControlConfig, ForwardingConfig, ReplicationConfig, SwimConfig
@@ -95,6 +96,27 @@ def default_user_agent() -> str:
 _TOKEN = r"[a-z0-9!#$&^_.+-]+"
 # RFC 9110's media-range, without parameters.
 _MEDIA_RANGE = re.compile(rf"\*/\*|{_TOKEN}/(?:{_TOKEN}|\*)")
+
+
+# RFC 9110's field value, ASCII only (httpx2 sends headers as ASCII), not empty, no
+# space at either end.
+_USER_AGENT = re.compile(r"[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?")
+
+
+def _check_proxy(proxy: str) -> None:
+    """An http:// proxy with a host and a port that can be: the transport speaks
+    plain HTTP to it (CONNECT for https), and knows no credentials."""
+    try:
+        url = urlsplit(proxy)
+        port = url.port
+    except ValueError as exc:
+        raise ConfigError(f"is not a URL: {proxy!r} ({exc})", "proxy") from None
+    if url.scheme != "http" or not url.hostname:
+        raise ConfigError(f"must be an http://HOST[:PORT] URL, not {proxy!r}", "proxy")
+    if url.username is not None or url.password is not None:
+        raise ConfigError("must not carry credentials (not supported)", "proxy")
+    if url.path not in ("", "/") or url.query or url.fragment or port == 0:
+        raise ConfigError(f"must be an http://HOST[:PORT] URL, not {proxy!r}", "proxy")
 
 
 def _check_ca_bundle(path: Path) -> None:
@@ -366,6 +388,16 @@ class FetchConfig:
 
     def __post_init__(self) -> None:
         positive(self, "connect_timeout", "read_timeout", "fetch_deadline")
+        if not _USER_AGENT.fullmatch(self.user_agent):
+            # Sent as it is in every request: a non-ASCII one stopped the peer at its
+            # first request, one with a line break made every request fail.
+            raise ConfigError(
+                f"must be printable ASCII (letters, digits, punctuation, spaces): "
+                f"{self.user_agent!r}",
+                "user_agent",
+            )
+        if self.proxy is not None:
+            _check_proxy(self.proxy)
         if self.ca_bundle is not None:
             _check_ca_bundle(self.ca_bundle)
         for media in self.accept:
