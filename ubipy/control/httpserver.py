@@ -7,6 +7,12 @@ surviving whatever a client sends. What to answer is the caller's function.
 A client that sends garbage gets 400, an over-long body 413, a request that drips
 in too slowly 408, and only its own connection is closed. Bodies are read whole
 (they are capped), since every route here wants all of its body before acting.
+
+A connection that never sends a request costs a slot for ``request_timeout`` only,
+and at the cap a newcomer pushes out the connection that has waited longest for its
+next request (as the peer port pushes out its oldest unauthenticated one), so a
+stranger holding silent connections cannot lock everyone else out. Only when every
+connection is in the middle of a request is a newcomer turned away with 503.
 """
 
 from __future__ import annotations
@@ -14,8 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Final
 
@@ -35,11 +42,14 @@ _LINGER_BYTES: Final = 4 << 20
 class HttpLimits:
     max_body: int = 1 << 20
     max_head: int = 16 * 1024
-    # Once a request's first byte is in, all of it must arrive within this.
+    # A connection's first request must arrive whole within this of its accept, and
+    # a later one within this of its first byte.
     request_timeout: float = 10.0
-    # A kept-alive connection with no request for this long is closed.
+    # A kept-alive connection with no request for this long after its last answer
+    # is closed.
     idle_timeout: float = 60.0
-    # Even on loopback, one local program should not be able to hold every fd.
+    # Even on loopback, one local program should not be able to hold every fd. At
+    # the cap a newcomer pushes out the connection idle longest.
     max_connections: int = 64
 
 
@@ -79,35 +89,86 @@ class _TimedOut(Exception):
     pass
 
 
+@dataclass(eq=False, slots=True)
+class _Slot:
+    """One accepted connection's place under the cap; cancelling ``scope`` ends it."""
+
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    held: bool = True
+
+
 class HttpServer:
     """Serves connections with ``answer``; pass ``handle`` to ``trio.serve_listeners``."""
 
     def __init__(self, answer: Callable[[Request], Answer], limits: HttpLimits) -> None:
         self._answer = answer
         self.limits = limits
+        # Connections held under the cap (one pushed out stops counting at once).
         self.connections = 0
+        # Those waiting for their next request, longest waiting first.
+        self._idle: OrderedDict[_Slot, None] = OrderedDict()
+        self.evicted = 0
+        self.refused = 0
+
+    @property
+    def idle(self) -> int:
+        """How many held connections are waiting for a request (may be pushed out)."""
+        return len(self._idle)
 
     async def handle(self, stream: trio.SocketStream) -> None:
+        accepted = trio.current_time()
+        while self.connections >= self.limits.max_connections and self._idle:
+            self._evict()
         if self.connections >= self.limits.max_connections:
+            self.refused += 1  # every connection is in the middle of a request
             await _refuse(stream)
             return
+        slot = _Slot()
         self.connections += 1
+        self._idle[slot] = None
         try:
-            await self._converse(stream)
+            with slot.scope:
+                await self._converse(stream, slot, accepted)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the client went; only its own connection ends
         except Exception:
             # Whatever one request does, the server and the peer around it go on.
             log.exception("control: connection failed")
         finally:
-            self.connections -= 1
+            self._release(slot)
             await trio.aclose_forcefully(stream)
 
-    async def _converse(self, stream: trio.SocketStream) -> None:
+    def _evict(self) -> None:
+        """Push out the connection that has waited longest for a request."""
+        slot, _ = self._idle.popitem(last=False)
+        self._release(slot)
+        slot.scope.cancel()
+        self.evicted += 1
+
+    def _release(self, slot: _Slot) -> None:
+        if slot.held:
+            slot.held = False
+            self.connections -= 1
+            self._idle.pop(slot, None)
+
+    def _waiting(self, slot: _Slot) -> None:
+        """``slot`` waits for its next request: the newest to be pushed out."""
+        if slot.held:
+            self._idle[slot] = None
+            self._idle.move_to_end(slot)
+
+    def _busy(self, slot: _Slot) -> None:
+        """A request is under way on ``slot``: it is not pushed out until answered."""
+        self._idle.pop(slot, None)
+
+    async def _converse(self, stream: trio.SocketStream, slot: _Slot, accepted: float) -> None:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_head)
+        # The first request is due soon after the accept: a connection that says
+        # nothing costs a slot for request_timeout, not idle_timeout.
+        deadline = accepted + self.limits.request_timeout
         while True:
             try:
-                request = await self._read(conn, stream)
+                request = await self._read(conn, stream, slot, deadline)
             except h11.RemoteProtocolError as exc:
                 await self._send(conn, stream, error(exc.error_status_hint, str(exc), close=True))
                 await _linger(stream)
@@ -135,13 +196,20 @@ class HttpServer:
                 await _linger(stream)
                 return
             conn.start_next_cycle()
+            # Kept alive after a whole request was answered: the next may take a while.
+            deadline = trio.current_time() + self.limits.idle_timeout
 
-    async def _read(self, conn: h11.Connection, stream: trio.SocketStream) -> Request | None:
-        """The next whole request; None when the client closed between requests."""
+    async def _read(
+        self, conn: h11.Connection, stream: trio.SocketStream, slot: _Slot, deadline: float
+    ) -> Request | None:
+        """The next whole request, due by ``deadline`` and within request_timeout of its
+        first byte; None when the client closed between requests."""
         limits = self.limits
-        deadline = trio.current_time() + limits.idle_timeout
         if conn.trailing_data[0]:  # a pipelined request is already under way
+            self._busy(slot)
             deadline = min(deadline, trio.current_time() + limits.request_timeout)
+        else:
+            self._waiting(slot)
         head: h11.Request | None = None
         body = bytearray()
         while True:
@@ -151,6 +219,7 @@ class HttpServer:
                     data = await stream.receive_some(_READ_SIZE)
                     conn.receive_data(data)
                     if data and head is None and conn.their_state is h11.IDLE:
+                        self._busy(slot)
                         deadline = min(deadline, trio.current_time() + limits.request_timeout)
                     continue
                 raise _TimedOut

@@ -1,0 +1,163 @@
+"""The control centre's HTTP server against connections that say nothing, over real
+loopback sockets: a silent connection holds a slot for request_timeout only, and at
+the cap it gives way to a real request instead of the request getting 503."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import trio
+import trio.testing
+
+from ubipy.control.httpserver import Answer, HttpLimits, HttpServer, Request
+
+GET = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+GET_CLOSE = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+BODY = b"ok"
+
+
+def ok(request: Request) -> Answer:
+    return Answer(200, BODY)
+
+
+async def serve(nursery: trio.Nursery, **limits: Any) -> tuple[HttpServer, int]:
+    server = HttpServer(ok, HttpLimits(**limits))
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    await nursery.start(trio.serve_listeners, server.handle, listeners)
+    port: int = listeners[0].socket.getsockname()[1]
+    return server, port
+
+
+@asynccontextmanager
+async def connections(port: int, n: int) -> AsyncIterator[list[trio.SocketStream]]:
+    async with AsyncExitStack() as stack:
+        streams = []
+        for _ in range(n):
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            streams.append(await stack.enter_async_context(stream))
+        yield streams
+
+
+async def settled(server: HttpServer, connections: int, idle: int) -> None:
+    """Until the server holds this many connections, this many of them idle."""
+    while (server.connections, server.idle) != (connections, idle):
+        await trio.testing.wait_all_tasks_blocked()
+
+
+async def until_closed(stream: trio.SocketStream) -> bytes:
+    chunks = []
+    while chunk := await stream.receive_some(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def one_answer(stream: trio.SocketStream) -> bytes:
+    """One kept-alive answer (its body is BODY)."""
+    answer = b""
+    while not answer.endswith(b"\r\n\r\n" + BODY):
+        chunk = await stream.receive_some(65536)
+        assert chunk, f"closed after {answer!r}"
+        answer += chunk
+    return answer
+
+
+def status_of(answer: bytes) -> int:
+    return int(answer.split(b" ", 2)[1])
+
+
+# --------------------------------------------------------------------------- the cap
+
+
+async def test_silent_connections_at_the_cap_do_not_keep_a_request_waiting(
+    nursery: trio.Nursery,
+) -> None:
+    server, port = await serve(nursery)  # the defaults: 64 connections, 10 s to ask
+    cap = server.limits.max_connections
+    # Well under request_timeout: answered at once, not once the silent ones time out.
+    with trio.fail_after(server.limits.request_timeout / 4):
+        async with connections(port, cap) as silent:
+            await settled(server, cap, cap)
+            async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+                await stream.send_all(GET_CLOSE)
+                assert status_of(await until_closed(stream)) == 200
+            # The one pushed out was the one waiting longest; the others are held.
+            assert await silent[0].receive_some(65536) == b""
+            assert (server.evicted, server.refused) == (1, 0)
+            await settled(server, cap - 1, cap - 1)
+
+
+async def test_a_newcomer_pushes_out_the_idle_one_not_one_mid_request(
+    nursery: trio.Nursery,
+) -> None:
+    server, port = await serve(nursery, max_connections=2)
+    with trio.fail_after(5):
+        async with connections(port, 2) as (busy, idle):
+            await busy.send_all(b"GET / HTTP/1.1\r\nHo")
+            await settled(server, 2, 1)
+            async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+                await stream.send_all(GET_CLOSE)
+                assert status_of(await until_closed(stream)) == 200
+            assert await idle.receive_some(65536) == b""
+            await busy.send_all(b"st: a\r\nConnection: close\r\n\r\n")
+            assert status_of(await until_closed(busy)) == 200
+
+
+async def test_a_newcomer_gets_503_only_when_every_connection_is_mid_request(
+    nursery: trio.Nursery,
+) -> None:
+    server, port = await serve(nursery, max_connections=2)
+    with trio.fail_after(5):
+        async with connections(port, 2) as busy:
+            for stream in busy:
+                await stream.send_all(b"GET / HTTP/1.1\r\nHo")
+            await settled(server, 2, 0)
+            async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+                await stream.send_all(GET_CLOSE)
+                assert status_of(await until_closed(stream)) == 503
+            assert (server.evicted, server.refused) == (0, 1)
+            for stream in busy:  # neither was cut short
+                await stream.send_all(b"st: a\r\nConnection: close\r\n\r\n")
+                assert status_of(await until_closed(stream)) == 200
+
+
+# --------------------------------------------------------------------------- timeouts
+
+
+async def test_a_silent_connection_is_closed_after_request_timeout_not_idle_timeout(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    server, port = await serve(nursery, request_timeout=5.0, idle_timeout=60.0)
+    began = trio.current_time()
+    async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+        assert await until_closed(stream) == b""  # quietly: it asked nothing
+    assert 5.0 <= trio.current_time() - began < 6.0
+    assert server.connections == 0
+
+
+async def test_the_first_request_is_due_within_request_timeout_of_the_accept(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    _, port = await serve(nursery, request_timeout=5.0, idle_timeout=60.0)
+    began = trio.current_time()
+    async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+        await trio.sleep(4.0)  # a client this slow to start...
+        await stream.send_all(b"GET / HTTP/1.1\r\nHo")  # ...gets 1 s more, not 5
+        assert status_of(await until_closed(stream)) == 408
+    assert 5.0 <= trio.current_time() - began < 6.0
+
+
+async def test_a_kept_alive_connection_gets_idle_timeout_between_requests(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    _, port = await serve(nursery, request_timeout=5.0, idle_timeout=60.0)
+    async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+        await stream.send_all(GET)
+        assert status_of(await one_answer(stream)) == 200
+        await trio.sleep(30.0)  # far past request_timeout: still kept alive
+        await stream.send_all(GET)
+        assert status_of(await one_answer(stream)) == 200
+        answered = trio.current_time()
+        assert await until_closed(stream) == b""
+    assert 60.0 <= trio.current_time() - answered < 61.0
