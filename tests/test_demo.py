@@ -3,6 +3,7 @@ anything else in one line (the whole demo crawl is tested in test_cli)."""
 
 from __future__ import annotations
 
+import socket
 import tempfile
 from pathlib import Path
 
@@ -117,3 +118,19 @@ def test_a_marked_directory_is_refused_whole_if_any_part_is_not_the_demos(
         prepare_data_dir(data, 3)
     assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
     assert _tree(data) == before  # nothing removed, not even the demo's own
+
+
+def test_an_address_in_use_ends_the_demo_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It gave a 64-line traceback and status 1 (found by a review)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        for flag in ("--listen", "--control"):
+            data = tmp_path / flag.strip("-")
+            args = ["demo", "--data", str(data), "--peers", "1", "--hosts", "2", flag, address]
+            assert main(args) == 2
+            err = capsys.readouterr().err
+            assert err.startswith("ubipy demo: cannot start: ") and err.count("\n") == 1, err

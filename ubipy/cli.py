@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -323,7 +323,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from ubipy.demo import run_demo
 
-            return trio.run(run_demo, args, _config(args, _DEMO_DEFAULTS))
+            return _or_cannot_start(
+                "demo", lambda: trio.run(run_demo, args, _config(args, _DEMO_DEFAULTS))
+            )
     except ShardError as exc:
         print(f"ubipy: {exc}", file=sys.stderr)
         return 2
@@ -344,11 +346,25 @@ async def _run_peer(args: argparse.Namespace, config: CrawlConfig) -> int:
     try:
         return await _serve_peer(peer, args)
     except* OSError as group:
-        # Most often an address in use, for the peer or its control centre.
-        problem = group.exceptions[0]
-        while isinstance(problem, BaseExceptionGroup):
-            problem = problem.exceptions[0]
-    print(f"ubipy peer: cannot start: {problem}", file=sys.stderr)
+        problem = group
+    return _cannot_start("peer", problem)
+
+
+def _or_cannot_start(command: str, run: Callable[[], int]) -> int:
+    """``run()``, or a line saying why it could not start (an address in use...)."""
+    problem: BaseException | None = None
+    try:
+        return run()
+    except* OSError as group:
+        problem = group
+    return _cannot_start(command, problem)
+
+
+def _cannot_start(command: str, problem: BaseException | None) -> int:
+    # Most often an address in use, for a peer or its control centre.
+    while isinstance(problem, BaseExceptionGroup):
+        problem = problem.exceptions[0]
+    print(f"ubipy {command}: cannot start: {problem}", file=sys.stderr)
     return 2
 
 
