@@ -226,8 +226,8 @@ def test_seed_refuses_a_binary_file(tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert done.returncode == 1
-    assert "binary file" in done.stderr
+    assert done.returncode == 2
+    assert done.stderr == f"ubipy seed: {seeds}: looks like a binary file, not a list of URLs\n"
 
 
 @pytest.mark.parametrize("command", ["peer", "seed", "status", "demo"])

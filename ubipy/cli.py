@@ -32,7 +32,7 @@ from ubipy.checks import (
 from ubipy.config import CrawlConfig
 from ubipy.control import control_bind, serve_control_centre
 from ubipy.errors import ConfigError, StorageError
-from ubipy.fetch import parse_seeds
+from ubipy.fetch import SeedsFileError, parse_seeds, read_seeds
 from ubipy.net import request
 from ubipy.options import add_flags, build, flag_names, flags_given, read_file, sections
 from ubipy.peer import Peer, settle_collector
@@ -380,7 +380,12 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace) -> int:
             bound = await nursery.start(serve, peer, control.address)
             print(f"control centre on http://{bound}/", file=sys.stderr)
         if args.seeds is not None:
-            seeds = parse_seeds(args.seeds.read_bytes())
+            try:
+                seeds = parse_seeds(_read_seeds_file(args.seeds))
+            except SeedsFileError as exc:
+                # As a file of no usable URL: said, and the peer goes on without.
+                print(f"{args.seeds}: {exc}", file=sys.stderr)
+                seeds = parse_seeds(b"")
             for problem in seeds.problems:
                 print(f"{args.seeds}: {problem}", file=sys.stderr)
             try:
@@ -440,11 +445,22 @@ def _unreachable(peer: str, exc: OSError) -> str:
     return str(exc) if isinstance(exc, PermissionError) else f"cannot reach peer {peer}: {exc}"
 
 
+def _read_seeds_file(path: Path) -> bytes:
+    """A seeds file's bytes ("-": standard input), bounded (:func:`read_seeds`)."""
+    if str(path) == "-":
+        return read_seeds(sys.stdin.buffer)
+    with path.open("rb") as stream:
+        return read_seeds(stream)
+
+
 def _seed(args: argparse.Namespace) -> int:
     try:
-        data = sys.stdin.buffer.read() if str(args.file) == "-" else args.file.read_bytes()
+        data = _read_seeds_file(args.file)
     except OSError as exc:
         print(f"ubipy seed: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except SeedsFileError as exc:
+        print(f"ubipy seed: {args.file}: {exc}", file=sys.stderr)
         return 2
     seeds = parse_seeds(data)
     for problem in seeds.problems:

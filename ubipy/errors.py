@@ -22,6 +22,8 @@
     │                      a closed pipe): what was written is incomplete
     ├── DemoDirError       ubipy.demo: the --data directory holds what the demo did
     │                      not make, or is not a directory (also a ValueError)
+    ├── SeedsFileError     ubipy.fetch.seeds: a seeds file refused whole, binary or
+    │                      too large to read (also a ValueError)
     ├── BadURL             ubipy.fetch: a URL normalisation refuses, with its
     │                      URLRejection (also a ValueError)
     ├── AddressRefused     ubipy.fetch.transport: a host's address is one a crawler

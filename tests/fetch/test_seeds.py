@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from ubipy.fetch.seeds import parse_seeds
+import io
+from typing import Any
+
+import pytest
+
+from ubipy.fetch import seeds
+from ubipy.fetch.seeds import SeedsFileError, parse_seeds, read_seeds
 
 
 def test_comments_blanks_bad_lines_and_duplicates() -> None:
@@ -53,3 +59,35 @@ def test_credentials_are_stripped_counted_and_the_same_url_is_one_seed() -> None
     assert seeds.urls == ("http://example.com/a", "http://example.com/b", "http://[::1]:8080/")
     assert seeds.credentials_stripped == 2
     assert [(p.line, p.reason) for p in seeds.problems] == [(2, "duplicate of line 1")]
+
+
+def test_a_utf16_file_is_read_as_powershell_wrote_it() -> None:
+    """PowerShell's ">" writes UTF-16 with its BOM: it was refused as binary."""
+    data = "http://a.test/x\r\n# note\r\nhttps://b.test/\r\n".encode("utf-16")
+    assert parse_seeds(data).urls == ("http://a.test/x", "https://b.test/")
+
+
+def test_a_file_is_refused_whole_before_it_is_all_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """/dev/zero, an endless pipe, a wrong file: read whole, they ran memory out
+    (found by a review)."""
+
+    class Endless(io.RawIOBase):
+        def __init__(self, line: bytes) -> None:
+            self.line, self.given = line, 0
+
+        def readinto(self, buffer: Any) -> int:
+            n = len(buffer)
+            buffer[:n] = (self.line * (n // len(self.line) + 1))[:n]
+            self.given += n
+            return n
+
+    zeros = Endless(b"\x00")
+    with pytest.raises(SeedsFileError, match="binary"):
+        read_seeds(zeros)  # type: ignore[arg-type]
+    assert zeros.given == 8192
+    monkeypatch.setattr(seeds, "MAX_SEEDS_BYTES", 4 << 20)
+    lines = Endless(b"http://a.test/\n")
+    with pytest.raises(SeedsFileError, match="larger than 4 MiB"):
+        read_seeds(lines)  # type: ignore[arg-type]
+    assert lines.given <= (4 << 20) + (1 << 20) + 8192
+    assert read_seeds(io.BytesIO(b"http://a.test/\n")) == b"http://a.test/\n"

@@ -28,11 +28,14 @@ def check(data: bytes) -> SeedList:
     for url in seeds.urls:
         assert url.startswith(("http://", "https://"))
         assert normalize(url) == url
-    if b"\x00" in data[:8192]:
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        text = data.decode("utf-16", errors="replace")  # PowerShell's ">" writes it
+    elif b"\x00" in data[:8192]:
         # Refused whole, in one problem.
         assert seeds.urls == () and len(seeds.problems) == 1
         return seeds
-    text = data.decode("utf-8-sig", errors="replace")
+    else:
+        text = data.decode("utf-8-sig", errors="replace")
     lines = physical_lines(text)
     numbers = [p.line for p in seeds.problems]
     assert numbers == sorted(set(numbers)), "problems out of order or a line twice"

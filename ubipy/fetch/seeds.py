@@ -7,8 +7,38 @@ good lines are kept.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import BinaryIO
 
+from ubipy.errors import UbipyError
 from ubipy.fetch.urls import BadURL, normalize_reporting
+
+# A seeds file is read whole before it is parsed: past this it is refused, not read
+# on until memory runs out (an endless pipe, /dev/zero, a wrong file).
+MAX_SEEDS_BYTES = 256 << 20
+_HEAD = 8192
+_BINARY = "looks like a binary file, not a list of URLs"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+class SeedsFileError(UbipyError, ValueError):
+    """A seeds file refused whole (binary, or too large), in one line."""
+
+
+def read_seeds(stream: BinaryIO) -> bytes:
+    """A seeds file's bytes, refused as soon as its start shows it binary or it grows
+    past :data:`MAX_SEEDS_BYTES`, before all of it is in memory."""
+    head = stream.read(_HEAD)
+    if b"\x00" in head and head[:2] not in _UTF16_BOMS:
+        raise SeedsFileError(_BINARY)
+    chunks, size = [head], len(head)
+    while chunk := stream.read(1 << 20):
+        size += len(chunk)
+        if size > MAX_SEEDS_BYTES:
+            raise SeedsFileError(
+                f"larger than {MAX_SEEDS_BYTES >> 20} MiB: split it into several files"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +66,14 @@ def parse_seeds(data: bytes) -> SeedList:
     problems: list[SeedProblem] = []
     seen: dict[str, int] = {}
     stripped = 0
-    if b"\x00" in data[:8192]:
-        return SeedList((), (SeedProblem(0, "", "looks like a binary file, not a list of URLs"),))
-    # utf-8-sig: a BOM (Windows Notepad writes one) would otherwise spoil the first URL.
-    text = data.decode("utf-8-sig", errors="replace")
+    if data[:2] in _UTF16_BOMS:
+        # What PowerShell's ">" writes (UTF-16 with its BOM).
+        text = data.decode("utf-16", errors="replace")
+    elif b"\x00" in data[:_HEAD]:
+        return SeedList((), (SeedProblem(0, "", _BINARY),))
+    else:
+        # utf-8-sig: a BOM (Windows Notepad writes one) would otherwise spoil the first URL.
+        text = data.decode("utf-8-sig", errors="replace")
     # Lines end at LF, CRLF or CR only, as an editor numbers them: str.splitlines()
     # also splits at form feeds, U+001C-U+001E, U+0085 and U+2028/9, which would
     # number lines wrongly and turn one line with a control character into seeds.
