@@ -48,6 +48,11 @@ ROOT = Path(__file__).resolve().parent.parent
         (BoundsConfig, {"max_pages_per_host": 0}, "max_pages_per_host must be >= 1, not 0"),
         (StoreConfig, {"commit_every_pages": 0}, "commit_every_pages must be >= 1, not 0"),
         (StoreConfig, {"bloom_error_rate": 1.0}, "bloom_error_rate must be between 0 and 1"),
+        (
+            StoreConfig,
+            {"bloom_initial_capacity": 10**15},  # aborted the process (found by a review)
+            "bloom_initial_capacity makes a Bloom filter of 1673771.5 GiB at the start",
+        ),
         (StoreConfig, {"storage_retry": 0.0}, "storage_retry must be > 0, not 0"),
         (StoreConfig, {"warc_level": 0}, "warc_level must be 1 to 9, not 0"),
         (StoreConfig, {"warc_level": 10}, "warc_level must be 1 to 9, not 10"),

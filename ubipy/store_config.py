@@ -5,11 +5,16 @@ one place to import them from."""
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 from ubipy.errors import ConfigError
 from ubipy.options import option
 from ubipy.validation import at_least, positive, show
+
+# The seen-URL filter's first slice at most (a few times the default's 1.7 MiB is
+# already millions of URLs; it scales as they come).
+_BLOOM_MAX_BYTES = 4 << 30
 
 
 class BodyStore(enum.Enum):
@@ -98,3 +103,12 @@ class StoreConfig:
         if not 0 < self.bloom_error_rate < 1:
             rate = show(self.bloom_error_rate)
             raise ConfigError(f"must be between 0 and 1, not {rate}", "bloom_error_rate")
+        # A filter too big to allocate aborted the process, past any error handling.
+        first = -self.bloom_initial_capacity * math.log(self.bloom_error_rate) / math.log(2) ** 2
+        if first / 8 > _BLOOM_MAX_BYTES:
+            raise ConfigError(
+                f"makes a Bloom filter of {first / 8 / (1 << 30):.1f} GiB at the start, with "
+                f"bloom_error_rate {show(self.bloom_error_rate)}; at most "
+                f"{_BLOOM_MAX_BYTES >> 30} GiB (the filter grows by itself as URLs come)",
+                "bloom_initial_capacity",
+            )
