@@ -468,6 +468,7 @@ async def test_seed_with_the_secret(client: httpx2.AsyncClient, backend: FakeBac
         (b'{"urls": [1, 2]}', "application/json", 400),
         (b'["http://a.test/"]', "application/json", 400),
         (b'{"urls": []}', "application/json", 400),
+        (b"[" * 100_000, "application/json", 400),  # was a 500 and a logged traceback
         (b"# nothing here\n", "text/plain", 400),
         (b"http://a.test/", "application/x-www-form-urlencoded", 415),
     ],

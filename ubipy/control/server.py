@@ -177,6 +177,8 @@ class ControlServer:
                 value = json.loads(request.body)
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                 return error(400, f"the body is not JSON: {exc}")
+            except RecursionError:  # [[[[... a megabyte deep: logged as a crash before
+                return error(400, "the body is not JSON this server reads: nested too deep")
             urls = value.get("urls") if isinstance(value, dict) else None
             if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
                 return error(400, 'expected {"urls": ["http://...", ...]}')
