@@ -54,7 +54,7 @@ _STAGES = {
     ("ubipy.peer.crawler", "Crawler._page_answered"): "answered",
     ("ubipy.peer.crawler", "read_page"): "parse",
     ("ubipy.peer.crawler", "Crawler._flush"): "commit",
-    ("ubipy.peer.crawler", "Crawler._robots_done"): "robots",
+    ("ubipy.peer.crawler", "robots_answered"): "robots",
 }
 
 
