@@ -60,7 +60,7 @@ from ubipy.wire import (
     decode,
 )
 from ubipy.wire.leases import MAX_ADDRESS_LEN, MAX_LEASE_WAIT
-from ubipy.wire.payloads import MAX_DEPTH, MAX_MARK_DELAY
+from ubipy.wire.payloads import MAX_DEPTH, MAX_MARK_DELAY, MAX_MARK_PAGES
 from ubipy.wire.reader import FrameReader
 
 # --------------------------------------------------------------------------- messages
@@ -76,7 +76,9 @@ wire_urls = st.lists(
     st.tuples(texts, st.integers(0, MAX_DEPTH), st.floats(0, 1e6, allow_nan=False)), max_size=5
 ).map(tuple)
 finite = st.floats(allow_nan=False, allow_infinity=False)
-marks = st.none() | st.builds(Mark, finite, st.floats(0, MAX_MARK_DELAY), ids)
+marks = st.none() | st.builds(
+    Mark, finite, st.floats(0, MAX_MARK_DELAY), st.integers(0, MAX_MARK_PAGES)
+)
 scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | texts
 flat = st.dictionaries(st.text(max_size=10), scalars, max_size=5)
 addresses = st.text(min_size=1, max_size=MAX_ADDRESS_LEN)
