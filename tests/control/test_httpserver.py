@@ -122,6 +122,26 @@ async def test_a_newcomer_gets_503_only_when_every_connection_is_mid_request(
                 assert status_of(await until_closed(stream)) == 200
 
 
+async def test_requests_that_drip_give_way_to_a_newcomer_after_a_second(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """A byte each on every connection kept them all mid-request, and every newcomer
+    got 503 for the request time-out, again and again (found by a review)."""
+    server, port = await serve(nursery, max_connections=2, request_timeout=10.0)
+    async with connections(port, 2) as dripping:
+        for stream in dripping:
+            await stream.send_all(b"G")
+        await settled(server, 2, 0)
+        await trio.sleep(1.5)  # a real request is read in milliseconds
+        began = trio.current_time()
+        async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+            await stream.send_all(GET_CLOSE)
+            assert status_of(await until_closed(stream)) == 200
+        assert trio.current_time() - began < 1.0
+        assert await dripping[0].receive_some(65536) == b""  # the one begun first
+        assert (server.evicted, server.refused) == (1, 0)
+
+
 # --------------------------------------------------------------------------- timeouts
 
 

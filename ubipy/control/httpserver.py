@@ -10,9 +10,11 @@ in too slowly 408, and only its own connection is closed. Bodies are read whole
 
 A connection that never sends a request costs a slot for ``request_timeout`` only,
 and at the cap a newcomer pushes out the connection that has waited longest for its
-next request (as the peer port pushes out its oldest unauthenticated one), so a
-stranger holding silent connections cannot lock everyone else out. Only when every
-connection is in the middle of a request is a newcomer turned away with 503.
+next request (as the peer port pushes out its oldest unauthenticated one), else the
+one whose request began longest ago, over a second ago, so a stranger holding silent
+or dripping connections cannot lock everyone else out. Only when every connection is
+answering, or reading a request begun within the second, is a newcomer turned away
+with 503.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ JSON_TYPE: Final = "application/json"
 # After an answer that ends the connection, unread input is drained this long.
 _LINGER: Final = 1.0
 _LINGER_BYTES: Final = 4 << 20
+# A request under way this long may be pushed out for a newcomer at the cap.
+_READ_GRACE: Final = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +99,8 @@ class _Slot:
 
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     held: bool = True
+    # When the request it reads began (its first byte).
+    since: float = 0.0
 
 
 class HttpServer:
@@ -105,8 +111,10 @@ class HttpServer:
         self.limits = limits
         # Connections held under the cap (one pushed out stops counting at once).
         self.connections = 0
-        # Those waiting for their next request, longest waiting first.
+        # Those waiting for their next request, longest waiting first; and those
+        # reading one, begun first first. Those answering are neither: never pushed out.
         self._idle: OrderedDict[_Slot, None] = OrderedDict()
+        self._reading: OrderedDict[_Slot, None] = OrderedDict()
         self.evicted = 0
         self.refused = 0
 
@@ -117,10 +125,10 @@ class HttpServer:
 
     async def handle(self, stream: trio.SocketStream) -> None:
         accepted = trio.current_time()
-        while self.connections >= self.limits.max_connections and self._idle:
-            self._evict()
+        while self.connections >= self.limits.max_connections and self._evict(accepted):
+            pass
         if self.connections >= self.limits.max_connections:
-            self.refused += 1  # every connection is in the middle of a request
+            self.refused += 1  # every connection answering, or reading a request just begun
             await _refuse(stream)
             return
         slot = _Slot()
@@ -138,28 +146,47 @@ class HttpServer:
             self._release(slot)
             await trio.aclose_forcefully(stream)
 
-    def _evict(self) -> None:
-        """Push out the connection that has waited longest for a request."""
-        slot, _ = self._idle.popitem(last=False)
+    def _evict(self, now: float) -> bool:
+        """Push out the connection that has waited longest for a request, else the one
+        whose request began longest ago, if over _READ_GRACE ago (a byte every few
+        seconds kept a connection from being pushed out; a real request is read in
+        milliseconds). False if none may go."""
+        if self._idle:
+            slot = next(iter(self._idle))
+        elif self._reading and (oldest := next(iter(self._reading))).since <= now - _READ_GRACE:
+            slot = oldest
+        else:
+            return False
         self._release(slot)
         slot.scope.cancel()
         self.evicted += 1
+        return True
 
     def _release(self, slot: _Slot) -> None:
         if slot.held:
             slot.held = False
             self.connections -= 1
             self._idle.pop(slot, None)
+            self._reading.pop(slot, None)
 
     def _waiting(self, slot: _Slot) -> None:
         """``slot`` waits for its next request: the newest to be pushed out."""
         if slot.held:
+            self._reading.pop(slot, None)
             self._idle[slot] = None
             self._idle.move_to_end(slot)
 
     def _busy(self, slot: _Slot) -> None:
-        """A request is under way on ``slot``: it is not pushed out until answered."""
-        self._idle.pop(slot, None)
+        """A request began on ``slot``: pushed out only once others have waited
+        longer, or it is slow."""
+        if slot.held:
+            self._idle.pop(slot, None)
+            slot.since = trio.current_time()
+            self._reading[slot] = None
+
+    def _answering(self, slot: _Slot) -> None:
+        """``slot``'s request is read whole: it is not pushed out until answered."""
+        self._reading.pop(slot, None)
 
     async def _converse(self, stream: trio.SocketStream, slot: _Slot, accepted: float) -> None:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_head)
@@ -186,6 +213,7 @@ class HttpServer:
                 return
             if request is None:
                 return
+            self._answering(slot)
             try:
                 answer = self._answer(request)
             except Exception:
