@@ -9,7 +9,9 @@ from pathlib import Path
 import httpx2
 import trio
 
+from tests.peer.test_handoff import crawler_at
 from ubipy.config import BoundsConfig, CrawlConfig, CrawlOrder, PolitenessConfig
+from ubipy.fetch import Entry, JobKind
 from ubipy.peer.crawler import Crawler
 from ubipy.store.shard import HostMark, NewURL, Shard
 from ubipy.synthweb import SyntheticWeb, SynthTransport, WebSpec, in_process
@@ -43,3 +45,26 @@ async def test_a_spent_hosts_backlog_is_closed_without_holding_the_loop(tmp_path
     shard.close()
     assert crawler.stats.skipped["host page budget"] == n
     assert steps >= n // 512  # a turn at least every chunk
+
+
+async def test_refreshes_robots_txt_now_forbids_are_put_off_a_chunk_at_a_time(
+    tmp_path: Path,
+) -> None:
+    """Not counted with the others, a host's thousands of pages due again that its
+    robots.txt now forbade were all put off in one go (found by a review)."""
+    async with crawler_at(tmp_path) as crawler:
+        s = crawler.scheduler
+        now = trio.current_time()
+        n = 2_000
+        s.refreshes(
+            HOST, [(now, Entry(i, 0, f"http://{HOST}/p{i}", 1, refresh=True)) for i in range(n)]
+        )
+        robots = s.next_job(now)
+        assert robots is not None and robots.kind is JobKind.ROBOTS
+        s.robots_answer(HOST, now, status=200, location=None, body=b"User-agent: *\nDisallow: /\n")
+        calls = 0
+        while crawler.stats.skipped["robots"] < n:
+            assert crawler._next_fetch() is None
+            calls += 1
+            assert crawler.stats.skipped["robots"] <= calls * 512
+        assert calls >= n // 512

@@ -377,6 +377,7 @@ class Crawler(HostMovesMixin):
                 self.stats.skipped[job.reason] += 1
                 if job.reason == "robots":
                     self.stats.robots_disallowed += 1
+                skipped += 1
                 if job.entry.refresh:
                     # A page fetched before, due again: its frontier row is closed
                     # and it is not pending; the refresher puts it off.
@@ -385,7 +386,6 @@ class Crawler(HostMovesMixin):
                     continue
                 self._commits.skip(job.entry.fp, job.reason)
                 self._flush_now.set()
-                skipped += 1
                 continue
             return job
         return None
