@@ -108,6 +108,10 @@ def test_a_bad_filter_ends_the_peer_at_start(
             ("--proxy", "http://u:p@proxy.test:3128"),
             "--proxy must not carry credentials (not supported)",
         ),
+        (
+            ("--proxy", "http://[v1.fe]:80"),  # urlsplit takes it; the transport did not
+            "--proxy is not a URL: 'http://[v1.fe]:80' (Invalid IPv6 address: '[v1.fe]')",
+        ),
     ],
 )
 def test_a_user_agent_or_proxy_that_cannot_be_used_ends_the_peer_at_start(

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx2
+
 from ubipy import PROJECT_URL, __version__
 from ubipy.cluster_config import ControlConfig, ForwardingConfig, ReplicationConfig, SwimConfig
 from ubipy.errors import ConfigError
@@ -117,6 +119,10 @@ def _check_proxy(proxy: str) -> None:
         raise ConfigError("must not carry credentials (not supported)", "proxy")
     if url.path not in ("", "/") or url.query or url.fragment or port == 0:
         raise ConfigError(f"must be an http://HOST[:PORT] URL, not {proxy!r}", "proxy")
+    try:
+        httpx2.URL(proxy)  # what the transport parses it with: stricter on hosts
+    except httpx2.InvalidURL as exc:
+        raise ConfigError(f"is not a URL: {proxy!r} ({exc})", "proxy") from None
 
 
 def _check_ca_bundle(path: Path) -> None:
