@@ -32,7 +32,7 @@ from ubipy.checks import (
 from ubipy.config import CrawlConfig
 from ubipy.control import control_bind, serve_control_centre
 from ubipy.errors import ConfigError, StorageError
-from ubipy.fetch import SeedsFileError, parse_seeds, read_seeds
+from ubipy.fetch import SeedList, SeedsFileError, parse_seeds, read_seeds
 from ubipy.net import request
 from ubipy.options import add_flags, build, flag_names, flags_given, read_file, sections
 from ubipy.peer import Peer, settle_collector
@@ -386,8 +386,7 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace) -> int:
                 # As a file of no usable URL: said, and the peer goes on without.
                 print(f"{args.seeds}: {exc}", file=sys.stderr)
                 seeds = parse_seeds(b"")
-            for problem in seeds.problems:
-                print(f"{args.seeds}: {problem}", file=sys.stderr)
+            _say_problems(args.seeds, seeds)
             try:
                 taken = peer.crawler.seed(seeds.urls)
             except StorageError as exc:
@@ -445,6 +444,13 @@ def _unreachable(peer: str, exc: OSError) -> str:
     return str(exc) if isinstance(exc, PermissionError) else f"cannot reach peer {peer}: {exc}"
 
 
+def _say_problems(path: Path, seeds: SeedList) -> None:
+    for problem in seeds.problems:
+        print(f"{path}: {problem}", file=sys.stderr)
+    if seeds.unlisted:
+        print(f"{path}: and {seeds.unlisted} more lines skipped", file=sys.stderr)
+
+
 def _read_seeds_file(path: Path) -> bytes:
     """A seeds file's bytes ("-": standard input), bounded (:func:`read_seeds`)."""
     if str(path) == "-":
@@ -463,8 +469,7 @@ def _seed(args: argparse.Namespace) -> int:
         print(f"ubipy seed: {args.file}: {exc}", file=sys.stderr)
         return 2
     seeds = parse_seeds(data)
-    for problem in seeds.problems:
-        print(f"{args.file}: {problem}", file=sys.stderr)
+    _say_problems(args.file, seeds)
     if not seeds.urls:
         print(f"ubipy seed: no usable URL in {args.file}", file=sys.stderr)
         return 1
@@ -491,10 +496,10 @@ def _seed(args: argparse.Namespace) -> int:
         f"sent {sent} seeds to {args.peer}: {admitted} new there, "
         f"{forwarded} forwarded to their owners"
         + (f", {_refusals(refused)}" if refused else "")
-        + (f"; {len(seeds.problems)} lines skipped" if seeds.problems else "")
+        + (f"; {seeds.skipped} lines skipped" if seeds.skipped else "")
         + (f"; credentials removed from {n}" if (n := seeds.credentials_stripped) else "")
     )
-    return 1 if seeds.problems or refused else 0
+    return 1 if seeds.skipped or refused else 0
 
 
 def _refusals(refused: Sequence[tuple[str, str]]) -> str:

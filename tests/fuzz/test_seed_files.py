@@ -45,7 +45,7 @@ def check(data: bytes) -> SeedList:
         str(problem)  # what the CLI prints
     wanted = [i for i, line in enumerate(lines, 1) if line.strip() and line.strip()[0] != "#"]
     # A line is a seed or a problem, not both and not neither.
-    assert len(seeds.urls) + len(seeds.problems) == len(wanted)
+    assert len(seeds.urls) + seeds.skipped == len(wanted)
     assert set(numbers) <= set(wanted)
     return seeds
 

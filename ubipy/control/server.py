@@ -186,6 +186,8 @@ class ControlServer:
             seeds = parse_seeds(request.body)
             urls = list(seeds.urls)
             problems = [str(p) for p in seeds.problems]
+            if seeds.unlisted:
+                problems.append(f"and {seeds.unlisted} more lines skipped")
         else:
             return error(415, "send application/json or text/plain (one URL a line)")
         if not urls:

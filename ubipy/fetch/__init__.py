@@ -28,7 +28,7 @@ from ubipy.fetch.refresh import (
 from ubipy.fetch.retry import asked_wait, is_retryable, retry_after
 from ubipy.fetch.robots import ROBOTS_MAX_BYTES, RobotsFetch, RobotsRules, retry_delay
 from ubipy.fetch.scope import ScopeFilter, path_repeats, path_trap
-from ubipy.fetch.seeds import SeedsFileError, parse_seeds, read_seeds
+from ubipy.fetch.seeds import SeedList, SeedsFileError, parse_seeds, read_seeds
 from ubipy.fetch.sitemaps import (
     INDEXED_SITEMAP_DEPTH,
     LISTED_DEPTH,
@@ -74,6 +74,7 @@ __all__ = [
     "RobotsRules",
     "Scheduler",
     "ScopeFilter",
+    "SeedList",
     "SeedsFileError",
     "SitemapKind",
     "TlsStream",

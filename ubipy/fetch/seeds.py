@@ -6,6 +6,7 @@ good lines are kept.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -13,11 +14,17 @@ from ubipy.errors import UbipyError
 from ubipy.fetch.urls import BadURL, normalize_reporting
 
 # A seeds file is read whole before it is parsed: past this it is refused, not read
-# on until memory runs out (an endless pipe, /dev/zero, a wrong file).
-MAX_SEEDS_BYTES = 256 << 20
+# on until memory runs out (an endless pipe, /dev/zero, a wrong file). A million URLs
+# take about 60 MB.
+MAX_SEEDS_BYTES = 64 << 20
+# Problems kept with their line; past these, only counted (a file of bad lines kept
+# one object a line: 700 MB for 8 MB of them).
+MAX_LISTED_PROBLEMS = 100
 _HEAD = 8192
 _BINARY = "looks like a binary file, not a list of URLs"
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+# A line and its end (LF, CRLF or CR), or the last line without one.
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
 class SeedsFileError(UbipyError, ValueError):
@@ -55,9 +62,16 @@ class SeedProblem:
 @dataclass(frozen=True, slots=True)
 class SeedList:
     urls: tuple[str, ...]
+    # The first MAX_LISTED_PROBLEMS lines skipped, with why; ``unlisted`` more.
     problems: tuple[SeedProblem, ...]
     # Lines whose URL carried userinfo (``user:pass@``), kept without it.
     credentials_stripped: int = 0
+    unlisted: int = 0
+
+    @property
+    def skipped(self) -> int:
+        """Lines that are neither a seed nor blank nor a comment."""
+        return len(self.problems) + self.unlisted
 
 
 def parse_seeds(data: bytes) -> SeedList:
@@ -65,7 +79,15 @@ def parse_seeds(data: bytes) -> SeedList:
     urls: list[str] = []
     problems: list[SeedProblem] = []
     seen: dict[str, int] = {}
-    stripped = 0
+    stripped = unlisted = 0
+
+    def skip(lineno: int, raw: str, reason: str) -> None:
+        nonlocal unlisted
+        if len(problems) < MAX_LISTED_PROBLEMS:
+            problems.append(SeedProblem(lineno, raw, reason))
+        else:
+            unlisted += 1
+
     if data[:2] in _UTF16_BOMS:
         # What PowerShell's ">" writes (UTF-16 with its BOM).
         text = data.decode("utf-16", errors="replace")
@@ -77,25 +99,26 @@ def parse_seeds(data: bytes) -> SeedList:
     # Lines end at LF, CRLF or CR only, as an editor numbers them: str.splitlines()
     # also splits at form feeds, U+001C-U+001E, U+0085 and U+2028/9, which would
     # number lines wrongly and turn one line with a control character into seeds.
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    for lineno, raw in enumerate(lines, start=1):
+    # One at a time: a list of them took twenty times a file of short lines.
+    for lineno, found in enumerate(_LINE.finditer(text), start=1):
+        raw = found.group().rstrip("\r\n")
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         # "#" inside a URL is a fragment; only a "#" after white space starts a comment.
         line = line.split(" #", 1)[0].split("\t#", 1)[0].strip()
         if "\ufffd" in line:
-            problems.append(SeedProblem(lineno, raw, "not valid UTF-8"))
+            skip(lineno, raw, "not valid UTF-8")
             continue
         try:
             url, had_userinfo = normalize_reporting(line)
         except BadURL as exc:
-            problems.append(SeedProblem(lineno, raw, f"not a crawlable URL ({exc.reason.value})"))
+            skip(lineno, raw, f"not a crawlable URL ({exc.reason.value})")
             continue
         stripped += had_userinfo
         if url in seen:
-            problems.append(SeedProblem(lineno, raw, f"duplicate of line {seen[url]}"))
+            skip(lineno, raw, f"duplicate of line {seen[url]}")
             continue
         seen[url] = lineno
         urls.append(url)
-    return SeedList(tuple(urls), tuple(problems), stripped)
+    return SeedList(tuple(urls), tuple(problems), stripped, unlisted)
