@@ -450,11 +450,11 @@ async def request(
                     if event is CLOSED:
                         raise PermissionError(
                             f"{address} closed the connection without an authentic answer "
-                            "(is the secret right?)"
+                            "(is it a ubipy peer, with this secret?)"
                         )
     except trio.TooSlowError as exc:
         raise OSError(
-            f"{address} did not answer within {patience} s (is the secret right?)"
+            f"{address} did not answer within {patience} s (is it a ubipy peer, with this secret?)"
         ) from exc
     except trio.BrokenResourceError as exc:
         raise OSError(f"{address} dropped the connection: {exc}") from exc
