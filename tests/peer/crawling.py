@@ -16,14 +16,18 @@ from ubipy.store import Shard
 
 @asynccontextmanager
 async def running_crawler(
-    config: CrawlConfig, handler: Callable[[httpx2.Request], Any], shard: Shard | None = None
+    config: CrawlConfig,
+    handler: Callable[[httpx2.Request], Any] | httpx2.AsyncBaseTransport,
+    shard: Shard | None = None,
 ) -> AsyncIterator[Crawler]:
-    """A crawler whose client asks ``handler`` (httpx2's MockTransport), running for the
-    block; stopped at its end, and its shard (``shard``, or one opened in the config's
-    data directory) closed."""
+    """A crawler whose client asks ``handler`` (through httpx2's MockTransport), or a
+    transport, running for the block; stopped at its end, and its shard (``shard``, or
+    one opened in the config's data directory) closed."""
     shard = Shard.open(config.data_dir) if shard is None else shard
+    if not isinstance(handler, httpx2.AsyncBaseTransport):
+        handler = httpx2.MockTransport(handler)
     try:
-        async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
+        async with httpx2.AsyncClient(transport=handler) as client:
             crawler = Crawler(config, shard, client)
             async with trio.open_nursery() as nursery:
                 await nursery.start(crawler.run)

@@ -13,6 +13,7 @@ import trio
 import trio.testing
 
 from tests.cluster.harness import wall_clock_on_trio_time
+from tests.peer.crawling import running_crawler
 from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
 from ubipy.peer.crawler import Crawler
 from ubipy.store.shard import SHARD_FILE, Shard
@@ -38,6 +39,16 @@ def _size(data: Path) -> int:
     return (data / SHARD_FILE).stat().st_size
 
 
+async def _first_pass(crawler: Crawler, web: SyntheticWeb, server: SynthServer) -> None:
+    """Seed ``web`` and wait until every page of it was asked and answered."""
+    truth = ground_truth(web, [web.seed_url()])
+    crawler.seed([web.seed_url()])
+    with trio.fail_after(3600):
+        await server.log.wait_for(lambda log: len(log) >= len(truth))
+        while crawler.pending:
+            await crawler.request_ended.wait()
+
+
 async def test_pages_come_due_again_politely_and_unchanged_ones_cost_a_visit_row(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -50,31 +61,20 @@ async def test_pages_come_due_again_politely_and_unchanged_ones_cost_a_visit_row
             recrawl=True, policy=RefreshPolicy.UNIFORM, rate=0.5, min_interval=60, replan=30
         ),
     )
-    truth = ground_truth(web, [web.seed_url()])
-    shard = Shard.open(tmp_path)
     # Due times are wall-clock times (kept across restarts): the wall clock keeps step
     # with the autojump clock, as on a real machine it keeps step with trio's.
     with wall_clock_on_trio_time():
-        async with httpx2.AsyncClient(transport=SynthTransport(server)) as client:
-            crawler = Crawler(config, shard, client)
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed([web.seed_url()])
-                with trio.fail_after(3600):
-                    await server.log.wait_for(lambda log: len(log) >= len(truth))
-                    while crawler.pending:
-                        await crawler.request_ended.wait()
-                first_pass, size = len(server.log), _size(tmp_path)
-                # Half an hour of refreshes (the first come due a minute after).
-                await trio.sleep(1800)
-                crawler.stop()
+        async with running_crawler(config, SynthTransport(server)) as crawler:
+            await _first_pass(crawler, web, server)
+            first_pass, size = len(server.log), _size(tmp_path)
+            # Half an hour of refreshes (the first come due a minute after).
+            await trio.sleep(1800)
     refresher = crawler.refresher
     assert refresher is not None
     stats = refresher.stats
     with sqlite3.connect(tmp_path / SHARD_FILE) as conn:
         pages = conn.execute("SELECT count(*) FROM pages").fetchone()[0]
         visits = conn.execute("SELECT count(*), sum(changed) FROM visits").fetchone()
-    shard.close()
 
     log = list(server.log)
     referee = Referee(log, web)
@@ -105,27 +105,18 @@ async def test_without_a_rate_refreshes_keep_their_pace_once_new_urls_run_out(
     config = CrawlConfig(
         data_dir=tmp_path, politeness=PolitenessConfig(delay=DELAY, concurrency=4), recrawl=recrawl
     )
-    truth = ground_truth(web, [web.seed_url()])
-    shard = Shard.open(tmp_path)
     with wall_clock_on_trio_time():
-        async with httpx2.AsyncClient(transport=SynthTransport(server)) as client:
-            crawler = Crawler(config, shard, client)
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed([web.seed_url()])
-                with trio.fail_after(3600):
-                    await server.log.wait_for(lambda log: len(log) >= len(truth))
-                first_pass = len(server.log)
-                hours = []
-                for _ in range(3):
-                    before = len(server.log)
-                    await trio.sleep(3600)
-                    hours.append(len(server.log) - before)
-                refresher = crawler.refresher
-                assert refresher is not None
-                budget = refresher.budget()
-                crawler.stop()
-    shard.close()
+        async with running_crawler(config, SynthTransport(server)) as crawler:
+            await _first_pass(crawler, web, server)
+            first_pass = len(server.log)
+            hours = []
+            for _ in range(3):
+                before = len(server.log)
+                await trio.sleep(3600)
+                hours.append(len(server.log) - before)
+            refresher = crawler.refresher
+            assert refresher is not None
+            budget = refresher.budget()
     log = list(server.log)
     assert Referee(log, web).short_gaps(DELAY) == []
     # Every page about every 10 minutes (the floor), hour after hour.

@@ -13,9 +13,8 @@ import trio
 import trio.testing
 
 from tests.cluster.harness import wall_clock_on_trio_time
+from tests.peer.crawling import running_crawler
 from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
-from ubipy.peer.crawler import Crawler
-from ubipy.store.shard import Shard
 from ubipy.synthweb import SyntheticWeb, SynthServer, SynthTransport, WebSpec, in_process
 
 DELAY = 0.5
@@ -60,20 +59,12 @@ async def test_a_robots_txt_that_comes_to_disallow_all_is_obeyed_within_its_ttl(
         ),
     )
     transport = _Switch(server)
-    shard = Shard.open(tmp_path)
-    try:
-        with wall_clock_on_trio_time():
-            async with httpx2.AsyncClient(transport=transport) as client:
-                crawler = Crawler(config, shard, client)
-                async with trio.open_nursery() as nursery:
-                    await nursery.start(crawler.run)
-                    crawler.seed([web.seed_url()])
-                    await trio.sleep(3600)
-                    transport.switch()
-                    await trio.sleep(TTL + 2 * 3600)
-                    crawler.stop()
-    finally:
-        shard.close()
+    with wall_clock_on_trio_time():
+        async with running_crawler(config, transport) as crawler:
+            crawler.seed([web.seed_url()])
+            await trio.sleep(3600)
+            transport.switch()
+            await trio.sleep(TTL + 2 * 3600)
     switched = transport.switched_at
     assert switched is not None
     hosts = {host for host, _, _ in transport.starts}
