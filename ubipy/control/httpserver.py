@@ -179,7 +179,7 @@ class HttpServer:
     def _busy(self, slot: _Slot) -> None:
         """A request began on ``slot``: pushed out only once others have waited
         longer, or it is slow."""
-        if slot.held:
+        if slot.held and slot not in self._reading:  # from its first byte, not each
             self._idle.pop(slot, None)
             slot.since = trio.current_time()
             self._reading[slot] = None
