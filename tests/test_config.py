@@ -51,7 +51,17 @@ ROOT = Path(__file__).resolve().parent.parent
         (
             StoreConfig,
             {"bloom_initial_capacity": 10**15},  # aborted the process (found by a review)
-            "bloom_initial_capacity makes a Bloom filter of 1673771.5 GiB at the start",
+            "bloom_initial_capacity makes a Bloom filter of 2231695.3 GiB at the start",
+        ),
+        (
+            StoreConfig,  # its first slice at a tenth of the rate, 23 times the size
+            {"bloom_initial_capacity": 152_766_278_329, "bloom_error_rate": 0.9},
+            "bloom_initial_capacity makes a Bloom filter of 89.1 GiB at the start",
+        ),
+        (
+            StoreConfig,  # as a float, past float's range: a traceback
+            {"bloom_initial_capacity": 10**400},
+            "bloom_initial_capacity makes a Bloom filter of 10291878065.3 GiB at the start",
         ),
         (StoreConfig, {"storage_retry": 0.0}, "storage_retry must be > 0, not 0"),
         (StoreConfig, {"warc_level": 0}, "warc_level must be 1 to 9, not 0"),

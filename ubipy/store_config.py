@@ -15,6 +15,9 @@ from ubipy.validation import at_least, positive, show
 # The seen-URL filter's first slice at most (a few times the default's 1.7 MiB is
 # already millions of URLs; it scales as they come).
 _BLOOM_MAX_BYTES = 4 << 30
+# Each slice's error rate is this share of the one before; the first's, its
+# complement's share of bloom_error_rate, so that all slices add up to it at most.
+BLOOM_TIGHTENING = 0.9
 
 
 class BodyStore(enum.Enum):
@@ -104,10 +107,11 @@ class StoreConfig:
             rate = show(self.bloom_error_rate)
             raise ConfigError(f"must be between 0 and 1, not {rate}", "bloom_error_rate")
         # A filter too big to allocate aborted the process, past any error handling.
-        first = -self.bloom_initial_capacity * math.log(self.bloom_error_rate) / math.log(2) ** 2
-        if first / 8 > _BLOOM_MAX_BYTES:
+        first = self.bloom_error_rate * (1 - BLOOM_TIGHTENING)  # the first slice's rate
+        bits = -math.log(first) / math.log(2) ** 2 * min(self.bloom_initial_capacity, 2**62)
+        if bits / 8 > _BLOOM_MAX_BYTES:
             raise ConfigError(
-                f"makes a Bloom filter of {first / 8 / (1 << 30):.1f} GiB at the start, with "
+                f"makes a Bloom filter of {bits / 8 / (1 << 30):.1f} GiB at the start, with "
                 f"bloom_error_rate {show(self.bloom_error_rate)}; at most "
                 f"{_BLOOM_MAX_BYTES >> 30} GiB (the filter grows by itself as URLs come)",
                 "bloom_initial_capacity",

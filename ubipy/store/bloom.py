@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from rbloom import Bloom
 
+from ubipy.store_config import BLOOM_TIGHTENING
+
 __all__ = ["GrowingBloom"]
 
 
@@ -33,7 +35,7 @@ class GrowingBloom:
         error_rate: float,
         *,
         growth: int = 4,
-        tightening: float = 0.9,
+        tightening: float = BLOOM_TIGHTENING,
     ) -> None:
         if capacity < 1 or not 0 < error_rate < 1:
             raise ValueError("a Bloom filter needs a capacity >= 1 and 0 < error rate < 1")
