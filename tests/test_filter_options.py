@@ -109,6 +109,10 @@ def test_a_bad_filter_ends_the_peer_at_start(
             "--proxy must not carry credentials (not supported)",
         ),
         (
+            ("--proxy", " http://127.0.0.1:3128"),  # urlsplit strips the space; httpx2 not
+            "--proxy must be an http://HOST[:PORT] URL, not ' http://127.0.0.1:3128'",
+        ),
+        (
             ("--proxy", "http://[v1.fe]:80"),  # urlsplit takes it; the transport did not
             "--proxy is not a URL: 'http://[v1.fe]:80' (Invalid IPv6 address: '[v1.fe]')",
         ),

@@ -120,9 +120,11 @@ def _check_proxy(proxy: str) -> None:
     if url.path not in ("", "/") or url.query or url.fragment or port == 0:
         raise ConfigError(f"must be an http://HOST[:PORT] URL, not {proxy!r}", "proxy")
     try:
-        httpx2.URL(proxy)  # what the transport parses it with: stricter on hosts
+        parsed = httpx2.URL(proxy)  # what the transport parses it with
     except httpx2.InvalidURL as exc:
         raise ConfigError(f"is not a URL: {proxy!r} ({exc})", "proxy") from None
+    if parsed.scheme != "http" or not parsed.host:  # " http://..." is relative to it
+        raise ConfigError(f"must be an http://HOST[:PORT] URL, not {proxy!r}", "proxy")
 
 
 def _check_ca_bundle(path: Path) -> None:
