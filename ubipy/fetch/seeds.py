@@ -88,9 +88,10 @@ def parse_seeds(data: bytes) -> SeedList:
         else:
             unlisted += 1
 
+    encoding = "UTF-8"
     if data[:2] in _UTF16_BOMS:
         # What PowerShell's ">" writes (UTF-16 with its BOM).
-        text = data.decode("utf-16", errors="replace")
+        text, encoding = data.decode("utf-16", errors="replace"), "UTF-16"
     elif b"\x00" in data[:_HEAD]:
         return SeedList((), (SeedProblem(0, "", _BINARY),))
     else:
@@ -108,7 +109,7 @@ def parse_seeds(data: bytes) -> SeedList:
         # "#" inside a URL is a fragment; only a "#" after white space starts a comment.
         line = line.split(" #", 1)[0].split("\t#", 1)[0].strip()
         if "\ufffd" in line:
-            skip(lineno, raw, "not valid UTF-8")
+            skip(lineno, raw, f"not valid {encoding}")
             continue
         try:
             url, had_userinfo = normalize_reporting(line)
