@@ -65,6 +65,8 @@ def test_a_utf16_file_is_read_as_powershell_wrote_it() -> None:
     """PowerShell's ">" writes UTF-16 with its BOM: it was refused as binary."""
     data = "http://a.test/x\r\n# note\r\nhttps://b.test/\r\n".encode("utf-16")
     assert parse_seeds(data).urls == ("http://a.test/x", "https://b.test/")
+    cut = parse_seeds(data + b"x")  # an odd byte at the end
+    assert [(p.line, p.reason) for p in cut.problems] == [(4, "not valid UTF-16")]
 
 
 def test_a_file_is_refused_whole_before_it_is_all_read(monkeypatch: pytest.MonkeyPatch) -> None:
