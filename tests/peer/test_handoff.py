@@ -230,3 +230,32 @@ async def test_nothing_more_is_handed_to_a_peer_that_left(
         handoff.back("b:1")
         assert not await handoff.sweep()
         assert sent == ["b:1"] * 3
+
+
+async def test_a_sweeps_dones_do_not_wait_for_a_peer_across_a_cut(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Sent one after another, a DONE to a peer the network cut off waited out its
+    dials (48 s in a 2|2 cut), and the sweeper with it: the next ring change went
+    unswept (found by a review). Each goes on its own; the others arrive at once."""
+    three = Ring(["a", "b", "c"])
+    done: list[str] = []
+
+    async def send(address: str, message: Message) -> bool:
+        if address == "b:1":
+            await trio.sleep(60)  # across the cut: every dial times out
+            return False
+        done.append(address)
+        return True
+
+    async with crawler_at(tmp_path) as crawler:
+        handoff = Handoff("a", crawler, send, lambda peer: f"{peer}:1")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(handoff.run)
+            await trio.testing.wait_all_tasks_blocked()
+            handoff.ring_changed(three, frozenset(three.members), frozenset(), sweep=False)
+            start = trio.current_time()
+            assert await handoff.sweep()
+            await trio.testing.wait_all_tasks_blocked()
+            assert done == ["c:1"] and trio.current_time() == start
+            nursery.cancel_scope.cancel()

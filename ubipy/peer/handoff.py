@@ -324,11 +324,19 @@ class Handoff:
             self._kick.set()
             return False
         if complete:
+            key = ring_key(ring)
             for peer in self._alive - {self.self_id}:
                 address = self._address_of(peer)
-                if address is not None:
-                    token = self._asked.get(peer, 0)
-                    await self._send(address, HandoffDone(ring_key(ring), token))
+                if address is None or address in self._gone:
+                    continue
+                done = HandoffDone(key, self._asked.get(peer, 0))
+                if self._nursery is not None:
+                    # Each on its own: sent in turn, one to a peer across a cut waited
+                    # out its dials, and the next ring change went unswept for most of
+                    # a minute (found by a review).
+                    self._nursery.start_soon(self._send, address, done)
+                else:
+                    await self._send(address, done)
         return complete
 
     @property
