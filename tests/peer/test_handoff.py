@@ -253,9 +253,13 @@ async def test_a_sweeps_dones_do_not_wait_for_a_peer_across_a_cut(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(handoff.run)
             await trio.testing.wait_all_tasks_blocked()
-            handoff.ring_changed(three, frozenset(three.members), frozenset(), sweep=False)
             start = trio.current_time()
-            assert await handoff.sweep()
+            handoff.ring_changed(three, frozenset(three.members), frozenset())  # swept
             await trio.testing.wait_all_tasks_blocked()
             assert done == ["c:1"] and trio.current_time() == start
+            # The sweeper is free for the next ring change at once.
+            two = Ring(["a", "c"])
+            handoff.ring_changed(two, frozenset(two.members), frozenset())
+            await trio.testing.wait_all_tasks_blocked()
+            assert done == ["c:1", "c:1"] and trio.current_time() == start
             nursery.cancel_scope.cancel()

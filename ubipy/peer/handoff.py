@@ -302,10 +302,13 @@ class Handoff:
         """Sweep after every ring change; hosts with a request in flight are retried."""
         while True:
             await self._kick.wait()
-            await self.sweep()
+            await self.sweep(wait=False)
 
-    async def sweep(self) -> bool:
-        """Hand off every host this peer holds but does not own; True if all went."""
+    async def sweep(self, *, wait: bool = True) -> bool:
+        """Hand off every host this peer holds but does not own; True if all went.
+        Then tell the others: without ``wait``, each HANDOFF_DONE goes on its own
+        (the sweeper's: one to a peer across a cut must not hold up the next sweep),
+        with it they are all sent before this returns (a peer leaving)."""
         complete = True
         ring = self._ring
         for host in self._crawler.held_hosts():
@@ -330,10 +333,10 @@ class Handoff:
                 if address is None or address in self._gone:
                     continue
                 done = HandoffDone(key, self._asked.get(peer, 0))
-                if self._nursery is not None:
-                    # Each on its own: sent in turn, one to a peer across a cut waited
-                    # out its dials, and the next ring change went unswept for most of
-                    # a minute (found by a review).
+                if not wait and self._nursery is not None:
+                    # Sent in turn, one to a peer across a cut waited out its dials,
+                    # and the next ring change went unswept for most of a minute
+                    # (found by a review).
                     self._nursery.start_soon(self._send, address, done)
                 else:
                     await self._send(address, done)
