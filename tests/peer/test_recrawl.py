@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import httpx2
+import pytest
 import trio
 import trio.testing
 
@@ -92,16 +93,20 @@ async def test_pages_come_due_again_politely_and_unchanged_ones_cost_a_visit_row
     assert (_size(tmp_path) - size) / visits[0] <= 200
 
 
+@pytest.mark.parametrize("replan", [60.0, 7200.0])
 async def test_without_a_rate_refreshes_keep_their_pace_once_new_urls_run_out(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, replan: float
 ) -> None:
     """The default budget was a share of the requests made lately: once new URLs ran
     out those were the refreshes, and each plan halved the last one's rate, until a
     continuous crawl refreshed nothing at all. It is a share of what the peer could
-    ask of its pages' hosts: here half of one request per host and delay."""
+    ask of its pages' hosts: here half of one request per host and delay. Before the
+    first plan too: a budget taken with no host known put every page a month off."""
     web = SyntheticWeb(SPEC)
     server = in_process(web)
-    recrawl = RecrawlConfig(recrawl=True, policy=RefreshPolicy.UNIFORM, min_interval=600)
+    recrawl = RecrawlConfig(
+        recrawl=True, policy=RefreshPolicy.UNIFORM, min_interval=600, replan=replan
+    )
     config = CrawlConfig(
         data_dir=tmp_path, politeness=PolitenessConfig(delay=DELAY, concurrency=4), recrawl=recrawl
     )

@@ -130,9 +130,10 @@ class Refresher:
         self._asked: set[int] = set()
         self._latency = _LATENCY_GUESS
         self._measured = False
-        # The budget of the last plan: a page kept meanwhile takes its interval from
-        # it, not from a walk over every host.
+        # The budget of the last plan, and its hosts: a page kept meanwhile takes its
+        # interval from it, not from a walk over every host, until the hosts doubled.
         self._budget: float | None = None
+        self._budget_hosts = 0
         self._intervals: dict[int, float] = {}
         self.stats = RefreshStats()
         self.hints = LastmodHints()
@@ -334,8 +335,8 @@ class Refresher:
 
     def _first_interval(self) -> float:
         n = max(1, len(self._pages))
-        if self._budget is None:
-            self._budget = self.budget()
+        if self._budget is None or len(self._by_host) > 2 * self._budget_hosts:
+            self._budget, self._budget_hosts = self.budget(), len(self._by_host)
         return min(max(n / self._budget, self._cfg.min_interval), self._cfg.max_interval)
 
     def plan(self) -> None:
@@ -344,6 +345,7 @@ class Refresher:
             return
         cfg = self._cfg
         budget = self._budget = self.budget()
+        self._budget_hosts = len(self._by_host)
         floor = 1 / cfg.max_interval
         # A sitemap at uniform's frequency; its requests and the hinted refreshes (at
         # their recent rate) come out of the pages' budget.
