@@ -134,3 +134,19 @@ def test_an_address_in_use_ends_the_demo_in_one_line(
             assert main(args) == 2
             err = capsys.readouterr().err
             assert err.startswith("ubipy demo: cannot start: ") and err.count("\n") == 1, err
+
+
+def test_a_demo_refused_at_start_leaves_no_directory_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused for a bad flag or an address in use, it left a new /tmp/ubipy-demo-*
+    behind each time (found by a review)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where mkdtemp makes it
+    assert main(["demo", "--control", "10.1.1.1:0"]) == 2
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        listen = f"127.0.0.1:{taken.getsockname()[1]}"
+        assert main(["demo", "--peers", "1", "--hosts", "2", "--listen", listen]) == 2
+    assert capsys.readouterr().err.count("ubipy demo: ") == 2
+    assert list(tmp_path.iterdir()) == []

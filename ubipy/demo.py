@@ -110,12 +110,30 @@ def _clear(path: Path, names: list[str]) -> None:
 async def run_demo(args: argparse.Namespace, base: CrawlConfig) -> int:
     """Run the demo with ``base`` for every peer but where it keeps its data, where it
     listens, its secret and the proxy (the synthetic web's)."""
-    out = sys.stdout
     try:
         data_dir = prepare_data_dir(args.data, args.peers)
     except DemoDirError as exc:
         print(f"ubipy demo: {exc}", file=sys.stderr)
         return 2
+    try:
+        code = await _demo(args, base, data_dir)
+    except* OSError:  # it could not start (an address in use): said by the caller
+        _forget(args, data_dir)
+        raise
+    if code != 0:
+        _forget(args, data_dir)
+    return code
+
+
+def _forget(args: argparse.Namespace, data_dir: Path) -> None:
+    """A demo refused at start leaves no directory it made for itself (a --data one
+    stays, marked, as the user named it)."""
+    if args.data is None:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+async def _demo(args: argparse.Namespace, base: CrawlConfig, data_dir: Path) -> int:
+    out = sys.stdout
     web = SyntheticWeb(WebSpec(seed=args.web_seed, hosts=args.hosts, pages_per_host=args.pages))
     secret = secrets.token_urlsafe(16)
     host, _ = split_address(args.listen)
