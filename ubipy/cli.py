@@ -385,7 +385,7 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace) -> int:
             except SeedsFileError as exc:
                 # As a file of no usable URL: said, and the peer goes on without.
                 print(f"{args.seeds}: {exc}", file=sys.stderr)
-                seeds = parse_seeds(b"")
+                seeds = SeedList((), ())
             _say_problems(args.seeds, seeds)
             try:
                 taken = peer.crawler.seed(seeds.urls)

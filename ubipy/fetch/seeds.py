@@ -35,7 +35,7 @@ def read_seeds(stream: BinaryIO) -> bytes:
     """A seeds file's bytes, refused as soon as its start shows it binary or it grows
     past :data:`MAX_SEEDS_BYTES`, before all of it is in memory."""
     head = stream.read(_HEAD)
-    if b"\x00" in head and head[:2] not in _UTF16_BOMS:
+    if _binary(head):
         raise SeedsFileError(_BINARY)
     chunks, size = [head], len(head)
     while chunk := stream.read(1 << 20):
@@ -46,6 +46,11 @@ def read_seeds(stream: BinaryIO) -> bytes:
             )
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _binary(data: bytes) -> bool:
+    """Whether a file starting with ``data`` is no text (UTF-16 has NULs, and its BOM)."""
+    return b"\x00" in data[:_HEAD] and data[:2] not in _UTF16_BOMS
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +93,12 @@ def parse_seeds(data: bytes) -> SeedList:
         else:
             unlisted += 1
 
+    if _binary(data):
+        return SeedList((), (SeedProblem(0, "", _BINARY),))
     encoding = "UTF-8"
     if data[:2] in _UTF16_BOMS:
         # What PowerShell's ">" writes (UTF-16 with its BOM).
         text, encoding = data.decode("utf-16", errors="replace"), "UTF-16"
-    elif b"\x00" in data[:_HEAD]:
-        return SeedList((), (SeedProblem(0, "", _BINARY),))
     else:
         # utf-8-sig: a BOM (Windows Notepad writes one) would otherwise spoil the first URL.
         text = data.decode("utf-8-sig", errors="replace")

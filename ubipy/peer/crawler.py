@@ -460,8 +460,9 @@ class Crawler(HostMovesMixin):
                 self.stats.abandoned += 1
             self.scheduler.abandoned(job.host, job.entry, now)
         elif robots:
-            answered = (self.scheduler, self._commits, self.sitemaps, self.stats)
-            if robots_answered(*answered, job, result, now):
+            if robots_answered(
+                self.scheduler, self._commits, self.sitemaps, self.stats, job, result, now
+            ):
                 self._flush_now.set()
         else:
             assert job.entry is not None
