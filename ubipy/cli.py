@@ -311,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "peer":
             config = _config(args)
             settle_collector()
-            return trio.run(_run_peer, args, config)
+            return _or_cannot_start("peer", lambda: trio.run(_run_peer, args, config))
         if args.command == "seed":
             return _seed(args)
         if args.command == "status":
@@ -342,26 +342,17 @@ async def _run_peer(args: argparse.Namespace, config: CrawlConfig) -> int:
     except (ValueError, ShardError) as exc:
         print(f"ubipy peer: {exc}", file=sys.stderr)
         return 2
-    problem: BaseException | None = None
-    try:
-        return await _serve_peer(peer, args)
-    except* OSError as group:
-        problem = group
-    return _cannot_start("peer", problem)
+    return await _serve_peer(peer, args)
 
 
 def _or_cannot_start(command: str, run: Callable[[], int]) -> int:
-    """``run()``, or a line saying why it could not start (an address in use...)."""
+    """``run()``, or a line saying why it could not start: most often an address in
+    use, for a peer or its control centre."""
     problem: BaseException | None = None
     try:
         return run()
     except* OSError as group:
         problem = group
-    return _cannot_start(command, problem)
-
-
-def _cannot_start(command: str, problem: BaseException | None) -> int:
-    # Most often an address in use, for a peer or its control centre.
     while isinstance(problem, BaseExceptionGroup):
         problem = problem.exceptions[0]
     print(f"ubipy {command}: cannot start: {problem}", file=sys.stderr)
