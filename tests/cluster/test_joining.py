@@ -7,19 +7,24 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import replace
+from functools import partial
 from itertools import pairwise
 from pathlib import Path
 
 import trio
 import trio.testing
 
-from tests.cluster.harness import Cluster, cluster, host_of
+from tests.cluster.harness import Cluster, SimPeer, cluster, host_of
 from ubipy.synthweb import SyntheticWeb, WebSpec
 
 WEB = SyntheticWeb(WebSpec(seed=3, hosts=4, pages_per_host=2))
 PORT = 7000
 PEERS = 4
 ORDERS = 10
+
+
+def _all_fetching(peers: list[SimPeer]) -> bool:
+    return all(p.peer.crawler.paused is None for p in peers)
 
 
 def address_of(index: int) -> str:
@@ -54,6 +59,11 @@ async def test_peers_started_in_any_order_with_random_delays_form_one_cluster(
             everyone = frozenset(p.peer_id for p in peers)
             assert all(p.peer.membership.alive_ids() == everyone for p in peers)
             assert all(p.peer.status().joining == 0 for p in peers)
+            # And one majority base, which every peer holds the lease on: new peers
+            # that all named each other found it, with no bootstrap to start from.
+            with trio.fail_after(10):
+                await c.wait_until(partial(_all_fetching, peers))
+            assert {p.peer.lease.quorum.base for p in peers} == {everyone}
     waits.sort()
     print(f"\none cluster after the last start: p50 {waits[len(waits) // 2]:.1f} s, "
           f"max {waits[-1]:.1f} s over {ORDERS} orders")  # fmt: skip

@@ -1,9 +1,11 @@
 """A real partition between peer processes (issue 14): three peers, each in a network
 namespace of its own joined to a bridge by a veth pair, crawl the synthetic web through
 a relay to its proxy on the bridge address; the network is cut into {0,1} | {2} with
-blackhole routes inside the namespaces, then healed by deleting them. The web server's
-log judges: no two requests to one host in flight at once, every page fetched, and
-every peer seeing the others again soon after the heal.
+blackhole routes inside the namespaces, then healed by deleting them. A fourth peer,
+new, starts during the cut joining peer 2, on its side. The web server's log judges:
+no two requests to one host in flight at once, every page fetched, nothing fetched by
+the cut-off side (the newcomer included) during the cut, and every peer seeing the
+others again soon after the heal.
 
 Needs root and ``ip netns`` (CI runs as root); skipped elsewhere. Everything it creates
 (namespaces, veths, the bridge) it removes. 10 s by default; ``UBIPY_PARTITIONS=all``
@@ -32,7 +34,7 @@ WEB = SyntheticWeb(
 TRUTH = ground_truth(WEB, [WEB.seed_url()])
 SUBNET = "10.231.7"
 BRIDGE_IP = f"{SUBNET}.1"
-PEERS = 3
+PEERS = 3  # and the newcomer
 SECRET = "s3cret"
 
 
@@ -138,13 +140,13 @@ async def test_a_real_partition_heals_with_no_host_fetched_by_two_peers(
     length: float, tmp_path: Path
 ) -> None:
     peers: list[PeerProcess] = []
-    with namespaces(PEERS) as names:
+    with namespaces(PEERS + 1) as names:
         async with trio.open_nursery() as nursery:
             server = await nursery.start(serve, WEB)
             port = await nursery.start(relay, BRIDGE_IP, server.port)
             proxy = f"http://{BRIDGE_IP}:{port}"
             try:
-                for i, ns in enumerate(names):
+                for i, ns in enumerate(names[:PEERS]):
                     join = ("--join", f"{SUBNET}.10:7000") if i else ()
                     peers.append(
                         await start_peer_or_fail(
@@ -169,9 +171,16 @@ async def test_a_real_partition_heals_with_no_host_fetched_by_two_peers(
                 with trio.fail_after(120):
                     await server.log.wait_for_count(len(TRUTH) // 3)
                 began = trio.current_time()
-                cut(names, [[0, 1], [2]])
+                cut(names, [[0, 1], [2, 3]])
+                newcomer = await start_peer_or_fail(
+                    nursery, tmp_path / "new", proxy, "--delay", "0.25", "--replicas", "2",
+                    "--join", f"{SUBNET}.12:7000", listen=f"{SUBNET}.13:7000",
+                    prefix=("ip", "netns", "exec", names[PEERS]),
+                )  # fmt: skip
+                peers.append(newcomer)
+                everyone.add(newcomer.peer_id)
                 await trio.sleep(length)
-                cut(names, [[0, 1], [2]], heal=True)
+                cut(names, [[0, 1], [2, 3]], heal=True)
                 healed = trio.current_time()
                 # Asked every half second (a status is a frame to each peer), for a minute.
                 for _ in range(120):
@@ -188,16 +197,20 @@ async def test_a_real_partition_heals_with_no_host_fetched_by_two_peers(
             nursery.cancel_scope.cancel()
 
     referee = Referee(server.log, WEB)
-    lone = peers[2].peer_id
+    lone = {peers[2].peer_id, newcomer.peer_id}
     during = [r for r in referee.requests if began <= r.start < healed]
     in_flight = sum(1 for r in referee.requests if r.start < began < r.end)
     print(
-        f"\n[processes, {{0,1}} | {{2}} for {length:.0f} s] pages during it: "
-        f"{sum(r.peer != lone for r in during)} by the majority, "
-        f"{sum(r.peer == lone for r in during)} by the lone peer; one view "
+        f"\n[processes, {{0,1}} | {{2,new}} for {length:.0f} s] pages during it: "
+        f"{sum(r.peer not in lone for r in during)} by the majority, "
+        f"{sum(r.peer in lone for r in during)} by the cut-off side; one view "
         f"{converged:.1f} s after the heal; {len(referee.duplicates())} duplicates "
         f"({in_flight} requests in flight when it began)"
     )
     assert referee.overlaps() == []
     assert referee.missing(TRUTH) == set()
     assert b"lost sight of a majority" in peers[2].output
+    # The newcomer on the cut-off side waited to be counted by a majority's member.
+    assert [r for r in during if r.peer == newcomer.peer_id] == []
+    assert b"new to the cluster" in newcomer.output
+    assert b"counted in the majority's base" in newcomer.output

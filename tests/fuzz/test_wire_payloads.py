@@ -29,7 +29,10 @@ from tests.fuzz.common import (
 )
 from ubipy.errors import WireError
 from ubipy.wire import (
+    MAX_ID_LEN,
     MESSAGE_TYPES,
+    BaseAnswer,
+    BaseAsk,
     Control,
     Figures,
     Frame,
@@ -118,6 +121,13 @@ MESSAGES: dict[FrameType, st.SearchStrategy[Message]] = {
         IpGrant, ids, addresses, st.booleans(), st.floats(0, MAX_LEASE_WAIT)
     ),
     FrameType.IP_RELEASE: st.builds(IpRelease, ids, addresses),
+    FrameType.BASE_ASK: st.just(BaseAsk()),
+    FrameType.BASE: st.builds(
+        BaseAnswer,
+        st.lists(st.text(min_size=1, max_size=MAX_ID_LEN), max_size=5).map(tuple),
+        st.booleans(),
+        st.booleans(),
+    ),
 }
 kinds = st.sampled_from(sorted(MESSAGE_TYPES))
 

@@ -96,3 +96,134 @@ def test_the_lease_expires_after_now_whatever_the_rounding() -> None:
     expires = q3.expires(now)
     assert expires is None or expires > now
     assert q.expires(0.2) is None  # "a" holds alone (the smaller id): forever
+
+
+def test_a_newcomer_holds_nothing_until_a_holder_s_base_names_it() -> None:
+    """The cut-off side's lone member answers with a base it does not hold: the
+    newcomer stays pending, however many members it sees; a holder's base naming it
+    lets it count, in that base."""
+    d = Quorum("d", "", lease=LEASE, newcomer=True)
+    d.set_live("cd")
+    d.heard("c", 0.0)
+    assert d.pending and not d.holds(0.0) and d.expires(0.0) is None
+    assert not d.joined("c", 0.0) and d.base == frozenset()
+    assert str(d.sight(0.0)) == "not yet counted by a member that holds the majority lease"
+    assert d.last_heard() == {}  # no lease pings while there is no base to keep
+    assert not d.answered("c", "abc", 0.0, holds=False, informed=False)
+    assert not d.answered("c", "abcd", 0.0, holds=False, informed=False)  # not a holder's
+    assert not d.answered("a", "abc", 0.0, holds=True, informed=False)  # not naming it yet
+    assert d.pending and d.informed
+    assert d.answered("a", "abcd", 0.0, holds=True, informed=False)
+    assert not d.pending and d.base == frozenset("abcd")
+    assert not d.holds(0.0)  # c and d: 2 of 4, and a is the smallest
+    d.set_live("acd")
+    d.heard("a", 1.0)
+    assert d.holds(1.0)  # a, c and d: 3 of 4
+
+
+def test_a_peer_that_joins_nobody_or_has_a_base_is_never_pending() -> None:
+    assert not Quorum("a", "", lease=LEASE).pending  # the first peer: a base of itself
+    restarted = Quorum("b", "ab", lease=LEASE, newcomer=True)
+    assert not restarted.pending and restarted.base == frozenset("ab")
+
+
+@pytest.mark.parametrize(
+    ("answers", "founds"),
+    [
+        ({"b": False, "c": False}, True),
+        ({"b": False}, False),  # c has not answered yet
+        ({"b": False, "c": True}, False),  # c has heard of a base
+    ],
+)
+def test_newcomers_that_meet_only_each_other_found_a_base_with_the_smallest_id(
+    answers: dict[str, bool], founds: bool
+) -> None:
+    """A cluster whose peers all name each other with --join: the smallest id founds
+    a base of them all once every other has answered that it is new and knows of no
+    base; the others never found one of their own."""
+    a, b = Quorum("a", "", lease=LEASE, newcomer=True), Quorum("b", "", lease=LEASE, newcomer=True)
+    for q in (a, b):
+        q.set_live("abc")
+    for member, informed in answers.items():
+        a.answered(member, "", 0.0, holds=False, informed=informed)
+    b.answered("a", "", 0.0, holds=False, informed=False)
+    b.answered("c", "", 0.0, holds=False, informed=False)
+    assert not b.found()  # not the smallest id
+    assert a.found() is founds
+    assert a.base == (frozenset("abc") if founds else frozenset())
+    assert a.pending is not founds
+
+
+def test_a_lone_newcomer_or_one_that_heard_of_a_base_founds_nothing() -> None:
+    alone = Quorum("a", "", lease=LEASE, newcomer=True)
+    assert not alone.found()  # its join addresses may be a cluster cut off from it
+    told = Quorum("a", "", lease=LEASE, newcomer=True)
+    told.set_live("ab")
+    told.answered("b", "", 0.0, holds=False, informed=True)  # b was answered by a base
+    assert not told.found() and told.informed
+
+
+def test_a_holder_admits_the_live_members_missing_from_its_base() -> None:
+    """Members that joined while the lease did not hold here (a newcomer on this side of
+    a partition) join the base once it holds, counted as heard as a join is."""
+    c = quorum("c", "abc", live="cd")
+    assert not c.admit_live(0.0) and c.base == frozenset("abc")  # 1 of 3: not held
+    c.set_live("abcd")
+    c.heard("a", 0.0)
+    c.heard("b", 0.0)
+    assert c.admit_live(0.0) and c.base == frozenset("abcd") and c.holds(0.0)
+    assert not c.admit_live(0.0)
+
+
+def test_a_member_added_by_a_peer_cut_off_an_instant_ago_does_not_make_it_a_half() -> None:
+    """b is cut off from c and d at 0.5 but holds the lease until their answers of 0.0
+    lapse; a (the smallest id) joins it at 1.0. Without the joint base, a and b would
+    be the tie-breaking half of {a, b, c, d} for good, while c and d hold {b, c, d}.
+    The old base stays joint until a majority of it answers a ping sent after the
+    join: here, never while cut off; at once when healed."""
+    b = quorum("b", "bcd")
+    b.heard("c", 0.0)
+    b.heard("d", 0.0)
+    b.set_live("abcd")
+    assert b.joined("a", 1.0) and b.base == frozenset("abcd")
+    assert b.joint == frozenset("bcd")
+    b.heard("a", 2.0)
+    assert b.holds(4.9)  # c and d's answers still count
+    assert not b.holds(5.0) and b.expires(4.9) == 5.0
+    assert str(b.sight(5.0)) == "hears from 2 of 4 peers (1 of the 3 before the last joined)"
+    b.heard("c", 0.9)  # an answer to a ping sent before the join confirms nothing
+    assert b.joint == frozenset("bcd")
+    b.heard("c", 6.0)  # healed: a ping sent after the join, answered
+    assert b.joint is None and b.holds(6.0)
+
+
+def test_a_base_taken_from_a_holder_waits_for_a_majority_of_the_holder_s_own() -> None:
+    """The holder may have been cut off when it answered: the newcomer counts once a
+    majority of the base it had without the newcomer answers the newcomer's pings."""
+    d = Quorum("d", "", lease=LEASE, newcomer=True)
+    d.set_live("abcd")
+    assert d.answered("c", "abcd", 1.0, holds=True, informed=False)
+    assert d.joint == frozenset("abc")
+    d.heard("c", 1.0)
+    d.heard("b", 1.0)  # b, c and d: 3 of 4, but only b and c of the holder's a, b, c
+    assert d.holds(1.0) and d.joint is None
+    lone = Quorum("d", "", lease=LEASE, newcomer=True)
+    lone.set_live("abcd")
+    lone.answered("a", "abcd", 1.0, holds=True, informed=False)
+    lone.heard("a", 1.0)  # a and d: the tie-breaking half of a, b, c, d
+    assert not lone.holds(1.0) and lone.joint == frozenset("abc")
+
+
+def test_a_member_gone_leaves_the_joint_base_too() -> None:
+    """The joint base loses the dead as the base does; while unconfirmed it still
+    needs its own majority (a, alone of a, b, c, is no majority: b and c may be the
+    other side of a cut, holding a, b, c)."""
+    a = quorum("a", "abc")
+    a.heard("b", 0.0)
+    a.heard("c", 0.0)
+    a.set_live("abcd")
+    assert a.joined("d", 0.0) and a.joint == frozenset("abc")
+    a.set_live("acd")
+    assert a.gone("b", 1.0) and a.joint == frozenset("ac") and a.base == frozenset("acd")
+    a.heard("c", 2.0)
+    assert a.joint is None and a.holds(2.0)

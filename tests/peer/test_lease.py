@@ -5,7 +5,7 @@ and a peer pausing when the lease lapses."""
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import cast
@@ -23,10 +23,12 @@ from ubipy.membership import (
     Ping,
     Quorum,
 )
+from ubipy.net import Reply
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.handoff import Handoff
-from ubipy.peer.lease import Lease
+from ubipy.peer.lease import Lease, load_quorum
 from ubipy.store import Shard
+from ubipy.wire import BaseAnswer, BaseAsk, Message
 
 LEASE = 3.0  # a member is asked after a cadence of 1 s without a sign of life
 
@@ -144,3 +146,79 @@ async def test_a_lease_nobody_answers_lapses_on_time_and_comes_back_with_an_answ
         world.answer_all()  # the pings it sent meanwhile are answered
         await trio.testing.wait_all_tasks_blocked()
         assert world.crawler.paused is None
+
+
+class Frames:
+    """What the lease sends and the handlers it installs, as the peer would take them."""
+
+    def __init__(self, lease: Lease) -> None:
+        self.sent: list[tuple[float, str, Message]] = []
+        self.handlers: dict[type, Callable[[str, Message, Reply], Awaitable[None]]] = {}
+        self.replies: list[Message] = []
+        lease.install(self._handle, self._send, self._start_soon)
+        self._nursery: trio.Nursery | None = None
+
+    def _handle(
+        self, kind: type, handler: Callable[[str, Message, Reply], Awaitable[None]]
+    ) -> None:
+        self.handlers[kind] = handler
+
+    async def _send(self, address: str, message: Message) -> bool:
+        self.sent.append((trio.current_time(), address, message))
+        return True
+
+    def _start_soon(self, fn: Callable[..., Awaitable[object]], *args: object) -> None:
+        assert self._nursery is not None
+        self._nursery.start_soon(fn, *args)
+
+    async def deliver(self, sender: str, message: Message) -> None:
+        async def reply(answer: Message) -> None:
+            self.replies.append(answer)
+
+        await self.handlers[type(message)](sender, message, reply)
+
+
+async def test_a_new_peer_asks_each_member_once_a_cadence_until_a_holder_counts_it(
+    shard: Shard, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Pending: paused from the start, BASE_ASK to b and c every second; c's answer
+    (cut off, not holding) changes nothing; b's, holding and naming it, lets it fetch,
+    stops the asks, and is kept in the shard for the next run."""
+    world = World(shard)
+    world.lease.quorum = world.quorum = Quorum("a", "", lease=LEASE, newcomer=True)
+    world.quorum.set_live("abc")
+    frames = Frames(world.lease)
+    async with trio.open_nursery() as nursery:
+        frames._nursery = nursery
+        world.lease.check()
+        assert world.crawler.paused == (
+            "new to the cluster: not yet counted by a member that holds the majority lease"
+        )
+        nursery.start_soon(world.lease.run)
+        await trio.sleep(2.5)
+        asks = sorted((t, a) for t, a, m in frames.sent if isinstance(m, BaseAsk))
+        assert asks == [(t, f"10.0.0.{i}:7000") for t in (0.0, 1.0, 2.0) for i in (2, 3)]
+        await frames.deliver("c", BaseAnswer(("b", "c", "d"), holds=False))
+        await trio.testing.wait_all_tasks_blocked()
+        assert world.crawler.paused is not None and world.quorum.pending
+        await frames.deliver("b", BaseAnswer(("a", "b", "c"), holds=True))
+        world.lease.answered([("b", trio.current_time())])  # b answers a ping, too
+        await trio.testing.wait_all_tasks_blocked()
+        assert world.crawler.paused is None and world.quorum.base == frozenset("abc")
+        asked = len(frames.sent)
+        await trio.sleep(5)
+        assert not any(isinstance(m, BaseAsk) for _, _, m in frames.sent[asked:])
+        nursery.cancel_scope.cancel()
+    assert load_quorum("a", shard, lease=LEASE, newcomer=True).base == frozenset("abc")
+
+
+async def test_a_holder_asked_counts_the_asker_and_answers_with_its_base(
+    shard: Shard, autojump_clock: trio.testing.MockClock
+) -> None:
+    world = World(shard)
+    world.lease.answered([("b", 0.0), ("c", 0.0)])
+    world.quorum.set_live("abcd")  # d joined while the lease did not hold here
+    frames = Frames(world.lease)
+    await frames.deliver("d", BaseAsk())
+    assert frames.replies == [BaseAnswer(("a", "b", "c", "d"), holds=True)]
+    assert load_quorum("a", shard, lease=LEASE, newcomer=False).base == frozenset("abcd")

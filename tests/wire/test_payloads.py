@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from ubipy.errors import WireError
 from ubipy.wire import (
     MESSAGE_TYPES,
+    BaseAnswer,
+    BaseAsk,
     Control,
     Figures,
     Frame,
@@ -87,6 +89,8 @@ EXAMPLES: list[Message] = [
     IpGrant(3, "11.1.1.1", True),
     IpGrant(4, "2001:db8::1", False, 0.75),
     IpRelease(3, "11.1.1.1"),
+    BaseAsk(),
+    BaseAnswer(("a", "b"), True),
 ]
 
 

@@ -22,6 +22,24 @@ side that declared the others dead from counting them again when their frames ge
 through before membership has taken them back: until then its ring still gives it
 their hosts.
 
+A peer new to a cluster (started with ``--join``, nothing stored) has no base.
+Starting from itself alone, it would make a base of two with the first member it met,
+and one that joined the cut-off side of a partition would crawl beside the majority.
+So it is *pending*: it holds no lease until a member that holds one answers with a
+base naming it (:meth:`Quorum.answered`); a holder adds every live member missing
+from its base (:meth:`Quorum.admit_live`), the newcomer that asks included.
+Newcomers that meet only newcomers that have heard of no base (a cluster whose peers
+all started naming each other) *found* one: the smallest id of them, with all of them
+in it (:meth:`Quorum.found`); the others take it from its answers.
+
+A member added to the base (and a base taken from a holder) is not trusted at once:
+a peer adds members while it holds, and it may hold for up to a lease after it was
+cut off. A newcomer that joined it then would make a base in which the cut-off pair
+is the tie-breaking half, the majority's own base lacking the newcomer. So, as in
+Raft's joint consensus, the base before the additions stays *joint* with the new
+one: the lease needs a majority of both, until a majority of the old base has
+answered pings sent after the last addition, which a cut-off peer never gets.
+
 The other half of the rule is on the majority's side: it takes a lost member's
 hosts over only ``fence(lease)`` after declaring it dead, by then any peer
 that lost sight of the majority has stopped (with margin for clock rates, which
@@ -31,7 +49,7 @@ only time intervals depend on, never clock values).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 # How much faster one machine's clock may run than another's, as a rate.
@@ -53,37 +71,80 @@ class Sight:
     heard: int  # base members heard from within the lease, self included
     size: int  # members of the base
     holds: bool  # whether that is a majority (or the tie-breaking half)
+    pending: bool = False  # new, and not yet in a base that a holder gave it
+    # Of the base before additions not yet confirmed: (heard, size).
+    joint: tuple[int, int] | None = None
 
     def __str__(self) -> str:
-        return f"hears from {self.heard} of {self.size} peers"
+        if self.pending:
+            return "not yet counted by a member that holds the majority lease"
+        text = f"hears from {self.heard} of {self.size} peers"
+        if self.joint is not None:
+            text += f" ({self.joint[0]} of the {self.joint[1]} before the last joined)"
+        return text
 
 
 class Quorum:
-    def __init__(self, self_id: str, base: Iterable[str], *, lease: float) -> None:
+    def __init__(
+        self, self_id: str, base: Iterable[str], *, lease: float, newcomer: bool = False
+    ) -> None:
+        """``base`` as stored by the last run; a ``newcomer`` (one that joins others)
+        with none is pending, any other peer with none founds a base of itself."""
         if lease <= 0:
             raise ValueError("the lease must be positive")
         self.self_id = self_id
         self.lease = lease
-        self._base = set(base) | {self_id}
+        self._base = set(base)
+        self._pending = newcomer and not self._base
+        if not self._pending:
+            self._base.add(self_id)
         self._heard: dict[str, float] = {}
         self._live: frozenset[str] = frozenset({self_id})
+        # While pending: whether a base exists somewhere (an answer named one, or a
+        # newcomer said it had heard of one), and what each newcomer answered.
+        self._informed = False
+        self._newcomers: dict[str, bool] = {}
+        # The base before additions not yet confirmed, and when the last was made.
+        self._joint: set[str] | None = None
+        self._joint_since = -math.inf
+
+    @property
+    def pending(self) -> bool:
+        return self._pending
+
+    @property
+    def informed(self) -> bool:
+        """Pending, but a base has been heard of: this peer may not found one."""
+        return self._informed
 
     @property
     def base(self) -> frozenset[str]:
         return frozenset(self._base)
 
+    @property
+    def joint(self) -> frozenset[str] | None:
+        """The base before additions a majority of it has not yet confirmed."""
+        return None if self._joint is None else frozenset(self._joint)
+
     def heard(self, member_id: str, now: float) -> None:
-        """An authentic frame came from ``member_id``."""
+        """``member_id`` answered a ping sent at ``now``."""
         if now > self._heard.get(member_id, -math.inf):
             self._heard[member_id] = now
+        joint = self._joint
+        if joint is not None and member_id in joint:
+            since = self._joint_since
+            confirmed = {m for m in joint if self._heard.get(m, -math.inf) >= since}
+            if self._majority(confirmed | ({self.self_id} & joint), joint):
+                self._joint = None
 
     def set_live(self, live: Iterable[str]) -> None:
         """The members membership holds alive or suspect now."""
         self._live = frozenset(live) | {self.self_id}
 
     def sight(self, now: float) -> Sight:
-        counted = self._counted(now)
-        return Sight(len(counted), len(self._base), self._holds(counted))
+        counted, joint = self._counted(now), self._joint
+        of_joint = None if joint is None else (len(counted & joint), len(joint))
+        return Sight(len(counted), len(self._base), self._holds(counted), self._pending, of_joint)
 
     def holds(self, now: float) -> bool:
         return self._holds(self._counted(now))
@@ -118,7 +179,7 @@ class Quorum:
         changed."""
         if member_id in self._base or not self.holds(now):
             return False
-        self._base.add(member_id)
+        self._grow(self._base | {member_id}, now)
         self.heard(member_id, now)
         return True
 
@@ -133,7 +194,66 @@ class Quorum:
         if not left and not self.holds(now):
             return False
         self._base.discard(member_id)
+        if self._joint is not None:
+            self._joint.discard(member_id)
         return True
+
+    def admit_live(self, now: float) -> bool:
+        """While the lease holds, the live members missing from the base join it, as
+        :meth:`joined` adds them: those that joined (or came back) while it did not
+        hold here, such as a newcomer on this side of a partition, or every member a
+        newcomer saw before a holder counted it. True if the base changed."""
+        changed = False
+        for member_id in sorted(self._live - self._base):
+            changed |= self.joined(member_id, now)
+        return changed
+
+    def answered(
+        self, member_id: str, base: Collection[str], now: float, *, holds: bool, informed: bool
+    ) -> bool:
+        """``member_id`` answered our ask with its ``base`` (empty: it is pending too),
+        whether it ``holds`` the lease on it, and if pending whether it is
+        ``informed``. A pending peer takes the base of a holder that names it; True if
+        it did."""
+        if not self._pending:
+            return False
+        if not base:
+            self._newcomers[member_id] = informed
+            self._informed |= informed
+            return False
+        self._informed = True
+        self._newcomers.pop(member_id, None)
+        if not holds or self.self_id not in base:
+            return False
+        self._settle(base)
+        # Taken on the holder's word: joint with the base that it had without this
+        # peer, until a majority of that answers (the holder may be cut off).
+        self._joint, self._joint_since = set(base) - {self.self_id}, now
+        return True
+
+    def found(self) -> bool:
+        """A pending peer whose live members are all pending and have heard of no
+        base, as it has not, founds one with them all if it has the smallest id of
+        them. True if it did."""
+        others = self._live - {self.self_id}
+        if not self._pending or self._informed or not others or self.self_id > min(others):
+            return False
+        if any(self._newcomers.get(m, True) for m in others):  # unanswered, or informed
+            return False
+        self._settle(others | {self.self_id})
+        return True
+
+    def _grow(self, base: set[str], now: float) -> None:
+        """The base becomes ``base``, joint with the old one until confirmed."""
+        if self._joint is None:
+            self._joint = set(self._base)
+        self._joint_since = now
+        self._base = base
+
+    def _settle(self, base: Iterable[str]) -> None:
+        self._base = set(base) | {self.self_id}
+        self._pending = False
+        self._newcomers.clear()
 
     def _counted(self, now: float) -> set[str]:
         counted = {m for m in self._base & self._live if m != self.self_id and self._until(m) > now}
@@ -146,5 +266,18 @@ class Quorum:
         return self._heard.get(member_id, -math.inf) + self.lease
 
     def _holds(self, counted: set[str]) -> bool:
-        twice, size = 2 * len(counted), len(self._base)
-        return twice > size or (twice == size and min(self._base) in counted)
+        if self._pending:
+            return False
+        joint = self._joint
+        return self._majority(counted, self._base) and (
+            joint is None or self._majority(counted, joint)
+        )
+
+    @staticmethod
+    def _majority(counted: set[str], group: set[str]) -> bool:
+        """Whether ``counted`` holds a strict majority of ``group``, or exactly half
+        with its smallest id."""
+        if not group:
+            return False
+        twice, size = 2 * len(counted & group), len(group)
+        return twice > size or (twice == size and min(group) in counted)

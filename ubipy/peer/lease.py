@@ -6,32 +6,43 @@ go on hearing the others while they declare it dead); membership's changes move 
 base; a loop pauses the crawler when the lease lapses (abandoning what is in
 flight), resumes it when a majority is back in sight (each host it owns waiting
 until the others have swept), and asks members not heard from lately for a sign of
-life, so that a quiet but healthy cluster keeps its lease."""
+life, so that a quiet but healthy cluster keeps its lease. A peer new to the cluster
+asks the members it sees for their base (BASE_ASK) until one that holds the lease
+names it (:mod:`ubipy.wire.majority`), and answers others' asks."""
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
 from ubipy.errors import StorageError
 from ubipy.membership import ChangeKind, MemberEvent, Membership, Outgoing, Ping, Quorum
+from ubipy.net import Reply
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.handoff import Handoff
 from ubipy.peer.wakeup import Wakeup
 from ubipy.store import Shard
+from ubipy.wire import BaseAnswer, BaseAsk, Message
 
 log = logging.getLogger(__name__)
 
 _BASE_META = "majority_base"
 
+Handle = Callable[[type, Callable[[str, Message, Reply], Awaitable[None]]], None]
+Send = Callable[[str, Message], Awaitable[bool]]
 
-def load_base(shard: Shard) -> list[str]:
-    """The base remembered by the last run (empty for a new peer)."""
+
+def load_quorum(peer_id: str, shard: Shard, *, lease: float, newcomer: bool) -> Quorum:
+    """The majority lease as the last run left it: its base, remembered in the shard
+    (none for a new peer, which is pending if it joins others: a ``newcomer``)."""
     base = shard.get_meta(_BASE_META)
-    return base.split(",") if base else []
+    return Quorum(peer_id, base.split(",") if base else [], lease=lease, newcomer=newcomer)
+
+
+_COUNTED = "a member that holds the majority lease counts this peer in its base"
 
 
 class Lease:
@@ -54,10 +65,48 @@ class Lease:
         # When each member was last pinged (by us or membership's probe): at most one
         # ping a cadence each, however often the loop wakes.
         self._pinged: dict[str, float] = {}
+        # While new to the cluster: when each member was last asked for its base.
+        self._asked: dict[str, float] = {}
+        self._start_soon: Callable[..., object] = lambda *args: None
+        self._send_frame: Send | None = None
+        self._new = quorum.pending
         self._cadence = quorum.lease / 3
         # Membership's tick pings the members due then or up to this much later: one
         # wake-up serves both, where times drift apart by how late each runs.
         self._slack = min(self._cadence, membership.config.probe_interval) / 4
+
+    def install(self, handle: Handle, send: Send, start_soon: Callable[..., object]) -> None:
+        """Take the base frames from ``handle``; asks go out through ``send`` in the
+        background (``start_soon``)."""
+        self._send_frame, self._start_soon = send, start_soon
+        handle(BaseAsk, self._on_ask)
+        handle(BaseAnswer, self._on_answer)
+
+    async def _on_ask(self, sender: str, ask: Message, reply: Reply) -> None:
+        quorum = self.quorum
+        if quorum.admit_live(trio.current_time()):
+            self._remember()
+        base = () if quorum.pending else tuple(sorted(quorum.base))
+        holds = quorum.holds(trio.current_time())
+        await reply(BaseAnswer(base, holds, quorum.informed))
+
+    async def _on_answer(self, sender: str, answer: Message, reply: Reply) -> None:
+        assert isinstance(answer, BaseAnswer)
+        quorum = self.quorum
+        now = trio.current_time()
+        if quorum.answered(
+            sender, answer.members, now, holds=answer.holds, informed=answer.informed
+        ):
+            log.info("counted in the majority's base by %s: %d peers", sender, len(quorum.base))
+            self._remember()
+        self._kick.set()
+
+    def _remember(self) -> None:
+        try:
+            with self._shard.transaction():
+                self._shard.set_meta(_BASE_META, ",".join(sorted(self.quorum.base)))
+        except StorageError as exc:
+            log.warning("cannot remember the members of the majority: %s", exc)
 
     def answered(self, answers: Sequence[tuple[str, float]]) -> None:
         """Members answered our pings sent at these times."""
@@ -79,20 +128,31 @@ class Lease:
                 changed |= quorum.joined(member_id, now)
             elif event.kind in (ChangeKind.DEAD, ChangeKind.LEFT):
                 changed |= quorum.gone(member_id, now, left=event.kind is ChangeKind.LEFT)
+        changed |= quorum.admit_live(now)
         if changed:
-            try:
-                with self._shard.transaction():
-                    self._shard.set_meta(_BASE_META, ",".join(sorted(quorum.base)))
-            except StorageError as exc:
-                log.warning("cannot remember the members of the majority: %s", exc)
+            self._remember()
         self._kick.set()
 
     def check(self) -> None:
         """Pause or resume the crawler as the lease says now (also before it starts:
         a peer back from a stop may not fetch before it sees a majority)."""
-        crawler, sight = self._crawler, self.quorum.sight(trio.current_time())
-        if sight.holds and crawler.paused is not None:
-            log.warning("a majority in sight again (%s): fetching resumes", sight)
+        quorum, now = self.quorum, trio.current_time()
+        if quorum.found():
+            log.info("only new peers in sight: founding the majority's base with them")
+            self._remember()
+        elif quorum.admit_live(now):
+            self._remember()
+        crawler, sight = self._crawler, quorum.sight(now)
+        if sight.pending:
+            if crawler.paused is None:
+                log.info("new to the cluster: fetching waits until %s", _COUNTED)
+            crawler.pause(f"new to the cluster: {sight}")
+        elif sight.holds and crawler.paused is not None:
+            if self._new:
+                log.info("counted in the majority's base (%s): fetching starts", sight)
+            else:
+                log.warning("a majority in sight again (%s): fetching resumes", sight)
+            self._new = False
             # Everyone in the base, not only those in sight yet: any of them may have
             # been given this peer's hosts, and the rest of a healed side often comes
             # back a moment after the first of it.
@@ -116,7 +176,25 @@ class Lease:
             self._pinged[member_id] = now
         pings = [self._membership.ping(now, m) for m in due]
         self._send([out for out in pings if out is not None])
+        if self.quorum.pending:
+            self._ask(now)
         self._kick.reschedule(self._next_wake(now))  # a no-op from the loop itself
+
+    def _ask(self, now: float) -> None:
+        """Pending: ask each member in sight for its base, once a cadence each."""
+        send = self._send_frame
+        for member_id, at in self._ask_due_at().items():
+            member = self._membership.member(member_id)
+            if send is None or member is None or now + self._slack < at:
+                continue
+            self._asked[member_id] = now
+            self._start_soon(send, member.address, BaseAsk())
+
+    def _ask_due_at(self) -> dict[str, float]:
+        return {
+            m: self._asked.get(m, -math.inf) + self._cadence
+            for m in sorted(self._membership.alive_ids() - {self.quorum.self_id})
+        }
 
     def _due_at(self) -> dict[str, float]:
         return {
@@ -131,6 +209,8 @@ class Lease:
         and ticks ask, so that the loop sleeps through a healthy cluster's life."""
         expires = self.quorum.expires(now)
         wake = math.inf if expires is None else expires
+        if self.quorum.pending:
+            wake = min([wake, *self._ask_due_at().values()])
         due = min(self._due_at().values(), default=math.inf)
         membership = self._membership
         if membership.has_left or membership.config.probe_interval > self._cadence:

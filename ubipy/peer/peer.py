@@ -31,7 +31,6 @@ from ubipy.membership import (
     MembershipConfig,
     MemberState,
     Outgoing,
-    Quorum,
     fence,
     message_from_wire,
 )
@@ -41,7 +40,7 @@ from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff, NotOurs
 from ubipy.peer.ipleases import IpLeases
 from ubipy.peer.joining import Joiner
-from ubipy.peer.lease import Lease, load_base
+from ubipy.peer.lease import Lease, load_quorum
 from ubipy.peer.members import MemberBook
 from ubipy.peer.replica import Replicator
 from ubipy.peer.reporting import Reporter
@@ -258,7 +257,7 @@ class Peer:
         crawler.on_forward = self._forwarder.kick
         self.links.recipient_of = self._members.recipient
         lease = config.membership.majority_lease
-        quorum = Quorum(self.peer_id, load_base(self.shard), lease=lease)
+        quorum = load_quorum(self.peer_id, self.shard, lease=lease, newcomer=bool(config.join))
         self._handoff = Handoff(
             self.peer_id,
             crawler,
@@ -297,6 +296,7 @@ class Peer:
         self._lease = Lease(
             quorum, self.membership, crawler, self.handoff, self.shard, self._send_membership
         )
+        self._lease.install(self.handle, self.send, self.start_soon)
         self._lease.check()
         await nursery.start(crawler.run)
         nursery.start_soon(reporter.push_forever)
@@ -385,6 +385,11 @@ class Peer:
     def replicator(self) -> Replicator:
         assert self._replicator is not None
         return self._replicator
+
+    @property
+    def lease(self) -> Lease:
+        assert self._lease is not None
+        return self._lease
 
     @property
     def handoff(self) -> Handoff:

@@ -48,6 +48,7 @@ from ubipy.wire.frames import (
     Signal,
 )
 from ubipy.wire.leases import MAX_LEASE_WAIT, IpGrant, IpLease, IpRelease
+from ubipy.wire.majority import MAX_BASE, BaseAnswer, BaseAsk
 from ubipy.wire.payloads import (
     Control,
     Figures,
@@ -84,6 +85,7 @@ __all__ = [
     "DEFAULT_MAX_FRAME",
     "FIRST_FRAME_CAP",
     "LOOPBACK_SECRET",
+    "MAX_BASE",
     "MAX_ID_LEN",
     "MAX_LEASE_WAIT",
     "MAX_PAYLOAD_DEPTH",
@@ -91,6 +93,8 @@ __all__ = [
     "NEED_DATA",
     "PROTOCOL_VERSION",
     "REFUSAL",
+    "BaseAnswer",
+    "BaseAsk",
     "Control",
     "Event",
     "Figures",

@@ -61,6 +61,9 @@ class FrameType(enum.IntEnum):
     IP_LEASE = 20
     IP_GRANT = 21
     IP_RELEASE = 22
+    # A new peer asks for the majority lease's base before it counts itself in one.
+    BASE_ASK = 23
+    BASE = 24
 
 
 # A set of ints rather than FrameType(value): a hostile value should cost a lookup,

@@ -9,6 +9,7 @@ from typing import Any, Final, TypeAlias
 from ubipy.errors import WireError
 from ubipy.wire.frames import FrameType
 from ubipy.wire.leases import IpGrant, IpLease, IpRelease
+from ubipy.wire.majority import BaseAnswer, BaseAsk
 from ubipy.wire.payloads import (
     Control,
     Figures,
@@ -50,6 +51,8 @@ Message: TypeAlias = (
     | IpLease
     | IpGrant
     | IpRelease
+    | BaseAsk
+    | BaseAnswer
 )
 
 MESSAGE_TYPES: Final[Mapping[FrameType, type[Message]]] = {
@@ -75,6 +78,8 @@ MESSAGE_TYPES: Final[Mapping[FrameType, type[Message]]] = {
         IpLease,
         IpGrant,
         IpRelease,
+        BaseAsk,
+        BaseAnswer,
     )
 }
 

@@ -1,0 +1,89 @@
+"""A peer that is new to the cluster fetches nothing until a member holding the
+majority lease counts it in its base, on the in-memory network under the autojump
+clock: one that joins the cut-off side of a partition stays paused until the heal,
+where before it took the lone member's word for a cluster of two and crawled hosts
+that the majority was crawling too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from tests.cluster.harness import SimPeer, cluster, host_of
+from ubipy.membership import fence
+from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
+
+WEB = SyntheticWeb(
+    WebSpec(seed=21, hosts=48, pages_per_host=10, latency=0.05, cross_link_ratio=0.6)
+)
+TRUTH = ground_truth(WEB, [WEB.seed_url()])
+DELAY = 3.0  # slow enough that the crawl outlasts the cut
+CUT = 20.0
+
+
+def _one_view(peers: list[SimPeer]) -> bool:
+    everyone = frozenset(p.peer_id for p in peers)
+    return all(p.peer.membership.alive_ids() == everyone for p in peers)
+
+
+@pytest.mark.parametrize("at_once", [False, True], ids=["once-paused", "at-once"])
+@pytest.mark.parametrize("seed", range(4))
+async def test_a_newcomer_joining_the_cut_off_side_waits_for_the_heal(
+    seed: int, at_once: bool, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Peers 0, 1, 2 (two replicas) crawl; the network is cut {0, 1} | {2}; peer 3,
+    new, starts with ``--join`` peer 2, once peer 2 has paused, or ``at_once``: while
+    peer 2 still holds the lease it had (which adds the newcomer to its base, and
+    gives it that base). During the cut it fetches nothing; once healed it is
+    counted by all, crawls, and the web's log shows no host asked by two peers at
+    once and no page fetched twice beyond what was in flight."""
+    async with cluster(tmp_path, WEB, seed=seed) as c:
+        first = await c.start(0, replicas=2, delay=DELAY)
+        peers = [first] + [await c.start(i, join=first, replicas=2, delay=DELAY) for i in (1, 2)]
+        with trio.fail_after(30):
+            await c.wait_until(lambda: _one_view(peers))
+        first.peer.seed_urls([WEB.seed_url()])
+        with trio.fail_after(120):
+            await c.server.log.wait_for_count(len(TRUTH) // 4)
+        began = trio.current_time()
+        c.net.partition([host_of(0), host_of(1)], [host_of(2), host_of(3)])
+        if not at_once:
+            with trio.fail_after(30):
+                await c.wait_until(lambda: peers[2].peer.crawler.paused is not None)
+        newcomer = await c.start(3, join=peers[2], replicas=2, delay=DELAY)
+        with trio.fail_after(30):
+            await c.wait_until(lambda: newcomer.peer.membership.alive_ids() >= {peers[2].peer_id})
+        await trio.sleep(CUT)
+        assert newcomer.peer.crawler.paused is not None
+        c.net.heal()
+        healed = trio.current_time()
+        everyone = [*peers, newcomer]
+        with trio.fail_after(60):
+            await c.wait_until(lambda: _one_view(everyone))
+            await c.wait_until(lambda: newcomer.peer.crawler.paused is None)
+        with trio.fail_after(300):
+            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
+        bases = {p.peer.lease.quorum.base for p in everyone}
+        troubles = [t for p in everyone for t in p.troubles]
+    referee = Referee(c.server.log, WEB)
+    during = [
+        r for r in referee.requests if began <= r.start < healed and r.peer == newcomer.peer_id
+    ]
+    assert during == []
+    assert referee.overlaps() == []
+    # Fetched twice: what was in flight when the network split, and what peer 2
+    # fetched while its lease lasted, which a newcomer at once on its side, taking
+    # copies as its successor, lets it fetch (the majority fetches those again).
+    lease_end = began + fence(newcomer.peer.config.membership.majority_lease)
+    for dup in referee.duplicates():
+        url = referee.url_of(dup)
+        head = next(r for r in referee.requests if referee.url_of(r) == url)
+        assert head.start < began < head.end or (
+            at_once and head.peer == peers[2].peer_id and began <= head.start < lease_end
+        ), (url, head, dup)
+    assert any(r.peer == newcomer.peer_id for r in referee.requests)
+    assert bases == {frozenset(p.peer_id for p in everyone)}
+    assert troubles == []
