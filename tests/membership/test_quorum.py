@@ -204,14 +204,14 @@ def test_a_base_taken_from_a_holder_waits_for_a_majority_of_the_holder_s_own() -
     d.set_live("abcd")
     assert d.answered("c", "abcd", 1.0, holds=True, informed=False)
     assert d.joint == frozenset("abc")
-    d.heard("c", 1.0)
-    d.heard("b", 1.0)  # b, c and d: 3 of 4, but only b and c of the holder's a, b, c
-    assert d.holds(1.0) and d.joint is None
+    d.heard("c", 1.5)
+    d.heard("b", 1.5)  # b, c and d: 3 of 4, and b and c of the holder's a, b, c
+    assert d.holds(1.5) and d.joint is None
     lone = Quorum("d", "", lease=LEASE, newcomer=True)
     lone.set_live("abcd")
     lone.answered("a", "abcd", 1.0, holds=True, informed=False)
-    lone.heard("a", 1.0)  # a and d: the tie-breaking half of a, b, c, d
-    assert not lone.holds(1.0) and lone.joint == frozenset("abc")
+    lone.heard("a", 1.5)  # a and d: the tie-breaking half of a, b, c, d
+    assert not lone.holds(1.5) and lone.joint == frozenset("abc")
 
 
 def test_a_member_gone_leaves_the_joint_base_too() -> None:
@@ -227,3 +227,9 @@ def test_a_member_gone_leaves_the_joint_base_too() -> None:
     assert a.gone("b", 1.0) and a.joint == frozenset("ac") and a.base == frozenset("acd")
     a.heard("c", 2.0)
     assert a.joint is None and a.holds(2.0)
+
+
+def test_the_first_peer_s_base_grows_with_nothing_to_confirm() -> None:
+    a = Quorum("a", "", lease=LEASE)
+    a.set_live("ab")
+    assert a.joined("b", 0.0) and a.joint is None and a.base == frozenset("ab")

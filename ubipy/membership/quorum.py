@@ -130,12 +130,8 @@ class Quorum:
         """``member_id`` answered a ping sent at ``now``."""
         if now > self._heard.get(member_id, -math.inf):
             self._heard[member_id] = now
-        joint = self._joint
-        if joint is not None and member_id in joint:
-            since = self._joint_since
-            confirmed = {m for m in joint if self._heard.get(m, -math.inf) >= since}
-            if self._majority(confirmed | ({self.self_id} & joint), joint):
-                self._joint = None
+        if self._joint is not None and member_id in self._joint:
+            self._confirm()
 
     def set_live(self, live: Iterable[str]) -> None:
         """The members membership holds alive or suspect now."""
@@ -249,6 +245,15 @@ class Quorum:
             self._joint = set(self._base)
         self._joint_since = now
         self._base = base
+        self._confirm()  # a base of this peer alone needs nobody's word
+
+    def _confirm(self) -> None:
+        """Drop the joint base once a majority of it answered after the last addition."""
+        joint, since = self._joint, self._joint_since
+        if joint is not None:
+            confirmed = {m for m in joint if self._heard.get(m, -math.inf) > since}
+            if self._majority(confirmed | ({self.self_id} & joint), joint):
+                self._joint = None
 
     def _settle(self, base: Iterable[str]) -> None:
         self._base = set(base) | {self.self_id}
