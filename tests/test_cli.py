@@ -230,6 +230,24 @@ def test_seed_refuses_a_binary_file(tmp_path: Path) -> None:
     assert done.stderr == f"ubipy seed: {seeds}: looks like a binary file, not a list of URLs\n"
 
 
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["demo", "--data", ""], "argument --data"),
+        (["seed", ""], "argument file"),
+        (["export", "--data", "", "--format", "jsonl", "--out", "x.jsonl"], "argument --data"),
+        (["export", "--data", "d", "--format", "jsonl", "--out", ""], "argument --out"),
+    ],
+)
+def test_an_empty_path_is_refused_not_taken_for_the_current_directory(
+    args: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        build_parser().parse_args(args)
+    assert ended.value.code == 2
+    assert f"{named}: must be a path, not ''" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", ["peer", "seed", "status", "demo"])
 def test_every_command_documents_its_options_and_defaults(
     command: str, capsys: pytest.CaptureFixture[str]

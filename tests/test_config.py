@@ -203,6 +203,7 @@ def test_the_example_file_loads(peer_config: Any) -> None:
         ("[bounds]\nscope = 'world'\n", "crawl.toml: bounds.scope must be one of 'host'"),
         ("[politeness]\nconcurrency = true\n", "crawl.toml: politeness.concurrency must be a"),
         ("[politeness\n", "crawl.toml: not valid TOML"),
+        ("data_dir = ''\n", "crawl.toml: data_dir must be a path (a non-empty string)"),
     ],
 )
 def test_a_bad_file_ends_the_command_on_one_line(
@@ -235,6 +236,8 @@ def test_a_missing_file_or_data_dir_ends_the_command(
     [
         (("--delay", "-1"), "ubipy peer: error: --delay must be >= 0, not -1\n"),
         (("--concurrency", "0"), "ubipy peer: error: --concurrency must be >= 1, not 0\n"),
+        # Path("") is the current directory: a typo'd --data "$DIR" must not crawl there.
+        (("--data", ""), "ubipy peer: error: --data must be a path (a non-empty string), not ''\n"),
     ],
 )
 def test_a_bad_flag_ends_the_peer_with_one_clear_line(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
 from ubipy.config import CrawlConfig
@@ -104,6 +105,14 @@ def check_addresses(config: CrawlConfig) -> None:
             "they should with --advertise HOST:PORT (advertise in a config file)",
             "listen",
         )
+
+
+def path(text: str) -> Path:
+    """An argparse type: a path, never empty (``Path('')`` is the current directory,
+    which nobody means by an empty --data)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must be a path, not ''")
+    return Path(text)
 
 
 def at_least(low: int) -> Callable[[str], int]:

@@ -26,6 +26,7 @@ from ubipy.checks import (
     any_port_address,
     at_least,
     check_addresses,
+    path,
     peer_address,
     seconds,
 )
@@ -121,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--config",
-        type=Path,
+        type=path,
         default=None,
         metavar="FILE",
         help="read options from this TOML file: the peer's own at the top, a table for "
@@ -130,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--seeds",
-        type=Path,
+        type=path,
         default=None,
         metavar="FILE",
         help="seed the peer from this file at start-up (default: none)",
@@ -143,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Send the URLs of FILE (one a line, # comments) to a running peer. "
         "Bad lines are reported with their line numbers; the good ones are still sent.",
     )
-    s.add_argument("file", type=Path, help="the seeds file ('-' for standard input)")
+    s.add_argument("file", type=path, help="the seeds file ('-' for standard input)")
     s.add_argument(
         "--peer",
         type=peer_address,
@@ -172,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     x.add_argument(
         "--data",
-        type=Path,
+        type=path,
         nargs="+",
         required=True,
         metavar="DIR",
@@ -181,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--format", choices=("warc", "jsonl"), required=True, help="the output format")
     x.add_argument(
         "--out",
-        type=Path,
+        type=path,
         required=True,
         metavar="PATH",
         help="output file, or - for standard output (a file named - is ./-). A new or "
@@ -207,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
         "columnar-index columns. The files a peer is still writing are left out.",
     )
     ix.add_argument(
-        "data", type=Path, nargs="+", metavar="DATA", help="data directories of the peers"
+        "data", type=path, nargs="+", metavar="DATA", help="data directories of the peers"
     )
     ix.add_argument(
         "--format",
@@ -219,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument(
         "-o",
         "--out",
-        type=Path,
+        type=path,
         default=None,
         metavar="FILE",
         help="the Parquet file; with cdxj, every file's CDXJ merged into one sorted "
@@ -266,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument(
         "--data",
-        type=Path,
+        type=path,
         default=None,
         metavar="DIR",
         help="where to keep the shards, one directory per peer: a new or empty directory, "

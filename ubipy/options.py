@@ -150,7 +150,7 @@ def coerce(setting: Setting, value: object) -> Any:
         return float(typing.cast(float, value))
     if (kind is int and whole) or (kind in (bool, str) and isinstance(value, kind)):
         return value
-    if kind is Path and isinstance(value, str | Path):
+    if kind is Path and isinstance(value, str | Path) and str(value):
         return Path(value)
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
         if isinstance(value, kind):
@@ -167,7 +167,7 @@ def coerce(setting: Setting, value: object) -> Any:
         int: "a whole number",
         float: "a number",
         str: "a string",
-        Path: "a path (a string)",
+        Path: "a path (a non-empty string)",
     }.get(kind, "a list of strings")
     raise ConfigError(f"must be {wanted}, not {_show(value)}", setting.path)
 
@@ -291,7 +291,9 @@ def add_flags(
                 elif typing.get_origin(kind) is tuple:
                     kwargs["action"] = "append"
                 else:
-                    kwargs["type"] = kind
+                    # A path stays a string until coerce(), which refuses an empty one
+                    # (Path("") is the current directory).
+                    kwargs["type"] = str if kind is Path else kind
             group.add_argument(s.option.flag, **kwargs)
 
 
