@@ -34,8 +34,8 @@ def address_of(index: int) -> str:
 async def test_peers_started_in_any_order_with_random_delays_form_one_cluster(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """4 peers start in a random order, 0-5 s apart; in even runs each names the 3 others
-    with --join, in odd runs all name peer 0 (a bootstrap, which names nobody), as a
+    """4 peers start in a random order, 0-5 s apart; in even runs each names all 4 with
+    --join (itself included), in odd runs all name peer 0 (a bootstrap, which names nobody), as a
     service manager would start them. Every run ends with one cluster within 35 s of the
     last start (a join tried once left the peers up before the bootstrap alone)."""
     waits: list[float] = []
@@ -46,8 +46,8 @@ async def test_peers_started_in_any_order_with_random_delays_form_one_cluster(
             peers = []
             for index in order:
                 await trio.sleep(rng.uniform(0, 5))
-                if run % 2 == 0:
-                    others = [address_of(i) for i in range(PEERS) if i != index]
+                if run % 2 == 0:  # one list for all, as a deployment tool writes it
+                    others = [address_of(i) for i in range(PEERS)]
                 else:
                     others = [address_of(0)] if index != 0 else []
                 peers.append(await c.start(index, port=PORT, join_addresses=others))
@@ -67,6 +67,20 @@ async def test_peers_started_in_any_order_with_random_delays_form_one_cluster(
     waits.sort()
     print(f"\none cluster after the last start: p50 {waits[len(waits) // 2]:.1f} s, "
           f"max {waits[-1]:.1f} s over {ORDERS} orders")  # fmt: skip
+
+
+async def test_a_peer_whose_join_list_names_only_itself_crawls_alone(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Its own address is skipped: it does not dial itself for ever, nor wait, as a new
+    peer joining others would, to be counted in a base that nobody else holds."""
+    async with cluster(tmp_path, WEB, seed=2) as c:
+        alone = await c.start(0, port=PORT, join_addresses=[address_of(0)])
+        alone.peer.seed_urls([WEB.seed_url()])
+        with trio.fail_after(60):
+            await c.server.log.wait_for_count(WEB.spec.hosts * WEB.spec.pages_per_host)
+        assert alone.peer.crawler.paused is None and alone.peer.status().joining == 0
+        assert alone.count("join attempt") == 0
 
 
 async def test_a_lone_peer_keeps_trying_backs_off_and_says_why(

@@ -15,7 +15,7 @@ again (everyone else gone), the back-off starts over.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import trio
 
@@ -25,6 +25,16 @@ log = logging.getLogger(__name__)
 
 FIRST_WAIT = 1.0
 MAX_WAIT = 30.0
+
+
+def other_addresses(addresses: Sequence[str], own: Iterable[str]) -> tuple[str, ...]:
+    """The join addresses less this peer's ``own``: a deployment that gives every peer
+    one --join list names each peer too, and a new peer alone, dialling itself, would
+    wait for itself for ever."""
+    mine = set(own)
+    if skipped := sorted(mine.intersection(addresses)):
+        log.info("--join %s: this peer itself, skipped", ", ".join(skipped))
+    return tuple(dict.fromkeys(a for a in addresses if a not in mine))
 
 
 class Joiner:

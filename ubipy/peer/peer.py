@@ -39,7 +39,7 @@ from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff, NotOurs
 from ubipy.peer.ipleases import IpLeases
-from ubipy.peer.joining import Joiner
+from ubipy.peer.joining import Joiner, other_addresses
 from ubipy.peer.lease import Lease, load_quorum
 from ubipy.peer.members import MemberBook
 from ubipy.peer.replica import Replicator
@@ -257,7 +257,8 @@ class Peer:
         crawler.on_forward = self._forwarder.kick
         self.links.recipient_of = self._members.recipient
         lease = config.membership.majority_lease
-        quorum = load_quorum(self.peer_id, self.shard, lease=lease, newcomer=bool(config.join))
+        join = other_addresses(config.join, {self.address, self.bound})
+        quorum = load_quorum(self.peer_id, self.shard, lease=lease, newcomer=bool(join))
         self._handoff = Handoff(
             self.peer_id,
             crawler,
@@ -285,7 +286,7 @@ class Peer:
             self.peer_id, self.membership, self._figures, self.send, self.start_soon, self.stop
         )
         joiner = self._joiner = Joiner(
-            config.join,
+            join,
             alone=lambda: self.membership.alone,
             join=lambda addresses: self._send_membership(
                 self.membership.join(trio.current_time(), addresses)
