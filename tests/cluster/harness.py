@@ -56,6 +56,12 @@ def host_of(index: int) -> str:
     return f"10.0.0.{index + 1}"
 
 
+def one_view(peers: Sequence[SimPeer]) -> bool:
+    """Every one of ``peers`` sees exactly them alive."""
+    everyone = frozenset(p.peer_id for p in peers)
+    return all(p.peer.membership.alive_ids() == everyone for p in peers)
+
+
 def peer_config(
     data: Path,
     listen: str,
@@ -269,11 +275,8 @@ class Cluster:
         sims = [first]
         for i in range(1, n):
             sims.append(await self.start(i, join=first, **options))
-        everyone = {s.peer_id for s in sims}
         with trio.fail_after(patience):
-            await self.wait_until(
-                lambda: all(s.peer.membership.alive_ids() == everyone for s in sims)
-            )
+            await self.wait_until(lambda: one_view(sims))
         return sims
 
     async def _life(self, sim: SimPeer, *, task_status: trio.TaskStatus[Peer]) -> None:

@@ -14,7 +14,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests.cluster.harness import Cluster, SimPeer, cluster
+from tests.cluster.harness import Cluster, SimPeer, cluster, one_view
 from tests.cluster.test_dns import dns_of, overlaps
 from ubipy.config import CrawlConfig
 from ubipy.fetch import Resolver
@@ -43,9 +43,8 @@ async def start(c: Cluster, index: int, join: SimPeer | None = None) -> SimPeer:
 async def start_cluster(c: Cluster, n: int) -> list[SimPeer]:
     first = await start(c, 0)
     peers = [first] + [await start(c, i, join=first) for i in range(1, n)]
-    everyone = {p.peer_id for p in peers}
     with trio.fail_after(60):
-        await c.wait_until(lambda: all(p.peer.membership.alive_ids() == everyone for p in peers))
+        await c.wait_until(lambda: one_view(peers))
     return peers
 
 

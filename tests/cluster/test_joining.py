@@ -14,7 +14,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from tests.cluster.harness import Cluster, SimPeer, cluster, host_of
+from tests.cluster.harness import Cluster, SimPeer, cluster, host_of, one_view
 from ubipy.synthweb import SyntheticWeb, WebSpec
 
 WEB = SyntheticWeb(WebSpec(seed=3, hosts=4, pages_per_host=2))
@@ -132,9 +132,8 @@ async def _replace_on_the_same_address(c: Cluster, fresh: Path) -> None:
     sims = [await c.start(0, port=PORT)]
     for i in (1, 2):
         sims.append(await c.start(i, port=PORT, join=sims[0]))
-    everyone = {s.peer_id for s in sims}
     with trio.fail_after(60):
-        await c.wait_until(lambda: all(s.peer.membership.alive_ids() == everyone for s in sims))
+        await c.wait_until(lambda: one_view(sims))
     await c.kill(sims[2])
     new = await c.start(2, port=PORT, join=sims[0], tune=lambda cfg: replace(cfg, data_dir=fresh))
     assert new.peer_id != sims[2].peer_id and new.address == sims[2].address

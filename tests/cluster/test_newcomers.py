@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests.cluster.harness import SimPeer, cluster, host_of
+from tests.cluster.harness import cluster, host_of, one_view
 from ubipy.membership import fence
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 
@@ -22,11 +22,6 @@ WEB = SyntheticWeb(
 TRUTH = ground_truth(WEB, [WEB.seed_url()])
 DELAY = 3.0  # slow enough that the crawl outlasts the cut
 CUT = 20.0
-
-
-def _one_view(peers: list[SimPeer]) -> bool:
-    everyone = frozenset(p.peer_id for p in peers)
-    return all(p.peer.membership.alive_ids() == everyone for p in peers)
 
 
 @pytest.mark.parametrize("at_once", [False, True], ids=["once-paused", "at-once"])
@@ -44,7 +39,7 @@ async def test_a_newcomer_joining_the_cut_off_side_waits_for_the_heal(
         first = await c.start(0, replicas=2, delay=DELAY)
         peers = [first] + [await c.start(i, join=first, replicas=2, delay=DELAY) for i in (1, 2)]
         with trio.fail_after(30):
-            await c.wait_until(lambda: _one_view(peers))
+            await c.wait_until(lambda: one_view(peers))
         first.peer.seed_urls([WEB.seed_url()])
         with trio.fail_after(120):
             await c.server.log.wait_for_count(len(TRUTH) // 4)
@@ -62,7 +57,7 @@ async def test_a_newcomer_joining_the_cut_off_side_waits_for_the_heal(
         healed = trio.current_time()
         everyone = [*peers, newcomer]
         with trio.fail_after(60):
-            await c.wait_until(lambda: _one_view(everyone))
+            await c.wait_until(lambda: one_view(everyone))
             await c.wait_until(lambda: newcomer.peer.crawler.paused is None)
         with trio.fail_after(300):
             await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())

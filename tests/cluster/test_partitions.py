@@ -26,7 +26,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests.cluster.harness import LATENCY, Cluster, SimPeer, cluster, host_of
+from tests.cluster.harness import LATENCY, Cluster, cluster, host_of, one_view
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 
 WEB = SyntheticWeb(
@@ -129,11 +129,6 @@ def _overlaps(referee: Referee) -> list[str]:
     ]
 
 
-def _one_view(peers: list[SimPeer]) -> bool:
-    everyone = frozenset(p.peer_id for p in peers)
-    return all(p.peer.membership.alive_ids() == everyone for p in peers)
-
-
 @dataclass
 class Outcome:
     referee: Referee
@@ -156,7 +151,7 @@ async def partitioned_crawl(
             await c.start(i, join=first, replicas=2, delay=DELAY) for i in range(1, PEERS)
         ]
         with trio.fail_after(30):
-            await c.wait_until(lambda: _one_view(peers))
+            await c.wait_until(lambda: one_view(peers))
         first.peer.seed_urls([web.seed_url()])
         with trio.fail_after(120):
             await c.server.log.wait_for_count(len(truth) // 3)
@@ -170,7 +165,7 @@ async def partitioned_crawl(
         f.end(c)
         healed = trio.current_time()
         with trio.fail_after(HEAL_PATIENCE):
-            await c.wait_until(lambda: _one_view(peers))
+            await c.wait_until(lambda: one_view(peers))
         converged = trio.current_time() - healed
         with trio.fail_after(300):
             await c.server.log.wait_for(lambda log: Referee(log, web).missing(truth) == set())

@@ -14,7 +14,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests.cluster.harness import SimPeer, cluster
+from tests.cluster.harness import SimPeer, cluster, one_view
 from tests.cluster.test_dns import dns_of, overlaps
 from ubipy.config import BoundsConfig, CrawlConfig, Scope
 from ubipy.fetch import Resolver
@@ -63,11 +63,8 @@ async def test_a_real_web_crawled_whole_politely(
         peers: list[SimPeer] = [first]
         for i in range(1, n):
             peers.append(await c.start(i, join=first, tune=tune, resolver=resolvers[i], bounds=ANY))
-        everyone = {p.peer_id for p in peers}
         with trio.fail_after(60):
-            await c.wait_until(
-                lambda: all(p.peer.membership.alive_ids() == everyone for p in peers)
-            )
+            await c.wait_until(lambda: one_view(peers))
         first.peer.seed_urls([WEB.seed_url()])
         with trio.fail_after(1800):
             await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
