@@ -8,7 +8,7 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import cast
+from typing import Any, TypeVar, cast
 
 import pytest
 import trio
@@ -29,6 +29,8 @@ from ubipy.peer.handoff import Handoff
 from ubipy.peer.lease import Lease, load_quorum
 from ubipy.store import Shard
 from ubipy.wire import BaseAnswer, BaseAsk, Message
+
+M = TypeVar("M", bound=Message)
 
 LEASE = 3.0  # a member is asked after a cadence of 1 s without a sign of life
 
@@ -153,14 +155,12 @@ class Frames:
 
     def __init__(self, lease: Lease) -> None:
         self.sent: list[tuple[float, str, Message]] = []
-        self.handlers: dict[type, Callable[[str, Message, Reply], Awaitable[None]]] = {}
+        self.handlers: dict[type, Callable[[str, Any, Reply], Awaitable[None]]] = {}
         self.replies: list[Message] = []
         lease.install(self._handle, self._send, self._start_soon)
         self._nursery: trio.Nursery | None = None
 
-    def _handle(
-        self, kind: type, handler: Callable[[str, Message, Reply], Awaitable[None]]
-    ) -> None:
+    def _handle(self, kind: type[M], handler: Callable[[str, M, Reply], Awaitable[None]]) -> None:
         self.handlers[kind] = handler
 
     async def _send(self, address: str, message: Message) -> bool:

@@ -4,11 +4,12 @@ frames, each frame handed to the peer's handler with a way to reply, over a
 """
 
 from ubipy.net.addresses import is_loopback, split_address
-from ubipy.net.links import Handler, Links, LinkStats, Reply, request
+from ubipy.net.links import Handle, Handler, Links, LinkStats, Reply, Send, request
 from ubipy.net.memory import LinkSpec, MemoryNetwork, MemoryNode, MemoryStream
 from ubipy.net.network import Network, StreamHandler, TcpNetwork
 
 __all__ = [
+    "Handle",
     "Handler",
     "LinkSpec",
     "LinkStats",
@@ -18,6 +19,7 @@ __all__ = [
     "MemoryStream",
     "Network",
     "Reply",
+    "Send",
     "StreamHandler",
     "TcpNetwork",
     "is_loopback",

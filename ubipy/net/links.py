@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Protocol, TypeVar
 
 import trio
 
@@ -61,6 +62,19 @@ _CLOSE_PATIENCE = 1.0
 Reply = Callable[[Message], Awaitable[None]]
 # The frame (its sender, its kind) and the message it carries, already typed.
 Handler = Callable[[Frame, Message, Reply], Awaitable[None]]
+# How a peer's components send one frame to an address (False: it could not be sent).
+Send = Callable[[str, Message], Awaitable[bool]]
+
+M = TypeVar("M", bound=Message)
+
+
+class Handle(Protocol):
+    """How a peer routes a frame kind to its handler (``Peer.handle``): the handler
+    gets the sender's id, the message, and a way to reply on its connection."""
+
+    def __call__(
+        self, kind: type[M], handler: Callable[[str, M, Reply], Awaitable[None]]
+    ) -> None: ...
 
 
 @dataclass(slots=True)

@@ -13,13 +13,13 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from ubipy.net import Send
 from ubipy.peer.acks import AckBook
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.router import Batch, Router, url_items
 from ubipy.peer.wakeup import Wakeup
 from ubipy.wire import Message, UrlAck, UrlBatch
 
-Send = Callable[[str, Message], Awaitable[bool]]
 Reply = Callable[[Message], Awaitable[None]]
 
 

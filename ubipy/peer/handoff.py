@@ -25,18 +25,19 @@ import itertools
 import logging
 import math
 import random
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 
 import trio
 
 from ubipy.errors import StorageError, UbipyError
+from ubipy.net import Send
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
 from ubipy.wire import Handoff as HandoffFrame
-from ubipy.wire import HandoffDone, Message
+from ubipy.wire import HandoffDone
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,6 @@ _HOLD_LIMIT = 60.0
 # a stop, or a peer died): only a sweep under this peer's current ring releases it.
 _NO_RING = ""
 
-Send = Callable[[str, Message], Awaitable[bool]]
 AddressOf = Callable[[str], str | None]
 
 

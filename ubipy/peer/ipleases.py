@@ -31,14 +31,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, Protocol, TypeVar
+from typing import Final
 
 import trio
 
 from ubipy.config import CrawlConfig
-from ubipy.net import Reply
+from ubipy.net import Handle, Reply, Send
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.router import Router
 from ubipy.wire import MAX_LEASE_WAIT, IpGrant, IpLease, IpRelease, Message
@@ -54,21 +54,11 @@ _HOLD_WEIGHT: Final = 0.3
 # many as after its last sweep): memory follows the addresses in use.
 _SWEEP_AT: Final = 1024
 
-M = TypeVar("M", bound=Message)
 Holder = tuple[str, int]  # (peer id, lease id): one request of one peer
-Send = Callable[[str, Message], Awaitable[bool]]
 
 
 async def _not_sent(address: str, message: Message) -> bool:
     return False  # not installed yet
-
-
-class Handle(Protocol):
-    """How a peer routes a frame kind to its handler (:meth:`Peer.handle`)."""
-
-    def __call__(
-        self, kind: type[M], handler: Callable[[str, M, Reply], Awaitable[None]]
-    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

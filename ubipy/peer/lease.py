@@ -14,25 +14,22 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import trio
 
 from ubipy.errors import StorageError
 from ubipy.membership import ChangeKind, MemberEvent, Membership, Outgoing, Ping, Quorum
-from ubipy.net import Reply
+from ubipy.net import Handle, Reply, Send
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.handoff import Handoff
 from ubipy.peer.wakeup import Wakeup
 from ubipy.store import Shard
-from ubipy.wire import BaseAnswer, BaseAsk, Message
+from ubipy.wire import BaseAnswer, BaseAsk
 
 log = logging.getLogger(__name__)
 
 _BASE_META = "majority_base"
-
-Handle = Callable[[type, Callable[[str, Message, Reply], Awaitable[None]]], None]
-Send = Callable[[str, Message], Awaitable[bool]]
 
 
 def load_quorum(peer_id: str, shard: Shard, *, lease: float, newcomer: bool) -> Quorum:
@@ -82,7 +79,7 @@ class Lease:
         handle(BaseAsk, self._on_ask)
         handle(BaseAnswer, self._on_answer)
 
-    async def _on_ask(self, sender: str, ask: Message, reply: Reply) -> None:
+    async def _on_ask(self, sender: str, ask: BaseAsk, reply: Reply) -> None:
         quorum = self.quorum
         if quorum.admit_live(trio.current_time()):
             self._remember()
@@ -90,8 +87,7 @@ class Lease:
         holds = quorum.holds(trio.current_time())
         await reply(BaseAnswer(base, holds, quorum.informed))
 
-    async def _on_answer(self, sender: str, answer: Message, reply: Reply) -> None:
-        assert isinstance(answer, BaseAnswer)
+    async def _on_answer(self, sender: str, answer: BaseAnswer, reply: Reply) -> None:
         quorum = self.quorum
         now = trio.current_time()
         if quorum.answered(

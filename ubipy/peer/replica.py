@@ -37,17 +37,18 @@ import itertools
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import trio
 
+from ubipy.net import Send
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
 from ubipy.store import FrontierRow, HostMark, NewURL, PageRecord, Shard
-from ubipy.wire import HostCopy, Message, Replica, ReplicaAck, WireURL
+from ubipy.wire import HostCopy, Replica, ReplicaAck, WireURL
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,6 @@ _BARRIER_PATIENCE = 1.0
 _UNCOMMITTED = -1
 _QUEUED = 0
 
-Send = Callable[[str, Message], Awaitable[bool]]
 AddressOf = Callable[[str], str | None]
 
 

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 import trio
 
 from ubipy.membership import Membership, MemberState
+from ubipy.net import Send
 from ubipy.peer.wakeup import Wakeup
 from ubipy.wire import Control, Figures, Message, Stop
 
@@ -21,7 +22,6 @@ log = logging.getLogger(__name__)
 
 PUSH_INTERVAL = 1.0
 
-Send = Callable[[str, Message], Awaitable[bool]]
 Reply = Callable[[Message], Awaitable[None]]
 
 
