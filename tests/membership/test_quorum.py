@@ -233,3 +233,9 @@ def test_the_first_peer_s_base_grows_with_nothing_to_confirm() -> None:
     a = Quorum("a", "", lease=LEASE)
     a.set_live("ab")
     assert a.joined("b", 0.0) and a.joint is None and a.base == frozenset("ab")
+
+
+def test_a_newcomer_whose_join_addresses_are_all_itself_founds_a_base_of_itself() -> None:
+    q = Quorum("a", "", lease=LEASE, newcomer=True)
+    assert q.alone() and not q.pending and q.base == frozenset("a") and q.holds(0.0)
+    assert not q.alone()  # once only: a peer with a base keeps it

@@ -239,6 +239,15 @@ class Quorum:
         self._settle(others | {self.self_id})
         return True
 
+    def alone(self) -> bool:
+        """A pending peer whose join addresses all turned out to be itself has nobody
+        to join: it founds a base of itself, as a peer started without any does. True
+        if it did."""
+        if not self._pending:
+            return False
+        self._settle({self.self_id})
+        return True
+
     def _grow(self, base: set[str], now: float) -> None:
         """The base becomes ``base``, joint with the old one until confirmed."""
         if self._joint is None:

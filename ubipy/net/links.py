@@ -172,6 +172,10 @@ class _Conn:
                             with trio.move_on_after(_CLOSE_PATIENCE):
                                 await self.stream.send_all(REFUSAL)
                             return
+                        if event.reason is RejectReason.REFLECTED and not self.address:
+                            # Our own frame on a connection we accepted: one of our
+                            # dials reached this peer itself (a --join name for it).
+                            links.reflected(_endpoint(self.stream, "remote"))
                         if event.reason is RejectReason.MISDIRECTED:
                             # Authentic, but for another peer: a member whose view of
                             # who is at this address is stale (a new peer on a dead
@@ -246,6 +250,21 @@ class _Conn:
         self._note(f"closed: {reason.value}", self.reader.close_detail)
 
 
+def _endpoint(stream: trio.abc.Stream, end: str) -> str | None:
+    """HOST:PORT of a stream's ``end`` ("local" or "remote"), or None if unknown."""
+    named = getattr(stream, f"{end}_address", None)  # an in-memory stream's
+    if isinstance(named, str):
+        return named
+    sock = getattr(stream, "socket", None)
+    if sock is None:
+        return None
+    try:
+        name = sock.getsockname() if end == "local" else sock.getpeername()
+    except OSError:
+        return None
+    return f"{name[0]}:{name[1]}" if isinstance(name, tuple) and len(name) >= 2 else None
+
+
 class Links:
     def __init__(
         self, secret: bytes, self_id: str, handler: Handler, network: Network | None = None
@@ -266,6 +285,8 @@ class Links:
         # Why a dialled address last failed us (refused the connection, refused our
         # frames, spoke no ubipy), until an authentic frame comes from it.
         self.trouble: dict[str, str] = {}
+        # Addresses we dialled that turned out to be this peer (see reflected()).
+        self.own: set[str] = set()
         self._troubled = trio.Event()
         total, unauthenticated = default_caps()
         self.accepted: Accepted[_Conn] = Accepted(total, unauthenticated)
@@ -374,6 +395,14 @@ class Links:
             # A ubipy peer answers a join at once, authentic or with a refusal.
             return "it took the connection but answers nothing (not a ubipy peer?)"
         return None
+
+    def reflected(self, endpoint: str | None) -> None:
+        """A frame of ours came back on a connection from ``endpoint``: the address we
+        dialled from there is this peer's own."""
+        for address, conn in list(self._out.items()):
+            if endpoint is not None and _endpoint(conn.stream, "local") == endpoint:
+                self.own.add(address)
+                self.note_trouble(address, "it is this peer itself")
 
     def note_trouble(self, address: str, why: str) -> None:
         self.trouble[address] = why

@@ -45,14 +45,19 @@ class Joiner:
         alone: Callable[[], bool],
         join: Callable[[Sequence[str]], None],
         why: Callable[[str], str | None],
+        own: Callable[[], set[str]] = set,
+        nobody: Callable[[], None] = lambda: None,
     ) -> None:
         """``alone()`` says whether the peer has no live member besides itself,
         ``join(addresses)`` sends a try, ``why(address)`` says why an address last
-        failed (None: nothing known)."""
+        failed (None: nothing known), ``own()`` which addresses turned out to be this
+        peer (a name for it), and ``nobody()`` is called if all of them do."""
         self.addresses = tuple(dict.fromkeys(addresses))
         self._alone = alone
         self._join = join
         self._why = why
+        self._own = own
+        self._nobody = nobody
         self.changed = Wakeup()  # set by the peer whenever membership changes
         self.attempt = 0
 
@@ -80,6 +85,13 @@ class Joiner:
                 if self.attempt > 1:
                     log.info("joined the cluster at attempt %d", self.attempt)
                 continue
+            if own := self._own().intersection(self.addresses):
+                self.addresses = tuple(a for a in self.addresses if a not in own)
+                log.info("--join %s: this peer itself, skipped", ", ".join(sorted(own)))
+                if not self.addresses:
+                    self.attempt = 0
+                    self._nobody()
+                    return
             for address in self.addresses:
                 log.warning(
                     "join attempt %d: %s: %s; next try in %.0f s",

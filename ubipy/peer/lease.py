@@ -97,6 +97,12 @@ class Lease:
             self._remember()
         self._kick.set()
 
+    def nobody_to_join(self) -> None:
+        """Every join address is this peer itself: it founds a base of itself."""
+        if self.quorum.alone():
+            self._remember()
+            self._kick.set()
+
     def _remember(self) -> None:
         try:
             with self._shard.transaction():

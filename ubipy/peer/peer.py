@@ -256,9 +256,9 @@ class Peer:
         self._forwarder = Forwarder(router, crawler, self.links.send, self._address_of)
         crawler.on_forward = self._forwarder.kick
         self.links.recipient_of = self._members.recipient
-        lease = config.membership.majority_lease
+        term = config.membership.majority_lease
         join = other_addresses(config.join, {self.address, self.bound})
-        quorum = load_quorum(self.peer_id, self.shard, lease=lease, newcomer=bool(join))
+        quorum = load_quorum(self.peer_id, self.shard, lease=term, newcomer=bool(join))
         self._handoff = Handoff(
             self.peer_id,
             crawler,
@@ -266,7 +266,7 @@ class Peer:
             self._address_of,
             last_members=self._members.last_members,
             grace=config.replication.rejoin_grace if config.replication.replicas < 2 else 0.0,
-            fence=fence(lease),
+            fence=fence(term),
             copies=config.replication.replicas,
             # As long as the peers that hold a host's copies are dialled.
             orphan_grace=config.membership.reconnect_timeout,
@@ -285,6 +285,9 @@ class Peer:
         reporter = self._reporter = Reporter(
             self.peer_id, self.membership, self._figures, self.send, self.start_soon, self.stop
         )
+        lease = self._lease = Lease(
+            quorum, self.membership, crawler, self.handoff, self.shard, self._send_membership
+        )
         joiner = self._joiner = Joiner(
             join,
             alone=lambda: self.membership.alone,
@@ -292,13 +295,12 @@ class Peer:
                 self.membership.join(trio.current_time(), addresses)
             ),
             why=self.links.why,
+            own=lambda: self.links.own,
+            nobody=lease.nobody_to_join,
         )
         self._register_handlers()
-        self._lease = Lease(
-            quorum, self.membership, crawler, self.handoff, self.shard, self._send_membership
-        )
-        self._lease.install(self.handle, self.send, self.start_soon)
-        self._lease.check()
+        lease.install(self.handle, self.send, self.start_soon)
+        lease.check()
         await nursery.start(crawler.run)
         nursery.start_soon(reporter.push_forever)
         nursery.start_soon(self._replicator.run)
@@ -306,7 +308,7 @@ class Peer:
         nursery.start_soon(self._forwarder.run)
         nursery.start_soon(self._handoff.run)
         nursery.start_soon(joiner.run)
-        nursery.start_soon(self._lease.run)
+        nursery.start_soon(lease.run)
         return crawler
 
     async def _leave(self) -> None:
@@ -486,9 +488,8 @@ class Peer:
         self.handle(StatusRequest, self._on_status_request)
         self.handle(Control, self._reporter.on_control)
         self.handle(Stop, self._reporter.on_stop)
-        # Figures pushed here while this peer serves no control centre (it stopped
-        # serving one, or a member still thinks it does) are of no use: dropped
-        # quietly. An attached control centre takes them over.
+        # Figures pushed while this peer serves no control centre (it stopped, or a
+        # member thinks it does) are dropped quietly; an attached centre takes them.
         self.handle(Figures, self._ignore)
 
     async def _on_frame(self, frame: Frame, message: Message, reply: Reply) -> None:

@@ -1,0 +1,68 @@
+"""A --join address that is the peer itself under another name (a host name for its
+own address, as one --join list given to every peer has): found out from its own
+frames coming back, dropped, and the peer, with nobody else to join, crawls alone
+instead of waiting for ever to be counted in a cluster."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import trio
+
+from tests.peer.test_advertise import SECRET, free_port
+from ubipy.config import CrawlConfig
+from ubipy.peer.peer import Peer
+
+
+class _Waiter(logging.Handler):
+    """Sets an event when a record matching ``pattern`` is logged (on trio's thread)."""
+
+    def __init__(self, pattern: str) -> None:
+        super().__init__()
+        self.pattern = re.compile(pattern)
+        self.seen = trio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.pattern.search(record.getMessage()):
+            self.seen.set()
+
+
+@contextmanager
+def logged(pattern: str) -> Iterator[_Waiter]:
+    waiter = _Waiter(pattern)
+    root = logging.getLogger("ubipy")
+    root.addHandler(waiter)
+    level = root.level
+    root.setLevel(logging.INFO)
+    try:
+        yield waiter
+    finally:
+        root.removeHandler(waiter)
+        root.setLevel(level)
+
+
+async def test_a_peer_that_joins_itself_by_another_name_crawls_alone(tmp_path: Path) -> None:
+    port = free_port()
+    peer = Peer(
+        CrawlConfig(
+            data_dir=tmp_path,
+            listen=f"127.0.0.1:{port}",
+            join=(f"localhost:{port}",),
+            secret=SECRET,
+        )
+    )
+    with logged(r"fetching starts") as started, logged(r"this peer itself, skipped") as skipped:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(peer.run)
+            assert peer.crawler.paused is not None  # new, with an address to join
+            with trio.fail_after(20):
+                await skipped.seen.wait()
+                await started.seen.wait()
+            assert peer.crawler.paused is None
+            assert peer.links.why(f"localhost:{port}") == "it is this peer itself"
+            assert peer.joining == 0
+            peer.stop()
