@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests.cluster.harness import cluster, host_of, one_view
+from tests.cluster.harness import LATENCY, cluster, host_of, one_view
 from ubipy.membership import fence
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 
@@ -24,17 +24,23 @@ DELAY = 3.0  # slow enough that the crawl outlasts the cut
 CUT = 20.0
 
 
-@pytest.mark.parametrize("at_once", [False, True], ids=["once-paused", "at-once"])
-@pytest.mark.parametrize("seed", range(4))
+# (seed, at_once, newcomers): two newcomers at once failed on 3 of 6 seeds before
+# a holder's answer carried its joint base.
+CASES = [(seed, False, 1) for seed in range(3)] + [
+    (seed, True, n) for n in (1, 2) for seed in range(6)
+]
+
+
+@pytest.mark.parametrize(("seed", "at_once", "newcomers"), CASES)
 async def test_a_newcomer_joining_the_cut_off_side_waits_for_the_heal(
-    seed: int, at_once: bool, tmp_path: Path, autojump_clock: trio.testing.MockClock
+    seed: int, at_once: bool, newcomers: int, tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """Peers 0, 1, 2 (two replicas) crawl; the network is cut {0, 1} | {2}; peer 3,
-    new, starts with ``--join`` peer 2, once peer 2 has paused, or ``at_once``: while
-    peer 2 still holds the lease it had (which adds the newcomer to its base, and
-    gives it that base). During the cut it fetches nothing; once healed it is
-    counted by all, crawls, and the web's log shows no host asked by two peers at
-    once and no page fetched twice beyond what was in flight."""
+    """Peers 0, 1, 2 (two replicas) crawl; the network is cut {0, 1} | {2}; peer 3
+    (and 4), new, start with ``--join`` peer 2, once peer 2 has paused, or
+    ``at_once``: while peer 2 still holds the lease it had (which adds each newcomer
+    to its base, and gives it that base). During the cut they fetch nothing; once
+    healed they are counted by all, crawl, and the web's log shows no host asked by
+    two peers at once and no page fetched twice beyond what was in flight."""
     async with cluster(tmp_path, WEB, seed=seed) as c:
         first = await c.start(0, replicas=2, delay=DELAY)
         peers = [first] + [await c.start(i, join=first, replicas=2, delay=DELAY) for i in (1, 2)]
@@ -44,41 +50,47 @@ async def test_a_newcomer_joining_the_cut_off_side_waits_for_the_heal(
         with trio.fail_after(120):
             await c.server.log.wait_for_count(len(TRUTH) // 4)
         began = trio.current_time()
-        c.net.partition([host_of(0), host_of(1)], [host_of(2), host_of(3)])
+        c.net.partition([host_of(0), host_of(1)], [host_of(2), host_of(3), host_of(4)])
         if not at_once:
             with trio.fail_after(30):
                 await c.wait_until(lambda: peers[2].peer.crawler.paused is not None)
-        newcomer = await c.start(3, join=peers[2], replicas=2, delay=DELAY)
+        new = [
+            await c.start(3 + i, join=peers[2], replicas=2, delay=DELAY) for i in range(newcomers)
+        ]
         with trio.fail_after(30):
-            await c.wait_until(lambda: newcomer.peer.membership.alive_ids() >= {peers[2].peer_id})
+            await c.wait_until(lambda: one_view([peers[2], *new]))
         await trio.sleep(CUT)
-        assert newcomer.peer.crawler.paused is not None
+        assert all(n.peer.crawler.paused is not None for n in new)
         c.net.heal()
         healed = trio.current_time()
-        everyone = [*peers, newcomer]
+        everyone = [*peers, *new]
         with trio.fail_after(60):
             await c.wait_until(lambda: one_view(everyone))
-            await c.wait_until(lambda: newcomer.peer.crawler.paused is None)
+            await c.wait_until(lambda: all(p.peer.crawler.paused is None for p in everyone))
         with trio.fail_after(300):
             await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
         bases = {p.peer.lease.quorum.base for p in everyone}
         troubles = [t for p in everyone for t in p.troubles]
     referee = Referee(c.server.log, WEB)
-    during = [
-        r for r in referee.requests if began <= r.start < healed and r.peer == newcomer.peer_id
-    ]
+    newcomer_ids = {n.peer_id for n in new}
+    during = [r for r in referee.requests if began <= r.start < healed and r.peer in newcomer_ids]
     assert during == []
     assert referee.overlaps() == []
-    # Fetched twice: what was in flight when the network split, and what peer 2
-    # fetched while its lease lasted, which a newcomer at once on its side, taking
-    # copies as its successor, lets it fetch (the majority fetches those again).
-    lease_end = began + fence(newcomer.peer.config.membership.majority_lease)
-    for dup in referee.duplicates():
-        url = referee.url_of(dup)
-        head = next(r for r in referee.requests if referee.url_of(r) == url)
-        assert head.start < began < head.end or (
-            at_once and head.peer == peers[2].peer_id and began <= head.start < lease_end
-        ), (url, head, dup)
-    assert any(r.peer == newcomer.peer_id for r in referee.requests)
+    # Fetched twice: as in test_partitions, at most what was in flight when the network
+    # split (or answered in the commit before it, whose copies had not left), besides
+    # what peer 2 fetched while its lease lasted, which a newcomer at once on its
+    # side, taking copies as its successor, lets it fetch (the majority fetches those
+    # again). The cut comes as a request ends: the web's log wakes the test.
+    config = peers[2].peer.config
+    lease_end = began + fence(config.membership.majority_lease)
+    uncopied = began - config.store.commit_interval - 2 * LATENCY
+    in_flight = sum(1 for r in referee.requests if r.start < began and r.end > uncopied)
+    last_words = {
+        referee.url_of(r)
+        for r in referee.requests
+        if r.peer == peers[2].peer_id and began <= r.start < lease_end
+    }
+    dups = [d for d in referee.duplicates() if not (at_once and referee.url_of(d) in last_words)]
+    assert len(dups) <= in_flight
     assert bases == {frozenset(p.peer_id for p in everyone)}
     assert troubles == []

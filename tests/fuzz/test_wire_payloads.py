@@ -127,6 +127,7 @@ MESSAGES: dict[FrameType, st.SearchStrategy[Message]] = {
         st.lists(st.text(min_size=1, max_size=MAX_ID_LEN), max_size=5).map(tuple),
         st.booleans(),
         st.booleans(),
+        st.lists(st.text(min_size=1, max_size=MAX_ID_LEN), max_size=5).map(tuple),
     ),
 }
 kinds = st.sampled_from(sorted(MESSAGE_TYPES))

@@ -216,17 +216,17 @@ def test_a_base_taken_from_a_holder_waits_for_a_majority_of_the_holder_s_own() -
 
 def test_a_member_gone_leaves_the_joint_base_too() -> None:
     """The joint base loses the dead as the base does; while unconfirmed it still
-    needs its own majority (a, alone of a, b, c, is no majority: b and c may be the
+    needs its own majority (c, alone of a, b, c, is no majority: a and b may be the
     other side of a cut, holding a, b, c)."""
-    a = quorum("a", "abc")
-    a.heard("b", 0.0)
-    a.heard("c", 0.0)
-    a.set_live("abcd")
-    assert a.joined("d", 0.0) and a.joint == frozenset("abc")
-    a.set_live("acd")
-    assert a.gone("b", 1.0) and a.joint == frozenset("ac") and a.base == frozenset("acd")
-    a.heard("c", 2.0)
-    assert a.joint is None and a.holds(2.0)
+    c = quorum("c", "abc")
+    c.heard("a", 0.0)
+    c.heard("b", 0.0)
+    c.set_live("abcd")
+    assert c.joined("d", 0.0) and c.joint == frozenset("abc")
+    c.set_live("bcd")
+    assert c.gone("a", 1.0) and c.joint == frozenset("bc") and c.base == frozenset("bcd")
+    c.heard("b", 2.0)
+    assert c.joint is None and c.holds(2.0)
 
 
 def test_the_first_peer_s_base_grows_with_nothing_to_confirm() -> None:
@@ -239,3 +239,32 @@ def test_a_newcomer_whose_join_addresses_are_all_itself_founds_a_base_of_itself(
     q = Quorum("a", "", lease=LEASE, newcomer=True)
     assert q.alone() and not q.pending and q.base == frozenset("a") and q.holds(0.0)
     assert not q.alone()  # once only: a peer with a base keeps it
+
+
+def test_a_newcomer_holds_the_holder_s_joint_base_which_may_predate_other_newcomers() -> None:
+    """c, cut off from a and b a moment ago, still holds and adds d then e. e taking
+    c, d, e of a, b, c, d as its joint would make them a majority with the
+    tie-break's help; e holds c's own joint, a, b, c, as c does, and so holds
+    nothing while cut off."""
+    c = quorum("c", "abc")
+    c.heard("a", 0.0)
+    c.heard("b", 0.0)
+    c.set_live("abcde")
+    assert c.joined("d", 1.0) and c.joined("e", 1.5) and c.joint == frozenset("abc")
+    e = Quorum("e", "", lease=LEASE, newcomer=True)
+    e.set_live("cde")
+    assert e.answered("c", "abcde", 2.0, holds=True, informed=False, joint="abc")
+    e.heard("c", 3.0)
+    e.heard("d", 3.0)  # c, d and e: 3 of 5, but only c of a, b, c
+    assert e.joint == frozenset("abc") and not e.holds(3.0)
+
+
+def test_a_joint_base_whose_members_all_left_is_dropped() -> None:
+    """A newcomer's joint base lacks itself: once all of it has left, nobody's word is
+    left to wait for, and the newcomer holds its base of itself."""
+    b = Quorum("b", "", lease=LEASE, newcomer=True)
+    b.set_live("ab")
+    assert b.answered("a", "ab", 0.0, holds=True, informed=False)
+    assert b.joint == frozenset("a")
+    b.set_live("b")
+    assert b.gone("a", 1.0, left=True) and b.joint is None and b.holds(1.0)

@@ -19,6 +19,7 @@ from ubipy.wire import MAX_BASE, MAX_ID_LEN, BaseAnswer, BaseAsk, FrameType, dec
         BaseAnswer((), False),
         BaseAnswer((), False, informed=True),
         BaseAnswer(("a" * MAX_ID_LEN, "b"), True),
+        BaseAnswer(("a", "b", "c"), True, joint=("a", "b")),
         BaseAnswer(tuple(f"{i:016x}" for i in range(MAX_BASE)), True),
     ],
     ids=lambda m: repr(m)[:60],
@@ -46,6 +47,8 @@ def test_the_kinds_take_the_numbers_after_the_ip_leases() -> None:
         (FrameType.BASE, {"members": ["a" * (MAX_ID_LEN + 1)], "holds": True}),
         (FrameType.BASE, {"members": ["a"] * (MAX_BASE + 1), "holds": True}),
         (FrameType.BASE, [["a"], True]),
+        (FrameType.BASE, {"members": ["a"], "holds": True, "joint": "a"}),
+        (FrameType.BASE, {"members": ["a"], "holds": True, "joint": [""]}),
     ],
 )
 def test_a_malformed_base_payload_is_a_wire_error(kind: FrameType, payload: Any) -> None:

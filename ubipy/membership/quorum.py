@@ -192,6 +192,10 @@ class Quorum:
         self._base.discard(member_id)
         if self._joint is not None:
             self._joint.discard(member_id)
+            if self._joint:
+                self._confirm()
+            else:  # all of it left or died: nobody's word to wait for
+                self._joint = None
         return True
 
     def admit_live(self, now: float) -> bool:
@@ -205,12 +209,19 @@ class Quorum:
         return changed
 
     def answered(
-        self, member_id: str, base: Collection[str], now: float, *, holds: bool, informed: bool
+        self,
+        member_id: str,
+        base: Collection[str],
+        now: float,
+        *,
+        holds: bool,
+        informed: bool,
+        joint: Collection[str] = (),
     ) -> bool:
         """``member_id`` answered our ask with its ``base`` (empty: it is pending too),
-        whether it ``holds`` the lease on it, and if pending whether it is
-        ``informed``. A pending peer takes the base of a holder that names it; True if
-        it did."""
+        whether it ``holds`` the lease on it, its ``joint`` base if it has one, and if
+        pending whether it is ``informed``. A pending peer takes the base of a holder
+        that names it; True if it did."""
         if not self._pending:
             return False
         if not base:
@@ -222,9 +233,12 @@ class Quorum:
         if not holds or self.self_id not in base:
             return False
         self._settle(base)
-        # Taken on the holder's word: joint with the base that it had without this
-        # peer, until a majority of that answers (the holder may be cut off).
-        self._joint, self._joint_since = set(base) - {self.self_id}, now
+        # Taken on the holder's word, joint until a majority of what the holder had
+        # confirmed answers (the holder may be cut off): its own joint base, which
+        # may be older than other newcomers it added, else its base without this peer.
+        older = set(joint) & self._base
+        self._joint = older or self._base - {self.self_id}
+        self._joint_since = now
         return True
 
     def found(self) -> bool:

@@ -85,13 +85,19 @@ class Lease:
             self._remember()
         base = () if quorum.pending else tuple(sorted(quorum.base))
         holds = quorum.holds(trio.current_time())
-        await reply(BaseAnswer(base, holds, quorum.informed))
+        joint = tuple(sorted(quorum.joint or ()))
+        await reply(BaseAnswer(base, holds, quorum.informed, joint))
 
     async def _on_answer(self, sender: str, answer: BaseAnswer, reply: Reply) -> None:
         quorum = self.quorum
         now = trio.current_time()
         if quorum.answered(
-            sender, answer.members, now, holds=answer.holds, informed=answer.informed
+            sender,
+            answer.members,
+            now,
+            holds=answer.holds,
+            informed=answer.informed,
+            joint=answer.joint,
         ):
             log.info("counted in the majority's base by %s: %d peers", sender, len(quorum.base))
             self._remember()
@@ -187,7 +193,7 @@ class Lease:
         send = self._send_frame
         for member_id, at in self._ask_due_at().items():
             member = self._membership.member(member_id)
-            if send is None or member is None or now + self._slack < at:
+            if send is None or member is None or now < at:
                 continue
             self._asked[member_id] = now
             self._start_soon(send, member.address, BaseAsk())

@@ -50,7 +50,9 @@ class BaseAsk:
 @dataclass(frozen=True, slots=True)
 class BaseAnswer:
     """BASE: the sender's base (empty: it is new and has none either), whether it
-    holds the lease on it now, and, from a sender with none, whether it has heard
+    holds the lease on it now, its joint base while additions to the base are not
+    confirmed (the asker holds that joint too), and, from a sender with none,
+    whether it has heard
     of a member that has one (``informed``: a cluster exists that it has not been
     let into, so no newcomer it meets may found one of its own)."""
 
@@ -58,12 +60,22 @@ class BaseAnswer:
     members: tuple[str, ...]
     holds: bool
     informed: bool = False
+    # The sender's joint base, the last it had confirmed (empty: none).
+    joint: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_ids(self.members)
+        _check_ids(self.joint)
 
     def to_wire(self) -> dict[str, object]:
-        return {"members": list(self.members), "holds": self.holds, "informed": self.informed}
+        wire: dict[str, object] = {
+            "members": list(self.members),
+            "holds": self.holds,
+            "informed": self.informed,
+        }
+        if self.joint:
+            wire["joint"] = list(self.joint)
+        return wire
 
     @classmethod
     def from_wire(cls, obj: object) -> BaseAnswer:
@@ -71,4 +83,6 @@ class BaseAnswer:
         holds, informed = payload.get("holds"), payload.get("informed", False)
         if type(holds) is not bool or type(informed) is not bool:
             raise WireError("a base's holds and informed must be bools")
-        return cls(_strings(payload.get("members"), "a base's members", MAX_BASE), holds, informed)
+        members = _strings(payload.get("members"), "a base's members", MAX_BASE)
+        joint = _strings(payload.get("joint", []), "a base's joint members", MAX_BASE)
+        return cls(members, holds, informed, joint)
