@@ -11,14 +11,17 @@ from functools import partial
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
 from tests.cluster.harness import Cluster, SimPeer, cluster, host_of, one_view
+from ubipy.net import MemoryNode
 from ubipy.synthweb import SyntheticWeb, WebSpec
 
 WEB = SyntheticWeb(WebSpec(seed=3, hosts=4, pages_per_host=2))
 PORT = 7000
+SERVICE = f"svc:{PORT}"
 PEERS = 4
 ORDERS = 10
 
@@ -81,6 +84,38 @@ async def test_a_peer_whose_join_list_names_only_itself_crawls_alone(
             await c.server.log.wait_for_count(WEB.spec.hosts * WEB.spec.pages_per_host)
         assert alone.peer.crawler.paused is None and alone.peer.status().joining == 0
         assert alone.count("join attempt") == 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_a_join_name_that_stands_for_every_peer_this_one_included_makes_one_cluster(
+    seed: int,
+    tmp_path: Path,
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Round-robin DNS, or a Kubernetes service: ``svc`` reaches any peer listening on
+    the port, at random. Each peer names only it. The first, reaching only itself,
+    starts a cluster; the second, if its try reaches itself too, crawls alone for a
+    while, but goes on trying, and the two end as one cluster (a found-out name used
+    to be dropped for good, leaving two)."""
+    pick = random.Random(seed)
+    dial = MemoryNode.connect
+
+    async def connect(self: MemoryNode, address: str) -> trio.abc.Stream:
+        if address == SERVICE:
+            hosts = sorted(h for (h, port) in self.net._listeners if port == PORT)
+            address = f"{pick.choice(hosts)}:{PORT}"
+        return await dial(self, address)
+
+    monkeypatch.setattr(MemoryNode, "connect", connect)
+    async with cluster(tmp_path, WEB, seed=seed) as c:
+        first = await c.start(0, port=PORT, join_addresses=[SERVICE])
+        with trio.fail_after(30):
+            await c.wait_until(lambda: first.peer.crawler.paused is None)
+        second = await c.start(1, port=PORT, join_addresses=[SERVICE])
+        with trio.fail_after(120):
+            await c.wait_until(lambda: one_view([first, second]))
+            await c.wait_until(partial(_all_fetching, [first, second]))
 
 
 async def test_a_lone_peer_keeps_trying_backs_off_and_says_why(

@@ -268,3 +268,19 @@ def test_a_joint_base_whose_members_all_left_is_dropped() -> None:
     assert b.joint == frozenset("a")
     b.set_live("b")
     assert b.gone("a", 1.0, left=True) and b.joint is None and b.holds(1.0)
+
+
+def test_a_joint_base_kept_by_the_last_run_still_binds_until_answered() -> None:
+    """Restarted during the cut that followed its adding d: a and d are the
+    tie-breaking half of a, b, c, d, but a alone is no majority of a, b, c."""
+    a = Quorum("a", "abcd", lease=LEASE, joint="abc")
+    a.set_live("ad")
+    a.heard("d", 1.0)
+    assert not a.holds(1.0) and a.joint == frozenset("abc")
+    forgetful = Quorum("a", "abcd", lease=LEASE)  # the base alone, as kept before
+    forgetful.set_live("ad")
+    forgetful.heard("d", 1.0)
+    assert forgetful.holds(1.0)
+    a.set_live("abcd")
+    a.heard("b", 2.0)  # a, b of a, b, c: confirmed by any answer after the restart
+    assert a.joint is None and a.holds(2.0)

@@ -86,10 +86,17 @@ class Sight:
 
 class Quorum:
     def __init__(
-        self, self_id: str, base: Iterable[str], *, lease: float, newcomer: bool = False
+        self,
+        self_id: str,
+        base: Iterable[str],
+        *,
+        lease: float,
+        newcomer: bool = False,
+        joint: Iterable[str] = (),
     ) -> None:
-        """``base`` as stored by the last run; a ``newcomer`` (one that joins others)
-        with none is pending, any other peer with none founds a base of itself."""
+        """``base`` (and ``joint``, if unconfirmed) as stored by the last run; a
+        ``newcomer`` (one that joins others) with none is pending, any other peer
+        with none founds a base of itself."""
         if lease <= 0:
             raise ValueError("the lease must be positive")
         self.self_id = self_id
@@ -104,8 +111,9 @@ class Quorum:
         # newcomer said it had heard of one), and what each newcomer answered.
         self._informed = False
         self._newcomers: dict[str, bool] = {}
-        # The base before additions not yet confirmed, and when the last was made.
-        self._joint: set[str] | None = None
+        # The base before additions not yet confirmed, and when the last was made (a
+        # joint stored by the last run: any answer from now on confirms it).
+        self._joint: set[str] | None = (set(joint) & self._base) or None
         self._joint_since = -math.inf
 
     @property

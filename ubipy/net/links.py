@@ -285,8 +285,8 @@ class Links:
         # Why a dialled address last failed us (refused the connection, refused our
         # frames, spoke no ubipy), until an authentic frame comes from it.
         self.trouble: dict[str, str] = {}
-        # Addresses we dialled that turned out to be this peer (see reflected()).
-        self.own: set[str] = set()
+        # Addresses we dialled that reached this peer itself, and when (reflected()).
+        self.own: dict[str, float] = {}
         self._troubled = trio.Event()
         total, unauthenticated = default_caps()
         self.accepted: Accepted[_Conn] = Accepted(total, unauthenticated)
@@ -398,11 +398,14 @@ class Links:
 
     def reflected(self, endpoint: str | None) -> None:
         """A frame of ours came back on a connection from ``endpoint``: the address we
-        dialled from there is this peer's own."""
+        dialled from there reached this peer itself, this time (a name can stand for
+        several peers, this one among them: round-robin DNS, a Kubernetes service; the
+        connection, never authenticated here, is closed within seconds, and the next
+        dial may reach another)."""
         for address, conn in list(self._out.items()):
             if endpoint is not None and _endpoint(conn.stream, "local") == endpoint:
-                self.own.add(address)
-                self.note_trouble(address, "it is this peer itself")
+                self.own[address] = trio.current_time()
+                self.note_trouble(address, "it reached this peer itself")
 
     def note_trouble(self, address: str, why: str) -> None:
         self.trouble[address] = why

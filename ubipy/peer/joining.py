@@ -15,7 +15,8 @@ again (everyone else gone), the back-off starts over.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import trio
 
@@ -45,13 +46,13 @@ class Joiner:
         alone: Callable[[], bool],
         join: Callable[[Sequence[str]], None],
         why: Callable[[str], str | None],
-        own: Callable[[], set[str]] = set,
+        own: Callable[[], Mapping[str, float]] = dict,
         nobody: Callable[[], None] = lambda: None,
     ) -> None:
         """``alone()`` says whether the peer has no live member besides itself,
         ``join(addresses)`` sends a try, ``why(address)`` says why an address last
-        failed (None: nothing known), ``own()`` which addresses turned out to be this
-        peer (a name for it), and ``nobody()`` is called if all of them do."""
+        failed (None: nothing known), ``own()`` when each address last reached this
+        peer itself, and ``nobody()`` is called when a try reached nobody else."""
         self.addresses = tuple(dict.fromkeys(addresses))
         self._alone = alone
         self._join = join
@@ -78,20 +79,20 @@ class Joiner:
                 continue
             self.attempt += 1
             self._join(self.addresses)
-            deadline = trio.current_time() + wait
+            began = trio.current_time()
+            deadline = began + wait
             while self._alone() and trio.current_time() < deadline:
                 await self.changed.wait(deadline)
             if not self._alone():
                 if self.attempt > 1:
                     log.info("joined the cluster at attempt %d", self.attempt)
                 continue
-            if own := self._own().intersection(self.addresses):
-                self.addresses = tuple(a for a in self.addresses if a not in own)
-                log.info("--join %s: this peer itself, skipped", ", ".join(sorted(own)))
-                if not self.addresses:
-                    self.attempt = 0
-                    self._nobody()
-                    return
+            own = self._own()
+            if all(own.get(a, -math.inf) >= began for a in self.addresses):
+                # Every address is a name for this peer, or one for several that gave
+                # it this time: it starts a cluster of its own (nothing happens if it
+                # has one), and goes on trying, so as to meet the others if there are.
+                self._nobody()
             for address in self.addresses:
                 log.warning(
                     "join attempt %d: %s: %s; next try in %.0f s",

@@ -33,10 +33,17 @@ _BASE_META = "majority_base"
 
 
 def load_quorum(peer_id: str, shard: Shard, *, lease: float, newcomer: bool) -> Quorum:
-    """The majority lease as the last run left it: its base, remembered in the shard
-    (none for a new peer, which is pending if it joins others: a ``newcomer``)."""
-    base = shard.get_meta(_BASE_META)
-    return Quorum(peer_id, base.split(",") if base else [], lease=lease, newcomer=newcomer)
+    """The majority lease as the last run left it: its base and joint base, kept in
+    the shard as "BASE|JOINT" (none for a new peer, which is pending if it joins
+    others: a ``newcomer``)."""
+    base, _, joint = (shard.get_meta(_BASE_META) or "").partition("|")
+    return Quorum(
+        peer_id,
+        base.split(",") if base else [],
+        lease=lease,
+        newcomer=newcomer,
+        joint=joint.split(",") if joint else [],
+    )
 
 
 _COUNTED = "a member that holds the majority lease counts this peer in its base"
@@ -104,15 +111,19 @@ class Lease:
         self._kick.set()
 
     def nobody_to_join(self) -> None:
-        """Every join address is this peer itself: it founds a base of itself."""
+        """A try to join reached nobody but this peer itself: a new peer founds a base
+        of itself (one that has a base keeps it)."""
         if self.quorum.alone():
+            log.info("every --join address reached this peer itself: a cluster of its own")
             self._remember()
             self._kick.set()
 
     def _remember(self) -> None:
         try:
             with self._shard.transaction():
-                self._shard.set_meta(_BASE_META, ",".join(sorted(self.quorum.base)))
+                base, joint = self.quorum.base, self.quorum.joint
+                kept = ",".join(sorted(base)) + ("|" + ",".join(sorted(joint)) if joint else "")
+                self._shard.set_meta(_BASE_META, kept)
         except StorageError as exc:
             log.warning("cannot remember the members of the majority: %s", exc)
 
@@ -157,7 +168,7 @@ class Lease:
             crawler.pause(f"new to the cluster: {sight}")
         elif sight.holds and crawler.paused is not None:
             if self._new:
-                log.info("counted in the majority's base (%s): fetching starts", sight)
+                log.info("a majority's base (%s): fetching starts", sight)
             else:
                 log.warning("a majority in sight again (%s): fetching resumes", sight)
             self._new = False
