@@ -262,9 +262,9 @@ class Quorum:
         return True
 
     def alone(self) -> bool:
-        """A pending peer whose join addresses all turned out to be itself has nobody
-        to join: it founds a base of itself, as a peer started without any does. True
-        if it did."""
+        """A pending peer whose try to join reached nobody but itself (every join
+        address a name for it) founds a base of itself, as a peer started without any
+        does. True if it did."""
         if not self._pending:
             return False
         self._settle({self.self_id})
