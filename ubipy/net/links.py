@@ -175,7 +175,9 @@ class _Conn:
                         if event.reason is RejectReason.REFLECTED and not self.address:
                             # Our own frame on a connection we accepted: one of our
                             # dials reached this peer itself (a --join name for it).
-                            links.reflected(_endpoint(self.stream, "remote"))
+                            links.reflected(
+                                _endpoint(self.stream, "remote"), _endpoint(self.stream, "local")
+                            )
                         if event.reason is RejectReason.MISDIRECTED:
                             # Authentic, but for another peer: a member whose view of
                             # who is at this address is stale (a new peer on a dead
@@ -396,14 +398,18 @@ class Links:
             return "it took the connection but answers nothing (not a ubipy peer?)"
         return None
 
-    def reflected(self, endpoint: str | None) -> None:
-        """A frame of ours came back on a connection from ``endpoint``: the address we
-        dialled from there reached this peer itself, this time (a name can stand for
-        several peers, this one among them: round-robin DNS, a Kubernetes service; the
-        connection, never authenticated here, is closed within seconds, and the next
-        dial may reach another)."""
+    def reflected(self, source: str | None, here: str | None) -> None:
+        """A frame of ours came back on a connection from ``source`` to ``here``: the
+        address we dialled from there to here reached this peer itself, this time (a
+        name can stand for several peers, this one among them: round-robin DNS, a
+        Kubernetes service; the connection, never authenticated here, is closed within
+        seconds, and the next dial may reach another). Both ends are matched: one
+        local port can serve dials to several destinations."""
+        if source is None or here is None:
+            return
         for address, conn in list(self._out.items()):
-            if endpoint is not None and _endpoint(conn.stream, "local") == endpoint:
+            ends = _endpoint(conn.stream, "local"), _endpoint(conn.stream, "remote")
+            if ends == (source, here):
                 self.own[address] = trio.current_time()
                 self.note_trouble(address, "it reached this peer itself")
 
