@@ -94,3 +94,28 @@ async def test_a_newcomer_joining_the_cut_off_side_waits_for_the_heal(
     assert len(dups) <= in_flight
     assert bases == {frozenset(p.peer_id for p in everyone)}
     assert troubles == []
+
+
+@pytest.mark.parametrize("seed", range(3))
+async def test_a_peer_back_after_the_cluster_changed_takes_the_majority_s_base(
+    seed: int, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Peer 0 stops; peers 1 and 2 leave for good and 4 and 5 take their places, all
+    while it is away and long enough for the cluster to forget the leaves. Back with
+    its stored base (0, 1, 2, 3), it sees 3, 4 and 5: 2 of its 4, which it never
+    held on before (nothing told it that 1 and 2 were gone). It asks, as a new peer
+    does, and takes the base of a member that holds the lease and names it."""
+    async with cluster(tmp_path, WEB, seed=seed) as c:
+        peers = await c.start_joined(4)
+        await c.stop(peers[0])
+        for gone in peers[1:3]:
+            await c.stop(gone)
+        await trio.sleep(300)  # past the tombstones of the leaves
+        staying = peers[3]
+        fresh = [await c.start(i, join=staying) for i in (4, 5)]
+        back = await c.start(0, join=staying)
+        everyone = [back, staying, *fresh]
+        with trio.fail_after(120):
+            await c.wait_until(lambda: one_view(everyone))
+            await c.wait_until(lambda: all(p.peer.crawler.paused is None for p in everyone))
+        assert all(p.peer.lease.quorum.base >= {q.peer_id for q in everyone} for p in everyone)

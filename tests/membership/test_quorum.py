@@ -284,3 +284,18 @@ def test_a_joint_base_kept_by_the_last_run_still_binds_until_answered() -> None:
     a.set_live("abcd")
     a.heard("b", 2.0)  # a, b of a, b, c: confirmed by any answer after the restart
     assert a.joint is None and a.holds(2.0)
+
+
+def test_a_peer_that_cannot_hold_on_its_own_base_takes_a_holder_s() -> None:
+    """Back from a stop after a and b left for good and e and f came: c's kept base
+    lets it hold nothing; a holder's base naming it does (joint with the holder's)."""
+    q = quorum("c", "abcd", live="cdef")
+    for m in "def":
+        q.heard(m, 1.0)
+    assert not q.holds(1.0)  # c and d of a, b, c, d, without a
+    assert not q.answered("d", "def", 1.0, holds=True, informed=False)  # not naming it
+    assert not q.answered("e", "cdef", 1.0, holds=False, informed=False)  # no holder
+    assert q.answered("d", "cdef", 1.0, holds=True, informed=False, joint="def")
+    assert q.base == frozenset("cdef") and q.joint == frozenset("def")
+    assert q.holds(1.0)  # c, d, e, f of four, and d, e, f of the holder's three
+    assert not q.answered("e", "cdefg", 1.0, holds=True, informed=False)  # holds: kept

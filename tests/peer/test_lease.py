@@ -206,8 +206,12 @@ async def test_a_new_peer_asks_each_member_once_a_cadence_until_a_holder_counts_
         await trio.testing.wait_all_tasks_blocked()
         assert world.crawler.paused is None and world.quorum.base == frozenset("abc")
         asked = len(frames.sent)
-        await trio.sleep(5)
+        for _ in range(10):  # its pings answered: it holds, and asks no more
+            await trio.sleep(0.5)
+            world.answer_all()
         assert not any(isinstance(m, BaseAsk) for _, _, m in frames.sent[asked:])
+        await trio.sleep(LEASE + 1)  # unanswered: not holding, it asks for the base again
+        assert any(isinstance(m, BaseAsk) for _, _, m in frames.sent[asked:])
         nursery.cancel_scope.cancel()
     assert load_quorum("a", shard, lease=LEASE, newcomer=True).base == frozenset("abc")
 

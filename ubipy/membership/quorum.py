@@ -30,7 +30,9 @@ base naming it (:meth:`Quorum.answered`); a holder adds every live member missin
 from its base (:meth:`Quorum.admit_live`), the newcomer that asks included.
 Newcomers that meet only newcomers that have heard of no base (a cluster whose peers
 all started naming each other) *found* one: the smallest id of them, with all of them
-in it (:meth:`Quorum.found`); the others take it from its answers.
+in it (:meth:`Quorum.found`); the others take it from its answers. A peer whose own
+base does not let it hold (kept from before a stop while the cluster changed) asks
+and takes a holder's base in the same way.
 
 A member added to the base (and a base taken from a holder) is not trusted at once:
 a peer adds members while it holds, and it may hold for up to a lease after it was
@@ -229,23 +231,24 @@ class Quorum:
         """``member_id`` answered our ask with its ``base`` (empty: it is pending too),
         whether it ``holds`` the lease on it, its ``joint`` base if it has one, and if
         pending whether it is ``informed``. A pending peer takes the base of a holder
-        that names it; True if it did."""
-        if not self._pending:
+        that names it, and so does one whose own base (kept from before a stop, say:
+        the cluster may have changed meanwhile) does not let it hold; True if it did."""
+        if self._pending:
+            if not base:
+                self._newcomers[member_id] = informed
+                self._informed |= informed
+                return False
+            self._informed = True
+            self._newcomers.pop(member_id, None)
+        elif self.holds(now):
             return False
-        if not base:
-            self._newcomers[member_id] = informed
-            self._informed |= informed
-            return False
-        self._informed = True
-        self._newcomers.pop(member_id, None)
-        if not holds or self.self_id not in base:
+        if not base or not holds or self.self_id not in base:
             return False
         self._settle(base)
         # Taken on the holder's word, joint until a majority of what the holder had
         # confirmed answers (the holder may be cut off): its own joint base, which
         # may be older than other newcomers it added, else its base without this peer.
-        older = set(joint) & self._base
-        self._joint = older or self._base - {self.self_id}
+        self._joint = (set(joint) & self._base) or self._base - {self.self_id}
         self._joint_since = now
         return True
 

@@ -195,12 +195,16 @@ class Lease:
             self._pinged[member_id] = now
         pings = [self._membership.ping(now, m) for m in due]
         self._send([out for out in pings if out is not None])
-        if self.quorum.pending:
+        if self._asking(now):
             self._ask(now)
         self._kick.reschedule(self._next_wake(now))  # a no-op from the loop itself
 
+    def _asking(self, now: float) -> bool:
+        """New, or not holding on the base it has: the members' bases may let it."""
+        return self.quorum.pending or not self.quorum.holds(now)
+
     def _ask(self, now: float) -> None:
-        """Pending: ask each member in sight for its base, once a cadence each."""
+        """Ask each member in sight for its base, once a cadence each."""
         send = self._send_frame
         for member_id, at in self._ask_due_at().items():
             member = self._membership.member(member_id)
@@ -228,7 +232,7 @@ class Lease:
         and ticks ask, so that the loop sleeps through a healthy cluster's life."""
         expires = self.quorum.expires(now)
         wake = math.inf if expires is None else expires
-        if self.quorum.pending:
+        if self._asking(now):
             wake = min([wake, *self._ask_due_at().values()])
         due = min(self._due_at().values(), default=math.inf)
         membership = self._membership
