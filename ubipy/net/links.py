@@ -31,7 +31,7 @@ from ubipy.net.guard import (
     Strikes,
     default_caps,
 )
-from ubipy.net.network import Network, TcpNetwork, remote_host
+from ubipy.net.network import Network, TcpNetwork, endpoint, remote_host
 from ubipy.wire import (
     CLOSED,
     FIRST_FRAME_CAP,
@@ -176,7 +176,7 @@ class _Conn:
                             # Our own frame on a connection we accepted: one of our
                             # dials reached this peer itself (a --join name for it).
                             links.reflected(
-                                _endpoint(self.stream, "remote"), _endpoint(self.stream, "local")
+                                endpoint(self.stream, "remote"), endpoint(self.stream, "local")
                             )
                         if event.reason is RejectReason.MISDIRECTED:
                             # Authentic, but for another peer: a member whose view of
@@ -250,21 +250,6 @@ class _Conn:
         if self.address and not self.reader.frames:
             links.note_trouble(self.address, f"not a ubipy peer (it answered {reason.name})")
         self._note(f"closed: {reason.value}", self.reader.close_detail)
-
-
-def _endpoint(stream: trio.abc.Stream, end: str) -> str | None:
-    """HOST:PORT of a stream's ``end`` ("local" or "remote"), or None if unknown."""
-    named = getattr(stream, f"{end}_address", None)  # an in-memory stream's
-    if isinstance(named, str):
-        return named
-    sock = getattr(stream, "socket", None)
-    if sock is None:
-        return None
-    try:
-        name = sock.getsockname() if end == "local" else sock.getpeername()
-    except OSError:
-        return None
-    return f"{name[0]}:{name[1]}" if isinstance(name, tuple) and len(name) >= 2 else None
 
 
 class Links:
@@ -408,7 +393,7 @@ class Links:
         if source is None or here is None:
             return
         for address, conn in list(self._out.items()):
-            ends = _endpoint(conn.stream, "local"), _endpoint(conn.stream, "remote")
+            ends = endpoint(conn.stream, "local"), endpoint(conn.stream, "remote")
             if ends == (source, here):
                 self.own[address] = trio.current_time()
                 self.note_trouble(address, "it reached this peer itself")

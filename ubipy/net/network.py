@@ -66,18 +66,28 @@ _ACCEPT_BATCH: Final = 256
 _CAPACITY_LOG_INTERVAL: Final = 60.0
 
 
+def endpoint(stream: trio.abc.Stream, end: str) -> str | None:
+    """HOST:PORT of a stream's ``end`` ("local" or "remote"), or None if unknown."""
+    named = getattr(stream, f"{end}_address", None)  # an in-memory stream's
+    if isinstance(named, str):
+        return named
+    sock = getattr(stream, "socket", None)
+    if sock is None:
+        return None
+    try:
+        name = sock.getsockname() if end == "local" else sock.getpeername()
+    except OSError:
+        return None
+    return f"{name[0]}:{name[1]}" if isinstance(name, tuple) and len(name) >= 2 else None
+
+
 def remote_host(stream: trio.abc.Stream) -> str:
     """The address a stream comes from, without its port (a stranger has many ports),
     or "?" if it cannot be told."""
-    remote = getattr(stream, "remote_address", None)
-    if isinstance(remote, str):
-        return remote.rpartition(":")[0] or remote
-    sock = getattr(stream, "socket", None)
-    try:
-        name = sock.getpeername() if sock is not None else None
-    except OSError:
+    remote = endpoint(stream, "remote")
+    if remote is None:
         return "?"
-    return str(name[0]) if isinstance(name, tuple) and name else "?"
+    return remote.rpartition(":")[0] or remote
 
 
 class Network(abc.ABC):
