@@ -87,11 +87,11 @@ class Lease:
         handle(BaseAnswer, self._on_answer)
 
     async def _on_ask(self, sender: str, ask: BaseAsk, reply: Reply) -> None:
-        quorum = self.quorum
-        if quorum.admit_live(trio.current_time()):
+        quorum, now = self.quorum, trio.current_time()
+        if quorum.admit_live(now):
             self._remember()
         base = () if quorum.pending else tuple(sorted(quorum.base))
-        holds = quorum.holds(trio.current_time())
+        holds = quorum.holds(now)
         joint = tuple(sorted(quorum.joint or ()))
         await reply(BaseAnswer(base, holds, quorum.informed, joint))
 
@@ -142,11 +142,10 @@ class Lease:
         quorum.set_live(self._membership.alive_ids())
         changed = False
         for event in events:
-            member_id = event.member.id
-            if event.kind is ChangeKind.JOINED:
-                changed |= quorum.joined(member_id, now)
-            elif event.kind in (ChangeKind.DEAD, ChangeKind.LEFT):
-                changed |= quorum.gone(member_id, now, left=event.kind is ChangeKind.LEFT)
+            if event.kind in (ChangeKind.DEAD, ChangeKind.LEFT):
+                left = event.kind is ChangeKind.LEFT
+                changed |= quorum.gone(event.member.id, now, left=left)
+        # Those that joined, or came back, are live and missing from the base.
         changed |= quorum.admit_live(now)
         if changed:
             self._remember()
