@@ -42,11 +42,8 @@ async def test_a_newcomer_joining_the_cut_off_side_waits_for_the_heal(
     healed they are counted by all, crawl, and the web's log shows no host asked by
     two peers at once and no page fetched twice beyond what was in flight."""
     async with cluster(tmp_path, WEB, seed=seed) as c:
-        first = await c.start(0, replicas=2, delay=DELAY)
-        peers = [first] + [await c.start(i, join=first, replicas=2, delay=DELAY) for i in (1, 2)]
-        with trio.fail_after(30):
-            await c.wait_until(lambda: one_view(peers))
-        first.peer.seed_urls([WEB.seed_url()])
+        peers = await c.start_joined(3, patience=30, replicas=2, delay=DELAY)
+        peers[0].peer.seed_urls([WEB.seed_url()])
         with trio.fail_after(120):
             await c.server.log.wait_for_count(len(TRUTH) // 4)
         began = trio.current_time()

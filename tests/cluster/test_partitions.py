@@ -146,13 +146,8 @@ async def partitioned_crawl(
     """Four peers crawl ``web``; ``f`` strikes when a third of it is fetched, for
     ``length`` seconds; then everything is fetched and the peers stop."""
     async with cluster(tmp, web, seed=14) as c:
-        first = await c.start(0, replicas=2, delay=DELAY)
-        peers = [first] + [
-            await c.start(i, join=first, replicas=2, delay=DELAY) for i in range(1, PEERS)
-        ]
-        with trio.fail_after(30):
-            await c.wait_until(lambda: one_view(peers))
-        first.peer.seed_urls([web.seed_url()])
+        peers = await c.start_joined(PEERS, patience=30, replicas=2, delay=DELAY)
+        peers[0].peer.seed_urls([web.seed_url()])
         with trio.fail_after(120):
             await c.server.log.wait_for_count(len(truth) // 3)
         began = trio.current_time()
