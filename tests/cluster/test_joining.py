@@ -16,7 +16,6 @@ import trio
 import trio.testing
 
 from tests.cluster.harness import Cluster, SimPeer, cluster, host_of, one_view
-from ubipy.net import MemoryNode
 from ubipy.synthweb import SyntheticWeb, WebSpec
 
 WEB = SyntheticWeb(WebSpec(seed=3, hosts=4, pages_per_host=2))
@@ -86,29 +85,22 @@ async def test_a_peer_whose_join_list_names_only_itself_crawls_alone(
         assert alone.count("join attempt") == 0
 
 
+def _listening(c: Cluster) -> list[str]:
+    return sorted(h for (h, port) in c.net._listeners if port == PORT)
+
+
 @pytest.mark.parametrize("seed", range(4))
-async def test_a_join_name_that_stands_for_every_peer_this_one_included_makes_one_cluster(
-    seed: int,
-    tmp_path: Path,
-    autojump_clock: trio.testing.MockClock,
-    monkeypatch: pytest.MonkeyPatch,
+async def test_a_join_name_that_reaches_any_peer_this_one_included_makes_one_cluster(
+    seed: int, tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """Round-robin DNS, or a Kubernetes service: ``svc`` reaches any peer listening on
-    the port, at random. Each peer names only it. The first, reaching only itself,
-    starts a cluster; the second, if its try reaches itself too, crawls alone for a
-    while, but goes on trying, and the two end as one cluster (a found-out name used
+    """A load balancer's address, or a Kubernetes service's: ``svc`` reaches any peer
+    listening on the port, at random. Each peer names only it. The first, reaching only
+    itself, starts a cluster; the second, if its try reaches itself too, crawls alone for
+    a while, but goes on trying, and the two end as one cluster (a found-out name used
     to be dropped for good, leaving two)."""
     pick = random.Random(seed)
-    dial = MemoryNode.connect
-
-    async def connect(self: MemoryNode, address: str) -> trio.abc.Stream:
-        if address == SERVICE:
-            hosts = sorted(h for (h, port) in self.net._listeners if port == PORT)
-            address = f"{pick.choice(hosts)}:{PORT}"
-        return await dial(self, address)
-
-    monkeypatch.setattr(MemoryNode, "connect", connect)
     async with cluster(tmp_path, WEB, seed=seed) as c:
+        c.net.name("svc", lambda asker: [pick.choice(_listening(c))])
         first = await c.start(0, port=PORT, join_addresses=[SERVICE])
         with trio.fail_after(30):
             await c.wait_until(lambda: first.peer.crawler.paused is None)
@@ -116,6 +108,39 @@ async def test_a_join_name_that_stands_for_every_peer_this_one_included_makes_on
         with trio.fail_after(120):
             await c.wait_until(lambda: one_view([first, second]))
             await c.wait_until(partial(_all_fetching, [first, second]))
+
+
+@pytest.mark.parametrize("seed", range(3))
+async def test_a_join_name_of_every_peer_this_one_first_makes_one_cluster_at_once(
+    seed: int, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Round-robin DNS, or a headless Kubernetes service: ``svc`` resolves to every
+    peer, and the system's resolver puts the asker's own address first (RFC 6724's
+    longest matching prefix; glibc does so for IPv4 too), so a dial to the name reached
+    the peer itself every time: each peer crawled as a cluster of its own, for good.
+    Each address the name stands for is dialled now: the peers started one after
+    another make one cluster, and none of the later ones ever fetches on its own."""
+    rng = random.Random(seed)
+
+    def own_first(asker: str) -> list[str]:
+        hosts = _listening(c)
+        rng.shuffle(hosts)
+        return sorted(hosts, key=lambda h: h != asker)
+
+    async with cluster(tmp_path, WEB, seed=seed) as c:
+        c.net.name("svc", own_first)
+        first = await c.start(0, port=PORT, join_addresses=[SERVICE])
+        with trio.fail_after(30):
+            await c.wait_until(lambda: first.peer.crawler.paused is None)
+        others = []
+        for i in range(1, 3):
+            await trio.sleep(rng.uniform(0, 5))
+            others.append(await c.start(i, port=PORT, join_addresses=[SERVICE]))
+        peers = [first, *others]
+        with trio.fail_after(60):
+            await c.wait_until(lambda: one_view(peers) and _all_fetching(peers))
+        assert all(p.count("a cluster of its own") == 0 for p in others)
+        assert first.count("a cluster of its own") == 1
 
 
 async def test_a_lone_peer_keeps_trying_backs_off_and_says_why(

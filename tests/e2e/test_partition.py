@@ -14,17 +14,14 @@ also runs 60 s."""
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
-import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 import trio
 
 from tests.e2e.cluster import UBIPY, PeerProcess, start_peer_or_fail, status_json, stop_all
+from tests.e2e.netns import bridged_namespaces, can_make_namespaces, ip, relay
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 from ubipy.synthweb.server import serve
 
@@ -38,54 +35,14 @@ PEERS = 3  # and the newcomer
 SECRET = "s3cret"
 
 
-def _can_make_namespaces() -> bool:
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        return False
-    probe = f"ubipy-probe-{secrets.token_hex(3)}"
-    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, check=False)
-    if made.returncode != 0:
-        return False
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True, check=False)
-    return True
-
-
 pytestmark = pytest.mark.skipif(
-    not _can_make_namespaces(), reason="needs root and network namespaces (ip netns)"
+    not can_make_namespaces(), reason="needs root and network namespaces (ip netns)"
 )
 LENGTHS = [10.0, 60.0] if os.environ.get("UBIPY_PARTITIONS") == "all" else [10.0]
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True)
-
-
-@contextmanager
-def namespaces(n: int) -> Iterator[list[str]]:
-    """``n`` namespaces on one bridge: the i-th has ``SUBNET.(10 + i)``, the bridge
-    ``BRIDGE_IP``. All of it removed on the way out."""
-    tag = secrets.token_hex(2)
-    bridge, names = f"ubr{tag}", [f"ubipy-{tag}-{i}" for i in range(n)]
-    made: list[tuple[str, ...]] = []
-    try:
-        _ip("link", "add", bridge, "type", "bridge")
-        made.append(("link", "del", bridge))
-        _ip("addr", "add", f"{BRIDGE_IP}/24", "dev", bridge)
-        _ip("link", "set", bridge, "up")
-        for i, ns in enumerate(names):
-            outside, inside = f"ub{tag}o{i}", f"ub{tag}i{i}"
-            _ip("netns", "add", ns)
-            made.append(("netns", "del", ns))
-            _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
-            made.append(("link", "del", outside))
-            _ip("link", "set", inside, "netns", ns)
-            _ip("link", "set", outside, "master", bridge, "up")
-            _ip("-n", ns, "addr", "add", f"{SUBNET}.{10 + i}/24", "dev", inside)
-            _ip("-n", ns, "link", "set", inside, "up")
-            _ip("-n", ns, "link", "set", "lo", "up")
-        yield names
-    finally:
-        for undo in reversed(made):
-            subprocess.run(["ip", *undo], capture_output=True, check=False)
+def namespaces(n: int) -> AbstractContextManager[list[str]]:
+    return bridged_namespaces(n, SUBNET)
 
 
 def cut(names: list[str], groups: list[list[int]], *, heal: bool = False) -> None:
@@ -96,35 +53,7 @@ def cut(names: list[str], groups: list[list[int]], *, heal: bool = False) -> Non
         for j in range(len(names)):
             if side[i] != side[j]:
                 op = "del" if heal else "add"
-                _ip("-n", ns, "route", op, "blackhole", f"{SUBNET}.{10 + j}/32")
-
-
-async def relay(listen_host: str, target_port: int, *, task_status: trio.TaskStatus[int]) -> None:
-    """The synthetic web's proxy serves loopback only: this carries bytes between the
-    bridge address, which the namespaces reach, and it."""
-
-    async def pipe(a: trio.abc.Stream, b: trio.abc.Stream) -> None:
-        try:
-            while data := await a.receive_some(65536):
-                await b.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
-        finally:
-            await trio.aclose_forcefully(b)
-
-    async def handle(client: trio.SocketStream) -> None:
-        try:
-            upstream = await trio.open_tcp_stream("127.0.0.1", target_port)
-        except OSError:
-            await client.aclose()
-            return
-        async with trio.open_nursery() as both:
-            both.start_soon(pipe, client, upstream)
-            both.start_soon(pipe, upstream, client)
-
-    listeners = await trio.open_tcp_listeners(0, host=listen_host)
-    task_status.started(listeners[0].socket.getsockname()[1])
-    await trio.serve_listeners(handle, listeners)
+                ip("-n", ns, "route", op, "blackhole", f"{SUBNET}.{10 + j}/32")
 
 
 async def members_alive(peer: PeerProcess) -> set[str]:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 import trio
 
 from tests.peer.test_advertise import SECRET, free_port
@@ -46,13 +47,26 @@ def logged(pattern: str) -> Iterator[_Waiter]:
         root.setLevel(level)
 
 
-async def test_a_peer_that_joins_itself_by_another_name_crawls_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("listen", "advertise", "join"),
+    [
+        # A name for its own address: resolved, and the address is its own.
+        ("127.0.0.1", None, "localhost"),
+        # Another address of the machine, reaching its wildcard listener: its own
+        # frame comes back (a reflected frame).
+        ("0.0.0.0", "127.0.0.1", "127.0.0.2"),
+    ],
+)
+async def test_a_peer_that_joins_itself_by_another_name_crawls_alone(
+    listen: str, advertise: str | None, join: str, tmp_path: Path
+) -> None:
     port = free_port()
     peer = Peer(
         CrawlConfig(
             data_dir=tmp_path,
-            listen=f"127.0.0.1:{port}",
-            join=(f"localhost:{port}",),
+            listen=f"{listen}:{port}",
+            advertise=f"{advertise}:{port}" if advertise else None,
+            join=(f"{join}:{port}",),
             secret=SECRET,
         )
     )
@@ -64,5 +78,6 @@ async def test_a_peer_that_joins_itself_by_another_name_crawls_alone(tmp_path: P
                 await founded.seen.wait()
                 await started.seen.wait()
             assert peer.crawler.paused is None
-            assert peer.links.why(f"localhost:{port}") == "it reached this peer itself"
+            if advertise:
+                assert peer.links.why(f"{join}:{port}") == "it reached this peer itself"
             peer.stop()

@@ -25,3 +25,17 @@ def split_address(address: str) -> tuple[str, int]:
     if not sep or number is None:
         raise ValueError(f"a peer address is HOST:PORT with a port of 0 to 65535, not {address!r}")
     return host.strip("[]") or "127.0.0.1", number
+
+
+def join_address(host: str, port: int) -> str:
+    """``HOST:PORT``, an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def is_ip(host: str) -> bool:
+    """Whether ``host`` is an IP address rather than a name."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

@@ -28,7 +28,7 @@ import math
 import operator
 import random
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import trio
@@ -302,8 +302,21 @@ class MemoryNetwork:
         # Insertion-ordered (a dict, not a set of objects hashed by address), so that
         # a partition breaks connections in the same order in every run of a seed.
         self._connections: dict[_Connection, None] = {}
+        self._names: dict[str, Callable[[str], Sequence[str]]] = {}
 
     # -- the test's controls -------------------------------------------------------
+    def name(self, name: str, hosts: Callable[[str], Sequence[str]]) -> None:
+        """A host name: ``hosts(asker)`` is what it resolves to for host ``asker``, in
+        order (a dial to the name reaches the first, as TCP's does). Round-robin DNS
+        is every host in any order; a load balancer's address, one of them."""
+        self._names[name] = hosts
+
+    def resolve(self, asker: str, address: str) -> tuple[str, ...]:
+        host, port = split_address(address)
+        if host not in self._names:
+            return (address,)
+        return tuple(f"{h}:{port}" for h in self._names[host](asker)) or (address,)
+
     def node(self, host: str) -> MemoryNode:
         """The network as seen from ``host``."""
         if not host or ":" in host:
@@ -421,7 +434,8 @@ class MemoryNetwork:
         return client, server
 
     async def _dial(self, src: str, address: str) -> MemoryStream:
-        host, port = split_address(address)
+        host, port = split_address(self.resolve(src, address)[0])
+        address = f"{host}:{port}"
         if src in self._dead:
             raise OSError(errno.ENETUNREACH, f"{src} is down")
         latency = self.link(src, host).latency
@@ -497,3 +511,6 @@ class MemoryNode(Network):
 
     async def connect(self, address: str) -> trio.abc.Stream:
         return await self.net._dial(self.host, address)
+
+    async def resolve(self, address: str) -> tuple[str, ...]:
+        return self.net.resolve(self.host, address)

@@ -11,6 +11,7 @@ network carries it.
 from __future__ import annotations
 
 import abc
+import contextlib
 import errno
 import logging
 import os
@@ -21,7 +22,7 @@ from typing import Final
 
 import trio
 
-from ubipy.net.addresses import split_address
+from ubipy.net.addresses import is_ip, join_address, split_address
 from ubipy.net.guard import Throttle
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ Refuse = Callable[[str], bool]
 # minute rather than with a traceback per try.
 _CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 _CAPACITY_PAUSE: Final = 0.1
+RESOLVE_TIMEOUT: Final = 5.0
 # A connection that went wrong while it was queued: its client gave up, a firewall
 # refused it, or (Linux) any network error the socket met before accept() took it,
 # which accept() reports. The same list as trio's listeners ignore: left unhandled,
@@ -113,6 +115,15 @@ class Network(abc.ABC):
         """A stream to whoever listens on ``address``; OSError if nobody answers
         (refused, unreachable). Callers bound the wait themselves."""
 
+    async def resolve(self, address: str) -> tuple[str, ...]:
+        """Every HOST:PORT that ``address`` stands for, in the resolver's order: one
+        name may stand for several peers (round-robin DNS, a headless Kubernetes
+        service), and a dial to the name reaches only the first, which the system's
+        resolver puts first when it is this machine (RFC 6724's longest matching
+        prefix). ``(address,)`` for an IP address, or when the name gives nothing
+        within ``RESOLVE_TIMEOUT`` (a dial to it then says why)."""
+        return (address,)
+
 
 class TcpNetwork(Network):
     """TCP, as trio opens it."""
@@ -140,6 +151,16 @@ class TcpNetwork(Network):
     async def connect(self, address: str) -> trio.abc.Stream:
         host, port = split_address(address)
         return await trio.open_tcp_stream(host, port)
+
+    async def resolve(self, address: str) -> tuple[str, ...]:
+        host, port = split_address(address)
+        if is_ip(host):
+            return (address,)
+        found: dict[str, None] = {}
+        with trio.move_on_after(RESOLVE_TIMEOUT), contextlib.suppress(OSError):
+            for *_, sockaddr in await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+                found[join_address(str(sockaddr[0]), port)] = None
+        return tuple(found) or (address,)
 
 
 async def _accept_loop(

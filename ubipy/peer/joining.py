@@ -17,12 +17,26 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
 
 import trio
 
+from ubipy.net import Network
 from ubipy.peer.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
+
+
+class Dialled(Protocol):
+    """What the links know of the addresses dialled (ubipy.net.Links)."""
+
+    @property
+    def own(self) -> Mapping[str, float]:
+        """When each address last reached this peer itself."""
+
+    def why(self, address: str) -> str | None:
+        """Why ``address`` last failed; None: nothing known."""
+
 
 FIRST_WAIT = 1.0
 MAX_WAIT = 30.0
@@ -45,19 +59,22 @@ class Joiner:
         *,
         alone: Callable[[], bool],
         join: Callable[[Sequence[str]], None],
-        why: Callable[[str], str | None],
-        own: Callable[[], Mapping[str, float]] = dict,
+        links: Dialled,
+        network: Network,
+        mine: Iterable[str] = (),
         nobody: Callable[[], None] = lambda: None,
     ) -> None:
         """``alone()`` says whether the peer has no live member besides itself,
-        ``join(addresses)`` sends a try, ``why(address)`` says why an address last
-        failed (None: nothing known), ``own()`` when each address last reached this
-        peer itself, and ``nobody()`` is called when a try reached nobody else."""
+        ``join(addresses)`` sends a try, ``links`` say why an address failed and
+        which reached this peer itself, ``network`` gives every address a join
+        address stands for (each is dialled), ``mine`` are this peer's own addresses,
+        never dialled, and ``nobody()`` is called when a try reached nobody else."""
         self.addresses = tuple(dict.fromkeys(addresses))
         self._alone = alone
         self._join = join
-        self._why = why
-        self._own = own
+        self._links = links
+        self._network = network
+        self._mine = frozenset(mine)
         self._nobody = nobody
         self.changed = Wakeup()  # set by the peer whenever membership changes
         self.attempt = 0
@@ -78,8 +95,11 @@ class Joiner:
                 await self.changed.wait()
                 continue
             self.attempt += 1
-            self._join(self.addresses)
             began = trio.current_time()
+            stands_for = await self._expand()
+            targets = [t for ts in stands_for.values() for t in ts if t not in self._mine]
+            if targets:
+                self._join(list(dict.fromkeys(targets)))
             deadline = began + wait
             while self._alone() and trio.current_time() < deadline:
                 await self.changed.wait(deadline)
@@ -87,18 +107,41 @@ class Joiner:
                 if self.attempt > 1:
                     log.info("joined the cluster at attempt %d", self.attempt)
                 continue
-            own = self._own()
-            if all(own.get(a, -math.inf) >= began for a in self.addresses):
+            own = self._links.own
+            if all(
+                any(t in self._mine or own.get(t, -math.inf) >= began for t in ts)
+                for ts in stands_for.values()
+            ):
                 # Every address is a name for this peer, or one for several that gave
                 # it this time: it starts a cluster of its own (nothing happens if it
                 # has one), and goes on trying, so as to meet the others if there are.
                 self._nobody()
-            for address in self.addresses:
+            for address, ts in stands_for.items():
                 log.warning(
                     "join attempt %d: %s: %s; next try in %.0f s",
                     self.attempt,
                     address,
-                    self._why(address) or "no answer",
+                    self._failures(address, ts),
                     min(wait * 2, MAX_WAIT),
                 )
             wait = min(wait * 2, MAX_WAIT)
+
+    async def _expand(self) -> dict[str, tuple[str, ...]]:
+        """Each join address and the addresses it stands for now (a name of several
+        peers is dialled at each of them: a dial to the name would reach only the
+        first, this peer itself when it is one of them)."""
+        stands_for: dict[str, tuple[str, ...]] = {}
+        for address in self.addresses:
+            found = await self._network.resolve(address)
+            if found != (address,) and self.attempt == 1:
+                log.info("--join %s: %s", address, ", ".join(found))
+            stands_for[address] = found or (address,)
+        return stands_for
+
+    def _failures(self, address: str, targets: tuple[str, ...]) -> str:
+        if targets == (address,):
+            return self._links.why(address) or "no answer"
+        return "; ".join(
+            f"{t}: {'this peer itself' if t in self._mine else self._links.why(t) or 'no answer'}"
+            for t in targets
+        )

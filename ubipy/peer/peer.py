@@ -111,11 +111,10 @@ class Peer:
         rng: random.Random | None = None,
         resolver: Resolver | None = None,
     ) -> None:
-        """``transport`` carries the HTTP requests (httpx2's by default), ``network``
-        the frames between peers (TCP by default), ``rng`` every random choice the
-        peer makes (its id when new, membership's probe order) and ``resolver`` the
-        names of hosts (made from ``config.dns`` by default): tests give them to run
-        whole clusters in one process, reproducibly."""
+        """``transport`` carries the HTTP requests (httpx2's by default), ``network`` the
+        frames between peers (TCP by default), ``rng`` every random choice the peer makes
+        (its id when new, membership's probe order) and ``resolver`` the names of hosts
+        (``config.dns``'s by default): tests give them to run clusters in one process."""
         self.config = config
         self._transport = transport
         self.resolver = resolver
@@ -294,8 +293,9 @@ class Peer:
             join=lambda addresses: self._send_membership(
                 self.membership.join(trio.current_time(), addresses)
             ),
-            why=self.links.why,
-            own=lambda: self.links.own,
+            links=self.links,
+            network=self.network,
+            mine=(self.address, self.bound),
             nobody=lease.nobody_to_join,
         )
         self._register_handlers()
