@@ -92,6 +92,19 @@ def test_an_ip_literal_is_told_from_a_name(name: str, address: str | None) -> No
         ("fd00::1", False),
         ("::ffff:127.0.0.1", False),  # loopback mapped into IPv6
         ("224.0.0.1", False),
+        # IPv6 forms that carry an IPv4 address, judged by it (a NAT64 gateway on an
+        # IPv6-only network carries the first to the metadata service).
+        ("64:ff9b::a9fe:a9fe", False),
+        ("64:ff9b::a00:5", False),
+        ("64:ff9b::7f00:1", False),
+        ("64:ff9b::5db8:d822", True),  # 93.184.216.34 through NAT64
+        ("64:ff9b:1::a00:5", False),  # local-use NAT64
+        ("::ffff:0:a9fe:a9fe", False),  # SIIT's translated form
+        ("::127.0.0.1", False),  # the deprecated compatible form
+        ("::", False),
+        ("2002:a9fe:a9fe::1", False),  # 6to4
+        ("2002:5db8:d822::1", True),
+        ("fec0::1", False),  # site-local, deprecated
     ],
 )
 def test_only_globally_routable_addresses_are_public(address: str, public: bool) -> None:

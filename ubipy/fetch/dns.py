@@ -78,12 +78,32 @@ def split_host(host: str) -> str:
     return name
 
 
+# IPv6 prefixes that carry an IPv4 address in their last 32 bits, judged as that
+# address: a NAT64 gateway (RFC 6052's well-known prefix, common on IPv6-only cloud
+# networks) carries 64:ff9b::a9fe:a9fe to 169.254.169.254, and SIIT's translated and
+# the deprecated compatible forms may be routed likewise.
+_EMBEDS_V4 = tuple(
+    ipaddress.IPv6Network(prefix) for prefix in ("64:ff9b::/96", "::ffff:0:0:0/96", "::/96")
+)
+# Local-use NAT64 (RFC 8215; its IPv4 address may sit at several offsets) and the
+# site-local prefix RFC 3879 deprecated: local by definition.
+_LOCAL_V6 = tuple(ipaddress.IPv6Network(prefix) for prefix in ("64:ff9b:1::/48", "fec0::/10"))
+
+
 def is_public(address: str) -> bool:
     """Whether a crawler may reach ``address`` without being told to: globally
-    routable and not multicast (an IPv4 address mapped into IPv6 judged as IPv4)."""
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    routable and not multicast. An IPv6 address that carries an IPv4 one (mapped,
+    translated, compatible, NAT64, 6to4) is judged by the IPv4 address."""
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address):
+        if any(ip in net for net in _LOCAL_V6):
+            return False
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif ip.sixtofour is not None:
+            ip = ip.sixtofour
+        elif any(ip in net for net in _EMBEDS_V4) and int(ip) > 1:  # not :: or ::1
+            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     return ip.is_global and not ip.is_multicast
 
 
