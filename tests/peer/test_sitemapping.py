@@ -17,8 +17,8 @@ import pytest
 import trio
 import trio.testing
 
-from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig, PolitenessConfig
-from ubipy.fetch import SITEMAP_DEPTH, Entry, FetchOutcome, FetchResult, fingerprint
+from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig, PolitenessConfig, Scope
+from ubipy.fetch import SITEMAP_DEPTH, Entry, FetchOutcome, FetchResult, Filtered, fingerprint
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.sitemapping import Sitemapping
@@ -110,16 +110,20 @@ PAGES = {w("/"), *(w(f"/p{i}") for i in (1, 2, 4, 5, 6, 7))}
 
 
 async def crawl(
-    tmp: Path, bounds: BoundsConfig | None = None
+    tmp: Path,
+    bounds: BoundsConfig | None = None,
+    web: dict[str, tuple[int, dict[str, str], bytes]] = WEB,
+    seeds: Sequence[str] = (w("/"),),
 ) -> tuple[Crawler, list[tuple[float, str]]]:
-    """Crawl from www.a.test/ to the end; the crawler and each request (time, URL)."""
+    """Crawl ``web`` from ``seeds`` (www.a.test/) to the end; the crawler and each
+    request (time, URL)."""
     asked: list[tuple[float, str]] = []
 
     async def serve(request: httpx2.Request) -> httpx2.Response:
         url = str(request.url)
         asked.append((trio.current_time(), url))
         await trio.sleep(0.1)
-        status, headers, body = WEB.get(url, (404, HTML, b"not here"))
+        status, headers, body = web.get(url, (404, HTML, b"not here"))
         return httpx2.Response(status, headers=headers, content=body)
 
     shard = Shard.open(tmp)
@@ -134,7 +138,7 @@ async def crawl(
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(crawler.run)
-                crawler.seed([w("/")])
+                crawler.seed(seeds)
                 await crawler.wait_idle()
                 crawler.stop()
         finally:
@@ -184,6 +188,40 @@ async def test_no_sitemaps_or_max_depth_0_reads_none(
         crawler, asked = await crawl(tmp_path / str(n), bounds)
         assert [url for _, url in asked] == [w("/robots.txt"), w("/")]
         assert crawler.stats.sitemaps == 0
+
+
+async def test_the_readme_example_reads_its_sitemaps_whatever_the_filters(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # README's "Crawling real sites": an --include naming the documentation trees,
+    # which names no sitemap. The sitemaps are read all the same; what they list is
+    # filtered (was: /sitemap.xml "matches no --include", never asked, /3/only.html
+    # never found).
+    docs, pg = "https://docs.test", "https://pg.test"
+    web: dict[str, tuple[int, dict[str, str], bytes]] = {
+        f"{docs}/robots.txt": (200, {}, f"Sitemap: {docs}/maps/sm.xml\n".encode()),
+        f"{docs}/3/": (200, HTML, b"<title>docs</title>no links"),
+        f"{docs}/maps/sm.xml": (
+            200,
+            XML,
+            urlset(f"{docs}/3/only.html", f"{docs}/2/old.html", f"{docs}/3/search.html"),
+        ),
+        f"{pg}/docs/current/": (200, HTML, b"<title>pg</title>no links"),
+        f"{pg}/sitemap.xml": (200, XML, index(f"{pg}/sitemap-0.xml")),
+        f"{pg}/sitemap-0.xml": (200, XML, urlset(f"{pg}/docs/current/sql.html", f"{pg}/about/")),
+    }
+    bounds = BoundsConfig(
+        scope=Scope.HOST,
+        exclude=(r"/search\.html",),
+        include=(r"^https://(docs\.test/3/|pg\.test/docs/current/)",),
+    )
+    crawler, asked = await crawl(tmp_path, bounds, web, [f"{docs}/3/", f"{pg}/docs/current/"])
+    urls = {url for _, url in asked}
+    assert {f"{docs}/maps/sm.xml", f"{docs}/sitemap.xml", f"{pg}/sitemap.xml"} <= urls
+    assert {f"{docs}/3/only.html", f"{pg}/docs/current/sql.html"} <= urls
+    assert not urls & {f"{docs}/2/old.html", f"{docs}/3/search.html", f"{pg}/about/"}
+    assert crawler.stats.filtered == {Filtered.NOT_INCLUDED: 2, Filtered.EXCLUDED: 1}
+    assert crawler.stats.sitemaps == 4  # sm.xml, docs' /sitemap.xml (a 404), pg's two
 
 
 def test_entries_past_the_limit_are_counted_and_logged_once(

@@ -1,7 +1,12 @@
 """What becomes of the links found on a page (or a redirect's Location), and of seeds:
 resolved and normalised, kept only in scope, out of path traps and through the URL
 filters (--include, --exclude), each counted where it went. This is before routing:
-a URL dropped here is neither admitted nor sent to its owner."""
+a URL dropped here is neither admitted nor sent to its owner.
+
+A sitemap (a candidate at a sitemap depth) is not put through the URL filters: they
+say which pages to crawl, and a sitemap is how pages are found, not one of them (an
+``--include '^https://site/docs/'`` would otherwise drop /sitemap.xml, and with it
+every page only the sitemap lists). What a sitemap lists is filtered as any link."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from ubipy.fetch import (
     ScopeFilter,
     fingerprint,
     host_key,
+    is_sitemap,
     path_trap,
     resolve_link,
 )
@@ -33,7 +39,8 @@ def candidates(
     already normalised otherwise), at ``depth``. ``hosts``: the host key of each of
     the normalised ``links``, when known (a parsed page's); empty or None: looked up."""
     out: list[NewURL] = []
-    filters = scope.filters if scope.filters else None  # most crawls give none
+    # Most crawls give no filters; sitemaps are read whatever they say (see above).
+    filters = scope.filters if scope.filters and not is_sitemap(depth) else None
     known = iter(hosts) if hosts else None  # a ParsedPage made without hosts has ()
     for link in links:
         stats.links_seen += 1

@@ -4,7 +4,8 @@
 Where they come from. A host's robots.txt answer brings the sitemaps its ``Sitemap``
 lines name and the host's own /sitemap.xml (unless ``--no-sitemaps``). Each is a
 candidate at SITEMAP_DEPTH and goes where a link goes: normalised, kept in scope and
-out of path traps, routed to its host's owner, admitted once there. A sitemap on
+out of path traps, routed to its host's owner, admitted once there. The URL filters
+(--include, --exclude) judge what a sitemap lists, not the sitemap itself. A sitemap on
 another host is therefore fetched by that host's owner, after that host's robots.txt
 and through its politeness slot; and a URL is fetched once, as a sitemap or as a page,
 whichever found it first.
