@@ -123,14 +123,26 @@ def test_a_success_ends_the_backoff_the_delay_comes_back_down() -> None:
     assert pace.strikes == 0
 
 
-def test_a_retry_after_is_the_callers_and_is_no_strike() -> None:
+def test_a_long_retry_after_is_the_callers_and_is_no_strike() -> None:
     pace = _paced(0.1)
-    pace.heard(0.1, 503, asked=True)
-    pace.heard(0.1, 429, asked=True)
+    pace.heard(0.1, 503, asked=60.0, rules=RULES)
+    pace.heard(0.1, 429, asked=60.0, rules=RULES)
     assert pace.strikes == 0
-    pace.heard(0.1, 503)
-    pace.heard(0.1, 503, asked=True)  # neither adds nor ends the run
+    pace.heard(0.1, 503, rules=RULES)
+    pace.heard(0.1, 503, asked=60.0, rules=RULES)  # neither adds nor ends the run
     assert pace.strikes == 1
+
+
+def test_a_retry_after_no_longer_than_the_back_off_is_a_strike() -> None:
+    # "Retry-After: 0" or a date already past: obeyed, it would turn the back-off off.
+    pace = _paced(0.1)
+    for _ in range(3):
+        pace.heard(0.1, 503, asked=0.0, rules=RULES)
+    assert pace.strikes == 3
+    pace.heard(0.1, 429, asked=8.0, rules=RULES)  # what the fourth strike gives: 1 s · 2³
+    assert pace.strikes == 4
+    pace.heard(0.1, 429, asked=16.5, rules=RULES)  # more than the fifth's 16 s
+    assert pace.strikes == 4
 
 
 def test_a_long_run_of_strikes_stays_finite() -> None:

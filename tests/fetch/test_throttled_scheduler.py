@@ -74,11 +74,11 @@ def test_retry_after_is_still_obeyed_the_larger_wins() -> None:
     _ready(s, "a.test", 3)
     _gaps(s, "a.test", 1.0, 1)  # delay now 2 s
     entry = _page(s, 10.0)
-    s.heard("a.test", 1.0, 503, asked=True)
+    s.heard("a.test", 1.0, 503, asked=5.0)
     s.retry("a.test", entry, 11.0, wait=5.0)
     assert s.next_wakeup() == 16.0  # Retry-After: 5 over 2
     entry = _page(s, 16.0)
-    s.heard("a.test", 1.0, 429, asked=True)
+    s.heard("a.test", 1.0, 429, asked=0.5)
     s.retry("a.test", entry, 17.0, wait=0.5)
     assert s.next_wakeup() == 19.0  # its pace: 2 over Retry-After 0.5
 

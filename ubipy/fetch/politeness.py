@@ -407,16 +407,17 @@ class Scheduler:
         self._addresses.defer(address, until)
 
     def heard(
-        self, host: str, latency: float | None, status: int | None, *, asked: bool = False
+        self, host: str, latency: float | None, status: int | None, *, asked: float | None = None
     ) -> None:
         """How ``host`` answered a page request (before :meth:`finished` or :meth:`retry`):
-        ``latency`` seconds to the response's head, ``asked``: it carried a Retry-After."""
+        ``latency`` seconds to the response's head, ``asked``: the seconds its
+        Retry-After asked."""
         slot = self._slots.get(host)
         if slot is None or self._throttle is None:
             return
         if slot.pace is None:
             slot.pace = Pace()
-        slot.pace.heard(latency, status, asked=asked)
+        slot.pace.heard(latency, status, asked=asked, rules=self._throttle, floor=slot.delay)
 
     def delay_of(self, slot: HostSlot) -> float:
         """The host's delay now: its floor (--delay, Crawl-delay), raised by its pace."""

@@ -22,9 +22,10 @@ this crawler, and a host twice as slow gets half the requests. Heritrix's own de
 - A 503 or a 429 without a usable Retry-After is a strike: after n strikes in a row
   the host waits ``backoff_base`` · 2^(n-1) (at most ``max_delay``; the base is the
   host's delay if that is longer). Any other answer that is not a 5xx ends the run of
-  strikes, and the delay drops back to what the response time asks. A Retry-After is
-  the server's own word, obeyed as such by the caller; it neither adds nor ends a
-  strike.
+  strikes, and the delay drops back to what the response time asks. A Retry-After
+  longer than the back-off is the server's own word, obeyed as such by the caller; it
+  neither adds nor ends a strike. One no longer ("0", a date already past) is a strike
+  like no Retry-After at all: else "Retry-After: 0" would turn the back-off off.
 
 Pure: no I/O and no clock. The scheduler feeds answers in (:meth:`Pace.heard`) and
 asks for the delay (:meth:`Pace.delay`) when it sets the host's next time.
@@ -60,19 +61,32 @@ class ThrottleRules:
                 raise ValueError(f"{name} must be >= 0, not {value}")
 
 
+DEFAULT_RULES = ThrottleRules()
+
+
 @dataclass(slots=True)
 class Pace:
     """One host's state: its estimated response time and its run of strikes."""
 
     # Seconds to the response's head, smoothed; None until the first answer.
     latency: float | None = None
-    # 503/429 answers without Retry-After in a row.
+    # 503/429 answers in a row without a Retry-After longer than their back-off.
     strikes: int = 0
 
-    def heard(self, latency: float | None, status: int | None, *, asked: bool = False) -> None:
+    def heard(
+        self,
+        latency: float | None,
+        status: int | None,
+        *,
+        asked: float | None = None,
+        rules: ThrottleRules = DEFAULT_RULES,
+        floor: float = 0.0,
+    ) -> None:
         """An answer: ``latency`` seconds to its head (None: no answer came, e.g. a
         time-out, which says nothing of the server's pace and changes nothing);
-        ``asked``: it carried a Retry-After the caller obeys."""
+        ``asked``: the seconds its Retry-After asked, which the caller obeys; a strike
+        all the same unless longer than the back-off the strike gives (under ``rules``
+        and ``floor``, as :meth:`delay`)."""
         if status is None or latency is None:
             return
         error = status == 429 or status >= 500
@@ -82,8 +96,9 @@ class Pace:
         elif not error or sample > self.latency:
             self.latency += SMOOTHING * (sample - self.latency)
         if status in BACKOFF_STATUSES:
-            if not asked:
-                self.strikes += 1
+            self.strikes += 1
+            if asked is not None and asked > self.delay(rules, floor):
+                self.strikes -= 1
         elif status < 500:
             self.strikes = 0
 
@@ -110,5 +125,5 @@ class SlowHost:
     latency: float
     # Its delay now: the floor raised by its pace and back-off.
     delay: float
-    # 503/429 answers without Retry-After in a row.
+    # 503/429 answers in a row without a Retry-After longer than their back-off.
     strikes: int

@@ -479,15 +479,12 @@ class Crawler(HostMovesMixin):
     ) -> None:
         config = self.config
         asked = asked_wait(result, end_wall, cap=config.fetch.max_retry_after, host=host)
-        self.scheduler.heard(host, result.latency, result.status, asked=asked is not None)
+        self.scheduler.heard(host, result.latency, result.status, asked=asked)
         if is_retryable(result) and entry.attempt < config.fetch.max_retries:
             self.stats.retries += 1
-            wait = (
-                asked
-                if asked is not None
-                else retry_delay(entry.attempt + 1, config.fetch.retry_base)
-            )
-            self.scheduler.retry(host, entry, now, wait=wait)
+            # An asked wait shorter than the back-off ("Retry-After: 0") does not cut it.
+            wait = retry_delay(entry.attempt + 1, config.fetch.retry_base)
+            self.scheduler.retry(host, entry, now, wait=max(wait, asked or 0.0))
             return
         self.scheduler.finished(host, now, wait=asked)
         try:

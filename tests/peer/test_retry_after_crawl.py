@@ -1,0 +1,60 @@
+"""A server's Retry-After against the crawler's own back-off, judged from the requests
+a host gets: the server's word may lengthen the wait, never shorten it. In process, on
+the autojump clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx2
+import trio
+import trio.testing
+
+from tests.peer.crawling import running_crawler
+from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig
+
+PAGES = 2000
+# 503 to every page, with these headers.
+BUSY = {
+    "plain.test": [],
+    "zero.test": [("Retry-After", "0")],
+    "past.test": [("Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT")],  # a clock behind
+}
+
+
+def _config(tmp_path: Path) -> CrawlConfig:
+    return CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=1.0),
+        bounds=BoundsConfig(sitemaps=False),
+    )
+
+
+async def _requests_in(
+    tmp_path: Path, headers: dict[str, list[tuple[str, str]]], seconds: float
+) -> dict[str, int]:
+    """Page requests per host in ``seconds`` of a crawl where every page answers 503
+    with the host's ``headers``."""
+    asked = dict.fromkeys(headers, 0)
+
+    async def answer(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        asked[request.url.host] += 1
+        return httpx2.Response(503, headers=headers[request.url.host], text="busy")
+
+    seeds = [f"http://{host}/p{i}" for host in headers for i in range(PAGES)]
+    async with running_crawler(_config(tmp_path), answer) as crawler:
+        crawler.seed(seeds)
+        await trio.sleep(seconds)
+    return asked
+
+
+async def test_a_retry_after_of_zero_or_past_does_not_end_the_back_off(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    asked = await _requests_in(tmp_path, BUSY, 600.0)
+    # Before: 599 requests each for "0" and the past date, against 23 without the header.
+    assert 10 < asked["plain.test"] < 40, asked
+    assert asked["zero.test"] <= asked["plain.test"], asked
+    assert asked["past.test"] <= asked["plain.test"], asked
