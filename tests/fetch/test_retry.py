@@ -65,6 +65,18 @@ def test_retry_after_in_seconds_and_as_an_http_date() -> None:
     assert retry_after(zoneless, NOW) == pytest.approx(10.0)
 
 
+def test_a_retry_after_sent_twice_asks_for_its_longest_wait() -> None:
+    # Repeated headers come joined with ", " (fetcher._fields, as httpx2's get()).
+    assert retry_after("120, 120", NOW) == 120.0
+    assert retry_after("5, 10", NOW) == 10.0
+    assert retry_after("soon, 30", NOW) == 30.0
+    in_40 = email.utils.formatdate(NOW + 40, usegmt=True)  # "Wed, 21 Oct …": a comma
+    assert retry_after(in_40, NOW) == pytest.approx(40.0)
+    assert retry_after(f"{in_40}, 20", NOW) == pytest.approx(40.0)
+    assert retry_after(f"20, {in_40}", NOW) == pytest.approx(40.0)
+    assert retry_after("abc, def", NOW) is None
+
+
 @pytest.mark.parametrize(("status", "wait"), [(429, 120.0), (503, 120.0), (500, None), (200, None)])
 def test_only_a_429_or_a_503_asks_the_host_be_left_alone(status: int, wait: float | None) -> None:
     assert asked_wait(_result(status, "120"), NOW) == wait

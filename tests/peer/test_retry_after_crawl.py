@@ -58,3 +58,11 @@ async def test_a_retry_after_of_zero_or_past_does_not_end_the_back_off(
     assert 10 < asked["plain.test"] < 40, asked
     assert asked["zero.test"] <= asked["plain.test"], asked
     assert asked["past.test"] <= asked["plain.test"], asked
+
+
+async def test_a_retry_after_sent_twice_is_obeyed(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    asked = await _requests_in(tmp_path, {"dup.test": [("Retry-After", "120")] * 2}, 600.0)
+    # Before: 23 requests (the joined "120, 120" unread: the plain back-off).
+    assert asked["dup.test"] <= 600 / 120 + 1, asked

@@ -60,10 +60,21 @@ def asked_wait(
 def retry_after(value: str | None, now_wall: float) -> float | None:
     """Seconds asked for by a ``Retry-After`` header (delta-seconds or an HTTP-date).
 
-    None when absent or unparseable; never negative.
+    A header sent twice comes joined with ", " ("120, 120"): the longest wait of its
+    parts counts. None when absent or unparseable; never negative.
     """
     if not value:
         return None
+    whole = _one_retry_after(value, now_wall)
+    if "," not in value:
+        return whole
+    # An HTTP-date has a comma of its own ("Wed, 21 Oct 2015 …"): its part after the
+    # comma is a date still, and the day's name alone parses as nothing.
+    waits = [_one_retry_after(part, now_wall) for part in value.split(",")]
+    return max((w for w in (whole, *waits) if w is not None), default=None)
+
+
+def _one_retry_after(value: str, now_wall: float) -> float | None:
     value = value.strip()
     if _DELTA_SECONDS.fullmatch(value):
         digits = value.lstrip("0")
