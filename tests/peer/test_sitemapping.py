@@ -95,6 +95,13 @@ WEB: dict[str, tuple[int, dict[str, str], bytes]] = {
     w("/maps/nested.xml"): (200, XML, index(w("/maps/deep.xml"))),
     w("/maps/deep.xml"): (200, XML, urlset(w("/never"))),
     f"http://{MAPS}/cross.xml": (200, XML, urlset(w("/p7"))),
+    # Out of scope, named by robots.txt (cross-submission): read, and what it lists
+    # scope-checked.
+    "http://elsewhere.example/out.xml": (
+        200,
+        XML,
+        urlset(w("/p8"), "http://elsewhere.example/y"),
+    ),
 }
 SITEMAPS = {
     w("/maps/listed.xml"),
@@ -105,8 +112,9 @@ SITEMAPS = {
     w("/maps/nested.xml"),
     f"http://{MAPS}/cross.xml",
     f"http://{MAPS}/sitemap.xml",  # a 404
+    "http://elsewhere.example/out.xml",  # not elsewhere.example/sitemap.xml: out of scope
 }
-PAGES = {w("/"), *(w(f"/p{i}") for i in (1, 2, 4, 5, 6, 7))}
+PAGES = {w("/"), *(w(f"/p{i}") for i in (1, 2, 4, 5, 6, 7, 8))}
 
 
 async def crawl(
@@ -160,13 +168,13 @@ async def test_sitemaps_are_fetched_once_politely_and_their_urls_admitted(
     crawler, asked = await crawl(tmp_path)
     urls = [url for _, url in asked]
     assert len(urls) == len(set(urls))  # each URL once
-    robots = {w("/robots.txt"), f"http://{MAPS}/robots.txt"}
+    robots = {w("/robots.txt"), f"http://{MAPS}/robots.txt", "http://elsewhere.example/robots.txt"}
     assert set(urls) == robots | SITEMAPS | PAGES
     # Every request to a host, sitemaps included, a request's time plus the delay apart.
     assert min(gaps(asked)) >= DELAY + 0.1 - 1e-9
     stats = crawler.stats
     assert (stats.sitemaps, stats.pages) == (len(SITEMAPS), len(PAGES))
-    assert stats.sitemap_urls == 5 + 2 + 1 + 1  # listed, child, here, cross
+    assert stats.sitemap_urls == 5 + 2 + 1 + 1 + 2  # listed, child, here, cross, out
     assert stats.sitemap_skipped == 1  # the index in the index: its one entry
     assert stats.robots_disallowed == 2  # /private/p3 and /private/hidden.xml
     assert stats.out_of_scope >= 2 and crawler.pending == 0
@@ -178,7 +186,7 @@ async def test_sitemaps_are_fetched_once_politely_and_their_urls_admitted(
     # Stored as page rows at a sitemap's depth; the URLs they list at depth 1.
     assert depths[w("/sitemap.xml")] == SITEMAP_DEPTH
     assert depths[w("/maps/child.xml.gz")] == SITEMAP_DEPTH - 1
-    assert {depths[w(f"/p{i}")] for i in (1, 2, 4, 5, 6, 7)} == {1}
+    assert {depths[w(f"/p{i}")] for i in (1, 2, 4, 5, 6, 7, 8)} == {1}
 
 
 async def test_no_sitemaps_or_max_depth_0_reads_none(
@@ -224,17 +232,65 @@ async def test_the_readme_example_reads_its_sitemaps_whatever_the_filters(
     assert crawler.stats.sitemaps == 4  # sm.xml, docs' /sitemap.xml (a 404), pg's two
 
 
+async def test_a_sitemap_robots_txt_names_on_another_host_is_read_whatever_the_scope(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # --scope host: www.a.test's robots.txt names an index on a CDN (cross-submission),
+    # which was dropped as out of scope (was: www.a.test/p1 never found).
+    cdn = "http://cdn.test"
+    web: dict[str, tuple[int, dict[str, str], bytes]] = {
+        w("/robots.txt"): (
+            200,
+            {},
+            f"Sitemap: {cdn}/index.xml\nSitemap: {cdn}/private/sm.xml\n".encode(),
+        ),
+        w("/"): (200, HTML, b"<title>home</title>no links"),
+        # The CDN's robots.txt still rules its files, and names sitemaps of its own
+        # that are not taken: the CDN is out of scope.
+        f"{cdn}/robots.txt": (
+            200,
+            {},
+            b"User-agent: *\nDisallow: /private/\nSitemap: http://cdn.test/own.xml\n",
+        ),
+        f"{cdn}/index.xml": (
+            200,
+            XML,
+            index(f"{cdn}/moved.xml", "http://other.test/sm.xml"),
+        ),
+        f"{cdn}/moved.xml": (301, {"location": f"{cdn}/pages.xml"}, b""),
+        f"{cdn}/pages.xml": (200, XML, urlset(w("/p1"), f"{cdn}/page.html")),
+        f"{cdn}/private/sm.xml": (200, XML, urlset(w("/p2"))),
+        f"{cdn}/own.xml": (200, XML, urlset(w("/p3"))),
+    }
+    bounds = BoundsConfig(scope=Scope.HOST)
+    crawler, asked = await crawl(tmp_path, bounds, web)
+    urls = [url for _, url in asked]
+    assert set(urls) == {
+        w("/robots.txt"),
+        w("/"),
+        w("/sitemap.xml"),
+        f"{cdn}/robots.txt",
+        f"{cdn}/index.xml",
+        f"{cdn}/moved.xml",
+        f"{cdn}/pages.xml",
+        w("/p1"),
+    }
+    assert len(urls) == len(set(urls))
+    # other.test's sitemap, cdn.test's /sitemap.xml and own.xml, cdn.test/page.html
+    assert crawler.stats.out_of_scope == 4 and crawler.stats.robots_disallowed == 1
+
+
 def test_entries_past_the_limit_are_counted_and_logged_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     stats = CrawlStats()
 
     def candidates(
-        links: Sequence[str], base: str | None, depth: int, /, *, hosts: object = None
+        links: Sequence[str], base: str | None, depth: int, /, *, beyond_scope: object = None
     ) -> list[NewURL]:
         return [NewURL(fingerprint(u), u, WWW, depth) for u in links]
 
-    mapping = Sitemapping(BoundsConfig(), candidates, stats, keep_bodies=False)
+    mapping = Sitemapping(BoundsConfig(), candidates, stats, keep_bodies=False, in_scope=bool)
     body = urlset(*(w(f"/{i}") for i in range(50_002)))
     entry = Entry(1, 1, w("/big.xml"), SITEMAP_DEPTH)
     result = FetchResult(

@@ -122,7 +122,9 @@ class Crawler(HostMovesMixin):
             candidates, scope=self.scope, max_path_repeats=bounds.max_path_repeats, stats=self.stats
         )
         keep = config.fetch.store_bodies
-        self.sitemaps = Sitemapping(bounds, self._candidates, self.stats, keep_bodies=keep)
+        self.sitemaps = Sitemapping(
+            bounds, self._candidates, self.stats, keep_bodies=keep, in_scope=self.scope.allows_host
+        )
         # Set while the shard refuses writes; cleared by the first flush that works.
         self.storage_error: str | None = None
         self.storage_failing = trio.Event()

@@ -10,7 +10,7 @@ every page only the sitemap lists). What a sitemap lists is filtered as any link
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ubipy.fetch import (
     BadURL,
@@ -34,10 +34,13 @@ def candidates(
     max_path_repeats: int,
     stats: CrawlStats,
     hosts: Iterable[str] | None = None,
+    beyond_scope: Callable[[str], bool] | None = None,
 ) -> list[NewURL]:
     """The URLs worth admitting among ``links`` (relative to ``base``, if given;
     already normalised otherwise), at ``depth``. ``hosts``: the host key of each of
-    the normalised ``links``, when known (a parsed page's); empty or None: looked up."""
+    the normalised ``links``, when known (a parsed page's); empty or None: looked up.
+    ``beyond_scope``: the hosts taken besides the scope's (a sitemap's, see
+    :mod:`ubipy.peer.sitemapping`)."""
     out: list[NewURL] = []
     # Most crawls give no filters; sitemaps are read whatever they say (see above).
     filters = scope.filters if scope.filters and not is_sitemap(depth) else None
@@ -55,7 +58,7 @@ def candidates(
             host = next(known)
         else:
             host = host_key(link)
-        if not scope.allows_host(host):
+        if not scope.allows_host(host) and (beyond_scope is None or not beyond_scope(host)):
             stats.out_of_scope += 1
             continue
         if path_trap(link, max_path_repeats):

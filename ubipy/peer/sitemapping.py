@@ -5,7 +5,12 @@ Where they come from. A host's robots.txt answer brings the sitemaps its ``Sitem
 lines name and the host's own /sitemap.xml (unless ``--no-sitemaps``). Each is a
 candidate at SITEMAP_DEPTH and goes where a link goes: normalised, kept in scope and
 out of path traps, routed to its host's owner, admitted once there. The URL filters
-(--include, --exclude) judge what a sitemap lists, not the sitemap itself. A sitemap on
+(--include, --exclude) judge what a sitemap lists, not the sitemap itself. The
+protocol lets a host's robots.txt name its sitemaps on another host (cross-submission:
+a CDN, www.): when that host is in scope they are taken whatever the scope, and so are
+the sitemaps they bring on their own host (an index's, a redirect's); what they list is
+scope-checked as any link. The robots.txt of a host out of scope (such a sitemap's)
+brings none: through it the crawl would widen a host at a time. A sitemap on
 another host is therefore fetched by that host's owner, after that host's robots.txt
 and through its politeness slot; and a URL is fetched once, as a sitemap or as a page,
 whichever found it first.
@@ -32,6 +37,8 @@ log).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from ubipy.config import BoundsConfig
 from ubipy.fetch import (
@@ -45,24 +52,50 @@ from ubipy.fetch import (
     RobotsRules,
     SitemapKind,
     content_digest,
+    host_key,
     read_sitemap,
 )
 from ubipy.peer.commits import Commits, page_record
 from ubipy.peer.crawlstats import CrawlStats
-from ubipy.peer.reading import Candidates
 from ubipy.peer.refreshing import Refresher
 from ubipy.store import Lastmod, NewURL, PageRecord
 
-__all__ = ["Sitemapping", "sitemap_answered"]
+__all__ = ["SitemapCandidates", "Sitemapping", "sitemap_answered"]
 
 log = logging.getLogger(__name__)
 
 
+class SitemapCandidates(Protocol):
+    """URLs (relative to a base URL) at a depth -> those to admit; ``beyond_scope``:
+    the hosts taken besides the scope's."""
+
+    def __call__(
+        self,
+        links: Sequence[str],
+        base: str | None,
+        depth: int,
+        /,
+        *,
+        beyond_scope: Callable[[str], bool] | None = None,
+    ) -> list[NewURL]: ...
+
+
+def _anywhere(host: str) -> bool:
+    return True
+
+
 class Sitemapping:
     def __init__(
-        self, bounds: BoundsConfig, candidates: Candidates, stats: CrawlStats, *, keep_bodies: bool
+        self,
+        bounds: BoundsConfig,
+        candidates: SitemapCandidates,
+        stats: CrawlStats,
+        *,
+        keep_bodies: bool,
+        in_scope: Callable[[str], bool],
     ) -> None:
         self._candidates = candidates
+        self._in_scope = in_scope
         self._stats = stats
         self._keep_bodies = keep_bodies
         self._max_depth = bounds.max_depth
@@ -83,7 +116,9 @@ class Sitemapping:
             self._past_limits(
                 fetched.start, f"{over} Sitemap lines past the first {len(rules.sitemaps)}"
             )
-        found = self._candidates(rules.sitemaps, fetched.url, SITEMAP_DEPTH)
+        # Cross-submission: an in-scope host's Sitemap lines, on any host.
+        beyond = _anywhere if self._in_scope(host_key(fetched.start)) else None
+        found = self._candidates(rules.sitemaps, fetched.url, SITEMAP_DEPTH, beyond_scope=beyond)
         return found + self._candidates([SITEMAP_PATH], fetched.start, SITEMAP_DEPTH)
 
     def answered(
@@ -100,15 +135,20 @@ class Sitemapping:
             stats.sitemaps += 1
             if result.is_redirect:
                 assert result.location is not None
-                # Still a sitemap, at the same depth: a redirect is not a hop.
-                found = self._candidates([result.location], entry.url, entry.depth)
+                # Still a sitemap, at the same depth: a redirect is not a hop. On its
+                # own host it is taken as this one was (perhaps beyond the scope).
+                found = self._candidates(
+                    [result.location], entry.url, entry.depth, beyond_scope=host.__eq__
+                )
             elif result.status is not None and 200 <= result.status < 300:
-                found, lastmods = self._read(entry, result)
+                found, lastmods = self._read(host, entry, result)
         digest = content_digest(result.body) if result.ok else None
         page = page_record(entry, host, result, keep_body=self._keep_bodies, digest=digest)
         return page, found, lastmods
 
-    def _read(self, entry: Entry, result: FetchResult) -> tuple[list[NewURL], list[Lastmod]]:
+    def _read(
+        self, host: str, entry: Entry, result: FetchResult
+    ) -> tuple[list[NewURL], list[Lastmod]]:
         stats, url = self._stats, entry.url
         sitemap = read_sitemap(result.body, truncated=result.truncated)
         if sitemap.error is not None:
@@ -124,7 +164,10 @@ class Sitemapping:
             self._past_limits(url, "read in part (over 50 MB, the body cap, or too many elements)")
         stats.sitemap_skipped += skipped
         if sitemap.kind is SitemapKind.INDEX:
-            return self._candidates([e.loc for e in entries], url, INDEXED_SITEMAP_DEPTH), []
+            # The protocol keeps an index's sitemaps on its site: on its own host they
+            # are taken as the index was (perhaps beyond the scope).
+            locs = [e.loc for e in entries]
+            return self._candidates(locs, url, INDEXED_SITEMAP_DEPTH, beyond_scope=host.__eq__), []
         stats.sitemap_urls += len(entries)
         if self._max_depth is not None and self._max_depth < LISTED_DEPTH:
             stats.too_deep += len(entries)
