@@ -12,6 +12,7 @@ import pytest
 from ubipy.config import FetchConfig
 from ubipy.fetch.client import make_client
 from ubipy.fetch.fetcher import FetchOutcome, Validators, fetch
+from ubipy.fetch.filters import MediaTypes
 
 
 def _client(handler: object) -> httpx2.AsyncClient:
@@ -39,6 +40,30 @@ async def test_an_html_page_comes_back_with_its_metadata() -> None:
     assert r.last_modified == "Sun, 29 Nov 2026 10:00:00 GMT"
     assert r.body == b"<title>x</title>" and not r.truncated
     assert r.outcome is FetchOutcome.OK and r.detail is None
+
+
+@pytest.mark.parametrize(
+    ("sent", "kept"),
+    [
+        # Two headers (a framework's and a proxy's) come joined: "text/html, text/html".
+        (["text/html", "text/html; charset=utf-8"], ("text/html", "utf-8")),
+        (["text/html; charset=gbk", "text/html"], ("text/html", "gbk")),  # same type
+        (["text/html; charset=gbk", "text/plain"], ("text/plain", None)),  # the last
+        (["text/html", "*/*"], ("text/html", None)),
+        (["text/html", "nonsense"], ("text/html", None)),
+        (['text/html; charset="utf-8, or not"'], ("text/html", "utf-8, or not")),
+    ],
+)
+async def test_two_content_types_the_last_valid_one_counts(
+    sent: list[str], kept: tuple[str, str | None]
+) -> None:
+    # WHATWG Fetch's "extract a MIME type", as browsers read it.
+    headers = [("content-type", value) for value in sent]
+    accept = MediaTypes(["text/plain"]).allows
+    async with _client(lambda _: httpx2.Response(200, headers=headers, content=b"<p>")) as client:
+        r = await fetch(client, "http://a.test/", max_bytes=1000, accept=accept)
+    assert (r.content_type, r.charset) == kept
+    assert r.detail is None  # before: "type not accepted: text/html, text/html"
 
 
 async def test_a_body_over_the_cap_is_cut_and_marked_truncated() -> None:

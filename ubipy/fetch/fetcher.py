@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+import re
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -130,15 +131,52 @@ def _sendable(value: str) -> bool:
 
 
 def _split_content_type(value: str | None) -> tuple[str | None, str | None]:
+    """The media type (lower-case) and charset of a Content-Type, as WHATWG Fetch's
+    "extract a MIME type" reads it: a header sent twice comes joined with ", "
+    ("text/html, text/html; charset=utf-8"), and the last valid type counts, keeping
+    an earlier charset of the same type when it names none. Browsers read it so, and
+    servers that send two (a framework's and a proxy's) are tested against them."""
     if not value:
         return None, None
-    mime, _, params = value.partition(";")
-    charset = None
-    for param in params.split(";"):
-        key, _, val = param.strip().partition("=")
-        if key.lower() == "charset" and val:
-            charset = val.strip().strip("\"'") or None
-    return mime.strip().lower() or None, charset
+    mime = charset = None
+    for part in _outside_quotes(value, ","):
+        essence, _, params = part.partition(";")
+        essence = essence.strip().lower()
+        if not _MEDIA_TYPE.fullmatch(essence) or essence == "*/*":
+            continue
+        own = None
+        for param in _outside_quotes(params, ";"):
+            key, _, val = param.strip().partition("=")
+            if key.strip().lower() == "charset" and val:
+                own = val.strip().strip("\"'") or None
+        if essence != mime or own is not None:
+            charset = own
+        mime = essence
+    return mime, charset
+
+
+# type "/" subtype, each an RFC 9110 token.
+_MEDIA_TYPE = re.compile(r"[!#$%&'*+.^_`|~0-9a-z-]+/[!#$%&'*+.^_`|~0-9a-z-]+")
+
+
+def _outside_quotes(value: str, separator: str) -> list[str]:
+    """``value`` split at ``separator`` where it is not inside a quoted string (a
+    parameter's value may hold a comma or a semicolon)."""
+    if '"' not in value:  # nearly every header: no walk over its characters
+        return value.split(separator)
+    parts, start, quoted, escaped = [], 0, False, False
+    for i, char in enumerate(value):
+        if escaped:
+            escaped = False
+        elif quoted and char == "\\":
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+        elif char == separator and not quoted:
+            parts.append(value[start:i])
+            start = i + 1
+    parts.append(value[start:])
+    return parts
 
 
 async def fetch(
