@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 
 import httpx2
 import pytest
+import trio
+import trio.testing
 
 from ubipy.config import FetchConfig
 from ubipy.fetch.client import make_client
@@ -147,6 +149,19 @@ async def test_network_failures_become_results_of_their_kind(
     # The detail is what the log and the page's stored error say.
     assert r.status is None and r.detail is not None and r.detail.startswith(detail)
     assert not r.is_html and not r.is_redirect
+
+
+async def test_a_time_out_says_how_long_it_waited(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def handler(_: httpx2.Request) -> httpx2.Response:
+        await trio.sleep(7.0)
+        raise httpx2.ReadTimeout("slow")
+
+    async with _client(handler) as client:
+        r = await fetch(client, "http://a.test/", max_bytes=1000)
+    # The host's pace counts it: a server that never answers is at least this slow.
+    assert r.outcome is FetchOutcome.TIMEOUT and r.latency == pytest.approx(7.0)
 
 
 async def test_a_body_that_is_not_in_its_encoding_is_a_protocol_error() -> None:

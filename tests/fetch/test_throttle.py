@@ -81,11 +81,28 @@ def test_a_quick_error_does_not_lower_the_estimate_a_slow_one_raises_it() -> Non
     assert pace.latency == pytest.approx(1.0 + SMOOTHING * 2.0)
 
 
-def test_no_answer_changes_nothing() -> None:
+def test_no_answer_and_no_wait_changes_nothing() -> None:
     pace = _paced(0.4)
-    pace.heard(None, None)  # a time-out, a broken connection
+    pace.heard(None, None)  # a refused connection
     pace.heard(None, 200)
     assert (pace.latency, pace.strikes) == (0.4, 0)
+
+
+def test_a_time_out_is_a_sample_of_the_time_waited_that_only_raises() -> None:
+    pace = _paced(9.0)
+    pace.heard(10.0, None)  # over a 10 s deadline
+    assert pace.latency == pytest.approx(9.0 + SMOOTHING * 1.0)
+    pace.heard(0.5, None)  # cut short by a shorter --timeout: no sign of speed
+    assert pace.latency == pytest.approx(9.0 + SMOOTHING * 1.0)
+    first = Pace()
+    first.heard(10.0, None)
+    assert first.latency == 10.0 and first.delay(RULES, 0.0) == 20.0
+
+
+def test_a_time_out_neither_adds_nor_ends_a_run_of_strikes() -> None:
+    pace = _paced(0.1, status=503)
+    pace.heard(10.0, None)
+    assert pace.strikes == 1
 
 
 @pytest.mark.parametrize("status", [503, 429])

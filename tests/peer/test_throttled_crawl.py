@@ -12,7 +12,8 @@ import trio
 import trio.testing
 
 from tests.crawling import crawl_until_idle
-from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig
+from tests.peer.crawling import running_crawler
+from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig, PolitenessConfig
 from ubipy.store.shard import Shard
 from ubipy.synthweb import Referee, SyntheticWeb, SynthTransport, WebSpec, ground_truth, in_process
 from ubipy.synthweb.pace import pace_of
@@ -72,3 +73,34 @@ async def test_the_delay_follows_each_hosts_pace(
     # The crawler's own view: the slow host first among its slowest.
     assert slowest[0].host == "pace-slow.synth.test"
     assert 0.2 <= slowest[0].latency <= 0.4 and slowest[0].delay >= slowest[0].latency
+
+
+async def test_a_host_that_times_out_is_asked_no_more_than_a_slow_one(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    started = {"slow.test": 0, "dead.test": 0}
+
+    async def answer(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        started[request.url.host] += 1
+        # 9 s, or past the 10 s fetch deadline.
+        await trio.sleep(9.0 if request.url.host == "slow.test" else 11.0)
+        return httpx2.Response(200, headers={"Content-Type": "text/html"}, text="<p>x</p>")
+
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=1.0),
+        fetch=FetchConfig(max_retries=0, fetch_deadline=10.0),
+        bounds=BoundsConfig(sitemaps=False),
+    )
+    seeds = [f"http://{host}/p{i}" for host in started for i in range(200)]
+    async with running_crawler(config, answer) as crawler:
+        crawler.seed(seeds)
+        await trio.sleep(600.0)
+        slowest = crawler.scheduler.slowest(2)
+    # Before: 56 requests to the host that timed out, 35 to the one answering in 9 s.
+    assert started["dead.test"] <= started["slow.test"], started
+    # The status and the control centre show it, slowest first.
+    assert [s.host for s in slowest] == ["dead.test", "slow.test"]
+    assert slowest[0].latency >= 10.0

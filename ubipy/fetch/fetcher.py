@@ -69,8 +69,11 @@ class FetchResult:
     # False: a successful answer of a type the crawl does not keep (--accept): its
     # body was not read; ``detail`` says which type.
     accepted: bool = True
-    # Seconds from the request to the response's head (None: no answer): the
-    # server's pace, which a host's delay follows (throttle.py).
+    # Seconds from the request to the response's head: the server's pace, which a
+    # host's delay follows (throttle.py). A time-out's is the time waited, which the
+    # server took at least (Heritrix charges a fetch's duration whatever its outcome):
+    # else a server that never answers would be asked more often than a slow one.
+    # None: no answer, and no time spent waiting for one (a refused connection).
     latency: float | None = None
     # The answer's head as received, for a WARC response record (the store keeps it):
     # its HTTP version, reason phrase and header lines in order, names as sent; and the
@@ -232,7 +235,8 @@ async def fetch(
         finally:
             await response.aclose()
     except httpx2.TimeoutException as exc:
-        return failed(url, FetchOutcome.TIMEOUT, f"timeout: {type(exc).__name__}")
+        waited = trio.current_time() - start
+        return failed(url, FetchOutcome.TIMEOUT, f"timeout: {type(exc).__name__}", latency=waited)
     except AddressRefused as exc:
         return failed(url, FetchOutcome.REFUSED, str(exc))
     except (httpx2.HTTPError, OSError, ValueError) as exc:
@@ -327,8 +331,11 @@ def _failure(exc: Exception) -> FetchOutcome:
     return FetchOutcome.NETWORK_ERROR
 
 
-def failed(url: str, outcome: FetchOutcome, detail: str) -> FetchResult:
-    """The result of a request that got no usable response."""
+def failed(
+    url: str, outcome: FetchOutcome, detail: str, *, latency: float | None = None
+) -> FetchResult:
+    """The result of a request that got no usable response (``latency``: the seconds
+    waited for one, for a time-out)."""
     return FetchResult(
         url=url,
         status=None,
@@ -342,6 +349,7 @@ def failed(url: str, outcome: FetchOutcome, detail: str) -> FetchResult:
         truncated=False,
         outcome=outcome,
         detail=detail,
+        latency=latency,
     )
 
 

@@ -15,7 +15,8 @@ this crawler, and a host twice as slow gets half the requests. Heritrix's own de
   is an exponentially weighted average, so one slow answer moves it by ``SMOOTHING``
   of the difference, not all the way, and fast answers bring it back down as surely.
   An error answer (429, 5xx) only ever raises it: a quick "overloaded" is no sign
-  that the server is fast.
+  that the server is fast. A time-out is a sample of the time waited, which only
+  raises it too: a server that never answers is at least that slow.
 - ``max_delay`` bounds what the factor and the back-off may ask (Heritrix's
   max-delay, 30 s by default); ``--delay`` and robots.txt's Crawl-delay are floors
   that the delay never goes under, whatever they are (the larger wins).
@@ -82,19 +83,22 @@ class Pace:
         rules: ThrottleRules = DEFAULT_RULES,
         floor: float = 0.0,
     ) -> None:
-        """An answer: ``latency`` seconds to its head (None: no answer came, e.g. a
-        time-out, which says nothing of the server's pace and changes nothing);
+        """An answer: ``latency`` seconds to its head (``status`` None: a time-out,
+        after ``latency`` seconds, a sample that only raises the estimate as an error
+        does; ``latency`` None: no answer and no time waited, which changes nothing);
         ``asked``: the seconds its Retry-After asked, which the caller obeys; a strike
         all the same unless longer than the back-off the strike gives (under ``rules``
         and ``floor``, as :meth:`delay`)."""
-        if status is None or latency is None:
+        if latency is None:
             return
-        error = status == 429 or status >= 500
+        error = status is None or status == 429 or status >= 500
         sample = max(latency, 0.0)
         if self.latency is None:
             self.latency = sample
         elif not error or sample > self.latency:
             self.latency += SMOOTHING * (sample - self.latency)
+        if status is None:
+            return  # not an answer: neither a strike nor the end of a run of them
         if status in BACKOFF_STATUSES:
             self.strikes += 1
             if asked is not None and asked > self.delay(rules, floor):

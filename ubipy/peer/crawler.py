@@ -454,7 +454,9 @@ class Crawler(HostMovesMixin):
             # No checkpoint since the scope closed: a pause cannot have come between.
             abandoned = self._in_flight.pop(scope) and scope.cancelled_caught
         if scope.cancelled_caught and not abandoned:
-            result = failed(job.url, FetchOutcome.TIMEOUT, "timeout: over the fetch deadline")
+            deadline = self.config.fetch.fetch_deadline
+            detail = "timeout: over the fetch deadline"
+            result = failed(job.url, FetchOutcome.TIMEOUT, detail, latency=deadline)
         now = trio.current_time()
         end_wall = time.time()
         if abandoned:
