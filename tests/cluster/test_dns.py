@@ -11,17 +11,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
 import trio
 import trio.testing
 
-from tests.cluster.harness import cluster
+from tests.cluster.harness import cluster, one_view
 from ubipy.config import BoundsConfig, CrawlConfig, Scope
 from ubipy.fetch import Resolver
 from ubipy.fetch.dns import SystemLookup
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 from ubipy.synthweb.log import Request
 from ubipy.synthweb.render import Link
-from ubipy.synthweb.spec import Page
+from ubipy.synthweb.spec import Page, Response
 from ubipy.synthweb.specials import OUTSIDE_URL
 
 ANY_SCOPE = BoundsConfig(scope=Scope.ANY)
@@ -201,3 +202,111 @@ async def test_a_seeds_private_host_stays_allowed_after_a_restart(
         assert await c.stop(sim)
     assert status["refused_addresses"] == 0
     assert Referee(c.server.log, web).duplicates() == []
+
+
+class Answering(SyntheticWeb):
+    """The synthetic web with some URLs answered as ``special`` says."""
+
+    def __init__(self, spec: WebSpec, special: dict[str, Response]) -> None:
+        super().__init__(spec)
+        self.special = special
+
+    def respond(self, host: str, target: str, **kw: Any) -> Response:
+        url = f"http://{host}{target}"
+        if url in self.special:
+            return self.special[url]
+        return super().respond(host, target, **kw)
+
+
+def moved(location: str) -> Response:
+    return Response(301, (("Location", location), ("Content-Type", "text/plain")), b"")
+
+
+@pytest.mark.parametrize(
+    ("bounds", "target"),
+    [
+        (ANY_SCOPE, "http://169.254.169.254/latest/meta-data/"),
+        (None, "http://{inside}/secret"),  # a name of the seed's domain, on 10.0.0.5
+    ],
+)
+async def test_a_url_a_seed_redirects_to_gets_no_seed_s_allowance(
+    bounds: BoundsConfig | None,
+    target: str,
+    tmp_path: Path,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Only a host the user named may be on an address a crawler is otherwise refused:
+    a public seed whose page redirects to the metadata service, or to a name of its
+    domain that resolves to a private address, used to have the target fetched (it
+    took the seed's depth 0, which stood for 'a seed was here')."""
+    spec = WebSpec(seed=6, hosts=2, pages_per_host=3, latency=0.05)
+    plain = SyntheticWeb(spec)
+    inside = "internal." + plain.host_names()[0].split(".", 1)[1]
+    target = target.format(inside=inside)
+    web = Answering(spec, {plain.seed_url(): moved(target)})
+    addresses = {**public_addresses(web), inside: "10.0.0.5"}
+    async with cluster(tmp_path, web, seed=3) as c:
+        sim = await c.start(0, bounds=bounds, resolver=Resolver(lookup=dns_of(addresses)))
+        sim.peer.seed_urls([web.seed_url()])
+        with trio.fail_after(300):
+            await sim.peer.crawler.wait_idle()
+        status = (await c.status(sim))["peers"][0]
+        assert await c.stop(sim)
+    asked = {r.host for r in c.server.log}
+    assert plain.host_names()[0] in asked  # the seed, and its redirect, were asked
+    assert not asked & {"169.254.169.254", inside}
+    assert status["refused_addresses"] == 1
+
+
+async def test_a_seed_allows_its_own_port_of_a_private_address_only(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A seed on 127.0.0.1:8080 linking to the peer's own endpoint on 127.0.0.1:7000
+    (the issue's example of what must not be reached): each port is a service of its
+    own, and only the seed's is the user's."""
+    home = "http://127.0.0.1:8080/"
+    page = (
+        b'<html><body><a href="/more">more</a><a href="http://127.0.0.1:7000/status">peer</a>'
+        b'<a href="http://127.0.0.1:7001/control">control</a></body></html>'
+    )
+    spec = WebSpec(seed=6, hosts=1, pages_per_host=2, latency=0.05)
+    html = (("Content-Type", "text/html"),)
+    web = Answering(
+        spec,
+        {home: Response(200, html, page), home + "more": Response(200, html, b"<p>more</p>")},
+    )
+    async with cluster(tmp_path, web, seed=3) as c:
+        sim = await c.start(0, resolver=Resolver(lookup=dns_of(public_addresses(web))))
+        sim.peer.seed_urls([home])
+        with trio.fail_after(300):
+            await sim.peer.crawler.wait_idle()
+        status = (await c.status(sim))["peers"][0]
+        assert await c.stop(sim)
+    asked = {(r.host, r.target_path) for r in c.server.log}
+    assert ("127.0.0.1:8080", "/more") in asked
+    assert {h for h, _ in asked} == {"127.0.0.1:8080"}
+    assert status["refused_addresses"] == 2
+
+
+async def test_seeds_on_private_hosts_that_other_peers_own_are_crawled_there(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The seeds' hosts travel to every member with the scope: a seed given to one peer
+    on a private host another peer owns is crawled by that peer."""
+    web = SyntheticWeb(WebSpec(seed=12, hosts=6, pages_per_host=3, latency=0.05))
+    homes = [f"http://{name}/" for name in web.host_names()]
+    truth = ground_truth(web, homes)
+    addresses = {name: f"10.9.9.{i + 1}" for i, name in enumerate(web.host_names())}
+    async with cluster(tmp_path, web, seed=4) as c:
+        first = await c.start(0, resolver=Resolver(lookup=dns_of(addresses)))
+        second = await c.start(1, join=first, resolver=Resolver(lookup=dns_of(addresses)))
+        with trio.fail_after(60):
+            await c.wait_until(lambda: one_view([first, second]))
+        first.peer.seed_urls(homes)
+        with trio.fail_after(600):
+            await c.server.log.wait_for(lambda log: Referee(log, web).missing(truth) == set())
+        statuses = (await c.status(first))["peers"]
+        assert await c.stop(first) and await c.stop(second)
+    by = {r.peer for r in c.server.log}
+    assert by == {first.peer.peer_id, second.peer.peer_id}  # each crawled some
+    assert [s["refused_addresses"] for s in statuses] == [0, 0]

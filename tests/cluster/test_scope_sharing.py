@@ -1,6 +1,7 @@
 """Seeds of many sites widen every peer's scope: the seeded peer shares the new roots
-in frames each member takes (a SCOPE frame of more than 10,000 roots is refused), and
-after a later seed only the roots that seed brought."""
+and the seeds' hosts in frames each member takes (a SCOPE frame of more than 10,000
+roots is refused), and after a later seed only what that seed brought. A member
+suspected while seeds came gets them when it is heard from again."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from tests.cluster.harness import cluster
-from ubipy.synthweb import SyntheticWeb, WebSpec
+from tests.cluster.harness import SimPeer, cluster, host_of, one_view
+from ubipy.membership import MemberState
+from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 
 SITES = 12_000
 
@@ -32,10 +34,12 @@ async def test_the_roots_of_many_seeds_reach_every_member(
         took = b.peer.crawler.add_scope_roots
         arrived = trio.Event()
         expected = {f"site{i:05d}.example" for i in range(SITES + 1)}
+        hosts = {f"www.site{i:05d}.example" for i in range(SITES)} | {f"site{SITES:05d}.example"}
 
-        def add_scope_roots(roots: Iterable[str]) -> bool:
-            new = took(roots)
-            if b.peer.crawler.scope.roots >= expected:
+        def add_scope_roots(roots: Iterable[str], seeds: Iterable[str] = ()) -> bool:
+            new = took(roots, seeds)
+            scope = b.peer.crawler.scope
+            if scope.roots >= expected and scope.seeds >= hosts:
                 arrived.set()
             return new
 
@@ -52,5 +56,35 @@ async def test_the_roots_of_many_seeds_reach_every_member(
         await c.kill(b)
 
     assert rejected == {}
-    # A thousand roots a frame, and the later seed's one new root in one more.
-    assert scope_frames == SITES // 1000 + 1
+    # A thousand roots a frame, as many hosts, and the later seed's new root and host.
+    assert scope_frames == 2 * (SITES // 1000) + 2
+
+
+async def test_a_member_suspected_while_seeds_came_gets_their_scope_when_heard_again(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The SCOPE frames sent while a member could not be reached are lost; it used to
+    drop, as out of scope, every link into the seeds' sites on the hosts it owns (7 of
+    101 pages never fetched in a review's run). It gets them when it refutes."""
+    web = SyntheticWeb(WebSpec(seed=5, hosts=6, pages_per_host=10, latency=0.02))
+    truth = ground_truth(web, [web.seed_url()])
+    async with cluster(tmp_path, web, seed=2) as c:
+        a, b, d = await c.start_joined(3)
+        c.net.partition([host_of(a.index), host_of(d.index)], [host_of(b.index)])
+        with trio.fail_after(120):
+            await c.wait_until(lambda: _state(a, b) is MemberState.SUSPECT)
+        assert a.peer.seed_urls([web.seed_url()]).admitted == 1
+        c.net.heal()
+        with trio.fail_after(120):
+            await c.wait_until(lambda: _state(a, b) is MemberState.ALIVE and one_view([a, b, d]))
+        with trio.fail_after(600):
+            await c.server.log.wait_for(lambda log: Referee(log, web).missing(truth) == set())
+        assert b.peer.crawler.scope.roots == a.peer.crawler.scope.roots != frozenset()
+        assert b.peer.crawler.stats.out_of_scope == 0
+        for sim in (a, b, d):
+            await c.kill(sim)
+
+
+def _state(observer: SimPeer, member: SimPeer) -> MemberState | None:
+    seen = observer.peer.membership.member(member.peer_id)
+    return None if seen is None else seen.state

@@ -187,7 +187,10 @@ async def test_addresses_that_may_not_be_reached_are_refused_unless_allowed() ->
     assert (await resolver.resolve("outside.test")).error is None
     assert resolver.refused["169.254.169.254"] == 1
     resolver.exempt("inside.test:8080")  # a seed was there
-    assert (await resolver.resolve("inside.test")).address == "10.0.0.5"
+    assert (await resolver.resolve("inside.test:8080")).address == "10.0.0.5"
+    # That port only: not every service of the address (a peer's own port, say).
+    assert (await resolver.resolve("inside.test")).error is DnsFailure.REFUSED
+    assert (await resolver.resolve("inside.test:7000")).error is DnsFailure.REFUSED
     allowing = Resolver(lookup=dns, allow_private=True)
     assert (await allowing.resolve("127.0.0.1:7000")).address == "127.0.0.1"
 

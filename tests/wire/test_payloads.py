@@ -73,6 +73,7 @@ EXAMPLES: list[Message] = [
     HandoffAck(4),
     HandoffAck(4, refused=True),
     Scope(("a.test", "b.test")),
+    Scope(("a.test",), ("www.a.test", "10.0.0.5:8080")),
     HandoffDone("ring-key"),
     HandoffDone("ring-key", token=7),
     HandoffDone("", token=2**62, ask=True),
@@ -209,3 +210,7 @@ def test_whatever_a_peer_sends_decodes_or_is_a_wire_error(kind: FrameType, paylo
     # Compared as bytes: a NaN a peer may send is not equal to itself.
     again = decode(kind, message.to_wire())
     assert cbor2.dumps(again.to_wire()) == cbor2.dumps(message.to_wire())
+
+
+def test_a_scope_of_roots_alone_is_read_as_before_seeds_hosts_came() -> None:
+    assert Scope.from_wire(["a.test", "b.test"]) == Scope(("a.test", "b.test"))

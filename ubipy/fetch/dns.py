@@ -153,7 +153,8 @@ class Resolver:
         self._lookup = lookup or system_lookup(threads)
         # name -> (answer, expires): names, not host keys, so ports share an answer.
         self._cache: dict[str, tuple[Lookup, float]] = {}
-        # Hosts whose non-public address was allowed because a seed was on them.
+        # Hosts (HOST[:PORT]) whose non-public address was allowed because a seed was
+        # on them: that port only, not every service of the address.
         self._exempt: set[str] = set()
         self.lookups: Counter[str] = Counter()  # per name, answers not from the cache
         self.refused: Counter[str] = Counter()  # per name, addresses refused
@@ -177,11 +178,12 @@ class Resolver:
         return self._system or name in self._overrides or ip_literal(name) is not None
 
     def exempt(self, host: str) -> None:
-        """A seed was on ``host``: its address is allowed whatever it is."""
-        self._exempt.add(split_host(host))
+        """A seed was on ``host`` (``HOST[:PORT]``): its address is allowed whatever it
+        is, on that port."""
+        self._exempt.add(host)
 
-    def allowed(self, name: str, address: str) -> bool:
-        return self._allow_private or name in self._exempt or is_public(address)
+    def allowed(self, host: str, address: str) -> bool:
+        return self._allow_private or host in self._exempt or is_public(address)
 
     def pinned(self, name: str) -> Lookup | None:
         """The cached answer for ``name`` (without brackets), if still fresh."""
@@ -206,7 +208,7 @@ class Resolver:
             if answer.error is not DnsFailure.TIMEOUT:  # not an answer: ask again
                 ttl = self._ttl if answer.error is None else min(self._ttl, FAILURE_TTL)
                 self._cache[name] = (answer, trio.current_time() + ttl)
-        if answer.address is not None and not self.allowed(name, answer.address):
+        if answer.address is not None and not self.allowed(host, answer.address):
             self.refused[name] += 1
             return Lookup((), DnsFailure.REFUSED)
         return answer

@@ -21,46 +21,72 @@ def _hostname(key: str) -> str:
 
 class ScopeFilter:
     """Remembers the seeds' hosts or domains and tests URLs against them; carries the
-    URL filters, which apply where scope does (to seeds and to links, before routing)."""
+    URL filters, which apply where scope does (to seeds and to links, before routing).
+
+    It also remembers the seeds' own hosts (``HOST[:PORT]``), whatever the scope: the
+    user named those, so their addresses may be ones a crawler is otherwise refused
+    (loopback, private). Only a seed the user gave counts, not a URL a seed's page
+    redirects to, nor another port of the seed's address."""
 
     def __init__(
-        self, scope: Scope, roots: Iterable[str] = (), filters: UrlFilter | None = None
+        self,
+        scope: Scope,
+        roots: Iterable[str] = (),
+        filters: UrlFilter | None = None,
+        seeds: Iterable[str] = (),
     ) -> None:
         self.scope = scope
         self.filters = filters or UrlFilter()
         self._roots: set[str] = set(roots)
+        self._seeds: set[str] = set(seeds)
         # Every link asks; the public-suffix lookup is worth remembering per host.
         self._verdicts: dict[str, bool] = {}
 
     @classmethod
-    def of(cls, bounds: BoundsConfig, roots: Iterable[str] = ()) -> ScopeFilter:
+    def of(
+        cls, bounds: BoundsConfig, roots: Iterable[str] = (), seeds: Iterable[str] = ()
+    ) -> ScopeFilter:
         """The scope and filters ``bounds`` asks for, widened by ``roots``."""
-        return cls(bounds.scope, roots, UrlFilter(bounds.include, bounds.exclude))
+        return cls(bounds.scope, roots, UrlFilter(bounds.include, bounds.exclude), seeds)
 
     @property
     def roots(self) -> frozenset[str]:
         return frozenset(self._roots)
+
+    @property
+    def seeds(self) -> frozenset[str]:
+        """The hosts seeds were on."""
+        return frozenset(self._seeds)
+
+    def seeded(self, host: str) -> bool:
+        """Whether a seed was on ``host`` (a ``HOST[:PORT]`` key)."""
+        return host in self._seeds
 
     def _root_of(self, host: str) -> str:
         name = _hostname(host)
         return name if self.scope is Scope.HOST else registered_domain(name)
 
     def add_seed(self, url: str) -> bool:
-        """Widen the scope to a seed's host or domain; True if it was new."""
+        """Note a seed's host, and widen the scope to its host or domain; True if the
+        root was new."""
+        host = host_key(url)
+        self._seeds.add(host)
         if self.scope is Scope.ANY:
             return False
-        root = self._root_of(host_key(url))
+        root = self._root_of(host)
         if root in self._roots:
             return False
         self._roots.add(root)
         self._verdicts.clear()
         return True
 
-    def add_roots(self, roots: Iterable[str]) -> bool:
-        """Take roots another peer's seeds brought; True if any was new."""
+    def add_roots(self, roots: Iterable[str], seeds: Iterable[str] = ()) -> bool:
+        """Take the roots and hosts another peer's seeds brought; True if any was new."""
+        new_seeds = set(seeds) - self._seeds
+        self._seeds |= new_seeds
         new = set(roots) - self._roots
         if not new or self.scope is Scope.ANY:
-            return False
+            return bool(new_seeds)
         self._roots |= new
         self._verdicts.clear()
         return True

@@ -415,7 +415,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         via = self._proxy or origin
         with trio.move_on_after(limit) as scope:
             try:
-                address = via.host if self._resolver is None else await self._address(via.host)
+                address = via.host if self._resolver is None else await self._address(via)
                 tcp = await trio.open_tcp_stream(address, via.port)
                 stream: DirectSocketStream | TlsStream = DirectSocketStream(tcp)
                 if origin.scheme == "https":
@@ -432,11 +432,15 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             raise httpx2.ConnectTimeout(f"could not connect within {limit} s")
         return _Connection(stream, origin)
 
-    async def _address(self, name: str) -> str:
-        """The address to connect to for ``name``: the resolver's pinned answer (the
+    async def _address(self, origin: _Origin) -> str:
+        """The address to connect to for ``origin``: the resolver's pinned answer (the
         one the DNS stage checked), or a fresh lookup, checked the same way."""
         assert self._resolver is not None
-        answer = await self._resolver.resolve(f"[{name}]" if ":" in name else name)
+        name = origin.host
+        host = f"[{name}]" if ":" in name else name
+        if origin.port != _DEFAULT_PORTS[origin.scheme]:
+            host = f"{host}:{origin.port}"  # as a URL's host key has it
+        answer = await self._resolver.resolve(host)
         if answer.address is None:
             assert answer.error is not None
             if answer.error is DnsFailure.REFUSED:

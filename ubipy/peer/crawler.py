@@ -33,7 +33,6 @@ from ubipy.fetch import (
     MediaTypes,
     Resolver,
     Scheduler,
-    ScopeFilter,
     asked_wait,
     failed,
     fetch,
@@ -52,6 +51,7 @@ from ubipy.peer.refreshing import Refresher
 from ubipy.peer.resolving import ResolveStage
 from ubipy.peer.robotsanswers import robots_answered
 from ubipy.peer.router import Router
+from ubipy.peer.scopesharing import keep_scope, load_scope
 from ubipy.peer.sitemapping import Sitemapping, sitemap_answered
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Placement
@@ -61,7 +61,6 @@ __all__ = ["Crawler"]
 
 log = logging.getLogger(__name__)
 
-_SCOPE_META = "scope_roots"
 # URLs closed without a request (robots.txt, a host's page budget) in one go before
 # the loop lets others run.
 _SKIPS_AT_ONCE = 512
@@ -114,8 +113,7 @@ class Crawler(HostMovesMixin):
         self.refresher = (
             Refresher(config, shard, lambda: self.scheduler) if config.recrawl.recrawl else None
         )
-        roots = shard.get_meta(_SCOPE_META)
-        self.scope = ScopeFilter.of(config.bounds, roots.split("\n") if roots else ())
+        self.scope = load_scope(shard, config.bounds)
         self._accept = MediaTypes(config.fetch.accept).allows
         bounds = config.bounds
         self._candidates = functools.partial(
@@ -141,7 +139,7 @@ class Crawler(HostMovesMixin):
         if resolver is not None:
             wake = (self._wakeup.set, self._flush_now.set)
             self.dns = ResolveStage(
-                resolver, self.scheduler, self._commits, wake=wake, seeded=shard.has_seed
+                resolver, self.scheduler, self._commits, wake=wake, seeded=self.scope.seeded
             )
         self._idle = trio.Event()
         self._stopping = False
@@ -209,12 +207,15 @@ class Crawler(HostMovesMixin):
         rows, _ = self._durably(urls)
         return len(rows)
 
-    def add_scope_roots(self, roots: Iterable[str]) -> bool:
-        """Widen the scope with roots another peer's seeds brought; True if any was new."""
-        if not self.scope.add_roots(roots):
+    def scope_now(self) -> tuple[frozenset[str], frozenset[str]]:
+        return self.scope.roots, self.scope.seeds
+
+    def add_scope_roots(self, roots: Iterable[str], seeds: Iterable[str] = ()) -> bool:
+        """Widen the scope with what another peer's seeds brought; True if any was new."""
+        if not self.scope.add_roots(roots, seeds):
             return False
         with self._shard.transaction():
-            self._shard.set_meta(_SCOPE_META, "\n".join(sorted(self.scope.roots)))
+            keep_scope(self._shard, self.scope)
         return True
 
     def ring_changed(self, placement: Placement) -> None:
@@ -251,7 +252,7 @@ class Crawler(HostMovesMixin):
         try:
             with self._shard.transaction():
                 if save_scope:
-                    self._shard.set_meta(_SCOPE_META, "\n".join(sorted(self.scope.roots)))
+                    keep_scope(self._shard, self.scope)
                 if drop_from_outbox:
                     self._shard.outbox_remove([c.fp for c in candidates])
                 rows, foreign = self._place(candidates)

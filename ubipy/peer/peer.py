@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import httpx2
@@ -45,6 +45,7 @@ from ubipy.peer.members import MemberBook
 from ubipy.peer.replica import Replicator
 from ubipy.peer.reporting import Reporter
 from ubipy.peer.router import Router
+from ubipy.peer.scopesharing import ScopeSharing
 from ubipy.peer.status import PeerStatus, gather_status, status_of
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
@@ -60,7 +61,6 @@ from ubipy.wire import (
     Message,
     Replica,
     ReplicaAck,
-    Scope,
     Seed,
     SeedAck,
     Status,
@@ -68,7 +68,6 @@ from ubipy.wire import (
     Stop,
     UrlAck,
     UrlBatch,
-    batches,
     is_default_secret,
     secret_from,
 )
@@ -154,6 +153,7 @@ class Peer:
         self._reporter: Reporter | None = None
         self._forwarder: Forwarder | None = None
         self._joiner: Joiner | None = None
+        self.scopes: ScopeSharing  # the seeds' scope, shared with the members
         self._lease: Lease | None = None
         # Each frame kind's handler, filled by the subsystems (and the control centre).
         self._handlers: dict[type, Callable[[str, Any, Reply], Awaitable[None]]] = {}
@@ -281,6 +281,8 @@ class Peer:
         )
         self._ip_leases = IpLeases(self.peer_id, config, crawler, router)
         self._ip_leases.install(self.handle, self.send, self._address_of, self.start_soon)
+        self.scopes = ScopeSharing(crawler, self.send, self.start_soon)
+        self.scopes.install(self.handle)
         reporter = self._reporter = Reporter(
             self.peer_id, self.membership, self._figures, self.send, self.start_soon, self.stop
         )
@@ -441,12 +443,13 @@ class Peer:
                 ring_changed = True
             if event.member.state is MemberState.DEAD:
                 dead.append(event.member.id)
+            self.scopes.member_changed(event)
             if event.member.state in (MemberState.DEAD, MemberState.LEFT):
                 self.links.forget(event.member.address)
                 self.handoff.abandon(event.member.address)
             elif event.changes_ring and event.member.id != self.peer_id:
                 self.handoff.back(event.member.address)
-                self._share_scope(event.member.address)
+                self.scopes.share(event.member.address)
                 for callback in self._joined_callbacks:
                     callback(event.member.address)
         if ring_changed and not self.stopping:
@@ -466,12 +469,6 @@ class Peer:
         for peer_id in dead:
             self.handoff.peer_gone(peer_id)
 
-    def _share_scope(self, address: str, roots: Iterable[str] | None = None) -> None:
-        roots = sorted(self.crawler.scope.roots if roots is None else roots)
-        if self._nursery is not None:  # in frames a receiver takes, however many roots
-            for run in batches(roots):
-                self._nursery.start_soon(self.links.send, address, Scope(run))
-
     # -- frames ---------------------------------------------------------------
     def _register_handlers(self) -> None:
         assert self._reporter is not None
@@ -483,7 +480,6 @@ class Peer:
         self.handle(HandoffDone, self._on_handoff_done)
         self.handle(Replica, self._on_replica)
         self.handle(ReplicaAck, self._on_replica_ack)
-        self.handle(Scope, self._on_scope)
         self.handle(Seed, self._on_seed)
         self.handle(StatusRequest, self._on_status_request)
         self.handle(Control, self._reporter.on_control)
@@ -547,9 +543,6 @@ class Peer:
     async def _on_replica_ack(self, sender: str, ack: ReplicaAck, reply: Reply) -> None:
         self.replicator.acked(ack)
 
-    async def _on_scope(self, sender: str, scope: Scope, reply: Reply) -> None:
-        self.crawler.add_scope_roots(scope.roots)
-
     async def _on_seed(self, sender: str, seed: Seed, reply: Reply) -> None:
         await reply(self.seed_urls(seed.urls))
 
@@ -559,15 +552,14 @@ class Peer:
     def seed_urls(self, urls: Sequence[str]) -> SeedAck:
         """Seed the crawl (from the wire or the control centre); answers an error
         while storage fails."""
-        before = self.crawler.scope.roots
+        before = self.crawler.scope_now()
         try:
             result = self.crawler.seed(urls)
         except StorageError as exc:
             return SeedAck(error=str(exc))
-        new = self.crawler.scope.roots - before  # the members have had the others
-        for member in self.membership.members():
-            if member.id != self.peer_id and member.state is MemberState.ALIVE:
-                self._share_scope(member.address, new)
+        members = self.membership.members()
+        live = [m.address for m in members if m.state in LIVE_STATES and m.id != self.peer_id]
+        self.scopes.seeded(before, live)
         return SeedAck(result.offered, result.admitted, result.forwarded, result.refused)
 
     async def _status_report(self, cluster: bool) -> Status:

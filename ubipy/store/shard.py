@@ -308,14 +308,12 @@ class Shard(PagesMixin):
                 [(FrontierState.SKIPPED, reason, fp) for fp, reason in items],
             )
 
-    def has_seed(self, host: str) -> bool:
-        """Whether a seed (a URL admitted at depth 0) was ever on ``host``, fetched or
-        not: the user named it, so its address may be one a crawler is otherwise
-        refused. Asked only then, so the scan of the host's rows is rare."""
-        cur = self._conn.execute(
-            "SELECT 1 FROM frontier WHERE host = ? AND depth = 0 LIMIT 1", (host,)
-        )
-        return cur.fetchone() is not None
+    def depth_zero_hosts(self) -> list[str]:
+        """The hosts of URLs admitted at depth 0: seeds, but also the URLs their pages
+        redirected to. Only for a shard kept before the seeds' hosts were (its one
+        scan of the frontier, at the first start after)."""
+        cur = self._conn.execute("SELECT DISTINCT host FROM frontier WHERE depth = 0")
+        return [str(r[0]) for r in cur if r[0]]
 
     def skip_host(self, host: str, reason: str) -> int:
         with self.transaction():

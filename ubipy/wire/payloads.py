@@ -424,17 +424,23 @@ class HandoffAck:
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """SCOPE: the seeds' roots, so every peer follows the same links."""
+    """SCOPE: the seeds' roots, so every peer follows the same links, and the hosts
+    the seeds were on, whose addresses may be ones a crawler is otherwise refused.
+    On the wire ``[roots, seeds]``; a bare list of roots is read as before seeds came."""
 
     KIND: ClassVar = FrameType.SCOPE
     roots: tuple[str, ...]
+    seeds: tuple[str, ...] = ()
 
     def to_wire(self) -> list[object]:
-        return list(self.roots)
+        return [list(self.roots), list(self.seeds)]
 
     @classmethod
     def from_wire(cls, obj: object) -> Scope:
-        return cls(_strings(obj, "scope roots"))
+        items = _list(obj, "scope")
+        if len(items) == 2 and all(isinstance(i, list) for i in items):
+            return cls(_strings(items[0], "scope roots"), _strings(items[1], "seed hosts"))
+        return cls(_strings(items, "scope roots"))
 
 
 @dataclass(frozen=True, slots=True)
