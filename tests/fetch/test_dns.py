@@ -227,3 +227,23 @@ async def test_the_transport_connects_to_the_checked_address_and_nowhere_else(
     assert "not a public address" in (result.detail or "")
     assert not is_retryable(result)
     assert server.connections == 1  # nothing more reached the server
+
+
+async def test_behind_a_proxy_ip_literals_and_pinned_names_are_still_checked(
+    nursery: trio.Nursery,
+) -> None:
+    """The proxy looks names up itself, so a name is passed on; but an IP literal (a
+    robots.txt redirected to 127.0.0.1:7000, say, which reaches the transport without
+    the DNS stage) and a --resolve name are checked before the proxy is asked."""
+    proxy = Server(keep_alive)
+    await nursery.start(proxy.serve)
+    nowhere = FakeDns({})
+    resolver = Resolver(system=False, overrides={"inside.test": ("10.0.0.5",)}, lookup=nowhere)
+    transport = PooledTransport(proxy=f"http://127.0.0.1:{proxy.port}", resolver=resolver)
+    async with httpx2.AsyncClient(transport=transport) as client:
+        for url in ("http://127.0.0.1:7000/robots.txt", "http://[::1]/", "http://inside.test/"):
+            result = await fetch(client, url, max_bytes=1000)
+            assert result.outcome is FetchOutcome.REFUSED, url
+        assert proxy.connections == 0
+        result = await fetch(client, "http://a-name.test/x", max_bytes=1000)
+    assert result.status == 200 and proxy.connections == 1 and nowhere.asked == []

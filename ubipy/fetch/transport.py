@@ -289,8 +289,11 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         self._max_idle_tls = max_idle_tls
         self._ssl_context = ssl_context
         self._ca_bundle = ca_bundle
-        # Direct connections go to the address the resolver checked and pinned.
-        self._resolver = None if proxy else resolver
+        # Direct connections go to the address the resolver checked and pinned. Behind
+        # a proxy, which looks names up itself, the hosts the resolver looks at (IP
+        # literals, --resolve's names) are still checked before the proxy is asked:
+        # a robots.txt redirected to 127.0.0.1:7000 is refused as a link to it is.
+        self._resolver = resolver
         self._idle: dict[_Origin, list[_Connection]] = {}
         # Every idle connection, and those over TLS, the longest idle first.
         self._idle_order: OrderedDict[_Connection, None] = OrderedDict()
@@ -415,7 +418,9 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         via = self._proxy or origin
         with trio.move_on_after(limit) as scope:
             try:
-                address = via.host if self._resolver is None else await self._address(via)
+                checked = await self._address(origin) if self._resolver is not None else None
+                # Behind a proxy the check is all there is to do: the proxy connects.
+                address = checked if checked is not None and self._proxy is None else via.host
                 tcp = await trio.open_tcp_stream(address, via.port)
                 stream: DirectSocketStream | TlsStream = DirectSocketStream(tcp)
                 if origin.scheme == "https":
@@ -432,14 +437,17 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             raise httpx2.ConnectTimeout(f"could not connect within {limit} s")
         return _Connection(stream, origin)
 
-    async def _address(self, origin: _Origin) -> str:
+    async def _address(self, origin: _Origin) -> str | None:
         """The address to connect to for ``origin``: the resolver's pinned answer (the
-        one the DNS stage checked), or a fresh lookup, checked the same way."""
+        one the DNS stage checked), or a fresh lookup, checked the same way; None for
+        a name behind a proxy, which the proxy looks up."""
         assert self._resolver is not None
         name = origin.host
         host = f"[{name}]" if ":" in name else name
         if origin.port != _DEFAULT_PORTS[origin.scheme]:
             host = f"{host}:{origin.port}"  # as a URL's host key has it
+        if not self._resolver.wanted(host):
+            return None
         answer = await self._resolver.resolve(host)
         if answer.address is None:
             assert answer.error is not None
