@@ -276,25 +276,22 @@ class BoundsConfig:
         help="refuse URLs whose path repeats one segment more than N times, as traps do "
         "(default: {default})",
     )
-    # Searched in the normalised URL (re.search) before it is admitted or sent to its
-    # owner; seeds included (a seed filtered out is refused, with the reason). They say
-    # which pages to crawl: a sitemap is how pages are found, so it is not filtered.
+    # Searched in the normalised URL (re.search) before it is admitted or sent to its owner;
+    # seeds included (refused, with the reason); not sitemaps: what they list is.
     include: tuple[str, ...] = option(
         (),
         flag="--include",
         metavar="REGEX",
-        help="follow only URLs in which this regular expression is found (re.search on "
-        "the normalised URL), seeds included; may be repeated: a URL is kept when any "
-        "matches; sitemaps are read regardless, what they list is filtered (default: "
-        "every URL)",
+        help="follow only URLs in which this regular expression is found (re.search on the "
+        "normalised URL), seeds included; may be repeated: a URL is kept when any matches; "
+        "sitemaps are read regardless, what they list is filtered (default: every URL)",
     )
     exclude: tuple[str, ...] = option(
         (),
         flag="--exclude",
         metavar="REGEX",
-        help="never follow URLs in which this regular expression is found, seeds "
-        "included; may be repeated; wins over --include; sitemaps are read regardless, "
-        "what they list is filtered (default: none)",
+        help="never follow URLs in which this regular expression is found, seeds included; may "
+        "be repeated; wins over --include; sitemaps are read regardless (default: none)",
     )
     # A host's robots.txt Sitemap lines and its /sitemap.xml, read for the URLs they
     # list (depth 1), which are admitted like links.
