@@ -164,15 +164,15 @@ class PolitenessConfig:
         metavar="N",
         help="requests in flight at once, over all hosts (default: {default})",
     )
-    # A robots.txt that answers 5xx or cannot be reached: its host's URLs wait, and
-    # are given up after the last attempt.
+    # A robots.txt that answers 5xx or 429 or cannot be reached: its host's URLs wait,
+    # and are given up after the last attempt.
     robots_retry_base: float = option(
         30.0,
         flag="--robots-retry",
         metavar="SECONDS",
-        help="first wait before asking again for a robots.txt that failed with 5xx or "
-        "could not be reached; it doubles each time, {robots_max_attempts} attempts in all "
-        "(default: {default})",
+        help="first wait before asking again for a robots.txt that failed with 5xx or 429 "
+        "or could not be reached; it doubles each time, or is the server's Retry-After if "
+        "longer, {robots_max_attempts} attempts in all (default: {default})",
     )
     robots_max_attempts: int = option(
         3, help="attempts at a failing robots.txt before its host's URLs are given up"
@@ -355,7 +355,7 @@ class FetchConfig:
         flag="--retries",
         metavar="N",
         help="retry a page after 5xx, 429, a time-out or a broken connection up to N times, "
-        "with exponential back-off or the server's Retry-After (default: {default})",
+        "with exponential back-off or the server's Retry-After if longer (default: {default})",
     )
     retry_base: float = option(
         2.0, help="the first retry's back-off, in seconds; it doubles with each retry"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
 
 ROBOTS_OK = b"User-agent: *\nDisallow: /private/\n"
@@ -109,6 +111,27 @@ def test_unreachable_robots_blocks_the_host_then_gives_up() -> None:
     assert slot is not None and slot.robots_state is HostRobots.GIVEN_UP
     assert s.idle()
     assert s.add("a.test", Entry(99, 99, "http://a.test/late", 0)) is False
+
+
+@pytest.mark.parametrize(
+    ("asked", "times"), [(600.0, [0.0, 600.0, 1200.0]), (5.0, [0.0, 10.0, 30.0])]
+)
+def test_a_robots_txt_retry_after_is_waited_out_before_the_host_is_given_up(
+    asked: float, times: list[float]
+) -> None:
+    s = _sched(delay=1.0)  # robots.txt retried after 10 s, then 20 s; 3 attempts
+    s.add("a.test", _entries("a.test", 1)[0])
+    asked_at = []
+    while (wake := s.next_wakeup()) is not None:
+        job = s.next_job(wake)
+        assert job is not None and job.kind is JobKind.ROBOTS
+        asked_at.append(wake)
+        s.robots_answer("a.test", wake, status=429, location=None, body=b"", asked=asked)
+    # Before: 0, 10 and 30 s whatever the server asked, the host given up at 30 s.
+    # A shorter Retry-After does not cut the back-off.
+    assert asked_at == times
+    slot = s.slot("a.test")
+    assert slot is not None and slot.robots_state is HostRobots.GIVEN_UP
 
 
 def test_a_window_refills_from_disk_in_admission_order() -> None:

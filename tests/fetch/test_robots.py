@@ -180,7 +180,7 @@ def test_success_parses_body(status: int) -> None:
     assert decision.rules.allowed("/yes")
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 410, 429, 499])
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 410, 499])
 def test_client_errors_mean_unavailable(status: int) -> None:
     decision = _decide(status, body=b"User-agent: *\nDisallow: /\n")
     assert decision.outcome is RobotsOutcome.UNAVAILABLE
@@ -188,7 +188,9 @@ def test_client_errors_mean_unavailable(status: int) -> None:
     assert decision.rules.allowed("/anything")
 
 
-@pytest.mark.parametrize("status", [500, 502, 503, 504, 599, 600, 100])
+# 429, "too many requests", is a server there that says "not now": crawl nothing yet,
+# as after a 5xx (Google's reading of RFC 9309), not everything at once.
+@pytest.mark.parametrize("status", [429, 500, 502, 503, 504, 599, 600, 100])
 def test_server_errors_mean_unreachable(status: int) -> None:
     decision = _decide(status)
     assert decision.outcome is RobotsOutcome.UNREACHABLE

@@ -137,6 +137,23 @@ def test_a_failed_refetch_keeps_the_old_rules_and_is_tried_again_after_the_back_
     assert job is not None and job.kind is JobKind.SKIP and job.url == "http://a.test/h"
 
 
+def test_a_refetch_answered_with_retry_after_leaves_the_host_alone_that_long() -> None:
+    s = _sched()
+    _add(s, "/a", "/b")
+    _known(s)
+    _page(s, 3.0, "/a")
+    job = s.next_job(100.0)
+    assert job is not None and job.kind is JobKind.ROBOTS
+    s.robots_answer("a.test", 100.0, status=429, location=None, body=b"", asked=300.0)
+    slot = s.slot("a.test")
+    assert slot is not None and slot.robots_state is HostRobots.KNOWN
+    # The server asked to be left alone, not only its robots.txt: no page meanwhile,
+    # then robots.txt first.
+    assert s.next_wakeup() == 400.0
+    job = s.next_job(400.0)
+    assert job is not None and job.kind is JobKind.ROBOTS
+
+
 def test_a_refetch_that_cannot_verify_the_certificate_keeps_the_host() -> None:
     s = _sched()
     _add(s, "/a", "/b")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx2
+import pytest
 import trio
 import trio.testing
 
@@ -66,3 +67,23 @@ async def test_a_retry_after_sent_twice_is_obeyed(
     asked = await _requests_in(tmp_path, {"dup.test": [("Retry-After", "120")] * 2}, 600.0)
     # Before: 23 requests (the joined "120, 120" unread: the plain back-off).
     assert asked["dup.test"] <= 600 / 120 + 1, asked
+
+
+@pytest.mark.parametrize("status", [429, 503])
+async def test_a_robots_txt_retry_after_is_obeyed(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, status: int
+) -> None:
+    asked: list[tuple[float, str]] = []
+
+    async def answer(request: httpx2.Request) -> httpx2.Response:
+        asked.append((trio.current_time(), request.url.path))
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(status, headers={"Retry-After": "600"}, text="go away")
+        return httpx2.Response(200, headers={"Content-Type": "text/html"}, text="<p>x</p>")
+
+    async with running_crawler(_config(tmp_path), answer) as crawler:
+        crawler.seed([f"http://a.test/p{i}" for i in range(3)])
+        await trio.sleep(700.0)
+    # Before: a 429 read as "no robots.txt", every page asked at once; a 503 asked
+    # again after 30 s and 90 s, and the host given up.
+    assert asked == [(0.0, "/robots.txt"), (600.0, "/robots.txt")]

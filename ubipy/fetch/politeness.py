@@ -498,15 +498,17 @@ class Scheduler:
         location: str | None,
         body: bytes,
         final: bool = False,
+        asked: float | None = None,
     ) -> RobotsDecision | None:
         """Feed a robots.txt response (``status`` None: it failed) to the host's slot.
 
         ``final``: the failure is not worth another attempt (the host's certificate
-        did not verify): the host is given up at once.
+        did not verify): the host is given up at once. ``asked``: the seconds its
+        Retry-After asked.
         Returns the decision once there is one; None while redirects are followed.
         """
         slot = self._slots[host]
-        decision, give_up, wait = self._robots.answer(slot, now, status, location, body)
+        decision, give_up, wait = self._robots.answer(slot, now, status, location, body, asked)
         if decision is not None and decision.temporary and final:
             give_up = slot.robots_state is not HostRobots.KNOWN  # a refetch keeps its rules
         if give_up:

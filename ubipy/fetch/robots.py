@@ -203,10 +203,11 @@ class RobotsFetch:
             return decision
         if 300 <= status < 400:
             return self._on_redirect(location)
-        if 400 <= status < 500:
+        if 400 <= status < 500 and status != 429:
             return self._finish(_Event.UNAVAILABLE)
-        # 5xx, and statuses no server should send: assume the worst but only
-        # for now, since an unreadable robots.txt must not stop a host forever.
+        # 5xx, 429 ("too many requests": the server is there and says "not now", as
+        # Google reads it) and statuses no server should send: assume the worst but
+        # only for now, since an unreadable robots.txt must not stop a host forever.
         return self._finish(_Event.UNREACHABLE)
 
     def on_error(self) -> RobotsDecision | None:

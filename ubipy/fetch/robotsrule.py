@@ -7,7 +7,9 @@ a day). A first answer that fails is tried again after a back-off, and the host 
 given up after the last attempt (or at once, when its certificate did not verify).
 A refetch that fails keeps the old rules, since a cached copy serves while
 robots.txt cannot be reached, and is tried again after the back-off, however often
-it fails. An answer's Crawl-delay (capped) becomes the host's delay; an answer
+it fails. A failure that came with a Retry-After longer than the back-off (a 429 or
+a 503) waits that long instead, the host's pages too: the server asked to be left
+alone, not only its robots.txt. An answer's Crawl-delay (capped) becomes the host's delay; an answer
 without one puts back the crawl's.
 
 No I/O and no clock, as the scheduler.
@@ -55,9 +57,16 @@ class RobotsRule:
         )
 
     def answer(
-        self, slot: HostSlot, now: float, status: int | None, location: str | None, body: bytes
+        self,
+        slot: HostSlot,
+        now: float,
+        status: int | None,
+        location: str | None,
+        body: bytes,
+        asked: float | None = None,
     ) -> RobotsOutcome:
-        """Feed a response (``status`` None: it failed) to the slot's fetch."""
+        """Feed a response (``status`` None: it failed) to the slot's fetch;
+        ``asked``: the seconds its Retry-After asked (capped by the caller)."""
         fetch = slot.robots_fetch
         assert fetch is not None
         decision = fetch.on_error() if status is None else fetch.on_response(status, location, body)
@@ -66,12 +75,15 @@ class RobotsRule:
         if decision.temporary:
             slot.robots_attempts += 1
             slot.robots_fetch = None
-            wait = retry_delay(slot.robots_attempts, self._retry_base)
+            # Every attempt counts, an asked one too: a host is given up only once
+            # the server's asked waits have passed, but at last all the same.
+            wait = max(retry_delay(slot.robots_attempts, self._retry_base), asked or 0.0)
             if slot.robots_state is HostRobots.KNOWN:
                 # A refetch past the TTL: the old rules stand, the host's pages go on
-                # at its delay, and robots.txt is asked again after the back-off.
+                # at its delay (after any asked wait), and robots.txt is asked again
+                # after the back-off.
                 slot.robots_due = now + wait
-                return RobotsOutcome(decision)
+                return RobotsOutcome(decision, wait=asked)
             if slot.robots_attempts >= self._attempts:
                 return RobotsOutcome(decision, give_up=True)
             return RobotsOutcome(decision, wait=wait)

@@ -465,8 +465,10 @@ class Crawler(HostMovesMixin):
                 self.stats.abandoned += 1
             self.scheduler.abandoned(job.host, job.entry, now)
         elif robots:
+            longest = self.config.fetch.max_retry_after
+            asked = asked_wait(result, end_wall, cap=longest, host=job.host)
             if robots_answered(
-                self.scheduler, self._commits, self.sitemaps, self.stats, job, result, now
+                self.scheduler, self._commits, self.sitemaps, self.stats, job, result, now, asked
             ):
                 self._flush_now.set()
         else:

@@ -25,8 +25,10 @@ def robots_answered(
     job: Job,
     result: FetchResult,
     now: float,
+    asked: float | None = None,
 ) -> bool:
-    """Hand ``job``'s answer on; True when URLs were closed (a commit is due now)."""
+    """Hand ``job``'s answer on (``asked``: the seconds its Retry-After asked); True
+    when URLs were closed (a commit is due now)."""
     stats.robots_requests += 1
     # A certificate that did not verify will not on the next attempt: the host is
     # given up at once, its pages closed with the certificate's error.
@@ -39,6 +41,7 @@ def robots_answered(
         location=result.location,
         body=result.body,
         final=bad_cert,
+        asked=asked,
     )
     if decision is None:
         return False
