@@ -47,6 +47,7 @@ from ubipy.peer.discovery import candidates, seed_candidates
 from ubipy.peer.hostmoves import HostMovesMixin
 from ubipy.peer.ordering import Ordering
 from ubipy.peer.reading import read_page
+from ubipy.peer.refiltering import Refilter
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.resolving import ResolveStage
 from ubipy.peer.robotsanswers import robots_answered
@@ -108,7 +109,8 @@ class Crawler(HostMovesMixin):
         self._to_write = Wakeup()
         self._commits = Commits(self._to_write.set)
         self.order = Ordering(config, shard, lambda: self.scheduler, self._commits.unsettled)
-        self.scheduler = Scheduler.of(config, self.order.load_window, wanted)
+        self._refilter = Refilter(config.bounds, shard, self._commits, self.stats)
+        self.scheduler = Scheduler.of(config, self._refilter.loader(self.order.load_window), wanted)
         # A continuous crawl (--recrawl): pages fetched come due again.
         self.refresher = (
             Refresher(config, shard, lambda: self.scheduler) if config.recrawl.recrawl else None
@@ -158,7 +160,7 @@ class Crawler(HostMovesMixin):
     def _restore(self) -> None:
         loaded = self.admission.load()
         if self.refresher is not None:
-            self.refresher.load()
+            self.stats.filtered.update(self.refresher.load())
         # A restarted peer owes each host the delay after the last run's last
         # request, and what it spent of the host's budget.
         wall, now = time.time(), trio.current_time()
@@ -169,7 +171,7 @@ class Crawler(HostMovesMixin):
             self._pending += n
         # Unacknowledged forwards of the last run go out again; those the ring now places
         # here are admitted (left in the outbox, nothing would ever send them).
-        if self.router is not None and (local := self.router.enqueue(self._shard.outbox(), now)):
+        if self.router is not None and (local := self.router.enqueue(self._refilter.outbox(), now)):
             self._durably(local, drop_from_outbox=True)
         if loaded:
             log.info("resumed: %d seen URLs, %d pending", loaded, self._pending)
@@ -255,7 +257,7 @@ class Crawler(HostMovesMixin):
                     keep_scope(self._shard, self.scope)
                 if drop_from_outbox:
                     self._shard.outbox_remove([c.fp for c in candidates])
-                rows, foreign = self._place(candidates)
+                rows, foreign = self._place(self._refilter.kept(candidates))
         except StorageError as exc:
             self.admission.rollback()
             raise StorageError(f"cannot save admitted URLs: {exc}") from exc

@@ -35,7 +35,8 @@ class CrawlStats:
     too_deep: int = 0
     # URLs (seeds, links, redirects) whose userinfo was stripped before admission.
     credentials_stripped: int = 0
-    # Seeds and links dropped by --include / --exclude, by which.
+    # Seeds and links dropped by --include / --exclude, by which; and what an earlier
+    # run admitted that they drop now (ubipy.peer.refiltering).
     filtered: Counter[Filtered] = field(default_factory=Counter)
     # Answers of a type not accepted (--accept), by family (image, application, ...).
     skipped_types: Counter[str] = field(default_factory=Counter)

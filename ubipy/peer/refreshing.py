@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -34,8 +34,10 @@ from ubipy.config import CrawlConfig, RefreshPolicy
 from ubipy.fetch import (
     Entry,
     FetchResult,
+    Filtered,
     History,
     Scheduler,
+    UrlFilter,
     Validators,
     allocate,
     estimate,
@@ -119,6 +121,7 @@ class Refresher:
     def __init__(self, config: CrawlConfig, shard: Shard, scheduler: Callable[[], Scheduler]):
         self._cfg = config.recrawl
         self._politeness = config.politeness
+        self._filters = UrlFilter(config.bounds.include, config.bounds.exclude)
         self._shard = shard
         self._scheduler = scheduler
         self._pages: dict[int, _Page] = {}
@@ -143,9 +146,18 @@ class Refresher:
         self._prompted: set[int] = set()
 
     # -- the crawl loop's calls -----------------------------------------------
-    def load(self) -> None:
-        """What an earlier run left: every page's history and when it is due."""
+    def load(self) -> Counter[Filtered]:
+        """What an earlier run left: every page's history and when it is due. Pages
+        this run's URL filters drop (a new --exclude) are left out, and returned
+        counted by filter: not asked again while the filters say so (their rows stay,
+        to be refreshed again once they do not)."""
+        filters = self._filters if self._filters else None
+        left_out: Counter[Filtered] = Counter()
         for r in self._shard.refresh_rows():
+            why = None if filters is None or is_sitemap(r.depth) else filters.verdict(r.url)
+            if why is not None:
+                left_out[why] += 1
+                continue
             history = History(r.visits, r.changes, r.observed, r.last_visit)
             page = _Page(
                 r.fp,
@@ -165,6 +177,7 @@ class Refresher:
         counts = [(p.host, p.checks, p.agreed) for p in self._pages.values() if p.checks]
         self.hints.load(((m.fp, m.lastmod) for m in self._shard.lastmods()), counts)
         self._schedule()
+        return left_out
 
     def validators(self, entry: Entry) -> Validators | None:
         """The copy's validators, for a page asked again (now)."""

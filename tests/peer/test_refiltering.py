@@ -1,0 +1,204 @@
+"""A peer restarted with a new --exclude: what an earlier run admitted (its pending
+frontier, its unsent forwards, its pages due again) meets the new filters before it
+is fetched or sent, and nothing the filters keep is lost on the way."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx2
+import pytest
+import trio
+import trio.testing
+
+from tests.cluster.harness import wall_clock_on_trio_time
+from tests.crawling import crawl_until_idle
+from ubipy.config import (
+    BoundsConfig,
+    CrawlConfig,
+    CrawlOrder,
+    PolitenessConfig,
+    RecrawlConfig,
+    RefreshPolicy,
+)
+from ubipy.fetch import SITEMAP_DEPTH, Entry, Filtered, fingerprint
+from ubipy.peer.commits import Commits
+from ubipy.peer.crawler import Crawler
+from ubipy.peer.crawlstats import CrawlStats
+from ubipy.peer.refiltering import Refilter
+from ubipy.peer.router import Router
+from ubipy.ring import Ring
+from ubipy.store import NewURL, Shard
+from ubipy.store_config import StoreConfig
+
+HTML = {"content-type": "text/html"}
+XML = {"content-type": "application/xml"}
+EXCLUDE = ("calendar",)
+
+
+def a(path: str) -> str:
+    return f"http://a.test{path}"
+
+
+def serve(asked: list[str]) -> httpx2.MockTransport:
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        url = str(request.url)
+        asked.append(url)
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        if request.url.path.endswith(".xml"):
+            return httpx2.Response(200, headers=XML, content=b"<urlset></urlset>")
+        return httpx2.Response(200, headers=HTML, content=b"<title>x</title>no links")
+
+    return httpx2.MockTransport(answer)
+
+
+def config(tmp: Path, order: CrawlOrder, exclude: Sequence[str] = ()) -> CrawlConfig:
+    return CrawlConfig(
+        data_dir=tmp,
+        politeness=PolitenessConfig(delay=0.0),
+        bounds=BoundsConfig(order=order, exclude=tuple(exclude)),
+        # A window of two: what is filtered out is made up from the disk, window by window.
+        store=StoreConfig(host_window=2),
+    )
+
+
+@pytest.mark.parametrize("order", [CrawlOrder.BFS, CrawlOrder.OPIC])
+async def test_a_restart_with_a_new_exclude_closes_what_was_admitted_before(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, order: CrawlOrder
+) -> None:
+    kept = [a("/"), a("/p1"), a("/p2"), a("/p3")]
+    dropped = [a(f"/calendar?day={d}") for d in range(1, 6)]
+    seeds = [dropped[0], kept[0], dropped[1], dropped[2], kept[1], kept[2], dropped[3]]
+    seeds += [kept[3], dropped[4]]
+    sitemap = a("/calendar/sitemap.xml")  # never filtered: how pages are found
+    shard = Shard.open(tmp_path)
+    async with httpx2.AsyncClient(transport=serve([])) as client:
+        first = Crawler(config(tmp_path, order), shard, client)
+        assert first.seed(seeds).admitted == len(seeds)  # stopped before any fetch
+        first.admit_routed([NewURL(fingerprint(sitemap), sitemap, "a.test", SITEMAP_DEPTH)])
+    asked: list[str] = []
+    async with httpx2.AsyncClient(transport=serve(asked)) as client:
+        second = await crawl_until_idle(config(tmp_path, order, EXCLUDE), shard, client, [])
+    # Was: every calendar URL fetched all the same.
+    assert sorted(asked) == sorted([a("/robots.txt"), *kept, sitemap, a("/sitemap.xml")])
+    assert second.stats.filtered == {Filtered.EXCLUDED: len(dropped)}
+    assert second.pending == 0 and shard.pending_count("a.test") == 0
+    shard.close()
+    with sqlite3.connect(tmp_path / "shard.sqlite3") as conn:
+        reasons = dict(conn.execute("SELECT url, reason FROM frontier WHERE reason IS NOT NULL"))
+    assert reasons == dict.fromkeys(dropped, Filtered.EXCLUDED.value)
+
+
+def test_a_window_is_made_up_from_the_disk_and_nothing_is_closed_twice(tmp_path: Path) -> None:
+    rows = [Entry(i, i, a(f"/calendar/{i}" if i % 3 else f"/p{i}"), 1) for i in range(1, 10)]
+    # Pending on disk until a commit writes what was closed: every row here.
+    commits, stats = Commits(), CrawlStats()
+
+    def load(host: str, after_seq: int, limit: int) -> list[Entry]:
+        return [e for e in rows if e.seq > after_seq][:limit]
+
+    shard = Shard.open(tmp_path)
+    refilter = Refilter(BoundsConfig(exclude=EXCLUDE), shard, commits, stats)
+    loader = refilter.loader(load)
+    # Two asked: rows 3 and 6 kept, four calendar rows closed on the way.
+    assert [e.seq for e in loader("a.test", 0, 2)] == [3, 6]
+    # The last window: 9 kept, 7 and 8 closed; fewer than asked, so the disk is done.
+    assert [e.seq for e in loader("a.test", 6, 5)] == [9]
+    # A window loaded again before the commit (new URLs for the host): closed once.
+    assert [e.seq for e in loader("a.test", 6, 5)] == [9]
+    batch = commits.take()
+    assert batch is not None and sorted(fp for fp, _ in batch.skips) == [1, 2, 4, 5, 7, 8]
+    assert stats.filtered == {Filtered.EXCLUDED: 6}
+    # A ranked order gives the host's best whatever the sequence, those kept included.
+    ranked_commits = Commits()
+
+    def best(host: str, after_seq: int, limit: int) -> list[Entry]:
+        closed = ranked_commits.unsettled()
+        return [e for e in reversed(rows) if e.fp not in closed][:limit]
+
+    ranked = Refilter(BoundsConfig(exclude=EXCLUDE), shard, ranked_commits, CrawlStats())
+    assert [e.seq for e in ranked.loader(best)("a.test", 0, 2)] == [9, 6]
+    assert [e.seq for e in ranked.loader(best)("a.test", 0, 5)] == [9, 6, 3]
+    # Without filters, the loader is left as it is (nothing on the path of a window).
+    assert Refilter(BoundsConfig(), shard, commits, stats).loader(load) is load
+    shard.close()
+
+
+async def test_forwards_left_unsent_meet_the_new_filters(tmp_path: Path) -> None:
+    ring = Ring(["me", "other"])
+    hosts = [f"h{i}.test" for i in range(50)]
+    theirs = next(h for h in hosts if ring.owner(h) == "other")
+    mine = next(h for h in hosts if ring.owner(h) == "me")
+    urls = [f"http://{h}/{p}" for h in (theirs, mine) for p in ("calendar", "page")]
+    shard = Shard.open(tmp_path)
+    shard.outbox_add([NewURL(fingerprint(u), u, httpx2.URL(u).host, 1) for u in urls])
+    cfg = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=0.0),
+        bounds=BoundsConfig(exclude=EXCLUDE),
+    )
+    router = Router("me", ring)
+    async with httpx2.AsyncClient() as client:
+        crawler = Crawler(cfg, shard, client, router)
+        crawler.stop()  # run restores, then stops at once
+        await crawler.run()
+        # Forwarded by a peer that still runs with the old filters: dropped here too.
+        late = f"http://{mine}/calendar/late"
+        assert crawler.admit_routed([NewURL(fingerprint(late), late, mine, 1)]) == 0
+    # Was: both calendar URLs sent again or admitted.
+    assert [u.url for u in shard.outbox()] == [f"http://{theirs}/page"]
+    assert [u.url for b in router.due(1e9) for u in b.urls] == [f"http://{theirs}/page"]
+    assert shard.pending_count(mine) == 1 and crawler.pending == 1
+    assert crawler.stats.filtered == {Filtered.EXCLUDED: 3}
+    shard.close()
+
+
+async def test_a_page_due_again_that_the_filters_now_drop_is_not_asked(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    asked: list[str] = []
+
+    def recrawl(exclude: Sequence[str]) -> CrawlConfig:
+        return CrawlConfig(
+            data_dir=tmp_path,
+            politeness=PolitenessConfig(delay=1.0),
+            bounds=BoundsConfig(exclude=tuple(exclude), sitemaps=False),
+            recrawl=RecrawlConfig(
+                recrawl=True, policy=RefreshPolicy.UNIFORM, rate=0.5, min_interval=60, replan=30
+            ),
+        )
+
+    def site(request: httpx2.Request) -> httpx2.Response:
+        asked.append(str(request.url))
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        if request.url.path == "/":
+            return httpx2.Response(200, headers=HTML, content=b'<a href="/calendar/1">c</a>')
+        return httpx2.Response(200, headers=HTML, content=b"<title>cal</title>")
+
+    async def run(cfg: CrawlConfig, seeds: list[str], seconds: float) -> Crawler:
+        shard = Shard.open(tmp_path)
+        try:
+            async with httpx2.AsyncClient(transport=httpx2.MockTransport(site)) as client:
+                crawler = Crawler(cfg, shard, client)
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(crawler.run)
+                    crawler.seed(seeds)
+                    await trio.sleep(seconds)
+                    crawler.stop()
+        finally:
+            shard.close()
+        return crawler
+
+    with wall_clock_on_trio_time():
+        await run(recrawl(()), [a("/")], 30)
+        assert a("/calendar/1") in asked
+        asked.clear()
+        second = await run(recrawl(EXCLUDE), [], 900)
+    # Was: asked again 15 times in 900 s.
+    assert a("/calendar/1") not in asked
+    assert asked.count(a("/")) >= 10  # the rest is refreshed as before
+    assert second.stats.filtered[Filtered.EXCLUDED] >= 1  # and its link, at each refresh

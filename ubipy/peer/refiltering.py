@@ -1,0 +1,115 @@
+"""The URL filters (--include, --exclude) of this run, applied again to what reaches
+the scheduler from elsewhere than this run's own discoveries.
+
+A URL is filtered where it is found (:mod:`ubipy.peer.discovery`), under the filters
+of the run that found it. A peer restarted with a new --exclude (a trap seen too late)
+still holds what was admitted before: its pending frontier, its unsent forwards (the
+outbox), its pages due again (--recrawl, :mod:`ubipy.peer.refreshing`); and a peer
+that still runs with the old filters forwards URLs found under them. So the filters
+are applied again:
+
+- to pending entries as a host's window is loaded from disk: each pending URL is,
+  once, on its way to be fetched (a compiled regex search each, none without
+  filters). One filtered is closed unfetched with the filter's reason, like one
+  robots.txt forbids;
+- to the outbox at start-up, before it is sent again (a filtered URL never crosses the
+  wire); it leaves the outbox;
+- to URLs admitted from elsewhere (forwarded, taken over, the outbox's own): dropped
+  before admission, as a link would be.
+
+Entries this run admitted and kept in memory passed the same filters: not checked
+again (the commit path of every page is left alone). Each URL left out is counted in
+``filtered``, by filter. A sitemap is never filtered (see discovery): it is how pages
+are found, not one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ubipy.config import BoundsConfig
+from ubipy.fetch import Entry, UrlFilter, is_sitemap
+from ubipy.peer.commits import Commits
+from ubipy.peer.crawlstats import CrawlStats
+from ubipy.store import NewURL, Shard
+
+__all__ = ["Refilter"]
+
+# A host's pending entries from disk: (host, after this sequence, at most) -> entries.
+Loader = Callable[[str, int, int], list[Entry]]
+
+
+class Refilter:
+    """This run's URL filters, on the paths in the module's docstring."""
+
+    def __init__(
+        self, bounds: BoundsConfig, shard: Shard, commits: Commits, stats: CrawlStats
+    ) -> None:
+        self._filters = UrlFilter(bounds.include, bounds.exclude)
+        self._shard = shard
+        self._commits = commits
+        self._stats = stats
+
+    def loader(self, load: Loader) -> Loader:
+        """``load`` (a host's pending entries from disk, for its window), the filtered
+        ones closed on the way; ``load`` itself when there are no filters."""
+        filters = self._filters
+        if not filters:
+            return load
+        commits, filtered = self._commits, self._stats.filtered
+
+        def loaded(host: str, after_seq: int, limit: int) -> list[Entry]:
+            kept: dict[int, Entry] = {}
+            closing: set[int] | None = None
+            # Fewer than ``limit`` tells the scheduler the disk holds no more for the
+            # host: what is filtered out is made up from further on, until it is so.
+            # Each load asks for ``limit`` again: in admission order it starts past
+            # the last row, under a ranked order it gives the best again, those kept
+            # included (the closed ones are left out, as unsettled).
+            while True:
+                rows = load(host, after_seq, limit)
+                for e in rows:
+                    if e.fp in kept:
+                        continue
+                    why = None if is_sitemap(e.depth) else filters.verdict(e.url)
+                    if why is None:
+                        kept[e.fp] = e
+                        continue
+                    if closing is None:
+                        # Closed but not yet written, a row is still pending on disk:
+                        # loaded again (a window's tail dropped here), not closed twice.
+                        closing = commits.unsettled()
+                    if e.fp not in closing:
+                        closing.add(e.fp)
+                        commits.skip(e.fp, why.value)
+                        filtered[why] += 1
+                if len(rows) < limit or len(kept) >= limit:
+                    # Past ``limit``: loaded again with the next window.
+                    return list(kept.values())[:limit]
+                after_seq = rows[-1].seq
+
+        return loaded
+
+    def kept(self, urls: Sequence[NewURL]) -> list[NewURL]:
+        """``urls`` less those the filters drop (counted)."""
+        filters = self._filters
+        if not filters:
+            return list(urls)
+        out: list[NewURL] = []
+        for u in urls:
+            why = None if is_sitemap(u.depth) else filters.verdict(u.url)
+            if why is None:
+                out.append(u)
+            else:
+                self._stats.filtered[why] += 1
+        return out
+
+    def outbox(self) -> list[NewURL]:
+        """The forwards an earlier run left unsent, less those the filters drop: these
+        leave the outbox."""
+        waiting = self._shard.outbox()
+        kept = self.kept(waiting)
+        if len(kept) < len(waiting):
+            left = {u.fp for u in kept}
+            self._shard.outbox_remove([u.fp for u in waiting if u.fp not in left])
+        return kept
