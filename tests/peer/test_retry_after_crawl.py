@@ -4,6 +4,7 @@ the autojump clock."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx2
@@ -13,8 +14,11 @@ import trio.testing
 
 from tests.peer.crawling import running_crawler
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig
+from ubipy.fetch import fingerprint
+from ubipy.store import HostMark, NewURL, Shard
 
 PAGES = 2000
+URL = "http://a.test/p"
 # 503 to every page, with these headers.
 BUSY = {
     "plain.test": [],
@@ -87,3 +91,48 @@ async def test_a_robots_txt_retry_after_is_obeyed(
     # Before: a 429 read as "no robots.txt", every page asked at once; a 503 asked
     # again after 30 s and 90 s, and the host given up.
     assert asked == [(0.0, "/robots.txt"), (600.0, "/robots.txt")]
+
+
+async def test_a_retry_after_is_waited_out_across_a_restart(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    asked: list[float] = []
+
+    async def answer(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        asked.append(trio.current_time())
+        return httpx2.Response(429, headers={"Retry-After": "300"}, text="slow down")
+
+    async with running_crawler(_config(tmp_path), answer) as crawler:
+        crawler.seed(["http://a.test/p"])
+        await trio.sleep(20.0)
+    assert len(asked) == 1
+    shard = Shard.open(tmp_path)
+    mark = shard.host_marks()["a.test"]
+    shard.close()
+    assert mark.delay == pytest.approx(300.0)  # the asked wait, not the 1 s delay
+    async with running_crawler(_config(tmp_path), answer):
+        await trio.sleep(400.0)
+    # Before: asked again 1 s after the restart, 21 s after the 429.
+    assert len(asked) == 2 and asked[1] - asked[0] >= 299.0, asked
+
+
+async def test_a_mark_handed_over_waits_no_longer_than_this_peer_would(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    asked: list[float] = []
+
+    async def answer(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path != "/robots.txt":
+            asked.append(trio.current_time())
+        return httpx2.Response(404)
+
+    async with running_crawler(_config(tmp_path), answer) as crawler:
+        start = trio.current_time()
+        # A bogus mark (or a peer with longer limits): a year's wait.
+        mark = HostMark(time.time(), 365 * 86400.0, 0)
+        crawler.take_over("a.test", [NewURL(fingerprint(URL), URL, "a.test", 0)], [], mark)
+        await trio.sleep(700.0)
+    # max_retry_after (600 s) is the longest wait this peer's own settings give.
+    assert len(asked) == 1 and 600.0 <= asked[0] - start < 602.0, asked

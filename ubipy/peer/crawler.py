@@ -476,9 +476,7 @@ class Crawler(HostMovesMixin):
         else:
             assert job.entry is not None
             self._page_answered(job.host, job.entry, result, now, end_wall)
-        slot = self.scheduler.slot(job.host)
-        assert slot is not None
-        self._commits.mark(job.host, HostMark(end_wall, self.scheduler.delay_of(slot), slot.pages))
+        self._commits.mark(job.host, self._mark(job.host, end_wall, now))
         self.on_request_end(job.host)
         ended, self.request_ended = self.request_ended, trio.Event()
         ended.set()

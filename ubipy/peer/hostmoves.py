@@ -12,7 +12,8 @@ import time
 
 import trio
 
-from ubipy.fetch import Scheduler
+from ubipy.config import CrawlConfig
+from ubipy.fetch import Scheduler, retry_delay
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.wakeup import Wakeup
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, Shard
@@ -23,6 +24,7 @@ __all__ = ["HostMovesMixin"]
 class HostMovesMixin:
     """The crawler's side of a hand-off (see the module's docstring)."""
 
+    config: CrawlConfig
     _shard: Shard
     scheduler: Scheduler
     admission: Admission
@@ -90,10 +92,31 @@ class HostMovesMixin:
             self._idle = trio.Event()
         self._wakeup.set()
 
+    def _mark(self, host: str, end_wall: float, now: float) -> HostMark:
+        """What a restart or the host's next owner must know of it after a request that
+        ended at ``end_wall`` (``now`` on this clock): the wait until its next request
+        is allowed, its delay or a longer back-off or Retry-After (forgotten, the
+        host was asked again at the restart's first chance), and its pages."""
+        slot = self.scheduler.slot(host)
+        assert slot is not None
+        wait = max(self.scheduler.delay_of(slot), slot.next_allowed - now)
+        return HostMark(end_wall, wait, slot.pages)
+
     def _restore_mark(self, host: str, mark: HostMark, wall: float, now: float) -> None:
-        """Politeness owed from another run or peer: wait out the delay after its last request.
+        """Politeness owed from another run or peer: wait out the wait after its last
+        request.
 
         A last request "in the future" (another peer's clock ahead of ours, or a
-        bogus mark) counts as now: the wait is never longer than the delay."""
-        wait = max(0.0, min(mark.last_end, wall) + mark.delay - wall)
+        bogus mark) counts as now: the wait is never longer than the mark's, and that
+        never longer than this peer would ask itself (a bogus mark, or another peer's
+        longer limits)."""
+        polite = self.config.politeness
+        longest = max(
+            self.config.fetch.max_retry_after,
+            polite.delay,
+            polite.max_delay,
+            polite.max_crawl_delay,
+            retry_delay(polite.robots_max_attempts, polite.robots_retry_base),
+        )
+        wait = max(0.0, min(mark.last_end, wall) + min(mark.delay, longest) - wall)
         self.scheduler.restore_host(host, not_before=now + wait, pages=mark.pages)
