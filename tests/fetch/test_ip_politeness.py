@@ -5,7 +5,9 @@ is retried with a back-off, then given up."""
 
 from __future__ import annotations
 
+import heapq
 import itertools
+import math
 import random
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 from ubipy.config import CrawlOrder
 from ubipy.fetch import ranking
 from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
+from ubipy.fetch.throttle import ThrottleRules
 from ubipy.fetch.urls import host_key
 
 ROBOTS_OK = b"User-agent: *\nAllow: /\n"
@@ -757,3 +760,56 @@ def test_hops_to_a_host_on_a_busy_shared_address_keep_pace_with_new_hosts() -> N
     # What the address keeps of the hops queued on it stays about the queue's size
     # (it kept every hop ever queued while the queue never emptied).
     assert len(s._addresses._hops_waiting.get(ip, ())) <= 2 * 50 + 16
+
+
+def _requests_to_one_server(hosts: int, latency: float, status: int) -> int:
+    """Page requests in 600 s to ``hosts`` hosts on one address, each page answering
+    ``status`` after ``latency`` seconds (--delay and --ip-delay 1 s, paced hosts)."""
+    s = Scheduler(
+        delay=1.0,
+        window=64,
+        loader=lambda host, after, limit: [],
+        resolve=lambda host: True,
+        ip_delay=1.0,
+        throttle=ThrottleRules(),
+    )
+    for i in range(hosts):
+        _add(s, f"h{i}.test", 500)
+    now, pages = 0.0, 0
+    ends: list[tuple[float, str]] = []
+    while now < 600.0:
+        while (job := s.next_job(now)) is not None:
+            if job.kind is JobKind.RESOLVE:
+                s.resolved(job.host, "10.0.0.1", until=math.inf)
+            elif job.kind is JobKind.ROBOTS:
+                s.robots_answer(job.host, now, status=404, location=None, body=b"")
+            else:
+                pages += 1
+                heapq.heappush(ends, (now + latency, job.host))
+        wake = s.next_wakeup()
+        now = min([ends[0][0]] if ends else [], default=math.inf)
+        now = min(now, wake if wake is not None else math.inf)
+        while ends and ends[0][0] <= now:
+            end, host = heapq.heappop(ends)
+            s.heard(host, latency, status)
+            s.finished(host, end)
+    return pages
+
+
+def test_a_slow_server_behind_many_hosts_is_paced_as_one() -> None:
+    # "As gentle as a crawl of one": the address waits what its host's pace asks.
+    one = _requests_to_one_server(1, 5.0, 200)
+    assert 55 <= one <= 61  # 5 s to answer, 5 s of delay
+    assert _requests_to_one_server(20, 5.0, 200) <= one  # before: 97 (1 s ip delay)
+
+
+def test_a_host_asked_to_wait_holds_its_address_as_long() -> None:
+    s = _sched(delay=1.0, ip_delay=1.0)
+    _resolve_all(s, {"a.test": "10.0.0.1", "b.test": "10.0.0.1"})
+    s.robots_answer(_job(s, 0.0).host, 0.0, status=404, location=None, body=b"")
+    s.robots_answer(_job(s, 1.0).host, 1.0, status=404, location=None, body=b"")
+    page = _job(s, 2.0)
+    assert page.kind is JobKind.PAGE and page.entry is not None
+    s.retry(page.host, page.entry, 3.0, wait=300.0)  # Retry-After: 300 (one server)
+    assert s.next_job(4.0) is None  # before: the other host at 4 s
+    assert s.next_wakeup() == 303.0
