@@ -172,6 +172,11 @@ class Resolver:
             allow_private=config.allow_private,
         )
 
+    @property
+    def allow_private(self) -> bool:
+        """Whether private addresses may be reached (``--allow-private``)."""
+        return self._allow_private
+
     def wanted(self, host: str) -> bool:
         """Whether ``host`` goes through the resolution stage at all."""
         name = split_host(host)

@@ -30,6 +30,7 @@ retry it.
 
 from __future__ import annotations
 
+import logging
 import re
 import ssl
 from collections import OrderedDict
@@ -87,7 +88,13 @@ _PLAIN_URL = re.compile(
 # A "%" that is not an escape (httpx2 quotes it), and dot segments (httpx2 removes them).
 _NOT_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _DOT_SEGMENT = re.compile(r"/\.\.?(?:[/?]|$)")
+log = logging.getLogger(__name__)
+
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_BEHIND_PROXY = (
+    "--proxy: the proxy looks names up, so a name that leads to a private address is not "
+    "refused here (IP addresses and --resolve names are): let the proxy refuse them"
+)
 
 
 class PlainGet(NamedTuple):
@@ -294,6 +301,8 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         # literals, --resolve's names) are still checked before the proxy is asked:
         # a robots.txt redirected to 127.0.0.1:7000 is refused as a link to it is.
         self._resolver = resolver
+        if proxy and resolver is not None and not resolver.allow_private:
+            log.warning(_BEHIND_PROXY)
         self._idle: dict[_Origin, list[_Connection]] = {}
         # Every idle connection, and those over TLS, the longest idle first.
         self._idle_order: OrderedDict[_Connection, None] = OrderedDict()

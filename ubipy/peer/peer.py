@@ -100,12 +100,6 @@ def load_peer_id(shard: Shard, rng: random.Random) -> str:
     return peer_id
 
 
-_BEHIND_PROXY = (
-    "--proxy: the proxy looks names up, so a name that leads to a private address is not "
-    "refused here (IP addresses and --resolve names are): let the proxy refuse them"
-)
-
-
 class Peer:
     def __init__(
         self,
@@ -207,8 +201,6 @@ class Peer:
         if self.resolver is None:
             direct = config.fetch.proxy is None and self._transport is None
             self.resolver = Resolver.of(config.dns, system=direct)
-            if config.fetch.proxy is not None and not config.dns.allow_private:
-                log.warning(_BEHIND_PROXY)
         try:
             async with (
                 make_client(
