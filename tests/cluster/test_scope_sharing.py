@@ -12,6 +12,8 @@ import trio
 import trio.testing
 
 from tests.cluster.harness import SimPeer, cluster, host_of, one_view
+from tests.cluster.test_dns import Answering, moved
+from ubipy.config import BoundsConfig, Scope
 from ubipy.membership import MemberState
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 
@@ -88,3 +90,29 @@ async def test_a_member_suspected_while_seeds_came_gets_their_scope_when_heard_a
 def _state(observer: SimPeer, member: SimPeer) -> MemberState | None:
     seen = observer.peer.membership.member(member.peer_id)
     return None if seen is None else seen.state
+
+
+async def test_a_seed_that_redirects_elsewhere_takes_the_scope_there_on_every_peer(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Under --scope host, a seed that redirects to another host (a bare domain to www.,
+    an old name to a new one) used to end the crawl at its redirect, the target out of
+    scope. The target's host joins the scope, on every peer, as the seed's did."""
+    spec = WebSpec(seed=8, hosts=3, pages_per_host=4, latency=0.05)
+    plain = SyntheticWeb(spec)
+    seed_host, new_host = plain.host_names()[:2]
+    web = Answering(spec, {plain.seed_url(): moved(f"http://{new_host}/")})
+    async with cluster(tmp_path, web, seed=6) as c:
+        sims = await c.start_joined(2, bounds=BoundsConfig(scope=Scope.HOST))
+        sims[0].peer.seed_urls([web.seed_url()])
+        with trio.fail_after(300):
+            await c.server.log.wait_for(lambda log: any(r.host == new_host for r in log))
+            for sim in sims:
+                await sim.peer.crawler.wait_idle()
+        assert all(new_host in s.peer.crawler.scope.roots for s in sims)
+        for sim in sims:
+            await c.kill(sim)
+    asked = {r.host for r in c.server.log}
+    assert asked == {seed_host, new_host}  # no third host: the scope is still by host
+    new_pages = {r.target_path for r in c.server.log if r.host == new_host}
+    assert len(new_pages - {"/robots.txt", "/sitemap.xml"}) > 1  # crawled, not one page

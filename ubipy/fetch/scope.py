@@ -62,7 +62,8 @@ class ScopeFilter:
         """Whether a seed was on ``host`` (a ``HOST[:PORT]`` key)."""
         return host in self._seeds
 
-    def _root_of(self, host: str) -> str:
+    def root_of(self, host: str) -> str:
+        """The root a seed on ``host`` (a ``HOST[:PORT]`` key) brings."""
         name = _hostname(host)
         return name if self.scope is Scope.HOST else registered_domain(name)
 
@@ -73,7 +74,7 @@ class ScopeFilter:
         self._seeds.add(host)
         if self.scope is Scope.ANY:
             return False
-        root = self._root_of(host)
+        root = self.root_of(host)
         if root in self._roots:
             return False
         self._roots.add(root)
@@ -98,7 +99,7 @@ class ScopeFilter:
         if verdict is None:
             if len(self._verdicts) >= _VERDICT_CACHE:
                 self._verdicts.clear()
-            verdict = self._verdicts[host] = self._root_of(host) in self._roots
+            verdict = self._verdicts[host] = self.root_of(host) in self._roots
         return verdict
 
 

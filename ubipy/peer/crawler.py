@@ -52,7 +52,7 @@ from ubipy.peer.refreshing import Refresher
 from ubipy.peer.resolving import ResolveStage
 from ubipy.peer.robotsanswers import robots_answered
 from ubipy.peer.router import Router
-from ubipy.peer.scopesharing import keep_scope, load_scope
+from ubipy.peer.scopesharing import keep_scope, load_scope, widen_to_redirect
 from ubipy.peer.sitemapping import Sitemapping, sitemap_answered
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Placement
@@ -85,6 +85,9 @@ class Crawler(HostMovesMixin):
         self.router = router
         # Called when the router has something new to send.
         self.on_forward: Callable[[], None] = lambda: None
+        self.on_seed_redirect: Callable[[str, str], object] = functools.partial(
+            widen_to_redirect, self
+        )
         # Called after each commit with the URLs admitted, the pages stored and the
         # hosts' new politeness marks (replication follows them).
         self.on_commit: Callable[
@@ -510,8 +513,9 @@ class Crawler(HostMovesMixin):
         if not result.ok:
             log.info("fetch failed: %s: %s", entry.url, result.detail)
         page, discovered = read_page(
-            entry, host, result, config=self.config, candidates=self._candidates, stats=self.stats
-        )
+            entry, host, result, config=self.config, candidates=self._candidates, stats=self.stats,
+            seed_redirect=self.on_seed_redirect,
+        )  # fmt: skip
         first, visit = True, None
         if self.refresher is not None:
             first, row, visit = self.refresher.answered(entry, page, result)

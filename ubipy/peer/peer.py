@@ -281,8 +281,9 @@ class Peer:
         )
         self._ip_leases = IpLeases(self.peer_id, config, crawler, router)
         self._ip_leases.install(self.handle, self.send, self._address_of, self.start_soon)
-        self.scopes = ScopeSharing(crawler, self.send, self.start_soon)
+        self.scopes = ScopeSharing(crawler, self.send, self.start_soon, self._live_others)
         self.scopes.install(self.handle)
+        crawler.on_seed_redirect = self.scopes.seed_redirected
         reporter = self._reporter = Reporter(
             self.peer_id, self.membership, self._figures, self.send, self.start_soon, self.stop
         )
@@ -359,6 +360,10 @@ class Peer:
             for m in self.membership.alive_ids() - {self.peer_id}
             if self._address_of(m) not in unreachable
         )
+
+    def _live_others(self) -> list[str]:
+        members = self.membership.members()
+        return [m.address for m in members if m.state in LIVE_STATES and m.id != self.peer_id]
 
     def _address_of(self, peer_id: str) -> str | None:
         member = self.membership.member(peer_id)
@@ -557,9 +562,7 @@ class Peer:
             result = self.crawler.seed(urls)
         except StorageError as exc:
             return SeedAck(error=str(exc))
-        members = self.membership.members()
-        live = [m.address for m in members if m.state in LIVE_STATES and m.id != self.peer_id]
-        self.scopes.seeded(before, live)
+        self.scopes.seeded(before)
         return SeedAck(result.offered, result.admitted, result.forwarded, result.refused)
 
     async def _status_report(self, cluster: bool) -> Status:

@@ -5,7 +5,7 @@ deeper, none past ``--max-depth``), counted in the crawl's figures."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from ubipy.config import CrawlConfig
@@ -40,8 +40,10 @@ def read_page(
     config: CrawlConfig,
     candidates: Candidates,
     stats: CrawlStats,
+    seed_redirect: Callable[[str, str], object] = lambda location, seed: None,
 ) -> tuple[PageRecord, list[NewURL]]:
-    """The page's record and the URLs it revealed."""
+    """The page's record and the URLs it revealed; ``seed_redirect(location, seed)``
+    is told where a URL at depth 0 (a seed, or where one led) redirects, first."""
     discovered: list[NewURL] = []
     title = encoding = encoding_source = None
     digest = None
@@ -51,6 +53,8 @@ def read_page(
         if result.is_redirect:
             assert result.location is not None
             # A redirect is not a link hop: the target keeps the depth.
+            if entry.depth == 0:
+                seed_redirect(result.location, entry.url)
             discovered = candidates([result.location], entry.url, entry.depth)
         elif result.is_html:
             parsed = parse_html(result.body, entry.url, encoding=result.charset)

@@ -4,6 +4,12 @@ addresses may be ones a crawler is otherwise refused (the user named them). A se
 given to one peer is often on a host another peer owns, and every peer judges the
 links of its own pages, so each must know them all.
 
+A seed that redirects (a bare domain to ``www.``, ``http`` to ``https``, an old name to
+a new one) widens the scope to where it leads, as the seed did (Heritrix's
+``seedsRedirectNewSeeds``): under ``--scope host`` the crawl of ``http://a.example/``
+used to end at its one redirect to ``https://www.a.example/``, out of scope. The target
+gets the scope, not a seed's other rights (a private address stays refused).
+
 A member gets everything when it joins, what is new when seeds come, and, when it
 is heard from again after being suspected (a lossy link, a short cut), what came
 while it was: a SCOPE frame is not acknowledged, and one sent while a member could
@@ -13,15 +19,19 @@ the new seeds' hosts on the hosts it owns.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from ubipy.config import BoundsConfig
-from ubipy.fetch import ScopeFilter
+from ubipy.config import Scope as ScopeKind
+from ubipy.fetch import BadURL, ScopeFilter, resolve_link
 from ubipy.membership import ChangeKind, MemberEvent
 from ubipy.net import Handle, Reply, Send
 from ubipy.store import Shard
 from ubipy.wire import Scope, batches
+
+log = logging.getLogger(__name__)
 
 _ROOTS_META = "scope_roots"
 _SEEDS_META = "seed_hosts"
@@ -38,6 +48,23 @@ def load_scope(shard: Shard, bounds: BoundsConfig) -> ScopeFilter:
     return ScopeFilter.of(bounds, _lines(roots), _lines(seeds))
 
 
+def widen_to_redirect(crawler: Scoped, location: str, seed: str) -> bool:
+    """A URL at depth 0 redirects to ``location``: its root joins the scope (kept in
+    the shard). True if it was new."""
+    scope = crawler.scope
+    try:
+        url, host, _ = resolve_link(location, seed)
+    except BadURL:
+        return False  # counted where the redirect's target is refused
+    if scope.scope is ScopeKind.ANY or scope.allows_host(host):
+        return False
+    root = scope.root_of(host)
+    if not crawler.add_scope_roots([root]):
+        return False
+    log.info("seed %s redirects to %s: the scope takes %s too", seed, url, root)
+    return True
+
+
 def _lines(text: str | None) -> list[str]:
     return text.split("\n") if text else []
 
@@ -51,6 +78,8 @@ def keep_scope(shard: Shard, scope: ScopeFilter) -> None:
 class Scoped(Protocol):
     """What the crawler keeps of the scope (``Crawler``)."""
 
+    scope: ScopeFilter
+
     def scope_now(self) -> tuple[frozenset[str], frozenset[str]]:
         """The roots and the seeds' hosts."""
 
@@ -59,10 +88,18 @@ class Scoped(Protocol):
 
 
 class ScopeSharing:
-    def __init__(self, crawler: Scoped, send: Send, start_soon: Callable[..., object]) -> None:
+    def __init__(
+        self,
+        crawler: Scoped,
+        send: Send,
+        start_soon: Callable[..., object],
+        live: Callable[[], Iterable[str]],
+    ) -> None:
+        """``live()``: the addresses of the other live members, suspected ones too."""
         self._crawler = crawler
         self._send = send
         self._start_soon = start_soon
+        self._live = live
         # Every root and seed host learnt while this peer runs, in order, and where
         # each suspected member's view of them stopped.
         self._learnt: list[tuple[str, str]] = []
@@ -77,14 +114,20 @@ class ScopeSharing:
         roots, seeds = self._crawler.scope_now()
         self._send_scope(address, sorted(roots), sorted(seeds))
 
-    def seeded(self, before: tuple[frozenset[str], frozenset[str]], live: Iterable[str]) -> None:
-        """Seeds came (the scope was ``before``): send what is new to every live member,
-        suspected ones too."""
+    def seeded(self, before: tuple[frozenset[str], frozenset[str]]) -> None:
+        """Seeds came (the scope was ``before``): send what is new to every live member."""
         roots, seeds = self._crawler.scope_now()
         new_roots, new_seeds = sorted(roots - before[0]), sorted(seeds - before[1])
         self._learn(new_roots, new_seeds)
-        for address in live:
+        for address in self._live():
             self._send_scope(address, new_roots, new_seeds)
+
+    def seed_redirected(self, location: str, seed: str) -> None:
+        """A URL at depth 0 (a seed, or where one led) redirects to ``location``: the
+        scope takes its root (:func:`widen_to_redirect`), and the members are told."""
+        before = self._crawler.scope_now()
+        if widen_to_redirect(self._crawler, location, seed):
+            self.seeded(before)
 
     def member_changed(self, event: MemberEvent) -> None:
         address = event.member.address
