@@ -17,6 +17,9 @@ class CrawlStats:
     timeouts: int = 0
     # Pages whose server's certificate did not verify (errors too; never retried).
     certificate_errors: int = 0
+    # Requests (pages, robots.txt) refused as they connected: their address may not be
+    # reached (one the DNS stage did not see, as a robots.txt redirect's target).
+    refused_addresses: int = 0
     truncated: int = 0
     retries: int = 0
     # Requests cut short because the peer lost sight of a majority.
@@ -51,6 +54,7 @@ class CrawlStats:
             self.errors += 1
             self.timeouts += result.outcome is FetchOutcome.TIMEOUT
             self.certificate_errors += result.outcome is FetchOutcome.CERTIFICATE_ERROR
+            self.refused_addresses += result.outcome is FetchOutcome.REFUSED
             return
         self.pages += 1
         self.bytes_in += len(result.body)

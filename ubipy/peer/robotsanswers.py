@@ -30,17 +30,20 @@ def robots_answered(
     """Hand ``job``'s answer on (``asked``: the seconds its Retry-After asked); True
     when URLs were closed (a commit is due now)."""
     stats.robots_requests += 1
-    # A certificate that did not verify will not on the next attempt: the host is
-    # given up at once, its pages closed with the certificate's error.
+    # A certificate that did not verify will not on the next attempt, nor will an
+    # address that may not be reached (a redirect into a private network): the host is
+    # given up at once, its pages closed with the reason.
     bad_cert = result.outcome is FetchOutcome.CERTIFICATE_ERROR
+    refused = result.outcome is FetchOutcome.REFUSED
     stats.certificate_errors += bad_cert
+    stats.refused_addresses += refused
     decision = scheduler.robots_answer(
         job.host,
         now,
         status=result.status,
         location=result.location,
         body=result.body,
-        final=bad_cert,
+        final=bad_cert or refused,
         asked=asked,
     )
     if decision is None:
@@ -48,7 +51,7 @@ def robots_answered(
     slot = scheduler.slot(job.host)
     if slot is not None and slot.robots_state is HostRobots.GIVEN_UP:
         stats.robots_given_up += 1
-        reason = result.detail if bad_cert else None
+        reason = result.detail if bad_cert or refused else None
         commits.close_host(job.host, reason or "robots.txt unreachable")
         return True
     if slot is not None and slot.robots_fetch is not None and not decision.temporary:

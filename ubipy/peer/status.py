@@ -175,7 +175,7 @@ def _dns_figures(c: Crawler) -> dict[str, int]:
         "dns_most_per_host": max(lookups.values(), default=0),
         "dns_failures": stats.failures,
         "dns_hosts_given_up": stats.hosts_given_up,
-        "refused_addresses": stats.refused,
+        "refused_addresses": stats.refused + c.stats.refused_addresses,
     }
 
 
