@@ -813,3 +813,27 @@ def test_a_host_asked_to_wait_holds_its_address_as_long() -> None:
     s.retry(page.host, page.entry, 3.0, wait=300.0)  # Retry-After: 300 (one server)
     assert s.next_job(4.0) is None  # before: the other host at 4 s
     assert s.next_wakeup() == 303.0
+
+
+def test_a_site_s_crawl_delay_does_not_hold_the_other_sites_on_its_address() -> None:
+    """Crawl-delay is one site's wish: on shared hosting, a.test's Crawl-delay of 10 s
+    spaces a.test's requests, not b.test's, which wait the address's delay only."""
+    s = _sched(delay=1.0, ip_delay=1.0)
+    _resolve_all(s, {"a.test": "10.0.0.1", "b.test": "10.0.0.1"})
+    slow = b"User-agent: *\nCrawl-delay: 10\n"
+    for now in (0.0, 1.0):
+        host = _job(s, now).host
+        body = slow if host == "a.test" else b""
+        s.robots_answer(host, now, status=200, location=None, body=body)
+    now = 2.0
+    while (job := s.next_job(now)) is None or job.host != "a.test":
+        if job is not None:
+            assert job.entry is not None
+            s.finished(job.host, now)
+        now = s.next_wakeup() or now + 1.0
+        assert now < 60.0
+    _add_more(s, "b.test", 1)
+    s.finished("a.test", now + 0.5)
+    assert s.next_job(now + 1.4) is None
+    after = _job(s, now + 1.5)  # the address's 1 s, not a.test's 10 s
+    assert after.host == "b.test"

@@ -18,15 +18,18 @@ holds, that host's address, when the scheduler knows it, not its own. A host nev
 waits in the queue of an address it will not use. No I/O and no clock, as the
 scheduler.
 
-After a request the address waits ``--ip-delay``, or the host's own wait if longer
-(scheduler.finished() sets it first): a server slow to answer, or that asked with a
-Retry-After to be left alone, is so through any of its names. A run of 503s without
-one is counted per host still (throttle.py's strikes), so a server behind many names
-backs off more slowly than behind one.
+After a request the address waits ``--ip-delay``, or what the server asked if longer
+(the scheduler works it out: the host's pace, a back-off, a Retry-After): a server slow
+to answer, or that asked to be left alone, is so through any of its names. A site's
+Crawl-delay is that site's own: on shared hosting one site's ``Crawl-delay: 10`` would
+otherwise hold every other site on the address. A run of 503s without a Retry-After is
+counted per host still (throttle.py's strikes), so a server behind many names backs off
+more slowly than behind one.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 
@@ -124,17 +127,16 @@ class AddressRule:
         if ip.turn is slot:
             ip.turn = None
 
-    def ended(self, slot: HostSlot, now: float) -> None:
-        """A request of the host ended: the address it went to waits its delay, or the
-        host's own wait if longer (its pace, a back-off, a Retry-After: the server's,
-        whichever of its names it came through), then the first host waiting for it
-        gets its turn."""
+    def ended(self, slot: HostSlot, now: float, server: float = -math.inf) -> None:
+        """A request of the host ended: the address it went to waits its delay, or until
+        ``server`` if later (the server's own wait, whichever of its names it came
+        through), then the first host waiting for it gets its turn."""
         address, slot.ip = slot.ip, None
         ip = None if address is None else self._addresses.get(address)
         if address is None or ip is None or not ip.in_flight:
             return
         ip.in_flight = False
-        ip.next_allowed = max(now + self._delay, slot.next_allowed)
+        ip.next_allowed = max(now + self._delay, server)
         if ip.turn is None:
             self._give_turn(ip, address)
         self._addresses.sweep(now)

@@ -397,7 +397,10 @@ class Scheduler:
         self.in_flight -= 1
         delay = self.delay_of(slot)
         slot.next_allowed = now + (delay if wait is None else max(wait, delay))
-        self._addresses.ended(slot, now)
+        # The server's signals (pace, back-off, Retry-After) hold its address, Crawl-delay not.
+        pace, rules = slot.pace, self._throttle
+        server = 0.0 if pace is None or rules is None else pace.delay(rules, 0.0)
+        self._addresses.ended(slot, now, now + max(server, wait or 0.0))
         self._hops.ended(slot, now)
         self._arm(slot)
 
@@ -573,10 +576,9 @@ class Scheduler:
         return self._slots.get(host)
 
     def slowest(self, n: int, *, now: float | None = None) -> list[SlowHost]:
-        """The ``n`` hosts this peer goes slowest on (longest delay, then slowest to
-        answer), among those that answered. Walks every such host, so with ``now`` a
-        walk's answer is given again for ``SLOWEST_REFRESH`` seconds: a status pushed
-        every second to a control centre would walk 100,000 hosts every second."""
+        """The ``n`` hosts this peer goes slowest on (longest delay, then latency, time-outs
+        counted), walking every host: with ``now``, given again for ``SLOWEST_REFRESH`` s
+        (a status pushed every second would walk 100,000 hosts every second)."""
         if now is not None and self._slowest[0] == n and now - self._slowest[1] < SLOWEST_REFRESH:
             return self._slowest[2]
         paced = [
