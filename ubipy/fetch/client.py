@@ -19,6 +19,12 @@ from ubipy.config import FetchConfig
 from ubipy.fetch.dns import Resolver
 from ubipy.fetch.transport import PooledTransport, plain_get
 
+# The content codings asked for: those zlib decodes (always there) and tests cover. Without
+# it httpx2 asks for whatever its decoders find importable ("br, zstd" too), and a
+# stray module decided what servers sent: brotlipy's brotli, pulled in by a test
+# dependency, lacks the API httpx2 calls, and every page sent as br killed the peer.
+ACCEPT_ENCODING = "gzip, deflate"
+
 
 class CrawlClient(httpx2.AsyncClient):
     """httpx2's client as :func:`make_client` makes it, with a direct way for a page's GET
@@ -127,7 +133,11 @@ def make_client(
             resolver=resolver,
         )
     return CrawlClient(
-        headers={"User-Agent": agent, "Accept": "text/html,application/xhtml+xml,*/*;q=0.5"},
+        headers={
+            "User-Agent": agent,
+            "Accept": "text/html,application/xhtml+xml,*/*;q=0.5",
+            "Accept-Encoding": ACCEPT_ENCODING,
+        },
         timeout=timeout,
         # Redirects are discovered URLs, routed and scheduled like any other.
         follow_redirects=False,

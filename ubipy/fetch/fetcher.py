@@ -225,10 +225,21 @@ async def fetch(
             if not coded and type(stream) is PooledBody:
                 response.is_stream_consumed = True
                 kept, truncated = await stream.read_capped(max_bytes)
+            elif not coded:
+                kept, truncated = await _read_capped(response.aiter_raw(), max_bytes)
             else:
-                kept, truncated = await _read_capped(
-                    response.aiter_bytes() if coded else response.aiter_raw(), max_bytes
-                )
+                try:
+                    kept, truncated = await _read_capped(response.aiter_bytes(), max_bytes)
+                except httpx2.HTTPError:
+                    raise  # the transport's failures, classified below
+                except Exception as exc:
+                    # A decoder's own failure on what a server sent (brotlipy's brotli
+                    # lacks the API httpx2 calls: TypeError): a page that cannot be
+                    # read, not a dead worker. Only this read is guarded; cancellation
+                    # and other BaseExceptions go through.
+                    coding = fields.get("content-encoding", "")
+                    detail = f"body not decodable as {coding!r}: {type(exc).__name__}: {exc}"
+                    return failed(url, FetchOutcome.PROTOCOL_ERROR, detail[:300], latency=latency)
             return _answer(
                 url, response, latency, fields, ctype, charset, body=kept, truncated=truncated
             )
