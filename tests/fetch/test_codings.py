@@ -3,12 +3,16 @@ anyway (found by a review: a br body killed the peer)."""
 
 from __future__ import annotations
 
+import gzip
+import zlib
 from collections.abc import AsyncIterator
 
 import httpx2
+import pytest
 import trio
 import trio.testing
 
+from tests.fetch.test_transport import Server, _read_head
 from ubipy.config import FetchConfig
 from ubipy.fetch.client import make_client
 from ubipy.fetch.fetcher import FetchOutcome, fetch
@@ -76,3 +80,105 @@ async def test_cancelling_a_coded_read_is_not_a_decoding_error(
         with trio.move_on_after(5) as scope:
             await fetch(client, "http://a.test/", max_bytes=1000)
     assert scope.cancelled_caught  # the crawler's fetch deadline still ends it
+
+
+class _Counted(httpx2.AsyncByteStream):
+    """``first``, then ``more`` piece after piece, counting what was taken."""
+
+    def __init__(self, first: bytes, more: bytes, times: int) -> None:
+        self.first, self.more, self.times = first, more, times
+        self.taken = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        self.taken += 1
+        yield self.first
+        for _ in range(self.times):
+            self.taken += 1
+            yield self.more
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+async def test_junk_after_the_coded_stream_is_not_read_on(coding: str) -> None:
+    # The review's server: a small gzip member, then junk as fast as it could send;
+    # 90 MB were read in 30 s (212 MB of memory, CPU growing with the square of it)
+    # until the fetch deadline. The body ends where its coded stream does.
+    page = b"<html>hi</html>"
+    coded = gzip.compress(page) if coding == "gzip" else zlib.compress(page)
+    body = _Counted(coded, b"x" * 65536, 200)
+    transport = httpx2.MockTransport(
+        lambda _: httpx2.Response(200, headers={"Content-Encoding": coding}, stream=body)
+    )
+    async with _client(transport) as client:
+        r = await fetch(client, "http://a.test/", max_bytes=1_000_000)
+    assert r.ok and (r.body, r.truncated) == (page, False)
+    assert body.taken <= 2  # a little is read on, for the framing's end
+
+
+async def test_a_coded_stream_that_never_ends_is_capped_by_its_coded_bytes() -> None:
+    # Empty stored blocks, endlessly: nothing decoded for the cap to stop.
+    z = zlib.compressobj(wbits=-15)
+    start = z.compress(b"<html>hi</html>") + z.flush(zlib.Z_SYNC_FLUSH)
+    empty = b"\x00\x00\x00\xff\xff" * 13_000
+    body = _Counted(start, empty, 200)
+    transport = httpx2.MockTransport(
+        lambda _: httpx2.Response(200, headers={"Content-Encoding": "deflate"}, stream=body)
+    )
+    async with _client(transport) as client:
+        r = await fetch(client, "http://a.test/", max_bytes=100_000)
+    assert r.ok and r.body == b"<html>hi</html>" and r.truncated
+    assert body.taken <= 3  # 100 KB of coded bytes and a piece, not 13 MB
+
+
+async def test_a_coded_answer_whose_framing_ends_later_keeps_its_connection(
+    nursery: trio.Nursery,
+) -> None:
+    # The gzip member ends before the chunked body's last chunk comes: reading on to
+    # it lets the connection serve the next request.
+    page = b"<html>" + b"x" * 5000 + b"</html>"
+    coded = gzip.compress(page)
+
+    async def chunked(stream: trio.SocketStream, _: int) -> None:
+        while await _read_head(stream):
+            head = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"
+            await stream.send_all(head + b"\r\n%x\r\n%s\r\n" % (len(coded), coded))
+            await trio.testing.wait_all_tasks_blocked()  # the client waits for more
+            await stream.send_all(b"0\r\n\r\n")
+
+    server = Server(chunked)
+    await nursery.start(server.serve)
+    async with make_client(FetchConfig(), "ubipy/test") as client:
+        for _ in range(3):
+            r = await fetch(client, f"http://127.0.0.1:{server.port}/", max_bytes=100_000)
+            assert r.ok and r.body == page
+    assert server.connections == 1
+
+
+def _raw_deflate(data: bytes) -> bytes:
+    z = zlib.compressobj(wbits=-15)
+    return z.compress(data) + z.flush()
+
+
+_PAGE = b"<title>t</title>" + bytes(range(256)) * 40
+
+
+@pytest.mark.parametrize(
+    ("coding", "wire"),
+    [
+        ("gzip", gzip.compress(_PAGE)),
+        ("X-Gzip", gzip.compress(_PAGE)),  # RFC 9110: read as gzip
+        ("deflate", zlib.compress(_PAGE)),  # zlib's format, as RFC 9110 says
+        ("deflate", _raw_deflate(_PAGE)),  # the raw one, as some servers send
+        ("gzip, identity, gzip", gzip.compress(gzip.compress(_PAGE))),
+        ("identity", _PAGE),
+    ],
+)
+@pytest.mark.parametrize("size", [1, 7, 1 << 20], ids=["bytewise", "small", "whole"])
+async def test_codings_are_decoded_whatever_pieces_they_come_in(
+    coding: str, wire: bytes, size: int
+) -> None:
+    pieces = [wire[i : i + size] for i in range(0, len(wire), size)]
+    async with _client(_coded(coding, *pieces)) as client:
+        whole = await fetch(client, "http://a.test/", max_bytes=100_000)
+        cut = await fetch(client, "http://a.test/", max_bytes=1000)
+    assert whole.ok and (whole.body, whole.truncated) == (_PAGE, False)
+    assert cut.ok and (cut.body, cut.truncated) == (_PAGE[:1000], True)

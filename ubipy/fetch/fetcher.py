@@ -20,6 +20,7 @@ import httpx2
 import trio
 
 from ubipy.fetch.client import CrawlClient, sent_headers
+from ubipy.fetch.coding import BadCoding, BodyDecoder, read_decoded
 from ubipy.fetch.tls import certificate_failure
 from ubipy.fetch.transport import AddressRefused, CappedBody, CertificateError, PooledBody
 
@@ -215,30 +216,18 @@ async def fetch(
                 return _answer(
                     url, response, latency, fields, ctype, charset, detail=detail, accepted=False
                 )
-            # Decoded bytes are what is capped, so a compression bomb stops at the cap.
             # Without a content coding the raw bytes are the decoded ones: one
-            # generator fewer (aiter_bytes wraps aiter_raw in decoders), and none
-            # from ubipy's transport. A response read already (a test's
-            # MockTransport) is only served by aiter_bytes.
-            coded = "content-encoding" in fields or response.is_stream_consumed
+            # generator fewer, and none from ubipy's transport.
             stream = response.stream
-            if not coded and type(stream) is PooledBody:
+            if "content-encoding" not in fields and type(stream) is PooledBody:
                 response.is_stream_consumed = True
                 kept, truncated = await stream.read_capped(max_bytes)
-            elif not coded:
-                kept, truncated = await _read_capped(response.aiter_raw(), max_bytes)
             else:
                 try:
-                    kept, truncated = await _read_capped(response.aiter_bytes(), max_bytes)
-                except httpx2.HTTPError:
-                    raise  # the transport's failures, classified below
-                except Exception as exc:
-                    # A decoder's own failure on what a server sent (brotlipy's brotli
-                    # lacks the API httpx2 calls: TypeError): a page that cannot be
-                    # read, not a dead worker. Only this read is guarded; cancellation
-                    # and other BaseExceptions go through.
+                    kept, truncated = await _read_coded(response, fields, max_bytes)
+                except BadCoding as exc:
                     coding = fields.get("content-encoding", "")
-                    detail = f"body not decodable as {coding!r}: {type(exc).__name__}: {exc}"
+                    detail = f"body not decodable as {coding!r}: {exc}"
                     return failed(url, FetchOutcome.PROTOCOL_ERROR, detail[:300], latency=latency)
             return _answer(
                 url, response, latency, fields, ctype, charset, body=kept, truncated=truncated
@@ -257,6 +246,31 @@ async def fetch(
         # Malformed responses and odd sockets surface as OSError and ValueError
         # below httpx.
         return failed(url, _failure(exc), f"{type(exc).__name__}: {exc}"[:300])
+
+
+async def _read_coded(
+    response: httpx2.Response, fields: dict[str, str], max_bytes: int
+) -> tuple[bytes, bool]:
+    """The body as :func:`_read_capped` keeps it, its codings undone: gzip and
+    deflate here (:mod:`ubipy.fetch.coding`), both the coded and the decoded bytes
+    capped, so that neither a bomb nor junk after the coded stream goes on. A response
+    read already (a test's MockTransport) was decoded by httpx2 as it was made.
+    :class:`BadCoding` when the body does not decode."""
+    decoder = None
+    if not response.is_stream_consumed:
+        decoder = BodyDecoder.of(fields.get("content-encoding", ""))
+    if decoder is not None:
+        return await read_decoded(response.aiter_raw(), decoder, max_bytes)
+    try:
+        return await _read_capped(response.aiter_bytes(), max_bytes)
+    except httpx2.HTTPError:
+        raise  # the transport's failures, classified by fetch()
+    except Exception as exc:
+        # A decoder's own failure on what a server sent (brotlipy's brotli lacks the
+        # API httpx2 calls: TypeError): a page that cannot be read, not a dead
+        # worker. Only this read is guarded; cancellation and other BaseExceptions
+        # go through.
+        raise BadCoding(f"{type(exc).__name__}: {exc}") from exc
 
 
 async def _read_capped(pieces: AsyncGenerator[bytes, None], max_bytes: int) -> tuple[bytes, bool]:

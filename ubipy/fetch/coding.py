@@ -1,0 +1,154 @@
+"""A body's content codings (RFC 9110 8.4), undone by ubipy rather than httpx2.
+
+httpx2's decoders read every raw byte a server sends and cap nothing: the fetcher's
+cap on the decoded bytes does not stop a gzip member followed by endless junk, which
+zlib keeps aside as ``unused_data`` (copied whole at each call). A review's server
+had 90 MB of it read in 30 s, 212 MB of memory, CPU growing with the square of what
+came, until the fetch deadline. Here the coded bytes are capped as the decoded ones
+are, and what follows the coded stream's end is not decoded: it is not the body
+(Chrome ignores it too), only read on a little so that a kept-alive connection's
+answer can end.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import aclosing
+
+from ubipy.errors import UbipyError
+from ubipy.fetch.transport import CappedBody
+
+# The codings decoded here (x-gzip: RFC 9110 asks that it be read as gzip).
+DECODED = frozenset({"gzip", "x-gzip", "deflate"})
+# More codings on one body than this is a server's mistake or an attack (httpx2's bound).
+MAX_CODINGS = 5
+# The most a decompressor gives at a time: a bomb inflates no further than the cap
+# and one piece, however much a few coded bytes would make.
+_PIECE = 256 * 1024
+# Bytes read on after the coded stream's end, so that the answer's framing (a chunked
+# body's last chunk) can end and its connection be reused; more is not waited for.
+_AFTER_END = 16 * 1024
+
+
+class BadCoding(UbipyError):
+    """A body that cannot be decoded from the codings its answer names."""
+
+
+def codings(header: str) -> list[str]:
+    """The codings a Content-Encoding names, in the order they were applied, without
+    ``identity`` (no coding)."""
+    names = (name.strip().lower() for name in header.split(","))
+    return [name for name in names if name and name != "identity"]
+
+
+class BodyDecoder:
+    """Undoes a body's codings, the last applied first, piece by piece."""
+
+    __slots__ = ("_stages",)
+
+    def __init__(self, names: list[str]) -> None:
+        self._stages = [_Inflate(name) for name in reversed(names)]
+
+    @classmethod
+    def of(cls, header: str) -> BodyDecoder | None:
+        """The decoder for a Content-Encoding; None when it names a coding not in
+        :data:`DECODED`, or too many."""
+        names = codings(header)
+        if len(names) > MAX_CODINGS or not DECODED.issuperset(names):
+            return None
+        return cls(names)
+
+    @property
+    def ended(self) -> bool:
+        """Whether the coded stream (the last coding applied) has come to its end."""
+        return bool(self._stages) and self._stages[0].ended
+
+    def decode(self, data: bytes) -> Iterator[bytes]:
+        """The decoded pieces of ``data``, each at most :data:`_PIECE` long, made as
+        they are taken: a reader that stops at its cap decodes no further."""
+        pieces: Iterator[bytes] = iter((data,))
+        for stage in self._stages:
+            pieces = stage.pipe(pieces)
+        return pieces
+
+
+class _Inflate:
+    """One gzip or deflate stream's decompressor."""
+
+    __slots__ = ("_head", "_name", "_z")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._head = b""
+        # deflate is zlib's format (RFC 9110), but servers send the raw one too, as
+        # browsers read: which one it is waits for the first two bytes.
+        self._z = None if name == "deflate" else zlib.decompressobj(16 + zlib.MAX_WBITS)
+
+    @property
+    def ended(self) -> bool:
+        return self._z is not None and self._z.eof
+
+    def pipe(self, pieces: Iterator[bytes]) -> Iterator[bytes]:
+        for data in pieces:
+            yield from self._inflate(data)
+
+    def _inflate(self, data: bytes) -> Iterator[bytes]:
+        z = self._z
+        if z is None:
+            data = self._head + data
+            if len(data) < 2:
+                self._head = data
+                return
+            z = self._z = zlib.decompressobj(zlib.MAX_WBITS if _zlib_header(data) else -15)
+        try:
+            # What follows the stream's end is not decoded: zlib would copy it aside.
+            while data and not z.eof:
+                piece = z.decompress(data, _PIECE)
+                data = z.unconsumed_tail
+                if piece:
+                    yield piece
+        except zlib.error as exc:
+            raise BadCoding(f"not {self._name}: {exc}") from exc
+
+
+def _zlib_header(data: bytes) -> bool:
+    """Whether ``data`` starts with a zlib header (RFC 1950): deflate, a window of at
+    most 32 KB, and a check that makes the two bytes a multiple of 31."""
+    return data[0] & 0x0F == 8 and data[0] >> 4 <= 7 and (data[0] << 8 | data[1]) % 31 == 0
+
+
+async def read_decoded(
+    pieces: AsyncGenerator[bytes, None], decoder: BodyDecoder, max_bytes: int
+) -> tuple[bytes, bool]:
+    """The first ``max_bytes`` of the body that ``pieces`` (its coded bytes) decode
+    to, and whether there was more: more decoded bytes, or more than ``max_bytes``
+    coded ones before the coded stream's end (:class:`BadCoding` when they do not
+    decode). Closed explicitly: leaving the loop early must not strand the generator."""
+    kept = CappedBody(max_bytes)
+    read = 0
+    async with aclosing(pieces) as body:
+        async for chunk in body:
+            read += len(chunk)
+            if decoder.ended:
+                if read > _AFTER_END:  # counted from the end: see below
+                    break
+                continue
+            try:
+                for piece in decoder.decode(chunk):
+                    if not kept.add(piece):
+                        return kept.result()
+            except BadCoding:
+                raise
+            except Exception as exc:
+                # Whatever else a decoder raises on what a server sent is the page's
+                # failure, not the worker's.
+                raise BadCoding(f"{type(exc).__name__}: {exc}") from exc
+            if decoder.ended:
+                read = 0  # from here on, what is read after the end
+            elif read > max_bytes:
+                # As many coded bytes as the cap allows decoded ones, and the stream
+                # still going (stored blocks, empty ones): cut as a long body is.
+                kept.truncated = True
+                break
+    return kept.result()
