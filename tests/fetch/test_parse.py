@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import resource
+import subprocess
+import sys
 from urllib.parse import quote
 
 import pytest
@@ -401,3 +404,26 @@ def test_utf16_with_a_bom() -> None:
 def test_an_idn_link_in_a_legacy_page_becomes_punycode() -> None:
     body = '<title>t</title><a href="http://网络爬虫.example/">站点</a>'.encode("gbk")
     assert parse_html(body, URL, encoding="gbk").links == ("http://xn--p0xp4y9jao6v.example/",)
+
+
+def test_one_element_with_many_attributes_costs_linear_time() -> None:
+    """libxml2 builds a tree in time quadratic in one element's attributes: a 0.9 MB
+    page of one tag with 100,000 distinct attributes held the crawl's loop 10.8 s, and
+    a page at the body cap would hold it for hours. Read as events it takes linear
+    time. A tag of 400,000 attributes (3.9 MB), in a process allowed 20 s of CPU: about
+    0.1 s now, minutes the quadratic way."""
+    code = (
+        "from ubipy.fetch.parse import parse_html\n"
+        "attrs = b' '.join(b'a%d=1' % i for i in range(400_000))\n"
+        "body = b'<html><body><p ' + attrs + b'>x</p><a href=/after>a</a></body></html>'\n"
+        "print(parse_html(body, 'http://a.test/').links)\n"
+    )
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (20, 20))
+
+    done = subprocess.run(
+        [sys.executable, "-c", code], preexec_fn=limit, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "http://a.test/after" in done.stdout
