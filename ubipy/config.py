@@ -373,7 +373,9 @@ class FetchConfig:
         None,
         flag="--proxy",
         metavar="URL",
-        help="send every request through this HTTP proxy (default: none, direct)",
+        help="send every request through this HTTP proxy, which then looks names up: "
+        "only IP addresses and --resolve names are checked against --allow-private "
+        "(default: none, direct)",
     )
     # HTML is always kept and parsed for links; these are kept besides, not parsed.
     accept: tuple[str, ...] = option(
