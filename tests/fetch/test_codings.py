@@ -16,6 +16,7 @@ from tests.fetch.test_transport import Server, _read_head
 from ubipy.config import FetchConfig
 from ubipy.fetch.client import make_client
 from ubipy.fetch.fetcher import FetchOutcome, fetch
+from ubipy.fetch.retry import is_retryable
 
 
 class _Pieces(httpx2.AsyncByteStream):
@@ -182,3 +183,51 @@ async def test_codings_are_decoded_whatever_pieces_they_come_in(
         cut = await fetch(client, "http://a.test/", max_bytes=1000)
     assert whole.ok and (whole.body, whole.truncated) == (_PAGE, False)
     assert cut.ok and (cut.body, cut.truncated) == (_PAGE[:1000], True)
+
+
+@pytest.mark.parametrize(
+    ("coding", "wire"),
+    [
+        ("gzip", gzip.compress(_PAGE)),
+        ("deflate", zlib.compress(_PAGE)),
+        ("deflate", _raw_deflate(_PAGE)),
+        ("gzip, gzip", gzip.compress(gzip.compress(_PAGE))),
+    ],
+)
+async def test_a_coded_body_cut_short_is_an_error_not_a_page(coding: str, wire: bytes) -> None:
+    # A close-delimited body ends where the connection does: only the coded stream
+    # says it was cut. Before, its decoded half was stored as the whole page.
+    half = wire[: len(wire) // 2]
+    async with _client(_coded(coding, half)) as client:
+        r = await fetch(client, "http://a.test/", max_bytes=100_000)
+        # Cut by the cap before its end: a long page, kept in part as ever.
+        capped = await fetch(client, "http://a.test/", max_bytes=100)
+    assert r.outcome is FetchOutcome.PROTOCOL_ERROR and r.body == b""
+    assert r.detail is not None and "cut short" in r.detail
+    assert capped.ok and capped.truncated and capped.body == _PAGE[:100]
+
+
+@pytest.mark.parametrize("status", [200, 204, 301, 304])
+async def test_an_empty_coded_body_is_empty_not_cut(status: int) -> None:
+    async with _client(_coded("gzip", status=status)) as client:
+        r = await fetch(client, "http://a.test/", max_bytes=1000)
+    assert r.ok and r.status == status and r.body == b""
+
+
+async def test_a_close_delimited_gzip_body_cut_mid_stream_is_retried(
+    nursery: trio.Nursery,
+) -> None:
+    # The review's server: no Content-Length, half the gzip member, then the close.
+    page = b"<html><body>" + bytes(range(256)) * 80 + b"<a href=/last>l</a></body></html>"
+    coded = gzip.compress(page)
+
+    async def cut(stream: trio.SocketStream, _: int) -> None:
+        await _read_head(stream)
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: gzip\r\n\r\n"
+        await stream.send_all(head + coded[: len(coded) // 2])
+
+    server = Server(cut)
+    await nursery.start(server.serve)
+    async with make_client(FetchConfig(), "ubipy/test") as client:
+        r = await fetch(client, f"http://127.0.0.1:{server.port}/", max_bytes=100_000)
+    assert r.outcome is FetchOutcome.PROTOCOL_ERROR and is_retryable(r)
