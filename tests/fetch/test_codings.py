@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import httpx2
 import pytest
@@ -14,6 +14,7 @@ import trio.testing
 
 from tests.fetch.test_transport import Server, _read_head
 from ubipy.config import FetchConfig
+from ubipy.fetch import coding
 from ubipy.fetch.client import make_client
 from ubipy.fetch.fetcher import FetchOutcome, fetch
 from ubipy.fetch.retry import is_retryable
@@ -231,3 +232,54 @@ async def test_a_close_delimited_gzip_body_cut_mid_stream_is_retried(
     async with make_client(FetchConfig(), "ubipy/test") as client:
         r = await fetch(client, f"http://127.0.0.1:{server.port}/", max_bytes=100_000)
     assert r.outcome is FetchOutcome.PROTOCOL_ERROR and is_retryable(r)
+
+
+@pytest.mark.parametrize(
+    ("coding", "named"),
+    [
+        ("compress", "compress"),
+        ("x-foo", "x-foo"),
+        ("gzip, x-bar", "x-bar"),
+        ("gzip, " * 5 + "gzip", "more than 5"),
+    ],
+)
+@pytest.mark.parametrize("read", [False, True], ids=["streamed", "read already"])
+async def test_a_body_in_a_coding_not_decoded_here_is_an_error_not_a_page(
+    coding: str, named: str, read: bool
+) -> None:
+    # Before: httpx2 passed the coded bytes on, and they were stored as the page.
+    wire = gzip.compress(b"<html><a href=/x>x</a></html>")
+    headers = [("Content-Type", "text/html"), ("Content-Encoding", coding)]
+    body = {"content": wire} if read else {"stream": _Pieces(wire)}
+
+    def handler(_: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, headers=headers, **body)
+
+    async with _client(httpx2.MockTransport(handler)) as client:
+        r = await fetch(client, "http://a.test/", max_bytes=100_000)
+    assert r.outcome is FetchOutcome.PROTOCOL_ERROR and r.body == b""
+    assert r.detail is not None and named in r.detail
+
+
+async def test_a_redirect_in_a_coding_not_decoded_here_is_still_a_redirect() -> None:
+    # No body, nothing to decode: the Location is what counts.
+    headers = [("Location", "/elsewhere"), ("Content-Encoding", "compress")]
+    transport = httpx2.MockTransport(lambda _: httpx2.Response(301, headers=headers))
+    async with _client(transport) as client:
+        r = await fetch(client, "http://a.test/", max_bytes=1000)
+    assert r.ok and r.is_redirect and r.location == "/elsewhere"
+
+
+async def test_whatever_a_decoder_raises_is_the_pages_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As brotlipy's TypeError was: not an exception out of fetch().
+    def broken(self: object, data: bytes) -> Iterator[bytes]:
+        raise TypeError("unexpected keyword argument")
+        yield b""
+
+    monkeypatch.setattr(coding._Inflate, "_inflate", broken)
+    async with _client(_coded("gzip", gzip.compress(b"<p>"))) as client:
+        r = await fetch(client, "http://a.test/", max_bytes=1000)
+    assert r.outcome is FetchOutcome.PROTOCOL_ERROR
+    assert r.detail == "Content-Encoding 'gzip': TypeError: unexpected keyword argument"

@@ -45,19 +45,22 @@ def codings(header: str) -> list[str]:
 class BodyDecoder:
     """Undoes a body's codings, the last applied first, piece by piece."""
 
-    __slots__ = ("_stages",)
+    __slots__ = ("_stages", "refused")
 
-    def __init__(self, names: list[str]) -> None:
-        self._stages = [_Inflate(name) for name in reversed(names)]
-
-    @classmethod
-    def of(cls, header: str) -> BodyDecoder | None:
-        """The decoder for a Content-Encoding; None when it names a coding not in
-        :data:`DECODED`, or too many."""
+    def __init__(self, header: str) -> None:
+        """The decoder for a Content-Encoding's codings."""
         names = codings(header)
-        if len(names) > MAX_CODINGS or not DECODED.issuperset(names):
-            return None
-        return cls(names)
+        unknown = ", ".join(name for name in names if name not in DECODED)
+        # Why a body in these codings cannot be read: one not decoded here leaves
+        # bytes that are not the page (httpx2 passed them on as they came, and they
+        # were stored as the page). A body with no bytes (a 304, a redirect's) is
+        # read all the same: it has nothing to decode.
+        self.refused: str | None = None
+        if unknown:
+            self.refused = f"not supported: {unknown}"
+        elif len(names) > MAX_CODINGS:
+            self.refused = f"more than {MAX_CODINGS} codings: {len(names)}"
+        self._stages = [] if self.refused else [_Inflate(name) for name in reversed(names)]
 
     @property
     def ended(self) -> bool:
@@ -76,6 +79,8 @@ class BodyDecoder:
     def decode(self, data: bytes) -> Iterator[bytes]:
         """The decoded pieces of ``data``, each at most :data:`_PIECE` long, made as
         they are taken: a reader that stops at its cap decodes no further."""
+        if self.refused is not None and data:
+            raise BadCoding(self.refused)
         pieces: Iterator[bytes] = iter((data,))
         for stage in self._stages:
             pieces = stage.pipe(pieces)

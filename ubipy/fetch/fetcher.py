@@ -227,7 +227,7 @@ async def fetch(
                     kept, truncated = await _read_coded(response, fields, max_bytes)
                 except BadCoding as exc:
                     coding = fields.get("content-encoding", "")
-                    detail = f"body not decodable as {coding!r}: {exc}"
+                    detail = f"Content-Encoding {coding!r}: {exc}"
                     return failed(url, FetchOutcome.PROTOCOL_ERROR, detail[:300], latency=latency)
             return _answer(
                 url, response, latency, fields, ctype, charset, body=kept, truncated=truncated
@@ -253,24 +253,18 @@ async def _read_coded(
 ) -> tuple[bytes, bool]:
     """The body as :func:`_read_capped` keeps it, its codings undone: gzip and
     deflate here (:mod:`ubipy.fetch.coding`), both the coded and the decoded bytes
-    capped, so that neither a bomb nor junk after the coded stream goes on. A response
-    read already (a test's MockTransport) was decoded by httpx2 as it was made.
-    :class:`BadCoding` when the body does not decode."""
-    decoder = None
+    capped, so that neither a bomb nor junk after the coded stream goes on.
+    :class:`BadCoding` when the body does not decode, or is in a coding not decoded
+    here."""
+    decoder = BodyDecoder(fields.get("content-encoding", ""))
     if not response.is_stream_consumed:
-        decoder = BodyDecoder.of(fields.get("content-encoding", ""))
-    if decoder is not None:
         return await read_decoded(response.aiter_raw(), decoder, max_bytes)
-    try:
-        return await _read_capped(response.aiter_bytes(), max_bytes)
-    except httpx2.HTTPError:
-        raise  # the transport's failures, classified by fetch()
-    except Exception as exc:
-        # A decoder's own failure on what a server sent (brotlipy's brotli lacks the
-        # API httpx2 calls: TypeError): a page that cannot be read, not a dead
-        # worker. Only this read is guarded; cancellation and other BaseExceptions
-        # go through.
-        raise BadCoding(f"{type(exc).__name__}: {exc}") from exc
+    # Read already (a test's MockTransport): httpx2 decoded what it knew as the
+    # response was made, and left any other coding as it came.
+    body, truncated = await _read_capped(response.aiter_bytes(), max_bytes)
+    if body and decoder.refused is not None:
+        raise BadCoding(decoder.refused)
+    return body, truncated
 
 
 async def _read_capped(pieces: AsyncGenerator[bytes, None], max_bytes: int) -> tuple[bytes, bool]:
