@@ -341,3 +341,11 @@ async def test_what_a_client_is_given_after_it_is_made_takes_httpx2s_way() -> No
     assert seen[0].url.params["k"] == "v"
     assert seen[1].headers["cookie"] == "c=1"
     assert seen[2].headers["authorization"].startswith("Basic ")
+
+
+async def test_of_two_location_headers_the_first_is_followed() -> None:
+    # Joined, "/a" and "/b" became the link "/a, /b": http://a.test/a,%20/b, fetched.
+    headers = [("Location", "/a"), ("Location", "/b")]
+    async with _client(lambda _: httpx2.Response(302, headers=headers)) as client:
+        r = await fetch(client, "http://a.test/", max_bytes=100)
+    assert r.is_redirect and r.location == "/a"

@@ -286,11 +286,19 @@ _KEPT = frozenset(
 
 def _fields(headers: httpx2.Headers) -> dict[str, str]:
     """The headers a result keeps, in one pass over them: each ``headers.get`` scans
-    them all. Repeated headers are joined with ", ", as ``get`` joins them."""
+    them all. Repeated headers are joined with ", ", as ``get`` joins them, but for
+    Location, of which the first counts."""
     out: dict[str, str] = {}
     for name, value in headers.multi_items():  # names lower-cased, as get() takes them
         if name in _KEPT:
-            out[name] = f"{out[name]}, {value}" if name in out else value
+            if name not in out:
+                out[name] = value
+            elif name != "location":
+                out[name] = f"{out[name]}, {value}"
+            # A second Location is not a list: joined, "/a" and "/b" made the URL
+            # "/a,%20/b", admitted and fetched. The first is followed: Chrome
+            # refuses such an answer when the two differ, which here would lose
+            # the redirect the server meant, and a crawler only needs one target.
     return out
 
 
