@@ -27,7 +27,7 @@ MAX_CODINGS = 5
 # and one piece, however much a few coded bytes would make.
 _PIECE = 256 * 1024
 # Bytes read on after the coded stream's end, so that the answer's framing (a chunked
-# body's last chunk) can end and its connection be reused; more is not waited for.
+# body's last chunk) can end and its connection be reused; no more is read.
 _AFTER_END = 16 * 1024
 
 
