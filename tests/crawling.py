@@ -37,13 +37,20 @@ async def crawl_until_idle(
 
 
 async def recrawl_for(
-    config: CrawlConfig, shard: Shard, server: SynthServer, seeds: Sequence[str], seconds: float
+    config: CrawlConfig,
+    shard: Shard,
+    server: SynthServer | httpx2.AsyncBaseTransport,
+    seeds: Sequence[str],
+    seconds: float,
 ) -> Crawler:
-    """A continuous crawl (``--recrawl``) of the in-process web for ``seconds`` (run it
-    on the autojump clock), then stopped; the stopped crawler is returned. Visits and
-    due times are stamped with the wall clock, kept in step with trio's here."""
+    """A crawl of the in-process web (or through a transport) for ``seconds`` (run it
+    on the autojump clock), continuous under ``--recrawl``, then stopped; the stopped
+    crawler is returned. Visits and due times are stamped with the wall clock, kept in
+    step with trio's here."""
+    if isinstance(server, SynthServer):
+        server = SynthTransport(server)
     with wall_clock_on_trio_time():
-        async with httpx2.AsyncClient(transport=SynthTransport(server)) as client:
+        async with httpx2.AsyncClient(transport=server) as client:
             crawler = Crawler(config, shard, client)
             async with trio.open_nursery() as nursery:
                 await nursery.start(crawler.run)

@@ -64,6 +64,25 @@ def public_addresses(web: SyntheticWeb) -> dict[str, str]:
     return {name: f"11.0.0.{i + 1}" for i, name in enumerate(names)}
 
 
+async def crawl_alone(
+    tmp_path: Path,
+    web: SyntheticWeb,
+    addresses: dict[str, str],
+    seeds: list[str],
+    bounds: BoundsConfig | None = None,
+) -> tuple[list[Request], dict[str, Any]]:
+    """One peer, its names looked up in ``addresses``, crawls from ``seeds`` until idle:
+    the server's log and the peer's status."""
+    async with cluster(tmp_path, web, seed=3) as c:
+        sim = await c.start(0, bounds=bounds, resolver=Resolver(lookup=dns_of(addresses)))
+        sim.peer.seed_urls(seeds)
+        with trio.fail_after(300):
+            await sim.peer.crawler.wait_idle()
+        status = (await c.status(sim))["peers"][0]
+        assert await c.stop(sim)
+    return list(c.server.log), status
+
+
 async def crawl_time(
     tmp: Path, web: SyntheticWeb, resolver: Resolver
 ) -> tuple[float, dict[str, Any]]:
@@ -119,16 +138,8 @@ async def test_addresses_a_crawler_may_not_reach_are_not_asked(
     addresses = public_addresses(web)
     # The seed's own host is on a private address too: the user named it, so it is crawled.
     addresses[names[0]], addresses[inside] = "10.9.9.8", "10.9.9.9"
-    resolver = Resolver(lookup=dns_of(addresses))
-    async with cluster(tmp_path, web, seed=3) as c:
-        sim = await c.start(0, bounds=ANY_SCOPE, resolver=resolver)
-        sim.peer.seed_urls([web.seed_url()])
-        with trio.fail_after(300):
-            await sim.peer.crawler.wait_idle()
-        status = (await c.status(sim))["peers"][0]
-        assert await c.stop(sim)
-
-    asked = {r.host for r in c.server.log}
+    log, status = await crawl_alone(tmp_path, web, addresses, [web.seed_url()], ANY_SCOPE)
+    asked = {r.host for r in log}
     assert names[0] in asked
     assert not asked & {inside, "169.254.169.254", "127.0.0.1:7000", "127.0.0.1"}
     assert status["refused_addresses"] == 3 and status["pending"] == 0
@@ -245,14 +256,8 @@ async def test_a_url_a_seed_redirects_to_gets_no_seed_s_allowance(
     target = target.format(inside=inside)
     web = Answering(spec, {plain.seed_url(): moved(target)})
     addresses = {**public_addresses(web), inside: "10.0.0.5"}
-    async with cluster(tmp_path, web, seed=3) as c:
-        sim = await c.start(0, bounds=bounds, resolver=Resolver(lookup=dns_of(addresses)))
-        sim.peer.seed_urls([web.seed_url()])
-        with trio.fail_after(300):
-            await sim.peer.crawler.wait_idle()
-        status = (await c.status(sim))["peers"][0]
-        assert await c.stop(sim)
-    asked = {r.host for r in c.server.log}
+    log, status = await crawl_alone(tmp_path, web, addresses, [web.seed_url()], bounds)
+    asked = {r.host for r in log}
     assert plain.host_names()[0] in asked  # the seed, and its redirect, were asked
     assert not asked & {"169.254.169.254", inside}
     assert status["refused_addresses"] == 1
@@ -275,14 +280,8 @@ async def test_a_seed_allows_its_own_port_of_a_private_address_only(
         spec,
         {home: Response(200, html, page), home + "more": Response(200, html, b"<p>more</p>")},
     )
-    async with cluster(tmp_path, web, seed=3) as c:
-        sim = await c.start(0, resolver=Resolver(lookup=dns_of(public_addresses(web))))
-        sim.peer.seed_urls([home])
-        with trio.fail_after(300):
-            await sim.peer.crawler.wait_idle()
-        status = (await c.status(sim))["peers"][0]
-        assert await c.stop(sim)
-    asked = {(r.host, r.target_path) for r in c.server.log}
+    log, status = await crawl_alone(tmp_path, web, public_addresses(web), [home])
+    asked = {(r.host, r.target_path) for r in log}
     assert ("127.0.0.1:8080", "/more") in asked
     assert {h for h, _ in asked} == {"127.0.0.1:8080"}
     assert status["refused_addresses"] == 2

@@ -157,3 +157,12 @@ async def status_json(address: str, secret: str = "s3cret") -> dict[str, Any]:
     answer = await request(address, secret_from(secret), StatusRequest(cluster=True))
     payload: dict[str, Any] = json.loads(json.dumps(answer.to_wire()))
     return payload
+
+
+async def members_alive(peer: PeerProcess, secret: str = "s3cret") -> set[str]:
+    """The ids the peer sees alive; none while it does not answer."""
+    try:
+        report = await status_json(peer.address, secret)
+    except OSError:
+        return set()
+    return {m["id"] for m in report["members"] if m["state"] == "alive"}

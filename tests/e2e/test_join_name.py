@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.e2e.cluster import PeerProcess, start_peer_or_fail, status_json, stop_all
+from tests.e2e.cluster import PeerProcess, members_alive, start_peer_or_fail, stop_all
 from tests.e2e.netns import bridged_namespaces, can_make_namespaces, relay
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 from ubipy.synthweb.server import serve
@@ -28,14 +28,6 @@ TRUTH = ground_truth(WEB, [WEB.seed_url()])
 SUBNET = "10.231.9"
 PEERS = 3
 SECRET = "s3cret"
-
-
-async def members_alive(peer: PeerProcess) -> set[str]:
-    try:
-        report = await status_json(peer.address, SECRET)
-    except OSError:
-        return set()
-    return {m["id"] for m in report["members"] if m["state"] == "alive"}
 
 
 async def test_peers_given_one_name_for_them_all_make_one_cluster(tmp_path: Path) -> None:

@@ -20,7 +20,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.e2e.cluster import UBIPY, PeerProcess, start_peer_or_fail, status_json, stop_all
+from tests.e2e.cluster import (
+    UBIPY,
+    PeerProcess,
+    members_alive,
+    start_peer_or_fail,
+    stop_all,
+)
 from tests.e2e.netns import bridged_namespaces, can_make_namespaces, ip, relay
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 from ubipy.synthweb.server import serve
@@ -54,14 +60,6 @@ def cut(names: list[str], groups: list[list[int]], *, heal: bool = False) -> Non
             if side[i] != side[j]:
                 op = "del" if heal else "add"
                 ip("-n", ns, "route", op, "blackhole", f"{SUBNET}.{10 + j}/32")
-
-
-async def members_alive(peer: PeerProcess) -> set[str]:
-    try:
-        report = await status_json(peer.address, SECRET)
-    except OSError:
-        return set()
-    return {m["id"] for m in report["members"] if m["state"] == "alive"}
 
 
 @pytest.mark.parametrize("length", LENGTHS)

@@ -84,13 +84,20 @@ def test_past_the_ttl_the_next_request_asks_robots_txt_again_and_its_rules_apply
     assert s.next_job(110.0) is None and s.idle()
 
 
-def test_a_refetch_answered_without_crawl_delay_drops_the_old_one() -> None:
+def _refetch_due(*paths: str) -> Scheduler:
+    """A host with ``paths`` whose robots.txt, fetched at 0, is past its TTL at 100 s,
+    after /a was fetched at 3 s: its refetch is the next job."""
     s = _sched()
-    _add(s, "/a", "/b")
+    _add(s, *paths)
     _known(s)
     _page(s, 3.0, "/a")
     job = s.next_job(100.0)
     assert job is not None and job.kind is JobKind.ROBOTS
+    return s
+
+
+def test_a_refetch_answered_without_crawl_delay_drops_the_old_one() -> None:
+    s = _refetch_due("/a", "/b")
     s.robots_answer("a.test", 100.0, status=404, location=None, body=b"")  # allow all
     slot = s.slot("a.test")
     assert slot is not None and s.delay_of(slot) == 1.0
@@ -98,12 +105,7 @@ def test_a_refetch_answered_without_crawl_delay_drops_the_old_one() -> None:
 
 
 def test_a_failed_refetch_keeps_the_old_rules_and_is_tried_again_after_the_back_off() -> None:
-    s = _sched()
-    _add(s, "/a", "/b", "/private/x", "/c", "/d", "/e", "/f", "/g")
-    _known(s)
-    _page(s, 3.0, "/a")
-    job = s.next_job(100.0)
-    assert job is not None and job.kind is JobKind.ROBOTS
+    s = _refetch_due("/a", "/b", "/private/x", "/c", "/d", "/e", "/f", "/g")
     decision = s.robots_answer("a.test", 100.0, status=503, location=None, body=b"")
     assert decision is not None and decision.temporary
     slot = s.slot("a.test")
@@ -138,12 +140,7 @@ def test_a_failed_refetch_keeps_the_old_rules_and_is_tried_again_after_the_back_
 
 
 def test_a_refetch_answered_with_retry_after_leaves_the_host_alone_that_long() -> None:
-    s = _sched()
-    _add(s, "/a", "/b")
-    _known(s)
-    _page(s, 3.0, "/a")
-    job = s.next_job(100.0)
-    assert job is not None and job.kind is JobKind.ROBOTS
+    s = _refetch_due("/a", "/b")
     s.robots_answer("a.test", 100.0, status=429, location=None, body=b"", asked=300.0)
     slot = s.slot("a.test")
     assert slot is not None and slot.robots_state is HostRobots.KNOWN

@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 from tests.cluster.harness import wall_clock_on_trio_time
-from tests.crawling import crawl_until_idle
+from tests.crawling import crawl_until_idle, recrawl_for
 from ubipy.config import (
     BoundsConfig,
     CrawlConfig,
@@ -182,16 +182,9 @@ async def test_a_page_due_again_that_the_filters_now_drop_is_not_asked(
     async def run(cfg: CrawlConfig, seeds: list[str], seconds: float) -> Crawler:
         shard = Shard.open(tmp_path)
         try:
-            async with httpx2.AsyncClient(transport=httpx2.MockTransport(site)) as client:
-                crawler = Crawler(cfg, shard, client)
-                async with trio.open_nursery() as nursery:
-                    await nursery.start(crawler.run)
-                    crawler.seed(seeds)
-                    await trio.sleep(seconds)
-                    crawler.stop()
+            return await recrawl_for(cfg, shard, httpx2.MockTransport(site), seeds, seconds)
         finally:
             shard.close()
-        return crawler
 
     with wall_clock_on_trio_time():
         await run(recrawl(()), [a("/")], 30)
