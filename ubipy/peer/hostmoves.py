@@ -17,6 +17,7 @@ from ubipy.fetch import Scheduler, retry_delay
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.wakeup import Wakeup
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, Shard
+from ubipy.wire import MAX_MARK_DELAY
 
 __all__ = ["HostMovesMixin"]
 
@@ -96,10 +97,11 @@ class HostMovesMixin:
         """What a restart or the host's next owner must know of it after a request that
         ended at ``end_wall`` (``now`` on this clock): the wait until its next request
         is allowed, its delay or a longer back-off or Retry-After (forgotten, the
-        host was asked again at the restart's first chance), and its pages."""
+        host was asked again at the restart's first chance), and its pages. At most a
+        day, as a mark on the wire may say (``--max-retry-after`` may be longer)."""
         slot = self.scheduler.slot(host)
         assert slot is not None
-        wait = max(self.scheduler.delay_of(slot), slot.next_allowed - now)
+        wait = min(MAX_MARK_DELAY, max(self.scheduler.delay_of(slot), slot.next_allowed - now))
         return HostMark(end_wall, wait, slot.pages)
 
     def _restore_mark(self, host: str, mark: HostMark, wall: float, now: float) -> None:

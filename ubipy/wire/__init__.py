@@ -50,6 +50,7 @@ from ubipy.wire.frames import (
 from ubipy.wire.leases import MAX_LEASE_WAIT, IpGrant, IpLease, IpRelease
 from ubipy.wire.majority import MAX_BASE, BaseAnswer, BaseAsk
 from ubipy.wire.payloads import (
+    MAX_MARK_DELAY,
     Control,
     Figures,
     Gossip,
@@ -88,6 +89,7 @@ __all__ = [
     "MAX_BASE",
     "MAX_ID_LEN",
     "MAX_LEASE_WAIT",
+    "MAX_MARK_DELAY",
     "MAX_PAYLOAD_DEPTH",
     "MESSAGE_TYPES",
     "NEED_DATA",
