@@ -212,5 +212,8 @@ def test_whatever_a_peer_sends_decodes_or_is_a_wire_error(kind: FrameType, paylo
     assert cbor2.dumps(again.to_wire()) == cbor2.dumps(message.to_wire())
 
 
-def test_a_scope_of_roots_alone_is_read_as_before_seeds_hosts_came() -> None:
+def test_a_scope_of_roots_alone_is_written_and_read_as_before_seeds_hosts_came() -> None:
+    """A peer of an earlier version reads a bare list of roots (a rolling upgrade)."""
+    assert Scope(("a.test", "b.test")).to_wire() == ["a.test", "b.test"]
     assert Scope.from_wire(["a.test", "b.test"]) == Scope(("a.test", "b.test"))
+    assert Scope.from_wire([]) == Scope(())

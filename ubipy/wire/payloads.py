@@ -426,13 +426,16 @@ class HandoffAck:
 class Scope:
     """SCOPE: the seeds' roots, so every peer follows the same links, and the hosts
     the seeds were on, whose addresses may be ones a crawler is otherwise refused.
-    On the wire ``[roots, seeds]``; a bare list of roots is read as before seeds came."""
+    On the wire ``[roots, seeds]``, or a bare list of roots when there are no seeds'
+    hosts, as before they were sent (a peer from then takes it)."""
 
     KIND: ClassVar = FrameType.SCOPE
     roots: tuple[str, ...]
     seeds: tuple[str, ...] = ()
 
     def to_wire(self) -> list[object]:
+        if not self.seeds:
+            return list(self.roots)
         return [list(self.roots), list(self.seeds)]
 
     @classmethod
