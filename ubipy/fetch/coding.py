@@ -21,6 +21,13 @@ from ubipy.fetch.transport import CappedBody
 
 # The codings decoded here (x-gzip: RFC 9110 asks that it be read as gzip).
 DECODED = frozenset({"gzip", "x-gzip", "deflate"})
+# The others IANA's HTTP Content Coding Registry holds: a body in one of them is not
+# the page. A name that is none of these (``utf-8``, ``none``, ``binary``: a charset or
+# a word a misconfigured server put there) codes nothing, and the body is read as it
+# came, as browsers and httpx2 read it.
+NOT_DECODED = frozenset(
+    {"aes128gcm", "br", "compress", "dcb", "dcz", "exi", "pack200-gzip", "x-compress", "zstd"}
+)
 # More codings on one body than this is a server's mistake or an attack (httpx2's bound).
 MAX_CODINGS = 5
 # The most a decompressor gives at a time: a bomb inflates no further than the cap
@@ -37,9 +44,9 @@ class BadCoding(UbipyError):
 
 def codings(header: str) -> list[str]:
     """The codings a Content-Encoding names, in the order they were applied, without
-    ``identity`` (no coding)."""
+    ``identity`` (no coding) and names that are no content coding."""
     names = (name.strip().lower() for name in header.split(","))
-    return [name for name in names if name and name != "identity"]
+    return [name for name in names if name in DECODED or name in NOT_DECODED]
 
 
 class BodyDecoder:
