@@ -25,6 +25,7 @@ from typing import Protocol
 
 from ubipy.config import BoundsConfig
 from ubipy.config import Scope as ScopeKind
+from ubipy.errors import StorageError
 from ubipy.fetch import BadURL, ScopeFilter, resolve_link
 from ubipy.membership import ChangeKind, MemberEvent
 from ubipy.net import Handle, Reply, Send
@@ -59,8 +60,15 @@ def widen_to_redirect(crawler: Scoped, location: str, seed: str) -> bool:
     if scope.scope is ScopeKind.ANY or scope.allows_host(host):
         return False
     root = scope.root_of(host)
-    if not crawler.add_scope_roots([root]):
-        return False
+    try:
+        if not crawler.add_scope_roots([root]):
+            return False
+    except StorageError as exc:
+        # Taken in memory all the same, and shared: the target is admitted, the other
+        # members keep the root, and this shard saves it with the scope's next change
+        # (or is told it again by a member after a restart).
+        log.warning("the scope takes %s (seed %s redirects there), not saved: %s", root, seed, exc)
+        return True
     log.info("seed %s redirects to %s: the scope takes %s too", seed, url, root)
     return True
 
