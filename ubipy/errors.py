@@ -38,6 +38,9 @@
     ├── BadRequest         ubipy.fetch.http1: a request head that cannot be written
     │                      as it is, a header value with a line break (raised on as
     │                      an httpx2.LocalProtocolError)
+    ├── BadCoding          ubipy.fetch.coding: a body that cannot be decoded from
+    │                      the content codings its answer names (a coding not
+    │                      decoded here, a stream cut short); a protocol error
     ├── RobotsFetchError   ubipy.fetch.robots: an event a robots.txt fetch cannot
     │                      take in its state, a caller's bug (also a RuntimeError)
     ├── EmptyRingError     ubipy.ring: a host looked up with no members, a
