@@ -36,7 +36,7 @@ from ubipy.fetch.robots import RobotsDecision, RobotsFetch, RobotsState
 from ubipy.fetch.robotsrule import RobotsRule
 from ubipy.fetch.sitemaps import is_sitemap
 from ubipy.fetch.slots import Entry, HostRobots, HostSlot, Job, JobKind, Loader
-from ubipy.fetch.throttle import Pace, SlowHost, ThrottleRules
+from ubipy.fetch.throttle import Pace, SlowHost, ThrottleRules, slowest_hosts
 from ubipy.fetch.urls import host_key, robots_url
 from ubipy.fetch.windows import Windows
 
@@ -581,12 +581,7 @@ class Scheduler:
         (a status pushed every second would walk 100,000 hosts every second)."""
         if now is not None and self._slowest[0] == n and now - self._slowest[1] < SLOWEST_REFRESH:
             return self._slowest[2]
-        paced = [
-            SlowHost(slot.host, slot.pace.latency, self.delay_of(slot), slot.pace.strikes)
-            for slot in self._slots.values()
-            if slot.pace is not None and slot.pace.latency is not None
-        ]
-        ranked = heapq.nlargest(n, paced, key=lambda s: (s.delay, s.latency, s.host))
+        ranked = slowest_hosts(self._slots.values(), n, self.delay_of)
         if now is not None:
             self._slowest = (n, now, ranked)
         return ranked

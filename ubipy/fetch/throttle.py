@@ -34,7 +34,10 @@ asks for the delay (:meth:`Pace.delay`) when it sets the host's next time.
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 # Weight of the newest response time in the estimate.
 SMOOTHING = 0.3
@@ -131,3 +134,27 @@ class SlowHost:
     delay: float
     # 503/429 answers in a row without a Retry-After longer than their back-off.
     strikes: int
+
+
+class Paced(Protocol):
+    """A host as the scheduler keeps it (``HostSlot``)."""
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def pace(self) -> Pace | None: ...
+
+
+P = TypeVar("P", bound=Paced)
+
+
+def slowest_hosts(slots: Iterable[P], n: int, delay_of: Callable[[P], float]) -> list[SlowHost]:
+    """The ``n`` hosts gone slowest on: the longest delay (``delay_of``), then the
+    slowest to answer (a time-out counts as a wait that long), of those heard from."""
+    paced = [
+        SlowHost(slot.host, slot.pace.latency, delay_of(slot), slot.pace.strikes)
+        for slot in slots
+        if slot.pace is not None and slot.pace.latency is not None
+    ]
+    return heapq.nlargest(n, paced, key=lambda s: (s.delay, s.latency, s.host))
