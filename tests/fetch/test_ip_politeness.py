@@ -803,6 +803,14 @@ def test_a_slow_server_behind_many_hosts_is_paced_as_one() -> None:
     assert _requests_to_one_server(20, 5.0, 200) <= one  # before: 97 (1 s ip delay)
 
 
+def test_a_server_answering_503_behind_many_hosts_backs_off_as_one() -> None:
+    """The address keeps the server's own run of strikes, heard through any of its
+    names: before, each name kept its own run, and twenty names on a server answering
+    503 got 78 requests in ten minutes (419 before the address took a host's wait)."""
+    one = _requests_to_one_server(1, 0.01, 503)
+    assert _requests_to_one_server(20, 0.01, 503) <= one + 2  # 22 against 23
+
+
 def test_a_host_asked_to_wait_holds_its_address_as_long() -> None:
     s = _sched(delay=1.0, ip_delay=1.0)
     _resolve_all(s, {"a.test": "10.0.0.1", "b.test": "10.0.0.1"})

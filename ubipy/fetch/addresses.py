@@ -18,13 +18,14 @@ holds, that host's address, when the scheduler knows it, not its own. A host nev
 waits in the queue of an address it will not use. No I/O and no clock, as the
 scheduler.
 
-After a request the address waits ``--ip-delay``, or what the server asked if longer
-(the scheduler works it out: the host's pace, a back-off, a Retry-After): a server slow
-to answer, or that asked to be left alone, is so through any of its names. A site's
-Crawl-delay is that site's own: on shared hosting one site's ``Crawl-delay: 10`` would
-otherwise hold every other site on the address. A run of 503s without a Retry-After is
-counted per host still (throttle.py's strikes), so a server behind many names backs off
-more slowly than behind one.
+After a request the address waits ``--ip-delay``, or what the server asked if longer:
+the ending host's pace, back-off or Retry-After (the scheduler works it out), and the
+address's own pace, which hears every answer that came through any of its names. A
+server slow to answer, or answering 503 without a Retry-After, is paced as one: twenty
+names of a server answering 503 took 419 requests in ten minutes (each name its own
+run of strikes), where one name takes 23. A site's Crawl-delay is that site's own: on
+shared hosting one site's ``Crawl-delay: 10`` would otherwise hold every other site on
+the address.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from collections.abc import Callable
 
 from ubipy.fetch.gates import Gate, Gates
 from ubipy.fetch.slots import HostSlot
+from ubipy.fetch.throttle import Pace, ThrottleRules
 
 __all__ = ["AddressRule"]
 
@@ -53,8 +55,11 @@ class AddressRule:
         push: Callable[[HostSlot, float], None],
         current: Callable[[HostSlot], bool],
         uses: Callable[[HostSlot], str | None],
+        rules: ThrottleRules | None = None,
     ) -> None:
+        """``rules``: how a server's pace turns into its delay (None: not paced)."""
         self._delay = delay
+        self._rules = rules
         self._push = push
         self._current = current
         self._uses = uses
@@ -127,6 +132,18 @@ class AddressRule:
         if ip.turn is slot:
             ip.turn = None
 
+    def heard(
+        self, slot: HostSlot, latency: float | None, status: int | None, asked: float | None
+    ) -> None:
+        """How the server answered the host's request (:meth:`Pace.heard`), on the pace
+        of the address the request went to."""
+        ip = None if slot.ip is None else self._addresses.get(slot.ip)
+        if ip is None or self._rules is None:
+            return
+        if ip.pace is None:
+            ip.pace = Pace()
+        ip.pace.heard(latency, status, asked=asked, rules=self._rules)
+
     def ended(self, slot: HostSlot, now: float, server: float = -math.inf) -> None:
         """A request of the host ended: the address it went to waits its delay, or until
         ``server`` if later (the server's own wait, whichever of its names it came
@@ -136,6 +153,8 @@ class AddressRule:
         if address is None or ip is None or not ip.in_flight:
             return
         ip.in_flight = False
+        if ip.pace is not None and self._rules is not None:
+            server = max(server, now + ip.pace.delay(self._rules, 0.0))
         ip.next_allowed = max(now + self._delay, server)
         if ip.turn is None:
             self._give_turn(ip, address)

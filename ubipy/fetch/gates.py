@@ -8,6 +8,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from ubipy.fetch.slots import HostSlot
+from ubipy.fetch.throttle import Pace
 
 __all__ = ["Gate", "Gates"]
 
@@ -27,6 +28,8 @@ class Gate:
     waiting: deque[HostSlot] | None = None
     # The waiting host put back among the ready ones to have the gate next.
     turn: HostSlot | None = None
+    # An address's server as heard through any of its names (addresses.py).
+    pace: Pace | None = None
 
 
 class Gates:

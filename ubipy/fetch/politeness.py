@@ -77,6 +77,7 @@ class Scheduler:
             self._push,
             lambda slot: self._slots.get(slot.host) is slot,
             self._address,
+            throttle,
         )
         self._hops = HopRule(
             self._push,
@@ -421,6 +422,7 @@ class Scheduler:
         if slot.pace is None:
             slot.pace = Pace()
         slot.pace.heard(latency, status, asked=asked, rules=self._throttle, floor=slot.delay)
+        self._addresses.heard(slot, latency, status, asked)
 
     def delay_of(self, slot: HostSlot) -> float:
         """The host's delay now: its floor (--delay, Crawl-delay), raised by its pace."""
