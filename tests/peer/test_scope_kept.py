@@ -1,14 +1,19 @@
-"""The seeds' scope kept in the shard: roots and the seeds' hosts across a restart,
-and a shard kept before the seeds' hosts were."""
+"""The seeds' scope kept in the shard (roots and the seeds' hosts across a restart, and
+a shard kept before the seeds' hosts were), and sent again when a send failed."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
+import trio
+import trio.testing
+
 from ubipy.config import BoundsConfig, Scope
-from ubipy.peer.scopesharing import _SEEDS_META, keep_scope, load_scope
+from ubipy.peer.scopesharing import _SEEDS_META, ScopeSharing, keep_scope, load_scope
 from ubipy.store.admission import Admission
 from ubipy.store.shard import NewURL, Shard
+from ubipy.wire import Scope as ScopeFrame
 
 BOUNDS = BoundsConfig(scope=Scope.HOST)
 
@@ -38,3 +43,33 @@ def test_a_shard_from_before_takes_the_hosts_of_its_depth_0_urls_once(tmp_path: 
     assert shard.get_meta(_SEEDS_META) is None
     assert load_scope(shard, BOUNDS).seeds == {"10.0.0.5"}
     assert shard.get_meta(_SEEDS_META) == "10.0.0.5"
+
+
+async def test_a_scope_frame_that_could_not_be_sent_is_sent_again(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    sent: list[tuple[float, ScopeFrame]] = []
+
+    async def send(address: str, message: object) -> bool:
+        assert address == "b:7000" and isinstance(message, ScopeFrame)
+        sent.append((trio.current_time(), message))
+        return sum(m == message for _, m in sent) > 2  # each fails twice
+
+    class Crawler:
+        scope = load_scope(Shard.open(tmp_path), BOUNDS)
+
+        def scope_now(self) -> tuple[frozenset[str], frozenset[str]]:
+            return self.scope.roots, self.scope.seeds
+
+        def add_scope_roots(self, roots: Iterable[str], seeds: Iterable[str] = ()) -> bool:
+            return self.scope.add_roots(roots, seeds)
+
+    crawler = Crawler()
+    async with trio.open_nursery() as nursery:
+        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b:7000"])
+        before = crawler.scope_now()
+        crawler.scope.add_seed("http://a.test/")
+        sharing.seeded(before)
+    # The roots' frame and the hosts' frame each failed twice: sent at 0, 1 and 3 s.
+    assert sorted(t for t, _ in sent) == [0.0, 0.0, 1.0, 1.0, 3.0, 3.0]
+    assert {m for _, m in sent} == {ScopeFrame(("a.test",)), ScopeFrame((), ("a.test",))}

@@ -14,7 +14,8 @@ A member gets everything when it joins, what is new when seeds come, and, when i
 is heard from again after being suspected (a lossy link, a short cut), what came
 while it was: a SCOPE frame is not acknowledged, and one sent while a member could
 not be reached would be lost, leaving it to drop, as out of scope, every link into
-the new seeds' hosts on the hosts it owns.
+the new seeds' hosts on the hosts it owns. A frame that could not be sent at all is
+sent again, after 1, 2, 4 and 8 s, while the member is live.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from typing import Protocol
+
+import trio
 
 from ubipy.config import BoundsConfig
 from ubipy.config import Scope as ScopeKind
@@ -35,6 +38,8 @@ from ubipy.wire import Scope, batches
 log = logging.getLogger(__name__)
 
 _ROOTS_META = "scope_roots"
+# The back-off of a SCOPE frame's sends while it cannot be sent (then one last try).
+_RESEND = (1.0, 2.0, 4.0, 8.0)
 _SEEDS_META = "seed_hosts"
 
 
@@ -161,6 +166,15 @@ class ScopeSharing:
     def _send_scope(self, address: str, roots: list[str], seeds: list[str]) -> None:
         # In frames a receiver takes, however many there are.
         for run in batches(roots):
-            self._start_soon(self._send, address, Scope(run))
+            self._start_soon(self._deliver, address, Scope(run))
         for run in batches(seeds):
-            self._start_soon(self._send, address, Scope((), run))
+            self._start_soon(self._deliver, address, Scope((), run))
+
+    async def _deliver(self, address: str, scope: Scope) -> None:
+        """Send, and again after a back-off while the frame could not be sent and the
+        member is live (a connection that broke, a dial that failed for a moment)."""
+        for wait in _RESEND:
+            if await self._send(address, scope) or address not in self._live():
+                return
+            await trio.sleep(wait)
+        await self._send(address, scope)
