@@ -61,41 +61,66 @@ _EMPTY = ParsedPage(
 )
 
 
+class _AnyTag(dict[str, str]):
+    """Any element at all: the first to start after a title ends it (a title holds
+    text only)."""
+
+    def get(self, tag: str, default: object = None) -> str:
+        return _TITLE_ENDS
+
+
+_TITLE_ENDS: Final = "\0title ends"
+_ANY_TAG: Final = _AnyTag()
+
+
 class _Extract:
     """What one parse finds, as libxml2 reads the page (lxml's parser target
     interface): events, not a tree. A tree costs libxml2 time quadratic in the
     attributes of one element (each is appended at the end of the element's list): a
     0.9 MB page of one tag with 100,000 distinct attributes held the crawl's loop for
     10.8 s, a 1.9 MB one for a minute. The events come in linear time, and no tree of
-    the page is built only to be walked once."""
+    the page is built only to be walked once.
+
+    Only elements' starts reach Python: the text goes to a list's ``append`` (no
+    Python frame a piece of text), and the first title is the text between its start
+    and the next element's."""
 
     __slots__ = (
-        "_in_title",
-        "_title_parts",
+        "_look",
+        "_title",
         "base_href",
+        "data",
         "empty",
         "hrefs",
         "links_nofollow",
         "nofollow",
         "noindex",
-        "title",
+        "texts",
     )
 
     def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.data = self.texts.append
         self.reset()
 
     def reset(self) -> None:
         self.empty = True
         self.hrefs: list[str] = []
-        self.title: str | None = None
         self.base_href: str | None = None
         self.nofollow = self.noindex = False
         self.links_nofollow = 0
-        self._in_title = False
-        self._title_parts: list[str] | None = None
+        self.texts.clear()
+        self._look: dict[str, str] = _LOOKED_AT
+        # Where the first title's text begins and ends among ``texts``.
+        self._title: list[int] | None = None
 
     def start(self, tag: str, attrib: dict[str, str]) -> None:
-        attribute = _LOOKED_AT.get(tag)
+        attribute = self._look.get(tag)
+        if attribute is _TITLE_ENDS:
+            assert self._title is not None
+            self._title.append(len(self.texts))
+            self._look = _LOOKED_AT
+            attribute = _LOOKED_AT.get(tag)
         if attribute is None:
             return
         if attribute:
@@ -118,28 +143,26 @@ class _Extract:
                     self.nofollow = self.nofollow or "nofollow" in directives
                     self.noindex = self.noindex or "noindex" in directives
         elif tag == "title":
-            if self._title_parts is None:  # the first title only
-                self._title_parts, self._in_title = [], True
+            if self._title is None:  # the first title only
+                self._title = [len(self.texts)]
+                self._look = _ANY_TAG
         elif tag == "base":
             if self.base_href is None:
                 self.base_href = attrib.get("href")
         else:
             self.empty = False  # <html>
 
-    def end(self, tag: str) -> None:
-        if self._in_title and tag == "title":
-            self._in_title = False
-
-    def data(self, text: str) -> None:
-        if self._in_title:
-            assert self._title_parts is not None
-            self._title_parts.append(text)
-
     def close(self) -> _Extract:
-        if self._title_parts is not None:
-            text = " ".join("".join(self._title_parts).split())
-            self.title = text[:MAX_TITLE_LENGTH] if text else None
         return self
+
+    @property
+    def title(self) -> str | None:
+        if self._title is None:
+            return None
+        bounds = self._title
+        end = bounds[1] if len(bounds) > 1 else len(self.texts)
+        text = " ".join("".join(self.texts[bounds[0] : end]).split())
+        return text[:MAX_TITLE_LENGTH] if text else None
 
 
 # lxml parsers must not be shared between threads, and callers may parse in
