@@ -427,3 +427,21 @@ def test_one_element_with_many_attributes_costs_linear_time() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "http://a.test/after" in done.stdout
+
+
+@pytest.mark.parametrize("codec", ["gbk", "shift_jis", "iso-8859-1", "utf-16"])
+def test_an_xhtml_page_in_a_legacy_encoding_with_an_xml_declaration_is_read(codec: str) -> None:
+    """lxml refuses a decoded page that opens with an XML declaration, and XHTML pages
+    in legacy encodings do: they came out empty, no title and no link (found by a
+    review). The declaration goes before the parse."""
+    title = {"gbk": "中文标题", "shift_jis": "日本語", "iso-8859-1": "Café", "utf-16": "é"}[codec]
+    html = (
+        f'<?xml version="1.0" encoding="{codec}"?>\n'
+        '<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Strict//EN" '
+        '"http://www.w3.org/TR/xhtml1/DTD/xhtml1-strict.dtd">\n'
+        f'<html xmlns="http://www.w3.org/1999/xhtml"><head><meta charset="{codec}" />'
+        f'<title>{title}</title></head><body><a href="/next">next</a></body></html>'
+    )
+    page = parse_html(html.encode(codec), URL)
+    assert page.title == title
+    assert page.links == ("http://example.com/next",)

@@ -8,6 +8,7 @@ document.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Final
@@ -69,6 +70,7 @@ class _AnyTag(dict[str, str]):
         return _TITLE_ENDS
 
 
+_XML_DECLARATION: Final = re.compile(r"\A\s*<\?xml[^>]*>")
 _TITLE_ENDS: Final = "\0title ends"
 _ANY_TAG: Final = _AnyTag()
 
@@ -209,10 +211,15 @@ def _extract(body: bytes, header_charset: str | None) -> tuple[_Extract, Sniffed
         target.reset()
         lxml.etree.fromstring(body, parser)
         return target, sniffed
-    # A str carries its own encoding: libxml2 ignores the document's declarations.
+    # A str carries its own encoding: libxml2 ignores the document's declarations,
+    # but lxml refuses a str that opens with an XML declaration (XHTML pages do, in
+    # Shift_JIS, GBK, ISO-8859-1...), and such a page came out empty: it goes.
+    text = decode(body, sniffed)
+    if text.lstrip().startswith("<?xml"):
+        text = _XML_DECLARATION.sub("", text, count=1)
     parser, target = _parser(None)
     target.reset()
-    lxml.etree.fromstring(decode(body, sniffed), parser)
+    lxml.etree.fromstring(text, parser)
     return target, sniffed
 
 
