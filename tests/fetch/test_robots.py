@@ -2,10 +2,13 @@ from __future__ import annotations
 
 import math
 
+import httpx2
 import pytest
 
+from ubipy.fetch.fetcher import fetch
 from ubipy.fetch.robots import (
     MAX_REDIRECTS,
+    ROBOTS_FETCH_BYTES,
     ROBOTS_MAX_BYTES,
     RobotsDecision,
     RobotsFetch,
@@ -271,3 +274,26 @@ def test_retry_delay() -> None:
     assert retry_delay(100, 10.0) == 3600.0
     assert retry_delay(10**9, 10.0, cap=60.0) == 60.0
     assert math.isfinite(retry_delay(10**9, 1e300, cap=1e308))
+
+
+async def test_a_rule_cut_by_the_fetch_s_cap_is_dropped_not_read_short() -> None:
+    """A robots.txt past 500 KiB, fetched as the crawler fetches it: the fetcher cut it
+    at exactly the cap, so its parse could not tell a cut line from a whole one, and
+    'Allow: /public-area' read as 'Allow: /' tied 'Disallow: /' and opened the whole
+    site (found by a review). The fetch reads a byte more: the cut line is dropped."""
+    prefix = b"User-agent: *\nDisallow: /\n"
+    cut = b"Allow: /"  # of "Allow: /public-area"
+    padding = b"#" * (ROBOTS_MAX_BYTES - len(prefix) - len(cut) - 1) + b"\n"
+    body = prefix + padding + b"Allow: /public-area\n"
+    transport = httpx2.MockTransport(
+        lambda _: httpx2.Response(200, headers=[("Content-Type", "text/plain")], content=body)
+    )
+    async with httpx2.AsyncClient(transport=transport) as client:
+        result = await fetch(client, "http://a.test/robots.txt", max_bytes=ROBOTS_FETCH_BYTES)
+    assert result.status == 200
+    decision = RobotsFetch("http://a.test/robots.txt").on_response(
+        result.status, result.location, result.body
+    )
+    assert decision is not None
+    assert not decision.rules.allowed("http://a.test/private/x")
+    assert not decision.rules.allowed("http://a.test/public-area")  # past the cap

@@ -26,7 +26,13 @@ from ubipy.fetch.refresh import (
     proportional,
 )
 from ubipy.fetch.retry import asked_wait, is_retryable, retry_after
-from ubipy.fetch.robots import ROBOTS_MAX_BYTES, RobotsFetch, RobotsRules, retry_delay
+from ubipy.fetch.robots import (
+    ROBOTS_FETCH_BYTES,
+    ROBOTS_MAX_BYTES,
+    RobotsFetch,
+    RobotsRules,
+    retry_delay,
+)
 from ubipy.fetch.scope import ScopeFilter, path_repeats, path_trap
 from ubipy.fetch.seeds import SeedList, SeedsFileError, parse_seeds, read_seeds
 from ubipy.fetch.sitemaps import (
@@ -52,6 +58,7 @@ from ubipy.fetch.urls import (
 __all__ = [
     "INDEXED_SITEMAP_DEPTH",
     "LISTED_DEPTH",
+    "ROBOTS_FETCH_BYTES",
     "ROBOTS_MAX_BYTES",
     "SITEMAP_DEPTH",
     "SITEMAP_MAX_BYTES",

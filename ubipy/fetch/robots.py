@@ -24,6 +24,7 @@ __all__ = [
     "MAX_REDIRECTS",
     "MAX_SITEMAPS",
     "PRODUCT_TOKEN",
+    "ROBOTS_FETCH_BYTES",
     "ROBOTS_MAX_BYTES",
     "RobotsDecision",
     "RobotsFetch",
@@ -36,6 +37,9 @@ __all__ = [
 
 # RFC 9309 §2.5: crawlers must parse at least the first 500 KiB.
 ROBOTS_MAX_BYTES: Final = 500 * 1024
+# What a robots.txt fetch reads: one byte past the cap tells a body cut there (its
+# last line cut short, dropped by :meth:`RobotsRules.parse`) from one that ends there.
+ROBOTS_FETCH_BYTES: Final = ROBOTS_MAX_BYTES + 1
 PRODUCT_TOKEN: Final = "ubipy"
 # RFC 9309 §2.3.1.2: follow at least five consecutive redirects.
 MAX_REDIRECTS: Final = 5

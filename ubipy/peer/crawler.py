@@ -23,7 +23,7 @@ import trio
 from ubipy.config import CrawlConfig
 from ubipy.errors import StorageError
 from ubipy.fetch import (
-    ROBOTS_MAX_BYTES,
+    ROBOTS_FETCH_BYTES,
     SITEMAP_MAX_BYTES,
     Entry,
     FetchOutcome,
@@ -430,7 +430,7 @@ class Crawler(HostMovesMixin):
         robots = job.kind is JobKind.ROBOTS
         sitemap = job.kind is JobKind.SITEMAP  # of any type, up to the protocol's 50 MB
         # robots.txt is only read up to the RFC's 500 KiB, so no more is fetched.
-        cap = ROBOTS_MAX_BYTES if robots else self.config.fetch.max_body_bytes
+        cap = ROBOTS_FETCH_BYTES if robots else self.config.fetch.max_body_bytes
         cap = min(cap, SITEMAP_MAX_BYTES) if sitemap else cap
         # One scope for the fetch deadline and an abandonment (a scope costs more
         # than the code of a page's fetch around it on some machines).
