@@ -445,3 +445,25 @@ def test_an_xhtml_page_in_a_legacy_encoding_with_an_xml_declaration_is_read(code
     page = parse_html(html.encode(codec), URL)
     assert page.title == title
     assert page.links == ("http://example.com/next",)
+
+
+@pytest.mark.parametrize(
+    ("codec", "href", "link"),
+    [
+        # Its query in the page's encoding, the path in UTF-8, as a browser sends them.
+        ("gbk", "/s?q=中文", "http://example.com/s?q=%D6%D0%CE%C4"),
+        ("gbk", "/中文?q=1", "http://example.com/%E4%B8%AD%E6%96%87?q=1"),
+        ("gbk", "/s?q=中文#top", "http://example.com/s?q=%D6%D0%CE%C4"),
+        ("shift_jis", "/s?q=日本", "http://example.com/s?q=%93%FA%96{"),  # 本: 96 7B
+        ("iso-8859-1", "/p?name=José", "http://example.com/p?name=Jos%E9"),
+        # A character the encoding lacks: its &#N; escape, the "#" escaped too.
+        ("iso-8859-1", "/p?q=中", "http://example.com/p?q=&%2320013;"),
+        ("utf-8", "/s?q=中文", "http://example.com/s?q=%E4%B8%AD%E6%96%87"),
+    ],
+)
+def test_a_link_s_query_is_in_its_page_s_encoding(codec: str, href: str, link: str) -> None:
+    """WHATWG URL, "encoding-parse a URL": a GBK page's '?q=中文' was sent in UTF-8,
+    which a server reading GBK takes for other words (found by a review)."""
+    html = f'<html><head><meta charset="{codec}"></head><body><a href="{href}">x</a></body>'
+    page = parse_html(html.encode(codec, "xmlcharrefreplace"), URL)
+    assert page.links == (link,)

@@ -16,7 +16,14 @@ from typing import Any, Final
 import lxml.etree
 import xxhash
 
-from ubipy.fetch.encoding import EncodingSource, Sniffed, ascii_compatible, decode, sniff
+from ubipy.fetch.encoding import (
+    EncodingSource,
+    Sniffed,
+    ascii_compatible,
+    codec_of,
+    decode,
+    sniff,
+)
 from ubipy.fetch.urls import BadURL, normalize, resolve_link
 
 __all__ = ["MAX_TITLE_LENGTH", "ParsedPage", "content_digest", "parse_html"]
@@ -223,6 +230,29 @@ def _extract(body: bytes, header_charset: str | None) -> tuple[_Extract, Sniffed
     return target, sniffed
 
 
+# A link's query is sent in its page's encoding, as browsers send it (WHATWG URL,
+# "encoding-parse a URL"); in UTF-8 for these, and the path always.
+_QUERY_IN_UTF8: Final = frozenset({"utf-8", "utf-16le", "utf-16be"})
+
+
+def _query_in(href: str, codec: str) -> str:
+    """``href`` with its query (past ``?``, up to ``#``) in ``codec``, its bytes past
+    ASCII percent-encoded; a character the encoding lacks as its ``&#N;`` escape, as
+    WHATWG asks. On a GBK page ``?q=中文`` asks for ``?q=%D6%D0%CE%C4``, where reading
+    it in UTF-8 asked a server that reads GBK for something else."""
+    begin = href.find("?")
+    if begin < 0:
+        return href
+    end = href.find("#", begin)
+    end = len(href) if end < 0 else end
+    query = href[begin + 1 : end]
+    if query.isascii():
+        return href
+    raw = query.encode(codec, "xmlcharrefreplace")  # its "#" is no fragment's
+    escaped = "".join(chr(b) if b < 0x80 and b != 0x23 else f"%{b:02X}" for b in raw)
+    return href[: begin + 1] + escaped + href[end:]
+
+
 def _resolve_base(base_href: str, url: str) -> str:
     try:
         return normalize(base_href, url)
@@ -268,6 +298,7 @@ def parse_html(
         )
 
     base = url if base_href is None else _resolve_base(base_href, url)
+    legacy = None if sniffed.name in _QUERY_IN_UTF8 else codec_of(sniffed.name)
     links: dict[str, str] = {}  # link -> its host key
     # Pages repeat hrefs (navigation, pagination), and resolution costs a
     # parse each; raw → result (None when refused) skips the repeats.
@@ -281,7 +312,8 @@ def parse_html(
                 refused += 1  # over the cap: not worth resolving
                 continue
             try:
-                absolute, host, had_userinfo = resolve_link(href, base)
+                written = href if legacy is None or href.isascii() else _query_in(href, legacy)
+                absolute, host, had_userinfo = resolve_link(written, base)
                 link = absolute, host
                 stripped += had_userinfo
             except BadURL:
