@@ -38,9 +38,9 @@ from ubipy.wire import Scope, batches
 log = logging.getLogger(__name__)
 
 _ROOTS_META = "scope_roots"
+_SEEDS_META = "seed_hosts"
 # The back-off of a SCOPE frame's sends while it cannot be sent (then one last try).
 _RESEND = (1.0, 2.0, 4.0, 8.0)
-_SEEDS_META = "seed_hosts"
 
 
 def load_scope(shard: Shard, bounds: BoundsConfig) -> ScopeFilter:
@@ -52,6 +52,16 @@ def load_scope(shard: Shard, bounds: BoundsConfig) -> ScopeFilter:
         with shard.transaction():
             shard.set_meta(_SEEDS_META, seeds := "\n".join(sorted(shard.depth_zero_hosts())))
     return ScopeFilter.of(bounds, _lines(roots), _lines(seeds))
+
+
+def _lines(text: str | None) -> list[str]:
+    return text.split("\n") if text else []
+
+
+def keep_scope(shard: Shard, scope: ScopeFilter) -> None:
+    """Keep the scope (inside the caller's transaction)."""
+    shard.set_meta(_ROOTS_META, "\n".join(sorted(scope.roots)))
+    shard.set_meta(_SEEDS_META, "\n".join(sorted(scope.seeds)))
 
 
 def widen_to_redirect(crawler: Scoped, location: str, seed: str) -> bool:
@@ -76,16 +86,6 @@ def widen_to_redirect(crawler: Scoped, location: str, seed: str) -> bool:
         return True
     log.info("seed %s redirects to %s: the scope takes %s too", seed, url, root)
     return True
-
-
-def _lines(text: str | None) -> list[str]:
-    return text.split("\n") if text else []
-
-
-def keep_scope(shard: Shard, scope: ScopeFilter) -> None:
-    """Keep the scope (inside the caller's transaction)."""
-    shard.set_meta(_ROOTS_META, "\n".join(sorted(scope.roots)))
-    shard.set_meta(_SEEDS_META, "\n".join(sorted(scope.seeds)))
 
 
 class Scoped(Protocol):
