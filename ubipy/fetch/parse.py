@@ -92,11 +92,15 @@ class _Extract:
 
     Only elements' starts reach Python: the text goes to a list's ``append`` (no
     Python frame a piece of text), and the first title is the text between its start
-    and the next element's."""
+    and the next element's. The list is emptied once the title is taken and after
+    each parse: a page of 10 MB in tiny text nodes holds 100 MB of them while it is
+    read (about what libxml2's tree of it took before), none after."""
 
     __slots__ = (
         "_look",
-        "_title",
+        "_text",
+        "_title_from",
+        "_title_seen",
         "base_href",
         "data",
         "empty",
@@ -104,12 +108,12 @@ class _Extract:
         "links_nofollow",
         "nofollow",
         "noindex",
-        "texts",
+        "title",
     )
 
     def __init__(self) -> None:
-        self.texts: list[str] = []
-        self.data = self.texts.append
+        self._text: list[str] = []
+        self.data = self._text.append
         self.reset()
 
     def reset(self) -> None:
@@ -118,16 +122,28 @@ class _Extract:
         self.base_href: str | None = None
         self.nofollow = self.noindex = False
         self.links_nofollow = 0
-        self.texts.clear()
+        self.release()
         self._look: dict[str, str] = _LOOKED_AT
-        # Where the first title's text begins and ends among ``texts``.
-        self._title: list[int] | None = None
+        self.title: str | None = None
+        self._title_seen = False
+        # Where the first title's text begins in the buffer, while it is open.
+        self._title_from: int | None = None
+
+    def release(self) -> None:
+        """Let go of the text read so far."""
+        self._text.clear()
+
+    def _take_title(self) -> None:
+        assert self._title_from is not None
+        text = " ".join("".join(self._text[self._title_from :]).split())
+        self.title = text[:MAX_TITLE_LENGTH] if text else None
+        self._title_from = None
+        self.release()  # what came before the title's end is of no more use
 
     def start(self, tag: str, attrib: dict[str, str]) -> None:
         attribute = self._look.get(tag)
         if attribute is _TITLE_ENDS:
-            assert self._title is not None
-            self._title.append(len(self.texts))
+            self._take_title()
             self._look = _LOOKED_AT
             attribute = _LOOKED_AT.get(tag)
         if attribute is None:
@@ -152,8 +168,9 @@ class _Extract:
                     self.nofollow = self.nofollow or "nofollow" in directives
                     self.noindex = self.noindex or "noindex" in directives
         elif tag == "title":
-            if self._title is None:  # the first title only
-                self._title = [len(self.texts)]
+            if not self._title_seen:  # the first title only
+                self._title_seen = True
+                self._title_from = len(self._text)
                 self._look = _ANY_TAG
         elif tag == "base":
             if self.base_href is None:
@@ -162,16 +179,9 @@ class _Extract:
             self.empty = False  # <html>
 
     def close(self) -> _Extract:
+        if self._title_from is not None:  # the title ran to the end of the page
+            self._take_title()
         return self
-
-    @property
-    def title(self) -> str | None:
-        if self._title is None:
-            return None
-        bounds = self._title
-        end = bounds[1] if len(bounds) > 1 else len(self.texts)
-        text = " ".join("".join(self.texts[bounds[0] : end]).split())
-        return text[:MAX_TITLE_LENGTH] if text else None
 
 
 # lxml parsers must not be shared between threads, and callers may parse in
@@ -216,7 +226,10 @@ def _extract(body: bytes, header_charset: str | None) -> tuple[_Extract, Sniffed
             body = body[3:]
         parser, target = _parser("utf-8")
         target.reset()
-        lxml.etree.fromstring(body, parser)
+        try:
+            lxml.etree.fromstring(body, parser)
+        finally:
+            target.release()
         return target, sniffed
     # A str carries its own encoding: libxml2 ignores the document's declarations,
     # but lxml refuses a str that opens with an XML declaration (XHTML pages do, in
@@ -226,7 +239,10 @@ def _extract(body: bytes, header_charset: str | None) -> tuple[_Extract, Sniffed
         text = _XML_DECLARATION.sub("", text, count=1)
     parser, target = _parser(None)
     target.reset()
-    lxml.etree.fromstring(text, parser)
+    try:
+        lxml.etree.fromstring(text, parser)
+    finally:
+        target.release()
     return target, sniffed
 
 
@@ -236,10 +252,11 @@ _QUERY_IN_UTF8: Final = frozenset({"utf-8", "utf-16le", "utf-16be"})
 
 
 def _query_in(href: str, codec: str) -> str:
-    """``href`` with its query (past ``?``, up to ``#``) in ``codec``, its bytes past
-    ASCII percent-encoded; a character the encoding lacks as its ``&#N;`` escape, as
-    WHATWG asks. On a GBK page ``?q=中文`` asks for ``?q=%D6%D0%CE%C4``, where reading
-    it in UTF-8 asked a server that reads GBK for something else."""
+    """``href`` with its query (past ``?``, up to ``#``) as WHATWG's "percent-encode
+    after encoding" writes it: in ``codec``, the bytes of the query percent-encode set
+    (controls, space, ``"#'<>``, past ASCII) escaped, and a character the encoding
+    lacks as ``%26%23N%3B``. On a GBK page ``?q=中文`` asks for ``?q=%D6%D0%CE%C4``,
+    where reading it in UTF-8 asked a server that reads GBK for something else."""
     begin = href.find("?")
     if begin < 0:
         return href
@@ -248,9 +265,30 @@ def _query_in(href: str, codec: str) -> str:
     query = href[begin + 1 : end]
     if query.isascii():
         return href
-    raw = query.encode(codec, "xmlcharrefreplace")  # its "#" is no fragment's
-    escaped = "".join(chr(b) if b < 0x80 and b != 0x23 else f"%{b:02X}" for b in raw)
-    return href[: begin + 1] + escaped + href[end:]
+    out: list[str] = []
+    run: list[str] = []  # encoded together: ISO-2022-JP's escapes span characters
+    for char in query + "\0":
+        try:
+            if char != "\0":
+                char.encode(codec)
+                run.append(char)
+                continue
+        except UnicodeEncodeError:
+            pass
+        raw = "".join(run).encode(codec)
+        out.append("".join(f"%{b:02X}" if b in _QUERY_ESCAPED else chr(b) for b in raw))
+        run.clear()
+        if char != "\0":
+            out.append(f"%26%23{ord(char)}%3B")
+    return href[: begin + 1] + "".join(out) + href[end:]
+
+
+# WHATWG URL's query percent-encode set, for special schemes (http, https).
+_QUERY_ESCAPED: Final = frozenset([*range(0x21), 0x22, 0x23, 0x27, 0x3C, 0x3E, *range(0x7F, 0x100)])
+# Where WHATWG's encoder is narrower than the decoder read with (codec_of): GBK knows
+# no four-byte sequence, where gb18030 has them (Python's gbk also lacks the '€' that
+# WHATWG writes as 0x80: it goes as its escape here); Big5 leaves HKSCS out.
+_ENCODERS: Final = {"gbk": "gbk", "big5": "big5"}
 
 
 def _resolve_base(base_href: str, url: str) -> str:
@@ -298,7 +336,9 @@ def parse_html(
         )
 
     base = url if base_href is None else _resolve_base(base_href, url)
-    legacy = None if sniffed.name in _QUERY_IN_UTF8 else codec_of(sniffed.name)
+    legacy = None
+    if sniffed.name not in _QUERY_IN_UTF8:
+        legacy = _ENCODERS.get(sniffed.name) or codec_of(sniffed.name)
     links: dict[str, str] = {}  # link -> its host key
     # Pages repeat hrefs (navigation, pagination), and resolution costs a
     # parse each; raw → result (None when refused) skips the repeats.
