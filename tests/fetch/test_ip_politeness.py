@@ -15,7 +15,10 @@ import pytest
 
 from ubipy.config import CrawlOrder
 from ubipy.fetch import ranking
+from ubipy.fetch.addresses import AddressRule
+from ubipy.fetch.gates import Gate
 from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
+from ubipy.fetch.slots import HostSlot
 from ubipy.fetch.throttle import ThrottleRules
 from ubipy.fetch.urls import host_key
 
@@ -845,3 +848,37 @@ def test_a_site_s_crawl_delay_does_not_hold_the_other_sites_on_its_address() -> 
     assert s.next_job(now + 1.4) is None
     after = _job(s, now + 1.5)  # the address's 1 s, not a.test's 10 s
     assert after.host == "b.test"
+
+
+def test_a_server_s_run_of_strikes_outlives_a_sweep_of_the_addresses() -> None:
+    """The addresses are swept once they double (a free one past its delay, waited for
+    by nobody, goes), and a server's pace went with its gate: its next 503, the
+    seventh in a row, was counted as the first, and the back-off began at 2 s again
+    (found by a review)."""
+    rule = AddressRule(
+        1.0, lambda slot, when: None, lambda slot: True, lambda slot: slot.address, ThrottleRules()
+    )
+    a = HostSlot("a.test", 1.0)
+    a.address = "10.0.0.1"
+    now = 0.0
+    for _ in range(6):  # six 503s without Retry-After: backed off to max_delay
+        rule.started(a)
+        rule.heard(a, 0.01, 503, None)
+        rule.ended(a, now)
+        now = _gate(rule, "10.0.0.1").next_allowed
+    for i in range(2100):  # requests to other addresses end: a sweep comes due
+        other = HostSlot(f"f{i}.test", 1.0)
+        other.address = f"10.1.{i // 250}.{i % 250}"
+        rule.started(other)
+        rule.ended(other, now - 5.0 if i < 1100 else now + 0.5)
+    now += 0.5
+    rule.started(a)
+    rule.heard(a, 0.01, 503, None)
+    rule.ended(a, now)
+    assert _gate(rule, "10.0.0.1").next_allowed - now == ThrottleRules().max_delay
+
+
+def _gate(rule: AddressRule, address: str) -> Gate:
+    gate = rule._addresses.get(address)
+    assert gate is not None
+    return gate

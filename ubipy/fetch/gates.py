@@ -62,6 +62,11 @@ class Gates:
         self._gates = {
             k: g
             for k, g in self._gates.items()
-            if g.in_flight or g.next_allowed > now or g.waiting or g.turn is not None
+            if g.in_flight
+            or g.next_allowed > now
+            or g.waiting
+            or g.turn is not None
+            # A server in a run of strikes: its next answer counts on from there.
+            or (g.pace is not None and g.pace.strikes > 0)
         }
         self._sweep_at = max(_SWEEP_AT, 2 * len(self._gates))
