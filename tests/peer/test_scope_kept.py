@@ -55,16 +55,7 @@ async def test_a_scope_frame_that_could_not_be_sent_is_sent_again(
         sent.append((trio.current_time(), message))
         return sum(m == message for _, m in sent) > 2  # each fails twice
 
-    class Crawler:
-        scope = load_scope(Shard.open(tmp_path), BOUNDS)
-
-        def scope_now(self) -> tuple[frozenset[str], frozenset[str]]:
-            return self.scope.roots, self.scope.seeds
-
-        def add_scope_roots(self, roots: Iterable[str], seeds: Iterable[str] = ()) -> bool:
-            return self.scope.add_roots(roots, seeds)
-
-    crawler = Crawler()
+    crawler = Scoped(tmp_path)
     async with trio.open_nursery() as nursery:
         sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b:7000"])
         before = crawler.scope_now()
@@ -73,3 +64,40 @@ async def test_a_scope_frame_that_could_not_be_sent_is_sent_again(
     # The roots' frame and the hosts' frame each failed twice: sent at 0, 1 and 3 s.
     assert sorted(t for t, _ in sent) == [0.0, 0.0, 1.0, 1.0, 3.0, 3.0]
     assert {m for _, m in sent} == {ScopeFrame(("a.test",)), ScopeFrame((), ("a.test",))}
+
+
+async def test_no_scope_frame_is_sent_again_to_a_member_gone_meanwhile(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    live = {"b:7000"}
+    sent: list[float] = []
+
+    async def send(address: str, message: object) -> bool:
+        sent.append(trio.current_time())
+        return False  # never sent
+
+    async def leaves() -> None:
+        await trio.sleep(10.0)  # during the last back-off, from 7 s to 15 s
+        live.discard("b:7000")
+
+    crawler = Scoped(tmp_path)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(leaves)
+        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: sorted(live))
+        before = crawler.scope_now()
+        crawler.scope.add_seed("http://a.test/")
+        sharing.seeded(before)
+    assert sorted(set(sent)) == [0.0, 1.0, 3.0, 7.0]  # not at 15 s, gone since 10
+
+
+class Scoped:
+    """The crawler's side of the scope, with a shard of its own."""
+
+    def __init__(self, data: Path) -> None:
+        self.scope = load_scope(Shard.open(data), BOUNDS)
+
+    def scope_now(self) -> tuple[frozenset[str], frozenset[str]]:
+        return self.scope.roots, self.scope.seeds
+
+    def add_scope_roots(self, roots: Iterable[str], seeds: Iterable[str] = ()) -> bool:
+        return self.scope.add_roots(roots, seeds)

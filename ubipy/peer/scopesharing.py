@@ -173,8 +173,8 @@ class ScopeSharing:
     async def _deliver(self, address: str, scope: Scope) -> None:
         """Send, and again after a back-off while the frame could not be sent and the
         member is live (a connection that broke, a dial that failed for a moment)."""
-        for wait in _RESEND:
-            if await self._send(address, scope) or address not in self._live():
+        for wait in (*_RESEND, None):
+            if address not in self._live() or await self._send(address, scope):
                 return
-            await trio.sleep(wait)
-        await self._send(address, scope)
+            if wait is not None:
+                await trio.sleep(wait)
