@@ -221,26 +221,21 @@ def _extract(body: bytes, header_charset: str | None) -> tuple[_Extract, Sniffed
     """
     sniffed = sniff(body, header_charset)
     name = sniffed.name
+    document: bytes | str
     if name == "utf-8" or (ascii_compatible(name) and body.isascii()):
-        if sniffed.source is EncodingSource.BOM:
-            body = body[3:]
+        document = body[3:] if sniffed.source is EncodingSource.BOM else body
         parser, target = _parser("utf-8")
-        target.reset()
-        try:
-            lxml.etree.fromstring(body, parser)
-        finally:
-            target.release()
-        return target, sniffed
-    # A str carries its own encoding: libxml2 ignores the document's declarations,
-    # but lxml refuses a str that opens with an XML declaration (XHTML pages do, in
-    # Shift_JIS, GBK, ISO-8859-1...), and such a page came out empty: it goes.
-    text = decode(body, sniffed)
-    if text.lstrip().startswith("<?xml"):
-        text = _XML_DECLARATION.sub("", text, count=1)
-    parser, target = _parser(None)
+    else:
+        # A str carries its own encoding: libxml2 ignores the document's declarations,
+        # but lxml refuses a str that opens with an XML declaration (XHTML pages do,
+        # in Shift_JIS, GBK, ISO-8859-1...), and such a page came out empty: it goes.
+        document = decode(body, sniffed)
+        if document.lstrip().startswith("<?xml"):
+            document = _XML_DECLARATION.sub("", document, count=1)
+        parser, target = _parser(None)
     target.reset()
     try:
-        lxml.etree.fromstring(text, parser)
+        lxml.etree.fromstring(document, parser)
     finally:
         target.release()
     return target, sniffed
