@@ -41,6 +41,12 @@ _AFTER_END = 16 * 1024
 class BadCoding(UbipyError):
     """A body that cannot be decoded from the codings its answer names."""
 
+    def __init__(self, why: str, *, unsupported: bool = False) -> None:
+        """``unsupported``: in a coding not decoded here, which the server will send
+        again (no use asking again), rather than one that went wrong this time."""
+        super().__init__(why)
+        self.unsupported = unsupported
+
 
 def codings(header: str) -> list[str]:
     """The codings a Content-Encoding names, in the order they were applied, without
@@ -87,7 +93,7 @@ class BodyDecoder:
         """The decoded pieces of ``data``, each at most :data:`_PIECE` long, made as
         they are taken: a reader that stops at its cap decodes no further."""
         if self.refused is not None and data:
-            raise BadCoding(self.refused)
+            raise BadCoding(self.refused, unsupported=True)
         pieces: Iterator[bytes] = iter((data,))
         for stage in self._stages:
             pieces = stage.pipe(pieces)

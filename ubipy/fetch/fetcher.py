@@ -48,6 +48,9 @@ class FetchOutcome(enum.Enum):
     NETWORK_ERROR = "network_error"
     # The answer was not HTTP that can be read, or its body not in its encoding.
     PROTOCOL_ERROR = "protocol_error"
+    # The body is in a content coding ubipy does not decode (br, zstd...), though it
+    # was not asked for: not retried, the server would send it so again.
+    UNSUPPORTED = "unsupported"
     # The answer came, but processing it failed (see processing_failed()).
     PROCESSING_FAILED = "processing_failed"
 
@@ -228,7 +231,10 @@ async def fetch(
                 except BadCoding as exc:
                     coding = fields.get("content-encoding", "")
                     detail = f"Content-Encoding {coding!r}: {exc}"
-                    return failed(url, FetchOutcome.PROTOCOL_ERROR, detail[:300], latency=latency)
+                    outcome = FetchOutcome.PROTOCOL_ERROR
+                    if exc.unsupported:
+                        outcome = FetchOutcome.UNSUPPORTED
+                    return failed(url, outcome, detail[:300], latency=latency)
             return _answer(
                 url, response, latency, fields, ctype, charset, body=kept, truncated=truncated
             )
@@ -263,7 +269,7 @@ async def _read_coded(
     # response was made, and left any other coding as it came.
     body, truncated = await _read_capped(response.aiter_bytes(), max_bytes)
     if body and decoder.refused is not None:
-        raise BadCoding(decoder.refused)
+        raise BadCoding(decoder.refused, unsupported=True)
     return body, truncated
 
 
