@@ -297,3 +297,25 @@ async def test_a_rule_cut_by_the_fetch_s_cap_is_dropped_not_read_short() -> None
     assert decision is not None
     assert not decision.rules.allowed("http://a.test/private/x")
     assert not decision.rules.allowed("http://a.test/public-area")  # past the cap
+
+
+@pytest.mark.parametrize(
+    ("group", "ours"),
+    [
+        ("ubipy", True),
+        ("UBIPY", True),
+        ("ubipy/1.0", True),  # a version after the product token, as Google reads it
+        ("ubipy # us", True),
+        ("ubi", False),  # a prefix of ubipy is another crawler's name
+        ("u", False),
+        ("ubipy-extra", False),
+        ("Googlebot", False),
+    ],
+)
+def test_a_group_is_ubipy_s_when_its_product_token_is_ubipy(group: str, ours: bool) -> None:
+    """RFC 9309 2.2.1: the group whose user-agent matches the product token, without
+    case. protego finds the group's value inside the crawler's name: 'ubi' was taken
+    for ubipy's group and 'ubipy/1.0' was not (found by a review)."""
+    text = f"User-agent: {group}\nDisallow: /\n\nUser-agent: *\nAllow: /\n"
+    rules = RobotsRules.parse(text.encode())
+    assert rules.allowed("http://x.test/page") is not ours

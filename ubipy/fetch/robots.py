@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import itertools
 import math
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -97,6 +98,8 @@ class RobotsRules:
         # utf-8-sig: a leading BOM would otherwise glue itself to the first
         # field name and hide the first "User-agent" line.
         text = body.decode("utf-8-sig", errors="replace")
+        if _USER_AGENT_LINE_START.search(text):
+            text = _USER_AGENT_LINE.sub(_product_token_only, text)
         return cls(_Mode.PARSED, Protego.parse(text))
 
     def allowed(self, url: str) -> bool:
@@ -117,6 +120,23 @@ class RobotsRules:
 
     def __repr__(self) -> str:
         return f"RobotsRules({self._mode.name}, crawl_delay={self._crawl_delay})"
+
+
+# A group's User-agent line, and the product token of its value (RFC 9309 2.2.1).
+_USER_AGENT_LINE_START: Final = re.compile(r"(?im)^[ \t]*user-agent[ \t]*:")
+_USER_AGENT_LINE: Final = re.compile(r"(?im)^([ \t]*user-agent[ \t]*:[ \t]*)([A-Za-z_-]+)[^\r\n#]*")
+
+
+def _product_token_only(line: re.Match[str]) -> str:
+    """A User-agent line as RFC 9309 and Google's parser read it: its product token,
+    matched whole and without case. protego finds a group's value inside the crawler's
+    name, so 'ubi' (a prefix of ubipy) was taken for ubipy's group, and 'ubipy/1.0'
+    (a version after the token) was not; such a prefix is made to match nothing."""
+    prefix, token = line.group(1), line.group(2)
+    lowered = token.lower()
+    if lowered != PRODUCT_TOKEN and PRODUCT_TOKEN.startswith(lowered):
+        return f"{prefix}{token}-not-{PRODUCT_TOKEN}"
+    return f"{prefix}{token}"
 
 
 class RobotsOutcome(enum.Enum):
