@@ -555,3 +555,25 @@ def test_a_plain_absolute_link_resolves_as_the_whatwg_parser_resolves_it(
 ) -> None:
     # Plain absolute links skip the parser too, whatever page they are on.
     _as_the_parser_makes_it(scheme + host + between + path, base)
+
+
+@pytest.mark.parametrize("host", ["xn--a.example", "xn--.example", "xn--zz.example", "a.xn--a"])
+def test_a_host_of_invalid_punycode_is_refused(host: str) -> None:
+    """ada takes them; no DNS holds such a name, and each cost a lookup and a host
+    given up, and showed half-decoded in exports (found by a review)."""
+    with pytest.raises(BadURL) as refused:
+        normalize(f"http://{host}/")
+    assert refused.value.reason is URLRejection.INVALID
+
+
+@pytest.mark.parametrize(
+    ("url", "kept"),
+    [
+        ("http://xn--bcher-kva.example/", "http://xn--bcher-kva.example/"),
+        ("http://XN--BCHER-KVA.example:8080/x", "http://xn--bcher-kva.example:8080/x"),
+        ("http://xn--ls8h.la/", "http://xn--ls8h.la/"),  # an emoji's domain
+        ("http://例え.テスト/", "http://xn--r8jz45g.xn--zckzah/"),
+    ],
+)
+def test_a_host_of_valid_punycode_is_kept(url: str, kept: str) -> None:
+    assert normalize(url) == kept
