@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable
 
 from ubipy.fetch.fetcher import HTML_TYPES
+from ubipy.fetch.sitemaps import is_sitemap
 
 __all__ = ["Filtered", "MediaTypes", "UrlFilter", "type_family"]
 
@@ -51,6 +52,11 @@ class UrlFilter:
         if any(p.search(url) for p in self._exclude):
             return Filtered.EXCLUDED
         return None
+
+    def verdict_at(self, url: str, depth: int) -> Filtered | None:
+        """:meth:`verdict` for a frontier entry at ``depth``: None for a sitemap, which
+        is how pages are found, not one of them (the filters judge what it lists)."""
+        return None if is_sitemap(depth) else self.verdict(url)
 
 
 class MediaTypes:

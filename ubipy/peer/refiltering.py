@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ubipy.config import BoundsConfig
-from ubipy.fetch import Entry, UrlFilter, is_sitemap
+from ubipy.fetch import Entry, UrlFilter
 from ubipy.peer.commits import Commits
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.store import NewURL, Shard
@@ -71,7 +71,7 @@ class Refilter:
                 for e in rows:
                     if e.fp in kept:
                         continue
-                    why = None if is_sitemap(e.depth) else filters.verdict(e.url)
+                    why = filters.verdict_at(e.url, e.depth)
                     if why is None:
                         kept[e.fp] = e
                         continue
@@ -97,7 +97,7 @@ class Refilter:
             return list(urls)
         out: list[NewURL] = []
         for u in urls:
-            why = None if is_sitemap(u.depth) else filters.verdict(u.url)
+            why = filters.verdict_at(u.url, u.depth)
             if why is None:
                 out.append(u)
             else:

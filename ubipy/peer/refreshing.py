@@ -154,7 +154,7 @@ class Refresher:
         filters = self._filters if self._filters else None
         left_out: Counter[Filtered] = Counter()
         for r in self._shard.refresh_rows():
-            why = None if filters is None or is_sitemap(r.depth) else filters.verdict(r.url)
+            why = None if filters is None else filters.verdict_at(r.url, r.depth)
             if why is not None:
                 left_out[why] += 1
                 continue
