@@ -469,26 +469,26 @@ class Crawler(HostMovesMixin):
             if not self._stopping:  # not made because the peer stops: not a pause's
                 self.stats.abandoned += 1
             self.scheduler.abandoned(job.host, job.entry, now)
-        elif robots:
+        else:
             longest = self.config.fetch.max_retry_after
             asked = asked_wait(result, end_wall, cap=longest, host=job.host)
-            if robots_answered(
+            if not robots:
+                assert job.entry is not None
+                self._page_answered(job.host, job.entry, result, now, asked)
+            elif robots_answered(
                 self.scheduler, self._commits, self.sitemaps, self.stats, job, result, now, asked
             ):
                 self._flush_now.set()
-        else:
-            assert job.entry is not None
-            self._page_answered(job.host, job.entry, result, now, end_wall)
         self._commits.mark(job.host, self._mark(job.host, end_wall, now))
         self.on_request_end(job.host)
         ended, self.request_ended = self.request_ended, trio.Event()
         ended.set()
 
     def _page_answered(
-        self, host: str, entry: Entry, result: FetchResult, now: float, end_wall: float
+        self, host: str, entry: Entry, result: FetchResult, now: float, asked: float | None
     ) -> None:
+        """``asked``: the seconds the answer's Retry-After asked (capped)."""
         config = self.config
-        asked = asked_wait(result, end_wall, cap=config.fetch.max_retry_after, host=host)
         self.scheduler.heard(host, result.latency, result.status, asked=asked)
         if is_retryable(result) and entry.attempt < config.fetch.max_retries:
             self.stats.retries += 1
