@@ -239,6 +239,23 @@ def codec_of(name: str) -> str:
     return _ENCODINGS[name][0]
 
 
+# Where WHATWG's encoder is narrower than the decoder read with (codec_of): GBK knows
+# no four-byte sequence, where gb18030 has them (Python's gbk also lacks the '€' that
+# WHATWG writes as 0x80: it goes as its escape); Big5 leaves HKSCS out.
+_ENCODERS: Final = {"gbk": "gbk", "big5": "big5"}
+# Pages whose links' queries go in UTF-8 all the same, as the path always does.
+_QUERY_IN_UTF8: Final = frozenset({"utf-8", "utf-16le", "utf-16be"})
+
+
+def query_codec(name: str) -> str | None:
+    """The Python codec a page's links' queries are written in, as browsers write them
+    (WHATWG URL, "encoding-parse a URL"): the page's encoding (by WHATWG name), or
+    None for UTF-8."""
+    if name in _QUERY_IN_UTF8:
+        return None
+    return _ENCODERS.get(name) or codec_of(name)
+
+
 # A <meta> tag's attributes are remembered (sites repeat theirs on every page) only up
 # to this size: a hostile page's 64 KiB of them, each different, would otherwise keep
 # 64 MiB in the cache.

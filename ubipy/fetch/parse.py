@@ -8,6 +8,7 @@ document.
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 from dataclasses import dataclass
@@ -20,8 +21,8 @@ from ubipy.fetch.encoding import (
     EncodingSource,
     Sniffed,
     ascii_compatible,
-    codec_of,
     decode,
+    query_codec,
     sniff,
 )
 from ubipy.fetch.urls import BadURL, normalize, resolve_link
@@ -241,11 +242,6 @@ def _extract(body: bytes, header_charset: str | None) -> tuple[_Extract, Sniffed
     return target, sniffed
 
 
-# A link's query is sent in its page's encoding, as browsers send it (WHATWG URL,
-# "encoding-parse a URL"); in UTF-8 for these, and the path always.
-_QUERY_IN_UTF8: Final = frozenset({"utf-8", "utf-16le", "utf-16be"})
-
-
 def _query_in(href: str, codec: str) -> str:
     """``href`` with its query (past ``?``, up to ``#``) as WHATWG's "percent-encode
     after encoding" writes it: in ``codec``, the bytes of the query percent-encode set
@@ -261,29 +257,27 @@ def _query_in(href: str, codec: str) -> str:
     if query.isascii():
         return href
     out: list[str] = []
-    run: list[str] = []  # encoded together: ISO-2022-JP's escapes span characters
-    for char in query + "\0":
-        try:
-            if char != "\0":
-                char.encode(codec)
-                run.append(char)
-                continue
-        except UnicodeEncodeError:
-            pass
-        raw = "".join(run).encode(codec)
-        out.append("".join(f"%{b:02X}" if b in _QUERY_ESCAPED else chr(b) for b in raw))
-        run.clear()
-        if char != "\0":
-            out.append(f"%26%23{ord(char)}%3B")
+    # A run of characters the encoding has is encoded whole: ISO-2022-JP's escapes
+    # span characters.
+    for encodable, run in itertools.groupby(query, lambda char: _encodes(char, codec)):
+        if encodable:
+            raw = "".join(run).encode(codec)
+            out.append("".join(f"%{b:02X}" if b in _QUERY_ESCAPED else chr(b) for b in raw))
+        else:
+            out.extend(f"%26%23{ord(char)}%3B" for char in run)
     return href[: begin + 1] + "".join(out) + href[end:]
+
+
+def _encodes(char: str, codec: str) -> bool:
+    try:
+        char.encode(codec)
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # WHATWG URL's query percent-encode set, for special schemes (http, https).
 _QUERY_ESCAPED: Final = frozenset([*range(0x21), 0x22, 0x23, 0x27, 0x3C, 0x3E, *range(0x7F, 0x100)])
-# Where WHATWG's encoder is narrower than the decoder read with (codec_of): GBK knows
-# no four-byte sequence, where gb18030 has them (Python's gbk also lacks the '€' that
-# WHATWG writes as 0x80: it goes as its escape here); Big5 leaves HKSCS out.
-_ENCODERS: Final = {"gbk": "gbk", "big5": "big5"}
 
 
 def _resolve_base(base_href: str, url: str) -> str:
@@ -331,9 +325,7 @@ def parse_html(
         )
 
     base = url if base_href is None else _resolve_base(base_href, url)
-    legacy = None
-    if sniffed.name not in _QUERY_IN_UTF8:
-        legacy = _ENCODERS.get(sniffed.name) or codec_of(sniffed.name)
+    legacy = query_codec(sniffed.name)
     links: dict[str, str] = {}  # link -> its host key
     # Pages repeat hrefs (navigation, pagination), and resolution costs a
     # parse each; raw → result (None when refused) skips the repeats.
