@@ -35,17 +35,19 @@ class StoreConfig:
     """How the shard is written and how much of it is held in memory."""
 
     # A transaction closes at commit_every_pages pages or after commit_interval,
-    # whichever comes first: one fsync for many pages. Sooner when the crawler has a
-    # free slot and nothing ready: the pages' links may be what it waits for; and when
-    # the bodies waiting reach 32 MiB. Each commit rewrites the shard's pages that its
-    # rows touched, so fewer, larger ones cost less a page (bench/speed.py at 64 in
-    # flight: 256 against 64, about 5% less CPU a page; 512 against 256, 2-7% less,
-    # where commit_interval closes most commits first).
+    # whichever comes first: one fsync for many pages. Past its interval it goes with
+    # the next page answered, or a second later if none is (CommitTiming). Sooner when
+    # the crawler has a free slot and nothing ready: the pages' links may be what it
+    # waits for; and when the bodies waiting reach 32 MiB. Each commit rewrites the
+    # shard's pages that its rows touched, so fewer, larger ones cost less a page
+    # (bench/speed.py at 64 in flight: 256 against 64, about 5% less CPU a page; 512
+    # against 256, 2-7% less, where commit_interval closes most commits first).
     commit_every_pages: int = option(512, help="pages stored in one transaction at most")
     commit_interval: float = option(
         0.25,
-        help="seconds a transaction stays open at most, however few its pages "
-        "(sooner when the crawler has nothing else to do)",
+        help="seconds a transaction stays open, however few its pages: it closes with "
+        "the next page answered, a second later at most (sooner when the crawler has "
+        "nothing else to do)",
     )
     # While the shard refuses writes (disk full, read-only).
     storage_retry: float = option(

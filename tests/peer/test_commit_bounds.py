@@ -9,9 +9,12 @@ from pathlib import Path
 
 import httpx2
 import pytest
+import trio
+import trio.testing
 
 from tests.peer.crawling import crawl_until_idle
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig
+from ubipy.peer import commits as commits_module
 from ubipy.peer import crawler as crawler_module
 from ubipy.store import PageRecord, Shard
 from ubipy.store_config import StoreConfig
@@ -57,3 +60,58 @@ async def test_a_commit_comes_when_the_bodies_waiting_reach_the_bound(
     monkeypatch.setattr(crawler_module, "COMMIT_BYTES", 2500)
     # 1,000 bytes a page: the third page's body passes 2,500 bytes, long before 100 pages.
     assert await _batches(tmp_path, b"x" * 1000, every=100) == [3, 3, 3, 1]
+
+
+async def _commit_times(tmp: Path, latencies: list[float]) -> tuple[list[float], list[float]]:
+    """(when each commit with pages went, when each page was answered) in a crawl of
+    one page on each of len(latencies) hosts, one request at a time, the n-th page's
+    answer taking ``latencies[n]``; ``commit_interval`` 0.5 s."""
+    answered: list[float] = []
+
+    async def serve(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        await trio.sleep(latencies[len(answered)])
+        answered.append(trio.current_time())
+        return httpx2.Response(200, headers={"content-type": "text/html"}, content=b"<p>x")
+
+    shard = Shard.open(tmp)
+    commits: list[float] = []
+    record = shard.record_pages
+
+    def timed(pages: Sequence[PageRecord]) -> None:
+        if pages:
+            commits.append(trio.current_time())
+        record(pages)
+
+    shard.record_pages = timed  # type: ignore[method-assign]
+    config = CrawlConfig(
+        data_dir=tmp,
+        politeness=PolitenessConfig(delay=0.0, concurrency=1),
+        bounds=BoundsConfig(sitemaps=False),
+        store=StoreConfig(commit_interval=0.5),
+    )
+    seeds = [f"http://h{n}.test/" for n in range(len(latencies))]
+    await crawl_until_idle(config, shard, serve, seeds, within=120)
+    return commits, answered
+
+
+async def test_a_due_commit_goes_with_the_next_page_answered(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A page every 0.3 s: each commit goes in the wake-up of the first page answered
+    # once 0.5 s have passed (the first from the robots.txt answer at 0), never on a
+    # timer of its own between two answers.
+    commits, answered = await _commit_times(tmp_path, [0.3] * 10)
+    assert all(t in answered for t in commits[:-1])  # the last: once nothing is ready
+    assert [round(t, 6) for t in commits[:3]] == [0.6, 1.2, 1.8]
+
+
+async def test_a_commit_with_no_page_to_go_with_waits_no_longer_than_a_grace(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The first page answered at once, the next after 30 s: the first goes by the
+    # committer's timer, 0.5 s + COMMIT_GRACE after the robots.txt answer, not at 30 s.
+    commits, answered = await _commit_times(tmp_path, [0.0, 30.0])
+    assert commits[0] == pytest.approx(0.5 + commits_module.COMMIT_GRACE)
+    assert answered[0] < commits[0] < answered[1]

@@ -17,6 +17,7 @@ No trio here: the crawler says when a batch is written, and how its URLs are pla
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -89,7 +90,38 @@ def head_of(result: FetchResult) -> HttpHead | None:
     )
 
 
-__all__ = ["COMMIT_BYTES", "Answered", "Batch", "Commits"]
+__all__ = ["COMMIT_BYTES", "Answered", "Batch", "CommitTiming", "Commits"]
+
+#: Seconds a transaction stays open at most under --replicas 2 (see CommitTiming).
+REPLICATED_COMMIT_INTERVAL = 0.05
+#: How long past its interval a commit waits for a page's wake-up to go in.
+COMMIT_GRACE = 1.0
+
+
+class CommitTiming:
+    """When the next commit goes: ``interval`` after the first write began to wait,
+    with the first page answered from then on (in that page's wake-up), or by the
+    committer's own timer ``COMMIT_GRACE`` later when none comes. A timer of its own
+    was a wake-up of its own for every commit: at 2 requests in flight (40 pages a
+    second) a tenth of a wake-up a page more (bench/scaling.py, 1.1 against 1.0).
+
+    Under --replicas 2 a host's next request waits for the commit that copies its
+    last outcome, so there the interval is short and its timer has no grace.
+    """
+
+    __slots__ = ("due", "grace", "interval")
+
+    def __init__(self, interval: float, *, replicated: bool) -> None:
+        self.interval = min(interval, REPLICATED_COMMIT_INTERVAL) if replicated else interval
+        self.grace = 0.0 if replicated else COMMIT_GRACE
+        # When a page answered brings the commit (inf: none is waiting).
+        self.due = math.inf
+
+    def waiting(self, now: float) -> float:
+        """A write waits from ``now``: when the committer's timer goes."""
+        self.due = now + self.interval
+        return self.due + self.grace
+
 
 #: Admits URLs inside the caller's transaction, or keeps them for their owners:
 #: (the frontier rows admitted, the URLs kept for other peers).

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
@@ -41,7 +42,7 @@ from ubipy.fetch import (
     processing_failed,
     retry_delay,
 )
-from ubipy.peer.commits import COMMIT_BYTES, Commits
+from ubipy.peer.commits import COMMIT_BYTES, Commits, CommitTiming
 from ubipy.peer.crawlstats import CrawlStats, SeedResult
 from ubipy.peer.discovery import candidates, seed_candidates
 from ubipy.peer.hostmoves import HostMovesMixin
@@ -65,8 +66,6 @@ log = logging.getLogger(__name__)
 # URLs closed without a request (robots.txt, a host's page budget) in one go before
 # the loop lets others run.
 _SKIPS_AT_ONCE = 512
-# Seconds a transaction stays open at most under --replicas 2 (see Crawler.__init__).
-REPLICATED_COMMIT_INTERVAL = 0.05
 
 
 class Crawler(HostMovesMixin):
@@ -135,11 +134,9 @@ class Crawler(HostMovesMixin):
         self.request_ended = trio.Event()
         self._wakeup = Wakeup()
         self._flush_now = Wakeup()
-        # With a second copy a host's next request waits for its last outcome to be
-        # replicated, which a commit sends: there the interval stays short.
-        self._commit_interval = config.store.commit_interval
-        if config.replication.replicas > 1:
-            self._commit_interval = min(self._commit_interval, REPLICATED_COMMIT_INTERVAL)
+        self._timing = CommitTiming(
+            config.store.commit_interval, replicated=config.replication.replicas > 1
+        )
         self.dns: ResolveStage | None = None
         if resolver is not None:
             wake = (self._wakeup.set, self._flush_now.set)
@@ -524,9 +521,11 @@ class Crawler(HostMovesMixin):
             self._commits.answered(page, self.order.scored(entry, discovered))
         elif visit is not None and visit.changed:  # a new version: its links count
             self._commits.found(self.order.scored(entry, discovered))
+        commits = self._commits
         if (
-            self._commits.pages_waiting >= self.config.store.commit_every_pages
-            or self._commits.bytes_waiting >= COMMIT_BYTES
+            commits.pages_waiting >= self.config.store.commit_every_pages
+            or commits.bytes_waiting >= COMMIT_BYTES
+            or trio.current_time() >= self._timing.due
         ):
             self._flush_now.set()
 
@@ -534,8 +533,10 @@ class Crawler(HostMovesMixin):
         while True:
             if not self._commits:
                 await self._to_write.wait()
-            wait = self.config.store.storage_retry if self.storage_error else self._commit_interval
-            await self._flush_now.wait(trio.current_time() + wait)
+            now = trio.current_time()
+            retry = now + self.config.store.storage_retry
+            await self._flush_now.wait(retry if self.storage_error else self._timing.waiting(now))
+            self._timing.due = math.inf
             if self._commits:
                 self._flush()
                 self._wakeup.set()
