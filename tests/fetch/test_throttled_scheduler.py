@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ubipy.fetch.politeness import SLOWEST_REFRESH, Entry, JobKind, Scheduler
-from ubipy.fetch.throttle import ThrottleRules
+from ubipy.fetch.politeness import Entry, JobKind, Scheduler
+from ubipy.fetch.throttle import SLOWEST_REFRESH, ThrottleRules
 
 RULES = ThrottleRules(delay_factor=2.0, max_delay=30.0, backoff_base=1.0)
 

@@ -36,12 +36,9 @@ from ubipy.fetch.robots import RobotsDecision, RobotsFetch, RobotsState
 from ubipy.fetch.robotsrule import RobotsRule
 from ubipy.fetch.sitemaps import is_sitemap
 from ubipy.fetch.slots import Entry, HostRobots, HostSlot, Job, JobKind, Loader
-from ubipy.fetch.throttle import Pace, SlowHost, ThrottleRules, slowest_hosts
+from ubipy.fetch.throttle import Pace, SlowestHosts, SlowHost, ThrottleRules
 from ubipy.fetch.urls import host_key, robots_url
 from ubipy.fetch.windows import Windows
-
-# Seconds a walk over every host for the slowest ones is given again (see slowest()).
-SLOWEST_REFRESH = 10.0
 
 __all__ = ["Entry", "HostRobots", "Job", "JobKind", "Scheduler"]
 
@@ -115,8 +112,7 @@ class Scheduler:
         self._refresh_share = refresh_share
         self._taken = 0
         self._refreshes_taken = 0
-        # The last answer of slowest(n, now=...): (n, when, hosts).
-        self._slowest: tuple[int, float, list[SlowHost]] = (0, -math.inf, [])
+        self._slowest: SlowestHosts[HostSlot] = SlowestHosts()
 
     @classmethod
     def of(
@@ -579,14 +575,9 @@ class Scheduler:
 
     def slowest(self, n: int, *, now: float | None = None) -> list[SlowHost]:
         """The ``n`` hosts this peer goes slowest on (longest delay, then latency, time-outs
-        counted), walking every host: with ``now``, given again for ``SLOWEST_REFRESH`` s
-        (a status pushed every second would walk 100,000 hosts every second)."""
-        if now is not None and self._slowest[0] == n and now - self._slowest[1] < SLOWEST_REFRESH:
-            return self._slowest[2]
-        ranked = slowest_hosts(self._slots.values(), n, self.delay_of)
-        if now is not None:
-            self._slowest = (n, now, ranked)
-        return ranked
+        counted), walking every host: with ``now``, given again for a while
+        (:class:`SlowestHosts`)."""
+        return self._slowest.ranked(self._slots.values(), n, self.delay_of, now)
 
 
 def _ready_at(slot: HostSlot) -> float | None:

@@ -35,9 +35,10 @@ asks for the delay (:meth:`Pace.delay`) when it sets the host's next time.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 # Weight of the newest response time in the estimate.
 SMOOTHING = 0.3
@@ -158,3 +159,30 @@ def slowest_hosts(slots: Iterable[P], n: int, delay_of: Callable[[P], float]) ->
         if slot.pace is not None and slot.pace.latency is not None
     ]
     return heapq.nlargest(n, paced, key=lambda s: (s.delay, s.latency, s.host))
+
+
+#: Seconds the slowest hosts, once ranked, are given again to those who ask with a time.
+SLOWEST_REFRESH = 10.0
+
+
+class SlowestHosts(Generic[P]):
+    """:func:`slowest_hosts` asked with a time: ranked again at most every
+    ``SLOWEST_REFRESH`` s (a status pushed every second would walk 100,000 hosts
+    every second)."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        # (n, when, hosts) of the last ranking.
+        self._last: tuple[int, float, list[SlowHost]] = (0, -math.inf, [])
+
+    def ranked(
+        self, slots: Iterable[P], n: int, delay_of: Callable[[P], float], now: float | None
+    ) -> list[SlowHost]:
+        """``now`` None: ranked anew, whenever the last was."""
+        if now is not None and self._last[0] == n and now - self._last[1] < SLOWEST_REFRESH:
+            return self._last[2]
+        ranked = slowest_hosts(slots, n, delay_of)
+        if now is not None:
+            self._last = (n, now, ranked)
+        return ranked
