@@ -821,9 +821,28 @@ def test_a_host_asked_to_wait_holds_its_address_as_long() -> None:
     s.robots_answer(_job(s, 1.0).host, 1.0, status=404, location=None, body=b"")
     page = _job(s, 2.0)
     assert page.kind is JobKind.PAGE and page.entry is not None
-    s.retry(page.host, page.entry, 3.0, wait=300.0)  # Retry-After: 300 (one server)
+    s.retry(page.host, page.entry, 3.0, wait=2.0, asked=300.0)  # Retry-After: 300
     assert s.next_job(4.0) is None  # before: the other host at 4 s
     assert s.next_wakeup() == 303.0
+
+
+def test_a_site_s_retry_back_off_does_not_hold_the_other_sites_on_its_address() -> None:
+    """A back-off is the crawler's, for one site's failing page or robots.txt (a
+    vhost's 500): the other sites on the address wait its delay only. They waited the
+    whole back-off, 10, 20 then 40 s, for each of the site's attempts."""
+    s = _sched(delay=1.0, ip_delay=1.0)
+    _resolve_all(s, {"a.test": "10.0.0.1", "b.test": "10.0.0.1"})
+    _add_more(s, "b.test", 1)
+    first = _job(s, 0.0)
+    broken, other = first.host, "b.test" if first.host == "a.test" else "a.test"
+    s.robots_answer(broken, 0.0, status=500, location=None, body=b"")
+    assert _job(s, 1.0).host == other  # not at 10 s
+    s.robots_answer(other, 1.0, status=404, location=None, body=b"")
+    page = _job(s, 2.0)
+    assert page.host == other and page.entry is not None
+    s.retry(other, page.entry, 2.5, wait=300.0)  # its page's back-off: a 500 again
+    assert s.next_wakeup() == 10.0
+    assert _job(s, 10.0).host == broken  # robots.txt's second attempt: not at 302.5 s
 
 
 def test_a_site_s_crawl_delay_does_not_hold_the_other_sites_on_its_address() -> None:

@@ -10,6 +10,7 @@ import httpx2
 import trio
 
 from ubipy.config import CrawlConfig
+from ubipy.fetch import Resolver
 from ubipy.peer.crawler import Crawler
 from ubipy.store import Shard
 
@@ -19,16 +20,18 @@ async def running_crawler(
     config: CrawlConfig,
     handler: Callable[[httpx2.Request], Any] | httpx2.AsyncBaseTransport,
     shard: Shard | None = None,
+    resolver: Resolver | None = None,
 ) -> AsyncIterator[Crawler]:
     """A crawler whose client asks ``handler`` (through httpx2's MockTransport), or a
     transport, running for the block; stopped at its end, and its shard (``shard``, or
-    one opened in the config's data directory) closed."""
+    one opened in the config's data directory) closed. ``resolver``: hosts are looked
+    up in its stage (their addresses are only the per-IP rule's: nothing connects)."""
     shard = Shard.open(config.data_dir) if shard is None else shard
     if not isinstance(handler, httpx2.AsyncBaseTransport):
         handler = httpx2.MockTransport(handler)
     try:
         async with httpx2.AsyncClient(transport=handler) as client:
-            crawler = Crawler(config, shard, client)
+            crawler = Crawler(config, shard, client, resolver=resolver)
             async with trio.open_nursery() as nursery:
                 await nursery.start(crawler.run)
                 yield crawler

@@ -45,6 +45,7 @@ from ubipy.fetch.sitemaps import (
     is_sitemap,
     read_sitemap,
 )
+from ubipy.fetch.throttle import BACKOFF_STATUSES
 from ubipy.fetch.tls import TlsStream
 from ubipy.fetch.urls import (
     BadURL,
@@ -56,6 +57,7 @@ from ubipy.fetch.urls import (
 )
 
 __all__ = [
+    "BACKOFF_STATUSES",
     "INDEXED_SITEMAP_DEPTH",
     "LISTED_DEPTH",
     "ROBOTS_FETCH_BYTES",

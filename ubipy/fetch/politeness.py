@@ -387,17 +387,21 @@ class Scheduler:
         return None if own is None else own.address
 
     # -- completions --------------------------------------------------------
-    def finished(self, host: str, now: float, *, wait: float | None = None) -> None:
-        """A request to ``host`` ended at ``now``; the next waits the host's delay."""
+    def finished(
+        self, host: str, now: float, *, wait: float | None = None, asked: float | None = None
+    ) -> None:
+        """A request to ``host`` ended at ``now``; the next waits the host's delay, or
+        ``wait`` (a retry's back-off) or ``asked`` (its Retry-After) if longer. The
+        address waits for what its server said (its pace, ``asked``), not for a back-off
+        of this host's or its Crawl-delay: one site's broken robots.txt does not hold
+        the sites beside it."""
         slot = self._slots[host]
         slot.in_flight = False
         self.in_flight -= 1
-        delay = self.delay_of(slot)
-        slot.next_allowed = now + (delay if wait is None else max(wait, delay))
-        # The server's signals (pace, back-off, Retry-After) hold its address, Crawl-delay not.
+        slot.next_allowed = now + max(self.delay_of(slot), wait or 0.0, asked or 0.0)
         pace, rules = slot.pace, self._throttle
         server = 0.0 if pace is None or rules is None else pace.delay(rules, 0.0)
-        self._addresses.ended(slot, now, now + max(server, wait or 0.0))
+        self._addresses.ended(slot, now, now + max(server, asked or 0.0))
         self._hops.ended(slot, now)
         self._arm(slot)
 
@@ -462,11 +466,14 @@ class Scheduler:
         # no page goes before its host's robots.txt is known (a restart retries them).
         slot.refresh = []
 
-    def retry(self, host: str, entry: Entry, now: float, *, wait: float) -> None:
+    def retry(
+        self, host: str, entry: Entry, now: float, *, wait: float, asked: float | None = None
+    ) -> None:
         """The request for ``entry`` failed in a retryable way: try it again first,
-        after ``wait`` (back-off or Retry-After), and nothing else on the host sooner."""
+        after ``wait`` (its back-off) or ``asked`` (Retry-After), and nothing else on
+        the host sooner."""
         self._windows.put_back(self._slots[host], entry._replace(attempt=entry.attempt + 1))
-        self.finished(host, now, wait=wait)
+        self.finished(host, now, wait=wait, asked=asked)
 
     def abandoned(self, host: str, entry: Entry | None, now: float) -> None:
         """The request for ``entry`` (None: the host's robots.txt) was cut short by
@@ -515,7 +522,7 @@ class Scheduler:
         if give_up:
             self._give_up(slot)
             wait = None
-        self.finished(host, now, wait=wait)
+        self.finished(host, now, wait=wait, asked=asked)
         return decision
 
     # -- ownership ------------------------------------------------------------

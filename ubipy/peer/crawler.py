@@ -491,9 +491,9 @@ class Crawler(HostMovesMixin):
             self.stats.retries += 1
             # An asked wait shorter than the back-off ("Retry-After: 0") does not cut it.
             wait = retry_delay(entry.attempt + 1, config.fetch.retry_base)
-            self.scheduler.retry(host, entry, now, wait=max(wait, asked or 0.0))
+            self.scheduler.retry(host, entry, now, wait=wait, asked=asked)
             return
-        self.scheduler.finished(host, now, wait=asked)
+        self.scheduler.finished(host, now, asked=asked)
         try:
             self._page_done(host, entry, result)
         except Exception:

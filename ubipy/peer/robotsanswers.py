@@ -9,7 +9,7 @@ the reason, not lost. A host whose rules came has its ``Sitemap`` lines and
 
 from __future__ import annotations
 
-from ubipy.fetch import FetchOutcome, FetchResult, HostRobots, Job, Scheduler
+from ubipy.fetch import BACKOFF_STATUSES, FetchOutcome, FetchResult, HostRobots, Job, Scheduler
 from ubipy.peer.commits import Commits
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.sitemapping import Sitemapping
@@ -37,6 +37,10 @@ def robots_answered(
     refused = result.outcome is FetchOutcome.REFUSED
     stats.certificate_errors += bad_cert
     stats.refused_addresses += refused
+    if result.status in BACKOFF_STATUSES:
+        # The server asks to slow down (a 503's strike, heard as a page's is): its
+        # address waits for that, not for this host's retries of its robots.txt.
+        scheduler.heard(job.host, result.latency, result.status, asked=asked)
     decision = scheduler.robots_answer(
         job.host,
         now,
