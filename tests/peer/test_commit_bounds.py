@@ -4,8 +4,9 @@ comes first."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -22,21 +23,19 @@ from ubipy.store_config import StoreConfig
 HOSTS = [f"h{i}.test" for i in range(10)]
 
 
-async def _batches(tmp: Path, body: bytes, every: int) -> list[int]:
-    """Pages in each commit of a crawl of one page on each of 10 hosts, one request at
-    a time (so a host is always ready: no commit for want of work)."""
-
-    def serve(request: httpx2.Request) -> httpx2.Response:
-        if request.url.path == "/robots.txt":
-            return httpx2.Response(404)
-        return httpx2.Response(200, headers={"content-type": "text/html"}, content=body)
-
+async def _commits(
+    tmp: Path, serve: Callable[[httpx2.Request], Any], store: StoreConfig, hosts: Sequence[str]
+) -> list[tuple[float, int]]:
+    """(when, how many pages) of each commit that stored pages, in a crawl of one page
+    on each of ``hosts`` answered by ``serve``, one request at a time (so a host is
+    always ready: no commit for want of work)."""
     shard = Shard.open(tmp)
-    batches: list[int] = []
+    commits: list[tuple[float, int]] = []
     record = shard.record_pages
 
     def counted(pages: Sequence[PageRecord]) -> None:
-        batches.append(len(pages))
+        if pages:
+            commits.append((trio.current_time(), len(pages)))
         record(pages)
 
     shard.record_pages = counted  # type: ignore[method-assign]
@@ -44,10 +43,22 @@ async def _batches(tmp: Path, body: bytes, every: int) -> list[int]:
         data_dir=tmp,
         politeness=PolitenessConfig(delay=0.0, concurrency=1),
         bounds=BoundsConfig(sitemaps=False),
-        store=StoreConfig(commit_every_pages=every, commit_interval=1000.0),
+        store=store,
     )
-    await crawl_until_idle(config, shard, serve, [f"http://{h}/" for h in HOSTS], within=60)
-    return [n for n in batches if n]
+    await crawl_until_idle(config, shard, serve, [f"http://{h}/" for h in hosts], within=120)
+    return commits
+
+
+async def _batches(tmp: Path, body: bytes, every: int) -> list[int]:
+    """Pages in each commit of a crawl of one page on each of 10 hosts."""
+
+    def serve(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        return httpx2.Response(200, headers={"content-type": "text/html"}, content=body)
+
+    store = StoreConfig(commit_every_pages=every, commit_interval=1000.0)
+    return [n for _, n in await _commits(tmp, serve, store, HOSTS)]
 
 
 async def test_a_commit_comes_at_commit_every_pages(tmp_path: Path) -> None:
@@ -63,9 +74,9 @@ async def test_a_commit_comes_when_the_bodies_waiting_reach_the_bound(
 
 
 async def _commit_times(tmp: Path, latencies: list[float]) -> tuple[list[float], list[float]]:
-    """(when each commit with pages went, when each page was answered) in a crawl of
-    one page on each of len(latencies) hosts, one request at a time, the n-th page's
-    answer taking ``latencies[n]``; ``commit_interval`` 0.5 s."""
+    """(when each commit went, when each page was answered) in a crawl of one page on
+    each of len(latencies) hosts, the n-th page's answer taking ``latencies[n]``;
+    ``commit_interval`` 0.5 s."""
     answered: list[float] = []
 
     async def serve(request: httpx2.Request) -> httpx2.Response:
@@ -75,25 +86,9 @@ async def _commit_times(tmp: Path, latencies: list[float]) -> tuple[list[float],
         answered.append(trio.current_time())
         return httpx2.Response(200, headers={"content-type": "text/html"}, content=b"<p>x")
 
-    shard = Shard.open(tmp)
-    commits: list[float] = []
-    record = shard.record_pages
-
-    def timed(pages: Sequence[PageRecord]) -> None:
-        if pages:
-            commits.append(trio.current_time())
-        record(pages)
-
-    shard.record_pages = timed  # type: ignore[method-assign]
-    config = CrawlConfig(
-        data_dir=tmp,
-        politeness=PolitenessConfig(delay=0.0, concurrency=1),
-        bounds=BoundsConfig(sitemaps=False),
-        store=StoreConfig(commit_interval=0.5),
-    )
-    seeds = [f"http://h{n}.test/" for n in range(len(latencies))]
-    await crawl_until_idle(config, shard, serve, seeds, within=120)
-    return commits, answered
+    hosts = [f"h{n}.test" for n in range(len(latencies))]
+    commits = await _commits(tmp, serve, StoreConfig(commit_interval=0.5), hosts)
+    return [t for t, _ in commits], answered
 
 
 async def test_a_due_commit_goes_with_the_next_page_answered(
