@@ -353,6 +353,22 @@ page.**
   once but which keeps the CPU from going idle. About half the price is the CPU's idle
   state (the virtual CPU halted, its caches given up), a property of the machine; no
   code of a process that sleeps between pages avoids it.
+  The twenty-sixth session's machine (2026-12-04, the same kind of virtual machine) has a
+  far lower price: `bench/wakeups.py` 85, 132 and 148 us after gaps of 5, 27 and 50 ms.
+  There the ratio swung with the hour: 0.53-0.62 ms a page at 2 in flight against
+  0.40-0.45 at 64 in a quiet one (1.3-1.5, seven runs of 30-60 s), 0.80-0.89 against
+  0.42-0.47 in others (1.8-2.0). `python -m bench.stage_costs --warmup 20 --window 20
+  --pages 200` (the harness's web; 200 is now its default): 0.64 against 0.41 ms, each
+  stage 1.4-1.8 times dearer at 2 in flight, the parse of the same pages 1.82 times (0.12
+  against 0.07 ms): the code runs cold after a sleep. A wall-clock profiler (py-spy) puts
+  0.26 ms a page at 2 in flight in the request's `send`, but that is the sending CPU
+  waiting while the kernel wakes the web server asleep on the other CPU: the write costs
+  13.5 us of the thread's CPU (141 us of wall time), and a loopback send to a process
+  asleep in `recv` costs 62 us of CPU against 10 us when it spins. A commit that is due
+  now goes with the next page answered, in its wake-up, its own timer a second later
+  (`CommitTiming`, commit 2b6fa18): 0.98-1.01 wake-ups a page at 2 in flight against
+  1.07-1.15; the CPU it saves, about 0.02 ms a page at that price, is within the hour's
+  swing.
 - **Wire: what grows with N is the share of links that point into another peer's hosts,
   not a cost of coordinating.** Per page: 22, 25 and 28 B at N = 2, 4, 8 (scrapy-redis:
   2,000–2,500 B to and from Redis, 10–12 commands per page). A peer hands on the links of
