@@ -6,6 +6,7 @@ owner dies holds up nobody for longer than the lease's patience."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,32 +35,35 @@ def one_address(config: CrawlConfig) -> CrawlConfig:
     return dataclasses.replace(config, politeness=politeness)
 
 
-async def start(c: Cluster, index: int, join: SimPeer | None = None) -> SimPeer:
+async def start(
+    c: Cluster, index: int, join: SimPeer | None = None, web: SyntheticWeb = WEB
+) -> SimPeer:
     """Peer ``index``, to which every host of the web resolves to ADDRESS."""
-    lookup: Callable[..., Any] = dns_of(dict.fromkeys(WEB.host_names(), ADDRESS))
+    lookup: Callable[..., Any] = dns_of(dict.fromkeys(web.host_names(), ADDRESS))
     return await c.start(index, join=join, tune=one_address, resolver=Resolver(lookup=lookup))
 
 
-async def start_cluster(c: Cluster, n: int) -> list[SimPeer]:
-    first = await start(c, 0)
-    peers = [first] + [await start(c, i, join=first) for i in range(1, n)]
+async def start_cluster(c: Cluster, n: int, web: SyntheticWeb = WEB) -> list[SimPeer]:
+    first = await start(c, 0, web=web)
+    peers = [first] + [await start(c, i, join=first, web=web) for i in range(1, n)]
     with trio.fail_after(60):
         await c.wait_until(lambda: one_view(peers))
     return peers
 
 
-async def crawl(tmp: Path, n: int) -> tuple[Referee, list[dict[str, Any]]]:
+async def crawl(tmp: Path, n: int, web: SyntheticWeb = WEB) -> tuple[Referee, list[dict[str, Any]]]:
     """``n`` peers crawl the web whole: the referee and each peer's figures."""
-    async with cluster(tmp, WEB, seed=11) as c:
-        peers = await start_cluster(c, n)
-        peers[0].peer.seed_urls([WEB.seed_url()])
-        with trio.fail_after(900):
-            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
+    truth = TRUTH if web is WEB else ground_truth(web, [web.seed_url()])
+    async with cluster(tmp, web, seed=11) as c:
+        peers = await start_cluster(c, n, web)
+        peers[0].peer.seed_urls([web.seed_url()])
+        with trio.fail_after(3600):
+            await c.server.log.wait_for(lambda log: Referee(log, web).missing(truth) == set())
             for p in peers:
                 await p.peer.crawler.wait_idle()
         figures = (await c.status(peers[0]))["peers"]
         await c.stop_all()
-    return Referee(c.server.log, WEB), figures
+    return Referee(c.server.log, web), figures
 
 
 @pytest.mark.parametrize("n", [1, PEERS])
@@ -75,6 +79,25 @@ async def test_hosts_of_one_address_on_several_peers_take_turns(
     assert sum(f["ip_lease_timeouts"] for f in figures) == 0
     # Every request went under a lease (robots.txt's included).
     assert sum(f["ip_leases_granted"] for f in figures) == len(requests)
+
+
+SLOW = SyntheticWeb(WebSpec(seed=8, hosts=12, pages_per_host=2, latency=1.0))
+
+
+@pytest.mark.parametrize("n", [1, PEERS])
+async def test_a_slow_server_is_paced_by_several_peers_as_by_one(
+    n: int, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A server that takes a second to answer each request is given a second between
+    two (--delay-factor 1), whichever peer asks: the holder of the address's lease
+    tells its owner what the server's pace asks. Before, four peers gave it the IP
+    delay alone (0.2 s) between requests from different peers."""
+    referee, _ = await crawl(tmp_path, n, SLOW)
+    requests = sorted(referee.requests, key=lambda r: r.start)
+    assert len({r.peer for r in requests}) == n
+    gaps = sorted(b.start - a.end for a, b in itertools.pairwise(requests))
+    # Each peer's first request to the server knows no pace yet: those go sooner.
+    assert gaps[len(gaps) // 4] >= 0.9 * SLOW.spec.latency
 
 
 async def test_without_leases_four_peers_overlap_on_the_address(

@@ -7,6 +7,7 @@ and a grant that comes too late is given back."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -52,6 +53,17 @@ def test_a_release_starts_the_address_delay() -> None:
     early = leases.ask(A, Q, 10.6)
     assert not early.granted and early.wait == pytest.approx(0.1)
     assert leases.ask(A, Q, 10.7).granted
+
+
+def test_a_release_that_says_the_server_s_wait_holds_the_address_as_long() -> None:
+    """The holder heard the server ask for more than the IP delay (its pace, a 503's
+    back-off, a Retry-After): the owner denies the address to every peer as long."""
+    leases = table()
+    leases.ask(A, P, 10.0)
+    assert leases.release(A, P, 10.5, wait=8.0)
+    early = leases.ask(A, Q, 18.4)
+    assert not early.granted and early.wait == pytest.approx(0.1)
+    assert leases.ask(A, Q, 18.5).granted
 
 
 def test_a_denial_while_held_counts_on_how_long_requests_last() -> None:
@@ -108,6 +120,8 @@ class FakeScheduler:
     def __init__(self) -> None:
         self.not_before: dict[str, float] = {}
         self.address_not_before: dict[str, float] = {}
+        # When this peer's own rule lets each address be asked again.
+        self.free_at: dict[str, float] = {}
 
     def slot(self, host: str) -> SimpleNamespace | None:
         address = None if host == "noaddress.test" else A
@@ -118,6 +132,9 @@ class FakeScheduler:
 
     def defer_address(self, address: str, until: float) -> None:
         self.address_not_before[address] = until
+
+    def address_free_at(self, address: str) -> float:
+        return self.free_at.get(address, -math.inf)
 
 
 class FakeCrawler:
@@ -175,14 +192,19 @@ def asker(
     return leases, crawler, wire
 
 
-async def test_a_granted_lease_is_given_back_when_the_request_ends() -> None:
+async def test_a_granted_lease_is_given_back_when_the_request_ends(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     leases, crawler, wire = asker("q", IpGrant(0, A, True))
     assert await crawler.clear_to_fetch("h.test")
     assert [type(m) for _, m in wire.sent] == [IpLease]
     started: list[object] = []
     leases._start_soon = lambda fn, *args: started.append(args)
+    # The request's answer made this peer's rule hold the address 6 s (a slow server):
+    # the release says so, for the owner to hold it as long for the other peers.
+    crawler.scheduler.free_at[A] = trio.current_time() + 6.0
     crawler.on_request_end("h.test")
-    assert started == [("q:1", IpRelease(1, A))]
+    assert started == [("q:1", IpRelease(1, A, 6.0))]
     assert (leases.stats.granted, leases.stats.denied, leases.stats.timeouts) == (1, 0, 0)
 
 

@@ -45,12 +45,21 @@ def through_a_frame(kind: FrameType, payload: Any) -> Frame:
         IpGrant(1, "11.1.1.1", True),
         IpGrant(2, "11.1.1.1", False, 12.5),
         IpRelease(1, "a" * MAX_ADDRESS_LEN),
+        IpRelease(3, "11.1.1.1", 30.0),
     ],
     ids=repr,
 )
 def test_a_lease_frame_goes_to_the_wire_and_back(message: IpLease | IpGrant | IpRelease) -> None:
     frame = through_a_frame(message.KIND, message.to_wire())
     assert decode(frame.type, frame.payload) == message
+
+
+def test_a_release_without_a_wait_is_the_frame_older_peers_send_and_read() -> None:
+    """A release says the server's wait only when there is one: an older peer reads
+    ``id`` and ``address`` alone, and sends no ``wait``."""
+    assert IpRelease(1, "11.1.1.1").to_wire() == {"id": 1, "address": "11.1.1.1"}
+    older = {"id": 1, "address": "11.1.1.1"}
+    assert decode(FrameType.IP_RELEASE, older) == IpRelease(1, "11.1.1.1", 0.0)
 
 
 def test_the_kinds_take_the_numbers_after_hello() -> None:
@@ -84,6 +93,10 @@ MALFORMED: list[tuple[FrameType, Any]] = [
     (FrameType.IP_RELEASE, {"id": "1", "address": "11.1.1.1"}),
     (FrameType.IP_RELEASE, {"id": 1, "address": 11}),
     (FrameType.IP_RELEASE, [1, "11.1.1.1"]),
+    (FrameType.IP_RELEASE, {"id": 1, "address": "11.1.1.1", "wait": -1}),
+    (FrameType.IP_RELEASE, {"id": 1, "address": "11.1.1.1", "wait": math.nan}),
+    (FrameType.IP_RELEASE, {"id": 1, "address": "11.1.1.1", "wait": 1e6}),
+    (FrameType.IP_RELEASE, {"id": 1, "address": "11.1.1.1", "wait": "1"}),
 ]
 
 

@@ -160,6 +160,11 @@ class AddressRule:
             self._give_turn(ip, address)
         self._addresses.sweep(now)
 
+    def free_at(self, address: str) -> float:
+        """When the address may next be asked, as far as this rule knows (-inf: now)."""
+        ip = self._addresses.get(address)
+        return -math.inf if ip is None else ip.next_allowed
+
     def defer(self, address: str, until: float) -> None:
         """No request to ``address`` before ``until`` (another peer has it, and its
         lease's owner said how long it would be): its hosts wait, not ask again."""

@@ -405,6 +405,10 @@ class Scheduler:
         self._hops.ended(slot, now)
         self._arm(slot)
 
+    def address_free_at(self, address: str) -> float:
+        """When ``address`` may next be asked here: its delay, its server's wait."""
+        return self._addresses.free_at(address)
+
     def defer_address(self, address: str, until: float) -> None:
         """No request to ``address`` before ``until``, whichever host asks (a peer
         that holds its lease said so)."""

@@ -114,10 +114,11 @@ class LeaseTable:
         entry.holder, entry.granted_at, entry.expires = holder, now, now + self.term
         return Verdict(True)
 
-    def release(self, address: str, holder: Holder, now: float) -> bool:
-        """``holder``'s request ended: the address waits its delay from ``now``. False
-        (and nothing changes) when ``holder`` does not hold it: its lease expired and
-        went to another, or it was never granted here."""
+    def release(self, address: str, holder: Holder, now: float, wait: float = 0.0) -> bool:
+        """``holder``'s request ended: the address waits its delay from ``now``, or
+        ``wait`` if longer (what its server asked, as the holder heard it). False (and
+        nothing changes) when ``holder`` does not hold it: its lease expired and went
+        to another, or it was never granted here."""
         entry = self._addresses.get(address)
         if entry is None or entry.holder != holder:
             return False
@@ -126,7 +127,7 @@ class LeaseTable:
             held_for if entry.hold == 0.0 else entry.hold + _HOLD_WEIGHT * (held_for - entry.hold)
         )
         entry.holder = None
-        entry.next_allowed = now + self.ip_delay
+        entry.next_allowed = now + max(self.ip_delay, wait)
         return True
 
     def _sweep(self, now: float) -> None:
@@ -269,14 +270,18 @@ class IpLeases:
         """A request to ``host`` ended (or was not made): give its lease back; a
         denied host waits what its owner said before it is asked again."""
         now = trio.current_time()
+        scheduler = self._crawler.scheduler
         held = self._held.pop(host, None)
         if held is not None:
+            # The server's wait as this peer heard it (its pace, a Retry-After), which
+            # its scheduler has just put on the address: the owner holds it as long,
+            # for the hosts of the address on other peers too.
+            asked = min(max(scheduler.address_free_at(held.address) - now, 0.0), MAX_LEASE_WAIT)
             if held.owner == self._peer_id:
-                self.table.release(held.address, (held.owner, held.id), now)
+                self.table.release(held.address, (held.owner, held.id), now, asked)
             else:
-                self._release(held.owner, IpRelease(held.id, held.address))
+                self._release(held.owner, IpRelease(held.id, held.address, asked))
         wait, address = self._denied.pop(host, (0.0, ""))
-        scheduler = self._crawler.scheduler
         if wait and scheduler.slot(host) is not None:
             # The scheduler has just set the host's next time to its own delay; this
             # only ever pushes it later (restore_host takes the later of the two).
@@ -316,4 +321,5 @@ class IpLeases:
         )
 
     async def on_release(self, sender: str, release: IpRelease, reply: Reply) -> None:
-        self.table.release(release.address, (sender, release.id), trio.current_time())
+        now = trio.current_time()
+        self.table.release(release.address, (sender, release.id), now, release.wait)

@@ -94,18 +94,29 @@ class IpGrant:
 @dataclass(frozen=True, slots=True)
 class IpRelease:
     """IP_RELEASE: the request made under lease ``id`` on ``address`` has ended (or
-    was never made); the address waits its delay from now."""
+    was never made); the address waits its delay from now, or ``wait`` seconds if
+    longer: what its server asked, as the holder heard it (its pace: a slow server, a
+    503's back-off; a Retry-After). Sent only when over 0, so a peer of an older
+    version, which reads ``id`` and ``address`` alone, takes the frame as before."""
 
     KIND: ClassVar = FrameType.IP_RELEASE
     id: int
     address: str
+    wait: float = 0.0
 
     def __post_init__(self) -> None:
         _check_address(self.address)
+        if not 0 <= self.wait <= MAX_LEASE_WAIT:
+            raise WireError("a lease's wait is between 0 and a day")
 
     def to_wire(self) -> dict[str, object]:
-        return {"id": self.id, "address": self.address}
+        wire: dict[str, object] = {"id": self.id, "address": self.address}
+        if self.wait:
+            wire["wait"] = self.wait
+        return wire
 
     @classmethod
     def from_wire(cls, obj: object) -> IpRelease:
-        return cls(*_id_and_address(obj, "an IP lease release"))
+        lease_id, address = _id_and_address(obj, "an IP lease release")
+        wait = _map(obj, "an IP lease release").get("wait", 0.0)
+        return cls(lease_id, address, _finite(wait, "a lease's wait"))
