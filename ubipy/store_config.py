@@ -36,7 +36,7 @@ class StoreConfig:
 
     # A transaction closes at commit_every_pages pages or after commit_interval,
     # whichever comes first: one fsync for many pages. Past its interval it goes with
-    # the next page answered, or a second later if none is (CommitTiming). Sooner when
+    # the next request answered, or a second later if none is (CommitTiming). Sooner when
     # the crawler has a free slot and nothing ready: the pages' links may be what it
     # waits for; and when the bodies waiting reach 32 MiB. Each commit rewrites the
     # shard's pages that its rows touched, so fewer, larger ones cost less a page
@@ -46,7 +46,7 @@ class StoreConfig:
     commit_interval: float = option(
         0.25,
         help="seconds a transaction stays open, however few its pages: it closes with "
-        "the next page answered, a second later at most (sooner when the crawler has "
+        "the next request answered, a second later at most (sooner when the crawler has "
         "nothing else to do)",
     )
     # While the shard refuses writes (disk full, read-only).

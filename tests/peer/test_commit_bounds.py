@@ -4,6 +4,7 @@ comes first."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,16 @@ HOSTS = [f"h{i}.test" for i in range(10)]
 
 
 async def _commits(
-    tmp: Path, serve: Callable[[httpx2.Request], Any], store: StoreConfig, hosts: Sequence[str]
+    tmp: Path,
+    serve: Callable[[httpx2.Request], Any],
+    store: StoreConfig,
+    hosts: Sequence[str],
+    *,
+    sitemaps: bool = False,
 ) -> list[tuple[float, int]]:
     """(when, how many pages) of each commit that stored pages, in a crawl of one page
     on each of ``hosts`` answered by ``serve``, one request at a time (so a host is
-    always ready: no commit for want of work)."""
+    always ready: no commit for want of work), the hosts' delays fixed at 0."""
     shard = Shard.open(tmp)
     commits: list[tuple[float, int]] = []
     record = shard.record_pages
@@ -41,8 +47,8 @@ async def _commits(
     shard.record_pages = counted  # type: ignore[method-assign]
     config = CrawlConfig(
         data_dir=tmp,
-        politeness=PolitenessConfig(delay=0.0, concurrency=1),
-        bounds=BoundsConfig(sitemaps=False),
+        politeness=PolitenessConfig(delay=0.0, concurrency=1, delay_factor=0.0),
+        bounds=BoundsConfig(sitemaps=sitemaps),
         store=store,
     )
     await crawl_until_idle(config, shard, serve, [f"http://{h}/" for h in hosts], within=120)
@@ -100,6 +106,32 @@ async def test_a_due_commit_goes_with_the_next_page_answered(
     commits, answered = await _commit_times(tmp_path, [0.3] * 10)
     assert all(t in answered for t in commits[:-1])  # the last: once nothing is ready
     assert [round(t, 6) for t in commits[:3]] == [0.6, 1.2, 1.8]
+
+
+async def test_a_due_commit_goes_with_any_answer_not_only_a_page_s(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A robots.txt naming eight sitemaps, each answered in 0.3 s: each commit due goes
+    with the next sitemap answered. Only a page's answer brought it before, so these
+    waited for the committer's timer (1.5 s)."""
+    answered: list[float] = []
+    maps = [f"http://s.test/m{i}.xml" for i in range(8)]
+    urlset = b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"></urlset>'
+
+    async def serve(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(200, text="".join(f"Sitemap: {m}\n" for m in maps))
+        await trio.sleep(0.3)
+        answered.append(trio.current_time())
+        if request.url.path.startswith("/m"):
+            return httpx2.Response(200, headers={"content-type": "text/xml"}, content=urlset)
+        return httpx2.Response(200, headers={"content-type": "text/html"}, content=b"<p>x")
+
+    store = StoreConfig(commit_interval=0.5)
+    commits = [t for t, _ in await _commits(tmp_path, serve, store, ["s.test"], sitemaps=True)]
+    assert len(answered) == 10  # the page, its eight sitemaps and /sitemap.xml
+    assert all(t in answered for t in commits[:-1])
+    assert all(b - a <= 0.5 + 0.3 + 1e-9 for a, b in itertools.pairwise(commits[:-1]))
 
 
 async def test_a_commit_with_no_page_to_go_with_waits_no_longer_than_a_grace(

@@ -100,8 +100,9 @@ COMMIT_GRACE = 1.0
 
 class CommitTiming:
     """When the next commit goes: ``interval`` after the first write began to wait,
-    with the first page answered from then on (in that page's wake-up), or by the
-    committer's own timer ``COMMIT_GRACE`` later when none comes. A timer of its own
+    with the first request answered from then on (a page, a robots.txt, a sitemap, in
+    that answer's wake-up), or by the committer's own timer ``COMMIT_GRACE`` later when
+    none comes. A timer of its own
     was a wake-up of its own for every commit: at 2 requests in flight (40 pages a
     second) a tenth of a wake-up a page more (bench/scaling.py, 1.1 against 1.0).
 

@@ -477,6 +477,8 @@ class Crawler(HostMovesMixin):
             ):
                 self._flush_now.set()
         self._commits.mark(job.host, self._mark(job.host, end_wall, now))
+        if now >= self._timing.due:  # any answer's wake-up brings a due commit
+            self._flush_now.set()
         self.on_request_end(job.host)
         ended, self.request_ended = self.request_ended, trio.Event()
         ended.set()
@@ -521,11 +523,9 @@ class Crawler(HostMovesMixin):
             self._commits.answered(page, self.order.scored(entry, discovered))
         elif visit is not None and visit.changed:  # a new version: its links count
             self._commits.found(self.order.scored(entry, discovered))
-        commits = self._commits
         if (
-            commits.pages_waiting >= self.config.store.commit_every_pages
-            or commits.bytes_waiting >= COMMIT_BYTES
-            or trio.current_time() >= self._timing.due
+            self._commits.pages_waiting >= self.config.store.commit_every_pages
+            or self._commits.bytes_waiting >= COMMIT_BYTES
         ):
             self._flush_now.set()
 
