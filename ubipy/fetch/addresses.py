@@ -19,13 +19,13 @@ waits in the queue of an address it will not use. No I/O and no clock, as the
 scheduler.
 
 After a request the address waits ``--ip-delay``, or what the server asked if longer:
-the ending host's pace, back-off or Retry-After (the scheduler works it out), and the
-address's own pace, which hears every answer that came through any of its names. A
-server slow to answer, or answering 503 without a Retry-After, is paced as one: twenty
-names of a server answering 503 took 419 requests in ten minutes (each name its own
-run of strikes), where one name takes 23. A site's Crawl-delay is that site's own: on
-shared hosting one site's ``Crawl-delay: 10`` would otherwise hold every other site on
-the address.
+the ending host's pace (its 503s' back-off among it) or Retry-After (the scheduler works
+it out; a retry's back-off is the host's alone), and the address's own pace, which hears
+every answer that came through any of its names. A server slow to answer, or answering
+503 without a Retry-After, is paced as one: twenty names of a server answering 503 took
+419 requests in ten minutes (each name its own run of strikes), where one name takes 23.
+A site's Crawl-delay is that site's own: on shared hosting one site's
+``Crawl-delay: 10`` would otherwise hold every other site on the address.
 """
 
 from __future__ import annotations

@@ -417,9 +417,8 @@ class Scheduler:
     def heard(
         self, host: str, latency: float | None, status: int | None, *, asked: float | None = None
     ) -> None:
-        """How ``host`` answered a page request (before :meth:`finished` or :meth:`retry`):
-        ``latency`` seconds to the response's head, ``asked``: the seconds its
-        Retry-After asked."""
+        """How ``host`` answered (a page, a robots.txt's 503 or 429), before the request
+        ends: ``latency`` seconds to the head, ``asked``: what its Retry-After asked."""
         slot = self._slots.get(host)
         if slot is None or self._throttle is None:
             return
