@@ -141,11 +141,12 @@ class Outcome:
 
 
 async def partitioned_crawl(
-    tmp: Path, f: Fault, length: float, web: SyntheticWeb, truth: set[str]
+    tmp: Path, f: Fault, length: float, web: SyntheticWeb, truth: set[str], seed: int = 14
 ) -> Outcome:
-    """Four peers crawl ``web``; ``f`` strikes when a third of it is fetched, for
-    ``length`` seconds; then everything is fetched and the peers stop."""
-    async with cluster(tmp, web, seed=14) as c:
+    """Four peers crawl ``web`` (the cluster's randomness drawn from ``seed``); ``f``
+    strikes when a third of it is fetched, for ``length`` seconds; then everything is
+    fetched and the peers stop."""
+    async with cluster(tmp, web, seed=seed) as c:
         peers = await c.start_joined(PEERS, patience=30, replicas=2, delay=DELAY)
         peers[0].peer.seed_urls([web.seed_url()])
         with trio.fail_after(120):
@@ -218,3 +219,19 @@ async def test_a_peer_cut_off_abandons_its_requests_before_its_hosts_change_hand
     assert _overlaps(out.referee) == []
     assert out.referee.missing(SLOW_TRUTH) == set()
     assert out.troubles == []
+
+
+@pytest.mark.parametrize("seed", [10, 16, 29])
+async def test_a_peer_back_from_a_cut_waits_for_every_member_its_hosts_may_be_with(
+    seed: int, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The lone side of a 3|1 cut declared the others dead; those rumours, held in the
+    links, reach them at the heal, and a holder of the lease drops a member from its
+    base for a moment. The returning peer took that base and waited, before fetching
+    its hosts again, for its members alone: one that held a host of its through the
+    cut, still asking it, was not among them, and the host was asked by two peers at
+    once (on these seeds, about 2 s after the heal). It now waits for every member of
+    every base it had while cut off (found by a review, with the helper's scan)."""
+    out = await partitioned_crawl(tmp_path, FAULTS["3|1"], 60.0, SLOW, SLOW_TRUTH, seed=seed)
+    assert _overlaps(out.referee) == []
+    assert out.referee.missing(SLOW_TRUTH) == set()

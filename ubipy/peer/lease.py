@@ -19,7 +19,15 @@ from collections.abc import Callable, Sequence
 import trio
 
 from ubipy.errors import StorageError
-from ubipy.membership import ChangeKind, MemberEvent, Membership, Outgoing, Ping, Quorum
+from ubipy.membership import (
+    ChangeKind,
+    MemberEvent,
+    Membership,
+    MemberState,
+    Outgoing,
+    Ping,
+    Quorum,
+)
 from ubipy.net import Handle, Reply, Send
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.handoff import Handoff
@@ -74,6 +82,13 @@ class Lease:
         self._start_soon: Callable[..., object] = lambda *args: None
         self._send_frame: Send | None = None
         self._new = quorum.pending
+        # Every member of every base (and joint base) this peer has had since it last
+        # resumed: any of them may have been given its hosts while it was cut off, even
+        # one that the base it resumes under leaves out (a holder's base shrunk by a
+        # death that was not one: a stale DEAD rumour, sent by this very peer during
+        # the cut and delivered at the heal).
+        self._counted: set[str] = set()
+        self._note_base()
         self._cadence = quorum.lease / 3
         # Membership's tick pings the members due then or up to this much later: one
         # wake-up serves both, where times drift apart by how late each runs.
@@ -97,6 +112,7 @@ class Lease:
 
     async def _on_answer(self, sender: str, answer: BaseAnswer, reply: Reply) -> None:
         quorum = self.quorum
+        self._note_base()  # the base this answer may replace
         now = trio.current_time()
         if quorum.answered(
             sender,
@@ -109,6 +125,9 @@ class Lease:
             log.info("counted in the majority's base by %s: %d peers", sender, len(quorum.base))
             self._remember()
         self._kick.set()
+
+    def _note_base(self) -> None:
+        self._counted |= self.quorum.base | (self.quorum.joint or frozenset())
 
     def nobody_to_join(self) -> None:
         """A try to join reached nobody but this peer itself: a new peer founds a base
@@ -139,6 +158,7 @@ class Lease:
     def membership_changed(self, events: Sequence[MemberEvent]) -> None:
         """The members that count, and the base (changed only while the lease holds)."""
         quorum, now = self.quorum, trio.current_time()
+        self._note_base()  # before a death shrinks it
         quorum.set_live(self._membership.alive_ids())
         changed = False
         for event in events:
@@ -161,6 +181,9 @@ class Lease:
         elif quorum.admit_live(now):
             self._remember()
         crawler, sight = self._crawler, quorum.sight(now)
+        if sight.holds and crawler.paused is None:
+            self._counted = set()  # fetching: only the base it has now counts
+        self._note_base()
         if sight.pending:
             if crawler.paused is None:
                 log.info("new to the cluster: fetching waits until %s", _COUNTED)
@@ -173,8 +196,11 @@ class Lease:
             self._new = False
             # Everyone in the base, not only those in sight yet: any of them may have
             # been given this peer's hosts, and the rest of a healed side often comes
-            # back a moment after the first of it.
-            self._handoff.resumed(self.quorum.base | self._membership.alive_ids())
+            # back a moment after the first of it. And everyone in the bases it had
+            # while paused (but those that left): the one it resumes under may lack a
+            # member that held its hosts through the cut (see _counted).
+            left = {m.id for m in self._membership.members() if m.state is MemberState.LEFT}
+            self._handoff.resumed(frozenset(self._counted | self._membership.alive_ids()) - left)
             crawler.pause(None)
         elif not sight.holds:
             if crawler.paused is None:
