@@ -64,3 +64,29 @@ async def test_a_robots_txt_503_holds_the_address_as_the_server_s_back_off(
 ) -> None:
     # The server's first back-off: a strike on the address's pace.
     assert await _after_the_broken_robots_txt(tmp_path, 503) == Defaults().backoff_base
+
+
+async def test_a_robots_txt_answered_after_its_503s_ends_their_back_off(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Two 503s, then the rules: the server has recovered, and the host's first page
+    goes at its delay (0), not after the two strikes' back-off (4 s)."""
+    asked: list[tuple[float, str]] = []
+
+    def serve(request: httpx2.Request) -> httpx2.Response:
+        asked.append((trio.current_time(), request.url.path))
+        if request.url.path == "/robots.txt" and len(asked) <= 2:
+            return httpx2.Response(503)
+        return httpx2.Response(404 if request.url.path == "/robots.txt" else 200)
+
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=0.0, robots_retry_base=1.0),
+        bounds=BoundsConfig(sitemaps=False),
+    )
+    async with running_crawler(config, serve) as crawler:
+        crawler.seed(["http://a.test/"])
+        with trio.fail_after(60):
+            await crawler.wait_idle()
+    assert [path for _, path in asked] == ["/robots.txt"] * 3 + ["/"]
+    assert asked[3][0] == asked[2][0]

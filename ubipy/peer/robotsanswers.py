@@ -37,10 +37,13 @@ def robots_answered(
     refused = result.outcome is FetchOutcome.REFUSED
     stats.certificate_errors += bad_cert
     stats.refused_addresses += refused
-    if result.status in BACKOFF_STATUSES:
-        # The server asks to slow down (a 503's strike, heard as a page's is): its
-        # address waits for that, not for this host's retries of its robots.txt.
-        scheduler.heard(job.host, result.latency, result.status, asked=asked)
+    status, slot = result.status, scheduler.slot(job.host)
+    striking = slot is not None and slot.pace is not None and slot.pace.strikes > 0
+    if status in BACKOFF_STATUSES or (status is not None and status < 500 and striking):
+        # Heard as a page's answer is, where it speaks of the server's load: a 503's
+        # strike holds the address (not this host's retries of its robots.txt), and an
+        # answer after a run of them ends it.
+        scheduler.heard(job.host, result.latency, status, asked=asked)
     decision = scheduler.robots_answer(
         job.host,
         now,
