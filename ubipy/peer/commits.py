@@ -94,7 +94,7 @@ __all__ = ["COMMIT_BYTES", "Answered", "Batch", "CommitTiming", "Commits"]
 
 #: Seconds a transaction stays open at most under --replicas 2 (see CommitTiming).
 REPLICATED_COMMIT_INTERVAL = 0.05
-#: How long past its interval a commit waits for a page's wake-up to go in.
+#: How long past its interval a commit waits for an answer's wake-up to go in.
 COMMIT_GRACE = 1.0
 
 
@@ -102,9 +102,9 @@ class CommitTiming:
     """When the next commit goes: ``interval`` after the first write began to wait,
     with the first request answered from then on (a page, a robots.txt, a sitemap, in
     that answer's wake-up), or by the committer's own timer ``COMMIT_GRACE`` later when
-    none comes. A timer of its own
-    was a wake-up of its own for every commit: at 2 requests in flight (40 pages a
-    second) a tenth of a wake-up a page more (bench/scaling.py, 1.1 against 1.0).
+    none comes. A timer of its own was a wake-up of its own for every commit: at 2
+    requests in flight (40 pages a second) a tenth of a wake-up a page more
+    (bench/scaling.py, 1.1 against 1.0).
 
     Under --replicas 2 a host's next request waits for the commit that copies its
     last outcome, so there the interval is short and its timer has no grace.
@@ -115,7 +115,7 @@ class CommitTiming:
     def __init__(self, interval: float, *, replicated: bool) -> None:
         self.interval = min(interval, REPLICATED_COMMIT_INTERVAL) if replicated else interval
         self.grace = 0.0 if replicated else COMMIT_GRACE
-        # When a page answered brings the commit (inf: none is waiting).
+        # From when an answer brings the commit (inf: no write is waiting).
         self.due = math.inf
 
     def waiting(self, now: float) -> float:

@@ -275,12 +275,14 @@ class IpLeases:
         if held is not None:
             # The server's wait as this peer heard it (its pace, a Retry-After), which
             # its scheduler has just put on the address: the owner holds it as long,
-            # for the hosts of the address on other peers too.
-            asked = min(max(scheduler.address_free_at(held.address) - now, 0.0), MAX_LEASE_WAIT)
+            # for the hosts of the address on other peers too. Said only past the IP
+            # delay, which the owner keeps anyway.
+            server = min(scheduler.address_free_at(held.address) - now, MAX_LEASE_WAIT)
+            server = server if server > self.table.ip_delay else 0.0
             if held.owner == self._peer_id:
-                self.table.release(held.address, (held.owner, held.id), now, asked)
+                self.table.release(held.address, (held.owner, held.id), now, server)
             else:
-                self._release(held.owner, IpRelease(held.id, held.address, asked))
+                self._release(held.owner, IpRelease(held.id, held.address, server))
         wait, address = self._denied.pop(host, (0.0, ""))
         if wait and scheduler.slot(host) is not None:
             # The scheduler has just set the host's next time to its own delay; this
