@@ -16,7 +16,6 @@ import trio.testing
 
 from tests.peer.crawling import running_crawler
 from ubipy.config import BoundsConfig, CrawlConfig, DnsConfig, PolitenessConfig, Scope
-from ubipy.config import PolitenessConfig as Defaults
 from ubipy.fetch import Resolver
 
 
@@ -63,7 +62,7 @@ async def test_a_robots_txt_503_holds_the_address_as_the_server_s_back_off(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     # The server's first back-off: a strike on the address's pace.
-    assert await _after_the_broken_robots_txt(tmp_path, 503) == Defaults().backoff_base
+    assert await _after_the_broken_robots_txt(tmp_path, 503) == PolitenessConfig().backoff_base
 
 
 async def test_a_robots_txt_answered_after_its_503s_ends_their_back_off(

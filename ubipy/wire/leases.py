@@ -96,7 +96,7 @@ class IpRelease:
     """IP_RELEASE: the request made under lease ``id`` on ``address`` has ended (or
     was never made); the address waits its delay from now, or ``wait`` seconds if
     longer: what its server asked, as the holder heard it (its pace: a slow server, a
-    503's back-off; a Retry-After). Sent only when over 0, so a peer of an older
+    503's back-off; a Retry-After). Sent only past the IP delay, so a peer of an older
     version, which reads ``id`` and ``address`` alone, takes the frame as before."""
 
     KIND: ClassVar = FrameType.IP_RELEASE
