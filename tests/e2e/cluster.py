@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,18 @@ async def members_alive(peer: PeerProcess, secret: str = "s3cret") -> set[str]:
     except OSError:
         return set()
     return {m["id"] for m in report["members"] if m["state"] == "alive"}
+
+
+async def wait_for_one_view(
+    peers: Sequence[PeerProcess], everyone: set[str], within: float
+) -> None:
+    """Ask every peer which members it sees alive, every half second (a status is a
+    frame to each peer), until each sees ``everyone``; fail with their views if they
+    do not within ``within`` seconds."""
+    views: list[set[str]] = []
+    for _ in range(max(1, int(within / 0.5))):
+        views = [await members_alive(p) for p in peers]
+        if all(v == everyone for v in views):
+            return
+        await trio.sleep(0.5)
+    raise AssertionError(f"no one view in {within:g} s: {views}")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.e2e.cluster import PeerProcess, members_alive, start_peer_or_fail, stop_all
+from tests.e2e.cluster import PeerProcess, start_peer_or_fail, stop_all, wait_for_one_view
 from tests.e2e.netns import bridged_namespaces, can_make_namespaces, relay
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 from ubipy.synthweb.server import serve
@@ -53,13 +53,7 @@ async def test_peers_given_one_name_for_them_all_make_one_cluster(tmp_path: Path
                         with trio.fail_after(30):
                             await peers[0].wait_for(rb"fetching starts")
                 everyone = {p.peer_id for p in peers}
-                # Asked every half second (a status is a frame to each peer), for 30 s.
-                for _ in range(60):
-                    views = [await members_alive(p) for p in peers]
-                    if all(v == everyone for v in views):
-                        break
-                    await trio.sleep(0.5)
-                assert all(v == everyone for v in views), views
+                await wait_for_one_view(peers, everyone, within=30)
                 with trio.fail_after(120):
                     await server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
             finally:

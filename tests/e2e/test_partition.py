@@ -23,9 +23,9 @@ import trio
 from tests.e2e.cluster import (
     UBIPY,
     PeerProcess,
-    members_alive,
     start_peer_or_fail,
     stop_all,
+    wait_for_one_view,
 )
 from tests.e2e.netns import bridged_namespaces, can_make_namespaces, ip, relay
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
@@ -109,13 +109,7 @@ async def test_a_real_partition_heals_with_no_host_fetched_by_two_peers(
                 await trio.sleep(length)
                 cut(names, [[0, 1], [2, 3]], heal=True)
                 healed = trio.current_time()
-                # Asked every half second (a status is a frame to each peer), for a minute.
-                for _ in range(120):
-                    views = [await members_alive(p) for p in peers]
-                    if all(v == everyone for v in views):
-                        break
-                    await trio.sleep(0.5)
-                assert all(v == everyone for v in views), views
+                await wait_for_one_view(peers, everyone, within=60)
                 converged = trio.current_time() - healed
                 with trio.fail_after(180):
                     await server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
