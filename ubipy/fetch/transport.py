@@ -451,8 +451,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         one the DNS stage checked), or a fresh lookup, checked the same way; None for
         a name behind a proxy, which the proxy looks up."""
         assert self._resolver is not None
-        name = origin.host
-        host = f"[{name}]" if ":" in name else name
+        host = _bracketed(origin.host)
         if origin.port != _DEFAULT_PORTS[origin.scheme]:
             host = f"{host}:{origin.port}"  # as a URL's host key has it
         if not self._resolver.wanted(host):
@@ -461,8 +460,8 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         if answer.address is None:
             assert answer.error is not None
             if answer.error is DnsFailure.REFUSED:
-                raise AddressRefused(f"{answer.error.value}: {name}")
-            raise httpx2.ConnectError(f"{answer.error.value}: {name}")
+                raise AddressRefused(f"{answer.error.value}: {origin.host}")
+            raise httpx2.ConnectError(f"{answer.error.value}: {origin.host}")
         return answer.address
 
     async def _handshake(self, stream: trio.abc.Stream, origin: _Origin) -> TlsStream:
@@ -528,13 +527,17 @@ def default_max_idle() -> int:
     return descriptor_share(16)
 
 
+def _bracketed(host: str) -> str:
+    """A host as an authority writes it: httpx gives an IPv6 literal without its
+    brackets, which an authority (and a host key) needs."""
+    return f"[{host}]" if ":" in host else host
+
+
 async def _tunnel(stream: trio.abc.Stream, origin: _Origin) -> None:
     """Ask the proxy for a CONNECT tunnel to ``origin``; the stream then carries TLS.
     The exchange is written and read here (one request line, one status line to
     read): an h11 connection for it cost 0.15 ms a connection over HTTPS."""
-    # httpx gives an IPv6 literal's host without its brackets; an authority needs them.
-    host = f"[{origin.host}]" if ":" in origin.host else origin.host
-    authority = f"{host}:{origin.port}".encode("ascii")
+    authority = f"{_bracketed(origin.host)}:{origin.port}".encode("ascii")
     await stream.send_all(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority, authority))
     received = b""
     searched = 0  # where the blank line is still to be looked for
