@@ -362,6 +362,7 @@ class Peer:
         )
 
     def _live_others(self) -> list[str]:
+        """The addresses of the other live members, suspected ones too."""
         members = self.membership.members()
         return [m.address for m in members if m.state in LIVE_STATES and m.id != self.peer_id]
 
@@ -568,8 +569,7 @@ class Peer:
     async def _status_report(self, cluster: bool) -> Status:
         members = self.membership.members()
         rows = tuple(MemberRow(m.id, m.address, m.state.name.lower()) for m in members)
-        live = [m for m in members if m.state in LIVE_STATES and m.id != self.peer_id]
-        others = [m.address for m in live] if cluster else []
+        others = self._live_others() if cluster else []
         own = self.status().as_json()
         return await gather_status(rows, own, others, self.secret, self.network)
 
