@@ -8,6 +8,7 @@ the crawl loop's own methods it calls are declared here.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import trio
@@ -112,13 +113,18 @@ class HostMovesMixin:
         bogus mark) counts as now: the wait is never longer than the mark's, and that
         never longer than this peer would ask itself (a bogus mark, or another peer's
         longer limits)."""
+        wait = max(0.0, min(mark.last_end, wall) + min(mark.delay, self._longest_wait) - wall)
+        self.scheduler.restore_host(host, not_before=now + wait, pages=mark.pages)
+
+    @functools.cached_property
+    def _longest_wait(self) -> float:
+        """The longest wait this peer would ask itself after a request: a mark's is
+        never taken longer (a start-up restores every host's mark, once each)."""
         polite = self.config.politeness
-        longest = max(
+        return max(
             self.config.fetch.max_retry_after,
             polite.delay,
             polite.max_delay,
             polite.max_crawl_delay,
             retry_delay(polite.robots_max_attempts, polite.robots_retry_base),
         )
-        wait = max(0.0, min(mark.last_end, wall) + min(mark.delay, longest) - wall)
-        self.scheduler.restore_host(host, not_before=now + wait, pages=mark.pages)
