@@ -23,7 +23,10 @@ with them, 0.9 ms).
 from __future__ import annotations
 
 import functools
+import os
+import re
 import ssl
+import sys
 from pathlib import Path
 
 import trio
@@ -31,20 +34,64 @@ import trio
 from ubipy.fetch.sockets import DirectSocketStream
 from ubipy.fetch.tlssessions import TlsSession, resume, session_of
 
-__all__ = ["TlsStream", "certificate_failure", "tls_context"]
+__all__ = ["TlsStream", "certificate_failure", "system_ca_directory", "tls_context"]
 
 _READ_SIZE = 65_536
+# A CA directory's entry as c_rehash and update-ca-certificates name them: the
+# subject's hash, then which of the certificates with that hash.
+_HASHED = re.compile(r"[0-9a-f]{8}\.[0-9]+")
+_PEM_CERTIFICATES = (b"-----BEGIN CERTIFICATE-----", b"-----BEGIN TRUSTED CERTIFICATE-----")
 
 
 @functools.cache
 def tls_context(ca_bundle: Path | None = None) -> ssl.SSLContext:
     """The verifying client context, made once per process (per CA bundle): the
-    system's CAs, plus those in ``ca_bundle`` (a PEM file) when given. Building one
-    loads the whole CA store, which costs more than a handshake."""
-    ctx = ssl.create_default_context()
+    system's CAs, plus those in ``ca_bundle`` (a PEM file) when given.
+
+    The system's CAs are read from its hashed CA directory when that directory
+    holds them all (:func:`system_ca_directory`): OpenSSL then reads a CA from it
+    when a chain first needs it, where loading the CA file parses every one of
+    them at once: 30 ms of CPU for Debian's 144 (OpenSSL 3.0), as much as 200
+    resumed handshakes."""
+    directory = system_ca_directory()
+    if directory is None:
+        ctx = ssl.create_default_context()
+    else:
+        # The same settings as the default context's, the same CAs, read lazily.
+        ctx = ssl.create_default_context(capath=directory)
     if ca_bundle is not None:
         ctx.load_verify_locations(cafile=ca_bundle)
     return ctx
+
+
+def system_ca_directory() -> str | None:
+    """The system's CA directory (OpenSSL's default, or ``SSL_CERT_DIR``) when it
+    holds every CA of the system's CA file, else None: the file is then loaded
+    as the default context loads it.
+
+    Debian, Ubuntu and Alpine write both from one list (update-ca-certificates):
+    the file among the directory's hashed links to each certificate. The
+    directory is taken for the file only there, when the file lies in it and it
+    has at least as many hashed entries as the file has certificates: a CA
+    added to the file by hand, or a ``SSL_CERT_FILE`` elsewhere, keeps the file.
+    Windows's store is read by the default context alone."""
+    if sys.platform == "win32":
+        return None
+    paths = ssl.get_default_verify_paths()
+    directory = paths.capath
+    if directory is None or not os.path.isdir(directory):
+        return None
+    if paths.cafile is None:
+        return directory  # the directory is all the default context has
+    if os.path.dirname(os.path.realpath(paths.cafile)) != os.path.realpath(directory):
+        return None
+    try:
+        pem = Path(paths.cafile).read_bytes()
+        hashed = sum(1 for name in os.listdir(directory) if _HASHED.fullmatch(name))
+    except OSError:
+        return None
+    certificates = sum(pem.count(begin) for begin in _PEM_CERTIFICATES)
+    return directory if hashed >= certificates else None
 
 
 def certificate_failure(exc: BaseException) -> ssl.SSLCertVerificationError | None:
