@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -105,6 +106,7 @@ def measure(concurrency: int, args: argparse.Namespace, work: Path) -> dict[str,
         sys.executable, "-m", "bench.stage_costs", "--child", str(report), "--",
         "--data", str(work / "data"), "--listen", "127.0.0.1:0", "--proxy", web.proxy,
         "--secret", SECRET, "--delay", str(args.delay), "--concurrency", str(concurrency),
+        *shlex.split(args.peer_args),
     ]  # fmt: skip
     with open(err, "w") as out:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=out, cwd=ROOT, env=_env())
@@ -135,9 +137,11 @@ def measure(concurrency: int, args: argparse.Namespace, work: Path) -> dict[str,
 
     cpu = float(last["cpu"] - first["cpu"]) / pages
     answered, commit = per_page("answered"), per_page("commit")
+    commits = last["stages"]["commit"][0] - first["stages"]["commit"][0]
     return {
         "pages": pages,
         "robots": robots / pages,
+        "per_commit": pages / commits if commits else float("inf"),
         "cpu": cpu,
         "answered": answered,
         "parse": per_page("parse"),
@@ -148,13 +152,14 @@ def measure(concurrency: int, args: argparse.Namespace, work: Path) -> dict[str,
 
 def table(rows: dict[int, dict[str, float]]) -> str:
     lines = [
-        "| in flight | pages | robots.txt a page | CPU ms/page | answered (parse) ms "
-        "| commit ms | rest ms |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| in flight | pages | robots.txt a page | pages a commit | CPU ms/page "
+        "| answered (parse) ms | commit ms | rest ms |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for concurrency, r in rows.items():
         lines.append(
-            f"| {concurrency} | {r['pages']:,.0f} | {r['robots']:.2f} | {r['cpu'] * 1e3:.2f} | "
+            f"| {concurrency} | {r['pages']:,.0f} | {r['robots']:.2f} | {r['per_commit']:.1f} | "
+            f"{r['cpu'] * 1e3:.2f} | "
             f"{r['answered'] * 1e3:.2f} ({r['parse'] * 1e3:.2f}) | {r['commit'] * 1e3:.2f} | "
             f"{r['rest'] * 1e3:.2f} |"
         )
@@ -184,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jitter", type=float, default=0.2, help="latency's spread, a share")
     p.add_argument("--delay", type=float, default=0.2, help="politeness delay per host")
     p.add_argument("--web-seed", type=int, default=1)
+    p.add_argument(
+        "--peer-args", default="", help="more options for the peer, e.g. '--config crawl.toml'"
+    )
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args, rest = p.parse_known_args(argv)
     if args.child is not None:

@@ -19,13 +19,13 @@ def test_every_timed_stage_is_a_function_of_the_crawler() -> None:
 
 
 def test_the_table_gives_each_stage_and_the_ratios() -> None:
-    low = {"pages": 500, "robots": 0.0, "cpu": 3.0e-3, "answered": 0.8e-3, "parse": 0.6e-3,
-           "commit": 0.6e-3, "rest": 1.6e-3}  # fmt: skip
-    high = {"pages": 6000, "robots": 0.0, "cpu": 1.5e-3, "answered": 0.4e-3, "parse": 0.3e-3,
-            "commit": 0.5e-3, "rest": 0.6e-3}  # fmt: skip
+    low = {"pages": 500, "robots": 0.0, "per_commit": 10.0, "cpu": 3.0e-3,
+           "answered": 0.8e-3, "parse": 0.6e-3, "commit": 0.6e-3, "rest": 1.6e-3}  # fmt: skip
+    high = {"pages": 6000, "robots": 0.0, "per_commit": 300.0, "cpu": 1.5e-3,
+            "answered": 0.4e-3, "parse": 0.3e-3, "commit": 0.5e-3, "rest": 0.6e-3}  # fmt: skip
     text = table({2: low, 64: high})
-    assert "| 2 | 500 | 0.00 | 3.00 | 0.80 (0.60) | 0.60 | 1.60 |" in text
-    assert "| 64 | 6,000 | 0.00 | 1.50 | 0.40 (0.30) | 0.50 | 0.60 |" in text
+    assert "| 2 | 500 | 0.00 | 10.0 | 3.00 | 0.80 (0.60) | 0.60 | 1.60 |" in text
+    assert "| 64 | 6,000 | 0.00 | 300.0 | 1.50 | 0.40 (0.30) | 0.50 | 0.60 |" in text
     assert text.endswith(
         "2 in flight over 64, per page: cpu 2.00, answered 2.00, parse 2.00, commit 1.20, rest 2.67"
     )
