@@ -368,7 +368,18 @@ page.**
   now goes with the next page answered, in its wake-up, its own timer a second later
   (`CommitTiming`, commit 2b6fa18): 0.98-1.01 wake-ups a page at 2 in flight against
   1.07-1.15; the CPU it saves, about 0.02 ms a page at that price, is within the hour's
-  swing.
+  swing. The twenty-seventh session (2026-12-04, a slower hour of that machine): a
+  commit at 2 in flight carried 10 pages against 317 at 64 (`bench.stage_costs`, which
+  now reports pages a commit), and cost 0.26-0.28 ms a page against 0.18: a commit
+  costs about as much for 10 pages as for 60 (0.17 ms a page at 69, with
+  `commit_interval` 2 s). So a commit of fewer than 64 pages (`commit_every_pages` / 8)
+  now stays open up to 2 s (commit acf1793). `python -m bench.scaling --peers 1
+  --duration 30 --concurrency 2`, the old code and the new alternated (each run from
+  its own checkout's directory): 1.14, 1.15 and 1.15 ms a page before, 0.87, 0.97,
+  0.96 and 1.12 after; at 64 in flight 0.52 before, 0.49 and 0.48 after: the ratio 2.2
+  to about 2.0 in that hour. An old-and-new run that only sets `PYTHONPATH` to another
+  checkout, from this one's directory, runs this checkout's code both times (`python
+  -m` puts the working directory first on the path): run each from its own directory.
 - **Wire: what grows with N is the share of links that point into another peer's hosts,
   not a cost of coordinating.** Per page: 22, 25 and 28 B at N = 2, 4, 8 (scrapy-redis:
   2,000–2,500 B to and from Redis, 10–12 commands per page). A peer hands on the links of
