@@ -81,28 +81,21 @@ async def test_the_systems_cas_are_read_from_their_directory_when_a_chain_needs_
     assert tls_context(None).cert_store_stats()["x509_ca"] == 1  # the one the chain needed
 
 
-async def test_a_ca_the_directory_lacks_keeps_the_whole_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("where", ["added to the file by hand", "a file elsewhere"])
+async def test_a_ca_the_directory_may_lack_keeps_the_whole_file(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A CA added to the bundle by hand, with no link made for it.
+    # A CA added to the system's bundle with no link made for it; or SSL_CERT_FILE
+    # naming a bundle of the user's own, beside a directory that lacks its CA.
     ca, other = trustme.CA(), trustme.CA()
-    system_store(tmp_path, monkeypatch, in_file=[other, ca], hashed=[other])
+    by_hand = where == "added to the file by hand"
+    system_store(tmp_path, monkeypatch, in_file=[other, ca] if by_hand else [other], hashed=[other])
+    if not by_hand:
+        mine = tmp_path / "mine.pem"
+        ca.cert_pem.write_to_path(str(mine))
+        monkeypatch.setenv("SSL_CERT_FILE", str(mine))
     assert system_ca_directory() is None
-    assert tls_context(None).cert_store_stats()["x509_ca"] == 2
-    assert await fetch_from_server_of(ca) is FetchOutcome.OK
-
-
-async def test_a_ca_file_elsewhere_is_loaded_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # SSL_CERT_FILE naming a bundle of the user's own, beside a system directory
-    # that holds every CA but that one.
-    ca, other = trustme.CA(), trustme.CA()
-    system_store(tmp_path, monkeypatch, in_file=[other], hashed=[other])
-    mine = tmp_path / "mine.pem"
-    ca.cert_pem.write_to_path(str(mine))
-    monkeypatch.setenv("SSL_CERT_FILE", str(mine))
-    assert system_ca_directory() is None
+    assert tls_context(None).cert_store_stats()["x509_ca"] == (2 if by_hand else 1)
     assert await fetch_from_server_of(ca) is FetchOutcome.OK
 
 
