@@ -35,8 +35,9 @@ class StoreConfig:
     """How the shard is written and how much of it is held in memory."""
 
     # A transaction closes at commit_every_pages pages or after commit_interval,
-    # whichever comes first: one fsync for many pages. Past its interval it goes with
-    # the next request answered, or a second later if none is (CommitTiming). Sooner when
+    # whichever comes first: one fsync for many pages; one of fewer than an eighth of
+    # commit_every_pages stays open 1 s (a slow crawl's). Past that it goes with the
+    # next request answered, or a second later if none is (CommitTiming). Sooner when
     # the crawler has a free slot and nothing ready: the pages' links may be what it
     # waits for; and when the bodies waiting reach 32 MiB. Each commit rewrites the
     # shard's pages that its rows touched, so fewer, larger ones cost less a page
@@ -45,9 +46,9 @@ class StoreConfig:
     commit_every_pages: int = option(512, help="pages stored in one transaction at most")
     commit_interval: float = option(
         0.25,
-        help="seconds a transaction stays open, however few its pages: it closes with "
-        "the next request answered, a second later at most (sooner when the crawler has "
-        "nothing else to do)",
+        help="seconds a transaction stays open once it holds commit_every_pages / 8 pages "
+        "(1 s, or this if longer, with fewer): it closes with the next request answered, "
+        "a second later at most (sooner when the crawler has nothing else to do)",
     )
     # While the shard refuses writes (disk full, read-only).
     storage_retry: float = option(

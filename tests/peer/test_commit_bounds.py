@@ -22,6 +22,8 @@ from ubipy.store import PageRecord, Shard
 from ubipy.store_config import StoreConfig
 
 HOSTS = [f"h{i}.test" for i in range(10)]
+# commit_interval 0.5 s, and a commit of one page is one of enough pages.
+EVERY_PAGE_COUNTS = StoreConfig(commit_interval=0.5, commit_every_pages=8)
 
 
 async def _commits(
@@ -79,10 +81,12 @@ async def test_a_commit_comes_when_the_bodies_waiting_reach_the_bound(
     assert await _batches(tmp_path, b"x" * 1000, every=100) == [3, 3, 3, 1]
 
 
-async def _commit_times(tmp: Path, latencies: list[float]) -> tuple[list[float], list[float]]:
-    """(when each commit went, when each page was answered) in a crawl of one page on
-    each of len(latencies) hosts, the n-th page's answer taking ``latencies[n]``;
-    ``commit_interval`` 0.5 s."""
+async def _commit_times(
+    tmp: Path, latencies: list[float], store: StoreConfig = EVERY_PAGE_COUNTS
+) -> tuple[list[tuple[float, int]], list[float]]:
+    """(when each commit went and its pages, when each page was answered) in a crawl
+    of one page on each of len(latencies) hosts, the n-th page's answer taking
+    ``latencies[n]``."""
     answered: list[float] = []
 
     async def serve(request: httpx2.Request) -> httpx2.Response:
@@ -93,8 +97,7 @@ async def _commit_times(tmp: Path, latencies: list[float]) -> tuple[list[float],
         return httpx2.Response(200, headers={"content-type": "text/html"}, content=b"<p>x")
 
     hosts = [f"h{n}.test" for n in range(len(latencies))]
-    commits = await _commits(tmp, serve, StoreConfig(commit_interval=0.5), hosts)
-    return [t for t, _ in commits], answered
+    return await _commits(tmp, serve, store, hosts), answered
 
 
 async def test_a_due_commit_goes_with_the_next_page_answered(
@@ -104,8 +107,32 @@ async def test_a_due_commit_goes_with_the_next_page_answered(
     # once 0.5 s have passed (the first from the robots.txt answer at 0), never on a
     # timer of its own between two answers.
     commits, answered = await _commit_times(tmp_path, [0.3] * 10)
-    assert all(t in answered for t in commits[:-1])  # the last: once nothing is ready
-    assert [round(t, 6) for t in commits[:3]] == [0.6, 1.2, 1.8]
+    times = [t for t, _ in commits]
+    assert all(t in answered for t in times[:-1])  # the last: once nothing is ready
+    assert [round(t, 6) for t in times[:3]] == [0.6, 1.2, 1.8]
+
+
+async def test_a_slow_crawls_commit_waits_for_enough_pages(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A page every 0.3 s, commit_every_pages 24: past its 0.5 s a commit waits for
+    # 24 / 8 = 3 pages, and goes with the third, before its patience (1 s) is out.
+    store = StoreConfig(commit_interval=0.5, commit_every_pages=24)
+    commits, answered = await _commit_times(tmp_path, [0.3] * 12, store)
+    assert [n for _, n in commits[:3]] == [3, 3, 3]
+    assert [round(t, 6) for t, _ in commits[:3]] == [0.9, 1.8, 2.7]
+    assert all(t in answered for t, _ in commits[:3])
+
+
+async def test_a_commit_of_few_pages_waits_no_longer_than_its_patience(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The defaults (64 pages a commit at 0.25 s) and a page every 0.3 s: each commit
+    # goes with the first page answered COMMIT_PATIENCE after its first write waited.
+    commits, _ = await _commit_times(tmp_path, [0.3] * 20, StoreConfig())
+    assert commits_module.COMMIT_PATIENCE == 1.0
+    assert [round(t, 6) for t, _ in commits[:2]] == [1.2, 2.4]
+    assert [n for _, n in commits[:2]] == [4, 4]
 
 
 async def test_a_due_commit_goes_with_any_answer_not_only_a_page_s(
@@ -127,7 +154,7 @@ async def test_a_due_commit_goes_with_any_answer_not_only_a_page_s(
             return httpx2.Response(200, headers={"content-type": "text/xml"}, content=urlset)
         return httpx2.Response(200, headers={"content-type": "text/html"}, content=b"<p>x")
 
-    store = StoreConfig(commit_interval=0.5)
+    store = EVERY_PAGE_COUNTS
     commits = [t for t, _ in await _commits(tmp_path, serve, store, ["s.test"], sitemaps=True)]
     assert len(answered) == 10  # the page, its eight sitemaps and /sitemap.xml
     assert all(t in answered for t in commits[:-1])
@@ -138,7 +165,10 @@ async def test_a_commit_with_no_page_to_go_with_waits_no_longer_than_a_grace(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     # The first page answered at once, the next after 30 s: the first goes by the
-    # committer's timer, 0.5 s + COMMIT_GRACE after the robots.txt answer, not at 30 s.
-    commits, answered = await _commit_times(tmp_path, [0.0, 30.0])
-    assert commits[0] == pytest.approx(0.5 + commits_module.COMMIT_GRACE)
-    assert answered[0] < commits[0] < answered[1]
+    # committer's timer, COMMIT_PATIENCE (a commit of few pages) + COMMIT_GRACE after
+    # the robots.txt answer, not at 30 s.
+    store = StoreConfig(commit_interval=0.5)
+    commits, answered = await _commit_times(tmp_path, [0.0, 30.0], store)
+    patience = commits_module.COMMIT_PATIENCE
+    assert commits[0][0] == pytest.approx(patience + commits_module.COMMIT_GRACE)
+    assert answered[0] < commits[0][0] < answered[1]

@@ -35,6 +35,7 @@ from ubipy.store import (
     Shard,
     Visit,
 )
+from ubipy.store_config import StoreConfig
 
 log = logging.getLogger("ubipy.peer.crawler")  # the crawler's log, as before
 
@@ -96,32 +97,61 @@ __all__ = ["COMMIT_BYTES", "Answered", "Batch", "CommitTiming", "Commits"]
 REPLICATED_COMMIT_INTERVAL = 0.05
 #: How long past its interval a commit waits for an answer's wake-up to go in.
 COMMIT_GRACE = 1.0
+#: Seconds a commit of few pages stays open (or commit_interval, if longer).
+COMMIT_PATIENCE = 1.0
+#: A commit of fewer pages than commit_every_pages / this waits up to COMMIT_PATIENCE.
+FEW_PAGES_DIVISOR = 8
 
 
 class CommitTiming:
-    """When the next commit goes: ``interval`` after the first write began to wait,
-    with the first request answered from then on (a page, a robots.txt, a sitemap, in
-    that answer's wake-up), or by the committer's own timer ``COMMIT_GRACE`` later when
-    none comes. A timer of its own was a wake-up of its own for every commit: at 2
-    requests in flight (40 pages a second) a tenth of a wake-up a page more
+    """When the next commit goes: ``interval`` after the first write began to wait if
+    enough pages wait by then, else ``patience`` after it, with the first request
+    answered from then on (a page, a robots.txt, a sitemap, in that answer's
+    wake-up), or by the committer's own timer ``COMMIT_GRACE`` later when none comes.
+
+    A commit costs about as much for 10 pages as for 60: at 2 requests in flight (38
+    pages a second, commit_interval 0.25 s) its share of a page's CPU was 0.26-0.28 ms
+    at 10 pages a commit against 0.17 at 69 (``python -m bench.stage_costs``), and
+    0.18 at 64 in flight (317 a commit). So a slow crawl's commit waits for
+    commit_every_pages / 8 pages (64 by default), 1 s at most (38 pages a commit
+    there, 0.20 ms a page); a busy crawl's goes after ``interval``, as before. Not
+    longer: the links a commit forwards are other peers' work, and a cluster whose
+    hosts share one address (tests/cluster/test_ip_leases.py) fetched too little
+    after a death with 2 s. A timer of its own was a wake-up of its own for
+    every commit: at 2 requests in flight a tenth of a wake-up a page more
     (bench/scaling.py, 1.1 against 1.0).
 
     Under --replicas 2 a host's next request waits for the commit that copies its
-    last outcome, so there the interval is short and its timer has no grace.
+    last outcome, so there the interval is short, whatever the pages, and its timer
+    has no grace.
     """
 
-    __slots__ = ("due", "grace", "interval")
+    __slots__ = ("due", "enough", "grace", "interval", "last", "patience")
 
-    def __init__(self, interval: float, *, replicated: bool) -> None:
+    def __init__(self, store: StoreConfig, *, replicated: bool) -> None:
+        interval = store.commit_interval
         self.interval = min(interval, REPLICATED_COMMIT_INTERVAL) if replicated else interval
         self.grace = 0.0 if replicated else COMMIT_GRACE
-        # From when an answer brings the commit (inf: no write is waiting).
-        self.due = math.inf
+        self.patience = self.interval if replicated else max(interval, COMMIT_PATIENCE)
+        self.enough = 0 if replicated else store.commit_every_pages // FEW_PAGES_DIVISOR
+        # From when an answer brings a commit of enough pages, and any commit (inf: no
+        # write is waiting).
+        self.due = self.last = math.inf
 
     def waiting(self, now: float) -> float:
         """A write waits from ``now``: when the committer's timer goes."""
         self.due = now + self.interval
-        return self.due + self.grace
+        self.last = now + self.patience
+        return self.last + self.grace
+
+    def brings(self, now: float, pages: int) -> bool:
+        """Whether a request answered at ``now`` brings the commit, with ``pages``
+        pages waiting."""
+        return now >= self.last or (now >= self.due and pages >= self.enough)
+
+    def done(self) -> None:
+        """The commit went: nothing waits for it now."""
+        self.due = self.last = math.inf
 
 
 #: Admits URLs inside the caller's transaction, or keeps them for their owners:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
@@ -134,9 +133,7 @@ class Crawler(HostMovesMixin):
         self.request_ended = trio.Event()
         self._wakeup = Wakeup()
         self._flush_now = Wakeup()
-        self._timing = CommitTiming(
-            config.store.commit_interval, replicated=config.replication.replicas > 1
-        )
+        self._timing = CommitTiming(config.store, replicated=config.replication.replicas > 1)
         self.dns: ResolveStage | None = None
         if resolver is not None:
             wake = (self._wakeup.set, self._flush_now.set)
@@ -477,7 +474,7 @@ class Crawler(HostMovesMixin):
             ):
                 self._flush_now.set()
         self._commits.mark(job.host, self._mark(job.host, end_wall, now))
-        if now >= self._timing.due:  # any answer's wake-up brings a due commit
+        if self._timing.brings(now, self._commits.pages_waiting):  # any answer's wake-up
             self._flush_now.set()
         self.on_request_end(job.host)
         ended, self.request_ended = self.request_ended, trio.Event()
@@ -536,7 +533,7 @@ class Crawler(HostMovesMixin):
             now = trio.current_time()
             retry = now + self.config.store.storage_retry
             await self._flush_now.wait(retry if self.storage_error else self._timing.waiting(now))
-            self._timing.due = math.inf
+            self._timing.done()
             if self._commits:
                 self._flush()
                 self._wakeup.set()
