@@ -106,7 +106,7 @@ def measure(concurrency: int, args: argparse.Namespace, work: Path) -> dict[str,
         sys.executable, "-m", "bench.stage_costs", "--child", str(report), "--",
         "--data", str(work / "data"), "--listen", "127.0.0.1:0", "--proxy", web.proxy,
         "--secret", SECRET, "--delay", str(args.delay), "--concurrency", str(concurrency),
-        *shlex.split(args.peer_args),
+        *args.peer_argv,
     ]  # fmt: skip
     with open(err, "w") as out:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=out, cwd=ROOT, env=_env())
@@ -198,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
         return child(args.child, [a for a in rest if a != "--"])
     if rest:
         p.error(f"unrecognized arguments: {' '.join(rest)}")
+    try:
+        args.peer_argv = shlex.split(args.peer_args)
+    except ValueError as exc:
+        p.error(f"--peer-args: {exc}")
     args.latency_min = args.latency * (1 - args.jitter)
     args.latency_span = 2 * args.latency * args.jitter
     rows: dict[int, dict[str, float]] = {}

@@ -38,3 +38,12 @@ def test_a_mistyped_flag_is_refused_before_anything_starts(
         main(["--windw", "30"])
     assert exit_.value.code == 2
     assert "unrecognized arguments: --windw 30" in capsys.readouterr().err
+
+
+def test_peer_args_that_do_not_split_are_refused_before_anything_starts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--peer-args", "--config 'crawl.toml"])
+    assert exit_.value.code == 2
+    assert "--peer-args: No closing quotation" in capsys.readouterr().err
