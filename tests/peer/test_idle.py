@@ -11,8 +11,9 @@ import httpx2
 import trio
 import trio.testing
 
-from tests.wakeups import counting_steps
+from tests.wakeups import TaskSteps, counting_steps
 from ubipy.config import CrawlConfig, PolitenessConfig, StoreConfig
+from ubipy.peer.commits import COMMIT_GRACE, COMMIT_PATIENCE
 from ubipy.peer.crawler import Crawler
 from ubipy.store import Shard
 from ubipy.synthweb import SyntheticWeb, SynthTransport, WebSpec, in_process
@@ -48,6 +49,55 @@ async def test_an_idle_crawler_does_not_wake_and_still_commits_what_comes(
                 with trio.fail_after(1):
                     await crawler.wait_idle()
                 assert len(list(shard.iter_pages())) == pages + 1
+                crawler.stop()
+    finally:
+        shard.close()
+
+
+class _Spinning(TaskSteps):
+    """Steps of every task; past ``limit`` of them ``scope`` is cancelled. A task that
+    loops through checkpoints without waiting holds the autojump clock still, and
+    would hold the test forever."""
+
+    def __init__(self, scope: trio.CancelScope, limit: int) -> None:
+        super().__init__()
+        self.scope, self.limit = scope, limit
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        super().before_task_step(task)
+        if self.steps > self.limit:
+            self.scope.cancel()
+
+
+async def test_waiting_for_idleness_waits_for_a_write_without_a_spin(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    web = SyntheticWeb(WebSpec(seed=3, hosts=2, pages_per_host=5))
+    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.1))
+    shard = Shard.open(tmp_path)
+    try:
+        async with httpx2.AsyncClient(transport=SynthTransport(in_process(web))) as client:
+            crawler = Crawler(config, shard, client)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(crawler.run)
+                crawler.seed([web.seed_url()])
+                with trio.fail_after(600):
+                    await crawler.wait_idle()
+                # A write that schedules no work and waits for the next commit (an
+                # owner's acknowledgement, were it not committed at once): waiting
+                # for idleness waits for that commit, without looping meanwhile.
+                crawler._commits.acked([12345])
+                start = trio.current_time()
+                with trio.CancelScope() as scope:
+                    spinning = _Spinning(scope, limit=100)
+                    trio.lowlevel.add_instrument(spinning)
+                    try:
+                        await crawler.wait_idle()
+                    finally:
+                        trio.lowlevel.remove_instrument(spinning)
+                assert not scope.cancelled_caught, "wait_idle looped without waiting"
+                waited = trio.current_time() - start
+                assert 0 < waited <= COMMIT_PATIENCE + COMMIT_GRACE
                 crawler.stop()
     finally:
         shard.close()

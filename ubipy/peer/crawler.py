@@ -280,6 +280,10 @@ class Crawler(HostMovesMixin):
     async def wait_idle(self) -> None:
         """Wait until the frontier is empty and nothing is in flight or unsaved."""
         while not self._is_idle():
+            if self._idle.is_set():
+                # Set while idle, then writes came that schedule nothing: the
+                # dispatcher sets a new one once they are committed.
+                self._idle = trio.Event()
             await self._idle.wait()
 
     def stop(self) -> None:
