@@ -5,6 +5,8 @@ from __future__ import annotations
 from ubipy.fetch.politeness import Entry, JobKind, Scheduler
 from ubipy.fetch.throttle import SLOWEST_REFRESH, ThrottleRules
 
+CENTRAL = "http://central.test/robots.txt"
+
 RULES = ThrottleRules(delay_factor=2.0, max_delay=30.0, backoff_base=1.0)
 
 
@@ -141,3 +143,30 @@ def test_a_host_handed_away_forgets_its_pace() -> None:
     assert s.drop_host("a.test")
     s.heard("a.test", 2.0, 200)  # a late answer for a host no longer here: ignored
     assert s.slowest(5) == []
+
+
+def test_a_503_to_a_redirected_robots_txt_slows_the_host_that_said_it() -> None:
+    """a.test's robots.txt is redirected to central.test's, which answers 503: it is
+    central.test that asked to be left alone, so its own next page waits its back-off
+    (1 s), not its delay (0.1 s), and a.test's pace is untouched."""
+    s = _sched(delay=0.1)
+    _ready(s, "central.test", 1)
+    _page(s, 0.1)
+    s.heard("central.test", 0.01, 200)
+    s.finished("central.test", 0.1)
+    s.add("a.test", Entry(fp=1, seq=1, url="http://a.test/p", depth=0))
+    job = s.next_job(0.1)
+    assert job is not None and job.kind is JobKind.ROBOTS and job.host == "a.test"
+    assert s.robots_answer("a.test", 0.1, status=301, location=CENTRAL, body=b"") is None
+    hop = s.next_job(0.2)  # a.test's delay over: its robots.txt asked of central.test
+    assert hop is not None and hop.host == "a.test" and hop.url == CENTRAL
+    # As the crawler hears a robots.txt's answer: through the slot that asked it.
+    s.heard("a.test", 0.1, 503)
+    s.robots_answer("a.test", 0.3, status=503, location=None, body=b"")
+    central, a = s.slot("central.test"), s.slot("a.test")
+    assert central is not None and central.pace is not None and central.pace.strikes == 1
+    assert a is not None and (a.pace is None or a.pace.strikes == 0)
+    s.add("central.test", Entry(fp=2, seq=2, url="http://central.test/p1", depth=0))
+    assert s.next_job(1.29) is None
+    page = s.next_job(1.3)
+    assert page is not None and page.url == "http://central.test/p1", page

@@ -10,6 +10,8 @@ target busy waits in the target's queue, holding no request and not asked again,
 gets the target's turn when the request in flight there ends, due when the target's
 delay is over. The target's own slot, if this peer has one, waits for a hop in flight
 to it in the same queue. A redirect to the host itself (http to https) is no hop.
+What the target answers paces the target (a 503 slows its own pages, not the
+redirecting host's), when this peer has it.
 A hop lands on the target's address too: the per-IP rule (addresses.py) has it wait
 for that address, and hold it, when this peer looked the target up, and has it hold
 none (not the redirecting host's) when not. When it does, the address's queue
@@ -28,9 +30,22 @@ from collections import deque
 from collections.abc import Callable
 
 from ubipy.fetch.gates import Gate, Gates
+from ubipy.fetch.robots import RobotsState
 from ubipy.fetch.slots import HostSlot
+from ubipy.fetch.urls import host_key
 
-__all__ = ["HopRule"]
+__all__ = ["HopRule", "target_of"]
+
+
+def target_of(slot: HostSlot) -> str:
+    """The host the slot's next request goes to: its own, unless its robots.txt was
+    redirected (a hop's target may be its own host: http to https)."""
+    fetch = slot.robots_fetch
+    # A fetch under way: the first, or a refetch past the TTL (a finished one stays
+    # with the slot, its redirects no longer anyone's target).
+    if fetch is not None and fetch.redirects and fetch.state is RobotsState.AWAITING_RESPONSE:
+        return host_key(fetch.url)
+    return slot.host
 
 
 class HopRule:

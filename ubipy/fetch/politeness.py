@@ -31,13 +31,13 @@ from collections.abc import Callable
 from ubipy.config import CrawlConfig, CrawlOrder
 from ubipy.fetch import ranking
 from ubipy.fetch.addresses import AddressRule
-from ubipy.fetch.hops import HopRule
+from ubipy.fetch.hops import HopRule, target_of
 from ubipy.fetch.robots import RobotsDecision, RobotsFetch, RobotsState
 from ubipy.fetch.robotsrule import RobotsRule
 from ubipy.fetch.sitemaps import is_sitemap
 from ubipy.fetch.slots import Entry, HostRobots, HostSlot, Job, JobKind, Loader
 from ubipy.fetch.throttle import Pace, SlowestHosts, SlowHost, ThrottleRules
-from ubipy.fetch.urls import host_key, robots_url
+from ubipy.fetch.urls import robots_url
 from ubipy.fetch.windows import Windows
 
 __all__ = ["Entry", "HostRobots", "Job", "JobKind", "Scheduler"]
@@ -310,7 +310,7 @@ class Scheduler:
             # The host the request goes to: another when robots.txt was redirected
             # there, which waits for that host's time as its own slot would, and for
             # its turn when the address it lands on is not known here (hops.py).
-            target = self._target(slot)
+            target = target_of(slot)
             hop = target != slot.host
             if not self._hops.may_start(slot, target, now, address=self._address(slot)):
                 self._addresses.passed(slot)
@@ -365,22 +365,11 @@ class Scheduler:
         self._addresses.passed(slot)
         self._hops.passed(slot)
 
-    @staticmethod
-    def _target(slot: HostSlot) -> str:
-        """The host the slot's next request goes to: its own, unless its robots.txt
-        was redirected (a hop's target may be its own host: http to https)."""
-        fetch = slot.robots_fetch
-        # A fetch under way: the first, or a refetch past the TTL (a finished one
-        # stays with the slot, its redirects no longer anyone's target).
-        if fetch is not None and fetch.redirects and fetch.state is RobotsState.AWAITING_RESPONSE:
-            return host_key(fetch.url)
-        return slot.host
-
     def _address(self, slot: HostSlot) -> str | None:
         """The address the slot's next request goes to, for the per-IP rule: its
         own, or its hop's target's if this peer looked that host up (None: unknown;
         a hop then waits for its target host alone)."""
-        target = self._target(slot)
+        target = target_of(slot)
         if target == slot.host:
             return slot.address
         own = self._slots.get(target)
@@ -417,15 +406,22 @@ class Scheduler:
     def heard(
         self, host: str, latency: float | None, status: int | None, *, asked: float | None = None
     ) -> None:
-        """How ``host`` answered (a page, a robots.txt's 503 or 429), before the request
-        ends: ``latency`` seconds to the head, ``asked``: what its Retry-After asked."""
+        """How ``host``'s request was answered (a page, a robots.txt's 503 or 429),
+        before it ends: ``latency`` seconds to the head, ``asked``: what its Retry-After
+        asked. A hop's answer paces its target, if this peer has that host."""
         slot = self._slots.get(host)
         if slot is None or self._throttle is None:
             return
-        if slot.pace is None:
-            slot.pace = Pace()
-        slot.pace.heard(latency, status, asked=asked, rules=self._throttle, floor=slot.delay)
+        if (paced := self.paced(host)) is not None:
+            paced.pace = paced.pace or Pace()
+            paced.pace.heard(latency, status, asked=asked, rules=self._throttle, floor=paced.delay)
         self._addresses.heard(slot, latency, status, asked)
+
+    def paced(self, host: str) -> HostSlot | None:
+        """The slot whose pace ``host``'s request feeds: its own, or its robots.txt's
+        hop's target's if this peer has that host."""
+        slot = self._slots.get(host)
+        return slot if slot is None or (t := target_of(slot)) == host else self._slots.get(t)
 
     def delay_of(self, slot: HostSlot) -> float:
         """The host's delay now: its floor (--delay, Crawl-delay), raised by its pace."""

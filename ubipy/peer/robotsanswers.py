@@ -37,7 +37,8 @@ def robots_answered(
     refused = result.outcome is FetchOutcome.REFUSED
     stats.certificate_errors += bad_cert
     stats.refused_addresses += refused
-    status, slot = result.status, scheduler.slot(job.host)
+    # The slot of the host that answered: the host's, or its robots.txt's hop target's.
+    status, slot = result.status, scheduler.paced(job.host)
     striking = slot is not None and slot.pace is not None and slot.pace.strikes > 0
     if status in BACKOFF_STATUSES or (status is not None and status < 500 and striking):
         # Heard as a page's answer is, where it speaks of the server's load: a 503's
