@@ -71,7 +71,7 @@ from ubipy.membership.messages import (
     Update,
 )
 from ubipy.membership.pacing import PushPullPacing
-from ubipy.membership.probeorder import Forward, Probe, ProbeOrder
+from ubipy.membership.probeorder import Forward, Probe, ProbeOrder, pick
 from ubipy.membership.transitions import ALIVE, DEAD, LEFT, SUSPECT, TRANSITIONS, Suspicion
 
 
@@ -397,25 +397,7 @@ class Membership:
 
     def _pick(self, k: int, accept: Callable[[Member], bool]) -> list[Member]:
         """Up to ``k`` random other members that ``accept`` takes."""
-        if k <= 0:
-            return []
-        if len(self._members) > 4 * k + 16:
-            # A large table (gossip picks 3 of 1000 five times a second): draw at
-            # random and keep what is accepted; a thin set falls back to the scan.
-            ids = self._id_list()
-            chosen: dict[str, Member] = {}
-            for _ in range(8 * k):
-                m = self._members[ids[self._rng.randrange(len(ids))]]
-                if m.id != self.self_id and accept(m):
-                    chosen[m.id] = m
-                    if len(chosen) == k:
-                        return list(chosen.values())
-        # The dict keeps insertion order, so this is as repeatable as the rng.
-        candidates = [m for m in self._members.values() if m.id != self.self_id and accept(m)]
-        if len(candidates) <= k:
-            self._rng.shuffle(candidates)
-            return candidates
-        return self._rng.sample(candidates, k)
+        return pick(self._members, self._id_list, self.self_id, k, accept, self._rng)
 
     def _id_list(self) -> list[str]:
         if self._ids is None:
