@@ -32,7 +32,7 @@ from ubipy.membership import (
     Update,
     message_from_wire,
 )
-from ubipy.membership.transitions import Suspicion
+from ubipy.membership.transitions import STALE_PROBES, Suspicion
 
 CONFIG = MembershipConfig()
 
@@ -313,6 +313,49 @@ def test_stale_accusation_makes_the_member_repeat_its_refutation() -> None:
     assert isinstance(ack, Ack)
     assert ack.updates == (Update("b", addr("b"), MemberState.ALIVE, 3, "b"),)
     assert b.incarnation == 3
+
+
+def _alive(member: str, incarnation: int = 1) -> Update:
+    return Update(member, addr(member), MemberState.ALIVE, incarnation, member)
+
+
+def _dead(member: str, by: str, incarnation: int = 1) -> Update:
+    return Update(member, addr(member), MemberState.DEAD, incarnation, by)
+
+
+def _state(m: Membership, member_id: str) -> MemberState:
+    member = m.member(member_id)
+    assert member is not None
+    return member.state
+
+
+def test_a_death_told_by_a_member_back_from_the_dead_is_only_a_suspicion() -> None:
+    """Once a cut heals, rumours made on the other side declare this side's live
+    members dead. Told by a member held dead, or back from the dead (or from a
+    suspicion) for under STALE_PROBES probe intervals, a death is taken as a
+    suspicion, which the member refutes without leaving the ring. Told by a member
+    in good standing, it is a death at once, as before."""
+    a = Membership("a", addr("a"), CONFIG, random.Random(1))
+    a.receive(0.0, addr("x"), Gossip((_alive("b"), _alive("c"), _alive("d"), _alive("e"))))
+    a.receive(0.0, addr("x"), Gossip((_dead("c", by="d"),)))  # d in good standing
+    assert _state(a, "c") is MemberState.DEAD
+    a.drain_events()
+    a.receive(1.0, addr("x"), Gossip((_dead("b", by="c"),)))  # c held dead
+    assert _state(a, "b") is MemberState.SUSPECT
+    assert kinds(a, "b") == [ChangeKind.SUSPECT]
+    a.receive(1.5, addr("x"), Gossip((_alive("b", 2),)))
+    assert kinds(a, "b") == [ChangeKind.REFUTED]
+    # c comes back; what it said while cut off is still arriving.
+    a.receive(2.0, addr("x"), Gossip((_alive("c", 2),)))
+    a.receive(3.0, addr("x"), Gossip((_dead("e", by="c"),)))
+    assert _state(a, "e") is MemberState.SUSPECT
+    # So is what b said while it was suspected.
+    a.receive(3.0, addr("x"), Gossip((_dead("d", by="b"),)))
+    assert _state(a, "d") is MemberState.SUSPECT
+    # Past STALE_PROBES probe intervals, c's word is a death again.
+    later = 2.0 + STALE_PROBES * CONFIG.probe_interval
+    a.receive(later, addr("x"), Gossip((_dead("b", by="c", incarnation=2),)))
+    assert _state(a, "b") is MemberState.DEAD
 
 
 def test_dead_is_a_tombstone_until_a_newer_incarnation() -> None:

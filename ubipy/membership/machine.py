@@ -53,6 +53,7 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from ubipy.membership import transitions
 from ubipy.membership.broadcasts import Broadcasts
 from ubipy.membership.events import ChangeKind, MemberEvent, MembershipConfig, Outgoing
 from ubipy.membership.messages import (
@@ -103,6 +104,8 @@ class Membership:
         # Members declared dead, kept for reconnecting well after their tombstones
         # are reaped: id -> (address, when declared dead).
         self._lost: dict[str, tuple[str, float]] = {}
+        # When members of those came back (transitions.stale_death): id -> when.
+        self._revived: dict[str, float] = {}
         self._seeds: tuple[str, ...] = ()
         # Pings of ours outside the probe cycle, by seq: (member, when sent).
         self._pings: dict[int, tuple[str, float]] = {}
@@ -417,6 +420,11 @@ class Membership:
             self._about_self(update, now)
             return
         current = self._members.get(update.member_id)
+        source = update.source
+        if source != self.self_id and transitions.stale_death(
+            update, current, self._members.get(source), self._revived.get(source), now, self.config
+        ):
+            update = replace(update, state=SUSPECT)
         if current is not None and current.state is SUSPECT and update.state is SUSPECT:
             if update.incarnation < current.incarnation:
                 return
@@ -502,8 +510,10 @@ class Membership:
         if member.state is DEAD:
             if old is None or old.state is not DEAD:
                 self._lost[member.id] = (member.address, now)
-        else:
-            self._lost.pop(member.id, None)
+        elif self._lost.pop(member.id, None) is not None or (
+            old is not None and old.state is SUSPECT and member.state is ALIVE
+        ):
+            self._revived[member.id] = now
         if old is None or old.state is not member.state:
             self._since[member.id] = now
 
@@ -515,6 +525,8 @@ class Membership:
             del self._since[member_id]
             self._tombstones.discard(member_id)
             self._ids = None
+        horizon = transitions.STALE_PROBES * cfg.probe_interval
+        self._revived = {i: t for i, t in self._revived.items() if now - t < horizon}
         expired = [seq for seq, f in self._forwards.items() if now > f.expires]
         for seq in expired:
             del self._forwards[seq]

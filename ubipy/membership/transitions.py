@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from ubipy.membership.events import ChangeKind, MembershipConfig
-from ubipy.membership.messages import MemberState
+from ubipy.membership.messages import LIVE_STATES, Member, MemberState, Update
 
 ALIVE: Final = MemberState.ALIVE
 SUSPECT: Final = MemberState.SUSPECT
@@ -37,6 +37,33 @@ TRANSITIONS: Final[dict[tuple[MemberState | None, MemberState], tuple[bool, Chan
     (DEAD, ALIVE): (True, ChangeKind.JOINED),
     (LEFT, ALIVE): (True, ChangeKind.JOINED),
 }
+
+
+# For how many probe intervals after a member held dead comes back its accusations
+# are only suspicions: those it made while cut off still arrive.
+STALE_PROBES: Final = 10
+
+
+def stale_death(
+    update: Update,
+    held: Member | None,
+    accuser: Member | None,
+    revived: float | None,
+    now: float,
+    cfg: MembershipConfig,
+) -> bool:
+    """Whether ``update`` declares dead a member held live on the word of another
+    member held dead or gone, or back from the dead for under ``STALE_PROBES`` probe
+    intervals (``revived``: when it came back, if it did). That is a rumour from
+    across a cut that has healed: taken as a death, it would take a live member out
+    of the ring until the member refutes it, and move its hosts twice. It is taken
+    as a suspicion instead, which the member refutes without leaving the ring, as a
+    death learnt in bulk is (the caller's own deaths are never in doubt)."""
+    if update.state is not DEAD or held is None or held.state not in LIVE_STATES:
+        return False
+    if accuser is None or accuser.state not in LIVE_STATES:
+        return accuser is not None
+    return revived is not None and now - revived < STALE_PROBES * cfg.probe_interval
 
 
 # Up to this many members the suspicion time-out grows with log10 N, as memberlist's;
