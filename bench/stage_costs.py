@@ -54,7 +54,7 @@ from bench.speed import thread_cpu_timed
 # Stages timed in the peer: (module, attribute path) -> name in the report.
 _STAGES = {
     ("ubipy.peer.crawler", "Crawler._page_answered"): "answered",
-    ("ubipy.peer.crawler", "read_page"): "parse",
+    ("ubipy.peer.pageanswers", "read_page"): "parse",
     ("ubipy.peer.crawler", "Crawler._flush"): "commit",
     ("ubipy.peer.crawler", "robots_answered"): "robots",
 }

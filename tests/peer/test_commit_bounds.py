@@ -17,7 +17,7 @@ import trio.testing
 from tests.peer.crawling import crawl_until_idle
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig
 from ubipy.peer import commits as commits_module
-from ubipy.peer import crawler as crawler_module
+from ubipy.peer import pageanswers
 from ubipy.store import PageRecord, Shard
 from ubipy.store_config import StoreConfig
 
@@ -76,7 +76,7 @@ async def test_a_commit_comes_at_commit_every_pages(tmp_path: Path) -> None:
 async def test_a_commit_comes_when_the_bodies_waiting_reach_the_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(crawler_module, "COMMIT_BYTES", 2500)
+    monkeypatch.setattr(pageanswers, "COMMIT_BYTES", 2500)
     # 1,000 bytes a page: the third page's body passes 2,500 bytes, long before 100 pages.
     assert await _batches(tmp_path, b"x" * 1000, every=100) == [3, 3, 3, 1]
 

@@ -27,7 +27,6 @@ from ubipy.fetch import (
     SITEMAP_MAX_BYTES,
     Entry,
     FetchOutcome,
-    FetchResult,
     Job,
     JobKind,
     MediaTypes,
@@ -36,24 +35,20 @@ from ubipy.fetch import (
     asked_wait,
     failed,
     fetch,
-    is_retryable,
-    is_sitemap,
-    processing_failed,
-    retry_delay,
 )
-from ubipy.peer.commits import COMMIT_BYTES, Commits, CommitTiming
+from ubipy.peer.commits import Commits, CommitTiming
 from ubipy.peer.crawlstats import CrawlStats, SeedResult
 from ubipy.peer.discovery import candidates, seed_candidates
 from ubipy.peer.hostmoves import HostMovesMixin
 from ubipy.peer.ordering import Ordering
-from ubipy.peer.reading import read_page
+from ubipy.peer.pageanswers import PageAnswersMixin
 from ubipy.peer.refiltering import Refilter
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.resolving import ResolveStage
 from ubipy.peer.robotsanswers import robots_answered
 from ubipy.peer.router import Router
 from ubipy.peer.scopesharing import keep_scope, load_scope, widen_to_redirect
-from ubipy.peer.sitemapping import Sitemapping, sitemap_answered
+from ubipy.peer.sitemapping import Sitemapping
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Placement
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, PageRecord, Shard
@@ -67,7 +62,7 @@ log = logging.getLogger(__name__)
 _SKIPS_AT_ONCE = 512
 
 
-class Crawler(HostMovesMixin):
+class Crawler(HostMovesMixin, PageAnswersMixin):
     def __init__(
         self,
         config: CrawlConfig,
@@ -483,52 +478,6 @@ class Crawler(HostMovesMixin):
         self.on_request_end(job.host)
         ended, self.request_ended = self.request_ended, trio.Event()
         ended.set()
-
-    def _page_answered(
-        self, host: str, entry: Entry, result: FetchResult, now: float, asked: float | None
-    ) -> None:
-        """``asked``: the seconds the answer's Retry-After asked (capped)."""
-        config = self.config
-        self.scheduler.heard(host, result.latency, result.status, asked=asked)
-        if is_retryable(result) and entry.attempt < config.fetch.max_retries:
-            self.stats.retries += 1
-            # An asked wait shorter than the back-off ("Retry-After: 0") does not cut it.
-            wait = retry_delay(entry.attempt + 1, config.fetch.retry_base)
-            self.scheduler.retry(host, entry, now, wait=wait, asked=asked)
-            return
-        self.scheduler.finished(host, now, asked=asked)
-        try:
-            self._page_done(host, entry, result)
-        except Exception:
-            # A page that breaks the parser is a bad page, not a dead peer;
-            # it is stored as an error so it is not fetched again.
-            log.exception("processing %s failed", entry.url)
-            self._page_done(host, entry, processing_failed(result))
-
-    def _page_done(self, host: str, entry: Entry, result: FetchResult) -> None:
-        if is_sitemap(entry.depth):  # stored as a page row, counted as a sitemap
-            answer = self.sitemaps.answered(host, entry, result)
-            sitemap_answered(self._commits, self.refresher, entry, result, answer)
-            return
-        if not result.ok:
-            log.info("fetch failed: %s: %s", entry.url, result.detail)
-        page, discovered = read_page(
-            entry, host, result, config=self.config, candidates=self._candidates, stats=self.stats,
-            seed_redirect=self.on_seed_redirect,
-        )  # fmt: skip
-        first, visit = True, None
-        if self.refresher is not None:
-            first, row, visit = self.refresher.answered(entry, page, result)
-            self._commits.refreshed(row, visit)
-        if first:
-            self._commits.answered(page, self.order.scored(entry, discovered))
-        elif visit is not None and visit.changed:  # a new version: its links count
-            self._commits.found(self.order.scored(entry, discovered))
-        if (
-            self._commits.pages_waiting >= self.config.store.commit_every_pages
-            or self._commits.bytes_waiting >= COMMIT_BYTES
-        ):
-            self._flush_now.set()
 
     async def _committer(self) -> None:
         while True:

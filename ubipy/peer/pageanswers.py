@@ -1,0 +1,95 @@
+"""A page's answer, as the crawler takes it: the host's scheduler told, a retry if
+the answer asks for one, else the page read (parsed, its links made candidates, its
+record made for the shard) and what it leaves handed to the commits.
+
+A mixin of :class:`~ubipy.peer.crawler.Crawler`, whose state it reads and changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from ubipy.config import CrawlConfig
+from ubipy.fetch import (
+    Entry,
+    FetchResult,
+    Scheduler,
+    is_retryable,
+    is_sitemap,
+    processing_failed,
+    retry_delay,
+)
+from ubipy.peer.commits import COMMIT_BYTES, Commits
+from ubipy.peer.crawlstats import CrawlStats
+from ubipy.peer.ordering import Ordering
+from ubipy.peer.reading import read_page
+from ubipy.peer.refreshing import Refresher
+from ubipy.peer.sitemapping import Sitemapping, sitemap_answered
+from ubipy.peer.wakeup import Wakeup
+from ubipy.store import NewURL
+
+__all__ = ["PageAnswersMixin"]
+
+log = logging.getLogger("ubipy.peer.crawler")  # the crawler's log, as before
+
+
+class PageAnswersMixin:
+    """The crawler's side of a page's answer (see the module's docstring)."""
+
+    config: CrawlConfig
+    scheduler: Scheduler
+    stats: CrawlStats
+    refresher: Refresher | None
+    sitemaps: Sitemapping
+    order: Ordering
+    on_seed_redirect: Callable[[str, str], object]
+    _commits: Commits
+    _flush_now: Wakeup
+    _candidates: Callable[..., list[NewURL]]
+
+    def _page_answered(
+        self, host: str, entry: Entry, result: FetchResult, now: float, asked: float | None
+    ) -> None:
+        """``asked``: the seconds the answer's Retry-After asked (capped)."""
+        config = self.config
+        self.scheduler.heard(host, result.latency, result.status, asked=asked)
+        if is_retryable(result) and entry.attempt < config.fetch.max_retries:
+            self.stats.retries += 1
+            # An asked wait shorter than the back-off ("Retry-After: 0") does not cut it.
+            wait = retry_delay(entry.attempt + 1, config.fetch.retry_base)
+            self.scheduler.retry(host, entry, now, wait=wait, asked=asked)
+            return
+        self.scheduler.finished(host, now, asked=asked)
+        try:
+            self._page_done(host, entry, result)
+        except Exception:
+            # A page that breaks the parser is a bad page, not a dead peer;
+            # it is stored as an error so it is not fetched again.
+            log.exception("processing %s failed", entry.url)
+            self._page_done(host, entry, processing_failed(result))
+
+    def _page_done(self, host: str, entry: Entry, result: FetchResult) -> None:
+        if is_sitemap(entry.depth):  # stored as a page row, counted as a sitemap
+            answer = self.sitemaps.answered(host, entry, result)
+            sitemap_answered(self._commits, self.refresher, entry, result, answer)
+            return
+        if not result.ok:
+            log.info("fetch failed: %s: %s", entry.url, result.detail)
+        page, discovered = read_page(
+            entry, host, result, config=self.config, candidates=self._candidates, stats=self.stats,
+            seed_redirect=self.on_seed_redirect,
+        )  # fmt: skip
+        first, visit = True, None
+        if self.refresher is not None:
+            first, row, visit = self.refresher.answered(entry, page, result)
+            self._commits.refreshed(row, visit)
+        if first:
+            self._commits.answered(page, self.order.scored(entry, discovered))
+        elif visit is not None and visit.changed:  # a new version: its links count
+            self._commits.found(self.order.scored(entry, discovered))
+        if (
+            self._commits.pages_waiting >= self.config.store.commit_every_pages
+            or self._commits.bytes_waiting >= COMMIT_BYTES
+        ):
+            self._flush_now.set()
