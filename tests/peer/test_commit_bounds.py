@@ -5,6 +5,7 @@ comes first."""
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import trio.testing
 from tests.peer.crawling import crawl_until_idle
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig
 from ubipy.peer import commits as commits_module
-from ubipy.peer import pageanswers
+from ubipy.peer import pageanswers, reading
 from ubipy.store import PageRecord, Shard
 from ubipy.store_config import StoreConfig
 
@@ -133,6 +134,26 @@ async def test_a_commit_of_few_pages_waits_no_longer_than_its_patience(
     assert commits_module.COMMIT_PATIENCE == 1.0
     assert [round(t, 6) for t, _ in commits[:2]] == [1.2, 2.4]
     assert [n for _, n in commits[:2]] == [4, 4]
+
+
+async def test_pages_are_read_together_just_before_their_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A page answered is read (parsed, its links made candidates) with the others
+    answered since, just before the commit that writes them, not in its own wake-up:
+    at 2 requests in flight that read cost 2.5-4 times as much (bench/stage_costs.py)."""
+    reads: list[float] = []
+    read_page = reading.read_page
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        reads.append(trio.current_time())
+        return read_page(*args, **kwargs)
+
+    monkeypatch.setattr(pageanswers, "read_page", timed)
+    commits, answered = await _commit_times(tmp_path, [0.3] * 12, StoreConfig())
+    by_time = Counter(round(t, 6) for t in reads)
+    assert [(round(t, 6), n) for t, n in commits] == sorted(by_time.items())
+    assert len(commits) < len(answered) / 2  # not one read a page
 
 
 async def test_a_due_commit_goes_with_any_answer_not_only_a_page_s(

@@ -261,6 +261,7 @@ class Commits:
         "_marks",
         "_refresh",
         "_skips",
+        "_unread",
         "_visits",
         "_writing",
     )
@@ -278,11 +279,26 @@ class Commits:
         self._lastmods: list[Lastmod] = []
         self._refresh: list[RefreshRow] = []
         self._visits: list[Visit] = []
+        # Pages answered, not yet read: (host, entry, answer).
+        self._unread: list[tuple[str, Entry, FetchResult]] = []
         self._bytes = 0  # of the bodies among them
         # The batch taken and not yet committed or failed.
         self._writing: Batch | None = None
 
     # -- what requests leave ------------------------------------------------
+    def unread(self, host: str, entry: Entry, result: FetchResult) -> None:
+        """A page answered, to be read with the others before the next commit
+        (:mod:`ubipy.peer.pageanswers`); until then it waits as a page does."""
+        self._unread.append((host, entry, result))
+        self._bytes += len(result.body)
+        self._arrived()
+
+    def take_unread(self) -> list[tuple[str, Entry, FetchResult]]:
+        """The pages answered and not yet read, to read now, oldest first."""
+        unread, self._unread = self._unread, []
+        self._bytes -= sum(len(result.body) for _, _, result in unread)
+        return unread
+
     def answered(
         self, page: PageRecord, discovered: Iterable[NewURL] = (), lastmods: Iterable[Lastmod] = ()
     ) -> None:
@@ -328,9 +344,10 @@ class Commits:
     # -- what waits -----------------------------------------------------------
     @property
     def pages_waiting(self) -> int:
-        """Answered pages not yet written, counting those being written."""
+        """Answered pages not yet written, counting those being written and those
+        not yet read."""
         writing = len(self._writing.answered) if self._writing is not None else 0
-        return len(self._answered) + writing
+        return len(self._answered) + writing + len(self._unread)
 
     @property
     def bytes_waiting(self) -> int:
@@ -341,6 +358,7 @@ class Commits:
         """Fingerprints of frontier entries asked (or skipped) but not yet written as
         closed: still pending on disk, and not to be loaded again."""
         fps = {a.page.fp for a in self._answered} | {fp for fp, _ in self._skips}
+        fps.update(entry.fp for _, entry, _ in self._unread)
         if self._writing is not None:
             fps.update(a.page.fp for a in self._writing.answered)
             fps.update(fp for fp, _ in self._writing.skips)
@@ -358,6 +376,7 @@ class Commits:
             or self._lastmods
             or self._refresh
             or self._visits
+            or self._unread
         )
 
     # -- a commit ---------------------------------------------------------------

@@ -493,6 +493,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
 
     def _flush(self) -> bool:
         """Write what is waiting in one transaction; False if the shard refused it."""
+        self._read_answers()
         batch = self._commits.take()
         if batch is None:
             return True
