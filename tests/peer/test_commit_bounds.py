@@ -136,12 +136,8 @@ async def test_a_commit_of_few_pages_waits_no_longer_than_its_patience(
     assert [n for _, n in commits[:2]] == [4, 4]
 
 
-async def test_pages_are_read_together_just_before_their_commit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
-) -> None:
-    """A page answered is read (parsed, its links made candidates) with the others
-    answered since, just before the commit that writes them, not in its own wake-up:
-    at 2 requests in flight that read cost 2.5-4 times as much (bench/stage_costs.py)."""
+def _timed_reads(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When each page is read (parsed, its links made candidates), from now on."""
     reads: list[float] = []
     read_page = reading.read_page
 
@@ -150,10 +146,35 @@ async def test_pages_are_read_together_just_before_their_commit(
         return read_page(*args, **kwargs)
 
     monkeypatch.setattr(pageanswers, "read_page", timed)
+    return reads
+
+
+async def test_pages_are_read_together_just_before_their_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A page answered is read with the others answered since, just before the commit
+    that writes them, not in its own wake-up: at 2 requests in flight that read cost
+    2.5-4 times as much (bench/stage_costs.py)."""
+    reads = _timed_reads(monkeypatch)
     commits, answered = await _commit_times(tmp_path, [0.3] * 12, StoreConfig())
     by_time = Counter(round(t, 6) for t in reads)
     assert [(round(t, 6), n) for t, n in commits] == sorted(by_time.items())
     assert len(commits) < len(answered) / 2  # not one read a page
+
+
+async def test_pages_are_read_early_once_their_bodies_reach_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    # 4 bytes a page: three pages' bodies pass 10 bytes, and are read in the third's
+    # wake-up, before their commit (4 pages every 1.2 s).
+    monkeypatch.setattr(pageanswers, "READ_BYTES", 10)
+    reads = _timed_reads(monkeypatch)
+    commits, answered = await _commit_times(tmp_path, [0.3] * 12, StoreConfig())
+    by_time = Counter(round(t, 6) for t in reads)
+    assert max(by_time.values()) <= 3
+    assert by_time[round(answered[2], 6)] == 3
+    assert round(answered[2], 6) not in {round(t, 6) for t, _ in commits}
+    assert sum(n for _, n in commits) == len(reads) == 12
 
 
 async def test_a_due_commit_goes_with_any_answer_not_only_a_page_s(

@@ -262,6 +262,7 @@ class Commits:
         "_refresh",
         "_skips",
         "_unread",
+        "_unread_bytes",
         "_visits",
         "_writing",
     )
@@ -281,6 +282,7 @@ class Commits:
         self._visits: list[Visit] = []
         # Pages answered, not yet read: (host, entry, answer).
         self._unread: list[tuple[str, Entry, FetchResult]] = []
+        self._unread_bytes = 0  # of their bodies
         self._bytes = 0  # of the bodies among them
         # The batch taken and not yet committed or failed.
         self._writing: Batch | None = None
@@ -290,13 +292,18 @@ class Commits:
         """A page answered, to be read with the others before the next commit
         (:mod:`ubipy.peer.pageanswers`); until then it waits as a page does."""
         self._unread.append((host, entry, result))
-        self._bytes += len(result.body)
+        self._unread_bytes += len(result.body)
         self._arrived()
+
+    @property
+    def unread_bytes(self) -> int:
+        """Bytes of the bodies of the pages not yet read."""
+        return self._unread_bytes
 
     def take_unread(self) -> list[tuple[str, Entry, FetchResult]]:
         """The pages answered and not yet read, to read now, oldest first."""
         unread, self._unread = self._unread, []
-        self._bytes -= sum(len(result.body) for _, _, result in unread)
+        self._unread_bytes = 0
         return unread
 
     def answered(
@@ -351,8 +358,9 @@ class Commits:
 
     @property
     def bytes_waiting(self) -> int:
-        """Bytes of the bodies waiting for the next batch (held in memory until then)."""
-        return self._bytes
+        """Bytes of the bodies waiting for the next batch (held in memory until then),
+        those of pages not yet read among them."""
+        return self._bytes + self._unread_bytes
 
     def unsettled(self) -> set[int]:
         """Fingerprints of frontier entries asked (or skipped) but not yet written as
