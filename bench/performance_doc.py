@@ -388,7 +388,19 @@ page.**
   the request's own path at 2.3-2.5 times (0.61 against 0.24). An old-and-new run
   that only sets `PYTHONPATH` to another checkout, from this one's directory, runs
   this checkout's code both times (`python -m` puts the working directory first on
-  the path): run each from its own directory.
+  the path): run each from its own directory. The twenty-eighth session (the same
+  machine, a wake-up costing 343-400 us after 27 ms): pages are now read (parsed,
+  their links made candidates) together just before their commit, not each in the
+  wake-up its answer brought (commit fda7001; their links went in at the commit
+  before too). `python -m bench.stage_costs --concurrency 2 --warmup 20 --window 20`,
+  alternated with the code before: 0.54, 0.63, 0.83 and 1.15 ms a page against 0.82,
+  0.87, 1.09 and 1.10; the parse 0.06-0.11 ms a page against 0.20-0.27 (0.06-0.08 at
+  64 in flight), a page's handling and its commit together 0.22-0.40 against
+  0.39-0.50. `python -m bench.scaling --peers 1 --duration 30 --only ubipy`,
+  alternated: at 2 in flight 0.57, 0.62 and 0.75 ms a page against 0.92, 1.22 and
+  0.96; at 64 in flight 0.47 and 0.46 against 0.50 and 0.51. The ratio: 1.22 and 1.36
+  in the first pairs (2.4 and 1.9 before), 1.84 in a later run (0.87 against 0.47)
+  as the machine's wake-up price rose within the hour.
 - **Wire: what grows with N is the share of links that point into another peer's hosts,
   not a cost of coordinating.** Per page: 22, 25 and 28 B at N = 2, 4, 8 (scrapy-redis:
   2,000–2,500 B to and from Redis, 10–12 commands per page). A peer hands on the links of
