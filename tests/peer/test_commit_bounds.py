@@ -5,6 +5,7 @@ comes first."""
 from __future__ import annotations
 
 import itertools
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -175,6 +176,21 @@ async def test_pages_are_read_early_once_their_bodies_reach_the_bound(
     assert by_time[round(answered[2], 6)] == 3
     assert round(answered[2], 6) not in {round(t, 6) for t, _ in commits}
     assert sum(n for _, n in commits) == len(reads) == 12
+
+
+async def test_a_page_read_at_its_commit_keeps_when_it_was_fetched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The wall clock moves with the autojump clock, so a time taken at the commit
+    # would show (commits every 1.2 s, a page every 0.3 s).
+    monkeypatch.setattr(time, "time", lambda: 1_000_000.0 + trio.current_time())
+    _, answered = await _commit_times(tmp_path, [0.3] * 6, StoreConfig())
+    shard = Shard.open(tmp_path)
+    try:
+        fetched = sorted(page["fetched_at"] for page in shard.iter_pages())
+    finally:
+        shard.close()
+    assert fetched == pytest.approx([1_000_000.0 + t for t in answered], rel=0, abs=1e-6)
 
 
 async def test_a_due_commit_goes_with_any_answer_not_only_a_page_s(

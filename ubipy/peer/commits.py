@@ -54,8 +54,10 @@ def page_record(
     title: str | None = None,
     encoding: str | None = None,
     encoding_source: str | None = None,
+    fetched_at: float | None = None,
 ) -> PageRecord:
-    """What the shard keeps of an answered (or failed) request for ``entry``."""
+    """What the shard keeps of an answered (or failed) request for ``entry``, which
+    ended at ``fetched_at`` (the wall clock; None: now)."""
     return PageRecord(
         fp=entry.fp,
         url=entry.url,
@@ -65,7 +67,7 @@ def page_record(
         length=len(result.body),
         truncated=result.truncated,
         title=title,
-        fetched_at=time.time(),
+        fetched_at=time.time() if fetched_at is None else fetched_at,
         last_modified=result.last_modified,
         etag=result.etag,
         digest=digest,
@@ -280,18 +282,19 @@ class Commits:
         self._lastmods: list[Lastmod] = []
         self._refresh: list[RefreshRow] = []
         self._visits: list[Visit] = []
-        # Pages answered, not yet read: (host, entry, answer).
-        self._unread: list[tuple[str, Entry, FetchResult]] = []
-        self._unread_bytes = 0  # of their bodies
         self._bytes = 0  # of the bodies among them
+        # Pages answered, not yet read: (host, entry, answer, when it ended).
+        self._unread: list[tuple[str, Entry, FetchResult, float]] = []
+        self._unread_bytes = 0  # of their bodies
         # The batch taken and not yet committed or failed.
         self._writing: Batch | None = None
 
     # -- what requests leave ------------------------------------------------
-    def unread(self, host: str, entry: Entry, result: FetchResult) -> None:
-        """A page answered, to be read with the others before the next commit
-        (:mod:`ubipy.peer.pageanswers`); until then it waits as a page does."""
-        self._unread.append((host, entry, result))
+    def unread(self, host: str, entry: Entry, result: FetchResult, at: float) -> None:
+        """A page answered at ``at`` (the wall clock), to be read with the others
+        before the next commit (:mod:`ubipy.peer.pageanswers`); until then it waits as
+        a page does."""
+        self._unread.append((host, entry, result, at))
         self._unread_bytes += len(result.body)
         self._arrived()
 
@@ -300,7 +303,7 @@ class Commits:
         """Bytes of the bodies of the pages not yet read."""
         return self._unread_bytes
 
-    def take_unread(self) -> list[tuple[str, Entry, FetchResult]]:
+    def take_unread(self) -> list[tuple[str, Entry, FetchResult, float]]:
         """The pages answered and not yet read, to read now, oldest first."""
         unread, self._unread = self._unread, []
         self._unread_bytes = 0
@@ -366,7 +369,7 @@ class Commits:
         """Fingerprints of frontier entries asked (or skipped) but not yet written as
         closed: still pending on disk, and not to be loaded again."""
         fps = {a.page.fp for a in self._answered} | {fp for fp, _ in self._skips}
-        fps.update(entry.fp for _, entry, _ in self._unread)
+        fps.update(unread[1].fp for unread in self._unread)
         if self._writing is not None:
             fps.update(a.page.fp for a in self._writing.answered)
             fps.update(fp for fp, _ in self._writing.skips)

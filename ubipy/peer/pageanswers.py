@@ -19,6 +19,7 @@ A mixin of :class:`~ubipy.peer.crawler.Crawler`, whose state it reads and change
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from ubipy.config import CrawlConfig
@@ -75,21 +76,21 @@ class PageAnswersMixin:
             self.scheduler.retry(host, entry, now, wait=wait, asked=asked)
             return
         self.scheduler.finished(host, now, asked=asked)
-        self._commits.unread(host, entry, result)
+        self._commits.unread(host, entry, result, time.time())
         if self._commits.unread_bytes >= READ_BYTES:
             self._read_answers()  # bodies not read are held whole; read ones may not be
         self._commit_if_full()
 
     def _read_answers(self) -> None:
         """Read the pages answered since the last reading (before each commit)."""
-        for host, entry, result in self._commits.take_unread():
+        for host, entry, result, at in self._commits.take_unread():
             try:
-                self._page_done(host, entry, result)
+                self._page_done(host, entry, result, at)
             except Exception:
                 # A page that breaks the parser is a bad page, not a dead peer;
                 # it is stored as an error so it is not fetched again.
                 log.exception("processing %s failed", entry.url)
-                self._page_done(host, entry, processing_failed(result))
+                self._page_done(host, entry, processing_failed(result), at)
 
     def _commit_if_full(self) -> None:
         commits = self._commits
@@ -97,16 +98,17 @@ class PageAnswersMixin:
         if commits.pages_waiting >= every or commits.bytes_waiting >= COMMIT_BYTES:
             self._flush_now.set()
 
-    def _page_done(self, host: str, entry: Entry, result: FetchResult) -> None:
+    def _page_done(self, host: str, entry: Entry, result: FetchResult, at: float) -> None:
+        """Read a page answered at ``at`` (the wall clock)."""
         if is_sitemap(entry.depth):  # stored as a page row, counted as a sitemap
-            answer = self.sitemaps.answered(host, entry, result)
+            answer = self.sitemaps.answered(host, entry, result, at)
             sitemap_answered(self._commits, self.refresher, entry, result, answer)
             return
         if not result.ok:
             log.info("fetch failed: %s: %s", entry.url, result.detail)
         page, discovered = read_page(
             entry, host, result, config=self.config, candidates=self._candidates, stats=self.stats,
-            seed_redirect=self.on_seed_redirect,
+            seed_redirect=self.on_seed_redirect, fetched_at=at,
         )  # fmt: skip
         first, visit = True, None
         if self.refresher is not None:

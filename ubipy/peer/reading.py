@@ -41,9 +41,11 @@ def read_page(
     candidates: Candidates,
     stats: CrawlStats,
     seed_redirect: Callable[[str, str], object] = lambda location, seed: None,
+    fetched_at: float | None = None,
 ) -> tuple[PageRecord, list[NewURL]]:
     """The page's record and the URLs it revealed; ``seed_redirect(location, seed)``
-    is told where a URL at depth 0 (a seed, or where one led) redirects, first."""
+    is told where a URL at depth 0 (a seed, or where one led) redirects, first.
+    ``fetched_at``: when the answer ended (the wall clock; None: now)."""
     discovered: list[NewURL] = []
     title = encoding = encoding_source = None
     digest = None
@@ -76,5 +78,6 @@ def read_page(
         title=title,
         encoding=encoding,
         encoding_source=encoding_source,
+        fetched_at=fetched_at,
     )
     return page, discovered

@@ -122,9 +122,10 @@ class Sitemapping:
         return found + self._candidates([SITEMAP_PATH], fetched.start, SITEMAP_DEPTH)
 
     def answered(
-        self, host: str, entry: Entry, result: FetchResult
+        self, host: str, entry: Entry, result: FetchResult, fetched_at: float | None = None
     ) -> tuple[PageRecord, list[NewURL], list[Lastmod]]:
-        """A sitemap's final answer: its page row, the URLs it brings, their lastmod."""
+        """A sitemap's final answer (ended at ``fetched_at``, the wall clock; None:
+        now): its page row, the URLs it brings, their lastmod."""
         stats = self._stats
         found: list[NewURL] = []
         lastmods: list[Lastmod] = []
@@ -143,7 +144,9 @@ class Sitemapping:
             elif result.status is not None and 200 <= result.status < 300:
                 found, lastmods = self._read(host, entry, result)
         digest = content_digest(result.body) if result.ok else None
-        page = page_record(entry, host, result, keep_body=self._keep_bodies, digest=digest)
+        page = page_record(
+            entry, host, result, keep_body=self._keep_bodies, digest=digest, fetched_at=fetched_at
+        )
         return page, found, lastmods
 
     def _read(
