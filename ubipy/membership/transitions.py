@@ -61,8 +61,10 @@ def stale_death(
     death learnt in bulk is (the caller's own deaths are never in doubt)."""
     if update.state is not DEAD or held is None or held.state not in LIVE_STATES:
         return False
-    if accuser is None or accuser.state not in LIVE_STATES:
-        return accuser is not None
+    if accuser is None:
+        return False  # a member unknown here: its word is taken as before
+    if accuser.state not in LIVE_STATES:
+        return True
     return revived is not None and now - revived < STALE_PROBES * cfg.probe_interval
 
 
