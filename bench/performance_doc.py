@@ -400,7 +400,11 @@ page.**
   alternated: at 2 in flight 0.57, 0.62 and 0.75 ms a page against 0.92, 1.22 and
   0.96; at 64 in flight 0.47 and 0.46 against 0.50 and 0.51. The ratio: 1.22 and 1.36
   in the first pairs (2.4 and 1.9 before), 1.84 in a later run (0.87 against 0.47)
-  as the machine's wake-up price rose within the hour.
+  as the machine's wake-up price rose within the hour. At the session's last commit
+  (a wake-up after 27 ms: 422 us): 0.55 and 0.69 ms a page at 2 in flight against
+  0.47 and 0.44 at 64 (1.18 and 1.57); `python -m bench.stage_costs --warmup 20
+  --window 20`: 0.55 against 0.44 (1.24), the parse 1.19 times, the commit 0.96, the
+  rest (the request's path, trio's loop, the wake-ups) 1.50.
 - **Wire: what grows with N is the share of links that point into another peer's hosts,
   not a cost of coordinating.** Per page: 22, 25 and 28 B at N = 2, 4, 8 (scrapy-redis:
   2,000–2,500 B to and from Redis, 10–12 commands per page). A peer hands on the links of
