@@ -13,7 +13,8 @@ import httpx2
 import trio
 import trio.testing
 
-from tests.wakeups import TaskSteps, counting_steps
+from tests.spinning import no_endless_spin
+from tests.wakeups import counting_steps
 from ubipy.config import CrawlConfig, PolitenessConfig, StoreConfig
 from ubipy.peer.commits import COMMIT_GRACE, COMMIT_PATIENCE
 from ubipy.peer.crawler import Crawler
@@ -63,21 +64,6 @@ async def test_an_idle_crawler_does_not_wake_and_still_commits_what_comes(
         assert len(list(shard.iter_pages())) == pages + 1
 
 
-class _Spinning(TaskSteps):
-    """Steps of every task; past ``limit`` of them ``scope`` is cancelled. A task that
-    loops through checkpoints without waiting holds the autojump clock still, and
-    would hold the test forever."""
-
-    def __init__(self, scope: trio.CancelScope, limit: int) -> None:
-        super().__init__()
-        self.scope, self.limit = scope, limit
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        super().before_task_step(task)
-        if self.steps > self.limit:
-            self.scope.cancel()
-
-
 async def test_waiting_for_idleness_waits_for_a_write_without_a_spin(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -87,13 +73,9 @@ async def test_waiting_for_idleness_waits_for_a_write_without_a_spin(
         # for that commit, without looping meanwhile.
         crawler._commits.acked([12345])
         start = trio.current_time()
-        with trio.CancelScope() as scope:
-            spinning = _Spinning(scope, limit=100)
-            trio.lowlevel.add_instrument(spinning)
-            try:
-                await crawler.wait_idle()
-            finally:
-                trio.lowlevel.remove_instrument(spinning)
-        assert not scope.cancelled_caught, "wait_idle looped without waiting"
+        # Looping through checkpoints without waiting, it would hold the autojump
+        # clock still, and that commit would never come.
+        with no_endless_spin():
+            await crawler.wait_idle()
         waited = trio.current_time() - start
         assert 0 < waited <= COMMIT_PATIENCE + COMMIT_GRACE
