@@ -369,11 +369,14 @@ class Scheduler:
         """The address the slot's next request goes to, for the per-IP rule: its
         own, or its hop's target's if this peer looked that host up (None: unknown;
         a hop then waits for its target host alone)."""
+        target = self._target_slot(slot)
+        return None if target is None else target.address
+
+    def _target_slot(self, slot: HostSlot) -> HostSlot | None:
+        """The slot of the host the slot's next request goes to: itself, or its
+        robots.txt's hop target's if this peer has that host (else None)."""
         target = target_of(slot)
-        if target == slot.host:
-            return slot.address
-        own = self._slots.get(target)
-        return None if own is None else own.address
+        return slot if target == slot.host else self._slots.get(target)
 
     # -- completions --------------------------------------------------------
     def finished(
@@ -412,7 +415,7 @@ class Scheduler:
         slot = self._slots.get(host)
         if slot is None or self._throttle is None:
             return
-        if (paced := self.paced(host)) is not None:
+        if (paced := self._target_slot(slot)) is not None:
             paced.pace = paced.pace or Pace()
             paced.pace.heard(latency, status, asked=asked, rules=self._throttle, floor=paced.delay)
         self._addresses.heard(slot, latency, status, asked)
@@ -421,7 +424,7 @@ class Scheduler:
         """The slot whose pace ``host``'s request feeds: its own, or its robots.txt's
         hop's target's if this peer has that host."""
         slot = self._slots.get(host)
-        return slot if slot is None or (t := target_of(slot)) == host else self._slots.get(t)
+        return None if slot is None else self._target_slot(slot)
 
     def delay_of(self, slot: HostSlot) -> float:
         """The host's delay now: its floor (--delay, Crawl-delay), raised by its pace."""
