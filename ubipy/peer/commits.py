@@ -93,7 +93,7 @@ def head_of(result: FetchResult) -> HttpHead | None:
     )
 
 
-__all__ = ["COMMIT_BYTES", "Answered", "Batch", "CommitTiming", "Commits"]
+__all__ = ["COMMIT_BYTES", "Answered", "Batch", "CommitTiming", "Commits", "Unread"]
 
 #: Seconds a transaction stays open at most under --replicas 2 (see CommitTiming).
 REPLICATED_COMMIT_INTERVAL = 0.05
@@ -159,6 +159,16 @@ class CommitTiming:
 #: Admits URLs inside the caller's transaction, or keeps them for their owners:
 #: (the frontier rows admitted, the URLs kept for other peers).
 Place = Callable[[Sequence[NewURL]], tuple[list[FrontierRow], list[NewURL]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Unread:
+    """A page answered at ``at`` (the wall clock), not yet read."""
+
+    host: str
+    entry: Entry
+    result: FetchResult
+    at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,8 +293,8 @@ class Commits:
         self._refresh: list[RefreshRow] = []
         self._visits: list[Visit] = []
         self._bytes = 0  # of the bodies among them
-        # Pages answered, not yet read: (host, entry, answer, when it ended).
-        self._unread: list[tuple[str, Entry, FetchResult, float]] = []
+        # Pages answered, not yet read.
+        self._unread: list[Unread] = []
         self._unread_bytes = 0  # of their bodies
         # The batch taken and not yet committed or failed.
         self._writing: Batch | None = None
@@ -294,7 +304,7 @@ class Commits:
         """A page answered at ``at`` (the wall clock), to be read with the others
         before the next commit (:mod:`ubipy.peer.pageanswers`); until then it waits as
         a page does."""
-        self._unread.append((host, entry, result, at))
+        self._unread.append(Unread(host, entry, result, at))
         self._unread_bytes += len(result.body)
         self._arrived()
 
@@ -303,7 +313,7 @@ class Commits:
         """Bytes of the bodies of the pages not yet read."""
         return self._unread_bytes
 
-    def take_unread(self) -> list[tuple[str, Entry, FetchResult, float]]:
+    def take_unread(self) -> list[Unread]:
         """The pages answered and not yet read, to read now, oldest first."""
         unread, self._unread = self._unread, []
         self._unread_bytes = 0
@@ -369,7 +379,7 @@ class Commits:
         """Fingerprints of frontier entries asked (or skipped) but not yet written as
         closed: still pending on disk, and not to be loaded again."""
         fps = {a.page.fp for a in self._answered} | {fp for fp, _ in self._skips}
-        fps.update(unread[1].fp for unread in self._unread)
+        fps.update(u.entry.fp for u in self._unread)
         if self._writing is not None:
             fps.update(a.page.fp for a in self._writing.answered)
             fps.update(fp for fp, _ in self._writing.skips)

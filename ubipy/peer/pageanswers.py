@@ -83,14 +83,14 @@ class PageAnswersMixin:
 
     def _read_answers(self) -> None:
         """Read the pages answered since the last reading (before each commit)."""
-        for host, entry, result, at in self._commits.take_unread():
+        for u in self._commits.take_unread():
             try:
-                self._page_done(host, entry, result, at)
+                self._page_done(u.host, u.entry, u.result, u.at)
             except Exception:
                 # A page that breaks the parser is a bad page, not a dead peer;
                 # it is stored as an error so it is not fetched again.
-                log.exception("processing %s failed", entry.url)
-                self._page_done(host, entry, processing_failed(result), at)
+                log.exception("processing %s failed", u.entry.url)
+                self._page_done(u.host, u.entry, processing_failed(u.result), u.at)
 
     def _commit_if_full(self) -> None:
         commits = self._commits
