@@ -31,19 +31,18 @@ def test_the_table_gives_each_stage_and_the_ratios() -> None:
     )
 
 
-def test_a_mistyped_flag_is_refused_before_anything_starts(
-    capsys: pytest.CaptureFixture[str],
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["--windw", "30"], "unrecognized arguments: --windw 30"),
+        # Quoting that shlex cannot split.
+        (["--peer-args", "--config 'crawl.toml"], "--peer-args: No closing quotation"),
+    ],
+)
+def test_a_bad_flag_is_refused_before_anything_starts(
+    argv: list[str], error: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exit_:
-        main(["--windw", "30"])
+        main(argv)
     assert exit_.value.code == 2
-    assert "unrecognized arguments: --windw 30" in capsys.readouterr().err
-
-
-def test_peer_args_that_do_not_split_are_refused_before_anything_starts(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        main(["--peer-args", "--config 'crawl.toml"])
-    assert exit_.value.code == 2
-    assert "--peer-args: No closing quotation" in capsys.readouterr().err
+    assert error in capsys.readouterr().err
