@@ -64,7 +64,6 @@ from ubipy.wire.payloads import (
     Replica,
     ReplicaAck,
     Scalar,
-    Scope,
     Seed,
     SeedAck,
     Status,
@@ -77,6 +76,7 @@ from ubipy.wire.payloads import (
 from ubipy.wire.reader import FrameReader, ReaderState
 from ubipy.wire.registry import MESSAGE_TYPES, Message, decode
 from ubipy.wire.replay import ReplayGuard
+from ubipy.wire.scopes import Scope
 from ubipy.wire.secret import LOOPBACK_SECRET, is_default_secret, new_epoch, secret_from
 
 __all__ = [

@@ -20,7 +20,6 @@ from ubipy.wire.payloads import (
     Hello,
     Replica,
     ReplicaAck,
-    Scope,
     Seed,
     SeedAck,
     Status,
@@ -29,6 +28,7 @@ from ubipy.wire.payloads import (
     UrlAck,
     UrlBatch,
 )
+from ubipy.wire.scopes import Scope
 
 Message: TypeAlias = (
     Gossip
