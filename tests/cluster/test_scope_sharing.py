@@ -1,7 +1,8 @@
 """Seeds of many sites widen every peer's scope: the seeded peer shares the new roots
 and the seeds' hosts in frames each member takes (a SCOPE frame of more than 10,000
 roots is refused), and after a later seed only what that seed brought. A member
-suspected while seeds came gets them when it is heard from again."""
+suspected while seeds came gets them when it is heard from again; a frame lost without
+a suspicion is sent again until acknowledged."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from tests.cluster.harness import SimPeer, cluster, host_of, one_view
 from tests.cluster.test_dns import Answering, moved
 from ubipy.config import BoundsConfig, Scope
 from ubipy.membership import MemberState
+from ubipy.net import Reply
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
+from ubipy.wire import Message
+from ubipy.wire import Scope as WireScope
 
 SITES = 12_000
 
@@ -116,3 +120,67 @@ async def test_a_seed_that_redirects_elsewhere_takes_the_scope_there_on_every_pe
     assert asked == {seed_host, new_host}  # no third host: the scope is still by host
     new_pages = {r.target_path for r in c.server.log if r.host == new_host}
     assert len(new_pages - {"/robots.txt", "/sitemap.xml"}) > 1  # crawled, not one page
+
+
+async def test_a_scope_frame_lost_without_a_suspicion_is_sent_again(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A SCOPE frame written to a connection that then broke is lost, and the member
+    is not suspected (the next frame dials afresh): it used to drop, as out of scope,
+    every link into the seeds' sites on the hosts it owns. Unacknowledged, the frame
+    is sent again."""
+    web = SyntheticWeb(WebSpec(seed=5, hosts=6, pages_per_host=10, latency=0.02))
+    truth = ground_truth(web, [web.seed_url()])
+    async with cluster(tmp_path, web, seed=2) as c:
+        a, b = await c.start_joined(2)
+        send, lost = a.peer.scopes._send, list[Message]()
+
+        async def losing_the_first(address: str, message: Message) -> bool:
+            if address == b.address and not lost:
+                lost.append(message)
+                return True  # written, as far as the sender can tell
+            return await send(address, message)
+
+        a.peer.scopes._send = losing_the_first
+        assert a.peer.seed_urls([web.seed_url()]).admitted == 1
+        with trio.fail_after(600):
+            await c.server.log.wait_for(lambda log: Referee(log, web).missing(truth) == set())
+        assert lost != [] and b.peer.crawler.scope.roots == a.peer.crawler.scope.roots
+        assert b.peer.crawler.scope.seeds == a.peer.crawler.scope.seeds
+        assert b.peer.crawler.stats.out_of_scope == 0
+        assert b.peer.crawler.stats.pages > 0  # it owns some of the sites
+        # The lost frame again, and the seeds' hosts once: each acknowledged.
+        assert a.peer.links.stats.frames_out["SCOPE"] == 2
+        assert b.peer.links.stats.frames_out["SCOPE_ACK"] == 2
+        for sim in (a, b):
+            await c.kill(sim)
+
+
+async def test_a_member_that_acknowledges_nothing_gets_each_scope_frame_five_times(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A peer of an earlier version takes SCOPE frames and acknowledges none (a rolling
+    upgrade): it gets each frame a bounded number of times, not one every 30 s for the
+    rest of the crawl."""
+    web = SyntheticWeb(WebSpec(seed=5, hosts=2, pages_per_host=2, latency=20.0))
+    async with cluster(tmp_path, web, seed=3) as c:
+        a, b = await c.start_joined(2)
+
+        taken, all_sent = list[WireScope](), trio.Event()
+
+        async def as_an_earlier_version(sender: str, scope: WireScope, reply: Reply) -> None:
+            b.peer.crawler.add_scope_roots(scope.roots, scope.seeds)
+            taken.append(scope)
+            if len(taken) == 10:
+                all_sent.set()
+
+        b.peer.handle(WireScope, as_an_earlier_version)
+        a.peer.seed_urls([web.seed_url()])
+        with trio.fail_after(60):
+            await all_sent.wait()  # roots and hosts, 5 times each
+        await trio.sleep(300)  # virtual: time for more sends, were there any
+        assert len(taken) == a.peer.links.stats.frames_out["SCOPE"] == 10
+        assert len(set(taken)) == 2
+        assert b.peer.crawler.scope.roots == a.peer.crawler.scope.roots != frozenset()
+        for sim in (a, b):
+            await c.kill(sim)

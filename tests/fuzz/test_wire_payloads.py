@@ -53,6 +53,7 @@ from ubipy.wire import (
     Replica,
     ReplicaAck,
     Scope,
+    ScopeAck,
     Seed,
     SeedAck,
     Status,
@@ -106,6 +107,7 @@ MESSAGES: dict[FrameType, st.SearchStrategy[Message]] = {
     FrameType.HANDOFF: st.builds(Handoff, ids, texts, wire_urls, fingerprints, marks),
     FrameType.HANDOFF_ACK: st.builds(HandoffAck, ids, st.booleans()),
     FrameType.SCOPE: st.builds(Scope, st.lists(texts, max_size=4).map(tuple)),
+    FrameType.SCOPE_ACK: st.builds(ScopeAck, ids),
     FrameType.HANDOFF_DONE: st.builds(HandoffDone, texts, ids, st.booleans()),
     FrameType.REPLICA: st.builds(
         Replica,

@@ -1,19 +1,25 @@
 """The seeds' scope kept in the shard (roots and the seeds' hosts across a restart, and
-a shard kept before the seeds' hosts were), and sent again when a send failed."""
+a shard kept before the seeds' hosts were, and one a full disk refused), and sent
+again until acknowledged."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
 
+import httpx2
+import pytest
 import trio
 import trio.testing
 
-from ubipy.config import BoundsConfig, Scope
+from ubipy.config import BoundsConfig, CrawlConfig, Scope
+from ubipy.errors import StorageError
+from ubipy.peer.crawler import Crawler
 from ubipy.peer.scopesharing import _SEEDS_META, ScopeSharing, keep_scope, load_scope
 from ubipy.store.admission import Admission
 from ubipy.store.shard import NewURL, Shard
 from ubipy.wire import Scope as ScopeFrame
+from ubipy.wire import ScopeAck
 
 BOUNDS = BoundsConfig(scope=Scope.HOST)
 
@@ -53,11 +59,14 @@ async def test_a_scope_frame_that_could_not_be_sent_is_sent_again(
     async def send(address: str, message: object) -> bool:
         assert address == "b:7000" and isinstance(message, ScopeFrame)
         sent.append((trio.current_time(), message))
-        return sum(m == message for _, m in sent) > 2  # each fails twice
+        if sum(m == message for _, m in sent) <= 2:  # each fails twice
+            return False
+        nursery.start_soon(sharing._on_scope_ack, "b", ScopeAck(message.digest), _no_reply)
+        return True
 
     crawler = Scoped(tmp_path)
     async with trio.open_nursery() as nursery:
-        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b:7000"])
+        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b:7000"], _b)
         before = crawler.scope_now()
         crawler.scope.add_seed("http://a.test/")
         sharing.seeded(before)
@@ -83,11 +92,63 @@ async def test_no_scope_frame_is_sent_again_to_a_member_gone_meanwhile(
     crawler = Scoped(tmp_path)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(leaves)
-        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: sorted(live))
+        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: sorted(live), _b)
         before = crawler.scope_now()
         crawler.scope.add_seed("http://a.test/")
         sharing.seeded(before)
     assert sorted(set(sent)) == [0.0, 1.0, 3.0, 7.0]  # not at 15 s, gone since 10
+
+
+async def test_a_scope_frame_is_sent_until_acknowledged_by_a_member_that_acknowledges(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Sent, but not acknowledged (lost on a connection that broke, or the receiver's
+    disk full): sent again, ever less often, for as long as the member is live, once
+    it is known to acknowledge (here: the roots' frame at once, the hosts' frame at
+    its eighth copy)."""
+    sent: list[tuple[float, ScopeFrame]] = []
+
+    async def send(address: str, message: object) -> bool:
+        assert isinstance(message, ScopeFrame)
+        sent.append((trio.current_time(), message))
+        if message.roots or sum(m == message for _, m in sent) == 8:
+            nursery.start_soon(sharing._on_scope_ack, "b", ScopeAck(message.digest), _no_reply)
+        return True
+
+    crawler = Scoped(tmp_path)
+    async with trio.open_nursery() as nursery:
+        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b:7000"], _b)
+        before = crawler.scope_now()
+        crawler.scope.add_seed("http://a.test/")
+        sharing.seeded(before)
+    assert [t for t, m in sent if m.roots] == [0.0]
+    # Waits of 1, 2, 4, 8 and 16 s, then 30 s at most.
+    assert [t for t, m in sent if not m.roots] == [0.0, 1.0, 3.0, 7.0, 15.0, 31.0, 61.0, 91.0]
+
+
+async def test_a_scope_a_full_disk_refused_is_saved_when_it_comes_again(tmp_path: Path) -> None:
+    """Taken in memory but not saved (the frame goes unacknowledged): the frame comes
+    again with nothing new in it, and is saved then, not lost at the next restart."""
+    shard = Shard.open(tmp_path)
+    async with httpx2.AsyncClient() as client:
+        crawler = Crawler(CrawlConfig(data_dir=tmp_path, bounds=BOUNDS), shard, client)
+        shard._conn.execute("PRAGMA query_only = ON")
+        with pytest.raises(StorageError):
+            crawler.add_scope_roots(["b.test"], ["b.test:81"])
+        shard._conn.execute("PRAGMA query_only = OFF")
+        assert not crawler.add_scope_roots(["b.test"], ["b.test:81"])  # nothing new
+        assert not crawler.add_scope_roots(["b.test"], ["b.test:81"])
+    shard.close()
+    again = load_scope(Shard.open(tmp_path), BOUNDS)
+    assert (again.roots, again.seeds) == (frozenset({"b.test"}), frozenset({"b.test:81"}))
+
+
+def _b(peer_id: str) -> str | None:
+    return {"b": "b:7000"}.get(peer_id)
+
+
+async def _no_reply(message: object) -> None:
+    raise AssertionError("an acknowledgement is not answered")
 
 
 class Scoped:

@@ -38,6 +38,7 @@ from ubipy.wire import (
     Replica,
     ReplicaAck,
     Scope,
+    ScopeAck,
     Seed,
     SeedAck,
     Status,
@@ -74,6 +75,7 @@ EXAMPLES: list[Message] = [
     HandoffAck(4, refused=True),
     Scope(("a.test", "b.test")),
     Scope(("a.test",), ("www.a.test", "10.0.0.5:8080")),
+    ScopeAck(2**63 - 1),
     HandoffDone("ring-key"),
     HandoffDone("ring-key", token=7),
     HandoffDone("", token=2**62, ask=True),
@@ -154,6 +156,8 @@ def test_the_reserved_error_kind_is_refused() -> None:
         (FrameType.HANDOFF, {"id": 1, "host": "a", "pending": [], "done": [2**63]}),
         (FrameType.HANDOFF_ACK, {}),
         (FrameType.SCOPE, ["a", 1]),
+        (FrameType.SCOPE_ACK, {"digest": -1}),
+        (FrameType.SCOPE_ACK, []),
         (FrameType.HANDOFF_DONE, {}),
         (FrameType.REPLICA, {"hosts": "x"}),
         (FrameType.REPLICA, {"hosts": [["h.test", [["http://h.test/", 0]]]]}),
@@ -217,3 +221,20 @@ def test_a_scope_of_roots_alone_is_written_and_read_as_before_seeds_hosts_came()
     assert Scope(("a.test", "b.test")).to_wire() == ["a.test", "b.test"]
     assert Scope.from_wire(["a.test", "b.test"]) == Scope(("a.test", "b.test"))
     assert Scope.from_wire([]) == Scope(())
+
+
+def test_a_scope_frame_is_named_by_what_it_carries() -> None:
+    """SCOPE carries no number (an earlier version refuses a new field), so its
+    acknowledgement names it by a digest: the same for the same roots and hosts, on
+    the receiver as on the sender, and another for any other."""
+    sent = Scope(("a.test", "b.test"), ("www.a.test",))
+    received = decode(FrameType.SCOPE, cbor2.loads(cbor2.dumps(sent.to_wire())))
+    assert isinstance(received, Scope) and received.digest == sent.digest
+    others = [
+        Scope(("a.test", "b.test")),
+        Scope(("a.test",), ("b.test", "www.a.test")),
+        Scope(("a.test\nb.test",), ("www.a.test",)),
+        Scope(("b.test", "a.test"), ("www.a.test",)),
+    ]
+    assert len({sent.digest, *(o.digest for o in others)}) == 5
+    assert all(0 <= o.digest < 2**63 for o in [sent, *others])

@@ -231,7 +231,7 @@ def test_unknown_version(raw: bytes) -> None:
     assert isinstance(event, Rejected) and event.reason is RejectReason.BAD_VERSION
 
 
-@pytest.mark.parametrize("type_", [0, 11, 25, 255, 2**63])
+@pytest.mark.parametrize("type_", [0, 25, 100, 255, 2**63])
 def test_unknown_type(type_: int) -> None:
     event = one(signed(body(type_=type_)))
     assert isinstance(event, Rejected)
@@ -518,7 +518,7 @@ def test_writer_refuses_an_oversized_frame_and_keeps_its_seq() -> None:
         lambda: FrameWriter(KEY, "alice", 2**63),
         lambda: FrameWriter(KEY, "alice", 1).frame(FrameType.SEED, [], NOW, to="b" * 65),
         lambda: FrameWriter(KEY, "alice", 1).frame(FrameType.SEED, [], math.nan),
-        lambda: FrameWriter(KEY, "alice", 1).frame(11, [], NOW),  # type: ignore[arg-type]
+        lambda: FrameWriter(KEY, "alice", 1).frame(100, [], NOW),  # type: ignore[arg-type]
     ],
 )
 def test_writer_argument_checks(call: Callable[[], object]) -> None:

@@ -112,6 +112,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
             Refresher(config, shard, lambda: self.scheduler) if config.recrawl.recrawl else None
         )
         self.scope = load_scope(shard, config.bounds)
+        self._scope_unsaved = False
         self._accept = MediaTypes(config.fetch.accept).allows
         bounds = config.bounds
         self._candidates = functools.partial(
@@ -206,11 +207,15 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
 
     def add_scope_roots(self, roots: Iterable[str], seeds: Iterable[str] = ()) -> bool:
         """Widen the scope with what another peer's seeds brought; True if any was new."""
-        if not self.scope.add_roots(roots, seeds):
-            return False
-        with self._shard.transaction():
-            keep_scope(self._shard, self.scope)
-        return True
+        new = self.scope.add_roots(roots, seeds)
+        if new or self._scope_unsaved:
+            # Set until saved: a SCOPE frame that a full disk left unacknowledged
+            # comes again with nothing new, and must then be saved.
+            self._scope_unsaved = True
+            with self._shard.transaction():
+                keep_scope(self._shard, self.scope)
+            self._scope_unsaved = False
+        return new
 
     def ring_changed(self, placement: Placement) -> None:
         """A new ring: URLs waiting for others may now be ours, others go elsewhere."""

@@ -281,7 +281,9 @@ class Peer:
         )
         self._ip_leases = IpLeases(self.peer_id, config, crawler, router)
         self._ip_leases.install(self.handle, self.send, self._address_of, self.start_soon)
-        self.scopes = ScopeSharing(crawler, self.send, self.start_soon, self._live_others)
+        self.scopes = ScopeSharing(
+            crawler, self.send, self.start_soon, self._live_others, self._address_of
+        )
         self.scopes.install(self.handle)
         crawler.on_seed_redirect = self.scopes.seed_redirected
         reporter = self._reporter = Reporter(

@@ -12,10 +12,13 @@ gets the scope, not a seed's other rights (a private address stays refused).
 
 A member gets everything when it joins, what is new when seeds come, and, when it
 is heard from again after being suspected (a lossy link, a short cut), what came
-while it was: a SCOPE frame is not acknowledged, and one sent while a member could
-not be reached would be lost, leaving it to drop, as out of scope, every link into
-the new seeds' hosts on the hosts it owns. A frame that could not be sent at all is
-sent again, after 1, 2, 4 and 8 s, while the member is live.
+while it was. A frame lost on its way would leave the member to drop, as out of
+scope, every link into the new seeds' hosts on the hosts it owns, so the receiver
+acknowledges each frame once its shard keeps it (SCOPE_ACK, naming the frame by its
+digest), and the sender sends it again, after 1, 2, 4, 8 s and so on up to every
+30 s, until it is acknowledged or the member is no longer live. A member that has
+never acknowledged one is a peer of an earlier version, which acknowledges nothing:
+it gets each frame five times at most, as before the acknowledgements.
 """
 
 from __future__ import annotations
@@ -33,14 +36,18 @@ from ubipy.fetch import BadURL, ScopeFilter, resolve_link
 from ubipy.membership import ChangeKind, MemberEvent
 from ubipy.net import Handle, Reply, Send
 from ubipy.store import Shard
-from ubipy.wire import Scope, batches
+from ubipy.wire import Scope, ScopeAck, batches
 
 log = logging.getLogger(__name__)
 
 _ROOTS_META = "scope_roots"
 _SEEDS_META = "seed_hosts"
-# The back-off of a SCOPE frame's sends while it cannot be sent (then one last try).
-_RESEND = (1.0, 2.0, 4.0, 8.0)
+# How long a SCOPE frame waits for its acknowledgement before it is sent again: the
+# first wait, doubled at each send, up to the last.
+_FIRST_WAIT = 1.0
+_LAST_WAIT = 30.0
+# The sends of a frame to a member that has never acknowledged one (an earlier version).
+_UNACKNOWLEDGED_SENDS = 5
 
 
 def load_scope(shard: Shard, bounds: BoundsConfig) -> ScopeFilter:
@@ -107,12 +114,19 @@ class ScopeSharing:
         send: Send,
         start_soon: Callable[..., object],
         live: Callable[[], Iterable[str]],
+        address_of: Callable[[str], str | None],
     ) -> None:
-        """``live()``: the addresses of the other live members, suspected ones too."""
+        """``live()``: the addresses of the other live members, suspected ones too;
+        ``address_of(peer id)``: a member's address."""
         self._crawler = crawler
         self._send = send
         self._start_soon = start_soon
         self._live = live
+        self._address_of = address_of
+        # Frames on their way, by (address, digest), each set once acknowledged; and
+        # the members that have acknowledged a frame.
+        self._unacknowledged: dict[tuple[str, int], trio.Event] = {}
+        self._acknowledging: set[str] = set()
         # Every root and seed host learnt while this peer runs, in order, and where
         # each suspected member's view of them stopped.
         self._learnt: list[tuple[str, str]] = []
@@ -121,6 +135,7 @@ class ScopeSharing:
 
     def install(self, handle: Handle) -> None:
         handle(Scope, self._on_scope)
+        handle(ScopeAck, self._on_scope_ack)
 
     def share(self, address: str) -> None:
         """Send a member the whole scope (it has just joined)."""
@@ -152,10 +167,22 @@ class ScopeSharing:
             self._send_scope(address, roots, [item for kind, item in missed if kind == "seed"])
         elif event.changes_ring:
             self._suspected.pop(address, None)
+            self._acknowledging.discard(address)  # whoever comes there next says again
 
     async def _on_scope(self, sender: str, scope: Scope, reply: Reply) -> None:
         self._learn(scope.roots, scope.seeds)
+        # A StorageError goes up to the peer: unacknowledged, the frame comes again.
         self._crawler.add_scope_roots(scope.roots, scope.seeds)
+        await reply(ScopeAck(scope.digest))
+
+    async def _on_scope_ack(self, sender: str, ack: ScopeAck, reply: Reply) -> None:
+        address = self._address_of(sender)
+        if address is None:
+            return
+        self._acknowledging.add(address)
+        acknowledged = self._unacknowledged.get((address, ack.digest))
+        if acknowledged is not None:
+            acknowledged.set()
 
     def _learn(self, roots: Iterable[str], seeds: Iterable[str]) -> None:
         for item in [*(("root", r) for r in roots), *(("seed", s) for s in seeds)]:
@@ -171,10 +198,25 @@ class ScopeSharing:
             self._start_soon(self._deliver, address, Scope((), run))
 
     async def _deliver(self, address: str, scope: Scope) -> None:
-        """Send, and again after a back-off while the frame could not be sent and the
-        member is live (a connection that broke, a dial that failed for a moment)."""
-        for wait in (*_RESEND, None):
-            if address not in self._live() or await self._send(address, scope):
-                return
-            if wait is not None:
-                await trio.sleep(wait)
+        """Send until acknowledged, while the member is live: a frame written to a
+        connection that then broke is lost without the member being suspected."""
+        key = (address, scope.digest)
+        if key in self._unacknowledged:
+            return  # the same frame is on its way there already
+        self._unacknowledged[key] = acknowledged = trio.Event()
+        try:
+            wait, sends = _FIRST_WAIT, 0
+            while address in self._live():
+                if await self._send(address, scope):
+                    with trio.move_on_after(wait):
+                        await acknowledged.wait()
+                    if acknowledged.is_set():
+                        return
+                else:
+                    await trio.sleep(wait)
+                sends += 1
+                if sends >= _UNACKNOWLEDGED_SENDS and address not in self._acknowledging:
+                    return
+                wait = min(2 * wait, _LAST_WAIT)
+        finally:
+            del self._unacknowledged[key]

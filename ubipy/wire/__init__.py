@@ -76,7 +76,7 @@ from ubipy.wire.payloads import (
 from ubipy.wire.reader import FrameReader, ReaderState
 from ubipy.wire.registry import MESSAGE_TYPES, Message, decode
 from ubipy.wire.replay import ReplayGuard
-from ubipy.wire.scopes import Scope
+from ubipy.wire.scopes import Scope, ScopeAck
 from ubipy.wire.secret import LOOPBACK_SECRET, is_default_secret, new_epoch, secret_from
 
 __all__ = [
@@ -126,6 +126,7 @@ __all__ = [
     "ReplicaAck",
     "Scalar",
     "Scope",
+    "ScopeAck",
     "Seed",
     "SeedAck",
     "Signal",

@@ -47,6 +47,7 @@ class FrameType(enum.IntEnum):
     HANDOFF = 8
     HANDOFF_ACK = 9
     SCOPE = 10
+    SCOPE_ACK = 11
     HANDOFF_DONE = 12
     REPLICA = 13
     REPLICA_ACK = 14

@@ -28,7 +28,7 @@ from ubipy.wire.payloads import (
     UrlAck,
     UrlBatch,
 )
-from ubipy.wire.scopes import Scope
+from ubipy.wire.scopes import Scope, ScopeAck
 
 Message: TypeAlias = (
     Gossip
@@ -41,6 +41,7 @@ Message: TypeAlias = (
     | Handoff
     | HandoffAck
     | Scope
+    | ScopeAck
     | HandoffDone
     | Replica
     | ReplicaAck
@@ -68,6 +69,7 @@ MESSAGE_TYPES: Final[Mapping[FrameType, type[Message]]] = {
         Handoff,
         HandoffAck,
         Scope,
+        ScopeAck,
         HandoffDone,
         Replica,
         ReplicaAck,
