@@ -23,7 +23,7 @@ from ubipy.config import (
     RecrawlConfig,
     RefreshPolicy,
 )
-from ubipy.fetch import SITEMAP_DEPTH, Entry, Filtered, fingerprint
+from ubipy.fetch import SITEMAP_DEPTH, Entry, Filtered, UrlFilter, fingerprint
 from ubipy.peer.commits import Commits
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.crawlstats import CrawlStats
@@ -101,7 +101,7 @@ def test_a_window_is_made_up_from_the_disk_and_nothing_is_closed_twice(tmp_path:
         return [e for e in rows if e.seq > after_seq][:limit]
 
     shard = Shard.open(tmp_path)
-    refilter = Refilter(BoundsConfig(exclude=EXCLUDE), shard, commits, stats)
+    refilter = Refilter(UrlFilter(exclude=EXCLUDE), shard, commits, stats)
     loader = refilter.loader(load)
     # Two asked: rows 3 and 6 kept, four calendar rows closed on the way.
     assert [e.seq for e in loader("a.test", 0, 2)] == [3, 6]
@@ -119,11 +119,11 @@ def test_a_window_is_made_up_from_the_disk_and_nothing_is_closed_twice(tmp_path:
         closed = ranked_commits.unsettled()
         return [e for e in reversed(rows) if e.fp not in closed][:limit]
 
-    ranked = Refilter(BoundsConfig(exclude=EXCLUDE), shard, ranked_commits, CrawlStats())
+    ranked = Refilter(UrlFilter(exclude=EXCLUDE), shard, ranked_commits, CrawlStats())
     assert [e.seq for e in ranked.loader(best)("a.test", 0, 2)] == [9, 6]
     assert [e.seq for e in ranked.loader(best)("a.test", 0, 5)] == [9, 6, 3]
     # Without filters, the loader is left as it is (nothing on the path of a window).
-    assert Refilter(BoundsConfig(), shard, commits, stats).loader(load) is load
+    assert Refilter(UrlFilter(), shard, commits, stats).loader(load) is load
     shard.close()
 
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ubipy.config import CrawlConfig, RecrawlConfig
-from ubipy.fetch import Entry
+from ubipy.fetch import Entry, UrlFilter
 from ubipy.peer.refreshing import Refresher
 from ubipy.store import RefreshRow, Shard
 
@@ -38,7 +38,7 @@ async def test_a_host_handed_away_leaves_the_plans(tmp_path: Path) -> None:
     shard.save_refresh([_row(1, "a.test", now), _row(2, "a.test", now), _row(3, "b.test", now)], [])
     config = CrawlConfig(data_dir=tmp_path, recrawl=RecrawlConfig(recrawl=True))
     scheduler = _Scheduler()
-    refresher = Refresher(config, shard, lambda: scheduler)  # type: ignore[arg-type,return-value]
+    refresher = Refresher(config, shard, lambda: scheduler, UrlFilter())  # type: ignore[arg-type,return-value]
     refresher.load()
     assert scheduler.due == {
         "a.test": ["http://a.test/p1", "http://a.test/p2"],

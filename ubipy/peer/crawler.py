@@ -105,14 +105,19 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         self._to_write = Wakeup()
         self._commits = Commits(self._to_write.set)
         self.order = Ordering(config, shard, lambda: self.scheduler, self._commits.unsettled)
-        self._refilter = Refilter(config.bounds, shard, self._commits, self.stats)
+        # The --include/--exclude filters, built once: the scope's, the refilter's and
+        # the refresher's.
+        self.scope = load_scope(shard, config.bounds)
+        self._scope_unsaved = False
+        filters = self.scope.filters
+        self._refilter = Refilter(filters, shard, self._commits, self.stats)
         self.scheduler = Scheduler.of(config, self._refilter.loader(self.order.load_window), wanted)
         # A continuous crawl (--recrawl): pages fetched come due again.
         self.refresher = (
-            Refresher(config, shard, lambda: self.scheduler) if config.recrawl.recrawl else None
+            Refresher(config, shard, lambda: self.scheduler, filters)
+            if config.recrawl.recrawl
+            else None
         )
-        self.scope = load_scope(shard, config.bounds)
-        self._scope_unsaved = False
         self._accept = MediaTypes(config.fetch.accept).allows
         bounds = config.bounds
         self._candidates = functools.partial(

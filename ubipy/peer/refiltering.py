@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ubipy.config import BoundsConfig
 from ubipy.fetch import Entry, UrlFilter
 from ubipy.peer.commits import Commits
 from ubipy.peer.crawlstats import CrawlStats
@@ -43,9 +42,9 @@ class Refilter:
     """This run's URL filters, on the paths in the module's docstring."""
 
     def __init__(
-        self, bounds: BoundsConfig, shard: Shard, commits: Commits, stats: CrawlStats
+        self, filters: UrlFilter, shard: Shard, commits: Commits, stats: CrawlStats
     ) -> None:
-        self._filters = UrlFilter(bounds.include, bounds.exclude)
+        self._filters = filters
         self._shard = shard
         self._commits = commits
         self._stats = stats

@@ -118,10 +118,17 @@ def _entry(page: _Page) -> Entry:
 class Refresher:
     """Histories, revisit plans, and what each refresh found."""
 
-    def __init__(self, config: CrawlConfig, shard: Shard, scheduler: Callable[[], Scheduler]):
+    def __init__(
+        self,
+        config: CrawlConfig,
+        shard: Shard,
+        scheduler: Callable[[], Scheduler],
+        filters: UrlFilter,
+    ) -> None:
+        """``filters``: the run's --include/--exclude (the scope's own)."""
         self._cfg = config.recrawl
         self._politeness = config.politeness
-        self._filters = UrlFilter(config.bounds.include, config.bounds.exclude)
+        self._filters = filters
         self._shard = shard
         self._scheduler = scheduler
         self._pages: dict[int, _Page] = {}
