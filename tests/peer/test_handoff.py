@@ -20,9 +20,10 @@ from ubipy.peer.handoff import Handoff, ring_key
 from ubipy.ring import Ring
 from ubipy.store.shard import Shard
 from ubipy.wire import Handoff as HandoffFrame
-from ubipy.wire import Message
+from ubipy.wire import HandoffDone, Message
 
 GRACE = 30.0
+FENCE = 12.0
 
 
 def _refuse(request: httpx2.Request) -> httpx2.Response:
@@ -263,3 +264,42 @@ async def test_a_sweeps_dones_do_not_wait_for_a_peer_across_a_cut(
             await trio.testing.wait_all_tasks_blocked()
             assert done == ["c:1", "c:1"] and trio.current_time() == start
             nursery.cancel_scope.cancel()
+
+
+async def test_a_peer_declared_dead_before_it_swept_is_waited_for_until_the_fence(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Back from a cut, a holds its hosts until every peer that may have been given
+    them meanwhile has swept. b, declared dead before it did, used to be let go of at
+    once; but b may be cut off rather than dead, fetching a's hosts until its lease
+    runs out. They wait out the fence (or b's sweep, if it is back before)."""
+    three, two = Ring(["a", "b", "c"]), Ring(["a", "c"])
+    mine = host_owned(three, "a", also=two, by="a")
+    asks: list[HandoffDone] = []
+
+    async def send(address: str, message: Message) -> bool:
+        if isinstance(message, HandoffDone) and message.ask:
+            asks.append(message)
+        return True
+
+    async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
+        handoff = Handoff("a", crawler, send, lambda peer: f"{peer}:1", fence=FENCE)
+        nursery.start_soon(handoff.run)
+        await trio.testing.wait_all_tasks_blocked()
+        handoff.ring_changed(three, frozenset(three.members), frozenset())
+        crawler.seed([f"http://{mine}/"])
+        handoff.resumed(frozenset({"b", "c"}))
+        await trio.testing.wait_all_tasks_blocked()
+        token = asks[0].token
+        handoff.release_from("c", ring_key(three), token)
+        assert asked(crawler) == set()  # b has not swept
+        crawler.ring_changed(two)
+        handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
+        handoff.release_from("c", ring_key(two))
+        handoff.peer_gone("b")
+        assert asked(crawler) == set()
+        await trio.sleep(FENCE - 1)
+        assert asked(crawler) == set()
+        await trio.sleep(2)  # the fence ends on its own timer
+        assert asked(crawler) == {mine}
+        nursery.cancel_scope.cancel()

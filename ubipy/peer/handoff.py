@@ -181,11 +181,20 @@ class Handoff:
             self._kick.set()
 
     def peer_gone(self, peer_id: str) -> None:
-        """A dead peer hands nothing over: stop waiting for it, and hold what it owned
-        for the grace period, in case it comes back with its history, and at least
-        for the fence: cut off rather than dead, it stops fetching within its lease,
-        and its hosts must see nobody new before then."""
+        """A dead peer hands nothing over: hold what it owned for the grace period, in
+        case it comes back with its history, and at least for the fence: cut off
+        rather than dead, it stops fetching within its lease, and its hosts must see
+        nobody new before then. For the same reason a hold that waited for it waits
+        until the fence at most, not until now: what it may hold under an older view
+        (a host it was given while this peer was cut off, one it owned before a join)
+        is not fetched here before it has stopped."""
+        fenced = [h for h in self._holds if peer_id in h.waiting and not h.orphans_of]
         self.release_from(peer_id, None)
+        if self._fence > 0 and fenced:
+            until = trio.current_time() + self._fence
+            for h in fenced:
+                self._holds.append(replace(h, waiting={peer_id}, until=min(h.until, until)))
+            self._holds_changed.set()
         hold = max(self._grace, self._fence)
         if hold > 0 and peer_id not in self._ring.members:
             with_it = Ring([*self._ring.members, peer_id])
