@@ -90,7 +90,9 @@ addresses = st.text(min_size=1, max_size=MAX_ADDRESS_LEN)
 # Well-formed messages of each kind; a kind added later without a strategy here
 # is drawn from its dataclass's type hints (messages_of).
 MESSAGES: dict[FrameType, st.SearchStrategy[Message]] = {
-    FrameType.MEMBERSHIP: st.builds(Gossip, peer_addresses, plain_values),
+    FrameType.MEMBERSHIP: st.builds(
+        Gossip, peer_addresses, plain_values, st.lists(st.integers(0, 255), max_size=3).map(tuple)
+    ),
     FrameType.URL_BATCH: st.builds(UrlBatch, ids, wire_urls, st.lists(ids, max_size=4).map(tuple)),
     FrameType.URL_ACK: st.builds(UrlAck, st.lists(ids, max_size=4).map(tuple)),
     FrameType.SEED: st.builds(Seed, st.lists(texts, max_size=4).map(tuple)),

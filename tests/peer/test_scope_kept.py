@@ -14,6 +14,7 @@ import trio.testing
 
 from ubipy.config import BoundsConfig, CrawlConfig, Scope
 from ubipy.errors import StorageError
+from ubipy.membership import ChangeKind, Member, MemberEvent, MemberState
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.scopesharing import _SEEDS_META, ScopeSharing, keep_scope, load_scope
 from ubipy.store.admission import Admission
@@ -54,15 +55,13 @@ def test_a_shard_from_before_takes_the_hosts_of_its_depth_0_urls_once(tmp_path: 
 async def test_a_scope_frame_that_could_not_be_sent_is_sent_again(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
+    """To a member of an earlier version (which acknowledges nothing): until written."""
     sent: list[tuple[float, ScopeFrame]] = []
 
     async def send(address: str, message: object) -> bool:
         assert address == "b:7000" and isinstance(message, ScopeFrame)
         sent.append((trio.current_time(), message))
-        if sum(m == message for _, m in sent) <= 2:  # each fails twice
-            return False
-        nursery.start_soon(sharing._on_scope_ack, "b", ScopeAck(message.digest), _no_reply)
-        return True
+        return sum(m == message for _, m in sent) > 2  # each fails twice
 
     crawler = Scoped(tmp_path)
     async with trio.open_nursery() as nursery:
@@ -118,12 +117,45 @@ async def test_a_scope_frame_is_sent_until_acknowledged_by_a_member_that_acknowl
     crawler = Scoped(tmp_path)
     async with trio.open_nursery() as nursery:
         sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b:7000"], _b)
+        sharing.heard("b:7000", [11])  # SCOPE_ACK
         before = crawler.scope_now()
         crawler.scope.add_seed("http://a.test/")
         sharing.seeded(before)
     assert [t for t, m in sent if m.roots] == [0.0]
     # Waits of 1, 2, 4, 8 and 16 s, then 30 s at most.
     assert [t for t, m in sent if not m.roots] == [0.0, 1.0, 3.0, 7.0, 15.0, 31.0, 61.0, 91.0]
+
+
+async def test_a_scope_frame_due_again_while_on_its_way_is_sent_at_once_with_its_tries_afresh(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """b (of an earlier version) cannot be reached until 20 s, and is heard from again
+    at 14 s: what it missed is due again, the same frames. Their first sending had one
+    try left; it used to swallow the new one, and give up at 15 s."""
+    sent: list[tuple[float, ScopeFrame]] = []
+
+    async def send(address: str, message: object) -> bool:
+        assert isinstance(message, ScopeFrame)
+        sent.append((trio.current_time(), message))
+        return trio.current_time() >= 20.0
+
+    async def refuted_at_14() -> None:
+        await trio.sleep(14.0)
+        sharing.member_changed(MemberEvent(ChangeKind.REFUTED, _member(MemberState.ALIVE), 14.0))
+
+    crawler = Scoped(tmp_path)
+    async with trio.open_nursery() as nursery:
+        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b:7000"], _b)
+        sharing.member_changed(MemberEvent(ChangeKind.SUSPECT, _member(MemberState.SUSPECT), 0.0))
+        before = crawler.scope_now()
+        crawler.scope.add_roots(["a.test"])
+        sharing.seeded(before)
+        nursery.start_soon(refuted_at_14)
+    assert [t for t, _ in sent] == [0.0, 1.0, 3.0, 7.0, 14.0, 15.0, 17.0, 21.0]
+
+
+def _member(state: MemberState) -> Member:
+    return Member("b", "b:7000", state, 1)
 
 
 async def test_a_scope_a_full_disk_refused_is_saved_when_it_comes_again(tmp_path: Path) -> None:

@@ -56,6 +56,7 @@ MARK = Mark(NOW - 1.5, 0.25, 3)
 
 EXAMPLES: list[Message] = [
     Gossip("10.0.0.1:7000", [1, 2, "x"]),
+    Gossip("10.0.0.1:7000", [4, []], (11, 200)),
     UrlBatch(7, (("http://a.test/", 0, 0.0), ("http://b.test/x", 3, 0.125)), acks=(1, 2)),
     UrlBatch(8, ()),
     UrlAck((1, 2, 3)),
@@ -157,6 +158,9 @@ def test_the_reserved_error_kind_is_refused() -> None:
         (FrameType.HANDOFF_ACK, {}),
         (FrameType.SCOPE, ["a", 1]),
         (FrameType.SCOPE_ACK, {"digest": -1}),
+        (FrameType.MEMBERSHIP, {"from": "10.0.0.1:7000", "msg": [4, []], "takes": 11}),
+        (FrameType.MEMBERSHIP, {"from": "10.0.0.1:7000", "msg": [4, []], "takes": [11] * 33}),
+        (FrameType.MEMBERSHIP, {"from": "10.0.0.1:7000", "msg": [4, []], "takes": ["SCOPE_ACK"]}),
         (FrameType.SCOPE_ACK, []),
         (FrameType.HANDOFF_DONE, {}),
         (FrameType.REPLICA, {"hosts": "x"}),
@@ -221,6 +225,13 @@ def test_a_scope_of_roots_alone_is_written_and_read_as_before_seeds_hosts_came()
     assert Scope(("a.test", "b.test")).to_wire() == ["a.test", "b.test"]
     assert Scope.from_wire(["a.test", "b.test"]) == Scope(("a.test", "b.test"))
     assert Scope.from_wire([]) == Scope(())
+
+
+def test_a_membership_frame_says_what_its_sender_takes_only_when_it_takes_anything() -> None:
+    """A peer of an earlier version sends no ``takes`` (read as nothing) and ignores it."""
+    assert Gossip("10.0.0.1:7000", [4, []]).to_wire() == {"from": "10.0.0.1:7000", "msg": [4, []]}
+    older = {"from": "10.0.0.1:7000", "msg": [4, []]}
+    assert decode(FrameType.MEMBERSHIP, older) == Gossip("10.0.0.1:7000", [4, []], ())
 
 
 def test_a_scope_frame_is_named_by_what_it_carries() -> None:

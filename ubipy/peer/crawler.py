@@ -262,6 +262,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
                 rows, foreign = self._place(self._refilter.kept(candidates))
         except StorageError as exc:
             self.admission.rollback()
+            # Seeds widened the scope in memory: the next SCOPE frame saves it.
+            self._scope_unsaved |= save_scope
             raise StorageError(f"cannot save admitted URLs: {exc}") from exc
         self._committed(rows, foreign)
         return rows, foreign

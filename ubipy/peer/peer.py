@@ -17,7 +17,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import httpx2
 import trio
@@ -54,6 +54,7 @@ from ubipy.wire import (
     Control,
     Figures,
     Frame,
+    FrameType,
     Gossip,
     HandoffAck,
     HandoffDone,
@@ -78,6 +79,10 @@ from ubipy.wire import (
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Message)
+
+# The frame kinds added since the first version that this peer takes: said in every
+# membership frame, so that a peer of an earlier version is sent none of them.
+TAKES: Final = (int(FrameType.SCOPE_ACK),)
 
 _ID_META = "peer_id"
 # A leaving peer hands off for at most this long before it goes anyway (what is
@@ -154,6 +159,7 @@ class Peer:
         self._forwarder: Forwarder | None = None
         self._joiner: Joiner | None = None
         self.scopes: ScopeSharing  # the seeds' scope, shared with the members
+        self.takes: tuple[int, ...] = TAKES
         self._lease: Lease | None = None
         # Each frame kind's handler, filled by the subsystems (and the control centre).
         self._handlers: dict[type, Callable[[str, Any, Reply], Awaitable[None]]] = {}
@@ -429,7 +435,8 @@ class Peer:
             self._nursery.start_soon(self._send_one, out)
 
     async def _send_one(self, out: Outgoing) -> None:
-        await self.links.send(out.address, Gossip(self.address, out.message.to_wire()))
+        message = Gossip(self.address, out.message.to_wire(), self.takes)
+        await self.links.send(out.address, message)
 
     def _membership_events(self) -> None:
         answers = self.membership.drain_answers()
@@ -514,6 +521,7 @@ class Peer:
 
     async def _on_gossip(self, sender: str, gossip: Gossip, reply: Reply) -> None:
         message = message_from_wire(gossip.message)
+        self.scopes.heard(gossip.address, gossip.takes)
         now = trio.current_time()
         self._send_membership(self.membership.receive(now, gossip.address, message))
         self._membership_events()

@@ -16,15 +16,19 @@ while it was. A frame lost on its way would leave the member to drop, as out of
 scope, every link into the new seeds' hosts on the hosts it owns, so the receiver
 acknowledges each frame once its shard keeps it (SCOPE_ACK, naming the frame by its
 digest), and the sender sends it again, after 1, 2, 4, 8 s and so on up to every
-30 s, until it is acknowledged or the member is no longer live. A member that has
-never acknowledged one is a peer of an earlier version, which acknowledges nothing:
-it gets each frame five times at most, as before the acknowledgements.
+30 s, until it is acknowledged or the member is no longer live.
+
+Both ends do so only with members whose membership frames say they take SCOPE_ACK.
+A peer of an earlier version does not: it is sent no acknowledgement (it would count
+them as bad frames, and cut the connection after a few in a row), and each frame goes
+to it as before, once, or up to five times while it cannot be sent at all.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import trio
@@ -33,10 +37,10 @@ from ubipy.config import BoundsConfig
 from ubipy.config import Scope as ScopeKind
 from ubipy.errors import StorageError
 from ubipy.fetch import BadURL, ScopeFilter, resolve_link
-from ubipy.membership import ChangeKind, MemberEvent
+from ubipy.membership import ChangeKind, MemberEvent, MemberState
 from ubipy.net import Handle, Reply, Send
 from ubipy.store import Shard
-from ubipy.wire import Scope, ScopeAck, batches
+from ubipy.wire import FrameType, Scope, ScopeAck, batches
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +50,9 @@ _SEEDS_META = "seed_hosts"
 # first wait, doubled at each send, up to the last.
 _FIRST_WAIT = 1.0
 _LAST_WAIT = 30.0
-# The sends of a frame to a member that has never acknowledged one (an earlier version).
-_UNACKNOWLEDGED_SENDS = 5
+# The tries at sending a frame to a member of an earlier version, while it cannot be sent.
+_EARLIER_TRIES = 5
+_ACK = int(FrameType.SCOPE_ACK)
 
 
 def load_scope(shard: Shard, bounds: BoundsConfig) -> ScopeFilter:
@@ -107,6 +112,16 @@ class Scoped(Protocol):
         """Widen the scope with what another peer's seeds brought."""
 
 
+@dataclass(slots=True)
+class _Sending:
+    """A frame on its way to a member: ``wake`` is set when it is acknowledged, or when
+    it is to be sent again at once (the same frame, due again: a member refuted)."""
+
+    wake: trio.Event = field(default_factory=trio.Event)
+    acknowledged: bool = False
+    again: bool = False
+
+
 class ScopeSharing:
     def __init__(
         self,
@@ -123,9 +138,8 @@ class ScopeSharing:
         self._start_soon = start_soon
         self._live = live
         self._address_of = address_of
-        # Frames on their way, by (address, digest), each set once acknowledged; and
-        # the members that have acknowledged a frame.
-        self._unacknowledged: dict[tuple[str, int], trio.Event] = {}
+        # Frames on their way, by (address, digest); the members that take SCOPE_ACK.
+        self._sending: dict[tuple[str, int], _Sending] = {}
         self._acknowledging: set[str] = set()
         # Every root and seed host learnt while this peer runs, in order, and where
         # each suspected member's view of them stopped.
@@ -136,6 +150,13 @@ class ScopeSharing:
     def install(self, handle: Handle) -> None:
         handle(Scope, self._on_scope)
         handle(ScopeAck, self._on_scope_ack)
+
+    def heard(self, address: str, takes: Iterable[int]) -> None:
+        """A membership frame from the member at ``address`` said what it ``takes``."""
+        if _ACK in takes:
+            self._acknowledging.add(address)
+        else:
+            self._acknowledging.discard(address)
 
     def share(self, address: str) -> None:
         """Send a member the whole scope (it has just joined)."""
@@ -167,22 +188,22 @@ class ScopeSharing:
             self._send_scope(address, roots, [item for kind, item in missed if kind == "seed"])
         elif event.changes_ring:
             self._suspected.pop(address, None)
-            self._acknowledging.discard(address)  # whoever comes there next says again
+            if event.member.state in (MemberState.DEAD, MemberState.LEFT):
+                self._acknowledging.discard(address)  # whoever comes there next says
 
     async def _on_scope(self, sender: str, scope: Scope, reply: Reply) -> None:
         self._learn(scope.roots, scope.seeds)
         # A StorageError goes up to the peer: unacknowledged, the frame comes again.
         self._crawler.add_scope_roots(scope.roots, scope.seeds)
-        await reply(ScopeAck(scope.digest))
+        if self._address_of(sender) in self._acknowledging:
+            await reply(ScopeAck(scope.digest))
 
     async def _on_scope_ack(self, sender: str, ack: ScopeAck, reply: Reply) -> None:
         address = self._address_of(sender)
-        if address is None:
-            return
-        self._acknowledging.add(address)
-        acknowledged = self._unacknowledged.get((address, ack.digest))
-        if acknowledged is not None:
-            acknowledged.set()
+        sending = None if address is None else self._sending.get((address, ack.digest))
+        if sending is not None:
+            sending.acknowledged = True
+            sending.wake.set()
 
     def _learn(self, roots: Iterable[str], seeds: Iterable[str]) -> None:
         for item in [*(("root", r) for r in roots), *(("seed", s) for s in seeds)]:
@@ -201,22 +222,26 @@ class ScopeSharing:
         """Send until acknowledged, while the member is live: a frame written to a
         connection that then broke is lost without the member being suspected."""
         key = (address, scope.digest)
-        if key in self._unacknowledged:
-            return  # the same frame is on its way there already
-        self._unacknowledged[key] = acknowledged = trio.Event()
+        if (sending := self._sending.get(key)) is not None:
+            # On its way there already, perhaps near its last try: again, at once.
+            sending.again = True
+            sending.wake.set()
+            return
+        self._sending[key] = sending = _Sending()
         try:
-            wait, sends = _FIRST_WAIT, 0
-            while address in self._live():
-                if await self._send(address, scope):
+            wait, tries = _FIRST_WAIT, 0
+            while not sending.acknowledged and address in self._live():
+                sending.wake = trio.Event()
+                sent = await self._send(address, scope)
+                tries += 1
+                if address not in self._acknowledging and (sent or tries >= _EARLIER_TRIES):
+                    return  # an earlier version: a frame written is all it gets
+                if not sending.acknowledged:
                     with trio.move_on_after(wait):
-                        await acknowledged.wait()
-                    if acknowledged.is_set():
-                        return
+                        await sending.wake.wait()
+                if sending.again:
+                    sending.again, wait, tries = False, _FIRST_WAIT, 0
                 else:
-                    await trio.sleep(wait)
-                sends += 1
-                if sends >= _UNACKNOWLEDGED_SENDS and address not in self._acknowledging:
-                    return
-                wait = min(2 * wait, _LAST_WAIT)
+                    wait = min(2 * wait, _LAST_WAIT)
         finally:
-            del self._unacknowledged[key]
+            del self._sending[key]

@@ -31,6 +31,8 @@ MAX_MARK_PAGES: Final = 10**12
 MAX_MARK_DELAY: Final = 86_400.0
 # Figures and status rows are flat maps of at most this many fields.
 MAX_FIELDS: Final = 100
+# The frame kinds a membership frame may say its sender takes.
+MAX_TAKES: Final = 32
 _MAX_ID = 2**63
 
 #: ``(url, depth, score)`` as it travels: the URL not yet normalised by the receiver,
@@ -227,19 +229,32 @@ class MemberRow:
 
 @dataclass(frozen=True, slots=True)
 class Gossip:
-    """MEMBERSHIP: one membership message, and the sender's address to answer at."""
+    """MEMBERSHIP: one membership message, the sender's address to answer at, and the
+    frame kinds added since the first version that the sender takes (their numbers,
+    unchecked: a later version's are unknown here): a peer of an earlier version says
+    none, and is sent none (it would count them as bad frames, and cut a connection
+    after a few in a row)."""
 
     KIND: ClassVar = FrameType.MEMBERSHIP
     address: str
     message: object  # decoded by membership, which types its own messages
+    takes: tuple[int, ...] = ()
 
     def to_wire(self) -> dict[str, object]:
-        return {"from": self.address, "msg": self.message}
+        wire = {"from": self.address, "msg": self.message}
+        if self.takes:
+            wire["takes"] = list(self.takes)
+        return wire
 
     @classmethod
     def from_wire(cls, obj: object) -> Gossip:
         payload = _map(obj, "a membership frame")
-        return cls(_peer_address(payload.get("from"), "a membership sender"), payload.get("msg"))
+        takes = _list(payload.get("takes", []), "the frame kinds a peer takes", MAX_TAKES)
+        return cls(
+            _peer_address(payload.get("from"), "a membership sender"),
+            payload.get("msg"),
+            tuple(_int(kind, "a frame kind a peer takes", 0, 256) for kind in takes),
+        )
 
 
 @dataclass(frozen=True, slots=True)
