@@ -31,13 +31,13 @@ from dataclasses import dataclass, field, replace
 import trio
 
 from ubipy.errors import StorageError, UbipyError
-from ubipy.net import Send
+from ubipy.net import Handle, Reply, Send
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
 from ubipy.wire import Handoff as HandoffFrame
-from ubipy.wire import HandoffDone
+from ubipy.wire import HandoffAck, HandoffDone
 
 log = logging.getLogger(__name__)
 
@@ -428,6 +428,39 @@ class Handoff:
             waiting.done.set()
 
     # -- receiving ----------------------------------------------------------------
+    def install(
+        self, handle: Handle, *, stopping: Callable[[], bool], is_member: Callable[[str], bool]
+    ) -> None:
+        """Take the hand-off frames; ``stopping()``: this peer is leaving;
+        ``is_member(peer id)``: whether that peer is a member."""
+        self._stopping, self._is_member = stopping, is_member
+        handle(HandoffFrame, self._on_handoff)
+        handle(HandoffAck, self._on_handoff_ack)
+        handle(HandoffDone, self._on_handoff_done)
+
+    async def _on_handoff(self, sender: str, handoff: HandoffFrame, reply: Reply) -> None:
+        try:
+            if self._stopping():
+                # Leaving too: what is handed here would only have to move again.
+                raise NotOurs("this peer is leaving")
+            self.receive(handoff)
+        except NotOurs as exc:
+            log.info("hand-off from %s refused: %s", sender, exc)
+            await reply(HandoffAck(handoff.id, refused=True))
+            return
+        await reply(HandoffAck(handoff.id))
+
+    async def _on_handoff_ack(self, sender: str, ack: HandoffAck, reply: Reply) -> None:
+        self.acked(ack.id, refused=ack.refused)
+
+    async def _on_handoff_done(self, sender: str, done: HandoffDone, reply: Reply) -> None:
+        if done.ask:
+            # Only members sweep for each other (the request is kept per asker).
+            if self._is_member(sender):
+                self.asked(sender, done.token)
+        else:
+            self.release_from(sender, done.ring, done.token)
+
     def receive(self, handoff: HandoffFrame) -> None:
         """Take over a host; raises StorageError if it could not be made durable."""
         host = handoff.host

@@ -37,7 +37,7 @@ from ubipy.membership import (
 from ubipy.net import Links, Network, Reply, TcpNetwork, is_loopback, split_address
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
-from ubipy.peer.handoff import Handoff, NotOurs
+from ubipy.peer.handoff import Handoff
 from ubipy.peer.ipleases import IpLeases
 from ubipy.peer.joining import Joiner, other_addresses
 from ubipy.peer.lease import Lease, load_quorum
@@ -56,8 +56,6 @@ from ubipy.wire import (
     Frame,
     FrameType,
     Gossip,
-    HandoffAck,
-    HandoffDone,
     MemberRow,
     Message,
     Replica,
@@ -71,9 +69,6 @@ from ubipy.wire import (
     UrlBatch,
     is_default_secret,
     secret_from,
-)
-from ubipy.wire import (
-    Handoff as HandoffFrame,
 )
 
 log = logging.getLogger(__name__)
@@ -490,9 +485,11 @@ class Peer:
         self.handle(Gossip, self._on_gossip)
         self.handle(UrlBatch, self.forwarder.on_batch)
         self.handle(UrlAck, self.forwarder.on_url_ack)
-        self.handle(HandoffFrame, self._on_handoff)
-        self.handle(HandoffAck, self._on_handoff_ack)
-        self.handle(HandoffDone, self._on_handoff_done)
+        self.handoff.install(
+            self.handle,
+            stopping=lambda: self.stopping,
+            is_member=lambda peer_id: self.membership.member(peer_id) is not None,
+        )
         self.handle(Replica, self._on_replica)
         self.handle(ReplicaAck, self._on_replica_ack)
         self.handle(Seed, self._on_seed)
@@ -526,29 +523,6 @@ class Peer:
         self._send_membership(self.membership.receive(now, gossip.address, message))
         self._membership_events()
         self._gossip_kick.set()
-
-    async def _on_handoff(self, sender: str, handoff: HandoffFrame, reply: Reply) -> None:
-        try:
-            if self.stopping:
-                # Leaving too: what is handed here would only have to move again.
-                raise NotOurs("this peer is leaving")
-            self.handoff.receive(handoff)
-        except NotOurs as exc:
-            log.info("hand-off from %s refused: %s", sender, exc)
-            await reply(HandoffAck(handoff.id, refused=True))
-            return
-        await reply(HandoffAck(handoff.id))
-
-    async def _on_handoff_ack(self, sender: str, ack: HandoffAck, reply: Reply) -> None:
-        self.handoff.acked(ack.id, refused=ack.refused)
-
-    async def _on_handoff_done(self, sender: str, done: HandoffDone, reply: Reply) -> None:
-        if done.ask:
-            # Only members sweep for each other (the request is kept per asker).
-            if self.membership.member(sender) is not None:
-                self.handoff.asked(sender, done.token)
-        else:
-            self.handoff.release_from(sender, done.ring, done.token)
 
     async def _on_replica(self, sender: str, replica: Replica, reply: Reply) -> None:
         # A shard that refuses the write raises: unacknowledged, the copies come again.
