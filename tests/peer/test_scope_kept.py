@@ -158,6 +158,35 @@ def _member(state: MemberState) -> Member:
     return Member("b", "b:7000", state, 1)
 
 
+async def test_a_scope_frame_to_a_member_not_heard_from_yet_is_sent_again_once_it_is(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A joiner learnt of through another member's gossip is sent the scope before
+    either has had a membership frame from the other: neither knows yet that the other
+    takes SCOPE_ACK, so it is not acknowledged. Heard from at 2 s, the joiner is sent
+    the frame again (at 3 s), and acknowledges it."""
+    sent: list[float] = []
+
+    async def send(address: str, message: object) -> bool:
+        assert isinstance(message, ScopeFrame)
+        sent.append(trio.current_time())
+        if trio.current_time() >= 2.0:  # the joiner has heard from this peer too
+            nursery.start_soon(sharing._on_scope_ack, "b", ScopeAck(message.digest), _no_reply)
+        return True
+
+    async def heard_at_2() -> None:
+        await trio.sleep(2.0)
+        sharing.heard("b:7000", [11])
+
+    crawler = Scoped(tmp_path)
+    crawler.scope.add_roots(["a.test"])
+    async with trio.open_nursery() as nursery:
+        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b:7000"], _b)
+        nursery.start_soon(heard_at_2)
+        sharing.share("b:7000")
+    assert sent == [0.0, 3.0]
+
+
 async def test_a_scope_a_full_disk_refused_is_saved_when_it_comes_again(tmp_path: Path) -> None:
     """Taken in memory but not saved (the frame goes unacknowledged): the frame comes
     again with nothing new in it, and is saved then, not lost at the next restart."""

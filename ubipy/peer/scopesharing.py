@@ -21,7 +21,9 @@ digest), and the sender sends it again, after 1, 2, 4, 8 s and so on up to every
 Both ends do so only with members whose membership frames say they take SCOPE_ACK.
 A peer of an earlier version does not: it is sent no acknowledgement (it would count
 them as bad frames, and cut the connection after a few in a row), and each frame goes
-to it as before, once, or up to five times while it cannot be sent at all.
+to it as before, once, or up to five times while it cannot be sent at all. A member
+not heard from yet (a joiner learnt of through another's gossip) is taken for one
+until it is heard from within 15 s; then the frame goes again until acknowledged.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ _SEEDS_META = "seed_hosts"
 # first wait, doubled at each send, up to the last.
 _FIRST_WAIT = 1.0
 _LAST_WAIT = 30.0
-# The tries at sending a frame to a member of an earlier version, while it cannot be sent.
+# How many waits a frame to a member not known to acknowledge lasts (1 + 2 + 4 + 8 s),
+# sent again only while it could not be sent, or once the member is heard to.
 _EARLIER_TRIES = 5
 _ACK = int(FrameType.SCOPE_ACK)
 
@@ -229,18 +232,22 @@ class ScopeSharing:
             return
         self._sending[key] = sending = _Sending()
         try:
-            wait, tries = _FIRST_WAIT, 0
+            wait, tries, sent = _FIRST_WAIT, 0, False
             while not sending.acknowledged and address in self._live():
                 sending.wake = trio.Event()
-                sent = await self._send(address, scope)
+                # Until written to a member not known to acknowledge (of an earlier
+                # version, or one not heard from yet: a joiner's first frames come
+                # through others), until acknowledged once it is.
+                if not sent or address in self._acknowledging:
+                    sent = await self._send(address, scope)
                 tries += 1
-                if address not in self._acknowledging and (sent or tries >= _EARLIER_TRIES):
-                    return  # an earlier version: a frame written is all it gets
+                if tries >= _EARLIER_TRIES and address not in self._acknowledging:
+                    return
                 if not sending.acknowledged:
                     with trio.move_on_after(wait):
                         await sending.wake.wait()
                 if sending.again:
-                    sending.again, wait, tries = False, _FIRST_WAIT, 0
+                    sending.again, sent, wait, tries = False, False, _FIRST_WAIT, 0
                 else:
                     wait = min(2 * wait, _LAST_WAIT)
         finally:
