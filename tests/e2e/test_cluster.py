@@ -91,6 +91,10 @@ async def test_four_peers_crawl_the_web_each_host_by_its_owner(tmp_path: Path) -
     assert members == ids
     assert impostor.peer_id not in table and impostor.peer_id not in str(report)
     assert b": bad_tag (authentication failed" in first.output
+    # Between peers of one version every frame is taken (the seeds' scope, sent to the
+    # three others, and its acknowledgements among them); only the impostor's are not.
+    rejected = {p["peer_id"]: p["frames_rejected"] for p in report["peers"]}
+    assert [rejected[p.peer_id] for p in peers[1:4]] == [0, 0, 0], rejected
 
     referee = Referee(server.log, web)
     assert referee.missing(truth) == set()
