@@ -49,6 +49,7 @@ from ubipy.wire import (
     decode,
     secret_from,
 )
+from ubipy.wire.payloads import MAX_SCORE
 
 KEY = secret_from("payloads")
 NOW = 1_700_000_000.0
@@ -142,6 +143,7 @@ def test_the_reserved_error_kind_is_refused() -> None:
         (FrameType.URL_BATCH, {"id": 1, "urls": [[1, 2]]}),
         (FrameType.URL_BATCH, {"id": 1, "urls": [["http://a.test/", 0, -1.0]]}),
         (FrameType.URL_BATCH, {"id": 1, "urls": [["http://a.test/", 0, float("nan")]]}),
+        (FrameType.URL_BATCH, {"id": 1, "urls": [["http://a.test/", 0, 1e308]]}),
         (FrameType.URL_BATCH, {"id": 1, "urls": [["http://a.test/", 0, "1"]]}),
         (FrameType.URL_BATCH, {"id": 1, "urls": [["http://a.test/", 0, 1.0, 2]]}),
         (FrameType.URL_BATCH, {"id": 1, "urls": "nope"}),
@@ -218,6 +220,16 @@ def test_whatever_a_peer_sends_decodes_or_is_a_wire_error(kind: FrameType, paylo
     # Compared as bytes: a NaN a peer may send is not equal to itself.
     again = decode(kind, message.to_wire())
     assert cbor2.dumps(again.to_wire()) == cbor2.dumps(message.to_wire())
+
+
+def test_a_score_too_large_to_add_up_is_refused_and_never_sent() -> None:
+    """Scores are added up (a link found again brings its cash, a page's links share
+    it): 1e308 twice was infinity, and a batch carrying a link's share of it was
+    refused for ever. Such a score is refused; one a peer has is sent capped."""
+    huge = UrlBatch(1, (("http://a.test/", 0, 1e300), ("http://a.test/b", 0, 0.5)))
+    again = decode(FrameType.URL_BATCH, cbor2.loads(cbor2.dumps(huge.to_wire())))
+    assert isinstance(again, UrlBatch)
+    assert [score for _, _, score in again.urls] == [MAX_SCORE, 0.5]
 
 
 def test_a_scope_of_roots_alone_is_written_and_read_as_before_seeds_hosts_came() -> None:

@@ -33,6 +33,10 @@ MAX_MARK_DELAY: Final = 86_400.0
 MAX_FIELDS: Final = 100
 # The frame kinds a membership frame may say its sender takes.
 MAX_TAKES: Final = 32
+# A URL's score (OPIC cash: each seed brings 1.0) is at most this: far more than a crawl
+# gathers, and far enough from a float's range that sums of scores never reach
+# infinity (a link's share of an infinite score made every batch carrying it refused).
+MAX_SCORE: Final = 1e12
 _MAX_ID = 2**63
 
 #: ``(url, depth, score)`` as it travels: the URL not yet normalised by the receiver,
@@ -113,8 +117,8 @@ def _urls(obj: object, what: str) -> tuple[WireURL, ...]:
         if len(pair) not in (2, 3):
             raise WireError(f"a URL in {what} is [url, depth] or [url, depth, score]")
         score = 0.0 if len(pair) == 2 else _finite(pair[2], "a URL's score")
-        if score < 0:
-            raise WireError(f"a URL's score in {what} is negative")
+        if not 0 <= score <= MAX_SCORE:
+            raise WireError(f"a URL's score in {what} is not in [0, {MAX_SCORE:g}]")
         urls.append((_str(pair[0], "a URL"), _int(pair[1], "a depth", 0, MAX_DEPTH + 1), score))
     return tuple(urls)
 
@@ -130,7 +134,10 @@ def _flat(obj: object, what: str) -> dict[str, Scalar]:
 
 
 def _urls_to_wire(urls: tuple[WireURL, ...]) -> list[list[object]]:
-    return [[url, depth, score] if score else [url, depth] for url, depth, score in urls]
+    # Capped, so that no peer sends what the others refuse.
+    return [
+        [url, depth, min(score, MAX_SCORE)] if score else [url, depth] for url, depth, score in urls
+    ]
 
 
 # --------------------------------------------------------------------------- parts
