@@ -378,6 +378,15 @@ def test_reflected_and_misdirected_frames() -> None:
     assert [f.recipient for f in frames(events)] == ["bob", ""]
 
 
+def test_an_old_capture_for_another_peer_is_stale_not_misdirected() -> None:
+    """A misdirected frame does not count against its source (a member with a stale
+    view sends them); a stale one does: an old capture replayed is a stranger's."""
+    guard = ReplayGuard(local_id="bob", max_skew=60)
+    old = FrameWriter(KEY, "alice", 1).frame(FrameType.URL_ACK, [], NOW - 3600, to="carol")
+    events = feed(reader(guard), old)
+    assert rejections(events) == [RejectReason.STALE]
+
+
 # --------------------------------------------------------------------------- fatal
 
 

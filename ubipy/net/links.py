@@ -183,9 +183,10 @@ class _Conn:
                             # who is at this address is stale (a new peer on a dead
                             # one's address), or a captured frame replayed. Neither
                             # authenticates the connection; neither counts against the
-                            # source (on loopback, every member's).
+                            # source (on loopback, every member's). A run of them ends
+                            # the connection all the same: each costs a whole frame's
+                            # check, and a replayed capture would never end.
                             misdirected = True
-                            continue
                         bad_run += 1
                         if bad_run >= MAX_BAD_FRAMES:
                             self._cut("bad_frames")

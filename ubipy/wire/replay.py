@@ -63,16 +63,15 @@ class ReplayGuard:
         if now >= self._next_prune:
             self.prune(now)
         sender = frame.sender
-        if self.local_id is not None:
-            if sender == self.local_id:
-                return Rejected(RejectReason.REFLECTED, "a frame from this peer", sender)
-            if frame.recipient not in ("", self.local_id):
-                return Rejected(
-                    RejectReason.MISDIRECTED, f"addressed to {frame.recipient!r}", sender
-                )
+        if self.local_id is not None and sender == self.local_id:
+            return Rejected(RejectReason.REFLECTED, "a frame from this peer", sender)
+        # Stale before misdirected: an old capture replayed to another peer is a
+        # stranger's doing, and is counted as one (a misdirected frame is not).
         skew = frame.sent_at - now
         if not abs(skew) <= self.max_skew:
             return Rejected(RejectReason.STALE, f"sent_at is {skew:+.1f} s from now", sender)
+        if self.local_id is not None and frame.recipient not in ("", self.local_id):
+            return Rejected(RejectReason.MISDIRECTED, f"addressed to {frame.recipient!r}", sender)
         key = (sender, frame.epoch)
         seq = frame.seq
         win = self._windows.get(key)
