@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 from ubipy.net import Links, MemoryNetwork, Reply
-from ubipy.net.guard import AUTH_PATIENCE, IDLE_TIMEOUT, MAX_BAD_FRAMES
+from ubipy.net.guard import AUTH_PATIENCE, IDLE_TIMEOUT, MAX_BAD_FRAMES, STRIKE_LIMIT
 from ubipy.wire import FIRST_FRAME_CAP, Frame, FrameWriter, Message, Seed, new_epoch, secret_from
 
 KEY = secret_from("strangers test")
@@ -192,6 +192,34 @@ async def test_a_stranger_reconnecting_with_bad_frames_is_turned_away_and_logged
         # A member on another address is not affected.
         member = await start_member(net, nursery)
         await inbox.gets_from(member, Seed(("http://a.test/",)))
+        nursery.cancel_scope.cancel()
+
+
+async def test_strangers_with_many_addresses_get_few_lines_for_being_barred(
+    net: MemoryNetwork,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Each source barred said so in a line of its own, past the limit on lines over
+    all sources: 300 addresses (a /48 of IPv6 holds 65,536 sources) gave 300 lines at
+    once (found by a review). The bars are counted, and the next line says how many
+    went unsaid."""
+    async with trio.open_nursery() as nursery:
+        peer = await start_peer(net, nursery, Inbox())
+        start = trio.current_time()
+        with caplog.at_level(logging.WARNING, logger="ubipy.net"):
+            for source in range(100):
+                node = net.node(f"10.6.0.{source + 1}")
+                for _ in range(STRIKE_LIMIT):
+                    conn = await node.connect(PEER)
+                    with contextlib.suppress(trio.BrokenResourceError):
+                        await conn.send_all(bad_frames(1))
+                    with trio.fail_after(1):
+                        await closed_by_peer(conn)
+        seconds = trio.current_time() - start
+        barred = [r for r in caplog.records if "connections are refused for" in r.getMessage()]
+        assert barred != [] and len(caplog.records) <= 10 + seconds + 1
+        assert all(peer.strikes.barred(f"10.6.0.{i + 1}", trio.current_time()) for i in range(100))
         nursery.cancel_scope.cancel()
 
 

@@ -144,11 +144,15 @@ class SourceLog:
         self._refilled = -math.inf
         self._withheld: Counter[str] = Counter()
 
-    def line(self, source: str, reason: str, detail: str, now: float) -> str | None:
-        """The line to log for this event, or None to count it quietly."""
+    def line(
+        self, source: str, reason: str, detail: str, now: float, *, always: bool = False
+    ) -> str | None:
+        """The line to log for this event, or None to count it quietly. ``always``:
+        whatever the source logged last (a rare event, one line a source would hide),
+        within the limit over all sources."""
         key = source_group(source)
         entry = self._sources.get(key)
-        if entry is not None and now - entry.last < self._interval:
+        if entry is not None and now - entry.last < self._interval and not always:
             entry.suppressed[reason] += 1
             return None
         self._tokens = min(self._burst, self._tokens + (now - self._refilled) * self._rate)

@@ -133,8 +133,9 @@ class _Conn:
         self.links.stats.cut[why] += 1
         self.scope.cancel()
 
-    def _note(self, reason: str, detail: str = "") -> None:
-        line = self.links.source_log.line(self.source, reason, detail, trio.current_time())
+    def _note(self, reason: str, detail: str = "", *, always: bool = False) -> None:
+        now = trio.current_time()
+        line = self.links.source_log.line(self.source, reason, detail, now, always=always)
         if line is not None:
             log.warning("%s", line)
 
@@ -223,14 +224,14 @@ class _Conn:
                 if not self.reader.frames and not misdirected and self.source != "?":
                     strikes = links.strikes
                     if strikes.failed(self.source, trio.current_time()):
-                        # Once per penalty per source at most: past the rate limit.
-                        log.warning(
-                            "%s: %d connections without an authentic frame within %g s; "
-                            "its connections are refused for %g s",
-                            self.source,
-                            strikes.limit,
-                            strikes.window,
-                            strikes.penalty,
+                        # Once per penalty per source at most, and within the limit
+                        # over all sources (a stranger with many addresses).
+                        self._note(
+                            "barred",
+                            f"{strikes.limit} connections without an authentic frame "
+                            f"within {strikes.window:g} s; its connections are refused "
+                            f"for {strikes.penalty:g} s",
+                            always=True,
                         )
             await trio.aclose_forcefully(self.stream)
 
