@@ -126,6 +126,10 @@ def test_sloppy_answers_are_read_as_browsers_read_them(whole: bool) -> None:
         (b"HTTP/1.1 200 OK\r\nContent-Le", True, "without answering"),
         (HEAD + b"Content-Length: 9\r\n\r\nshort", True, "before the body's end"),
         (HEAD + b"Transfer-Encoding: chunked\r\n\r\n5\r\nab", True, "before the body's end"),
+        # A space before the colon: llhttp frames the body by it all the same, and a
+        # body cut short was taken for one ended by the close (found by a review).
+        (HEAD + b"Content-Length : 9\r\n\r\nshort", True, "before the body's end"),
+        (HEAD + b"Transfer-Encoding : chunked\r\n\r\n5\r\nab", True, "before the body's end"),
         (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", False, "malformed"),
         (b"HTTP/1.1 2000 OK\r\n\r\n", False, "malformed"),
         (HEAD + b"Content-Length: 1\r\nContent-Length: 2\r\n\r\nxy", False, "malformed"),

@@ -188,7 +188,9 @@ class ResponseReader:
     def on_header(self, name: bytes, value: bytes) -> None:
         self._progressed = True
         if self.status is None:
-            self.headers.append((name, value))
+            # llhttp, lenient, takes "Content-Length : 10" and frames the body by it:
+            # the name without the space is what it read, and what is looked at here.
+            self.headers.append((name.rstrip(b" \t"), value))
         elif not self.complete:
             # A trailer (after a chunked body): not kept, but bounded as a head is.
             self._trailers += len(name) + len(value) + 4
