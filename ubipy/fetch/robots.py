@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import itertools
 import math
-import re
+import string
 from dataclasses import dataclass
 from typing import Final
 
@@ -98,9 +98,7 @@ class RobotsRules:
         # utf-8-sig: a leading BOM would otherwise glue itself to the first
         # field name and hide the first "User-agent" line.
         text = body.decode("utf-8-sig", errors="replace")
-        if _USER_AGENT_LINE_START.search(text):
-            text = _USER_AGENT_LINE.sub(_product_token_only, text)
-        return cls(_Mode.PARSED, Protego.parse(text))
+        return cls(_Mode.PARSED, Protego.parse(_agents_named(text)))
 
     def allowed(self, url: str) -> bool:
         """Whether `url` (a normalised URL, or its path and query) may be fetched."""
@@ -122,21 +120,46 @@ class RobotsRules:
         return f"RobotsRules({self._mode.name}, crawl_delay={self._crawl_delay})"
 
 
-# A group's User-agent line, and the product token of its value (RFC 9309 2.2.1).
-_USER_AGENT_LINE_START: Final = re.compile(r"(?im)^[ \t]*user-agent[ \t]*:")
-_USER_AGENT_LINE: Final = re.compile(r"(?im)^([ \t]*user-agent[ \t]*:[ \t]*)([A-Za-z_-]+)[^\r\n#]*")
+# How protego names a User-agent field (it reads "Useragent" and "User agent" too).
+_AGENT_FIELDS: Final = frozenset({"user-agent", "useragent", "user agent"})
+# The characters of a value's product token (RFC 9309 2.2.1: [a-zA-Z_-]+).
+_TOKEN_CHARS: Final = string.ascii_letters + "_-"
+# What every agent but this crawler and ``*`` is called for protego.
+_OTHER_AGENT: Final = f"not-{PRODUCT_TOKEN}"
 
 
-def _product_token_only(line: re.Match[str]) -> str:
-    """A User-agent line as RFC 9309 and Google's parser read it: its product token,
-    matched whole and without case. protego finds a group's value inside the crawler's
-    name, so 'ubi' (a prefix of ubipy) was taken for ubipy's group, and 'ubipy/1.0'
-    (a version after the token) was not; such a prefix is made to match nothing."""
-    prefix, token = line.group(1), line.group(2)
-    lowered = token.lower()
-    if lowered != PRODUCT_TOKEN and PRODUCT_TOKEN.startswith(lowered):
-        return f"{prefix}{token}-not-{PRODUCT_TOKEN}"
-    return f"{prefix}{token}"
+def _agents_named(text: str) -> str:
+    """The robots.txt with every User-agent line naming ``ubipy``, ``*`` or one other
+    agent, as RFC 9309 and Google's parser read them: by the value's product token,
+    matched whole and without case. protego finds a group's value inside the
+    crawler's name ('ubi', a prefix of ubipy, was taken for ubipy's group, and
+    'ubipy/1.0' was not), and gives every rule of a group to each of its agents: a
+    file of a few thousand distinct agents in one group took seconds and gigabytes to
+    parse. Lines are split as protego splits them (CR alone ends one too)."""
+    lines = text.splitlines()
+    for n, line in enumerate(lines):
+        if "agent" in line.lower() and (value := _agent_value(line)):
+            star = value == "*" or value.startswith(("* ", "*\t"))
+            token = value[: len(value) - len(value.lstrip(_TOKEN_CHARS))].lower()
+            agent = "*" if star else PRODUCT_TOKEN if token == PRODUCT_TOKEN else _OTHER_AGENT
+            lines[n] = f"User-agent: {agent}"
+    return "\n".join(lines)
+
+
+def _agent_value(line: str) -> str | None:
+    """The value of a User-agent line as protego reads the line, else None."""
+    line = line.split("#", 1)[0].strip()
+    if ":" in line:
+        field, value = line.split(":", 1)
+        if field.strip().lower() in _AGENT_FIELDS:
+            return value.strip()
+        if not value or value[0].isspace():
+            return None  # another field, known or not
+    words = line.split()
+    for count in (1, 2):  # "User-agent foo", "User agent foo"
+        if " ".join(words[:count]).lower() in _AGENT_FIELDS:
+            return " ".join(words[count:])
+    return None
 
 
 class RobotsOutcome(enum.Enum):
