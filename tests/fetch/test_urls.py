@@ -113,6 +113,17 @@ def test_garbage_refused(href: str) -> None:
     assert isinstance(info.value, ValueError)
 
 
+@pytest.mark.parametrize("href", ["http://a.test:0/", "https://a.test:00/x", "http://[::1]:0"])
+def test_port_0_is_refused(href: str) -> None:
+    """Port 0 names no service: taken for the scheme's own port (the request went to
+    80 with ``Host: a.test:0``), it gave one site a second host key, a politeness
+    slot of its own (found by a review)."""
+    with pytest.raises(BadURL) as info:
+        normalize(href)
+    assert info.value.reason is URLRejection.INVALID
+    assert normalize("http://a.test:10/x:0?q=:0") == "http://a.test:10/x:0?q=:0"
+
+
 def test_relative_without_base_is_invalid() -> None:
     with pytest.raises(BadURL) as info:
         normalize("/just/a/path")

@@ -568,7 +568,8 @@ async def _tunnel(stream: trio.abc.Stream, origin: _Origin) -> None:
 
 def _origin_of(url: httpx2.URL) -> _Origin:
     scheme = url.scheme
-    port = url.port or (443 if scheme == "https" else 80)
+    # httpx2 gives None for the scheme's own port; 0 is a port of its own (none).
+    port = (443 if scheme == "https" else 80) if url.port is None else url.port
     # The host as on the wire (an IDN's A-label, which ``url.host`` gives decoded):
     # what is looked up (the DNS stage's answers are pinned under it), named in a
     # CONNECT and sent as the TLS server name.

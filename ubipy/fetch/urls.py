@@ -275,6 +275,11 @@ def _resolve(href: str, base: str | None) -> tuple[str, bool]:
         raise BadURL(URLRejection.TOO_LONG, href)
     if "xn--" in url and not _punycode_valid(url):
         raise BadURL(URLRejection.INVALID, href)
+    authority_end = url.find("/", host_start)
+    if url.endswith(":0", host_start, authority_end if authority_end >= 0 else len(url)):
+        # Port 0 names no service. Taken for the scheme's own port, it was a second
+        # host key for the site: a politeness slot of its own, on any peer.
+        raise BadURL(URLRejection.INVALID, href)
     return url, stripped
 
 
