@@ -11,7 +11,7 @@ import trio.testing
 
 from tests.wakeups import counting_steps
 from ubipy.membership import Member, Membership, MembershipConfig, MemberState
-from ubipy.peer.reporting import Reporter
+from ubipy.peer.reporting import UNKNOWN_PATIENCE, Reporter
 from ubipy.wire import Control, Figures, Message, Stop
 
 FIGURES = Figures({"peer_id": "me", "pages": 7})
@@ -63,6 +63,25 @@ async def test_a_newcomer_pushes_to_a_control_peer_it_has_not_heard_of_yet() -> 
     await world.reporter.on_control("new", Control("127.0.0.1:8080", "127.0.0.1:9"), no_reply)
     world.reporter.push()
     assert world.started == [("127.0.0.1:9", FIGURES)]
+
+
+async def test_a_control_peer_that_never_becomes_a_member_is_given_up(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Any authentic sender could name any address (another machine's, this peer's
+    own): it was pushed to once a second for ever, the dials to an address that
+    answers nothing piling up (found by a review). A member is pushed to at its own
+    address; one gossip never tells of is given up after a minute."""
+    world = World()
+    await world.reporter.on_control("ghost", Control("127.0.0.1:8080", "10.9.9.9:7"), no_reply)
+    await world.reporter.on_control("b", Control("127.0.0.1:8080", "10.9.9.9:7"), no_reply)
+    world.learn(Member("b", "127.0.0.1:2", MemberState.ALIVE, 0))
+    world.reporter.push()
+    assert sorted(world.started) == [("10.9.9.9:7", FIGURES), ("127.0.0.1:2", FIGURES)]
+    await trio.sleep(UNKNOWN_PATIENCE + 1)
+    world.started.clear()
+    world.reporter.push()
+    assert world.started == [("127.0.0.1:2", FIGURES)]
 
 
 async def test_a_stop_from_the_control_centre_stops_the_peer() -> None:

@@ -21,6 +21,9 @@ from ubipy.wire import Control, Figures, Message, Stop
 log = logging.getLogger(__name__)
 
 PUSH_INTERVAL = 1.0
+# How long figures go to a control peer that is not a member (yet: gossip has not
+# told of it), at the address its CONTROL frame named.
+UNKNOWN_PATIENCE = 60.0
 
 Reply = Callable[[Message], Awaitable[None]]
 
@@ -43,8 +46,8 @@ class Reporter:
         self._send = send
         self._start_soon = start_soon
         self._stop = stop
-        # Control peers to push to: id -> address.
-        self._controls: dict[str, str] = {}
+        # Control peers to push to: id -> (the address its CONTROL named, when).
+        self._controls: dict[str, tuple[str, float]] = {}
         self._attached = Wakeup()
 
     async def on_control(self, sender: str, control: Control, reply: Reply) -> None:
@@ -53,7 +56,7 @@ class Reporter:
         # the peer address to push to comes with it.
         if sender not in self._controls:
             log.info("pushing figures to the control centre on %s", control.control)
-        self._controls[sender] = control.peer
+        self._controls[sender] = control.peer, trio.current_time()
         self._attached.set()
 
     async def on_stop(self, sender: str, stop: Stop, reply: Reply) -> None:
@@ -72,11 +75,21 @@ class Reporter:
     def push(self) -> None:
         if not self._controls:
             return
-        figures = self._figures()
-        for control_id, address in list(self._controls.items()):
+        figures, now = self._figures(), trio.current_time()
+        for control_id, (named, since) in list(self._controls.items()):
             member = self._membership.member(control_id)
-            if member is not None and member.state in (MemberState.DEAD, MemberState.LEFT):
+            if member is None:
+                # Only while gossip may not have told of it yet: a peer that is no
+                # member would be pushed to for ever, at any address it named.
+                if now - since > UNKNOWN_PATIENCE:
+                    del self._controls[control_id]
+                    log.info("no member %s: figures no longer pushed to it", control_id)
+                    continue
+                address = named
+            elif member.state in (MemberState.DEAD, MemberState.LEFT):
                 del self._controls[control_id]  # a control peer back asks again
                 continue
+            else:
+                address = member.address  # not the one named, whatever it was
             if control_id != self._self_id:
                 self._start_soon(self._send, address, figures)
