@@ -197,6 +197,33 @@ async def test_a_partition_breaks_connections_and_blocks_dials_until_healed(
         nursery.cancel_scope.cancel()
 
 
+async def test_sends_queued_behind_a_dial_that_fails_fail_with_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Ten sends to an address that answers nothing: they used to dial in turn, one
+    after the other's 5 s, the last failing after 50 s (a control peer pushed to once
+    a second piled them up without end). They fail with the one dial they waited for."""
+    net = MemoryNetwork(latency=0.01, syn_timeout=20.0)
+    async with trio.open_nursery() as nursery:
+        a, _, there, _ = await two_links(nursery, net)
+        net.partition(["10.0.0.1"], ["10.0.0.2"])
+        start, failed = trio.current_time(), list[float]()
+
+        async def send(n: int) -> None:
+            assert not await a.send(there, numbered(n))
+            failed.append(trio.current_time() - start)
+
+        async with trio.open_nursery() as sends:
+            for n in range(10):
+                sends.start_soon(send, n)
+        assert failed == [pytest.approx(5.0)] * 10
+        assert a.stats.dial_failures == 1
+        # The next send, on its own, dials again.
+        assert not await a.send(there, numbered(10))
+        assert a.stats.dial_failures == 2
+        nursery.cancel_scope.cancel()
+
+
 async def test_the_reader_across_a_cut_sees_the_end_of_its_stream(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -266,6 +266,8 @@ class Links:
         self._handler = handler
         self._out: dict[str, _Conn] = {}
         self._dialling: dict[str, trio.Lock] = {}
+        # Failed dials to each address since one last worked.
+        self._dial_failures: dict[str, int] = {}
         self._nursery: trio.Nursery | None = None
         self.stats = LinkStats()
         # Addresses whose last dial failed: nothing is listening there now, whatever
@@ -354,20 +356,28 @@ class Links:
         if conn is not None and not conn.closed:
             return conn
         lock = self._dialling.setdefault(address, trio.Lock())
+        failures = self._dial_failures.get(address, 0)
         async with lock:
             conn = self._out.get(address)
             if conn is not None and not conn.closed:
                 return conn
+            if self._dial_failures.get(address, 0) != failures:
+                # The dial this send waited for failed: so does the send, at once,
+                # not after a dial of its own (sends to an address that answers
+                # nothing queued here, each to wait out its 5 s in turn).
+                return None
             try:
                 with trio.fail_after(5):
                     stream = await self.network.connect(address)
             except (OSError, ValueError, trio.TooSlowError) as exc:
+                self._dial_failures[address] = failures + 1
                 self.stats.dial_failures += 1
                 self.unreachable.add(address)
                 self.note_trouble(address, f"cannot connect: {str(exc) or type(exc).__name__}")
                 log.debug("cannot reach %s: %s", address, exc)
                 return None
             self.unreachable.discard(address)
+            self._dial_failures.pop(address, None)
             conn = _Conn(stream, self, address)
             self._out[address] = conn
             assert self._nursery is not None
@@ -414,6 +424,7 @@ class Links:
     def forget(self, address: str) -> None:
         """Drop the cached connection to a peer that left or died (the next send
         dials afresh)."""
+        self._dial_failures.pop(address, None)
         conn = self._out.pop(address, None)
         if conn is not None:
             conn.closed = True
