@@ -204,6 +204,9 @@ def test_the_example_file_loads(peer_config: Any) -> None:
         ("[politeness]\nconcurrency = true\n", "crawl.toml: politeness.concurrency must be a"),
         ("[politeness\n", "crawl.toml: not valid TOML"),
         ("data_dir = ''\n", "crawl.toml: data_dir must be a path (a non-empty string)"),
+        # Sent in every request's User-Agent: the peer died at its first request.
+        ("peer_token = 'caf\u00e9'\n", "crawl.toml: peer_token must be printable ASCII"),
+        ("peer_token = 'a\\r\\nX: 1'\n", "crawl.toml: peer_token must be printable ASCII"),
     ],
 )
 def test_a_bad_file_ends_the_command_on_one_line(
@@ -216,6 +219,18 @@ def test_a_bad_file_ends_the_command_on_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("ubipy peer: error: ")
     assert message in err and str(path) in err
+
+
+def test_a_file_not_in_utf_8_ends_the_command_on_one_line(
+    peer_config: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TOML is UTF-8: a file saved in windows-1252 ended in a traceback."""
+    path = tmp_path / "crawl.toml"
+    path.write_bytes(b'user_agent = "caf\xe9"\n')
+    with pytest.raises(SystemExit) as ended:
+        peer_config("--config", str(path), "--data", str(tmp_path))
+    assert ended.value.code == 2
+    assert capsys.readouterr().err.endswith("crawl.toml: not valid TOML: not UTF-8 at byte 17\n")
 
 
 def test_a_missing_file_or_data_dir_ends_the_command(

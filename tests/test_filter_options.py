@@ -47,6 +47,19 @@ def test_the_defaults_filter_nothing_and_keep_html_only() -> None:
     assert config.fetch.ca_bundle is None
 
 
+@pytest.mark.parametrize("pattern", ["a{4294967296}", "(?:" * 5000 + "a" + ")" * 5000])
+def test_a_pattern_too_deep_or_too_large_ends_the_peer_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], pattern: str
+) -> None:
+    """Parentheses nested thousands deep ended in a traceback (RecursionError)."""
+    with pytest.raises(SystemExit) as ended:
+        main(["peer", "--data", str(tmp_path), "--include", pattern])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ubipy peer: error: --include is not a regular expression: ")
+    assert err.count("\n") == 1
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [

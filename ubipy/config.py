@@ -103,6 +103,7 @@ _MEDIA_RANGE = re.compile(rf"\*/\*|{_TOKEN}/(?:{_TOKEN}|\*)")
 # RFC 9110's field value, ASCII only (httpx2 sends headers as ASCII), not empty, no
 # space at either end.
 _USER_AGENT = re.compile(r"[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?")
+_PEER_TOKEN = re.compile(r"[\x21-\x7e]+")
 
 
 def _check_proxy(proxy: str) -> None:
@@ -310,7 +311,8 @@ class BoundsConfig:
             for pattern in getattr(self, name):
                 try:
                     re.compile(pattern)
-                except re.error as exc:
+                except (re.error, OverflowError, RecursionError) as exc:
+                    # A repeat past C's int, or parentheses nested thousands deep.
                     raise ConfigError(
                         f"is not a regular expression: {pattern!r} ({exc})", name
                     ) from None
@@ -590,6 +592,13 @@ class CrawlConfig:
     replication: ReplicationConfig = field(default_factory=ReplicationConfig)
     membership: SwimConfig = field(default_factory=SwimConfig)
     control: ControlConfig = field(default_factory=ControlConfig)
+
+    def __post_init__(self) -> None:
+        if self.peer_token is not None and not _PEER_TOKEN.fullmatch(self.peer_token):
+            # Sent in every request's User-Agent, as the user agent is (checked there).
+            raise ConfigError(
+                f"must be printable ASCII without spaces: {self.peer_token!r}", "peer_token"
+            )
 
     def agent_string(self, peer_id: str) -> str:
         """The User-Agent sent with every request, naming the peer."""
