@@ -11,6 +11,7 @@ import pytest
 
 from ubipy.cli import main
 from ubipy.demo import MARKER, DemoDirError, prepare_data_dir
+from ubipy.store import DataLock
 
 
 def _tree(root: Path) -> dict[str, str]:
@@ -95,6 +96,27 @@ def test_a_second_run_removes_only_what_the_first_made(tmp_path: Path) -> None:
     _demo_made(data, 2)
     assert prepare_data_dir(data, 3) == data  # and again, with more peers
     assert sorted(p.name for p in data.iterdir()) == sorted([MARKER, "crawl.warc.gz", "peerless"])
+
+
+def test_a_demo_still_running_there_is_refused_and_left_alone(tmp_path: Path) -> None:
+    """A second demo on the directory of one still running (lingering, or in another
+    terminal) deleted the first one's peers' directories under it, their shards and
+    WARCs open (found by a review). Their locks say they are held."""
+    data = tmp_path / "demo"
+    prepare_data_dir(data, 2)
+    _demo_made(data, 2)
+    running = DataLock.take(data / "peer2", "127.0.0.1:7000")
+    try:
+        before = _tree(data)
+        with pytest.raises(DemoDirError) as refused:
+            prepare_data_dir(data, 2)
+        assert "peer2 is in use by another peer" in str(refused.value)
+        assert str(refused.value).endswith("stop the demo that runs there first")
+        assert _tree(data) == before  # nothing removed, not even the idle peer1
+    finally:
+        running.release()
+    assert prepare_data_dir(data, 2) == data  # once it has stopped
+    assert sorted(p.name for p in data.iterdir()) == [MARKER]
 
 
 @pytest.mark.parametrize("kind", ["a directory of the user's", "a file where a peer was"])

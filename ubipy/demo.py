@@ -28,10 +28,11 @@ import trio
 
 from ubipy.config import ControlConfig, CrawlConfig
 from ubipy.control import control_bind, serve_control_centre
-from ubipy.errors import UbipyError
+from ubipy.errors import ShardError, UbipyError
 from ubipy.net import split_address
 from ubipy.peer import Peer, PeerStatus
 from ubipy.progress import Progress, peer_figures
+from ubipy.store import DataLock
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth, serve
 
 # The ring must settle before the seed goes in; on loopback it takes well under a second.
@@ -102,9 +103,22 @@ def _clear(path: Path, names: list[str]) -> None:
             raise DemoDirError(f"{entry}: already there, and not made by the demo; move it away")
         if not stat.S_ISDIR(mode):
             raise DemoDirError(f"{entry}: not the directory the demo made there; move it away")
-    for name in made:
-        with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(path / name)
+    # A demo still running there (lingering, or in another terminal) holds its peers'
+    # directories: they were deleted under it, shard, WAL and WARCs open.
+    held: list[DataLock] = []
+    try:
+        for name in made:
+            if (path / name / "lock").is_file():
+                try:
+                    held.append(DataLock.take(path / name, "ubipy demo, clearing"))
+                except ShardError as exc:
+                    raise DemoDirError(f"{exc}; stop the demo that runs there first") from None
+        for name in made:
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(path / name)
+    finally:
+        for lock in held:
+            lock.release()
 
 
 async def run_demo(args: argparse.Namespace, base: CrawlConfig) -> int:
