@@ -39,6 +39,7 @@ from ubipy.store.snapshot import (
 )
 from ubipy.store.warc import WARC_VERSION, write_warc
 from ubipy.store.warcexport import Part, copy_part, link_part, parts_of
+from ubipy.store.warcindex import cdxj_of
 
 __all__ = [
     "FORMATS",
@@ -112,10 +113,11 @@ def export(
         peers = sorted({r.peer_id for r in readers if r.peer_id is not None})
 
         # The peers' own WARC files are inputs too, whatever the format: an --out
-        # naming one must not replace the bodies of pages the shard keeps.
+        # naming one must not replace the bodies of pages the shard keeps, nor its
+        # index (`ubipy index` would then keep the replacement, newer than its WARC).
         parts = [p for r in readers for p in parts_of(r)]
         for part in parts:
-            for path in (part.path, part.path.with_name(part.name)):
+            for path in (part.path, part.path.with_name(part.name), cdxj_of(part.path)):
                 if (found := identity(path)) is not None:
                     inputs.add(found)
         if fmt == "warc" and parts:
