@@ -440,6 +440,20 @@ async def test_seed_and_stop_need_the_secret(
     assert backend.seeded == [] and backend.stops == 0
 
 
+async def test_a_secret_outside_latin_1_is_taken_as_ubipy_seed_takes_it(
+    nursery: trio.Nursery,
+) -> None:
+    """Header values are read as Latin-1; a client sends the secret in UTF-8. A secret
+    of characters outside Latin-1 could never authenticate (found by a review)."""
+    secret = "密码-päss"
+    backend = FakeBackend.with_peers(2, secret=secret)
+    address = await start(nursery, backend)
+    token = ("Bearer " + secret).encode("utf-8")
+    async with httpx2.AsyncClient(base_url=f"http://{address}", trust_env=False) as client:
+        answer = await client.post("/api/stop", headers={b"Authorization": token})
+        assert answer.status_code == 202 and backend.stops == 1
+
+
 async def test_a_public_token_does_not_open_a_secret_cluster(
     client: httpx2.AsyncClient, backend: FakeBackend
 ) -> None:
@@ -469,6 +483,7 @@ async def test_seed_with_the_secret(client: httpx2.AsyncClient, backend: FakeBac
         (b'["http://a.test/"]', "application/json", 400),
         (b'{"urls": []}', "application/json", 400),
         (b"[" * 100_000, "application/json", 400),  # was a 500 and a logged traceback
+        (b'{"a": ' + b"9" * 5_000 + b"}", "application/json", 400),  # so was this
         (b"# nothing here\n", "text/plain", 400),
         (b"http://a.test/", "application/x-www-form-urlencoded", 415),
     ],

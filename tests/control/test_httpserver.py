@@ -122,6 +122,24 @@ async def test_a_newcomer_gets_503_only_when_every_connection_is_mid_request(
                 assert status_of(await until_closed(stream)) == 200
 
 
+async def test_refusals_lingering_at_once_are_bounded_too(nursery: trio.Nursery) -> None:
+    """Each 503 lingers a second reading what the client still sends: thousands of
+    newcomers a second held every descriptor of the process, and the peer's crawl
+    stopped (found by a review). Past as many refusals as connections, a newcomer is
+    closed unanswered."""
+    server, port = await serve(nursery, max_connections=1)
+    with trio.fail_after(5):
+        async with connections(port, 1) as busy:
+            await busy[0].send_all(b"GET / HTTP/1.1\r\nHo")
+            await settled(server, 1, 0)
+            async with connections(port, 3) as newcomers:
+                answers = [await until_closed(stream) for stream in newcomers]
+            assert status_of(answers[0]) == 503 and answers[1:] == [b"", b""]
+            assert server.refused == 3
+            await busy[0].send_all(b"st: a\r\nConnection: close\r\n\r\n")
+            assert status_of(await until_closed(busy[0])) == 200
+
+
 async def test_requests_that_drip_give_way_to_a_newcomer_after_a_second(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:

@@ -117,6 +117,7 @@ class HttpServer:
         self._reading: OrderedDict[_Slot, None] = OrderedDict()
         self.evicted = 0
         self.refused = 0
+        self.refusing = 0  # refusals still lingering
 
     @property
     def idle(self) -> int:
@@ -129,7 +130,17 @@ class HttpServer:
             pass
         if self.connections >= self.limits.max_connections:
             self.refused += 1  # every connection answering, or reading a request just begun
-            await _refuse(stream)
+            if self.refusing >= self.limits.max_connections:
+                # Each refusal lingers for a second: thousands a second held every
+                # descriptor of the process (found by a review). Past the bound, the
+                # connection is closed unanswered.
+                await trio.aclose_forcefully(stream)
+                return
+            self.refusing += 1
+            try:
+                await _refuse(stream)
+            finally:
+                self.refusing -= 1
             return
         slot = _Slot()
         self.connections += 1

@@ -13,6 +13,7 @@ chart's history does not depend on anyone having the dashboard open.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import logging
@@ -154,6 +155,10 @@ class ControlServer:
     def _refuse_unless_authorised(self, request: Request) -> Answer | None:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         token = token.strip()
+        # Header values come as Latin-1; clients send a secret in UTF-8, as `ubipy
+        # seed` derives it (one outside Latin-1 could never authenticate).
+        with contextlib.suppress(UnicodeError):
+            token = token.encode("latin-1").decode("utf-8")
         if scheme.lower() == "bearer" and token:
             # Compared as derived keys: equal length, constant time, and the same
             # derivation the wire uses, so the token is simply the cluster secret.
@@ -179,6 +184,8 @@ class ControlServer:
                 return error(400, f"the body is not JSON: {exc}")
             except RecursionError:  # [[[[... a megabyte deep: logged as a crash before
                 return error(400, "the body is not JSON this server reads: nested too deep")
+            except ValueError as exc:  # a number of thousands of digits: Python's limit
+                return error(400, f"the body is not JSON this server reads: {exc}")
             urls = value.get("urls") if isinstance(value, dict) else None
             if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
                 return error(400, 'expected {"urls": ["http://...", ...]}')
