@@ -14,6 +14,7 @@ import trio
 import trio.testing
 
 from ubipy.config import CrawlConfig, PolitenessConfig
+from ubipy.errors import StorageError
 from ubipy.fetch.politeness import Job
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.handoff import Handoff, ring_key
@@ -302,4 +303,45 @@ async def test_a_peer_declared_dead_before_it_swept_is_waited_for_until_the_fenc
         assert asked(crawler) == set()
         await trio.sleep(2)  # the fence ends on its own timer
         assert asked(crawler) == {mine}
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_host_handed_over_that_the_shard_cannot_drop_is_handed_again(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The new owner took the host, and this shard refused to drop it (a full disk):
+    the sweeper died of it, and the peer with it (found by a review). It tries again
+    once the shard takes writes; the owner takes the host again as it is."""
+    one, two = Ring(["a"]), Ring(["a", "b"])
+    leaving = host_owned(two, "b")
+    sent: list[str] = []
+
+    async def send(address: str, message: Message) -> bool:
+        if isinstance(message, HandoffFrame):
+            sent.append(message.host)
+            handoff.acked(message.id)
+        return True
+
+    async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
+        handoff = Handoff("a", crawler, send, lambda peer: f"{peer}:1")
+        handoff.ring_changed(one, frozenset(one.members), frozenset())
+        crawler.seed([f"http://{leaving}/"])
+        drop, refused, dropped = crawler._shard.drop_host, list[str](), trio.Event()
+
+        def refusing_once(host: str) -> list[int]:
+            if not refused:
+                refused.append(host)
+                raise StorageError("database or disk is full")
+            fps = drop(host)
+            dropped.set()
+            return fps
+
+        crawler._shard.drop_host = refusing_once  # type: ignore[method-assign]
+        nursery.start_soon(handoff.run)
+        crawler.ring_changed(two)
+        handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
+        with trio.fail_after(30):
+            await dropped.wait()
+        assert leaving not in crawler.held_hosts()
+        assert refused == [leaving] and sent == [leaving, leaving]
         nursery.cancel_scope.cancel()

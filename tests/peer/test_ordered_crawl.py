@@ -4,6 +4,7 @@ ranked crawl asks nothing twice. In process, on the autojump clock."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx2
@@ -13,6 +14,7 @@ import trio.testing
 
 from tests.crawling import crawl_until_idle
 from ubipy.config import BoundsConfig, CrawlConfig, CrawlOrder, PolitenessConfig, StoreConfig
+from ubipy.errors import StorageError
 from ubipy.peer.crawler import Crawler
 from ubipy.store.shard import Shard
 from ubipy.synthweb import Referee, SyntheticWeb, SynthTransport, WebSpec, ground_truth, in_process
@@ -91,3 +93,32 @@ async def test_a_ranked_crawl_stopped_and_resumed_asks_nothing_twice(
         if isinstance(g, ShortGap) and not g.previous.start < restart <= g.next.start
     ]
     assert not problems and not gaps, (problems, gaps)
+
+
+async def test_pagerank_not_saved_for_a_while_leaves_the_crawl_whole(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ranks are written after a commit that worked; a disk that refused them then
+    ended the crawler (found by a review). They are written at a later commit."""
+    web = SyntheticWeb(SPEC)
+    server = in_process(web)
+    shard = Shard.open(tmp_path)
+    rescore, refused = shard.rescore, list[int]()
+
+    def refusing_thrice(scores: Mapping[int, float]) -> None:
+        if len(refused) < 3:
+            refused.append(len(scores))
+            raise StorageError("database or disk is full")
+        rescore(scores)
+
+    monkeypatch.setattr(shard, "rescore", refusing_thrice)
+    try:
+        async with httpx2.AsyncClient(transport=SynthTransport(server)) as client:
+            crawler = await crawl_until_idle(
+                _config(tmp_path, CrawlOrder.PAGERANK), shard, client, [web.seed_url()],
+                patience=600,
+            )  # fmt: skip
+    finally:
+        shard.close()
+    Referee(list(server.log), web).assert_clean(ground_truth(web, [web.seed_url()]), DELAY)
+    assert len(refused) == 3 and crawler.order.rank_runs >= 5

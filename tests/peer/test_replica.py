@@ -171,9 +171,10 @@ async def test_copies_keep_the_latest_mark(tmp_path: Path) -> None:
         shard.replica_add([], {"h.test": HostMark(90.0, 5.0, 2)})  # older: ignored
         assert shard.replica_hosts() == ["h.test"]
         shard.replica_add([], {"h.test": HostMark(110.0, 2.0, 4)})
-        assert shard.replica_take("h.test") == ([], [], HostMark(110.0, 2.0, 4))
+        assert shard.replica_of("h.test") == ([], [], HostMark(110.0, 2.0, 4))
+        shard.replica_drop("h.test")
         assert shard.replica_hosts() == []
-        assert shard.replica_take("h.test") == ([], [], None)
+        assert shard.replica_of("h.test") == ([], [], None)
 
 
 async def test_a_mark_from_the_future_holds_a_host_no_longer_than_its_delay(

@@ -109,6 +109,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         # the refresher's.
         self.scope = load_scope(shard, config.bounds)
         self._scope_unsaved = False
+        self._come_home: list[NewURL] = []
         filters = self.scope.filters
         self._refilter = Refilter(filters, shard, self._commits, self.stats)
         self.scheduler = Scheduler.of(config, self._refilter.loader(self.order.load_window), wanted)
@@ -227,9 +228,23 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         if self.router is None:
             return
         local, _ = self.router.ring_changed(placement, trio.current_time())
-        if local:
-            self._durably(local, drop_from_outbox=True)
+        self._come_home.extend(local)
+        self._admit_come_home()
         self.on_forward()
+
+    def _admit_come_home(self) -> None:
+        """Admit the URLs a ring change made this peer's own, out of the outbox; while
+        the shard refuses writes they wait here, for the next flush (a peer died of it
+        before)."""
+        if not self._come_home:
+            return
+        try:
+            self._durably(self._come_home, drop_from_outbox=True)
+        except StorageError as exc:
+            log.warning("%d URLs now this peer's wait for the shard: %s", len(self._come_home), exc)
+            self._flush_now.set()
+            return
+        self._come_home = []
 
     def release_held(self) -> None:
         """Held hosts may be free now: look at them again."""
@@ -505,6 +520,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
 
     def _flush(self) -> bool:
         """Write what is waiting in one transaction; False if the shard refused it."""
+        self._admit_come_home()
         self._read_answers()
         batch = self._commits.take()
         if batch is None:

@@ -47,6 +47,8 @@ _ACK_PATIENCE = 10.0
 # A gained host is held at most this long for a peer that neither hands it
 # over nor dies (a stuck sweep must not stall the host forever).
 _HOLD_LIMIT = 60.0
+# How soon a sweep the shard refused is tried again.
+_STORAGE_RETRY = 5.0
 # The ring key of a hold made under no ring change of this peer's own (back from
 # a stop, or a peer died): only a sweep under this peer's current ring releases it.
 _NO_RING = ""
@@ -311,7 +313,14 @@ class Handoff:
         """Sweep after every ring change; hosts with a request in flight are retried."""
         while True:
             await self._kick.wait()
-            await self.sweep(wait=False)
+            try:
+                await self.sweep(wait=False)
+            except StorageError as exc:
+                # A host handed over could not be dropped here: it is handed again
+                # (the new owner takes it again as it is) once the shard takes writes.
+                log.warning("hand-offs wait for the shard: %s", exc)
+                await trio.sleep(_STORAGE_RETRY)
+                self._kick.set()
 
     async def sweep(self, *, wait: bool = True) -> bool:
         """Hand off every host this peer holds but does not own; True if all went.

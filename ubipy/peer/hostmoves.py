@@ -58,8 +58,9 @@ class HostMovesMixin:
 
     def handed_off(self, host: str) -> None:
         """The new owner has the host: forget it here."""
-        self._pending -= self._shard.pending_count(host)
-        fps = self._shard.drop_host(host)
+        pending = self._shard.pending_count(host)
+        fps = self._shard.drop_host(host)  # raises StorageError: then nothing changed
+        self._pending -= pending
         self.admission.forget(fps)
         self.scheduler.drop_host(host)
         if self.refresher is not None:

@@ -24,6 +24,7 @@ from array import array
 from collections.abc import Callable, Sequence
 
 from ubipy.config import CrawlConfig, CrawlOrder
+from ubipy.errors import StorageError
 from ubipy.fetch import Entry, Scheduler
 from ubipy.store import NewURL, Shard
 
@@ -135,7 +136,13 @@ class Ordering:
         self._since_rank = 0
         self._ranks = pagerank(self._links, self._ranks)
         pending = {fp: r for fp, r in self._ranks.items() if fp not in self._links}
-        self._shard.rescore(pending)
+        try:
+            self._shard.rescore(pending)
+        except StorageError as exc:
+            # After a commit that worked: the ranks on disk stay the last ones, and the
+            # next commit tries again (a peer died of it before).
+            log.warning("PageRank not saved: %s", exc)
+            self._since_rank = self._every
         scheduler.rescore(pending)
         self.rank_runs += 1
         self.rank_seconds += time.process_time() - started

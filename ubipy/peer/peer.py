@@ -155,6 +155,7 @@ class Peer:
         self._joiner: Joiner | None = None
         self.scopes: ScopeSharing  # the seeds' scope, shared with the members
         self.takes: tuple[int, ...] = TAKES
+        self._promote_again = False
         self._lease: Lease | None = None
         # Each frame kind's handler, filled by the subsystems (and the control centre).
         self._handlers: dict[type, Callable[[str, Any, Reply], Awaitable[None]]] = {}
@@ -419,10 +420,24 @@ class Peer:
             outgoing = membership.tick(now)
             self._send_membership(outgoing)
             self._membership_events()
+            if self._promote_again:
+                self._promote()
             # On membership's timed tick (not a frame's arrival before it): the lease's
             # pings go with its probe, on one wake-up.
             if self._lease is not None and deadline is not None and now >= deadline:
                 self._lease.tick(now, outgoing)
+
+    def _promote(self) -> None:
+        """Take over the hosts whose copies are here and whose owner died; tried again
+        on the next tick while the shard refuses writes (a peer died of it before)."""
+        try:
+            self.replicator.promote(Ring(self.membership.alive_ids()))
+        except StorageError as exc:
+            if not self._promote_again:
+                log.warning("the copies of dead peers' hosts not taken over yet: %s", exc)
+            self._promote_again = True
+            return
+        self._promote_again = False
 
     def _send_membership(self, outgoing: list[Outgoing]) -> None:
         assert self._nursery is not None
@@ -473,7 +488,7 @@ class Peer:
             self.handoff.ring_changed(ring, alive, handing)
             if dead:
                 # The dead hand nothing over: their copies here become ours first.
-                self.replicator.promote(ring)
+                self._promote()
             self.replicator.ring_changed(ring)
             self._members.remember(self.membership.members())
         for peer_id in dead:

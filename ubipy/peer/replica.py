@@ -402,13 +402,17 @@ class Replicator:
         self._shard.replica_add(rows, marks)
 
     def promote(self, ring: Ring) -> int:
-        """The ring dropped a dead peer: take over the hosts whose copies are here."""
+        """The ring dropped a dead peer: take over the hosts whose copies are here.
+
+        Raises StorageError while the shard refuses writes: a host's copies are
+        dropped only once it is taken over, so the caller tries again later."""
         taken = 0
         for host in self._shard.replica_hosts():
             if ring.owner(host) != self.self_id:
                 continue
-            pending, done, mark = self._shard.replica_take(host)
+            pending, done, mark = self._shard.replica_of(host)
             self._crawler.take_over(host, pending, done, mark)
+            self._shard.replica_drop(host)  # again, if it fails: taking over is idempotent
             taken += 1
             log.info(
                 "took over 1 hosts (%d URLs) from replica: %s, %d done",

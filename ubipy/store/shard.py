@@ -437,26 +437,28 @@ class Shard(PagesMixin):
         cur = self._conn.execute("SELECT host FROM replica UNION SELECT host FROM replica_marks")
         return [str(h) for (h,) in cur]
 
-    def replica_take(self, host: str) -> tuple[list[NewURL], list[int], HostMark | None]:
-        """Remove and return a host's replica: pending URLs, done fingerprints, its mark."""
+    def replica_of(self, host: str) -> tuple[list[NewURL], list[int], HostMark | None]:
+        """A host's replica: pending URLs, done fingerprints, its mark (kept until
+        :meth:`replica_drop`, once they are this shard's own)."""
         pending: list[NewURL] = []
         done: list[int] = []
-        with self.transaction():
-            row = self._conn.execute(
-                "SELECT last_end, delay, pages FROM replica_marks WHERE host = ?", (host,)
-            ).fetchone()
-            mark = None if row is None else HostMark.from_row(row)
-            self._conn.execute("DELETE FROM replica_marks WHERE host = ?", (host,))
-            cur = self._conn.execute(
-                "SELECT fp, url, depth, done FROM replica WHERE host = ?", (host,)
-            )
-            for fp, url, depth, is_done in cur.fetchall():
-                if is_done:
-                    done.append(int(fp))
-                elif url is not None:
-                    pending.append(NewURL(int(fp), str(url), host, int(depth)))
-            self._conn.execute("DELETE FROM replica WHERE host = ?", (host,))
+        row = self._conn.execute(
+            "SELECT last_end, delay, pages FROM replica_marks WHERE host = ?", (host,)
+        ).fetchone()
+        mark = None if row is None else HostMark.from_row(row)
+        cur = self._conn.execute("SELECT fp, url, depth, done FROM replica WHERE host = ?", (host,))
+        for fp, url, depth, is_done in cur.fetchall():
+            if is_done:
+                done.append(int(fp))
+            elif url is not None:
+                pending.append(NewURL(int(fp), str(url), host, int(depth)))
         return pending, done, mark
+
+    def replica_drop(self, host: str) -> None:
+        """Forget a host's replica."""
+        with self.transaction():
+            self._conn.execute("DELETE FROM replica_marks WHERE host = ?", (host,))
+            self._conn.execute("DELETE FROM replica WHERE host = ?", (host,))
 
     # -- hosts --------------------------------------------------------------
     def save_host_marks(self, marks: Mapping[str, HostMark]) -> None:
