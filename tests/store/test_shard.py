@@ -269,6 +269,22 @@ def test_rollback_forgets_the_exact_cache(tmp_path: Path) -> None:
     assert [r.fp for r in adm.admit([_url(1)])] == [1001]
 
 
+def test_a_batch_retried_through_an_outage_does_not_grow_the_filter(tmp_path: Path) -> None:
+    """Each try's URLs went into the filter before the commit that failed; at the next
+    try they were false positives, and went in again: an hour of a full disk grew the
+    chain to 81 MiB (found by a review)."""
+    shard = Shard.open(tmp_path)
+    adm = Admission(shard, recent_size=4, bloom_capacity=100)
+    batch = [_url(i) for i in range(80)]
+    for _ in range(20):
+        with pytest.raises(RuntimeError), shard.transaction():
+            adm.admit(batch)
+            raise RuntimeError("disk full at the commit")
+        adm.rollback()
+    assert len(adm.admit(batch)) == 80  # and nothing was lost
+    assert adm._bloom.filters == 1
+
+
 class _Liar(GrowingBloom):
     """A filter that says "maybe" to everything."""
 

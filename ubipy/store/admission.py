@@ -104,7 +104,10 @@ class Admission:
             return []
         rows = self._shard.add_to_frontier(list(fresh.values()))
         for fp in fresh:
-            bloom.add(fp)
+            # A false positive is in the filter already: added again, a batch retried
+            # through a disk-full outage grew the chain by its size at every try.
+            if fp not in maybe:
+                bloom.add(fp)
             self._remember(fp)
         stats.admitted += len(rows)
         return rows
