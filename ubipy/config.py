@@ -25,7 +25,7 @@ from ubipy.cluster_config import ControlConfig, ForwardingConfig, ReplicationCon
 from ubipy.errors import ConfigError
 from ubipy.options import option
 from ubipy.store_config import BodyStore, StoreConfig
-from ubipy.validation import at_least, positive, show
+from ubipy.validation import at_least, positive, sent_in_heads, show
 
 __all__ = [
     "BodyStore",
@@ -102,8 +102,6 @@ _MEDIA_RANGE = re.compile(rf"\*/\*|{_TOKEN}/(?:{_TOKEN}|\*)")
 
 # RFC 9110's field value, ASCII only (httpx2 sends headers as ASCII), not empty, no
 # space at either end.
-_USER_AGENT = re.compile(r"[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?")
-_PEER_TOKEN = re.compile(r"[\x21-\x7e]+")
 
 
 def _check_proxy(proxy: str) -> None:
@@ -400,14 +398,7 @@ class FetchConfig:
 
     def __post_init__(self) -> None:
         positive(self, "connect_timeout", "read_timeout", "fetch_deadline")
-        if not _USER_AGENT.fullmatch(self.user_agent):
-            # Sent as it is in every request: a non-ASCII one stopped the peer at its
-            # first request, one with a line break made every request fail.
-            raise ConfigError(
-                f"must be printable ASCII (letters, digits, punctuation, spaces): "
-                f"{self.user_agent!r}",
-                "user_agent",
-            )
+        sent_in_heads(self, "user_agent")
         if self.proxy is not None:
             _check_proxy(self.proxy)
         if self.ca_bundle is not None:
@@ -594,11 +585,7 @@ class CrawlConfig:
     control: ControlConfig = field(default_factory=ControlConfig)
 
     def __post_init__(self) -> None:
-        if self.peer_token is not None and not _PEER_TOKEN.fullmatch(self.peer_token):
-            # Sent in every request's User-Agent, as the user agent is (checked there).
-            raise ConfigError(
-                f"must be printable ASCII without spaces: {self.peer_token!r}", "peer_token"
-            )
+        sent_in_heads(self, "peer_token", spaces=False)  # in every User-Agent
 
     def agent_string(self, peer_id: str) -> str:
         """The User-Agent sent with every request, naming the peer."""

@@ -4,6 +4,7 @@ is wrong in the same words (``must be >= 0, not -1``), naming the option."""
 from __future__ import annotations
 
 import math
+import re
 
 from ubipy.errors import ConfigError
 
@@ -33,3 +34,18 @@ def positive(section: object, *names: str) -> None:
 def finite(value: object, name: str, bound: str, infinite: bool) -> None:
     if value == math.inf and not infinite:
         raise ConfigError(f"must be {bound} and finite, not inf", name)
+
+
+# What a value sent as it is in every request's head may hold: a non-ASCII one stopped
+# the peer at its first request, one with a line break made every request fail.
+_IN_HEADS = re.compile(r"[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?")
+_TOKEN = re.compile(r"[\x21-\x7e]+")
+
+
+def sent_in_heads(section: object, name: str, *, spaces: bool = True) -> None:
+    """``section.name`` (unless None) is printable ASCII, with inner spaces or none."""
+    value = getattr(section, name)
+    if value is None or (_IN_HEADS if spaces else _TOKEN).fullmatch(value):
+        return
+    what = "(letters, digits, punctuation, spaces)" if spaces else "without spaces"
+    raise ConfigError(f"must be printable ASCII {what}: {value!r}", name)
