@@ -56,3 +56,29 @@ async def test_a_host_taken_over_keeps_a_page_fetched_but_not_committed(tmp_path
         c.take_over("a.test", [], [], None)
         assert s.next_job(1e9) is None  # not asked again: the page was written first
         assert c._shard.pending_count("a.test") == 0 and c.pending == 0
+
+
+async def test_urls_a_ring_change_makes_ours_wait_for_a_shard_that_refuses_writes(
+    tmp_path: Path,
+) -> None:
+    """URLs waiting for another peer become this one's when the ring drops it; admitting
+    them on a full disk raised out of the gossip loop and ended the peer (found by a
+    review). They wait, and are admitted at the next flush that works."""
+    ring = Ring(["me", "other"])
+    theirs = next(h for h in (f"h{i}.test" for i in range(100)) if ring.owner(h) == "other")
+    urls = [
+        NewURL(fingerprint(u), u, theirs, 1) for u in (f"http://{theirs}/a", f"http://{theirs}/b")
+    ]
+    shard = Shard.open(tmp_path)
+    shard.outbox_add(urls)
+    router = Router("me", ring)
+    async with httpx2.AsyncClient() as client:
+        crawler = Crawler(CrawlConfig(data_dir=tmp_path), shard, client, router)
+        assert router.enqueue(urls, 0.0) == []  # waiting to be sent to "other"
+        shard._conn.execute("PRAGMA query_only = ON")
+        crawler.ring_changed(Ring(["me"]))
+        assert shard.pending_count(theirs) == 0 and len(shard.outbox()) == 2
+        shard._conn.execute("PRAGMA query_only = OFF")
+        assert crawler._flush()
+    assert shard.pending_count(theirs) == 2 and shard.outbox() == []
+    shard.close()

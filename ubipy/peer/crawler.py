@@ -241,8 +241,9 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         try:
             self._durably(self._come_home, drop_from_outbox=True)
         except StorageError as exc:
-            log.warning("%d URLs now this peer's wait for the shard: %s", len(self._come_home), exc)
-            self._flush_now.set()
+            if self.storage_error is None:  # said once, as the flush's failure is
+                log.warning("%d URLs now ours wait for the shard: %s", len(self._come_home), exc)
+            self._to_write.set()  # the committer tries again after storage_retry
             return
         self._come_home = []
 
@@ -508,13 +509,14 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
 
     async def _committer(self) -> None:
         while True:
-            if not self._commits:
+            if not self._commits and not self._come_home:
                 await self._to_write.wait()
             now = trio.current_time()
             retry = now + self.config.store.storage_retry
-            await self._flush_now.wait(retry if self.storage_error else self._timing.waiting(now))
+            failing = self.storage_error or self._come_home
+            await self._flush_now.wait(retry if failing else self._timing.waiting(now))
             self._timing.done()
-            if self._commits:
+            if self._commits or self._come_home:
                 self._flush()
                 self._wakeup.set()
 
