@@ -11,7 +11,6 @@ rows from it may come to name a file that is gone or records that were cut.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from ubipy.store.shard import SHARD_FILE
 from ubipy.store.warcindex import (
     cdxj_of,
     closed_files,
+    has_current_index,
     merge_cdxj,
     open_files,
     warc_dir,
@@ -48,13 +48,6 @@ class IndexSummary:
     open_read: bool  # whether their whole records were read
     unkeyed: int  # captures left out: no SURT key could be made of their URL
     torn: tuple[tuple[Path, int], ...]  # files with bytes that are not whole records
-
-
-def _is_current(warc: Path) -> bool:
-    try:
-        return os.stat(cdxj_of(warc)).st_mtime_ns >= os.stat(warc).st_mtime_ns
-    except FileNotFoundError:
-        return False
 
 
 def index_data(
@@ -106,7 +99,7 @@ def index_data(
     up_to_date = captures = unkeyed = 0
     torn = []
     for warc in closed:
-        if not force and _is_current(warc):
+        if not force and has_current_index(warc):
             up_to_date += 1
             continue
         done = write_cdxj(warc)

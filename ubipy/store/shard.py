@@ -26,6 +26,7 @@ from ubipy.store.schema import RANK_INDEX, create, migrate
 from ubipy.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from ubipy.store.schema import SHARD_FILE as SHARD_FILE
 from ubipy.store.warcfiles import WARC_DIR
+from ubipy.store.warcindex import has_current_index
 from ubipy.store.warcrecords import GZIP_LEVEL
 from ubipy.store.warcstore import WarcStore, index_closed, recover_warc
 
@@ -154,13 +155,20 @@ class Shard(PagesMixin):
             raise ShardError(f"{data_dir / WARC_DIR}: cannot recover: {exc}") from exc
         if warc_size is not None:
             shard._warc = WarcStore(conn, data_dir, max_size=warc_size, level=warc_level)
-        if recovered is not None and recovered.closed:
-            # The files a crash left open, now closed: indexed as any closed file.
-            if shard._warc is not None:
-                shard._warc.index_later(*recovered.closed)
-            else:
-                for closed in recovered.closed:
-                    index_closed(closed)
+        # The files a crash left open, now closed, and any closed file without its
+        # index (a kill -9 before its thread wrote it): indexed as any closed file.
+        closed = list(recovered.closed) if recovered is not None else []
+        if (directory := data_dir / WARC_DIR).is_dir():
+            closed += [
+                p
+                for p in sorted(directory.glob("*.warc.gz"))
+                if p not in closed and p.is_file() and not has_current_index(p)
+            ]
+        if closed and shard._warc is not None:
+            shard._warc.index_later(*closed)
+        else:
+            for path in closed:
+                index_closed(path)
         return shard
 
     def close(self) -> None:

@@ -93,6 +93,14 @@ def cdxj_of(warc: Path) -> Path:
     return warc.with_name(warc.name + CDXJ_SUFFIX)
 
 
+def has_current_index(warc: Path) -> bool:
+    """Whether a WARC file's CDXJ is there and no older than the file."""
+    try:
+        return os.stat(cdxj_of(warc)).st_mtime_ns >= os.stat(warc).st_mtime_ns
+    except FileNotFoundError:
+        return False
+
+
 def peer_of(warc: Path, warcinfo: dict[str, str] | None = None) -> str | None:
     """The id of the peer that wrote a WARC file: from its name, else its warcinfo."""
     if found := _NAME.match(warc.name):
