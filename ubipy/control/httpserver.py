@@ -20,6 +20,7 @@ with 503.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 from collections import OrderedDict
@@ -89,6 +90,14 @@ class _TooLarge(Exception):
     pass
 
 
+class _Refused(Exception):
+    """A request refused from its head alone, its body unread."""
+
+    def __init__(self, answer: Answer) -> None:
+        super().__init__(answer.status)
+        self.answer = answer
+
+
 class _TimedOut(Exception):
     pass
 
@@ -106,8 +115,17 @@ class _Slot:
 class HttpServer:
     """Serves connections with ``answer``; pass ``handle`` to ``trio.serve_listeners``."""
 
-    def __init__(self, answer: Callable[[Request], Answer], limits: HttpLimits) -> None:
+    def __init__(
+        self,
+        answer: Callable[[Request], Answer],
+        limits: HttpLimits,
+        *,
+        screen: Callable[[Request], Answer | None] | None = None,
+    ) -> None:
+        """``screen``: the answer a request's head earns before its body is read (a
+        refusal), else None."""
         self._answer = answer
+        self._screen = screen
         self.limits = limits
         # Connections held under the cap (one pushed out stops counting at once).
         self.connections = 0
@@ -211,6 +229,11 @@ class HttpServer:
                 await self._send(conn, stream, error(exc.error_status_hint, str(exc), close=True))
                 await _linger(stream)
                 return
+            except _Refused as refused:
+                # The body unread: the connection cannot carry another request.
+                await self._send(conn, stream, dataclasses.replace(refused.answer, close=True))
+                await _linger(stream)
+                return
             except _TooLarge:
                 limit = self.limits.max_body
                 answer = error(413, f"the body is larger than {limit} bytes", close=True)
@@ -270,6 +293,8 @@ class HttpServer:
                 length = _content_length(event)
                 if length is not None and length > limits.max_body:
                     raise _TooLarge
+                if self._screen is not None and (early := self._screen(_request(event, b""))):
+                    raise _Refused(early)
                 if conn.they_are_waiting_for_100_continue:
                     interim = h11.InformationalResponse(status_code=100, headers=[])
                     await stream.send_all(conn.send(interim) or b"")

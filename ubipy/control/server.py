@@ -125,7 +125,9 @@ class ControlServer:
             beat = max(beat + self.limits.sample_interval, trio.current_time())
             await trio.sleep_until(beat)
 
-    def answer(self, request: Request) -> Answer:
+    def screen(self, request: Request) -> Answer | None:
+        """The refusal a request's head alone earns (its body not read yet: a stranger's
+        megabyte costs nothing), else None."""
         if not self.public and not _host_allowed(request.headers.get("host")):
             # A loopback server answers only to loopback names: a web page whose
             # name was rebound to 127.0.0.1 must not read the cluster's figures.
@@ -135,6 +137,14 @@ class ControlServer:
             return error(404, f"no such resource: {request.path}")
         if request.method not in allowed:
             return error(405, "method not allowed", headers=(("Allow", ", ".join(allowed)),))
+        if request.path in ("/api/seed", "/api/stop"):
+            return self._refuse_unless_authorised(request)
+        return None
+
+    def answer(self, request: Request) -> Answer:
+        refusal = self.screen(request)
+        if refusal is not None:
+            return refusal
         if request.path == "/":
             return Answer(200, PAGE, "text/html; charset=utf-8", headers=_PAGE_HEADERS)
         if request.path == "/api/status":
@@ -144,9 +154,6 @@ class ControlServer:
             self.observe()
             text = metrics.render(self.book.rows(trio.current_time()))
             return Answer(200, text.encode("utf-8"), metrics.CONTENT_TYPE)
-        refusal = self._refuse_unless_authorised(request)
-        if refusal is not None:
-            return refusal
         if request.path == "/api/seed":
             return self._seed(request)
         self.backend.stop_cluster()
@@ -244,7 +251,7 @@ async def serve_control(
     limits = limits or ControlLimits()
     host, port = control_bind(address, public, backend.secret)
     control = ControlServer(backend, public=public, limits=limits)
-    http = HttpServer(control.answer, limits.http)
+    http = HttpServer(control.answer, limits.http, screen=control.screen)
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
