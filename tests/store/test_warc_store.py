@@ -4,6 +4,7 @@ a refused commit, a crash's torn tail, and the export that takes the files as th
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import gzip
 import io
@@ -26,6 +27,7 @@ from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.crawling import crawl_until_idle, recrawl_for
+from tests.store.warcs import pywb_cdxj
 from ubipy.cli import main
 from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
 from ubipy.errors import StorageError
@@ -374,6 +376,28 @@ def test_a_file_closed_without_its_index_is_indexed_at_the_next_start(tmp_path: 
     lost.unlink()  # as a kill -9 before the thread's write leaves it
     Shard.open(tmp_path, warc_size=4_000).close()  # close() waits for the indexes
     assert lost.read_bytes() == kept
+
+
+def test_the_index_of_odd_media_types_is_pywbs_own(tmp_path: Path) -> None:
+    """A Content-Type with no type before its parameters (';x') was indexed as "unk",
+    where pywb leaves the field out (found by a review); none, or an empty one, is "unk"."""
+    types = [b";x", b";", b"", b"text/html;", b" text/plain ", None]
+    pages = []
+    for n, media in enumerate(types, start=1):
+        fields = () if media is None else ((b"Content-Type", media),)
+        head = HttpHead(200, "OK", "HTTP/1.1", fields, ((b"Host", b"a.test"),))
+        pages.append(dataclasses.replace(_page(n, b"<p>%d</p>" % n), head=head))
+    shard = Shard.open(tmp_path / "peer", warc_size=10**9)
+    with shard.transaction():
+        shard.record_pages(pages)
+    shard.close()  # the file closed, its index written from the lines kept
+    [warc] = _files(tmp_path / "peer")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / warc.name).write_bytes(warc.read_bytes())
+    kept = warc.with_name(warc.name + ".cdxj").read_bytes()
+    assert kept == pywb_cdxj(copy / warc.name, copy)
+    assert kept.count(b'"mime": "unk"') == 2  # none, and an empty one
 
 
 def test_old_shards_keep_their_bodies_and_new_pages_go_to_warc(tmp_path: Path) -> None:

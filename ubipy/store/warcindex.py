@@ -75,7 +75,9 @@ def cdxj_line(capture: Capture, key: str, filename: str) -> bytes:
     parts = []
     if capture.json_metadata:
         parts.append(f'"metadata": {text(capture.json_metadata)}')
-    parts.append(f'"url": {text(capture.url)}, "mime": {text(capture.mime)}')
+    parts.append(f'"url": {text(capture.url)}')
+    if mime := capture.mime:  # pywb leaves out an empty one (Content-Type: ;x)
+        parts.append(f'"mime": {text(mime)}')
     if capture.mime_detected:
         parts.append(f'"mime-detected": {text(capture.mime_detected)}')
     if capture.record_type == "response" and capture.status is not None:

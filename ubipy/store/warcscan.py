@@ -76,7 +76,7 @@ class Capture:
         """The media type as pywb indexes it: ``warc/revisit`` for a revisit."""
         if self.record_type == "revisit":
             return "warc/revisit"
-        return self.content_type or "unk"
+        return "unk" if self.content_type is None else self.content_type
 
 
 @dataclass(slots=True)
@@ -282,8 +282,9 @@ def _capture(head: _Head, offset: int, length: int) -> Capture | None:
 
 
 def bare_media_type(media_type: str | None) -> str | None:
-    """A media type without its parameters (``text/html; charset=...``), as pywb cuts it."""
-    return _MIME_END.split(media_type, 1)[0] or None if media_type else None
+    """A media type without its parameters (``text/html; charset=...``), as pywb cuts it:
+    "" for a Content-Type with none before them (``;x``), None for no Content-Type."""
+    return _MIME_END.split(media_type, 1)[0] if media_type else None
 
 
 def _whole(head: _Head) -> bool:
