@@ -30,7 +30,7 @@ from tests.crawling import crawl_until_idle, recrawl_for
 from tests.store.warcs import pywb_cdxj
 from ubipy.cli import main
 from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
-from ubipy.errors import StorageError
+from ubipy.errors import ExportError, StorageError
 from ubipy.store import HttpHead, PageRecord, Shard, export
 from ubipy.store.shard import SHARD_FILE, NewURL
 from ubipy.store.warcindex import index_warc
@@ -398,6 +398,28 @@ def test_the_index_of_odd_media_types_is_pywbs_own(tmp_path: Path) -> None:
     kept = warc.with_name(warc.name + ".cdxj").read_bytes()
     assert kept == pywb_cdxj(copy / warc.name, copy)
     assert kept.count(b'"mime": "unk"') == 2  # none, and an empty one
+
+
+def test_a_live_peer_exported_into_a_directory_again_and_again(tmp_path: Path) -> None:
+    """The file being written is exported as its committed part, under its final
+    name: every later export into the same directory was refused ("not the peer's
+    file": it was the export's own copy, found by a review). The copy is extended; a
+    file of that name that is not a beginning of the peer's is still refused."""
+    data, out = tmp_path / "peer", tmp_path / "out"
+    out.mkdir()
+    shard = Shard.open(data, warc_size=10**9)
+    for fp in (1, 2, 3):
+        with shard.transaction():
+            shard.record_pages([_page(fp, b"<p>%d</p>" % fp)])
+        assert export([data], "warc", out).pages == fp
+    shard.close()  # closed now: the copy is the whole file
+    assert export([data], "warc", out).pages == 3
+    [warc] = _files(data)
+    assert (out / warc.name).read_bytes() == warc.read_bytes()
+    (out / warc.name).write_bytes(b"the user's own")
+    with pytest.raises(ExportError, match="already there, and not the peer's file"):
+        export([data], "warc", out)
+    assert (out / warc.name).read_bytes() == b"the user's own"
 
 
 def test_old_shards_keep_their_bodies_and_new_pages_go_to_warc(tmp_path: Path) -> None:

@@ -134,6 +134,35 @@ def copy_part(part: Part, sink: IO[bytes], *, gunzip: bool) -> int:
     return read
 
 
+def _begins(part: Part, copy: Path) -> bool:
+    """Whether ``copy`` holds the first bytes of the part, and nothing else."""
+    try:
+        with copy.open("rb") as f:
+            for chunk in _chunks(part):
+                mine = f.read(len(chunk))
+                if mine != chunk[: len(mine)]:
+                    return False
+                if len(mine) < len(chunk):
+                    return True
+    except OSError:
+        return False
+    return False  # as long as the part or longer: not a beginning of it
+
+
+def _extend(part: Part, copy: Path, size: int) -> None:
+    """Add to ``copy`` (the part's first ``size`` bytes) the rest of the part."""
+    try:
+        with copy.open("r+b") as f:
+            f.seek(size)
+            at = 0
+            for chunk in _chunks(part):
+                if at + len(chunk) > size:
+                    f.write(chunk[max(0, size - at) :])
+                at += len(chunk)
+    except OSError as exc:
+        raise ExportError(f"{copy}: cannot write: {exc.strerror or exc}") from exc
+
+
 def link_part(part: Part, directory: Path) -> None:
     """Put a part into ``directory`` under its final name: a hard link to a closed file
     (a copy across file systems), a copy of the open file's committed part. A file of
@@ -148,7 +177,13 @@ def link_part(part: Part, directory: Path) -> None:
     if target.exists():
         same = os.path.samefile(target, part.path) if part.path.exists() else False
         size = target.stat().st_size
-        if same or size == (part.length if part.length is not None else part.path.stat().st_size):
+        want = part.length if part.length is not None else part.path.stat().st_size
+        if same or size == want:
+            return
+        if size < want and target.is_file() and not target.is_symlink() and _begins(part, target):
+            # An earlier export's copy of this file while it was being written: the
+            # rest is added (it was refused, so a live peer could be exported once).
+            _extend(part, target, size)
             return
         raise ExportError(f"{target}: already there, and not the peer's file")
     if part.length is None:
