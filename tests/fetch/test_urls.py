@@ -124,6 +124,30 @@ def test_port_0_is_refused(href: str) -> None:
     assert normalize("http://a.test:10/x:0?q=:0") == "http://a.test:10/x:0?q=:0"
 
 
+@pytest.mark.parametrize(
+    ("href", "url", "host"),
+    [
+        ("http://a.test./x", "http://a.test/x", "a.test"),
+        ("http://A.TEST.:8080/x.", "http://a.test:8080/x.", "a.test:8080"),
+        ("http://a.test.", "http://a.test/", "a.test"),
+        ("http://a.test/x.?q=a.", "http://a.test/x.?q=a.", "a.test"),
+        ("http://[::1]:8080/", "http://[::1]:8080/", "[::1]:8080"),
+    ],
+)
+def test_the_dns_root_s_dot_is_left_out(href: str, url: str, host: str) -> None:
+    """``a.test.`` names the host ``a.test`` names, and servers take it so: kept, it was
+    a host key of its own, a politeness slot of its own, and the site's pages were
+    fetched twice (found by a review)."""
+    assert resolve_link(href) == (url, host, False)
+
+
+@pytest.mark.parametrize("href", ["http://a.test../x", "http://a.test..:81/"])
+def test_a_host_with_an_empty_label_is_refused(href: str) -> None:
+    with pytest.raises(BadURL) as info:
+        normalize(href)
+    assert info.value.reason is URLRejection.INVALID
+
+
 def test_relative_without_base_is_invalid() -> None:
     with pytest.raises(BadURL) as info:
         normalize("/just/a/path")

@@ -276,11 +276,27 @@ def _resolve(href: str, base: str | None) -> tuple[str, bool]:
     if "xn--" in url and not _punycode_valid(url):
         raise BadURL(URLRejection.INVALID, href)
     authority_end = url.find("/", host_start)
-    if url.endswith(":0", host_start, authority_end if authority_end >= 0 else len(url)):
+    authority_end = len(url) if authority_end < 0 else authority_end
+    if url.endswith(":0", host_start, authority_end):
         # Port 0 names no service. Taken for the scheme's own port, it was a second
         # host key for the site: a politeness slot of its own, on any peer.
         raise BadURL(URLRejection.INVALID, href)
+    if "." in url[host_start:authority_end]:
+        url = _without_root_dot(url, href, host_start, authority_end)
     return url, stripped
+
+
+def _without_root_dot(url: str, href: str, host_start: int, authority_end: int) -> str:
+    """``a.test.`` (the DNS root's dot) is ``a.test``, as servers take it: kept, it was
+    a host key of its own, and the site's pages were fetched twice."""
+    host_end = url.rfind(":", host_start, authority_end)
+    if host_end < 0 or url[host_end - 1] == "]":  # no port, or an IPv6 literal's colons
+        host_end = authority_end
+    if url[host_end - 1] != ".":
+        return url
+    if url[host_end - 2] in "./":  # "a.test.." or a host of dots: no name DNS holds
+        raise BadURL(URLRejection.INVALID, href)
+    return url[: host_end - 1] + url[host_end:]
 
 
 def _punycode_valid(url: str) -> bool:
