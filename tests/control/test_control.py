@@ -612,6 +612,19 @@ async def test_a_request_refused_by_its_head_is_answered_before_its_body_comes(
     assert backend.seeded == []
 
 
+async def test_a_head_request_refused_by_its_head_gets_its_status(
+    client: httpx2.AsyncClient,
+) -> None:
+    """Refused from the head, a HEAD's answer was written with its body: h11 refused
+    it, and the client got nothing (found by a review)."""
+    for path, headers, status in [
+        ("/nowhere", {}, 404),
+        ("/api/status", {"Host": "evil.example"}, 403),
+    ]:
+        answer = await client.head(path, headers=headers)
+        assert (answer.status_code, answer.content) == (status, b"")
+
+
 async def test_an_oversized_chunked_body_gets_413(address: str, backend: FakeBackend) -> None:
     chunk = b"%x\r\n%s\r\n" % (65536, b"a" * 65536)
     request = (

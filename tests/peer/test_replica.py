@@ -92,7 +92,7 @@ async def test_the_successor_takes_over_pending_and_done(tmp_path: Path) -> None
         # a dies: b's ring is b alone and the copies become b's frontier.
         b.ring_changed(Ring(["b"]))
         replicator = Replicator("b", 2, b, b._shard, link.send, lambda peer: None)
-        assert replicator.promote(Ring(["b"])) == 1
+        assert replicator.promote(Ring(["b"])) == [host]
         assert b._shard.pending_count(host) == 3
         assert b.seed(urls).admitted == 0  # nothing a had is new to b
         assert asked(b) == {host}
@@ -365,3 +365,31 @@ async def test_once_the_replicator_has_stopped_no_request_is_cleared(
             await trio.sleep(0.1)
             nursery.cancel_scope.cancel()
         assert not await a.clear_to_fetch(host)
+
+
+async def test_hosts_taken_over_late_are_copied_whole_to_their_successor(
+    tmp_path: Path,
+) -> None:
+    """A take-over the shard refused at a ring change is made at a later tick; the ring
+    change's whole copies had gone without its hosts, and their successor was never
+    given their history (found by a review). They are copied whole then."""
+    host = host_owned(RING, "a")
+    urls = [f"http://{host}/{i}" for i in range(5)]
+    link = Link()
+    async with crawler_at(tmp_path / "a") as a, crawler_at(tmp_path / "b") as b:
+        ra = Replicator("a", 2, a, a._shard, link.send, lambda peer: f"{peer}:1")
+        rb = Replicator("b", 2, b, b._shard, link.send, lambda peer: None)
+        link.to = rb
+        ra.ring_changed(RING)
+        rb.ring_changed(RING)
+        a.seed(urls)
+        assert b._shard.replica_hosts() == []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ra.run)
+            ra.copy_whole([host])
+            with trio.fail_after(5):
+                while link.entries < 5:
+                    await link.arrived.wait()
+            nursery.cancel_scope.cancel()
+        assert b._shard.replica_hosts() == [host]
+        assert len(b._shard.replica_of(host)[0]) == 5

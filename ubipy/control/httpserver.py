@@ -93,9 +93,10 @@ class _TooLarge(Exception):
 class _Refused(Exception):
     """A request refused from its head alone, its body unread."""
 
-    def __init__(self, answer: Answer) -> None:
+    def __init__(self, answer: Answer, method: bytes) -> None:
         super().__init__(answer.status)
         self.answer = answer
+        self.method = method
 
 
 class _TimedOut(Exception):
@@ -231,7 +232,8 @@ class HttpServer:
                 return
             except _Refused as refused:
                 # The body unread: the connection cannot carry another request.
-                await self._send(conn, stream, dataclasses.replace(refused.answer, close=True))
+                answer = dataclasses.replace(refused.answer, close=True)
+                await self._send(conn, stream, answer, head_only=refused.method == b"HEAD")
                 await _linger(stream)
                 return
             except _TooLarge:
@@ -294,7 +296,7 @@ class HttpServer:
                 if length is not None and length > limits.max_body:
                     raise _TooLarge
                 if self._screen is not None and (early := self._screen(_request(event, b""))):
-                    raise _Refused(early)
+                    raise _Refused(early, event.method)
                 if conn.they_are_waiting_for_100_continue:
                     interim = h11.InformationalResponse(status_code=100, headers=[])
                     await stream.send_all(conn.send(interim) or b"")

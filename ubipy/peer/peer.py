@@ -342,8 +342,11 @@ class Peer:
                 ring = Ring(others)
                 self.crawler.ring_changed(ring)
                 self.handoff.ring_changed(ring, frozenset(others), frozenset(), sweep=False)
-                if await self.handoff.sweep():
-                    break
+                try:
+                    if await self.handoff.sweep():
+                        break
+                except StorageError as exc:  # a host handed could not be dropped here
+                    log.warning("leaving: hand-offs wait for the shard: %s", exc)
                 await trio.sleep(1.0)  # an owner did not answer: try again shortly
         with trio.move_on_after(_LEAVE_DRAIN):
             while router.backlog() and self._reachable_others():
@@ -431,12 +434,14 @@ class Peer:
         """Take over the hosts whose copies are here and whose owner died; tried again
         on the next tick while the shard refuses writes (a peer died of it before)."""
         try:
-            self.replicator.promote(Ring(self.membership.alive_ids()))
+            taken = self.replicator.promote(Ring(self.membership.alive_ids()))
         except StorageError as exc:
             if not self._promote_again:
                 log.warning("the copies of dead peers' hosts not taken over yet: %s", exc)
             self._promote_again = True
             return
+        if self._promote_again:  # the ring change's whole copies went without them
+            self.replicator.copy_whole(taken)
         self._promote_again = False
 
     def _send_membership(self, outgoing: list[Outgoing]) -> None:

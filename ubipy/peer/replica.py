@@ -37,7 +37,7 @@ import itertools
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import trio
@@ -311,11 +311,21 @@ class Replicator:
                 self._held[host] = _QUEUED  # the whole copy below carries it
         if released:
             self._crawler.release_held()
-        for host in self._crawler.held_hosts():
+        self.copy_whole(
+            host
+            for host in self._crawler.held_hosts()
+            if (target := self._successor(host)) is not None
+            and not _same_successor(old, host, self.self_id, target)
+        )
+
+    def copy_whole(self, hosts: Iterable[str]) -> None:
+        """Copy these hosts of ours whole to their successors (after a ring change, or
+        once hosts are taken over late: the ring change found them not ours yet)."""
+        if self.replicas < 2:
+            return
+        for host in hosts:
             target = self._successor(host)
             if target is None:
-                continue
-            if _same_successor(old, host, self.self_id, target):
                 continue
             pending, done, mark = self._shard.host_state(host)
             self._queues[target].add(host, pending, done, mark)
@@ -401,19 +411,20 @@ class Replicator:
                 marks[host] = mark_from_wire(entry.mark)
         self._shard.replica_add(rows, marks)
 
-    def promote(self, ring: Ring) -> int:
-        """The ring dropped a dead peer: take over the hosts whose copies are here.
+    def promote(self, ring: Ring) -> list[str]:
+        """The ring dropped a dead peer: take over the hosts whose copies are here;
+        returns them.
 
         Raises StorageError while the shard refuses writes: a host's copies are
         dropped only once it is taken over, so the caller tries again later."""
-        taken = 0
+        taken: list[str] = []
         for host in self._shard.replica_hosts():
             if ring.owner(host) != self.self_id:
                 continue
             pending, done, mark = self._shard.replica_of(host)
             self._crawler.take_over(host, pending, done, mark)
             self._shard.replica_drop(host)  # again, if it fails: taking over is idempotent
-            taken += 1
+            taken.append(host)
             log.info(
                 "took over 1 hosts (%d URLs) from replica: %s, %d done",
                 len(pending),
