@@ -180,9 +180,11 @@ def link_part(part: Part, directory: Path) -> None:
         want = part.length if part.length is not None else part.path.stat().st_size
         if same or size == want:
             return
-        if size < want and target.is_file() and not target.is_symlink() and _begins(part, target):
+        own = target.is_file() and not target.is_symlink() and target.stat().st_nlink == 1
+        if size < want and own and _begins(part, target):
             # An earlier export's copy of this file while it was being written: the
             # rest is added (it was refused, so a live peer could be exported once).
+            # Not a file with other names (a snapshot's link): that would change too.
             _extend(part, target, size)
             return
         raise ExportError(f"{target}: already there, and not the peer's file")
