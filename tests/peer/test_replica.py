@@ -32,6 +32,7 @@ class Link:
 
     def __init__(self) -> None:
         self.to: Replicator | None = None
+        self.source: Replicator | None = None  # a's
         self.frames: list[bytes] = []
         self.entries = 0  # URLs and fingerprints delivered
         self.arrived = trio.Event()
@@ -61,7 +62,7 @@ async def pair(tmp: Path) -> AsyncIterator[tuple[Crawler, Crawler, Link]]:
     async with crawler_at(tmp / "a") as a, crawler_at(tmp / "b") as b:
         ra = Replicator("a", 2, a, a._shard, link.send, lambda peer: f"{peer}:1")
         rb = Replicator("b", 2, b, b._shard, link.send, lambda peer: None)
-        link.to = rb
+        link.to, link.source = rb, ra
         ra.ring_changed(RING)
         rb.ring_changed(RING)
         async with trio.open_nursery() as nursery:
@@ -374,22 +375,12 @@ async def test_hosts_taken_over_late_are_copied_whole_to_their_successor(
     change's whole copies had gone without its hosts, and their successor was never
     given their history (found by a review). They are copied whole then."""
     host = host_owned(RING, "a")
-    urls = [f"http://{host}/{i}" for i in range(5)]
-    link = Link()
-    async with crawler_at(tmp_path / "a") as a, crawler_at(tmp_path / "b") as b:
-        ra = Replicator("a", 2, a, a._shard, link.send, lambda peer: f"{peer}:1")
-        rb = Replicator("b", 2, b, b._shard, link.send, lambda peer: None)
-        link.to = rb
-        ra.ring_changed(RING)
-        rb.ring_changed(RING)
-        a.seed(urls)
-        assert b._shard.replica_hosts() == []
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(ra.run)
-            ra.copy_whole([host])
-            with trio.fail_after(5):
-                while link.entries < 5:
-                    await link.arrived.wait()
-            nursery.cancel_scope.cancel()
+    async with pair(tmp_path) as (a, b, link):
+        a.seed([f"http://{host}/{i}" for i in range(5)])
+        assert b._shard.replica_hosts() == [] and link.source is not None
+        link.source.copy_whole([host])
+        with trio.fail_after(5):
+            while link.entries < 5:
+                await link.arrived.wait()
         assert b._shard.replica_hosts() == [host]
         assert len(b._shard.replica_of(host)[0]) == 5
