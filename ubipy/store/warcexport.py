@@ -134,33 +134,28 @@ def copy_part(part: Part, sink: IO[bytes], *, gunzip: bool) -> int:
     return read
 
 
-def _begins(part: Part, copy: Path) -> bool:
-    """Whether ``copy`` holds the first bytes of the part, and nothing else."""
+def _extended(part: Part, copy: Path, size: int) -> bool:
+    """If ``copy`` (``size`` bytes) is a beginning of the part, add the rest of the part
+    to it and say True; else leave it as it is and say False. Its bytes are all
+    compared before any is written."""
     try:
-        with copy.open("rb") as f:
-            for chunk in _chunks(part):
-                mine = f.read(len(chunk))
-                if mine != chunk[: len(mine)]:
-                    return False
-                if len(mine) < len(chunk):
-                    return True
+        f = copy.open("r+b")
     except OSError:
-        return False
-    return False  # as long as the part or longer: not a beginning of it
-
-
-def _extend(part: Part, copy: Path, size: int) -> None:
-    """Add to ``copy`` (the part's first ``size`` bytes) the rest of the part."""
-    try:
-        with copy.open("r+b") as f:
-            f.seek(size)
-            at = 0
-            for chunk in _chunks(part):
+        return False  # not one this export can have made
+    with f:
+        at = 0
+        for chunk in _chunks(part):
+            try:
+                if at < size:
+                    mine = f.read(min(len(chunk), size - at))
+                    if mine != chunk[: len(mine)]:
+                        return False
                 if at + len(chunk) > size:
                     f.write(chunk[max(0, size - at) :])
-                at += len(chunk)
-    except OSError as exc:
-        raise ExportError(f"{copy}: cannot write: {exc.strerror or exc}") from exc
+            except OSError as exc:
+                raise ExportError(f"{copy}: cannot write: {exc.strerror or exc}") from exc
+            at += len(chunk)
+    return at > size
 
 
 def link_part(part: Part, directory: Path) -> None:
@@ -181,11 +176,10 @@ def link_part(part: Part, directory: Path) -> None:
         if same or size == want:
             return
         own = target.is_file() and not target.is_symlink() and target.stat().st_nlink == 1
-        if size < want and own and _begins(part, target):
-            # An earlier export's copy of this file while it was being written: the
-            # rest is added (it was refused, so a live peer could be exported once).
-            # Not a file with other names (a snapshot's link): that would change too.
-            _extend(part, target, size)
+        # An earlier export's copy of this file while it was being written: the rest
+        # is added (it was refused, so a live peer could be exported once). Not a
+        # file with other names (a snapshot's link): that would change too.
+        if size < want and own and _extended(part, target, size):
             return
         raise ExportError(f"{target}: already there, and not the peer's file")
     if part.length is None:
