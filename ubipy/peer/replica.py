@@ -311,21 +311,21 @@ class Replicator:
                 self._held[host] = _QUEUED  # the whole copy below carries it
         if released:
             self._crawler.release_held()
-        self.copy_whole(
-            host
-            for host in self._crawler.held_hosts()
-            if (target := self._successor(host)) is not None
-            and not _same_successor(old, host, self.self_id, target)
-        )
+        self.copy_whole(self._crawler.held_hosts(), unless_under=old)
 
-    def copy_whole(self, hosts: Iterable[str]) -> None:
-        """Copy these hosts of ours whole to their successors (after a ring change, or
-        once hosts are taken over late: the ring change found them not ours yet)."""
+    def copy_whole(self, hosts: Iterable[str], *, unless_under: Ring | None = None) -> None:
+        """Copy these hosts of ours whole to their successors, but those whose successor
+        was the same under the ring ``unless_under`` (after a ring change). None is
+        left out for hosts taken over late: the ring change found them not ours yet."""
         if self.replicas < 2:
             return
         for host in hosts:
             target = self._successor(host)
             if target is None:
+                continue
+            if unless_under is not None and _same_successor(
+                unless_under, host, self.self_id, target
+            ):
                 continue
             pending, done, mark = self._shard.host_state(host)
             self._queues[target].add(host, pending, done, mark)
