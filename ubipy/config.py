@@ -100,10 +100,6 @@ _TOKEN = r"[a-z0-9!#$&^_.+-]+"
 _MEDIA_RANGE = re.compile(rf"\*/\*|{_TOKEN}/(?:{_TOKEN}|\*)")
 
 
-# RFC 9110's field value, ASCII only (httpx2 sends headers as ASCII), not empty, no
-# space at either end.
-
-
 def _check_proxy(proxy: str) -> None:
     """An http:// proxy with a host and a port that can be: the transport speaks
     plain HTTP to it (CONNECT for https), and knows no credentials."""

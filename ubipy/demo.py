@@ -32,7 +32,7 @@ from ubipy.errors import ShardError, UbipyError
 from ubipy.net import split_address
 from ubipy.peer import Peer, PeerStatus
 from ubipy.progress import Progress, peer_figures
-from ubipy.store import DataLock
+from ubipy.store import LOCK_FILE, DataLock
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth, serve
 
 # The ring must settle before the seed goes in; on loopback it takes well under a second.
@@ -108,7 +108,7 @@ def _clear(path: Path, names: list[str]) -> None:
     held: list[DataLock] = []
     try:
         for name in made:
-            if (path / name / "lock").is_file():
+            if (path / name / LOCK_FILE).is_file():
                 try:
                     held.append(DataLock.take(path / name, "ubipy demo, clearing"))
                 except ShardError as exc:

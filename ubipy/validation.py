@@ -38,6 +38,8 @@ def finite(value: object, name: str, bound: str, infinite: bool) -> None:
 
 # What a value sent as it is in every request's head may hold: a non-ASCII one stopped
 # the peer at its first request, one with a line break made every request fail.
+# RFC 9110's field value, ASCII only (httpx2 sends headers as ASCII), not empty, no
+# space at either end.
 _IN_HEADS = re.compile(r"[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?")
 _TOKEN = re.compile(r"[\x21-\x7e]+")
 

@@ -8,7 +8,7 @@ from ubipy.errors import DataDirInUse, ExportError, ExportWriteError, ShardError
 from ubipy.store.admission import Admission
 from ubipy.store.export import export
 from ubipy.store.indexcommand import IndexSummary, describe_index, index_data
-from ubipy.store.lock import DataLock
+from ubipy.store.lock import LOCK_FILE, DataLock
 from ubipy.store.revisits import RefreshRow, Visit
 from ubipy.store.shard import FrontierRow, HostMark, Lastmod, NewURL, PageRecord, Shard
 from ubipy.store.warcindex import index_warc
@@ -16,6 +16,7 @@ from ubipy.store.warcrecords import HttpHead
 from ubipy.store.warcrecords import member as gzip_member
 
 __all__ = [
+    "LOCK_FILE",
     "Admission",
     "DataDirInUse",
     "DataLock",
