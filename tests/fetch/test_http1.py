@@ -68,6 +68,25 @@ def test_a_chunked_body_comes_out_unframed(whole: bool) -> None:
 
 
 @both
+@pytest.mark.parametrize("ows", [b"\t", b" \t ", b"\t\t"])
+def test_chunked_with_a_trailing_tab_is_chunked(whole: bool, ows: bytes) -> None:
+    # RFC 9110's OWS after a value is not part of it; browsers read such a body as
+    # chunked, llhttp alone takes the name with its tab for another coding. The body's
+    # own bytes, a line like the header's among them, are not touched.
+    chunk = b"Transfer-Encoding: chunked\t\r\n"
+    data = (
+        b"HTTP/1.1 100 Continue\r\nTransfer-Encoding: chunked\t\r\n\r\n"
+        + HEAD
+        + b"Transfer-Encoding: chunked"
+        + ows
+        + b"\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(chunk), chunk)
+    )
+    got = read(data, whole=whole)
+    assert (got.status, got.body, got.complete, got.reusable) == (200, chunk, True, True)
+    assert got.headers[-1] == (b"Transfer-Encoding", b"chunked")
+
+
+@both
 def test_informational_answers_are_skipped(whole: bool) -> None:
     data = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
     got = read(data + HEAD + b"Content-Length: 2\r\n\r\nok", whole=whole)

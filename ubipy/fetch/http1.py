@@ -34,6 +34,15 @@ _HEAD = re.compile(
     rb"%s [!-~\x80-\xff]+ HTTP/1\.1\r\n(?:%s:[ \t]*[^\r\n\0]*\r\n)*\r\n" % (_TOKEN, _TOKEN)
 )
 _NO_BODY = frozenset({204, 304})
+# The blank line that ends a head, a 1xx head's status line, and a Transfer-Encoding
+# line's trailing whitespace (RFC 9110's OWS, spaces and tabs, is not the value's).
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+_INFORMATIONAL = re.compile(rb"HTTP/[0-9.]+ +1[0-9][0-9]\b")
+_TE_OWS = re.compile(rb"(?im)^(transfer-encoding[ \t]*:[^\r\n]*?)[ \t]+(?=\r?\n)")
+
+
+# Why a callback stopped the parser when the answer is to be read again, not refused.
+_READ_AGAIN = "read again"
 
 
 class _Stop(Exception):
@@ -74,6 +83,7 @@ class ResponseReader:
     __slots__ = (
         "_body",
         "_doubtful",
+        "_early",
         "_ended_by_close",
         "_failure",
         "_fed",
@@ -81,6 +91,7 @@ class ResponseReader:
         "_parser",
         "_progressed",
         "_reason",
+        "_reread",
         "_stalled",
         "_switched",
         "_trailers",
@@ -116,6 +127,10 @@ class ResponseReader:
         self._trailers = 0
         # Why a callback stopped the parser (httptools reports only that one did).
         self._failure: str | None = None
+        # The bytes of a head not yet whole, kept in case it must be read again
+        # (`_read_again`), and whether it was.
+        self._early: list[bytes] = []
+        self._reread = False
         self.status: int | None = None
         self.reason = ""
         self.version = "HTTP/1.1"
@@ -141,6 +156,9 @@ class ResponseReader:
         except httptools.HttpParserUpgrade:
             self._switched = True
         except httptools.HttpParserError as exc:
+            if self._failure == _READ_AGAIN:
+                self._read_again(data)
+                return
             if self._failure is not None:
                 raise ProtocolFailure(self._failure) from None
             if self._switched:
@@ -150,13 +168,32 @@ class ResponseReader:
             self.reusable = False  # the answer is whole; what followed it is not HTTP
         if self._switched:
             raise ProtocolFailure("the server switched protocols unasked")
-        if self.status is None and self._fed > MAX_HEAD:
-            raise ProtocolFailure(f"response head over {MAX_HEAD} bytes")
+        if self.status is None:
+            if self._fed > MAX_HEAD:
+                raise ProtocolFailure(f"response head over {MAX_HEAD} bytes")
+            self._early.append(bytes(data))
+        elif self._early:
+            self._early = []
         # httptools holds a header line (a trailer's too) until it ends: a line that
         # does not end, or a chunk-size line that does not, is bounded here.
         self._stalled = 0 if self._progressed else self._stalled + len(data)
         if self._stalled > MAX_HEAD:
             raise ProtocolFailure(f"a line of the response over {MAX_HEAD} bytes")
+
+    def _read_again(self, data: bytes | bytearray) -> None:
+        """Read the response afresh, its Transfer-Encoding lines without trailing
+        whitespace: llhttp takes "chunked" followed by a tab for a coding of another
+        name, where RFC 9110 and browsers drop the tab and read the body as chunked."""
+        raw = b"".join(self._early) + bytes(data)
+        start = 0
+        while (end := _HEAD_END.search(raw, start)) is not None:
+            if not _INFORMATIONAL.match(raw, start):
+                raw = raw[:start] + _TE_OWS.sub(rb"\1", raw[start : end.end()]) + raw[end.end() :]
+                break
+            start = end.end()
+        ResponseReader.__init__(self, head_only=self._head_only)
+        self._reread = True
+        self.feed(raw)
 
     def take_body(self) -> bytes:
         """The body's bytes read since the last call."""
@@ -230,7 +267,11 @@ class ResponseReader:
             if lower == b"content-length":
                 length = True
             elif lower == b"transfer-encoding":
-                chunked = value.rstrip().lower().endswith(b"chunked")
+                chunked = value.rstrip(b" \t").lower().endswith(b"chunked")
+                # llhttp drops trailing spaces, not tabs: it read another coding.
+                if chunked and not self._reread and not value.rstrip(b" ").endswith(b"chunked"):
+                    self._failure = _READ_AGAIN
+                    raise _Stop
         self._ended_by_close = not (chunked or length or status in _NO_BODY)
         self._doubtful = chunked and length
 
