@@ -182,8 +182,33 @@ def test_a_source_that_keeps_failing_is_turned_away_for_a_while() -> None:
     # A member that authenticates starts afresh.
     strikes.failed("10.0.0.2", 0.0)
     strikes.failed("10.0.0.2", 1.0)
-    strikes.cleared("10.0.0.2")
+    strikes.authenticated("10.0.0.2")
+    strikes.closed("10.0.0.2", 1.5)
     assert not strikes.failed("10.0.0.2", 2.0)
+
+
+def test_a_members_address_is_not_barred_for_a_stranger_on_it() -> None:
+    strikes = Strikes(limit=3, window=10.0, penalty=30.0, trust=600.0)
+    # Barred before any member spoke from it; a member authenticating lifts the bar.
+    assert [strikes.failed("10.0.0.2", t) for t in (0.0, 1.0, 2.0)] == [False, False, True]
+    strikes.authenticated("10.0.0.2")
+    assert not strikes.barred("10.0.0.2", 3.0)
+    strikes.authenticated("10.0.0.2")
+    # A stranger sharing the address (one machine, a NAT) strikes nothing meanwhile.
+    assert not any(strikes.failed("10.0.0.2", 3.0 + t / 10) for t in range(100))
+    assert not strikes.barred("10.0.0.2", 13.0)
+    # One of the member's two connections closes: the other still vouches for it.
+    strikes.closed("10.0.0.2", 20.0)
+    assert not any(strikes.failed("10.0.0.2", 700.0 + t) for t in range(5))
+    # Once none is open, the address is trusted for a while, then struck as any other.
+    strikes.closed("10.0.0.2", 800.0)
+    assert not any(strikes.failed("10.0.0.2", 1399.0) for _ in range(5))
+    assert [strikes.failed("10.0.0.2", 1400.0 + t) for t in (0.0, 1.0, 2.0)] == [
+        False,
+        False,
+        True,
+    ]
+    assert strikes.barred("10.0.0.2", 1403.0) and not strikes.barred("10.0.0.3", 1403.0)
 
 
 def test_the_sources_struck_are_bounded() -> None:

@@ -195,6 +195,32 @@ async def test_a_stranger_reconnecting_with_bad_frames_is_turned_away_and_logged
         nursery.cancel_scope.cancel()
 
 
+async def test_a_stranger_on_a_members_address_does_not_get_the_member_turned_away(
+    net: MemoryNetwork, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A cluster on one machine, or behind one NAT: a stranger reconnecting with bad
+    frames from a member's address is read and refused each time, and the member's
+    next connection (here a restarted member's) is not refused at accept."""
+    inbox = Inbox()
+    async with trio.open_nursery() as nursery:
+        peer = await start_peer(net, nursery, inbox)
+        member = await start_member(net, nursery)
+        await inbox.gets_from(member, Seed(("http://a.test/",)))
+        stranger = net.node("10.0.0.2")
+        for _ in range(10 * STRIKE_LIMIT):
+            conn = await stranger.connect(PEER)
+            with contextlib.suppress(trio.BrokenResourceError):
+                await conn.send_all(bad_frames(1))
+            with trio.fail_after(1):
+                await closed_by_peer(conn)
+        assert peer.stats.rejected["BAD_TAG"] == 10 * STRIKE_LIMIT
+        assert peer.stats.cut["barred"] == 0
+        restarted = Links(KEY, "member", Inbox().handler, net.node("10.0.0.2"))
+        await nursery.start(restarted.run, "10.0.0.2:7001")
+        await inbox.gets_from(restarted, Seed(("http://b.test/",)))
+        nursery.cancel_scope.cancel()
+
+
 async def test_strangers_with_many_addresses_get_few_lines_for_being_barred(
     net: MemoryNetwork,
     autojump_clock: trio.testing.MockClock,

@@ -35,6 +35,9 @@ MAX_BAD_FRAMES: Final = 4
 STRIKE_LIMIT: Final = 8
 STRIKE_WINDOW: Final = 10.0
 STRIKE_PENALTY: Final = 30.0
+# A source that holds an authenticated connection, or held one this long ago, is
+# neither struck nor barred: a member's address, which a stranger may share.
+STRIKE_TRUST: Final = 600.0
 
 Conn = TypeVar("Conn")
 
@@ -217,9 +220,13 @@ class Throttle:
 class Strikes:
     """Sources whose connections keep ending before they authenticate are turned
     away at accept for a while: a stranger who reconnects in a loop then costs an
-    accept and a close, not a reader and a task. A member authenticates at once, so
-    only a member sharing an address (an IPv6 /64) with a stranger can be caught by
-    it."""
+    accept and a close, not a reader and a task.
+
+    A member authenticates at once, but it may share its address with a stranger (a
+    cluster on one machine, a NAT, an IPv6 /64). A source that holds an authenticated
+    connection, or held one within ``trust`` seconds, is therefore never barred: a
+    stranger there costs what any unauthenticated connection costs (a small buffer
+    for a few seconds), and the member's next connection is not refused."""
 
     def __init__(
         self,
@@ -227,16 +234,35 @@ class Strikes:
         window: float = STRIKE_WINDOW,
         penalty: float = STRIKE_PENALTY,
         max_sources: int = 4096,
+        trust: float = STRIKE_TRUST,
     ) -> None:
         self.limit = limit
         self.window = window
         self.penalty = penalty
+        self.trust = trust
         self._max_sources = max_sources
         self._strikes: OrderedDict[str, deque[float]] = OrderedDict()
         self._barred: OrderedDict[str, float] = OrderedDict()
+        # Authenticated connections open per source, and until when a source whose
+        # last one closed is still trusted.
+        self._holding: Counter[str] = Counter()
+        self._trusted: OrderedDict[str, float] = OrderedDict()
+
+    def _vouched(self, source: str, now: float) -> bool:
+        if source in self._holding:
+            return True
+        until = self._trusted.get(source)
+        if until is None:
+            return False
+        if until <= now:
+            del self._trusted[source]
+            return False
+        return True
 
     def barred(self, source: str, now: float) -> bool:
         source = source_group(source)
+        if self._vouched(source, now):
+            return False
         until = self._barred.get(source)
         if until is None:
             return False
@@ -251,6 +277,8 @@ class Strikes:
         if self.barred(source, now):
             return False  # accepted before the bar: it counts for nothing more
         source = source_group(source)
+        if self._vouched(source, now):
+            return False
         times = self._strikes.get(source)
         if times is None:
             times = self._strikes[source] = deque()
@@ -269,6 +297,22 @@ class Strikes:
             self._barred.popitem(last=False)
         return True
 
-    def cleared(self, source: str) -> None:
-        """A connection from ``source`` authenticated."""
-        self._strikes.pop(source_group(source), None)
+    def authenticated(self, source: str) -> None:
+        """A connection from ``source`` authenticated: the source is trusted while
+        it is open (call :meth:`closed` when it closes)."""
+        source = source_group(source)
+        self._strikes.pop(source, None)
+        self._barred.pop(source, None)
+        self._holding[source] += 1
+
+    def closed(self, source: str, now: float) -> None:
+        """An authenticated connection from ``source`` closed."""
+        source = source_group(source)
+        self._holding[source] -= 1
+        if self._holding[source] > 0:
+            return
+        del self._holding[source]
+        self._trusted[source] = now + self.trust
+        self._trusted.move_to_end(source)
+        while len(self._trusted) > self._max_sources:
+            self._trusted.popitem(last=False)

@@ -199,7 +199,7 @@ class _Conn:
                     if accepted:
                         if self.reader.frames == 1:
                             links.accepted.authenticated(self)
-                            links.strikes.cleared(self.source)
+                            links.strikes.authenticated(self.source)
                         # Idle is measured in frames, or in _STEADY bytes of one: a
                         # byte now and then of a frame that never ends does not hold
                         # the connection.
@@ -221,7 +221,9 @@ class _Conn:
             self.closed = True
             if accepted:
                 links.accepted.closed(self)
-                if not self.reader.frames and not misdirected and self.source != "?":
+                if self.reader.frames:
+                    links.strikes.closed(self.source, trio.current_time())
+                elif not misdirected and self.source != "?":
                     strikes = links.strikes
                     if strikes.failed(self.source, trio.current_time()):
                         # Once per penalty per source at most, and within the limit
