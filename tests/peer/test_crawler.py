@@ -104,6 +104,21 @@ async def test_a_page_that_breaks_the_parser_is_stored_as_an_error_not_fetched_a
         assert asked == [PAGE] and c.pending == 0
 
 
+def give_up(c: Crawler, gone: str) -> None:
+    """The host's robots.txt never answers: the scheduler gives the host up."""
+    s = c.scheduler
+    now = 0.0
+    while (slot := s.slot(gone)) is None or slot.robots_state is not HostRobots.GIVEN_UP:
+        wake = s.next_wakeup()
+        assert wake is not None
+        now = max(now, wake)
+        job = s.next_job(now)
+        assert job is not None
+        if job.host == gone:
+            assert job.kind is JobKind.ROBOTS
+            s.robots_answer(gone, now, status=503, location=None, body=b"")
+
+
 async def test_urls_found_for_a_host_given_up_in_the_same_commit_are_counted_once(
     tmp_path: Path,
 ) -> None:
@@ -111,18 +126,7 @@ async def test_urls_found_for_a_host_given_up_in_the_same_commit_are_counted_onc
     async with crawler_at(tmp_path) as c:
         c.seed([f"http://{gone}/", f"http://{other}/"])
         assert c.pending == 2
-        # gone.test's robots.txt never answers: the scheduler gives the host up.
-        s = c.scheduler
-        now = 0.0
-        while (slot := s.slot(gone)) is None or slot.robots_state is not HostRobots.GIVEN_UP:
-            wake = s.next_wakeup()
-            assert wake is not None
-            now = max(now, wake)
-            job = s.next_job(now)
-            assert job is not None
-            if job.host == gone:
-                assert job.kind is JobKind.ROBOTS
-                s.robots_answer(gone, now, status=503, location=None, body=b"")
+        give_up(c, gone)
         # In one commit: the host given up, and other.test's page, which links to a
         # new URL of gone.test.
         link = f"http://{gone}/found"
@@ -131,3 +135,34 @@ async def test_urls_found_for_a_host_given_up_in_the_same_commit_are_counted_onc
         assert c._flush() and c._flush()
         assert c._shard.pending_count(gone) == 0 and c._shard.pending_count(other) == 0
         assert c.pending == 0
+
+
+async def test_a_page_of_a_host_given_up_before_its_commit_is_counted_once(
+    tmp_path: Path,
+) -> None:
+    # A page answered, then its host given up (a later DNS lookup refused, say)
+    # before the commit: the page settles its row, and closing the host counts off
+    # only the rows nothing else settles.
+    async with crawler_at(tmp_path) as c:
+        c.seed(["http://h.test/", "http://h.test/next"])
+        assert c.pending == 2
+        c._commits.answered(page("http://h.test/"))
+        c._commits.close_host("h.test", "dns: no such name")
+        assert c._flush()
+        assert c.pending == 0 and c._shard.counts().pending == 0
+        assert (c._shard.counts().done, c._shard.counts().skipped) == (1, 1)
+
+
+async def test_a_url_routed_to_a_host_given_up_before_the_commit_is_counted_once(
+    tmp_path: Path,
+) -> None:
+    gone = "gone.test"
+    async with crawler_at(tmp_path) as c:
+        c.seed([f"http://{gone}/"])
+        give_up(c, gone)
+        c._commits.close_host(gone, "robots.txt unreachable")
+        # Before the commit, another peer forwards a URL of the host.
+        link = f"http://{gone}/found"
+        assert c.admit_routed([NewURL(fingerprint(link), link, gone, 1)]) == 1
+        assert c._flush() and c._flush()
+        assert c.pending == 0 and c._shard.counts().pending == 0

@@ -185,10 +185,13 @@ class Answered:
 class Batch:
     """One commit's writes, its fields in the order the shard must take them.
 
-    Hosts are closed before the answered pages' URLs are admitted: closing a host
-    counts off the rows it had pending, and a URL found for it in the same commit
-    is counted when it is scheduled, and closed then. Closed after, it would be
-    counted off twice (the demo once waited forever on a pending count of -1).
+    A closed host's rows are counted off as they are closed, and so are the rows
+    the batch settles one by one (`settled`): the pages answered and the entries
+    skipped are written first, so that a host closed in the same commit counts off
+    only the rows nothing else settles. Its pages' links are admitted after it is
+    closed: a URL found for it then is counted when it is scheduled, and closed then.
+    In any other order a row would be counted off twice (the demo once waited
+    forever on a pending count of -1).
     """
 
     marks: Mapping[str, HostMark]  # each host's latest politeness mark
@@ -223,15 +226,16 @@ class Batch:
         closed = 0
         with shard.transaction():
             shard.save_host_marks(self.marks)
-            # Hosts closed before the new rows go in: see above.
+            # The rows settled one by one, then the hosts closed, then the new rows
+            # admitted: see above.
+            shard.record_pages(self.pages)
+            if self.skips:
+                shard.mark_skipped(self.skips)
             for host, reason in self.closed_hosts:
                 closed += shard.skip_host(host, reason)
             new_rows, foreign = place(self.discoveries)
             if self.acked:
                 shard.outbox_remove(self.acked)
-            shard.record_pages(self.pages)
-            if self.skips:
-                shard.mark_skipped(self.skips)
             if lastmods := self.lastmods:
                 shard.save_lastmods(lastmods)
             if self.refresh or self.visits:
