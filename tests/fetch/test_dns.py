@@ -4,6 +4,7 @@ crawler may not reach refused unless allowed. On the autojump clock."""
 
 from __future__ import annotations
 
+import math
 import socket
 
 import httpx2
@@ -18,6 +19,7 @@ from ubipy.fetch import FetchOutcome, fetch, is_retryable
 from ubipy.fetch.dns import (
     FAILURE_TTL,
     FIRST_TIMEOUT,
+    STALE_LIMIT,
     DnsFailure,
     Resolver,
     is_public,
@@ -158,6 +160,69 @@ async def test_lookups_are_bounded_in_number_and_in_time(
         # 20 lookups, 4 at a time; a time-out is not an answer, so nothing is cached.
         assert trio.current_time() - start == pytest.approx(5 * patience)
     assert len(dns.asked) == 40
+
+
+class Outage:
+    """A resolver that answers a.test, except from ``start`` to ``end`` when it
+    fails (EAI_AGAIN) or, with ``hang``, never answers."""
+
+    def __init__(self, start: float, end: float, *, hang: bool = False) -> None:
+        self.start, self.end, self.hang = start, end, hang
+        self.asked: list[float] = []
+
+    async def __call__(self, name: str) -> list[str]:
+        now = trio.current_time()
+        self.asked.append(now)
+        if self.start <= now < self.end:
+            if self.hang:
+                await trio.sleep_forever()
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return ["93.184.216.34"]
+
+
+@pytest.mark.parametrize("hang", [False, True], ids=["fails", "hangs"])
+async def test_a_resolver_outage_serves_the_last_address_and_asks_again_meanwhile(
+    autojump_clock: trio.testing.MockClock, hang: bool
+) -> None:
+    # RFC 8767's serve-stale: the resolver's outage is not the host's.
+    dns = Outage(100.0, 1000.0, hang=hang)
+    resolver = Resolver(ttl=100.0, lookup=dns)
+    assert (await resolver.resolve("a.test")).address == "93.184.216.34"
+    await trio.sleep(100.0)
+    for _ in range(3):
+        answer = await resolver.resolve("a.test")
+        assert (answer.address, answer.error) == ("93.184.216.34", None)
+        # Asked again after a failure's while, not the answer's whole TTL.
+        assert resolver.fresh_until("a.test") <= trio.current_time() + FAILURE_TTL
+        await trio.sleep(FAILURE_TTL)
+    assert len(dns.asked) == 4 and resolver.served_stale == 3
+    # Once it answers again, the answer is fresh for its TTL.
+    await trio.sleep(1000.0 - trio.current_time())
+    await resolver.resolve("a.test")
+    assert resolver.fresh_until("a.test") == pytest.approx(trio.current_time() + 100.0)
+
+
+async def test_a_stale_address_is_served_for_a_day_at_most(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    dns = Outage(100.0, math.inf)
+    resolver = Resolver(ttl=100.0, lookup=dns)
+    await resolver.resolve("a.test")
+    await trio.sleep(100.0 + STALE_LIMIT - 1.0)
+    assert (await resolver.resolve("a.test")).address == "93.184.216.34"
+    await trio.sleep(FAILURE_TTL)
+    assert (await resolver.resolve("a.test")).error is DnsFailure.TEMPORARY
+
+
+async def test_a_name_that_no_longer_exists_is_not_served_stale(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    dns = FakeDns({"a.test": ["93.184.216.34"]})
+    resolver = Resolver(ttl=100.0, lookup=dns)
+    await resolver.resolve("a.test")
+    del dns.table["a.test"]
+    await trio.sleep(100.0)
+    assert (await resolver.resolve("a.test")).error is DnsFailure.NO_SUCH_NAME
 
 
 async def test_temporary_failures_are_told_apart() -> None:

@@ -5,7 +5,9 @@ costs a lookup, not one of the fetch slots: here a host's slot asks for a lookup
 (:class:`~ubipy.fetch.politeness.JobKind` ``RESOLVE``) and the crawler runs it on
 the resolver's own bounded pool, with a time-out. Answers are cached for
 ``ttl`` (the system resolver does not report the record's TTL) and failures for
-a shorter while, so a host costs one lookup until its answer expires.
+a shorter while, so a host costs one lookup until its answer expires. When the
+resolver fails after an answer expired, the last address stands for a while
+(RFC 8767's serve-stale): the resolver's outage is not the host's.
 
 The address a host resolved to is also the key of the per-IP politeness rule,
 and the one the transport connects to (:meth:`Resolver.pinned`): a name cannot
@@ -24,6 +26,7 @@ from __future__ import annotations
 import enum
 import functools
 import ipaddress
+import logging
 import math
 import socket
 from collections import Counter
@@ -35,6 +38,8 @@ import trio
 from ubipy.config import DnsConfig
 from ubipy.fetch.urls import ip_literal
 
+log = logging.getLogger(__name__)
+
 # A failed lookup is asked again after this long at the earliest (the host's own
 # retry waits longer): negative answers are often short-lived.
 FAILURE_TTL = 30.0
@@ -44,6 +49,12 @@ FAILURE_TTL = 30.0
 # the whole time-out. Most names answer in milliseconds; one that needs more is
 # asked again after its host's back-off, with the full time.
 FIRST_TIMEOUT = 1.0
+# A name whose answer expired and whose resolver then fails (no answer, a time-out)
+# keeps its last address this long past the expiry (RFC 8767's serve-stale, which
+# suggests one to three days), asked again every FAILURE_TTL meanwhile: a resolver's
+# outage is not the host's, and would otherwise give up every host whose answer
+# expired during it.
+STALE_LIMIT = 86400.0
 
 SystemLookup = Callable[[str], Awaitable[list[str]]]
 
@@ -158,6 +169,9 @@ class Resolver:
         self._exempt: set[str] = set()
         self.lookups: Counter[str] = Counter()  # per name, answers not from the cache
         self.refused: Counter[str] = Counter()  # per name, addresses refused
+        # Names served their last address past its expiry, since when (it expired).
+        self._stale_since: dict[str, float] = {}
+        self.served_stale = 0  # lookups that failed and were answered so
 
     @classmethod
     def of(cls, config: DnsConfig, *, system: bool) -> Resolver:
@@ -210,13 +224,35 @@ class Resolver:
         if answer is None:
             self.lookups[name] += 1
             answer = await self._ask(name)
+            now = trio.current_time()
+            if answer.error in (DnsFailure.TEMPORARY, DnsFailure.TIMEOUT):
+                answer = self._stale(name, now) or answer
+            else:
+                self._stale_since.pop(name, None)
             if answer.error is not DnsFailure.TIMEOUT:  # not an answer: ask again
-                ttl = self._ttl if answer.error is None else min(self._ttl, FAILURE_TTL)
-                self._cache[name] = (answer, trio.current_time() + ttl)
+                fresh = answer.error is None and name not in self._stale_since
+                ttl = self._ttl if fresh else min(self._ttl, FAILURE_TTL)
+                self._cache[name] = (answer, now + ttl)
         if answer.address is not None and not self.allowed(host, answer.address):
             self.refused[name] += 1
             return Lookup((), DnsFailure.REFUSED)
         return answer
+
+    def _stale(self, name: str, now: float) -> Lookup | None:
+        """The last address of ``name``, if its resolver failed within STALE_LIMIT of
+        the answer's expiry."""
+        cached = self._cache.get(name)
+        if cached is None or cached[0].error is not None:
+            return None
+        since = self._stale_since.get(name)
+        if since is None:
+            since = self._stale_since[name] = cached[1]
+            log.info("%s: the resolver failed; its last address stands meanwhile", name)
+        if now - since > STALE_LIMIT:
+            del self._stale_since[name]
+            return None
+        self.served_stale += 1
+        return cached[0]
 
     async def _ask(self, name: str) -> Lookup:
         address = ip_literal(name)

@@ -443,10 +443,13 @@ class Scheduler:
         self._hops.freed(slot)
         self._arm(slot)
 
-    def lookup_failed(self, host: str, now: float, *, final: bool = False) -> bool:
+    def lookup_failed(
+        self, host: str, now: float, *, final: bool = False, not_before: float = -math.inf
+    ) -> bool:
         """The host's lookup failed; it is tried again after a back-off, as robots.txt
-        is. True when the host is given up (``final``, or too many failures): the
-        caller closes its URLs."""
+        is, and not before ``not_before`` (the failure cached till then would answer).
+        True when the host is given up (``final``, or too many failures): the caller
+        closes its URLs."""
         slot = self._slots[host]
         slot.in_flight = False
         self.in_flight -= 1
@@ -456,7 +459,7 @@ class Scheduler:
             self._give_up(slot)
             self._hops.freed(slot)
             return True
-        slot.next_allowed = max(slot.next_allowed, now + wait)
+        slot.next_allowed = max(slot.next_allowed, now + wait, not_before)
         self._hops.freed(slot)
         self._arm(slot)
         return False

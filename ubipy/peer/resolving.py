@@ -79,7 +79,8 @@ class ResolveStage:
             stats.failures += 1
             refused = error is DnsFailure.REFUSED
             stats.refused += refused
-            if self._scheduler.lookup_failed(host, now, final=refused):
+            not_before = self.resolver.fresh_until(host)
+            if self._scheduler.lookup_failed(host, now, final=refused, not_before=not_before):
                 stats.hosts_given_up += 1
                 log.info("%s: given up: %s", host, error.value)
                 self._commits.close_host(host, error.value)

@@ -1,0 +1,92 @@
+"""The DNS stage between the resolver and the scheduler: a host's lookups retried as
+real lookups, and a resolver's outage not taken for the host's. On the autojump clock."""
+
+from __future__ import annotations
+
+import math
+
+import trio
+import trio.testing
+
+from tests.fetch.test_dns import Outage
+from ubipy.fetch import Entry, JobKind, Resolver, Scheduler
+from ubipy.peer.resolving import ResolveStage
+
+
+class Closed:
+    """The commits' side the stage uses: hosts closed, and why."""
+
+    def __init__(self) -> None:
+        self.hosts: list[tuple[str, str]] = []
+
+    def close_host(self, host: str, reason: str) -> None:
+        self.hosts.append((host, reason))
+
+
+async def crawl(dns: Outage, *, pages: int, retry_base: float, ttl: float) -> tuple[int, Closed]:
+    """One host's pages, fetched in 0.1 s each, a second apart; its fetch count and
+    the hosts closed."""
+    resolver = Resolver(ttl=ttl, lookup=dns)
+    scheduler = Scheduler(
+        delay=1.0,
+        window=10**6,
+        loader=lambda host, queue, n: [],
+        resolve=resolver.wanted,
+        robots_retry_base=retry_base,
+        robots_max_attempts=3,
+    )
+    closed = Closed()
+    stage = ResolveStage(resolver, scheduler, closed, wake=(lambda: None, lambda: None))  # type: ignore[arg-type]
+    for i in range(pages):
+        scheduler.add("a.test", Entry(i, i, f"http://a.test/p{i}", 0))
+    fetched = 0
+    for _ in range(10 * pages):
+        now = trio.current_time()
+        job = scheduler.next_job(now)
+        if job is None:
+            wake = scheduler.next_wakeup()
+            if wake is None:
+                break
+            await trio.sleep(max(wake - now, 0.001))
+        elif job.kind is JobKind.RESOLVE:
+            await stage._lookup(job.host)
+        elif job.kind is JobKind.ROBOTS:
+            await trio.sleep(0.1)
+            scheduler.robots_answer(
+                job.host, trio.current_time(), status=404, location=None, body=b""
+            )
+        else:
+            assert job.kind is JobKind.PAGE
+            await trio.sleep(0.1)
+            scheduler.finished(job.host, trio.current_time())
+            fetched += 1
+    return fetched, closed
+
+
+async def test_a_resolver_outage_after_the_answer_expired_gives_no_host_up(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The answer expires at 100 s, and the resolver is out for two minutes then:
+    # three failed refreshes would give the host up, and close its 400 URLs.
+    dns = Outage(100.0, 220.0)
+    fetched, closed = await crawl(dns, pages=400, retry_base=30.0, ttl=100.0)
+    assert (fetched, closed.hosts) == (400, [])
+    assert sum(100.0 <= t < 220.0 for t in dns.asked) >= 3  # asked again meanwhile
+
+
+async def test_a_hosts_retries_are_real_lookups_not_the_cached_failure(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The resolver fails for the first 20 s; the host's retries (5 s, then 10 s)
+    # come before its failure's cache ends, and used to be answered from it.
+    dns = Outage(0.0, 20.0)
+    fetched, closed = await crawl(dns, pages=10, retry_base=5.0, ttl=3600.0)
+    assert (fetched, closed.hosts) == (10, [])
+    assert len(dns.asked) == 2 and dns.asked[1] >= 20.0
+
+
+async def test_a_host_whose_resolver_never_answers_is_given_up(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    fetched, closed = await crawl(Outage(0.0, math.inf), pages=3, retry_base=5.0, ttl=3600.0)
+    assert (fetched, closed.hosts) == (0, [("a.test", "dns: temporary failure")])
