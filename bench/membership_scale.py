@@ -1,7 +1,8 @@
 """Membership at scale, in the simulator (bench/simnet.py): N members (1000 by default)
 on a network with 1% loss and 25-75 ms one-way latency. After a warm-up, what each
-member sends per second over the measured window (datagrams with 60 B of frame
-overhead each, push-pull streams apart), the busiest member and what it sends, false
+member sends per second over the measured window (each message as on the wire: its
+frame and the IP and TCP headers, `simnet.on_wire`; push-pull streams apart), the
+busiest member and what it sends, false
 deaths, and then the time until every member has declared a crashed one dead.
 
     python -m bench.membership_scale                        # N=1000: 1 min, then 10 min

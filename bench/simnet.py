@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -29,10 +30,36 @@ from ubipy.membership import (
     Outgoing,
     message_from_wire,
 )
+from ubipy.wire import FrameType, FrameWriter, Gossip, new_epoch, secret_from
 
-# Counted per datagram on top of the CBOR body: IPv4 (20) + UDP (8) + a frame
-# header, a sender id and an authentication tag (~32).
-FRAME_OVERHEAD = 60
+# IPv4 (20) and TCP with timestamps (32): peers keep a TCP connection to each other.
+_IP_TCP = 52
+# A segment's payload at an Ethernet MTU, TCP timestamps on.
+_MSS = 1448
+
+
+def frame_overhead(address: str) -> int:
+    """What a membership message's frame adds to its CBOR body on the wire, measured
+    on a real frame: IP and TCP, the length prefix, the frame's head (version, kind,
+    sender and recipient ids, epoch, sequence number, time), the sender's address, the
+    frame kinds it takes, and the authentication tag."""
+    peer_id = "0123456789abcdef"
+    writer = FrameWriter(secret_from("simnet"), peer_id, new_epoch())
+    gossip = Gossip(address, None, (int(FrameType.SCOPE_ACK),))
+    frame = writer.frame(FrameType.MEMBERSHIP, gossip.to_wire(), time.time(), to=peer_id)
+    return _IP_TCP + len(frame) - len(cbor2.dumps(None))
+
+
+# Counted per message on top of the CBOR body (an address of the simulator's form).
+FRAME_OVERHEAD = frame_overhead("10.0.1.250:7070")
+
+
+def on_wire(body: int, *, stream: bool) -> int:
+    """The bytes a message of ``body`` CBOR bytes takes on the wire: one frame, and
+    for a stream (a push-pull table) the IP and TCP headers of each further segment."""
+    size = body + FRAME_OVERHEAD
+    return size + _IP_TCP * ((size - _IP_TCP - 1) // _MSS) if stream else size
+
 
 _TICK = 0
 _DELIVER = 1
@@ -45,10 +72,10 @@ class SimNode:
     membership: Membership
     up: bool = True
     scheduled: float | None = None
-    bytes_sent: int = 0  # datagrams only, with FRAME_OVERHEAD each
+    bytes_sent: int = 0  # datagrams only, as on the wire (`on_wire`)
     datagrams_sent: int = 0
     stream_bytes_sent: int = 0
-    # Bytes sent by message type (with the frame overhead for datagrams).
+    # Bytes sent by message type, as on the wire.
     bytes_by_kind: dict[str, int] = field(default_factory=dict)
 
 
@@ -227,13 +254,12 @@ class SimNet:
             message = o.message
             if self.count_bytes or self.wire:
                 body = cbor2.dumps(message.to_wire())
+                size = on_wire(len(body), stream=o.stream)
                 if o.stream:
-                    node.stream_bytes_sent += len(body)
-                    size = len(body)
+                    node.stream_bytes_sent += size
                 else:
-                    node.bytes_sent += len(body) + FRAME_OVERHEAD
+                    node.bytes_sent += size
                     node.datagrams_sent += 1
-                    size = len(body) + FRAME_OVERHEAD
                 kind = type(message).__name__
                 node.bytes_by_kind[kind] = node.bytes_by_kind.get(kind, 0) + size
                 if self.wire:

@@ -156,7 +156,7 @@ def test_gossip_traffic_per_member(loss: float, capsys: pytest.CaptureFixture[st
         capsys,
         f"traffic sent per member, N={N}, {loss:.0%} loss, 30 min: mean {sum(rates) / N:.0f} B/s, "
         f"max {max(rates):.0f} B/s ({max(datagrams):.2f} datagrams/s, CBOR body + "
-        f"{FRAME_OVERHEAD} B each); push-pull besides: max {max(push_pull):.0f} B/s of CBOR",
+        f"{FRAME_OVERHEAD} B each); push-pull besides: max {max(push_pull):.0f} B/s",
     )
     assert max(rates) < 1000.0
 
