@@ -122,6 +122,7 @@ async def crawl(
     bounds: BoundsConfig | None = None,
     web: dict[str, tuple[int, dict[str, str], bytes]] = WEB,
     seeds: Sequence[str] = (w("/"),),
+    fetch: FetchConfig | None = None,
 ) -> tuple[Crawler, list[tuple[float, str]]]:
     """Crawl ``web`` from ``seeds`` (www.a.test/) to the end; the crawler and each
     request (time, URL)."""
@@ -138,7 +139,7 @@ async def crawl(
     config = CrawlConfig(
         data_dir=tmp,
         politeness=PolitenessConfig(delay=DELAY),
-        fetch=FetchConfig(max_retries=0),
+        fetch=fetch or FetchConfig(max_retries=0),
         bounds=bounds or BoundsConfig(),
     )
     async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
@@ -187,6 +188,20 @@ async def test_sitemaps_are_fetched_once_politely_and_their_urls_admitted(
     assert depths[w("/sitemap.xml")] == SITEMAP_DEPTH
     assert depths[w("/maps/child.xml.gz")] == SITEMAP_DEPTH - 1
     assert {depths[w(f"/p{i}")] for i in (1, 2, 4, 5, 6, 7, 8)} == {1}
+
+
+async def test_a_sitemap_is_read_to_the_protocols_limit_not_the_pages_max_body(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A page body's cap (--max-body, 10 MiB by default) is not a sitemap's: the
+    # protocol allows 50 MB, and a cut sitemap loses the URLs past the cut.
+    locs = [w(f"/listed/{i:04d}") for i in range(200)]
+    big = urlset(*locs)
+    web = {**WEB, w("/sitemap.xml"): (200, XML, big)}
+    fetch = FetchConfig(max_retries=0, max_body_bytes=len(big) // 4)
+    crawler, asked = await crawl(tmp_path, web=web, fetch=fetch)
+    assert set(locs) <= {url for _, url in asked}
+    assert crawler.stats.sitemaps_cut == 0
 
 
 async def test_no_sitemaps_or_max_depth_0_reads_none(

@@ -452,7 +452,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         sitemap = job.kind is JobKind.SITEMAP  # of any type, up to the protocol's 50 MB
         # robots.txt is only read up to the RFC's 500 KiB, so no more is fetched.
         cap = ROBOTS_FETCH_BYTES if robots else self.config.fetch.max_body_bytes
-        cap = min(cap, SITEMAP_MAX_BYTES) if sitemap else cap
+        cap = SITEMAP_MAX_BYTES if sitemap else cap  # whatever --max-body says of pages
         # One scope for the fetch deadline and an abandonment (a scope costs more
         # than the code of a page's fetch around it on some machines).
         scope = trio.CancelScope(deadline=trio.current_time() + self.config.fetch.fetch_deadline)
