@@ -4,7 +4,7 @@ hold's time is up; without replicas a dead peer's hosts wait out the grace."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from ubipy.peer.handoff import Handoff, ring_key
 from ubipy.ring import Ring
 from ubipy.store.shard import Shard
 from ubipy.wire import Handoff as HandoffFrame
-from ubipy.wire import HandoffDone, Message
+from ubipy.wire import HandoffAck, HandoffDone, Message
 
 GRACE = 30.0
 FENCE = 12.0
@@ -345,3 +345,137 @@ async def test_a_host_handed_over_that_the_shard_cannot_drop_is_handed_again(
         assert leaving not in crawler.held_hosts()
         assert refused == [leaving] and sent == [leaving, leaving]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_gained_host_is_held_past_the_longest_request_of_its_old_owner(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The old owner hands a host over once its request to it has ended, which may
+    take the whole fetch deadline (a slow server): the new owner waits that long,
+    and the sweep's own time besides, or two requests would go to the host at once."""
+    one, two = Ring(["a"]), Ring(["a", "b"])
+    host = host_owned(two, "b")
+    async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
+        handoff = handoff_for(crawler, "b", request_limit=120.0)
+        nursery.start_soon(handoff.run)
+        crawler.ring_changed(two)
+        handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
+        assert one.owner(host) == "a"
+        crawler.seed([f"http://{host}/"])
+        await trio.sleep(121.0)
+        assert asked(crawler) == set()  # a's request may still be on its way
+        await trio.sleep(60.0)
+        assert asked(crawler) == {host}  # a stuck sweep does not stall it for ever
+        nursery.cancel_scope.cancel()
+
+
+class Pair:
+    """Two peers' hand-offs joined by a fake link; ``drop`` decides which frames it
+    loses (their sender is told they went)."""
+
+    def __init__(self, nursery: trio.Nursery, crawlers: dict[str, Crawler]) -> None:
+        self.nursery = nursery
+        self.crawlers = crawlers
+        self.frames: list[tuple[str, str, Message]] = []
+        self.drop: Callable[[str, str, Message], bool] = lambda sender, to, message: False
+        self.peers = {
+            me: Handoff(me, c, self._sender(me), lambda p: p) for me, c in crawlers.items()
+        }
+        for peer in self.peers.values():
+            peer.install(lambda kind, handler: None, stopping=lambda: False, is_member=bool)
+            nursery.start_soon(peer.run)
+
+    def _sender(self, me: str) -> Callable[[str, Message], Awaitable[bool]]:
+        async def send(address: str, message: Message) -> bool:
+            self.frames.append((me, address, message))
+            other = self.peers.get(address)
+            if other is None:
+                return False  # no such peer here
+            if self.drop(me, address, message):
+                return True
+
+            async def reply(answer: Message) -> None:
+                if isinstance(answer, HandoffAck):
+                    self.peers[me].acked(answer.id, refused=answer.refused)
+
+            if isinstance(message, HandoffFrame):
+                self.nursery.start_soon(other._on_handoff, me, message, reply)
+            elif isinstance(message, HandoffDone):
+                self.nursery.start_soon(other._on_handoff_done, me, message, reply)
+            return True
+
+        return send
+
+    def ring(self, me: str, ring: Ring, handing: frozenset[str] | None = None) -> None:
+        self.crawlers[me].ring_changed(ring)
+        members = frozenset(ring.members)
+        self.peers[me].ring_changed(ring, members, members if handing is None else handing)
+
+
+@asynccontextmanager
+async def pair(tmp: Path) -> AsyncIterator[Pair]:
+    (tmp / "a").mkdir()
+    (tmp / "b").mkdir()
+    async with (
+        crawler_at(tmp / "a") as ca,
+        crawler_at(tmp / "b") as cb,
+        trio.open_nursery() as nursery,
+    ):
+        yield Pair(nursery, {"a": ca, "b": cb})
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_hand_off_refused_is_tried_again_once_the_receiver_catches_up(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """b's ring lags (x has just died, and a saw it first): b refuses the host a hands
+    it. The hand-off is tried again, not only at a's next ring change: once b's ring
+    is a's, b takes the host with its pending URL."""
+    ab, abx = Ring(["a", "b"]), Ring(["a", "b", "x"])
+    host = next(
+        h
+        for i in range(100_000)
+        if ab.owner(h := f"h{i:05d}.synth.test") == "b" and abx.owner(h) == "x"
+    )
+    async with pair(tmp_path) as p:
+        ca, cb = p.crawlers["a"], p.crawlers["b"]
+        ca.seed([f"http://{host}/", f"http://{host}/page"])
+        p.ring("b", abx, frozenset({"a", "b"}))
+        p.ring("a", ab)
+        await trio.sleep(1.0)
+        assert host in ca.held_hosts() and host not in cb.held_hosts()  # refused
+        p.ring("b", ab)
+        p.peers["b"].peer_gone("x")
+        await trio.sleep(35.0)
+        assert host not in ca.held_hosts() and host in cb.held_hosts()
+        assert cb._shard.pending_count(host) == 2
+
+
+async def test_a_resumed_peers_ask_lost_on_the_way_is_asked_again(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Back from a cut, b holds its hosts until a has swept when asked. The first ask
+    is lost (the connection broke right after the heal): b asks again, and does not
+    wait out the hold's limit."""
+    ab = Ring(["a", "b"])
+    host = host_owned(ab, "b")
+    async with pair(tmp_path) as p:
+        cb = p.crawlers["b"]
+        p.ring("a", ab)
+        p.ring("b", ab)
+        await trio.sleep(1.0)  # a's sweep said so: b holds nothing
+        lost: list[Message] = []
+
+        def first_ask(sender: str, to: str, message: Message) -> bool:
+            if isinstance(message, HandoffDone) and message.ask and not lost:
+                lost.append(message)
+                return True
+            return False
+
+        p.drop = first_ask
+        p.peers["b"].resumed(frozenset({"a", "b"}))
+        cb.seed([f"http://{host}/"])
+        await trio.sleep(0.5)
+        assert lost and asked(cb) == set()
+        await trio.sleep(5.0)
+        assert asked(cb) == {host}

@@ -45,10 +45,13 @@ log = logging.getLogger(__name__)
 _CHUNK = 2_000
 _ACK_PATIENCE = 10.0
 # A gained host is held at most this long for a peer that neither hands it
-# over nor dies (a stuck sweep must not stall the host forever).
+# over nor dies (a stuck sweep must not stall the host forever), past the longest
+# a request may last (the sweep hands a host over once its request has ended).
 _HOLD_LIMIT = 60.0
 # How soon a sweep the shard refused is tried again.
 _STORAGE_RETRY = 5.0
+# How soon a sweep that left hosts here is tried again: the first wait, the longest.
+_SWEEP_AGAIN = (2.0, 30.0)
 # The ring key of a hold made under no ring change of this peer's own (back from
 # a stop, or a peer died): only a sweep under this peer's current ring releases it.
 _NO_RING = ""
@@ -111,6 +114,7 @@ class Handoff:
         fence: float = 0.0,
         copies: int = 1,
         orphan_grace: float = 0.0,
+        request_limit: float = 0.0,
         rng: random.Random | None = None,
     ) -> None:
         self.self_id = self_id
@@ -125,6 +129,8 @@ class Handoff:
         # ``orphan_grace`` for one of them rather than being crawled afresh.
         self._copies = copies
         self._orphan_grace = orphan_grace
+        # ``request_limit``: the longest a request may last (--fetch-deadline).
+        self._hold_limit = request_limit + _HOLD_LIMIT
         # The peers dead within the orphan grace, with when they died.
         self._dead: dict[str, float] = {}
         self._holds: list[_Hold] = []
@@ -141,6 +147,8 @@ class Handoff:
         self._tokens = rng or random.Random()
         # The latest request token of each peer that asked us to sweep.
         self._asked: dict[str, int] = {}
+        # (peer, token) of the asks sent again until answered (_keep_asking).
+        self._asking: set[tuple[str, int]] = set()
         self._nursery: trio.Nursery | None = None
         self._alive: frozenset[str] = frozenset({self_id})
         self.stats = HandoffStats()
@@ -150,7 +158,7 @@ class Handoff:
             # Back from a stop: the hosts the last ring gave to others may still be
             # theirs, in their shards. They are held until each of those peers is
             # back and has swept, is known dead, or the limit passes.
-            self._add_hold(Ring([self_id, *others]), _NO_RING, others, _HOLD_LIMIT)
+            self._add_hold(Ring([self_id, *others]), _NO_RING, others, self._hold_limit)
 
     # -- the ring moved ---------------------------------------------------------
     def ring_changed(
@@ -173,7 +181,7 @@ class Handoff:
         # peer saw the ring change: its DONE has already come.
         waiting = {p for p in handing - {self.self_id} if self._swept.get(p) != key}
         if waiting:
-            self._add_hold(old, key, waiting, _HOLD_LIMIT)
+            self._add_hold(old, key, waiting, self._hold_limit)
         for peer, swept in list(self._swept.items()):
             if swept == key:
                 self.release_from(peer, key)
@@ -224,18 +232,39 @@ class Handoff:
         if not waiting:
             return
         token = self._tokens.randrange(1, 2**62)
-        self._add_hold(Ring(waiting), _NO_RING, waiting, _HOLD_LIMIT, token)
+        self._add_hold(Ring(waiting), _NO_RING, waiting, self._hold_limit, token)
         log.info("every host held until %s have swept", ", ".join(sorted(waiting)))
         self._ask_again()
 
     def _ask_again(self) -> None:
-        """Ask every peer a request-bound hold waits for to sweep and say so."""
+        """Ask every peer a request-bound hold waits for to sweep and say so, now and
+        again until it has (an ask lost on a connection that broke, right after a
+        heal, would leave the hold to its limit)."""
         for hold in self._holds:
             for peer in hold.waiting if hold.token else ():
-                address = self._address_of(peer)
-                if address is not None and self._nursery is not None:
-                    ask = HandoffDone("", hold.token, ask=True)
-                    self._nursery.start_soon(self._send, address, ask)
+                if self._nursery is None:
+                    return
+                self._nursery.start_soon(self._ask, peer, hold.token)
+                if (peer, hold.token) not in self._asking:
+                    self._asking.add((peer, hold.token))
+                    self._nursery.start_soon(self._keep_asking, peer, hold.token)
+
+    async def _ask(self, peer: str, token: int) -> None:
+        address = self._address_of(peer)
+        if address is not None:
+            await self._send(address, HandoffDone("", token, ask=True))
+
+    async def _keep_asking(self, peer: str, token: int) -> None:
+        wait = _SWEEP_AGAIN[0]
+        try:
+            while True:
+                await trio.sleep(wait)
+                if not any(h.token == token and peer in h.waiting for h in self._holds):
+                    return
+                await self._ask(peer, token)
+                wait = min(2 * wait, _SWEEP_AGAIN[1])
+        finally:
+            self._asking.discard((peer, token))
 
     def asked(self, peer_id: str, token: int) -> None:
         """``peer_id`` asks for a sweep, and DONEs that say they came after it."""
@@ -310,17 +339,27 @@ class Handoff:
             await self._sweeper()
 
     async def _sweeper(self) -> None:
-        """Sweep after every ring change; hosts with a request in flight are retried."""
+        """Sweep after every ring change; hosts with a request in flight are retried.
+        A sweep that could not hand every host over (refused by a peer whose ring lags,
+        unanswered across a cut link) is tried again, after 2 s doubling to 30 s: its
+        hosts would otherwise stay here, unasked, until the next ring change, and
+        the peers waiting for its DONE would wait out their holds."""
+        again: float | None = None
         while True:
-            await self._kick.wait()
+            await self._kick.wait(None if again is None else trio.current_time() + again)
             try:
-                await self.sweep(wait=False)
+                complete = await self.sweep(wait=False)
             except StorageError as exc:
                 # A host handed over could not be dropped here: it is handed again
                 # (the new owner takes it again as it is) once the shard takes writes.
                 log.warning("hand-offs wait for the shard: %s", exc)
                 await trio.sleep(_STORAGE_RETRY)
                 self._kick.set()
+                continue
+            if complete or self._kick.is_set():
+                again = None
+            else:
+                again = _SWEEP_AGAIN[0] if again is None else min(2 * again, _SWEEP_AGAIN[1])
 
     async def sweep(self, *, wait: bool = True) -> bool:
         """Hand off every host this peer holds but does not own; True if all went.

@@ -271,6 +271,7 @@ class Peer:
             copies=config.replication.replicas,
             # As long as the peers that hold a host's copies are dialled.
             orphan_grace=config.membership.reconnect_timeout,
+            request_limit=config.fetch.fetch_deadline,
             rng=self._rng,
         )
         self._replicator = Replicator(
