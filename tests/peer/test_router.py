@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from ubipy.peer.router import Router
@@ -47,6 +49,41 @@ def test_unacknowledged_batches_are_sent_again_and_acks_end_them() -> None:
     assert router.acked(batch.id) is None
     assert router.due(10.0) == [] and router.backlog() == 0
     assert router.next_deadline() is None
+
+
+def test_a_batch_unacknowledged_goes_again_less_and_less_often() -> None:
+    """An owner that does not answer (its disk full, a cut link) is sent each batch
+    again after 2, 4, 8, ... s, then once a minute, not every 2 s for ever."""
+    ring = Ring(["a", "b"])
+    router = Router("a", ring, batch_size=1, retry_after=2.0)
+    router.enqueue([_url(1, _hosts_of(ring, "b", 1)[0])], 0.0)
+    [batch] = router.due(0.0)
+    sent = []
+    now = 0.0
+    while now < 600.0:
+        deadline = router.next_deadline()
+        assert deadline is not None
+        now = deadline
+        assert router.due(now) == [batch]
+        sent.append(now)
+    assert sent[:6] == [2.0, 6.0, 14.0, 30.0, 62.0, 122.0]
+    assert all(b - a == 60.0 for a, b in itertools.pairwise(sent[5:]))
+    assert router.acked(batch.id) == batch and router.next_deadline() is None
+
+
+def test_an_owner_that_answers_again_is_sent_what_waits_for_it_at_once() -> None:
+    ring = Ring(["a", "b"])
+    router = Router("a", ring, batch_size=1, retry_after=2.0)
+    first, second = _hosts_of(ring, "b", 2)
+    router.enqueue([_url(1, first)], 0.0)
+    [old] = router.due(0.0)
+    for now in (2.0, 6.0, 14.0, 30.0):
+        assert router.due(now) == [old]  # b does not answer: next in 32 s
+    router.enqueue([_url(2, second)], 40.0)
+    [new] = router.due(40.0)
+    assert router.acked(new.id) == new  # b is back
+    assert router.next_deadline() == 32.0
+    assert router.due(41.0) == [old]
 
 
 @pytest.mark.parametrize("since", [0.7, 1.1, 3.3, 1e6 + 0.7])

@@ -43,6 +43,10 @@ class _Outbox:
     since: float = 0.0
 
 
+# The longest wait between two sends of an unacknowledged batch.
+_RESEND_CAP = 60.0
+
+
 @dataclass(slots=True)
 class _Unacked:
     batch: Batch
@@ -145,7 +149,7 @@ class Router:
                 out.append(self._seal(owner, box.urls, now))
                 box.urls = []
         for pending in self._unacked.values():
-            if now >= pending.sent_at + self._retry_after:
+            if now >= self._resend_at(pending):
                 pending.sent_at = now
                 pending.attempts += 1
                 self.stats.batches_resent += 1
@@ -165,13 +169,27 @@ class Router:
         if pending is None:
             return None
         self.stats.batches_acked += 1
+        # The owner answers again: what it was sent while it did not goes again now,
+        # not at the end of its back-off.
+        owner = pending.batch.owner
+        for other in self._unacked.values():
+            if other.batch.owner == owner and other.attempts > 1:
+                other.attempts = 1
         return pending.batch
 
     def next_deadline(self) -> float | None:
         """When ``due`` next has something to give, if ever."""
         times = [b.since + self._linger for b in self._outboxes.values() if b.urls]
-        times += [p.sent_at + self._retry_after for p in self._unacked.values()]
+        times += [self._resend_at(p) for p in self._unacked.values()]
         return min(times) if times else None
+
+    def _resend_at(self, pending: _Unacked) -> float:
+        """When an unacknowledged batch goes again: after the retry time, doubling at
+        each resend up to a minute. An owner that does not answer (its disk refuses
+        writes, a cut link) would otherwise get every batch ever sent it again every
+        2 s, for as long as that lasts."""
+        wait = self._retry_after * 2 ** min(pending.attempts - 1, 16)
+        return pending.sent_at + min(wait, max(_RESEND_CAP, self._retry_after))
 
     @property
     def linger(self) -> float:
