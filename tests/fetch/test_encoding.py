@@ -201,6 +201,23 @@ def test_a_declaration_that_the_bytes_contradict_is_overruled_by_detection() -> 
     assert sniff(moved) == Sniffed("utf-8", DETECTED)
 
 
+@pytest.mark.parametrize("head", ['<meta charset="utf-8">', ""], ids=["declared", "undeclared"])
+def test_utf8_with_a_character_cut_in_two_is_still_utf8(head: str, no_detector: None) -> None:
+    # A CMS cut a description inside a character: browsers show one U+FFFD, not a
+    # page of windows-1252 mojibake.
+    title, text = TEXTS["gbk"]
+    cut = text.encode()[:-4]
+    body = (
+        f"<html><head>{head}<title>{title}</title></head><body><p>".encode()
+        + cut
+        + f"</p><p>{text}</p></body></html>".encode()
+    )
+    sniffed = sniff(body)
+    assert sniffed.name == "utf-8"
+    decoded = decode(body, sniffed)
+    assert title in decoded and text in decoded and decoded.count("\ufffd") == 1
+
+
 def test_a_legacy_declaration_stands_over_a_few_bad_bytes(no_detector: None) -> None:
     # Neither GBK nor UTF-8 can read it all: the page is read as it says, as browsers do.
     body = page("gbk", '<meta charset="gbk">').replace(b"<ul>", b"\xff\xff<ul>")

@@ -348,18 +348,32 @@ def _reads_cleanly(body: bytes, name: str) -> bool:
     return True
 
 
+def _nearly_utf8(body: bytes) -> bool:
+    """Whether ``body`` is UTF-8 with a few invalid sequences: at least 20 valid
+    non-ASCII characters and one invalid sequence at most for every 50 of them (a
+    CMS that cut a description inside a character). Legacy bytes read as UTF-8 are
+    mostly invalid: a GBK page gives 314 invalid sequences for 80 valid by accident."""
+    text = body.decode("utf-8", "replace")
+    bad = text.count("\ufffd") - body.count(b"\xef\xbf\xbd")
+    good = len(text) - len(text.encode("ascii", "ignore")) - bad
+    return good >= 20 and bad * 50 <= good
+
+
 def _believable(body: bytes, declared: str) -> bool:
     """Whether a <meta> declaration fits the (non-ASCII) bytes of its page.
 
-    UTF-8 must be valid: legacy bytes practically never are, so an invalid sequence
-    means the declaration is wrong (a template's boilerplate over GBK text, say). A
-    legacy declaration is doubted only when the bytes are invalid in it and valid
-    UTF-8 (a site moved to UTF-8 that kept its old <meta>); a few bad bytes in a page
-    that is none of either are read as U+FFFD, as browsers do, under its declaration.
+    UTF-8 must be valid, or nearly (`_nearly_utf8`): legacy bytes practically never
+    are, so many invalid sequences mean the declaration is wrong (a template's
+    boilerplate over GBK text, say). A legacy declaration is doubted only when the
+    bytes are invalid in it and valid UTF-8 (a site moved to UTF-8 that kept its old
+    <meta>); a few bad bytes in a page that is none of either are read as U+FFFD, as
+    browsers do, under its declaration.
     """
     if _reads_cleanly(body, declared):
         return True
-    return declared != "utf-8" and not _reads_cleanly(body, "utf-8")
+    if declared == "utf-8":
+        return _nearly_utf8(body)
+    return not _reads_cleanly(body, "utf-8")
 
 
 def _sample(body: bytes) -> bytes:
@@ -431,7 +445,7 @@ def _detected(body: bytes) -> Sniffed:
         if b"\x1b" in body and (name := detect(body)) is not None:
             return _sniffed(name, EncodingSource.DETECTED)  # ISO-2022-JP is 7-bit
         return _sniffed("utf-8", EncodingSource.DEFAULT)
-    if _reads_cleanly(body, "utf-8"):
+    if _reads_cleanly(body, "utf-8") or _nearly_utf8(body):
         return _sniffed("utf-8", EncodingSource.DETECTED)
     name = detect(body)
     if name is None:
