@@ -188,7 +188,7 @@ class Router:
         each resend up to a minute. An owner that does not answer (its disk refuses
         writes, a cut link) would otherwise get every batch ever sent it again every
         2 s, for as long as that lasts."""
-        wait = self._retry_after * 2 ** min(pending.attempts - 1, 16)
+        wait = self._retry_after * 2.0 ** min(pending.attempts - 1, 16)
         return pending.sent_at + min(wait, max(_RESEND_CAP, self._retry_after))
 
     @property
