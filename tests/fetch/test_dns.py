@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 import socket
+import threading
+from typing import Any
 
 import httpx2
 import pytest
@@ -15,12 +17,13 @@ import trio.testing
 from tests.fetch.test_transport import Server, keep_alive
 from ubipy.config import DnsConfig
 from ubipy.errors import ConfigError
-from ubipy.fetch import FetchOutcome, fetch, is_retryable
+from ubipy.fetch import FetchOutcome, dns, fetch, is_retryable
 from ubipy.fetch.dns import (
     FAILURE_TTL,
     FIRST_TIMEOUT,
     STALE_LIMIT,
     DnsFailure,
+    Lookup,
     Resolver,
     is_public,
     split_host,
@@ -223,6 +226,44 @@ async def test_a_name_that_no_longer_exists_is_not_served_stale(
     del dns.table["a.test"]
     await trio.sleep(100.0)
     assert (await resolver.resolve("a.test")).error is DnsFailure.NO_SUCH_NAME
+
+
+async def test_a_live_name_waits_for_a_thread_rather_than_time_out_behind_dead_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """getaddrinfo cannot be cancelled: a dead name's thread, abandoned at its
+    time-out, keeps its place until the system resolver gives up. A live name that
+    found every place taken used to spend its patience waiting for one, and failed
+    without being looked up; the wait is no longer timed."""
+    gate = threading.Event()
+    called: list[str] = []
+
+    def getaddrinfo(name: str, *args: object, **kwargs: object) -> list[tuple[Any, ...]]:
+        called.append(name)
+        if name.startswith("dead"):
+            gate.wait(10.0)  # a lame delegation: the system resolver's own time-outs
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 0))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(dns, "FIRST_TIMEOUT", 0.05)
+    resolver = Resolver(concurrency=2)  # four threads
+    answers: list[Lookup] = []
+
+    async def live() -> None:
+        answers.append(await resolver.resolve("live.test"))
+
+    try:
+        for i in range(4):
+            assert (await resolver.resolve(f"dead{i}.test")).error is DnsFailure.TIMEOUT
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(live)
+            await trio.sleep(0.2)  # the dead names take longer than the live one's patience
+            assert "live.test" not in called  # every thread is taken
+            gate.set()
+    finally:
+        gate.set()
+    assert [a.address for a in answers] == ["93.184.216.34"]
 
 
 async def test_temporary_failures_are_told_apart() -> None:

@@ -32,6 +32,7 @@ import socket
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 import trio
 
@@ -118,20 +119,41 @@ def is_public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
-def system_lookup(limiter: trio.CapacityLimiter) -> SystemLookup:
-    """getaddrinfo in threads of the stage's own (not trio's shared pool of 40, which
-    slow names would fill); a lookup cut by the time-out leaves its thread to finish
-    alone, still counted by ``limiter`` until it does."""
+class _Ticket:
+    """A thread's place in the stage's own pool (not trio's shared one of 40, which
+    slow names would fill), taken before a lookup's time-out starts and handed to
+    ``trio.to_thread`` as its limiter: the thread gives it back when getaddrinfo
+    returns, however late. A lookup cut by its time-out leaves its thread to finish
+    alone, holding its place; a lookup that waited for a place was not slow, and
+    with the wait inside the time-out, a few hundred dead names timed out the live
+    ones before getaddrinfo was called for them."""
 
-    async def lookup(name: str) -> list[str]:
-        infos = await trio.to_thread.run_sync(
-            functools.partial(socket.getaddrinfo, name, None, type=socket.SOCK_STREAM),
-            limiter=limiter,
-            abandon_on_cancel=True,
-        )
-        return [str(info[4][0]) for info in infos]
+    __slots__ = ("_pool", "_released", "handed")
 
-    return lookup
+    def __init__(self, pool: trio.CapacityLimiter) -> None:
+        self._pool = pool
+        self._released = False
+        self.handed = False
+
+    async def take(self) -> None:
+        await self._pool.acquire_on_behalf_of(self)
+
+    async def acquire_on_behalf_of(self, borrower: object) -> None:
+        self.handed = True  # taken already
+
+    def release_on_behalf_of(self, borrower: object) -> None:
+        if not self._released:
+            self._released = True
+            self._pool.release_on_behalf_of(self)
+
+
+async def _getaddrinfo(name: str, ticket: _Ticket) -> list[str]:
+    infos = await trio.to_thread.run_sync(
+        functools.partial(socket.getaddrinfo, name, None, type=socket.SOCK_STREAM),
+        limiter=cast(trio.CapacityLimiter, ticket),
+        abandon_on_cancel=True,
+    )
+    return [str(info[4][0]) for info in infos]
 
 
 class Resolver:
@@ -157,11 +179,13 @@ class Resolver:
         self._timeout = timeout
         self._timed_out: set[str] = set()  # names whose first lookup took too long
         self._limiter = trio.CapacityLimiter(concurrency)
-        threads = trio.CapacityLimiter(concurrency)
+        # Threads for getaddrinfo (without an injected ``lookup``): twice the lookups
+        # at once, the rest for lookups abandoned at their time-out.
+        self._threads = trio.CapacityLimiter(2 * concurrency) if lookup is None else None
         self._system = system
         self._overrides = dict(overrides or {})
         self._allow_private = allow_private
-        self._lookup = lookup or system_lookup(threads)
+        self._lookup = lookup
         # name -> (answer, expires): names, not host keys, so ports share an answer.
         self._cache: dict[str, tuple[Lookup, float]] = {}
         # Hosts (HOST[:PORT]) whose non-public address was allowed because a seed was
@@ -267,18 +291,33 @@ class Resolver:
             patience = self._timeout
             if name not in self._timed_out:
                 patience = min(patience, FIRST_TIMEOUT)
-            with trio.move_on_after(patience):
-                try:
+            ticket = None
+            if self._threads is not None:
+                ticket = _Ticket(self._threads)
+                await ticket.take()  # not timed: see _Ticket
+            try:
+                return await self._timed(name, patience, ticket)
+            finally:
+                if ticket is not None and not ticket.handed:
+                    ticket.release_on_behalf_of(None)  # no thread started
+
+    async def _timed(self, name: str, patience: float, ticket: _Ticket | None) -> Lookup:
+        with trio.move_on_after(patience):
+            try:
+                if ticket is not None:
+                    found = await _getaddrinfo(name, ticket)
+                else:
+                    assert self._lookup is not None
                     found = await self._lookup(name)
-                except socket.gaierror as exc:
-                    if exc.errno in (socket.EAI_AGAIN, getattr(socket, "EAI_SYSTEM", None)):
-                        return Lookup((), DnsFailure.TEMPORARY)
-                    return Lookup((), DnsFailure.NO_SUCH_NAME)
-                except (OSError, UnicodeError):
-                    return Lookup((), DnsFailure.NO_SUCH_NAME)
-                addresses = tuple(dict.fromkeys(a for a in found if ip_literal(a) is not None))
-                if not addresses:
-                    return Lookup((), DnsFailure.NO_SUCH_NAME)
-                return Lookup(addresses)
-            self._timed_out.add(name)
-            return Lookup((), DnsFailure.TIMEOUT)
+            except socket.gaierror as exc:
+                if exc.errno in (socket.EAI_AGAIN, getattr(socket, "EAI_SYSTEM", None)):
+                    return Lookup((), DnsFailure.TEMPORARY)
+                return Lookup((), DnsFailure.NO_SUCH_NAME)
+            except (OSError, UnicodeError):
+                return Lookup((), DnsFailure.NO_SUCH_NAME)
+            addresses = tuple(dict.fromkeys(a for a in found if ip_literal(a) is not None))
+            if not addresses:
+                return Lookup((), DnsFailure.NO_SUCH_NAME)
+            return Lookup(addresses)
+        self._timed_out.add(name)
+        return Lookup((), DnsFailure.TIMEOUT)
