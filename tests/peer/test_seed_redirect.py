@@ -15,6 +15,7 @@ import trio.testing
 from tests.peer.crawling import running_crawler
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig, Scope
 from ubipy.errors import StorageError
+from ubipy.peer.reading import MAX_REDIRECTS, SCOPE_REDIRECTS
 from ubipy.store import Shard
 
 
@@ -61,3 +62,55 @@ async def test_a_seed_s_redirect_target_is_crawled_whatever_the_disk_says(
         monkeypatch.setattr(shard, "set_meta", set_meta)
     assert asked == ["http://a.test/", "http://www.b.test/"]
     assert "b.test" in crawler.scope.roots
+
+
+async def test_a_chain_of_redirects_is_followed_twenty_times_at_most(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Each answer a redirect to a new URL: a redirect is no hop, so neither
+    --max-depth nor the path-repeat guard bounded it; the crawl never ended."""
+    asked: list[str] = []
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        asked.append(str(request.url))
+        n = int(request.url.params.get("n", "0"))
+        return httpx2.Response(302, headers={"Location": f"/go?n={n + 1}"})
+
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=0.1),
+        bounds=BoundsConfig(sitemaps=False, max_depth=0),
+    )
+    async with running_crawler(config, handler, Shard.open(tmp_path)) as crawler:
+        crawler.seed(["http://trap.test/go?n=0"])
+        with trio.fail_after(300):
+            await crawler.wait_idle()
+    assert len(asked) == 1 + MAX_REDIRECTS
+    assert crawler.stats.refused["redirect chain"] == 1
+
+
+async def test_a_seeds_redirects_across_hosts_widen_the_scope_a_few_times_at_most(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    asked: list[str] = []
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        asked.append(str(request.url))
+        n = int(request.url.host.removeprefix("h").removesuffix(".test"))
+        return httpx2.Response(302, headers={"Location": f"http://h{n + 1}.test/"})
+
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=0.1),
+        bounds=BoundsConfig(sitemaps=False, scope=Scope.HOST),
+    )
+    async with running_crawler(config, handler, Shard.open(tmp_path)) as crawler:
+        crawler.seed(["http://h0.test/"])
+        with trio.fail_after(300):
+            await crawler.wait_idle()
+    assert asked == [f"http://h{n}.test/" for n in range(SCOPE_REDIRECTS + 1)]
+    assert len(crawler.scope.roots) == SCOPE_REDIRECTS + 1

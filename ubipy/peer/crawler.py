@@ -42,6 +42,7 @@ from ubipy.peer.discovery import candidates, seed_candidates
 from ubipy.peer.hostmoves import HostMovesMixin
 from ubipy.peer.ordering import Ordering
 from ubipy.peer.pageanswers import PageAnswersMixin
+from ubipy.peer.reading import RedirectChains
 from ubipy.peer.refiltering import Refilter
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.resolving import ResolveStage
@@ -121,6 +122,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         )
         self._accept = MediaTypes(config.fetch.accept).allows
         bounds = config.bounds
+        self._redirects = RedirectChains()
         self._candidates = functools.partial(
             candidates, scope=self.scope, max_path_repeats=bounds.max_path_repeats, stats=self.stats
         )

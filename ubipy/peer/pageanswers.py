@@ -35,7 +35,7 @@ from ubipy.fetch import (
 from ubipy.peer.commits import COMMIT_BYTES, Commits
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.ordering import Ordering
-from ubipy.peer.reading import read_page
+from ubipy.peer.reading import RedirectChains, read_page
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.sitemapping import Sitemapping, sitemap_answered
 from ubipy.peer.wakeup import Wakeup
@@ -62,6 +62,7 @@ class PageAnswersMixin:
     _commits: Commits
     _flush_now: Wakeup
     _candidates: Callable[..., list[NewURL]]
+    _redirects: RedirectChains
 
     def _page_answered(
         self, host: str, entry: Entry, result: FetchResult, now: float, asked: float | None
@@ -108,7 +109,7 @@ class PageAnswersMixin:
             log.info("fetch failed: %s: %s", entry.url, result.detail)
         page, discovered = read_page(
             entry, host, result, config=self.config, candidates=self._candidates, stats=self.stats,
-            seed_redirect=self.on_seed_redirect, fetched_at=at,
+            seed_redirect=self.on_seed_redirect, fetched_at=at, chains=self._redirects,
         )  # fmt: skip
         first, visit = True, None
         if self.refresher is not None:

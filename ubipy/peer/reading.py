@@ -1,12 +1,14 @@
 """What a page's answer becomes: its stored record (digest, title, encoding) and the
-URLs it reveals (a redirect's target at the same depth, an HTML page's links one hop
-deeper, none past ``--max-depth``), counted in the crawl's figures."""
+URLs it reveals (a redirect's target at the same depth, up to MAX_REDIRECTS in a row;
+an HTML page's links one hop deeper, none past ``--max-depth``), counted in the
+crawl's figures."""
 
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 from ubipy.config import CrawlConfig
 from ubipy.fetch import Entry, FetchResult, content_digest, parse_html
@@ -14,7 +16,38 @@ from ubipy.peer.commits import page_record
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.store import NewURL, PageRecord
 
-__all__ = ["Candidates", "read_page"]
+__all__ = ["MAX_REDIRECTS", "SCOPE_REDIRECTS", "Candidates", "RedirectChains", "read_page"]
+
+#: Redirects followed in a row, as browsers and Scrapy do.
+MAX_REDIRECTS: Final = 20
+#: Of those, how many from a seed widen the scope (http to https, to www, to a
+#: language's path...).
+SCOPE_REDIRECTS: Final = 5
+
+
+class RedirectChains:
+    """How many redirects in a row led to each URL waiting to be fetched. A redirect
+    is no link hop (its target keeps the depth), so a server answering ``/go?n=k``
+    with a redirect to ``/go?n=k+1`` was followed for ever, whatever ``--max-depth``
+    said, and a seed's chain across hosts widened the scope at every hop. Kept for
+    the last ``size`` targets on this peer: a chain that leaves it (to a host another
+    peer owns) starts afresh there."""
+
+    __slots__ = ("_hops", "_size")
+
+    def __init__(self, size: int = 65_536) -> None:
+        self._hops: OrderedDict[int, int] = OrderedDict()
+        self._size = size
+
+    def follow(self, fp: int) -> int:
+        """The URL ``fp`` redirects: how many redirects in a row this one makes."""
+        return self._hops.pop(fp, 0) + 1
+
+    def led_to(self, fp: int, hops: int) -> None:
+        self._hops[fp] = hops
+        self._hops.move_to_end(fp)
+        if len(self._hops) > self._size:
+            self._hops.popitem(last=False)
 
 
 class Candidates(Protocol):
@@ -42,10 +75,12 @@ def read_page(
     stats: CrawlStats,
     seed_redirect: Callable[[str, str], object] = lambda location, seed: None,
     fetched_at: float | None = None,
+    chains: RedirectChains | None = None,
 ) -> tuple[PageRecord, list[NewURL]]:
     """The page's record and the URLs it revealed; ``seed_redirect(location, seed)``
-    is told where a URL at depth 0 (a seed, or where one led) redirects, first.
-    ``fetched_at``: when the answer ended (the wall clock; None: now)."""
+    is told where a URL at depth 0 (a seed, or where one led within SCOPE_REDIRECTS)
+    redirects, first. ``fetched_at``: when the answer ended (the wall clock; None:
+    now); ``chains``: the redirects in a row so far (None: not counted)."""
     discovered: list[NewURL] = []
     title = encoding = encoding_source = None
     digest = None
@@ -55,9 +90,16 @@ def read_page(
         if result.is_redirect:
             assert result.location is not None
             # A redirect is not a link hop: the target keeps the depth.
-            if entry.depth == 0:
-                seed_redirect(result.location, entry.url)
-            discovered = candidates([result.location], entry.url, entry.depth)
+            hops = 1 if chains is None else chains.follow(entry.fp)
+            if hops > MAX_REDIRECTS:
+                stats.refused["redirect chain"] += 1
+            else:
+                if entry.depth == 0 and hops <= SCOPE_REDIRECTS:
+                    seed_redirect(result.location, entry.url)
+                discovered = candidates([result.location], entry.url, entry.depth)
+                if chains is not None:
+                    for url in discovered:
+                        chains.led_to(url.fp, hops)
         elif result.is_html:
             parsed = parse_html(result.body, entry.url, encoding=result.charset)
             title, encoding = parsed.title, parsed.encoding
