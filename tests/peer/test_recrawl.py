@@ -15,7 +15,13 @@ import trio.testing
 
 from tests.cluster.harness import wall_clock_on_trio_time
 from tests.peer.crawling import running_crawler
-from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
+from ubipy.config import (
+    BoundsConfig,
+    CrawlConfig,
+    PolitenessConfig,
+    RecrawlConfig,
+    RefreshPolicy,
+)
 from ubipy.peer.crawler import Crawler
 from ubipy.store.shard import SHARD_FILE, Shard
 from ubipy.synthweb import (
@@ -255,3 +261,41 @@ async def test_pages_robots_txt_forbids_after_a_restart_are_put_off_not_closed_a
     pages = again.refresher.stats.barred
     assert pages > 0 and again.stats.skipped["robots"] == pages  # each once
     assert len(server.log) == asked  # robots.txt was answered by the stand-in
+
+
+async def test_a_page_that_moves_is_followed_to_where_it_went(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A revisit answered with a redirect: its target is a discovered URL, as a first
+    visit's is; it used to be dropped as an unchanged version's links are, and the old
+    URL was asked again and again, the new one never."""
+    moved = False
+    asked: list[str] = []
+    found = trio.Event()
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        asked.append(request.url.path)
+        if request.url.path == "/new":
+            found.set()
+        if request.url.path == "/old" and moved:
+            return httpx2.Response(301, headers={"Location": "/new"})
+        return httpx2.Response(200, headers={"Content-Type": "text/html"}, text="<p>a page</p>")
+
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=1.0),
+        bounds=BoundsConfig(sitemaps=False),
+        recrawl=RecrawlConfig(
+            recrawl=True, policy=RefreshPolicy.UNIFORM, rate=0.5, min_interval=60, replan=30
+        ),
+    )
+    with wall_clock_on_trio_time():
+        async with running_crawler(config, handler, Shard.open(tmp_path)) as crawler:
+            crawler.seed(["http://a.test/old"])
+            await trio.sleep(30)
+            moved = True
+            with trio.fail_after(600):  # the page is due again within minutes
+                await found.wait()
+    assert asked[:2] == ["/old", "/old"]

@@ -117,5 +117,6 @@ class PageAnswersMixin:
             self._commits.refreshed(row, visit)
         if first:
             self._commits.answered(page, self.order.scored(entry, discovered))
-        elif visit is not None and visit.changed:  # a new version: its links count
+        elif visit is not None and (visit.changed or result.is_redirect):
+            # A new version: its links count; a page that moved: where it went.
             self._commits.found(self.order.scored(entry, discovered))
