@@ -54,6 +54,34 @@ def test_each_link_kind_in_document_order() -> None:
     assert frames.links == ("http://example.com/dir/f1.html", "http://example.com/f2.html")
 
 
+@pytest.mark.parametrize(
+    ("content", "link"),
+    [
+        ("0; url=/en/", "http://example.com/en/"),
+        ("0;URL='moved.html'", "http://example.com/dir/moved.html"),
+        ("3, 'http://other.example/x'", "http://other.example/x"),
+        (".5 ; url = /q", "http://example.com/q"),
+        ("10 /plain", "http://example.com/plain"),
+        ("5", None),  # the page itself again
+        ("0; url=", None),
+        ("url=/x", None),  # no time: not a refresh (WHATWG)
+    ],
+)
+def test_a_meta_refresh_is_a_link(content: str, link: str | None) -> None:
+    # A site whose root page only refreshes to /en/ used to end the crawl at its seed.
+    page = _page(f'<html><head><meta http-equiv="Refresh" content="{content}"></head></html>')
+    assert page.links == ((link,) if link else ())
+
+
+def test_a_meta_refresh_follows_the_pages_base_and_nofollow() -> None:
+    based = _page('<base href="http://b.example/s/"><meta http-equiv=refresh content="0;url=x">')
+    assert based.links == ("http://b.example/s/x",)
+    barred = _page(
+        '<meta name="robots" content="nofollow"><meta http-equiv=refresh content="0;url=/x">'
+    )
+    assert barred.links == () and barred.nofollow
+
+
 def test_relative_resolution_dedup_and_fragments() -> None:
     page = _page(
         """<a href="other.html#top">1</a>

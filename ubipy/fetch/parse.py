@@ -42,6 +42,28 @@ _LOOKED_AT: Final = {
 }
 
 
+# A refresh's content (WHATWG, "shared declarative refresh steps"): a time, then
+# maybe ";" or ",", maybe "url=", and the URL, quoted or not.
+_REFRESH = re.compile(
+    r"[\t\n\f\r ]*(?:[0-9]+(?:\.[0-9.]*)?|\.[0-9.]*)[\t\n\f\r ]*(?:[;,][\t\n\f\r ]*)?"
+    r"(?:url[\t\n\f\r ]*=[\t\n\f\r ]*)?(.*)",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def refresh_target(content: str) -> str | None:
+    """Where a ``<meta http-equiv="refresh" content=...>`` sends the browser (None:
+    nowhere, or the page itself again)."""
+    match = _REFRESH.match(content)
+    if match is None:
+        return None
+    rest = match.group(1)
+    if rest[:1] in ("'", '"'):
+        end = rest.find(rest[0], 1)
+        rest = rest[1:] if end < 0 else rest[1:end]
+    return rest.strip() or None
+
+
 @dataclass(frozen=True, slots=True)
 class ParsedPage:
     title: str | None
@@ -160,6 +182,12 @@ class _Extract:
                     return
             self.hrefs.append(href)
         elif tag == "meta":
+            equiv = attrib.get("http-equiv")
+            if equiv and equiv.strip().lower() == "refresh":
+                target = refresh_target(attrib.get("content") or "")
+                if target:
+                    self.hrefs.append(target)  # a link like any other (base, nofollow)
+                return
             name = attrib.get("name")
             if name and name.strip().lower() in _ROBOTS_META_NAMES:
                 directives = _meta_directives(attrib.get("content") or "")
