@@ -18,7 +18,15 @@ import trio
 import trio.testing
 
 from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig, PolitenessConfig, Scope
-from ubipy.fetch import SITEMAP_DEPTH, Entry, FetchOutcome, FetchResult, Filtered, fingerprint
+from ubipy.fetch import (
+    LISTED_DEPTH,
+    SITEMAP_DEPTH,
+    Entry,
+    FetchOutcome,
+    FetchResult,
+    Filtered,
+    fingerprint,
+)
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.sitemapping import Sitemapping
@@ -319,3 +327,41 @@ def test_entries_past_the_limit_are_counted_and_logged_once(
     assert (stats.sitemaps, stats.sitemap_urls, stats.sitemap_skipped) == (3, 150_000, 6)
     warned = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1 and "2 entries past the first 50000" in warned[0].getMessage()
+
+
+async def test_a_sitemap_that_is_an_html_page_is_read_as_a_page(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A site sends its missing /sitemap.xml to its home page: the home page, admitted
+    as a sitemap first, used to be read as one (and failed), its links lost, and the
+    real link to it dropped as a URL already seen."""
+    web = {
+        w("/robots.txt"): (200, {}, b"User-agent: *\nDisallow:\n"),
+        w("/sitemap.xml"): (302, {"location": "/"}, b""),
+        w("/"): (200, HTML, b'<title>home</title><a href="/from-home">x</a>'),
+        w("/from-home"): (200, HTML, b"<title>x</title>"),
+    }
+    _, asked = await crawl(tmp_path, web=web, seeds=[w("/robots-first")])
+    assert w("/from-home") in {url for _, url in asked}
+    with sqlite3.connect(tmp_path / "shard.sqlite3") as db:
+        row = db.execute("SELECT depth, title FROM pages WHERE url = ?", (w("/"),)).fetchone()
+    assert row == (LISTED_DEPTH, "home")
+
+
+async def test_a_seeded_sitemap_is_read_as_a_sitemap(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A sitemap given as a seed was fetched as a page (its XML not kept), and the
+    one robots.txt names was then a URL already seen: what it lists was never found.
+    It is asked again as a sitemap, after the host's delay."""
+    web = {
+        w("/robots.txt"): (200, {}, b"User-agent: *\nDisallow:\n"),
+        w("/"): (200, HTML, b"<title>home</title>no links"),
+        w("/sitemap.xml"): (200, XML, urlset(w("/only-in-sitemap"))),
+        w("/only-in-sitemap"): (200, HTML, b"<title>x</title>"),
+    }
+    crawler, asked = await crawl(tmp_path, web=web, seeds=[w("/sitemap.xml"), w("/")])
+    assert w("/only-in-sitemap") in {url for _, url in asked}
+    assert (crawler.stats.sitemaps, crawler.stats.sitemap_urls) == (1, 1)
+    times = [t for t, url in asked if url == w("/sitemap.xml")]
+    assert len(times) == 2 and times[1] - times[0] >= DELAY

@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from ubipy.config import CrawlConfig
 from ubipy.fetch import (
+    SITEMAP_DEPTH,
     Entry,
     FetchResult,
     Scheduler,
@@ -37,7 +38,7 @@ from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.ordering import Ordering
 from ubipy.peer.reading import RedirectChains, read_page
 from ubipy.peer.refreshing import Refresher
-from ubipy.peer.sitemapping import Sitemapping, sitemap_answered
+from ubipy.peer.sitemapping import Sitemapping, read_as, sitemap_after_all, sitemap_answered
 from ubipy.peer.wakeup import Wakeup
 from ubipy.store import NewURL
 
@@ -76,6 +77,10 @@ class PageAnswersMixin:
             wait = retry_delay(entry.attempt + 1, config.fetch.retry_base)
             self.scheduler.retry(host, entry, now, wait=wait, asked=asked)
             return
+        if sitemap_after_all(entry, result, sitemaps=self.sitemaps.enabled):
+            # Asked again as a sitemap (its body read this time), after the delay.
+            self.scheduler.retry(host, entry._replace(depth=SITEMAP_DEPTH), now, wait=0.0)
+            return
         self.scheduler.finished(host, now, asked=asked)
         self._commits.unread(host, entry, result, time.time())
         if self._commits.unread_bytes >= READ_BYTES:
@@ -101,6 +106,7 @@ class PageAnswersMixin:
 
     def _page_done(self, host: str, entry: Entry, result: FetchResult, at: float) -> None:
         """Read a page answered at ``at`` (the wall clock)."""
+        entry = read_as(entry, result, sitemaps=self.sitemaps.enabled)
         if is_sitemap(entry.depth):  # stored as a page row, counted as a sitemap
             answer = self.sitemaps.answered(host, entry, result, at)
             sitemap_answered(self._commits, self.refresher, entry, result, answer)

@@ -13,7 +13,9 @@ scope-checked as any link. The robots.txt of a host out of scope (such a sitemap
 brings none: through it the crawl would widen a host at a time. A sitemap on
 another host is therefore fetched by that host's owner, after that host's robots.txt
 and through its politeness slot; and a URL is fetched once, as a sitemap or as a page,
-whichever found it first.
+whichever found it first, then read as what its answer is (:func:`read_as`): an HTML
+page where a sitemap was looked for (/sitemap.xml redirected to the home page) as a
+page, a sitemap found as a page (a seed, a page's link to it) as a sitemap.
 
 What they bring, once fetched. A sitemap's URLs, as candidates at depth 1 (LISTED_DEPTH),
 their ``lastmod`` kept beside them for recrawling; an index's sitemaps, as candidates at
@@ -37,6 +39,7 @@ log).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -53,6 +56,7 @@ from ubipy.fetch import (
     SitemapKind,
     content_digest,
     host_key,
+    is_sitemap,
     read_sitemap,
 )
 from ubipy.peer.commits import Commits, page_record
@@ -196,6 +200,43 @@ class Sitemapping:
             url,
             what,
         )
+
+
+# A sitemap's root element, near the start of its body (namespace prefix allowed).
+_SITEMAP_ROOT = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?(?:urlset|sitemapindex)[\s>/]")
+
+
+def read_as(entry: Entry, result: FetchResult, *, sitemaps: bool) -> Entry:
+    """The entry to read an answer as: a sitemap's as a page (at LISTED_DEPTH) when it
+    is an HTML page, a page's as a sitemap (with ``sitemaps``) when it is one."""
+    if not (result.ok and result.status is not None and 200 <= result.status < 300):
+        return entry
+    head = result.body[:4096]
+    if is_sitemap(entry.depth):
+        if result.is_html and not _SITEMAP_ROOT.search(head):
+            return entry._replace(depth=LISTED_DEPTH)
+    elif sitemaps and not result.is_html:
+        gzipped = head[:2] == b"\x1f\x8b" and entry.url.endswith(".xml.gz")
+        if gzipped or _SITEMAP_ROOT.search(head):
+            return entry._replace(depth=SITEMAP_DEPTH)
+    return entry
+
+
+_XML_TYPES = frozenset({"application/xml", "text/xml", "application/gzip", "application/x-gzip"})
+
+
+def sitemap_after_all(entry: Entry, result: FetchResult, *, sitemaps: bool) -> bool:
+    """Whether a page's answer of a type not kept (its body not read) may be a
+    sitemap, to ask again as one: XML (or gzip) from a seed, or from a URL that says
+    it is a sitemap (a page's link to /sitemap.xml; robots.txt's own would then find
+    it taken). Others, feeds and the like, are not worth the request."""
+    if is_sitemap(entry.depth) or not sitemaps or result.accepted or not result.ok:
+        return False
+    if result.status is None or not 200 <= result.status < 300:
+        return False
+    if result.content_type not in _XML_TYPES:
+        return False
+    return entry.depth == 0 or "sitemap" in entry.url.lower()
 
 
 def sitemap_answered(
