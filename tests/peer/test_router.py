@@ -86,6 +86,22 @@ def test_an_owner_that_answers_again_is_sent_what_waits_for_it_at_once() -> None
     assert router.due(41.0) == [old]
 
 
+def test_a_restarted_peers_batches_are_not_numbered_as_before() -> None:
+    """An owner holds its acknowledgements up to a linger: a peer restarted meanwhile
+    must not take an answer to its previous run's batch 1 for its new batch 1 (its
+    outbox rows would be dropped unsent)."""
+    ring = Ring(["a", "b"])
+    host = _hosts_of(ring, "b", 1)[0]
+    firsts = set()
+    for _ in range(20):  # twenty runs of peer a
+        router = Router("a", ring, batch_size=1)
+        router.enqueue([_url(1, host)], 0.0)
+        [batch] = router.due(0.0)
+        firsts.add(batch.id)
+        assert 0 < batch.id < 2**62
+    assert len(firsts) == 20
+
+
 @pytest.mark.parametrize("since", [0.7, 1.1, 3.3, 1e6 + 0.7])
 def test_what_next_deadline_promises_is_due_at_that_deadline(since: float) -> None:
     """At ``since + linger`` a batch is due, whatever the rounding: the peer's router

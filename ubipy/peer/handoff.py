@@ -21,7 +21,6 @@ peer that stays dead only delays its hosts by the grace.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import random
@@ -33,6 +32,7 @@ import trio
 from ubipy.errors import StorageError, UbipyError
 from ubipy.net import Handle, Reply, Send
 from ubipy.peer.crawler import Crawler
+from ubipy.peer.ids import run_ids
 from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
@@ -143,7 +143,7 @@ class Handoff:
         # they are back, so a sweep under a ring that still names them does not wait
         # out the patience once for every host.
         self._gone: set[str] = set()
-        self._ids = itertools.count(1)
+        self._ids = run_ids(rng)
         self._tokens = rng or random.Random()
         # The latest request token of each peer that asked us to sweep.
         self._asked: dict[str, int] = {}

@@ -29,8 +29,8 @@ the denial's wait before it is asked again.
 
 from __future__ import annotations
 
-import itertools
 import math
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
@@ -40,6 +40,7 @@ import trio
 from ubipy.config import CrawlConfig
 from ubipy.net import Handle, Reply, Send
 from ubipy.peer.crawler import Crawler
+from ubipy.peer.ids import run_ids
 from ubipy.peer.router import Router
 from ubipy.wire import MAX_LEASE_WAIT, IpGrant, IpLease, IpRelease, Message
 
@@ -178,6 +179,7 @@ class IpLeases:
         router: Router,
         *,
         patience: float = PATIENCE,
+        rng: random.Random | None = None,
     ) -> None:
         politeness = config.politeness
         ip_delay = politeness.delay if politeness.ip_delay is None else politeness.ip_delay
@@ -190,7 +192,7 @@ class IpLeases:
         self._address_of: Callable[[str], str | None] = lambda peer_id: None
         self._start_soon: Callable[..., object] = lambda *args: None
         self._patience = patience
-        self._ids = itertools.count(1)
+        self._ids = run_ids(rng)
         self._pending: dict[int, _Pending] = {}
         self._held: dict[str, _Held] = {}  # by host
         # By host: how long the owner of the address its request went to said to wait.

@@ -252,6 +252,7 @@ class Peer:
             linger=config.forwarding.batch_linger,
             linger_cap=config.forwarding.batch_linger_max,
             retry_after=config.forwarding.batch_retry,
+            rng=self._rng,
         )
         crawler = self._crawler = Crawler(config, self.shard, client, router, self.resolver)
         self._forwarder = Forwarder(router, crawler, self.links.send, self._address_of)
@@ -275,14 +276,10 @@ class Peer:
             rng=self._rng,
         )
         self._replicator = Replicator(
-            self.peer_id,
-            config.replication.replicas,
-            crawler,
-            self.shard,
-            self.links.send,
-            self._address_of,
-        )
-        self._ip_leases = IpLeases(self.peer_id, config, crawler, router)
+            self.peer_id, config.replication.replicas, crawler, self.shard, self.links.send,
+            self._address_of, rng=self._rng,
+        )  # fmt: skip
+        self._ip_leases = IpLeases(self.peer_id, config, crawler, router, rng=self._rng)
         self._ip_leases.install(self.handle, self.send, self._address_of, self.start_soon)
         self.scopes = ScopeSharing(
             crawler, self.send, self.start_soon, self._live_others, self._address_of

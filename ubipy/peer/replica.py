@@ -33,9 +33,9 @@ round trip, so a polite crawl does not wait for it; a crawl at delay 0 does).
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
+import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +44,7 @@ import trio
 
 from ubipy.net import Send
 from ubipy.peer.crawler import Crawler
+from ubipy.peer.ids import run_ids
 from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
@@ -161,6 +162,8 @@ class Replicator:
         shard: Shard,
         send: Send,
         address_of: AddressOf,
+        *,
+        rng: random.Random | None = None,
     ) -> None:
         self.self_id = self_id
         self.replicas = replicas
@@ -186,7 +189,7 @@ class Replicator:
         self._stopped = False
         # When a successor that could not be reached is tried again.
         self._not_before: dict[str, float] = {}
-        self._seqs = itertools.count(1)
+        self._seqs = run_ids(rng)
         if replicas >= 2:
             crawler.on_commit = self.committed
             crawler.on_request_end = self.request_ended

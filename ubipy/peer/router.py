@@ -16,13 +16,14 @@ Pure: no I/O, no clock; the peer passes ``now`` in and sends what comes out.
 
 from __future__ import annotations
 
-import itertools
+import random
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ubipy.errors import WireError
 from ubipy.fetch import BadURL, fingerprint, host_key, normalize
+from ubipy.peer.ids import run_ids
 from ubipy.ring import Placement
 from ubipy.store import HostMark, NewURL
 from ubipy.wire import Mark, WireURL
@@ -75,6 +76,7 @@ class Router:
         linger_cap: float | None = None,
         retry_after: float = 2.0,
         recent_size: int = 65_536,
+        rng: random.Random | None = None,
     ) -> None:
         self.self_id = self_id
         self._placement = placement
@@ -87,7 +89,7 @@ class Router:
         self._scale_linger()
         self._outboxes: dict[str, _Outbox] = {}
         self._unacked: dict[int, _Unacked] = {}
-        self._ids = itertools.count(1)
+        self._ids = run_ids(rng)
         # Links repeated on every page of a site (menus, footers) would otherwise
         # be forwarded again and again; the owner would drop them, but the wire
         # would carry them.
