@@ -4,9 +4,13 @@ taken over while a page of it is fetched but not yet committed."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx2
+import pytest
+import trio
+import trio.testing
 
 from tests.peer.test_handoff import crawler_at
 from tests.peer.test_replica import page
@@ -15,7 +19,7 @@ from ubipy.fetch import JobKind, fingerprint
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.router import Router
 from ubipy.ring import Ring
-from ubipy.store import NewURL, Shard
+from ubipy.store import HostMark, NewURL, Shard
 
 
 async def test_a_forward_left_in_the_outbox_is_admitted_if_the_restarted_peer_owns_it(
@@ -82,3 +86,18 @@ async def test_urls_a_ring_change_makes_ours_wait_for_a_shard_that_refuses_write
         assert crawler._flush()
     assert shard.pending_count(theirs) == 2 and shard.outbox() == []
     shard.close()
+
+
+async def test_a_host_taken_over_waits_its_whole_delay_whatever_the_clocks(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The previous holder's clock is 30 s behind this peer's (frames are allowed a
+    minute): its last request, ended just now, looked 30 s old here, and a Crawl-delay
+    of 10 s was not waited at all."""
+    async with crawler_at(tmp_path) as c:
+        c.seed(["http://a.test/p"])
+        skewed = HostMark(last_end=time.time() - 30.0, delay=10.0, pages=1)
+        c.take_over("a.test", [], [], skewed)
+        slot = c.scheduler.slot("a.test")
+        assert slot is not None
+        assert slot.next_allowed == pytest.approx(trio.current_time() + 10.0)

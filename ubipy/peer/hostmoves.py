@@ -14,6 +14,7 @@ import time
 import trio
 
 from ubipy.config import CrawlConfig
+from ubipy.errors import StorageError
 from ubipy.fetch import Scheduler, retry_delay
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.wakeup import Wakeup
@@ -72,14 +73,17 @@ class HostMovesMixin:
         """Receive a host from its previous owner: its frontier, history and politeness."""
         # Outcomes not yet written go first: the host's queue is rebuilt from disk below,
         # where a page fetched but not committed would still be pending (asked twice).
-        self._flush()
+        # A shard that refuses them refuses the host too: its sender tries again.
+        if not self._flush():
+            raise StorageError(f"{host} not taken: the shard refuses writes")
         before = self._shard.pending_count(host)
         rows, _ = self._durably(pending)
         self._shard.take_done(host, done)
         self.admission.learn(done)
+        given = False
         if mark is not None:
             mine = self._shard.host_mark(host)
-            if mine is None or mine.last_end < mark.last_end:
+            if given := mine is None or mine.last_end < mark.last_end:
                 self._shard.save_host_marks({host: mark})
         if not self.scheduler.busy(host):
             # Rebuild the host's queue from disk: some of it may be done elsewhere.
@@ -88,7 +92,11 @@ class HostMovesMixin:
             if left:
                 self.scheduler.restore(host, left)
         if (newest := self._shard.host_mark(host)) is not None:  # ours or the one given
-            self._restore_mark(host, newest, time.time(), trio.current_time())
+            # The one given ended on another peer's clock, which may be behind ours by
+            # the minute frames are allowed: its whole wait is waited from now (once,
+            # as the host moves), not what our clock says is left of it.
+            wall = newest.last_end if given else time.time()
+            self._restore_mark(host, newest, wall, trio.current_time())
         # _durably counted the new rows already; the rest is what was closed as done.
         self._pending += self._shard.pending_count(host) - before - len(rows)
         if self._idle.is_set():
