@@ -25,6 +25,7 @@ from ubipy.fetch.dns import (
     DnsFailure,
     Lookup,
     Resolver,
+    address_key,
     is_public,
     split_host,
 )
@@ -55,6 +56,22 @@ class FakeDns:
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         finally:
             self.at_once -= 1
+
+
+@pytest.mark.parametrize(
+    ("address", "key"),
+    [
+        ("93.184.215.14", "93.184.215.14"),
+        ("::ffff:93.184.215.14", "93.184.215.14"),
+        ("::ffff:5db8:d70e", "93.184.215.14"),
+        ("64:ff9b::5db8:d70e", "93.184.215.14"),
+        ("2001:DB8:0:0::1", "2001:db8::1"),
+        ("2002:5db8:d70e::1", "2002:5db8:d70e::1"),  # 6to4: a relay's address, not the host's
+        ("::1", "::1"),
+    ],
+)
+def test_an_addresss_per_ip_key_is_the_server_it_reaches(address: str, key: str) -> None:
+    assert address_key(address) == key
 
 
 def test_host_keys_give_their_names() -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import trio
 import trio.testing
 
 from tests.fetch.test_dns import Outage
-from ubipy.fetch import Entry, JobKind, Resolver, Scheduler
+from ubipy.fetch import Entry, JobKind, Resolver, Scheduler, host_key, normalize
 from ubipy.peer.resolving import ResolveStage
 
 
@@ -90,3 +91,30 @@ async def test_a_host_whose_resolver_never_answers_is_given_up(
 ) -> None:
     fetched, closed = await crawl(Outage(0.0, math.inf), pages=3, retry_base=5.0, ttl=3600.0)
     assert (fetched, closed.hosts) == (0, [("a.test", "dns: temporary failure")])
+
+
+@pytest.mark.parametrize(
+    "other", ["[::ffff:93.184.215.14]", "[64:ff9b::93.184.215.14]", "[::ffff:5db8:d70e]"]
+)
+async def test_an_address_written_two_ways_is_one_to_the_per_ip_rule(
+    other: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    # An IPv6 form that carries the IPv4 address reaches the same server.
+    resolver = Resolver()
+    scheduler = Scheduler(
+        delay=1.0, window=10, loader=lambda host, queue, n: [], resolve=resolver.wanted
+    )
+    stage = ResolveStage(resolver, scheduler, Closed(), wake=(lambda: None, lambda: None))  # type: ignore[arg-type]
+    for i, url in enumerate(["http://93.184.215.14/a", f"http://{other}/a"]):
+        url = normalize(url)
+        scheduler.add(host_key(url), Entry(i, i, url, 0))
+    in_flight = []
+    for now in (0.0, 10.0, 20.0):
+        while (job := scheduler.next_job(now)) is not None:
+            if job.kind is JobKind.RESOLVE:
+                await stage._lookup(job.host)
+            elif job.kind is JobKind.ROBOTS:
+                scheduler.robots_answer(job.host, now, status=404, location=None, body=b"")
+            else:
+                in_flight.append(job.url)  # left in flight
+    assert len(in_flight) == 1

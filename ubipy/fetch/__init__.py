@@ -4,7 +4,7 @@ fingerprints, scope rules, URL and type filters, seed files and sitemaps.
 """
 
 from ubipy.fetch.client import make_client
-from ubipy.fetch.dns import DnsFailure, Lookup, Resolver, is_public
+from ubipy.fetch.dns import DnsFailure, Lookup, Resolver, address_key, is_public
 from ubipy.fetch.encoding import EncodingSource, sniff
 from ubipy.fetch.fetcher import (
     FetchOutcome,
@@ -89,6 +89,7 @@ __all__ = [
     "TlsStream",
     "UrlFilter",
     "Validators",
+    "address_key",
     "allocate",
     "asked_wait",
     "change_rate",

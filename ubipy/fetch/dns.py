@@ -102,6 +102,23 @@ _EMBEDS_V4 = tuple(
 _LOCAL_V6 = tuple(ipaddress.IPv6Network(prefix) for prefix in ("64:ff9b:1::/48", "fec0::/10"))
 
 
+def address_key(address: str) -> str:
+    """The per-IP rule's key for an address: an IPv6 address that carries an IPv4
+    one (mapped, compatible, NAT64's prefixes) is that IPv4 address, the same server
+    reached another way (http://[::ffff:1.2.3.4]/ and http://1.2.3.4/ shared no key,
+    and had a request each in flight to it). Others are as written, IPv6 compressed."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        if any(ip in net for net in _EMBEDS_V4) and int(ip) > 1:  # not :: or ::1
+            return str(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return str(ip)
+
+
 def is_public(address: str) -> bool:
     """Whether a crawler may reach ``address`` without being told to: globally
     routable and not multicast. An IPv6 address that carries an IPv4 one (mapped,

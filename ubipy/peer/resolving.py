@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import trio
 
-from ubipy.fetch import DnsFailure, Resolver, Scheduler
+from ubipy.fetch import DnsFailure, Resolver, Scheduler, address_key
 from ubipy.peer.commits import Commits
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class ResolveStage:
         now = trio.current_time()
         if answer.address is not None:
             until = self.resolver.fresh_until(host)
-            self._scheduler.resolved(host, answer.address, until=until)
+            self._scheduler.resolved(host, address_key(answer.address), until=until)
         else:
             error = answer.error or DnsFailure.NO_SUCH_NAME
             stats = self.stats
