@@ -148,6 +148,22 @@ async def test_an_answer_is_kept_for_the_ttl_and_a_host_costs_one_lookup(
     assert resolver.lookups["a.test"] == 2
 
 
+async def test_names_of_no_more_use_are_forgotten(autojump_clock: trio.testing.MockClock) -> None:
+    # A crawl meets millions of names: those whose answers expired past serving them
+    # stale go, with their counts, once the cache has grown enough to look.
+    old = [f"old{i}.test" for i in range(5000)]
+    new = [f"new{i}.test" for i in range(5000)]
+    dns = FakeDns(dict.fromkeys(old + new, ["93.184.216.34"]))
+    resolver = Resolver(ttl=10.0, lookup=dns)
+    for name in old:
+        await resolver.resolve(name)
+    await trio.sleep(10.0 + STALE_LIMIT + 1.0)
+    for name in new:
+        await resolver.resolve(name)
+    assert set(resolver.lookups) == set(new)
+    assert (resolver.total_lookups, resolver.most_lookups) == (10_000, 1)
+
+
 async def test_a_failure_is_kept_a_shorter_while(autojump_clock: trio.testing.MockClock) -> None:
     dns = FakeDns({})
     resolver = Resolver(ttl=3600.0, lookup=dns)

@@ -102,6 +102,15 @@ _EMBEDS_V4 = tuple(
 _LOCAL_V6 = tuple(ipaddress.IPv6Network(prefix) for prefix in ("64:ff9b:1::/48", "fec0::/10"))
 
 
+# The cache is swept of what it no longer needs once it holds this many names (and
+# twice as many as after the last sweep).
+_SWEEP_AT = 4096
+
+
+def _forgotten(answer: Lookup, until: float, now: float) -> bool:
+    return until <= now - (STALE_LIMIT if answer.error is None else 0.0)
+
+
 def address_key(address: str) -> str:
     """The per-IP rule's key for an address: an IPv6 address that carries an IPv4
     one (mapped, compatible, NAT64's prefixes) is that IPv4 address, the same server
@@ -208,8 +217,13 @@ class Resolver:
         # Hosts (HOST[:PORT]) whose non-public address was allowed because a seed was
         # on them: that port only, not every service of the address.
         self._exempt: set[str] = set()
-        self.lookups: Counter[str] = Counter()  # per name, answers not from the cache
+        # Per name (while its answer is kept), answers not from the cache; in all, and
+        # the most any one name took.
+        self.lookups: Counter[str] = Counter()
+        self.total_lookups = 0
+        self.most_lookups = 0
         self.refused: Counter[str] = Counter()  # per name, addresses refused
+        self._sweep_at = _SWEEP_AT
         # Names served their last address past its expiry, since when (it expired).
         self._stale_since: dict[str, float] = {}
         self.served_stale = 0  # lookups that failed and were answered so
@@ -263,7 +277,9 @@ class Resolver:
         name = split_host(host)
         answer = self.pinned(name)
         if answer is None:
-            self.lookups[name] += 1
+            count = self.lookups[name] = self.lookups[name] + 1
+            self.total_lookups += 1
+            self.most_lookups = max(self.most_lookups, count)
             answer = await self._ask(name)
             now = trio.current_time()
             if answer.error in (DnsFailure.TEMPORARY, DnsFailure.TIMEOUT):
@@ -273,11 +289,26 @@ class Resolver:
             if answer.error is not DnsFailure.TIMEOUT:  # not an answer: ask again
                 fresh = answer.error is None and name not in self._stale_since
                 ttl = self._ttl if fresh else min(self._ttl, FAILURE_TTL)
+                if len(self._cache) >= self._sweep_at:
+                    self._sweep(now)
                 self._cache[name] = (answer, now + ttl)
         if answer.address is not None and not self.allowed(host, answer.address):
             self.refused[name] += 1
             return Lookup((), DnsFailure.REFUSED)
         return answer
+
+    def _sweep(self, now: float) -> None:
+        """Forget the names whose answers are of no more use: failures expired, and
+        addresses expired past serving them stale. A crawl meets millions of names, a
+        few hundred bytes each; the next sweep waits until the cache has doubled."""
+        cache = self._cache
+        for name in [n for n, (answer, until) in cache.items() if _forgotten(answer, until, now)]:
+            del cache[name]
+            self.lookups.pop(name, None)
+            self.refused.pop(name, None)
+            self._timed_out.discard(name)
+            self._stale_since.pop(name, None)
+        self._sweep_at = max(_SWEEP_AT, 2 * len(cache))
 
     def _stale(self, name: str, now: float) -> Lookup | None:
         """The last address of ``name``, if its resolver failed within STALE_LIMIT of

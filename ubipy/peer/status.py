@@ -168,11 +168,11 @@ def status_of(
 def _dns_figures(c: Crawler) -> dict[str, int]:
     if c.dns is None:
         return {}
-    lookups = c.dns.resolver.lookups
+    resolver = c.dns.resolver
     stats = c.dns.stats
     return {
-        "dns_lookups": lookups.total(),
-        "dns_most_per_host": max(lookups.values(), default=0),
+        "dns_lookups": resolver.total_lookups,
+        "dns_most_per_host": resolver.most_lookups,
         "dns_failures": stats.failures,
         "dns_hosts_given_up": stats.hosts_given_up,
         "refused_addresses": stats.refused + c.stats.refused_addresses,
