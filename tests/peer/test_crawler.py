@@ -166,3 +166,30 @@ async def test_a_url_routed_to_a_host_given_up_before_the_commit_is_counted_once
         assert c.admit_routed([NewURL(fingerprint(link), link, gone, 1)]) == 1
         assert c._flush() and c._flush()
         assert c.pending == 0 and c._shard.counts().pending == 0
+
+
+async def test_a_url_of_a_host_given_up_is_closed_saying_why_and_counted(
+    tmp_path: Path,
+) -> None:
+    async with crawler_at(tmp_path) as c:
+        c.seed(["http://h.test/"])
+        s = c.scheduler
+        job = s.next_job(0.0)
+        assert job is not None and job.kind is JobKind.ROBOTS
+        slot = s.slot("h.test")
+        assert slot is not None
+        # As the DNS stage gives a host up whose name does not resolve.
+        s.robots_answer("h.test", 0.0, status=404, location=None, body=b"")
+        slot.in_flight, s.in_flight = True, s.in_flight + 1
+        assert s.lookup_failed("h.test", 0.0, final=True)
+        c._commits.close_host("h.test", "dns: no such name")
+        assert c._flush()
+        link = "http://h.test/later"
+        assert c.admit_routed([NewURL(fingerprint(link), link, "h.test", 1)]) == 1
+        assert c._flush()
+        reasons = c._shard._conn.execute("SELECT url, reason FROM frontier ORDER BY url")
+        assert reasons.fetchall() == [
+            ("http://h.test/", "dns: no such name"),
+            (link, "dns: no such name"),  # not "robots.txt unreachable"
+        ]
+        assert c.stats.skipped == {"dns: no such name": 2} and c.pending == 0

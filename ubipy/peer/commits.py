@@ -220,10 +220,13 @@ class Batch:
     def lastmods(self) -> list[Lastmod]:
         return [*(m for a in self.answered for m in a.lastmods), *self.found_lastmods]
 
-    def write(self, shard: Shard, place: Place) -> tuple[int, list[FrontierRow], list[NewURL]]:
+    def write(
+        self, shard: Shard, place: Place
+    ) -> tuple[Counter[str], list[FrontierRow], list[NewURL]]:
         """Write the batch in one transaction, in its order: the rows closed with their
-        hosts, the new rows admitted and the URLs kept for other peers."""
-        closed = 0
+        hosts (counted by why), the new rows admitted and the URLs kept for other
+        peers."""
+        closed: Counter[str] = Counter()
         with shard.transaction():
             shard.save_host_marks(self.marks)
             # The rows settled one by one, then the hosts closed, then the new rows
@@ -232,7 +235,7 @@ class Batch:
             if self.skips:
                 shard.mark_skipped(self.skips)
             for host, reason in self.closed_hosts:
-                closed += shard.skip_host(host, reason)
+                closed[reason] += shard.skip_host(host, reason)
             new_rows, foreign = place(self.discoveries)
             if self.acked:
                 shard.outbox_remove(self.acked)
@@ -281,6 +284,7 @@ class Commits:
         "_unread_bytes",
         "_visits",
         "_writing",
+        "given_up",
     )
 
     def __init__(self, arrived: Callable[[], None] = lambda: None) -> None:
@@ -289,6 +293,9 @@ class Commits:
         self._arrived = arrived
         self._marks: dict[str, HostMark] = {}
         self._closed_hosts: list[tuple[str, str]] = []
+        # Why each host given up in this run was: a URL of it admitted later is closed
+        # saying so.
+        self.given_up: dict[str, str] = {}
         self._answered: list[Answered] = []
         self._acked: list[int] = []
         self._skips: list[tuple[int, str]] = []
@@ -352,8 +359,10 @@ class Commits:
         self._arrived()
 
     def close_host(self, host: str, reason: str) -> None:
-        """The host is given up: its pending frontier rows are closed, saying why."""
+        """The host is given up: its pending frontier rows are closed, saying why (and
+        so are the URLs of it admitted later in this run: see ``given_up``)."""
         self._closed_hosts.append((host, reason))
+        self.given_up[host] = reason
         self._arrived()
 
     def skip(self, fp: int, reason: str) -> None:

@@ -554,7 +554,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
             self.storage_error = None
             self.storage_failing = trio.Event()
         batch.report_closed()
-        self._pending -= batch.settled + closed
+        self.stats.skipped.update(closed)
+        self._pending -= batch.settled + closed.total()
         self._committed(rows, foreign, batch.pages, batch.marks)
         return True
 
@@ -566,7 +567,9 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         for r in rows:
             n += 1
             if not self.scheduler.add(r.host, Entry(r.fp, r.seq, r.url, r.depth, score=r.score)):
-                self._commits.skip(r.fp, "robots.txt unreachable")
+                why = self._commits.given_up.get(r.host, "robots.txt unreachable")
+                self._commits.skip(r.fp, why)
+                self.stats.skipped[why] += 1
         self._pending += n
         if n:
             # Only a set event is replaced: tasks waiting on an unset one must see it fire.

@@ -94,6 +94,12 @@ class PeerStatus:
     ip_leases_granted: int = 0
     ip_leases_denied: int = 0
     ip_lease_timeouts: int = 0
+    # URLs closed without a request (robots.txt, a host's budget, a host given up),
+    # by why ("why n; ..."), and in all; requests asked again; commits the shard refused.
+    skipped: int = 0
+    skipped_why: str = ""
+    retries: int = 0
+    storage_failures: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -137,6 +143,10 @@ def status_of(
         credentials_stripped=c.stats.credentials_stripped,
         excluded=c.stats.filtered[Filtered.EXCLUDED],
         not_included=c.stats.filtered[Filtered.NOT_INCLUDED],
+        skipped=c.stats.skipped.total(),
+        skipped_why="; ".join(f"{why} {n}" for why, n in c.stats.skipped.most_common()),
+        retries=c.stats.retries,
+        storage_failures=c.stats.storage_failures,
         skipped_by_type=c.stats.skipped_types.total(),
         skipped_types=", ".join(f"{k} {n}" for k, n in c.stats.skipped_types.most_common()),
         idle=c.scheduler.idle(),
