@@ -153,7 +153,7 @@ async def test_names_of_no_more_use_are_forgotten(autojump_clock: trio.testing.M
     # stale go, with their counts, once the cache has grown enough to look.
     old = [f"old{i}.test" for i in range(5000)]
     new = [f"new{i}.test" for i in range(5000)]
-    dns = FakeDns(dict.fromkeys(old + new, ["93.184.216.34"]))
+    dns = FakeDns({name: ["93.184.216.34"] for name in old + new})
     resolver = Resolver(ttl=10.0, lookup=dns)
     for name in old:
         await resolver.resolve(name)
