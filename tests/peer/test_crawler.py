@@ -100,7 +100,9 @@ async def test_a_page_that_breaks_the_parser_is_stored_as_an_error_not_fetched_a
     monkeypatch.setattr(reading_module, "parse_html", breaks)
     async with crawled(tmp_path, html) as c:
         assert stored_error(c) == "processing failed"
-        assert (c.stats.errors, c.stats.timeouts) == (1, 0)
+        # An error, not a page besides (it was counted as both).
+        assert (c.stats.errors, c.stats.timeouts, c.stats.pages) == (1, 0, 0)
+        assert c.stats.statuses == {}
         assert asked == [PAGE] and c.pending == 0
 
 

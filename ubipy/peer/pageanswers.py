@@ -96,7 +96,12 @@ class PageAnswersMixin:
                 # A page that breaks the parser is a bad page, not a dead peer;
                 # it is stored as an error so it is not fetched again.
                 log.exception("processing %s failed", u.entry.url)
-                self._page_done(u.host, u.entry, processing_failed(u.result), u.at)
+                try:
+                    self._page_done(u.host, u.entry, processing_failed(u.result), u.at)
+                except Exception:
+                    # Not the page's doing: the rest of the answers are read all the
+                    # same; this URL stays pending in the shard (asked at a restart).
+                    log.exception("storing %s as failed failed too", u.entry.url)
 
     def _commit_if_full(self) -> None:
         commits = self._commits

@@ -84,7 +84,6 @@ def read_page(
     discovered: list[NewURL] = []
     title = encoding = encoding_source = None
     digest = None
-    stats.answered(result)
     if result.ok and result.accepted:
         digest = content_digest(result.body)
         if result.is_redirect:
@@ -111,6 +110,9 @@ def read_page(
                 stats.too_deep += len(parsed.links)
             else:
                 discovered = candidates(parsed.links, None, entry.depth + 1, hosts=parsed.hosts)
+    # Counted once read: a page that breaks the parser is counted as the error it is
+    # stored as (processing_failed), not as a page and an error.
+    stats.answered(result)
     page = page_record(
         entry,
         host,
