@@ -479,3 +479,96 @@ async def test_a_resumed_peers_ask_lost_on_the_way_is_asked_again(
         assert lost and asked(cb) == set()
         await trio.sleep(5.0)
         assert asked(cb) == {host}
+
+
+async def test_a_peer_that_left_and_swept_is_not_waited_for_at_a_later_ring_change(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """l1 leaves (its sweep done), then l2 leaves 20 s later, while l1 is still a
+    LEFT member (its record lives 2 minutes): the hosts l2 hands over waited for a
+    DONE from l1, which can send none under the new ring, for the hold's limit."""
+    r4, r3, r2 = Ring(["a", "b", "l1", "l2"]), Ring(["a", "b", "l2"]), Ring(["a", "b"])
+    host = next(
+        h
+        for i in range(100_000)
+        if r3.owner(h := f"h{i:05d}.synth.test") == "l2" and r2.owner(h) == "a"
+    )
+    async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
+        handoff = handoff_for(crawler, "a")
+        nursery.start_soon(handoff.run)
+        handoff.ring_changed(r4, frozenset(r4.members), frozenset())
+        handoff.release_from("l1", ring_key(r3))
+        crawler.ring_changed(r3)
+        handoff.ring_changed(r3, frozenset(r3.members), frozenset({"a", "b", "l2", "l1"}))
+        handoff.release_from("b", ring_key(r3))
+        handoff.release_from("l2", ring_key(r3))
+        await trio.sleep(20.0)
+        handoff.release_from("l2", ring_key(r2))
+        crawler.ring_changed(r2)
+        handoff.ring_changed(r2, frozenset(r2.members), frozenset({"a", "b", "l1", "l2"}))
+        handoff.release_from("b", ring_key(r2))
+        crawler.seed([f"http://{host}/"])  # what l2 handed over
+        assert asked(crawler) == {host}
+        nursery.cancel_scope.cancel()
+
+
+async def test_two_deaths_hours_apart_hold_no_host_for_want_of_a_copy(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """b dies, its hosts are taken over and copied again; hours later c dies. A host
+    whose two copies were on b and c before either died has a copy here since: it
+    is not held for the orphan grace (a day), as if both had died in one cut."""
+    four, three, two = Ring(["a", "b", "c", "d"]), Ring(["a", "c", "d"]), Ring(["a", "d"])
+    host = next(
+        h
+        for i in range(10_000)
+        if four.successors(h := f"h{i:04d}.synth.test", 2) == ["b", "c"] and two.owner(h) == "a"
+    )
+    async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
+        handoff = handoff_for(crawler, "a", copies=2, orphan_grace=86_400.0)
+        nursery.start_soon(handoff.run)
+        handoff.ring_changed(four, frozenset(four.members), frozenset())
+        crawler.ring_changed(three)
+        handoff.ring_changed(three, frozenset(three.members), frozenset(three.members))
+        handoff.peer_gone("b")
+        for peer in ("c", "d"):
+            handoff.release_from(peer, ring_key(three))
+        await trio.sleep(5 * 3600.0)
+        crawler.ring_changed(two)
+        handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
+        handoff.peer_gone("c")
+        handoff.release_from("d", ring_key(two))
+        crawler.seed([f"http://{host}/"])
+        assert asked(crawler) == {host}
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_later_death_does_not_end_the_wait_for_an_earlier_cuts_copies(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    five = Ring(["a", "b", "c", "d", "e"])
+    four, three = Ring(["a", "c", "d", "e"]), Ring(["a", "d", "e"])
+    two = Ring(["a", "e"])
+    host = next(
+        h
+        for i in range(10_000)
+        if five.successors(h := f"h{i:04d}.synth.test", 2) == ["b", "c"] and two.owner(h) == "a"
+    )
+    async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
+        handoff = handoff_for(crawler, "a", copies=2, orphan_grace=86_400.0)
+        nursery.start_soon(handoff.run)
+        handoff.ring_changed(five, frozenset(five.members), frozenset())
+        for ring, dead in ((four, "b"), (three, "c")):  # one cut: b and c together
+            crawler.ring_changed(ring)
+            handoff.ring_changed(ring, frozenset(ring.members), frozenset(ring.members))
+            handoff.peer_gone(dead)
+        for peer in ("d", "e"):
+            handoff.release_from(peer, ring_key(three))
+        await trio.sleep(3600.0)
+        crawler.ring_changed(two)  # an hour later, d dies too
+        handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
+        handoff.peer_gone("d")
+        handoff.release_from("e", ring_key(two))
+        crawler.seed([f"http://{host}/"])
+        assert asked(crawler) == set()  # b's and c's copies are still waited for
+        nursery.cancel_scope.cancel()

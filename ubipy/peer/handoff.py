@@ -48,6 +48,9 @@ _ACK_PATIENCE = 10.0
 # over nor dies (a stuck sweep must not stall the host forever), past the longest
 # a request may last (the sweep hands a host over once its request has ended).
 _HOLD_LIMIT = 60.0
+# Peers that die within this many seconds of each other died of one cut (see
+# peer_gone): a host whose every copy was on them has none on this side.
+_TOGETHER = 60.0
 # How soon a sweep the shard refused is tried again.
 _STORAGE_RETRY = 5.0
 # How soon a sweep that left hosts here is tried again: the first wait, the longest.
@@ -131,7 +134,7 @@ class Handoff:
         self._orphan_grace = orphan_grace
         # ``request_limit``: the longest a request may last (--fetch-deadline).
         self._hold_limit = request_limit + _HOLD_LIMIT
-        # The peers dead within the orphan grace, with when they died.
+        # The peers dead within _TOGETHER of the latest death, with when they died.
         self._dead: dict[str, float] = {}
         self._holds: list[_Hold] = []
         # The ring each peer last said it finished sweeping under.
@@ -178,8 +181,15 @@ class Handoff:
         # moment while membership settles), so all of them are waited for.
         key = ring_key(ring)
         # A peer may have finished its sweep under this very ring before this
-        # peer saw the ring change: its DONE has already come.
-        waiting = {p for p in handing - {self.self_id} if self._swept.get(p) != key}
+        # peer saw the ring change: its DONE has already come. One that left and has
+        # swept since holds nothing more: it is not waited for under a later ring, for
+        # which it can send no DONE (a second leave held every host gained for the
+        # hold's whole limit).
+        waiting = {
+            p
+            for p in handing - {self.self_id}
+            if self._swept.get(p) != key and (p in alive or p not in self._swept)
+        }
         if waiting:
             self._add_hold(old, key, waiting, self._hold_limit)
         for peer, swept in list(self._swept.items()):
@@ -211,14 +221,19 @@ class Handoff:
             self._add_hold(with_it, _NO_RING, {peer_id}, hold)
             log.info("holding the hosts of dead %s for %.1f s", peer_id, hold)
         if self._copies > 1 and self._orphan_grace > 0 and peer_id not in self._ring.members:
+            # Deaths within a minute of each other are one cut: hours apart, the first
+            # one's hosts were copied again in between, and a host whose two copies
+            # were on them has a copy here (held a day for nothing, it was).
             now = trio.current_time()
             self._dead[peer_id] = now
-            self._dead = {p: t for p, t in self._dead.items() if t > now - self._orphan_grace}
-            # One orphan hold at a time, on every host's path to a job: the newest
-            # covers the older ones (its dead are theirs still dead, and more).
-            self._holds = [h for h in self._holds if not h.orphans_of]
+            self._dead = {p: t for p, t in self._dead.items() if t > now - _TOGETHER}
             if len(self._dead) >= self._copies:  # fewer cannot hold every copy
                 dead = frozenset(self._dead)
+                # Holds on every host's path to a job: the newest covers the older ones
+                # of the same cut (their dead are its dead still, and more).
+                self._holds = [
+                    h for h in self._holds if not (h.orphans_of and h.orphans_of <= dead)
+                ]
                 with_them = Ring([*self._ring.members, *dead])
                 self._add_hold(with_them, _NO_RING, set(dead), self._orphan_grace, orphans_of=dead)
 
