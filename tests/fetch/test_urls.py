@@ -105,6 +105,22 @@ def test_non_http_schemes_refused(href: str) -> None:
     assert info.value.reason is URLRejection.SCHEME
 
 
+@pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        (" \t\x0chttp://a.test/x \n\r", "http://a.test/x"),  # ASCII whitespace: stripped
+        ("http://a.test/x\xa0", "http://a.test/x%C2%A0"),  # not other spaces (browsers)
+        ("\u3000http://a.test/", None),  # a leading ideographic space: no URL at all
+    ],
+)
+def test_only_ascii_whitespace_is_stripped_from_a_link(href: str, expected: str | None) -> None:
+    if expected is None:
+        with pytest.raises(BadURL):
+            normalize(href)
+    else:
+        assert normalize(href) == expected
+
+
 @pytest.mark.parametrize("href", ["not a url", "http://", "http://exa mple.com/", "http://[::1/"])
 def test_garbage_refused(href: str) -> None:
     with pytest.raises(BadURL) as info:

@@ -86,6 +86,11 @@ _CONTROL_CHARS = frozenset(
     + [chr(c) for c in range(0x80, 0xA0)]
 )
 
+# What is stripped from both ends of a link: HTML's ASCII whitespace, around a URL in
+# an attribute (not every Unicode space: a link ending in U+00A0 is requested with
+# it, percent-encoded, as browsers do). Other C0 controls are refused, see above.
+_ASCII_WHITESPACE = "\t\n\x0c\r "
+
 # A path-absolute link that WHATWG resolution keeps as written: segments of
 # unreserved characters that do not begin with a dot (so no "." or ".." segment),
 # and a query of unreserved characters, "=" and "&". Segments are joined by a "/"
@@ -230,7 +235,7 @@ def _resolve(href: str, base: str | None) -> tuple[str, bool]:
     """`normalize_reporting` through ada, for any link."""
     if len(href) > _MAX_INPUT_LENGTH:
         raise BadURL(URLRejection.TOO_LONG, href)
-    href = href.strip()
+    href = href.strip(_ASCII_WHITESPACE)
     # isprintable() is a single C pass that is true for nearly every real link;
     # only the rare rest pays for the exact control-character test.
     if not href.isprintable() and not _CONTROL_CHARS.isdisjoint(href):
