@@ -9,6 +9,7 @@ import time
 import tracemalloc
 import types
 import zlib
+from collections.abc import Callable
 
 import pytest
 
@@ -101,6 +102,38 @@ def test_another_root_is_not_a_sitemap() -> None:
         sitemap = read_sitemap(body)
         assert sitemap.kind is None and sitemap.entries == ()
         assert sitemap.error is not None and "not a sitemap" in sitemap.error
+
+
+@pytest.mark.parametrize("wrap", [bytes, gzip.compress], ids=["plain", "gzipped"])
+@pytest.mark.parametrize("whole", [True, False], ids=["whole", "in pieces"])
+def test_a_text_sitemap_lists_a_url_a_line(wrap: Callable[[bytes], bytes], whole: bool) -> None:
+    # sitemaps.org's text format: one absolute URL a line, UTF-8; lines that are no
+    # URL are skipped. Read in pieces, a line may straddle two chunks.
+    body = b"http://a.test/1\r\n\nhttps://a.test/\xc3\xa9\n  not a URL\nhttp://a.test/3"
+    if not whole:
+        body = b"\n" * (sitemaps._CHUNK - 5) + body
+    body = b"\xef\xbb\xbf" + body
+    sitemap = read_sitemap(wrap(body))
+    assert sitemap.kind is SitemapKind.URLSET and sitemap.error is None
+    assert [e.loc for e in sitemap.entries] == [
+        "http://a.test/1",
+        "https://a.test/\u00e9",
+        "http://a.test/3",
+    ]
+
+
+def test_text_that_lists_no_url_is_not_a_sitemap() -> None:
+    sitemap = read_sitemap(b"Not Found\n")
+    assert sitemap.kind is None and sitemap.error is not None
+    # A body cut by the fetch's cap: its last line may be a URL cut short.
+    cut = read_sitemap(b"http://a.test/1\nhttp://a.test/lo", truncated=True)
+    assert [e.loc for e in cut.entries] == ["http://a.test/1"] and cut.cut
+
+
+def test_a_text_sitemap_past_50000_urls_is_counted() -> None:
+    body = b"".join(b"http://a.test/%d\n" % i for i in range(50_002))
+    sitemap = read_sitemap(body)
+    assert (len(sitemap.entries), sitemap.over_limit) == (50_000, 2)
 
 
 # -- limits ----------------------------------------------------------------------------

@@ -3,13 +3,16 @@
 What a sitemap lists, and nothing else: ``<loc>`` and ``<lastmod>`` of each ``<url>``
 of a ``<urlset>``, or of each ``<sitemap>`` of a ``<sitemapindex>``. Names are matched
 without their namespace (sitemaps in the wild often get it wrong); any other root is
-not a sitemap.
+not a sitemap. A body that is not XML is read as the protocol's text sitemap: one
+absolute URL a line (lines that are not http or https URLs are skipped; a body with
+none is not a sitemap).
 
 Hostile input is bounded everywhere:
 
-* the XML parser resolves no entity, loads no DTD and touches no network
+* the XML parser resolves no external entity, loads no DTD and touches no network
   (``resolve_entities=False, no_network=True, load_dtd=False``), and keeps libxml2's
-  limits on text sizes and entity amplification (``huge_tree`` off);
+  limits on text sizes and entity amplification (``huge_tree`` off): an internal
+  DTD's entities are expanded within those limits (a ``<loc>`` may come of one);
 * the body is fed to the parser in chunks, and the parser builds no tree: its target
   keeps the entries alone, so memory holds them, never the document. Each element
   costs a Python call, so a document of more than ten elements per entry allowed is
@@ -32,6 +35,7 @@ frontier's table.
 from __future__ import annotations
 
 import enum
+import itertools
 import re
 import zlib
 from collections.abc import Iterator
@@ -140,6 +144,11 @@ def read_sitemap(
     """Read a sitemap or a sitemap index from ``body`` (gzipped or not); never raises on
     hostile bytes. ``truncated``: the body is a prefix, cut by the fetch's cap."""
     source = _Source(body, max_bytes)
+    chunks = iter(source)
+    first = next(chunks, b"")
+    if not first.lstrip(_XML_LEAD).startswith(b"<"):
+        text = itertools.chain([first.removeprefix(b"\xef\xbb\xbf")], chunks)
+        return _read_text(text, source, max_urls, truncated)
     target = _Target(max_urls)
     parser = etree.XMLParser(
         target=target, resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False
@@ -147,7 +156,7 @@ def read_sitemap(
     error: str | None = None
     cut = truncated
     try:
-        for chunk in source:
+        for chunk in itertools.chain([first], chunks):
             parser.feed(chunk)
         # A document cut short has no end to check.
         if not (source.cut or source.short or source.error or truncated):
@@ -167,6 +176,47 @@ def read_sitemap(
         over_limit=target.over_limit,
         cut=cut or source.cut,
         error=source.error or error,
+    )
+
+
+# What may come before a document's first "<": white space, a UTF-8 byte order mark.
+_XML_LEAD = b" \t\r\n\xef\xbb\xbf"
+# A text sitemap's line that is a URL.
+_URL_LINE = re.compile(rb"https?://\S+", re.IGNORECASE)
+
+
+def _read_text(chunks: Iterator[bytes], source: _Source, max_urls: int, truncated: bool) -> Sitemap:
+    """A text sitemap: a URL a line, in UTF-8 (sitemaps.org)."""
+    entries: list[Listed] = []
+    over = 0
+    rest = b""
+    whole = False
+    while not whole:
+        chunk = next(chunks, None)
+        if chunk is None:  # the last line, unless the body was cut inside it
+            whole = True
+            lines = [rest] if not (truncated or source.cut or source.short) else []
+        else:
+            lines = (rest + chunk).split(b"\n")
+            rest = lines.pop()
+            if len(rest) > _MAX_TEXT:
+                rest = b""  # no URL is that long: the line is skipped
+        for line in lines:
+            line = line.strip()
+            if len(line) > _MAX_TEXT or _URL_LINE.fullmatch(line) is None:
+                continue
+            if len(entries) < max_urls:
+                entries.append(Listed(line.decode("utf-8", "replace")))
+            else:
+                over += 1
+    if not entries and not over:
+        return Sitemap(None, (), error=source.error or "not a sitemap: neither XML nor URL lines")
+    return Sitemap(
+        SitemapKind.URLSET,
+        tuple(entries),
+        over_limit=over,
+        cut=truncated or source.cut,
+        error=source.error,
     )
 
 
