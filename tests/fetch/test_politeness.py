@@ -81,6 +81,15 @@ def test_crawl_delay_raises_the_hosts_delay() -> None:
     assert s.next_job(3.0) is not None
 
 
+@pytest.mark.parametrize("asked", [b"1e300", b"inf", b"1e400"])
+def test_the_slowest_crawl_delay_asked_for_is_capped_not_ignored(asked: bytes) -> None:
+    s = _sched(delay=0.5)
+    for e in _entries("a.test", 2):
+        s.add("a.test", e)
+    _resolve_robots(s, "a.test", 0.0, b"User-agent: *\nCrawl-delay: " + asked + b"\n")
+    assert s.next_wakeup() == 60.0  # max_crawl_delay, not the default delay
+
+
 def test_robots_redirect_hops_are_requests_through_the_slot() -> None:
     s = _sched(delay=1.0)
     s.add("a.test", _entries("a.test", 1)[0])

@@ -101,7 +101,11 @@ def test_product_token_is_case_insensitive_and_groups_merge() -> None:
         (b"Crawl-delay: 2", 2.0),
         (b"Crawl-delay: -1", None),
         (b"Crawl-delay: nan", None),
-        (b"Crawl-delay: inf", None),
+        # The slowest crawl there is: kept, for the scheduler's cap (max_crawl_delay).
+        (b"Crawl-delay: inf", 1e300),
+        (b"Crawl-delay: 1e400", 1e300),
+        (b"Crawl delay: Infinity # forever", 1e300),
+        (b"Crawl-delay: -inf", None),
         (b"Crawl-delay: soon", None),
     ],
 )

@@ -135,15 +135,33 @@ def _agents_named(text: str) -> str:
     crawler's name ('ubi', a prefix of ubipy, was taken for ubipy's group, and
     'ubipy/1.0' was not), and gives every rule of a group to each of its agents: a
     file of a few thousand distinct agents in one group took seconds and gigabytes to
-    parse. Lines are split as protego splits them (CR alone ends one too)."""
+    parse. Lines are split as protego splits them (CR alone ends one too).
+
+    An infinite Crawl-delay (``inf``, ``1e400``) asks for the slowest crawl there is;
+    protego drops it as malformed, and the host got the default delay. It becomes
+    the largest finite one, for --max-crawl-delay to cap."""
     lines = text.splitlines()
     for n, line in enumerate(lines):
-        if "agent" in line.lower() and (value := _agent_value(line)):
+        lower = line.lower()
+        if "agent" in lower and (value := _agent_value(line)):
             star = value == "*" or value.startswith(("* ", "*\t"))
             token = value[: len(value) - len(value.lstrip(_TOKEN_CHARS))].lower()
             agent = "*" if star else PRODUCT_TOKEN if token == PRODUCT_TOKEN else _OTHER_AGENT
             lines[n] = f"User-agent: {agent}"
+        elif "delay" in lower and _infinite_delay(line):
+            lines[n] = "Crawl-delay: 1e300"
     return "\n".join(lines)
+
+
+def _infinite_delay(line: str) -> bool:
+    """Whether ``line`` is a Crawl-delay of +infinity as protego reads the line."""
+    field, colon, value = line.split("#", 1)[0].partition(":")
+    if not colon or field.strip().lower() not in ("crawl-delay", "crawl delay"):
+        return False
+    try:
+        return float(value.strip()) == math.inf
+    except ValueError:
+        return False
 
 
 def _agent_value(line: str) -> str | None:
