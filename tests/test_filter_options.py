@@ -74,6 +74,12 @@ def test_a_pattern_too_deep_or_too_large_ends_the_peer_at_start(
             "position 0)",
         ),
         (
+            ("--include", "^https://bücher\\.example/"),
+            "--include '^https://bücher\\\\.example/' holds what no URL does: URLs are "
+            "matched as requested, hosts in punycode (xn--...) and paths percent-encoded "
+            "(%C3%A9)",
+        ),
+        (
             ("--accept", "pdf"),
             "--accept is not a media type (type/subtype, type/* or */*): 'pdf'",
         ),

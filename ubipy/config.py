@@ -310,6 +310,12 @@ class BoundsConfig:
                     raise ConfigError(
                         f"is not a regular expression: {pattern!r} ({exc})", name
                     ) from None
+                if not pattern.isascii():  # it would never match: say so now
+                    raise ConfigError(
+                        f"{pattern!r} holds what no URL does: URLs are matched as requested, "
+                        "hosts in punycode (xn--...) and paths percent-encoded (%C3%A9)",
+                        name,
+                    )
 
 
 @dataclass(frozen=True, slots=True)
