@@ -164,6 +164,59 @@ async def test_names_of_no_more_use_are_forgotten(autojump_clock: trio.testing.M
     assert (resolver.total_lookups, resolver.most_lookups) == (10_000, 1)
 
 
+async def test_a_name_asked_for_twice_at_once_is_looked_up_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A round-robin name answers each lookup with another address: two lookups at
+    # once (two ports of the name) gave the per-IP rule one address and the
+    # transport the other.
+    rotation = iter(["192.0.2.10", "192.0.2.20"])
+
+    async def round_robin(name: str) -> list[str]:
+        await trio.sleep(0.05)
+        return [next(rotation)]
+
+    resolver = Resolver(lookup=round_robin, allow_private=True)
+    answers: list[Lookup] = []
+
+    async def ask(host: str) -> None:
+        answers.append(await resolver.resolve(host))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ask, "example.com")
+        nursery.start_soon(ask, "example.com:8080")
+    assert [a.address for a in answers] == ["192.0.2.10", "192.0.2.10"]
+    assert resolver.total_lookups == 1
+    pinned = resolver.pinned("example.com")
+    assert pinned is not None and pinned.address == "192.0.2.10"
+
+
+async def test_a_lookup_cancelled_leaves_the_others_to_look_up_themselves(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    dns = FakeDns({"a.test": ["93.184.216.34"]})
+    resolver = Resolver(lookup=dns)
+    answers: list[Lookup] = []
+
+    async def ask() -> None:
+        answers.append(await resolver.resolve("a.test"))
+
+    cut = trio.CancelScope()
+
+    async def first() -> None:
+        with cut:
+            await resolver.resolve("a.test")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(first)
+        await trio.testing.wait_all_tasks_blocked()  # its lookup under way
+        nursery.start_soon(ask)  # waits for it
+        await trio.testing.wait_all_tasks_blocked()
+        cut.cancel()
+    assert [a.address for a in answers] == ["93.184.216.34"]
+    assert dns.asked == ["a.test", "a.test"]
+
+
 async def test_a_failure_is_kept_a_shorter_while(autojump_clock: trio.testing.MockClock) -> None:
     dns = FakeDns({})
     resolver = Resolver(ttl=3600.0, lookup=dns)

@@ -145,6 +145,16 @@ def is_public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
+class _Flight:
+    """A lookup under way, awaited by any other asking for the same name meanwhile."""
+
+    __slots__ = ("answer", "done")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.answer: Lookup | None = None
+
+
 class _Ticket:
     """A thread's place in the stage's own pool (not trio's shared one of 40, which
     slow names would fill), taken before a lookup's time-out starts and handed to
@@ -224,6 +234,7 @@ class Resolver:
         self.most_lookups = 0
         self.refused: Counter[str] = Counter()  # per name, addresses refused
         self._sweep_at = _SWEEP_AT
+        self._flights: dict[str, _Flight] = {}  # lookups under way, by name
         # Names served their last address past its expiry, since when (it expired).
         self._stale_since: dict[str, float] = {}
         self.served_stale = 0  # lookups that failed and were answered so
@@ -276,25 +287,41 @@ class Resolver:
         allowed are refused (:attr:`DnsFailure.REFUSED`)."""
         name = split_host(host)
         answer = self.pinned(name)
+        while answer is None and (flight := self._flights.get(name)) is not None:
+            # Being looked up already (for another port of the name): one lookup, one
+            # answer. Two at once got two answers of a round-robin name, and the per-IP
+            # rule kept the first where requests went to the second.
+            await flight.done.wait()
+            answer = flight.answer  # None: that lookup was cancelled
         if answer is None:
-            count = self.lookups[name] = self.lookups[name] + 1
-            self.total_lookups += 1
-            self.most_lookups = max(self.most_lookups, count)
-            answer = await self._ask(name)
-            now = trio.current_time()
-            if answer.error in (DnsFailure.TEMPORARY, DnsFailure.TIMEOUT):
-                answer = self._stale(name, now) or answer
-            else:
-                self._stale_since.pop(name, None)
-            if answer.error is not DnsFailure.TIMEOUT:  # not an answer: ask again
-                fresh = answer.error is None and name not in self._stale_since
-                ttl = self._ttl if fresh else min(self._ttl, FAILURE_TTL)
-                if len(self._cache) >= self._sweep_at:
-                    self._sweep(now)
-                self._cache[name] = (answer, now + ttl)
+            flight = self._flights[name] = _Flight()
+            try:
+                answer = flight.answer = await self._looked_up(name)
+            finally:
+                del self._flights[name]
+                flight.done.set()
         if answer.address is not None and not self.allowed(host, answer.address):
             self.refused[name] += 1
             return Lookup((), DnsFailure.REFUSED)
+        return answer
+
+    async def _looked_up(self, name: str) -> Lookup:
+        """A lookup of ``name`` (not from the cache), cached as it says."""
+        count = self.lookups[name] = self.lookups[name] + 1
+        self.total_lookups += 1
+        self.most_lookups = max(self.most_lookups, count)
+        answer = await self._ask(name)
+        now = trio.current_time()
+        if answer.error in (DnsFailure.TEMPORARY, DnsFailure.TIMEOUT):
+            answer = self._stale(name, now) or answer
+        else:
+            self._stale_since.pop(name, None)
+        if answer.error is not DnsFailure.TIMEOUT:  # not an answer: ask again
+            fresh = answer.error is None and name not in self._stale_since
+            ttl = self._ttl if fresh else min(self._ttl, FAILURE_TTL)
+            if len(self._cache) >= self._sweep_at:
+                self._sweep(now)
+            self._cache[name] = (answer, now + ttl)
         return answer
 
     def _sweep(self, now: float) -> None:
