@@ -111,6 +111,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         self.scope = load_scope(shard, config.bounds)
         self._scope_unsaved = False
         self._come_home: list[NewURL] = []
+        self._come_home_waits = False  # their failure to be written was said
         filters = self.scope.filters
         self._refilter = Refilter(filters, shard, self._commits, self.stats)
         self.scheduler = Scheduler.of(config, self._refilter.loader(self.order.load_window), wanted)
@@ -243,11 +244,12 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         try:
             self._durably(self._come_home, drop_from_outbox=True)
         except StorageError as exc:
-            if self.storage_error is None:  # said once, as the flush's failure is
+            if not self._come_home_waits:  # said once an outage, as the flush's failure is
                 log.warning("%d URLs now ours wait for the shard: %s", len(self._come_home), exc)
+            self._come_home_waits = True
             self._to_write.set()  # the committer tries again after storage_retry
             return
-        self._come_home = []
+        self._come_home, self._come_home_waits = [], False
 
     def release_held(self) -> None:
         """Held hosts may be free now: look at them again."""
