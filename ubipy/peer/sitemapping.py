@@ -211,13 +211,12 @@ def read_as(entry: Entry, result: FetchResult, *, sitemaps: bool) -> Entry:
     is an HTML page, a page's as a sitemap (with ``sitemaps``) when it is one."""
     if not (result.ok and result.status is not None and 200 <= result.status < 300):
         return entry
-    head = result.body[:4096]
     if is_sitemap(entry.depth):
-        if result.is_html and not _SITEMAP_ROOT.search(head):
+        if result.is_html and not _SITEMAP_ROOT.search(result.body, 0, 4096):
             return entry._replace(depth=LISTED_DEPTH)
     elif sitemaps and not result.is_html:
-        gzipped = head[:2] == b"\x1f\x8b" and entry.url.endswith(".xml.gz")
-        if gzipped or _SITEMAP_ROOT.search(head):
+        gzipped = result.body[:2] == b"\x1f\x8b" and entry.url.endswith(".xml.gz")
+        if gzipped or _SITEMAP_ROOT.search(result.body, 0, 4096):
             return entry._replace(depth=SITEMAP_DEPTH)
     return entry
 
