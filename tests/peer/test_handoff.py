@@ -572,3 +572,32 @@ async def test_a_later_death_does_not_end_the_wait_for_an_earlier_cuts_copies(
         crawler.seed([f"http://{host}/"])
         assert asked(crawler) == set()  # b's and c's copies are still waited for
         nursery.cancel_scope.cancel()
+
+
+async def test_a_leaving_peer_is_waited_for_until_its_leaves_sweep(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Every peer has swept under some ring before it leaves: what it held is waited
+    for until it sweeps under a ring without it (its leave is seen before its sweep)."""
+    r3, r2 = Ring(["a", "b", "l"]), Ring(["a", "b"])
+    host = next(
+        h
+        for i in range(100_000)
+        if r3.owner(h := f"h{i:05d}.synth.test") == "l" and r2.owner(h) == "a"
+    )
+    async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
+        handoff = handoff_for(crawler, "a")
+        nursery.start_soon(handoff.run)
+        crawler.ring_changed(r3)
+        handoff.ring_changed(r3, frozenset(r3.members), frozenset(r3.members))
+        handoff.release_from("l", ring_key(r3))
+        handoff.release_from("b", ring_key(r3))
+        await trio.sleep(600.0)
+        crawler.ring_changed(r2)  # l leaves
+        handoff.ring_changed(r2, frozenset(r2.members), frozenset({"a", "b", "l"}))
+        handoff.release_from("b", ring_key(r2))
+        crawler.seed([f"http://{host}/"])
+        assert asked(crawler) == set()  # l may still be asking it
+        handoff.release_from("l", ring_key(r2))  # its leave's sweep is done
+        assert asked(crawler) == {host}
+        nursery.cancel_scope.cancel()

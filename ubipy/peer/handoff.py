@@ -182,13 +182,13 @@ class Handoff:
         key = ring_key(ring)
         # A peer may have finished its sweep under this very ring before this
         # peer saw the ring change: its DONE has already come. One that left and has
-        # swept since holds nothing more: it is not waited for under a later ring, for
-        # which it can send no DONE (a second leave held every host gained for the
-        # hold's whole limit).
+        # done its leave's sweep (under a ring without it) holds nothing more: it is
+        # not waited for under a later ring, for which it can send no DONE (a second
+        # leave held every host gained for the hold's whole limit).
         waiting = {
             p
             for p in handing - {self.self_id}
-            if self._swept.get(p) != key and (p in alive or p not in self._swept)
+            if self._swept.get(p) != key and (p in alive or not self._left_swept(p))
         }
         if waiting:
             self._add_hold(old, key, waiting, self._hold_limit)
@@ -199,6 +199,11 @@ class Handoff:
         self._ask_again()
         if sweep:
             self._kick.set()
+
+    def _left_swept(self, peer_id: str) -> bool:
+        """Whether ``peer_id``'s last sweep was under a ring without it: its leave's."""
+        key = self._swept.get(peer_id)
+        return key is not None and peer_id not in key.split(",")
 
     def peer_gone(self, peer_id: str) -> None:
         """A dead peer hands nothing over: hold what it owned for the grace period, in
