@@ -365,3 +365,20 @@ async def test_a_seeded_sitemap_is_read_as_a_sitemap(
     assert (crawler.stats.sitemaps, crawler.stats.sitemap_urls) == (1, 1)
     times = [t for t, url in asked if url == w("/sitemap.xml")]
     assert len(times) == 2 and times[1] - times[0] >= DELAY
+
+
+async def test_a_sitemap_listed_by_a_sitemap_is_not_read_as_one(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Only a seed is read as a sitemap when its answer is one: what a sitemap lists
+    (or a page links to), read so, would let a host nest sitemaps without end."""
+    web = {
+        w("/robots.txt"): (200, {}, b"User-agent: *\nDisallow:\n"),
+        w("/"): (200, HTML, b"<title>home</title>no links"),
+        w("/sitemap.xml"): (200, XML, urlset(w("/sitemap-2.xml"))),
+        w("/sitemap-2.xml"): (200, XML, urlset(w("/deeper"))),
+        w("/deeper"): (200, HTML, b"<title>x</title>"),
+    }
+    _, asked = await crawl(tmp_path, web=web, seeds=[w("/")])
+    urls = [url for _, url in asked]
+    assert urls.count(w("/sitemap-2.xml")) == 1 and w("/deeper") not in urls

@@ -15,7 +15,7 @@ another host is therefore fetched by that host's owner, after that host's robots
 and through its politeness slot; and a URL is fetched once, as a sitemap or as a page,
 whichever found it first, then read as what its answer is (:func:`read_as`): an HTML
 page where a sitemap was looked for (/sitemap.xml redirected to the home page) as a
-page, a sitemap found as a page (a seed, a page's link to it) as a sitemap.
+page, a sitemap given as a seed as a sitemap.
 
 What they bring, once fetched. A sitemap's URLs, as candidates at depth 1 (LISTED_DEPTH),
 their ``lastmod`` kept beside them for recrawling; an index's sitemaps, as candidates at
@@ -208,13 +208,15 @@ _SITEMAP_ROOT = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?(?:urlset|sitemapindex)[\s>
 
 def read_as(entry: Entry, result: FetchResult, *, sitemaps: bool) -> Entry:
     """The entry to read an answer as: a sitemap's as a page (at LISTED_DEPTH) when it
-    is an HTML page, a page's as a sitemap (with ``sitemaps``) when it is one."""
+    is an HTML page, a seed's as a sitemap (with ``sitemaps``) when it is one. Only a
+    seed's: a sitemap's URLs, or a page's links, read as sitemaps would nest them
+    without end (what an index lists is not read as an index for that reason)."""
     if not (result.ok and result.status is not None and 200 <= result.status < 300):
         return entry
     if is_sitemap(entry.depth):
         if result.is_html and not _SITEMAP_ROOT.search(result.body, 0, 4096):
             return entry._replace(depth=LISTED_DEPTH)
-    elif sitemaps and not result.is_html:
+    elif sitemaps and entry.depth == 0 and not result.is_html:
         gzipped = result.body[:2] == b"\x1f\x8b" and entry.url.endswith(".xml.gz")
         if gzipped or _SITEMAP_ROOT.search(result.body, 0, 4096):
             return entry._replace(depth=SITEMAP_DEPTH)
@@ -225,17 +227,14 @@ _XML_TYPES = frozenset({"application/xml", "text/xml", "application/gzip", "appl
 
 
 def sitemap_after_all(entry: Entry, result: FetchResult, *, sitemaps: bool) -> bool:
-    """Whether a page's answer of a type not kept (its body not read) may be a
-    sitemap, to ask again as one: XML (or gzip) from a seed, or from a URL that says
-    it is a sitemap (a page's link to /sitemap.xml; robots.txt's own would then find
-    it taken). Others, feeds and the like, are not worth the request."""
-    if is_sitemap(entry.depth) or not sitemaps or result.accepted or not result.ok:
+    """Whether a seed's answer of a type not kept (its body not read) may be a
+    sitemap, to ask again as one: XML or gzip (see :func:`read_as` for why seeds
+    alone)."""
+    if entry.depth != 0 or not sitemaps or result.accepted or not result.ok:
         return False
     if result.status is None or not 200 <= result.status < 300:
         return False
-    if result.content_type not in _XML_TYPES:
-        return False
-    return entry.depth == 0 or "sitemap" in entry.url.lower()
+    return result.content_type in _XML_TYPES
 
 
 def sitemap_answered(
