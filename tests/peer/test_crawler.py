@@ -21,6 +21,7 @@ from ubipy.fetch.politeness import HostRobots, JobKind
 from ubipy.fetch.urls import fingerprint
 from ubipy.peer import reading as reading_module
 from ubipy.peer.crawler import Crawler
+from ubipy.peer.crawlstats import CrawlStats
 from ubipy.store.shard import NewURL, Shard
 
 PAGE = "http://a.test/"
@@ -195,3 +196,18 @@ async def test_a_url_of_a_host_given_up_is_closed_saying_why_and_counted(
             (link, "dns: no such name"),  # not "robots.txt unreachable"
         ]
         assert c.stats.skipped == {"dns: no such name": 2} and c.pending == 0
+
+
+def test_closures_are_counted_by_kind_not_by_the_host_a_reason_names() -> None:
+    # A certificate's or a refused address's reason names the host: counted so, the
+    # figures (sent each second to the control centre) grew with the crawl.
+    stats = CrawlStats()
+    for i in range(100):
+        stats.closed(f"certificate error: hostname mismatch, certificate is not valid for 'h{i}'")
+        stats.closed(f"refused: not a public address: h{i}.test", 2)
+    stats.closed("dns: no such name", 3)
+    assert stats.skipped == {
+        "certificate error": 100,
+        "refused: not a public address": 200,
+        "dns: no such name": 3,
+    }

@@ -407,7 +407,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
                 continue
             if job.kind is JobKind.SKIP:
                 assert job.entry is not None
-                self.stats.skipped[job.reason] += 1
+                self.stats.closed(job.reason)
                 if job.reason == "robots":
                     self.stats.robots_disallowed += 1
                 skipped += 1
@@ -556,7 +556,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
             self.storage_error = None
             self.storage_failing = trio.Event()
         batch.report_closed()
-        self.stats.skipped.update(closed)
+        for why, n in closed.items():
+            self.stats.closed(why, n)
         self._pending -= batch.settled + closed.total()
         self._committed(rows, foreign, batch.pages, batch.marks)
         return True
@@ -571,7 +572,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
             if not self.scheduler.add(r.host, Entry(r.fp, r.seq, r.url, r.depth, score=r.score)):
                 why = self._commits.given_up.get(r.host, "robots.txt unreachable")
                 self._commits.skip(r.fp, why)
-                self.stats.skipped[why] += 1
+                self.stats.closed(why)
         self._pending += n
         if n:
             # Only a set event is replaced: tasks waiting on an unset one must see it fire.

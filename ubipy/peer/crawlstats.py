@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ubipy.fetch import FetchOutcome, FetchResult, Filtered, type_family
+from ubipy.fetch import DnsFailure, FetchOutcome, FetchResult, Filtered, type_family
+
+# Reasons for closing a host's URLs whose text goes on to name the host.
+_NAMING_HOSTS = ("certificate error", DnsFailure.REFUSED.value)
 
 
 @dataclass(slots=True)
@@ -47,6 +50,16 @@ class CrawlStats:
     statuses: Counter[int] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     storage_failures: int = 0
+
+    def closed(self, why: str, n: int = 1) -> None:
+        """``n`` URLs closed without a request, counted by the kind of ``why``: a
+        certificate's or a refused address's reason names its host, and a count by
+        host would grow with the crawl (and the status with it)."""
+        for kind in _NAMING_HOSTS:
+            if why.startswith(kind):
+                why = kind
+                break
+        self.skipped[why[:80]] += n
 
     def answered(self, result: FetchResult) -> None:
         """Count a page's final answer, or failure."""
