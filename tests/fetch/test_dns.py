@@ -217,6 +217,27 @@ async def test_a_lookup_cancelled_leaves_the_others_to_look_up_themselves(
     assert dns.asked == ["a.test", "a.test"]
 
 
+async def test_names_that_only_time_out_are_forgotten_too(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A time-out is no answer and is not cached: the names a hostile page's dead
+    # links give were kept in the counts for ever.
+    async def lookup(name: str) -> list[str]:
+        if name.startswith("dead"):
+            await trio.sleep_forever()
+        return ["93.184.216.34"]
+
+    resolver = Resolver(lookup=lookup, concurrency=1000, ttl=60.0)
+    async with trio.open_nursery() as nursery:
+        for i in range(5000):
+            nursery.start_soon(resolver.resolve, f"dead{i}.test")
+    async with trio.open_nursery() as nursery:
+        for i in range(5000):
+            nursery.start_soon(resolver.resolve, f"live{i}.test")
+    assert not any(name.startswith("dead") for name in resolver.lookups)
+    assert resolver.total_lookups == 10_000
+
+
 async def test_a_failure_is_kept_a_shorter_while(autojump_clock: trio.testing.MockClock) -> None:
     dns = FakeDns({})
     resolver = Resolver(ttl=3600.0, lookup=dns)

@@ -307,6 +307,8 @@ class Resolver:
 
     async def _looked_up(self, name: str) -> Lookup:
         """A lookup of ``name`` (not from the cache), cached as it says."""
+        if len(self.lookups) >= self._sweep_at:  # names that time out are never cached
+            self._sweep(trio.current_time())
         count = self.lookups[name] = self.lookups[name] + 1
         self.total_lookups += 1
         self.most_lookups = max(self.most_lookups, count)
@@ -331,11 +333,13 @@ class Resolver:
         cache = self._cache
         for name in [n for n, (answer, until) in cache.items() if _forgotten(answer, until, now)]:
             del cache[name]
-            self.lookups.pop(name, None)
-            self.refused.pop(name, None)
-            self._timed_out.discard(name)
             self._stale_since.pop(name, None)
-        self._sweep_at = max(_SWEEP_AT, 2 * len(cache))
+        # Names with nothing cached: their lookups timed out (an answer it was not).
+        for table in (self.lookups, self.refused):
+            for name in [n for n in table if n not in cache and n not in self._flights]:
+                del table[name]
+        self._timed_out.intersection_update(cache.keys() | self._flights.keys())
+        self._sweep_at = max(_SWEEP_AT, 2 * max(len(cache), len(self.lookups)))
 
     def _stale(self, name: str, now: float) -> Lookup | None:
         """The last address of ``name``, if its resolver failed within STALE_LIMIT of
