@@ -5,10 +5,14 @@ from __future__ import annotations
 import itertools
 
 import pytest
+import trio
+import trio.testing
 
+from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.router import Router
 from ubipy.ring import Ring
 from ubipy.store.shard import NewURL
+from ubipy.wire import Message, UrlAck, UrlBatch
 
 
 def _url(i: int, host: str) -> NewURL:
@@ -180,3 +184,33 @@ def test_with_a_cap_the_linger_grows_with_the_members_it_spreads_over() -> None:
     [batch] = router.due(1.5)
     assert router.due(1.5 + 2.9) == []
     assert router.due(1.5 + 3.0) == [batch]  # resent after two lingers, not 2 s
+
+
+async def test_an_acknowledgement_wakes_the_sender_for_what_waited_for_its_owner(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    class Crawled:
+        def forwarded(self, fps: object) -> None:
+            pass
+
+    ring = Ring(["a", "b"])
+    host = _hosts_of(ring, "b", 1)[0]
+    router = Router("a", ring, batch_size=1, retry_after=2.0)
+    sent: list[tuple[float, int]] = []
+
+    async def send(address: str, message: Message) -> bool:
+        assert isinstance(message, UrlBatch)
+        sent.append((trio.current_time(), message.id))
+        return True
+
+    forwarder = Forwarder(router, Crawled(), send, lambda peer: peer)  # type: ignore[arg-type]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(forwarder.run)
+        router.enqueue([_url(1, host), _url(2, host)], 0.0)
+        forwarder.kick()
+        await trio.sleep(35.0)  # b silent: each sent at 0, 2, 6, 14, 30, next at 62
+        first, second = (batch_id for _, batch_id in sent[:2])
+        await forwarder.on_url_ack("b", UrlAck((first,)), None)  # type: ignore[arg-type]
+        await trio.testing.wait_all_tasks_blocked()
+        assert sent[-1] == (35.0, second)  # at once, not at 62
+        nursery.cancel_scope.cancel()

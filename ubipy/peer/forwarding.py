@@ -82,6 +82,7 @@ class Forwarder:
             batch = self.router.acked(batch_id)
             if batch is not None:
                 self._crawler.forwarded(u.fp for u in batch.urls)
+                self._kick.set()  # what waited for its owner may be due again now
         if ids and not self.router.backlog():
             self.drained.set()
             self.drained = trio.Event()
