@@ -107,3 +107,16 @@ async def test_a_host_taken_over_waits_its_whole_delay_whatever_the_clocks(
         slot = c.scheduler.slot("a.test")
         assert slot is not None
         assert slot.next_allowed == pytest.approx(trio.current_time() + 10.0)
+
+
+async def test_a_host_taken_over_does_not_wait_its_whole_back_off_again(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A 600 s back-off with 100 s left: 100 s and the clocks' allowance, not 600 s
+    # more at every move.
+    async with crawler_at(tmp_path) as c:
+        c.seed(["http://a.test/p"])
+        c.take_over("a.test", [], [], HostMark(time.time() - 500.0, 600.0, 1))
+        slot = c.scheduler.slot("a.test")
+        assert slot is not None
+        assert slot.next_allowed == pytest.approx(trio.current_time() + 100.0 + 60.0, abs=1.0)

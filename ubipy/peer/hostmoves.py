@@ -19,7 +19,7 @@ from ubipy.fetch import Scheduler, retry_delay
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.wakeup import Wakeup
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, Shard
-from ubipy.wire import MAX_MARK_DELAY
+from ubipy.wire import DEFAULT_MAX_SKEW, MAX_MARK_DELAY
 
 __all__ = ["HostMovesMixin"]
 
@@ -93,9 +93,11 @@ class HostMovesMixin:
                 self.scheduler.restore(host, left)
         if (newest := self._shard.host_mark(host)) is not None:  # ours or the one given
             # The one given ended on another peer's clock, which may be behind ours by
-            # the minute frames are allowed: its whole wait is waited from now (once,
-            # as the host moves), not what our clock says is left of it.
-            wall = newest.last_end if given else time.time()
+            # as much as frames are allowed (a minute): what is left of its wait is
+            # read as if ours were that much behind (a 10 s Crawl-delay looked waited
+            # out 30 s behind; and a whole wait from now would restart a long
+            # back-off at every move).
+            wall = time.time() - (DEFAULT_MAX_SKEW if given else 0.0)
             self._restore_mark(host, newest, wall, trio.current_time())
         # _durably counted the new rows already; the rest is what was closed as done.
         self._pending += self._shard.pending_count(host) - before - len(rows)

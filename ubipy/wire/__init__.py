@@ -75,7 +75,7 @@ from ubipy.wire.payloads import (
 )
 from ubipy.wire.reader import FrameReader, ReaderState
 from ubipy.wire.registry import MESSAGE_TYPES, Message, decode
-from ubipy.wire.replay import ReplayGuard
+from ubipy.wire.replay import DEFAULT_MAX_SKEW, ReplayGuard
 from ubipy.wire.scopes import Scope, ScopeAck
 from ubipy.wire.secret import LOOPBACK_SECRET, is_default_secret, new_epoch, secret_from
 
@@ -84,6 +84,7 @@ __all__ = [
     "BATCH_ITEMS",
     "CLOSED",
     "DEFAULT_MAX_FRAME",
+    "DEFAULT_MAX_SKEW",
     "FIRST_FRAME_CAP",
     "LOOPBACK_SECRET",
     "MAX_BASE",
