@@ -349,7 +349,8 @@ class FetchConfig:
         10 * 1024 * 1024,
         flag="--max-body",
         metavar="BYTES",
-        help="cut a body at this many (decoded) bytes, recorded as truncated (default: {default})",
+        help="cut a page's body at this many (decoded) bytes, recorded as truncated; "
+        "sitemaps are read to the protocol's 50 MB (default: {default})",
     )
     # The host waits meanwhile, so a retry is polite.
     max_retries: int = option(

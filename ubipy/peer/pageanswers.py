@@ -111,7 +111,8 @@ class PageAnswersMixin:
 
     def _page_done(self, host: str, entry: Entry, result: FetchResult, at: float) -> None:
         """Read a page answered at ``at`` (the wall clock)."""
-        entry = read_as(entry, result, sitemaps=self.sitemaps.enabled)
+        max_page = self.config.fetch.max_body_bytes
+        entry = read_as(entry, result, sitemaps=self.sitemaps.enabled, max_page=max_page)
         if is_sitemap(entry.depth):  # stored as a page row, counted as a sitemap
             answer = self.sitemaps.answered(host, entry, result, at)
             sitemap_answered(self._commits, self.refresher, entry, result, answer)
