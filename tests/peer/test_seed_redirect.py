@@ -15,8 +15,9 @@ import trio.testing
 from tests.peer.crawling import running_crawler
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig, Scope
 from ubipy.errors import StorageError
+from ubipy.fetch import fingerprint
 from ubipy.peer.reading import MAX_REDIRECTS, SCOPE_REDIRECTS
-from ubipy.store import Shard
+from ubipy.store import NewURL, Shard
 
 
 @pytest.mark.parametrize("disk_full", [False, True], ids=["disk fine", "disk full a moment"])
@@ -114,3 +115,34 @@ async def test_a_seeds_redirects_across_hosts_widen_the_scope_a_few_times_at_mos
             await crawler.wait_idle()
     assert asked == [f"http://h{n}.test/" for n in range(SCOPE_REDIRECTS + 1)]
     assert len(crawler.scope.roots) == SCOPE_REDIRECTS + 1
+
+
+async def test_a_redirect_chain_from_another_peer_does_not_widen_the_scope(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A URL at depth 0 on a host no seed was on came from another peer, partway
+    through a chain it followed: this peer does not know how far. Each peer's chain
+    started afresh and widened the scope again; only a chain that began on a seed's
+    host, here, does."""
+    asked: list[str] = []
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        asked.append(str(request.url))
+        hops = {"a.test": "http://b.test/", "x.test": "http://y.test/"}
+        return httpx2.Response(302, headers={"Location": hops.get(request.url.host, "/")})
+
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=0.1),
+        bounds=BoundsConfig(sitemaps=False, scope=Scope.HOST),
+    )
+    async with running_crawler(config, handler, Shard.open(tmp_path)) as crawler:
+        crawler.seed(["http://a.test/"])
+        url = "http://x.test/"  # at depth 0: where another peer's seed led
+        crawler.admit_routed([NewURL(fingerprint(url), url, "x.test", 0)])
+        with trio.fail_after(300):
+            await crawler.wait_idle()
+    assert "b.test" in crawler.scope.roots and "y.test" not in crawler.scope.roots
+    assert "http://y.test/" not in asked

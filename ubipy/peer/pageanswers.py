@@ -28,6 +28,7 @@ from ubipy.fetch import (
     Entry,
     FetchResult,
     Scheduler,
+    ScopeFilter,
     is_retryable,
     is_sitemap,
     processing_failed,
@@ -64,6 +65,7 @@ class PageAnswersMixin:
     _flush_now: Wakeup
     _candidates: Callable[..., list[NewURL]]
     _redirects: RedirectChains
+    scope: ScopeFilter
 
     def _page_answered(
         self, host: str, entry: Entry, result: FetchResult, now: float, asked: float | None
@@ -122,6 +124,7 @@ class PageAnswersMixin:
         page, discovered = read_page(
             entry, host, result, config=self.config, candidates=self._candidates, stats=self.stats,
             seed_redirect=self.on_seed_redirect, fetched_at=at, chains=self._redirects,
+            is_seed_host=self.scope.seeds.__contains__,
         )  # fmt: skip
         first, visit = True, None
         if self.refresher is not None:

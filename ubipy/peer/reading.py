@@ -26,28 +26,31 @@ SCOPE_REDIRECTS: Final = 5
 
 
 class RedirectChains:
-    """How many redirects in a row led to each URL waiting to be fetched. A redirect
-    is no link hop (its target keeps the depth), so a server answering ``/go?n=k``
-    with a redirect to ``/go?n=k+1`` was followed for ever, whatever ``--max-depth``
-    said, and a seed's chain across hosts widened the scope at every hop. Kept for
-    the last ``size`` targets on this peer: a chain that leaves it (to a host another
-    peer owns) starts afresh there."""
+    """How many redirects in a row led to each URL waiting to be fetched, and whether
+    the chain began on a seed's host. A redirect is no link hop (its target keeps the
+    depth), so a server answering ``/go?n=k`` with a redirect to ``/go?n=k+1`` was
+    followed for ever, whatever ``--max-depth`` said, and a seed's chain across hosts
+    widened the scope at every hop. Kept for the last ``size`` targets on this peer:
+    a chain that leaves it (to a host another peer owns) starts afresh there, and
+    widens the scope no more unless that host is a seed's."""
 
-    __slots__ = ("_hops", "_size")
+    __slots__ = ("_chains", "_size")
 
     def __init__(self, size: int = 65_536) -> None:
-        self._hops: OrderedDict[int, int] = OrderedDict()
+        self._chains: OrderedDict[int, tuple[int, bool]] = OrderedDict()
         self._size = size
 
-    def follow(self, fp: int) -> int:
-        """The URL ``fp`` redirects: how many redirects in a row this one makes."""
-        return self._hops.pop(fp, 0) + 1
+    def follow(self, fp: int, *, seed_host: bool) -> tuple[int, bool]:
+        """The URL ``fp`` (on a seed's host or not) redirects: how many redirects in a
+        row this one makes, and whether the chain began on a seed's host."""
+        hops, seeded = self._chains.pop(fp, (0, False))
+        return hops + 1, seeded or seed_host
 
-    def led_to(self, fp: int, hops: int) -> None:
-        self._hops[fp] = hops
-        self._hops.move_to_end(fp)
-        if len(self._hops) > self._size:
-            self._hops.popitem(last=False)
+    def led_to(self, fp: int, hops: int, seeded: bool) -> None:
+        self._chains[fp] = (hops, seeded)
+        self._chains.move_to_end(fp)
+        if len(self._chains) > self._size:
+            self._chains.popitem(last=False)
 
 
 class Candidates(Protocol):
@@ -76,11 +79,13 @@ def read_page(
     seed_redirect: Callable[[str, str], object] = lambda location, seed: None,
     fetched_at: float | None = None,
     chains: RedirectChains | None = None,
+    is_seed_host: Callable[[str], bool] = lambda host: True,
 ) -> tuple[PageRecord, list[NewURL]]:
     """The page's record and the URLs it revealed; ``seed_redirect(location, seed)``
-    is told where a URL at depth 0 (a seed, or where one led within SCOPE_REDIRECTS)
-    redirects, first. ``fetched_at``: when the answer ended (the wall clock; None:
-    now); ``chains``: the redirects in a row so far (None: not counted)."""
+    is told where a URL at depth 0 redirects, first, on a chain that began on a
+    seed's host (``is_seed_host``), within SCOPE_REDIRECTS. ``fetched_at``: when the
+    answer ended (the wall clock; None: now); ``chains``: the redirects in a row so
+    far (None: not counted)."""
     discovered: list[NewURL] = []
     title = encoding = encoding_source = None
     digest = None
@@ -89,16 +94,18 @@ def read_page(
         if result.is_redirect:
             assert result.location is not None
             # A redirect is not a link hop: the target keeps the depth.
-            hops = 1 if chains is None else chains.follow(entry.fp)
+            hops, seeded = 1, is_seed_host(host)
+            if chains is not None:
+                hops, seeded = chains.follow(entry.fp, seed_host=seeded)
             if hops > MAX_REDIRECTS:
                 stats.refused["redirect chain"] += 1
             else:
-                if entry.depth == 0 and hops <= SCOPE_REDIRECTS:
+                if entry.depth == 0 and seeded and hops <= SCOPE_REDIRECTS:
                     seed_redirect(result.location, entry.url)
                 discovered = candidates([result.location], entry.url, entry.depth)
                 if chains is not None:
                     for url in discovered:
-                        chains.led_to(url.fp, hops)
+                        chains.led_to(url.fp, hops, seeded)
         elif result.is_html:
             parsed = parse_html(result.body, entry.url, encoding=result.charset)
             title, encoding = parsed.title, parsed.encoding
