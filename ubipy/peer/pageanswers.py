@@ -80,8 +80,10 @@ class PageAnswersMixin:
             self.scheduler.retry(host, entry, now, wait=wait, asked=asked)
             return
         if sitemap_after_all(entry, result, sitemaps=self.sitemaps.enabled):
-            # Asked again as a sitemap (its body read this time), after the delay.
-            self.scheduler.retry(host, entry._replace(depth=SITEMAP_DEPTH), now, wait=0.0)
+            # Asked again as a sitemap (its body read this time), after the delay; not
+            # a failure, so no attempt of its retries spent (retry() counts one).
+            again = entry._replace(depth=SITEMAP_DEPTH, attempt=entry.attempt - 1)
+            self.scheduler.retry(host, again, now, wait=0.0)
             return
         self.scheduler.finished(host, now, asked=asked)
         self._commits.unread(host, entry, result, time.time())
