@@ -53,6 +53,17 @@ def host_owned(ring: Ring, owner: str, *, also: Ring | None = None, by: str = ""
     raise AssertionError("no such host")
 
 
+def host_copied_on(before: Ring, copies: list[str], after: Ring, owner: str) -> str:
+    """A host whose copies were on ``copies`` under ``before`` and that ``owner`` owns
+    under ``after``."""
+    return next(
+        h
+        for i in range(10_000)
+        if before.successors(h := f"h{i:04d}.synth.test", len(copies)) == copies
+        and after.owner(h) == owner
+    )
+
+
 def jobs(crawler: Crawler) -> Iterator[Job]:
     while (job := crawler.scheduler.next_job(trio.current_time())) is not None:
         yield job
@@ -106,15 +117,8 @@ async def test_with_replicas_a_host_whose_every_copy_died_waits_for_one(
     they are dialled) instead of being crawled afresh; a host whose copy lives on is
     taken over at once."""
     four, two = Ring(["a", "b", "c", "d"]), Ring(["a", "d"])
-
-    def host_where(successors: list[str]) -> str:
-        return next(
-            h
-            for i in range(10_000)
-            if four.successors(h := f"h{i:04d}.synth.test", 2) == successors and two.owner(h) == "a"
-        )
-
-    orphan, copied = host_where(["b", "c"]), host_where(["b", "a"])
+    orphan = host_copied_on(four, ["b", "c"], two, "a")
+    copied = host_copied_on(four, ["b", "a"], two, "a")
     async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
         handoff = handoff_for(crawler, "a", copies=2, orphan_grace=600.0)
         nursery.start_soon(handoff.run)
@@ -432,11 +436,7 @@ async def test_a_hand_off_refused_is_tried_again_once_the_receiver_catches_up(
     it. The hand-off is tried again, not only at a's next ring change: once b's ring
     is a's, b takes the host with its pending URL."""
     ab, abx = Ring(["a", "b"]), Ring(["a", "b", "x"])
-    host = next(
-        h
-        for i in range(100_000)
-        if ab.owner(h := f"h{i:05d}.synth.test") == "b" and abx.owner(h) == "x"
-    )
+    host = host_owned(ab, "b", also=abx, by="x")
     async with pair(tmp_path) as p:
         ca, cb = p.crawlers["a"], p.crawlers["b"]
         ca.seed([f"http://{host}/", f"http://{host}/page"])
@@ -488,11 +488,7 @@ async def test_a_peer_that_left_and_swept_is_not_waited_for_at_a_later_ring_chan
     LEFT member (its record lives 2 minutes): the hosts l2 hands over waited for a
     DONE from l1, which can send none under the new ring, for the hold's limit."""
     r4, r3, r2 = Ring(["a", "b", "l1", "l2"]), Ring(["a", "b", "l2"]), Ring(["a", "b"])
-    host = next(
-        h
-        for i in range(100_000)
-        if r3.owner(h := f"h{i:05d}.synth.test") == "l2" and r2.owner(h) == "a"
-    )
+    host = host_owned(r3, "l2", also=r2, by="a")
     async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
         handoff = handoff_for(crawler, "a")
         nursery.start_soon(handoff.run)
@@ -519,11 +515,7 @@ async def test_two_deaths_hours_apart_hold_no_host_for_want_of_a_copy(
     whose two copies were on b and c before either died has a copy here since: it
     is not held for the orphan grace (a day), as if both had died in one cut."""
     four, three, two = Ring(["a", "b", "c", "d"]), Ring(["a", "c", "d"]), Ring(["a", "d"])
-    host = next(
-        h
-        for i in range(10_000)
-        if four.successors(h := f"h{i:04d}.synth.test", 2) == ["b", "c"] and two.owner(h) == "a"
-    )
+    host = host_copied_on(four, ["b", "c"], two, "a")
     async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
         handoff = handoff_for(crawler, "a", copies=2, orphan_grace=86_400.0)
         nursery.start_soon(handoff.run)
@@ -549,11 +541,7 @@ async def test_a_later_death_does_not_end_the_wait_for_an_earlier_cuts_copies(
     five = Ring(["a", "b", "c", "d", "e"])
     four, three = Ring(["a", "c", "d", "e"]), Ring(["a", "d", "e"])
     two = Ring(["a", "e"])
-    host = next(
-        h
-        for i in range(10_000)
-        if five.successors(h := f"h{i:04d}.synth.test", 2) == ["b", "c"] and two.owner(h) == "a"
-    )
+    host = host_copied_on(five, ["b", "c"], two, "a")
     async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
         handoff = handoff_for(crawler, "a", copies=2, orphan_grace=86_400.0)
         nursery.start_soon(handoff.run)
@@ -580,11 +568,7 @@ async def test_a_leaving_peer_is_waited_for_until_its_leaves_sweep(
     """Every peer has swept under some ring before it leaves: what it held is waited
     for until it sweeps under a ring without it (its leave is seen before its sweep)."""
     r3, r2 = Ring(["a", "b", "l"]), Ring(["a", "b"])
-    host = next(
-        h
-        for i in range(100_000)
-        if r3.owner(h := f"h{i:05d}.synth.test") == "l" and r2.owner(h) == "a"
-    )
+    host = host_owned(r3, "l", also=r2, by="a")
     async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
         handoff = handoff_for(crawler, "a")
         nursery.start_soon(handoff.run)
