@@ -5,6 +5,8 @@ which stored the redirect as an error and dropped its target for good."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx2
@@ -16,8 +18,11 @@ from tests.peer.crawling import running_crawler
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig, Scope
 from ubipy.errors import StorageError
 from ubipy.fetch import fingerprint
+from ubipy.peer.crawler import Crawler
 from ubipy.peer.reading import MAX_REDIRECTS, SCOPE_REDIRECTS
 from ubipy.store import NewURL, Shard
+
+Handler = Callable[[httpx2.Request], Awaitable[httpx2.Response]]
 
 
 @pytest.mark.parametrize("disk_full", [False, True], ids=["disk fine", "disk full a moment"])
@@ -65,56 +70,57 @@ async def test_a_seed_s_redirect_target_is_crawled_whatever_the_disk_says(
     assert "b.test" in crawler.scope.roots
 
 
+def redirecting(where: Callable[[httpx2.URL], str], asked: list[str]) -> Handler:
+    """A web whose every page redirects to ``where(its URL)``; each request in
+    ``asked`` (robots.txt aside, a 404)."""
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        asked.append(str(request.url))
+        return httpx2.Response(302, headers={"Location": where(request.url)})
+
+    return handler
+
+
+@asynccontextmanager
+async def crawling(
+    tmp_path: Path, handler: Handler, bounds: BoundsConfig
+) -> AsyncIterator[Crawler]:
+    """A crawler of ``handler``'s web, waited for until idle at the block's end."""
+    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.1), bounds=bounds)
+    async with running_crawler(config, handler, Shard.open(tmp_path)) as crawler:
+        yield crawler
+        with trio.fail_after(300):
+            await crawler.wait_idle()
+
+
 async def test_a_chain_of_redirects_is_followed_twenty_times_at_most(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     """Each answer a redirect to a new URL: a redirect is no hop, so neither
     --max-depth nor the path-repeat guard bounded it; the crawl never ended."""
     asked: list[str] = []
-
-    async def handler(request: httpx2.Request) -> httpx2.Response:
-        if request.url.path == "/robots.txt":
-            return httpx2.Response(404)
-        asked.append(str(request.url))
-        n = int(request.url.params.get("n", "0"))
-        return httpx2.Response(302, headers={"Location": f"/go?n={n + 1}"})
-
-    config = CrawlConfig(
-        data_dir=tmp_path,
-        politeness=PolitenessConfig(delay=0.1),
-        bounds=BoundsConfig(sitemaps=False, max_depth=0),
-    )
-    async with running_crawler(config, handler, Shard.open(tmp_path)) as crawler:
-        crawler.seed(["http://trap.test/go?n=0"])
-        with trio.fail_after(300):
-            await crawler.wait_idle()
+    handler = redirecting(lambda url: f"/go?n={int(url.params.get('n', '0')) + 1}", asked)
+    async with crawling(tmp_path, handler, BoundsConfig(sitemaps=False, max_depth=0)) as c:
+        c.seed(["http://trap.test/go?n=0"])
     assert len(asked) == 1 + MAX_REDIRECTS
-    assert crawler.stats.refused["redirect chain"] == 1
+    assert c.stats.refused["redirect chain"] == 1
+
+
+def _next_host(url: httpx2.URL) -> str:
+    return f"http://h{int(url.host.removeprefix('h').removesuffix('.test')) + 1}.test/"
 
 
 async def test_a_seeds_redirects_across_hosts_widen_the_scope_a_few_times_at_most(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     asked: list[str] = []
-
-    async def handler(request: httpx2.Request) -> httpx2.Response:
-        if request.url.path == "/robots.txt":
-            return httpx2.Response(404)
-        asked.append(str(request.url))
-        n = int(request.url.host.removeprefix("h").removesuffix(".test"))
-        return httpx2.Response(302, headers={"Location": f"http://h{n + 1}.test/"})
-
-    config = CrawlConfig(
-        data_dir=tmp_path,
-        politeness=PolitenessConfig(delay=0.1),
-        bounds=BoundsConfig(sitemaps=False, scope=Scope.HOST),
-    )
-    async with running_crawler(config, handler, Shard.open(tmp_path)) as crawler:
-        crawler.seed(["http://h0.test/"])
-        with trio.fail_after(300):
-            await crawler.wait_idle()
+    bounds = BoundsConfig(sitemaps=False, scope=Scope.HOST)
+    async with crawling(tmp_path, redirecting(_next_host, asked), bounds) as c:
+        c.seed(["http://h0.test/"])
     assert asked == [f"http://h{n}.test/" for n in range(SCOPE_REDIRECTS + 1)]
-    assert len(crawler.scope.roots) == SCOPE_REDIRECTS + 1
+    assert len(c.scope.roots) == SCOPE_REDIRECTS + 1
 
 
 async def test_a_redirect_chain_from_another_peer_does_not_widen_the_scope(
@@ -125,24 +131,11 @@ async def test_a_redirect_chain_from_another_peer_does_not_widen_the_scope(
     started afresh and widened the scope again; only a chain that began on a seed's
     host, here, does."""
     asked: list[str] = []
-
-    async def handler(request: httpx2.Request) -> httpx2.Response:
-        if request.url.path == "/robots.txt":
-            return httpx2.Response(404)
-        asked.append(str(request.url))
-        hops = {"a.test": "http://b.test/", "x.test": "http://y.test/"}
-        return httpx2.Response(302, headers={"Location": hops.get(request.url.host, "/")})
-
-    config = CrawlConfig(
-        data_dir=tmp_path,
-        politeness=PolitenessConfig(delay=0.1),
-        bounds=BoundsConfig(sitemaps=False, scope=Scope.HOST),
-    )
-    async with running_crawler(config, handler, Shard.open(tmp_path)) as crawler:
-        crawler.seed(["http://a.test/"])
+    hops = {"a.test": "http://b.test/", "x.test": "http://y.test/"}
+    handler = redirecting(lambda url: hops.get(url.host, "/"), asked)
+    async with crawling(tmp_path, handler, BoundsConfig(sitemaps=False, scope=Scope.HOST)) as c:
+        c.seed(["http://a.test/"])
         url = "http://x.test/"  # at depth 0: where another peer's seed led
-        crawler.admit_routed([NewURL(fingerprint(url), url, "x.test", 0)])
-        with trio.fail_after(300):
-            await crawler.wait_idle()
-    assert "b.test" in crawler.scope.roots and "y.test" not in crawler.scope.roots
+        c.admit_routed([NewURL(fingerprint(url), url, "x.test", 0)])
+    assert "b.test" in c.scope.roots and "y.test" not in c.scope.roots
     assert "http://y.test/" not in asked
