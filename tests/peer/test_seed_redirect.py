@@ -1,7 +1,9 @@
 """A seed that redirects widens the scope to where it leads; when the shard refuses
 writes at that moment (a disk full for a while), the scope is widened all the same and
 the target crawled: the save of the widened scope used to fail the page's processing,
-which stored the redirect as an error and dropped its target for good."""
+which stored the redirect as an error and dropped its target for good. Chains of
+redirects are followed twenty in a row at most, and widen the scope five times at
+most, from a seed's host, on this peer."""
 
 from __future__ import annotations
 
