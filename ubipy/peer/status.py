@@ -88,6 +88,7 @@ class PeerStatus:
     dns_most_per_host: int = 0
     dns_failures: int = 0
     dns_hosts_given_up: int = 0
+    dns_served_stale: int = 0  # failed refreshes answered with the last address
     refused_addresses: int = 0
     # IP leases asked of addresses' owners (ipleases.py): granted, denied, and
     # unanswered in time (the request went ahead on this peer's own per-IP rule).
@@ -185,6 +186,7 @@ def _dns_figures(c: Crawler) -> dict[str, int]:
         "dns_most_per_host": resolver.most_lookups,
         "dns_failures": stats.failures,
         "dns_hosts_given_up": stats.hosts_given_up,
+        "dns_served_stale": resolver.served_stale,
         "refused_addresses": stats.refused + c.stats.refused_addresses,
     }
 
