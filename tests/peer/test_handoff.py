@@ -585,3 +585,38 @@ async def test_a_leaving_peer_is_waited_for_until_its_leaves_sweep(
         handoff.release_from("l", ring_key(r2))  # its leave's sweep is done
         assert asked(crawler) == {host}
         nursery.cancel_scope.cancel()
+
+
+async def test_a_peer_back_after_leaving_is_waited_for_when_it_leaves_again(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """l leaves (its sweep done), comes back and takes hosts, then leaves again before
+    its next DONE: the record of its first leave's sweep says nothing of the hosts it
+    held since."""
+    abl, ab, abc = Ring(["a", "b", "l"]), Ring(["a", "b"]), Ring(["a", "b", "c"])
+    host = host_owned(abl, "l", also=abc, by="a")
+    async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
+        handoff = handoff_for(crawler, "a")
+        nursery.start_soon(handoff.run)
+
+        def ring(r: Ring, handing: str) -> None:
+            crawler.ring_changed(r)
+            handoff.ring_changed(r, frozenset(r.members), frozenset(handing))
+
+        ring(abl, "abl")
+        handoff.release_from("l", ring_key(abl))
+        handoff.release_from("b", ring_key(abl))
+        ring(ab, "abl")  # l leaves
+        handoff.release_from("b", ring_key(ab))
+        handoff.release_from("l", ring_key(ab))
+        await trio.sleep(600.0)
+        ring(abl, "abl")  # l is back, and takes its hosts
+        handoff.release_from("b", ring_key(abl))
+        ring(abc, "abcl")  # l leaves again, c joins
+        handoff.release_from("b", ring_key(abc))
+        handoff.release_from("c", ring_key(abc))
+        crawler.seed([f"http://{host}/"])
+        assert asked(crawler) == set()
+        handoff.release_from("l", ring_key(abc))
+        assert asked(crawler) == {host}
+        nursery.cancel_scope.cancel()

@@ -173,6 +173,9 @@ class Handoff:
         old, self._ring, self._alive = self._ring, ring, alive
         for peer in alive & self._dead.keys():
             del self._dead[peer]
+        # One back after leaving holds hosts again: its leave's sweep says nothing now.
+        for peer in [p for p in alive if self._left_swept(p)]:
+            del self._swept[peer]
         if list(old.members) == [self.self_id] and len(alive) > 1:
             # A peer that was alone (just started, or back after a crash) knows
             # nothing of who held what meanwhile: whatever it owns, it gains.
