@@ -399,3 +399,38 @@ async def test_an_html_page_past_a_pages_limit_where_a_sitemap_was_looked_for_is
     fetch = FetchConfig(max_retries=0, max_body_bytes=1000)
     _, asked = await crawl(tmp_path, web=web, seeds=[w("/robots-first")], fetch=fetch)
     assert w("/") in {url for _, url in asked} and w("/from-home") not in {u for _, u in asked}
+
+
+async def test_a_hosts_sitemap_a_link_found_first_is_read_as_a_sitemap(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A page of one host links to another's /sitemap.xml: admitted as a page first,
+    it was then a URL already seen when robots.txt named it, and never read."""
+
+    def m(path: str) -> str:
+        return f"http://{MAPS}{path}"
+
+    web = {
+        w("/robots.txt"): (200, {}, b"User-agent: *\nDisallow:\n"),
+        w("/"): (200, HTML, f'<title>home</title><a href="{m("/sitemap.xml")}">x</a>'.encode()),
+        m("/robots.txt"): (200, {}, b"User-agent: *\nDisallow:\n"),
+        m("/sitemap.xml"): (200, XML, urlset(m("/only-in-sitemap"))),
+        m("/only-in-sitemap"): (200, HTML, b"<title>x</title>"),
+    }
+    bounds = BoundsConfig(scope=Scope.DOMAIN)
+    _, asked = await crawl(tmp_path, web=web, seeds=[w("/")], bounds=bounds)
+    assert m("/only-in-sitemap") in {url for _, url in asked}
+
+
+async def test_a_seeded_sitemap_asked_again_is_one_page_of_the_hosts_budget(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    web = {
+        w("/robots.txt"): (200, {}, b"User-agent: *\nDisallow:\n"),
+        w("/sitemap.xml"): (200, XML, urlset(w("/only-in-sitemap"))),
+        w("/only-in-sitemap"): (200, HTML, b"<title>x</title>"),
+    }
+    bounds = BoundsConfig(max_pages_per_host=2)
+    crawler, asked = await crawl(tmp_path, web=web, seeds=[w("/sitemap.xml")], bounds=bounds)
+    assert w("/only-in-sitemap") in {url for _, url in asked}
+    assert not crawler.stats.skipped

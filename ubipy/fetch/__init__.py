@@ -53,6 +53,7 @@ from ubipy.fetch.urls import (
     host_key,
     normalize,
     normalize_reporting,
+    path_and_query,
     resolve_link,
 )
 
@@ -108,6 +109,7 @@ __all__ = [
     "normalize_reporting",
     "parse_html",
     "parse_seeds",
+    "path_and_query",
     "path_repeats",
     "path_trap",
     "processing_failed",

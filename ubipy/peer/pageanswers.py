@@ -80,10 +80,10 @@ class PageAnswersMixin:
             self.scheduler.retry(host, entry, now, wait=wait, asked=asked)
             return
         if sitemap_after_all(entry, result, sitemaps=self.sitemaps.enabled):
-            # Asked again as a sitemap (its body read this time), after the delay; not
-            # a failure, so no attempt of its retries spent (retry() counts one).
-            again = entry._replace(depth=SITEMAP_DEPTH, attempt=entry.attempt - 1)
-            self.scheduler.retry(host, again, now, wait=0.0)
+            # Asked again as a sitemap (its body read this time), after the delay. As a
+            # retry: not counted against the host's page budget again (it spends one
+            # of its retries).
+            self.scheduler.retry(host, entry._replace(depth=SITEMAP_DEPTH), now, wait=0.0)
             return
         self.scheduler.finished(host, now, asked=asked)
         self._commits.unread(host, entry, result, time.time())
@@ -126,7 +126,7 @@ class PageAnswersMixin:
         page, discovered = read_page(
             entry, host, result, config=self.config, candidates=self._candidates, stats=self.stats,
             seed_redirect=self.on_seed_redirect, fetched_at=at, chains=self._redirects,
-            is_seed_host=self.scope.seeds.__contains__,
+            is_seed_host=self.scope.seeded,
         )  # fmt: skip
         first, visit = True, None
         if self.refresher is not None:

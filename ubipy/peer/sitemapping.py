@@ -15,7 +15,8 @@ another host is therefore fetched by that host's owner, after that host's robots
 and through its politeness slot; and a URL is fetched once, as a sitemap or as a page,
 whichever found it first, then read as what its answer is (:func:`read_as`): an HTML
 page where a sitemap was looked for (/sitemap.xml redirected to the home page) as a
-page, a sitemap given as a seed as a sitemap.
+page, a sitemap given as a seed (or a host's /sitemap.xml a link found first) as a
+sitemap.
 
 What they bring, once fetched. A sitemap's URLs, as candidates at depth 1 (LISTED_DEPTH),
 their ``lastmod`` kept beside them for recrawling; an index's sitemaps, as candidates at
@@ -57,6 +58,7 @@ from ubipy.fetch import (
     content_digest,
     host_key,
     is_sitemap,
+    path_and_query,
     read_sitemap,
 )
 from ubipy.peer.commits import Commits, page_record
@@ -208,9 +210,10 @@ _SITEMAP_ROOT = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?(?:urlset|sitemapindex)[\s>
 
 def read_as(entry: Entry, result: FetchResult, *, sitemaps: bool, max_page: int) -> Entry:
     """The entry to read an answer as: a sitemap's as a page (at LISTED_DEPTH) when it
-    is an HTML page, a seed's as a sitemap (with ``sitemaps``) when it is one. Only a
-    seed's: a sitemap's URLs, or a page's links, read as sitemaps would nest them
-    without end (what an index lists is not read as an index for that reason). An
+    is an HTML page, a seed's or a host's /sitemap.xml as a sitemap (with ``sitemaps``)
+    when it is one. Only those: a sitemap's URLs, or a page's links, read as sitemaps
+    would nest them without end (what an index lists is not read as an index for that
+    reason). An
     HTML page fetched to a sitemap's limit (50 MB) and past a page's (``max_page``)
     is not parsed: a page that large costs a second of the event loop."""
     if not (result.ok and result.status is not None and 200 <= result.status < 300):
@@ -219,7 +222,7 @@ def read_as(entry: Entry, result: FetchResult, *, sitemaps: bool, max_page: int)
         html = result.is_html and len(result.body) <= max_page
         if html and not _SITEMAP_ROOT.search(result.body, 0, 4096):
             return entry._replace(depth=LISTED_DEPTH)
-    elif sitemaps and entry.depth == 0 and not result.is_html:
+    elif sitemaps and _may_be_sitemap(entry) and not result.is_html:
         gzipped = result.body[:2] == b"\x1f\x8b" and entry.url.endswith(".xml.gz")
         if gzipped or _SITEMAP_ROOT.search(result.body, 0, 4096):
             return entry._replace(depth=SITEMAP_DEPTH)
@@ -229,11 +232,17 @@ def read_as(entry: Entry, result: FetchResult, *, sitemaps: bool, max_page: int)
 _XML_TYPES = frozenset({"application/xml", "text/xml", "application/gzip", "application/x-gzip"})
 
 
+def _may_be_sitemap(entry: Entry) -> bool:
+    """A seed, or a host's own /sitemap.xml found as a link first (robots.txt's then
+    finds it taken): one such URL a host, so they cannot nest."""
+    return entry.depth == 0 or path_and_query(entry.url) == SITEMAP_PATH
+
+
 def sitemap_after_all(entry: Entry, result: FetchResult, *, sitemaps: bool) -> bool:
     """Whether a seed's answer of a type not kept (its body not read) may be a
     sitemap, to ask again as one: XML or gzip (see :func:`read_as` for why seeds
     alone)."""
-    if entry.depth != 0 or not sitemaps or result.accepted or not result.ok:
+    if not _may_be_sitemap(entry) or not sitemaps or result.accepted or not result.ok:
         return False
     if result.status is None or not 200 <= result.status < 300:
         return False
