@@ -384,21 +384,30 @@ async def test_a_sitemap_listed_by_a_sitemap_is_not_read_as_one(
     assert urls.count(w("/sitemap-2.xml")) == 1 and w("/deeper") not in urls
 
 
-async def test_an_html_page_past_a_pages_limit_where_a_sitemap_was_looked_for_is_not_read(
+async def test_an_html_page_where_a_sitemap_was_looked_for_is_read_cut_at_max_body(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     # Fetched to a sitemap's limit (50 MB), an HTML page that large would be parsed
-    # on the event loop (a second for 50 MB); past --max-body it is not read.
-    home = b'<title>home</title><a href="/from-home">x</a>' + b" " * 2000
+    # on the event loop (a second for 50 MB): it is read cut, as a page fetch is.
+    home = (
+        b'<title>home</title><a href="/from-home">x</a>'
+        + b" " * 2000
+        + b'<a href="/past-the-cut">y</a>'
+    )
     web = {
         w("/robots.txt"): (200, {}, b"User-agent: *\nDisallow:\n"),
         w("/sitemap.xml"): (302, {"location": "/"}, b""),
         w("/"): (200, HTML, home),
         w("/from-home"): (200, HTML, b"<title>x</title>"),
+        w("/past-the-cut"): (200, HTML, b"<title>y</title>"),
     }
     fetch = FetchConfig(max_retries=0, max_body_bytes=1000)
     _, asked = await crawl(tmp_path, web=web, seeds=[w("/robots-first")], fetch=fetch)
-    assert w("/") in {url for _, url in asked} and w("/from-home") not in {u for _, u in asked}
+    urls = {url for _, url in asked}
+    assert w("/from-home") in urls and w("/past-the-cut") not in urls
+    with sqlite3.connect(tmp_path / "shard.sqlite3") as db:
+        row = db.execute("SELECT depth, title FROM pages WHERE url = ?", (w("/"),)).fetchone()
+    assert row == (LISTED_DEPTH, "home")
 
 
 async def test_a_hosts_sitemap_a_link_found_first_is_read_as_a_sitemap(

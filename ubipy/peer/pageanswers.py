@@ -18,6 +18,7 @@ A mixin of :class:`~ubipy.peer.crawler.Crawler`, whose state it reads and change
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -115,8 +116,13 @@ class PageAnswersMixin:
 
     def _page_done(self, host: str, entry: Entry, result: FetchResult, at: float) -> None:
         """Read a page answered at ``at`` (the wall clock)."""
-        max_page = self.config.fetch.max_body_bytes
-        entry = read_as(entry, result, sitemaps=self.sitemaps.enabled, max_page=max_page)
+        sitemap = is_sitemap(entry.depth)
+        entry = read_as(entry, result, sitemaps=self.sitemaps.enabled)
+        cap = self.config.fetch.max_body_bytes
+        if sitemap and not is_sitemap(entry.depth) and len(result.body) > cap:
+            # Fetched to a sitemap's 50 MB, read as a page is, cut at --max-body: a page
+            # that large would cost a second of the event loop.
+            result = dataclasses.replace(result, body=result.body[:cap], truncated=True)
         if is_sitemap(entry.depth):  # stored as a page row, counted as a sitemap
             answer = self.sitemaps.answered(host, entry, result, at)
             sitemap_answered(self._commits, self.refresher, entry, result, answer)

@@ -208,19 +208,16 @@ class Sitemapping:
 _SITEMAP_ROOT = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?(?:urlset|sitemapindex)[\s>/]")
 
 
-def read_as(entry: Entry, result: FetchResult, *, sitemaps: bool, max_page: int) -> Entry:
+def read_as(entry: Entry, result: FetchResult, *, sitemaps: bool) -> Entry:
     """The entry to read an answer as: a sitemap's as a page (at LISTED_DEPTH) when it
     is an HTML page, a seed's or a host's /sitemap.xml as a sitemap (with ``sitemaps``)
     when it is one. Only those: a sitemap's URLs, or a page's links, read as sitemaps
     would nest them without end (what an index lists is not read as an index for that
-    reason). An
-    HTML page fetched to a sitemap's limit (50 MB) and past a page's (``max_page``)
-    is not parsed: a page that large costs a second of the event loop."""
+    reason)."""
     if not (result.ok and result.status is not None and 200 <= result.status < 300):
         return entry
     if is_sitemap(entry.depth):
-        html = result.is_html and len(result.body) <= max_page
-        if html and not _SITEMAP_ROOT.search(result.body, 0, 4096):
+        if result.is_html and not _SITEMAP_ROOT.search(result.body, 0, 4096):
             return entry._replace(depth=LISTED_DEPTH)
     elif sitemaps and _may_be_sitemap(entry) and not result.is_html:
         gzipped = result.body[:2] == b"\x1f\x8b" and entry.url.endswith(".xml.gz")
