@@ -89,6 +89,8 @@ class Router:
         self._scale_linger()
         self._outboxes: dict[str, _Outbox] = {}
         self._unacked: dict[int, _Unacked] = {}
+        # Owners with a batch sent again since they last acknowledged one.
+        self._backed_off: set[str] = set()
         self._ids = run_ids(rng)
         # Links repeated on every page of a site (menus, footers) would otherwise
         # be forwarded again and again; the owner would drop them, but the wire
@@ -154,6 +156,7 @@ class Router:
             if now >= self._resend_at(pending):
                 pending.sent_at = now
                 pending.attempts += 1
+                self._backed_off.add(pending.batch.owner)
                 self.stats.batches_resent += 1
                 out.append(pending.batch)
         return out
@@ -172,11 +175,13 @@ class Router:
             return None
         self.stats.batches_acked += 1
         # The owner answers again: what it was sent while it did not goes again now,
-        # not at the end of its back-off.
+        # not at the end of its back-off (looked for once, not at every ack).
         owner = pending.batch.owner
-        for other in self._unacked.values():
-            if other.batch.owner == owner and other.attempts > 1:
-                other.attempts = 1
+        if owner in self._backed_off:
+            self._backed_off.discard(owner)
+            for other in self._unacked.values():
+                if other.batch.owner == owner:
+                    other.attempts = 1
         return pending.batch
 
     def next_deadline(self) -> float | None:
