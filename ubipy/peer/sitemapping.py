@@ -147,7 +147,7 @@ class Sitemapping:
                 found = self._candidates(
                     [result.location], entry.url, entry.depth, beyond_scope=host.__eq__
                 )
-            elif result.status is not None and 200 <= result.status < 300:
+            elif _succeeded(result):
                 found, lastmods = self._read(host, entry, result)
         digest = content_digest(result.body) if result.ok else None
         page = page_record(
@@ -214,7 +214,7 @@ def read_as(entry: Entry, result: FetchResult, *, sitemaps: bool) -> Entry:
     when it is one. Only those: a sitemap's URLs, or a page's links, read as sitemaps
     would nest them without end (what an index lists is not read as an index for that
     reason)."""
-    if not (result.ok and result.status is not None and 200 <= result.status < 300):
+    if not (result.ok and _succeeded(result)):
         return entry
     if is_sitemap(entry.depth):
         if result.is_html and not _SITEMAP_ROOT.search(result.body, 0, 4096):
@@ -236,14 +236,16 @@ def _may_be_sitemap(entry: Entry) -> bool:
 
 
 def sitemap_after_all(entry: Entry, result: FetchResult, *, sitemaps: bool) -> bool:
-    """Whether a seed's answer of a type not kept (its body not read) may be a
-    sitemap, to ask again as one: XML or gzip (see :func:`read_as` for why seeds
-    alone)."""
+    """Whether the answer of a seed or of a host's /sitemap.xml, of a type not kept
+    (its body not read), may be a sitemap, to ask again as one: XML or gzip (see
+    :func:`read_as` for why those alone)."""
     if not _may_be_sitemap(entry) or not sitemaps or result.accepted or not result.ok:
         return False
-    if result.status is None or not 200 <= result.status < 300:
-        return False
-    return result.content_type in _XML_TYPES
+    return _succeeded(result) and result.content_type in _XML_TYPES
+
+
+def _succeeded(result: FetchResult) -> bool:
+    return result.status is not None and 200 <= result.status < 300
 
 
 def sitemap_answered(
