@@ -122,6 +122,14 @@ def test_a_text_sitemap_lists_a_url_a_line(wrap: Callable[[bytes], bytes], whole
     ]
 
 
+def test_a_text_sitemaps_line_too_long_is_skipped_to_its_end() -> None:
+    # Cut by the reading's chunks, its tail was read as a line of its own.
+    body = b"\n" * (sitemaps._CHUNK - 9000) + b"x" * 9000 + b"http://b.test/x\nhttp://a.test/1\n"
+    assert [e.loc for e in read_sitemap(body).entries] == ["http://a.test/1"]
+    endless = b"\n" * (sitemaps._CHUNK - 9000) + b"x" * 200_000 + b"http://b.test/x\n"
+    assert read_sitemap(endless + b"http://a.test/2").entries == (Listed("http://a.test/2"),)
+
+
 def test_text_that_lists_no_url_is_not_a_sitemap() -> None:
     sitemap = read_sitemap(b"Not Found\n")
     assert sitemap.kind is None and sitemap.error is not None

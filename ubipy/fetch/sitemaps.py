@@ -190,6 +190,7 @@ def _read_text(chunks: Iterator[bytes], source: _Source, max_urls: int, truncate
     entries: list[Listed] = []
     over = 0
     rest = b""
+    skipping = False  # through the rest of a line too long to be a URL
     whole = False
     while not whole:
         chunk = next(chunks, None)
@@ -197,10 +198,15 @@ def _read_text(chunks: Iterator[bytes], source: _Source, max_urls: int, truncate
             whole = True
             lines = [rest] if not (truncated or source.cut or source.short) else []
         else:
+            if skipping:
+                end = chunk.find(b"\n")
+                skipping, chunk = end < 0, chunk[end + 1 :] if end >= 0 else b""
             lines = (rest + chunk).split(b"\n")
             rest = lines.pop()
             if len(rest) > _MAX_TEXT:
-                rest = b""  # no URL is that long: the line is skipped
+                # No URL is that long: the line is skipped to its end, not read from
+                # the next chunk on as a line of its own.
+                rest, skipping = b"", True
         for line in lines:
             line = line.strip()
             if len(line) > _MAX_TEXT or _URL_LINE.fullmatch(line) is None:
