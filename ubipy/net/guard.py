@@ -261,8 +261,9 @@ class Strikes:
 
     def barred(self, source: str, now: float) -> bool:
         source = source_group(source)
-        if self._vouched(source, now):
-            return False
+        return not self._vouched(source, now) and self._bar_stands(source, now)
+
+    def _bar_stands(self, source: str, now: float) -> bool:
         until = self._barred.get(source)
         if until is None:
             return False
@@ -273,11 +274,10 @@ class Strikes:
 
     def failed(self, source: str, now: float) -> bool:
         """A connection from ``source`` ended without authenticating; True if that
-        bars the source now."""
-        if self.barred(source, now):
-            return False  # accepted before the bar: it counts for nothing more
+        bars the source now. One accepted before a bar counts for nothing more, and
+        a vouched-for source for nothing at all."""
         source = source_group(source)
-        if self._vouched(source, now):
+        if self._vouched(source, now) or self._bar_stands(source, now):
             return False
         times = self._strikes.get(source)
         if times is None:
