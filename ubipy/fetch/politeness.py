@@ -32,6 +32,7 @@ from ubipy.config import CrawlConfig, CrawlOrder
 from ubipy.fetch import ranking
 from ubipy.fetch.addresses import AddressRule
 from ubipy.fetch.hops import HopRule, target_of
+from ubipy.fetch.refreshshare import RefreshShare
 from ubipy.fetch.robots import RobotsDecision, RobotsFetch, RobotsState
 from ubipy.fetch.robotsrule import RobotsRule
 from ubipy.fetch.sitemaps import is_sitemap
@@ -107,11 +108,7 @@ class Scheduler:
         self._ready: list[tuple[float, int, int, HostSlot]] = []
         # Of those, the hosts that came up with pages due again (--recrawl), in turn.
         self._ready_refresh: deque[tuple[int, HostSlot]] = deque()
-        # Pages due again (--recrawl) take at most this share of requests while new
-        # URLs wait too; requests handed out so far, and how many were refreshes.
-        self._refresh_share = refresh_share
-        self._taken = 0
-        self._refreshes_taken = 0
+        self._share = RefreshShare(refresh_share)
         self._slowest: SlowestHosts[HostSlot] = SlowestHosts()
 
     @classmethod
@@ -176,8 +173,8 @@ class Scheduler:
         (self._arm if had_work else self._bring_forward)(slot)
 
     def _arm(self, slot: HostSlot) -> None:
-        """Into the heap, unless it is there or in flight: for :meth:`_ready_at`."""
-        if not (slot.armed or slot.in_flight) and (when := _ready_at(slot)) is not None:
+        """Into the heap, unless it is there or in flight: for its ``ready_at``."""
+        if not (slot.armed or slot.in_flight) and (when := slot.ready_at()) is not None:
             self._push(slot, when)
 
     def _bring_forward(self, slot: HostSlot) -> None:
@@ -185,7 +182,7 @@ class Scheduler:
         for a host that waited for a page due again, a plan that brought a page
         forward); its old entry goes stale. A host waiting for its address is not
         brought forward by new URLs (:meth:`add`): the address holds it."""
-        when = None if slot.in_flight else _ready_at(slot)
+        when = None if slot.in_flight else slot.ready_at()
         if when is not None and (not slot.armed or when < slot.armed_at):
             self._push(slot, when)
 
@@ -229,18 +226,6 @@ class Scheduler:
         heapq.heappush(slot.refresh, (at, next(self._tie), entry))
         self._bring_forward(slot)
 
-    def _take(self, slot: HostSlot, now: float) -> Entry | None:
-        """The host's next entry: a page due again, or a new URL, the refreshes taking
-        at most their share of requests while new URLs wait too."""
-        due = bool(slot.refresh) and slot.refresh[0][0] <= now
-        if due and (not slot.has_work or self._refreshes_taken < self._refresh_share * self._taken):
-            self._refreshes_taken += 1
-            self._taken += 1
-            return heapq.heappop(slot.refresh)[2]
-        entry = self._windows.pop(slot) if slot.has_work else None
-        self._taken += entry is not None
-        return entry
-
     # -- dispatching --------------------------------------------------------
     def next_wakeup(self) -> float | None:
         """When the earliest armed host becomes ready, or None if none is (-inf: one
@@ -267,7 +252,7 @@ class Scheduler:
         # host with only pages due again was never chosen while more hosts with new
         # URLs were ready than requests could start (found by a review).
         refresh = self._ready_refresh
-        if refresh and self._refreshes_taken < self._refresh_share * max(self._taken, 1):
+        if refresh and self._share.refresh_turn():
             while refresh:
                 armed_tie, slot = refresh.popleft()
                 if slot.armed and armed_tie == slot.armed_tie:
@@ -329,7 +314,7 @@ class Scheduler:
                     fetch = slot.robots_fetch = RobotsFetch(robots_url(first))
                 self._start_request(slot, target)
                 return Job(JobKind.ROBOTS, host, fetch.url)
-            entry = self._take(slot, now)
+            entry = self._share.take(slot, now, self._windows)
             if entry is None:
                 self._arm(slot)  # only pages due later: back in the heap for then
                 self._pass(slot)
@@ -590,11 +575,3 @@ class Scheduler:
         counted), walking every host: with ``now``, given again for a while
         (:class:`SlowestHosts`)."""
         return self._slowest.ranked(self._slots.values(), n, self.delay_of, now)
-
-
-def _ready_at(slot: HostSlot) -> float | None:
-    """When the host may next be asked: the end of its delay if it has URLs, else when
-    its first page is due again; None if neither."""
-    if slot.has_work:
-        return slot.next_allowed
-    return max(slot.next_allowed, slot.refresh[0][0]) if slot.refresh else None

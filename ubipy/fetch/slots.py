@@ -123,3 +123,10 @@ class HostSlot:
     @property
     def has_work(self) -> bool:
         return bool(self.queue) or self.on_disk > 0
+
+    def ready_at(self) -> float | None:
+        """When the host may next be asked: the end of its delay if it has URLs, else
+        when its first page is due again; None if neither."""
+        if self.has_work:
+            return self.next_allowed
+        return max(self.next_allowed, self.refresh[0][0]) if self.refresh else None
