@@ -69,6 +69,12 @@ class StoreConfig:
     frontier_memory: int = option(
         200_000, help="frontier entries held in memory over all hosts at most"
     )
+    # A host's slot: its robots.txt rules, pace and window, 2-3 KB (ubipy/fetch/idlehosts.py).
+    idle_hosts: int = option(
+        50_000,
+        help="hosts with nothing to ask kept in memory at most; beyond, the longest idle "
+        "are forgotten, and ask robots.txt again if they have URLs again",
+    )
     bodies: BodyStore = option(
         BodyStore.WARC,
         flag="--bodies",
@@ -106,6 +112,7 @@ class StoreConfig:
             "frontier_memory",
             "warc_size",
         )
+        at_least(self, 0, "idle_hosts")
         if not 0 < self.bloom_error_rate < 1:
             rate = show(self.bloom_error_rate)
             raise ConfigError(f"must be between 0 and 1, not {rate}", "bloom_error_rate")

@@ -32,11 +32,12 @@ from ubipy.config import CrawlConfig, CrawlOrder
 from ubipy.fetch import ranking
 from ubipy.fetch.addresses import AddressRule
 from ubipy.fetch.hops import HopRule, target_of
+from ubipy.fetch.idlehosts import IdleHosts
 from ubipy.fetch.refreshshare import RefreshShare
 from ubipy.fetch.robots import RobotsDecision, RobotsFetch, RobotsState
 from ubipy.fetch.robotsrule import RobotsRule
 from ubipy.fetch.sitemaps import is_sitemap
-from ubipy.fetch.slots import Entry, HostRobots, HostSlot, Job, JobKind, Loader
+from ubipy.fetch.slots import Entry, HostRobots, HostSlot, Job, JobKind, Loader, Recall
 from ubipy.fetch.throttle import Pace, SlowestHosts, SlowHost, ThrottleRules
 from ubipy.fetch.urls import robots_url
 from ubipy.fetch.windows import Windows
@@ -62,10 +63,14 @@ class Scheduler:
         throttle: ThrottleRules | None = None,
         order: CrawlOrder = CrawlOrder.BFS,
         refresh_share: float = 0.5,
+        idle_hosts: int = 50_000,
+        recall: Recall | None = None,
     ) -> None:
         """``resolve``: which hosts are looked up before their first request (None:
         none); ``ip_delay``: the gap between two requests to one address (default:
-        ``delay``), on top of each host's own rules."""
+        ``delay``), on top of each host's own rules; ``idle_hosts``: hosts with nothing
+        to ask kept, the longest idle forgotten beyond (idlehosts.py); ``recall``: what
+        a host's new slot owes, (no request before, pages spent), if anything."""
         self._delay = delay
         # None: every host waits its fixed delay, whatever its answers (throttle.py).
         self._throttle = throttle
@@ -95,6 +100,8 @@ class Scheduler:
         )
         self._budget = max_pages_per_host
         self._slots: dict[str, HostSlot] = {}
+        self.idle_hosts = IdleHosts(idle_hosts)
+        self._recall = recall
         # (time, tie-breaker, slot): the slot itself, so an entry of a slot that was
         # dropped and made anew is recognised as stale.
         self._heap: list[tuple[float, int, HostSlot]] = []
@@ -113,7 +120,11 @@ class Scheduler:
 
     @classmethod
     def of(
-        cls, config: CrawlConfig, loader: Loader, resolve: Callable[[str], bool] | None = None
+        cls,
+        config: CrawlConfig,
+        loader: Loader,
+        resolve: Callable[[str], bool] | None = None,
+        recall: Recall | None = None,
     ) -> Scheduler:
         """The scheduler ``config`` asks for."""
         politeness = config.politeness
@@ -134,6 +145,8 @@ class Scheduler:
             ),
             order=config.bounds.order,
             refresh_share=config.recrawl.share,
+            idle_hosts=config.store.idle_hosts,
+            recall=recall,
         )
 
     # -- filling ------------------------------------------------------------
@@ -141,6 +154,8 @@ class Scheduler:
         slot = self._slots.get(host)
         if slot is None:
             slot = self._slots[host] = HostSlot(host, self._delay)
+            if self._recall is not None and (owed := self._recall(host)) is not None:
+                slot.next_allowed, slot.pages = owed  # a host met before, maybe forgotten
         return slot
 
     def add(self, host: str, entry: Entry) -> bool:
@@ -173,9 +188,13 @@ class Scheduler:
         (self._arm if had_work else self._bring_forward)(slot)
 
     def _arm(self, slot: HostSlot) -> None:
-        """Into the heap, unless it is there or in flight: for its ``ready_at``."""
-        if not (slot.armed or slot.in_flight) and (when := slot.ready_at()) is not None:
+        """Into the heap (unless there or in flight) for its ``ready_at``, or idle."""
+        if slot.armed or slot.in_flight:
+            return
+        if (when := slot.ready_at()) is not None:
             self._push(slot, when)
+        else:
+            self.idle_hosts.rest(slot)
 
     def _bring_forward(self, slot: HostSlot) -> None:
         """Armed, or armed again if it may go sooner than it was armed for (new URLs
@@ -381,6 +400,7 @@ class Scheduler:
         self._addresses.ended(slot, now, now + max(server, asked or 0.0))
         self._hops.ended(slot, now)
         self._arm(slot)
+        self.idle_hosts.forget(now, self._slots, self._forget)
 
     def address_free_at(self, address: str) -> float:
         """When ``address`` may next be asked here: its delay, its server's wait."""
@@ -486,6 +506,7 @@ class Scheduler:
         slot = self._slot(host)
         slot.next_allowed = max(slot.next_allowed, not_before)
         slot.pages = max(slot.pages, pages)
+        self._arm(slot)  # idle, if it has nothing to ask
 
     def robots_answer(
         self,
@@ -506,9 +527,9 @@ class Scheduler:
         Returns the decision once there is one; None while redirects are followed.
         """
         slot = self._slots[host]
-        decision, give_up, wait = self._robots.answer(slot, now, status, location, body, asked)
-        if decision is not None and decision.temporary and final:
-            give_up = slot.robots_state is not HostRobots.KNOWN  # a refetch keeps its rules
+        decision, give_up, wait = self._robots.answer(
+            slot, now, status, location, body, asked, final=final
+        )
         if give_up:
             self._give_up(slot)
             wait = None
@@ -523,11 +544,14 @@ class Scheduler:
     def drop_host(self, host: str) -> bool:
         """Forget a host (handed to another peer); refused while a request is in flight."""
         slot = self._slots.get(host)
-        if slot is None:
-            return True
-        if slot.in_flight:
+        if slot is not None and slot.in_flight:
             return False
-        del self._slots[host]
+        if slot is not None:
+            self._forget(slot)
+        return True
+
+    def _forget(self, slot: HostSlot) -> None:
+        del self._slots[slot.host]
         # A stale heap entry for it is skipped when popped; a turn it has, or a place
         # it has in a queue, passes on now: waiting for its address, it may hold its
         # hop target's turn, and it would not be popped to pass it.
@@ -537,7 +561,6 @@ class Scheduler:
         if slot.address is not None:
             # Hops to it waiting for its address wait for the host alone now.
             self._addresses.moved(slot.address)
-        return True
 
     def hold(self, held: Callable[[str], bool]) -> None:
         """Hosts for which ``held`` is true get no request until :meth:`release`

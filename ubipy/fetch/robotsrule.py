@@ -64,9 +64,12 @@ class RobotsRule:
         location: str | None,
         body: bytes,
         asked: float | None = None,
+        final: bool = False,
     ) -> RobotsOutcome:
         """Feed a response (``status`` None: it failed) to the slot's fetch;
-        ``asked``: the seconds its Retry-After asked (capped by the caller)."""
+        ``asked``: the seconds its Retry-After asked (capped by the caller);
+        ``final``: a failure not worth another attempt gives the host up at once,
+        unless it has rules already."""
         fetch = slot.robots_fetch
         assert fetch is not None
         decision = fetch.on_error() if status is None else fetch.on_response(status, location, body)
@@ -84,7 +87,7 @@ class RobotsRule:
                 # after the back-off.
                 slot.robots_due = now + wait
                 return RobotsOutcome(decision, wait=asked)
-            if slot.robots_attempts >= self._attempts:
+            if final or slot.robots_attempts >= self._attempts:
                 return RobotsOutcome(decision, give_up=True)
             return RobotsOutcome(decision, wait=wait)
         slot.robots_state = HostRobots.KNOWN

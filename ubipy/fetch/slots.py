@@ -67,6 +67,8 @@ class HostRobots(enum.Enum):
 
 
 Loader = Callable[[str, int, int], list[Entry]]
+# What a host's new slot owes, if anything: (no request before, its pages spent).
+Recall = Callable[[str], tuple[float, int] | None]
 
 
 @dataclass(slots=True)

@@ -114,7 +114,9 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         self._come_home_waits = False  # their failure to be written was said
         filters = self.scope.filters
         self._refilter = Refilter(filters, shard, self._commits, self.stats)
-        self.scheduler = Scheduler.of(config, self._refilter.loader(self.order.load_window), wanted)
+        self.scheduler = Scheduler.of(
+            config, self._refilter.loader(self.order.load_window), wanted, self._recall
+        )
         # A continuous crawl (--recrawl): pages fetched come due again.
         self.refresher = (
             Refresher(config, shard, lambda: self.scheduler, filters)
@@ -163,16 +165,14 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         loaded = self.admission.load()
         if self.refresher is not None:
             self.stats.filtered.update(self.refresher.load())
-        # A restarted peer owes each host the delay after the last run's last
-        # request, and what it spent of the host's budget.
-        wall, now = time.time(), trio.current_time()
-        for host, mark in self._shard.host_marks().items():
-            self._restore_mark(host, mark, wall, now)
+        # A restarted peer owes each host the delay after the last run's last request,
+        # and what it spent of the host's budget: recalled as the host's slot is made.
         for host, n in self._shard.pending_hosts():
             self.scheduler.restore(host, n)
             self._pending += n
         # Unacknowledged forwards of the last run go out again; those the ring now places
         # here are admitted (left in the outbox, nothing would ever send them).
+        now = trio.current_time()
         if self.router is not None and (local := self.router.enqueue(self._refilter.outbox(), now)):
             self._durably(local, drop_from_outbox=True)
         if loaded:

@@ -9,6 +9,7 @@ the crawl loop's own methods it calls are declared here.
 from __future__ import annotations
 
 import functools
+import logging
 import time
 
 import trio
@@ -16,10 +17,13 @@ import trio
 from ubipy.config import CrawlConfig
 from ubipy.errors import StorageError
 from ubipy.fetch import Scheduler, retry_delay
+from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.wakeup import Wakeup
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, Shard
 from ubipy.wire import DEFAULT_MAX_SKEW, MAX_MARK_DELAY
+
+log = logging.getLogger("ubipy.peer.crawler")  # the crawler's log
 
 __all__ = ["HostMovesMixin"]
 
@@ -35,6 +39,7 @@ class HostMovesMixin:
     _pending: int
     _idle: trio.Event
     _wakeup: Wakeup
+    stats: CrawlStats
 
     def _flush(self) -> bool:
         raise NotImplementedError
@@ -124,8 +129,27 @@ class HostMovesMixin:
         bogus mark) counts as now: the wait is never longer than the mark's, and that
         never longer than this peer would ask itself (a bogus mark, or another peer's
         longer limits)."""
-        wait = max(0.0, min(mark.last_end, wall) + min(mark.delay, self._longest_wait) - wall)
-        self.scheduler.restore_host(host, not_before=now + wait, pages=mark.pages)
+        self.scheduler.restore_host(host, not_before=self._owed(mark, wall, now), pages=mark.pages)
+
+    def _owed(self, mark: HostMark, wall: float, now: float) -> float:
+        """When (on this clock, at ``now``) the host of ``mark`` may next be asked."""
+        return now + max(0.0, min(mark.last_end, wall) + min(mark.delay, self._longest_wait) - wall)
+
+    def _recall(self, host: str) -> tuple[float, int] | None:
+        """What a new slot of ``host`` owes (the scheduler asks as it makes one): no
+        request before the end of the wait after its last request here, as a restart
+        would owe it, and its pages spent. None for a host never asked. A mark that
+        cannot be read owes the longest wait a mark may give."""
+        try:
+            mark = self._shard.host_mark(host)
+        except StorageError as exc:
+            self.stats.storage_failures += 1
+            if self.stats.storage_failures % 1000 == 1:  # a broken shard: every new host
+                log.warning("%s: its politeness mark could not be read: %s", host, exc)
+            return trio.current_time() + self._longest_wait, 0
+        if mark is None:
+            return None
+        return self._owed(mark, time.time(), trio.current_time()), mark.pages
 
     @functools.cached_property
     def _longest_wait(self) -> float:

@@ -81,6 +81,8 @@ class PeerStatus:
     # The hosts it goes slowest on, "host latency delay strikes" joined by "; "
     # (figures are flat): the control centre's slowest hosts.
     slowest_hosts: str = ""
+    # Hosts with nothing to ask whose slots were forgotten (a bound on memory), so far.
+    hosts_forgotten: int = 0
     # The DNS stage: lookups made (not answered from the cache), the most any one
     # host needed (1 until its answer expires), lookups that failed, hosts given up
     # for it, and hosts refused because their address may not be reached.
@@ -133,6 +135,7 @@ def status_of(
         certificate_errors=c.stats.certificate_errors,
         pending=c.pending,
         hosts=c.scheduler.hosts,
+        hosts_forgotten=c.scheduler.idle_hosts.forgotten,
         in_flight=c.scheduler.in_flight,
         bytes_in=c.stats.bytes_in,
         robots_disallowed=c.stats.robots_disallowed,
