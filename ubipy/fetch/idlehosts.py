@@ -8,7 +8,8 @@ without bound. Beyond ``limit`` hosts with nothing to ask, the longest idle are
 forgotten. One that gets URLs again gets a new slot, which owes what the old one
 did: the scheduler recalls the host's mark (when it may next be asked, and its
 pages of ``--max-pages-per-host``) from the shard, where every request's mark is
-written, and asks its robots.txt again first, as once its rules are a day old.
+written, and asks its robots.txt again first, as once its rules are a day old. A
+host given up (robots.txt or its name unreachable) is tried again.
 
 A slot is forgotten only when nothing refers to it: no request in flight, no URL
 and no page due again, no place in an address's or a hop's queue, and a minute
@@ -74,6 +75,13 @@ class IdleHosts:
             if slots.get(host) is slot and _idle(slot):
                 if slot.next_allowed + FORGET_AFTER > now:
                     return  # the longest idle is not due yet: nor, most likely, the rest
+                del idle[host]
                 forget(slot)
                 self.forgotten += 1
-            del idle[host]
+            else:
+                del idle[host]  # busy again, or dropped: it rests again when idle
+
+    def drop(self, slot: HostSlot) -> None:
+        """``slot`` is no longer the scheduler's (handed to another peer)."""
+        if self._idle.get(slot.host) is slot:
+            del self._idle[slot.host]

@@ -68,9 +68,8 @@ class Scheduler:
     ) -> None:
         """``resolve``: which hosts are looked up before their first request (None:
         none); ``ip_delay``: the gap between two requests to one address (default:
-        ``delay``), on top of each host's own rules; ``idle_hosts``: hosts with nothing
-        to ask kept, the longest idle forgotten beyond (idlehosts.py); ``recall``: what
-        a host's new slot owes, (no request before, pages spent), if anything."""
+        ``delay``), on top of each host's own rules; ``idle_hosts``, ``recall``: how
+        many hosts with nothing to ask are kept, what a new slot owes (idlehosts.py)."""
         self._delay = delay
         # None: every host waits its fixed delay, whatever its answers (throttle.py).
         self._throttle = throttle
@@ -552,6 +551,7 @@ class Scheduler:
 
     def _forget(self, slot: HostSlot) -> None:
         del self._slots[slot.host]
+        self.idle_hosts.drop(slot)
         # A stale heap entry for it is skipped when popped; a turn it has, or a place
         # it has in a queue, passes on now: waiting for its address, it may hold its
         # hop target's turn, and it would not be popped to pass it.
