@@ -30,6 +30,25 @@ def test_first_title_wins_and_is_capped() -> None:
     assert _page("<title>one</title><body><title>two</title>").title == "one"
 
 
+@pytest.mark.parametrize(
+    ("html", "title"),
+    [
+        # An icon's tooltip before the page's title, or in a page with none.
+        ("<head><svg><title>Icon</title><path d='M0'/></svg><meta name=x><title>Page", "Page"),
+        ("<body><svg viewBox='0 0 1 1'><g><title>Icon</title></g></svg><p>text</p>", None),
+        # The drawing ends at the first element SVG does not have.
+        ("<body><svg><path/></svg><div>x</div><title>After</title>", "After"),
+    ],
+)
+def test_a_title_inside_an_inline_svg_is_not_the_pages(html: str, title: str | None) -> None:
+    assert _page(html).title == title
+
+
+def test_links_inside_an_inline_svg_are_links() -> None:
+    page = _page("<svg><a href='/in-svg'><text>t</text></a></svg><a href='/after'>a</a>")
+    assert page.links == ("http://example.com/in-svg", "http://example.com/after")
+
+
 @pytest.mark.parametrize("html", ["<p>no title</p>", "<title>   </title>", "<title></title>"])
 def test_missing_or_blank_title(html: str) -> None:
     assert _page(html).title is None

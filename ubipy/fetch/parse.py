@@ -38,7 +38,7 @@ _ROBOTS_META_NAMES: Final = frozenset({"robots", "ubipy"})
 # starts every document it finds anything in with <html>.
 _LOOKED_AT: Final = {
     **{"a": "href", "area": "href", "frame": "src", "iframe": "src"},
-    **dict.fromkeys(("base", "meta", "title", "html"), ""),
+    **dict.fromkeys(("base", "meta", "title", "html", "svg"), ""),
 }
 
 
@@ -104,6 +104,36 @@ _XML_DECLARATION: Final = re.compile(r"\A\s*<\?xml[^>]*>")
 _TITLE_ENDS: Final = "\0title ends"
 _ANY_TAG: Final = _AnyTag()
 
+# SVG's elements as libxml2's HTML parser names them (lower case). Inside an inline
+# <svg>, a <title> is the drawing's tooltip, not the page's (WHATWG: the document's
+# title is its first title element in the HTML namespace); an <a> is still a link.
+_SVG_ELEMENTS: Final = frozenset(
+    """a animate animatemotion animatetransform circle clippath defs desc discard ellipse
+    feblend fecolormatrix fecomponenttransfer fecomposite feconvolvematrix
+    fediffuselighting fedisplacementmap fedistantlight fedropshadow feflood fefunca
+    fefuncb fefuncg fefuncr fegaussianblur feimage femerge femergenode femorphology
+    feoffset fepointlight fespecularlighting fespotlight fetile feturbulence filter
+    foreignobject g image line lineargradient marker mask metadata mpath path pattern
+    polygon polyline radialgradient rect script set stop style svg switch symbol text
+    textpath title tspan use view""".split()  # noqa: SIM905 (a list of 64 words)
+)
+_SVG_ENDS: Final = "\0svg ends"
+
+
+class _InSvg(dict[str, str]):
+    """Inside an inline <svg>: its elements are passed over (links but for), and the
+    first element SVG does not have means the drawing has ended (the parse gives no
+    element ends: a <title> right after the drawing, no other element between, is
+    taken for the drawing's)."""
+
+    def get(self, tag: str, default: object = None) -> str | None:  # type: ignore[override]
+        if tag in _SVG_ELEMENTS:
+            return "href" if tag == "a" else None
+        return _SVG_ENDS
+
+
+_IN_SVG: Final = _InSvg()
+
 
 class _Extract:
     """What one parse finds, as libxml2 reads the page (lxml's parser target
@@ -165,8 +195,9 @@ class _Extract:
 
     def start(self, tag: str, attrib: dict[str, str]) -> None:
         attribute = self._look.get(tag)
-        if attribute is _TITLE_ENDS:
-            self._take_title()
+        if attribute is _TITLE_ENDS or attribute is _SVG_ENDS:
+            if attribute is _TITLE_ENDS:
+                self._take_title()
             self._look = _LOOKED_AT
             attribute = _LOOKED_AT.get(tag)
         if attribute is None:
@@ -204,6 +235,8 @@ class _Extract:
         elif tag == "base":
             if self.base_href is None:
                 self.base_href = attrib.get("href")
+        elif tag == "svg":
+            self._look = _IN_SVG
         else:
             self.empty = False  # <html>
 
