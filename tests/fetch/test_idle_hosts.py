@@ -3,6 +3,8 @@ they come back (ubipy/fetch/idlehosts.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ubipy.fetch.idlehosts import FORGET_AFTER
 from ubipy.fetch.politeness import Entry, JobKind, Scheduler
 from ubipy.fetch.slots import Recall
@@ -14,7 +16,12 @@ def _entry(host: str, i: int) -> Entry:
     return Entry(fp=i, seq=i, url=f"http://{host}/p{i}", depth=0)
 
 
-def _sched(idle_hosts: int, recall: Recall | None = None, budget: int | None = None) -> Scheduler:
+def _sched(
+    idle_hosts: int,
+    recall: Recall | None = None,
+    budget: int | None = None,
+    resolve: Callable[[str], bool] | None = None,
+) -> Scheduler:
     return Scheduler(
         delay=1.0,
         window=64,
@@ -22,6 +29,7 @@ def _sched(idle_hosts: int, recall: Recall | None = None, budget: int | None = N
         idle_hosts=idle_hosts,
         recall=recall,
         max_pages_per_host=budget,
+        resolve=resolve,
     )
 
 
@@ -99,3 +107,44 @@ def test_a_host_recalled_at_its_first_slot_waits_before_its_robots_txt() -> None
     assert s.next_job(29.0) is None
     job = s.next_job(30.0)
     assert job is not None and job.host == "a.test" and job.kind is JobKind.ROBOTS
+
+
+def test_hosts_given_up_or_left_with_nothing_are_forgotten_too() -> None:
+    """A name that does not resolve, and a host whose URLs were all closed before its
+    robots.txt was asked (a restart's refilter): idle, so forgotten like the rest."""
+    s = _sched(idle_hosts=0, resolve=lambda host: host == "dead.test")
+    s.add("dead.test", _entry("dead.test", 1))
+    job = s.next_job(0.0)
+    assert job is not None and job.kind is JobKind.RESOLVE
+    assert s.lookup_failed("dead.test", 0.0, final=True)
+    s.restore("gone.test", 1)  # on disk, says the shard; the loader finds none
+    assert s.next_job(0.0) is None
+    _crawl_host(s, "a.test", 2, 2 * FORGET_AFTER)
+    assert s.slot("dead.test") is None and s.slot("gone.test") is None
+
+
+def test_a_host_owing_a_long_wait_does_not_hold_up_the_forgetting() -> None:
+    s = _sched(idle_hosts=0)
+    _crawl_host(s, "slow.test", 1, 0.0)
+    s.add("slow.test", _entry("slow.test", 2))
+    job = s.next_job(2.0)
+    assert job is not None and job.host == "slow.test"
+    s.finished("slow.test", 2.0, asked=3600.0)  # its last answer: Retry-After an hour
+    now = 2.0
+    for i in range(20):
+        now = _crawl_host(s, f"h{i}.test", 10 + i, now + 2.0)
+    _crawl_host(s, "last.test", 99, now + 2 * FORGET_AFTER)
+    assert s.idle_hosts.forgotten >= 20 and s.slot("slow.test") is not None
+
+
+def test_a_robots_txt_redirect_to_a_host_not_in_memory_waits_what_that_host_owes() -> None:
+    """sub.test's robots.txt is redirected to www.test, which a restart (or the
+    forgetting) left without a slot: the hop waits the wait www.test's mark owes."""
+    s = _sched(idle_hosts=10, recall={"www.test": (30.0, 0)}.get)
+    s.add("sub.test", _entry("sub.test", 1))
+    job = s.next_job(0.0)
+    assert job is not None and job.kind is JobKind.ROBOTS
+    s.robots_answer("sub.test", 0.0, status=301, location="http://www.test/robots.txt", body=b"")
+    assert s.next_job(29.0) is None
+    job = s.next_job(30.0)
+    assert job is not None and job.url == "http://www.test/robots.txt"

@@ -9,7 +9,9 @@ forgotten. One that gets URLs again gets a new slot, which owes what the old one
 did: the scheduler recalls the host's mark (when it may next be asked, and its
 pages of ``--max-pages-per-host``) from the shard, where every request's mark is
 written, and asks its robots.txt again first, as once its rules are a day old. A
-host given up (robots.txt or its name unreachable) is tried again.
+host given up (robots.txt or its name unreachable) is tried again. What its answers
+taught its pace (throttle.py: its latency, a run of 503s) is forgotten with it, as a
+restart forgets it.
 
 A slot is forgotten only when nothing refers to it: no request in flight, no URL
 and no page due again, no place in an address's or a hop's queue, and a minute
@@ -31,6 +33,8 @@ __all__ = ["IdleHosts"]
 # Seconds after its last request's end before a slot may be forgotten: its mark is
 # written at the next commit (every second or so, or sooner).
 FORGET_AFTER: Final = 60.0
+# Idle hosts not yet due looked at in one call, at most.
+_PASSES: Final = 8
 
 
 def _idle(slot: HostSlot) -> bool:
@@ -70,16 +74,20 @@ class IdleHosts:
         """Keep at most ``limit`` idle: ``forget`` the longest idle of the scheduler's
         ``slots`` that may be forgotten now."""
         idle = self._idle
-        while len(idle) > self._limit:
+        # A host owing a long wait (a Retry-After of an hour) goes to the back, and a
+        # call looks at a few of them at most: they do not hold up the others.
+        passed = 0
+        while len(idle) > self._limit and passed < _PASSES:
             host, slot = next(iter(idle.items()))
-            if slots.get(host) is slot and _idle(slot):
-                if slot.next_allowed + FORGET_AFTER > now:
-                    return  # the longest idle is not due yet: nor, most likely, the rest
+            if slots.get(host) is not slot or not _idle(slot):
+                del idle[host]  # busy again, or dropped: it rests again when idle
+            elif slot.next_allowed + FORGET_AFTER > now:
+                idle.move_to_end(host)
+                passed += 1
+            else:
                 del idle[host]
                 forget(slot)
                 self.forgotten += 1
-            else:
-                del idle[host]  # busy again, or dropped: it rests again when idle
 
     def drop(self, slot: HostSlot) -> None:
         """``slot`` is no longer the scheduler's (handed to another peer)."""

@@ -101,8 +101,7 @@ class Scheduler:
         self._slots: dict[str, HostSlot] = {}
         self.idle_hosts = IdleHosts(idle_hosts)
         self._recall = recall
-        # (time, tie-breaker, slot): the slot itself, so an entry of a slot that was
-        # dropped and made anew is recognised as stale.
+        # (time, tie-breaker, slot): the slot, so one dropped and made anew is told.
         self._heap: list[tuple[float, int, HostSlot]] = []
         self._holds: tuple[Callable[[str], bool], ...] = ()
         self._parked: list[HostSlot] = []
@@ -311,10 +310,11 @@ class Scheduler:
                 self._pass(slot)
                 return Job(JobKind.RESOLVE, host, "")
             # The host the request goes to: another when robots.txt was redirected
-            # there, which waits for that host's time as its own slot would, and for
-            # its turn when the address it lands on is not known here (hops.py).
+            # there, which waits for that host's time (its slot made, or made again,
+            # with what it owes) and its address's turn, if known here (hops.py).
             target = target_of(slot)
-            hop = target != slot.host
+            if hop := target != slot.host:
+                self._slot(target)
             if not self._hops.may_start(slot, target, now, address=self._address(slot)):
                 self._addresses.passed(slot)
                 continue
@@ -328,6 +328,7 @@ class Scheduler:
                         first = slot.refresh[0][2].url
                     if first is None:
                         self._pass(slot)
+                        self._arm(slot)  # nothing left to ask: idle
                         continue
                     fetch = slot.robots_fetch = RobotsFetch(robots_url(first))
                 self._start_request(slot, target)
@@ -461,12 +462,11 @@ class Scheduler:
         wait = None if final else self._robots.backoff(slot.lookup_failures)
         if wait is None:
             self._give_up(slot)
-            self._hops.freed(slot)
-            return True
-        slot.next_allowed = max(slot.next_allowed, now + wait, not_before)
+        else:
+            slot.next_allowed = max(slot.next_allowed, now + wait, not_before)
         self._hops.freed(slot)
-        self._arm(slot)
-        return False
+        self._arm(slot)  # idle, once given up
+        return wait is None
 
     def _give_up(self, slot: HostSlot) -> None:
         slot.robots_state = HostRobots.GIVEN_UP

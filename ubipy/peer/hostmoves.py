@@ -9,7 +9,9 @@ the crawl loop's own methods it calls are declared here.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
+import sqlite3
 import time
 
 import trio
@@ -17,13 +19,13 @@ import trio
 from ubipy.config import CrawlConfig
 from ubipy.errors import StorageError
 from ubipy.fetch import Scheduler, retry_delay
-from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.wakeup import Wakeup
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, Shard
 from ubipy.wire import DEFAULT_MAX_SKEW, MAX_MARK_DELAY
 
 log = logging.getLogger("ubipy.peer.crawler")  # the crawler's log
+_UNREAD = itertools.count()  # marks that could not be read
 
 __all__ = ["HostMovesMixin"]
 
@@ -39,7 +41,6 @@ class HostMovesMixin:
     _pending: int
     _idle: trio.Event
     _wakeup: Wakeup
-    stats: CrawlStats
 
     def _flush(self) -> bool:
         raise NotImplementedError
@@ -142,9 +143,8 @@ class HostMovesMixin:
         cannot be read owes the longest wait a mark may give."""
         try:
             mark = self._shard.host_mark(host)
-        except StorageError as exc:
-            self.stats.storage_failures += 1
-            if self.stats.storage_failures % 1000 == 1:  # a broken shard: every new host
+        except (StorageError, sqlite3.Error) as exc:
+            if next(_UNREAD) % 1000 == 0:  # a broken shard: every new host, maybe
                 log.warning("%s: its politeness mark could not be read: %s", host, exc)
             return trio.current_time() + self._longest_wait, 0
         if mark is None:
@@ -154,7 +154,7 @@ class HostMovesMixin:
     @functools.cached_property
     def _longest_wait(self) -> float:
         """The longest wait this peer would ask itself after a request: a mark's is
-        never taken longer (a start-up restores every host's mark, once each)."""
+        never taken longer (a host's mark is recalled each time its slot is made)."""
         polite = self.config.politeness
         return max(
             self.config.fetch.max_retry_after,
