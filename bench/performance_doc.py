@@ -513,7 +513,22 @@ What holds it (`--tracemalloc`, 200,000 URLs over 2,000 hosts; tracemalloc makes
 several times slower and adds its own RSS): the URL strings of the in-memory windows, the
 scheduler's `Entry` objects, the admission's recent-URL cache (65,536 fingerprints in an
 `OrderedDict`, about 9 MB), the fingerprint ints, and the Bloom filter (1.7 MB for a
-capacity of 1,000,000)."""
+capacity of 1,000,000).
+
+"A small slot per host" was not small enough for a crawl that meets millions of hosts:
+every host met kept its slot (robots.txt rules, pace, mark, window) for the whole crawl,
+about 3.5 KB of the Python heap a host (tracemalloc, a crawl of 3,000 hosts against one
+of 1,000, 3 pages each: the scheduler's slot and its robots.txt objects the only ones of
+the peer that grew with the hosts, by `gc` counts of live objects by type), 7.4 KB of
+peak RSS (`bench/speed.py --hosts 1000|5000 --pages 3`: 70 MB against 99 MB). Since
+2026-12-05 hosts with nothing to ask are forgotten beyond `idle_hosts` (50,000), the
+longest idle first, a minute after their last request at the soonest
+(`ubipy/fetch/idlehosts.py`); one met again owes the wait and the page budget its mark
+on disk says, and asks robots.txt again. An in-process crawl on the autojump clock of
+2,000 hosts x 3 pages at a 30 s delay left 13.3 MB of Python heap with every slot kept
+and 7.6 MB with `idle_hosts` 20 (1,982 forgotten, no robots.txt asked again on this
+web): 2.9 KB a host. `tests/peer/test_forgotten_hosts.py` crawls with `idle_hosts` 0
+and judges the crawl from the server's log (every page once, every delay, the budget)."""
 
 CHURN = """\
 Four peers (two, then four, for the join) on the synthetic web of 120 hosts × 12 pages
