@@ -251,26 +251,14 @@ class Strikes:
     def _vouched(self, source: str, now: float) -> bool:
         if source in self._holding:
             return True
-        until = self._trusted.get(source)
-        if until is None:
-            return False
-        if until <= now:
-            del self._trusted[source]
-            return False
-        return True
+        return _stands(self._trusted, source, now)
 
     def barred(self, source: str, now: float) -> bool:
         source = source_group(source)
         return not self._vouched(source, now) and self._bar_stands(source, now)
 
     def _bar_stands(self, source: str, now: float) -> bool:
-        until = self._barred.get(source)
-        if until is None:
-            return False
-        if until <= now:
-            del self._barred[source]
-            return False
-        return True
+        return _stands(self._barred, source, now)
 
     def failed(self, source: str, now: float) -> bool:
         """A connection from ``source`` ended without authenticating; True if that
@@ -291,10 +279,7 @@ class Strikes:
         if len(times) < self.limit:
             return False
         del self._strikes[source]
-        self._barred[source] = now + self.penalty
-        self._barred.move_to_end(source)
-        while len(self._barred) > self._max_sources:
-            self._barred.popitem(last=False)
+        _hold(self._barred, source, now + self.penalty, self._max_sources)
         return True
 
     def authenticated(self, source: str) -> None:
@@ -312,7 +297,24 @@ class Strikes:
         if self._holding[source] > 0:
             return
         del self._holding[source]
-        self._trusted[source] = now + self.trust
-        self._trusted.move_to_end(source)
-        while len(self._trusted) > self._max_sources:
-            self._trusted.popitem(last=False)
+        _hold(self._trusted, source, now + self.trust, self._max_sources)
+
+
+def _stands(until: OrderedDict[str, float], source: str, now: float) -> bool:
+    """Whether ``source``'s entry (a bar, a trust) is there and not past its time; one
+    past it goes."""
+    end = until.get(source)
+    if end is None:
+        return False
+    if end <= now:
+        del until[source]
+        return False
+    return True
+
+
+def _hold(until: OrderedDict[str, float], source: str, end: float, most: int) -> None:
+    """``source``'s entry holds until ``end``; the oldest go beyond ``most`` sources."""
+    until[source] = end
+    until.move_to_end(source)
+    while len(until) > most:
+        until.popitem(last=False)
