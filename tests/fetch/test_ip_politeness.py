@@ -361,7 +361,7 @@ def _bounded(s: Scheduler, hosts: int) -> None:
     """Fails the run when one call of ``next_job`` looks at more due hosts than a few
     times each (it went round and round), rather than hang."""
     seen = itertools.count()
-    take = s._next_due
+    take = s._due.next_due
     s_next_job = s.next_job
 
     def next_due(now: float) -> Any:
@@ -373,7 +373,7 @@ def _bounded(s: Scheduler, hosts: int) -> None:
         seen = itertools.count()
         return s_next_job(now)
 
-    setattr(s, "_next_due", next_due)  # noqa: B010 (an instance's method, replaced)
+    setattr(s._due, "next_due", next_due)  # noqa: B010 (an instance's method, replaced)
     setattr(s, "next_job", next_job)  # noqa: B010
 
 

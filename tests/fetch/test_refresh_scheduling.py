@@ -174,7 +174,7 @@ def test_a_host_brought_forward_again_and_again_leaves_no_pile_of_entries() -> N
         assert job is not None and job.url == f"http://a.test/new{n}"
         s.finished("a.test", now)
         now += 10.0
-    assert len(s._heap) <= 2 * s.hosts + 1024  # stale entries are shed
+    assert s._due.places <= 2 * s.hosts + 1024  # stale entries are shed
     assert s.next_job(86_399.0) is None
     assert [j.url for j in iter(lambda: s.next_job(86_400.0), None)] == ["http://a.test/old1"]
 

@@ -25,12 +25,11 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections import deque
 from collections.abc import Callable
 
 from ubipy.config import CrawlConfig, CrawlOrder
-from ubipy.fetch import ranking
 from ubipy.fetch.addresses import AddressRule
+from ubipy.fetch.duehosts import DueHosts
 from ubipy.fetch.hops import HopRule, target_of
 from ubipy.fetch.idlehosts import IdleHosts
 from ubipy.fetch.refreshshare import RefreshShare
@@ -76,13 +75,13 @@ class Scheduler:
         self._resolve = resolve
         self._addresses = AddressRule(
             delay if ip_delay is None else ip_delay,
-            self._push,
+            lambda slot, when: self._due.push(slot, when),
             lambda slot: self._slots.get(slot.host) is slot,
             self._address,
             throttle,
         )
         self._hops = HopRule(
-            self._push,
+            lambda slot, when: self._due.push(slot, when),
             lambda slot: self._slots.get(slot.host) is slot,
             lambda host: self._slots.get(host),
             lambda host: self.delay_of(s) if (s := self._slots.get(host)) else self._delay,
@@ -101,19 +100,12 @@ class Scheduler:
         self._slots: dict[str, HostSlot] = {}
         self.idle_hosts = IdleHosts(idle_hosts)
         self._recall = recall
-        # (time, tie-breaker, slot): the slot, so one dropped and made anew is told.
-        self._heap: list[tuple[float, int, HostSlot]] = []
         self._holds: tuple[Callable[[str], bool], ...] = ()
         self._parked: list[HostSlot] = []
         self._tie = itertools.count()
         self.in_flight = 0
-        # Under an order other than bfs, hosts whose time has come wait here to be
-        # chosen by priority: (-priority, tie-breaker, the push it was armed by, slot).
-        self._order = order
-        self._ready: list[tuple[float, int, int, HostSlot]] = []
-        # Of those, the hosts that came up with pages due again (--recrawl), in turn.
-        self._ready_refresh: deque[tuple[int, HostSlot]] = deque()
         self._share = RefreshShare(refresh_share)
+        self._due = DueHosts(order, self._share, self._windows, lambda: len(self._slots), self._tie)
         self._slowest: SlowestHosts[HostSlot] = SlowestHosts()
 
     @classmethod
@@ -190,7 +182,7 @@ class Scheduler:
         if slot.armed or slot.in_flight:
             return
         if (when := slot.ready_at()) is not None:
-            self._push(slot, when)
+            self._due.push(slot, when)
         else:
             self.idle_hosts.rest(slot)
 
@@ -201,29 +193,7 @@ class Scheduler:
         brought forward by new URLs (:meth:`add`): the address holds it."""
         when = None if slot.in_flight else slot.ready_at()
         if when is not None and (not slot.armed or when < slot.armed_at):
-            self._push(slot, when)
-
-    def _push(self, slot: HostSlot, when: float) -> None:
-        """Put the host in the heap at ``when``; an entry it had there goes stale for
-        good (told by its tie-breaker: the host may be armed for that time again)."""
-        heap = self._heap
-        if len(heap) > 2 * len(self._slots) + 1024:
-            # Stale entries wait for their time to be popped; a peer whose hosts are
-            # brought forward again and again sheds them here instead.
-            heap[:] = [e for e in heap if e[2].armed and e[1] == e[2].armed_tie]
-            heapq.heapify(heap)
-        tie = next(self._tie)
-        heapq.heappush(heap, (when, tie, slot))
-        slot.armed, slot.armed_at, slot.armed_tie = True, when, tie
-
-    def _pop_due(self, now: float) -> HostSlot | None:
-        """The host due first, if its time has come (stale heap entries skipped)."""
-        heap = self._heap
-        while heap and heap[0][0] <= now:
-            _, tie, slot = heapq.heappop(heap)
-            if slot.armed and tie == slot.armed_tie:
-                return slot
-        return None
+            self._due.push(slot, when)
 
     def refreshes(self, host: str, due: list[tuple[float, Entry]]) -> None:
         """The host's pages due again, and when (a new plan replaces the last); none
@@ -247,47 +217,11 @@ class Scheduler:
     def next_wakeup(self) -> float | None:
         """When the earliest armed host becomes ready, or None if none is (-inf: one
         is ready now, waiting to be chosen under a ranked order)."""
-        if self._ready:
-            return -math.inf
-        return self._heap[0][0] if self._heap else None
-
-    def _next_due(self, now: float) -> HostSlot | None:
-        """The next host whose time has come: under bfs the one due first, under
-        another order the most urgent of all that are due."""
-        if self._order is CrawlOrder.BFS:
-            return self._pop_due(now)
-        ready = self._ready
-        while (slot := self._pop_due(now)) is not None:
-            if slot.robots_state is HostRobots.KNOWN and not slot.queue:
-                self._windows.refill(slot)
-            urgency = ranking.host_priority(self._order, slot.queue, slot.credit, slot.on_disk)
-            heapq.heappush(ready, (-urgency, next(self._tie), slot.armed_tie, slot))
-            if slot.refresh and slot.refresh[0][0] <= now:
-                self._ready_refresh.append((slot.armed_tie, slot))
-        # Hosts with pages due again go in the order they came due while refreshes
-        # are under their share of the requests: ranked by their new URLs alone, a
-        # host with only pages due again was never chosen while more hosts with new
-        # URLs were ready than requests could start (found by a review).
-        refresh = self._ready_refresh
-        if refresh and self._share.refresh_turn():
-            while refresh:
-                armed_tie, slot = refresh.popleft()
-                if slot.armed and armed_tie == slot.armed_tie:
-                    return slot
-        elif len(refresh) > 2 * len(ready) + 64:  # places gone stale, many of them
-            live = [(t, slot) for t, slot in refresh if slot.armed and t == slot.armed_tie]
-            self._ready_refresh = deque(live)
-        while ready:
-            _, _, armed_tie, slot = heapq.heappop(ready)
-            # Armed again meanwhile (brought forward by new URLs or a plan): that entry is
-            # its place now, or the host would be handed out twice.
-            if slot.armed and armed_tie == slot.armed_tie:
-                return slot
-        return None
+        return self._due.next_wakeup()
 
     def next_job(self, now: float) -> Job | None:
         """The next request that may start at ``now``, if any."""
-        while (slot := self._next_due(now)) is not None:
+        while (slot := self._due.next_due(now)) is not None:
             host = slot.host
             if self._slots.get(host) is not slot:
                 self._pass(slot)
@@ -295,7 +229,7 @@ class Scheduler:
             if slot.next_allowed > now:
                 # Told to wait longer after it was armed (a mark taken over from
                 # another peer): back in the heap at the later time.
-                self._push(slot, slot.next_allowed)
+                self._due.push(slot, slot.next_allowed)
                 continue
             if any(held(host) for held in self._holds):
                 # Its previous owner has not handed it over yet: park it.
@@ -579,7 +513,7 @@ class Scheduler:
     # -- introspection ------------------------------------------------------
     def idle(self) -> bool:
         """Nothing queued, nothing waiting for its time, nothing in flight."""
-        return not self._heap and not self._ready and not self._parked and self.in_flight == 0
+        return not self._due and not self._parked and self.in_flight == 0
 
     @property
     def in_memory(self) -> int:
