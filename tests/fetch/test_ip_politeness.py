@@ -391,6 +391,8 @@ def _random_run(
     addresses = ["192.0.2.1", "192.0.2.2", "192.0.2.3"]
     hosts = {f"h{i}.test": rng.choice(addresses[:2]) for i in range(12)}
     hosts["h9.test"] = rng.choice(addresses)  # a hop's target, maybe alone on its address
+    # What each name resolves to: the hosts', and a hop's target with no URLs here.
+    names = {**hosts, "hub.test": rng.choice(addresses)}
     held: set[str] = set()
     s.hold(lambda host: host in held)
     added = dict.fromkeys(hosts, 0)
@@ -440,17 +442,16 @@ def _random_run(
         for job in _dispatch(s, now):
             if job.kind is JobKind.RESOLVE:
                 if rng.random() < 0.2:  # the name moved, maybe while it waited for its address
-                    hosts[job.host] = rng.choice(addresses)
-                s.resolved(job.host, hosts[job.host], until=now + rng.uniform(0.5, 3.0))
+                    names[job.host] = rng.choice(addresses)
+                s.resolved(job.host, names[job.host], until=now + rng.uniform(0.5, 3.0))
             elif job.kind is JobKind.SKIP:
                 answered[job.host] += 1
             else:
                 target = host_key(job.url)
-                # The address it lands on, if this peer knows it: that of the host it
-                # goes to (here, or not: another peer's, or none, a hop's target's).
+                # The address it lands on: that of the host it goes to, looked up here
+                # first when a hop's target (another peer's, or none's).
                 address = _landed(s, job)
-                assert address is None or address == hosts[target]
-                assert address is not None or target != job.host
+                assert address == names[target]
                 assert all(job.host != other.host for _, other, _ in running)
                 assert all(target != host_key(other.url) for _, other, _ in running)
                 # A host dropped (handed to another peer) is that peer's to be polite to.
@@ -582,9 +583,9 @@ def test_a_hop_waits_for_and_holds_its_targets_address_not_its_own() -> None:
 
 def test_a_hop_waiting_for_its_targets_address_follows_the_target_when_it_moves() -> None:
     """A hop waits for t.test's address, busy with v.test; t.test is looked up again
-    at another address (or is handed to another peer): the hop leaves the old
-    address's queue and goes at once (to the new address, or holding none), and the
-    old address's turn passes to the host waiting behind it."""
+    at another address (or is handed to another peer, and the hop looks it up anew):
+    the hop leaves the old address's queue and goes to the new address, and the old
+    address's turn passes to the host waiting behind it."""
     for drop in (False, True):
         ip1, ip2, ip3 = "192.0.2.1", "192.0.2.2", "192.0.2.3"
         s = _sched(delay=1.0, ip_delay=1.0)
@@ -601,20 +602,83 @@ def test_a_hop_waiting_for_its_targets_address_follows_the_target_when_it_moves(
         assert hopper is not None and hopper.ip_wait == ip2
         if drop:
             assert s.drop_host("t.test")
-            moved_to = None
         else:
             _add(s, "t.test", 1, depth=2)
             s.slot("t.test").resolved_until = 0.0  # type: ignore[union-attr]
-            assert _dispatch(s, 1.6) == [Job(JobKind.RESOLVE, "t.test", "")]
-            s.resolved("t.test", ip3, until=3600.0)
-            moved_to = ip3
+        assert _dispatch(s, 1.6) == [Job(JobKind.RESOLVE, "t.test", "")]
+        s.resolved("t.test", ip3, until=3600.0)
         assert hopper.ip_wait is None  # in no queue of an address it will not use
         hop = _dispatch(s, 1.6)
         assert [(j.host, j.url) for j in hop] == [("a.test", "http://t.test/robots.txt")]
-        assert hopper.ip == moved_to
+        assert hopper.ip == ip3
         s.robots_answer("v.test", 2.0, status=200, location=None, body=ROBOTS_OK)
         # ip2's turn goes to u.test, behind the hop in its queue; t.test waits for the hop.
         assert [j.host for j in _dispatch(s, 3.0)] == ["u.test"]
+
+
+@pytest.mark.parametrize("forgotten", [False, True])
+def test_a_hop_to_a_host_not_looked_up_here_looks_it_up_and_waits_for_its_address(
+    forgotten: bool,
+) -> None:
+    """a.test's robots.txt is redirected to t.test's, which this peer never looked up
+    (another peer's host), or whose slot it forgot (idle): t.test shares ip2 with
+    u.test, whose request is in flight. The hop went at once, to ip2, beside u.test's
+    request (found by a review): the per-IP rule did not know where it landed."""
+    ip1, ip2 = "192.0.2.1", "192.0.2.2"
+    s = Scheduler(
+        delay=1.0, window=64, loader=lambda host, after, limit: [], robots_retry_base=10.0,
+        resolve=lambda host: True, ip_delay=1.0, idle_hosts=0,
+    )  # fmt: skip
+    now = 0.0
+    if forgotten:  # t.test crawled once, then idle long enough to be forgotten
+        _resolve_all(s, {"t.test": ip2})
+        assert [j.kind for j in _dispatch(s, 0.0)] == [JobKind.ROBOTS]
+        s.robots_answer("t.test", 0.5, status=200, location=None, body=ROBOTS_OK)
+        assert [j.url for j in _dispatch(s, 1.5)] == ["http://t.test/p0"]
+        s.finished("t.test", 2.0)
+        now = 100.0
+    _add(s, "a.test", 1)
+    assert _dispatch(s, now) == [Job(JobKind.RESOLVE, "a.test", "")]
+    s.resolved("a.test", ip1, until=3600.0)
+    assert [j.host for j in _dispatch(s, now)] == ["a.test"]
+    s.robots_answer("a.test", now + 0.5, status=301, location="http://t.test/robots.txt", body=b"")
+    assert s.slot("t.test") is None  # never had one, or forgotten at a.test's end
+    _add(s, "u.test", 1)
+    assert _dispatch(s, now + 0.5) == [Job(JobKind.RESOLVE, "u.test", "")]
+    s.resolved("u.test", ip2, until=3600.0)
+    assert [j.host for j in _dispatch(s, now + 0.5)] == ["u.test"]  # its robots.txt
+    # a.test's delay is over: its hop asks for t.test's address first, and waits.
+    assert _dispatch(s, now + 1.5) == [Job(JobKind.RESOLVE, "t.test", "")]
+    assert _dispatch(s, now + 1.5) == []
+    s.resolved("t.test", ip2, until=3600.0)
+    assert _dispatch(s, now + 1.5) == []  # ip2 is busy with u.test
+    s.robots_answer("u.test", now + 2.0, status=200, location=None, body=ROBOTS_OK)
+    assert _dispatch(s, now + 2.9) == []  # ip2's delay
+    hop = _dispatch(s, now + 3.0)
+    assert [(j.host, j.url) for j in hop] == [("a.test", "http://t.test/robots.txt")]
+    assert s.slot("a.test").ip == ip2  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("final", [False, True])
+def test_a_hop_whose_targets_lookup_fails_waits_its_back_off_then_goes(final: bool) -> None:
+    """The lookup of a hop's target fails: tried again after the back-off, as for the
+    host's own requests; given up (a refused address), the hop goes without one and
+    its own request fails as such, and the target is not looked up again and again."""
+    s = _sched(delay=1.0, ip_delay=1.0)
+    _resolve_all(s, {"a.test": "192.0.2.1"})
+    assert [j.host for j in _dispatch(s, 0.0)] == ["a.test"]
+    s.robots_answer("a.test", 0.5, status=301, location="http://t.test/robots.txt", body=b"")
+    assert _dispatch(s, 1.5) == [Job(JobKind.RESOLVE, "t.test", "")]
+    given_up = s.lookup_failed("t.test", 1.6, final=final)
+    assert given_up is final
+    hop = Job(JobKind.ROBOTS, "a.test", "http://t.test/robots.txt")
+    if not final:
+        assert _dispatch(s, 1.6) == []
+        wake = s.next_wakeup()
+        assert wake is not None and wake >= 1.6 + 10.0  # the back-off (retry base 10 s)
+        assert _dispatch(s, wake) == [Job(JobKind.RESOLVE, "t.test", "")]
+        s.resolved("t.test", "192.0.2.2", until=3600.0)
+    assert _dispatch(s, 100.0) == [hop]
 
 
 def test_a_hop_from_its_targets_own_address_follows_the_target_when_it_moves() -> None:

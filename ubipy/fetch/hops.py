@@ -13,8 +13,10 @@ to it in the same queue. A redirect to the host itself (http to https) is no hop
 What the target answers paces the target (a 503 slows its own pages, not the
 redirecting host's), when this peer has it.
 A hop lands on the target's address too: the per-IP rule (addresses.py) has it wait
-for that address, and hold it, when this peer looked the target up, and has it hold
-none (not the redirecting host's) when not. When it does, the address's queue
+for that address, and hold it. The scheduler looks the target up before the hop when
+this peer never did, or forgot the target's slot (another peer's host, an idle one);
+without a lookup stage, the hop holds no address (not the redirecting host's). While
+a hop to the target is under way, its slot is kept. The address's queue
 serializes the target's requests, and the target hands out no turns: two queues on
 one request, each passing its turn while its host waited for the other's, went
 round for ever under a ranked order; the target's turn kept while its host waited
@@ -72,6 +74,12 @@ class HopRule:
 
     def __len__(self) -> int:
         return len(self._targets)
+
+    def awaited(self, host: str) -> bool:
+        """Whether a hop to ``host`` is in flight, has its turn or waits for one: its
+        slot, the hop's way to the host's address, is kept (idlehosts.py)."""
+        t = self._targets.get(host)
+        return t is not None and (t.in_flight or t.turn is not None or bool(t.waiting))
 
     def may_start(self, slot: HostSlot, target: str, now: float, *, address: str | None) -> bool:
         """Whether ``slot`` may make a request to ``target`` (its own host, or the

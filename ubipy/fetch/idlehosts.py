@@ -14,8 +14,9 @@ taught its pace (throttle.py: its latency, a run of 503s) is forgotten with it, 
 restart forgets it.
 
 A slot is forgotten only when nothing refers to it: no request in flight, no URL
-and no page due again, no place in an address's or a hop's queue, and a minute
-after its last request ended, by when that request's mark is on disk.
+and no page due again, no place in an address's or a hop's queue, no other host's
+hop to it under way (its address, looked up for the hop, is where the hop lands),
+and a minute after its last request ended, by when that request's mark is on disk.
 
 No I/O and no clock, as the scheduler (:mod:`ubipy.fetch.politeness`).
 """
@@ -69,10 +70,15 @@ class IdleHosts:
         idle.move_to_end(slot.host)
 
     def forget(
-        self, now: float, slots: Mapping[str, HostSlot], forget: Callable[[HostSlot], None]
+        self,
+        now: float,
+        slots: Mapping[str, HostSlot],
+        forget: Callable[[HostSlot], None],
+        awaited: Callable[[str], bool] = lambda host: False,
     ) -> None:
         """Keep at most ``limit`` idle: ``forget`` the longest idle of the scheduler's
-        ``slots`` that may be forgotten now."""
+        ``slots`` that may be forgotten now; not a host ``awaited`` by another's
+        request (a robots.txt redirected to it: hops.py), looked up for it."""
         idle = self._idle
         # A host owing a long wait (a Retry-After of an hour) goes to the back, and a
         # call looks at a few of them at most: they do not hold up the others.
@@ -81,7 +87,7 @@ class IdleHosts:
             host, slot = next(iter(idle.items()))
             if slots.get(host) is not slot or not _idle(slot):
                 del idle[host]  # busy again, or dropped: it rests again when idle
-            elif slot.next_allowed + FORGET_AFTER > now:
+            elif slot.next_allowed + FORGET_AFTER > now or awaited(host):
                 idle.move_to_end(host)
                 passed += 1
             else:

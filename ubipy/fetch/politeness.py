@@ -238,17 +238,26 @@ class Scheduler:
                 self._hops.set_aside(slot)
                 continue
             slot.armed = False
-            if self._resolve is not None and now >= slot.resolved_until and self._resolve(host):
-                slot.in_flight = True
-                self.in_flight += 1
+            if self._look_up(slot, now):
                 self._pass(slot)
                 return Job(JobKind.RESOLVE, host, "")
             # The host the request goes to: another when robots.txt was redirected
             # there, which waits for that host's time (its slot made, or made again,
-            # with what it owes) and its address's turn, if known here (hops.py).
+            # with what it owes) and its address's turn (hops.py). The target is
+            # looked up first, as for its own first request, if this peer never did
+            # or forgot it: else the per-IP rule would not know where the hop lands.
             target = target_of(slot)
             if hop := target != slot.host:
-                self._slot(target)
+                aim = self._slot(target)
+                if (
+                    not aim.in_flight
+                    and aim.robots_state is not HostRobots.GIVEN_UP
+                    and now >= aim.next_allowed
+                    and self._look_up(aim, now)
+                ):
+                    self._hops.may_start(slot, target, now, address=None)  # waits for it
+                    self._addresses.passed(slot)
+                    return Job(JobKind.RESOLVE, target, "")
             if not self._hops.may_start(slot, target, now, address=self._address(slot)):
                 self._addresses.passed(slot)
                 continue
@@ -292,6 +301,15 @@ class Scheduler:
             return Job(kind, host, entry.url, entry)
         return None
 
+    def _look_up(self, slot: HostSlot, now: float) -> bool:
+        """Whether the host is to be looked up now (its answer unknown or expired);
+        if so, its lookup is in flight from now."""
+        if self._resolve is None or now < slot.resolved_until or not self._resolve(slot.host):
+            return False
+        slot.in_flight = True
+        self.in_flight += 1
+        return True
+
     def _start_request(self, slot: HostSlot, target: str) -> None:
         slot.in_flight = True
         self.in_flight += 1
@@ -334,7 +352,7 @@ class Scheduler:
         self._addresses.ended(slot, now, now + max(server, asked or 0.0))
         self._hops.ended(slot, now)
         self._arm(slot)
-        self.idle_hosts.forget(now, self._slots, self._forget)
+        self.idle_hosts.forget(now, self._slots, self._forget, self._hops.awaited)
 
     def address_free_at(self, address: str) -> float:
         """When ``address`` may next be asked here: its delay, its server's wait."""
