@@ -341,6 +341,9 @@ def test_an_export_onto_the_peers_own_warc_file_is_refused(
             shard.record_pages([_page(fp, body)])
     with shard.transaction():
         shard.record_pages([_page(4, b"four")])  # the open file's page
+    # The closed files' indexes are written by threads of their own (one was not
+    # there yet, once in CI).
+    shard._warc.wait_indexed()  # type: ignore[union-attr]
     files = _files(data)
     target = next(f for f in files if f.name.endswith(".open") == (which == "open"))
     if which == "its index":

@@ -502,6 +502,11 @@ class WarcStore:
             thread.start()
             self._indexing.append(thread)
 
+    def wait_indexed(self) -> None:
+        """Wait for the indexes being written (of the files closed so far)."""
+        for thread in self._indexing:
+            thread.join()
+
     def close(self) -> None:
         """Close the open file and wait for the indexes being written."""
         try:
@@ -509,8 +514,7 @@ class WarcStore:
         except OSError as exc:
             raise StorageError(f"{self.files.directory}: cannot close: {exc}") from exc
         finally:
-            for thread in self._indexing:
-                thread.join()
+            self.wait_indexed()
 
 
 def index_closed(path: Path, lines: Path | None = None) -> None:
