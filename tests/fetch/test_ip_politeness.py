@@ -669,8 +669,10 @@ def test_a_hop_whose_targets_lookup_fails_waits_its_back_off_then_goes(final: bo
     assert [j.host for j in _dispatch(s, 0.0)] == ["a.test"]
     s.robots_answer("a.test", 0.5, status=301, location="http://t.test/robots.txt", body=b"")
     assert _dispatch(s, 1.5) == [Job(JobKind.RESOLVE, "t.test", "")]
-    given_up = s.lookup_failed("t.test", 1.6, final=final)
-    assert given_up is final
+    # Given up or not, it has no URLs here for the caller to close.
+    assert not s.lookup_failed("t.test", 1.6, final=final)
+    target = s.slot("t.test")
+    assert target is not None and (target.robots_state is HostRobots.GIVEN_UP) is final
     hop = Job(JobKind.ROBOTS, "a.test", "http://t.test/robots.txt")
     if not final:
         assert _dispatch(s, 1.6) == []
@@ -679,6 +681,59 @@ def test_a_hop_whose_targets_lookup_fails_waits_its_back_off_then_goes(final: bo
         assert _dispatch(s, wake) == [Job(JobKind.RESOLVE, "t.test", "")]
         s.resolved("t.test", "192.0.2.2", until=3600.0)
     assert _dispatch(s, 100.0) == [hop]
+
+
+@pytest.mark.parametrize("order", [CrawlOrder.BFS, CrawlOrder.OPIC])
+def test_a_hops_target_due_for_its_own_page_is_looked_up_once(order: CrawlOrder) -> None:
+    """t.test's address expired; a.test's hop to it and t.test's own page come due
+    together. The hop's lookup left t.test's place in the heap standing, so t.test
+    was looked up again when popped: two lookups, and the second answer marked its
+    page's request, started meanwhile, as not in flight (found by a review)."""
+    s = _sched(delay=1.0, ip_delay=0.0, order=order)
+    _add(s, "t.test", 3)
+    _add(s, "a.test", 1)
+    for _ in range(2):
+        job = _job(s, 0.0)
+        until = 3600.0 if job.host == "a.test" else 1.0
+        s.resolved(job.host, {"a.test": "192.0.2.1", "t.test": "192.0.2.2"}[job.host], until=until)
+    assert sorted(j.host for j in _dispatch(s, 0.0)) == ["a.test", "t.test"]
+    s.robots_answer("a.test", 0.5, status=301, location="http://t.test/robots.txt", body=b"")
+    s.robots_answer("t.test", 0.6, status=200, location=None, body=ROBOTS_OK)
+    assert _dispatch(s, 2.0) == [Job(JobKind.RESOLVE, "t.test", "")]
+    assert s.in_flight == 1
+    s.resolved("t.test", "192.0.2.2", until=3600.0)
+    # One request to t.test at a time: the hop, which waited for the lookup, then
+    # t.test's page after its delay.
+    hop = _dispatch(s, 2.0)
+    assert [(j.host, j.url) for j in hop] == [("a.test", "http://t.test/robots.txt")]
+    assert s.in_flight == 1
+    s.robots_answer("a.test", 2.5, status=200, location=None, body=ROBOTS_OK)
+    assert _dispatch(s, 3.4) == []
+    jobs = _dispatch(s, 3.5)  # a.test's own page too, its delay over
+    assert sorted((j.host, j.kind) for j in jobs) == [
+        ("a.test", JobKind.PAGE),
+        ("t.test", JobKind.PAGE),
+    ]
+    assert s.busy("t.test") and s.in_flight == 2
+
+
+def test_a_hops_target_being_handed_off_is_not_looked_up() -> None:
+    """t.test is held (being handed to another peer) when a.test's hop to it comes
+    due, its address expired: looking it up put a lookup in flight for a host the
+    hand-off then could not drop (found by a review). The hop goes without one."""
+    s = _sched(delay=1.0, ip_delay=0.0)
+    held: set[str] = set()
+    s.hold(lambda host: host in held)
+    _resolve_all(s, {"a.test": "192.0.2.1"})
+    _add(s, "t.test", 3)
+    assert _dispatch(s, 0.0) == [Job(JobKind.ROBOTS, "a.test", "http://a.test/robots.txt"),
+                                 Job(JobKind.RESOLVE, "t.test", "")]  # fmt: skip
+    s.resolved("t.test", "192.0.2.2", until=1.0)
+    s.robots_answer("a.test", 0.5, status=301, location="http://t.test/robots.txt", body=b"")
+    held.add("t.test")
+    hop = _dispatch(s, 2.0)
+    assert [(j.host, j.url) for j in hop] == [("a.test", "http://t.test/robots.txt")]
+    assert s.drop_host("t.test")  # nothing of its own in flight
 
 
 def test_a_hop_from_its_targets_own_address_follows_the_target_when_it_moves() -> None:

@@ -66,4 +66,8 @@ async def test_a_robots_txt_redirected_to_a_refused_address_gives_the_host_up_at
     assert asked == [(f"seed.test:{port}", "/robots.txt")]  # nothing reached 127.0.0.2
     assert crawler.stats.robots_requests == 2  # the robots.txt and its refused hop
     assert crawler.stats.refused_addresses == 1
+    # The hop's target was looked up first (for the per-IP rule) and refused: it had
+    # no URLs here, so no host is counted as given up for its name.
+    assert crawler.dns is not None
+    assert crawler.dns.stats.hosts_given_up == 0
     assert [reason for _, reason in rows] == ["refused: not a public address: 127.0.0.2"]

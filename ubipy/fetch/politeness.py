@@ -253,6 +253,9 @@ class Scheduler:
                     not aim.in_flight
                     and aim.robots_state is not HostRobots.GIVEN_UP
                     and now >= aim.next_allowed
+                    # Held (being handed to another peer): nothing may be in flight
+                    # for it, or the hand-off could not drop it.
+                    and not any(held(target) for held in self._holds)
                     and self._look_up(aim, now)
                 ):
                     self._hops.may_start(slot, target, now, address=None)  # waits for it
@@ -306,6 +309,9 @@ class Scheduler:
         if so, its lookup is in flight from now."""
         if self._resolve is None or now < slot.resolved_until or not self._resolve(slot.host):
             return False
+        # A place it had in the heap goes stale (a hop's target, due for its own
+        # request): popped, it would be looked up a second time. The answer arms it.
+        slot.armed = False
         slot.in_flight = True
         self.in_flight += 1
         return True
@@ -405,20 +411,22 @@ class Scheduler:
     ) -> bool:
         """The host's lookup failed; it is tried again after a back-off, as robots.txt
         is, and not before ``not_before`` (the failure cached till then would answer).
-        True when the host is given up (``final``, or too many failures): the caller
-        closes its URLs."""
+        True when the host is given up (``final``, or too many failures) with URLs
+        to close (the caller closes them); not for a host looked up only as a
+        robots.txt's hop target (another peer's, maybe)."""
         slot = self._slots[host]
         slot.in_flight = False
         self.in_flight -= 1
         slot.lookup_failures += 1
         wait = None if final else self._robots.backoff(slot.lookup_failures)
+        had_urls = slot.has_work or bool(slot.refresh)
         if wait is None:
             self._give_up(slot)
         else:
             slot.next_allowed = max(slot.next_allowed, now + wait, not_before)
         self._hops.freed(slot)
         self._arm(slot)  # idle, once given up
-        return wait is None
+        return wait is None and had_urls
 
     def _give_up(self, slot: HostSlot) -> None:
         slot.robots_state = HostRobots.GIVEN_UP
