@@ -9,6 +9,7 @@ import heapq
 import itertools
 import math
 import random
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -497,6 +498,46 @@ def _random_run(
     assert s.idle()
     kept = hosts.keys() - dropped - given_up
     assert {h: answered[h] for h in kept} == {h: added[h] for h in kept}
+
+
+def test_a_host_whose_answer_expires_within_each_round_of_its_address_still_goes() -> None:
+    """Eleven hosts on one address, 1 s apart: a round of the address's queue takes
+    11 s, and x.test's answer lasts 5 s. Given the address's turn, x.test was looked
+    up again, passed the turn and went to the back of the queue: no request in 600 s,
+    55 lookups (found by a review). With the turn, it goes on the address it has."""
+    s = _sched(delay=0.0, ip_delay=1.0)
+    hosts = [f"u{i}.test" for i in range(10)] + ["x.test"]
+    for host in hosts:
+        _add(s, host, 100)
+    now, running = 0.0, []
+    asked: Counter[str] = Counter()
+    lookups: Counter[str] = Counter()
+    for _ in range(10_000):
+        while (job := s.next_job(now)) is not None:
+            if job.kind is JobKind.RESOLVE:
+                lookups[job.host] += 1
+                until = now + (5.0 if job.host == "x.test" else 1e9)
+                s.resolved(job.host, "192.0.2.2", until=until)
+            else:
+                running.append((now + 0.1, job))
+        if running:
+            running.sort(key=lambda r: r[0])
+            end, job = running.pop(0)
+            now = max(now, end)
+            if job.kind is JobKind.ROBOTS:
+                s.robots_answer(job.host, now, status=200, location=None, body=ROBOTS_OK)
+            else:
+                asked[job.host] += 1
+                s.finished(job.host, now)
+        elif now >= 600.0:
+            break
+        else:
+            wake = s.next_wakeup()
+            assert wake is not None
+            now = max(now, wake)
+    # Each host its share of the requests (one each 1.1 s: 0.1 s, then the delay).
+    assert min(asked.values()) >= 600 / 1.1 / len(hosts) - 3, asked
+    assert lookups["x.test"] <= asked["x.test"] + 2  # one a request at most (robots.txt too)
 
 
 def test_a_host_armed_for_a_later_page_does_not_keep_its_address_from_the_others() -> None:

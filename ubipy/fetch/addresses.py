@@ -108,6 +108,11 @@ class AddressRule:
             return False
         return True
 
+    def has_turn(self, slot: HostSlot) -> bool:
+        """Whether the host has the turn of the address it waited for."""
+        ip = None if slot.ip_wait is None else self._addresses.get(slot.ip_wait)
+        return ip is not None and ip.turn is slot
+
     def _hop_waits(self, slot: HostSlot, address: str, queued: int) -> None:
         """``slot`` queued on ``address`` (``queued`` places long) for a hop: noted for
         :meth:`moved`. Places gone stale (started, passed, held, dropped) go once

@@ -238,7 +238,11 @@ class Scheduler:
                 self._hops.set_aside(slot)
                 continue
             slot.armed = False
-            if self._look_up(slot, now):
+            # A host with its address's turn goes on the address it has, if expired
+            # since: looked up again, it passed the turn and went to the back of the
+            # queue, and one whose answer expired within every round of a busy
+            # address (thousands of sites on one server, a short TTL) never went.
+            if not self._addresses.has_turn(slot) and self._look_up(slot, now):
                 self._pass(slot)
                 return Job(JobKind.RESOLVE, host, "")
             # The host the request goes to: another when robots.txt was redirected
@@ -256,6 +260,7 @@ class Scheduler:
                     # Held (being handed to another peer): nothing may be in flight
                     # for it, or the hand-off could not drop it.
                     and not any(held(target) for held in self._holds)
+                    and (aim.address is None or not self._addresses.has_turn(slot))
                     and self._look_up(aim, now)
                 ):
                     self._hops.may_start(slot, target, now, address=None)  # waits for it
