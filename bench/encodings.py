@@ -3,11 +3,12 @@
     python bench/encodings.py
 
 Pages with no BOM, no charset in their header and no ``<meta>`` go to detection
-(ubipy.fetch.encoding.detect). For each legacy encoding, a few texts are cut into
-random runs of words, and each run is made into a page in that encoding: "short",
-a title and the same words in the body; "long", a title and the text's whole
-paragraph. A page is read wrong when the encoding detected decodes it to other
-characters than it holds (two code pages that read it alike are both right).
+(``ubipy.fetch.sniff``: charset-normalizer, then alphabets.py among the Latin code
+pages). For each legacy encoding, a few texts are cut into random runs of words,
+and each run is made into a page in that encoding: "short", a title and the same
+words in the body; "long", a title and the text's whole paragraph. A page is read
+wrong when the encoding detected decodes it to other characters than it holds (two
+code pages that read it alike are both right).
 Deterministic: the same figures every run for the same detector.
 """
 
@@ -17,7 +18,7 @@ import argparse
 import random
 from collections import Counter
 
-from ubipy.fetch.encoding import codec_of, detect
+from ubipy.fetch import decode, sniff
 
 TEXTS: dict[str, list[str]] = {
     "cp1252": [
@@ -78,8 +79,7 @@ def wrong(runs: int, seed: int) -> dict[tuple[str, str], tuple[int, int]]:
                 for size, body_text in (("short", title), ("long", text)):
                     html = f"<html><head><title>{title}</title></head><body><p>{body_text}</p>"
                     body = html.encode(codec)
-                    name = detect(body)
-                    ok = name is not None and body.decode(codec_of(name), "replace") == html
+                    ok = decode(body, sniff(body)) == html
                     counts[codec, size, ok] += 1
     return {
         (codec, size): (

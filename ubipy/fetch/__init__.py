@@ -5,7 +5,7 @@ fingerprints, scope rules, URL and type filters, seed files and sitemaps.
 
 from ubipy.fetch.client import make_client
 from ubipy.fetch.dns import DnsFailure, Lookup, Resolver, address_key, is_public
-from ubipy.fetch.encoding import EncodingSource, sniff
+from ubipy.fetch.encoding import EncodingSource, decode, sniff
 from ubipy.fetch.fetcher import (
     FetchOutcome,
     FetchResult,
@@ -95,6 +95,7 @@ __all__ = [
     "asked_wait",
     "change_rate",
     "content_digest",
+    "decode",
     "estimate",
     "failed",
     "fetch",
