@@ -504,7 +504,8 @@ def test_a_host_whose_answer_expires_within_each_round_of_its_address_still_goes
     """Eleven hosts on one address, 1 s apart: a round of the address's queue takes
     11 s, and x.test's answer lasts 5 s. Given the address's turn, x.test was looked
     up again, passed the turn and went to the back of the queue: no request in 600 s,
-    55 lookups (found by a review). With the turn, it goes on the address it has."""
+    55 lookups (found by a review). Its turn now waits for the answer: every request
+    goes to an address looked up and still good."""
     s = _sched(delay=0.0, ip_delay=1.0)
     hosts = [f"u{i}.test" for i in range(10)] + ["x.test"]
     for host in hosts:
@@ -512,13 +513,15 @@ def test_a_host_whose_answer_expires_within_each_round_of_its_address_still_goes
     now, running = 0.0, []
     asked: Counter[str] = Counter()
     lookups: Counter[str] = Counter()
+    good_until: dict[str, float] = {}
     for _ in range(10_000):
         while (job := s.next_job(now)) is not None:
             if job.kind is JobKind.RESOLVE:
                 lookups[job.host] += 1
-                until = now + (5.0 if job.host == "x.test" else 1e9)
-                s.resolved(job.host, "192.0.2.2", until=until)
+                good_until[job.host] = now + (5.0 if job.host == "x.test" else 1e9)
+                s.resolved(job.host, "192.0.2.2", until=good_until[job.host])
             else:
+                assert now < good_until[job.host]
                 running.append((now + 0.1, job))
         if running:
             running.sort(key=lambda r: r[0])
@@ -538,6 +541,25 @@ def test_a_host_whose_answer_expires_within_each_round_of_its_address_still_goes
     # Each host its share of the requests (one each 1.1 s: 0.1 s, then the delay).
     assert min(asked.values()) >= 600 / 1.1 / len(hosts) - 3, asked
     assert lookups["x.test"] <= asked["x.test"] + 2  # one a request at most (robots.txt too)
+
+
+def test_a_host_whose_lookup_fails_with_its_addresss_turn_passes_the_turn() -> None:
+    """x.test has its address's turn when its answer expires: the turn waits for the
+    lookup, and passes to the next host when the lookup fails (x.test backs off)."""
+    s = _sched(delay=0.0, ip_delay=1.0)
+    _resolve_all(s, dict.fromkeys(("u.test", "v.test", "x.test"), "192.0.2.2"))
+    s.slot("x.test").resolved_until = 1.5  # type: ignore[union-attr]
+    for host in ("u.test", "v.test", "x.test"):
+        _add(s, host, 3)
+    assert [j.host for j in _dispatch(s, 0.0)] == ["u.test"]  # the others queue
+    s.robots_answer("u.test", 0.5, status=200, location=None, body=ROBOTS_OK)
+    assert [j.host for j in _dispatch(s, 1.5)] == ["v.test"]
+    s.robots_answer("v.test", 2.0, status=200, location=None, body=ROBOTS_OK)
+    # x.test's turn at 3.0, its answer expired: looked up, the turn kept meanwhile.
+    assert _dispatch(s, 3.0) == [Job(JobKind.RESOLVE, "x.test", "")]
+    assert _dispatch(s, 3.0) == []  # u.test waits behind x.test's turn
+    s.lookup_failed("x.test", 3.1)
+    assert [j.host for j in _dispatch(s, 3.1)] == ["u.test"]
 
 
 def test_a_host_armed_for_a_later_page_does_not_keep_its_address_from_the_others() -> None:

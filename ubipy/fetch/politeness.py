@@ -238,12 +238,13 @@ class Scheduler:
                 self._hops.set_aside(slot)
                 continue
             slot.armed = False
-            # A host with its address's turn goes on the address it has, if expired
-            # since: looked up again, it passed the turn and went to the back of the
-            # queue, and one whose answer expired within every round of a busy
-            # address (thousands of sites on one server, a short TTL) never went.
-            if not self._addresses.has_turn(slot) and self._look_up(slot, now):
-                self._pass(slot)
+            if self._look_up(slot, now):
+                # Its address's turn, if it has it, waits for the answer: passed on,
+                # the host went to the back of the address's queue, and one whose
+                # answer expired within every round of a busy address (thousands of
+                # sites on one server, a short TTL) never went. Another address in the
+                # answer passes it (AddressRule.resolved), as a failure does.
+                self._hops.passed(slot)
                 return Job(JobKind.RESOLVE, host, "")
             # The host the request goes to: another when robots.txt was redirected
             # there, which waits for that host's time (its slot made, or made again,
@@ -260,6 +261,9 @@ class Scheduler:
                     # Held (being handed to another peer): nothing may be in flight
                     # for it, or the hand-off could not drop it.
                     and not any(held(target) for held in self._holds)
+                    # With its address's turn, the hop goes on the target's address
+                    # as it was (the transport looks the name up again if expired):
+                    # the turn would wait for the target's lookup, and its failure.
                     and (aim.address is None or not self._addresses.has_turn(slot))
                     and self._look_up(aim, now)
                 ):
@@ -425,6 +429,7 @@ class Scheduler:
         slot.lookup_failures += 1
         wait = None if final else self._robots.backoff(slot.lookup_failures)
         had_urls = slot.has_work or bool(slot.refresh)
+        self._addresses.passed(slot)  # its address's turn, kept for the answer
         if wait is None:
             self._give_up(slot)
         else:
