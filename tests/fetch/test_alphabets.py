@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ubipy.fetch.alphabets import fit, non_ascii_share
+from ubipy.fetch.alphabets import accented, fit
 
 LITHUANIAN = "Žiniatinklio robotas – tai programa, kuri automatiškai naršo internete"
 CZECH = "Příliš žluťoučký kůň úpěl ďábelské ódy; děti si hrají venku"
@@ -53,7 +53,16 @@ def test_a_common_language_and_then_a_small_alphabet_explain_best() -> None:
     assert fit("På julafton äter").letters < fit("Pĺ julafton äter").letters
 
 
-def test_the_share_of_letters_beyond_ascii() -> None:
-    assert non_ascii_share("nœud") == 0.25
-    assert non_ascii_share("123 — !") == 0.0
-    assert non_ascii_share("网络爬虫") == 1.0
+def test_accented_letters_their_share_and_how_many_are_small() -> None:
+    assert accented("nœud") == (0.25, 1.0)
+    assert accented("123 — !") == (0.0, 0.0)
+    assert accented("QQªF") == (0.0, 0.0)  # ª is a letter to Unicode, not an accent
+    assert accented("Áy") == (0.5, 0.0)  # Big5's 臉 in windows-1252
+    assert accented("网络爬虫") == (1.0, 0.0)
+
+
+def test_marks_that_belong_inside_words_are_not_odd() -> None:
+    # Vietnamese tones as combining marks (windows-1258), Catalan's middle dot.
+    assert fit("Vie\u0323t Nam cu\u0309a").share == 1.0
+    assert fit("intel·ligent").share == 1.0
+    assert fit("PCªá").share < 1.0  # ª inside a word: Big5's 花 in windows-1252

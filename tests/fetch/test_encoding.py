@@ -312,6 +312,23 @@ def test_western_european_text_is_windows_1252(text: str) -> None:
     assert sniff(text.encode("cp1252")) == Sniffed("windows-1252", DETECTED)
 
 
+@pytest.mark.parametrize(
+    ("text", "codec"),
+    [
+        # A character whose bytes read as punctuation, or a capital, in windows-1252
+        # ("»P", "Áy"): one language's words with a few accents they are not.
+        ("F1 與 App", "big5"),
+        ("2024 對 DVD", "cp932"),
+        ("臉", "big5"),
+        # Read in windows-1252 (and windows-1257), as before alphabets.py.
+        ("Türkiye'nin başkenti Ankara'dır", "cp1254"),
+    ],
+)
+def test_short_titles_in_other_code_pages_keep_them(text: str, codec: str) -> None:
+    body = f"<title>{text}</title>".encode(codec)
+    assert decode(body, sniff(body)) == f"<title>{text}</title>"
+
+
 def test_iso_2022_jp_is_seven_bit_and_still_detected() -> None:
     body = "<title>日本語のページ</title>".encode("iso2022_jp")
     assert body.isascii()

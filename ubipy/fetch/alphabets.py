@@ -18,10 +18,11 @@ the smaller alphabet is the likelier.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from typing import Final, NamedTuple
 
-__all__ = ["Fit", "fit", "non_ascii_share"]
+__all__ = ["Fit", "accented", "fit"]
 
 # The letters beyond ASCII of the languages written in Latin code pages, lower case
 # (upper case is added below).
@@ -67,7 +68,7 @@ _ALPHABETS: Final = tuple(
 # Characters beyond ASCII that any of these languages' text may hold, and those of
 # them that may stand inside a word.
 _PUNCTUATION: Final = frozenset("\u00a0\u00ad–—‐‑‘’‚“”„…«»‹›•€£©®™°§¡¿×½ºª")
-_IN_WORDS: Final = frozenset("\u00ad‐‑’")
+_IN_WORDS: Final = frozenset("\u00ad‐‑’·")  # the middle dot: Catalan's l·l
 _NON_ASCII: Final = re.compile(r"[^\x00-\x7f]")
 _LETTER: Final = re.compile(r"[^\W\d_]")
 # A character beyond ASCII between two letters.
@@ -98,8 +99,10 @@ def fit(text: str) -> Fit:
         ch
         for found in _IN_WORD.finditer(text)
         if (ch := found.group()) not in _IN_WORDS
+        and not unicodedata.combining(ch)  # Vietnamese tones, in windows-1258
         and (
-            not ch.isalpha()
+            ch in _PUNCTUATION  # ª and º are letters to Unicode
+            or not ch.isalpha()
             or (ch.isupper() and (text[found.start() - 1].islower() or text[found.end()].islower()))
         )
     ]
@@ -114,10 +117,13 @@ def fit(text: str) -> Fit:
     return Fit(max(0, held - len(odd)) / total, common, -letters)
 
 
-def non_ascii_share(text: str) -> float:
-    """The share of ``text``'s letters that are not ASCII (0.0 for no letters): a few
-    in a Latin-script language's words, nearly all in a reading of CJK bytes."""
+def accented(text: str) -> tuple[float, float]:
+    """Of ``text``'s letters, the share that are not ASCII, and of those the share
+    in small letters ((0.0, 0.0) for none): a few, mostly small, in a Latin-script
+    language's words; nearly all in a reading of CJK bytes, many of them capitals
+    (lead bytes from 0xC0 are capitals in windows-1252)."""
     letters = _LETTER.findall(text)
-    if not letters:
-        return 0.0
-    return sum(not ch.isascii() for ch in letters) / len(letters)
+    beyond = [ch for ch in letters if not ch.isascii() and ch not in _PUNCTUATION]
+    if not beyond:
+        return 0.0, 0.0
+    return len(beyond) / len(letters), sum(ch.islower() for ch in beyond) / len(beyond)

@@ -200,6 +200,14 @@ _LATIN: Final = frozenset(
     {"cp1250", "cp1252", "cp1254", "cp1257", "cp1258", "mac_roman"}
     | {f"iso8859_{n}" for n in (2, 3, 4, 10, 13, 14, 15, 16)}
 )
+# Of the readings that fit as well, the code page more pages are in goes first:
+# windows-1252 (what browsers assume), then Central European, Turkish, Baltic...
+# Before the size of the alphabet: Polish "każde" read in windows-1257 as "kaæde" is
+# Danish's letters, an alphabet smaller than Polish's.
+_LATIN_PRIOR: Final = (
+    "cp1252", "cp1250", "iso8859_2", "cp1254", "cp1257", "iso8859_15", "iso8859_13",
+    "cp1258", "iso8859_16", "iso8859_4", "iso8859_10", "iso8859_14", "iso8859_3", "mac_roman",
+)  # fmt: skip
 _LATIN_TOLERANCE: Final = 0.1
 # Characters of a reading whose letters are weighed (alphabets.py): plenty to tell
 # the code pages apart, and a few milliseconds of CPU, where 64 KiB were 20.
@@ -420,8 +428,9 @@ def detect(body: bytes) -> str | None:
       bytes nearly as well are ranked by how nearly their reading is one language's
       letters (alphabets.py): the detector scored Lithuanian in windows-1257 and its
       windows-1252 reading alike, and short Western European text fits windows-1250
-      as well. On a tie windows-1252 is chosen: it is what browsers assume for
-      unlabelled legacy pages. A reading that is one language's words with a few
+      as well. Of readings that fit alike, the more common code page goes first,
+      windows-1252 before all: it is what browsers assume for unlabelled legacy
+      pages. A windows-1252 reading that is one language's words with a few
       accented letters is not overruled by a multi-byte encoding: ``nœud`` read as
       one Big5 character between ``n`` and ``d`` was.
     """
@@ -435,9 +444,17 @@ def detect(body: bytes) -> str | None:
     if best is None:
         return None
     latin = _latin_reading(sample, matches, best.chaos)
-    # A reading of one language's words, a few of their letters accented, is no
-    # accident either: "nœud" was taken for one Big5 character between n and d.
-    words = latin is not None and latin[1] == 1.0 and latin[2] < 0.5
+    # A windows-1252 reading of one language's words, a few of their letters
+    # accented, is no accident either: "nœud" was taken for one Big5 character
+    # between n and d. Not for none accented ("»P", Big5's 與), nor mostly capitals
+    # ("Áy", Big5's 臉), nor another code page (Big5's 山 as "Īs" in ISO 8859-10).
+    words = (
+        latin is not None
+        and latin[0] == "cp1252"
+        and latin[1] == 1.0
+        and 0 < latin[2][0] < 0.5
+        and latin[2][1] >= 0.5
+    )
     if best.encoding in _MULTI_BYTE:
         return _NAME_OF_CODEC.get(latin[0] if words and latin is not None else best.encoding)
     for match in matches:
@@ -450,18 +467,19 @@ def detect(body: bytes) -> str | None:
 
 def _latin_reading(
     sample: bytes, matches: Iterable[CharsetMatch], chaos: float
-) -> tuple[str, float, float] | None:
+) -> tuple[str, float, tuple[float, float]] | None:
     """The Latin code page among the detector's near guesses (no more than
     ``_LATIN_TOLERANCE`` messier than ``chaos``, the best's), and windows-1252 if
     it reads ``sample``, whose reading is likeliest one language's letters
-    (alphabets.py), windows-1252 on a tie, then the detector's order; with that
-    reading's share of one language's letters and share of non-ASCII letters.
-    None when no Latin code page is among them."""
+    (alphabets.py): the larger share, a common language, the code page more pages
+    are in (``_LATIN_PRIOR``), the smaller alphabet, the detector's order. With that
+    reading's share of one language's letters and its accented letters
+    (alphabets.accented); None when no Latin code page is among them."""
     readings = []
     for i, match in enumerate(matches):
         codec = "cp1252" if "cp1252" in match.could_be_from_charset else match.encoding
         if match.chaos <= chaos + _LATIN_TOLERANCE and codec in _LATIN:
-            readings.append((-i, codec, str(match)[:_FIT_CHARS]))
+            readings.append((-i, codec, sample[:_FIT_CHARS].decode(codec, "replace")))
     if not readings:
         return None
     if all(codec != "cp1252" for _, codec, _ in readings):
@@ -472,10 +490,10 @@ def _latin_reading(
     ranked = []
     for order, codec, text in readings:
         fit = alphabets.fit(text)
-        likelier = (fit.share, fit.common, codec == "cp1252", -fit.letters, order)
+        likelier = (fit.share, fit.common, -_LATIN_PRIOR.index(codec), -fit.letters, order)
         ranked.append((likelier, codec, text))
     (share, *_), codec, text = max(ranked)
-    return codec, share, alphabets.non_ascii_share(text)
+    return codec, share, alphabets.accented(text)
 
 
 @functools.cache
