@@ -35,6 +35,10 @@ TEXTS: dict[str, list[str]] = {
         "conversam à sombra das árvores. A tradição é mantida há séculos.",
         "Smörgåsbord är ett svenskt bord med många rätter. På julafton äter man skinka, sill "
         "och köttbullar, och barnen väntar på tomten medan snön faller.",
+        "Suomen pääkaupunki on Helsinki. Kesällä ihmiset käyvät mökillä, saunovat ja uivat "
+        "järvessä; talvella hiihdetään ja syödään lämmintä keittoa.",
+        "Veðrið á Íslandi er breytilegt, og á veturna er dimmt mestallan daginn. Börnin fara "
+        "í sund eftir skóla og borða fisk með kartöflum.",
     ],
     "cp1250": [
         "Příliš žluťoučký kůň úpěl ďábelské ódy. Většina obyvatel města žije v panelových "
@@ -45,12 +49,22 @@ TEXTS: dict[str, list[str]] = {
         "a szavak végéhez ragokat illesztünk.",
         "Kočka leží na střeše a dívá se na ptáky, kteří létají nad zahradou. Děti si hrají "
         "venku, zatímco babička vaří oběd a dědeček čte noviny v křesle.",
+        "Ľudia na Slovensku radi chodia do hôr. Vysoké Tatry sú najvyššie pohorie krajiny; v "
+        "lete tam turisti stúpajú na štíty a v zime lyžujú.",
     ],
     "cp1257": [
         "Lietuvos sostinė yra Vilnius, o didžiausi miestai – Kaunas ir Klaipėda. Žmonės čia "
         "mėgsta šventes, dainas ir šokius, ypač vasarą, kai dienos ilgos.",
         "Latvijas galvaspilsēta ir Rīga, kas atrodas pie Daugavas. Vasarā cilvēki brauc uz "
         "jūrmalu, bet ziemā slēpo un slido; Jāņi ir vissvarīgākie svētki.",
+    ],
+    "cp1254": [
+        "Türkiye'nin başkenti Ankara'dır, en kalabalık şehri ise İstanbul'dur. Çocuklar "
+        "okulda öğretmenlerini dinliyor, ağaçların gölgesinde oyun oynuyorlar.",
+    ],
+    "iso8859_2": [
+        "Zażółć gęślą jaźń. W Polsce jest wiele pięknych miast, a każde z nich ma swoją "
+        "historię; Kraków słynie z zabytków, Gdańsk z portu.",
     ],
     "cp1251": [
         "Распределённый веб-краулер должен учитывать планирование, удаление дубликатов, "

@@ -209,6 +209,8 @@ _LATIN_PRIOR: Final = (
     "cp1258", "iso8859_16", "iso8859_4", "iso8859_10", "iso8859_14", "iso8859_3", "mac_roman",
 )  # fmt: skip
 _LATIN_TOLERANCE: Final = 0.1
+# The detector's order of a Latin code page it did not guess: after all it did.
+_BEYOND: Final = 1_000
 # Characters of a reading whose letters are weighed (alphabets.py): plenty to tell
 # the code pages apart, and a few milliseconds of CPU, where 64 KiB were 20.
 _FIT_CHARS: Final = 4096
@@ -469,8 +471,8 @@ def _latin_reading(
     sample: bytes, matches: Iterable[CharsetMatch], chaos: float
 ) -> tuple[str, float, tuple[float, float]] | None:
     """The Latin code page among the detector's near guesses (no more than
-    ``_LATIN_TOLERANCE`` messier than ``chaos``, the best's), and windows-1252 if
-    it reads ``sample``, whose reading is likeliest one language's letters
+    ``_LATIN_TOLERANCE`` messier than ``chaos``, the best's), and every other that
+    reads ``sample``, whose reading is likeliest one language's letters
     (alphabets.py): the larger share, a common language, the code page more pages
     are in (``_LATIN_PRIOR``), the smaller alphabet, the detector's order. With that
     reading's share of one language's letters and its accented letters
@@ -482,11 +484,15 @@ def _latin_reading(
             readings.append((-i, codec, sample[:_FIT_CHARS].decode(codec, "replace")))
     if not readings:
         return None
-    if all(codec != "cp1252" for _, codec, _ in readings):
-        with contextlib.suppress(UnicodeDecodeError):
-            # Not among the detector's guesses (Swedish read as windows-1250 only).
-            text = sample[:_FIT_CHARS].decode("cp1252")
-            readings.append((-len(readings), "cp1252", text))
+    # The other Latin code pages too, each that reads the sample: the detector's
+    # near guesses left out the right one at times (Swedish read as windows-1250
+    # only, Polish in ISO 8859-2 as ISO 8859-10, -4 or -14 only).
+    guessed = {codec for _, codec, _ in readings}
+    for codec in _LATIN_PRIOR:
+        if codec not in guessed:
+            with contextlib.suppress(UnicodeDecodeError):
+                text = sample[:_FIT_CHARS].decode(codec)
+                readings.append((-_BEYOND - len(readings), codec, text))
     ranked = []
     for order, codec, text in readings:
         fit = alphabets.fit(text)
