@@ -140,3 +140,21 @@ def test_the_bodies_waiting_are_counted_until_a_batch_takes_them() -> None:
     # A batch the shard refused comes back, its bodies with it.
     commits.failed()
     assert commits.bytes_waiting == 1510
+
+
+def test_a_hosts_mark_not_yet_written_is_known_until_it_is() -> None:
+    # A forgotten host's new slot asks for its mark: one waiting for a commit (the
+    # shard refusing writes) or in one is newer than the shard's.
+    commits = Commits()
+    assert commits.mark_of("a.test") is None
+    commits.mark("a.test", HostMark(10.0, 1.0, 1))
+    assert commits.mark_of("a.test") == HostMark(10.0, 1.0, 1)
+    commits.take()
+    assert commits.mark_of("a.test") == HostMark(10.0, 1.0, 1)  # being written
+    commits.mark("a.test", HostMark(11.0, 1.0, 2))
+    assert commits.mark_of("a.test") == HostMark(11.0, 1.0, 2)
+    commits.failed()
+    assert commits.mark_of("a.test") == HostMark(11.0, 1.0, 2)
+    commits.take()
+    commits.committed()
+    assert commits.mark_of("a.test") is None  # the shard has it now

@@ -5,17 +5,19 @@ autojump clock: the minutes are virtual."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 
 import httpx2
+import pytest
 import trio
 import trio.testing
 
 from tests.crawling import crawl_until_idle
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig, StoreConfig
 from ubipy.peer import Crawler
-from ubipy.store.shard import Shard
+from ubipy.store.shard import HostMark, Shard
 from ubipy.synthweb import Referee, SyntheticWeb, SynthTransport, WebSpec, ground_truth, in_process
 
 # A delay long enough that hosts sit idle past a minute between the links that reach
@@ -72,3 +74,28 @@ async def test_a_forgotten_host_keeps_its_page_budget(
     assert crawler.scheduler.idle_hosts.forgotten > 0
     assert max(_robots_requests(referee).values()) > 1
     referee.assert_clean(None, DELAY, max_pages_per_host=3)
+
+
+def _unasked(request: httpx2.Request) -> httpx2.Response:
+    raise AssertionError(f"nothing is asked here: {request.url}")
+
+
+async def test_a_new_slot_owes_a_mark_not_yet_written(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A host's mark waits for a commit (a shard refusing writes keeps it waiting): a
+    slot made for the host meanwhile (it was forgotten) owed only the shard's."""
+    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=DELAY))
+    shard = Shard.open(tmp_path)
+    try:
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(_unasked)) as client:
+            crawler = Crawler(config, shard, client)
+            shard.save_host_marks({"a.test": HostMark(time.time() - 3600, DELAY, 1)})
+            crawler._commits.mark("a.test", HostMark(time.time(), DELAY, 2))
+            owed = crawler._recall("a.test")
+    finally:
+        shard.close()
+    assert owed is not None
+    not_before, pages = owed
+    assert pages == 2
+    assert not_before == pytest.approx(trio.current_time() + DELAY, abs=1.0)

@@ -398,6 +398,14 @@ class Commits:
             fps.update(fp for fp, _ in self._writing.skips)
         return fps
 
+    def mark_of(self, host: str) -> HostMark | None:
+        """The host's mark waiting to be written, or being written (None: none): newer
+        than the shard's."""
+        mark = self._marks.get(host)
+        if mark is None and self._writing is not None:
+            mark = self._writing.marks.get(host)
+        return mark
+
     def __bool__(self) -> bool:
         """Whether anything waits to be written, or is being written."""
         return self._writing is not None or bool(

@@ -19,6 +19,7 @@ import trio
 from ubipy.config import CrawlConfig
 from ubipy.errors import StorageError
 from ubipy.fetch import Scheduler, retry_delay
+from ubipy.peer.commits import Commits
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.wakeup import Wakeup
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, Shard
@@ -35,6 +36,7 @@ class HostMovesMixin:
 
     config: CrawlConfig
     _shard: Shard
+    _commits: Commits
     scheduler: Scheduler
     admission: Admission
     refresher: Refresher | None
@@ -140,9 +142,10 @@ class HostMovesMixin:
         """What a new slot of ``host`` owes (the scheduler asks as it makes one): no
         request before the end of the wait after its last request here, as a restart
         would owe it, and its pages spent. None for a host never asked. A mark that
-        cannot be read owes the longest wait a mark may give."""
+        cannot be read owes the longest wait a mark may give. A mark not yet written
+        (a shard refusing writes) is newer than the shard's."""
         try:
-            mark = self._shard.host_mark(host)
+            mark = self._commits.mark_of(host) or self._shard.host_mark(host)
         except (StorageError, sqlite3.Error) as exc:
             if next(_UNREAD) % 1000 == 0:  # a broken shard: every new host, maybe
                 log.warning("%s: its politeness mark could not be read: %s", host, exc)
