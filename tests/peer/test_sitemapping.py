@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import logging
+import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ from ubipy.fetch import (
 )
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.crawlstats import CrawlStats
+from ubipy.peer.reading import MAX_REDIRECTS
 from ubipy.peer.sitemapping import Sitemapping
 from ubipy.store import NewURL, Shard
 
@@ -443,3 +445,37 @@ async def test_a_seeded_sitemap_asked_again_is_one_page_of_the_hosts_budget(
     crawler, asked = await crawl(tmp_path, web=web, seeds=[w("/sitemap.xml")], bounds=bounds)
     assert w("/only-in-sitemap") in {url for _, url in asked}
     assert not crawler.stats.skipped
+
+
+class _EndlessRedirects(dict[str, tuple[int, dict[str, str], bytes]]):
+    """WEB, and /sitemap.xml?n=k redirecting to n=k+1 up to 500, then a sitemap."""
+
+    def get(  # type: ignore[override]
+        self, url: str, default: tuple[int, dict[str, str], bytes]
+    ) -> tuple[int, dict[str, str], bytes]:
+        if url in self:
+            return self[url]
+        found = re.fullmatch(re.escape(w("/sitemap.xml")) + r"(?:\?n=(\d+))?", url)
+        if found is None:
+            return default
+        n = int(found.group(1) or 0)
+        if n >= 500:
+            return (200, XML, urlset(w("/end")))
+        return (301, {"location": f"/sitemap.xml?n={n + 1}"}, b"")
+
+
+async def test_a_sitemaps_redirects_are_followed_twenty_in_a_row_at_most(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """/sitemap.xml?n=k redirecting to n=k+1: followed for ever (501 requests here, a
+    review found), as pages' redirects were before they were bounded."""
+    web = _EndlessRedirects(
+        {
+            w("/robots.txt"): (200, {}, b"User-agent: *\nAllow: /\n"),
+            w("/"): (200, HTML, b"<title>home</title>"),
+        }
+    )
+    crawler, asked = await crawl(tmp_path, web=web)
+    chain = [url for _, url in asked if "/sitemap.xml" in url]
+    assert len(chain) == MAX_REDIRECTS + 1  # the first, and its 20 redirects
+    assert crawler.stats.refused["redirect chain"] == 1

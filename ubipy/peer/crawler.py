@@ -131,7 +131,12 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         )
         keep = config.fetch.store_bodies
         self.sitemaps = Sitemapping(
-            bounds, self._candidates, self.stats, keep_bodies=keep, in_scope=self.scope.allows_host
+            bounds,
+            self._candidates,
+            self.stats,
+            keep_bodies=keep,
+            in_scope=self.scope.allows_host,
+            chains=self._redirects,
         )
         # Set while the shard refuses writes; cleared by the first flush that works.
         self.storage_error: str | None = None

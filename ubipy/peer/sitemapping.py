@@ -63,6 +63,7 @@ from ubipy.fetch import (
 )
 from ubipy.peer.commits import Commits, page_record
 from ubipy.peer.crawlstats import CrawlStats
+from ubipy.peer.reading import MAX_REDIRECTS, RedirectChains
 from ubipy.peer.refreshing import Refresher
 from ubipy.store import Lastmod, NewURL, PageRecord
 
@@ -99,8 +100,11 @@ class Sitemapping:
         *,
         keep_bodies: bool,
         in_scope: Callable[[str], bool],
+        chains: RedirectChains | None = None,
     ) -> None:
+        """``chains``: the redirects in a row so far, the pages' (reading.py)."""
         self._candidates = candidates
+        self._chains = RedirectChains() if chains is None else chains
         self._in_scope = in_scope
         self._stats = stats
         self._keep_bodies = keep_bodies
@@ -144,9 +148,18 @@ class Sitemapping:
                 assert result.location is not None
                 # Still a sitemap, at the same depth: a redirect is not a hop. On its
                 # own host it is taken as this one was (perhaps beyond the scope).
-                found = self._candidates(
-                    [result.location], entry.url, entry.depth, beyond_scope=host.__eq__
-                )
+                # MAX_REDIRECTS in a row, as for pages: /sitemap.xml?n=k redirected to
+                # n=k+1 was followed for ever.
+                hops, _ = self._chains.follow(entry.fp, seed_host=False)
+                if hops > MAX_REDIRECTS:
+                    stats.refused["redirect chain"] += 1
+                    log.info("sitemap %s: over %d redirects in a row", entry.url, MAX_REDIRECTS)
+                else:
+                    found = self._candidates(
+                        [result.location], entry.url, entry.depth, beyond_scope=host.__eq__
+                    )
+                    for url in found:
+                        self._chains.led_to(url.fp, hops, False)
             elif _succeeded(result):
                 found, lastmods = self._read(host, entry, result)
         digest = content_digest(result.body) if result.ok else None
