@@ -57,6 +57,8 @@ def test_a_sitemap_lists_its_urls_with_their_lastmod() -> None:
         url(" http://a.test/x?a=1&amp;b=2\n ", "2024-01-02", "<changefreq>daily</changefreq>"),
         url("http://a.test/y", "2024-05-06T07:08:09.123+02:00", "<priority>0.5</priority>"),
         url("http://a.test/z", "yesterday"),  # not a W3C datetime: dropped
+        url("http://a.test/n", "2024-05-06 07:08:09"),  # no zone, a space: as sites write
+        url("http://a.test/i", "2024-13-45"),  # no date: dropped
         "<url><lastmod>2024</lastmod></url>",  # no loc: nothing
         "<other><loc>http://a.test/not-an-entry</loc></other>",
     )
@@ -67,6 +69,8 @@ def test_a_sitemap_lists_its_urls_with_their_lastmod() -> None:
         Listed("http://a.test/x?a=1&b=2", "2024-01-02"),
         Listed("http://a.test/y", "2024-05-06T07:08:09.123+02:00"),
         Listed("http://a.test/z", None),
+        Listed("http://a.test/n", "2024-05-06 07:08:09"),
+        Listed("http://a.test/i", None),
     )
     assert (sitemap.over_limit, sitemap.cut, sitemap.error) == (0, False, None)
 

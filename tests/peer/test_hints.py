@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ubipy.peer.hints import TRUST_MIN_CHECKS, LastmodHints, parse_w3c
+from ubipy.fetch import parse_w3c
+from ubipy.peer.hints import TRUST_MIN_CHECKS, LastmodHints
 from ubipy.store import RefreshRow, Shard
 
 
@@ -28,6 +29,11 @@ def _w3c(t: float) -> str:
         ("2024-06-30T12:00+02:00", calendar.timegm((2024, 6, 30, 10, 0, 0)), 60.0),
         ("2025-01-02T03:04:05Z", calendar.timegm((2025, 1, 2, 3, 4, 5)), 1.0),
         ("2025-01-02T03:04:05.25-01:00", calendar.timegm((2025, 1, 2, 4, 4, 5)) + 0.25, 0.01),
+        # Forms sites write: a space for the T, a zone without its colon, no zone (the
+        # time in any zone from UTC+14 to UTC-12: its span widened by 26 h).
+        ("2025-01-02 03:04:05Z", calendar.timegm((2025, 1, 2, 3, 4, 5)), 1.0),
+        ("2024-06-30T12:00+0200", calendar.timegm((2024, 6, 30, 10, 0, 0)), 60.0),
+        ("2024-05-06T07:08:09", calendar.timegm((2024, 5, 5, 17, 8, 9)), 1.0 + 26 * 3600),
     ],
 )
 def test_a_w3c_datetime_is_its_first_instant_and_the_span_its_precision_leaves(
@@ -36,7 +42,19 @@ def test_a_w3c_datetime_is_its_first_instant_and_the_span_its_precision_leaves(
     assert parse_w3c(text) == pytest.approx((start, span))
 
 
-@pytest.mark.parametrize("text", ["yesterday", "2024-13-01", "2024-02-30", "2024-05-01T10Z", ""])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "yesterday",
+        "2024-13-01",
+        "2024-02-30",
+        "2024-05-01T10Z",
+        "",
+        "2024-01-02T99:99:99Z",  # taken as 2024-01-06T04:40:39 (a review)
+        "2024-01-02T10:00+15:00",
+        "0000-01-01",
+    ],
+)
 def test_what_is_no_w3c_datetime_is_none(text: str) -> None:
     assert parse_w3c(text) is None
 

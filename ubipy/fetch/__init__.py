@@ -43,6 +43,7 @@ from ubipy.fetch.sitemaps import (
     SITEMAP_PATH,
     SitemapKind,
     is_sitemap,
+    parse_w3c,
     read_sitemap,
 )
 from ubipy.fetch.throttle import BACKOFF_STATUSES
@@ -110,6 +111,7 @@ __all__ = [
     "normalize_reporting",
     "parse_html",
     "parse_seeds",
+    "parse_w3c",
     "path_and_query",
     "path_repeats",
     "path_trap",

@@ -34,6 +34,7 @@ frontier's table.
 
 from __future__ import annotations
 
+import calendar
 import enum
 import itertools
 import re
@@ -55,6 +56,7 @@ __all__ = [
     "Sitemap",
     "SitemapKind",
     "is_sitemap",
+    "parse_w3c",
     "read_sitemap",
 ]
 
@@ -94,9 +96,51 @@ _FIRST_SLICE = 1024
 _MAX_MEMBERS = 10_000
 # W3C Datetime, as the protocol asks: YYYY, YYYY-MM, YYYY-MM-DD, or a date with a time
 # (minutes, seconds or fractions) and a zone.
-_W3C_DATETIME = re.compile(
-    r"\d{4}(?:-\d{2}(?:-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2}))?)?)?"
+# A W3C datetime (the protocol's lastmod), and the forms sites write beside it: a
+# space for the T, a zone without its colon, a time with no zone.
+_W3C: Final = re.compile(
+    r"(\d{4})(?:-(\d\d)(?:-(\d\d)(?:[T ](\d\d):(\d\d)(?::(\d\d)(\.\d{1,9})?)?"
+    r"(Z|[+-]\d\d:?\d\d)?)?)?)?"
 )
+# A time with no zone is one of the world's, from UTC-12 to UTC+14.
+_EAST, _WEST = 14 * 3600, 12 * 3600
+
+
+def parse_w3c(text: str) -> tuple[float, float] | None:
+    """A lastmod as (its first instant, Unix seconds; its span: how long what is
+    written leaves open: its precision, and the day's zones for a time without one),
+    or None for what is no date (a 13th month, a 25th hour)."""
+    m = _W3C.fullmatch(text.strip())
+    if m is None:
+        return None
+    year, month, day, hour, minute, second, fraction, zone = m.groups()
+    y, mo, d = int(year), int(month or 1), int(day or 1)
+    h, mi, sec = int(hour or 0), int(minute or 0), int(second or 0)
+    if not (y >= 1 and 1 <= mo <= 12 and 1 <= d <= calendar.monthrange(y, mo)[1]):
+        return None
+    if h > 23 or mi > 59 or sec > 60:  # 60: a leap second
+        return None
+    start = float(calendar.timegm((y, mo, d, h, mi, sec)))
+    if fraction:
+        start, span = start + float(fraction), 10.0 ** -(len(fraction) - 1)
+    elif second:
+        span = 1.0
+    elif minute:
+        span = 60.0
+    elif day:
+        span = 86400.0
+    elif month:
+        span = calendar.monthrange(y, mo)[1] * 86400.0
+    else:
+        span = (366.0 if calendar.isleap(y) else 365.0) * 86400.0
+    if hour is not None and zone is None:
+        start, span = start - _EAST, span + _EAST + _WEST
+    elif zone and zone != "Z":
+        zh, zm = int(zone[1:3]), int(zone[-2:])
+        if zh > 14 or zm > 59:
+            return None
+        start -= (1 if zone[0] == "+" else -1) * (zh * 3600 + zm * 60)
+    return start, span
 
 
 def is_sitemap(depth: int) -> bool:
@@ -381,6 +425,6 @@ def _local(tag: str) -> str:
 
 
 def _lastmod(text: str | None) -> str | None:
-    if text and len(text) <= 40 and _W3C_DATETIME.fullmatch(text):
+    if text and len(text) <= 40 and parse_w3c(text) is not None:
         return text
     return None

@@ -25,11 +25,11 @@ when each lastmod was read, are not kept: such checks are lost, never miscounted
 
 from __future__ import annotations
 
-import calendar
-import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from ubipy.fetch import parse_w3c
 
 __all__ = [
     "TRUST_MIN_AGREEMENT",
@@ -37,7 +37,6 @@ __all__ = [
     "HostTrust",
     "LastmodHints",
     "Said",
-    "parse_w3c",
 ]
 
 # A host's lastmods are trusted after at least this many checks, of which at least this
@@ -48,41 +47,6 @@ __all__ = [
 # pages give five within a few of their visits.
 TRUST_MIN_CHECKS = 5
 TRUST_MIN_AGREEMENT = 0.8
-
-_W3C = re.compile(
-    r"(\d{4})(?:-(\d\d)(?:-(\d\d)(?:T(\d\d):(\d\d)(?::(\d\d)(\.\d+)?)?"
-    r"(Z|[+-]\d\d:\d\d))?)?)?"
-)
-
-
-def parse_w3c(text: str) -> tuple[float, float] | None:
-    """A W3C datetime (the sitemap protocol's lastmod) as (its first instant, Unix
-    seconds; its span: how long the precision written leaves open), or None."""
-    m = _W3C.fullmatch(text.strip())
-    if m is None:
-        return None
-    year, month, day, hour, minute, second, fraction, zone = m.groups()
-    y, mo, d = int(year), int(month or 1), int(day or 1)
-    try:
-        start = calendar.timegm((y, mo, d, int(hour or 0), int(minute or 0), int(second or 0)))
-    except (ValueError, OverflowError):
-        return None
-    if not (1 <= mo <= 12 and 1 <= d <= calendar.monthrange(y, mo)[1]):
-        return None
-    if zone and zone != "Z":
-        sign = 1 if zone[0] == "+" else -1
-        start -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
-    if fraction:
-        return start + float(fraction), 10.0 ** -(len(fraction) - 1)
-    if second:
-        return float(start), 1.0
-    if minute:
-        return float(start), 60.0
-    if day:
-        return float(start), 86400.0
-    if month:
-        return float(start), calendar.monthrange(y, mo)[1] * 86400.0
-    return float(start), (366.0 if calendar.isleap(y) else 365.0) * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
