@@ -23,6 +23,10 @@ Hostile input is bounded everywhere:
   first 10,000 are read;
 * at most :data:`SITEMAP_MAX_URLS` entries are kept; those past it are counted.
 
+A bare "&" in a URL (sites write them so; XML wants "&amp;") stopped the parser and
+lost the rest of the file: such a file is read again, each bare "&" written "&amp;"
+(references and CDATA sections left as they are).
+
 Malformed XML ends the reading: what came before the error is kept, and the error
 is said. No I/O here: the caller fetches the body.
 
@@ -197,6 +201,16 @@ def read_sitemap(
     if not first.lstrip(_XML_LEAD).startswith(b"<"):
         text = itertools.chain([first.removeprefix(b"\xef\xbb\xbf")], chunks)
         return _read_text(text, source, max_urls, truncated)
+    sitemap = _read_xml(itertools.chain([first], chunks), source, max_urls, truncated)
+    if sitemap.error is not None and "EntityRef" in sitemap.error:
+        # A bare "&" (sites write URLs' "&" so): the parser stopped there, and the
+        # rest of the file was lost. Read again, each written "&amp;".
+        again = _Source(body, max_bytes)
+        sitemap = _read_xml(_amps_escaped(iter(again)), again, max_urls, truncated)
+    return sitemap
+
+
+def _read_xml(chunks: Iterator[bytes], source: _Source, max_urls: int, truncated: bool) -> Sitemap:
     target = _Target(max_urls)
     parser = etree.XMLParser(
         target=target, resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False
@@ -204,7 +218,7 @@ def read_sitemap(
     error: str | None = None
     cut = truncated
     try:
-        for chunk in itertools.chain([first], chunks):
+        for chunk in chunks:
             parser.feed(chunk)
         # A document cut short has no end to check.
         if not (source.cut or source.short or source.error or truncated):
@@ -225,6 +239,46 @@ def read_sitemap(
         cut=cut or source.cut,
         error=source.error or error,
     )
+
+
+# A "&" that begins no reference, or a CDATA section (where "&" is a character).
+_BARE_AMP = re.compile(
+    rb"<!\[CDATA\[.*?\]\]>|&(?!(?:[A-Za-z][\w.-]{0,31}|#\d{1,8}|#[xX][\da-fA-F]{1,8});)",
+    re.DOTALL,
+)
+_CDATA = b"<![CDATA["
+
+
+def _escape(found: re.Match[bytes]) -> bytes:
+    text = found.group()
+    return text if text.startswith(b"<") else b"&amp;"
+
+
+def _amps_escaped(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The chunks with each bare "&" written "&amp;". What a chunk's end may cut (a
+    reference, a CDATA section up to a chunk long) waits for the next chunk."""
+    rest = b""
+    for chunk in chunks:
+        chunk = rest + chunk
+        keep = _unfinished(chunk)
+        chunk, rest = chunk[:keep], chunk[keep:]
+        yield _BARE_AMP.sub(_escape, chunk)
+    if rest:
+        yield _BARE_AMP.sub(_escape, rest)
+
+
+def _unfinished(chunk: bytes) -> int:
+    """Where a chunk's tail that the next may finish begins (its length: none)."""
+    opened = chunk.rfind(_CDATA)
+    if opened >= 0 and chunk.find(b"]]>", opened) < 0 and len(chunk) - opened <= _CHUNK:
+        return opened
+    amp = chunk.rfind(b"&", max(0, len(chunk) - 40))
+    if amp >= 0 and chunk.find(b";", amp) < 0:
+        return amp
+    lt = chunk.rfind(b"<", max(0, len(chunk) - len(_CDATA)))
+    if lt >= 0 and _CDATA.startswith(chunk[lt:]):
+        return lt  # perhaps a CDATA section's start, cut
+    return len(chunk)
 
 
 # What may come before a document's first "<": white space, a UTF-8 byte order mark.
