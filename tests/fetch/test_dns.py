@@ -324,6 +324,28 @@ async def test_a_stale_address_is_served_for_a_day_at_most(
     assert (await resolver.resolve("a.test")).error is DnsFailure.TEMPORARY
 
 
+@pytest.mark.parametrize("hang", [False, True], ids=["fails", "hangs"])
+async def test_a_stale_address_stops_a_day_after_its_expiry_however_often_asked(
+    autojump_clock: trio.testing.MockClock, hang: bool
+) -> None:
+    # Asked every minute, as a host's retries do: each serving cached the answer
+    # again, and a time-out's failure is not cached, so the day's limit started
+    # afresh and a name whose servers stopped answering kept its address for ever
+    # (a review found it).
+    dns = Outage(100.0, math.inf, hang=hang)
+    resolver = Resolver(ttl=100.0, lookup=dns)
+    await resolver.resolve("a.test")
+    errors = []
+    for _ in range(int(3 * STALE_LIMIT / 60)):
+        await trio.sleep(60.0)
+        errors.append(((await resolver.resolve("a.test")).error, trio.current_time()))
+    # Served its last address for a day past its expiry, then failing (asked for
+    # nearly two days more).
+    first = next(i for i, (error, _) in enumerate(errors) if error is not None)
+    assert errors[first][1] == pytest.approx(100.0 + STALE_LIMIT, abs=120.0)
+    assert all(error is not None for error, _ in errors[first:])
+
+
 async def test_a_name_that_no_longer_exists_is_not_served_stale(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

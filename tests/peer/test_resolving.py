@@ -89,8 +89,23 @@ async def test_a_hosts_retries_are_real_lookups_not_the_cached_failure(
 async def test_a_host_whose_resolver_never_answers_is_given_up(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    fetched, closed = await crawl(Outage(0.0, math.inf), pages=3, retry_base=5.0, ttl=3600.0)
+    dns = Outage(0.0, math.inf)
+    fetched, closed = await crawl(dns, pages=3, retry_base=5.0, ttl=3600.0)
     assert (fetched, closed.hosts) == (0, [("a.test", "dns: temporary failure")])
+    # The resolver's failure, not the name's: three lookups more than a name that
+    # does not exist gets.
+    assert len(dns.asked) == 6
+
+
+async def test_a_resolver_outage_of_minutes_gives_no_new_host_up(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # a.test is met during an outage of 150 s: with no answer to serve stale, its
+    # three lookups at 0, 30 and 90 s failed, and its URLs were closed for good (a
+    # review found). The resolver's failures give a host more time than a name's.
+    dns = Outage(0.0, 150.0)
+    fetched, closed = await crawl(dns, pages=10, retry_base=30.0, ttl=3600.0)
+    assert (fetched, closed.hosts) == (10, [])
 
 
 @pytest.mark.parametrize(

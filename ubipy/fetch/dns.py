@@ -352,7 +352,11 @@ class Resolver:
             since = self._stale_since[name] = cached[1]
             log.info("%s: the resolver failed; its last address stands meanwhile", name)
         if now - since > STALE_LIMIT:
+            # Dropped with it: a time-out's failure is not cached, and the answer,
+            # cached again at each stale serving, would start the limit afresh (a
+            # name whose servers stopped answering kept its address for ever).
             del self._stale_since[name]
+            del self._cache[name]
             return None
         self.served_stale += 1
         return cached[0]

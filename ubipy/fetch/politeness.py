@@ -43,6 +43,9 @@ from ubipy.fetch.windows import Windows
 
 __all__ = ["Entry", "HostRobots", "Job", "JobKind", "Scheduler"]
 
+# Lookups more than a robots.txt's attempts when the resolver fails (see lookup_failed).
+_TRANSIENT_MORE = 3
+
 
 class Scheduler:
     def __init__(
@@ -416,10 +419,19 @@ class Scheduler:
         self._arm(slot)
 
     def lookup_failed(
-        self, host: str, now: float, *, final: bool = False, not_before: float = -math.inf
+        self,
+        host: str,
+        now: float,
+        *,
+        final: bool = False,
+        transient: bool = False,
+        not_before: float = -math.inf,
     ) -> bool:
         """The host's lookup failed; it is tried again after a back-off, as robots.txt
         is, and not before ``not_before`` (the failure cached till then would answer).
+        ``transient``: the resolver failed (no answer, a time-out), not the name: three
+        more attempts (about 15 minutes at the default 30 s), or a resolver's outage
+        of two minutes gave up every host first met during it.
         True when the host is given up (``final``, or too many failures) with URLs
         to close (the caller closes them); not for a host looked up only as a
         robots.txt's hop target (another peer's, maybe)."""
@@ -427,7 +439,8 @@ class Scheduler:
         slot.in_flight = False
         self.in_flight -= 1
         slot.lookup_failures += 1
-        wait = None if final else self._robots.backoff(slot.lookup_failures)
+        more = _TRANSIENT_MORE if transient else 0
+        wait = None if final else self._robots.backoff(slot.lookup_failures, more=more)
         had_urls = slot.has_work or bool(slot.refresh)
         self._addresses.passed(slot)  # its address's turn, kept for the answer
         if wait is None:

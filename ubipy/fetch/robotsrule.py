@@ -100,7 +100,10 @@ class RobotsRule:
             slot.delay = max(self._delay, min(crawl_delay, self._max_crawl_delay))
         return RobotsOutcome(decision)
 
-    def backoff(self, failures: int) -> float | None:
+    def backoff(self, failures: int, *, more: int = 0) -> float | None:
         """The wait after ``failures`` failed attempts (a host's lookups are tried as
-        its robots.txt is), or None when that was the last one."""
-        return None if failures >= self._attempts else retry_delay(failures, self._retry_base)
+        its robots.txt is, ``more`` times more when the resolver, not the name, failed),
+        or None when that was the last one."""
+        if failures >= self._attempts + more:
+            return None
+        return retry_delay(failures, self._retry_base)

@@ -80,7 +80,10 @@ class ResolveStage:
             refused = error is DnsFailure.REFUSED
             stats.refused += refused
             not_before = self.resolver.fresh_until(host)
-            if self._scheduler.lookup_failed(host, now, final=refused, not_before=not_before):
+            transient = error in (DnsFailure.TEMPORARY, DnsFailure.TIMEOUT)
+            if self._scheduler.lookup_failed(
+                host, now, final=refused, transient=transient, not_before=not_before
+            ):
                 stats.hosts_given_up += 1
                 log.info("%s: given up: %s", host, error.value)
                 self._commits.close_host(host, error.value)
