@@ -482,3 +482,16 @@ async def test_behind_a_proxy_ip_literals_and_pinned_names_are_still_checked(
         assert proxy.connections == 0
         result = await fetch(client, "http://a-name.test/x", max_bytes=1000)
     assert result.status == 200 and proxy.connections == 1 and nowhere.asked == []
+
+
+async def test_the_first_address_that_may_be_reached_is_the_answer(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A private address first (a stray internal record, a ULA sorted first), a public
+    # one after it: the host was refused and given up (a review found).
+    resolver = Resolver(lookup=FakeDns({"a.test": ["fd12:3456::1", "10.0.0.1", "93.184.215.14"]}))
+    answer = await resolver.resolve("a.test")
+    assert (answer.address, answer.error) == ("93.184.215.14", None)
+    assert not resolver.refused
+    only_private = Resolver(lookup=FakeDns({"b.test": ["fd12:3456::1", "10.0.0.1"]}))
+    assert (await only_private.resolve("b.test")).error is DnsFailure.REFUSED

@@ -301,8 +301,13 @@ class Resolver:
                 del self._flights[name]
                 flight.done.set()
         if answer.address is not None and not self.allowed(host, answer.address):
-            self.refused[name] += 1
-            return Lookup((), DnsFailure.REFUSED)
+            # The first address that may be reached, if any: a stray internal record
+            # (a ULA sorted first) refused a site that has a public address too.
+            allowed = tuple(a for a in answer.addresses if self.allowed(host, a))
+            if not allowed:
+                self.refused[name] += 1
+                return Lookup((), DnsFailure.REFUSED)
+            return Lookup(allowed)
         return answer
 
     async def _looked_up(self, name: str) -> Lookup:
