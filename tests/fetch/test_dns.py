@@ -469,14 +469,23 @@ async def test_behind_a_proxy_ip_literals_and_pinned_names_are_still_checked(
 ) -> None:
     """The proxy looks names up itself, so a name is passed on; but an IP literal (a
     robots.txt redirected to 127.0.0.1:7000, say, which reaches the transport without
-    the DNS stage) and a --resolve name are checked before the proxy is asked."""
+    the DNS stage), a --resolve name and localhost are checked before the proxy is
+    asked."""
     proxy = Server(keep_alive)
     await nursery.start(proxy.serve)
     nowhere = FakeDns({})
     resolver = Resolver(system=False, overrides={"inside.test": ("10.0.0.5",)}, lookup=nowhere)
     transport = PooledTransport(proxy=f"http://127.0.0.1:{proxy.port}", resolver=resolver)
     async with httpx2.AsyncClient(transport=transport) as client:
-        for url in ("http://127.0.0.1:7000/robots.txt", "http://[::1]/", "http://inside.test/"):
+        # localhost and the names under it are loopback by definition (RFC 6761): the
+        # proxy, on this machine as a forward proxy often is, would reach its own.
+        for url in (
+            "http://127.0.0.1:7000/robots.txt",
+            "http://[::1]/",
+            "http://inside.test/",
+            "http://localhost:8080/",
+            "http://api.localhost/",
+        ):
             result = await fetch(client, url, max_bytes=1000)
             assert result.outcome is FetchOutcome.REFUSED, url
         assert proxy.connections == 0

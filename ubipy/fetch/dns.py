@@ -115,6 +115,12 @@ def _forgotten(answer: Lookup, until: float, now: float) -> bool:
     return until <= now - (STALE_LIMIT if answer.error is None else 0.0)
 
 
+def _loopback_name(name: str) -> bool:
+    """``localhost`` and the names under it (RFC 6761), loopback by definition."""
+    name = name.lower().rstrip(".")
+    return name == "localhost" or name.endswith(".localhost")
+
+
 def address_key(address: str) -> str:
     """The per-IP rule's key for an address: an IPv6 address that carries an IPv4
     one (mapped, compatible, NAT64's prefixes) is that IPv4 address, the same server
@@ -264,7 +270,12 @@ class Resolver:
     def wanted(self, host: str) -> bool:
         """Whether ``host`` goes through the resolution stage at all."""
         name = split_host(host)
-        return self._system or name in self._overrides or ip_literal(name) is not None
+        return (
+            self._system
+            or name in self._overrides
+            or ip_literal(name) is not None
+            or _loopback_name(name)
+        )
 
     def exempt(self, host: str) -> None:
         """A seed was on ``host`` (``HOST[:PORT]``): its address is allowed whatever it
@@ -382,6 +393,10 @@ class Resolver:
         address = ip_literal(name)
         if address is not None:
             return Lookup((address,))
+        if _loopback_name(name):
+            # RFC 6761: the loopback's, whoever is asked; behind a proxy the proxy's
+            # own loopback, refused as such.
+            return Lookup(("127.0.0.1",))
         fixed = self._overrides.get(name)
         if fixed is not None:
             return Lookup(fixed)
