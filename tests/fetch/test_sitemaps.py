@@ -204,6 +204,17 @@ def test_bare_ampersands_are_read_as_sites_mean_them(gzipped: bool) -> None:
     assert sitemap.entries[-1].loc == "http://a.test/q?a=1&b=2&c=3&d"
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_a_sitemap_in_utf16_is_read(encoding: str) -> None:
+    # Its first byte is no "<": it was read as a text sitemap, and nothing found.
+    bom = "\ufeff".encode(encoding)
+    many = "".join(url(f"http://a.test/é{i}") for i in range(3_000))  # past one chunk
+    body = bom + urlset(many).decode().replace("UTF-8", "UTF-16").encode(encoding)
+    sitemap = read_sitemap(body)
+    assert sitemap.error is None and len(sitemap.entries) == 3_000
+    assert sitemap.entries[-1].loc == "http://a.test/é2999"
+
+
 def test_entries_with_many_alternates_are_read_whole() -> None:
     # A multilingual site's sitemap: each URL with its 25 languages' alternates (a
     # review's 20,000 URLs with 30 each, 42 MB, were cut to 15,624 at 10 elements a URL).

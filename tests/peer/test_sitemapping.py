@@ -479,3 +479,36 @@ async def test_a_sitemaps_redirects_are_followed_twenty_in_a_row_at_most(
     chain = [url for _, url in asked if "/sitemap.xml" in url]
     assert len(chain) == MAX_REDIRECTS + 1  # the first, and its 20 redirects
     assert crawler.stats.refused["redirect chain"] == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "ctype", "body"),
+    [
+        ("/sitemap.xml.gz", "application/octet-stream", gzip.compress(urlset(w("/only")))),
+        ("/sitemap.txt", "text/plain", (w("/only") + "\n").encode()),
+    ],
+)
+async def test_a_seeded_sitemap_served_as_bytes_or_text_is_read(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, path: str, ctype: str, body: bytes
+) -> None:
+    # Only XML and gzip types were asked again as a sitemap: these brought nothing.
+    web = {
+        w("/robots.txt"): (200, {}, b"User-agent: *\nAllow: /\n"),
+        w(path): (200, {"content-type": ctype}, body),
+        w("/only"): (200, HTML, b"<title>x</title>"),
+    }
+    _, asked = await crawl(tmp_path, web=web, seeds=[w(path)])
+    assert w("/only") in {url for _, url in asked}
+
+
+async def test_a_gzipped_sitemap_served_as_html_is_read(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Its compressed bytes hold no sitemap's root: it was read as a page, URLs lost.
+    web = {
+        w("/robots.txt"): (200, {}, f"Sitemap: {w('/s.xml.gz')}\n".encode()),
+        w("/s.xml.gz"): (200, HTML, gzip.compress(urlset(w("/only")))),
+        w("/only"): (200, HTML, b"<title>x</title>"),
+    }
+    _, asked = await crawl(tmp_path, web=web, seeds=[w("/")])
+    assert w("/only") in {url for _, url in asked}

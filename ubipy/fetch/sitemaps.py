@@ -198,11 +198,12 @@ def read_sitemap(
     source = _Source(body, max_bytes)
     chunks = iter(source)
     first = next(chunks, b"")
-    if not first.lstrip(_XML_LEAD).startswith(b"<"):
+    if not (first.lstrip(_XML_LEAD).startswith(b"<") or first.startswith(_UTF16_BOMS)):
         text = itertools.chain([first.removeprefix(b"\xef\xbb\xbf")], chunks)
         return _read_text(text, source, max_urls, truncated)
     sitemap = _read_xml(itertools.chain([first], chunks), source, max_urls, truncated)
-    if sitemap.error is not None and "EntityRef" in sitemap.error:
+    utf16 = first.startswith(_UTF16_BOMS)  # an "&" is no byte of its own there
+    if sitemap.error is not None and "EntityRef" in sitemap.error and not utf16:
         # A bare "&" (sites write URLs' "&" so): the parser stopped there, and the
         # rest of the file was lost. Read again, each written "&amp;".
         again = _Source(body, max_bytes)
@@ -283,6 +284,8 @@ def _unfinished(chunk: bytes) -> int:
 
 # What may come before a document's first "<": white space, a UTF-8 byte order mark.
 _XML_LEAD = b" \t\r\n\xef\xbb\xbf"
+# A document in UTF-16 begins with its byte order mark (the parser reads it).
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 # A text sitemap's line that is a URL.
 _URL_LINE = re.compile(rb"https?://\S+", re.IGNORECASE)
 

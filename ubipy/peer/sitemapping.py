@@ -230,16 +230,25 @@ def read_as(entry: Entry, result: FetchResult, *, sitemaps: bool) -> Entry:
     if not (result.ok and _succeeded(result)):
         return entry
     if is_sitemap(entry.depth):
-        if result.is_html and not _SITEMAP_ROOT.search(result.body, 0, 4096):
+        body = result.body
+        # A gzipped sitemap served as text/html is still one (its root is compressed).
+        if result.is_html and body[:2] != _GZIP and not _SITEMAP_ROOT.search(body, 0, 4096):
             return entry._replace(depth=LISTED_DEPTH)
     elif sitemaps and _may_be_sitemap(entry) and not result.is_html:
-        gzipped = result.body[:2] == b"\x1f\x8b" and entry.url.endswith(".xml.gz")
+        gzipped = result.body[:2] == _GZIP and entry.url.endswith(".xml.gz")
         if gzipped or _SITEMAP_ROOT.search(result.body, 0, 4096):
             return entry._replace(depth=SITEMAP_DEPTH)
     return entry
 
 
-_XML_TYPES = frozenset({"application/xml", "text/xml", "application/gzip", "application/x-gzip"})
+_GZIP = b"\x1f\x8b"
+# The types a seed's or a host's /sitemap.xml answer may be a sitemap in: XML, gzip,
+# and the bytes of a .xml.gz served as they are; and for a seed, a text sitemap's.
+_XML_TYPES = frozenset(
+    {"application/xml", "text/xml", "application/gzip", "application/x-gzip"}
+    | {"application/octet-stream"}
+)
+_SEED_TYPES = _XML_TYPES | {"text/plain"}
 
 
 def _may_be_sitemap(entry: Entry) -> bool:
@@ -250,11 +259,13 @@ def _may_be_sitemap(entry: Entry) -> bool:
 
 def sitemap_after_all(entry: Entry, result: FetchResult, *, sitemaps: bool) -> bool:
     """Whether the answer of a seed or of a host's /sitemap.xml, of a type not kept
-    (its body not read), may be a sitemap, to ask again as one: XML or gzip (see
-    :func:`read_as` for why those alone)."""
+    (its body not read), may be a sitemap, to ask again as one: XML or gzip, bytes
+    (a .xml.gz served as they are), and for a seed text (see :func:`read_as` for why
+    those alone)."""
     if not _may_be_sitemap(entry) or not sitemaps or result.accepted or not result.ok:
         return False
-    return _succeeded(result) and result.content_type in _XML_TYPES
+    types = _SEED_TYPES if entry.depth == 0 else _XML_TYPES
+    return _succeeded(result) and result.content_type in types
 
 
 def _succeeded(result: FetchResult) -> bool:
