@@ -512,3 +512,26 @@ async def test_a_gzipped_sitemap_served_as_html_is_read(
     }
     _, asked = await crawl(tmp_path, web=web, seeds=[w("/")])
     assert w("/only") in {url for _, url in asked}
+
+
+def test_a_sitemap_gives_lastmods_for_its_own_sites_pages_only() -> None:
+    # other.test's sitemap listed www.a.test's pages with lastmods (in scope, say):
+    # they moved www.a.test's recrawls and its trust. A sibling's (blog.a.test) speaks
+    # for its own site.
+    def candidates(
+        links: Sequence[str], base: str | None, depth: int, /, *, beyond_scope: object = None
+    ) -> list[NewURL]:
+        return [NewURL(fingerprint(u), u, httpx2.URL(u).host, depth) for u in links]
+
+    stats = CrawlStats()
+    mapping = Sitemapping(BoundsConfig(), candidates, stats, keep_bodies=False, in_scope=bool)
+    body = urlset(w("/p"), lastmod={w("/p"): "2024-01-02"})
+    for host, kept in (("other.test", 0), ("blog.a.test", 1), (WWW, 1)):
+        url = f"http://{host}/sitemap.xml"
+        result = FetchResult(
+            url, 200, "application/xml", None, None, None, None, None, body, False,
+            FetchOutcome.OK, None,
+        )  # fmt: skip
+        _, found, lastmods = mapping.answered(host, Entry(1, 1, url, SITEMAP_DEPTH), result)
+        assert [u.url for u in found] == [w("/p")]  # its URL stands (scope judges it)
+        assert len(lastmods) == kept, host

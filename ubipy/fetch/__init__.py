@@ -55,6 +55,7 @@ from ubipy.fetch.urls import (
     normalize,
     normalize_reporting,
     path_and_query,
+    registered_domain,
     resolve_link,
 )
 
@@ -119,6 +120,7 @@ __all__ = [
     "proportional",
     "read_seeds",
     "read_sitemap",
+    "registered_domain",
     "resolve_link",
     "retry_after",
     "retry_delay",
