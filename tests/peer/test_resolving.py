@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from tests.fetch.test_dns import Outage
-from ubipy.fetch import Entry, JobKind, Resolver, Scheduler, host_key, normalize
+from ubipy.fetch import Entry, JobKind, Lookup, Resolver, Scheduler, host_key, normalize
 from ubipy.peer.resolving import ResolveStage
 
 
@@ -133,3 +133,25 @@ async def test_an_address_written_two_ways_is_one_to_the_per_ip_rule(
             else:
                 in_flight.append(job.url)  # left in flight
     assert len(in_flight) == 1
+
+
+async def test_a_lookup_that_raises_is_a_failed_lookup_not_the_peers_end(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Out of threads, the lookup raises RuntimeError: it crashed the stage's nursery,
+    # the peer with it. Now the host's lookup failed, and it is tried again.
+    resolver = Resolver(ttl=3600.0, lookup=Outage(0.0, 0.0))
+
+    async def no_thread(host: str) -> Lookup:
+        raise RuntimeError("can't start new thread")
+
+    resolver.resolve = no_thread  # type: ignore[method-assign]
+    scheduler = Scheduler(delay=1.0, window=10, loader=lambda host, queue, n: [],
+                          resolve=resolver.wanted, robots_retry_base=5.0)  # fmt: skip
+    scheduler.add("a.test", Entry(1, 1, "http://a.test/", 0))
+    stage = ResolveStage(resolver, scheduler, Closed(), wake=(lambda: None, lambda: None))  # type: ignore[arg-type]
+    job = scheduler.next_job(trio.current_time())
+    assert job is not None and job.kind is JobKind.RESOLVE
+    await stage._lookup(job.host)
+    assert stage.stats.failures == 1 and scheduler.in_flight == 0
+    assert scheduler.next_wakeup() == 5.0  # tried again after the back-off

@@ -10,16 +10,18 @@ way a host whose robots.txt cannot be had is: its URLs are closed with the reaso
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import trio
 
-from ubipy.fetch import DnsFailure, Resolver, Scheduler, address_key
+from ubipy.fetch import DnsFailure, Lookup, Resolver, Scheduler, address_key
 from ubipy.peer.commits import Commits
 
 log = logging.getLogger(__name__)
+_UNEXPECTED = itertools.count()  # lookups that raised
 
 
 @dataclass(slots=True)
@@ -64,7 +66,14 @@ class ResolveStage:
         self._nursery.start_soon(self._lookup, host)
 
     async def _lookup(self, host: str) -> None:
-        answer = await self.resolver.resolve(host)
+        try:
+            answer = await self.resolver.resolve(host)
+        except Exception as exc:
+            # No thread to be had (the machine out of them), or worse: the host's
+            # lookup failed, as when the resolver did not answer; the peer goes on.
+            if next(_UNEXPECTED) % 1000 == 0:
+                log.warning("%s: its lookup failed: %r", host, exc)
+            answer = Lookup((), DnsFailure.TEMPORARY)
         if answer.error is DnsFailure.REFUSED and self._seeded(host):
             # The user named this host: whatever its address, it is theirs to crawl.
             self.resolver.exempt(host)
