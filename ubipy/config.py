@@ -326,7 +326,8 @@ class FetchConfig:
         factory=default_user_agent,
         flag="--user-agent",
         metavar="USER_AGENT",
-        help="User-Agent sent with every request; the peer id is appended (default: {default})",
+        help="User-Agent sent with every request, the peer id appended; its product "
+        "token names the crawler to robots.txt (default: {default})",
     )
     connect_timeout: float = option(
         10.0, help="give up connecting to a server (or the proxy) after this long, in seconds"

@@ -17,6 +17,7 @@ from ubipy.fetch.robots import (
     RobotsRules,
     RobotsState,
     retry_delay,
+    robots_token,
 )
 
 ROBOTS = "http://example.com/robots.txt"
@@ -351,3 +352,20 @@ def test_a_group_of_thousands_of_agents_is_one_agent_to_protego() -> None:
     rules = RobotsRules.parse(text.encode())
     assert rules._parser is not None and len(rules._parser._user_agents) == 2
     assert not rules.allowed("http://x.test/1") and rules.allowed("http://x.test/2")
+
+
+@pytest.mark.parametrize(
+    ("user_agent", "token"),
+    [
+        ("ubipy/0.1 (+https://example.org)", "ubipy"),
+        ("acmebot/1.0 (+https://acme.example/bot)", "acmebot"),
+        ("Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "googlebot"),
+        ("MyCrawler", "mycrawler"),
+        ("", "ubipy"),
+    ],
+)
+def test_the_robots_token_is_the_user_agents_product(user_agent: str, token: str) -> None:
+    assert robots_token(user_agent) == token
+    # Its group is the one obeyed, whatever the token.
+    rules = RobotsRules.parse(f"User-agent: {token}\nDisallow: /x\n".encode(), token)
+    assert not rules.allowed("http://a.test/x") and rules.allowed("http://a.test/y")

@@ -32,6 +32,7 @@ from ubipy.fetch.robots import (
     RobotsFetch,
     RobotsRules,
     retry_delay,
+    robots_token,
 )
 from ubipy.fetch.scope import ScopeFilter, path_repeats, path_trap
 from ubipy.fetch.seeds import SeedList, SeedsFileError, parse_seeds, read_seeds
@@ -124,6 +125,7 @@ __all__ = [
     "resolve_link",
     "retry_after",
     "retry_delay",
+    "robots_token",
     "sniff",
     "type_family",
 ]

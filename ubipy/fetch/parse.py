@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import re
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -25,15 +26,20 @@ from ubipy.fetch.encoding import (
     query_codec,
     sniff,
 )
+from ubipy.fetch.robots import PRODUCT_TOKEN
 from ubipy.fetch.urls import BadURL, normalize, resolve_link
 
-__all__ = ["MAX_TITLE_LENGTH", "ParsedPage", "content_digest", "parse_html"]
+__all__ = ["MAX_TITLE_LENGTH", "ParsedPage", "content_digest", "header_directives", "parse_html"]
 
 MAX_TITLE_LENGTH: Final = 1000
 
-# Meta names whose content is read as robots directives: the generic one and
-# the one addressed to us by product token.
-_ROBOTS_META_NAMES: Final = frozenset({"robots", "ubipy"})
+# The meta name whose content is read as robots directives beside the one addressed
+# to this crawler by its product token (robots.robots_token).
+_ROBOTS_META: Final = "robots"
+# X-Robots-Tag directives written "name: value", not for an agent.
+_VALUED_DIRECTIVES: Final = frozenset(
+    {"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"}
+)
 # The elements a parse looks at: a link's attribute, or "" for the others. libxml2
 # starts every document it finds anything in with <html>.
 _LOOKED_AT: Final = {
@@ -150,6 +156,7 @@ class _Extract:
     read (about what libxml2's tree of it took before), none after."""
 
     __slots__ = (
+        "_agent",
         "_look",
         "_text",
         "_title_from",
@@ -167,9 +174,11 @@ class _Extract:
     def __init__(self) -> None:
         self._text: list[str] = []
         self.data = self._text.append
-        self.reset()
+        self.reset(PRODUCT_TOKEN)
 
-    def reset(self) -> None:
+    def reset(self, agent: str) -> None:
+        """Ready for a document; ``agent``: the product token meta robots may name."""
+        self._agent = agent
         self.empty = True
         self.hrefs: list[str] = []
         self.base_href: str | None = None
@@ -220,7 +229,7 @@ class _Extract:
                     self.hrefs.append(target)  # a link like any other (base, nofollow)
                 return
             name = attrib.get("name")
-            if name and name.strip().lower() in _ROBOTS_META_NAMES:
+            if name and name.strip().lower() in (_ROBOTS_META, self._agent):
                 directives = _meta_directives(attrib.get("content") or "")
                 if "none" in directives:
                     self.nofollow = self.noindex = True
@@ -273,7 +282,7 @@ def _parser(encoding: str | None) -> tuple[Any, _Extract]:
     return made
 
 
-def _extract(body: bytes, header_charset: str | None) -> tuple[_Extract, Sniffed]:
+def _extract(body: bytes, header_charset: str | None, agent: str) -> tuple[_Extract, Sniffed]:
     """What the document holds, and the encoding it was read in.
 
     UTF-8 (and ASCII-only bytes in any ASCII-compatible encoding, which read the
@@ -295,7 +304,7 @@ def _extract(body: bytes, header_charset: str | None) -> tuple[_Extract, Sniffed
         if document.lstrip().startswith("<?xml"):
             document = _XML_DECLARATION.sub("", document, count=1)
         parser, target = _parser(None)
-    target.reset()
+    target.reset(agent)
     try:
         lxml.etree.fromstring(document, parser)
     finally:
@@ -358,25 +367,53 @@ def _meta_directives(content: str) -> set[str]:
     return set(content.lower().replace(",", " ").split())
 
 
+def header_directives(values: Sequence[str], agent: str) -> set[str]:
+    """The robots directives of X-Robots-Tag headers for the crawler ``agent``: those
+    for every crawler, and those after ``agent:`` ("otherbot: noindex" is another's;
+    "unavailable_after: ..." is a directive, not an agent)."""
+    directives: set[str] = set()
+    for value in values:
+        name, colon, rest = value.partition(":")
+        name = name.strip().lower()
+        if colon and name not in _VALUED_DIRECTIVES and " " not in name and "," not in name:
+            if name == agent:
+                directives |= _meta_directives(rest)
+            continue
+        directives |= _meta_directives(value)
+    return directives
+
+
 def parse_html(
-    body: bytes, url: str, *, encoding: str | None = None, max_links: int = 10_000
+    body: bytes,
+    url: str,
+    *,
+    encoding: str | None = None,
+    max_links: int = 10_000,
+    agent: str = PRODUCT_TOKEN,
+    robots_headers: Sequence[str] = (),
 ) -> ParsedPage:
     """Parse an HTML page fetched from `url` (a normalised URL). Never raises.
 
     `encoding` is the charset from the Content-Type header, if any; it takes
     precedence over the document's own declaration, as in browsers (the whole order
     is in ubipy.fetch.encoding). The result says which encoding was used, and why.
+    `agent`: the crawler's robots product token (meta robots may name it);
+    `robots_headers`: the answer's X-Robots-Tag values, read as a meta robots is.
     """
     if not body:
         return _EMPTY
     try:
-        found, sniffed = _extract(body, encoding)
+        found, sniffed = _extract(body, encoding, agent)
     except (lxml.etree.LxmlError, ValueError):
         return _EMPTY
     if found.empty:
         return _EMPTY
     title, base_href, hrefs = found.title, found.base_href, found.hrefs
     nofollow, noindex, links_nofollow = found.nofollow, found.noindex, found.links_nofollow
+    if robots_headers:
+        said = header_directives(robots_headers, agent)
+        nofollow = nofollow or bool(said & {"nofollow", "none"})
+        noindex = noindex or bool(said & {"noindex", "none"})
 
     if nofollow:
         return ParsedPage(

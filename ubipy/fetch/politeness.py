@@ -33,7 +33,13 @@ from ubipy.fetch.duehosts import DueHosts
 from ubipy.fetch.hops import HopRule, target_of
 from ubipy.fetch.idlehosts import IdleHosts
 from ubipy.fetch.refreshshare import RefreshShare
-from ubipy.fetch.robots import RobotsDecision, RobotsFetch, RobotsState
+from ubipy.fetch.robots import (
+    PRODUCT_TOKEN,
+    RobotsDecision,
+    RobotsFetch,
+    RobotsState,
+    robots_token,
+)
 from ubipy.fetch.robotsrule import RobotsRule
 from ubipy.fetch.sitemaps import is_sitemap
 from ubipy.fetch.slots import Entry, HostRobots, HostSlot, Job, JobKind, Loader, Recall
@@ -67,6 +73,7 @@ class Scheduler:
         refresh_share: float = 0.5,
         idle_hosts: int = 50_000,
         recall: Recall | None = None,
+        robots_agent: str = PRODUCT_TOKEN,
     ) -> None:
         """``resolve``: which hosts are looked up before their first request (None:
         none); ``ip_delay``: the gap between two requests to one address (default:
@@ -100,6 +107,7 @@ class Scheduler:
             ttl=robots_ttl,
         )
         self._budget = max_pages_per_host
+        self._agent = robots_agent  # the product token robots.txt groups name
         self._slots: dict[str, HostSlot] = {}
         self.idle_hosts = IdleHosts(idle_hosts)
         self._recall = recall
@@ -140,6 +148,7 @@ class Scheduler:
             refresh_share=config.recrawl.share,
             idle_hosts=config.store.idle_hosts,
             recall=recall,
+            robots_agent=robots_token(config.fetch.user_agent),
         )
 
     # -- filling ------------------------------------------------------------
@@ -288,7 +297,7 @@ class Scheduler:
                         self._pass(slot)
                         self._arm(slot)  # nothing left to ask: idle
                         continue
-                    fetch = slot.robots_fetch = RobotsFetch(robots_url(first))
+                    fetch = slot.robots_fetch = RobotsFetch(robots_url(first), self._agent)
                 self._start_request(slot, target)
                 return Job(JobKind.ROBOTS, host, fetch.url)
             entry = self._share.take(slot, now, self._windows)

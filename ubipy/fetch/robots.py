@@ -10,8 +10,10 @@ clock.
 from __future__ import annotations
 
 import enum
+import functools
 import itertools
 import math
+import re
 import string
 from dataclasses import dataclass
 from typing import Final
@@ -34,6 +36,7 @@ __all__ = [
     "RobotsRules",
     "RobotsState",
     "retry_delay",
+    "robots_token",
 ]
 
 # RFC 9309 §2.5: crawlers must parse at least the first 500 KiB.
@@ -41,7 +44,27 @@ ROBOTS_MAX_BYTES: Final = 500 * 1024
 # What a robots.txt fetch reads: one byte past the cap tells a body cut there (its
 # last line cut short, dropped by :meth:`RobotsRules.parse`) from one that ends there.
 ROBOTS_FETCH_BYTES: Final = ROBOTS_MAX_BYTES + 1
+# This crawler's product token by default, and the name its group is given for
+# protego whatever the token (``_agents_named``).
 PRODUCT_TOKEN: Final = "ubipy"
+# A product with its version: "acmebot/1.0"; the first that is not Mozilla's names the
+# crawler ("Mozilla/5.0 (compatible; Googlebot/2.1; +http://...)" is Googlebot).
+_PRODUCT = re.compile(r"([A-Za-z_-]+)/")
+
+
+@functools.cache
+def robots_token(user_agent: str) -> str:
+    """The product token robots.txt groups (and meta robots) name the crawler by, of
+    its User-Agent (RFC 9309 2.2.1: [a-zA-Z_-]+, without case): the first product
+    with a version that is not Mozilla's, else its leading token, else ``ubipy``."""
+    for found in _PRODUCT.finditer(user_agent):
+        token = found.group(1).lower()
+        if token != "mozilla":
+            return token
+    leading = re.match(r"[A-Za-z_-]+", user_agent.strip())
+    return leading.group().lower() if leading else PRODUCT_TOKEN
+
+
 # RFC 9309 §2.3.1.2: follow at least five consecutive redirects.
 MAX_REDIRECTS: Final = 5
 # Sitemap lines kept of one robots.txt; the rest are counted (``sitemaps_over``).
@@ -84,8 +107,9 @@ class RobotsRules:
         return cls(_Mode.DISALLOW_ALL)
 
     @classmethod
-    def parse(cls, body: bytes) -> RobotsRules:
-        """Rules from a robots.txt body; never raises on hostile bytes."""
+    def parse(cls, body: bytes, agent: str = PRODUCT_TOKEN) -> RobotsRules:
+        """Rules from a robots.txt body for the crawler whose product token is
+        ``agent`` (see :func:`robots_token`); never raises on hostile bytes."""
         if len(body) > ROBOTS_MAX_BYTES:
             line_complete = body[ROBOTS_MAX_BYTES : ROBOTS_MAX_BYTES + 1] in (b"\n", b"\r")
             body = body[:ROBOTS_MAX_BYTES]
@@ -98,7 +122,7 @@ class RobotsRules:
         # utf-8-sig: a leading BOM would otherwise glue itself to the first
         # field name and hide the first "User-agent" line.
         text = body.decode("utf-8-sig", errors="replace")
-        return cls(_Mode.PARSED, Protego.parse(_agents_named(text)))
+        return cls(_Mode.PARSED, Protego.parse(_agents_named(text, agent)))
 
     def allowed(self, url: str) -> bool:
         """Whether `url` (a normalised URL, or its path and query) may be fetched."""
@@ -128,9 +152,10 @@ _TOKEN_CHARS: Final = string.ascii_letters + "_-"
 _OTHER_AGENT: Final = f"not-{PRODUCT_TOKEN}"
 
 
-def _agents_named(text: str) -> str:
-    """The robots.txt with every User-agent line naming ``ubipy``, ``*`` or one other
-    agent, as RFC 9309 and Google's parser read them: by the value's product token,
+def _agents_named(text: str, agent: str) -> str:
+    """The robots.txt with every User-agent line naming this crawler (``agent``, as
+    ``ubipy`` for protego), ``*`` or one other agent, as RFC 9309 and Google's parser
+    read them: by the value's product token,
     matched whole and without case. protego finds a group's value inside the
     crawler's name ('ubi', a prefix of ubipy, was taken for ubipy's group, and
     'ubipy/1.0' was not), and gives every rule of a group to each of its agents: a
@@ -146,8 +171,8 @@ def _agents_named(text: str) -> str:
         if "agent" in lower and (value := _agent_value(line)):
             star = value == "*" or value.startswith(("* ", "*\t"))
             token = value[: len(value) - len(value.lstrip(_TOKEN_CHARS))].lower()
-            agent = "*" if star else PRODUCT_TOKEN if token == PRODUCT_TOKEN else _OTHER_AGENT
-            lines[n] = f"User-agent: {agent}"
+            named = "*" if star else PRODUCT_TOKEN if token == agent else _OTHER_AGENT
+            lines[n] = f"User-agent: {named}"
         elif "delay" in lower and _infinite_delay(line):
             lines[n] = "Crawl-delay: 1e300"
     return "\n".join(lines)
@@ -238,9 +263,11 @@ class RobotsFetchError(UbipyError, RuntimeError):
 class RobotsFetch:
     """The fetch of one host's robots.txt, following redirects. No I/O."""
 
-    __slots__ = ("_decision", "_redirects", "_state", "start", "url")
+    __slots__ = ("_agent", "_decision", "_redirects", "_state", "start", "url")
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, agent: str = PRODUCT_TOKEN) -> None:
+        """``agent``: the crawler's product token, whose group applies."""
+        self._agent = agent
         self.url = url  # what to request next
         self.start = url  # the host's own /robots.txt, whatever the redirects
         self._state = RobotsState.AWAITING_RESPONSE
@@ -263,7 +290,8 @@ class RobotsFetch:
         """Feed the response to a request for `.url`; None means request `.url` again."""
         if 200 <= status < 300:
             self._transition(_Event.SUCCESS)
-            decision = RobotsDecision(RobotsRules.parse(body), RobotsOutcome.PARSED, False)
+            rules = RobotsRules.parse(body, self._agent)
+            decision = RobotsDecision(rules, RobotsOutcome.PARSED, False)
             self._decision = decision
             return decision
         if 300 <= status < 400:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
 from ubipy.config import CrawlConfig
-from ubipy.fetch import Entry, FetchResult, content_digest, parse_html
+from ubipy.fetch import Entry, FetchResult, content_digest, parse_html, robots_token
 from ubipy.peer.commits import page_record
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.store import NewURL, PageRecord
@@ -107,7 +107,17 @@ def read_page(
                     for url in discovered:
                         chains.led_to(url.fp, hops, seeded)
         elif result.is_html:
-            parsed = parse_html(result.body, entry.url, encoding=result.charset)
+            parsed = parse_html(
+                result.body,
+                entry.url,
+                encoding=result.charset,
+                agent=robots_token(config.fetch.user_agent),
+                robots_headers=[
+                    value.decode("latin-1")
+                    for name, value in result.raw_headers
+                    if name.lower() == b"x-robots-tag"
+                ],
+            )
             title, encoding = parsed.title, parsed.encoding
             if parsed.encoding_source is not None:
                 encoding_source = parsed.encoding_source.value
