@@ -68,6 +68,15 @@ def test_a_chunked_body_comes_out_unframed(whole: bool) -> None:
 
 
 @both
+def test_chunk_sizes_padded_with_spaces_are_read(whole: bool) -> None:
+    # Some servers pad sizes to a fixed width ("a      "); Chrome reads them. They
+    # were refused: "Invalid character in chunk size".
+    data = HEAD + b"Transfer-Encoding: chunked\r\n\r\n3   \r\nabc\r\n2\t\r\nde\r\n0  \r\n\r\n"
+    got = read(data, whole=whole)
+    assert (got.body, got.complete) == (b"abcde", True)
+
+
+@both
 @pytest.mark.parametrize("ows", [b"\t", b" \t ", b"\t\t"])
 def test_chunked_with_a_trailing_tab_is_chunked(whole: bool, ows: bytes) -> None:
     # RFC 9110's OWS after a value is not part of it; browsers read such a body as

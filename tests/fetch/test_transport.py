@@ -88,6 +88,45 @@ async def test_requests_to_one_origin_share_a_kept_alive_connection(nursery: tri
     assert server.connections == 1
 
 
+@pytest.mark.parametrize(("keep_alive_header", "connections"), [
+    (b"Keep-Alive: timeout=1, max=100\r\n", 3),  # a second less: not kept at all
+    (b"Keep-Alive: timeout=60\r\n", 1),
+    (b"Keep-Alive: max=100\r\n", 1),
+])  # fmt: skip
+async def test_a_connection_is_kept_a_second_less_than_the_server_keeps_it(
+    nursery: trio.Nursery, keep_alive_header: bytes, connections: int
+) -> None:
+    # Reused as the server closed it (Apache's 5 s against a Crawl-delay of 5), a
+    # request was cut: a third of them in a review's test.
+    answer = OK.replace(b"\r\n", b"\r\n" + keep_alive_header, 1)
+
+    async def saying(stream: trio.SocketStream, _: int) -> None:
+        while await _read_head(stream):
+            await stream.send_all(answer)
+
+    server = Server(saying)
+    await nursery.start(server.serve)
+    async with httpx2.AsyncClient(transport=PooledTransport()) as client:
+        for _ in range(3):
+            assert (await _get(client, f"http://127.0.0.1:{server.port}/x")).status_code == 200
+    assert server.connections == connections
+
+
+async def test_a_head_of_100_kb_is_read(nursery: trio.Nursery) -> None:
+    # Large Content-Security-Policy, Link and Set-Cookie sets: refused past 64 KiB.
+    cookies = b"".join(b"Set-Cookie: c%d=%s\r\n" % (i, b"v" * 4000) for i in range(25))
+
+    async def big_head(stream: trio.SocketStream, _: int) -> None:
+        await _read_head(stream)
+        await stream.send_all(OK.replace(b"\r\n", b"\r\n" + cookies, 1))
+
+    server = Server(big_head)
+    await nursery.start(server.serve)
+    async with httpx2.AsyncClient(transport=PooledTransport()) as client:
+        response = await client.get(f"http://127.0.0.1:{server.port}/x")
+    assert (response.status_code, response.text) == (200, "hello")
+
+
 async def test_a_connection_the_server_closed_while_idle_is_not_reused(
     nursery: trio.Nursery,
 ) -> None:

@@ -10,6 +10,7 @@ import pytest
 import trio
 
 from tests.fetch.test_ipv6 import HeadServer
+from ubipy.fetch.http1 import MAX_HEAD
 from ubipy.fetch.transport import PooledTransport
 
 
@@ -89,7 +90,7 @@ async def test_a_tunnel_not_granted_is_a_connect_error_saying_why(
 
 
 async def test_an_endless_answer_to_connect_is_cut_short(nursery: trio.Nursery) -> None:
-    reply = b"HTTP/1.1 200 OK\r\n" + b"X-Padding: " + b"a" * 200_000 + b"\r\n\r\n"
+    reply = b"HTTP/1.1 200 OK\r\n" + b"X-Padding: " + b"a" * (3 * MAX_HEAD) + b"\r\n\r\n"
     error = await _through(_proxy(reply), nursery)
     assert isinstance(error, httpx2.ConnectError)
     assert str(error) == "proxy's answer to CONNECT is too long"

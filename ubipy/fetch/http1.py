@@ -24,7 +24,8 @@ from ubipy.errors import UbipyError
 __all__ = ["MAX_HEAD", "BadRequest", "ProtocolFailure", "ResponseReader", "request_head"]
 
 # The longest response head accepted; a server sending more is broken or hostile.
-MAX_HEAD = 64 * 1024
+# Chrome's bound: large Content-Security-Policy, Link and Set-Cookie sets pass 64 KiB.
+MAX_HEAD = 256 * 1024
 
 # What a request's head may hold: a token method, a target without spaces or
 # controls, and header lines with token names and values without CR, LF or NUL (a
@@ -114,6 +115,8 @@ class ResponseReader:
             lenient_optional_cr_before_lf=True,
             lenient_version=True,
             lenient_chunked_length=True,
+            # "a   " for 10: sizes padded with spaces, as Chrome takes them.
+            lenient_spaces_after_chunk_size=True,
         )
         self._head_only = head_only
         self._fed = 0

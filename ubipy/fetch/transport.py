@@ -31,6 +31,7 @@ retry it.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import ssl
 from collections import OrderedDict
@@ -136,7 +137,7 @@ def plain_get(url: str) -> PlainGet | None:
 
 
 class _Connection:
-    __slots__ = ("idle_since", "origin", "session_checked", "stream")
+    __slots__ = ("idle_since", "kept_for", "origin", "session_checked", "stream")
 
     def __init__(self, stream: DirectSocketStream | TlsStream, origin: _Origin) -> None:
         # Either way an answer's receive takes what has come at once, with no time-out
@@ -144,6 +145,9 @@ class _Connection:
         self.stream = stream
         self.origin = origin
         self.idle_since = 0.0
+        # How long the server said it keeps the connection idle (Keep-Alive), less a
+        # second: reused as it closed it, a request was cut (inf: it did not say).
+        self.kept_for = math.inf
         # Whether its TLS session was looked at (once, after its first answer: the
         # server's ticket has come by then).
         self.session_checked = False
@@ -361,6 +365,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             await conn.aclose()
             raise
         assert reader.status is not None
+        conn.kept_for = _kept_for(reader.headers, conn.kept_for)
         return httpx2.Response(
             status_code=reader.status,
             headers=reader.headers,
@@ -418,7 +423,8 @@ class PooledTransport(httpx2.AsyncBaseTransport):
                 del self._idle[origin]
             del self._idle_order[conn]
             self._idle_tls.pop(conn, None)
-            if now - conn.idle_since < self._keepalive_expiry and conn.looks_alive():
+            kept = min(self._keepalive_expiry, conn.kept_for)
+            if now - conn.idle_since < kept and conn.looks_alive():
                 return conn
             await conn.aclose()
         return await self._connect(origin, connect_timeout or self._connect_timeout)
@@ -519,6 +525,20 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         if not idle:
             del self._idle[conn.origin]
         await conn.aclose()
+
+
+# Keep-Alive's "timeout=N" (RFC 2068 19.7.1.1, as Apache and others still send it).
+_KEEP_ALIVE_TIMEOUT = re.compile(rb"(?:^|[\s,])timeout\s*=\s*(\d{1,9})", re.IGNORECASE)
+
+
+def _kept_for(headers: list[tuple[bytes, bytes]], was: float) -> float:
+    """How long to keep a connection idle for reuse, by its answer's Keep-Alive: a
+    second less than the server keeps it. Apache's 5 s against a Crawl-delay of 5
+    cut a third of the requests sent as it closed (12-13 of 40, a review found)."""
+    for name, value in headers:
+        if name.lower() == b"keep-alive" and (found := _KEEP_ALIVE_TIMEOUT.search(value)):
+            return max(0.0, int(found.group(1)) - 1.0)
+    return was
 
 
 def default_max_idle() -> int:
