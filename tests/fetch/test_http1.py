@@ -68,6 +68,24 @@ def test_a_chunked_body_comes_out_unframed(whole: bool) -> None:
 
 
 @both
+@pytest.mark.parametrize(
+    "lengths", [b"Content-Length: 5\r\nContent-Length: 5\r\n", b"Content-Length: 5, 5\r\n"]
+)
+def test_one_length_given_twice_is_read_as_browsers_read_it(whole: bool, lengths: bytes) -> None:
+    # RFC 9110 8.6: identical values may be taken as one; llhttp refused them, and
+    # the page was lost after its retries (a review found).
+    got = read(HEAD + lengths + b"\r\nhello", whole=whole)
+    assert (got.status, got.body, got.complete) == (200, b"hello", True)
+
+
+@both
+def test_lengths_that_differ_are_refused(whole: bool) -> None:
+    lengths = b"Content-Length: 5\r\nContent-Length: 6\r\n"
+    with pytest.raises(ProtocolFailure, match="Content-Length"):
+        read(HEAD + lengths + b"\r\nhello!", whole=whole)
+
+
+@both
 def test_chunk_sizes_padded_with_spaces_are_read(whole: bool) -> None:
     # Some servers pad sizes to a fixed width ("a      "); Chrome reads them. They
     # were refused: "Invalid character in chunk size".

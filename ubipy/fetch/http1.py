@@ -44,6 +44,23 @@ _TE_OWS = re.compile(rb"(?im)^(transfer-encoding[ \t]*:[^\r\n]*?)[ \t]+(?=\r?\n)
 
 # Why a callback stopped the parser when the answer is to be read again, not refused.
 _READ_AGAIN = "read again"
+_LENGTH_LINE = re.compile(rb"(?im)^content-length[ \t]*:([^\r\n]*)\r?\n")
+
+
+def _one_length(head: bytes) -> bytes:
+    """``head`` with its Content-Length lines as one, when they all say one number;
+    as it is otherwise (lengths that differ are the answer's error)."""
+    lines = list(_LENGTH_LINE.finditer(head))
+    values = {v.strip() for line in lines for v in line.group(1).split(b",")}
+    if len(values) != 1 or not (value := values.pop()).isdigit():
+        return head
+    first, rest = lines[0], lines[1:]
+    out = head[: first.start()] + b"Content-Length: " + value + b"\r\n"
+    at = first.end()
+    for line in rest:
+        out += head[at : line.start()]
+        at = line.end()
+    return out + head[at:]
 
 
 class _Stop(Exception):
@@ -83,6 +100,7 @@ class ResponseReader:
 
     __slots__ = (
         "_body",
+        "_deferred",
         "_doubtful",
         "_early",
         "_ended_by_close",
@@ -134,6 +152,7 @@ class ResponseReader:
         # (`_read_again`), and whether it was.
         self._early: list[bytes] = []
         self._reread = False
+        self._deferred = False  # to be read again once the head has all come
         self.status: int | None = None
         self.reason = ""
         self.version = "HTTP/1.1"
@@ -153,6 +172,12 @@ class ResponseReader:
             return
         if self.status is None:
             self._fed += len(data)
+        if self._deferred:
+            if self._fed > MAX_HEAD:
+                raise ProtocolFailure(f"response head over {MAX_HEAD} bytes")
+            self._early.append(bytes(data))
+            self._reread_when_whole()
+            return
         self._progressed = False
         try:
             self._parser.feed_data(data)
@@ -161,6 +186,13 @@ class ResponseReader:
         except httptools.HttpParserError as exc:
             if self._failure == _READ_AGAIN:
                 self._read_again(data)
+                return
+            if self.status is None and not self._reread and "Content-Length" in str(exc):
+                # Read again as browsers read it (see ``_read_again``), once its head
+                # is whole; a second failure is the answer's.
+                self._early.append(bytes(data))
+                self._deferred = True
+                self._reread_when_whole()
                 return
             if self._failure is not None:
                 raise ProtocolFailure(self._failure) from None
@@ -183,15 +215,29 @@ class ResponseReader:
         if self._stalled > MAX_HEAD:
             raise ProtocolFailure(f"a line of the response over {MAX_HEAD} bytes")
 
+    def _reread_when_whole(self) -> None:
+        """Read the head again (``_read_again``) if it has all come."""
+        raw = b"".join(self._early)
+        start = 0
+        while (end := _HEAD_END.search(raw, start)) is not None:
+            if not _INFORMATIONAL.match(raw, start):
+                self._early = []
+                self._read_again(raw)
+                return
+            start = end.end()
+
     def _read_again(self, data: bytes | bytearray) -> None:
-        """Read the response afresh, its Transfer-Encoding lines without trailing
-        whitespace: llhttp takes "chunked" followed by a tab for a coding of another
-        name, where RFC 9110 and browsers drop the tab and read the body as chunked."""
+        """Read the response afresh, as RFC 9110 and browsers read its head: its
+        Transfer-Encoding lines without trailing whitespace (llhttp takes "chunked"
+        followed by a tab for a coding of another name), and Content-Length given
+        twice, or as a list, with one value (llhttp refuses "5" twice, or "5, 5",
+        which RFC 9110 8.6 lets a recipient read as 5, as browsers do)."""
         raw = b"".join(self._early) + bytes(data)
         start = 0
         while (end := _HEAD_END.search(raw, start)) is not None:
             if not _INFORMATIONAL.match(raw, start):
-                raw = raw[:start] + _TE_OWS.sub(rb"\1", raw[start : end.end()]) + raw[end.end() :]
+                head = _TE_OWS.sub(rb"\1", raw[start : end.end()])
+                raw = raw[:start] + _one_length(head) + raw[end.end() :]
                 break
             start = end.end()
         ResponseReader.__init__(self, head_only=self._head_only)
