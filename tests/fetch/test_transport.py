@@ -127,6 +127,24 @@ async def test_a_head_of_100_kb_is_read(nursery: trio.Nursery) -> None:
     assert (response.status_code, response.text) == (200, "hello")
 
 
+async def test_a_utf8_location_is_read_whatever_the_other_headers_bytes(
+    nursery: trio.Nursery,
+) -> None:
+    # One Latin-1 cookie had every header decoded as Latin-1: /café became /cafÃ©.
+    async def moved(stream: trio.SocketStream, _: int) -> None:
+        await _read_head(stream)
+        await stream.send_all(
+            b"HTTP/1.1 301 Moved\r\nLocation: /caf\xc3\xa9\r\nSet-Cookie: n=Jos\xe9\r\n"
+            b"Content-Length: 0\r\n\r\n"
+        )
+
+    server = Server(moved)
+    await nursery.start(server.serve)
+    async with make_client(FetchConfig(), "t", transport=PooledTransport()) as client:
+        result = await fetch(client, f"http://127.0.0.1:{server.port}/", max_bytes=1000)
+    assert result.location == "/café"
+
+
 async def test_a_connection_the_server_closed_while_idle_is_not_reused(
     nursery: trio.Nursery,
 ) -> None:

@@ -295,8 +295,16 @@ def _fields(headers: httpx2.Headers) -> dict[str, str]:
     them all. Repeated headers are joined with ", ", as ``get`` joins them, but for
     Location, of which the first counts."""
     out: dict[str, str] = {}
-    for name, value in headers.multi_items():  # names lower-cased, as get() takes them
+    for raw_name, raw_value in headers.raw:
+        name = raw_name.decode("latin-1").lower()
         if name in _KEPT:
+            # Each value decoded alone: httpx2 decodes a response's headers alike, and
+            # one Latin-1 cookie turned a UTF-8 Location (/café) into mojibake, a
+            # URL that is not the one meant (a review found).
+            try:
+                value = raw_value.decode("utf-8")
+            except UnicodeDecodeError:
+                value = raw_value.decode("latin-1")
             if name not in out:
                 out[name] = value
             elif name != "location":
