@@ -79,6 +79,15 @@ def test_one_length_given_twice_is_read_as_browsers_read_it(whole: bool, lengths
 
 
 @both
+def test_transfer_encoding_identity_leaves_the_length_to_frame_the_body(whole: bool) -> None:
+    # llhttp read such a body to the close where the reader thought the length
+    # framed it: the answer failed at the close, or waited for the read time-out.
+    data = HEAD + b"Transfer-Encoding: identity\r\nContent-Length: 5\r\n\r\nhello"
+    got = read(data, whole=whole)
+    assert (got.status, got.body, got.complete, got.reusable) == (200, b"hello", True, True)
+
+
+@both
 def test_lengths_that_differ_are_refused(whole: bool) -> None:
     lengths = b"Content-Length: 5\r\nContent-Length: 6\r\n"
     with pytest.raises(ProtocolFailure, match="Content-Length"):

@@ -40,6 +40,9 @@ _NO_BODY = frozenset({204, 304})
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _INFORMATIONAL = re.compile(rb"HTTP/[0-9.]+ +1[0-9][0-9]\b")
 _TE_OWS = re.compile(rb"(?im)^(transfer-encoding[ \t]*:[^\r\n]*?)[ \t]+(?=\r?\n)")
+# "Transfer-Encoding: identity" (no coding, RFC 2616's): browsers drop it and frame the
+# body by its Content-Length, where llhttp reads it to the close.
+_TE_IDENTITY = re.compile(rb"(?im)^transfer-encoding[ \t]*:[ \t]*identity[ \t]*\r?\n")
 
 
 # Why a callback stopped the parser when the answer is to be read again, not refused.
@@ -229,14 +232,15 @@ class ResponseReader:
     def _read_again(self, data: bytes | bytearray) -> None:
         """Read the response afresh, as RFC 9110 and browsers read its head: its
         Transfer-Encoding lines without trailing whitespace (llhttp takes "chunked"
-        followed by a tab for a coding of another name), and Content-Length given
+        followed by a tab for a coding of another name) and without "identity" (no
+        coding: the body is framed by its Content-Length), and Content-Length given
         twice, or as a list, with one value (llhttp refuses "5" twice, or "5, 5",
         which RFC 9110 8.6 lets a recipient read as 5, as browsers do)."""
         raw = b"".join(self._early) + bytes(data)
         start = 0
         while (end := _HEAD_END.search(raw, start)) is not None:
             if not _INFORMATIONAL.match(raw, start):
-                head = _TE_OWS.sub(rb"\1", raw[start : end.end()])
+                head = _TE_IDENTITY.sub(b"", _TE_OWS.sub(rb"\1", raw[start : end.end()]))
                 raw = raw[:start] + _one_length(head) + raw[end.end() :]
                 break
             start = end.end()
@@ -316,6 +320,9 @@ class ResponseReader:
             if lower == b"content-length":
                 length = True
             elif lower == b"transfer-encoding":
+                if value.strip(b" \t").lower() == b"identity" and not self._reread:
+                    self._failure = _READ_AGAIN
+                    raise _Stop
                 chunked = value.rstrip(b" \t").lower().endswith(b"chunked")
                 # llhttp drops trailing spaces, not tabs: it read another coding.
                 if chunked and not self._reread and not value.rstrip(b" ").endswith(b"chunked"):
