@@ -54,6 +54,8 @@ async def test_an_html_page_comes_back_with_its_metadata() -> None:
         (["text/html", "*/*"], ("text/html", None)),
         (["text/html", "nonsense"], ("text/html", None)),
         (['text/html; charset="utf-8, or not"'], ("text/html", "utf-8, or not")),
+        # One type, its charset twice: the first (the last was taken).
+        (["text/html; charset=utf-8; charset=iso-8859-1"], ("text/html", "utf-8")),
     ],
 )
 async def test_two_content_types_the_last_valid_one_counts(

@@ -154,7 +154,9 @@ def _split_content_type(value: str | None) -> tuple[str | None, str | None]:
         own = None
         for param in _outside_quotes(params, ";"):
             key, _, val = param.strip().partition("=")
-            if key.strip().lower() == "charset" and val:
+            if key.strip().lower() == "charset" and val and own is None:
+                # The first of a type's charsets, as WHATWG's parse of a MIME type
+                # keeps a parameter's first value.
                 own = val.strip().strip("\"'") or None
         if essence != mime or own is not None:
             charset = own
