@@ -47,6 +47,9 @@ def test_a_title_inside_an_inline_svg_is_not_the_pages(html: str, title: str | N
 def test_links_inside_an_inline_svg_are_links() -> None:
     page = _page("<svg><a href='/in-svg'><text>t</text></a></svg><a href='/after'>a</a>")
     assert page.links == ("http://example.com/in-svg", "http://example.com/after")
+    # SVG 1.1's xlink:href, still common: dropped before (a review found).
+    old_style = _page("<svg><a xlink:href='/x'><text>t</text></a></svg>")
+    assert old_style.links == ("http://example.com/x",)
 
 
 @pytest.mark.parametrize("html", ["<p>no title</p>", "<title>   </title>", "<title></title>"])
@@ -84,6 +87,11 @@ def test_each_link_kind_in_document_order() -> None:
         ("5", None),  # the page itself again
         ("0; url=", None),
         ("url=/x", None),  # no time: not a refresh (WHATWG)
+        # The time followed by anything but ";", "," or white space: no refresh.
+        ("5abc", None),
+        ("0url=/x", None),
+        ("0x; url=/y", None),
+        ("0\u00a0url=/nb", None),
     ],
 )
 def test_a_meta_refresh_is_a_link(content: str, link: str | None) -> None:

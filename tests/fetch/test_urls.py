@@ -157,7 +157,9 @@ def test_the_dns_root_s_dot_is_left_out(href: str, url: str, host: str) -> None:
     assert resolve_link(href) == (url, host, False)
 
 
-@pytest.mark.parametrize("href", ["http://a.test../x", "http://a.test..:81/"])
+@pytest.mark.parametrize(
+    "href", ["http://a.test../x", "http://a.test..:81/", "http://a..b/", "http://.a.b:81/"]
+)
 def test_a_host_with_an_empty_label_is_refused(href: str) -> None:
     with pytest.raises(BadURL) as info:
         normalize(href)

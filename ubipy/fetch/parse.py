@@ -50,8 +50,11 @@ _LOOKED_AT: Final = {
 
 # A refresh's content (WHATWG, "shared declarative refresh steps"): a time, then
 # maybe ";" or ",", maybe "url=", and the URL, quoted or not.
+# HTML's declarative refresh steps: the time, then ";", "," or white space, or nothing
+# more (browsers follow no "5abc", "0url=/x" or "0x; url=/y").
 _REFRESH = re.compile(
-    r"[\t\n\f\r ]*(?:[0-9]+(?:\.[0-9.]*)?|\.[0-9.]*)[\t\n\f\r ]*(?:[;,][\t\n\f\r ]*)?"
+    r"[\t\n\f\r ]*(?:[0-9]+(?:\.[0-9.]*)?|\.[0-9.]*)(?=[;,\t\n\f\r ]|\Z)"
+    r"[\t\n\f\r ]*(?:[;,][\t\n\f\r ]*)?"
     r"(?:url[\t\n\f\r ]*=[\t\n\f\r ]*)?(.*)",
     re.IGNORECASE | re.DOTALL,
 )
@@ -124,6 +127,8 @@ _SVG_ELEMENTS: Final = frozenset(
     textpath title tspan use view""".split()  # noqa: SIM905 (a list of 64 words)
 )
 _SVG_ENDS: Final = "\0svg ends"
+# An SVG link's attribute: href, or (SVG 1.1, still common) xlink:href.
+_SVG_HREF: Final = "\0svg href"
 
 
 class _InSvg(dict[str, str]):
@@ -134,7 +139,7 @@ class _InSvg(dict[str, str]):
 
     def get(self, tag: str, default: object = None) -> str | None:  # type: ignore[override]
         if tag in _SVG_ELEMENTS:
-            return "href" if tag == "a" else None
+            return _SVG_HREF if tag == "a" else None
         return _SVG_ENDS
 
 
@@ -212,7 +217,11 @@ class _Extract:
         if attribute is None:
             return
         if attribute:
-            href = attrib.get(attribute)
+            if attribute is _SVG_HREF:
+                attribute = "href"
+                href = attrib.get("href") or attrib.get("xlink:href")
+            else:
+                href = attrib.get(attribute)
             if href is None:
                 return
             if attribute == "href":

@@ -296,6 +296,10 @@ def _without_root_dot(url: str, href: str, host_start: int, authority_end: int) 
     host_end = url.rfind(":", host_start, authority_end)
     if host_end < 0 or url[host_end - 1] == "]":  # no port, or an IPv6 literal's colons
         host_end = authority_end
+    if url[host_start] == "." or ".." in url[host_start : host_end - 1]:
+        # An empty label ("a..b", ".a.b"): no name DNS holds, yet a host key of its
+        # own and a lookup to fail ("a.test.." was refused already).
+        raise BadURL(URLRejection.INVALID, href)
     if url[host_end - 1] != ".":
         return url
     if url[host_end - 2] in "./":  # "a.test.." or a host of dots: no name DNS holds
