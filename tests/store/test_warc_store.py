@@ -629,3 +629,26 @@ def test_warc_dates_are_datetimes_to_the_microsecond_rounded_alike(t: float) -> 
     # take it for datetime's own rounding of the same instant.
     expected = datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     assert iso_utc(t) == iso_utc(t) == expected
+
+
+def test_every_record_names_the_warcinfo_of_its_own_file(tmp_path: Path) -> None:
+    # The first capture of a file named none (the first file) or the last file's
+    # warcinfo (after a rotation): its records were made before the file was begun
+    # (a review found). warcio check does not look at this field; WARC 1.1 does.
+    shard = Shard.open(tmp_path, warc_size=2_000)
+    for fp in range(1, 13, 2):
+        with shard.transaction():
+            shard.record_pages([_page(f, b"<p>x</p>" * 300) for f in (fp, fp + 1)])
+    shard.close()
+    files = _files(tmp_path)
+    assert len(files) > 1
+    named = []
+    for path in files:
+        with path.open("rb") as f:
+            info = None
+            for record in ArchiveIterator(f):
+                if record.rec_type == "warcinfo":
+                    info = record.rec_headers.get_header("WARC-Record-ID")
+                elif (ref := record.rec_headers.get_header("WARC-Warcinfo-ID")) is not None:
+                    named.append(ref == info)
+    assert named and all(named)

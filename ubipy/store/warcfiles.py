@@ -182,10 +182,14 @@ class WarcFiles:
         self._fd, self._name = fd, name
         self._committed = self._size = len(info)
 
-    def append(self, record: bytes) -> tuple[str, int]:
-        """Buffer a record (a gzip member) for the next flush: its file and offset."""
+    def ensure_open(self) -> None:
+        """Begin a file, its warcinfo record first, unless one is open."""
         if self._fd is None:
             self._begin()
+
+    def append(self, record: bytes) -> tuple[str, int]:
+        """Buffer a record (a gzip member) for the next flush: its file and offset."""
+        self.ensure_open()
         assert self._name is not None
         offset = self._size
         self._buffer.append(record)

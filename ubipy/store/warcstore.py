@@ -364,6 +364,9 @@ class WarcStore:
         """``capture`` (the record ``rid``) written between its request and its metadata
         record."""
         request_id, metadata_id = record_ids(2)
+        # The file the records go in is begun first: its warcinfo is the one named
+        # (the first capture of a file named none, or the last file's).
+        self.files.ensure_open()
         info = f"WARC-Warcinfo-ID: {self._info_id}\r\n"
         request = warc_record(
             f"WARC-Type: request\r\n{_common(page, request_id)}{info}WARC-Concurrent-To: {rid}\r\n",
