@@ -652,3 +652,21 @@ def test_every_record_names_the_warcinfo_of_its_own_file(tmp_path: Path) -> None
                 elif (ref := record.rec_headers.get_header("WARC-Warcinfo-ID")) is not None:
                     named.append(ref == info)
     assert named and all(named)
+
+
+@pytest.mark.parametrize("fmt", ["warc", "jsonl"])
+def test_an_export_missing_a_warc_file_its_shard_names_is_refused(tmp_path: Path, fmt: str) -> None:
+    # A file moved away (archived, a clean-up script): its pages were left out without
+    # a word, and the summary counted them all the same (a review found).
+    data = tmp_path / "peer"
+    shard = Shard.open(data, warc_size=2_000)
+    for fp in (1, 3, 5):
+        with shard.transaction():
+            shard.record_pages([_page(f, b"<p>x</p>" * 300) for f in (fp, fp + 1)])
+    shard.close()
+    first = _files(data)[0]
+    first.unlink()
+    out = tmp_path / f"out.{fmt}"
+    with pytest.raises(ExportError, match=f"missing \\({first.name}\\)"):
+        export([data], fmt, out)
+    assert not out.exists()

@@ -45,15 +45,25 @@ def parts_of(reader: ShardReader) -> list[Part]:
     """The peer's WARC files as the reader's snapshot sees them, in name order (their
     names sort by time): the closed ones whole, the open one to its committed mark."""
     directory = reader.path.parent / WARC_DIR
-    if not reader.has_warc or not directory.is_dir():
+    if not reader.has_warc:
         return []
     mark = reader.warc_mark()
     ends = reader.warc_ends()
     parts = {
         p.name: Part(p, p.name, None, ends.get(p.name, 0))
-        for p in directory.glob("*.warc.gz")
+        for p in (directory.glob("*.warc.gz") if directory.is_dir() else ())
         if p.is_file()
     }
+    # Files the shard has captures in, gone (moved, deleted): their pages were left
+    # out without a word, the summary counting them all the same (a review found).
+    missing = sorted(ends.keys() - parts.keys() - ({mark[0]} if mark else set()))
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        named = ", ".join(missing[:3]) + more
+        raise ExportError(
+            f"{directory}: WARC files its shard has pages in are missing ({named}); "
+            "put them back to export those pages"
+        )
     if mark is not None and mark[0] not in parts:
         name, end = mark
         # Renamed meanwhile (closed): then it is whole, and under its final name.
