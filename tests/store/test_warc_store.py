@@ -670,3 +670,32 @@ def test_an_export_missing_a_warc_file_its_shard_names_is_refused(tmp_path: Path
     with pytest.raises(ExportError, match=f"missing \\({first.name}\\)"):
         export([data], fmt, out)
     assert not out.exists()
+
+
+def test_a_full_disk_in_a_directory_export_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The README: an output that fails part-way is one line and exit status 1. Copied
+    # to another file system into a full disk, a directory export exited 2, as for a
+    # bad command (a review found). Nothing is left behind.
+    data = tmp_path / "peer"
+    shard = Shard.open(data, warc_size=2_000)
+    for fp in (1, 3):
+        with shard.transaction():
+            shard.record_pages([_page(f, b"<p>x</p>" * 300) for f in (fp, fp + 1)])
+    shard.close()
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def cross_device(src: object, dst: object) -> None:
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+
+    def full(src: object, dst: object, length: int = 0) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "link", cross_device)
+    monkeypatch.setattr(shutil, "copyfileobj", full)
+    code = main(["export", "--data", str(data), "--format", "warc", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert (code, err.count("\n")) == (1, 1) and "No space left" in err
+    assert list(out.iterdir()) == []

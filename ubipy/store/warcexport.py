@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from ubipy.errors import ExportError
+from ubipy.errors import ExportError, ExportWriteError
 from ubipy.store.snapshot import ShardReader
 from ubipy.store.warcfiles import OPEN_SUFFIX, WARC_DIR
 
@@ -163,7 +163,7 @@ def _extended(part: Part, copy: Path, size: int) -> bool:
                 if at + len(chunk) > size:
                     f.write(chunk[max(0, size - at) :])
             except OSError as exc:
-                raise ExportError(f"{copy}: cannot write: {exc.strerror or exc}") from exc
+                raise ExportWriteError(f"{copy}: cannot write: {exc.strerror or exc}") from exc
             at += len(chunk)
     return at > size
 
@@ -206,7 +206,7 @@ def link_part(part: Part, directory: Path) -> None:
             "wb", dir=directory, prefix=f".{part.name}.", suffix=".part", delete=False
         )
     except OSError as exc:
-        raise ExportError(f"{target}: cannot write: {exc.strerror or exc}") from exc
+        raise ExportWriteError(f"{target}: cannot write: {exc.strerror or exc}") from exc
     partial = Path(out.name)
     try:
         with out:
@@ -219,6 +219,7 @@ def link_part(part: Part, directory: Path) -> None:
     except FileExistsError:
         raise ExportError(f"{target}: appeared during the export; left as it is") from None
     except OSError as exc:
-        raise ExportError(f"{target}: cannot write: {exc.strerror or exc}") from exc
+        # The world refused it (a full disk), not the command: exit 1, as the README says.
+        raise ExportWriteError(f"{target}: cannot write: {exc.strerror or exc}") from exc
     finally:
         partial.unlink(missing_ok=True)
