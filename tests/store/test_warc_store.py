@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 import httpx2
 import pytest
@@ -655,7 +656,9 @@ def test_every_record_names_the_warcinfo_of_its_own_file(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("fmt", ["warc", "jsonl"])
-def test_an_export_missing_a_warc_file_its_shard_names_is_refused(tmp_path: Path, fmt: str) -> None:
+def test_an_export_missing_a_warc_file_its_shard_names_is_refused(
+    tmp_path: Path, fmt: Literal["warc", "jsonl"]
+) -> None:
     # A file moved away (archived, a clean-up script): its pages were left out without
     # a word, and the summary counted them all the same (a review found).
     data = tmp_path / "peer"
@@ -699,3 +702,30 @@ def test_a_full_disk_in_a_directory_export_exits_1(
     err = capsys.readouterr().err
     assert (code, err.count("\n")) == (1, 1) and "No space left" in err
     assert list(out.iterdir()) == []
+
+
+def test_a_capture_forgotten_by_recovery_leaves_none_of_its_records(tmp_path: Path) -> None:
+    # An OS crash left the open file shorter than committed, torn inside the last
+    # capture's metadata. Cut to its last whole record, the file kept that capture's
+    # request and response while its page went back to the frontier: fetched again,
+    # the page had two responses in the files (a review found).
+    data = tmp_path / "peer"
+    shard = Shard.open(data, warc_size=10**9)
+    with shard.transaction():
+        shard.record_pages([_page(1, b"<p>one</p>" * 50), _page(2, b"<p>two</p>" * 50)])
+    shard._conn.close()  # killed: the file stays open
+    (open_file,) = (data / "warc").glob("*.open")
+    members = [(offset, record.type) for record, offset, _ in RecordReader().feed(
+        open_file.read_bytes()
+    )]  # fmt: skip
+    assert members[-1][1] == "metadata"
+    os.truncate(open_file, members[-1][0] + 10)  # torn inside page 2's metadata
+    shard = Shard.open(data, warc_size=10**9)
+    kept = {fp for (fp,) in shard._conn.execute("SELECT fp FROM warc")}
+    shard.close()
+    assert kept == {1}  # page 2 forgotten, to be fetched again
+    records = []
+    for path in _files(data):
+        with path.open("rb") as f:
+            records += [r.rec_type for r in ArchiveIterator(f)]
+    assert records == ["warcinfo", "request", "response", "metadata"]

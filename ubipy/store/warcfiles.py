@@ -71,14 +71,20 @@ def _close(path: Path) -> Path:
 
 
 def recover(
-    directory: Path, committed: tuple[str, int] | None, ends: Callable[[str], int | None]
+    directory: Path,
+    committed: tuple[str, int] | None,
+    ends: Callable[[str, int | None], int | None],
 ) -> Recovered:
     """Close the files a crash left open, each cut back to where it is committed: the
     one the shard's mark names to the mark (its torn or uncommitted tail), any other to
-    the end of its last capture (``ends``: None when no capture is in it). A file whose
-    close failed (a full disk at rotation) holds captures the shard counts on; only one
-    holding none goes. A file shorter than committed is cut to its last whole record;
-    the mark's file missing altogether is short at 0."""
+    the end of its last capture (``ends(name, within)``: where the last capture in it
+    ends, of those ending by ``within`` if given; None when none). A file whose close
+    failed (a full disk at rotation) holds captures the shard counts on; only one
+    holding none goes. A file shorter than committed is cut to the end of the last
+    capture its whole records hold: cut to its last whole record, a capture's request
+    and response stayed while its metadata was lost, its page went back to the
+    frontier, and its second fetch left the page twice in the file. The mark's file
+    missing altogether is short at 0."""
     closed: list[Path] = []
     short: list[tuple[str, int]] = []
     opened = sorted(directory.glob(f"*{OPEN_SUFFIX}")) if directory.is_dir() else []
@@ -94,7 +100,7 @@ def recover(
         name = path.name.removesuffix(OPEN_SUFFIX)
         if committed is not None and name == committed[0]:
             end = committed[1]
-        elif (last := ends(name)) is not None:
+        elif (last := ends(name, None)) is not None:
             end = last
         else:
             log.info("warc: removing %s, which holds nothing committed", path)
@@ -103,7 +109,7 @@ def recover(
         size = path.stat().st_size
         if size < end:
             log.warning("warc: %s ends at %d, before its committed %d", path, size, end)
-            end = _whole(path)
+            end = ends(name, _whole(path)) or 0
             short.append((name, end))
         if end == 0:
             path.unlink()

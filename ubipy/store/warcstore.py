@@ -155,8 +155,11 @@ def recover_warc(conn: sqlite3.Connection, data_dir: Path) -> Recovered | None:
     if mark is None and not directory.is_dir():
         return None
 
-    def ends(name: str) -> int | None:
-        row = conn.execute("SELECT MAX(end) FROM warc WHERE file = ?", (name,)).fetchone()
+    def ends(name: str, within: int | None) -> int | None:
+        row = conn.execute(
+            "SELECT MAX(end) FROM warc WHERE file = ? AND end <= ?",
+            (name, within if within is not None else 2**62),
+        ).fetchone()
         return None if row[0] is None else int(row[0])
 
     done = recover(directory, mark, ends)
