@@ -73,6 +73,12 @@ PEER = [
     (["--advertise", "peer.example:0"], "--advertise must have a port from 1 to 65535, not 0"),
     (["--control", "127.0.0.1:x"], "--control must be HOST:PORT, not '127.0.0.1:x'"),
     (["--control", "127.0.0.1:99999"], "--control must have a port from 0 to 65535, not 99999"),
+    # An IPv6 address without brackets was host "fe80:" on port 1, dialled for ever;
+    # two addresses in one were one that never joined (a review found).
+    (["--join", "fe80::1"], "--join must be HOST:PORT, an IPv6 address in brackets"),
+    (["--advertise", "::1"], "--advertise must be HOST:PORT, an IPv6 address in brackets"),
+    (["--listen", "::1:7005"], "--listen must be HOST:PORT, an IPv6 address in brackets"),
+    (["--join", "10.0.0.1:7000,10.0.0.2:7000"], "--join must be HOST:PORT, not '10.0.0.1:7000,"),
 ]
 
 

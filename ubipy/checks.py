@@ -50,8 +50,14 @@ def address(text: str, lowest_port: int = 0) -> str:
         else:
             raise ValueError(f"must be HOST:PORT, not {text!r}") from None
     else:
-        if any(c.isspace() or c in "/@" for c in host):
+        if any(c.isspace() or c in "/@," for c in host):
             raise ValueError(f"must be HOST:PORT, not {text!r}")
+        written = text.rpartition(":")[0]
+        if ":" in written and not (written.startswith("[") and written.endswith("]")):
+            # "fe80::1" was host "fe80:" on port 1, dialled for ever.
+            raise ValueError(
+                f"must be HOST:PORT, an IPv6 address in brackets ([::1]:7000), not {text!r}"
+            )
     if not lowest_port <= port <= _MAX_PORT:
         raise ValueError(f"must have a port from {lowest_port} to {_MAX_PORT}, not {digits}")
     return text
