@@ -230,6 +230,22 @@ def test_seed_refuses_a_binary_file(tmp_path: Path) -> None:
     assert done.stderr == f"ubipy seed: {seeds}: looks like a binary file, not a list of URLs\n"
 
 
+def test_a_peer_whose_seeds_file_is_not_there_does_not_start(tmp_path: Path) -> None:
+    # It was read once the peer was listening (perhaps had joined a cluster), and said
+    # as a failure to start, --seeds unnamed (a review found).
+    data = tmp_path / "data"
+    done = subprocess.run(
+        [*UBIPY, "peer", "--data", str(data), "--listen", "127.0.0.1:0",
+         "--seeds", str(tmp_path / "nowhere.txt")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"ubipy peer: --seeds {tmp_path / 'nowhere.txt'}: No such file or directory\n"
+    )
+    assert not data.exists()
+
+
 @pytest.mark.parametrize(
     ("args", "named"),
     [

@@ -336,6 +336,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run_peer(args: argparse.Namespace, config: CrawlConfig) -> int:
+    try:  # the seeds read first: a file not there was said once the peer had joined
+        seeds = None if args.seeds is None else _peer_seeds(args.seeds)
+    except OSError as exc:
+        print(f"ubipy peer: --seeds {args.seeds}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     try:
         if config.control.address is not None:
             control_bind(config.control.address, config.control.public, secret_from(config.secret))
@@ -343,7 +348,18 @@ async def _run_peer(args: argparse.Namespace, config: CrawlConfig) -> int:
     except (ValueError, ShardError) as exc:
         print(f"ubipy peer: {exc}", file=sys.stderr)
         return 2
-    return await _serve_peer(peer, args)
+    return await _serve_peer(peer, args, seeds)
+
+
+def _peer_seeds(path: Path) -> SeedList:
+    """``peer --seeds``: a file of no usable URL is said, and the peer goes on without."""
+    try:
+        seeds = parse_seeds(_read_seeds_file(path))
+    except SeedsFileError as exc:
+        print(f"{path}: {exc}", file=sys.stderr)
+        seeds = SeedList((), ())
+    _say_problems(path, seeds)
+    return seeds
 
 
 def _or_cannot_start(command: str, run: Callable[[], int]) -> int:
@@ -360,7 +376,7 @@ def _or_cannot_start(command: str, run: Callable[[], int]) -> int:
     return 2
 
 
-async def _serve_peer(peer: Peer, args: argparse.Namespace) -> int:
+async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | None) -> int:
     async with trio.open_nursery() as nursery:
         await nursery.start(peer.run)
         print(f"ubipy peer {peer.peer_id} listening on {peer.bound}", file=sys.stderr)
@@ -371,14 +387,7 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace) -> int:
             serve = functools.partial(serve_control_centre, public=control.public)
             bound = await nursery.start(serve, peer, control.address)
             print(f"control centre on http://{bound}/", file=sys.stderr)
-        if args.seeds is not None:
-            try:
-                seeds = parse_seeds(_read_seeds_file(args.seeds))
-            except SeedsFileError as exc:
-                # As a file of no usable URL: said, and the peer goes on without.
-                print(f"{args.seeds}: {exc}", file=sys.stderr)
-                seeds = SeedList((), ())
-            _say_problems(args.seeds, seeds)
+        if seeds is not None:
             try:
                 taken = peer.crawler.seed(seeds.urls)
             except StorageError as exc:
