@@ -233,6 +233,14 @@ def test_a_file_not_in_utf_8_ends_the_command_on_one_line(
     assert capsys.readouterr().err.endswith("crawl.toml: not valid TOML: not UTF-8 at byte 17\n")
 
 
+def test_a_file_with_a_byte_order_mark_is_read(peer_config: Any, tmp_path: Path) -> None:
+    # Notepad writes one: "not valid TOML: Invalid statement (at line 1, column 1)".
+    path = tmp_path / "crawl.toml"
+    path.write_bytes(b"\xef\xbb\xbf[politeness]\ndelay = 2.5\n")
+    config = peer_config("--config", str(path), "--data", str(tmp_path))
+    assert config.politeness.delay == 2.5
+
+
 def test_a_missing_file_or_data_dir_ends_the_command(
     peer_config: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

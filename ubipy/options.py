@@ -202,8 +202,8 @@ def read_file(root: type, path: Path) -> dict[str, Any]:
     unreadable file, an unknown table or key, or a value of the wrong type is a
     ConfigError that names the file (and the key)."""
     try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
+        # A byte order mark (Notepad writes one) is no TOML: "Invalid statement" at 1:1.
+        data = tomllib.loads(path.read_bytes().removeprefix(b"\xef\xbb\xbf").decode())
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
