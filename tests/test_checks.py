@@ -79,6 +79,9 @@ PEER = [
     (["--advertise", "::1"], "--advertise must be HOST:PORT, an IPv6 address in brackets"),
     (["--listen", "::1:7005"], "--listen must be HOST:PORT, an IPv6 address in brackets"),
     (["--join", "10.0.0.1:7000,10.0.0.2:7000"], "--join must be HOST:PORT, not '10.0.0.1:7000,"),
+    # The control centre on the peer's own port: "address already in use", read as
+    # the peer's port being taken.
+    (["--listen", "127.0.0.1:7900", "--control", "127.0.0.1:7900"], "--control 127.0.0.1:7900 is"),
 ]
 
 

@@ -105,6 +105,13 @@ def check_addresses(config: CrawlConfig) -> None:
             f"must be an address other peers can dial, not the wildcard {config.advertise}",
             "advertise",
         )
+    control = config.control.address
+    if control is not None and control == config.listen and not control.endswith(":0"):
+        # Both bound the same port: the second failed as "address already in use",
+        # which read as the peer's own port being taken.
+        raise ConfigError(
+            f"{control} is --listen's address: give the control centre its own", "control.address"
+        )
     if config.advertise is None and _is_wildcard(split_address(config.listen)[0]):
         raise ConfigError(
             f"{config.listen} is a wildcard address, which others cannot dial: say what "
