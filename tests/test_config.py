@@ -198,7 +198,10 @@ def test_the_example_file_loads(peer_config: Any) -> None:
     [
         ("[politeness]\ndelay = -1\n", "crawl.toml: politeness.delay must be >= 0, not -1"),
         ("[politeness]\ndelay = 'fast'\n", "crawl.toml: politeness.delay must be a number"),
-        ("[politeness]\ndealy = 1\n", "crawl.toml: unknown option politeness.dealy"),
+        ("[politeness]\ndealy = 1\n", "option politeness.dealy (did you mean [politeness] delay?)"),
+        # An option outside its table: it said only "unknown option delay".
+        ("delay = 1\n", "crawl.toml: unknown option delay (did you mean [politeness] delay?)"),
+        ("nonsense = 1\n", "crawl.toml: unknown option nonsense\n"),
         ("[polite]\ndelay = 1\n", "crawl.toml: unknown section [polite]"),
         ("[bounds]\nscope = 'world'\n", "crawl.toml: bounds.scope must be one of 'host'"),
         ("[politeness]\nconcurrency = true\n", "crawl.toml: politeness.concurrency must be a"),

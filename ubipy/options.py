@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import enum
 import inspect
 import tomllib
@@ -226,12 +227,24 @@ def read_file(root: type, path: Path) -> dict[str, Any]:
         for dotted, v in items.items():
             setting = known.get(dotted)
             if setting is None:
-                raise ConfigError(f"{path}: unknown option {dotted}")
+                raise ConfigError(f"{path}: unknown option {dotted}{_did_you_mean(dotted, known)}")
             try:
                 values[dotted] = coerce(setting, v)
             except ConfigError as exc:
                 raise ConfigError(f"{path}: {exc}") from None
     return values
+
+
+def _did_you_mean(dotted: str, known: Mapping[str, Any]) -> str:
+    """A hint for a key not known: the option of that name in its section (a top-level
+    ``delay`` is ``[politeness] delay``), or the nearest spelling."""
+    name = dotted.rpartition(".")[2]
+    here = [k for k in known if k.rpartition(".")[2] == name]
+    near = here or difflib.get_close_matches(dotted, list(known), n=1)
+    if not near:
+        return ""
+    section, _, key = near[0].rpartition(".")
+    return f" (did you mean {f'[{section}] ' if section else ''}{key}?)"
 
 
 # -- flags ------------------------------------------------------------------------
