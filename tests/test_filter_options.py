@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import trustme
 
-import ubipy.cli
 from ubipy.cli import main
 from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig
 from ubipy.errors import ConfigError
+from ubipy.seedfiles import refusals
 from ubipy.statustable import format_cluster
 
 
@@ -219,4 +219,4 @@ def test_the_status_table_ends_with_what_each_peers_filters_left_out() -> None:
 
 def test_refused_seeds_are_summed_up_by_reason() -> None:
     refused = [("a", "excluded by --exclude"), ("b", "excluded by --exclude"), ("c", "not http")]
-    assert ubipy.cli._refusals(refused) == "3 refused (2 excluded by --exclude, 1 not http)"
+    assert refusals(refused) == "3 refused (2 excluded by --exclude, 1 not http)"

@@ -13,7 +13,6 @@ import logging
 import os
 import signal
 import sys
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -33,11 +32,12 @@ from ubipy.checks import (
 from ubipy.config import CrawlConfig
 from ubipy.control import control_bind, serve_control_centre
 from ubipy.errors import ConfigError, StorageError
-from ubipy.fetch import SeedList, SeedsFileError, parse_seeds, read_seeds
+from ubipy.fetch import SeedList, SeedsFileError, parse_seeds
 from ubipy.net import request
 from ubipy.options import add_flags, build, flag_names, flags_given, read_file, sections
 from ubipy.peer import Peer, settle_collector
 from ubipy.progress import Progress, peer_figures
+from ubipy.seedfiles import peer_seeds, read_seeds_file, refusals, say_problems
 from ubipy.statustable import format_cluster
 from ubipy.store import ShardError
 from ubipy.wire import Message, Seed, SeedAck, Status, StatusRequest, batches, secret_from
@@ -337,7 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 async def _run_peer(args: argparse.Namespace, config: CrawlConfig) -> int:
     try:  # the seeds read first: a file not there was said once the peer had joined
-        seeds = None if args.seeds is None else _peer_seeds(args.seeds)
+        seeds = None if args.seeds is None else peer_seeds(args.seeds)
     except OSError as exc:
         print(f"ubipy peer: --seeds {args.seeds}: {exc.strerror or exc}", file=sys.stderr)
         return 2
@@ -349,17 +349,6 @@ async def _run_peer(args: argparse.Namespace, config: CrawlConfig) -> int:
         print(f"ubipy peer: {exc}", file=sys.stderr)
         return 2
     return await _serve_peer(peer, args, seeds)
-
-
-def _peer_seeds(path: Path) -> SeedList:
-    """``peer --seeds``: a file of no usable URL is said, and the peer goes on without."""
-    try:
-        seeds = parse_seeds(_read_seeds_file(path))
-    except SeedsFileError as exc:
-        print(f"{path}: {exc}", file=sys.stderr)
-        seeds = SeedList((), ())
-    _say_problems(path, seeds)
-    return seeds
 
 
 def _or_cannot_start(command: str, run: Callable[[], int]) -> int:
@@ -396,7 +385,7 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | No
                 for url, reason in taken.refused:
                     print(f"{args.seeds}: seed refused ({reason}): {url[:80]!r}", file=sys.stderr)
                 if taken.refused:
-                    print(f"{args.seeds}: {_refusals(taken.refused)}", file=sys.stderr)
+                    print(f"{args.seeds}: {refusals(taken.refused)}", file=sys.stderr)
         nursery.start_soon(_stop_on_signals, peer, nursery.cancel_scope)
         # A live line on a terminal, a log line every 10 s elsewhere; it ends with
         # the peer (its last figures, and the terminal's line ended).
@@ -445,24 +434,9 @@ def _unreachable(peer: str, exc: OSError) -> str:
     return str(exc) if isinstance(exc, PermissionError) else f"cannot reach peer {peer}: {exc}"
 
 
-def _say_problems(path: Path, seeds: SeedList) -> None:
-    for problem in seeds.problems:
-        print(f"{path}: {problem}", file=sys.stderr)
-    if seeds.unlisted:
-        print(f"{path}: and {seeds.unlisted} more lines skipped", file=sys.stderr)
-
-
-def _read_seeds_file(path: Path) -> bytes:
-    """A seeds file's bytes ("-": standard input), bounded (:func:`read_seeds`)."""
-    if str(path) == "-":
-        return read_seeds(sys.stdin.buffer)
-    with path.open("rb") as stream:
-        return read_seeds(stream)
-
-
 def _seed(args: argparse.Namespace) -> int:
     try:
-        data = _read_seeds_file(args.file)
+        data = read_seeds_file(args.file)
     except OSError as exc:
         print(f"ubipy seed: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return 2
@@ -470,7 +444,7 @@ def _seed(args: argparse.Namespace) -> int:
         print(f"ubipy seed: {args.file}: {exc}", file=sys.stderr)
         return 2
     seeds = parse_seeds(data)
-    _say_problems(args.file, seeds)
+    say_problems(args.file, seeds)
     if not seeds.urls:
         print(f"ubipy seed: no usable URL in {args.file}", file=sys.stderr)
         return 1
@@ -496,18 +470,11 @@ def _seed(args: argparse.Namespace) -> int:
     print(
         f"sent {sent} seeds to {args.peer}: {admitted} new there, "
         f"{forwarded} forwarded to their owners"
-        + (f", {_refusals(refused)}" if refused else "")
+        + (f", {refusals(refused)}" if refused else "")
         + (f"; {seeds.skipped} lines skipped" if seeds.skipped else "")
         + (f"; credentials removed from {n}" if (n := seeds.credentials_stripped) else "")
     )
     return 1 if seeds.skipped or refused else 0
-
-
-def _refusals(refused: Sequence[tuple[str, str]]) -> str:
-    """``3 refused (2 excluded by --exclude, 1 not a URL)``: seeds the peer did not take."""
-    reasons = Counter(reason for _, reason in refused)
-    told = ", ".join(f"{n} {reason}" for reason, n in reasons.most_common())
-    return f"{len(refused)} refused ({told})"
 
 
 def _status(args: argparse.Namespace) -> int:

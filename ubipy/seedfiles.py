@@ -1,0 +1,48 @@
+"""Seed files on the command line: read (bounded, standard input as "-"), their
+problems said a line each, and what the peer refused summed up; for ``ubipy peer
+--seeds`` and ``ubipy seed`` alike."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from ubipy.fetch import SeedList, SeedsFileError, parse_seeds, read_seeds
+
+__all__ = ["peer_seeds", "read_seeds_file", "refusals", "say_problems"]
+
+
+def say_problems(path: Path, seeds: SeedList) -> None:
+    for problem in seeds.problems:
+        print(f"{path}: {problem}", file=sys.stderr)
+    if seeds.unlisted:
+        print(f"{path}: and {seeds.unlisted} more lines skipped", file=sys.stderr)
+
+
+def read_seeds_file(path: Path) -> bytes:
+    """A seeds file's bytes ("-": standard input), bounded (:func:`read_seeds`)."""
+    if str(path) == "-":
+        return read_seeds(sys.stdin.buffer)
+    with path.open("rb") as stream:
+        return read_seeds(stream)
+
+
+def peer_seeds(path: Path) -> SeedList:
+    """``peer --seeds``: a file of no usable URL is said, and the peer goes on without
+    (a crawl resumed from its shard needs none). OSError: the file cannot be read."""
+    try:
+        seeds = parse_seeds(read_seeds_file(path))
+    except SeedsFileError as exc:
+        print(f"{path}: {exc}", file=sys.stderr)
+        seeds = SeedList((), ())
+    say_problems(path, seeds)
+    return seeds
+
+
+def refusals(refused: Sequence[tuple[str, str]]) -> str:
+    """``3 refused (2 excluded by --exclude, 1 not a URL)``: seeds the peer did not take."""
+    reasons = Counter(reason for _, reason in refused)
+    told = ", ".join(f"{n} {reason}" for reason, n in reasons.most_common())
+    return f"{len(refused)} refused ({told})"
