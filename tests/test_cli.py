@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -15,9 +18,10 @@ import pytest
 import trio
 
 from tests.e2e.cluster import run_cli, start_peer_or_fail, stop_all
-from ubipy.cli import build_parser
+from ubipy.cli import _or_cannot_start, build_parser
 from ubipy.progress import wall_clock
 from ubipy.statustable import format_cluster
+from ubipy.store import ShardError
 from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.referee import Referee
 from ubipy.synthweb.server import serve
@@ -230,6 +234,27 @@ def test_seed_refuses_a_binary_file(tmp_path: Path) -> None:
     assert done.stderr == f"ubipy seed: {seeds}: looks like a binary file, not a list of URLs\n"
 
 
+@pytest.mark.parametrize("flag", ["--listen", "--control"])
+def test_an_address_in_use_is_named_with_its_flag(tmp_path: Path, flag: str) -> None:
+    # "cannot start: [Errno 98] Address already in use", for --control too, read as
+    # the peer's own port taken (a review found).
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = f"127.0.0.1:{taken.getsockname()[1]}"
+        ours = ["--listen", busy] if flag == "--listen" else ["--listen", "127.0.0.1:0",
+                                                              "--control", busy]  # fmt: skip
+        done = subprocess.run(
+            [*UBIPY, "peer", "--data", str(tmp_path / "data"), *ours],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        f"ubipy peer: cannot start: [Errno {errno.EADDRINUSE}] {flag} {busy}: "
+        f"{os.strerror(errno.EADDRINUSE)}"
+    )
+
+
 def test_a_peer_whose_seeds_file_is_not_there_does_not_start(tmp_path: Path) -> None:
     # It was read once the peer was listening (perhaps had joined a cluster), and said
     # as a failure to start, --seeds unnamed (a review found).
@@ -367,3 +392,16 @@ async def test_a_second_peer_on_one_data_directory_exits_at_once_naming_the_firs
     # The first never noticed: it ran on, and stopped as asked.
     assert first.proc.returncode == 0
     assert b"stopped: 0 pages this run" in first.output
+
+
+def test_a_data_directory_that_cannot_be_used_inside_a_task_is_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The demo's 25th peer out of file descriptors: a ShardError inside trio's group
+    # ended in a traceback (a review found).
+    def run() -> int:
+        raise ExceptionGroup("peers", [ShardError("cannot use p25: Too many open files")])
+
+    assert _or_cannot_start("demo", run) == 2
+    said = capsys.readouterr().err
+    assert said == "ubipy demo: cannot start: cannot use p25: Too many open files\n"

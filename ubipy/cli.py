@@ -357,7 +357,7 @@ def _or_cannot_start(command: str, run: Callable[[], int]) -> int:
     problem: BaseException | None = None
     try:
         return run()
-    except* OSError as group:
+    except* (OSError, ShardError) as group:  # a data directory too (the demo's peers')
         problem = group
     while isinstance(problem, BaseExceptionGroup):
         problem = problem.exceptions[0]
@@ -365,16 +365,32 @@ def _or_cannot_start(command: str, run: Callable[[], int]) -> int:
     return 2
 
 
+def _naming(group: BaseExceptionGroup[OSError], flag: str, address: str) -> OSError:
+    """The first of ``group``'s errors, naming the address it was met on: "address
+    already in use" for --control read as the peer's own port taken."""
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    assert isinstance(first, OSError)
+    return OSError(first.errno, f"{flag} {address}: {first.strerror or first}")
+
+
 async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | None) -> int:
     async with trio.open_nursery() as nursery:
-        await nursery.start(peer.run)
+        try:
+            await nursery.start(peer.run)
+        except* OSError as group:
+            raise _naming(group, "--listen", peer.config.listen) from None
         print(f"ubipy peer {peer.peer_id} listening on {peer.bound}", file=sys.stderr)
         if peer.address != peer.bound:
             print(f"advertised to the cluster as {peer.address}", file=sys.stderr)
         control = peer.config.control
         if control.address is not None:
             serve = functools.partial(serve_control_centre, public=control.public)
-            bound = await nursery.start(serve, peer, control.address)
+            try:
+                bound = await nursery.start(serve, peer, control.address)
+            except* OSError as group:
+                raise _naming(group, "--control", control.address) from None
             print(f"control centre on http://{bound}/", file=sys.stderr)
         if seeds is not None:
             try:
