@@ -82,6 +82,8 @@ PEER = [
     # The control centre on the peer's own port: "address already in use", read as
     # the peer's port being taken.
     (["--listen", "127.0.0.1:7900", "--control", "127.0.0.1:7900"], "--control 127.0.0.1:7900 is"),
+    # Ignored before: the operator meant a control centre that was not there.
+    (["--control-public"], "--control-public needs --control ADDR"),
 ]
 
 

@@ -154,3 +154,8 @@ class ControlConfig:
         flag="--control-public",
         help="let --control bind a non-loopback address (needs --secret)",
     )
+
+    def __post_init__(self) -> None:
+        if self.public and self.address is None:
+            # Said, not ignored: the operator meant a control centre that is not there.
+            raise ConfigError("needs --control ADDR: there is no control centre to open", "public")
