@@ -39,7 +39,7 @@ import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from ubipy.fetch import alphabets
 
@@ -452,24 +452,35 @@ def detect(body: bytes) -> str | None:
     # ("Áy", Big5's 臉), nor another code page (Big5's 山 as "Īs" in ISO 8859-10).
     words = (
         latin is not None
-        and latin[0] == "cp1252"
-        and latin[1] == 1.0
-        and 0 < latin[2][0] < 0.5
-        and latin[2][1] >= 0.5
+        and latin.codec == "cp1252"
+        and latin.share == 1.0
+        and 0 < latin.accented < 0.5
+        and latin.small >= 0.5
     )
     if best.encoding in _MULTI_BYTE:
-        return _NAME_OF_CODEC.get(latin[0] if words and latin is not None else best.encoding)
+        return _NAME_OF_CODEC.get(latin.codec if words and latin else best.encoding)
     for match in matches:
         if match.chaos <= best.chaos and match.encoding in _MULTI_BYTE and not words:
             return _NAME_OF_CODEC.get(match.encoding)
     if best.encoding in _LATIN and latin is not None:
-        return _NAME_OF_CODEC.get(latin[0])
+        return _NAME_OF_CODEC.get(latin.codec)
     return _NAME_OF_CODEC.get(best.encoding)
+
+
+class _LatinReading(NamedTuple):
+    """A Latin code page's reading: its share of one language's letters
+    (alphabets.fit), the share of its letters that are accented and of those the
+    share in small letters (alphabets.accented)."""
+
+    codec: str
+    share: float
+    accented: float
+    small: float
 
 
 def _latin_reading(
     sample: bytes, matches: Iterable[CharsetMatch], chaos: float
-) -> tuple[str, float, tuple[float, float]] | None:
+) -> _LatinReading | None:
     """The Latin code page among the detector's near guesses (no more than
     ``_LATIN_TOLERANCE`` messier than ``chaos``, the best's), and every other that
     reads ``sample``, whose reading is likeliest one language's letters
@@ -499,7 +510,7 @@ def _latin_reading(
         likelier = (fit.share, fit.common, -_LATIN_PRIOR.index(codec), -fit.letters, order)
         ranked.append((likelier, codec, text))
     (share, *_), codec, text = max(ranked)
-    return codec, share, alphabets.accented(text)
+    return _LatinReading(codec, share, *alphabets.accented(text))
 
 
 @functools.cache
