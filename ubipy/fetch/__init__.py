@@ -34,7 +34,7 @@ from ubipy.fetch.robots import (
     retry_delay,
     robots_token,
 )
-from ubipy.fetch.scope import ScopeFilter, path_repeats, path_trap
+from ubipy.fetch.scope import ScopeFilter, path_repeats, path_trap, site_of
 from ubipy.fetch.seeds import SeedList, SeedsFileError, parse_seeds, read_seeds
 from ubipy.fetch.sitemaps import (
     INDEXED_SITEMAP_DEPTH,
@@ -56,7 +56,6 @@ from ubipy.fetch.urls import (
     normalize,
     normalize_reporting,
     path_and_query,
-    registered_domain,
     resolve_link,
 )
 
@@ -121,11 +120,11 @@ __all__ = [
     "proportional",
     "read_seeds",
     "read_sitemap",
-    "registered_domain",
     "resolve_link",
     "retry_after",
     "retry_delay",
     "robots_token",
+    "site_of",
     "sniff",
     "type_family",
 ]

@@ -19,6 +19,12 @@ def _hostname(key: str) -> str:
     return key.rsplit(":", 1)[0] if key.count(":") == 1 else key
 
 
+def site_of(host: str) -> str:
+    """The registrable domain of a ``HOST[:PORT]`` key (an IP literal: itself): the
+    root a seed on it brings under ``--scope domain``."""
+    return registered_domain(_hostname(host))
+
+
 class ScopeFilter:
     """Remembers the seeds' hosts or domains and tests URLs against them; carries the
     URL filters, which apply where scope does (to seeds and to links, before routing).
@@ -64,8 +70,7 @@ class ScopeFilter:
 
     def root_of(self, host: str) -> str:
         """The root a seed on ``host`` (a ``HOST[:PORT]`` key) brings."""
-        name = _hostname(host)
-        return name if self.scope is Scope.HOST else registered_domain(name)
+        return _hostname(host) if self.scope is Scope.HOST else site_of(host)
 
     def add_seed(self, url: str) -> bool:
         """Note a seed's host, and widen the scope to its host or domain; True if the

@@ -60,7 +60,7 @@ from ubipy.fetch import (
     is_sitemap,
     path_and_query,
     read_sitemap,
-    registered_domain,
+    site_of,
 )
 from ubipy.peer.commits import Commits, page_record
 from ubipy.peer.crawlstats import CrawlStats
@@ -197,14 +197,14 @@ class Sitemapping:
             return [], []
         found: list[NewURL] = []
         lastmods: list[Lastmod] = []
-        site = _site(host)
+        site = site_of(host)
         for listed in entries:
             one = self._candidates([listed.loc], url, LISTED_DEPTH)
             found += one
             # A lastmod speaks for its own site's pages only: another's sitemap (a
             # sibling in scope under --scope domain is not, another domain is) would
             # move their recrawls and their hosts' trust (hints.py).
-            if one and listed.lastmod is not None and _site(one[0].host) == site:
+            if one and listed.lastmod is not None and site_of(one[0].host) == site:
                 u = one[0]
                 lastmods.append(Lastmod(u.fp, u.url, u.host, listed.lastmod))
         return found, lastmods
@@ -254,12 +254,6 @@ _XML_TYPES = frozenset(
     | {"application/octet-stream"}
 )
 _SEED_TYPES = _XML_TYPES | {"text/plain"}
-
-
-def _site(host: str) -> str:
-    """The registrable domain of a ``HOST[:PORT]`` key (an IP literal: itself)."""
-    name = host[: host.index("]") + 1] if host.startswith("[") else host.partition(":")[0]
-    return registered_domain(name)
 
 
 def _may_be_sitemap(entry: Entry) -> bool:
