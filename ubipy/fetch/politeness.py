@@ -83,21 +83,25 @@ class Scheduler:
         # None: every host waits its fixed delay, whatever its answers (throttle.py).
         self._throttle = throttle
         self._resolve = resolve
+        self._slots: dict[str, HostSlot] = {}
+        self._tie = itertools.count()
+        self._windows = Windows(
+            window=window, loader=loader, max_in_memory=max_in_memory, ranked=order.ranked
+        )
+        self._share = RefreshShare(refresh_share)
+        self._due = DueHosts(order, self._share, self._windows, lambda: len(self._slots), self._tie)
         self._addresses = AddressRule(
             delay if ip_delay is None else ip_delay,
-            lambda slot, when: self._due.push(slot, when),
+            self._due.push,
             lambda slot: self._slots.get(slot.host) is slot,
             self._address,
             throttle,
         )
         self._hops = HopRule(
-            lambda slot, when: self._due.push(slot, when),
+            self._due.push,
             lambda slot: self._slots.get(slot.host) is slot,
             lambda host: self._slots.get(host),
             lambda host: self.delay_of(s) if (s := self._slots.get(host)) else self._delay,
-        )
-        self._windows = Windows(
-            window=window, loader=loader, max_in_memory=max_in_memory, ranked=order.ranked
         )
         self._robots = RobotsRule(
             delay=delay,
@@ -108,15 +112,11 @@ class Scheduler:
         )
         self._budget = max_pages_per_host
         self._agent = robots_agent  # the product token robots.txt groups name
-        self._slots: dict[str, HostSlot] = {}
         self.idle_hosts = IdleHosts(idle_hosts)
         self._recall = recall
         self._holds: tuple[Callable[[str], bool], ...] = ()
         self._parked: list[HostSlot] = []
-        self._tie = itertools.count()
         self.in_flight = 0
-        self._share = RefreshShare(refresh_share)
-        self._due = DueHosts(order, self._share, self._windows, lambda: len(self._slots), self._tie)
         self._slowest: SlowestHosts[HostSlot] = SlowestHosts()
 
     @classmethod
@@ -243,7 +243,7 @@ class Scheduler:
                 # another peer): back in the heap at the later time.
                 self._due.push(slot, slot.next_allowed)
                 continue
-            if any(held(host) for held in self._holds):
+            if self._held(host):
                 # Its previous owner has not handed it over yet: park it.
                 self._parked.append(slot)
                 self._addresses.set_aside(slot)
@@ -272,7 +272,7 @@ class Scheduler:
                     and now >= aim.next_allowed
                     # Held (being handed to another peer): nothing may be in flight
                     # for it, or the hand-off could not drop it.
-                    and not any(held(target) for held in self._holds)
+                    and not self._held(target)
                     # With its address's turn, the hop goes on the target's address
                     # as it was (the transport looks the name up again if expired):
                     # the turn would wait for the target's lookup, and its failure.
@@ -324,6 +324,10 @@ class Scheduler:
             kind = JobKind.SITEMAP if is_sitemap(entry.depth) else JobKind.PAGE
             return Job(kind, host, entry.url, entry)
         return None
+
+    def _held(self, host: str) -> bool:
+        """Whether a part of the peer holds the host (see :meth:`hold`)."""
+        return any(held(host) for held in self._holds)
 
     def _look_up(self, slot: HostSlot, now: float) -> bool:
         """Whether the host is to be looked up now (its answer unknown or expired);
