@@ -50,6 +50,17 @@ _READ_AGAIN = "read again"
 _LENGTH_LINE = re.compile(rb"(?im)^content-length[ \t]*:([^\r\n]*)\r?\n")
 
 
+def _final_head(raw: bytes) -> tuple[int, int] | None:
+    """Where the answer's head (after any informational ones) begins and ends in
+    ``raw``; None until it has all come."""
+    start = 0
+    while (end := _HEAD_END.search(raw, start)) is not None:
+        if not _INFORMATIONAL.match(raw, start):
+            return start, end.end()
+        start = end.end()
+    return None
+
+
 def _one_length(head: bytes) -> bytes:
     """``head`` with its Content-Length lines as one, when they all say one number;
     as it is otherwise (lengths that differ are the answer's error)."""
@@ -221,13 +232,9 @@ class ResponseReader:
     def _reread_when_whole(self) -> None:
         """Read the head again (``_read_again``) if it has all come."""
         raw = b"".join(self._early)
-        start = 0
-        while (end := _HEAD_END.search(raw, start)) is not None:
-            if not _INFORMATIONAL.match(raw, start):
-                self._early = []
-                self._read_again(raw)
-                return
-            start = end.end()
+        if _final_head(raw) is not None:
+            self._early = []
+            self._read_again(raw)
 
     def _read_again(self, data: bytes | bytearray) -> None:
         """Read the response afresh, as RFC 9110 and browsers read its head: its
@@ -237,13 +244,10 @@ class ResponseReader:
         twice, or as a list, with one value (llhttp refuses "5" twice, or "5, 5",
         which RFC 9110 8.6 lets a recipient read as 5, as browsers do)."""
         raw = b"".join(self._early) + bytes(data)
-        start = 0
-        while (end := _HEAD_END.search(raw, start)) is not None:
-            if not _INFORMATIONAL.match(raw, start):
-                head = _TE_IDENTITY.sub(b"", _TE_OWS.sub(rb"\1", raw[start : end.end()]))
-                raw = raw[:start] + _one_length(head) + raw[end.end() :]
-                break
-            start = end.end()
+        if (head := _final_head(raw)) is not None:
+            start, end = head
+            rewritten = _TE_IDENTITY.sub(b"", _TE_OWS.sub(rb"\1", raw[start:end]))
+            raw = raw[:start] + _one_length(rewritten) + raw[end:]
         ResponseReader.__init__(self, head_only=self._head_only)
         self._reread = True
         self.feed(raw)
