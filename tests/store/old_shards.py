@@ -31,6 +31,7 @@ _UNDO = {
         "ALTER TABLE frontier_v7 RENAME TO frontier",
         "CREATE INDEX frontier_pending ON frontier (host, seq) WHERE state = 0",
     ),
+    8: ("ALTER TABLE visits DROP COLUMN truncated",),
 }
 
 

@@ -30,7 +30,7 @@ from warcio.archiveiterator import ArchiveIterator
 from tests.crawling import crawl_until_idle, recrawl_for
 from tests.store.warcs import pywb_cdxj
 from ubipy.cli import main
-from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
+from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
 from ubipy.errors import ExportError, StorageError
 from ubipy.store import HttpHead, PageRecord, Shard, export
 from ubipy.store.shard import SHARD_FILE, NewURL
@@ -591,6 +591,51 @@ async def test_a_recrawl_writes_revisits_into_the_same_files(
         assert h.get_header("WARC-Profile").startswith("http://netpreserve.org/warc/1.1/revisit/")
     assert _each_capture_reads_back(tmp_path) == len(ids) + len(revisits)
     _indexes_match_a_reading_back(tmp_path, tmp_path / "scratch")
+
+
+def _growing(request: httpx2.Request) -> httpx2.Response:
+    """A site of one page, a new version a minute, every version longer than 100 bytes."""
+    if request.url.path != "/":
+        return httpx2.Response(404)
+    minute = int(trio.current_time() // 60)
+    body = f"<html><title>v{minute}</title><p>{'x' * 500}</p></html>".encode()
+    return httpx2.Response(200, headers={"Content-Type": "text/html"}, content=body)
+
+
+@pytest.mark.parametrize("warc", [True, False], ids=["bodies-warc", "bodies-shard"])
+async def test_every_version_cut_at_max_body_says_so(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, warc: bool
+) -> None:
+    # A continuous crawl of a page longer than --max-body that keeps changing: every
+    # response, its first fetch or a later version, says its body was cut, as the peer
+    # writes it (--bodies warc) and as an export of the shard writes it.
+    config = CrawlConfig(
+        data_dir=tmp_path / "peer",
+        fetch=FetchConfig(max_body_bytes=100),
+        politeness=PolitenessConfig(delay=0.5, concurrency=4),
+        recrawl=RecrawlConfig(
+            recrawl=True, policy=RefreshPolicy.UNIFORM, rate=0.5, min_interval=60, replan=60
+        ),
+    )
+    shard = Shard.open(config.data_dir, warc_size=10**9 if warc else None)
+    transport = httpx2.MockTransport(_growing)
+    await recrawl_for(config, shard, transport, ["http://a.test/"], 600)
+    shard.close()
+    with sqlite3.connect(config.data_dir / SHARD_FILE) as conn:
+        (changed,) = conn.execute("SELECT count(*) FROM visits WHERE changed").fetchone()
+    assert changed >= 3
+    if warc:
+        files = _files(config.data_dir)
+    else:
+        files = [tmp_path / "out.warc.gz"]
+        export([config.data_dir], "warc", files[0])
+    responses = []
+    for path in files:
+        with path.open("rb") as f:
+            responses += [r.rec_headers for r in ArchiveIterator(f) if r.rec_type == "response"]
+    responses = [h for h in responses if h.get_header("WARC-Target-URI") == "http://a.test/"]
+    assert len(responses) == 1 + changed
+    assert [h.get_header("WARC-Truncated") for h in responses] == ["length"] * len(responses)
 
 
 def test_a_live_shards_open_file_is_exported_to_its_committed_end(tmp_path: Path) -> None:

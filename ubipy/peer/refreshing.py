@@ -276,6 +276,7 @@ class Refresher:
                 page.body,
                 page.url,
                 page.head,
+                page.truncated,
             )
         return False, kept.row(), visit
 

@@ -33,7 +33,8 @@ def page_json(page: StoredPage) -> dict[str, Any]:
 
 def visit_json(visit: StoredVisit) -> dict[str, Any]:
     """A visit after the first fetch. An unchanged one saw the version held, so it has
-    no type, length or validators of its own: null, and 0 for the length."""
+    no type, length or validators of its own: null, and 0 for the length (and false for
+    truncated)."""
     return {
         "at": iso_utc(visit.at),
         "status": visit.status,
@@ -43,6 +44,7 @@ def visit_json(visit: StoredVisit) -> dict[str, Any]:
         "length": visit.length,
         "etag": visit.etag,
         "last_modified": visit.last_modified,
+        "truncated": visit.truncated,
     }
 
 

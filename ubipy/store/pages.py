@@ -142,7 +142,7 @@ class PagesMixin:
                 [astuple(r) for r in rows],
             )
             self._conn.executemany(
-                "INSERT OR REPLACE INTO visits VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO visits VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         v.fp,
@@ -154,6 +154,7 @@ class PagesMixin:
                         v.length,
                         v.etag,
                         v.last_modified,
+                        int(v.truncated),
                     )
                     for v in visits
                 ],

@@ -59,3 +59,5 @@ class Visit:
     # (--bodies warc); a visit given without a head gets no records.
     url: str | None = None
     head: HttpHead | None = None
+    # A changed version's body was cut at --max-body.
+    truncated: bool = False

@@ -9,7 +9,7 @@ import sqlite3
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 SHARD_FILE = "shard.sqlite3"
 
 # Version 3: what sitemaps said of when each URL last changed (a W3C datetime, as
@@ -134,6 +134,12 @@ ALTER TABLE frontier_v8 RENAME TO frontier;
 {_FRONTIER_PENDING}
 """
 
+# Version 9: a later visit's body cut at --max-body says so, as a first fetch's does
+# (pages.truncated): its WARC response says WARC-Truncated.
+_VISIT_TRUNCATED = """
+ALTER TABLE visits ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0;
+"""
+
 SCHEMA = (
     """
 CREATE TABLE IF NOT EXISTS meta (
@@ -202,6 +208,7 @@ CREATE TABLE IF NOT EXISTS bodies (
     + _RECRAWL
     + _LASTMOD_CHECKS
     + _WARC
+    + _VISIT_TRUNCATED
 )
 
 
@@ -224,6 +231,8 @@ MIGRATIONS: dict[int, str] = {
     # 6 -> 7: where pages' WARC records lie.
     6: _WARC,
     7: _FRONTIER_V8,
+    # 8 -> 9: whether a later visit's body was cut.
+    8: _VISIT_TRUNCATED,
 }
 
 # The order --order other than bfs takes a host's pending URLs in: made only when

@@ -38,9 +38,12 @@ _COLUMNS = (
 )
 # Version 1 shards have no encoding columns: NULL (read-only, so never migrated).
 _COLUMNS_V1 = _COLUMNS.replace("encoding, encoding_source", "NULL, NULL")
-_VISIT_COLUMNS = "at, status, changed, digest, content_type, length, etag, last_modified"
+_VISIT_COLUMNS = "at, status, changed, digest, content_type, length, etag, last_modified, truncated"
 # The first version with the visits of a continuous crawl.
 _VISITS_SINCE = 5
+# Before version 9 a visit did not say whether its body was cut: not known, so not said.
+_VISIT_COLUMNS_V8 = _VISIT_COLUMNS.replace("truncated", "0")
+_VISITS_TRUNCATED_SINCE = 9
 # The first version whose bodies may be in WARC files (table warc).
 _WARC_SINCE = 7
 # A page (or visit) whose capture is in the peer's WARC files.
@@ -90,6 +93,7 @@ class StoredVisit:
     etag: str | None
     last_modified: str | None
     body: bytes | None  # a changed visit's, when asked for and kept
+    truncated: bool = False  # a changed visit's body was cut at --max-body
 
     @property
     def is_unchanged_answer(self) -> bool:
@@ -148,13 +152,16 @@ class ShardReader:
                 )
             self._columns = _COLUMNS if version >= 2 else _COLUMNS_V1
             self._has_visits = version >= _VISITS_SINCE
+            self._visit_columns = (
+                _VISIT_COLUMNS if version >= _VISITS_TRUNCATED_SINCE else _VISIT_COLUMNS_V8
+            )
             self.has_warc = version >= _WARC_SINCE
             # One snapshot for the whole export, whatever the peer commits meanwhile.
             conn.execute("BEGIN")
             conn.execute(f"SELECT {self._columns} FROM pages LIMIT 0")
             conn.execute("SELECT fp, codec, body FROM bodies LIMIT 0")
             if self._has_visits:
-                conn.execute(f"SELECT fp, {_VISIT_COLUMNS} FROM visits LIMIT 0")
+                conn.execute(f"SELECT fp, {self._visit_columns} FROM visits LIMIT 0")
                 conn.execute("SELECT fp, at, codec, body FROM visit_bodies LIMIT 0")
             row = conn.execute("SELECT value FROM meta WHERE key = ?", (PEER_ID_META,)).fetchone()
         except ExportError:
@@ -266,9 +273,10 @@ class ShardReader:
         try:
             # The primary key (fp, at): one page's visits, in time order, by the index.
             cur = self._conn.execute(
-                f"SELECT {_VISIT_COLUMNS} FROM visits WHERE fp = ? {where} ORDER BY at", (fp,)
+                f"SELECT {self._visit_columns} FROM visits WHERE fp = ? {where} ORDER BY at",
+                (fp,),
             )
-            for at, status, changed, digest, ctype, length, etag, lm in cur:
+            for at, status, changed, digest, ctype, length, etag, lm, cut in cur:
                 yield StoredVisit(
                     at=float(at),
                     status=None if status is None else int(status),
@@ -279,6 +287,7 @@ class ShardReader:
                     etag=etag,
                     last_modified=lm,
                     body=self._visit_body(fp, at) if bodies and changed else None,
+                    truncated=bool(cut),
                 )
         except sqlite3.Error as exc:
             raise ExportError(f"{self.path}: reading visits failed: {exc}") from exc

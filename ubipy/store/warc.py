@@ -127,7 +127,7 @@ def _metadata(page: StoredPage, visit: StoredVisit | None) -> bytes:
         at,
         page.depth,
         changed=None if visit is None else visit.changed,
-        truncated=page.truncated,
+        truncated=page.truncated if visit is None else visit.truncated,
         title=page.title,
         encoding=page.encoding,
         encoding_source=page.encoding_source,
@@ -195,7 +195,9 @@ class _Writer:
         body = visit.body if visit.body is not None or visit.length else b""
         if visit.status is None or body is None:
             return None
-        return self._capture(page, visit, replace(version, length=len(body)), body, False, asked)
+        return self._capture(
+            page, visit, replace(version, length=len(body)), body, visit.truncated, asked
+        )
 
     def _capture(
         self,

@@ -150,14 +150,17 @@ def metadata_block(
     encoding_source: str | None = None,
 ) -> bytes:
     """A metadata record's warc-fields: the peer, when, the depth; for a later visit
-    (``changed`` given) whether it changed, else the first fetch's truncation, title
-    and encoding; the URL in Unicode when it differs (``shown_url``)."""
+    (``changed`` given) whether it changed (and a changed one's truncation), else the
+    first fetch's truncation, title and encoding; the URL in Unicode when it differs
+    (``shown_url``)."""
     fields = [("peer-id", peer or ""), ("fetched-at", iso_utc(at))]
     if depth is not None:
         fields.append(("depth", str(depth)))
     if changed is not None:
         # What the shard keeps of a later visit: not its title or encoding.
         fields.append(("changed", "true" if changed else "false"))
+        if changed:
+            fields.append(("truncated", "true" if truncated else "false"))
     else:
         fields.append(("truncated", "true" if truncated else "false"))
         if title is not None:

@@ -299,7 +299,7 @@ class WarcStore:
         showed) the version held is current; False when there is nothing to write (no
         body kept, or no response here for a revisit to refer to)."""
         page = _Page(
-            visit.fp, url, visit.at, depth, head, visit.changed,
+            visit.fp, url, visit.at, depth, head, visit.changed, visit.truncated,
             date=iso_utc(visit.at), uri=field_value(url),
         )  # fmt: skip
         if visit.changed:
