@@ -638,6 +638,61 @@ async def test_every_version_cut_at_max_body_says_so(
     assert [h.get_header("WARC-Truncated") for h in responses] == ["length"] * len(responses)
 
 
+def _slowly_changing(request: httpx2.Request) -> httpx2.Response:
+    """A site of one page, a new version every five minutes."""
+    if request.url.path != "/":
+        return httpx2.Response(404)
+    body = f"<html><title>v{int(trio.current_time() // 300)}</title></html>".encode()
+    return httpx2.Response(200, headers={"Content-Type": "text/html"}, content=body)
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["warc-then-shard", "shard-then-warc"])
+async def test_a_crawl_whose_bodies_moved_exports_every_version_once(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, first: bool
+) -> None:
+    # A continuous crawl restarted with --bodies switched: the export holds each visit
+    # once, those in the WARC files as they are and those in the shard beside them, and
+    # each revisit refers to the response of the version the page had then, wherever
+    # that response was written.
+    config = CrawlConfig(
+        data_dir=tmp_path / "peer",
+        politeness=PolitenessConfig(delay=0.5, concurrency=4),
+        recrawl=RecrawlConfig(
+            recrawl=True, policy=RefreshPolicy.UNIFORM, rate=0.5, min_interval=60, replan=60
+        ),
+    )
+    for warc in (first, not first):
+        shard = Shard.open(config.data_dir, warc_size=10**9 if warc else None)
+        transport = httpx2.MockTransport(_slowly_changing)
+        await recrawl_for(config, shard, transport, ["http://a.test/"], 1200)
+        shard.close()
+    with sqlite3.connect(config.data_dir / SHARD_FILE) as conn:
+        visits = conn.execute("SELECT at, changed FROM visits").fetchall()
+        in_warc = conn.execute("SELECT COUNT(*) FROM warc").fetchone()[0]
+        (pages,) = conn.execute("SELECT COUNT(*) FROM pages").fetchone()
+    changed = sum(c for _, c in visits)
+    assert changed >= 2 and len(visits) - changed >= 4
+    assert 0 < in_warc < 1 + len(visits)  # captures on both sides
+    out = tmp_path / "out.warc.gz"
+    summary = export([config.data_dir], "warc", out)
+    assert (summary.pages, summary.visits, summary.visits_left_out) == (pages, len(visits), 0)
+    with out.open("rb") as f:
+        recs = [r.rec_headers for r in ArchiveIterator(f) if r.rec_type in ("response", "revisit")]
+    page = [h for h in recs if h.get_header("WARC-Target-URI") == "http://a.test/"]
+    page.sort(key=lambda h: h.get_header("WARC-Date"))
+    assert len(page) == 1 + len(visits)
+    assert len({h.get_header("WARC-Date") for h in page}) == len(page)
+    assert sum(h.get_header("WARC-Type") == "response" for h in page) == 1 + changed
+    latest = None
+    for h in page:
+        if h.get_header("WARC-Type") == "response":
+            latest = h
+        else:
+            assert latest is not None
+            assert h.get_header("WARC-Refers-To") == latest.get_header("WARC-Record-ID")
+            assert h.get_header("WARC-Payload-Digest") == latest.get_header("WARC-Payload-Digest")
+
+
 def test_a_live_shards_open_file_is_exported_to_its_committed_end(tmp_path: Path) -> None:
     """The open file's committed part goes into a directory export, through a file of
     the export's own: a user's file of any name there is left alone."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ubipy.errors import ExportError
@@ -51,6 +51,16 @@ _IN_WARC = "EXISTS (SELECT 1 FROM warc w WHERE w.fp = {t}.fp AND w.at = {t}.{at}
 
 
 @dataclass(frozen=True, slots=True)
+class InWarc:
+    """A capture whose records are in the peer's WARC files: its response's (or
+    revisit's) record id and payload digest, what a revisit written beside them refers
+    to."""
+
+    record_id: str
+    payload_digest: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class StoredPage:
     """One row of a shard's ``pages`` table (a page's first fetch), with its body when
     asked for."""
@@ -71,6 +81,8 @@ class StoredPage:
     # The encoding an HTML page was read in and what decided it (None: not parsed).
     encoding: str | None = None
     encoding_source: str | None = None
+    # Read beside the WARC files (``outside_warc``): its first fetch is in them.
+    in_warc: InWarc | None = None
 
     @property
     def is_response(self) -> bool:
@@ -94,6 +106,8 @@ class StoredVisit:
     last_modified: str | None
     body: bytes | None  # a changed visit's, when asked for and kept
     truncated: bool = False  # a changed visit's body was cut at --max-body
+    # Read beside the WARC files (``outside_warc``): the visit is in them.
+    in_warc: InWarc | None = None
 
     @property
     def is_unchanged_answer(self) -> bool:
@@ -183,15 +197,34 @@ class ShardReader:
     def histories(self, *, bodies: bool, outside_warc: bool = False) -> Iterator[PageHistory]:
         """Every stored page in fetch order, each with its later visits; with
         ``bodies``, the first fetch's body and each changed visit's. With
-        ``outside_warc``, only the pages and visits whose records are not in the
-        peer's WARC files (--bodies shard, or stored before #20)."""
+        ``outside_warc``, the pages with a capture whose records are not in the
+        peer's WARC files (--bodies shard, or stored before #20), each with all its
+        visits: those in the WARC files say so (``in_warc``), a page whose first fetch
+        is there too, so that what is written beside them refers to the version the
+        page had (--bodies switched during a continuous crawl)."""
         for page, fp in self._pages(bodies=bodies, outside_warc=outside_warc):
-            yield PageHistory(page, self._visits(fp, bodies=bodies, outside_warc=outside_warc))
+            captures = self._in_warc(fp) if outside_warc else {}
+            if captures and (first := captures.get(page.fetched_at)) is not None:
+                page = replace(page, in_warc=first)
+            yield PageHistory(page, self._visits(fp, bodies=bodies, in_warc=captures))
+
+    def _in_warc(self, fp: int) -> dict[float, InWarc]:
+        """The page's captures in the WARC files, by time."""
+        if not self.has_warc:
+            return {}
+        try:
+            rows = self._conn.execute(
+                "SELECT at, record_id, payload_digest FROM warc WHERE fp = ?", (fp,)
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise ExportError(f"{self.path}: reading the WARC table failed: {exc}") from exc
+        return {float(at): InWarc(str(rid), digest) for at, rid, digest in rows}
 
     def warc_counts(self) -> tuple[int, int, int]:
         """(pages, captures, others): the pages whose first fetch has records in the
-        peer's WARC files, all the captures there, and the answered pages whose
-        records are not there (their bodies in the shard). Zeros before version 7."""
+        peer's WARC files, all the captures there, and the answered pages and visits
+        whose records are not there (their bodies in the shard). Zeros before
+        version 7."""
         if not self.has_warc:
             return 0, 0, 0
         try:
@@ -202,6 +235,10 @@ class ShardReader:
             rest = self._conn.execute(
                 "SELECT COUNT(*) FROM pages WHERE status IS NOT NULL AND error IS NULL AND NOT "
                 + _IN_WARC.format(t="pages", at="fetched_at")
+            ).fetchone()[0]
+            rest += self._conn.execute(
+                "SELECT COUNT(*) FROM visits WHERE status IS NOT NULL AND NOT "
+                + _IN_WARC.format(t="visits", at="at")
             ).fetchone()[0]
         except sqlite3.Error as exc:
             raise ExportError(f"{self.path}: reading the WARC table failed: {exc}") from exc
@@ -233,6 +270,9 @@ class ShardReader:
         where = ""
         if outside_warc and self.has_warc:
             where = "WHERE NOT " + _IN_WARC.format(t="pages", at="fetched_at")
+            if self._has_visits:
+                where += " OR EXISTS (SELECT 1 FROM visits WHERE visits.fp = pages.fp AND NOT "
+                where += _IN_WARC.format(t="visits", at="at") + ")"
         try:
             cur = self._conn.execute(
                 f"SELECT {self._columns} FROM pages {where} ORDER BY fetched_at, fp"
@@ -263,20 +303,17 @@ class ShardReader:
             raise ExportError(f"{self.path}: reading pages failed: {exc}") from exc
 
     def _visits(
-        self, fp: int, *, bodies: bool, outside_warc: bool = False
+        self, fp: int, *, bodies: bool, in_warc: dict[float, InWarc]
     ) -> Iterator[StoredVisit]:
         if not self._has_visits:
             return
-        where = ""
-        if outside_warc and self.has_warc:
-            where = "AND NOT " + _IN_WARC.format(t="visits", at="at")
         try:
             # The primary key (fp, at): one page's visits, in time order, by the index.
             cur = self._conn.execute(
-                f"SELECT {self._visit_columns} FROM visits WHERE fp = ? {where} ORDER BY at",
-                (fp,),
+                f"SELECT {self._visit_columns} FROM visits WHERE fp = ? ORDER BY at", (fp,)
             )
             for at, status, changed, digest, ctype, length, etag, lm, cut in cur:
+                there = in_warc.get(float(at))
                 yield StoredVisit(
                     at=float(at),
                     status=None if status is None else int(status),
@@ -286,8 +323,11 @@ class ShardReader:
                     length=int(length),
                     etag=etag,
                     last_modified=lm,
-                    body=self._visit_body(fp, at) if bodies and changed else None,
+                    body=(
+                        self._visit_body(fp, at) if bodies and changed and there is None else None
+                    ),
                     truncated=bool(cut),
+                    in_warc=there,
                 )
         except sqlite3.Error as exc:
             raise ExportError(f"{self.path}: reading visits failed: {exc}") from exc

@@ -47,7 +47,14 @@ from warcio.warcwriter import WARCWriter
 
 from ubipy import PROJECT_URL, __version__
 from ubipy.store.idn import unicode_url
-from ubipy.store.snapshot import ExportSummary, PageHistory, StoredPage, StoredVisit, iso_utc
+from ubipy.store.snapshot import (
+    ExportSummary,
+    InWarc,
+    PageHistory,
+    StoredPage,
+    StoredVisit,
+    iso_utc,
+)
 from ubipy.store.warcrecords import CONFORMS_TO as _CONFORMS_TO
 from ubipy.store.warcrecords import NOT_MODIFIED as NOT_MODIFIED
 from ubipy.store.warcrecords import SAME_PAYLOAD as SAME_PAYLOAD
@@ -77,6 +84,14 @@ class _Held:
     date: str
     payload_digest: str
     version: _Version
+
+
+def _there(capture: InWarc, at: float, version: _Version | None) -> _Held | None:
+    """The response in the peer's WARC files that holds ``version``, for a revisit
+    written beside them to refer to; None when it holds no answer to refer to."""
+    if capture.payload_digest is None or version is None:
+        return None
+    return _Held(capture.record_id, iso_utc(at), capture.payload_digest, version)
 
 
 def _version_of(visit: StoredVisit) -> _Version:
@@ -160,8 +175,6 @@ class _Writer:
 
     def history(self, history: PageHistory) -> None:
         page = history.page
-        self.pages += 1
-        body = page.body if page.body is not None or page.length else b""
         # The version held: a refresh asks with its validators.
         held: _Version | None = None
         if page.status is not None:
@@ -169,12 +182,23 @@ class _Writer:
                             page.last_modified)  # fmt: skip
         # Its response in this WARC: what a revisit refers to.
         here: _Held | None = None
-        if page.is_response and body is not None and held is not None:
-            held = replace(held, length=len(body))
-            here = self._capture(page, None, held, body, page.truncated, None)
+        if page.in_warc is not None:
+            # Its records are in the peer's WARC files (and counted there).
+            here = _there(page.in_warc, page.fetched_at, held)
         else:
-            self.left_out += 1
+            self.pages += 1
+            body = page.body if page.body is not None or page.length else b""
+            if page.is_response and body is not None and held is not None:
+                held = replace(held, length=len(body))
+                here = self._capture(page, None, held, body, page.truncated, None)
+            else:
+                self.left_out += 1
         for visit in history.visits:
+            if visit.in_warc is not None:
+                if visit.changed:
+                    held = _version_of(visit)
+                    here = _there(visit.in_warc, visit.at, held)
+                continue
             self.visits += 1
             if visit.changed:
                 asked, held = held, _version_of(visit)
