@@ -245,3 +245,64 @@ def test_a_host_with_only_pages_due_again_gets_its_share_under_every_order(
             add(job.host, 0.5)
     # About as bfs serves them (5 s to the first, 2.5 s apart): not kept waiting.
     assert len(refreshed) == 5 and refreshed[-1] <= 20.0
+
+
+@pytest.mark.parametrize("order", [CrawlOrder.BFS, CrawlOrder.OPIC])
+def test_a_big_site_still_crawled_gets_its_share_beside_hosts_with_only_refreshes(
+    order: CrawlOrder,
+) -> None:
+    """Late in a continuous crawl most hosts have only pages due again: counted with
+    theirs, the refreshes were over their share for good, and big.test, still full of
+    new URLs, got a new URL at every turn (1 refresh in 55; found by a review)."""
+    s = Scheduler(
+        delay=1.0, window=10_000, loader=lambda h, a, n: [], order=order, refresh_share=0.5
+    )
+    fps = itertools.count(1)
+    hosts = ["big.test"] + [f"r{i}.test" for i in range(20)]
+    for h in hosts:
+        n = next(fps)
+        s.add(h, Entry(fp=n, seq=n, url=f"http://{h}/", depth=1))
+    for t in range(3):
+        while (job := s.next_job(float(t))) is not None:
+            if job.kind is JobKind.ROBOTS:
+                s.robots_answer(job.host, float(t), status=404, location=None, body=b"")
+            else:
+                s.finished(job.host, float(t))
+    for n in range(5_000):
+        s.add("big.test", Entry(fp=next(fps), seq=n + 10, url=f"http://big.test/{n}", depth=1))
+    for h in hosts:
+        due = [(5.0, Entry(next(fps), 0, f"http://{h}/old{k}", 1, refresh=True)) for k in range(50)]
+        s.refreshes(h, due)
+    big = []
+    for t in range(5, 60):
+        while (job := s.next_job(float(t))) is not None:
+            assert job.entry is not None
+            if job.host == "big.test":
+                big.append(job.entry.refresh)
+            s.finished(job.host, float(t))
+    assert len(big) == 55 and 25 <= sum(big) <= 30  # half of its turns
+
+
+def test_refreshes_keep_their_share_after_hours_of_new_urls_alone() -> None:
+    """The share holds over the recent requests: after 200 requests of new URLs alone,
+    the refreshes took the next 100 turns (they were counted as owed since the start)."""
+    s = Scheduler(delay=1.0, window=5_000, loader=lambda h, a, n: [], refresh_share=0.5)
+    _ready(s)
+    for n in range(1, 1_000):
+        s.add("a.test", _new(n))
+    now = 2.0
+    for _ in range(200):
+        job = s.next_job(now)
+        assert job is not None and job.entry is not None and not job.entry.refresh
+        s.finished("a.test", now)
+        now += 1.0
+    s.refreshes("a.test", [(now, _old(n)) for n in range(150)])
+    kinds = []
+    for _ in range(100):
+        job = s.next_job(now)
+        assert job is not None and job.entry is not None
+        kinds.append(job.entry.refresh)
+        s.finished("a.test", now)
+        now += 1.0
+    assert sum(kinds) == 50
+    assert all(a != b for a, b in itertools.pairwise(kinds))  # in turn
