@@ -425,6 +425,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
                 self._commits.skip(job.entry.fp, job.reason)
                 self._flush_now.set()
                 continue
+            if self.refresher is not None and job.entry is not None:
+                self.refresher.handed_out(job.entry)
             return job
         return None
 

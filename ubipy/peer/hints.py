@@ -77,6 +77,11 @@ class LastmodHints:
         # Pages whose last visit saw a change since the visit before (at this time),
         # waiting for the next reading of their lastmod.
         self._pending: dict[int, float] = {}
+        # Pages whose lastmod's claim a visit has checked: once a reading. A date in
+        # the future (a typo's year, a post scheduled) stays after every visit until
+        # the clock passes it, and each visit of the unchanged page counted against
+        # its host again (10 visits took an honest host's 5 of 5 to 5 of 15).
+        self._claimed: set[int] = set()
         self.hosts: dict[str, HostTrust] = {}
         # Hints (a lastmod newer than the last visit, newly read) per host: acted on
         # (the host trusted), or not.
@@ -105,7 +110,9 @@ class LastmodHints:
         """A visit of a page answered (a 200 or a 304) saw it ``changed`` or not since
         the visit at ``previous``; returns the check it made (agreed?), if any."""
         said = self._said.get(fp)
-        if said is not None and said.at > previous:  # the sitemap claimed a change
+        if said is not None and said.at > previous and fp not in self._claimed:
+            # The sitemap claimed a change.
+            self._claimed.add(fp)
             self._pending.pop(fp, None)
             return self._count(host, changed)
         if changed:  # to be checked against the next reading
@@ -124,6 +131,8 @@ class LastmodHints:
         if (since := self._pending.pop(fp, None)) is not None:
             check = self._count(host, said.at + said.span > since)
         new = before is None or (before.at, before.span) != (said.at, said.span)
+        if new:
+            self._claimed.discard(fp)
         return (said if new else None), check
 
     def _count(self, host: str, agreed: bool) -> bool:
@@ -136,3 +145,4 @@ class LastmodHints:
         for fp in fps:
             self._said.pop(fp, None)
             self._pending.pop(fp, None)
+            self._claimed.discard(fp)

@@ -79,6 +79,9 @@ class _Page:
     # robots.txt forbade it when it came due: not before then (robots.txt may allow
     # it again), whatever a plan says. Not kept across a restart: asked once more.
     barred_until: float = 0.0
+    # When it was last asked, answered or not (its history's last visit is its last
+    # answer): a plan counts its interval from then. Not kept across a restart.
+    asked_at: float = 0.0
 
     def row(self) -> RefreshRow:
         h = self.history
@@ -107,6 +110,8 @@ class RefreshStats:
     not_modified: int = 0
     unchanged: int = 0
     changed: int = 0
+    # Answered with an error, or not at all: no visit of its history.
+    failed: int = 0
     plans: int = 0
     barred: int = 0
 
@@ -160,12 +165,16 @@ class Refresher:
         to be refreshed again once they do not)."""
         filters = self._filters if self._filters else None
         left_out: Counter[Filtered] = Counter()
+        now = time.time()
         for r in self._shard.refresh_rows():
             why = None if filters is None else filters.verdict_at(r.url, r.depth)
             if why is not None:
                 left_out[why] += 1
                 continue
-            history = History(r.visits, r.changes, r.observed, r.last_visit)
+            # A visit stamped while the clock ran ahead (put right since): from now,
+            # not from then, or the page would wait out the clock's error as well,
+            # past the longest interval.
+            history = History(r.visits, r.changes, r.observed, min(r.last_visit, now))
             page = _Page(
                 r.fp,
                 r.url,
@@ -176,9 +185,10 @@ class Refresher:
                 r.etag,
                 r.last_modified,
                 r.digest,
-                r.due,
+                min(r.due, now + self._cfg.max_interval),
                 r.lastmod_checks,
                 r.lastmod_agreed,
+                asked_at=history.last_visit,
             )
             self._keep(page)
         counts = [(p.host, p.checks, p.agreed) for p in self._pages.values() if p.checks]
@@ -186,12 +196,18 @@ class Refresher:
         self._schedule()
         return left_out
 
+    def handed_out(self, entry: Entry) -> None:
+        """A page due again was handed out to be asked: no plan makes it due again
+        until it is answered. Marked when the scheduler hands it out, not when its
+        request starts: a plan between the two (while an address's lease is asked
+        for) gave it back as due now, and it was asked twice, a delay apart."""
+        if entry.refresh and entry.fp in self._pages:
+            self._asked.add(entry.fp)
+            self._prompted.discard(entry.fp)
+
     def validators(self, entry: Entry) -> Validators | None:
         """The copy's validators, for a page asked again (now)."""
         page = self._pages.get(entry.fp) if entry.refresh else None
-        if page is not None:
-            self._asked.add(page.fp)
-            self._prompted.discard(page.fp)
         if page is None or not (page.etag or page.last_modified):
             return None
         return Validators(page.etag, page.last_modified)
@@ -224,6 +240,7 @@ class Refresher:
                 page.last_modified,
                 page.digest,
                 now,
+                asked_at=now,
             )
             kept.due = now + self._first_interval()
             self._keep(kept)
@@ -231,26 +248,36 @@ class Refresher:
             return True, kept.row(), None
         self._asked.discard(page.fp)
         self.stats.refreshes += 1
-        if result.not_modified:
-            changed = False
-            self.stats.not_modified += 1
-        elif not (result.ok and result.status == 200):
-            # Gone, or failing: asked again at its interval; a 200 will tell.
-            changed = False
-        else:
-            changed = page.digest != kept.digest
         answer = result.not_modified or (result.ok and result.status == 200)
+        # Gone, or failing: asked again at its interval (a 200 will tell), but not a
+        # visit of its history: it did not show the page unchanged, and counted so, a
+        # host's outage made its pages look slower to change than they are.
+        changed = answer and not result.not_modified and page.digest != kept.digest
         if answer and self._cfg.lastmod_hints and not is_sitemap(kept.depth):
             check = self.hints.visited(kept.fp, kept.host, kept.history.last_visit, changed)
             if check is not None:
                 kept.checks += 1
                 kept.agreed += check
-        kept.history.visited(now, changed)
+        if answer:
+            kept.history.visited(now, changed)
         if changed:
             self.stats.changed += 1
             kept.etag, kept.last_modified, kept.digest = page.etag, page.last_modified, page.digest
-        elif not result.not_modified:
+        elif result.not_modified:
+            self.stats.not_modified += 1
+            # A 304's validators replace those held (RFC 9111 4.3.4); one it leaves out
+            # stays.
+            kept.etag = page.etag or kept.etag
+            kept.last_modified = page.last_modified or kept.last_modified
+        elif answer:
             self.stats.unchanged += 1
+            # The same body under new validators (a server that makes its ETag of a
+            # file's time, after a redeploy): asked with the old ones, it would answer
+            # in full at every visit from now on.
+            kept.etag, kept.last_modified = page.etag, page.last_modified
+        else:
+            self.stats.failed += 1
+        kept.asked_at = now
         kept.due = now + self._interval_of(kept)
         self._due_again(kept)
         visit = Visit(
@@ -396,7 +423,7 @@ class Refresher:
             # Overdue under the new plan (its interval shrank): due now. Put off
             # instead (spread over the interval), the refreshes fell 40% short of
             # the budget (bench/freshness.py).
-            due = page.history.last_visit + interval
+            due = max(page.history.last_visit, page.asked_at) + interval
             due = min(due, page.due) if page.fp in self._prompted else due
             page.due = max(due, page.barred_until)
         self.stats.plans += 1

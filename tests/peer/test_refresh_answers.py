@@ -1,0 +1,171 @@
+"""What a refresh's answer does to the page kept (--recrawl), judged by what the server
+is asked: validators follow the server's, a failed answer is no visit of the page's
+history and does not make it due sooner, a page is never asked twice for one due time,
+and a clock that ran ahead does not hold a page back."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+
+import httpx2
+import trio
+import trio.testing
+
+from tests.cluster.harness import wall_clock_on_trio_time
+from tests.peer.crawling import running_crawler
+from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
+from ubipy.fetch import UrlFilter
+from ubipy.peer.hints import LastmodHints
+from ubipy.peer.refreshing import Refresher
+from ubipy.store import RefreshRow, Shard
+
+BODY = b"<html><title>x</title>the same body</html>"
+
+
+def _config(data: Path) -> CrawlConfig:
+    return CrawlConfig(
+        data_dir=data,
+        politeness=PolitenessConfig(delay=1.0, concurrency=2),
+        bounds=BoundsConfig(sitemaps=False),
+        recrawl=RecrawlConfig(
+            recrawl=True, policy=RefreshPolicy.UNIFORM, rate=1 / 60, min_interval=60, replan=30
+        ),
+    )
+
+
+class _Site:
+    """One page, its answers logged: (time, status, If-None-Match asked with). From
+    ``switch`` on, its ETag is "v2" (the same body: a redeploy), or, with ``gone``,
+    it answers 404."""
+
+    def __init__(self, switch: float, *, gone: bool = False) -> None:
+        self.switch, self.gone = switch, gone
+        self.log: list[tuple[float, int, str | None]] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        now = trio.current_time()
+        asked = request.headers.get("if-none-match")
+        etag = '"v1"' if now < self.switch else '"v2"'
+        if self.gone and now >= self.switch:
+            status = 404
+        elif asked == etag:
+            status = 304
+        else:
+            status = 200
+        self.log.append((now, status, asked))
+        if status == 200:
+            headers = {"content-type": "text/html", "etag": etag}
+            return httpx2.Response(200, headers=headers, content=BODY)
+        return httpx2.Response(status, headers={"etag": etag} if status == 304 else {})
+
+
+async def _crawl(site: _Site, data: Path, seconds: float) -> Refresher:
+    with wall_clock_on_trio_time():
+        async with running_crawler(_config(data), site) as crawler:
+            crawler.seed(["http://site.test/"])
+            await trio.sleep(seconds)
+            assert crawler.refresher is not None
+            return crawler.refresher
+
+
+async def test_new_validators_for_the_same_body_are_asked_with_from_then_on(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Kept from the first fetch, "v1" was asked with for ever after the server's ETag
+    # became "v2": a full answer at every visit (15 of them), no 304 again.
+    site = _Site(300)
+    refresher = await _crawl(site, tmp_path, 1200)
+    after = [(status, asked) for t, status, asked in site.log if t > 300]
+    assert after[0] == (200, '"v1"')
+    assert after[1:] and set(after[1:]) == {(304, '"v2"')}
+    assert refresher.stats.changed == 0
+
+
+async def test_a_page_gone_is_asked_at_its_interval_and_is_no_visit_of_its_history(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    site = _Site(300, gone=True)
+    refresher = await _crawl(site, tmp_path, 1200)
+    gone = [t for t, status, _ in site.log if status == 404]
+    assert len(gone) >= 10
+    # Its interval (a minute) apart: not due again at every plan (30 s) because the
+    # last visit of its history is the last answer before it went.
+    assert min(b - a for a, b in itertools.pairwise(gone)) >= 59
+    [page] = refresher._pages.values()
+    assert page.history.visits == 1 + sum(1 for t, s, _ in site.log if t < 300 and s == 304)
+    assert refresher.stats.failed == len(gone) and refresher.stats.unchanged == 0
+
+
+async def test_a_page_is_not_asked_again_for_a_plan_made_while_its_request_waits(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The request waits 2 s to be cleared (an address's lease asked of another peer):
+    # a plan meanwhile gave the page back as due now, and it was asked again 3 s
+    # after, nine times in half an hour (found by a review).
+    site = _Site(10**9)
+    config = _config(tmp_path)
+
+    async def slow_clear(host: str) -> bool:
+        await trio.sleep(2)
+        return True
+
+    with wall_clock_on_trio_time():
+        async with running_crawler(config, site) as crawler:
+            crawler.clear_to_fetch = slow_clear
+            crawler.seed(["http://site.test/"])
+            await trio.sleep(1800)
+    times = [t for t, _, _ in site.log]
+    assert len(times) >= 20
+    assert min(b - a for a, b in itertools.pairwise(times)) >= 60
+
+
+async def test_a_visit_stamped_while_the_clock_ran_ahead_does_not_hold_its_page_back(
+    tmp_path: Path,
+) -> None:
+    now = time.time()
+    year = 365 * 86400.0
+    shard = Shard.open(tmp_path)
+    ahead = RefreshRow(1, "http://a.test/p", "a.test", 1, 5, 2, 3600.0, now + year,
+                       now + year + 600, 0.0, None, None, "d1")  # fmt: skip
+    shard.save_refresh([ahead], [])
+    due: dict[str, list[tuple[float, object]]] = {}
+
+    class _Scheduler:
+        def refreshes(self, host: str, pages: list[tuple[float, object]]) -> None:
+            due[host] = pages
+
+        def slot(self, host: str) -> None:
+            return None
+
+    config = CrawlConfig(data_dir=tmp_path, recrawl=RecrawlConfig(recrawl=True))
+    refresher = Refresher(config, shard, lambda: _Scheduler(), UrlFilter())  # type: ignore[arg-type,return-value]
+    refresher.load()
+    [(at, _)] = due["a.test"]
+    # Due within its interval from now (at most the longest), not a year from now.
+    assert at - trio.current_time() <= config.recrawl.max_interval
+    refresher.plan()
+    [(at, _)] = due["a.test"]
+    assert at - trio.current_time() <= config.recrawl.max_interval
+    shard.close()
+
+
+def test_a_lastmod_in_the_future_is_held_against_its_host_once_a_reading() -> None:
+    # A typo's year, or a post scheduled: read once, it counted against the host at
+    # every visit of the unchanged page until the clock passed it.
+    hints = LastmodHints()
+    now = 1_700_000_000.0
+    for fp in range(5):
+        hints.read(fp, "a.test", "2023-11-14T00:00:00Z", now - 86400)
+        hints.visited(fp, "a.test", now - 2 * 86400, changed=True)
+    assert hints.trusted("a.test")
+    hints.read(99, "a.test", "2033-11-14T00:00:00Z", now)
+    checks = [hints.visited(99, "a.test", now + 600 * k, changed=False) for k in range(10)]
+    assert checks == [False] + [None] * 9
+    assert hints.trusted("a.test")
+    # A new reading of a date still to come is one more claim.
+    hints.read(99, "a.test", "2034-01-01T00:00:00Z", now + 7000)
+    assert hints.visited(99, "a.test", now + 7200, changed=False) is False
