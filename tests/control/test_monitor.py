@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import trio
+import trio.testing
 
-from ubipy.control.monitor import Monitor, Reply
+from tests.cluster.harness import SimPeer, host_of
+from tests.cluster.harness import cluster as sim_cluster
+from ubipy.control.monitor import ASK_AGAIN_AFTER, Monitor, Reply
 from ubipy.membership import Member, MemberState
+from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.wire import Control, Figures, Message, SeedAck
 
 
@@ -105,7 +110,7 @@ def test_a_peer_that_is_not_a_control_peer_keeps_no_figures() -> None:
     assert fake.handlers == {}  # nor does it ask for them
 
 
-def test_a_control_peer_asks_every_member_known_or_joining_for_figures() -> None:
+async def test_a_control_peer_asks_every_member_known_or_joining_for_figures() -> None:
     fake = cluster()
     monitor = Monitor(fake)
     monitor.member_joined("127.0.0.1:2")
@@ -117,3 +122,90 @@ def test_a_control_peer_asks_every_member_known_or_joining_for_figures() -> None
     for joined in fake.joined:
         joined("127.0.0.1:4")
     assert fake.started == [("127.0.0.1:4", asked)]
+
+
+async def test_a_live_member_whose_figures_stop_is_asked_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Only a join asked a member for its figures: one that forgot the control peer
+    (it saw it dead) or never got the CONTROL was never asked again (found by a
+    review). A live member silent for ASK_AGAIN_AFTER is asked again, at most once in
+    that time; one that pushes, and one that is dead, are not."""
+    fake = cluster()
+    fake.members_["d"] = Member("d", "127.0.0.1:4", MemberState.ALIVE, 0)
+    monitor = Monitor(fake)
+    monitor.attach("127.0.0.1:8080")
+    fake.members_["d"] = replace(fake.members_["d"], state=MemberState.DEAD)
+    asked = Control("127.0.0.1:8080", "127.0.0.1:1")
+    fake.started.clear()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(monitor.ask_again_forever)
+        # Four beats and a half: b pushes every second, c never.
+        for _ in range(int(4.5 * ASK_AGAIN_AFTER)):
+            await trio.sleep(1.0)
+            await fake.handlers[Figures]("b", Figures({"pages": 1}), no_reply)
+        nursery.cancel_scope.cancel()
+    assert fake.started == [("127.0.0.1:3", asked)] * 4
+
+
+WEB = SyntheticWeb(WebSpec(seed=3, hosts=2, pages_per_host=2))
+
+
+class WatchedMonitor(Monitor):
+    """A monitor that says when figures arrive."""
+
+    def __init__(self, sim: SimPeer) -> None:
+        super().__init__(sim.peer)
+        self.arrived = trio.Event()
+
+    def on_figures(self, sender: str, figures: Figures) -> None:
+        super().on_figures(sender, figures)
+        self.arrived.set()
+        self.arrived = trio.Event()
+
+    async def until(self, condition: Callable[[], bool]) -> None:
+        while not condition():
+            await self.arrived.wait()
+
+
+async def test_figures_come_again_after_the_control_peer_was_cut_off(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The control peer cut off: the others declare it dead and forget it, while it
+    only suspects them; on the heal their suspicions are refuted, none joins, and no
+    CONTROL was sent again. The dashboard showed their figures of before the cut for
+    good (found by a review)."""
+    async with sim_cluster(tmp_path, WEB, seed=1) as c:
+        sims = await c.start_joined(4)
+        control, others = sims[0], sims[1:]
+        monitor = WatchedMonitor(control)
+
+        def current() -> bool:
+            """The control peer has each other's figures of the last few seconds."""
+            view = monitor.cluster_view()
+            return all(
+                abs(view[s.peer_id].get("uptime", -99.0) - s.peer.status().uptime) < 3.0
+                for s in others
+            )
+
+        def forgotten(sim: SimPeer) -> bool:
+            member = sim.peer.membership.member(control.peer_id)
+            return member is not None and member.state is MemberState.DEAD
+
+        async with trio.open_nursery() as nursery:
+            monitor.attach("127.0.0.1:8080")
+            nursery.start_soon(monitor.ask_again_forever)
+            with trio.fail_after(10):
+                await monitor.until(current)
+            c.net.partition([host_of(0)], [s.host for s in others])
+            with trio.fail_after(60):
+                await c.wait_until(lambda: all(forgotten(s) for s in others))
+            assert not any(  # the control peer saw none of them die: no join will come
+                m.state is MemberState.DEAD for m in control.peer.membership.members()
+            )
+            c.net.heal()
+            with trio.fail_after(60):
+                await monitor.until(current)
+            await trio.sleep(10.0)  # and they keep coming
+            assert current()
+            nursery.cancel_scope.cancel()

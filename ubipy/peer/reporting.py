@@ -87,7 +87,10 @@ class Reporter:
                     continue
                 address = named
             elif member.state in (MemberState.DEAD, MemberState.LEFT):
-                del self._controls[control_id]  # a control peer back asks again
+                # Forgotten, so nothing is pushed for ever to a peer that is gone: a
+                # control peer back asks again (its monitor asks every live member
+                # whose figures have stopped, whether or not it saw this one go).
+                del self._controls[control_id]
                 continue
             else:
                 address = member.address  # not the one named, whatever it was
