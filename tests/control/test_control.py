@@ -326,6 +326,42 @@ def test_metrics_parse_with_prometheus_own_parser() -> None:
     assert all(line.startswith(("# HELP ", "# TYPE ")) for line in text.splitlines() if "#" in line)
 
 
+def test_gauges_are_written_for_live_peers_only_as_the_totals_count_them() -> None:
+    """A dead peer's last frontier, hosts and requests in flight stayed in /metrics
+    beside those of the peer that took its hosts over: Prometheus's sum() counted them
+    twice until the tombstone went, while the dashboard's totals did not (found by a
+    review). Its counters stay: what it did is still done."""
+    book = FiguresBook()
+    before = figures(10.0, 5, pending=100, hosts=3, in_flight=2)
+    book.update({"a": before, "b": before, "c": {**before, "state": "suspect"}}, 1.0)
+    # b died and c left: a took their hosts and frontiers over.
+    after = figures(11.0, 6, pending=300, hosts=9, in_flight=2)
+    book.update(
+        {"a": after, "b": {**before, "state": "dead"}, "c": {**before, "state": "left"}}, 2.0
+    )
+    rows = book.rows(2.0)
+    got = samples(control_metrics.render(rows))
+    t = totals(rows)
+    for name, total in (
+        ("ubipy_frontier_urls", t.frontier),
+        ("ubipy_hosts", t.hosts),
+        ("ubipy_in_flight", t.in_flight),
+        ("ubipy_pages_per_second", t.pages_per_second),
+        ("ubipy_pages_total", t.pages),
+        ("ubipy_errors_total", t.errors),
+    ):
+        assert sum(v for (n, _), v in got.items() if n == name) == total, name
+    assert t.frontier == 300
+    membership = {"ubipy_up", "ubipy_peer_state", "ubipy_peer_info"}
+    counters = {
+        f"ubipy_{name}_total" for name in ("pages", "errors", "timeouts", "bytes_in", "bytes_out")
+    }
+    for gone in ("b", "c"):
+        named = {n for (n, labels) in got if ("peer", gone) in labels}
+        assert named == membership | counters, gone
+        assert got[("ubipy_pages_total", (("peer", gone),))] == 5
+
+
 def test_label_values_are_escaped() -> None:
     awkward = 'a"b\\c\nd'
     text = control_metrics.render([row(awkward, address=awkward)])

@@ -2,7 +2,10 @@
 
 Written by hand rather than with prometheus-client: the figures are other peers'
 and already counted, so there is nothing to instrument, only text to write.
-Cluster totals are left to the scraper's ``sum()``.
+Cluster totals are left to the scraper's ``sum()``, so a gauge is written only for
+live peers (alive or suspect), as the dashboard's totals count them: a dead or departed
+peer's frontier and hosts are another's now, and its last gauges kept beside theirs
+counted them twice. Its counters stay, as what it did.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ class _Family:
 
 
 # Figures a peer has only once it has reported; before that they would be a lie of 0.
+# The gauges among them are written for live peers only (see the module's docstring).
 _REPORTED: Final = (
     _Family("ubipy_pages_total", "counter", "Pages fetched and stored.", lambda r: r.pages),
     _Family("ubipy_errors_total", "counter", "Fetches that failed.", lambda r: r.errors),
@@ -111,9 +115,10 @@ def render(rows: Sequence[PeerRow]) -> str:
         labels = _labels([("peer", r.peer_id), ("address", r.address), ("version", r.version)])
         lines.append(f"ubipy_peer_info{labels} 1")
     reported = [r for r in rows if r.reported]
+    live = [r for r in reported if r.live]
     for family in _REPORTED:
         _head(lines, family.name, family.kind, family.help)
-        for r in reported:
+        for r in live if family.kind == "gauge" else reported:
             value = format_value(family.value(r))
             lines.append(f"{family.name}{_labels([('peer', r.peer_id)])} {value}")
     return "\n".join(lines) + "\n"
