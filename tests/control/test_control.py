@@ -648,6 +648,36 @@ async def test_a_request_refused_by_its_head_is_answered_before_its_body_comes(
     assert backend.seeded == []
 
 
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000000\r\n\r\n",
+        b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000000\r\n\r\n",
+        b"HEAD /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000000\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+    ],
+)
+async def test_a_body_on_a_route_that_takes_none_is_refused_unread(
+    autojump_clock: trio.testing.MockClock,
+    nursery: trio.Nursery,
+    backend: FakeBackend,
+    head: bytes,
+) -> None:
+    """The body of a GET was read and held (up to 1 MiB a connection, for anyone), though
+    nothing reads it: only routes that need the secret were refused from their head
+    (found by a review). It is refused from its head, and never waited for."""
+    address = await start(nursery, backend, request_timeout=10.0)
+    views = backend.views
+    began = trio.current_time()
+    answer = await raw(address, head + b"x" * 1000)
+    assert status_of(answer) == 413
+    assert trio.current_time() - began < 2.0  # the linger's second at most
+    assert backend.views == views  # nothing was answered
+    # An empty body is no body.
+    empty = b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n"
+    assert status_of(await raw(address, empty + b"Connection: close\r\n\r\n")) == 200
+
+
 async def test_a_head_request_refused_by_its_head_gets_its_status(
     client: httpx2.AsyncClient,
 ) -> None:
