@@ -260,6 +260,7 @@ class Cluster:
             network=self.net.node(host),
             rng=random.Random(self.rng.getrandbits(64)),
             resolver=resolver,
+            inline_syncs=True,
         )
         sim = SimPeer(index, host, config.data_dir, peer, on_log=self._logged)
         self.lives.append(sim)

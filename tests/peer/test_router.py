@@ -203,7 +203,7 @@ async def test_an_acknowledgement_wakes_the_sender_for_what_waited_for_its_owner
         sent.append((trio.current_time(), message.id))
         return True
 
-    forwarder = Forwarder(router, Crawled(), send, lambda peer: peer)  # type: ignore[arg-type]
+    forwarder = Forwarder(router, Crawled(), send, lambda peer: peer, trio.lowlevel.checkpoint)  # type: ignore[arg-type]
     async with trio.open_nursery() as nursery:
         nursery.start_soon(forwarder.run)
         router.enqueue([_url(1, host), _url(2, host)], 0.0)

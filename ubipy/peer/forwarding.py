@@ -30,8 +30,12 @@ class Forwarder:
         crawler: Crawler,
         send: Send,
         address_of: Callable[[str], str | None],
+        synced: Callable[[], Awaitable[None]],
     ) -> None:
+        """``synced``: returns once what the shard committed is on disk (see
+        :mod:`ubipy.peer.syncing`)."""
         self.router = router
+        self._synced = synced
         self._crawler = crawler
         self._send = send
         self._address_of = address_of
@@ -92,6 +96,8 @@ class Forwarder:
         # A StorageError goes up to the peer, which drops the batch unacknowledged: its
         # sender keeps it and tries again.
         self._crawler.admit_routed(url_items(batch.urls))
+        # Acknowledged, the batch leaves its sender's outbox: on disk first.
+        await self._synced()
         if self._address_of(sender) is None:
             # Not known here yet, so no address to send to later: answer now.
             await reply(UrlAck((batch.id,)))

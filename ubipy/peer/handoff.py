@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field, replace
 
 import trio
@@ -119,8 +119,11 @@ class Handoff:
         orphan_grace: float = 0.0,
         request_limit: float = 0.0,
         rng: random.Random | None = None,
+        synced: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.self_id = self_id
+        # Returns once what the shard committed is on disk (ubipy.peer.syncing).
+        self._synced = synced
         self._crawler = crawler
         self._send = send
         self._address_of = address_of
@@ -519,6 +522,9 @@ class Handoff:
             log.info("hand-off from %s refused: %s", sender, exc)
             await reply(HandoffAck(handoff.id, refused=True))
             return
+        if self._synced is not None:
+            # Acknowledged, the host leaves its old owner's shard: on disk first.
+            await self._synced()
         await reply(HandoffAck(handoff.id))
 
     async def _on_handoff_ack(self, sender: str, ack: HandoffAck, reply: Reply) -> None:

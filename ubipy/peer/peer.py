@@ -47,6 +47,7 @@ from ubipy.peer.reporting import Reporter
 from ubipy.peer.router import Router
 from ubipy.peer.scopesharing import ScopeSharing
 from ubipy.peer.status import PeerStatus, gather_status, status_of
+from ubipy.peer.syncing import GroupSync
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
 from ubipy.store import DataLock, Shard
@@ -109,11 +110,15 @@ class Peer:
         network: Network | None = None,
         rng: random.Random | None = None,
         resolver: Resolver | None = None,
+        inline_syncs: bool = False,
     ) -> None:
         """``transport`` carries the HTTP requests (httpx2's by default), ``network`` the
         frames between peers (TCP by default), ``rng`` every random choice the peer makes
         (its id when new, membership's probe order) and ``resolver`` the names of hosts
-        (``config.dns``'s by default): tests give them to run clusters in one process."""
+        (``config.dns``'s by default): tests give them to run clusters in one process.
+        ``inline_syncs``: the shard's syncs run on the event loop, not in a worker
+        thread (a thread lets trio's mock clock jump while it runs)."""
+        self._inline_syncs = inline_syncs
         self.config = config
         self._transport = transport
         self.resolver = resolver
@@ -255,7 +260,10 @@ class Peer:
             rng=self._rng,
         )
         crawler = self._crawler = Crawler(config, self.shard, client, router, self.resolver)
-        self._forwarder = Forwarder(router, crawler, self.links.send, self._address_of)
+        syncs = self._syncs = GroupSync(self.shard.sync, inline=self._inline_syncs)
+        self._forwarder = Forwarder(
+            router, crawler, self.links.send, self._address_of, syncs.synced
+        )
         crawler.on_forward = self._forwarder.kick
         self.links.recipient_of = self._members.recipient
         term = config.membership.majority_lease
@@ -274,10 +282,11 @@ class Peer:
             orphan_grace=config.membership.reconnect_timeout,
             request_limit=config.fetch.fetch_deadline,
             rng=self._rng,
+            synced=syncs.synced,
         )
         self._replicator = Replicator(
             self.peer_id, config.replication.replicas, crawler, self.shard, self.links.send,
-            self._address_of, rng=self._rng,
+            self._address_of, rng=self._rng, synced=syncs.synced,
         )  # fmt: skip
         self._ip_leases = IpLeases(self.peer_id, config, crawler, router, rng=self._rng)
         self._ip_leases.install(self.handle, self.send, self._address_of, self.start_soon)
@@ -508,8 +517,8 @@ class Peer:
             stopping=lambda: self.stopping,
             is_member=lambda peer_id: self.membership.member(peer_id) is not None,
         )
-        self.handle(Replica, self._on_replica)
-        self.handle(ReplicaAck, self._on_replica_ack)
+        self.handle(Replica, self.replicator.on_replica)
+        self.handle(ReplicaAck, self.replicator.on_ack)
         self.handle(Seed, self._on_seed)
         self.handle(StatusRequest, self._on_status_request)
         self.handle(Control, self._reporter.on_control)
@@ -542,17 +551,11 @@ class Peer:
         self._membership_events()
         self._gossip_kick.set()
 
-    async def _on_replica(self, sender: str, replica: Replica, reply: Reply) -> None:
-        # A shard that refuses the write raises: unacknowledged, the copies come again.
-        self.replicator.receive(replica)
-        if replica.seq:
-            await reply(ReplicaAck(replica.seq))
-
-    async def _on_replica_ack(self, sender: str, ack: ReplicaAck, reply: Reply) -> None:
-        self.replicator.acked(ack)
-
     async def _on_seed(self, sender: str, seed: Seed, reply: Reply) -> None:
-        await reply(self.seed_urls(seed.urls))
+        answer = self.seed_urls(seed.urls)
+        if answer.error is None:
+            await self._syncs.synced()  # told admitted, the seeds are on disk
+        await reply(answer)
 
     async def _on_status_request(self, sender: str, asked: StatusRequest, reply: Reply) -> None:
         await reply(await self._status_report(asked.cluster))

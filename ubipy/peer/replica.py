@@ -37,12 +37,12 @@ import logging
 import math
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import trio
 
-from ubipy.net import Send
+from ubipy.net import Reply, Send
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.ids import run_ids
 from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
@@ -164,9 +164,12 @@ class Replicator:
         address_of: AddressOf,
         *,
         rng: random.Random | None = None,
+        synced: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.self_id = self_id
         self.replicas = replicas
+        # Returns once what the shard committed is on disk (ubipy.peer.syncing).
+        self._synced = synced
         self._crawler = crawler
         self._shard = shard
         self._send = send
@@ -272,6 +275,17 @@ class Replicator:
             for left in (round_, self._next_round.pop(target, None)):
                 if left is not None:
                     left.done.set()
+
+    async def on_replica(self, sender: str, replica: Replica, reply: Reply) -> None:
+        # A shard that refuses the write raises: unacknowledged, the copies come again.
+        self.receive(replica)
+        if replica.seq:
+            if self._synced is not None:
+                await self._synced()  # acknowledged, its sender stops sending it
+            await reply(ReplicaAck(replica.seq))
+
+    async def on_ack(self, sender: str, ack: ReplicaAck, reply: Reply) -> None:
+        self.acked(ack)
 
     def acked(self, ack: ReplicaAck) -> None:
         barrier = self._barriers.get(ack.seq)

@@ -10,6 +10,7 @@ Calls block briefly; the peer calls them from its trio thread in batches.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -102,6 +103,7 @@ class Shard(PagesMixin):
         self._conn = conn
         self.path = path
         self._in_txn = False
+        self._synced_dir = False
         row = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM frontier").fetchone()
         self._next_seq = int(row[0]) + 1
 
@@ -190,6 +192,28 @@ class Shard(PagesMixin):
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
+
+    def sync(self) -> None:
+        """Put what the shard has committed on disk, through a machine's crash or power
+        loss: its WAL file synced (and, the first time, the directory holding it).
+
+        A commit alone survives the process's kill, not the machine's: the shard runs
+        with ``synchronous=NORMAL``, so the WAL is synced only at checkpoints. That is
+        enough for this peer's own work (lost, it is done again), not for what it tells
+        another peer it holds: that peer then lets its own copy go. A checkpoint syncs
+        what it moves into the database file, so the WAL is all there is to sync. Safe
+        in another thread: it does not use the SQLite connection. Raises StorageError
+        when the disk refuses."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        try:
+            if not self._synced_dir:
+                _fsync(os.open(self.path.parent, os.O_RDONLY))
+                self._synced_dir = True
+            _fsync(os.open(wal, os.O_RDONLY))
+        except FileNotFoundError:
+            pass  # no WAL: nothing written since the last checkpoint emptied it
+        except OSError as exc:
+            raise StorageError(f"{wal}: cannot sync: {exc}") from exc
 
     # -- transactions -------------------------------------------------------
     @contextmanager
@@ -502,6 +526,13 @@ class Shard(PagesMixin):
             skipped=int(by_state.get(FrontierState.SKIPPED, 0)),
             pages=int(pages),
         )
+
+
+def _fsync(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _user_version(conn: sqlite3.Connection) -> int:

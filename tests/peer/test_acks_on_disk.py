@@ -1,0 +1,160 @@
+"""What a peer tells another it holds is on disk before it says so: a batch's
+acknowledgement, a hand-off's, a replica's wait for a sync of the shard (its WAL
+fsynced), which one sync serves for every acknowledgement waiting when it starts. The
+shard's commits alone survive a kill of the process, not of the machine, and the
+acknowledgement lets the other peer drop its own copy."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from tests.peer.test_handoff import crawler_at, handoff_for, host_owned
+from ubipy.errors import StorageError
+from ubipy.peer.forwarding import Forwarder
+from ubipy.peer.router import Router
+from ubipy.peer.syncing import GroupSync
+from ubipy.ring import Ring
+from ubipy.store import Shard
+from ubipy.store.shard import NewURL
+from ubipy.wire import Handoff as HandoffFrame
+from ubipy.wire import HandoffAck, Message, UrlAck, UrlBatch
+
+
+class _Gate:
+    """A sync that waits to be let through, counting how often it ran."""
+
+    def __init__(self) -> None:
+        self.open = trio.Event()
+        self.runs = 0
+
+    async def synced(self) -> None:
+        self.runs += 1
+        await self.open.wait()
+
+
+def test_a_sync_puts_the_shards_wal_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shard = Shard.open(tmp_path)
+    shard.add_to_frontier([NewURL(1, "http://a.test/", "a.test", 0)])
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    shard.sync()
+    shard.sync()
+    # The directory the first time (the WAL's own entry), the WAL each time.
+    assert synced == [str(tmp_path), str(shard.path) + "-wal", str(shard.path) + "-wal"]
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(StorageError, match="cannot sync"):
+        shard.sync()
+    shard.close()
+
+
+async def test_one_sync_serves_every_acknowledgement_waiting_when_it_starts() -> None:
+    started = [trio.Event(), trio.Event(), trio.Event()]
+    release = [trio.Event(), trio.Event()]
+    runs: list[int] = []
+    done: list[str] = []
+
+    def sync() -> None:
+        n = len(runs)
+        runs.append(n)
+        trio.from_thread.run_sync(started[n].set)
+        trio.from_thread.run(release[n].wait)
+
+    group = GroupSync(sync)
+
+    async def ack(name: str) -> None:
+        await group.synced()
+        done.append(name)
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ack, "first")
+            await started[0].wait()
+            # Asked while a sync runs, which may have missed their commits: the next
+            # one serves them both.
+            nursery.start_soon(ack, "second")
+            nursery.start_soon(ack, "third")
+            await trio.testing.wait_all_tasks_blocked()
+            release[0].set()
+            await started[1].wait()
+            await trio.testing.wait_all_tasks_blocked()
+            assert done == ["first"]
+            release[1].set()
+    assert sorted(done[1:]) == ["second", "third"]
+    assert group.syncs == 2 and not started[2].is_set()
+
+
+async def test_a_batch_is_acknowledged_once_its_urls_are_on_disk(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    class Admits:
+        def __init__(self) -> None:
+            self.admitted: list[str] = []
+
+        def admit_routed(self, urls: list[NewURL]) -> int:
+            self.admitted += [u.url for u in urls]
+            return len(urls)
+
+        def forwarded(self, fps: object) -> None:
+            pass
+
+    async def send(address: str, message: Message) -> bool:
+        return True
+
+    gate = _Gate()
+    crawler = Admits()
+    router = Router("b", Ring(["a", "b"]))
+    forwarder = Forwarder(router, crawler, send, lambda peer: None, gate.synced)  # type: ignore[arg-type]
+    replies: list[Message] = []
+
+    async def reply(message: Message) -> None:
+        replies.append(message)
+
+    batch = UrlBatch(7, (("http://x.test/", 1, 0.0),), ())
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(forwarder.on_batch, "a", batch, reply)
+        await trio.testing.wait_all_tasks_blocked()
+        assert crawler.admitted == ["http://x.test/"] and replies == []
+        gate.open.set()
+    assert replies == [UrlAck((7,))] and gate.runs == 1
+
+
+async def test_a_hand_off_is_acknowledged_once_the_host_is_on_disk(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    ring = Ring(["a", "b"])
+    host = host_owned(ring, "a")
+    gate = _Gate()
+    replies: list[Message] = []
+
+    async def reply(message: Message) -> None:
+        replies.append(message)
+
+    async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
+        handoff = handoff_for(crawler, "a", synced=gate.synced)
+        handoff.install(lambda kind, handler: None, stopping=lambda: False, is_member=bool)
+        handoff.ring_changed(ring, frozenset(ring.members), frozenset(ring.members))
+        frame = HandoffFrame(3, host, ((f"http://{host}/", 0, 0.0),), (), None)
+        nursery.start_soon(handoff._on_handoff, "b", frame, reply)
+        await trio.testing.wait_all_tasks_blocked()
+        assert replies == [] and gate.runs == 1
+        gate.open.set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert replies == [HandoffAck(3)]
