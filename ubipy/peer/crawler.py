@@ -176,10 +176,13 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
             self.scheduler.restore(host, n)
             self._pending += n
         # Unacknowledged forwards of the last run go out again; those the ring now places
-        # here are admitted (left in the outbox, nothing would ever send them).
+        # here are admitted (left in the outbox, nothing would ever send them), or, on
+        # a full disk, wait for the committer's next try (raised, the peer failed to
+        # start, with a traceback).
         now = trio.current_time()
         if self.router is not None and (local := self.router.enqueue(self._refilter.outbox(), now)):
-            self._durably(local, drop_from_outbox=True)
+            self._come_home.extend(local)
+            self._admit_come_home()
         if loaded:
             log.info("resumed: %d seen URLs, %d pending", loaded, self._pending)
 

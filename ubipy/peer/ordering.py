@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from array import array
 from collections.abc import Callable, Sequence
@@ -31,6 +32,9 @@ from ubipy.store import NewURL, Shard
 __all__ = ["Ordering", "pagerank"]
 
 log = logging.getLogger(__name__)
+
+# Seconds between tries at the index of pending URLs by score, while the shard refuses.
+_INDEX_RETRY = 60.0
 
 DAMPING = 0.85
 # A recomputation starts from the last ranks, so a few rounds suffice.
@@ -91,8 +95,23 @@ class Ordering:
         # Partial PageRank's cost: computations and the CPU seconds they took.
         self.rank_runs = 0
         self.rank_seconds = 0.0
-        if self.order.ranked:
-            shard.rank_pending()
+        # When the index of pending URLs by score was last tried (made: inf).
+        self._index_tried = -math.inf
+        self._index()
+
+    def _index(self) -> None:
+        """Make the index a ranked order reads windows by, if it is not made: on a full
+        disk, tried again a minute later (reading works without it, more slowly)
+        rather than the peer failing to start."""
+        if not self.order.ranked or time.monotonic() < self._index_tried + _INDEX_RETRY:
+            return
+        try:
+            self._shard.rank_pending()
+        except StorageError as exc:
+            self._index_tried = time.monotonic()
+            log.warning("the index of pending URLs by score waits for the shard: %s", exc)
+            return
+        self._index_tried = math.inf
 
     def load_window(self, host: str, after_seq: int, limit: int) -> list[Entry]:
         """Up to ``limit`` of a host's pending entries: the next ones in admission
@@ -102,6 +121,7 @@ class Ordering:
         else:
             # Fewer than ``limit`` must mean the disk holds no more (the scheduler
             # counts on it): ask for as many more as may be left out.
+            self._index()
             asked = self._unsettled()
             best = self._shard.best_for_host(host, limit + len(asked))
             rows = [r for r in best if r.fp not in asked][:limit]
