@@ -65,6 +65,21 @@ async def test_a_reader_that_reads_nothing_stalls_its_writer(
     assert await b.receive_some() == b"more"
 
 
+async def test_a_send_cancelled_for_want_of_room_has_sent_what_fitted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """As on a socket: a writer's time-out can leave part of its chunk on the wire."""
+    net = MemoryNetwork(buffer=1000)
+    a, b = net.stream_pair("a", "b")
+    with trio.move_on_after(1) as waited:
+        await a.send_all(b"x" * 2500)
+    assert waited.cancelled_caught
+    assert await b.receive_some() == b"x" * 1000
+    with trio.move_on_after(60) as nothing_more:
+        await b.receive_some()
+    assert nothing_more.cancelled_caught
+
+
 # -- two Links over it ---------------------------------------------------------------------
 class Inbox:
     def __init__(self) -> None:
@@ -314,4 +329,64 @@ async def test_a_send_stuck_on_a_peer_that_reads_nothing_ends_once_it_is_forgott
         a.forget(there)
         with trio.fail_after(5):
             await ended.wait()
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_frame_cut_short_by_its_caller_s_time_out_spoils_no_later_frame(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A send given up by its caller (as the IP leases give up after 2 s) while its frame
+    was partly written: the frames after it go on a new connection. On the old one they
+    were read as the rest of the cut frame, and lost with the connection."""
+    net = MemoryNetwork(latency=0.01, buffer=50_000)
+    stalled, release, all_there = trio.Event(), trio.Event(), trio.Event()
+    got: list[str] = []
+
+    async def slow(frame: Frame, message: Message, reply: Reply) -> None:
+        assert isinstance(message, Seed)
+        if message.urls == ("stall",):
+            stalled.set()
+            await release.wait()  # b reads nothing more on this connection meanwhile
+        got.append(message.urls[0][:10])
+        if len(got) == 4:
+            all_there.set()
+
+    a = Links(KEY, "a", ignore, net.node("10.0.0.1"))
+    b = Links(KEY, "b", slow, net.node("10.0.0.2"))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(a.run, "10.0.0.1:0")
+        there = await nursery.start(b.run, "10.0.0.2:0")
+        assert await a.send(there, Seed(("stall",)))
+        await stalled.wait()
+        with trio.move_on_after(1) as cut:
+            await a.send(there, Seed(("x" * 200_000,)))
+        assert cut.cancelled_caught  # 50,000 bytes of it went
+        release.set()
+        for i in range(3):
+            assert await a.send(there, numbered(i))
+        with trio.fail_after(5):
+            await all_there.wait()
+        assert got == ["stall", "0", "1", "2"]
+        assert b.stats.rejected == {"TRUNCATED": 1}  # the cut frame, and nothing else
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_first_frame_cut_short_is_not_taken_for_another_secret(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The same on a new connection: the next frame completed the cut one, whose tag
+    then failed, and the receiver's refusal made the sender report that the secrets
+    differ."""
+    net = MemoryNetwork(latency=0.1, buffer=20_000)
+    async with trio.open_nursery() as nursery:
+        a, _, there, inbox = await two_links(nursery, net)
+        # The dial takes 0.2 s; then 20,000 bytes leave and the rest waits for room.
+        with trio.move_on_after(0.25) as cut:
+            await a.send(there, Seed(("x" * 60_000,)))
+        assert cut.cancelled_caught
+        assert await a.send(there, Seed(("y" * 45_000,)))
+        with trio.fail_after(5):
+            await inbox.wait_for(1)
+        assert inbox.frames[0][1] == Seed(("y" * 45_000,))
+        assert there not in a.trouble  # no "the secrets differ"
         nursery.cancel_scope.cancel()

@@ -109,6 +109,9 @@ class _Conn:
         )
         self.send_lock = trio.Lock()
         self.closed = False
+        # A write on it was cut short (cancelled, or it failed): part of a frame may be
+        # on the wire, and whatever followed would be read as the rest of it.
+        self.broken = False
         # Whether we have sent a frame on it yet (a large first one needs a HELLO).
         self._spoken = False
         self.scope = trio.CancelScope()
@@ -119,14 +122,28 @@ class _Conn:
         links = self.links
         data = links.writer.frame(kind, message.to_wire(), time.time(), to=to)
         async with self.send_lock:
-            if not self._spoken and (hello := _hello_before(links.writer, data, to)):
-                await self.stream.send_all(hello)
-            self._spoken = True
-            await self.stream.send_all(data)
+            if self.broken:
+                raise trio.ClosedResourceError("an earlier write on it was cut short")
+            try:
+                if not self._spoken and (hello := _hello_before(links.writer, data, to)):
+                    await self.stream.send_all(hello)
+                self._spoken = True
+                await self.stream.send_all(data)
+            except BaseException:
+                # However it ended (a caller's time-out included), the frame may be
+                # on the wire in part: no later frame may follow it there.
+                await self._break()
+                raise
         stats = links.stats
         stats.frames_out[kind.name] += 1
         stats.bytes_out += len(data)
         stats.bytes_out_by[kind.name] += len(data)
+
+    async def _break(self) -> None:
+        self.broken = self.closed = True
+        self.links.drop(self)
+        # Its reader ends with it; the far end sees the frame cut short (truncated).
+        await trio.aclose_forcefully(self.stream)
 
     def _cut(self, why: str) -> None:
         self._cut_for = why
@@ -352,6 +369,12 @@ class Links:
             self._out.pop(address, None)
             return False
         return True
+
+    def drop(self, conn: _Conn) -> None:
+        """Stop using ``conn`` for sends to its address, if it is still the one used
+        (a newer connection may have taken its place)."""
+        if conn.address and self._out.get(conn.address) is conn:
+            del self._out[conn.address]
 
     async def _connection(self, address: str) -> _Conn | None:
         conn = self._out.get(address)

@@ -10,6 +10,9 @@ knows who dials whom, so the test controls every pair of hosts:
   both ways or one way
   (a whole ``send_all`` chunk dropped with a probability: the links write one frame
   per call, so framing survives and only frames go missing);
+* a buffer per direction (``buffer`` bytes sent and not yet read): a ``send_all``
+  puts in what fits and waits for the reader to make room for the rest, so one
+  cancelled meanwhile has sent part of its chunk, as on a socket;
 * ``partition(*groups)`` and ``heal()``: a connection across the cut breaks at once
   (sends raise ``trio.BrokenResourceError``, the reader gets end of stream) and a
   dial across it goes unanswered until ``syn_timeout`` passes;
@@ -159,32 +162,48 @@ class MemoryStream(trio.abc.Stream):
             self._check_send()
             # First a checkpoint: a cancelled task (a peer being killed) sends nothing.
             await trio.lowlevel.checkpoint()
+            net = self._net
             pipe = self._out
-            while True:
-                self._check_send()
-                if pipe.buffered < self._net.buffer:
-                    break
-                await pipe.changed()
+            await self._wait_for_room()
             if not data:
                 return
-            net = self._net
             net.stats.chunks_sent += 1
             spec = net.link(pipe.src, pipe.dst)
             if spec.loss and net.rng.random() < spec.loss:
                 net.stats.chunks_dropped += 1
                 return
-            if pipe.reader_gone_at is not None:
-                return  # on its way to a closed socket: lost, the reset not yet back
-            now = trio.current_time()
-            due = now + spec.latency + (spec.jitter * net.rng.random() if spec.jitter else 0.0)
-            # Later chunks never overtake earlier ones: a stream is in order.
-            due = max(due, pipe.last_due)
-            pipe.last_due = due
-            pipe.chunks.append((due, bytes(data)))
-            pipe.buffered += len(data)
-            pipe.notify()
+            jitter = spec.jitter * net.rng.random() if spec.jitter else 0.0
+            data = bytes(data)
+            sent = 0
+            while True:
+                if pipe.reader_gone_at is not None:
+                    return  # on its way to a closed socket: lost, the reset not yet back
+                # What the buffer has room for goes now and the rest waits for the
+                # reader, as a socket's send_all does: cancelled meanwhile, it leaves
+                # part of the chunk on its way (the links must not write after it).
+                piece = data[sent : sent + max(1, net.buffer - pipe.buffered)]
+                due = trio.current_time() + spec.latency + jitter
+                # Later chunks never overtake earlier ones: a stream is in order.
+                due = max(due, pipe.last_due)
+                pipe.last_due = due
+                pipe.chunks.append((due, piece))
+                pipe.buffered += len(piece)
+                pipe.notify()
+                sent += len(piece)
+                if sent == len(data):
+                    return
+                await self._wait_for_room()
         finally:
             self._sending = False
+
+    async def _wait_for_room(self) -> None:
+        """Until the buffer has room (or the connection breaks: raises)."""
+        pipe = self._out
+        while True:
+            self._check_send()
+            if pipe.buffered < self._net.buffer:
+                return
+            await pipe.changed()
 
     async def wait_send_all_might_not_block(self) -> None:
         if self._sending:
