@@ -1,6 +1,8 @@
-"""The control centre's HTTP server against connections that say nothing, over real
-loopback sockets: a silent connection holds a slot for request_timeout only, and at
-the cap it gives way to a real request instead of the request getting 503."""
+"""The control centre's HTTP server against connections that say nothing, or never
+read their answers, over real loopback sockets: a silent connection holds a slot for
+request_timeout only, and at the cap it gives way to a real request instead of the
+request getting 503; so does one that does not take its answers, or lingers after its
+last."""
 
 from __future__ import annotations
 
@@ -11,15 +13,18 @@ from typing import Any
 import trio
 import trio.testing
 
-from ubipy.control.httpserver import Answer, HttpLimits, HttpServer, Request
+from ubipy.control.httpserver import MAX_PIPELINED, Answer, HttpLimits, HttpServer, Request
 
 GET = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 GET_CLOSE = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+# An answer larger than what the sockets between us hold.
+GET_BIG = b"GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 BODY = b"ok"
+BIG = b"x" * (16 << 20)
 
 
 def ok(request: Request) -> Answer:
-    return Answer(200, BODY)
+    return Answer(200, BIG if request.path == "/big" else BODY)
 
 
 async def serve(nursery: trio.Nursery, **limits: Any) -> tuple[HttpServer, int]:
@@ -201,3 +206,63 @@ async def test_a_kept_alive_connection_gets_idle_timeout_between_requests(
         answered = trio.current_time()
         assert await until_closed(stream) == b""
     assert 60.0 <= trio.current_time() - answered < 61.0
+
+
+# --------------------------------------------------------------------------- answers not taken
+
+
+async def test_connections_that_do_not_take_their_answers_give_way_after_a_second(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """A client that sends requests and never reads the answers held its slot for the
+    request time-out in the answer's send, neither waiting nor reading, so never pushed
+    out: 64 of them turned everyone away with 503 (found by a review). An answer not
+    taken within a second gives way to a newcomer."""
+    server, port = await serve(nursery, max_connections=2, request_timeout=10.0)
+    async with connections(port, 2) as greedy:
+        for stream in greedy:
+            await stream.send_all(GET_BIG)
+        await settled(server, 2, 0)
+        await trio.sleep(1.5)  # their answers are stuck in full buffers meanwhile
+        began = trio.current_time()
+        async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+            await stream.send_all(GET_CLOSE)
+            assert status_of(await until_closed(stream)) == 200
+        assert trio.current_time() - began < 1.0
+        assert (server.evicted, server.refused) == (1, 0)
+
+
+async def test_a_connection_lingering_after_its_last_answer_gives_way_at_once(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """After an answer that ends a connection, what the client still sends is read for
+    a second, and that second could not be cut short: a stranger's bad requests, one
+    after another, kept every slot lingering (found by a review)."""
+    server, port = await serve(nursery, max_connections=1)
+    async with connections(port, 1) as (refused,):
+        await refused.send_all(b"GARBAGE\r\n\r\n")
+        assert status_of(await until_closed(refused)) == 400  # and the server lingers
+        assert server.connections == 1
+        async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+            await stream.send_all(GET_CLOSE)
+            assert status_of(await until_closed(stream)) == 200
+        assert (server.evicted, server.refused) == (1, 0)
+
+
+async def test_requests_sent_far_ahead_of_their_answers_end_the_connection(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """Thousands of requests sent at once were each answered, into buffers the client
+    never read. The MAX_PIPELINED-th answer in a row to a request sent ahead closes the
+    connection (a pipelining client sends the rest again); requests sent one at a time
+    keep it alive."""
+    _, port = await serve(nursery)
+    async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+        await stream.send_all(GET * (3 * MAX_PIPELINED))
+        answers = await until_closed(stream)
+    assert answers.count(b"HTTP/1.1 200 ") == MAX_PIPELINED
+    assert answers.count(b"Connection: close") == 1
+    async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+        for _ in range(3 * MAX_PIPELINED):
+            await stream.send_all(GET)
+            assert status_of(await one_answer(stream)) == 200

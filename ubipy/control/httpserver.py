@@ -9,12 +9,20 @@ in too slowly 408, and only its own connection is closed. Bodies are read whole
 (they are capped), since every route here wants all of its body before acting.
 
 A connection that never sends a request costs a slot for ``request_timeout`` only,
-and at the cap a newcomer pushes out the connection that has waited longest for its
-next request (as the peer port pushes out its oldest unauthenticated one), else the
-one whose request began longest ago, over a second ago, so a stranger holding silent
-or dripping connections cannot lock everyone else out. Only when every connection is
-answering, or reading a request begun within the second, is a newcomer turned away
-with 503.
+and at the cap a newcomer pushes out, in this order: a connection lingering after its
+last answer (its conversation is over); the one that has waited longest for its next
+request (as the peer port pushes out its oldest unauthenticated one); else the one
+whose request, or whose answer, began longest ago, over a second ago (a real request
+is read, and an answer here taken, in milliseconds). So a stranger holding silent,
+dripping or never-reading connections cannot lock everyone else out. Only when every
+connection is reading a request or sending an answer begun within the second is a
+newcomer turned away with 503.
+
+A client may send requests ahead of its answers (pipelining), but the
+``MAX_PIPELINED``-th answer in a row to a request sent ahead closes the connection:
+one that sends thousands and reads nothing would have each answered into full
+buffers. HTTP/1.1 lets a server close after any answer, and a pipelining client sends
+what was not answered again.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import h11
 import trio
@@ -39,8 +47,12 @@ JSON_TYPE: Final = "application/json"
 # After an answer that ends the connection, unread input is drained this long.
 _LINGER: Final = 1.0
 _LINGER_BYTES: Final = 4 << 20
-# A request under way this long may be pushed out for a newcomer at the cap.
+# A request being read, or an answer being sent, this long may be pushed out for a
+# newcomer at the cap.
 _READ_GRACE: Final = 1.0
+# Answers in a row to requests sent before the previous answer went, the last of which
+# closes the connection.
+MAX_PIPELINED: Final = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,13 +115,18 @@ class _TimedOut(Exception):
     pass
 
 
+_Phase = Literal["waiting", "reading", "sending", "ending"]
+
+
 @dataclass(eq=False, slots=True)
 class _Slot:
     """One accepted connection's place under the cap; cancelling ``scope`` ends it."""
 
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     held: bool = True
-    # When the request it reads began (its first byte).
+    # Waiting for a request, reading one, sending an answer, or lingering after the
+    # last; and since when (a request from its first byte).
+    phase: _Phase = "waiting"
     since: float = 0.0
 
 
@@ -130,10 +147,12 @@ class HttpServer:
         self.limits = limits
         # Connections held under the cap (one pushed out stops counting at once).
         self.connections = 0
-        # Those waiting for their next request, longest waiting first; and those
-        # reading one, begun first first. Those answering are neither: never pushed out.
+        # Those waiting for their next request, longest waiting first; those reading
+        # one or sending an answer, begun first first; and those lingering after their
+        # last answer, first first. Each table is in the order its slots are pushed out.
         self._idle: OrderedDict[_Slot, None] = OrderedDict()
-        self._reading: OrderedDict[_Slot, None] = OrderedDict()
+        self._busy: OrderedDict[_Slot, None] = OrderedDict()
+        self._ending: OrderedDict[_Slot, None] = OrderedDict()
         self.evicted = 0
         self.refused = 0
         self.refusing = 0  # refusals still lingering
@@ -161,7 +180,7 @@ class HttpServer:
             finally:
                 self.refusing -= 1
             return
-        slot = _Slot()
+        slot = _Slot(since=accepted)
         self.connections += 1
         self._idle[slot] = None
         try:
@@ -177,13 +196,17 @@ class HttpServer:
             await trio.aclose_forcefully(stream)
 
     def _evict(self, now: float) -> bool:
-        """Push out the connection that has waited longest for a request, else the one
-        whose request began longest ago, if over _READ_GRACE ago (a byte every few
-        seconds kept a connection from being pushed out; a real request is read in
-        milliseconds). False if none may go."""
-        if self._idle:
+        """Push out a connection lingering after its last answer, else the one that has
+        waited longest for a request, else the one whose request or answer began
+        longest ago, if over _READ_GRACE ago (a byte every few seconds kept a
+        connection from being pushed out, and so did a client that never reads its
+        answers; a real request is read, and an answer taken, in milliseconds). False
+        if none may go."""
+        if self._ending:
+            slot = next(iter(self._ending))
+        elif self._idle:
             slot = next(iter(self._idle))
-        elif self._reading and (oldest := next(iter(self._reading))).since <= now - _READ_GRACE:
+        elif self._busy and (oldest := next(iter(self._busy))).since <= now - _READ_GRACE:
             slot = oldest
         else:
             return False
@@ -197,67 +220,73 @@ class HttpServer:
             slot.held = False
             self.connections -= 1
             self._idle.pop(slot, None)
-            self._reading.pop(slot, None)
+            self._busy.pop(slot, None)
+            self._ending.pop(slot, None)
 
-    def _waiting(self, slot: _Slot) -> None:
-        """``slot`` waits for its next request: the newest to be pushed out."""
-        if slot.held:
-            self._reading.pop(slot, None)
+    def _enter(self, slot: _Slot, phase: _Phase) -> None:
+        """``slot`` begins ``phase`` now: the newest of its table to be pushed out. A
+        phase already under way goes on (a request is timed from its first byte, not
+        each)."""
+        if not slot.held or slot.phase == phase:
+            return
+        self._idle.pop(slot, None)
+        self._busy.pop(slot, None)
+        self._ending.pop(slot, None)
+        slot.phase, slot.since = phase, trio.current_time()
+        if phase == "waiting":
             self._idle[slot] = None
-            self._idle.move_to_end(slot)
-
-    def _busy(self, slot: _Slot) -> None:
-        """A request began on ``slot``: pushed out only once others have waited
-        longer, or it is slow."""
-        if slot.held and slot not in self._reading:  # from its first byte, not each
-            self._idle.pop(slot, None)
-            slot.since = trio.current_time()
-            self._reading[slot] = None
-
-    def _answering(self, slot: _Slot) -> None:
-        """``slot``'s request is read whole: it is not pushed out until answered."""
-        self._reading.pop(slot, None)
+        elif phase == "ending":
+            self._ending[slot] = None
+        else:
+            self._busy[slot] = None
 
     async def _converse(self, stream: trio.SocketStream, slot: _Slot, accepted: float) -> None:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_head)
         # The first request is due soon after the accept: a connection that says
         # nothing costs a slot for request_timeout, not idle_timeout.
         deadline = accepted + self.limits.request_timeout
+        # Answers in a row to requests that came before the previous answer went.
+        ahead = 0
         while True:
             try:
                 request = await self._read(conn, stream, slot, deadline)
             except h11.RemoteProtocolError as exc:
-                await self._send(conn, stream, error(exc.error_status_hint, str(exc), close=True))
-                await _linger(stream)
+                answer = error(exc.error_status_hint, str(exc), close=True)
+                await self._send(conn, stream, slot, answer)
+                await self._linger(stream, slot)
                 return
             except _Refused as refused:
                 # The body unread: the connection cannot carry another request.
                 answer = dataclasses.replace(refused.answer, close=True)
-                await self._send(conn, stream, answer, head_only=refused.method == b"HEAD")
-                await _linger(stream)
+                await self._send(conn, stream, slot, answer, head_only=refused.method == b"HEAD")
+                await self._linger(stream, slot)
                 return
             except _TooLarge:
                 limit = self.limits.max_body
                 answer = error(413, f"the body is larger than {limit} bytes", close=True)
-                await self._send(conn, stream, answer)
-                await _linger(stream)
+                await self._send(conn, stream, slot, answer)
+                await self._linger(stream, slot)
                 return
             except _TimedOut:
                 if conn.their_state is not h11.IDLE or conn.trailing_data[0]:
                     answer = error(408, "the request did not arrive in time", close=True)
-                    await self._send(conn, stream, answer)
+                    await self._send(conn, stream, slot, answer)
                 return
             if request is None:
                 return
-            self._answering(slot)
+            ahead = ahead + 1 if conn.trailing_data[0] else 0
             try:
                 answer = self._answer(request)
             except Exception:
                 log.exception("control: %s %s failed", request.method, request.path)
                 answer = error(500, "internal error")
-            await self._send(conn, stream, answer, head_only=request.method == "HEAD")
+            if ahead >= MAX_PIPELINED:
+                # Requests still come ahead of their answers: no more are read from a
+                # client that may not be reading its answers at all.
+                answer = dataclasses.replace(answer, close=True)
+            await self._send(conn, stream, slot, answer, head_only=request.method == "HEAD")
             if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
-                await _linger(stream)
+                await self._linger(stream, slot)
                 return
             conn.start_next_cycle()
             # Kept alive after a whole request was answered: the next may take a while.
@@ -270,10 +299,10 @@ class HttpServer:
         first byte; None when the client closed between requests."""
         limits = self.limits
         if conn.trailing_data[0]:  # a pipelined request is already under way
-            self._busy(slot)
+            self._enter(slot, "reading")
             deadline = min(deadline, trio.current_time() + limits.request_timeout)
         else:
-            self._waiting(slot)
+            self._enter(slot, "waiting")
         head: h11.Request | None = None
         body = bytearray()
         while True:
@@ -283,7 +312,7 @@ class HttpServer:
                     data = await stream.receive_some(_READ_SIZE)
                     conn.receive_data(data)
                     if data and head is None and conn.their_state is h11.IDLE:
-                        self._busy(slot)
+                        self._enter(slot, "reading")
                         deadline = min(deadline, trio.current_time() + limits.request_timeout)
                     continue
                 raise _TimedOut
@@ -316,12 +345,14 @@ class HttpServer:
         self,
         conn: h11.Connection,
         stream: trio.SocketStream,
+        slot: _Slot,
         answer: Answer,
         *,
         head_only: bool = False,
     ) -> None:
         if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return  # nothing can be said on this connection any more
+        self._enter(slot, "sending")
         headers = [
             ("Content-Type", answer.content_type),
             ("Content-Length", str(len(answer.body))),
@@ -343,6 +374,11 @@ class HttpServer:
             await stream.send_all(bytes(out))
         if scope.cancelled_caught:
             raise trio.BrokenResourceError("the client did not take its answer")
+
+    async def _linger(self, stream: trio.SocketStream, slot: _Slot) -> None:
+        """After the last answer: the first to give way to a newcomer at the cap."""
+        self._enter(slot, "ending")
+        await _linger(stream)
 
 
 def _head_size(event: h11.Request) -> int:
