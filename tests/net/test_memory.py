@@ -390,3 +390,38 @@ async def test_a_first_frame_cut_short_is_not_taken_for_another_secret(
         assert inbox.frames[0][1] == Seed(("y" * 45_000,))
         assert there not in a.trouble  # no "the secrets differ"
         nursery.cancel_scope.cancel()
+
+
+async def test_a_failed_send_on_a_forgotten_connection_leaves_its_successor_alone(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A send stuck on a connection when its peer is forgotten fails once that
+    connection is closed; meanwhile a new one was dialled for the next sends. The
+    failure used to drop whatever was cached for the address: the new connection."""
+    net = MemoryNetwork(buffer=100_000)
+    a = Links(KEY, "a", ignore, net.node("10.0.0.1"))
+
+    async def deaf(stream: trio.abc.Stream) -> None:
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(a.run, "10.0.0.1:0")
+        there = await nursery.start(net.node("10.0.0.2").serve, "10.0.0.2:0", deaf)
+        stuck: list[bool] = []
+
+        async def flood() -> None:
+            while not stuck:
+                if not await a.send(there, Seed(("x" * 60_000,))):
+                    stuck.append(False)
+
+        async with trio.open_nursery() as sends:
+            sends.start_soon(flood)
+            await trio.testing.wait_all_tasks_blocked()
+            assert net.stats.connections == 1 and not stuck  # writing, the buffer full
+            a.forget(there)  # its stuck send is cut within a second
+            assert await a.send(there, Seed(("y",)))  # on a new connection
+            assert net.stats.connections == 2
+        assert stuck == [False]
+        assert await a.send(there, Seed(("z",)))  # still on the new one
+        assert net.stats.connections == 2
+        nursery.cancel_scope.cancel()

@@ -366,7 +366,9 @@ class Links:
             await conn.send(message, to=self.recipient_of(address))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             conn.closed = True
-            self._out.pop(address, None)
+            # Not whatever is cached now: a connection forgotten while this send
+            # waited on it may have been replaced by a healthy one.
+            self.drop(conn)
             return False
         return True
 
