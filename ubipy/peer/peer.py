@@ -438,18 +438,10 @@ class Peer:
                 self._lease.tick(now, outgoing)
 
     def _promote(self) -> None:
-        """Take over the hosts whose copies are here and whose owner died; tried again
-        on the next tick while the shard refuses writes (a peer died of it before)."""
-        try:
-            taken = self.replicator.promote(Ring(self.membership.alive_ids()))
-        except StorageError as exc:
-            if not self._promote_again:
-                log.warning("the copies of dead peers' hosts not taken over yet: %s", exc)
-            self._promote_again = True
-            return
-        if self._promote_again:  # the ring change's whole copies went without them
-            self.replicator.copy_whole(taken)
-        self._promote_again = False
+        """Take over the hosts whose copies are here and whose owner died, some a tick
+        until none is left (see Replicator.take_copies)."""
+        ring = Ring(self.membership.alive_ids())
+        self._promote_again = self.replicator.take_copies(ring, again=self._promote_again)
 
     def _send_membership(self, outgoing: list[Outgoing]) -> None:
         assert self._nursery is not None

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from ubipy.errors import StorageError
 from ubipy.net import Reply, Send
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.ids import run_ids
@@ -60,6 +61,8 @@ _CHUNK = 2_000
 _RETRY = 1.0
 # Seconds a sent frame waits for its REPLICA_ACK before it is sent again.
 _ACK_PATIENCE = 2.0
+# Dead peers' hosts taken over from their copies a tick, at most (about 0.35 ms each).
+_PROMOTE_AT_ONCE = 200
 # A request waits for its host's successor to answer a barrier (an empty REPLICA)
 # sent after the request was ready; unanswered this long, the request is not made.
 _BARRIER_PATIENCE = 1.0
@@ -168,6 +171,7 @@ class Replicator:
     ) -> None:
         self.self_id = self_id
         self.replicas = replicas
+        self._promote_failed = False  # its warning given, until a take-over works
         # Returns once what the shard committed is on disk (ubipy.peer.syncing).
         self._synced = synced
         self._crawler = crawler
@@ -428,9 +432,28 @@ class Replicator:
                 marks[host] = mark_from_wire(entry.mark)
         self._shard.replica_add(rows, marks)
 
-    def promote(self, ring: Ring) -> list[str]:
-        """The ring dropped a dead peer: take over the hosts whose copies are here;
-        returns them.
+    def take_copies(self, ring: Ring, *, again: bool) -> bool:
+        """Take over some of the hosts whose copies are here and whose owner died
+        (:meth:`promote`), at most a few hundred: all at once held the event loop 5 s
+        for 15,000, and pings left unanswered so long could make this peer the next
+        one declared dead. Returns whether to be called again on the next tick: some
+        are left, or the shard refused them (a peer died of it before). ``again``: a
+        call after such a one, whose hosts the ring change's whole copies missed."""
+        try:
+            taken, more = self.promote(ring, at_most=_PROMOTE_AT_ONCE)
+        except StorageError as exc:
+            if not self._promote_failed:
+                log.warning("the copies of dead peers' hosts not taken over yet: %s", exc)
+            self._promote_failed = True
+            return True
+        if again:
+            self.copy_whole(taken)
+        self._promote_failed = False
+        return more
+
+    def promote(self, ring: Ring, *, at_most: int | None = None) -> tuple[list[str], bool]:
+        """The ring dropped a dead peer: take over the hosts whose copies are here, at
+        most ``at_most`` of them; returns them, and whether more are left.
 
         Raises StorageError while the shard refuses writes: a host's copies are
         dropped only once it is taken over, so the caller tries again later."""
@@ -438,6 +461,8 @@ class Replicator:
         for host in self._shard.replica_hosts():
             if ring.owner(host) != self.self_id:
                 continue
+            if at_most is not None and len(taken) >= at_most:
+                return taken, True
             pending, done, mark = self._shard.replica_of(host)
             self._crawler.take_over(host, pending, done, mark)
             self._shard.replica_drop(host)  # again, if it fails: taking over is idempotent
@@ -448,4 +473,4 @@ class Replicator:
                 host,
                 len(done),
             )
-        return taken
+        return taken, False
