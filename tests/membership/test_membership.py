@@ -400,6 +400,39 @@ def test_restarted_member_outbids_its_tombstone() -> None:
     assert kinds(a, "c") == [ChangeKind.JOINED]
 
 
+def test_member_restarted_on_a_new_address_outbids_its_previous_life() -> None:
+    """A peer killed and restarted at once, before anyone notices, on a new address (a
+    new pod IP). Both lives start at incarnation 0, so its ALIVE is no news to the
+    others; the push-pull reply shows it the old address at its own incarnation, which
+    it must outbid, or the others probe the old address and declare it dead."""
+    link, (a, _b) = cluster("a", "b")
+    del link.nodes[addr("b")]  # killed: nothing answers at the old address now
+    b2 = Membership("b", addr("b2"), CONFIG, random.Random("b2"), now=link.now)
+    link.nodes[b2.self_address] = b2
+    assert b2.incarnation == a.member("b").incarnation == 0  # type: ignore[union-attr]
+    link.join(b2, a)
+    assert b2.incarnation == 1 and b2.refutations == 1
+    link.run_until(link.now + 30.0)
+    assert a.member("b") == Member("b", addr("b2"), MemberState.ALIVE, 1)
+    assert kinds(a, "b") == []  # never suspected, never declared dead
+    assert b2.incarnation == 1  # and nothing to refute since
+
+
+def test_alive_from_an_older_life_elsewhere_is_answered_with_our_address() -> None:
+    # The sender holds our previous address at an older incarnation: our ALIVE
+    # beats it, so it only needs to hear it again, not a new incarnation.
+    b = Membership("b", addr("b2"), CONFIG, random.Random(2), incarnation=3)
+    old = Update("b", addr("b"), MemberState.ALIVE, 2, "b")
+    out = b.receive(0.0, addr("a"), Ping(9, "b", (old,)))
+    ack = out[0].message
+    assert isinstance(ack, Ack)
+    assert ack.updates == (Update("b", addr("b2"), MemberState.ALIVE, 3, "b"),)
+    assert b.incarnation == 3 and b.refutations == 0
+    # Our own ALIVE coming back to us is no news at all.
+    b2 = Membership("b", addr("b"), CONFIG, random.Random(2), incarnation=3)
+    assert b2.receive(0.0, addr("a"), Ping(9, "b", (old,)))[0].message == Ack(9, ())
+
+
 def test_graceful_leave_drops_at_once() -> None:
     link, (a, b, c) = cluster("a", "b", "c")
     out = c.leave(link.now)

@@ -461,12 +461,21 @@ class Membership:
             self._enqueue(update)  # quiet tombstones of strangers are not news
 
     def _about_self(self, update: Update, now: float) -> None:
-        """Refute any accusation at our incarnation or above, and any ALIVE above it
-        (a previous life of this id: we must outbid it to be believed)."""
+        """Refute any accusation at our incarnation or above, any ALIVE above it, and
+        an ALIVE at it from another address (a previous life of this id: we must
+        outbid it to be believed)."""
         me = self._members[self.self_id]
         if self._left:
             return
-        if update.state is ALIVE and update.incarnation <= me.incarnation:
+        elsewhere = update.address != me.address
+        if update.state is ALIVE and (
+            update.incarnation < me.incarnation
+            or (update.incarnation == me.incarnation and not elsewhere)
+        ):
+            if elsewhere and self.self_id not in self._broadcasts:
+                # Someone still holds our previous life's address, at an older
+                # incarnation that our ALIVE beats: it missed our announcement.
+                self._enqueue(Update(me.id, me.address, ALIVE, me.incarnation, me.id))
             return
         if update.incarnation < me.incarnation:
             # A stale accusation: its sender missed our refutation, whose
@@ -475,6 +484,12 @@ class Membership:
             if self.self_id not in self._broadcasts:
                 self._enqueue(Update(me.id, me.address, ALIVE, me.incarnation, me.id))
             return
+        # Here: an accusation at our incarnation or above, or an ALIVE above it, or an
+        # ALIVE at it from another address. The last is a previous life of ours,
+        # restarted on a new address (a new pod IP, a DHCP lease): the incarnation is
+        # not kept across restarts, so both lives start at 0, and the others, who
+        # take an ALIVE only at a strictly newer incarnation, would keep the old
+        # address, probe it, and declare us dead a suspicion later.
         if update.incarnation >= MAX_INCARNATION:
             return  # cannot outbid; only a forged rumour gets here
         me = replace(me, incarnation=update.incarnation + 1)
