@@ -230,3 +230,26 @@ def test_a_window_is_searched_as_its_scores_say(
     assert taken.fp == expected.fp and len(window) == len(scores) - 1
     assert taken.score == (total[oldest_best] if total[oldest_best] != math.inf else expected.score)
     assert taken.fp not in credit
+
+
+def test_credits_for_pages_not_in_a_hosts_window_are_not_kept() -> None:
+    """Each page links to the 50 before it, all fetched already: their credits were
+    kept for ever by a host whose work fits its window (never refilled from disk, which
+    dropped them): 20,000 for a window of 1 (found by a review). The shard holds the
+    scores of entries not in the window; only the window's need theirs."""
+    s = Scheduler(delay=1.0, window=64, loader=lambda h, a, n: [], order=CrawlOrder.OPIC)
+    s.add("a.test", Entry(fp=1, seq=1, url="http://a.test/", depth=1, score=1.0))
+    s.next_job(0.0)
+    s.robots_answer("a.test", 0.0, status=404, location=None, body=b"")
+    t = 1.0
+    for n in range(2, 5_002):
+        s.add("a.test", Entry(fp=n, seq=n, url=f"http://a.test/{n}", depth=1, score=1.0))
+        job = s.next_job(t)
+        assert job is not None
+        s.finished(job.host, t)
+        t += 1
+        for old in range(max(1, n - 50), n):
+            s.credit("a.test", old, 0.01)
+    slot = s.slot("a.test")
+    assert slot is not None and len(slot.queue) <= 1
+    assert len(slot.credit) <= 2 * len(slot.queue) + 64 + 1

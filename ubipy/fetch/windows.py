@@ -64,8 +64,17 @@ class Windows:
 
     def credit(self, slot: HostSlot, fp: int, amount: float) -> None:
         """Add ``amount`` to a pending entry's score (a ranked order)."""
-        if self._ranked:
-            slot.credit[fp] = slot.credit.get(fp, 0.0) + amount
+        if not self._ranked:
+            return
+        credit = slot.credit
+        credit[fp] = credit.get(fp, 0.0) + amount
+        if len(credit) > 2 * len(slot.queue) + 64:
+            # Only the window's entries need theirs (the shard holds the others'
+            # scores): links to pages fetched long ago are credited too, and a host
+            # whose work fits its window is never refilled, which would drop them
+            # (20,000 kept for a window of 1, found by a review).
+            credit = {e.fp: credit[e.fp] for e in slot.queue if e.fp in credit}
+            slot.credit = credit
 
     def rescore(self, slots: Iterable[HostSlot], scores: dict[int, float]) -> None:
         """New scores for entries in memory (PageRank recomputed; the shard has them)."""
