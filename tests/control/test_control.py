@@ -6,22 +6,32 @@ import base64
 import functools
 import hashlib
 import json
+import logging
 import math
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx2
 import pytest
 import trio
+import trio.testing
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.control.control_fake import SECRET, FakeBackend
 from ubipy.control import metrics as control_metrics
 from ubipy.control.figures import FIGURE_FIELDS, FiguresBook, PeerRow, snapshot, totals
-from ubipy.control.httpserver import HttpLimits
+from ubipy.control.httpserver import HttpLimits, Request
 from ubipy.control.page import CONTENT_SECURITY_POLICY, PAGE
-from ubipy.control.server import ControlBackend, ControlLimits, serve_control
+from ubipy.control.server import (
+    AUTH_PENALTY,
+    AUTH_STRIKES,
+    AUTH_WINDOW,
+    ControlBackend,
+    ControlLimits,
+    ControlServer,
+    serve_control,
+)
 from ubipy.net import split_address
 from ubipy.peer import PeerStatus
 
@@ -496,6 +506,67 @@ async def test_a_public_token_does_not_open_a_secret_cluster(
     # The key a cluster without a secret uses is public; this cluster has one.
     answer = await client.post("/api/stop", headers={"Authorization": "Bearer ubipy-loopback-only"})
     assert answer.status_code == 401 and backend.stops == 0
+
+
+def stopper(control: ControlServer) -> Callable[..., int]:
+    """``stop(token, source)``: the status a POST /api/stop with that token gets."""
+
+    def stop(token: str, source: str = "127.0.0.1") -> int:
+        headers = {"host": "127.0.0.1", "authorization": f"Bearer {token}"}
+        return control.answer(Request("POST", "/api/stop", headers, b"", source)).status
+
+    return stop
+
+
+async def test_wrong_secrets_bar_their_source_for_a_while(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The bearer token is the cluster secret, and it could be guessed thousands of
+    times a second, none of it logged (found by a review). A source's wrong secrets,
+    past AUTH_STRIKES within AUTH_WINDOW, get it 429 for AUTH_PENALTY without its
+    tokens being looked at, and a few lines in the log."""
+    backend = FakeBackend.with_peers(1)
+    control = ControlServer(backend, public=False, limits=ControlLimits())
+    stop = stopper(control)
+    with caplog.at_level(logging.WARNING, logger="ubipy.control.server"):
+        assert [stop(f"guess{i}") for i in range(AUTH_STRIKES)] == [401] * AUTH_STRIKES
+        assert {stop(f"more{i}") for i in range(1000)} == {429}
+        assert stop(SECRET) == 429  # not even looked at, or the guessing would go on
+        lines = [r.getMessage() for r in caplog.records if r.name == "ubipy.control.server"]
+    assert len(lines) == 2 and "wrong secret" in lines[0] and "barred" in lines[1], lines
+    status = Request("GET", "/api/status", {"host": "127.0.0.1"}, b"", "127.0.0.1")
+    assert control.answer(status).status == 200  # reading is open to all still
+    assert stop(SECRET, "10.0.0.2") == 202  # and another source is not barred
+    await trio.sleep(AUTH_PENALTY)
+    assert stop(SECRET) == 202
+    assert backend.stops == 2
+
+
+async def test_a_client_with_the_secret_is_never_barred(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Its requests count for nothing, and forgive a few mistyped ones before them;
+    fewer than AUTH_STRIKES mistakes in any AUTH_WINDOW never add up to a bar."""
+    backend = FakeBackend.with_peers(1)
+    stop = stopper(ControlServer(backend, public=False, limits=ControlLimits()))
+    for _ in range(3):
+        assert {stop("typo") for _ in range(AUTH_STRIKES - 1)} == {401}
+        assert {stop(SECRET) for _ in range(100)} == {202}
+    for _ in range(2 * AUTH_STRIKES):
+        assert stop("typo") == 401
+        await trio.sleep(AUTH_WINDOW / (AUTH_STRIKES - 2))
+    assert stop(SECRET) == 202
+
+
+async def test_a_barred_source_is_told_so_over_http(
+    autojump_clock: trio.testing.MockClock, client: httpx2.AsyncClient, backend: FakeBackend
+) -> None:
+    wrong = {"Authorization": "Bearer wrong"}
+    for _ in range(AUTH_STRIKES):
+        assert (await client.post("/api/stop", headers=wrong)).status_code == 401
+    barred = await client.post("/api/stop", headers=AUTH)
+    assert barred.status_code == 429 and barred.headers["retry-after"] == "60"
+    assert backend.stops == 0
 
 
 async def test_seed_with_the_secret(client: httpx2.AsyncClient, backend: FakeBackend) -> None:

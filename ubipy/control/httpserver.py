@@ -78,6 +78,8 @@ class Request:
     # Lower-case names; repeated headers are joined with ", ".
     headers: Mapping[str, str]
     body: bytes
+    # The client's address ("" if it could not be read): whom failures are held against.
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +187,7 @@ class HttpServer:
         self._idle[slot] = None
         try:
             with slot.scope:
-                await self._converse(stream, slot, accepted)
+                await self._converse(stream, slot, accepted, _source_of(stream))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the client went; only its own connection ends
         except Exception:
@@ -240,7 +242,9 @@ class HttpServer:
         else:
             self._busy[slot] = None
 
-    async def _converse(self, stream: trio.SocketStream, slot: _Slot, accepted: float) -> None:
+    async def _converse(
+        self, stream: trio.SocketStream, slot: _Slot, accepted: float, source: str
+    ) -> None:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_head)
         # The first request is due soon after the accept: a connection that says
         # nothing costs a slot for request_timeout, not idle_timeout.
@@ -249,7 +253,7 @@ class HttpServer:
         ahead = 0
         while True:
             try:
-                request = await self._read(conn, stream, slot, deadline)
+                request = await self._read(conn, stream, slot, deadline, source)
             except h11.RemoteProtocolError as exc:
                 answer = error(exc.error_status_hint, str(exc), close=True)
                 await self._send(conn, stream, slot, answer)
@@ -293,7 +297,12 @@ class HttpServer:
             deadline = trio.current_time() + self.limits.idle_timeout
 
     async def _read(
-        self, conn: h11.Connection, stream: trio.SocketStream, slot: _Slot, deadline: float
+        self,
+        conn: h11.Connection,
+        stream: trio.SocketStream,
+        slot: _Slot,
+        deadline: float,
+        source: str,
     ) -> Request | None:
         """The next whole request, due by ``deadline`` and within request_timeout of its
         first byte; None when the client closed between requests."""
@@ -324,7 +333,8 @@ class HttpServer:
                 length = _content_length(event)
                 if length is not None and length > limits.max_body:
                     raise _TooLarge
-                if self._screen is not None and (early := self._screen(_request(event, b""))):
+                screen = self._screen
+                if screen is not None and (early := screen(_request(event, b"", source))):
                     raise _Refused(early, event.method)
                 if conn.they_are_waiting_for_100_continue:
                     interim = h11.InformationalResponse(status_code=100, headers=[])
@@ -335,7 +345,7 @@ class HttpServer:
                     raise _TooLarge
             elif isinstance(event, h11.EndOfMessage):
                 assert head is not None
-                return _request(head, bytes(body))
+                return _request(head, bytes(body), source)
             elif isinstance(event, h11.ConnectionClosed):
                 return None
             else:  # PAUSED cannot come before we answer; anything else is h11's surprise
@@ -392,14 +402,23 @@ def _content_length(event: h11.Request) -> int | None:
     return None
 
 
-def _request(head: h11.Request, body: bytes) -> Request:
+def _source_of(stream: trio.SocketStream) -> str:
+    try:
+        address = stream.socket.getpeername()
+    except OSError:  # the client has gone already
+        return ""
+    return str(address[0]) if isinstance(address, tuple) else ""
+
+
+def _request(head: h11.Request, body: bytes, source: str) -> Request:
     headers: dict[str, str] = {}
     for name, value in head.headers:  # h11 gives names in lower case
         key = name.decode("ascii")
         text = value.decode("latin-1")
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
     target = head.target.decode("latin-1")
-    return Request(head.method.decode("ascii").upper(), target.partition("?")[0], headers, body)
+    method = head.method.decode("ascii").upper()
+    return Request(method, target.partition("?")[0], headers, body, source)
 
 
 async def _linger(stream: trio.SocketStream) -> None:

@@ -4,7 +4,11 @@ Started in the peer's nursery by
 ``address = await nursery.start(serve_control, backend, "127.0.0.1:8000")``. It
 binds loopback unless told ``public=True``. Reading is open to whoever can reach
 it; ``POST /api/seed`` and ``POST /api/stop`` need the cluster secret as a bearer
-token, and without it the backend is not called at all.
+token, and without it the backend is not called at all. A source (an address; an IPv6
+one by its /64) that sends a wrong secret AUTH_STRIKES times within AUTH_WINDOW is
+answered 429 for AUTH_PENALTY, its tokens not even looked at, as the peer port bars a
+source whose connections keep failing to authenticate; the failures are logged, a line
+a second per source at most.
 
 The peer is reached only through :class:`ControlBackend`. The figures go into a
 :class:`~ubipy.control.figures.FiguresBook` sampled on a fixed beat, so the
@@ -37,10 +41,17 @@ from ubipy.control.httpserver import (
 )
 from ubipy.control.page import CONTENT_SECURITY_POLICY, PAGE
 from ubipy.fetch import parse_seeds
-from ubipy.net import is_loopback, split_address
+from ubipy.net import SourceLog, Strikes, is_loopback, split_address
 from ubipy.wire import is_default_secret, secret_from
 
 log = logging.getLogger(__name__)
+
+# The token is the cluster secret itself: it must not be guessed at the speed of the
+# loopback (thousands a second). A person mistyping it a few times is not turned away;
+# a program guessing gets some eight tries in two minutes.
+AUTH_STRIKES: Final = 8
+AUTH_WINDOW: Final = 60.0
+AUTH_PENALTY: Final = 60.0
 
 
 class ControlBackend(Protocol):
@@ -107,6 +118,10 @@ class ControlServer:
         self.public = public
         self.limits = limits
         self.book = FiguresBook(history=limits.history, resolution=limits.sample_interval)
+        # No trust for a source that authenticated: on loopback every client is one
+        # source, and a guesser there would go unthrottled after each good request.
+        self._strikes = Strikes(AUTH_STRIKES, AUTH_WINDOW, AUTH_PENALTY, trust=0.0)
+        self._auth_log = SourceLog()
 
     def observe(self) -> None:
         self.book.update(self.backend.cluster_view(), trio.current_time())
@@ -164,6 +179,15 @@ class ControlServer:
         return json_answer(202, {"stopping": True})
 
     def _refuse_unless_authorised(self, request: Request) -> Answer | None:
+        now, source = trio.current_time(), request.source
+        if self._strikes.barred(source, now):
+            # Not even looked at: a guess answered 401 or 202 would still be a guess.
+            self._log_auth(source, "refused while barred", "", now)
+            return error(
+                429,
+                "too many wrong secrets from this address: try again later",
+                headers=(("Retry-After", f"{AUTH_PENALTY:.0f}"),),
+            )
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         token = token.strip()
         # Header values come as Latin-1; clients send a secret in UTF-8, as `ubipy
@@ -174,15 +198,32 @@ class ControlServer:
             # Compared as derived keys: equal length, constant time, and the same
             # derivation the wire uses, so the token is simply the cluster secret.
             if hmac.compare_digest(secret_from(token), self.backend.secret):
+                # Its earlier mistakes forgiven, as on the peer port (and trusted no
+                # longer than this request: the trust is 0).
+                self._strikes.authenticated(source)
+                self._strikes.closed(source, now)
                 return None
             challenge = 'Bearer realm="ubipy", error="invalid_token"'
+            if self._strikes.failed(source, now):
+                detail = f"{AUTH_STRIKES} within {AUTH_WINDOW:.0f} s: barred {AUTH_PENALTY:.0f} s"
+                self._log_auth(source, "wrong secrets", detail, now, always=True)
+            else:
+                self._log_auth(source, "wrong secret", f"{request.method} {request.path}", now)
         else:
+            # No token is no guess: a client that did not know one was needed.
             challenge = 'Bearer realm="ubipy"'
         return error(
             401,
             "the cluster secret is needed as a bearer token",
             headers=(("WWW-Authenticate", challenge),),
         )
+
+    def _log_auth(
+        self, source: str, reason: str, detail: str, now: float, *, always: bool = False
+    ) -> None:
+        line = self._auth_log.line(source or "unknown", reason, detail, now, always=always)
+        if line is not None:
+            log.warning("control: %s", line)
 
     def _seed(self, request: Request) -> Answer:
         media = request.headers.get("content-type", "text/plain").partition(";")[0]

@@ -4,6 +4,7 @@ frames, each frame handed to the peer's handler with a way to reply, over a
 """
 
 from ubipy.net.addresses import is_loopback, split_address
+from ubipy.net.guard import SourceLog, Strikes
 from ubipy.net.links import Handle, Handler, Links, LinkStats, Reply, Send, request
 from ubipy.net.memory import LinkSpec, MemoryNetwork, MemoryNode, MemoryStream
 from ubipy.net.network import Network, StreamHandler, TcpNetwork
@@ -20,7 +21,9 @@ __all__ = [
     "Network",
     "Reply",
     "Send",
+    "SourceLog",
     "StreamHandler",
+    "Strikes",
     "TcpNetwork",
     "is_loopback",
     "request",
