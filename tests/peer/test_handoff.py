@@ -351,6 +351,49 @@ async def test_a_host_handed_over_that_the_shard_cannot_drop_is_handed_again(
         nursery.cancel_scope.cancel()
 
 
+async def test_a_sweep_that_met_a_shard_refusing_writes_goes_on_once_it_takes_them(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A host's outcomes are written before it is read for its new owner. The shard
+    refused them once (a full disk), and the sweep waited for a request to end, which
+    none did (none starts while the shard refuses writes): it hung for good, the disk
+    back, and no later ring change was swept (found by a review). It tries again after
+    the storage retry."""
+    one, two = Ring(["a"]), Ring(["a", "b"])
+    leaving = host_owned(two, "b")
+    sent: list[str] = []
+    done = trio.Event()
+
+    async def send(address: str, message: Message) -> bool:
+        if isinstance(message, HandoffFrame):
+            sent.append(message.host)
+            handoff.acked(message.id)
+        elif isinstance(message, HandoffDone):
+            done.set()
+        return True
+
+    async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
+        handoff = Handoff("a", crawler, send, lambda peer: f"{peer}:1")
+        handoff.ring_changed(one, frozenset(one.members), frozenset())
+        crawler.seed([f"http://{leaving}/"])
+        flush, tries = crawler._flush, list[float]()
+
+        def refusing_once() -> bool:
+            tries.append(trio.current_time())
+            return False if len(tries) == 1 else flush()
+
+        crawler._flush = refusing_once  # type: ignore[method-assign]
+        nursery.start_soon(handoff.run)
+        crawler.ring_changed(two)
+        handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
+        retry = crawler.config.store.storage_retry
+        with trio.fail_after(retry + 1):
+            await done.wait()
+        assert leaving not in crawler.held_hosts() and sent == [leaving]
+        assert len(tries) == 2 and tries[1] - tries[0] >= retry
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_gained_host_is_held_past_the_longest_request_of_its_old_owner(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:

@@ -430,9 +430,17 @@ class Handoff:
         return self._ring
 
     async def _hand(self, host: str, owner: str) -> bool:
-        while (state := self._crawler.host_for_handoff(host)) is None:
-            # A request in flight (or a shard refusing writes): wait for a request to end.
-            await self._crawler.request_ended.wait()
+        crawler = self._crawler
+        while (state := crawler.host_for_handoff(host)) is None:
+            if crawler.scheduler.busy(host):
+                # A request in flight: its outcome goes with the host.
+                await crawler.request_ended.wait()
+            else:
+                # The shard refused the outcomes waiting to be written before the host
+                # is read. No request starts while it does, so waiting for one to end
+                # hung the sweep for good, the disk long back (found by a review):
+                # wait out the committer's retry and try again.
+                await trio.sleep(crawler.config.store.storage_retry)
         pending, done, mark = state
         address = self._address_of(owner)
         if address is None:
