@@ -132,6 +132,28 @@ def test_repeated_links_are_not_forwarded_twice() -> None:
     assert again == [] and router.stats.recent_skips == 1
 
 
+def test_a_link_forwarded_to_an_owner_that_died_goes_to_the_new_owner() -> None:
+    """The recent-URL cache skipped a URL by its fingerprint alone: forwarded once to
+    b, acknowledged, and b dead for good, it was dropped whenever found again, and its
+    new owner c never had it (found by a review)."""
+    three, two = Ring(["a", "b", "c"]), Ring(["a", "c"])
+    host = next(h for h in _hosts_of(three, "b", 200) if two.owner(h) == "c")
+    u = _url(7, host)
+    router = Router("a", three, batch_size=1)
+    _, foreign = router.split([u])
+    router.enqueue(foreign, 0.0)
+    [batch] = router.due(0.0)
+    assert router.acked(batch.id) == batch  # b admitted it; then b dies
+    assert router.ring_changed(two, 1.0) == ([], [])
+    _, again = router.split([u])
+    assert again == [u] and router.stats.recent_skips == 0
+    router.enqueue(again, 1.0)
+    [batch] = router.due(1.0)
+    assert batch.owner == "c" and batch.urls == (u,)
+    # Found once more, it is c's repeat now: skipped.
+    assert router.split([u]) == ([], []) and router.stats.recent_skips == 1
+
+
 def test_a_ring_change_reroutes_waiting_urls_and_returns_those_now_local() -> None:
     ring = Ring(["a", "b", "c"])
     router = Router("a", ring, batch_size=100, linger=0.1)

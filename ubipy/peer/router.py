@@ -94,8 +94,11 @@ class Router:
         self._ids = run_ids(rng)
         # Links repeated on every page of a site (menus, footers) would otherwise
         # be forwarded again and again; the owner would drop them, but the wire
-        # would carry them.
-        self._recent: OrderedDict[int, None] = OrderedDict()
+        # would carry them. Fingerprint -> the owner it went to: only a URL whose
+        # host that owner still owns is skipped. Keyed by fingerprint alone, a URL
+        # once forwarded to a peer that then died for good was dropped whenever it was
+        # found again, where its new owner had never been sent it (found by a review).
+        self._recent: OrderedDict[int, str] = OrderedDict()
         self._recent_size = recent_size
         self.stats = RouterStats()
 
@@ -112,9 +115,10 @@ class Router:
         foreign: list[NewURL] = []
         recent = self._recent
         for u in urls:
-            if self._placement.owner(u.host) == self.self_id:
+            owner = self._placement.owner(u.host)
+            if owner == self.self_id:
                 local.append(u)
-            elif u.fp in recent and not u.score:
+            elif recent.get(u.fp) == owner and not u.score:
                 # A URL with a score (OPIC cash) goes again: its owner adds it up.
                 recent.move_to_end(u.fp)
                 self.stats.recent_skips += 1
@@ -136,7 +140,7 @@ class Router:
             elif not box.urls:
                 box.since = now
             box.urls.append(u)
-            self._remember(u.fp)
+            self._remember(u.fp, owner)
         return local
 
     def due(self, now: float) -> list[Batch]:
@@ -241,9 +245,10 @@ class Router:
             len(p.batch.urls) for p in self._unacked.values()
         )
 
-    def _remember(self, fp: int) -> None:
+    def _remember(self, fp: int, owner: str) -> None:
         recent = self._recent
-        recent[fp] = None
+        recent[fp] = owner
+        recent.move_to_end(fp)
         if len(recent) > self._recent_size:
             recent.popitem(last=False)
 
