@@ -425,3 +425,24 @@ async def test_a_failed_send_on_a_forgotten_connection_leaves_its_successor_alon
         assert await a.send(there, Seed(("z",)))  # still on the new one
         assert net.stats.connections == 2
         nursery.cancel_scope.cancel()
+
+
+async def test_a_write_failing_on_a_refused_connection_still_reads_the_refusal(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A peer with another secret answers the refusal and hangs up; a send that finds
+    the connection broken before the refusal has arrived must leave the connection's
+    reader to read it, so that the sender still says why."""
+    net = MemoryNetwork(latency=0.01)
+    net.set_link("10.0.0.2", "10.0.0.1", latency=1.0, one_way=True)  # the answer is slow
+    a = Links(KEY, "a", ignore, net.node("10.0.0.1"))
+    b = Links(secret_from("another secret"), "b", ignore, net.node("10.0.0.2"))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(a.run, "10.0.0.1:0")
+        there = await nursery.start(b.run, "10.0.0.2:0")
+        assert await a.send(there, numbered(1))
+        await trio.sleep(0.5)  # b has refused it and hung up; its refusal is on its way
+        assert not await a.send(there, numbered(2))
+        with trio.fail_after(5):
+            assert "the secrets differ" in await a.wait_for_trouble(there)
+        nursery.cancel_scope.cancel()

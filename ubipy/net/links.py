@@ -135,21 +135,28 @@ class _Conn:
                     await self.stream.send_all(hello)
                 self._spoken = True
                 await self.stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                # The connection failed under the write: nothing follows the frame,
+                # and its reader reads what came before the end (a refusal) and
+                # closes it.
+                self._retire()
+                raise
             except BaseException:
-                # However it ended (a caller's time-out included), the frame may be
-                # on the wire in part: no later frame may follow it there.
-                await self._break()
+                # Cut short on a connection that works (a caller's time-out): part of
+                # the frame may be on the wire, and no later frame may follow it.
+                # Closed at once, so the far end does not wait for the rest.
+                self._retire()
+                await trio.aclose_forcefully(self.stream)
                 raise
         stats = links.stats
         stats.frames_out[kind.name] += 1
         stats.bytes_out += len(data)
         stats.bytes_out_by[kind.name] += len(data)
 
-    async def _break(self) -> None:
+    def _retire(self) -> None:
+        """No frame is written on it again."""
         self.broken = self.closed = True
         self.links.drop(self)
-        # Its reader ends with it; the far end sees the frame cut short (truncated).
-        await trio.aclose_forcefully(self.stream)
 
     def _cut(self, why: str) -> None:
         self._cut_for = why
