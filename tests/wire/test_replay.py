@@ -49,29 +49,64 @@ def test_guard_out_of_order_within_the_window() -> None:
     assert [admit(guard, s) for s in order] == [RejectReason.REPLAY] * 10
 
 
+class Monotonic:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_guard_forgets_quiet_epochs_so_memory_stays_bounded() -> None:
-    guard = ReplayGuard(max_skew=10)
+    clock = Monotonic()
+    guard = ReplayGuard(max_skew=10, clock=clock)
     peak = 0
     for i in range(2000):
         now = NOW + i  # a new epoch every second, e.g. a peer restarting in a loop
+        clock.now = i
         assert admit(guard, 0, epoch=i, sent_at=now, now=now) is None
         peak = max(peak, len(guard))
-    # About 1.5 * max_skew seconds of epochs at most, not 2000.
-    assert peak <= 16
+    # About 2.5 * max_skew seconds of epochs at most, not 2000.
+    assert peak <= 26
+    clock.now += 10_000
     guard.prune(NOW + 10_000)
     assert len(guard) == 0
 
 
 def test_pruning_never_reopens_a_replay() -> None:
-    guard = ReplayGuard(max_skew=10)
+    clock = Monotonic()
+    guard = ReplayGuard(max_skew=10, clock=clock)
     sent = NOW + 10  # from a clock running 10 s ahead: the worst case
     assert admit(guard, 0, sent_at=sent, now=NOW) is None
     for later in (NOW + 5, NOW + 15, NOW + 20, NOW + 20.5, NOW + 100):
+        clock.now = later - NOW
         guard.prune(later)
         assert admit(guard, 0, sent_at=sent, now=later) in (
             RejectReason.REPLAY,
             RejectReason.STALE,
         )
+
+
+def test_a_wall_clock_step_forward_and_back_reopens_no_replay() -> None:
+    """Pruning went by the wall clock: stepped two minutes ahead (a frame came, from
+    anyone), it forgot every window; stepped back, their frames were fresh again."""
+    guard = ReplayGuard(max_skew=10)
+    assert admit(guard, 0) is None
+    assert admit(guard, 0, sender="bob", sent_at=NOW + 120, now=NOW + 120) is None
+    guard.prune(NOW + 120)
+    assert admit(guard, 0, now=NOW + 1) is RejectReason.REPLAY
+    assert len(guard) == 2
+
+
+def test_a_window_is_forgotten_only_once_quiet_by_both_clocks() -> None:
+    clock = Monotonic()
+    guard = ReplayGuard(max_skew=10, clock=clock)
+    assert admit(guard, 0) is None
+    clock.now = 25.0  # quiet for 2.5 * max_skew...
+    assert guard.prune(NOW - 30) == 0  # ...but the wall clock went back: still fresh
+    assert guard.prune(NOW + 11) == 1
 
 
 @FUZZ

@@ -1,11 +1,14 @@
 """Whether an authentic frame is fresh and new: the :class:`ReplayGuard` that every
 connection of a peer shares. Like :mod:`ubipy.wire.reader`, no I/O: the reader passes
-each frame and the wall-clock ``now`` in.
+each frame and the wall-clock ``now`` in; the guard reads a monotonic clock (injected,
+``time.monotonic`` by default) to know when it may forget.
 """
 
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -20,9 +23,11 @@ class _Window:
     highest: int
     # Bit i set: sequence number highest - i has been admitted.
     seen: int
-    # The newest sent_at admitted: once it is more than max_skew in the past, every
-    # frame of this epoch is stale, so the window can be forgotten.
+    # The newest sent_at admitted, and when (monotonic) a frame was last admitted:
+    # once both are old enough, every frame of this epoch is stale and the window
+    # can be forgotten (prune()).
     newest: float
+    heard: float
 
 
 class ReplayGuard:
@@ -35,6 +40,9 @@ class ReplayGuard:
     that bound is what lets windows of epochs gone quiet be forgotten. With
     ``local_id`` it also refuses frames claiming to come from this peer (REFLECTED:
     a frame of ours bounced back) or addressed to another one (MISDIRECTED).
+
+    ``clock`` is a monotonic clock in seconds: when windows may be forgotten is
+    measured on it, not on the wall clock, which can step.
     """
 
     def __init__(
@@ -43,6 +51,7 @@ class ReplayGuard:
         local_id: str | None = None,
         max_skew: float = DEFAULT_MAX_SKEW,
         window: int = DEFAULT_WINDOW,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not max_skew > 0 or not math.isfinite(max_skew):
             raise ValueError(f"max_skew must be a positive number of seconds: {max_skew!r}")
@@ -51,6 +60,7 @@ class ReplayGuard:
         self.local_id = local_id
         self.max_skew = float(max_skew)
         self.window = window
+        self._clock = clock
         self._windows: dict[tuple[str, int], _Window] = {}
         self._next_prune = -math.inf
 
@@ -60,7 +70,8 @@ class ReplayGuard:
 
     def admit(self, frame: Frame, now: float) -> Rejected | None:
         """None if the frame is admitted (and recorded as seen), else why not."""
-        if now >= self._next_prune:
+        heard = self._clock()
+        if heard >= self._next_prune:
             self.prune(now)
         sender = frame.sender
         if self.local_id is not None and sender == self.local_id:
@@ -76,7 +87,7 @@ class ReplayGuard:
         seq = frame.seq
         win = self._windows.get(key)
         if win is None:
-            self._windows[key] = _Window(seq, 1, frame.sent_at)
+            self._windows[key] = _Window(seq, 1, frame.sent_at, heard)
             return None
         if seq > win.highest:
             shift = seq - win.highest
@@ -93,6 +104,7 @@ class ReplayGuard:
                 return Rejected(RejectReason.REPLAY, f"seq {seq} seen before", sender)
             win.seen |= bit
         win.newest = max(win.newest, frame.sent_at)
+        win.heard = heard
         return None
 
     @property
@@ -100,14 +112,25 @@ class ReplayGuard:
         return (1 << self.window) - 1
 
     def prune(self, now: float) -> int:
-        """Forget windows whose frames are all stale by now; how many were forgotten.
+        """Forget windows whose frames are all stale; how many were forgotten.
 
-        admit() calls this every max_skew / 2 seconds of ``now``, so memory is bounded
-        by the (sender, epoch) pairs heard from in about the last 1.5 * max_skew.
+        A window goes once no frame of it has been admitted for ``2 * max_skew``
+        seconds of the monotonic clock (every frame admitted had a ``sent_at`` within
+        ``max_skew`` of the wall clock then, so all are stale by now if the wall clock
+        ran with it) and, by the wall-clock ``now``, its newest frame is stale too.
+        Measured on the wall clock alone, a step forward forgot windows whose frames
+        were fresh again once the clock stepped back: replays admitted.
+
+        admit() calls this every max_skew / 2 monotonic seconds, so memory is bounded
+        by the (sender, epoch) pairs heard from in about the last 2.5 * max_skew.
         """
+        clock = self._clock()
+        quiet = clock - 2 * self.max_skew
         horizon = now - self.max_skew
-        dead = [key for key, win in self._windows.items() if win.newest < horizon]
+        dead = [
+            key for key, win in self._windows.items() if win.heard < quiet and win.newest < horizon
+        ]
         for key in dead:
             del self._windows[key]
-        self._next_prune = now + self.max_skew / 2
+        self._next_prune = clock + self.max_skew / 2
         return len(dead)
