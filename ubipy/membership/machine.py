@@ -59,7 +59,6 @@ from ubipy.membership.events import ChangeKind, MemberEvent, MembershipConfig, O
 from ubipy.membership.messages import (
     LIVE_STATES,
     MAX_INCARNATION,
-    MAX_PUSH_PULL_MEMBERS,
     MAX_SEQ,
     Ack,
     Gossip,
@@ -73,6 +72,7 @@ from ubipy.membership.messages import (
 )
 from ubipy.membership.pacing import PushPullPacing
 from ubipy.membership.probeorder import Forward, Probe, ProbeOrder, pick
+from ubipy.membership.pushpull import merged, table
 from ubipy.membership.transitions import ALIVE, DEAD, LEFT, SUSPECT, TRANSITIONS, Suspicion
 
 
@@ -191,7 +191,7 @@ class Membership:
         if self.self_id not in self._broadcasts:
             self._enqueue(Update(me.id, me.address, ALIVE, me.incarnation, me.id))
         self._seeds = tuple(dict.fromkeys(seed_addresses))
-        state = self._push_pull_message(is_reply=False)
+        state = table(self._members, is_reply=False)
         return [Outgoing(a, state, True) for a in self._seeds if a != self.self_address]
 
     def leave(self, now: float) -> list[Outgoing]:
@@ -229,7 +229,7 @@ class Membership:
                     self._next_push_pull = now + self._pacing.period(self._live)
                     target = self._pick(1, lambda m: m.state is ALIVE)
                     if target:
-                        state = self._push_pull_message(is_reply=False)
+                        state = table(self._members, is_reply=False)
                         out.append(Outgoing(target[0].address, state, True))
             if now >= self._next_reconnect:
                 self._next_reconnect = now + self.config.reconnect_interval
@@ -278,10 +278,11 @@ class Membership:
         elif isinstance(message, PushPull):
             before = {m.id for m in self._members.values() if m.state in LIVE_STATES}
             routine = not message.is_reply and self._routine(sender_address, before)
-            self._merge(message.members, now)
+            for update in merged(message.members, self._members, self.self_id):
+                self._apply(update, now)
             answer = not routine or self._pacing.may_answer_routine(now, self._live)
             if not message.is_reply and answer:
-                reply = self._push_pull_message(is_reply=True)
+                reply = table(self._members, is_reply=True)
                 out.append(Outgoing(sender_address, reply, True))
             self._announce(before, sender_address, out)
         elif isinstance(message, Leave):
@@ -342,7 +343,7 @@ class Membership:
         if not self.alone:
             live = {m.address for m in self._members.values() if m.state in LIVE_STATES}
             addresses += [a for a in self._seeds if a not in live]
-        state = self._push_pull_message(is_reply=False)
+        state = table(self._members, is_reply=False)
         out.extend(Outgoing(a, state, True) for a in dict.fromkeys(addresses))
 
     # -- probing ---------------------------------------------------------------
@@ -574,30 +575,6 @@ class Membership:
             if not updates:
                 break
             out.append(Outgoing(target.address, Gossip(updates)))
-
-    def _merge(self, members: tuple[Member, ...], now: float) -> None:
-        """Take in a push-pull table as a batch of rumours."""
-        for m in members:
-            known = self._members.get(m.id)
-            state = m.state
-            if state is SUSPECT and known is None:
-                # Learn it as ALIVE: it still holds a place on everyone's ring, and
-                # our own probes will judge it.
-                state = ALIVE
-            elif state is DEAD and known is not None and known.state in LIVE_STATES:
-                # As memberlist: a death learnt in bulk is only a suspicion, which
-                # the member can still refute.
-                state = SUSPECT
-            source = m.id if state is ALIVE or state is LEFT else self.self_id
-            self._apply(Update(m.id, m.address, state, m.incarnation, source), now)
-
-    def _push_pull_message(self, *, is_reply: bool) -> PushPull:
-        members = list(self._members.values())
-        if len(members) > MAX_PUSH_PULL_MEMBERS:
-            # Far beyond the sizes we run at; drop tombstones first.
-            members.sort(key=lambda m: m.state not in LIVE_STATES)
-            members = members[:MAX_PUSH_PULL_MEMBERS]
-        return PushPull(tuple(members), is_reply)
 
     def _routine(self, address: str, live: set[str]) -> bool:
         """Whether a push-pull from ``address`` is a live member's periodic one (not a
