@@ -67,6 +67,11 @@ ROOT = Path(__file__).resolve().parent.parent
         (StoreConfig, {"warc_level": 0}, "warc_level must be 1 to 9, not 0"),
         (StoreConfig, {"warc_level": 10}, "warc_level must be 1 to 9, not 10"),
         (ForwardingConfig, {"batch_size": 0}, "batch_size must be >= 1, not 0"),
+        (
+            ForwardingConfig,
+            {"batch_size": 10_001},
+            "batch_size must be at most 10000 (the URLs a peer takes in one frame), not 10001",
+        ),
         (ForwardingConfig, {"batch_linger": -0.5}, "batch_linger must be >= 0, not -0.5"),
         (ReplicationConfig, {"replicas": 0}, "replicas must be 1 or 2, not 0"),
         (ReplicationConfig, {"replicas": 3}, "replicas must be 1 or 2, not 3"),
@@ -100,6 +105,7 @@ def test_the_defaults_are_valid_and_the_limits_are_inclusive() -> None:
     PolitenessConfig(delay=0.0, concurrency=1)
     BoundsConfig(max_depth=0)
     ForwardingConfig(batch_size=1, batch_linger=0.0)
+    ForwardingConfig(batch_size=10_000)
 
 
 def test_sections_are_frozen() -> None:

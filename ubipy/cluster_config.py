@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ubipy.errors import ConfigError
 from ubipy.options import option
 from ubipy.validation import at_least, positive, show
+from ubipy.wire import MAX_ITEMS
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,13 @@ class ForwardingConfig:
 
     def __post_init__(self) -> None:
         at_least(self, 1, "batch_size")
+        if self.batch_size > MAX_ITEMS:
+            # A larger batch would be refused by its owner, and sent again for ever.
+            raise ConfigError(
+                f"must be at most {MAX_ITEMS} (the URLs a peer takes in one frame), "
+                f"not {show(self.batch_size)}",
+                "batch_size",
+            )
         at_least(self, 0, "batch_linger", "batch_linger_max")
         positive(self, "batch_retry")
 

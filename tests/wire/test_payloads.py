@@ -4,6 +4,7 @@ a real frame; anything else a peer could send is a WireError and nothing else.""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import cbor2
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ubipy.errors import WireError
+from ubipy.errors import FrameError, WireError
 from ubipy.wire import (
     MESSAGE_TYPES,
     BaseAnswer,
@@ -49,7 +50,7 @@ from ubipy.wire import (
     decode,
     secret_from,
 )
-from ubipy.wire.payloads import MAX_SCORE
+from ubipy.wire.payloads import MAX_FIELDS, MAX_ITEMS, MAX_SCORE, MAX_TAKES
 
 KEY = secret_from("payloads")
 NOW = 1_700_000_000.0
@@ -261,3 +262,52 @@ def test_a_scope_frame_is_named_by_what_it_carries() -> None:
     ]
     assert len({sent.digest, *(o.digest for o in others)}) == 5
     assert all(0 <= o.digest < 2**63 for o in [sent, *others])
+
+
+_URL = ("http://a.test/", 1, 0.0)
+_ROW = MemberRow("p", "10.0.0.1:7000", "alive")
+
+
+@pytest.mark.parametrize(
+    ("make", "limit"),
+    [
+        pytest.param(lambda n: UrlBatch(1, (_URL,) * n), MAX_ITEMS, id="batch-urls"),
+        pytest.param(lambda n: UrlBatch(1, (), tuple(range(n))), MAX_ITEMS, id="batch-acks"),
+        pytest.param(lambda n: UrlAck(tuple(range(n))), MAX_ITEMS, id="ack-ids"),
+        pytest.param(lambda n: Handoff(1, "a.test", (_URL,) * n, ()), MAX_ITEMS, id="handoff-urls"),
+        pytest.param(
+            lambda n: Handoff(1, "a.test", (), tuple(range(n))), MAX_ITEMS, id="handoff-done"
+        ),
+        pytest.param(
+            lambda n: Replica((HostCopy("a.test", (), ()),) * n), MAX_ITEMS, id="replica-hosts"
+        ),
+        pytest.param(
+            lambda n: Replica((HostCopy("a.test", (_URL,) * n, ()),)), MAX_ITEMS, id="replica-urls"
+        ),
+        pytest.param(
+            lambda n: Replica((HostCopy("a.test", (), tuple(range(n))),)),
+            MAX_ITEMS,
+            id="replica-done",
+        ),
+        pytest.param(lambda n: Status((_ROW,) * n, ()), MAX_ITEMS, id="status-members"),
+        pytest.param(lambda n: Status((), ({},) * n), MAX_ITEMS, id="status-peers"),
+        pytest.param(
+            lambda n: Status((), ({f"f{i}": i for i in range(n)},)), MAX_FIELDS, id="status-fields"
+        ),
+        pytest.param(lambda n: Figures({f"f{i}": i for i in range(n)}), MAX_FIELDS, id="figures"),
+        pytest.param(
+            lambda n: Gossip("10.0.0.1:7000", [], tuple(range(n))), MAX_TAKES, id="gossip-takes"
+        ),
+        pytest.param(lambda n: Scope(("a.test",) * n), MAX_ITEMS, id="scope-roots"),
+        pytest.param(lambda n: Scope(("a.test",), ("a.test",) * n), MAX_ITEMS, id="scope-seeds"),
+    ],
+)
+def test_a_sender_refuses_to_write_what_its_receivers_refuse(
+    make: Callable[[int], Message], limit: int
+) -> None:
+    """A batch of more URLs than a receiver takes went out, was refused, and was sent
+    again every 2 s for ever: now the sender's mistake fails where it is made."""
+    most = make(limit)
+    assert decode(most.KIND, cbor2.loads(cbor2.dumps(most.to_wire()))) == most
+    with pytest.raises(FrameError, match=f"more than a receiver takes \\({limit}\\)"):
+        make(limit + 1).to_wire()

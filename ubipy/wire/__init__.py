@@ -50,6 +50,7 @@ from ubipy.wire.frames import (
 from ubipy.wire.leases import MAX_LEASE_WAIT, IpGrant, IpLease, IpRelease
 from ubipy.wire.majority import MAX_BASE, BaseAnswer, BaseAsk
 from ubipy.wire.payloads import (
+    MAX_ITEMS,
     MAX_MARK_DELAY,
     Control,
     Figures,
@@ -89,6 +90,7 @@ __all__ = [
     "LOOPBACK_SECRET",
     "MAX_BASE",
     "MAX_ID_LEN",
+    "MAX_ITEMS",
     "MAX_LEASE_WAIT",
     "MAX_MARK_DELAY",
     "MAX_PAYLOAD_DEPTH",

@@ -13,11 +13,11 @@ wire knows nothing of membership.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Final, TypeAlias, cast
 
-from ubipy.errors import WireError
+from ubipy.errors import FrameError, WireError
 from ubipy.peeraddress import check_peer_address
 from ubipy.wire.frames import FrameType
 
@@ -133,7 +133,16 @@ def _flat(obj: object, what: str) -> dict[str, Scalar]:
     return cast(dict[str, Scalar], values)
 
 
-def _urls_to_wire(urls: tuple[WireURL, ...]) -> list[list[object]]:
+def _most(items: Collection[object], what: str, limit: int = MAX_ITEMS) -> None:
+    """The sender's side of a limit the receiver's from_wire applies: a mistake fails
+    here, loudly, not as a frame that every receiver refuses (and its sender resends
+    for ever)."""
+    if len(items) > limit:
+        raise FrameError(f"{what}: {len(items)} items, more than a receiver takes ({limit})")
+
+
+def _urls_to_wire(urls: tuple[WireURL, ...], what: str) -> list[list[object]]:
+    _most(urls, what)
     # Capped, so that no peer sends what the others refuse.
     return [
         [url, depth, min(score, MAX_SCORE)] if score else [url, depth] for url, depth, score in urls
@@ -191,7 +200,9 @@ class HostCopy:
     mark: Mark | None = None
 
     def to_wire(self) -> list[object]:
-        entry: list[object] = [self.host, _urls_to_wire(self.pending), list(self.done)]
+        _most(self.done, "a replica's done fingerprints")
+        pending = _urls_to_wire(self.pending, "a replica's URLs")
+        entry: list[object] = [self.host, pending, list(self.done)]
         if self.mark is not None:
             entry.append(self.mark.to_wire())
         return entry
@@ -249,6 +260,7 @@ class Gossip:
 
     def to_wire(self) -> dict[str, object]:
         wire = {"from": self.address, "msg": self.message}
+        _most(self.takes, "the frame kinds a peer takes", MAX_TAKES)
         if self.takes:
             wire["takes"] = list(self.takes)
         return wire
@@ -275,7 +287,9 @@ class UrlBatch:
     acks: tuple[int, ...] = ()
 
     def to_wire(self) -> dict[str, object]:
-        return {"id": self.id, "urls": _urls_to_wire(self.urls), "acks": list(self.acks)}
+        _most(self.acks, "acknowledged batch ids")
+        urls = _urls_to_wire(self.urls, "a batch's URLs")
+        return {"id": self.id, "urls": urls, "acks": list(self.acks)}
 
     @classmethod
     def from_wire(cls, obj: object) -> UrlBatch:
@@ -295,6 +309,7 @@ class UrlAck:
     ids: tuple[int, ...]
 
     def to_wire(self) -> dict[str, object]:
+        _most(self.ids, "acknowledged batch ids")
         return {"ids": list(self.ids)}
 
     @classmethod
@@ -381,6 +396,10 @@ class Status:
     peers: tuple[Mapping[str, Scalar], ...]
 
     def to_wire(self) -> dict[str, object]:
+        _most(self.members, "members")
+        _most(self.peers, "peers")
+        for figures in self.peers:
+            _most(figures, "a peer's figures", MAX_FIELDS)
         return {
             "members": [m.to_wire() for m in self.members],
             "peers": [dict(p) for p in self.peers],
@@ -407,10 +426,11 @@ class Handoff:
     mark: Mark | None = None
 
     def to_wire(self) -> dict[str, object]:
+        _most(self.done, "done fingerprints")
         return {
             "id": self.id,
             "host": self.host,
-            "pending": _urls_to_wire(self.pending),
+            "pending": _urls_to_wire(self.pending, "a hand-off's URLs"),
             "done": list(self.done),
             "mark": None if self.mark is None else self.mark.to_wire(),
         }
@@ -486,6 +506,7 @@ class Replica:
     seq: int = 0
 
     def to_wire(self) -> dict[str, object]:
+        _most(self.hosts, "replica hosts")
         return {"hosts": [h.to_wire() for h in self.hosts], "seq": self.seq}
 
     @classmethod
@@ -539,6 +560,7 @@ class Figures:
     values: Mapping[str, Scalar] = field(default_factory=dict)
 
     def to_wire(self) -> dict[str, object]:
+        _most(self.values, "figures", MAX_FIELDS)
         return dict(self.values)
 
     @classmethod

@@ -17,7 +17,7 @@ from typing import ClassVar
 import cbor2
 
 from ubipy.wire.frames import FrameType
-from ubipy.wire.payloads import _int, _list, _map, _strings
+from ubipy.wire.payloads import _int, _list, _map, _most, _strings
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,8 @@ class Scope:
         return int.from_bytes(hashlib.blake2b(encoded, digest_size=8).digest()) >> 1
 
     def to_wire(self) -> list[object]:
+        _most(self.roots, "scope roots")
+        _most(self.seeds, "seed hosts")
         if not self.seeds:
             return list(self.roots)
         return [list(self.roots), list(self.seeds)]
