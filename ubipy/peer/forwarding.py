@@ -13,14 +13,20 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from ubipy.errors import FrameError
 from ubipy.net import Send
 from ubipy.peer.acks import AckBook
 from ubipy.peer.crawler import Crawler
+from ubipy.peer.ids import run_ids
 from ubipy.peer.router import Batch, Router, url_items
 from ubipy.peer.wakeup import Wakeup
-from ubipy.wire import Message, UrlAck, UrlBatch
+from ubipy.wire import MAX_ITEMS, Message, UrlAck, UrlBatch, WireURL
 
 Reply = Callable[[Message], Awaitable[None]]
+
+# The ids of the parts of a batch too large for one frame lie above the router's batch
+# ids (below 2**62), so an acknowledgement names one or the other.
+_PART_IDS = 2**62
 
 
 class Forwarder:
@@ -45,6 +51,13 @@ class Forwarder:
         self._ack_kick = Wakeup()
         # Set (and replaced) each time the last batch of ours is acknowledged.
         self.drained = trio.Event()
+        # A batch too large for one frame (long URLs under a large --batch-size) goes
+        # in parts, each under an id of its own, and counts as acknowledged once
+        # every part is: batch id -> {part id: its URLs} not yet acknowledged, and
+        # part id -> batch id.
+        self._parts: dict[int, dict[int, tuple[WireURL, ...]]] = {}
+        self._part_of: dict[int, int] = {}
+        self._part_ids = (_PART_IDS + i for i in run_ids())
 
     def kick(self) -> None:
         """New foreign URLs are in the router: look at its batches again."""
@@ -65,9 +78,48 @@ class Forwarder:
             return  # resent later, or re-routed when the ring drops the owner
         # Acknowledgements owed to the owner ride along (a lost frame loses them too:
         # the owner's batches are then re-sent and admitted again).
-        acks = tuple(self._acks.take(batch.owner))
+        acks = self._owed(batch.owner)
+        parts = self._parts.get(batch.id)
+        if parts is not None:  # sent in parts before: those not acknowledged go again
+            for part, urls in list(parts.items()):
+                await self._send(address, UrlBatch(part, urls, acks))
+                acks = ()
+            return
         urls = tuple((u.url, u.depth, u.score) for u in batch.urls)
-        await self._send(address, UrlBatch(batch.id, urls, acks))
+        try:
+            await self._send(address, UrlBatch(batch.id, urls, acks))
+        except FrameError:  # over the frame cap: nothing was sent
+            await self._send_in_parts(address, batch.id, urls, acks)
+
+    async def _send_in_parts(
+        self, address: str, batch_id: int, urls: tuple[WireURL, ...], acks: tuple[int, ...]
+    ) -> None:
+        """``urls`` in frames under the cap, halved until each fits."""
+        parts = self._parts[batch_id] = {}
+        waiting = [urls]
+        while waiting:
+            chunk = waiting.pop()
+            part = next(self._part_ids)
+            try:
+                await self._send(address, UrlBatch(part, chunk, acks))
+            except FrameError:
+                if len(chunk) == 1:
+                    raise  # a URL is at most 2,048 characters: no frame is too small
+                half = len(chunk) // 2
+                waiting += [chunk[half:], chunk[:half]]
+                continue
+            acks = ()  # they rode on the first part
+            parts[part] = chunk
+            self._part_of[part] = batch_id
+
+    def _owed(self, peer_id: str) -> tuple[int, ...]:
+        """The acknowledgements owed to ``peer_id`` that one frame may carry; the
+        rest wait for the next."""
+        ids = self._acks.take(peer_id)
+        now = trio.current_time()
+        for later in ids[MAX_ITEMS:]:
+            self._acks.add(peer_id, later, now)
+        return tuple(ids[:MAX_ITEMS])
 
     async def _ack_loop(self, nursery: trio.Nursery) -> None:
         """Acknowledgements that found no batch to ride on leave on their own."""
@@ -77,17 +129,32 @@ class Forwarder:
             await self._ack_kick.wait(acks.next_deadline(router.linger))
             for peer_id, ids in acks.due(trio.current_time(), router.linger):
                 address = self._address_of(peer_id)
-                if address is not None:
-                    nursery.start_soon(self._send, address, UrlAck(tuple(ids)))
+                if address is None:
+                    continue
+                for start in range(0, len(ids), MAX_ITEMS):
+                    ack = UrlAck(tuple(ids[start : start + MAX_ITEMS]))
+                    nursery.start_soon(self._send, address, ack)
 
     def _acked(self, ids: tuple[int, ...]) -> None:
         """An owner has durably admitted these batches of ours."""
         for batch_id in ids:
+            whole = self._part_of.pop(batch_id, None)
+            if whole is not None:  # one part of a batch sent in parts
+                parts = self._parts.get(whole, {})
+                parts.pop(batch_id, None)
+                if parts:
+                    continue
+                self._parts.pop(whole, None)
+                batch_id = whole
             batch = self.router.acked(batch_id)
             if batch is not None:
                 self._crawler.forwarded(u.fp for u in batch.urls)
                 self._kick.set()  # what waited for its owner may be due again now
         if ids and not self.router.backlog():
+            # Nothing of ours is waiting: parts of batches the router re-routed on a
+            # ring change, never acknowledged, go too.
+            self._parts.clear()
+            self._part_of.clear()
             self.drained.set()
             self.drained = trio.Event()
 
