@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from ubipy.errors import WireError
-from ubipy.net import Links, Reply, request
+from ubipy.net import Links, Reply, TcpNetwork, request
 from ubipy.wire import Frame, FrameType, Message, Seed, secret_from
 
 KEY = secret_from("links test")
@@ -199,3 +199,37 @@ async def test_an_address_that_speaks_no_ubipy_is_said_to_be_no_peer() -> None:
         assert not await links.send(gone, Seed(()))
         assert links.trouble[gone].startswith("cannot connect")
         nursery.cancel_scope.cancel()
+
+
+async def test_peer_connections_notice_a_dead_path_within_seconds() -> None:
+    """A partition is silent on TCP: without keepalive and a user time-out, a dialled
+    connection took writes into the kernel's buffer for some 15 minutes before it
+    failed. Both ends of a peer connection now have them."""
+    network = TcpNetwork()
+    accepted: list[trio.SocketStream] = []
+    got = trio.Event()
+
+    async def keep(stream: trio.abc.Stream) -> None:
+        assert isinstance(stream, trio.SocketStream)
+        async with stream:
+            accepted.append(stream)
+            got.set()
+            await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        there = await nursery.start(network.serve, "127.0.0.1:0", keep)
+        dialled = await network.connect(there)
+        assert isinstance(dialled, trio.SocketStream)
+        async with dialled:
+            with trio.fail_after(5):
+                await got.wait()
+            for stream in (dialled, accepted[0]):
+                assert stream.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+                if hasattr(socket, "TCP_USER_TIMEOUT"):
+                    timeout = stream.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)
+                    assert 15_000 <= timeout <= 30_000
+                if hasattr(socket, "TCP_KEEPIDLE"):
+                    idle = stream.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE)
+                    interval = stream.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL)
+                    assert idle + 3 * interval <= 30
+            nursery.cancel_scope.cancel()

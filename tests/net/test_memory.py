@@ -446,3 +446,31 @@ async def test_a_write_failing_on_a_refused_connection_still_reads_the_refusal(
         with trio.fail_after(5):
             assert "the secrets differ" in await a.wait_for_trouble(there)
         nursery.cancel_scope.cancel()
+
+
+async def test_a_send_to_a_peer_that_reads_nothing_gives_up_in_time(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A peer that takes its connection and reads nothing (stuck, or behind a dead
+    path the kernel has not noticed): the send that filled the buffer held the send
+    lock, and every other send to that peer behind it, for as long as that lasted.
+    It gives up within the write deadline; the next send dials afresh."""
+    net = MemoryNetwork(buffer=100_000)
+    a = Links(KEY, "a", ignore, net.node("10.0.0.1"))
+
+    async def deaf(stream: trio.abc.Stream) -> None:
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(a.run, "10.0.0.1:0")
+        there = await nursery.start(net.node("10.0.0.2").serve, "10.0.0.2:0", deaf)
+        start = trio.current_time()
+        sent = 0
+        with trio.fail_after(120):
+            while await a.send(there, Seed(("x" * 60_000,))):
+                sent += 1
+        assert sent == 1  # the second filled the buffer and waited
+        assert 20 <= trio.current_time() - start <= 25
+        assert await a.send(there, Seed(("y",)))
+        assert net.stats.connections == 2
+        nursery.cancel_scope.cancel()

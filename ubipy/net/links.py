@@ -58,6 +58,12 @@ _READ_SIZE = 65_536
 _STEADY = 65_536
 # How long a forgotten connection waits for the frames being written on it.
 _CLOSE_PATIENCE = 1.0
+# A frame must be written within this long, plus a second for every _SLOW_LINK bytes
+# of it (4 MiB: 52 s): a peer that reads nothing, or one behind a dead path the kernel
+# has not noticed yet, must not hold every sender to it behind the send lock. Its
+# connection is closed, and the next send dials afresh.
+_WRITE_PATIENCE = 20.0
+_SLOW_LINK = 128 * 1024
 
 Reply = Callable[[Message], Awaitable[None]]
 # The frame (its sender, its kind) and the message it carries, already typed.
@@ -130,23 +136,33 @@ class _Conn:
             # more than that went on our other connections, to be refused as a
             # replay. (A first frame that needs a HELLO goes one number after it.)
             data = links.writer.frame(kind, payload, time.time(), to=to)
+            hello = b"" if self._spoken else _hello_before(links.writer, data, to)
+            patience = _WRITE_PATIENCE + (len(hello) + len(data)) / _SLOW_LINK
             try:
-                if not self._spoken and (hello := _hello_before(links.writer, data, to)):
-                    await self.stream.send_all(hello)
-                self._spoken = True
-                await self.stream.send_all(data)
+                with trio.move_on_after(patience) as writing:
+                    if hello:
+                        await self.stream.send_all(hello)
+                    self._spoken = True
+                    await self.stream.send_all(data)
+                if writing.cancelled_caught:  # handled below as a cut-short write
+                    raise trio.TooSlowError
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 # The connection failed under the write: nothing follows the frame,
                 # and its reader reads what came before the end (a refusal) and
                 # closes it.
                 self._retire()
                 raise
-            except BaseException:
-                # Cut short on a connection that works (a caller's time-out): part of
-                # the frame may be on the wire, and no later frame may follow it.
-                # Closed at once, so the far end does not wait for the rest.
+            except BaseException as exc:
+                # Cut short on a connection that works, or seems to (a caller's
+                # time-out, our own): part of the frame may be on the wire, and no
+                # later frame may follow it. Closed at once, so the far end does not
+                # wait for the rest.
                 self._retire()
                 await trio.aclose_forcefully(self.stream)
+                if isinstance(exc, trio.TooSlowError):
+                    raise trio.BrokenResourceError(
+                        f"a frame not written within {patience:.0f} s"
+                    ) from None
                 raise
         stats = links.stats
         stats.frames_out[kind.name] += 1
