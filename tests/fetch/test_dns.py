@@ -127,6 +127,12 @@ def test_an_ip_literal_is_told_from_a_name(name: str, address: str | None) -> No
         ("2002:a9fe:a9fe::1", False),  # 6to4
         ("2002:5db8:d822::1", True),
         ("fec0::1", False),  # site-local, deprecated
+        # Special-use ranges Python 3.11 counts as global: listed, whatever the version.
+        ("192.0.0.8", False),  # IETF protocol assignments
+        ("192.0.0.9", True),  # ... but its anycast services
+        ("192.88.99.1", False),  # the 6to4 relay anycast
+        ("5f00::1", False),  # SRv6 SIDs
+        ("3fff::1", False),  # documentation
     ],
 )
 def test_only_globally_routable_addresses_are_public(address: str, public: bool) -> None:
@@ -421,13 +427,53 @@ async def test_addresses_that_may_not_be_reached_are_refused_unless_allowed() ->
         assert (await resolver.resolve(host)).error is DnsFailure.REFUSED, host
     assert (await resolver.resolve("outside.test")).error is None
     assert resolver.refused["169.254.169.254"] == 1
-    resolver.exempt("inside.test:8080")  # a seed was there
+    # A seed was there: its first lookup was refused, so what it answered is allowed.
+    assert resolver.exempt("inside.test:8080", await resolver.resolve("inside.test:8080"))
     assert (await resolver.resolve("inside.test:8080")).address == "10.0.0.5"
     # That port only: not every service of the address (a peer's own port, say).
     assert (await resolver.resolve("inside.test")).error is DnsFailure.REFUSED
     assert (await resolver.resolve("inside.test:7000")).error is DnsFailure.REFUSED
     allowing = Resolver(lookup=dns, allow_private=True)
     assert (await allowing.resolve("127.0.0.1:7000")).address == "127.0.0.1"
+
+
+async def test_a_seeds_allowance_is_the_addresses_of_its_first_lookup_only(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A seed on a name is allowed the private addresses its first lookup gave, and no
+    other: allowed whatever it resolved to, a seeded name of public address rebound to
+    127.0.0.1 (DNS rebinding) was fetched, and its answer stored (found by a review)."""
+    dns = FakeDns({"seed.test": ["93.184.216.34"], "intranet.test": ["10.0.0.5"]})
+    resolver = Resolver(lookup=dns, ttl=60)
+    public = await resolver.resolve("seed.test")
+    assert public.address == "93.184.216.34"
+    assert not resolver.exempt("seed.test", public)  # nothing to allow
+    first = await resolver.resolve("intranet.test")
+    assert resolver.exempt("intranet.test", first)
+    await trio.sleep(61)
+    dns.table.update({"seed.test": ["127.0.0.1"], "intranet.test": ["10.0.0.9"]})
+    for host in ("seed.test", "intranet.test"):
+        answer = await resolver.resolve(host)
+        assert answer.error is DnsFailure.REFUSED, host
+        assert not resolver.exempt(host, answer), host  # asked again: not a first lookup
+        assert (await resolver.resolve(host)).error is DnsFailure.REFUSED, host
+    # Back on the address it had: allowed again.
+    dns.table["intranet.test"] = ["10.0.0.5"]
+    await trio.sleep(61)
+    assert (await resolver.resolve("intranet.test")).address == "10.0.0.5"
+
+
+async def test_a_cloud_metadata_address_is_a_seeds_only_when_the_seed_is_on_it() -> None:
+    dns = FakeDns({"metadata.test": ["169.254.169.254"], "v6.test": ["fd00:ec2::254"]})
+    resolver = Resolver(lookup=dns)
+    for host in ("metadata.test", "v6.test"):
+        answer = await resolver.resolve(host)
+        assert not resolver.exempt(host, answer), host
+        assert (await resolver.resolve(host)).error is DnsFailure.REFUSED, host
+    # A seed typed as the address itself: the user asked for it.
+    literal = await resolver.resolve("169.254.169.254")
+    assert resolver.exempt("169.254.169.254", literal)
+    assert (await resolver.resolve("169.254.169.254")).address == "169.254.169.254"
 
 
 @pytest.mark.parametrize(

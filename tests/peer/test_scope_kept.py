@@ -45,6 +45,10 @@ def test_a_shard_from_before_takes_the_hosts_of_its_depth_0_urls_once(tmp_path: 
         [
             NewURL(fp=1, url="http://10.0.0.5/", host="10.0.0.5", depth=0),
             NewURL(fp=2, url="http://a.test/x", host="a.test", depth=1),
+            # A seed's redirect to a cloud's metadata service kept the seed's depth:
+            # not a seed for it.
+            NewURL(fp=3, url="http://169.254.169.254/", host="169.254.169.254", depth=0),
+            NewURL(fp=4, url="http://[fe80::1]:81/", host="[fe80::1]:81", depth=0),
         ]
     )
     assert shard.get_meta(_SEEDS_META) is None

@@ -4,7 +4,14 @@ fingerprints, scope rules, URL and type filters, seed files and sitemaps.
 """
 
 from ubipy.fetch.client import make_client
-from ubipy.fetch.dns import DnsFailure, Lookup, Resolver, address_key, is_public
+from ubipy.fetch.dns import (
+    DnsFailure,
+    Lookup,
+    Resolver,
+    address_key,
+    cloud_metadata,
+    is_public,
+)
 from ubipy.fetch.encoding import EncodingSource, decode, sniff
 from ubipy.fetch.fetcher import (
     FetchOutcome,
@@ -96,6 +103,7 @@ __all__ = [
     "allocate",
     "asked_wait",
     "change_rate",
+    "cloud_metadata",
     "content_digest",
     "decode",
     "estimate",

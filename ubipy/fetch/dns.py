@@ -100,6 +100,20 @@ _EMBEDS_V4 = tuple(
 # Local-use NAT64 (RFC 8215; its IPv4 address may sit at several offsets) and the
 # site-local prefix RFC 3879 deprecated: local by definition.
 _LOCAL_V6 = tuple(ipaddress.IPv6Network(prefix) for prefix in ("64:ff9b:1::/48", "fec0::/10"))
+# Special-use ranges that Python 3.11's ipaddress counts as global (later versions know
+# some of them): IETF protocol assignments (but the two anycast services there), the
+# 6to4 relay anycast, SRv6 SIDs and IPv6's second documentation prefix. Listed, the
+# verdict does not hang on the interpreter.
+_SPECIAL = tuple(
+    ipaddress.ip_network(prefix)
+    for prefix in ("192.0.0.0/24", "192.88.99.0/24", "5f00::/16", "3fff::/20")
+)
+_SPECIAL_GLOBAL = frozenset(ipaddress.ip_address(a) for a in ("192.0.0.9", "192.0.0.10"))
+# Cloud machines' metadata services, which hand out credentials: a seed's allowance
+# reaches them only for a seed on that very address, never through a name.
+_METADATA = tuple(
+    ipaddress.ip_network(prefix) for prefix in ("169.254.0.0/16", "fe80::/10", "fd00:ec2::/32")
+)
 
 
 # The cache is swept of what it no longer needs once it holds this many names (and
@@ -152,7 +166,23 @@ def is_public(address: str) -> bool:
             ip = ip.sixtofour
         elif any(ip in net for net in _EMBEDS_V4) and int(ip) > 1:  # not :: or ::1
             ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if any(ip in net for net in _SPECIAL) and ip not in _SPECIAL_GLOBAL:
+        return False
     return ip.is_global and not ip.is_multicast
+
+
+def cloud_metadata(host: str) -> bool:
+    """Whether ``host`` (``HOST[:PORT]``) is on an address of a cloud machine's
+    metadata service (or one that carries it); a name is not."""
+    address = ip_literal(split_host(host))
+    return address is not None and _metadata(address)
+
+
+def _metadata(address: str) -> bool:
+    ip = ipaddress.ip_address(address_key(address))
+    if isinstance(ip, ipaddress.IPv6Address) and ip.sixtofour is not None:
+        ip = ip.sixtofour
+    return any(ip in net for net in _METADATA if ip.version == net.version)
 
 
 class _Flight:
@@ -234,9 +264,11 @@ class Resolver:
         self._lookup = lookup
         # name -> (answer, expires): names, not host keys, so ports share an answer.
         self._cache: dict[str, tuple[Lookup, float]] = {}
-        # Hosts (HOST[:PORT]) whose non-public address was allowed because a seed was
-        # on them: that port only, not every service of the address.
-        self._exempt: set[str] = set()
+        # Hosts (HOST[:PORT]) whose non-public addresses were allowed because a seed was
+        # on them: those addresses (a name rebound to another is not), that port only
+        # (not every service of the address); and the seeds' hosts looked up so far.
+        self._exempt: dict[str, frozenset[str]] = {}
+        self._seeds_seen: set[str] = set()
         # Per name (while its answer is kept), answers not from the cache; in all, and
         # the most any one name took.
         self.lookups: Counter[str] = Counter()
@@ -277,13 +309,28 @@ class Resolver:
             or _loopback_name(name)
         )
 
-    def exempt(self, host: str) -> None:
-        """A seed was on ``host`` (``HOST[:PORT]``): its address is allowed whatever it
-        is, on that port."""
-        self._exempt.add(host)
+    def exempt(self, host: str, answer: Lookup) -> bool:
+        """A seed is on ``host`` (``HOST[:PORT]``) and ``answer`` is its lookup: if it is
+        the host's first here and refused its addresses, they are allowed on that port
+        from now on; True if any was. Not a later lookup's: allowed whatever it
+        resolved to, a seeded name of public address rebound to 127.0.0.1 or the
+        metadata service (DNS rebinding) was fetched (found by a review). Nor, for a
+        name, a metadata service's address: only a seed on that very address."""
+        if host in self._seeds_seen:
+            return False
+        self._seeds_seen.add(host)
+        name = split_host(host)
+        cached = self._cache.get(name)
+        if answer.error is not DnsFailure.REFUSED or cached is None:
+            return False
+        literal = ip_literal(name) is not None
+        allowed = frozenset(a for a in cached[0].addresses if literal or not _metadata(a))
+        if allowed:
+            self._exempt[host] = allowed
+        return bool(allowed)
 
     def allowed(self, host: str, address: str) -> bool:
-        return self._allow_private or host in self._exempt or is_public(address)
+        return self._allow_private or address in self._exempt.get(host, ()) or is_public(address)
 
     def pinned(self, name: str) -> Lookup | None:
         """The cached answer for ``name`` (without brackets), if still fresh."""

@@ -74,9 +74,8 @@ class ResolveStage:
             if next(_UNEXPECTED) % 1000 == 0:
                 log.warning("%s: its lookup failed: %r", host, exc)
             answer = Lookup((), DnsFailure.TEMPORARY)
-        if answer.error is DnsFailure.REFUSED and self._seeded(host):
-            # The user named this host: whatever its address, it is theirs to crawl.
-            self.resolver.exempt(host)
+        if self._seeded(host) and self.resolver.exempt(host, answer):
+            # The user named this host on a private address: it is theirs to crawl.
             answer = await self.resolver.resolve(host)  # from the cache
         now = trio.current_time()
         if answer.address is not None:

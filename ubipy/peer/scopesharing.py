@@ -38,7 +38,7 @@ import trio
 from ubipy.config import BoundsConfig
 from ubipy.config import Scope as ScopeKind
 from ubipy.errors import StorageError
-from ubipy.fetch import BadURL, ScopeFilter, resolve_link
+from ubipy.fetch import BadURL, ScopeFilter, cloud_metadata, resolve_link
 from ubipy.membership import ChangeKind, MemberEvent, MemberState
 from ubipy.net import Handle, Reply, Send
 from ubipy.store import Shard
@@ -61,11 +61,13 @@ _ACK = int(FrameType.SCOPE_ACK)
 def load_scope(shard: Shard, bounds: BoundsConfig) -> ScopeFilter:
     """The scope the shard kept. A shard kept before the seeds' hosts were takes the
     hosts of its depth-0 URLs, as seeds were told then (redirects from seeds among
-    them), once."""
+    them), once; but not an address of a cloud's metadata service, which a seed's
+    redirect there would have made a seed (found by a review)."""
     roots, seeds = shard.get_meta(_ROOTS_META), shard.get_meta(_SEEDS_META)
     if seeds is None:
+        hosts = sorted(h for h in shard.depth_zero_hosts() if not cloud_metadata(h))
         with shard.transaction():
-            shard.set_meta(_SEEDS_META, seeds := "\n".join(sorted(shard.depth_zero_hosts())))
+            shard.set_meta(_SEEDS_META, seeds := "\n".join(hosts))
     return ScopeFilter.of(bounds, _lines(roots), _lines(seeds))
 
 
