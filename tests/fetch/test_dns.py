@@ -443,8 +443,14 @@ async def test_a_seeds_allowance_is_the_addresses_of_its_first_lookup_only(
     """A seed on a name is allowed the private addresses its first lookup gave, and no
     other: allowed whatever it resolved to, a seeded name of public address rebound to
     127.0.0.1 (DNS rebinding) was fetched, and its answer stored (found by a review)."""
-    dns = FakeDns({"seed.test": ["93.184.216.34"], "intranet.test": ["10.0.0.5"]})
+    dns = FakeDns({"seed.test": ["93.184.216.34"]})
     resolver = Resolver(lookup=dns, ttl=60)
+    # A lookup that found no address is not the first: it showed nothing.
+    missing = await resolver.resolve("intranet.test")
+    assert missing.error is DnsFailure.NO_SUCH_NAME
+    assert not resolver.exempt("intranet.test", missing)
+    await trio.sleep(3600)
+    dns.table["intranet.test"] = ["10.0.0.5"]
     public = await resolver.resolve("seed.test")
     assert public.address == "93.184.216.34"
     assert not resolver.exempt("seed.test", public)  # nothing to allow

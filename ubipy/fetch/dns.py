@@ -316,12 +316,13 @@ class Resolver:
         resolved to, a seeded name of public address rebound to 127.0.0.1 or the
         metadata service (DNS rebinding) was fetched (found by a review). Nor, for a
         name, a metadata service's address: only a seed on that very address."""
-        if host in self._seeds_seen:
-            return False
+        refused = answer.error is DnsFailure.REFUSED
+        if host in self._seeds_seen or not (refused or answer.address is not None):
+            return False  # asked before, or no address yet (a failed lookup)
         self._seeds_seen.add(host)
         name = split_host(host)
         cached = self._cache.get(name)
-        if answer.error is not DnsFailure.REFUSED or cached is None:
+        if not refused or cached is None:
             return False
         literal = ip_literal(name) is not None
         allowed = frozenset(a for a in cached[0].addresses if literal or not _metadata(a))
