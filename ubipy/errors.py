@@ -26,9 +26,10 @@
     │                      too large to read (also a ValueError)
     ├── BadURL             ubipy.fetch: a URL normalisation refuses, with its
     │                      URLRejection (also a ValueError)
-    ├── AddressRefused     ubipy.fetch.transport: a host's address is one a crawler
-    │                      may not reach (loopback, private...) and was not allowed;
-    │                      nothing sent, never retried (also an httpx2.ConnectError)
+    ├── AddressRefused     ubipy.fetch.tunnel: a host's address is one a crawler
+    │                      may not reach (loopback, private...) and was not allowed,
+    │                      or the proxy refused it; nothing sent, never retried
+    │                      (also an httpx2.ConnectError)
     ├── CertificateError   ubipy.fetch.transport: a server's TLS certificate did
     │                      not verify; recorded as such, never retried (also an
     │                      httpx2.ConnectError)

@@ -11,7 +11,7 @@ import trio
 
 from tests.fetch.test_ipv6 import HeadServer
 from ubipy.fetch.http1 import MAX_HEAD
-from ubipy.fetch.transport import PooledTransport
+from ubipy.fetch.transport import AddressRefused, PooledTransport
 
 
 def _proxy(reply: bytes, trickle: bool = False) -> HeadServer:
@@ -94,3 +94,17 @@ async def test_an_endless_answer_to_connect_is_cut_short(nursery: trio.Nursery) 
     error = await _through(_proxy(reply), nursery)
     assert isinstance(error, httpx2.ConnectError)
     assert str(error) == "proxy's answer to CONNECT is too long"
+
+
+@pytest.mark.parametrize(("code", "final"), [(403, True), (407, True), (451, True), (502, False)])
+async def test_a_proxy_refusing_the_host_is_final_a_proxy_failing_is_not(
+    nursery: trio.Nursery, code: int, final: bool
+) -> None:
+    # A proxy told to refuse private names answers 403: a refused address, not asked
+    # again, not a failed connection retried (robots.txt's attempts and all, the host
+    # given up as unreachable; found by a review). A 502 may pass.
+    reply = b"HTTP/1.1 %d No\r\n\r\n" % code
+    error = await _through(_proxy(reply), nursery)
+    assert isinstance(error, httpx2.ConnectError)
+    assert isinstance(error, AddressRefused) is final
+    assert str(error) == f"proxy refused CONNECT: {code}"

@@ -19,7 +19,7 @@ hands it a plain URL's GET without an httpx2 ``Request`` (:func:`plain_get`,
 :meth:`PooledTransport.get`): the same bytes go out.
 
 An HTTP proxy is supported the plain way: absolute-form targets for http, a
-CONNECT tunnel for https.
+CONNECT tunnel for https (:mod:`ubipy.fetch.tunnel`).
 
 TLS: certificates are verified, against the system's CA store (and a bundle of
 private CAs, when given), with one context per process and a stream made for one task
@@ -46,24 +46,18 @@ import trio
 from ubipy.descriptors import descriptor_share
 from ubipy.errors import UbipyError
 from ubipy.fetch.dns import DnsFailure, Resolver
-from ubipy.fetch.http1 import MAX_HEAD, BadRequest, ProtocolFailure, ResponseReader, request_head
+from ubipy.fetch.http1 import BadRequest, ProtocolFailure, ResponseReader, request_head
 from ubipy.fetch.sockets import DirectSocketStream
 from ubipy.fetch.tls import TlsStream, certificate_failure, tls_context
 from ubipy.fetch.tlssessions import TlsSession, fast_sessions
+from ubipy.fetch.tunnel import AddressRefused as AddressRefused
+from ubipy.fetch.tunnel import open_tunnel
 
 _READ_SIZE = 65_536
 # Receives of a body between two yields to the other tasks: a page takes one or two.
 _YIELD_EVERY = 16
 # TLS sessions kept for resumption, one per origin, the oldest forgotten first.
 _MAX_SESSIONS = 4096
-# A proxy's answer to CONNECT: its status line, and the blank line that ends it.
-_STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([0-9]{3})[ \r\n]")
-_BLANK_LINE = re.compile(rb"\r?\n\r?\n")
-
-
-class AddressRefused(UbipyError, httpx2.ConnectError):
-    """The host resolved to an address a crawler may not reach without being told
-    to (see :mod:`ubipy.fetch.dns`); nothing was sent to it."""
 
 
 class CertificateError(UbipyError, httpx2.ConnectError):
@@ -441,7 +435,8 @@ class PooledTransport(httpx2.AsyncBaseTransport):
                 if origin.scheme == "https":
                     try:
                         if self._proxy is not None:
-                            await _tunnel(stream, origin)
+                            authority = f"{_bracketed(origin.host)}:{origin.port}"
+                            await open_tunnel(stream, authority.encode("ascii"))
                         stream = await self._handshake(stream, origin)
                     except BaseException:
                         await trio.aclose_forcefully(stream)
@@ -551,39 +546,6 @@ def _bracketed(host: str) -> str:
     """A host as an authority writes it: httpx gives an IPv6 literal without its
     brackets, which an authority (and a host key) needs."""
     return f"[{host}]" if ":" in host else host
-
-
-async def _tunnel(stream: trio.abc.Stream, origin: _Origin) -> None:
-    """Ask the proxy for a CONNECT tunnel to ``origin``; the stream then carries TLS.
-    The exchange is written and read here (one request line, one status line to
-    read): an h11 connection for it cost 0.15 ms a connection over HTTPS."""
-    authority = f"{_bracketed(origin.host)}:{origin.port}".encode("ascii")
-    await stream.send_all(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority, authority))
-    received = b""
-    searched = 0  # where the blank line is still to be looked for
-    while True:
-        blank = _BLANK_LINE.search(received, searched)
-        if blank is None:
-            if len(received) > MAX_HEAD:
-                raise OSError("proxy's answer to CONNECT is too long")
-            data = await stream.receive_some(_READ_SIZE)
-            if not data:
-                raise OSError("proxy closed the connection during CONNECT")
-            searched = max(0, len(received) - 3)
-            received += data
-            continue
-        status = _STATUS_LINE.match(received)
-        if status is None:
-            raise OSError("proxy's answer to CONNECT is not HTTP/1.x")
-        code = int(status[1])
-        received, searched = received[blank.end() :], 0
-        if 100 <= code < 200:
-            continue  # informational: the answer follows
-        if not 200 <= code < 300:
-            raise OSError(f"proxy refused CONNECT: {code}")
-        if received:
-            raise OSError("proxy sent data before the tunnel was up")
-        return
 
 
 def _origin_of(url: httpx2.URL) -> _Origin:
