@@ -299,3 +299,50 @@ def test_a_peer_that_cannot_hold_on_its_own_base_takes_a_holder_s() -> None:
     assert q.base == frozenset("cdef") and q.joint == frozenset("def")
     assert q.holds(1.0)  # c, d, e, f of four, and d, e, f of the holder's three
     assert not q.answered("e", "cdefg", 1.0, holds=True, informed=False)  # holds: kept
+
+
+def test_a_peer_back_with_a_kept_base_holds_only_once_a_majority_of_it_still_counts_it() -> None:
+    """b was killed; a and c dropped it and took d and e in. Back with a, b, c, b sees
+    a: a majority of what it kept, but a's base no longer names it, so a does not
+    count (a review's split brain). Only a's word that it still counts b does."""
+    b = Quorum("b", "abc", lease=LEASE, restored=True)
+    b.set_live("ab")
+    b.heard("a", 1.0)
+    assert b.restoring and not b.holds(1.0) and not b.restore(1.0)
+    assert str(b.sight(1.0)) == (
+        "not yet counted by a member that holds the majority lease, nor by a majority "
+        "of the base it kept (1 of 3 peers)"
+    )
+    assert not b.answered("a", "acde", 1.0, holds=False, informed=False)
+    assert not b.restore(1.0) and b.expires(1.0) is None
+    assert b.last_heard() == {"a": 1.0}  # its pings go on: a may still count it
+    b.answered("a", "abc", 1.0, holds=False, informed=False)  # a kept it too
+    assert b.restore(1.0) and not b.restoring and b.holds(1.0) and b.base == frozenset("abc")
+    assert not b.restore(1.0)  # once
+
+
+def test_those_that_still_count_a_restoring_peer_must_be_a_majority_of_their_bases_too() -> None:
+    """c kept b, c, d and sees d, whose base a, b, c, d names it: 2 of 3 of c's, but
+    half of d's without its smallest id; a and b may hold that base elsewhere."""
+    c = Quorum("c", "bcd", lease=LEASE, restored=True)
+    c.set_live("cd")
+    c.heard("d", 1.0)
+    c.answered("d", "abcd", 1.0, holds=False, informed=False)
+    assert not c.restore(1.0)
+    c.answered("d", "bcd", 1.0, holds=False, informed=False)  # its latest word
+    assert c.restore(1.0)
+    joint = Quorum("c", "bcd", lease=LEASE, restored=True)
+    joint.set_live("cd")
+    joint.heard("d", 1.0)
+    joint.answered("d", "bcd", 1.0, holds=False, informed=False, joint="abd")
+    assert not joint.restore(1.0)  # d of a, b, d: no majority of d's joint base
+
+
+def test_a_restoring_peer_takes_a_holder_s_base_and_a_lone_one_holds_at_once() -> None:
+    b = Quorum("b", "abc", lease=LEASE, restored=True)
+    b.set_live("abd")
+    assert not b.answered("a", "acd", 1.0, holds=True, informed=False)  # not naming it
+    assert b.answered("a", "abcd", 1.0, holds=True, informed=False, joint="acd")
+    assert not b.restoring and b.base == frozenset("abcd") and b.joint == frozenset("acd")
+    lone = Quorum("a", "a", lease=LEASE, restored=True)
+    assert not lone.restoring and lone.holds(0.0)  # a single peer, or the last of one

@@ -231,3 +231,41 @@ async def test_a_holder_asked_counts_the_asker_and_answers_with_its_base(
     # needs a majority of a, b and c.
     restored = load_quorum("a", shard, lease=LEASE, newcomer=False)
     assert (restored.base, restored.joint) == (frozenset("abcd"), frozenset("abc"))
+
+
+async def test_a_peer_that_leaves_keeps_no_base_unless_it_was_alone(
+    shard: Shard, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The others drop a leaving peer from their base at once; the one it would keep
+    would name it where theirs no longer do. Started again, it is new to the cluster
+    (pending, with --join). Later leaves shrink its base as they come (to itself alone
+    as a whole cluster stops), but what it keeps is what it had when it left."""
+    world = World(shard)
+    world.lease.answered([("b", 0.0), ("c", 0.0)])
+    world.membership.leave(0.0)
+    world.lease.membership_changed(world.membership.drain_events())
+    assert load_quorum("a", shard, lease=LEASE, newcomer=True).pending
+    world.quorum.gone("b", 0.5, left=True)
+    world.quorum.gone("c", 0.5, left=True)
+    world.lease._remember()  # as a change of the base does
+    assert world.quorum.base == frozenset("a")
+    assert load_quorum("a", shard, lease=LEASE, newcomer=True).pending
+    # Killed instead, the peer keeps its base, and restores it.
+    kept = World(shard)
+    kept.lease.answered([("b", 0.0), ("c", 0.0)])
+    kept.quorum.set_live("abcd")
+    kept.lease.check()  # d admitted: the base is written
+    back = load_quorum("a", shard, lease=LEASE, newcomer=True)
+    assert back.restoring and back.base == frozenset("abcd")
+
+
+async def test_a_lone_peer_that_leaves_keeps_its_base_of_itself(
+    shard: Shard, autojump_clock: trio.testing.MockClock
+) -> None:
+    world = World(shard)
+    world.lease.quorum = world.quorum = Quorum("a", "a", lease=LEASE)
+    world.lease._remember()
+    world.membership.leave(0.0)
+    world.lease.membership_changed(world.membership.drain_events())
+    again = load_quorum("a", shard, lease=LEASE, newcomer=True)
+    assert again.base == frozenset("a") and again.holds(0.0)

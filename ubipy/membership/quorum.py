@@ -31,8 +31,21 @@ from its base (:meth:`Quorum.admit_live`), the newcomer that asks included.
 Newcomers that meet only newcomers that have heard of no base (a cluster whose peers
 all started naming each other) *found* one: the smallest id of them, with all of them
 in it (:meth:`Quorum.found`); the others take it from its answers. A peer whose own
-base does not let it hold (kept from before a stop while the cluster changed) asks
+base does not let it hold (the cluster changed while it was away or cut off) asks
 and takes a holder's base in the same way.
+
+A peer back from a kill (or a crash) has the base its last run kept, which proves
+nothing by itself: while it was away the others may have dropped it from theirs and
+grown another, and a stale base of three of which it sees one other member is a
+majority the cluster's real one knows nothing of. So it is *restoring*
+(``restored``): it holds no lease on that base until a majority of it answers its
+pings and *still counts it* (each answered its ask with a base that names it and a
+majority of which, and of its joint base, they are too: no more than those members
+would hold on by themselves), or until a member that holds takes it in, as a
+newcomer is (:meth:`Quorum.restore`, :meth:`Quorum.answered`). When a whole cluster
+is killed and started again, nobody holds, and the kept bases, alike, let a majority
+restore; a peer that was alone holds again at once. (A peer that *left* kept no base
+at all: it is new to the cluster when it comes back, see ``ubipy.peer.lease``.)
 
 A member added to the base (and a base taken from a holder) is not trusted at once:
 a peer adds members while it holds, and it may hold for up to a lease after it was
@@ -76,10 +89,18 @@ class Sight:
     pending: bool = False  # new, and not yet in a base that a holder gave it
     # Of the base before additions not yet confirmed: (heard, size).
     joint: tuple[int, int] | None = None
+    # Back with the base its last run kept, not yet counted again (``heard``: those of
+    # it in sight that still count this peer, itself included).
+    restoring: bool = False
 
     def __str__(self) -> str:
         if self.pending:
             return "not yet counted by a member that holds the majority lease"
+        if self.restoring:
+            return (
+                "not yet counted by a member that holds the majority lease, nor by a "
+                f"majority of the base it kept ({self.heard} of {self.size} peers)"
+            )
         text = f"hears from {self.heard} of {self.size} peers"
         if self.joint is not None:
             text += f" ({self.joint[0]} of the {self.joint[1]} before the last joined)"
@@ -95,8 +116,10 @@ class Quorum:
         lease: float,
         newcomer: bool = False,
         joint: Iterable[str] = (),
+        restored: bool = False,
     ) -> None:
-        """``base`` (and ``joint``, if unconfirmed) as stored by the last run; a
+        """``base`` (and ``joint``, if unconfirmed) to start from: ``restored``, as the
+        last run kept them (the peer restores them, see the module's docstring); a
         ``newcomer`` (one that joins others) with none is pending, any other peer
         with none founds a base of itself."""
         if lease <= 0:
@@ -117,10 +140,19 @@ class Quorum:
         # joint stored by the last run: any answer from now on confirms it).
         self._joint: set[str] | None = (set(joint) & self._base) or None
         self._joint_since = -math.inf
+        # Back with a kept base: not trusted until restored. What each member that
+        # still counts this peer answered: its base and its joint base.
+        self._restoring = restored and bool(self._base - {self_id})
+        self._counting: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
 
     @property
     def pending(self) -> bool:
         return self._pending
+
+    @property
+    def restoring(self) -> bool:
+        """Back with the base its last run kept, and not yet counted again."""
+        return self._restoring
 
     @property
     def informed(self) -> bool:
@@ -149,8 +181,17 @@ class Quorum:
 
     def sight(self, now: float) -> Sight:
         counted, joint = self._counted(now), self._joint
+        if self._restoring:
+            counted = self._still_counting(counted)
         of_joint = None if joint is None else (len(counted & joint), len(joint))
-        return Sight(len(counted), len(self._base), self._holds(counted), self._pending, of_joint)
+        return Sight(
+            len(counted),
+            len(self._base),
+            self._holds(counted),
+            self._pending,
+            of_joint,
+            self._restoring,
+        )
 
     def holds(self, now: float) -> bool:
         return self._holds(self._counted(now))
@@ -200,6 +241,7 @@ class Quorum:
         if not left and not self.holds(now):
             return False
         self._base.discard(member_id)
+        self._counting.pop(member_id, None)
         if self._joint is not None:
             self._joint.discard(member_id)
             if self._joint:
@@ -231,8 +273,9 @@ class Quorum:
         """``member_id`` answered our ask with its ``base`` (empty: it is pending too),
         whether it ``holds`` the lease on it, its ``joint`` base if it has one, and if
         pending whether it is ``informed``. A pending peer takes the base of a holder
-        that names it, and so does one whose own base (kept from before a stop, say:
-        the cluster may have changed meanwhile) does not let it hold; True if it did."""
+        that names it, and so does one whose own base (kept from before a kill, say:
+        the cluster may have changed meanwhile) does not let it hold; True if it did.
+        A restoring peer notes who still counts it (:meth:`restore`)."""
         if self._pending:
             if not base:
                 self._newcomers[member_id] = informed
@@ -240,6 +283,12 @@ class Quorum:
                 return False
             self._informed = True
             self._newcomers.pop(member_id, None)
+        elif self._restoring and not (holds and self.self_id in base):
+            if base and self.self_id in base:
+                self._counting[member_id] = (frozenset(base), frozenset(joint))
+            else:  # its latest word: it has dropped this peer, or has no base
+                self._counting.pop(member_id, None)
+            return False
         elif self.holds(now):
             return False
         if not base or not holds or self.self_id not in base:
@@ -250,6 +299,24 @@ class Quorum:
         # may be older than other newcomers it added, else its base without this peer.
         self._joint = (set(joint) & self._base) or self._base - {self.self_id}
         self._joint_since = now
+        return True
+
+    def restore(self, now: float) -> bool:
+        """A restoring peer holds on the base it kept once those of it in sight that
+        still count it are a majority of it and of its joint base, and of each of
+        their own bases and joint bases: the lease that any of them would hold with
+        the same answers. Then it is a holder like any other. True if it did."""
+        if not self._restoring:
+            return False
+        counting = self._still_counting(self._counted(now))
+        groups = [self._base, *([self._joint] if self._joint else [])]
+        for member_id in counting - {self.self_id}:
+            base, joint = self._counting[member_id]
+            groups += [set(base), *([set(joint)] if joint else [])]
+        if not all(self._majority(counting, group) for group in groups):
+            return False
+        self._restoring = False
+        self._counting.clear()
         return True
 
     def found(self) -> bool:
@@ -291,8 +358,13 @@ class Quorum:
 
     def _settle(self, base: Iterable[str]) -> None:
         self._base = set(base) | {self.self_id}
-        self._pending = False
+        self._pending = self._restoring = False
         self._newcomers.clear()
+        self._counting.clear()
+
+    def _still_counting(self, counted: set[str]) -> set[str]:
+        """Of ``counted``, this peer and those whose base names it (restoring)."""
+        return {m for m in counted if m == self.self_id or m in self._counting}
 
     def _counted(self, now: float) -> set[str]:
         counted = {m for m in self._base & self._live if m != self.self_id and self._until(m) > now}
@@ -305,7 +377,7 @@ class Quorum:
         return self._heard.get(member_id, -math.inf) + self.lease
 
     def _holds(self, counted: set[str]) -> bool:
-        if self._pending:
+        if self._pending or self._restoring:  # until restore() or a holder's answer
             return False
         joint = self._joint
         return self._majority(counted, self._base) and (

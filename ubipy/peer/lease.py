@@ -8,7 +8,15 @@ flight), resumes it when a majority is back in sight (each host it owns waiting
 until the others have swept), and asks members not heard from lately for a sign of
 life, so that a quiet but healthy cluster keeps its lease. A peer new to the cluster
 asks the members it sees for their base (BASE_ASK) until one that holds the lease
-names it (:mod:`ubipy.wire.majority`), and answers others' asks."""
+names it (:mod:`ubipy.wire.majority`), and answers others' asks; so does a peer back
+with the base its last run kept, until a majority of that base still counts it.
+
+The base is kept in the shard for the next run, but for a peer that left (SIGTERM):
+the others drop a leaving peer from their base at once, so what it kept would only
+be a base they no longer have. It keeps none, and comes back as new peers come (with
+``--join``, waiting to be counted; without, founding a base of itself, as the first
+peer does), unless its base was itself alone (the last peer of a cluster, or a lone
+one), which it keeps."""
 
 from __future__ import annotations
 
@@ -42,8 +50,8 @@ _BASE_META = "majority_base"
 
 def load_quorum(peer_id: str, shard: Shard, *, lease: float, newcomer: bool) -> Quorum:
     """The majority lease as the last run left it: its base and joint base, kept in
-    the shard as "BASE|JOINT" (none for a new peer, which is pending if it joins
-    others: a ``newcomer``)."""
+    the shard as "BASE|JOINT", to restore (none for a new peer or one that left, which
+    is pending if it joins others: a ``newcomer``)."""
     base, _, joint = (shard.get_meta(_BASE_META) or "").partition("|")
     return Quorum(
         peer_id,
@@ -51,6 +59,7 @@ def load_quorum(peer_id: str, shard: Shard, *, lease: float, newcomer: bool) -> 
         lease=lease,
         newcomer=newcomer,
         joint=joint.split(",") if joint else [],
+        restored=bool(base),
     )
 
 
@@ -89,6 +98,8 @@ class Lease:
         # the cut and delivered at the heal).
         self._counted: set[str] = set()
         self._note_base()
+        # What the shard keeps once this peer has left (see the module's docstring).
+        self._parting: str | None = None
         self._cadence = quorum.lease / 3
         # Membership's tick pings the members due then or up to this much later: one
         # wake-up serves both, where times drift apart by how late each runs.
@@ -138,10 +149,16 @@ class Lease:
             self._kick.set()
 
     def _remember(self) -> None:
+        base, joint = self.quorum.base, self.quorum.joint
+        kept = ",".join(sorted(base)) + ("|" + ",".join(sorted(joint)) if joint else "")
+        if self._membership.has_left:
+            # The base as it was when this peer left, not as the others' leaves shrink
+            # it afterwards (to itself alone, when a whole cluster stops).
+            if self._parting is None:
+                self._parting = kept if base == {self.quorum.self_id} else ""
+            kept = self._parting
         try:
             with self._shard.transaction():
-                base, joint = self.quorum.base, self.quorum.joint
-                kept = ",".join(sorted(base)) + ("|" + ",".join(sorted(joint)) if joint else "")
                 self._shard.set_meta(_BASE_META, kept)
         except StorageError as exc:
             log.warning("cannot remember the members of the majority: %s", exc)
@@ -160,6 +177,8 @@ class Lease:
         quorum, now = self.quorum, trio.current_time()
         self._note_base()  # before a death shrinks it
         quorum.set_live(self._membership.alive_ids())
+        if self._membership.has_left and self._parting is None:
+            self._remember()  # the base it had when it left, before others' leaves
         changed = False
         for event in events:
             if event.kind in (ChangeKind.DEAD, ChangeKind.LEFT):
@@ -178,6 +197,8 @@ class Lease:
         if quorum.found():
             log.info("only new peers in sight: founding the majority's base with them")
             self._remember()
+        elif quorum.restore(now):
+            log.info("a majority of the base kept by the last run still counts this peer")
         elif quorum.admit_live(now):
             self._remember()
         crawler, sight = self._crawler, quorum.sight(now)
@@ -188,6 +209,14 @@ class Lease:
             if crawler.paused is None:
                 log.info("new to the cluster: fetching waits until %s", _COUNTED)
             crawler.pause(f"new to the cluster: {sight}")
+        elif sight.restoring:
+            if crawler.paused is None:
+                log.info(
+                    "back with the base of its last run: fetching waits until %s, or a "
+                    "majority of that base still counts this peer",
+                    _COUNTED,
+                )
+            crawler.pause(f"restarted: {sight}")
         elif sight.holds and crawler.paused is not None:
             if self._new:
                 log.info("a majority's base (%s): fetching starts", sight)
@@ -225,7 +254,8 @@ class Lease:
         self._kick.reschedule(self._next_wake(now))  # a no-op from the loop itself
 
     def _asking(self, now: float) -> bool:
-        """New, or not holding on the base it has: the members' bases may let it."""
+        """New, restoring, or not holding on the base it has: the members' bases may
+        let it."""
         return self.quorum.pending or not self.quorum.holds(now)
 
     def _ask(self, now: float) -> None:
