@@ -66,3 +66,50 @@ async def test_hops_to_a_host_never_looked_up_wait_for_its_shared_address(
     gaps = [b[0] - a[1] for a, b in itertools.pairwise(shared)]
     assert min(gaps) >= IP_DELAY - 1e-6, gaps
     assert resolver.lookups["files.test"] == 1
+
+
+async def test_a_hop_refused_its_address_goes_on_from_the_target_not_the_origin(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The hop's address lease refused three times (busy on another peer): each
+    refusal started the redirect chain again from the site's own robots.txt, a request
+    more to it each time (found by a review); and refusals counted as requests a pause
+    abandoned."""
+    asked: list[tuple[str, str]] = []
+
+    def serve(request: httpx2.Request) -> httpx2.Response:
+        asked.append((request.url.host, request.url.path))
+        if request.url.path == "/robots.txt" and request.url.host == "r0.test":
+            return httpx2.Response(301, headers={"location": "http://files.test/robots.txt"})
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(200, text="User-agent: *\nAllow: /\n")
+        return httpx2.Response(200, headers={"content-type": "text/html"}, content=b"<p>x</p>")
+
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=1.0, ip_delay=IP_DELAY),
+        bounds=BoundsConfig(scope=Scope.ANY, sitemaps=False),
+        dns=DnsConfig(
+            resolve=tuple(f"{h}:{a}" for h, a in ADDRESSES.items()), allow_private=True
+        ),
+    )
+    resolver = Resolver.of(config.dns, system=False)
+    refusals = 0
+    async with running_crawler(config, serve, resolver=resolver) as crawler:
+
+        async def clear(host: str) -> bool:
+            nonlocal refusals
+            slot = crawler.scheduler.slot(host)
+            if slot is not None and slot.ip == SHARED and refusals < 3:
+                refusals += 1
+                return False
+            return True
+
+        crawler.clear_to_fetch = clear
+        crawler.seed(["http://r0.test/"])
+        with trio.fail_after(300):
+            while ("r0.test", "/") not in asked:
+                await crawler.request_ended.wait()
+        assert refusals == 3 and crawler.stats.abandoned == 0
+    assert asked.count(("r0.test", "/robots.txt")) == 1
+    assert asked.count(("files.test", "/robots.txt")) == 1

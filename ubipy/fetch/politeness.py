@@ -480,13 +480,16 @@ class Scheduler:
         self._windows.put_back(self._slots[host], entry._replace(attempt=entry.attempt + 1))
         self.finished(host, now, wait=wait, asked=asked)
 
-    def abandoned(self, host: str, entry: Entry | None, now: float) -> None:
+    def abandoned(self, host: str, entry: Entry | None, now: float, refused: bool = False) -> None:
         """The request for ``entry`` (None: the host's robots.txt) was cut short by
         the crawler, not by the server: it is asked again later, as if never asked,
-        and the host waits its delay as after any request."""
+        and the host waits its delay as after any request. ``refused``: never sent (an
+        address's lease refused): a robots.txt redirected elsewhere goes on from there,
+        not from the host's own again (a request more to the host each time)."""
         slot = self._slots[host]
         if entry is None:
-            slot.robots_fetch = None
+            if not refused:
+                slot.robots_fetch = None
         else:
             if entry.fresh:
                 # Counted against the host's page budget when handed out; it will be

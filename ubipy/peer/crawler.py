@@ -478,8 +478,10 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
                 # it waited to be cleared (an address's lease): not made, asked again
                 # later.
                 halted = self.paused is not None or self._stopping
+                denied = False  # not cleared (an address's lease refused): no pause's
                 if not halted:
-                    halted = not await self.clear_to_fetch(job.host) or self._stopping
+                    denied = not await self.clear_to_fetch(job.host)
+                    halted = denied or self._stopping
                 if halted:
                     self._in_flight[scope] = True
                     scope.cancel()
@@ -501,9 +503,9 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         now = trio.current_time()
         end_wall = time.time()
         if abandoned:
-            if not self._stopping:  # not made because the peer stops: not a pause's
+            if not (self._stopping or denied):  # a pause's: not a stop's, nor a refusal's
                 self.stats.abandoned += 1
-            self.scheduler.abandoned(job.host, job.entry, now)
+            self.scheduler.abandoned(job.host, job.entry, now, refused=denied)
         else:
             longest = self.config.fetch.max_retry_after
             asked = asked_wait(result, end_wall, cap=longest, host=job.host)
