@@ -89,9 +89,7 @@ async def test_a_hop_refused_its_address_goes_on_from_the_target_not_the_origin(
         data_dir=tmp_path,
         politeness=PolitenessConfig(delay=1.0, ip_delay=IP_DELAY),
         bounds=BoundsConfig(scope=Scope.ANY, sitemaps=False),
-        dns=DnsConfig(
-            resolve=tuple(f"{h}:{a}" for h, a in ADDRESSES.items()), allow_private=True
-        ),
+        dns=DnsConfig(resolve=tuple(f"{h}:{a}" for h, a in ADDRESSES.items()), allow_private=True),
     )
     resolver = Resolver.of(config.dns, system=False)
     refusals = 0
