@@ -12,8 +12,18 @@ from then. An owner asked is local when the peer owns the address itself (no fra
 
 What goes wrong, and what happens then:
 
-- the holder dies or its release is lost: a lease expires a fetch deadline (and a
-  margin) after it was granted, and the holder's own request is cut by then too;
+- the holder dies or is cut off: once membership drops it from the ring, its
+  leases end the majority's fence (``fence(--majority-lease)``, 4.3 s by default)
+  later. A holder cut off from the majority has paused (and dropped its requests)
+  by then, as it has for the hosts handed over on the same fence; one back in the
+  ring before then keeps its leases. Before, they stood their whole term (a fetch
+  deadline and a margin after the grant: over two minutes) and the address with
+  them, for every peer. The term still ends a lease whose holder the ring keeps;
+- a release is lost (a connection that broke with it, an owner busy dialling): the
+  owner answers each release (an IP_GRANT that grants nothing, which a peer of an
+  older version ignores as the answer to nothing), and the holder sends it again
+  until answered, or until the lease would have expired there anyway. A release is
+  idempotent: it names its lease, and frees only that one;
 - the owner does not answer within ``patience`` (dead, cut off, or a peer of an
   older version that drops the frame): the request goes ahead under the peer's own
   rule and is counted (``ip_lease_timeouts``), so no crawl stalls on a lost owner.
@@ -31,17 +41,19 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Final
 
 import trio
 
 from ubipy.config import CrawlConfig
+from ubipy.membership import fence
 from ubipy.net import Handle, Reply, Send
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.ids import run_ids
 from ubipy.peer.router import Router
+from ubipy.ring import Placement
 from ubipy.wire import MAX_LEASE_WAIT, IpGrant, IpLease, IpRelease, Message
 
 # How long a peer waits for the owner's answer before going ahead on its own.
@@ -49,6 +61,10 @@ PATIENCE: Final = 2.0
 # Added to the fetch deadline for a lease's term: the holder's deadline started
 # before it asked, so its request is over by then, frames in flight included.
 TERM_MARGIN: Final = 1.0
+# How long a holder waits for the owner to answer its release before sending it
+# again; doubled at each try (loopback answers in a millisecond, a lost frame costs
+# the address a second).
+RELEASE_RESEND: Final = 1.0
 # Weight of the newest hold in an address's mean hold time (how long a request lasts).
 _HOLD_WEIGHT: Final = 0.3
 # The owner's table forgets idle addresses once it holds this many (and twice as
@@ -115,6 +131,19 @@ class LeaseTable:
         entry.holder, entry.granted_at, entry.expires = holder, now, now + self.term
         return Verdict(True)
 
+    def members_changed(self, members: Collection[str], now: float, fence: float) -> None:
+        """The ring is ``members`` now: the leases of a holder not among them end
+        ``fence`` from now at the latest (by then, cut off rather than dead, it has
+        paused and dropped its request); those of a holder back among them before
+        that run their term again, as its release will come."""
+        for entry in self._addresses.values():
+            if entry.holder is None or now >= entry.expires:
+                continue  # free, or expired already (freed at the next ask)
+            if entry.holder[0] in members:
+                entry.expires = entry.granted_at + self.term
+            else:
+                entry.expires = min(entry.expires, now + fence)
+
     def release(self, address: str, holder: Holder, now: float, wait: float = 0.0) -> bool:
         """``holder``'s request ended: the address waits its delay from ``now``, or
         ``wait`` if longer (what its server asked, as the holder heard it). False (and
@@ -164,6 +193,18 @@ class _Held:
     owner: str
     id: int
     address: str
+    # When it was asked for: granted later, it expires there a term after this, or later.
+    asked_at: float
+
+
+@dataclass(slots=True)
+class _Releasing:
+    """A release sent and not yet answered by its owner."""
+
+    owner: str
+    until: float  # when the lease expires at the owner anyway: no use sending after
+    sent: bool = False  # its first copy went already (on a grant's connection)
+    taken: trio.Event = field(default_factory=trio.Event)
 
 
 class IpLeases:
@@ -184,6 +225,8 @@ class IpLeases:
         politeness = config.politeness
         ip_delay = politeness.delay if politeness.ip_delay is None else politeness.ip_delay
         self.table = LeaseTable(ip_delay=ip_delay, term=config.fetch.fetch_deadline + TERM_MARGIN)
+        # As long as the majority waits before taking a lost peer's hosts over.
+        self._fence = fence(config.membership.majority_lease)
         self.stats = LeaseStats()
         self._peer_id = peer_id
         self._crawler = crawler
@@ -195,6 +238,7 @@ class IpLeases:
         self._ids = run_ids(rng)
         self._pending: dict[int, _Pending] = {}
         self._held: dict[str, _Held] = {}  # by host
+        self._releasing: dict[int, _Releasing] = {}  # by lease id
         # By host: how long the owner of the address its request went to said to wait.
         self._denied: dict[str, tuple[float, str]] = {}
 
@@ -238,10 +282,9 @@ class IpLeases:
             return True
         owner = self._router.owner(address)
         lease_id = next(self._ids)
+        asked_at = trio.current_time()
         if owner == self._peer_id:
-            verdict: Verdict | None = self.table.ask(
-                address, (owner, lease_id), trio.current_time()
-            )
+            verdict: Verdict | None = self.table.ask(address, (owner, lease_id), asked_at)
         else:
             verdict = await self._ask(owner, address, lease_id)
         if verdict is None:
@@ -249,7 +292,7 @@ class IpLeases:
             return True
         if verdict.granted:
             self.stats.granted += 1
-            self._held[host] = _Held(owner, lease_id, address)
+            self._held[host] = _Held(owner, lease_id, address, asked_at)
             return True
         self.stats.denied += 1
         self._denied[host] = (verdict.wait, address)
@@ -284,7 +327,8 @@ class IpLeases:
             if held.owner == self._peer_id:
                 self.table.release(held.address, (held.owner, held.id), now, server)
             else:
-                self._release(held.owner, IpRelease(held.id, held.address, server))
+                release = IpRelease(held.id, held.address, server)
+                self._release(held.owner, release, held.asked_at + self.table.term)
         wait, address = self._denied.pop(host, (0.0, ""))
         if wait and scheduler.slot(host) is not None:
             # The scheduler has just set the host's next time to its own delay; this
@@ -293,19 +337,58 @@ class IpLeases:
             # The wait is the address's: its other hosts would be denied too.
             scheduler.defer_address(address, now + wait)
 
-    def _release(self, owner: str, release: IpRelease) -> None:
+    def _release(self, owner: str, release: IpRelease, until: float, *, sent: bool = False) -> None:
+        """Give ``release`` to ``owner`` in the background, again and again until it
+        answers, or until ``until`` (its lease has expired there then). ``sent``: the
+        first copy went already."""
         where = self._address_of(owner)
-        if where is not None:
-            # One-way: a release that is lost costs the address its lease's term.
-            self._start_soon(self._send, where, release)
+        if where is None or release.id in self._releasing:
+            return  # the owner is gone (its table with it), or it is on its way
+        self._releasing[release.id] = _Releasing(owner, until, sent)
+        self._start_soon(self._send_release, where, release)
+
+    async def _send_release(self, where: str, release: IpRelease) -> None:
+        releasing = self._releasing.get(release.id)
+        if releasing is None:
+            return
+        resend, sent = RELEASE_RESEND, releasing.sent
+        try:
+            with trio.move_on_at(releasing.until):
+                while True:
+                    if not sent:
+                        # A send that fails (no connection) is tried again as one
+                        # that is not answered is.
+                        await self._send(where, release)
+                    sent = False
+                    with trio.move_on_after(resend):
+                        await releasing.taken.wait()
+                    if releasing.taken.is_set():
+                        return
+                    resend *= 2
+                    # The owner's address as membership has it now (None: it is gone).
+                    now_at = self._address_of(releasing.owner)
+                    if now_at is None:
+                        return
+                    where = now_at
+        finally:
+            del self._releasing[release.id]
 
     async def on_grant(self, sender: str, grant: IpGrant, reply: Reply) -> None:
+        releasing = self._releasing.get(grant.id)
+        if releasing is not None:
+            if sender == releasing.owner and not grant.granted:
+                releasing.taken.set()  # the owner's answer to the release
+            return
         pending = self._pending.get(grant.id)
         if pending is None:
             if grant.granted:
                 # Its asker gave up waiting (and went ahead, or was cut short): the
-                # lease is given back at once rather than held for its whole term.
-                await reply(IpRelease(grant.id, grant.address))
+                # lease is given back at once (on the grant's connection; again
+                # later if unanswered) rather than held for its whole term.
+                release = IpRelease(grant.id, grant.address)
+                # Waited for before it is sent: the answer may come at once.
+                self._release(sender, release, trio.current_time() + self.table.term, sent=True)
+                await reply(release)
             return
         if pending.owner != sender or pending.address != grant.address:
             return  # not the answer to what was asked
@@ -327,3 +410,12 @@ class IpLeases:
     async def on_release(self, sender: str, release: IpRelease, reply: Reply) -> None:
         now = trio.current_time()
         self.table.release(release.address, (sender, release.id), now, release.wait)
+        # Taken (or not this one's to take: expired, or never granted here): the holder
+        # stops sending it. A grant of nothing, which a peer of an older version
+        # ignores as the answer to no request of its own.
+        await reply(IpGrant(release.id, release.address, False))
+
+    def ring_changed(self, placement: Placement) -> None:
+        """Membership changed the ring: the leases of the peers it dropped (dead, cut
+        off, gone) end after the majority's fence (:meth:`LeaseTable.members_changed`)."""
+        self.table.members_changed(frozenset(placement.members), trio.current_time(), self._fence)

@@ -489,6 +489,7 @@ class Peer:
             }
             ring = Ring(alive)
             self.crawler.ring_changed(ring)
+            self._ip_leases.ring_changed(ring)  # the leases of the peers it dropped end
             self.handoff.ring_changed(ring, alive, handing)
             if dead:
                 # The dead hand nothing over: their copies here become ours first.

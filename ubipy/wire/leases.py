@@ -5,7 +5,8 @@ flight per address, a delay between two" cannot be kept by each peer alone. The
 owner of an address on the ring (the ring owner of the address's string) holds its
 lease: a peer asks it before each request to a host on that address (IP_LEASE),
 the owner answers with a grant or a denial and how long to wait (IP_GRANT), and the
-holder gives the lease back when its request ends (IP_RELEASE).
+holder gives the lease back when its request ends (IP_RELEASE), until the owner
+answers that too (an IP_GRANT that grants nothing).
 
 Checked here: shape and types, as in :mod:`ubipy.wire.payloads`. Whether the
 receiver owns the address is the peer's to decide.
@@ -65,7 +66,9 @@ class IpLease:
 @dataclass(frozen=True, slots=True)
 class IpGrant:
     """IP_GRANT: the owner's answer to IP_LEASE ``id``: granted, or not and for how
-    many seconds the address will not be free (``wait``, 0 when granted)."""
+    many seconds the address will not be free (``wait``, 0 when granted). Not granted,
+    with no wait, it also answers IP_RELEASE ``id``: taken (a peer of an older version
+    ignores it, as the answer to no request of its)."""
 
     KIND: ClassVar = FrameType.IP_GRANT
     id: int
@@ -97,7 +100,8 @@ class IpRelease:
     was never made); the address waits its delay from now, or ``wait`` seconds if
     longer: what its server asked, as the holder heard it (its pace: a slow server, a
     503's back-off; a Retry-After). Sent only past the IP delay, so a peer of an older
-    version, which reads ``id`` and ``address`` alone, takes the frame as before."""
+    version, which reads ``id`` and ``address`` alone, takes the frame as before.
+    Sent again until the owner answers it (IP_GRANT); a second copy frees nothing."""
 
     KIND: ClassVar = FrameType.IP_RELEASE
     id: int

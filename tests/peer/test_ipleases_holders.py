@@ -1,0 +1,167 @@
+"""An address's lease whose holder is lost: the owner ends the leases of a peer its
+ring dropped after the majority's fence (keeping them if it is back before), and a
+release is answered by the owner and sent again until it is. The cluster's view of
+it (the web server's log) is tests/cluster/test_ip_lease_holders.py."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from tests.peer.test_ipleases import A, P, Q, asker, table
+from ubipy.peer.ipleases import RELEASE_RESEND
+from ubipy.ring import Ring
+from ubipy.wire import IpGrant, IpLease, IpRelease, Message
+
+FENCE = 4.3
+
+
+def test_the_leases_of_a_peer_the_ring_dropped_end_after_the_fence() -> None:
+    leases = table()  # a 30 s term
+    assert leases.ask(A, P, 0.0).granted
+    leases.members_changed({"q"}, 1.0, FENCE)  # "p" dead, or cut off
+    assert not leases.ask(A, Q, 5.2).granted  # cut off, it may still be asking
+    # Ended at 5.3, and the address waits its delay from then.
+    assert not leases.ask(A, Q, 5.4).granted
+    assert leases.ask(A, Q, 5.5).granted
+    # Its release, should it come after all (cut off, then healed), frees nothing.
+    assert not leases.release(A, P, 6.0)
+    assert not leases.ask(A, ("r", 1), 6.0).granted
+
+
+def test_a_later_ring_change_does_not_put_the_fence_off() -> None:
+    leases = table()
+    leases.ask(A, P, 0.0)
+    leases.members_changed({"q"}, 1.0, FENCE)
+    leases.members_changed({"q", "r"}, 3.0, FENCE)  # another change, "p" still out
+    assert leases.ask(A, Q, 5.5).granted
+
+
+def test_a_holder_back_in_the_ring_before_the_fence_keeps_its_lease() -> None:
+    """Back before the fence, it may never have paused: its request may still run,
+    and its release will come."""
+    leases = table()
+    leases.ask(A, P, 0.0)
+    leases.members_changed({"q"}, 1.0, FENCE)
+    leases.members_changed({"p", "q"}, 2.0, FENCE)
+    assert not leases.ask(A, Q, 29.0).granted  # its term again
+    assert leases.release(A, P, 29.0)
+
+
+def test_a_lease_ended_by_the_fence_stays_ended_when_its_holder_is_back() -> None:
+    leases = table()
+    leases.ask(A, P, 0.0)
+    leases.members_changed({"q"}, 1.0, FENCE)
+    leases.members_changed({"p", "q"}, 6.0, FENCE)
+    assert leases.ask(A, Q, 6.0).granted
+
+
+async def test_the_owner_ends_the_leases_of_the_peers_its_ring_dropped(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    owner, _, wire = asker("p")
+    await owner.on_lease("q", IpLease(1, A), wire.reply)
+    owner.ring_changed(Ring(["p", "r"]))
+    await owner.on_lease("r", IpLease(1, A), wire.reply)
+    autojump_clock.jump(FENCE + 0.3)  # the default --majority-lease (3 s)'s fence, the delay
+    await owner.on_lease("r", IpLease(2, A), wire.reply)
+    answers = [m for _, m in wire.sent]
+    assert [a.granted for a in answers if isinstance(a, IpGrant)] == [True, False, True]
+
+
+async def test_the_owner_answers_every_release() -> None:
+    owner, _, wire = asker("p")
+    await owner.on_lease("q", IpLease(1, A), wire.reply)
+    await owner.on_release("q", IpRelease(1, A), wire.reply)
+    await owner.on_release("q", IpRelease(1, A), wire.reply)  # a copy: answered too
+    assert wire.sent[1:] == [("reply", IpGrant(1, A, False))] * 2
+
+
+class Releases:
+    """The releases a holder sends, and when; ``answered`` lets the owner answer."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self._sent = trio.Event()
+
+    async def send(self, where: str, message: Message) -> bool:
+        if isinstance(message, IpRelease):
+            self.times.append(trio.current_time())
+            self._sent.set()
+            self._sent = trio.Event()
+        return True
+
+    async def wait_for(self, n: int) -> None:
+        while len(self.times) < n:
+            await self._sent.wait()
+
+
+async def test_a_release_is_sent_again_until_the_owner_answers(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    leases, crawler, wire = asker("q", IpGrant(0, A, True))
+    assert await crawler.clear_to_fetch("h.test")
+    [(_, lease)] = wire.sent
+    assert isinstance(lease, IpLease)
+    releases = Releases()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            leases._start_soon, leases._send = nursery.start_soon, releases.send
+            ended = trio.current_time()
+            crawler.on_request_end("h.test")
+            await releases.wait_for(3)
+            # Unanswered, it goes again a second later, then two.
+            gaps = [t - ended for t in releases.times]
+            assert gaps == [0.0, RELEASE_RESEND, 3 * RELEASE_RESEND]
+            # A denial for another request, or an answer from another peer, is not it.
+            await leases.on_grant("r", IpGrant(lease.id, A, False), wire.reply)
+            await leases.on_grant("q", IpGrant(lease.id, A, False), wire.reply)
+        assert len(releases.times) == 3  # answered: sent no more
+
+
+async def test_an_unanswered_release_is_sent_no_longer_than_the_lease_would_last(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """An owner of an older version answers no release: the holder gives up when the
+    lease has expired there anyway."""
+    leases, crawler, _ = asker("q", IpGrant(0, A, True))
+    asked = trio.current_time()
+    assert await crawler.clear_to_fetch("h.test")
+    releases = Releases()
+    with trio.fail_after(leases.table.term + 1):
+        async with trio.open_nursery() as nursery:
+            leases._start_soon, leases._send = nursery.start_soon, releases.send
+            crawler.on_request_end("h.test")
+    assert trio.current_time() == asked + leases.table.term
+    assert [t - asked for t in releases.times] == [0, 1, 3, 7, 15, 31, 63]
+
+
+async def test_an_owner_gone_from_membership_is_sent_no_more_copies(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    leases, crawler, _ = asker("q", IpGrant(0, A, True))
+    assert await crawler.clear_to_fetch("h.test")
+    releases = Releases()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            leases._start_soon, leases._send = nursery.start_soon, releases.send
+            crawler.on_request_end("h.test")
+            leases._address_of = lambda peer_id: None  # dead: its table with it
+    assert len(releases.times) == 1
+
+
+async def test_a_late_grant_given_back_is_sent_again_until_answered(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Its first copy goes on the grant's connection, as before; the owner's answer
+    ends it there."""
+    leases, _, wire = asker("q")
+    releases = Releases()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            leases._start_soon, leases._send = nursery.start_soon, releases.send
+            await leases.on_grant("q", IpGrant(7, A, True), wire.reply)
+            assert wire.sent == [("reply", IpRelease(7, A))]
+            await releases.wait_for(1)
+            await leases.on_grant("q", IpGrant(7, A, False), wire.reply)
+    assert len(releases.times) == 1
