@@ -62,20 +62,26 @@ def test_a_new_plan_brings_a_waiting_host_forward() -> None:
     assert s.next_job(1000.0) is None and s.idle()
 
 
+def _kinds(s: Scheduler, now: float, n: int) -> tuple[list[bool], float]:
+    """Whether each of a.test's next ``n`` requests, a second apart from ``now``, is a
+    refresh; and the time after them."""
+    kinds = []
+    for _ in range(n):
+        job = s.next_job(now)
+        assert job is not None and job.entry is not None
+        kinds.append(job.entry.refresh)
+        s.finished("a.test", now)
+        now += 1.0
+    return kinds, now
+
+
 def test_refreshes_take_their_share_while_new_urls_wait() -> None:
     s = Scheduler(delay=1.0, window=64, loader=lambda h, a, n: [], refresh_share=0.25)
     _ready(s)
     for n in range(1, 41):
         s.add("a.test", _new(n))
     s.refreshes("a.test", [(0.0, _old(n)) for n in range(40)])
-    kinds = []
-    now = 2.0
-    for _ in range(40):
-        job = s.next_job(now)
-        assert job is not None and job.entry is not None
-        kinds.append(job.entry.refresh)
-        s.finished("a.test", now)
-        now += 1.0
+    kinds, _ = _kinds(s, 2.0, 40)
     assert 8 <= sum(kinds) <= 12  # a quarter of 40
     # Refreshes do not count against the host's page budget.
     assert s.slot("a.test").pages == 1 + kinds.count(False)  # type: ignore[union-attr]
@@ -290,19 +296,9 @@ def test_refreshes_keep_their_share_after_hours_of_new_urls_alone() -> None:
     _ready(s)
     for n in range(1, 1_000):
         s.add("a.test", _new(n))
-    now = 2.0
-    for _ in range(200):
-        job = s.next_job(now)
-        assert job is not None and job.entry is not None and not job.entry.refresh
-        s.finished("a.test", now)
-        now += 1.0
+    kinds, now = _kinds(s, 2.0, 200)
+    assert not any(kinds)
     s.refreshes("a.test", [(now, _old(n)) for n in range(150)])
-    kinds = []
-    for _ in range(100):
-        job = s.next_job(now)
-        assert job is not None and job.entry is not None
-        kinds.append(job.entry.refresh)
-        s.finished("a.test", now)
-        now += 1.0
+    kinds, _ = _kinds(s, now, 100)
     assert sum(kinds) == 50
     assert all(a != b for a, b in itertools.pairwise(kinds))  # in turn

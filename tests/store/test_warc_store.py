@@ -593,13 +593,17 @@ async def test_a_recrawl_writes_revisits_into_the_same_files(
     _indexes_match_a_reading_back(tmp_path, tmp_path / "scratch")
 
 
-def _growing(request: httpx2.Request) -> httpx2.Response:
-    """A site of one page, a new version a minute, every version longer than 100 bytes."""
-    if request.url.path != "/":
-        return httpx2.Response(404)
-    minute = int(trio.current_time() // 60)
-    body = f"<html><title>v{minute}</title><p>{'x' * 500}</p></html>".encode()
-    return httpx2.Response(200, headers={"Content-Type": "text/html"}, content=body)
+def _changing(every: float, padding: int = 0) -> httpx2.MockTransport:
+    """A site of one page, a new version ``every`` seconds, ``padding`` bytes more."""
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path != "/":
+            return httpx2.Response(404)
+        version = int(trio.current_time() // every)
+        body = f"<html><title>v{version}</title><p>{'x' * padding}</p></html>".encode()
+        return httpx2.Response(200, headers={"Content-Type": "text/html"}, content=body)
+
+    return httpx2.MockTransport(answer)
 
 
 @pytest.mark.parametrize("warc", [True, False], ids=["bodies-warc", "bodies-shard"])
@@ -618,8 +622,8 @@ async def test_every_version_cut_at_max_body_says_so(
         ),
     )
     shard = Shard.open(config.data_dir, warc_size=10**9 if warc else None)
-    transport = httpx2.MockTransport(_growing)
-    await recrawl_for(config, shard, transport, ["http://a.test/"], 600)
+    # A new version a minute, every one longer than --max-body.
+    await recrawl_for(config, shard, _changing(60, padding=500), ["http://a.test/"], 600)
     shard.close()
     with sqlite3.connect(config.data_dir / SHARD_FILE) as conn:
         (changed,) = conn.execute("SELECT count(*) FROM visits WHERE changed").fetchone()
@@ -636,14 +640,6 @@ async def test_every_version_cut_at_max_body_says_so(
     responses = [h for h in responses if h.get_header("WARC-Target-URI") == "http://a.test/"]
     assert len(responses) == 1 + changed
     assert [h.get_header("WARC-Truncated") for h in responses] == ["length"] * len(responses)
-
-
-def _slowly_changing(request: httpx2.Request) -> httpx2.Response:
-    """A site of one page, a new version every five minutes."""
-    if request.url.path != "/":
-        return httpx2.Response(404)
-    body = f"<html><title>v{int(trio.current_time() // 300)}</title></html>".encode()
-    return httpx2.Response(200, headers={"Content-Type": "text/html"}, content=body)
 
 
 @pytest.mark.parametrize("first", [True, False], ids=["warc-then-shard", "shard-then-warc"])
@@ -663,8 +659,7 @@ async def test_a_crawl_whose_bodies_moved_exports_every_version_once(
     )
     for warc in (first, not first):
         shard = Shard.open(config.data_dir, warc_size=10**9 if warc else None)
-        transport = httpx2.MockTransport(_slowly_changing)
-        await recrawl_for(config, shard, transport, ["http://a.test/"], 1200)
+        await recrawl_for(config, shard, _changing(300), ["http://a.test/"], 1200)
         shard.close()
     with sqlite3.connect(config.data_dir / SHARD_FILE) as conn:
         visits = conn.execute("SELECT at, changed FROM visits").fetchall()
