@@ -43,29 +43,30 @@ FREED_WITHIN = DETECTION + fence(3.0) + 5.0
 
 class Begun:
     """Requests as the web server sees them begin (its log has them once they end):
-    the client host of each, in order."""
+    when, and the client host of each, in order."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.clients: list[str] = []
+        self.starts: list[tuple[float, str]] = []
         self._grew = trio.Event()
         handle = SynthTransport.handle_async_request
 
         async def begun(transport: SynthTransport, request: httpx2.Request) -> httpx2.Response:
-            self.clients.append(transport.client)
+            self.starts.append((trio.current_time(), transport.client))
             self._grew.set()
             self._grew = trio.Event()
             return await handle(transport, request)
 
         monkeypatch.setattr(SynthTransport, "handle_async_request", begun)
 
-    async def next_from(self, which: Callable[[str], bool]) -> str:
-        """The client of the next request to begin that ``which`` picks."""
-        seen = len(self.clients)
+    async def first_after(self, at: float, which: Callable[[str], bool]) -> tuple[float, str]:
+        """When, and from which client, the first request after ``at`` that ``which``
+        picks (by its client) began."""
+        seen = 0
         while True:
-            for client in self.clients[seen:]:
-                if which(client):
-                    return client
-            seen = len(self.clients)
+            for when, client in self.starts[seen:]:
+                if when > at and which(client):
+                    return when, client
+            seen = len(self.starts)
             await self._grew.wait()
 
 
@@ -78,20 +79,17 @@ async def holder_mid_request(c: Cluster, begun: Begun) -> tuple[list[SimPeer], S
     others = {p.host: p for p in peers if p.peer_id != owner}
     with trio.fail_after(300):
         await c.server.log.wait_for_count(WARM_UP)
-        host = await begun.next_from(lambda client: client in others)
+        _, host = await begun.first_after(trio.current_time(), lambda client: client in others)
     return peers, others[host]
 
 
-async def next_request_after(c: Cluster, at: float, by: set[str], within: float) -> float:
-    """When the first request of a peer in ``by`` (ids) began after ``at``; fails if none
+async def next_request_after(begun: Begun, at: float, by: list[SimPeer], within: float) -> float:
+    """When the first request of a peer of ``by`` began after ``at``; fails if none
     began within ``within`` seconds of it."""
-
-    def after() -> list[float]:
-        return [r.start for r in c.server.log if r.start > at and r.peer in by]
-
+    hosts = {p.host for p in by}
     with trio.fail_after(at + within - trio.current_time()):
-        await c.server.log.wait_for(lambda log: bool(after()))
-    return min(after())
+        when, _ = await begun.first_after(at, lambda client: client in hosts)
+    return when
 
 
 @SEEDS
@@ -106,8 +104,8 @@ async def test_a_killed_holder_holds_the_address_only_until_the_fence(
         peers, holder = await holder_mid_request(c, begun)
         await c.kill(holder)
         killed_at = trio.current_time()
-        rest = {p.peer_id for p in peers if p is not holder}
-        resumed = await next_request_after(c, killed_at, rest, FREED_WITHIN)
+        rest = [p for p in peers if p is not holder]
+        resumed = await next_request_after(begun, killed_at, rest, FREED_WITHIN)
         print(
             f"\nholder killed at {killed_at:.1f}; address asked again +{resumed - killed_at:.1f} s"
         )
@@ -132,7 +130,7 @@ async def test_a_cut_off_holder_holds_the_address_only_until_the_fence(
         rest = [p for p in peers if p is not holder]
         c.net.partition([holder.host], [p.host for p in rest])
         cut_at = trio.current_time()
-        resumed = await next_request_after(c, cut_at, {p.peer_id for p in rest}, FREED_WITHIN)
+        resumed = await next_request_after(begun, cut_at, rest, FREED_WITHIN)
         print(f"\nholder cut off at {cut_at:.1f}; address asked again +{resumed - cut_at:.1f} s")
         assert holder.peer.crawler.paused is not None
         with trio.fail_after(60):
@@ -160,22 +158,25 @@ async def test_a_lost_release_is_sent_again(
     async with cluster(tmp_path, WEB, seed=seed) as c:
         peers, holder = await holder_mid_request(c, begun)
         leases = holder.peer._ip_leases
-        send, lost = leases._send, list[float]()
+        send, lost, lost_at = leases._send, trio.Event(), list[float]()
 
         async def losing(where: str, message: Message) -> bool:
-            if isinstance(message, IpRelease) and not lost:
-                lost.append(trio.current_time())
+            if isinstance(message, IpRelease) and not lost.is_set():
+                lost_at.append(trio.current_time())
+                lost.set()
                 return True  # written, and lost on the way
             return await send(where, message)
 
         leases._send = losing
         with trio.fail_after(30):
-            await c.server.log.wait_for(lambda log: bool(lost))
+            await lost.wait()
         # Sent again a second later; then the address's delay (the server's pace:
         # about a second here) and the next ask.
         within = RELEASE_RESEND + 2.0
-        resumed = await next_request_after(c, lost[0], {p.peer_id for p in peers}, within)
-        print(f"\nrelease lost at {lost[0]:.1f}; address asked again +{resumed - lost[0]:.2f} s")
+        resumed = await next_request_after(begun, lost_at[0], peers, within)
+        print(
+            f"\nrelease lost at {lost_at[0]:.1f}; address asked again +{resumed - lost_at[0]:.2f} s"
+        )
         with trio.fail_after(60):
             await c.server.log.wait_for(lambda log: log.entries[-1].start > resumed + 5)
         assert overlaps(list(c.server.log), IP_DELAY) == (0, 0)
