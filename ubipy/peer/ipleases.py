@@ -39,7 +39,10 @@ What goes wrong, and what happens then:
 - the owner does not answer within ``patience`` (dead, cut off, or a peer of an
   older version that drops the frame): the request goes ahead under the peer's own
   rule and is counted (``ip_lease_timeouts``), so no crawl stalls on a lost owner.
-  A grant that arrives after its asker gave up is given back at once;
+  A grant that arrives after its asker gave up is kept while the request it was
+  asked for runs, and given back when it ends, as any lease (given back at once, it
+  let the owner grant the address to another while that request still ran); one
+  that arrives after the request ended is given back at once;
 - the rings disagree (a member joined or died a moment ago): a peer asked for an
   address it does not own under its own ring denies it for an IP delay, and the
   asker asks again once the rings agree. Until every peer has the new ring, the old
@@ -343,6 +346,9 @@ class IpLeases:
         self._ids = run_ids(rng)
         self._pending: dict[int, _Pending] = {}
         self._held: dict[str, _Held] = {}  # by host
+        # By host: the lease a request that went ahead unleased (the owner silent past
+        # the patience) asked for, should its grant come while the request runs.
+        self._unleased: dict[str, _Held] = {}
         self._releasing: dict[int, _Releasing] = {}  # by lease id
         # By host: how long the owner of the address its request went to said to wait.
         self._denied: dict[str, tuple[float, str]] = {}
@@ -394,6 +400,7 @@ class IpLeases:
             verdict = await self._ask(owner, address, lease_id)
         if verdict is None:
             self.stats.timeouts += 1
+            self._unleased[host] = _Held(owner, lease_id, address, asked_at)
             return True
         if verdict.granted:
             self.stats.granted += 1
@@ -421,6 +428,7 @@ class IpLeases:
         denied host waits what its owner said before it is asked again."""
         now = trio.current_time()
         scheduler = self._crawler.scheduler
+        self._unleased.pop(host, None)  # a grant that comes now is given back at once
         held = self._held.pop(host, None)
         if held is not None:
             # The server's wait as this peer heard it (its pace, a Retry-After), which
@@ -486,10 +494,12 @@ class IpLeases:
             return
         pending = self._pending.get(grant.id)
         if pending is None:
+            if grant.granted and self._late(sender, grant):
+                return
             if grant.granted:
-                # Its asker gave up waiting (and went ahead, or was cut short): the
-                # lease is given back at once (on the grant's connection; again
-                # later if unanswered) rather than held for its whole term.
+                # Its asker gave up waiting and its request has ended (or was never
+                # made): the lease is given back at once (on the grant's connection;
+                # again later if unanswered) rather than held for its whole term.
                 release = IpRelease(grant.id, grant.address)
                 # Waited for before it is sent: the answer may come at once.
                 self._release(sender, release, trio.current_time() + self.table.term, sent=True)
@@ -499,6 +509,18 @@ class IpLeases:
             return  # not the answer to what was asked
         pending.verdict = Verdict(grant.granted, grant.wait)
         pending.answered.set()
+
+    def _late(self, sender: str, grant: IpGrant) -> bool:
+        """Whether ``grant`` is for a request that went ahead unleased and still runs:
+        the lease is held for it now, and given back when it ends."""
+        for host, unleased in self._unleased.items():
+            if unleased.id == grant.id:
+                if unleased.owner != sender or unleased.address != grant.address:
+                    return False
+                del self._unleased[host]
+                self._held[host] = unleased
+                return True
+        return False
 
     # -- the owner ------------------------------------------------------------
     async def on_lease(self, sender: str, lease: IpLease, reply: Reply) -> None:
