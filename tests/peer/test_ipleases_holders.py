@@ -165,3 +165,32 @@ async def test_a_late_grant_given_back_is_sent_again_until_answered(
             await releases.wait_for(1)
             await leases.on_grant("q", IpGrant(7, A, False), wire.reply)
     assert len(releases.times) == 1
+
+
+async def test_a_release_is_not_sent_again_to_an_owner_out_of_the_ring(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Dead or gone, its table went with it; a new peer at its address would refuse
+    frames named for it, and count them against the sender."""
+    leases, crawler, _ = asker("q", IpGrant(0, A, True))
+    assert await crawler.clear_to_fetch("h.test")
+    releases = Releases()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            leases._start_soon, leases._send = nursery.start_soon, releases.send
+            crawler.on_request_end("h.test")
+            leases.ring_changed(Ring(["p"]))  # "q" is out
+    assert len(releases.times) == 1
+
+
+async def test_no_release_goes_to_an_owner_out_of_the_ring(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    leases, crawler, _ = asker("q", IpGrant(0, A, True))
+    leases.ring_changed(Ring(["p", "q"]))
+    assert await crawler.clear_to_fetch("h.test")
+    leases.ring_changed(Ring(["p"]))
+    started: list[object] = []
+    leases._start_soon = lambda fn, *args: started.append(args)
+    crawler.on_request_end("h.test")
+    assert started == []

@@ -34,8 +34,9 @@ What goes wrong, and what happens then:
 - a release is lost (a connection that broke with it, an owner busy dialling): the
   owner answers each release (an IP_GRANT that grants nothing, which a peer of an
   older version ignores as the answer to nothing), and the holder sends it again
-  until answered, or until the lease would have expired there anyway. A release is
-  idempotent: it names its lease, and frees only that one;
+  until answered, until the lease would have expired there anyway, or until the
+  owner leaves the ring (its table went with it). A release is idempotent: it
+  names its lease, and frees only that one;
 - the owner does not answer within ``patience`` (dead, cut off, or a peer of an
   older version that drops the frame): the request goes ahead under the peer's own
   rule and is counted (``ip_lease_timeouts``), so no crawl stalls on a lost owner.
@@ -350,6 +351,10 @@ class IpLeases:
         # the patience) asked for, should its grant come while the request runs.
         self._unleased: dict[str, _Held] = {}
         self._releasing: dict[int, _Releasing] = {}  # by lease id
+        # The ring's members as membership last said (None: not said yet): a release is
+        # not sent to an owner out of it (dead or gone, its table with it; a new peer
+        # at its address would refuse frames named for it, and count them against us).
+        self._ring: frozenset[str] | None = None
         # By host: how long the owner of the address its request went to said to wait.
         self._denied: dict[str, tuple[float, str]] = {}
 
@@ -455,7 +460,7 @@ class IpLeases:
         answers, or until ``until`` (its lease has expired there then). ``sent``: the
         first copy went already."""
         where = self._address_of(owner)
-        if where is None or release.id in self._releasing:
+        if where is None or not self._in_ring(owner) or release.id in self._releasing:
             return  # the owner is gone (its table with it), or it is on its way
         self._releasing[release.id] = _Releasing(owner, until, sent)
         self._start_soon(self._send_release, where, release)
@@ -480,11 +485,14 @@ class IpLeases:
                     resend *= 2
                     # The owner's address as membership has it now (None: it is gone).
                     now_at = self._address_of(releasing.owner)
-                    if now_at is None:
+                    if now_at is None or not self._in_ring(releasing.owner):
                         return
                     where = now_at
         finally:
             del self._releasing[release.id]
+
+    def _in_ring(self, peer_id: str) -> bool:
+        return self._ring is None or peer_id in self._ring
 
     async def on_grant(self, sender: str, grant: IpGrant, reply: Reply) -> None:
         releasing = self._releasing.get(grant.id)
@@ -575,4 +583,5 @@ class IpLeases:
     def ring_changed(self, placement: Placement) -> None:
         """Membership changed the ring: the leases of the peers it dropped (dead, cut
         off, gone) end after the majority's fence (:meth:`LeaseTable.members_changed`)."""
-        self.table.members_changed(frozenset(placement.members), trio.current_time(), self._fence)
+        self._ring = frozenset(placement.members)
+        self.table.members_changed(self._ring, trio.current_time(), self._fence)
