@@ -11,6 +11,7 @@ from typing import cast
 import trio
 import trio.testing
 
+from ubipy.errors import FrameError
 from ubipy.net import Links, MemoryNetwork, Reply
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
@@ -74,4 +75,46 @@ async def test_a_batch_over_the_frame_cap_goes_in_parts(
         )
         assert sorted(crawled.forwarded_fps) == list(range(len(urls)))
         assert router.backlog() == 0 and not b.stats.rejected
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_part_acknowledged_while_the_next_is_written_is_not_the_whole_batch(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The first part's acknowledgement came while the second part was being written,
+    and was taken for the whole batch's: the second part's send then failed, and its
+    URLs were never sent again (found by a review)."""
+    ring = Ring(["a", "b"])
+    host = next(h for h in (f"h{i}.test" for i in range(100)) if ring.owner(h) == "b")
+    urls = [NewURL(fp=i, url=f"http://{host}/{i}", host=host, depth=1) for i in range(10)]
+    router = Router("a", ring, batch_size=len(urls))
+    crawled = Crawled()
+    sent: list[UrlBatch] = []
+    forwarder: Forwarder
+
+    async def send(address: str, message: Message) -> bool:
+        assert isinstance(message, UrlBatch)
+        if len(message.urls) > 5:
+            raise FrameError("over the cap")  # as the links refuse a frame too large
+        sent.append(message)
+        if len(sent) == 2:
+            # The second part takes a while to write, and the first is acknowledged.
+            await forwarder.on_url_ack("b", UrlAck((sent[0].id,)), None)  # type: ignore[arg-type]
+            await trio.sleep(1)
+            return False  # and the second part's connection breaks
+        return True
+
+    async with trio.open_nursery() as nursery:
+        forwarder = Forwarder(
+            router, cast(Crawler, crawled), send, lambda peer: "b:1", trio.lowlevel.checkpoint
+        )
+        nursery.start_soon(forwarder.run)
+        router.enqueue(urls, 0.0)
+        forwarder.kick()
+        await trio.sleep(10)
+        assert router.backlog() == len(urls) and crawled.forwarded_fps == []
+        again = [b for b in sent[2:] if b.id == sent[1].id]
+        assert again and again[0].urls == sent[1].urls  # the second part, sent again
+        await forwarder.on_url_ack("b", UrlAck((sent[1].id,)), None)  # type: ignore[arg-type]
+        assert router.backlog() == 0 and sorted(crawled.forwarded_fps) == list(range(10))
         nursery.cancel_scope.cancel()

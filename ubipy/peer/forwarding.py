@@ -58,6 +58,7 @@ class Forwarder:
         self._parts: dict[int, dict[int, tuple[WireURL, ...]]] = {}
         self._part_of: dict[int, int] = {}
         self._part_ids = (_PART_IDS + i for i in run_ids())
+        self._splitting: set[int] = set()  # batches whose parts are being sent
 
     def kick(self) -> None:
         """New foreign URLs are in the router: look at its batches again."""
@@ -96,21 +97,32 @@ class Forwarder:
     ) -> None:
         """``urls`` in frames under the cap, halved until each fits."""
         parts = self._parts[batch_id] = {}
+        # While parts are still to be sent, an acknowledgement of all those sent so far
+        # is not the batch's: taken for it, the rest were never sent again if their
+        # send failed (found by a review).
+        self._splitting.add(batch_id)
         waiting = [urls]
-        while waiting:
-            chunk = waiting.pop()
-            part = next(self._part_ids)
-            try:
-                await self._send(address, UrlBatch(part, chunk, acks))
-            except FrameError:
-                if len(chunk) == 1:
-                    raise  # a URL is at most 2,048 characters: no frame is too small
-                half = len(chunk) // 2
-                waiting += [chunk[half:], chunk[:half]]
-                continue
-            acks = ()  # they rode on the first part
-            parts[part] = chunk
-            self._part_of[part] = batch_id
+        try:
+            while waiting:
+                chunk = waiting.pop()
+                part = next(self._part_ids)
+                parts[part] = chunk
+                self._part_of[part] = batch_id
+                try:
+                    await self._send(address, UrlBatch(part, chunk, acks))
+                except FrameError:
+                    del parts[part], self._part_of[part]
+                    if len(chunk) == 1:
+                        raise  # a URL is at most 2,048 characters: no frame too small
+                    half = len(chunk) // 2
+                    waiting += [chunk[half:], chunk[:half]]
+                    continue
+                acks = ()  # they rode on the first part
+        finally:
+            self._splitting.discard(batch_id)
+        if not parts:  # each acknowledged while the others were being sent
+            self._parts.pop(batch_id, None)
+            self._done(batch_id)
 
     def _owed(self, peer_id: str) -> tuple[int, ...]:
         """The acknowledgements owed to ``peer_id`` that one frame may carry; the
@@ -135,6 +147,13 @@ class Forwarder:
                     ack = UrlAck(tuple(ids[start : start + MAX_ITEMS]))
                     nursery.start_soon(self._send, address, ack)
 
+    def _done(self, batch_id: int) -> None:
+        """The owner has the whole batch."""
+        batch = self.router.acked(batch_id)
+        if batch is not None:
+            self._crawler.forwarded(u.fp for u in batch.urls)
+            self._kick.set()  # what waited for its owner may be due again now
+
     def _acked(self, ids: tuple[int, ...]) -> None:
         """An owner has durably admitted these batches of ours."""
         for batch_id in ids:
@@ -142,14 +161,11 @@ class Forwarder:
             if whole is not None:  # one part of a batch sent in parts
                 parts = self._parts.get(whole, {})
                 parts.pop(batch_id, None)
-                if parts:
+                if parts or whole in self._splitting:
                     continue
                 self._parts.pop(whole, None)
                 batch_id = whole
-            batch = self.router.acked(batch_id)
-            if batch is not None:
-                self._crawler.forwarded(u.fp for u in batch.urls)
-                self._kick.set()  # what waited for its owner may be due again now
+            self._done(batch_id)
         if ids and not self.router.backlog():
             # Nothing of ours is waiting: parts of batches the router re-routed on a
             # ring change, never acknowledged, go too.
