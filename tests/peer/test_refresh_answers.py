@@ -169,3 +169,53 @@ def test_a_lastmod_in_the_future_is_held_against_its_host_once_a_reading() -> No
     # A new reading of a date still to come is one more claim.
     hints.read(99, "a.test", "2034-01-01T00:00:00Z", now + 7000)
     assert hints.visited(99, "a.test", now + 7200, changed=False) is False
+
+
+async def test_a_refresh_refused_its_address_then_barred_is_asked_again_later(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A page due again is handed out, its address's lease refused (put back), and
+    robots.txt, read again meanwhile, now forbids it: barred, it was left marked
+    asked, and no plan gave it out again for the rest of the run (found by a
+    review). Once robots.txt allows it again it is asked at its interval."""
+    disallow = (62.5, 150.0)
+    log: list[tuple[float, str]] = []
+
+    def site(request: httpx2.Request) -> httpx2.Response:
+        now = trio.current_time()
+        log.append((now, request.url.path))
+        if request.url.path == "/robots.txt":
+            rules = "Disallow: /p" if disallow[0] <= now < disallow[1] else "Disallow:"
+            return httpx2.Response(200, content=f"User-agent: *\n{rules}\n".encode())
+        return httpx2.Response(200, headers={"content-type": "text/html"}, content=BODY)
+
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=1.0, concurrency=2, robots_ttl=1.5),
+        bounds=BoundsConfig(sitemaps=False),
+        recrawl=RecrawlConfig(
+            recrawl=True,
+            policy=RefreshPolicy.UNIFORM,
+            rate=1 / 60,
+            min_interval=60,
+            max_interval=120,
+            replan=30,
+        ),
+    )
+    cleared: list[float] = []
+
+    async def clear(host: str) -> bool:
+        now = trio.current_time()
+        if 55.0 <= now < 70.0:
+            cleared.append(now)
+            return len(cleared) != 2  # the second request then: refused
+        return True
+
+    with wall_clock_on_trio_time():
+        async with running_crawler(config, site) as crawler:
+            crawler.clear_to_fetch = clear
+            crawler.seed(["http://site.test/p"])
+            await trio.sleep(900)
+            assert crawler.refresher is not None and crawler.refresher.stats.barred == 1
+    asked = [t for t, path in log if path == "/p"]
+    assert [t for t in asked if t > 300], asked

@@ -490,6 +490,10 @@ class Refresher:
             return
         page.barred_until = page.due = time.time() + self._cfg.max_interval
         self._prompted.discard(page.fp)
+        # Handed out, it was marked asked: left so, no plan gave it out again (a request
+        # refused its address's lease, robots.txt read again before it went: found by
+        # a review).
+        self._asked.discard(page.fp)
         self.stats.barred += 1
 
     def forget_host(self, host: str) -> None:
@@ -497,4 +501,5 @@ class Refresher:
         fps = list(self._by_host.pop(host, {}))
         for fp in fps:
             del self._pages[fp]
+            self._asked.discard(fp)
         self.hints.forget(fps)
