@@ -19,10 +19,10 @@ from tests.peer.test_handoff import asked, crawler_at, host_owned, jobs
 from ubipy.errors import WireError
 from ubipy.fetch.urls import fingerprint
 from ubipy.peer.crawler import Crawler
-from ubipy.peer.replica import Replicator
+from ubipy.peer.replica import Replicator, _Outgoing
 from ubipy.ring import Ring
-from ubipy.store.shard import HostMark, PageRecord
-from ubipy.wire import Message, Replica, ReplicaAck, decode
+from ubipy.store.shard import HostMark, NewURL, PageRecord
+from ubipy.wire import DEFAULT_MAX_FRAME, Message, Replica, ReplicaAck, decode
 
 RING = Ring(["a", "b"])
 
@@ -408,3 +408,24 @@ async def test_a_dead_peers_copies_are_taken_over_a_few_hundred_at_a_time(
                 break
         assert calls == [200, 200, 50]
         assert b._shard.replica_hosts() == [] and b.pending == len(hosts)
+
+
+@pytest.mark.parametrize("what", ["marks", "long URLs"])
+def test_copies_go_in_frames_their_receiver_takes(what: str) -> None:
+    # 10,001 hosts with a politeness mark alone weighed nothing and went in one frame,
+    # over the 10,000 items a receiver takes, which the sender now refuses to write
+    # (the peer died of it: found by a review); 2,000 URLs of 2,048 characters are
+    # over the 4 MiB frame cap.
+    out = _Outgoing()
+    if what == "marks":
+        for i in range(10_001):
+            out.add(f"h{i}.test", mark=HostMark(1.0, 1.0, 0))
+    else:
+        long = [f"http://a.test/{i:06d}/" + "x" * 2020 for i in range(2_000)]
+        out.add("a.test", [NewURL(fingerprint(u), u, "a.test", 1) for u in long])
+    frames = [Replica(tuple(hosts), 1) for hosts, _ in out.frames()]
+    assert len(frames) > 1
+    for frame in frames:
+        # Written (to_wire checks what a receiver's from_wire takes), under the cap.
+        assert len(cbor2.dumps(frame.to_wire())) < DEFAULT_MAX_FRAME
+    assert sum(len(f.hosts) for f in frames) >= (10_001 if what == "marks" else 2)

@@ -54,9 +54,11 @@ from ubipy.wire import HostCopy, Replica, ReplicaAck, WireURL
 
 log = logging.getLogger(__name__)
 
-# Entries (URLs plus fingerprints) per REPLICA frame: far under the frame cap and
-# the 10,000 URLs a peer accepts in one list.
+# Entries (URLs plus fingerprints) per REPLICA frame: far under the 10,000 items a
+# peer accepts in one list; and the characters of its URLs, half the 4 MiB frame cap
+# (2,000 URLs of 2,048 characters would not fit).
 _CHUNK = 2_000
+_CHUNK_BYTES = 2 * 1024 * 1024
 # Seconds before copies that could not be sent are tried again.
 _RETRY = 1.0
 # Seconds a sent frame waits for its REPLICA_ACK before it is sent again.
@@ -115,22 +117,46 @@ class _Outgoing:
             self.size += len(entry.pending) + len(entry.done)
 
     def frames(self) -> Iterator[tuple[list[HostCopy], int]]:
-        """Frames' host entries, at most about _CHUNK each, with their entry count
-        (the URLs and fingerprints; a mark rides with its host's first entry)."""
+        """Frames' host entries, at most about _CHUNK each and _CHUNK_BYTES of URLs,
+        with their entry count (the URLs and fingerprints; a mark rides with its
+        host's first entry). A host entry with a mark alone weighs one: weighing
+        nothing, 10,001 of them made one frame its receiver refuses, which its sender
+        now refuses to write (FrameError), and the peer died of it (found by a review)."""
         frame: list[HostCopy] = []
-        count = 0
+        count = weight = size = 0
         for host, copy in self.hosts.items():
-            # One pass at least, so that a mark alone still goes.
-            for i in range(0, max(len(copy.pending), len(copy.done), 1), _CHUNK):
-                pending, done = copy.pending[i : i + _CHUNK], copy.done[i : i + _CHUNK]
-                if count and count + len(pending) + len(done) > _CHUNK:
+            for n, (pending, done, urls) in enumerate(_pieces(copy)):
+                entries = len(pending) + len(done)
+                if weight and (weight + max(entries, 1) > _CHUNK or size + urls > _CHUNK_BYTES):
                     yield frame, count
-                    frame, count = [], 0
-                mark = mark_to_wire(copy.mark) if i == 0 and copy.mark is not None else None
-                frame.append(HostCopy(host, tuple(pending), tuple(done), mark))
-                count += len(pending) + len(done)
+                    frame, count, weight, size = [], 0, 0, 0
+                mark = mark_to_wire(copy.mark) if n == 0 and copy.mark is not None else None
+                frame.append(HostCopy(host, pending, done, mark))
+                count += entries
+                weight += max(entries, 1)
+                size += urls
         if frame:
             yield frame, count
+
+
+def _pieces(copy: _HostCopy) -> Iterator[tuple[tuple[WireURL, ...], tuple[int, ...], int]]:
+    """A host's copies in pieces of at most _CHUNK URLs and _CHUNK fingerprints, and
+    _CHUNK_BYTES of URLs, with those bytes; one piece at least, so that a mark alone
+    still goes."""
+    pending, done = copy.pending, copy.done
+    i = j = 0
+    while True:
+        end, size = i, 0
+        while end < len(pending) and end - i < _CHUNK:
+            length = len(pending[end][0])
+            if end > i and size + length > _CHUNK_BYTES:
+                break
+            size += length
+            end += 1
+        yield tuple(pending[i:end]), tuple(done[j : j + _CHUNK]), size
+        i, j = end, j + _CHUNK
+        if i >= len(pending) and j >= len(done):
+            return
 
 
 def _same_successor(ring: Ring, host: str, owner: str, successor: str) -> bool:
