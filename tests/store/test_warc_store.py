@@ -824,3 +824,40 @@ def test_a_capture_forgotten_by_recovery_leaves_none_of_its_records(tmp_path: Pa
         with path.open("rb") as f:
             records += [r.rec_type for r in ArchiveIterator(f)]
     assert records == ["warcinfo", "request", "response", "metadata"]
+
+
+async def test_failed_refreshes_of_a_warc_crawl_leave_nothing_beside_its_files(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A page that answers 503 one minute in three: its failed visits are in no WARC
+    # file, and read as captures outside them, the export wrote a file of nothing
+    # beside the peer's and reported them as visits left out (found by a review).
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path != "/":
+            return httpx2.Response(404)
+        if int(trio.current_time() // 60) % 3 == 2:
+            return httpx2.Response(503, headers={"Retry-After": "1"})
+        body = b"<html><title>same</title></html>"
+        return httpx2.Response(200, headers={"Content-Type": "text/html"}, content=body)
+
+    config = CrawlConfig(
+        data_dir=tmp_path / "peer",
+        politeness=PolitenessConfig(delay=0.5, concurrency=4),
+        recrawl=RecrawlConfig(
+            recrawl=True, policy=RefreshPolicy.UNIFORM, rate=0.5, min_interval=60, replan=60
+        ),
+    )
+    shard = Shard.open(config.data_dir, warc_size=10**9)
+    transport = httpx2.MockTransport(answer)
+    await recrawl_for(config, shard, transport, ["http://a.test/"], 1200)
+    shard.close()
+    with sqlite3.connect(config.data_dir / SHARD_FILE) as conn:
+        (failed,) = conn.execute("SELECT COUNT(*) FROM visits WHERE status = 503").fetchone()
+        (captures,) = conn.execute("SELECT COUNT(*) FROM warc").fetchone()
+        (pages,) = conn.execute("SELECT COUNT(*) FROM pages").fetchone()
+    assert failed > 0
+    out = tmp_path / "out"
+    out.mkdir()
+    summary = export([config.data_dir], "warc", out)
+    assert summary.files > 0 and not (out / "ubipy-export.warc.gz").exists()
+    assert (summary.visits, summary.visits_left_out) == (captures - pages, 0)

@@ -46,6 +46,11 @@ _VISIT_COLUMNS_V8 = _VISIT_COLUMNS.replace("truncated", "0")
 _VISITS_TRUNCATED_SINCE = 9
 # The first version whose bodies may be in WARC files (table warc).
 _WARC_SINCE = 7
+# A visit that a WARC can hold (a response or a revisit): a failed one (a 404, a 503,
+# no answer) is never in the peer's WARC files, and counted as one outside them, a
+# crawl whose captures were all there was exported with a file of nothing beside them
+# and its failures reported as visits left out (found by a review).
+_ANSWERED = "(changed OR status IN (200, 304))"
 # A page (or visit) whose capture is in the peer's WARC files.
 _IN_WARC = "EXISTS (SELECT 1 FROM warc w WHERE w.fp = {t}.fp AND w.at = {t}.{at})"
 
@@ -237,7 +242,7 @@ class ShardReader:
                 + _IN_WARC.format(t="pages", at="fetched_at")
             ).fetchone()[0]
             rest += self._conn.execute(
-                "SELECT COUNT(*) FROM visits WHERE status IS NOT NULL AND NOT "
+                f"SELECT COUNT(*) FROM visits WHERE {_ANSWERED} AND NOT "
                 + _IN_WARC.format(t="visits", at="at")
             ).fetchone()[0]
         except sqlite3.Error as exc:
@@ -271,8 +276,8 @@ class ShardReader:
         if outside_warc and self.has_warc:
             where = "WHERE NOT " + _IN_WARC.format(t="pages", at="fetched_at")
             if self._has_visits:
-                where += " OR EXISTS (SELECT 1 FROM visits WHERE visits.fp = pages.fp AND NOT "
-                where += _IN_WARC.format(t="visits", at="at") + ")"
+                where += " OR EXISTS (SELECT 1 FROM visits WHERE visits.fp = pages.fp AND "
+                where += f"{_ANSWERED} AND NOT " + _IN_WARC.format(t="visits", at="at") + ")"
         try:
             cur = self._conn.execute(
                 f"SELECT {self._columns} FROM pages {where} ORDER BY fetched_at, fp"
