@@ -25,6 +25,7 @@ import trio
 from tests import churn as scenarios
 from tests.churn import SPEC, Scenario
 from tests.cluster.harness import Cluster, SimPeer, cluster
+from ubipy.peer import replica
 from ubipy.synthweb import SyntheticWeb, ground_truth
 
 WEB = SyntheticWeb(SPEC)
@@ -169,3 +170,33 @@ async def test_the_whole_cluster_stops_and_restarts(
     tmp_path: Path, seed: int, autojump_clock: trio.testing.MockClock
 ) -> None:
     await scenarios.the_whole_cluster_stops_and_restarts(partial(churn, tmp=tmp_path, seed=seed))
+
+
+@SEEDS
+async def test_a_peer_joining_while_a_dead_peers_copies_are_taken_over_loses_none(
+    tmp_path: Path,
+    seed: int,
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A dead peer's hosts are taken over from their copies a few a tick (here 2, so
+    that it lasts); a peer joining meanwhile changed the ring, and the copies left of
+    hosts the newcomer owns were neither taken over nor handed over: their pending
+    URLs lost (found by a review). Now the rest is taken under the ring that made
+    them ours, and handed on."""
+    monkeypatch.setattr(replica, "_PROMOTE_AT_ONCE", 2)
+    async with churn("kill, join during the take-over", tmp_path, seed) as s:
+        peers = await s.crawling(4, replicas=2)
+        victim = peers[2]
+        stay = [p for p in peers if p is not victim]
+        killed_at, stored = await s.kill(victim)
+        await s.stable(
+            [(p, scenarios.membership(victim, "dead")) for p in stay], since=killed_at, what="dead"
+        )
+        await s.start(4, join=peers[0], replicas=2)
+        missing = await s.coverage()
+    referee = s.report_referee()
+    lost = scenarios.lost_at_kill(
+        referee, victim.peer_id, stored, killed_at, copy_margin=0.1, copies_may_lag=False
+    )
+    s.judge(referee, missing, lost=lost)

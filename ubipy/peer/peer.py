@@ -488,6 +488,11 @@ class Peer:
                 m.id for m in self.membership.members() if m.state is MemberState.LEFT
             }
             ring = Ring(alive)
+            if self._promote_again:
+                # The rest of the copies, under the ring that made them ours (under this
+                # one a newcomer's were lost: a review); the sweep below hands them on.
+                replicas = self.replicator
+                self._promote_again = replicas.take_copies(replicas.ring, again=True, whole=True)
             self.crawler.ring_changed(ring)
             self._ip_leases.ring_changed(ring)  # the leases of the peers it dropped end
             self.handoff.ring_changed(ring, alive, handing)

@@ -458,15 +458,21 @@ class Replicator:
                 marks[host] = mark_from_wire(entry.mark)
         self._shard.replica_add(rows, marks)
 
-    def take_copies(self, ring: Ring, *, again: bool) -> bool:
+    @property
+    def ring(self) -> Ring:
+        """The ring of the last change it was told of."""
+        return self._ring
+
+    def take_copies(self, ring: Ring, *, again: bool, whole: bool = False) -> bool:
         """Take over some of the hosts whose copies are here and whose owner died
         (:meth:`promote`), at most a few hundred: all at once held the event loop 5 s
         for 15,000, and pings left unanswered so long could make this peer the next
         one declared dead. Returns whether to be called again on the next tick: some
         are left, or the shard refused them (a peer died of it before). ``again``: a
-        call after such a one, whose hosts the ring change's whole copies missed."""
+        call after such a one, whose hosts the ring change's whole copies missed;
+        ``whole``: all that are left (the ring is about to change)."""
         try:
-            taken, more = self.promote(ring, at_most=_PROMOTE_AT_ONCE)
+            taken, more = self.promote(ring, at_most=None if whole else _PROMOTE_AT_ONCE)
         except StorageError as exc:
             if not self._promote_failed:
                 log.warning("the copies of dead peers' hosts not taken over yet: %s", exc)
