@@ -9,7 +9,7 @@ import trio
 import trio.testing
 
 from tests.peer.test_ipleases import A, P, Q, asker, table
-from ubipy.peer.ipleases import RELEASE_RESEND
+from ubipy.peer.ipleases import RELEASE_RESEND, RELEASE_TRIES
 from ubipy.ring import Ring
 from ubipy.wire import IpGrant, IpLease, IpRelease, Message
 
@@ -119,12 +119,13 @@ async def test_a_release_is_sent_again_until_the_owner_answers(
         assert len(releases.times) == 3  # answered: sent no more
 
 
-async def test_an_unanswered_release_is_sent_no_longer_than_the_lease_would_last(
+async def test_an_owner_that_answers_no_release_is_sent_a_few_then_one(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """An owner of an older version answers no release: the holder gives up when the
-    lease has expired there anyway."""
-    leases, crawler, _ = asker("q", IpGrant(0, A, True))
+    """An owner of an older version answers no release: each request's release went
+    again and again for its lease's two minutes, some 7 frames and a task each (found
+    by a review). Now RELEASE_TRIES of them, then one a release, until it answers."""
+    leases, crawler, wire = asker("q", IpGrant(0, A, True))
     asked = trio.current_time()
     assert await crawler.clear_to_fetch("h.test")
     releases = Releases()
@@ -132,8 +133,16 @@ async def test_an_unanswered_release_is_sent_no_longer_than_the_lease_would_last
         async with trio.open_nursery() as nursery:
             leases._start_soon, leases._send = nursery.start_soon, releases.send
             crawler.on_request_end("h.test")
-    assert trio.current_time() == asked + leases.table.term
-    assert [t - asked for t in releases.times] == [0, 1, 3, 7, 15, 31, 63]
+    assert trio.current_time() == asked + 15  # waits of 1, 2, 4 and 8 s
+    assert [t - asked for t in releases.times] == [0, 1, 3, 7][:RELEASE_TRIES]
+    releases.times.clear()
+    leases._send = wire.send  # the next lease asked for, and granted
+    assert await crawler.clear_to_fetch("h.test")
+    with trio.fail_after(leases.table.term + 1):
+        async with trio.open_nursery() as nursery:
+            leases._start_soon, leases._send = nursery.start_soon, releases.send
+            crawler.on_request_end("h.test")
+    assert len(releases.times) == 1
 
 
 async def test_an_owner_gone_from_membership_is_sent_no_more_copies(
