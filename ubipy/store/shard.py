@@ -206,14 +206,20 @@ class Shard(PagesMixin):
         when the disk refuses."""
         wal = self.path.with_name(self.path.name + "-wal")
         try:
-            if not self._synced_dir:
-                _fsync(os.open(self.path.parent, os.O_RDONLY))
-                self._synced_dir = True
-            _fsync(os.open(wal, os.O_RDONLY))
+            fd = os.open(wal, os.O_RDONLY)
         except FileNotFoundError:
-            pass  # no WAL: nothing written since the last checkpoint emptied it
+            return  # no WAL: nothing written since the last checkpoint emptied it
         except OSError as exc:
             raise StorageError(f"{wal}: cannot sync: {exc}") from exc
+        try:
+            if not self._synced_dir:  # the WAL's entry, once it is there
+                _fsync(os.open(self.path.parent, os.O_RDONLY))
+                self._synced_dir = True
+            os.fsync(fd)
+        except OSError as exc:
+            raise StorageError(f"{wal}: cannot sync: {exc}") from exc
+        finally:
+            os.close(fd)
 
     # -- transactions -------------------------------------------------------
     @contextmanager
