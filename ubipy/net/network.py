@@ -67,10 +67,13 @@ _RESET: Final = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() resets
 _ACCEPT_BATCH: Final = 256
 _CAPACITY_LOG_INTERVAL: Final = 60.0
 # On a path that died silently (a partition, a host gone without a reset), a peer
-# connection fails within about 20 s instead of after the kernel's 15 minutes of
+# connection fails within a minute instead of after the kernel's 15 minutes of
 # retransmissions: data unacknowledged for TCP_USER_TIMEOUT fails the socket, and an
-# idle connection is probed (keepalive) after 10 s, every 5 s.
-_USER_TIMEOUT_MS: Final = 20_000
+# idle connection is probed (keepalive) after 10 s, every 5 s. Not shorter than the
+# longest frame's write allowance (links.py: 52 s for 4 MiB): the time-out also fails
+# a live peer that reads nothing for as long (its window full), and at 20 s one whose
+# disk held its frames' handlers that long lost its connections (a review).
+_USER_TIMEOUT_MS: Final = 60_000
 _KEEPALIVE: Final = (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3))
 
 
