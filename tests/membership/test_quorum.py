@@ -346,3 +346,38 @@ def test_a_restoring_peer_takes_a_holder_s_base_and_a_lone_one_holds_at_once() -
     assert not b.restoring and b.base == frozenset("abcd") and b.joint == frozenset("acd")
     lone = Quorum("a", "a", lease=LEASE, restored=True)
     assert not lone.restoring and lone.holds(0.0)  # a single peer, or the last of one
+
+
+def test_a_holder_keeps_in_sight_a_majority_and_a_spare_heard_from_last_first() -> None:
+    """Of eight, a majority is a and four others: five kept in sight, the four heard
+    from last and a spare, where each of seven was asked once a cadence before (a
+    review: N - 2 pings a second a peer, N^2 for the cluster)."""
+    q = quorum("a", "abcdefgh")
+    for i, m in enumerate("bcdefgh"):
+        q.heard(m, 1.0 + i / 10)  # h heard from last
+    assert q.holds(2.0)
+    assert set(q.to_keep(2.0)) == set("defgh")
+    assert q.to_keep(2.0)["h"] == 1.6  # with when each was last heard from
+    # h asked and silent since: kept (asked again), and c beside it.
+    assert set(q.to_keep(2.0, silent="h")) == set("cdefgh")
+    assert set(q.to_keep(2.0, silent="gh")) == set("bcdefgh")
+    # A joint base needs its own majority and spare: b, c and d of a, b, c, d, though
+    # e, f, g and h (joined, so counted as heard from then) were heard from since.
+    grown = quorum("a", "abcd")
+    for m in "bcd":
+        grown.heard(m, 1.0)
+    grown.set_live("abcdefgh")
+    for m in "efgh":
+        assert grown.joined(m, 2.0)
+    assert grown.joint == frozenset("abcd")
+    assert set(grown.to_keep(2.0)) == set("bcdefgh")
+
+
+def test_a_peer_that_does_not_hold_keeps_every_live_member_in_sight() -> None:
+    q = quorum("a", "abcdefgh", live="abcdefg")
+    q.heard("b", 1.0)
+    assert not q.holds(1.0)
+    assert set(q.to_keep(1.0)) == set("bcdefg")  # not h: membership holds it dead
+    restoring = Quorum("a", "abcdefgh", lease=LEASE, restored=True)
+    restoring.set_live("abcdefgh")
+    assert set(restoring.to_keep(0.0)) == set("bcdefgh")

@@ -71,6 +71,9 @@ from dataclasses import dataclass
 CLOCK_RATE_MARGIN = 0.1
 # On top: a frame in flight, a scheduler's late wake-up.
 FENCE_SLACK = 1.0
+# Base members kept in sight beyond a bare majority (Quorum.to_keep): one may go quiet
+# without the lease depending on the next one's first answer.
+KEEP_MARGIN = 1
 
 
 def fence(lease: float) -> float:
@@ -211,12 +214,44 @@ class Quorum:
 
     def last_heard(self) -> dict[str, float]:
         """The live base members but this one, and when each was last heard from (-inf:
-        never): those to ask for a sign of life before the lease depends on them."""
+        never)."""
         return {
             m: self._heard.get(m, -math.inf)
             for m in sorted(self._base & self._live)
             if m != self.self_id
         }
+
+    def to_keep(self, now: float, silent: Collection[str] = ()) -> dict[str, float]:
+        """Of :meth:`last_heard`, those to ask for a sign of life before the lease
+        depends on them. While it holds: those heard from last first (so the same ones,
+        answering, stay kept), until enough that are not ``silent`` (asked, and not
+        answering yet) make a majority of the base, and of the joint base, with
+        ``KEEP_MARGIN`` to spare. A silent one stays while it ranks (it is asked again:
+        under loss an answer is often just lost) and the next is kept beside it, so a
+        member cut off is made up for as soon as its ask is seen unanswered. While the
+        lease does not hold, every one. Asking them all, each peer sent N - 2
+        pings a second, the cluster N^2: most of an idle peer's CPU at N = 8."""
+        heard = self.last_heard()
+        if self._restoring or not self.holds(now):
+            return heard
+        me, quiet = self.self_id, frozenset(silent)
+        # Of those heard from at the same moment (pings go out together, and answers
+        # are dated when they left), the next ones after this peer in id order: each
+        # member is then asked by as many peers as it asks.
+        ring = sorted(self._base)
+        after = {m: (i - ring.index(me)) % len(ring) for i, m in enumerate(ring)}
+        ranked = sorted(heard, key=lambda m: (-heard[m], after[m]))
+        kept: set[str] = set()
+        for group in (self._base, self._joint or set()):
+            # Strictly over half of the group, this peer counted if in it, and a spare.
+            wanted = len(group) // 2 + 1 - (me in group) + KEEP_MARGIN
+            for member_id in ranked:
+                if wanted <= 0:
+                    break
+                if member_id in group:
+                    kept.add(member_id)
+                    wanted -= member_id not in quiet
+        return {m: at for m, at in heard.items() if m in kept}
 
     def joined(self, member_id: str, now: float) -> bool:
         """A member joined; added to the base while the lease holds, and counted as

