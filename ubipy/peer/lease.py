@@ -84,8 +84,10 @@ class Lease:
         self._send = send
         self._kick = Wakeup()
         # When each member was last pinged (by us or membership's probe): at most one
-        # ping a cadence each, however often the loop wakes.
+        # ping a cadence each, however often the loop wakes; and the first ping since
+        # its last answer (the one repeated early, see _due_at).
         self._pinged: dict[str, float] = {}
+        self._first_unanswered: dict[str, float] = {}
         # While new to the cluster: when each member was last asked for its base.
         self._asked: dict[str, float] = {}
         self._start_soon: Callable[..., object] = lambda *args: None
@@ -241,12 +243,13 @@ class Lease:
         for a cadence. Called on membership's tick (``sent``: what it sent then, whose
         probe counts as asking), so an idle peer's lease takes no wake-up of its own
         (each costs CPU), and by the lease's own loop."""
+        heard = self.quorum.last_heard()
         for out in sent:
             if isinstance(out.message, Ping):
-                self._pinged[out.message.target_id] = now
+                self._note_ping(out.message.target_id, now, heard)
         due = [m for m, at in self._due_at(now).items() if now + self._slack >= at]
         for member_id in due:
-            self._pinged[member_id] = now
+            self._note_ping(member_id, now, heard)
         pings = [self._membership.ping(now, m) for m in due]
         self._send([out for out in pings if out is not None])
         if self._asking(now):
@@ -274,20 +277,27 @@ class Lease:
             for m in sorted(self._membership.alive_ids() - {self.quorum.self_id})
         }
 
+    def _note_ping(self, member_id: str, now: float, heard: dict[str, float]) -> None:
+        if self._pinged.get(member_id, -math.inf) <= heard.get(member_id, -math.inf):
+            self._first_unanswered[member_id] = now  # every earlier ask was answered
+        self._pinged[member_id] = now
+
     def _due_at(self, now: float) -> dict[str, float]:
         """When each member the lease keeps in sight (:meth:`Quorum.to_keep`) is next
         to be asked: a cadence after it was last heard from or asked, but half a cadence
-        after an ask it has not answered (an answer comes back in well under that), and
-        one silent so long has another kept beside it. Asking fewer members, the lease
-        has fewer answers to spare: under 10% loss each way, eight peers asking five
-        each lost it 9 times in 86,400 peer-seconds with a cadence for every ask, as
-        against once asking all seven."""
+        after the first ask it has not answered (an answer comes back in well under
+        that; once only, so a member that cannot answer is asked no more often than
+        before), and one silent so long has another kept beside it. Asking fewer
+        members, the lease has fewer answers to spare: under 10% loss each way, eight
+        peers asking five each lost it 9 times in 86,400 peer-seconds with a cadence for
+        every ask, as against once asking all seven."""
         heard, pinged, cadence = self.quorum.last_heard(), self._pinged, self._cadence
         unanswered = {m: at for m, at in pinged.items() if at > heard.get(m, -math.inf)}
         silent = [m for m, at in unanswered.items() if now - at >= cadence / 2]
+        first = self._first_unanswered
         return {
             m: unanswered[m] + cadence / 2
-            if m in unanswered
+            if first.get(m) == unanswered.get(m, math.nan)
             else max(at, pinged.get(m, -math.inf)) + cadence
             for m, at in self.quorum.to_keep(now, silent).items()
         }
@@ -306,8 +316,12 @@ class Lease:
         membership = self._membership
         if membership.has_left or membership.config.probe_interval > self._cadence:
             return min(wake, due)
-        # An unanswered ask is repeated on time, off the tick (only under loss).
-        again = (at for m, at in due_at.items() if self._pinged.get(m, -math.inf) > heard[m])
+        # The first unanswered ask is repeated on time, off the tick (only under loss).
+        again = (
+            at
+            for m, at in due_at.items()
+            if self._pinged.get(m, -math.inf) > heard[m] and at < self._pinged[m] + self._cadence
+        )
         return min(wake, due + self._cadence / 2, min(again, default=math.inf))
 
     async def run(self) -> None:
