@@ -301,6 +301,16 @@ page.**
   so each peer asks every other member about once a second unless a probe did. With 8
   peers that is each peer's cost: 7.6-8.2 ms and about 10 wake-ups a second
   (`--cluster 8`), before and after.
+  Since 2026-12-05 a peer that holds the lease asks only as many members as a majority
+  needs and one to spare, the next ones after it in id order (partitions.md, *lease
+  pings*): 5 of 7 others at N = 8, 7 of 11 at N = 12 (383 lease pings a minute a peer,
+  600 before), all of them at N = 3 or 4. `python -m bench.idle --seconds 20`, before
+  and after alternated three times on one (noisy) machine: each of 8 peers 4.21-4.55,
+  4.82-5.23 and 5.59-6.04 ms a second before, 3.56-3.69, 3.45-4.42 and 4.35-4.92 after
+  (about a fifth less), wake-ups 8.6-10.7 down to 7.0-9.2; each of 3 peers 2.14-2.65
+  before and 2.11-2.59 after (the same pings: two others are a majority and a spare).
+  Still O(N^2) for the cluster, half as steep: a lease needs a round trip with a
+  majority every few seconds.
   On a faster machine, in a later session of the same day (`--duration 40`): 1.71-2.17
   ms at 2 in flight against 0.88-0.95 at 64, about 2x. Most of the difference is the
   machine's price for waking up, not ubipy's code. At 2 in flight the peer sleeps about
