@@ -5,6 +5,10 @@ view of it (the web server's log) is tests/cluster/test_ip_lease_turns.py."""
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import math
+
 import pytest
 import trio
 import trio.testing
@@ -152,3 +156,53 @@ async def test_the_owner_s_own_ask_waits_its_turn(autojump_clock: trio.testing.M
     # Next once the delay is over: kept that long, then granted.
     assert await crawler.clear_to_fetch("h.test")
     assert trio.current_time() == pytest.approx(now + GAP)
+
+
+def test_a_free_address_is_not_kept_for_a_peer_due_much_later() -> None:
+    """One slow request makes the mean hold long, and a peer denied while the next
+    request runs is told to come back long after (18 s here). The address was kept
+    for it from then on: idle, everyone else, its owner included, denied it."""
+    leases = table()
+    now = 0.0
+    for i in range(3):  # a few ordinary requests
+        assert leases.ask(A, ("p", i), now).granted
+        assert leases.release(A, ("p", i), now + HOLD)
+        now += HOLD + GAP
+    assert leases.ask(A, ("p", 10), now).granted
+    now += 60.0  # one slow request: a large page near the fetch deadline
+    assert leases.release(A, ("p", 10), now)
+    now += GAP
+    assert leases.ask(A, ("p", 11), now).granted  # an ordinary one again
+    far = leases.ask(A, ("q", 1), now + 0.01)
+    assert far.wait > 10  # told as the mean hold says
+    assert leases.release(A, ("p", 11), now + HOLD)
+    free = now + HOLD + GAP
+    assert leases.ask(A, ("r", 1), free + 0.01).granted  # q is not expected yet
+
+
+def test_an_address_stands_idle_no_longer_than_a_gap_after_a_slow_request() -> None:
+    """Four peers take turns, each doing as told (back the wait after a denial, or
+    the gap if longer; the gap after its own request), one request of 60 s among
+    them: the 18 s wait the slow request makes others be told leaves the address
+    idle no longer than about a request and a gap."""
+    leases = LeaseTable(ip_delay=GAP, term=121.0)
+    events = [(0.01 * i, f"p{i}") for i in range(4)]
+    starts: list[float] = []
+    slow_done = math.inf
+    for n in itertools.count():
+        now, peer = heapq.heappop(events)
+        if now > slow_done + 60:
+            break
+        verdict = leases.ask(A, (peer, n), now)
+        if verdict.granted:
+            length = 60.0 if math.isinf(slow_done) and now > 20 else HOLD
+            if length > HOLD:
+                slow_done = now + length
+            starts.append(now)
+            assert leases.release(A, (peer, n), now + length)
+            heapq.heappush(events, (now + length + GAP, peer))
+        else:
+            heapq.heappush(events, (now + max(verdict.wait, GAP), peer))
+    after = [s for s in starts if s >= slow_done]
+    assert after[0] - slow_done < HOLD + GAP
+    assert max(b - a for a, b in itertools.pairwise(after)) < 2 * (HOLD + GAP)

@@ -12,12 +12,12 @@ from then. An owner asked is local when the peer owns the address itself (no fra
 
 The peers denied an address queue for it at its owner, first come first served, as
 the hosts of one peer queue for it (``ubipy.fetch.addresses``): each is told when its
-turn should come, and once the address is free it is kept for the first of them due
-back by then (for a short grace: :data:`TURN_GRACE`). One that comes back late keeps
-its place: the address is its the next time it asks while the address is free (a
-peer whose own rule holds the address long after a denial, a server's back-off on
-it, was otherwise sent to the back each time, for ever). The owner's own asks queue
-with the others'; an ask that is next while the address waits its delay is answered
+turn should come, and the free address is kept for the first due back about then (a
+gap before to :data:`TURN_GRACE` after; one due later is no one's turn till then).
+One that comes back late keeps its place: the address is its the next time it asks
+while it is free (a peer whose rule holds the address long after a denial, a server's
+back-off, was otherwise sent to the back each time, for ever). The owner's own asks
+queue with the others'; an ask next while the address waits its delay is answered
 when the delay is over, with a grant (:data:`ANSWER_HOLD`). Before, the first to ask
 once the address was free had it: the owner, which asks itself with no frame, took
 the first 80 requests to an address while three peers were denied 77 times each.
@@ -202,14 +202,13 @@ class LeaseTable:
         waiting = entry.waiting
         for gone in [p for p, due in waiting.items() if now > due + _GONE_AFTER]:
             del waiting[gone]
-        ahead = []  # when each peer due back ahead of it is
+        turn, ahead = free, False  # after each peer ahead back by then (:meth:`_expected`)
         for other, due in waiting.items():  # longest waiting first
             if other == peer:
                 break
-            if self._due(due, now):
-                ahead.append(due)
-        start = max(free, ahead[0]) if ahead else free
-        wait = max(start + len(ahead) * (entry.hold + entry.gap) - now, 0.0)
+            if now <= due + self.grace and due - entry.gap <= turn:
+                turn, ahead = max(turn, due) + entry.hold + entry.gap, True
+        wait = max(turn - now, 0.0)
         verdict = Verdict(False, wait, next=exact and not ahead)
         # When it is back: told it is next, when the wait is over (its ask is kept
         # until then); else not before its own rule lets it (it holds the address a
@@ -217,16 +216,18 @@ class LeaseTable:
         waiting[peer] = now + (wait if verdict.next else max(wait, entry.gap))
         return verdict
 
-    def _due(self, due: float, now: float) -> bool:
-        """Whether a peer waiting for the address, told to be back at ``due``, is
-        expected still: not late (each ask of its sets its ``due`` again)."""
-        return now <= due + self.grace
+    def _expected(self, entry: _Address, due: float, now: float) -> bool:
+        """Whether a peer told to be back at ``due`` is expected about ``now``: not late
+        (each ask sets ``due`` again), and due within a gap, the idle time a denial
+        costs (its rule holds it a gap). Kept for one due later, the address stood idle
+        till then (18 s after one 60 s request made the mean hold long; a review)."""
+        return due - entry.gap <= now <= due + self.grace
 
     def _turn(self, entry: _Address, now: float) -> str | None:
-        """The peer the free address is kept for: the first waiting that is due back
-        (None: none is, it is anyone's)."""
+        """The peer the free address is kept for: the first waiting that is expected
+        about now (None: none is, it is anyone's)."""
         for peer, due in entry.waiting.items():
-            if self._due(due, now):
+            if self._expected(entry, due, now):
                 return peer
         return None
 
