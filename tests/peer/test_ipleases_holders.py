@@ -203,3 +203,31 @@ async def test_no_release_goes_to_an_owner_out_of_the_ring(
     leases._start_soon = lambda fn, *args: started.append(args)
     crawler.on_request_end("h.test")
     assert started == []
+
+
+async def test_a_peer_the_ring_dropped_is_granted_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The fence ends the leases held when the ring changes; one granted after it (an
+    ask from a peer already dropped, dead or cut off) ran its whole term."""
+    owner, _, wire = asker("p")
+    owner.ring_changed(Ring(["p", "r"]))
+    await owner.on_lease("q", IpLease(1, A), wire.reply)
+    autojump_clock.jump(FENCE + 0.3)
+    await owner.on_lease("r", IpLease(2, A), wire.reply)
+    assert wire.sent == [("reply", IpGrant(1, A, False, 0.2)), ("reply", IpGrant(2, A, True))]
+
+
+async def test_an_ask_kept_while_the_ring_drops_its_peer_is_denied(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    owner, _, wire = asker("p")
+    async with trio.open_nursery() as nursery:
+        owner._start_soon = nursery.start_soon
+        await owner.on_lease("r", IpLease(1, A), wire.reply)
+        owner.table.release(A, ("r", 1), trio.current_time())
+        await owner.on_lease("q", IpLease(2, A), wire.reply)  # next: kept for the delay
+        assert len(wire.sent) == 1
+        owner.ring_changed(Ring(["p", "r"]))  # "q" dropped meanwhile
+    assert wire.sent[1:] == [("reply", IpGrant(2, A, False, 0.2))]
+    assert owner.table.ask(A, ("r", 2), trio.current_time()).granted  # q holds nothing

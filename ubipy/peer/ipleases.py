@@ -26,11 +26,11 @@ What goes wrong, and what happens then:
 
 - the holder dies or is cut off: once membership drops it from the ring, its
   leases end the majority's fence (``fence(--majority-lease)``, 4.3 s by default)
-  later. A holder cut off from the majority has paused (and dropped its requests)
-  by then, as it has for the hosts handed over on the same fence; one back in the
-  ring before then keeps its leases. Before, they stood their whole term (a fetch
-  deadline and a margin after the grant: over two minutes) and the address with
-  them, for every peer. The term still ends a lease whose holder the ring keeps;
+  later, and it is granted no more. A holder cut off from the majority has paused
+  (and dropped its requests) by then, as for the hosts handed over on the same
+  fence; one back in the ring before then keeps its leases. Before, they stood
+  their whole term (a fetch deadline and a margin: over two minutes). The term
+  still ends a lease whose holder the ring keeps;
 - a release is lost (a connection that broke with it, an owner busy dialling): the
   owner answers each release (an IP_GRANT that grants nothing, which a peer of an
   older version ignores as the answer to nothing), and the holder sends it again
@@ -45,9 +45,10 @@ What goes wrong, and what happens then:
   let the owner grant the address to another while that request still ran); one
   that arrives after the request ended is given back at once;
 - the rings disagree (a member joined or died a moment ago): a peer asked for an
-  address it does not own under its own ring denies it for an IP delay, and the
-  asker asks again once the rings agree. Until every peer has the new ring, the old
-  and the new owner may each grant one lease: a ring change can cost one overlap.
+  address it does not own under its own ring, or by a peer out of it, denies it for
+  an IP delay, and the asker asks again once the rings agree. Until every peer has
+  the new ring, the old and the new owner may each grant one lease: a ring change
+  can cost one overlap.
 
 A denied request is not made (the crawler puts its URL back) and its host waits
 the denial's wait before it is asked again.
@@ -86,13 +87,10 @@ RELEASE_RESEND: Final = 1.0
 # minutes, some 7 frames and a task each (found by a review). An owner that answered
 # none of a release's tries is sent each later one once, until it answers one.
 RELEASE_TRIES: Final = 4
-# How long a free address is kept for the peer whose turn it is, past the time that
-# peer was told to ask again: its ask's way to the owner, its scheduler's wake-up.
-# One that has not come by then is late: the address is the next one's meanwhile
-# (it stood idle this long for nothing).
+# How long a free address is kept for the peer whose turn it is past its time (its
+# ask's way to the owner, its scheduler's wake-up); one not come by then is late.
 TURN_GRACE: Final = 0.25
-# A peer queued for an address that has not asked for this long past its time has
-# no more use for it: it leaves the queue.
+# A queued peer that has not asked for this long past its time leaves the queue.
 _GONE_AFTER: Final = 60.0
 # How long the owner keeps an ask that is next for a free address unanswered, to grant
 # it once the address's delay is over, rather than deny it (its peer would then hold
@@ -545,8 +543,9 @@ class IpLeases:
     # -- the owner ------------------------------------------------------------
     async def on_lease(self, sender: str, lease: IpLease, reply: Reply) -> None:
         table = self.table
-        if self._router.owner(lease.address) != self._peer_id:
-            # Not ours under our ring: ask again once the rings agree.
+        if self._router.owner(lease.address) != self._peer_id or not self._in_ring(sender):
+            # Not ours under our ring, or the asker out of it (granted, its lease ran its
+            # term: the fence ends those held at the change): ask when the rings agree.
             verdict = Verdict(False, table.ip_delay)
         else:
             verdict = table.ask(lease.address, (sender, lease.id), trio.current_time())
@@ -581,6 +580,8 @@ class IpLeases:
         deadline = trio.current_time() + ANSWER_HOLD
         while self._keeps(verdict) and trio.current_time() + verdict.wait <= deadline:
             await trio.sleep(verdict.wait)
+            if not self._in_ring(holder[0]):  # the ring dropped it meanwhile, as above
+                return Verdict(False, self.table.ip_delay)
             verdict = self.table.ask(address, holder, trio.current_time())
         return verdict
 
