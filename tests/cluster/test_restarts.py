@@ -16,6 +16,8 @@ import trio.testing
 
 from tests.cluster.harness import Cluster, SimPeer, cluster, host_of, one_view
 from tests.cluster.test_churn_memory import seeds
+from ubipy.peer.lease import load_quorum
+from ubipy.store import Shard
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 
 WEB = SyntheticWeb(
@@ -138,4 +140,39 @@ async def test_a_whole_cluster_stopped_or_killed_and_started_again_crawls_on(
     assert stopped < len(TRUTH)
     assert referee.overlaps() == []
     assert bases == {frozenset(q.peer_id for q in again)}
+    assert troubles == []
+
+
+def _comes_back_new(sim: SimPeer) -> bool:
+    """Whether the shard of a peer that ended keeps no base: started again with --join,
+    the peer is pending, as a new one is, not restoring a base."""
+    shard = Shard.open(sim.data)
+    try:
+        return load_quorum(sim.peer_id, shard, lease=1.0, newcomer=True).pending
+    finally:
+        shard.close()
+
+
+async def test_a_peer_stopped_on_its_own_keeps_no_base_and_comes_back_new(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A peer stopped while the others crawl on exits before its own leave's event comes
+    back to its lease: the base it had was never rewritten, and it came back restoring
+    it rather than new, as a peer that left is (a review). Its shard keeps none now."""
+    async with cluster(tmp_path, WEB, seed=0) as c:
+        p = await c.start_joined(3, replicas=2, delay=DELAY)
+        p[0].peer.seed_urls([WEB.seed_url()])
+        with trio.fail_after(300):
+            await c.server.log.wait_for_count(len(TRUTH) // 6)
+        assert await c.stop(p[1])
+        assert _comes_back_new(p[1])
+        back = await c.start(1, join=p[0], replicas=2, delay=DELAY)
+        assert back.peer.lease.quorum.pending  # new to the cluster, not restoring
+        everyone = [p[0], back, p[2]]
+        with trio.fail_after(60):
+            await c.wait_until(lambda: one_view(everyone))
+            await c.wait_until(lambda: all(q.peer.crawler.paused is None for q in everyone))
+        bases = {q.peer.lease.quorum.base for q in everyone}
+        troubles = [t for q in everyone for t in q.troubles]
+    assert bases == {frozenset(q.peer_id for q in everyone)}
     assert troubles == []

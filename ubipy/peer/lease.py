@@ -165,6 +165,14 @@ class Lease:
         except StorageError as exc:
             log.warning("cannot remember the members of the majority: %s", exc)
 
+    def left(self) -> None:
+        """This peer has announced its leave: its shard keeps, from now on, what a peer
+        that left keeps. Written here, not on the leave's own event: a peer stopped on
+        its own usually exits before membership hands that event to
+        :meth:`membership_changed`, and its shard kept the base it had, to come back
+        restoring it (a review)."""
+        self._remember()
+
     def answered(self, answers: Sequence[tuple[str, float]]) -> None:
         """Members answered our pings sent at these times."""
         for member_id, sent in answers:
@@ -179,8 +187,6 @@ class Lease:
         quorum, now = self.quorum, trio.current_time()
         self._note_base()  # before a death shrinks it
         quorum.set_live(self._membership.alive_ids())
-        if self._membership.has_left and self._parting is None:
-            self._remember()  # the base it had when it left, before others' leaves
         changed = False
         for event in events:
             if event.kind in (ChangeKind.DEAD, ChangeKind.LEFT):

@@ -339,6 +339,7 @@ class Peer:
             async with trio.open_nursery() as announcing:
                 for out in self.membership.leave(trio.current_time()):
                     announcing.start_soon(self._send_one, out)
+        self.lease.left()  # now: one stopped alone may exit before its leave's event is handled
         assert self._router is not None
         router = self._router
         with trio.move_on_after(_LEAVE_PATIENCE):
