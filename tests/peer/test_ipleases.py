@@ -205,7 +205,7 @@ async def test_a_granted_lease_is_given_back_when_the_request_ends(
     # the release says so, for the owner to hold it as long for the other peers.
     crawler.scheduler.free_at[A] = trio.current_time() + 6.0
     crawler.on_request_end("h.test")
-    assert started == [("q:1", IpRelease(lease.id, A, 6.0))]
+    assert started == [(IpRelease(lease.id, A, 6.0),)]
     assert (leases.stats.granted, leases.stats.denied, leases.stats.timeouts) == (1, 0, 0)
 
 

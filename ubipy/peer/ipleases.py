@@ -34,9 +34,8 @@ What goes wrong, and what happens then:
 - a release is lost (a connection that broke with it, an owner busy dialling): the
   owner answers each release (an IP_GRANT that grants nothing, which a peer of an
   older version ignores as the answer to nothing), and the holder sends it again
-  until answered, until the lease would have expired there anyway, or until the
-  owner leaves the ring (its table went with it). A release is idempotent: it
-  names its lease, and frees only that one;
+  until answered or the lease would have expired there anyway; none while the owner
+  is out of the ring (gone, or back in a moment). Idempotent, it frees its lease only;
 - the owner does not answer within ``patience`` (dead, cut off, or a peer of an
   older version that drops the frame): the request goes ahead under the peer's own
   rule and is counted (``ip_lease_timeouts``), so no crawl stalls on a lost owner.
@@ -82,19 +81,17 @@ TERM_MARGIN: Final = 1.0
 # again; doubled at each try (loopback answers in a millisecond, a lost frame costs
 # the address a second).
 RELEASE_RESEND: Final = 1.0
-# Tries at most (waits of 1, 2, 4 and 8 s): an owner of an earlier version answers no
-# release, and each request's release went again and again for its lease's two
-# minutes, some 7 frames and a task each (found by a review). An owner that answered
-# none of a release's tries is sent each later one once, until it answers one.
+# Tries at most (waits of 1, 2, 4, 8 s): an owner of an earlier version answers none,
+# and each release went 7 times over its lease's two minutes (a review). An owner that
+# answered none of a release's tries is sent each later one once, until it answers.
 RELEASE_TRIES: Final = 4
 # How long a free address is kept for the peer whose turn it is past its time (its
 # ask's way to the owner, its scheduler's wake-up); one not come by then is late.
 TURN_GRACE: Final = 0.25
 # A queued peer that has not asked for this long past its time leaves the queue.
 _GONE_AFTER: Final = 60.0
-# How long the owner keeps an ask that is next for a free address unanswered, to grant
-# it once the address's delay is over, rather than deny it (its peer would then hold
-# back the delay again: the address idle as long). Well within the asker's patience.
+# How long the owner keeps an ask next for a free address, to grant it once the delay is
+# over (denied, its peer's rule holds it back a delay more). Well within the patience.
 ANSWER_HOLD: Final = PATIENCE / 2
 # Weight of the newest hold in an address's mean hold time (how long a request lasts).
 _HOLD_WEIGHT: Final = 0.3
@@ -356,10 +353,10 @@ class IpLeases:
         self._unleased: dict[str, _Held] = {}
         self._releasing: dict[int, _Releasing] = {}  # by lease id
         self._silent: set[str] = set()  # owners that answered no release lately
-        # The ring's members as membership last said (None: not said yet): a release is
-        # not sent to an owner out of it (dead or gone, its table with it; a new peer
-        # at its address would refuse frames named for it, and count them against us).
+        # The ring's members as membership last said (None: not said yet), and an event
+        # set when it changes: releases to an owner out of it wait for it (:meth:`_back`).
         self._ring: frozenset[str] | None = None
+        self._ring_changed = trio.Event()
         # By host: how long the owner of the address its request went to said to wait.
         self._denied: dict[str, tuple[float, str]] = {}
 
@@ -462,15 +459,13 @@ class IpLeases:
 
     def _release(self, owner: str, release: IpRelease, until: float, *, sent: bool = False) -> None:
         """Give ``release`` to ``owner`` in the background, again and again until it
-        answers, or until ``until`` (its lease has expired there then). ``sent``: the
-        first copy went already."""
-        where = self._address_of(owner)
-        if where is None or not self._in_ring(owner) or release.id in self._releasing:
-            return  # the owner is gone (its table with it), or it is on its way
-        self._releasing[release.id] = _Releasing(owner, until, sent)
-        self._start_soon(self._send_release, where, release)
+        answers, or until ``until`` (its lease has expired there then); none while it is
+        out of the ring (:meth:`_back`). ``sent``: the first copy went already."""
+        if release.id not in self._releasing:  # else on its way
+            self._releasing[release.id] = _Releasing(owner, until, sent)
+            self._start_soon(self._send_release, release)
 
-    async def _send_release(self, where: str, release: IpRelease) -> None:
+    async def _send_release(self, release: IpRelease) -> None:
         releasing = self._releasing.get(release.id)
         if releasing is None:
             return
@@ -483,7 +478,7 @@ class IpLeases:
                     if not sent:
                         # A send that fails (no connection) is tried again as one
                         # that is not answered is.
-                        await self._send(where, release)
+                        await self._send(await self._back(owner), release)
                     sent = False
                     with trio.move_on_after(resend):
                         await releasing.taken.wait()
@@ -491,15 +486,18 @@ class IpLeases:
                         self._silent.discard(owner)
                         return
                     resend *= 2
-                    # The owner's address as membership has it now (None: it is gone).
-                    now_at = self._address_of(releasing.owner)
-                    if now_at is None or not self._in_ring(releasing.owner):
-                        return
-                    where = now_at
                 else:
                     self._silent.add(owner)
         finally:
             del self._releasing[release.id]
+
+    async def _back(self, owner: str) -> str:
+        """The address of ``owner`` once it is in the ring. Out of it, it may be gone (a
+        new peer at its address refuses frames named for it) or held dead a moment: its
+        ring kept us and the lease, and a release given up cost two minutes (a review)."""
+        while (where := self._address_of(owner)) is None or not self._in_ring(owner):
+            await self._ring_changed.wait()
+        return where
 
     def _in_ring(self, peer_id: str) -> bool:
         return self._ring is None or peer_id in self._ring
@@ -597,4 +595,6 @@ class IpLeases:
         """Membership changed the ring: the leases of the peers it dropped (dead, cut
         off, gone) end after the majority's fence (:meth:`LeaseTable.members_changed`)."""
         self._ring = frozenset(placement.members)
+        self._ring_changed.set()
+        self._ring_changed = trio.Event()
         self.table.members_changed(self._ring, trio.current_time(), self._fence)
