@@ -176,3 +176,47 @@ async def test_a_peer_stopped_on_its_own_keeps_no_base_and_comes_back_new(
         troubles = [t for q in everyone for t in q.troubles]
     assert bases == {frozenset(q.peer_id for q in everyone)}
     assert troubles == []
+
+
+@pytest.mark.parametrize("seed", seeds())
+async def test_a_whole_cluster_stopped_at_once_keeps_no_base_and_restarts_with_one_founder(
+    seed: int, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Three peers stopped at once: the last to see its own leave had seen the others'
+    first, its base shrunk to itself alone, and it kept that. Started again as
+    documented (0 without --join, 1 and 2 joining 0) with 2 cut off from 0 and 1, 2
+    held a lease of itself alone beside the {0, 1} that 0 founded: 354 pages fetched by
+    both sides (a review). What a stopping peer keeps is decided when it is asked to
+    stop, before any other's leave: none of them keeps a base, and 2, new, waits."""
+    async with cluster(tmp_path, WEB, seed=seed) as c:
+        first = await c.start_joined(3, replicas=2, delay=0.5)
+        first[0].peer.seed_urls([WEB.seed_url()])
+        with trio.fail_after(300):
+            await c.server.log.wait_for_count(len(TRUTH) // 3)
+        for sim in first:
+            sim.peer.stop()  # all at once, as SIGTERM to every process
+        with trio.fail_after(60):
+            for sim in first:
+                await sim.ended.wait()
+        assert [_comes_back_new(sim) for sim in first] == [True] * 3
+        stopped = len(c.server.log)
+        c.net.partition([host_of(0), host_of(1)], [host_of(2)])
+        again = [await c.start(0, replicas=2, delay=0.5)]
+        again += [await c.start(i, join=again[0], replicas=2, delay=0.5) for i in (1, 2)]
+        await trio.sleep(CUT)
+        assert again[2].peer.crawler.paused is not None
+        healed = trio.current_time()
+        c.net.heal()
+        with trio.fail_after(60):
+            await c.wait_until(lambda: one_view(again))
+            await c.wait_until(lambda: all(q.peer.crawler.paused is None for q in again))
+        with trio.fail_after(600):
+            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
+        bases = {q.peer.lease.quorum.base for q in again}
+        troubles = [t for q in again for t in q.troubles]
+    referee = Referee(c.server.log, WEB)
+    pages = [r for r in referee.requests if not referee.is_robots(r)][stopped:]
+    assert [r for r in pages if r.peer == again[2].peer_id and r.start < healed] == []
+    assert referee.overlaps() == []
+    assert bases == {frozenset(q.peer_id for q in again)}
+    assert troubles == []

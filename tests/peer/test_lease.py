@@ -286,7 +286,7 @@ async def test_a_peer_that_leaves_keeps_no_base_unless_it_was_alone(
     """The others drop a leaving peer from their base at once; the one it would keep
     would name it where theirs no longer do. Started again, it is new to the cluster
     (pending, with --join). Later leaves shrink its base as they come (to itself alone
-    as a whole cluster stops), but what it keeps is what it had when it left."""
+    as a whole cluster stops), but what it keeps is decided before they do."""
     world = World(shard)
     world.lease.answered([("b", 0.0), ("c", 0.0)])
     world.membership.leave(0.0)
@@ -312,7 +312,37 @@ async def test_a_lone_peer_that_leaves_keeps_its_base_of_itself(
     world = World(shard)
     world.lease.quorum = world.quorum = Quorum("a", "a", lease=LEASE)
     world.lease._remember()
+    world.lease.stopping()
     world.membership.leave(0.0)
     world.lease.left()
     again = load_quorum("a", shard, lease=LEASE, newcomer=True)
     assert again.base == frozenset("a") and again.holds(0.0)
+
+
+async def test_what_a_peer_keeps_is_decided_when_it_is_asked_to_stop(
+    shard: Shard, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A whole cluster stopped at once: b's and c's leaves reach a while it drains,
+    before its own leave, and shrink its base to itself alone. Decided at its leave, a
+    kept that, as a lone peer does, and started again held a lease alone beside the
+    base another founded (a review). It keeps none: it was not alone when asked."""
+    world = World(shard)
+    world.lease.answered([("b", 0.0), ("c", 0.0)])
+    world.lease.stopping()
+    world.quorum.gone("b", 0.5, left=True)
+    world.quorum.gone("c", 0.5, left=True)
+    world.lease._remember()  # as a change of the base does
+    assert world.quorum.base == frozenset("a")
+    world.membership.leave(1.0)
+    world.lease.left()
+    assert load_quorum("a", shard, lease=LEASE, newcomer=True).pending
+    # Alone when asked to stop, but b admitted while it drains: not alone either.
+    lone = World(shard)
+    lone.lease.quorum = lone.quorum = Quorum("a", "a", lease=LEASE)
+    lone.lease.stopping()
+    lone.quorum.set_live("ab")
+    lone.lease.check()  # b admitted: the base is written
+    assert lone.quorum.base == frozenset("ab")
+    lone.membership.leave(1.0)
+    lone.lease.left()
+    assert load_quorum("a", shard, lease=LEASE, newcomer=True).pending

@@ -100,7 +100,8 @@ class Lease:
         # the cut and delivered at the heal).
         self._counted: set[str] = set()
         self._note_base()
-        # What the shard keeps once this peer has left (see the module's docstring).
+        # What the shard keeps once this peer has left (see the module's docstring),
+        # decided when it is asked to stop (see stopping).
         self._parting: str | None = None
         self._cadence = quorum.lease / 3
         # Membership's tick pings the members due then or up to this much later: one
@@ -150,15 +151,28 @@ class Lease:
             self._remember()
             self._kick.set()
 
-    def _remember(self) -> None:
+    def stopping(self) -> None:
+        """The peer is asked to stop: what its shard keeps once it has left is decided
+        from the base it has now, before its crawler drains and before any other
+        peer's leave. When a whole cluster stops at once, the others' leaves reach a
+        peer while it drains and shrink its base to itself alone; decided at its own
+        leave, the last peer kept that, as a lone peer does, and started again held a
+        lease alone beside the base that the peer without --join founded (a review)."""
+        if self._parting is None:
+            alone = self.quorum.base == {self.quorum.self_id}
+            self._parting = self._kept() if alone else ""
+
+    def _kept(self) -> str:
         base, joint = self.quorum.base, self.quorum.joint
-        kept = ",".join(sorted(base)) + ("|" + ",".join(sorted(joint)) if joint else "")
+        return ",".join(sorted(base)) + ("|" + ",".join(sorted(joint)) if joint else "")
+
+    def _remember(self) -> None:
+        kept = self._kept()
+        if self._parting and self.quorum.base != {self.quorum.self_id}:
+            self._parting = ""  # another admitted since the stop was asked: not alone
         if self._membership.has_left:
-            # The base as it was when this peer left, not as the others' leaves shrink
-            # it afterwards (to itself alone, when a whole cluster stops).
-            if self._parting is None:
-                self._parting = kept if base == {self.quorum.self_id} else ""
-            kept = self._parting
+            self.stopping()  # a no-op: a stop, which asked it, comes before every leave
+            kept = self._parting or ""
         try:
             with self._shard.transaction():
                 self._shard.set_meta(_BASE_META, kept)

@@ -220,6 +220,7 @@ class Peer:
                 log.info("peer %s listening on %s", self.peer_id, self.address)
                 task_status.started(self)
                 await self._stop.wait()
+                self.lease.stopping()  # what it keeps: before others' leaves shrink its base
                 crawler.stop()
                 await crawler.stopped.wait()
                 await self._leave()
