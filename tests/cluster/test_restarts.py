@@ -28,6 +28,20 @@ DELAY = 3.0  # slow enough that the crawl outlasts the cut
 CUT = 60.0  # how long the restarted peer spends on the cut-off side
 
 
+async def _settled(
+    c: Cluster, peers: list[SimPeer], *, crawled: bool = True
+) -> tuple[set[frozenset[str]], list[str]]:
+    """Wait until ``peers`` share one view and none is paused (and, ``crawled``, until
+    the whole web was fetched); their bases, and what they logged as trouble."""
+    with trio.fail_after(60):
+        await c.wait_until(lambda: one_view(peers))
+        await c.wait_until(lambda: all(q.peer.crawler.paused is None for q in peers))
+    if crawled:
+        with trio.fail_after(600):
+            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
+    return {q.peer.lease.quorum.base for q in peers}, [t for q in peers for t in q.troubles]
+
+
 async def _end(c: Cluster, sim: SimPeer, how: str) -> None:
     if how == "kill":
         await c.kill(sim)
@@ -77,13 +91,7 @@ async def test_a_peer_back_with_a_base_the_cluster_left_behind_crawls_only_with_
         c.net.heal()
         healed = trio.current_time()
         everyone = [p[0], back, *majority]
-        with trio.fail_after(60):
-            await c.wait_until(lambda: one_view(everyone))
-            await c.wait_until(lambda: all(q.peer.crawler.paused is None for q in everyone))
-        with trio.fail_after(600):
-            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
-        bases = {q.peer.lease.quorum.base for q in everyone}
-        troubles = [t for q in everyone for t in q.troubles]
+        bases, troubles = await _settled(c, everyone)
     referee = Referee(c.server.log, WEB)
     minority = {p[0].peer_id, back.peer_id}
     pages = [r for r in referee.requests if not referee.is_robots(r)]
@@ -129,13 +137,7 @@ async def test_a_whole_cluster_stopped_or_killed_and_started_again_crawls_on(
         again = [await c.start(0, replicas=min(peers, 2), delay=0.5)]
         for i in range(1, peers):
             again.append(await c.start(i, join=again[0], replicas=2, delay=0.5))
-        with trio.fail_after(60):
-            await c.wait_until(lambda: one_view(again))
-            await c.wait_until(lambda: all(q.peer.crawler.paused is None for q in again))
-        with trio.fail_after(600):
-            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
-        bases = {q.peer.lease.quorum.base for q in again}
-        troubles = [t for q in again for t in q.troubles]
+        bases, troubles = await _settled(c, again)
     referee = Referee(c.server.log, WEB)
     assert stopped < len(TRUTH)
     assert referee.overlaps() == []
@@ -169,11 +171,7 @@ async def test_a_peer_stopped_on_its_own_keeps_no_base_and_comes_back_new(
         back = await c.start(1, join=p[0], replicas=2, delay=DELAY)
         assert back.peer.lease.quorum.pending  # new to the cluster, not restoring
         everyone = [p[0], back, p[2]]
-        with trio.fail_after(60):
-            await c.wait_until(lambda: one_view(everyone))
-            await c.wait_until(lambda: all(q.peer.crawler.paused is None for q in everyone))
-        bases = {q.peer.lease.quorum.base for q in everyone}
-        troubles = [t for q in everyone for t in q.troubles]
+        bases, troubles = await _settled(c, everyone, crawled=False)
     assert bases == {frozenset(q.peer_id for q in everyone)}
     assert troubles == []
 
@@ -207,13 +205,7 @@ async def test_a_whole_cluster_stopped_at_once_keeps_no_base_and_restarts_with_o
         assert again[2].peer.crawler.paused is not None
         healed = trio.current_time()
         c.net.heal()
-        with trio.fail_after(60):
-            await c.wait_until(lambda: one_view(again))
-            await c.wait_until(lambda: all(q.peer.crawler.paused is None for q in again))
-        with trio.fail_after(600):
-            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
-        bases = {q.peer.lease.quorum.base for q in again}
-        troubles = [t for q in again for t in q.troubles]
+        bases, troubles = await _settled(c, again)
     referee = Referee(c.server.log, WEB)
     pages = [r for r in referee.requests if not referee.is_robots(r)][stopped:]
     assert [r for r in pages if r.peer == again[2].peer_id and r.start < healed] == []
