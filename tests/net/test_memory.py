@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import errno
 import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 import trio
@@ -392,12 +394,10 @@ async def test_a_first_frame_cut_short_is_not_taken_for_another_secret(
         nursery.cancel_scope.cancel()
 
 
-async def test_a_failed_send_on_a_forgotten_connection_leaves_its_successor_alone(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """A send stuck on a connection when its peer is forgotten fails once that
-    connection is closed; meanwhile a new one was dialled for the next sends. The
-    failure used to drop whatever was cached for the address: the new connection."""
+@asynccontextmanager
+async def deaf_peer() -> AsyncIterator[tuple[MemoryNetwork, Links, str]]:
+    """Links at 10.0.0.1 (100 kB of buffer a connection), and the address of a peer at
+    10.0.0.2 that takes its connections and reads nothing."""
     net = MemoryNetwork(buffer=100_000)
     a = Links(KEY, "a", ignore, net.node("10.0.0.1"))
 
@@ -406,7 +406,17 @@ async def test_a_failed_send_on_a_forgotten_connection_leaves_its_successor_alon
 
     async with trio.open_nursery() as nursery:
         await nursery.start(a.run, "10.0.0.1:0")
-        there = await nursery.start(net.node("10.0.0.2").serve, "10.0.0.2:0", deaf)
+        yield net, a, await nursery.start(net.node("10.0.0.2").serve, "10.0.0.2:0", deaf)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_failed_send_on_a_forgotten_connection_leaves_its_successor_alone(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A send stuck on a connection when its peer is forgotten fails once that
+    connection is closed; meanwhile a new one was dialled for the next sends. The
+    failure used to drop whatever was cached for the address: the new connection."""
+    async with deaf_peer() as (net, a, there):
         stuck: list[bool] = []
 
         async def flood() -> None:
@@ -424,7 +434,6 @@ async def test_a_failed_send_on_a_forgotten_connection_leaves_its_successor_alon
         assert stuck == [False]
         assert await a.send(there, Seed(("z",)))  # still on the new one
         assert net.stats.connections == 2
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_write_failing_on_a_refused_connection_still_reads_the_refusal(
@@ -455,15 +464,7 @@ async def test_a_send_to_a_peer_that_reads_nothing_gives_up_in_time(
     path the kernel has not noticed): the send that filled the buffer held the send
     lock, and every other send to that peer behind it, for as long as that lasted.
     It gives up within the write deadline; the next send dials afresh."""
-    net = MemoryNetwork(buffer=100_000)
-    a = Links(KEY, "a", ignore, net.node("10.0.0.1"))
-
-    async def deaf(stream: trio.abc.Stream) -> None:
-        await trio.sleep_forever()
-
-    async with trio.open_nursery() as nursery:
-        await nursery.start(a.run, "10.0.0.1:0")
-        there = await nursery.start(net.node("10.0.0.2").serve, "10.0.0.2:0", deaf)
+    async with deaf_peer() as (net, a, there):
         start = trio.current_time()
         sent = 0
         with trio.fail_after(120):
@@ -473,4 +474,3 @@ async def test_a_send_to_a_peer_that_reads_nothing_gives_up_in_time(
         assert 20 <= trio.current_time() - start <= 25
         assert await a.send(there, Seed(("y",)))
         assert net.stats.connections == 2
-        nursery.cancel_scope.cancel()

@@ -5,11 +5,13 @@ it (the web server's log) is tests/cluster/test_ip_lease_holders.py."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import trio
 import trio.testing
 
-from tests.peer.test_ipleases import A, P, Q, asker, table
-from ubipy.peer.ipleases import RELEASE_RESEND, RELEASE_TRIES
+from tests.peer.test_ipleases import A, FakeCrawler, P, Q, asker, table
+from ubipy.peer.ipleases import RELEASE_RESEND, RELEASE_TRIES, IpLeases
 from ubipy.ring import Ring
 from ubipy.wire import IpGrant, IpLease, IpRelease, Message
 
@@ -96,6 +98,23 @@ class Releases:
             await self._sent.wait()
 
 
+async def released(
+    leases: IpLeases,
+    crawler: FakeCrawler,
+    releases: Releases,
+    then: Callable[[], object] | None = None,
+) -> None:
+    """h.test's request ends: its lease's release goes to ``releases`` until the holder
+    stops sending it (the lease's term at most); ``then``: done once the first went."""
+    with trio.fail_after(leases.table.term + 1):
+        async with trio.open_nursery() as nursery:
+            leases._start_soon, leases._send = nursery.start_soon, releases.send
+            crawler.on_request_end("h.test")
+            if then is not None:
+                await releases.wait_for(1)
+                then()
+
+
 async def test_a_release_is_sent_again_until_the_owner_answers(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -129,19 +148,13 @@ async def test_an_owner_that_answers_no_release_is_sent_a_few_then_one(
     asked = trio.current_time()
     assert await crawler.clear_to_fetch("h.test")
     releases = Releases()
-    with trio.fail_after(leases.table.term + 1):
-        async with trio.open_nursery() as nursery:
-            leases._start_soon, leases._send = nursery.start_soon, releases.send
-            crawler.on_request_end("h.test")
+    await released(leases, crawler, releases)
     assert trio.current_time() == asked + 15  # waits of 1, 2, 4 and 8 s
     assert [t - asked for t in releases.times] == [0, 1, 3, 7][:RELEASE_TRIES]
     releases.times.clear()
     leases._send = wire.send  # the next lease asked for, and granted
     assert await crawler.clear_to_fetch("h.test")
-    with trio.fail_after(leases.table.term + 1):
-        async with trio.open_nursery() as nursery:
-            leases._start_soon, leases._send = nursery.start_soon, releases.send
-            crawler.on_request_end("h.test")
+    await released(leases, crawler, releases)
     assert len(releases.times) == 1
 
 
@@ -151,12 +164,11 @@ async def test_an_owner_gone_from_membership_is_sent_no_more_copies(
     leases, crawler, _ = asker("q", IpGrant(0, A, True))
     assert await crawler.clear_to_fetch("h.test")
     releases = Releases()
-    with trio.fail_after(leases.table.term + 1):  # waited for until the lease's term
-        async with trio.open_nursery() as nursery:
-            leases._start_soon, leases._send = nursery.start_soon, releases.send
-            crawler.on_request_end("h.test")
-            await releases.wait_for(1)
-            leases._address_of = lambda peer_id: None  # dead: its table with it
+
+    def dead() -> None:
+        leases._address_of = lambda peer_id: None  # its table went with it
+
+    await released(leases, crawler, releases, then=dead)
     assert len(releases.times) == 1
 
 
@@ -185,13 +197,8 @@ async def test_a_release_is_not_sent_again_to_an_owner_out_of_the_ring(
     leases, crawler, _ = asker("q", IpGrant(0, A, True))
     assert await crawler.clear_to_fetch("h.test")
     releases = Releases()
-    with trio.fail_after(leases.table.term + 1):  # waited for until the lease's term
-        async with trio.open_nursery() as nursery:
-            leases._start_soon, leases._send = nursery.start_soon, releases.send
-            crawler.on_request_end("h.test")
-            await releases.wait_for(1)
-            leases.ring_changed(Ring(["p"]))  # "q" is out
-    assert len(releases.times) == 1
+    await released(leases, crawler, releases, then=lambda: leases.ring_changed(Ring(["p"])))
+    assert len(releases.times) == 1  # "q" is out of the ring
 
 
 async def test_no_release_goes_to_an_owner_out_of_the_ring(

@@ -5,8 +5,10 @@ and a clock that ran ahead does not hold a page back."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx2
@@ -63,10 +65,21 @@ class _Site:
         return httpx2.Response(status, headers={"etag": etag} if status == 304 else {})
 
 
-async def _crawl(site: _Site, data: Path, seconds: float) -> Refresher:
+async def _crawl(
+    site: Callable[[httpx2.Request], httpx2.Response],
+    config: CrawlConfig,
+    seconds: float,
+    *,
+    seed: str = "http://site.test/",
+    clear: Callable[[str], Awaitable[bool]] | None = None,
+) -> Refresher:
+    """A crawl of ``site`` from ``seed`` for ``seconds`` (``clear``: what clears a
+    request, an address's lease say); its refresher."""
     with wall_clock_on_trio_time():
-        async with running_crawler(_config(data), site) as crawler:
-            crawler.seed(["http://site.test/"])
+        async with running_crawler(config, site) as crawler:
+            if clear is not None:
+                crawler.clear_to_fetch = clear
+            crawler.seed([seed])
             await trio.sleep(seconds)
             assert crawler.refresher is not None
             return crawler.refresher
@@ -78,7 +91,7 @@ async def test_new_validators_for_the_same_body_are_asked_with_from_then_on(
     # Kept from the first fetch, "v1" was asked with for ever after the server's ETag
     # became "v2": a full answer at every visit (15 of them), no 304 again.
     site = _Site(300)
-    refresher = await _crawl(site, tmp_path, 1200)
+    refresher = await _crawl(site, _config(tmp_path), 1200)
     after = [(status, asked) for t, status, asked in site.log if t > 300]
     assert after[0] == (200, '"v1"')
     assert after[1:] and set(after[1:]) == {(304, '"v2"')}
@@ -89,7 +102,7 @@ async def test_a_page_gone_is_asked_at_its_interval_and_is_no_visit_of_its_histo
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     site = _Site(300, gone=True)
-    refresher = await _crawl(site, tmp_path, 1200)
+    refresher = await _crawl(site, _config(tmp_path), 1200)
     gone = [t for t, status, _ in site.log if status == 404]
     assert len(gone) >= 10
     # Its interval (a minute) apart: not due again at every plan (30 s) because the
@@ -107,17 +120,12 @@ async def test_a_page_is_not_asked_again_for_a_plan_made_while_its_request_waits
     # a plan meanwhile gave the page back as due now, and it was asked again 3 s
     # after, nine times in half an hour (found by a review).
     site = _Site(10**9)
-    config = _config(tmp_path)
 
     async def slow_clear(host: str) -> bool:
         await trio.sleep(2)
         return True
 
-    with wall_clock_on_trio_time():
-        async with running_crawler(config, site) as crawler:
-            crawler.clear_to_fetch = slow_clear
-            crawler.seed(["http://site.test/"])
-            await trio.sleep(1800)
+    await _crawl(site, _config(tmp_path), 1800, clear=slow_clear)
     times = [t for t, _, _ in site.log]
     assert len(times) >= 20
     assert min(b - a for a, b in itertools.pairwise(times)) >= 60
@@ -189,18 +197,11 @@ async def test_a_refresh_refused_its_address_then_barred_is_asked_again_later(
             return httpx2.Response(200, content=f"User-agent: *\n{rules}\n".encode())
         return httpx2.Response(200, headers={"content-type": "text/html"}, content=BODY)
 
-    config = CrawlConfig(
-        data_dir=tmp_path,
-        politeness=PolitenessConfig(delay=1.0, concurrency=2, robots_ttl=1.5),
-        bounds=BoundsConfig(sitemaps=False),
-        recrawl=RecrawlConfig(
-            recrawl=True,
-            policy=RefreshPolicy.UNIFORM,
-            rate=1 / 60,
-            min_interval=60,
-            max_interval=120,
-            replan=30,
-        ),
+    config = _config(tmp_path)
+    config = dataclasses.replace(
+        config,
+        politeness=dataclasses.replace(config.politeness, robots_ttl=1.5),
+        recrawl=dataclasses.replace(config.recrawl, max_interval=120),
     )
     cleared: list[float] = []
 
@@ -211,11 +212,7 @@ async def test_a_refresh_refused_its_address_then_barred_is_asked_again_later(
             return len(cleared) != 2  # the second request then: refused
         return True
 
-    with wall_clock_on_trio_time():
-        async with running_crawler(config, site) as crawler:
-            crawler.clear_to_fetch = clear
-            crawler.seed(["http://site.test/p"])
-            await trio.sleep(900)
-            assert crawler.refresher is not None and crawler.refresher.stats.barred == 1
+    refresher = await _crawl(site, config, 900, seed="http://site.test/p", clear=clear)
+    assert refresher.stats.barred == 1
     asked = [t for t, path in log if path == "/p"]
     assert [t for t in asked if t > 300], asked

@@ -593,6 +593,18 @@ async def test_a_recrawl_writes_revisits_into_the_same_files(
     _indexes_match_a_reading_back(tmp_path, tmp_path / "scratch")
 
 
+def _recrawling(data: Path, fetch: FetchConfig | None = None) -> CrawlConfig:
+    """A continuous crawl into ``data`` whose pages are asked again a minute apart."""
+    return CrawlConfig(
+        data_dir=data,
+        fetch=fetch or FetchConfig(),
+        politeness=PolitenessConfig(delay=0.5, concurrency=4),
+        recrawl=RecrawlConfig(
+            recrawl=True, policy=RefreshPolicy.UNIFORM, rate=0.5, min_interval=60, replan=60
+        ),
+    )
+
+
 def _changing(every: float, padding: int = 0) -> httpx2.MockTransport:
     """A site of one page, a new version ``every`` seconds, ``padding`` bytes more."""
 
@@ -613,14 +625,7 @@ async def test_every_version_cut_at_max_body_says_so(
     # A continuous crawl of a page longer than --max-body that keeps changing: every
     # response, its first fetch or a later version, says its body was cut, as the peer
     # writes it (--bodies warc) and as an export of the shard writes it.
-    config = CrawlConfig(
-        data_dir=tmp_path / "peer",
-        fetch=FetchConfig(max_body_bytes=100),
-        politeness=PolitenessConfig(delay=0.5, concurrency=4),
-        recrawl=RecrawlConfig(
-            recrawl=True, policy=RefreshPolicy.UNIFORM, rate=0.5, min_interval=60, replan=60
-        ),
-    )
+    config = _recrawling(tmp_path / "peer", FetchConfig(max_body_bytes=100))
     shard = Shard.open(config.data_dir, warc_size=10**9 if warc else None)
     # A new version a minute, every one longer than --max-body.
     await recrawl_for(config, shard, _changing(60, padding=500), ["http://a.test/"], 600)
@@ -650,13 +655,7 @@ async def test_a_crawl_whose_bodies_moved_exports_every_version_once(
     # once, those in the WARC files as they are and those in the shard beside them, and
     # each revisit refers to the response of the version the page had then, wherever
     # that response was written.
-    config = CrawlConfig(
-        data_dir=tmp_path / "peer",
-        politeness=PolitenessConfig(delay=0.5, concurrency=4),
-        recrawl=RecrawlConfig(
-            recrawl=True, policy=RefreshPolicy.UNIFORM, rate=0.5, min_interval=60, replan=60
-        ),
-    )
+    config = _recrawling(tmp_path / "peer")
     for warc in (first, not first):
         shard = Shard.open(config.data_dir, warc_size=10**9 if warc else None)
         await recrawl_for(config, shard, _changing(300), ["http://a.test/"], 1200)
@@ -840,13 +839,7 @@ async def test_failed_refreshes_of_a_warc_crawl_leave_nothing_beside_its_files(
         body = b"<html><title>same</title></html>"
         return httpx2.Response(200, headers={"Content-Type": "text/html"}, content=body)
 
-    config = CrawlConfig(
-        data_dir=tmp_path / "peer",
-        politeness=PolitenessConfig(delay=0.5, concurrency=4),
-        recrawl=RecrawlConfig(
-            recrawl=True, policy=RefreshPolicy.UNIFORM, rate=0.5, min_interval=60, replan=60
-        ),
-    )
+    config = _recrawling(tmp_path / "peer")
     shard = Shard.open(config.data_dir, warc_size=10**9)
     transport = httpx2.MockTransport(answer)
     await recrawl_for(config, shard, transport, ["http://a.test/"], 1200)
