@@ -305,13 +305,18 @@ def test_suspected_member_refutes_with_higher_incarnation() -> None:
     assert a.member("b").state is MemberState.ALIVE  # type: ignore[union-attr]
 
 
+def acked(member: Membership, update: Update) -> tuple[Update, ...]:
+    """What ``member`` puts on its Ack to a ping from a that carries ``update``."""
+    out = member.receive(0.0, addr("a"), Ping(9, member.self_id, (update,)))
+    ack = out[0].message
+    assert isinstance(ack, Ack)
+    return ack.updates
+
+
 def test_stale_accusation_makes_the_member_repeat_its_refutation() -> None:
     b = Membership("b", addr("b"), CONFIG, random.Random(2), incarnation=3)
     stale = Update("b", addr("b"), MemberState.SUSPECT, 1, "a")
-    out = b.receive(0.0, addr("a"), Ping(9, "b", (stale,)))
-    ack = out[0].message
-    assert isinstance(ack, Ack)
-    assert ack.updates == (Update("b", addr("b"), MemberState.ALIVE, 3, "b"),)
+    assert acked(b, stale) == (Update("b", addr("b"), MemberState.ALIVE, 3, "b"),)
     assert b.incarnation == 3
 
 
@@ -423,10 +428,7 @@ def test_alive_from_an_older_life_elsewhere_is_answered_with_our_address() -> No
     # beats it, so it only needs to hear it again, not a new incarnation.
     b = Membership("b", addr("b2"), CONFIG, random.Random(2), incarnation=3)
     old = Update("b", addr("b"), MemberState.ALIVE, 2, "b")
-    out = b.receive(0.0, addr("a"), Ping(9, "b", (old,)))
-    ack = out[0].message
-    assert isinstance(ack, Ack)
-    assert ack.updates == (Update("b", addr("b2"), MemberState.ALIVE, 3, "b"),)
+    assert acked(b, old) == (Update("b", addr("b2"), MemberState.ALIVE, 3, "b"),)
     assert b.incarnation == 3 and b.refutations == 0
     # Our own ALIVE coming back to us is no news at all.
     b2 = Membership("b", addr("b"), CONFIG, random.Random(2), incarnation=3)

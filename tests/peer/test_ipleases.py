@@ -192,13 +192,19 @@ def asker(
     return leases, crawler, wire
 
 
-async def test_a_granted_lease_is_given_back_when_the_request_ends(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
+async def granted() -> tuple[IpLeases, FakeCrawler, Wire, IpLease]:
+    """An asker granted the lease it asked q for, for h.test's request: and that ask."""
     leases, crawler, wire = asker("q", IpGrant(0, A, True))
     assert await crawler.clear_to_fetch("h.test")
     [(_, lease)] = wire.sent
     assert isinstance(lease, IpLease)
+    return leases, crawler, wire, lease
+
+
+async def test_a_granted_lease_is_given_back_when_the_request_ends(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    leases, crawler, _, lease = await granted()
     started: list[object] = []
     leases._start_soon = lambda fn, *args: started.append(args)
     # The request's answer made this peer's rule hold the address 6 s (a slow server):

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import trio
 import trio.testing
 
-from tests.peer.test_ipleases import A, FakeCrawler, P, Q, asker, table
+from tests.peer.test_ipleases import A, FakeCrawler, P, Q, asker, granted, table
 from ubipy.peer.ipleases import RELEASE_RESEND, RELEASE_TRIES, IpLeases
 from ubipy.ring import Ring
 from ubipy.wire import IpGrant, IpLease, IpRelease, Message
@@ -118,10 +118,7 @@ async def released(
 async def test_a_release_is_sent_again_until_the_owner_answers(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    leases, crawler, wire = asker("q", IpGrant(0, A, True))
-    assert await crawler.clear_to_fetch("h.test")
-    [(_, lease)] = wire.sent
-    assert isinstance(lease, IpLease)
+    leases, crawler, wire, lease = await granted()
     releases = Releases()
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
