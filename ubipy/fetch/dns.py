@@ -152,20 +152,29 @@ def address_key(address: str) -> str:
     return str(ip)
 
 
+_IP = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def _judged(ip: _IP) -> _IP:
+    """The address ``ip`` is judged as: an IPv6 address that carries an IPv4 one
+    (mapped, translated, compatible, NAT64, 6to4) is the IPv4 address."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return ip.ipv4_mapped
+        if ip.sixtofour is not None:
+            return ip.sixtofour
+        if any(ip in net for net in _EMBEDS_V4) and int(ip) > 1:  # not :: or ::1
+            return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip
+
+
 def is_public(address: str) -> bool:
     """Whether a crawler may reach ``address`` without being told to: globally
-    routable and not multicast. An IPv6 address that carries an IPv4 one (mapped,
-    translated, compatible, NAT64, 6to4) is judged by the IPv4 address."""
-    ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address):
-        if any(ip in net for net in _LOCAL_V6):
-            return False
-        if ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
-        elif ip.sixtofour is not None:
-            ip = ip.sixtofour
-        elif any(ip in net for net in _EMBEDS_V4) and int(ip) > 1:  # not :: or ::1
-            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    routable and not multicast, judged as :func:`_judged` says."""
+    ip = ipaddress.ip_address(address)
+    if any(ip in net for net in _LOCAL_V6):
+        return False
+    ip = _judged(ip)
     if any(ip in net for net in _SPECIAL) and ip not in _SPECIAL_GLOBAL:
         return False
     return ip.is_global and not ip.is_multicast
@@ -179,9 +188,7 @@ def cloud_metadata(host: str) -> bool:
 
 
 def _metadata(address: str) -> bool:
-    ip = ipaddress.ip_address(address_key(address))
-    if isinstance(ip, ipaddress.IPv6Address) and ip.sixtofour is not None:
-        ip = ip.sixtofour
+    ip = _judged(ipaddress.ip_address(address))
     return any(ip in net for net in _METADATA if ip.version == net.version)
 
 
