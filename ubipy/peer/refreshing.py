@@ -80,7 +80,8 @@ class _Page:
     # it again), whatever a plan says. Not kept across a restart: asked once more.
     barred_until: float = 0.0
     # When it was last asked, answered or not (its history's last visit is its last
-    # answer): a plan counts its interval from then. Not kept across a restart.
+    # answer, never later): a plan counts its interval from then. Not kept across a
+    # restart, where it is the last visit.
     asked_at: float = 0.0
 
     def row(self) -> RefreshRow:
@@ -423,7 +424,7 @@ class Refresher:
             # Overdue under the new plan (its interval shrank): due now. Put off
             # instead (spread over the interval), the refreshes fell 40% short of
             # the budget (bench/freshness.py).
-            due = max(page.history.last_visit, page.asked_at) + interval
+            due = page.asked_at + interval
             due = min(due, page.due) if page.fp in self._prompted else due
             page.due = max(due, page.barred_until)
         self.stats.plans += 1
