@@ -40,6 +40,8 @@ from typing import Any, Final, Literal
 import h11
 import trio
 
+from ubipy.net import remote_host
+
 log = logging.getLogger(__name__)
 
 _READ_SIZE: Final = 65_536
@@ -78,7 +80,8 @@ class Request:
     # Lower-case names; repeated headers are joined with ", ".
     headers: Mapping[str, str]
     body: bytes
-    # The client's address ("" if it could not be read): whom failures are held against.
+    # The client's address ("?" if it could not be read, as the peer port says it):
+    # whom failures are held against.
     source: str = ""
 
 
@@ -187,7 +190,7 @@ class HttpServer:
         self._idle[slot] = None
         try:
             with slot.scope:
-                await self._converse(stream, slot, accepted, _source_of(stream))
+                await self._converse(stream, slot, accepted, remote_host(stream))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the client went; only its own connection ends
         except Exception:
@@ -400,14 +403,6 @@ def _content_length(event: h11.Request) -> int | None:
         if name == b"content-length":
             return int(value)  # h11 has checked it is a number
     return None
-
-
-def _source_of(stream: trio.SocketStream) -> str:
-    try:
-        address = stream.socket.getpeername()
-    except OSError:  # the client has gone already
-        return ""
-    return str(address[0]) if isinstance(address, tuple) else ""
 
 
 def _request(head: h11.Request, body: bytes, source: str) -> Request:

@@ -7,7 +7,7 @@ from ubipy.net.addresses import is_loopback, split_address
 from ubipy.net.guard import SourceLog, Strikes
 from ubipy.net.links import Handle, Handler, Links, LinkStats, Reply, Send, request
 from ubipy.net.memory import LinkSpec, MemoryNetwork, MemoryNode, MemoryStream
-from ubipy.net.network import Network, StreamHandler, TcpNetwork
+from ubipy.net.network import Network, StreamHandler, TcpNetwork, remote_host
 
 __all__ = [
     "Handle",
@@ -26,6 +26,7 @@ __all__ = [
     "Strikes",
     "TcpNetwork",
     "is_loopback",
+    "remote_host",
     "request",
     "split_address",
 ]
