@@ -17,7 +17,8 @@ import trio
 import trio.testing
 
 from tests.cluster.harness import peer_config
-from ubipy.peer.ipleases import IpLeases, LeaseStats, LeaseTable, Verdict
+from ubipy.peer.ipleases import IpLeases, LeaseStats
+from ubipy.peer.leasetable import LeaseTable, Verdict
 from ubipy.wire import IpGrant, IpLease, IpRelease, Message
 
 A = "11.1.1.1"

@@ -14,7 +14,8 @@ import trio
 import trio.testing
 
 from tests.peer.test_ipleases import A, asker, table
-from ubipy.peer.ipleases import ANSWER_HOLD, TURN_GRACE, LeaseTable
+from ubipy.peer.ipleases import ANSWER_HOLD
+from ubipy.peer.leasetable import TURN_GRACE, LeaseTable
 from ubipy.wire import IpGrant, IpLease
 
 HOLD, GAP = 0.05, 0.2  # a request's length here, and the IP delay after it
