@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 import trio
@@ -122,6 +122,7 @@ class _Releasing:
 
     owner: str
     until: float  # when the lease expires at the owner anyway: no use sending after
+    at: float  # when the request ended: the release's wait counts from then
     sent: bool = False  # its first copy went already (on a grant's connection)
     taken: trio.Event = field(default_factory=trio.Event)
 
@@ -271,7 +272,8 @@ class IpLeases:
         answers, or until ``until`` (its lease has expired there then); none while it is
         out of the ring (:meth:`_back`). ``sent``: the first copy went already."""
         if release.id not in self._releasing:  # else on its way
-            self._releasing[release.id] = _Releasing(owner, until, sent)
+            now = trio.current_time()
+            self._releasing[release.id] = _Releasing(owner, until, now, sent)
             self._start_soon(self._send_release, release)
 
     async def _send_release(self, release: IpRelease) -> None:
@@ -287,7 +289,8 @@ class IpLeases:
                     if not sent:
                         # A send that fails (no connection) is tried again as one
                         # that is not answered is.
-                        await self._send(await self._back(owner), release)
+                        where = await self._back(owner)
+                        await self._send(where, self._left(release, releasing.at))
                     sent = False
                     with trio.move_on_after(resend):
                         await releasing.taken.wait()
@@ -299,6 +302,13 @@ class IpLeases:
                     self._silent.add(owner)
         finally:
             del self._releasing[release.id]
+
+    def _left(self, release: IpRelease, at: float) -> IpRelease:
+        """``release`` as sent now: the server's wait it says is what is left of it (a
+        copy a second later said it whole, and the owner held the address a second
+        longer for every peer: a cluster test's seed)."""
+        wait = release.wait - (trio.current_time() - at)
+        return replace(release, wait=wait if wait > self.table.ip_delay else 0.0)
 
     async def _back(self, owner: str) -> str:
         """The address of ``owner`` once it is in the ring. Out of it, it may be gone (a
