@@ -205,7 +205,7 @@ async def _demo(args: argparse.Namespace, base: CrawlConfig, data_dir: Path) -> 
         out.flush()
 
         seed = web.seed_url()
-        seeded = first.seed_urls([seed])
+        seeded = await first.seed([seed])
         if seeded.error is not None:
             print(f"ubipy demo: the seed was refused: {seeded.error}", file=sys.stderr)
         started = trio.current_time()

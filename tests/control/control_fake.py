@@ -77,7 +77,7 @@ class FakeBackend:
             view[peer.peer_id] = {**peer.figures(), "state": peer.state}
         return view
 
-    def seed(self, urls: list[str]) -> Mapping[str, Any]:
+    async def seed(self, urls: list[str]) -> Mapping[str, Any]:
         if self.seed_error is not None:
             raise self.seed_error
         self.seeded.append(urls)

@@ -9,7 +9,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx2
@@ -508,12 +508,12 @@ async def test_a_public_token_does_not_open_a_secret_cluster(
     assert answer.status_code == 401 and backend.stops == 0
 
 
-def stopper(control: ControlServer) -> Callable[..., int]:
+def stopper(control: ControlServer) -> Callable[..., Awaitable[int]]:
     """``stop(token, source)``: the status a POST /api/stop with that token gets."""
 
-    def stop(token: str, source: str = "127.0.0.1") -> int:
+    async def stop(token: str, source: str = "127.0.0.1") -> int:
         headers = {"host": "127.0.0.1", "authorization": f"Bearer {token}"}
-        return control.answer(Request("POST", "/api/stop", headers, b"", source)).status
+        return (await control.answer(Request("POST", "/api/stop", headers, b"", source))).status
 
     return stop
 
@@ -529,16 +529,16 @@ async def test_wrong_secrets_bar_their_source_for_a_while(
     control = ControlServer(backend, public=False, limits=ControlLimits())
     stop = stopper(control)
     with caplog.at_level(logging.WARNING, logger="ubipy.control.server"):
-        assert [stop(f"guess{i}") for i in range(AUTH_STRIKES)] == [401] * AUTH_STRIKES
-        assert {stop(f"more{i}") for i in range(1000)} == {429}
-        assert stop(SECRET) == 429  # not even looked at, or the guessing would go on
+        assert [await stop(f"guess{i}") for i in range(AUTH_STRIKES)] == [401] * AUTH_STRIKES
+        assert {await stop(f"more{i}") for i in range(1000)} == {429}
+        assert await stop(SECRET) == 429  # not even looked at, or the guessing would go on
         lines = [r.getMessage() for r in caplog.records if r.name == "ubipy.control.server"]
     assert len(lines) == 2 and "wrong secret" in lines[0] and "barred" in lines[1], lines
     status = Request("GET", "/api/status", {"host": "127.0.0.1"}, b"", "127.0.0.1")
-    assert control.answer(status).status == 200  # reading is open to all still
-    assert stop(SECRET, "10.0.0.2") == 202  # and another source is not barred
+    assert (await control.answer(status)).status == 200  # reading is open to all still
+    assert await stop(SECRET, "10.0.0.2") == 202  # and another source is not barred
     await trio.sleep(AUTH_PENALTY)
-    assert stop(SECRET) == 202
+    assert await stop(SECRET) == 202
     assert backend.stops == 2
 
 
@@ -550,12 +550,12 @@ async def test_a_client_with_the_secret_is_never_barred(
     backend = FakeBackend.with_peers(1)
     stop = stopper(ControlServer(backend, public=False, limits=ControlLimits()))
     for _ in range(3):
-        assert {stop("typo") for _ in range(AUTH_STRIKES - 1)} == {401}
-        assert {stop(SECRET) for _ in range(100)} == {202}
+        assert {await stop("typo") for _ in range(AUTH_STRIKES - 1)} == {401}
+        assert {await stop(SECRET) for _ in range(100)} == {202}
     for _ in range(2 * AUTH_STRIKES):
-        assert stop("typo") == 401
+        assert await stop("typo") == 401
         await trio.sleep(AUTH_WINDOW / (AUTH_STRIKES - 2))
-    assert stop(SECRET) == 202
+    assert await stop(SECRET) == 202
 
 
 async def test_a_barred_source_is_told_so_over_http(

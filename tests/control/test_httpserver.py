@@ -23,7 +23,7 @@ BODY = b"ok"
 BIG = b"x" * (16 << 20)
 
 
-def ok(request: Request) -> Answer:
+async def ok(request: Request) -> Answer:
     return Answer(200, BIG if request.path == "/big" else BODY)
 
 

@@ -56,7 +56,7 @@ class FakePeer:
     def stop(self) -> None:
         self.stopped = True
 
-    def seed_urls(self, urls: Sequence[str]) -> SeedAck:
+    async def seed(self, urls: Sequence[str]) -> SeedAck:
         return SeedAck(offered=len(urls), admitted=len(urls))
 
     async def send(self, address: str, message: Message) -> bool:

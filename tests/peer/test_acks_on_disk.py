@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
+from tests.cluster.harness import cluster
 from tests.peer.test_handoff import crawler_at, handoff_for, host_owned
+from ubipy.control.monitor import Monitor
 from ubipy.errors import StorageError
 from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.router import Router
@@ -22,20 +26,27 @@ from ubipy.peer.syncing import GroupSync
 from ubipy.ring import Ring
 from ubipy.store import Shard
 from ubipy.store.shard import NewURL
+from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.wire import Handoff as HandoffFrame
 from ubipy.wire import HandoffAck, Message, UrlAck, UrlBatch
 
 
 class _Gate:
-    """A sync that waits to be let through, counting how often it ran."""
+    """A sync that waits to be let through, counting how often it ran; ``fails``: it
+    then raises what the shard's sync raises when the disk refuses."""
 
-    def __init__(self) -> None:
+    def __init__(self, fails: bool = False) -> None:
         self.open = trio.Event()
+        self.asked = trio.Event()
         self.runs = 0
+        self.fails = fails
 
     async def synced(self) -> None:
         self.runs += 1
+        self.asked.set()
         await self.open.wait()
+        if self.fails:
+            raise StorageError("the shard could not be synced: No space left on device")
 
 
 def test_a_sync_puts_the_shards_wal_on_disk(
@@ -158,3 +169,33 @@ async def test_a_hand_off_is_acknowledged_once_the_host_is_on_disk(
         gate.open.set()
         await trio.testing.wait_all_tasks_blocked()
         assert replies == [HandoffAck(3)]
+
+
+@pytest.mark.parametrize("fails", [False, True])
+async def test_seeds_are_answered_once_they_are_on_disk(
+    fails: bool, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """`ubipy seed` (the peer port) and POST /api/seed (the control centre, through its
+    Monitor) are told what was admitted once it is on disk, or that it could not be
+    (answered 503): the control centre's route answered before the sync (a review)."""
+    web = SyntheticWeb(WebSpec(seed=1, hosts=2, pages_per_host=2))
+    async with cluster(tmp_path, web, seed=0) as c:
+        running = await c.start(0)
+        gate = _Gate(fails)
+        running.peer._syncs = gate  # type: ignore[assignment]
+        monitor = Monitor(running.peer)
+        answers: list[Mapping[str, Any]] = []
+
+        async def post() -> None:
+            answers.append(await monitor.seed([web.seed_url()]))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(post)
+            with trio.fail_after(5):
+                await gate.asked.wait()
+            assert answers == []
+            gate.open.set()
+        if fails:
+            assert answers == [{"error": "the shard could not be synced: No space left on device"}]
+        else:
+            assert answers[0]["admitted"] == 1

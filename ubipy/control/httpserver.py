@@ -32,7 +32,7 @@ import dataclasses
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Final, Literal
@@ -140,7 +140,7 @@ class HttpServer:
 
     def __init__(
         self,
-        answer: Callable[[Request], Answer],
+        answer: Callable[[Request], Awaitable[Answer]],
         limits: HttpLimits,
         *,
         screen: Callable[[Request], Answer | None] | None = None,
@@ -283,7 +283,7 @@ class HttpServer:
                 return
             ahead = ahead + 1 if conn.trailing_data[0] else 0
             try:
-                answer = self._answer(request)
+                answer = await self._answer(request)
             except Exception:
                 log.exception("control: %s %s failed", request.method, request.path)
                 answer = error(500, "internal error")

@@ -61,7 +61,7 @@ class ControlledPeer(Protocol):
 
     def status(self) -> PeerFigures: ...
 
-    def seed_urls(self, urls: Sequence[str]) -> SeedAck: ...
+    async def seed(self, urls: Sequence[str]) -> SeedAck: ...
 
     def start_soon(self, fn: Callable[..., Awaitable[object]], *args: object) -> None: ...
 
@@ -120,8 +120,8 @@ class Monitor:
             view[m.id] = entry
         return view
 
-    def seed(self, urls: list[str]) -> Mapping[str, Any]:
-        return self._peer.seed_urls(urls).to_wire()
+    async def seed(self, urls: list[str]) -> Mapping[str, Any]:
+        return (await self._peer.seed(urls)).to_wire()
 
     def stop_cluster(self) -> None:
         self._peer.start_soon(self._stop_cluster)

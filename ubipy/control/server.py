@@ -70,9 +70,10 @@ class ControlBackend(Protocol):
         of ``PeerStatus.as_json()``. This peer's own entry should be current."""
         ...
 
-    def seed(self, urls: list[str]) -> Mapping[str, Any]:
-        """Seed the crawl. Raise ValueError for input it refuses; a result holding an
-        ``"error"`` key means it cannot take seeds now (answered 503)."""
+    async def seed(self, urls: list[str]) -> Mapping[str, Any]:
+        """Seed the crawl; return once what it admitted is on disk. Raise ValueError
+        for input it refuses; a result holding an ``"error"`` key means it cannot take
+        seeds now (answered 503)."""
         ...
 
     def stop_cluster(self) -> None:
@@ -160,7 +161,7 @@ class ControlServer:
             return self._refuse_unless_authorised(request)
         return None
 
-    def answer(self, request: Request) -> Answer:
+    async def answer(self, request: Request) -> Answer:
         refusal = self.screen(request)
         if refusal is not None:
             return refusal
@@ -174,7 +175,7 @@ class ControlServer:
             text = metrics.render(self.book.rows(trio.current_time()))
             return Answer(200, text.encode("utf-8"), metrics.CONTENT_TYPE)
         if request.path == "/api/seed":
-            return self._seed(request)
+            return await self._seed(request)
         self.backend.stop_cluster()
         return json_answer(202, {"stopping": True})
 
@@ -225,7 +226,7 @@ class ControlServer:
         if line is not None:
             log.warning("control: %s", line)
 
-    def _seed(self, request: Request) -> Answer:
+    async def _seed(self, request: Request) -> Answer:
         media = request.headers.get("content-type", "text/plain").partition(";")[0]
         media = media.strip().lower()
         problems: list[str] = []
@@ -252,7 +253,7 @@ class ControlServer:
         if not urls:
             return json_answer(400, {"error": "no URLs to seed", "problems": problems})
         try:
-            result = dict(self.backend.seed(urls))
+            result = dict(await self.backend.seed(urls))
         except ValueError as exc:
             return error(400, str(exc))
         if problems:

@@ -552,10 +552,18 @@ class Peer:
         self._gossip_kick.set()
 
     async def _on_seed(self, sender: str, seed: Seed, reply: Reply) -> None:
-        answer = self.seed_urls(seed.urls)
+        await reply(await self.seed(seed.urls))
+
+    async def seed(self, urls: Sequence[str]) -> SeedAck:
+        """Seed the crawl, answered once what was admitted is on disk: told admitted,
+        the user drops the seeds (`ubipy seed`, ``POST /api/seed``)."""
+        answer = self.seed_urls(urls)
         if answer.error is None:
-            await self._syncs.synced()  # told admitted, the seeds are on disk
-        await reply(answer)
+            try:
+                await self._syncs.synced()
+            except StorageError as exc:
+                return SeedAck(error=str(exc))
+        return answer
 
     async def _on_status_request(self, sender: str, asked: StatusRequest, reply: Reply) -> None:
         await reply(await self._status_report(asked.cluster))
