@@ -1,5 +1,6 @@
-"""The ids a peer numbers its requests with (URL batches, hand-offs, replica rounds,
-address leases): each run starts at a random point of a 62-bit space.
+"""A peer's own id, kept in its shard; and the ids it numbers its requests with (URL
+batches, hand-offs, replica rounds, address leases): each run starts at a random point
+of a 62-bit space.
 
 Numbered from 1 at every start, a run's request could be answered by an answer to
 the previous run's request of the same number: an owner holds its acknowledgements
@@ -14,7 +15,21 @@ import itertools
 import random
 from collections.abc import Iterator
 
-__all__ = ["run_ids"]
+from ubipy.store import Shard
+
+__all__ = ["load_peer_id", "run_ids"]
+
+_ID_META = "peer_id"
+
+
+def load_peer_id(shard: Shard, rng: random.Random) -> str:
+    """The peer's id: made once, kept in its shard, so a restart keeps its place."""
+    peer_id = shard.get_meta(_ID_META)
+    if peer_id is None:
+        peer_id = f"{rng.getrandbits(64):016x}"
+        with shard.transaction():
+            shard.set_meta(_ID_META, peer_id)
+    return peer_id
 
 
 def run_ids(rng: random.Random | None = None) -> Iterator[int]:

@@ -38,6 +38,7 @@ from ubipy.net import Links, Network, Reply, TcpNetwork, is_loopback, split_addr
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff
+from ubipy.peer.ids import load_peer_id
 from ubipy.peer.ipleases import IpLeases
 from ubipy.peer.joining import Joiner, other_addresses
 from ubipy.peer.lease import Lease, load_quorum
@@ -80,7 +81,6 @@ M = TypeVar("M", bound=Message)
 # membership frame, so that a peer of an earlier version is sent none of them.
 TAKES: Final = (int(FrameType.SCOPE_ACK),)
 
-_ID_META = "peer_id"
 # A leaving peer hands off for at most this long before it goes anyway (what is
 # left stays in its shard and moves when it comes back).
 _LEAVE_PATIENCE = 60.0
@@ -89,16 +89,6 @@ _LEAVE_SWEEPS = 5
 # waits this long for the owners to take them before leaving them there.
 _LEAVE_DRAIN = 5.0
 _LEAVE_ANNOUNCE = 2.0
-
-
-def load_peer_id(shard: Shard, rng: random.Random) -> str:
-    """The peer's id: made once, kept in its shard, so a restart keeps its place."""
-    peer_id = shard.get_meta(_ID_META)
-    if peer_id is None:
-        peer_id = f"{rng.getrandbits(64):016x}"
-        with shard.transaction():
-            shard.set_meta(_ID_META, peer_id)
-    return peer_id
 
 
 class Peer:
