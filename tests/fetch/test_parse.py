@@ -518,6 +518,11 @@ def test_an_xhtml_page_in_a_legacy_encoding_with_an_xml_declaration_is_read(code
         # Controls escaped: ISO-2022-JP's escape sequences.
         ("iso-2022-jp", "/p?q=中文", "http://example.com/p?q=%1B$BCfJ8%1B(B"),
         ("utf-8", "/s?q=中文", "http://example.com/s?q=%E4%B8%AD%E6%96%87"),
+        # Spaces at the ends stripped and tabs and newlines removed first, as in UTF-8
+        # (escaped, an attribute wrapped across lines was another URL: a review).
+        ("windows-1252", " /s?q=café ", "http://example.com/s?q=caf%E9"),
+        ("windows-1252", "/s?q=ca\nfé\r\n", "http://example.com/s?q=caf%E9"),
+        ("gbk", "/s?q=中文&x=\t1", "http://example.com/s?q=%D6%D0%CE%C4&x=1"),
     ],
 )
 def test_a_link_s_query_is_in_its_page_s_encoding(codec: str, href: str, link: str) -> None:

@@ -326,7 +326,12 @@ def _query_in(href: str, codec: str) -> str:
     after encoding" writes it: in ``codec``, the bytes of the query percent-encode set
     (controls, space, ``"#'<>``, past ASCII) escaped, and a character the encoding
     lacks as ``%26%23N%3B``. On a GBK page ``?q=中文`` asks for ``?q=%D6%D0%CE%C4``,
-    where reading it in UTF-8 asked a server that reads GBK for something else."""
+    where reading it in UTF-8 asked a server that reads GBK for something else.
+
+    As WHATWG's parser does first, and as :func:`resolve_link` does: spaces and
+    controls at either end stripped, tabs and newlines removed (escaped here, an
+    attribute wrapped across lines, or with a space at its end, was another URL)."""
+    href = href.strip(_C0_AND_SPACE).translate(_TAB_OR_NEWLINE)
     begin = href.find("?")
     if begin < 0:
         return href
@@ -357,6 +362,8 @@ def _escaped_reference(error: UnicodeError) -> tuple[str, int]:
     return "".join(f"%26%23{ord(char)}%3B" for char in lacking), error.end
 
 
+_C0_AND_SPACE: Final = "".join(map(chr, range(0x21)))
+_TAB_OR_NEWLINE: Final = str.maketrans("", "", "\t\n\r")
 _AS_ESCAPED_REFERENCE: Final = "ubipy-query-reference"
 codecs.register_error(_AS_ESCAPED_REFERENCE, _escaped_reference)
 # The bytes WHATWG URL's query percent-encode set leaves as they are, for special
