@@ -681,6 +681,31 @@ def test_what_cannot_be_written_is_refused_and_left_alone(
         lock.release()
 
 
+@pytest.mark.parametrize("given", ["its shard file", "a link to its shard file"])
+def test_a_running_peers_lock_is_refused_however_its_shard_is_named(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str
+) -> None:
+    """Only DIR/lock of a `--data DIR` was refused: `--data DIR/shard.sqlite3 --out
+    DIR/lock` (a shard file is documented) replaced a running peer's lock, so that a
+    second peer could start over the directory (a review found)."""
+    lock = DataLock.take(shards[0], "127.0.0.1:7000")
+    out = shards[0] / LOCK_FILE
+    held = out.read_bytes(), out.stat().st_ino
+    data = shards[0] / SHARD_FILE
+    if given == "a link to its shard file":
+        data = tmp_path / "elsewhere" / SHARD_FILE
+        data.parent.mkdir()
+        data.symlink_to(shards[0] / SHARD_FILE)
+    code = main(["export", "--data", str(data), "--format", "jsonl", "--out", str(out)])
+    assert (code, capsys.readouterr().err) == (
+        2,
+        f"ubipy export: {out}: is one of the peers' own files (a shard, its lock, a WARC "
+        "file or its index); left as it is\n",
+    )
+    assert (out.read_bytes(), out.stat().st_ino) == held
+    lock.release()
+
+
 def test_standard_output_takes_the_export_gzipped_only_when_asked(
     shards: tuple[Path, Path], tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:

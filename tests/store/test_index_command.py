@@ -245,6 +245,45 @@ def test_an_index_onto_a_file_being_read_is_refused(
     assert {p: p.read_bytes() for p in (*warc.iterdir(), target)} == before
 
 
+@pytest.mark.parametrize(
+    ("given", "fmt", "which"),
+    [
+        ("DATA/warc", "parquet", SHARD_FILE),
+        ("DATA/warc", "cdxj", SHARD_FILE + "-wal"),
+        ("DATA/warc", "cdxj", LOCK_FILE),
+        (".", "cdxj", SHARD_FILE),  # the warc/ directory one is in
+    ],
+)
+def test_a_peers_own_files_are_refused_however_its_directory_is_named(
+    crawl: Crawl,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    given: str,
+    fmt: str,
+    which: str,
+) -> None:
+    """Given its warc/ directory, only DATA/warc/shard.sqlite3 (no file) was refused:
+    `index DATA/warc --format parquet -o DATA/shard.sqlite3` wrote Parquet over a
+    running peer's shard, `-o DATA/lock` replaced its lock (a review found)."""
+    for name in (SHARD_FILE, SHARD_FILE + "-wal", LOCK_FILE):
+        (crawl.a / name).write_bytes(b"the peer's " + name.encode())
+    warc = crawl.a / "warc"
+    target = crawl.a / which
+    if given == ".":
+        monkeypatch.chdir(warc)
+        data = "."
+    else:
+        data = str(warc)
+    before = {p: p.read_bytes() for p in crawl.a.iterdir() if p.is_file()}
+    code, said = _index(capsys, data, "--format", fmt, "-o", str(target))
+    assert (code, said) == (
+        2,
+        f"ubipy index: {target}: is one of the peers' own files (a shard, its lock, a "
+        "WARC file or its index); left as it is\n",
+    )
+    assert {p: p.read_bytes() for p in crawl.a.iterdir() if p.is_file()} == before
+
+
 def test_entries_that_are_not_regular_files_are_left_out(
     crawl: Crawl, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -20,6 +20,7 @@ import dataclasses
 import gzip
 import heapq
 import io
+import os
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -27,8 +28,7 @@ from typing import IO, Literal
 
 from ubipy.errors import ExportError, ExportWriteError
 from ubipy.store.jsonl import page_json, write_jsonl
-from ubipy.store.lock import LOCK_FILE
-from ubipy.store.outfile import identities, identity, why, write_path
+from ubipy.store.outfile import identities, identity, peer_files, why, write_path
 from ubipy.store.snapshot import (
     PEER_ID_META,
     ExportSummary,
@@ -101,10 +101,11 @@ def export(
             if files[0] in inputs:
                 continue
             inputs.update(files)
-            # A new lock file in its place would leave a running peer's lock on the
-            # old one, and let a second peer start over the same directory.
-            if (lock := identity(Path(d) / LOCK_FILE)) is not None:
-                inputs.add(lock)
+            # Its lock and WAL files too, in the directory that holds the shard (and
+            # the one a link to it is in), however it was named: `--data DIR/shard.sqlite3
+            # --out DIR/lock` replaced a running peer's lock (a review found).
+            for home in {reader.path.parent, Path(os.path.realpath(reader.path)).parent}:
+                inputs.update(peer_files(home))
             readers.append(reader)
         if gzipped is None:
             gzipped = isinstance(out, Path) and out.name.endswith(".gz")

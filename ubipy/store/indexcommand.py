@@ -17,9 +17,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from ubipy.errors import ExportError
-from ubipy.store.lock import LOCK_FILE
-from ubipy.store.outfile import identities, identity, refuse_input, write_path
-from ubipy.store.shard import SHARD_FILE
+from ubipy.store.outfile import identity, peer_files, refuse_input, write_path
 from ubipy.store.warcindex import (
     cdxj_of,
     closed_files,
@@ -80,12 +78,11 @@ def index_data(
         for p in (*closed, *opened, *(cdxj_of(p) for p in closed))
         if (found := identity(p)) is not None
     }
-    # Nor is a peer's shard or its lock (a new file in the lock's place would let a
-    # second peer start over a directory a running one holds).
-    for d in data_dirs:
-        inputs.update(identities(d / SHARD_FILE))
-        if (lock := identity(d / LOCK_FILE)) is not None:
-            inputs.add(lock)
+    # Nor is a peer's shard, its WAL files or its lock, in the data directory however
+    # it was named: the one given, or the one whose warc/ was given (`index DATA/warc`
+    # wrote a Parquet file over a running peer's shard, a review found).
+    for home in {*(w.parent for w in dirs), *data_dirs}:
+        inputs.update(peer_files(home))
     if out is not None:
         refuse_input(out, inputs)
     if fmt == "parquet":

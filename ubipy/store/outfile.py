@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from ubipy.errors import ExportError, ExportWriteError
+from ubipy.store.lock import LOCK_FILE
+from ubipy.store.schema import SHARD_FILE
 
-__all__ = ["identities", "identity", "why", "write_path"]
+__all__ = ["identities", "identity", "peer_files", "why", "write_path"]
 
 T = TypeVar("T")
 
@@ -38,6 +40,17 @@ def identity(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
+
+
+def peer_files(data_dir: Path) -> list[tuple[int, int]]:
+    """The (device, inode) of a data directory's own files that exist: its shard, the
+    shard's WAL files and its lock (a new file in the lock's place would leave a
+    running peer's lock on the old one, and let a second peer start over the
+    directory)."""
+    found = identities(data_dir / SHARD_FILE)
+    if (lock := identity(data_dir / LOCK_FILE)) is not None:
+        found.append(lock)
+    return found
 
 
 def refuse_input(out: Path, inputs: set[tuple[int, int]]) -> None:
