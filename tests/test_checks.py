@@ -147,6 +147,9 @@ def test_a_wildcard_listen_needs_an_advertised_address(
     assert f"--listen {listen} is a wildcard address" in err and "--advertise HOST:PORT" in err
     err = refused([*argv, "--advertise", "0.0.0.0:7000"], capsys)
     assert "--advertise must be an address other peers can dial" in err
+    # No host: the others' membership refused it, and the peer never joined.
+    err = refused([*argv, "--advertise", ":7000"], capsys)
+    assert "--advertise must be an address other peers can dial, with its host" in err
     assert main([*argv, "--advertise", "10.1.2.3:7000"]) == 0
     assert started[0].advertise == "10.1.2.3:7000" and started[0].listen == listen
 

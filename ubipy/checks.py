@@ -100,6 +100,13 @@ def check_addresses(config: CrawlConfig) -> None:
             address(text, lowest)
         except ValueError as exc:
             raise ConfigError(str(exc), name) from None
+    if config.advertise is not None and not config.advertise.rpartition(":")[0]:
+        # ":7000" was taken (an empty host listens on loopback) and told to the others,
+        # whose membership refuses an address without a host: never joined (a review).
+        raise ConfigError(
+            f"must be an address other peers can dial, with its host, not {config.advertise}",
+            "advertise",
+        )
     if config.advertise is not None and _is_wildcard(split_address(config.advertise)[0]):
         raise ConfigError(
             f"must be an address other peers can dial, not the wildcard {config.advertise}",
