@@ -420,6 +420,16 @@ async def test_fixed_answers_win_and_without_the_system_only_they_answer() -> No
     assert resolver.wanted("192.0.2.1:80") and resolver.wanted("[::1]:8080")
 
 
+async def test_a_fixed_answer_for_an_internationalised_name_applies_in_either_form() -> None:
+    # Hosts are punycode once normalised: given in Unicode, it matched none (a review).
+    overrides = DnsConfig(
+        resolve=("bücher.test:203.0.113.9", "XN--P0XP4Y9JAO6V.test:203.0.113.7")
+    ).overrides()
+    resolver = Resolver(system=False, overrides=overrides, allow_private=True)
+    assert (await resolver.resolve("xn--bcher-kva.test")).addresses == ("203.0.113.9",)
+    assert (await resolver.resolve("xn--p0xp4y9jao6v.test")).addresses == ("203.0.113.7",)
+
+
 async def test_addresses_that_may_not_be_reached_are_refused_unless_allowed() -> None:
     dns = FakeDns({"inside.test": ["10.0.0.5"], "outside.test": ["93.184.216.34"]})
     resolver = Resolver(lookup=dns)

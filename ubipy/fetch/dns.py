@@ -37,7 +37,7 @@ from typing import cast
 import trio
 
 from ubipy.config import DnsConfig
-from ubipy.fetch.urls import ip_literal
+from ubipy.fetch.urls import BadURL, host_key, ip_literal, normalize
 
 log = logging.getLogger(__name__)
 
@@ -239,6 +239,16 @@ async def _getaddrinfo(name: str, ticket: _Ticket) -> list[str]:
     return [str(info[4][0]) for info in infos]
 
 
+def _as_hosts_are(name: str) -> str:
+    """A ``--resolve`` name as URLs' hosts are written: an internationalised one in
+    punycode (given in Unicode, it matched no host and applied to nothing, unsaid: a
+    review). One no URL could have is kept as given."""
+    try:
+        return host_key(normalize(f"http://{name}/"))
+    except BadURL:
+        return name
+
+
 class Resolver:
     """Cached, bounded lookups of host names; see the module docstring.
 
@@ -266,7 +276,7 @@ class Resolver:
         # at once, the rest for lookups abandoned at their time-out.
         self._threads = trio.CapacityLimiter(2 * concurrency) if lookup is None else None
         self._system = system
-        self._overrides = dict(overrides or {})
+        self._overrides = {_as_hosts_are(name): a for name, a in (overrides or {}).items()}
         self._allow_private = allow_private
         self._lookup = lookup
         # name -> (answer, expires): names, not host keys, so ports share an answer.
