@@ -710,6 +710,32 @@ def test_a_live_shards_open_file_is_exported_to_its_committed_end(tmp_path: Path
     assert check.stdout.count(" response") == 2
 
 
+def test_an_export_kept_in_the_peers_warc_directory_is_not_exported_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every *.warc.gz of DATA/warc was taken as the peer's: an export written there
+    went into the next export too, which said 188 records for 62 pages and wrote 374,
+    every response twice (a review found). Only the peer's own files are taken."""
+    data = tmp_path / "peer"
+    shard = Shard.open(data, warc_size=2_000)
+    for fp in (1, 3, 5):
+        with shard.transaction():
+            shard.record_pages([_page(f, b"<p>x</p>" * 300) for f in (fp, fp + 1)])
+    mine = data / "warc" / "mine.warc.gz"  # a user's export, kept beside the files
+    assert main(["export", "--data", str(data), "--format", "warc", "--out", str(mine)]) == 0
+    again = tmp_path / "again.warc.gz"
+    assert main(["export", "--data", str(data), "--format", "warc", "--out", str(again)]) == 0
+    shard.close()
+    said = capsys.readouterr().err.splitlines()[1]
+    with gzip.open(again) as f:
+        heads = [
+            (r.rec_type, r.rec_headers.get_header("WARC-Target-URI")) for r in ArchiveIterator(f)
+        ]
+    responses = [uri for kind, uri in heads if kind == "response"]
+    assert sorted(responses) == [f"http://a.test/{fp}" for fp in range(1, 7)]
+    assert said.startswith(f"ubipy export: wrote {len(heads)} WARC records for 6 pages "), said
+
+
 @settings(max_examples=2000, deadline=None)
 @given(
     st.one_of(

@@ -24,6 +24,7 @@ from typing import IO
 from ubipy.errors import ExportError, ExportWriteError
 from ubipy.store.snapshot import ShardReader
 from ubipy.store.warcfiles import OPEN_SUFFIX, WARC_DIR
+from ubipy.store.warcindex import peer_of
 
 __all__ = ["Part", "copy_part", "link_part", "parts_of"]
 
@@ -43,16 +44,23 @@ class Part:
 
 def parts_of(reader: ShardReader) -> list[Part]:
     """The peer's WARC files as the reader's snapshot sees them, in name order (their
-    names sort by time): the closed ones whole, the open one to its committed mark."""
+    names sort by time): the closed ones whole, the open one to its committed mark.
+
+    Only the peer's own: those its shard has captures in and those named as it names
+    them (``ubipy-<its id>-...``). Any other file there (an export the user wrote into
+    the directory) is not the peer's: taken, its records went into the export a second
+    time, uncounted (a review found)."""
     directory = reader.path.parent / WARC_DIR
     if not reader.has_warc:
         return []
     mark = reader.warc_mark()
     ends = reader.warc_ends()
+    # A peer with no id yet names its files ubipy-local-...
+    peer = reader.peer_id or "local"
     parts = {
         p.name: Part(p, p.name, None, ends.get(p.name, 0))
         for p in (directory.glob("*.warc.gz") if directory.is_dir() else ())
-        if p.is_file()
+        if (p.name in ends or peer_of(p) == peer) and p.is_file()
     }
     # Files the shard has captures in, gone (moved, deleted): their pages were left
     # out without a word, the summary counting them all the same (a review found).
