@@ -364,6 +364,8 @@ async def test_demo_runs_a_cluster_with_its_dashboard_and_a_perfect_verdict(
     dirs = lines[-2].removeprefix("data: ").split()
     assert dirs == [str(data / f"peer{i}") for i in (1, 2, 3)]
     assert all((Path(d) / "shard.sqlite3").exists() for d in dirs)
+    # No warning about a --proxy the user never gave (the synthetic web's own).
+    assert "--proxy" not in errors.read_text()
     # Not on a terminal, the progress is whole lines, the cluster's sums at the end.
     progress = [line for line in lines if line.startswith("crawling ")]
     assert progress and all(PROGRESS.fullmatch(line) for line in progress)
