@@ -375,6 +375,37 @@ def test_the_command_as_a_user_runs_it(crawl: Crawl) -> None:
     assert done.stderr == b"ubipy index: wrote the CDXJ of 1 WARC file\n"
 
 
+def test_dash_is_standard_output_and_refused_for_parquet(
+    crawl: Crawl,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`-o -` wrote a file named "-" in the current directory (a review found): the
+    merged CDXJ goes to standard output, as `export --out -` does; Parquet, read from
+    its end, is refused."""
+    merged = tmp_path / "all.cdxj"
+    assert _index(capsys, str(crawl.a), str(crawl.b), "-o", str(merged))[0] == 0
+    done = subprocess.run(
+        [sys.executable, "-m", "ubipy.cli", "index", str(crawl.a), str(crawl.b), "-o", "-"],
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, merged.read_bytes()), done.stderr
+    lines = merged.read_bytes().count(b"\n")
+    assert b"\nubipy index: merged %d CDXJ lines into standard output\n" % lines in done.stderr
+    assert not (tmp_path / "-").exists()
+    monkeypatch.chdir(tmp_path)
+    code, said = _index(capsys, str(crawl.a), "--format", "parquet", "-o", "-")
+    assert (code, said) == (
+        2,
+        "ubipy index: --format parquet needs -o FILE, not standard output (-o -)\n",
+    )
+    assert not (tmp_path / "-").exists()
+
+
 async def test_a_peers_own_files_replayed_by_pywb_and_counted_by_duckdb(tmp_path: Path) -> None:
     """The issue's acceptance, on what a peer wrote while it crawled (files rotated)."""
     web = SyntheticWeb(WebSpec(seed=3, hosts=4, pages_per_host=10))

@@ -33,6 +33,8 @@ __all__ = ["INDEX_FORMATS", "IndexFormat", "IndexSummary", "describe_index", "in
 
 IndexFormat = Literal["cdxj", "parquet"]
 INDEX_FORMATS: tuple[IndexFormat, ...] = ("cdxj", "parquet")
+# What -o - writes to: the descriptor itself (see ubipy.store.outfile.write_path).
+_STDOUT = Path("/dev/stdout")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +60,20 @@ def index_data(
 ) -> IndexSummary:
     """Index the WARC files of each data directory's ``warc/`` (see the module's
     docstring). ``cdxj``: a CDXJ beside each closed file, and with ``out`` all of them
-    merged, sorted, into that file too. ``parquet``: one file at ``out`` (required).
-    ``out`` is written as ``ubipy export`` writes (complete or not at all).
+    merged, sorted, into that file too (``-``: standard output). ``parquet``: one file
+    at ``out`` (required). ``out`` is written as ``ubipy export`` writes (complete or
+    not at all).
     Raises ExportError with a one-line message."""
     if include_open and fmt != "parquet":
         # A CDXJ is made of closed files only: the flag would do nothing, silently.
         raise ExportError("--include-open needs --format parquet (a CDXJ is of closed files only)")
+    if out is not None and str(out) == "-":
+        if fmt == "parquet":
+            # Its readers seek to its footer, at the end: a pipe is of no use to them.
+            raise ExportError("--format parquet needs -o FILE, not standard output (-o -)")
+        # Standard output, as for `ubipy export --out -`: written to the descriptor
+        # (the path would be a file named "-", made in the current directory).
+        out = _STDOUT
     if fmt == "parquet":
         if out is None:
             raise ExportError("--format parquet needs -o FILE")
@@ -128,7 +138,8 @@ def describe_index(summary: IndexSummary, fmt: IndexFormat, out: Path | None) ->
         kept = f" ({s.up_to_date} up to date, kept)" if s.up_to_date else ""
         lines = [f"wrote the CDXJ of {_n(s.files, 'WARC file')}{kept}"]
         if out is not None:
-            lines.append(f"merged {_n(s.captures, 'CDXJ line')} into {out}")
+            into = "standard output" if str(out) == "-" else out
+            lines.append(f"merged {_n(s.captures, 'CDXJ line')} into {into}")
     if s.open_files and not s.open_read:
         lines.append(f"{_n(s.open_files, 'file')} being written left out")
     for path, skipped in s.torn:
