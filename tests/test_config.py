@@ -211,6 +211,11 @@ def test_the_example_file_loads(peer_config: Any) -> None:
         ("[polite]\ndelay = 1\n", "crawl.toml: unknown section [polite]"),
         ("[bounds]\nscope = 'world'\n", "crawl.toml: bounds.scope must be one of 'host'"),
         ("[politeness]\nconcurrency = true\n", "crawl.toml: politeness.concurrency must be a"),
+        # A float shown as written: "must be a whole number, not 32" puzzled (a review).
+        (
+            "[politeness]\nconcurrency = 32.0\n",
+            "crawl.toml: politeness.concurrency must be a whole number, not 32.0",
+        ),
         ("[politeness\n", "crawl.toml: not valid TOML"),
         ("data_dir = ''\n", "crawl.toml: data_dir must be a path (a non-empty string)"),
         # Sent in every request's User-Agent: the peer died at its first request.

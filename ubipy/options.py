@@ -135,8 +135,7 @@ def _plain(kind: Any) -> Any:
 
 
 def _show(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:g}"
+    # A float as written (32.0, not 32: "must be a whole number, not 32" puzzled).
     if isinstance(value, str):
         return repr(value)
     return str(value)
