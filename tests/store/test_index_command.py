@@ -284,6 +284,27 @@ def test_a_peers_own_files_are_refused_however_its_directory_is_named(
     assert {p: p.read_bytes() for p in crawl.a.iterdir() if p.is_file()} == before
 
 
+@pytest.mark.parametrize("fmt", ["cdxj", "parquet"])
+def test_a_files_index_not_yet_written_is_refused_as_the_output(
+    crawl: Crawl, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    """The CDXJ -o names was refused only if it existed: one not written yet was
+    written, then replaced by -o, so peer A's own index held peer B's lines (exit 0,
+    a review found); a Parquet file there was later kept as its index."""
+    first = next(iter(crawl.closed))
+    target = first.with_name(first.name + ".cdxj")
+    assert not target.exists()
+    monkeypatch.chdir(crawl.a)  # named as a user would, from the data directory
+    named = f"warc/{target.name}"
+    code, said = _index(capsys, str(crawl.a), str(crawl.b), "--format", fmt, "-o", named)
+    assert (code, said) == (
+        2,
+        f"ubipy index: {named}: is one of the peers' own files (a shard, its lock, a "
+        "WARC file or its index); left as it is\n",
+    )
+    assert not target.exists()  # refused before any work
+
+
 def test_entries_that_are_not_regular_files_are_left_out(
     crawl: Crawl, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

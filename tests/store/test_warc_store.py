@@ -364,6 +364,34 @@ def test_an_export_onto_the_peers_own_warc_file_is_refused(
     shard.close()
 
 
+@pytest.mark.parametrize("which", ["closed", "open"])
+def test_an_export_onto_a_warc_files_index_not_yet_written_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], which: str
+) -> None:
+    # Refused only when there: written in its place, the export was then kept by
+    # `ubipy index`, or by the peer, as the file's index (newer than the file).
+    data = tmp_path / "peer"
+    shard = Shard.open(data, warc_size=2_000)
+    for fp in (1, 3):
+        with shard.transaction():
+            shard.record_pages([_page(f, b"<p>x</p>" * 300) for f in (fp, fp + 1)])
+    with shard.transaction():
+        shard.record_pages([_page(5, b"five")])  # the open file's page
+    shard._warc.wait_indexed()  # type: ignore[union-attr]
+    warc = next(f for f in _files(data) if f.name.endswith(".open") == (which == "open"))
+    target = data / "warc" / (warc.name.removesuffix(".open") + ".cdxj")
+    target.unlink(missing_ok=True)  # as a kill -9 before its thread wrote it leaves it
+    code = main(["export", "--data", str(data), "--format", "jsonl", "--out", str(target)])
+    err = capsys.readouterr().err
+    assert (code, err) == (
+        2,
+        f"ubipy export: {target}: is one of the peers' own files (a shard, its lock, a "
+        "WARC file or its index); left as it is\n",
+    )
+    assert not target.exists()
+    shard.close()
+
+
 def test_a_file_closed_without_its_index_is_indexed_at_the_next_start(tmp_path: Path) -> None:
     """A file's CDXJ is written by a thread once the file is closed: a kill -9 before
     it wrote it left the file unindexed for good, and pywb without its captures

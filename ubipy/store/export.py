@@ -28,7 +28,7 @@ from typing import IO, Literal
 
 from ubipy.errors import ExportError, ExportWriteError
 from ubipy.store.jsonl import page_json, write_jsonl
-from ubipy.store.outfile import identities, identity, peer_files, why, write_path
+from ubipy.store.outfile import identities, identity, peer_files, refuse_input, why, write_path
 from ubipy.store.snapshot import (
     PEER_ID_META,
     ExportSummary,
@@ -121,6 +121,11 @@ def export(
             for path in (part.path, part.path.with_name(part.name), cdxj_of(part.path)):
                 if (found := identity(path)) is not None:
                     inputs.add(found)
+        if isinstance(out, Path):
+            # A file's index not there yet (deleted, or the file still open) too, by
+            # its path: written there, the export would be taken for it.
+            indexes = {cdxj_of(Path(os.path.realpath(p.path.parent), p.name)) for p in parts}
+            refuse_input(out, inputs, indexes)
         if fmt == "warc" and parts:
             return _from_files(readers, parts, out, filename, peers, compress, inputs)
 

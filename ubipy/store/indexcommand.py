@@ -94,7 +94,10 @@ def index_data(
     for home in {*(w.parent for w in dirs), *data_dirs}:
         inputs.update(peer_files(home))
     if out is not None:
-        refuse_input(out, inputs)
+        # Nor, by its path, the CDXJ of each closed file: one not there yet is written
+        # before -o is (and -o replaced it: a file's own index held other files' lines,
+        # a review found), or later taken for the file's index, newer than it.
+        refuse_input(out, inputs, {cdxj_of(p) for p in closed})
     if fmt == "parquet":
         assert out is not None
         files = closed + opened if include_open else closed

@@ -8,7 +8,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import IO, TypeVar
 
@@ -53,9 +53,11 @@ def peer_files(data_dir: Path) -> list[tuple[int, int]]:
     return found
 
 
-def refuse_input(out: Path, inputs: set[tuple[int, int]]) -> None:
-    """Refuse ``out`` at once, before any work, if it names one of the ``inputs``."""
-    if identity(out) in inputs:
+def refuse_input(out: Path, inputs: set[tuple[int, int]], paths: Collection[Path] = ()) -> None:
+    """Refuse ``out`` at once, before any work, if it names one of the ``inputs``, or
+    one of the ``paths`` (absolute, without links), there or not: files the command
+    writes before ``out``, that do not exist yet."""
+    if identity(out) in inputs or Path(os.path.realpath(out)) in paths:
         raise ExportError(f"{out}: {_AN_INPUT}")
 
 
