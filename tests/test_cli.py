@@ -16,10 +16,12 @@ from typing import Any
 import httpx2
 import pytest
 import trio
+import trio.testing
 
 from tests.e2e.cluster import run_cli, start_peer_or_fail, stop_all
-from ubipy.cli import _or_cannot_start, build_parser
-from ubipy.progress import wall_clock
+from tests.test_progress import CLEAR, FakeTerminal, figures
+from ubipy.cli import _or_cannot_start, _stop_on_signals, build_parser
+from ubipy.progress import Progress, wall_clock
 from ubipy.statustable import format_cluster
 from ubipy.store import ShardError
 from ubipy.synthweb import SyntheticWeb, WebSpec
@@ -407,3 +409,36 @@ def test_a_data_directory_that_cannot_be_used_inside_a_task_is_one_line(
     assert _or_cannot_start("demo", run) == 2
     said = capsys.readouterr().err
     assert said == "ubipy demo: cannot start: cannot use p25: Too many open files\n"
+
+
+class _Stoppable:
+    """What the signal watcher needs of a peer, telling when it is asked to stop."""
+
+    def __init__(self) -> None:
+        self.crawler = self
+        self.stopped = trio.Event()  # the crawler's: not stopped yet
+        self.stopping = False
+        self.asked = trio.Event()
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.asked.set()
+
+
+async def test_a_stop_asked_on_a_terminal_is_said_on_a_line_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # It was written on the end of the progress line ("errors 0stopping: ...": a review).
+    terminal = FakeTerminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    progress = Progress(terminal)
+    progress.update(figures(3), 0.0)
+    peer = _Stoppable()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_stop_on_signals, peer, nursery.cancel_scope, progress)  # type: ignore[arg-type]
+        await trio.testing.wait_all_tasks_blocked()
+        signal.raise_signal(signal.SIGINT)
+        with trio.fail_after(5):
+            await peer.asked.wait()
+        nursery.cancel_scope.cancel()
+    assert terminal.getvalue().endswith(CLEAR + "stopping: letting requests in flight finish…\n")

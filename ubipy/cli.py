@@ -402,10 +402,10 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | No
                     print(f"{args.seeds}: seed refused ({reason}): {url[:80]!r}", file=sys.stderr)
                 if taken.refused:
                     print(f"{args.seeds}: {refusals(taken.refused)}", file=sys.stderr)
-        nursery.start_soon(_stop_on_signals, peer, nursery.cancel_scope)
         # A live line on a terminal, a log line every 10 s elsewhere; it ends with
         # the peer (its last figures, and the terminal's line ended).
         progress = Progress(sys.stderr, interval=10.0)
+        nursery.start_soon(_stop_on_signals, peer, nursery.cancel_scope, progress)
         nursery.start_soon(progress.run, functools.partial(peer_figures, [peer]))
         # The peer's run ends after the crawler stops and the leave (and its
         # hand-off) is done; only then does the signal watcher go.
@@ -416,9 +416,10 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | No
     return 0
 
 
-async def _stop_on_signals(peer: Peer, scope: trio.CancelScope) -> None:
+async def _stop_on_signals(peer: Peer, scope: trio.CancelScope, progress: Progress) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
+            progress.clear()  # on a terminal, the line was written on the progress line
             if not peer.crawler.stopped.is_set() and not peer.stopping:
                 print("stopping: letting requests in flight finish…", file=sys.stderr)
                 peer.stop()
