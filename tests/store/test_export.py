@@ -706,6 +706,24 @@ def test_a_running_peers_lock_is_refused_however_its_shard_is_named(
     lock.release()
 
 
+def test_a_file_name_that_is_not_utf8_is_written_with_replacement_characters(
+    shards: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """warcinfo's WARC-Filename is the output's name: one not valid UTF-8 (a Latin-1
+    "café") crashed the export with a traceback, a UnicodeEncodeError (a review found)."""
+    name = b"caf\xe9.warc.gz"
+    done = subprocess.run(
+        [sys.executable, "-m", "ubipy.cli", "export", "--data", *map(str, shards),
+         "--format", "warc", "--out", name],
+        capture_output=True, cwd=tmp_path, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+    assert os.listdir(os.fsencode(tmp_path)).count(name) == 1
+    out = tmp_path / os.fsdecode(name)
+    [info] = [r for r in _read_warc(out) if r.type == "warcinfo"]
+    assert info.headers["WARC-Filename"] == "caf\ufffd.warc.gz"
+
+
 def test_standard_output_takes_the_export_gzipped_only_when_asked(
     shards: tuple[Path, Path], tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:

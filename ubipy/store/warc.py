@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import http
 import io
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import IO, Any
@@ -155,7 +156,8 @@ class _Writer:
     def __init__(self, out: IO[bytes], filename: str, peers: list[str], gzipped: bool) -> None:
         self._w = WARCWriter(out, gzip=gzipped, warc_version=WARC_VERSION)
         info = self._w.create_warcinfo_record(
-            filename,
+            # A name that is not UTF-8 (its bytes as surrogates) could not be written.
+            os.fsencode(filename).decode("utf-8", "replace"),
             {
                 "software": f"ubipy/{__version__} (+{PROJECT_URL})",
                 "format": "WARC File Format 1.1",
