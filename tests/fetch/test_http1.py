@@ -4,10 +4,12 @@ cut wherever the network cuts it)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pytest
 
+from ubipy.fetch import http1
 from ubipy.fetch.http1 import MAX_HEAD, BadRequest, ProtocolFailure, ResponseReader, request_head
 
 HEAD = b'HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nETag: "a1"\r\n'
@@ -76,6 +78,32 @@ def test_one_length_given_twice_is_read_as_browsers_read_it(whole: bool, lengths
     # the page was lost after its retries (a review found).
     got = read(HEAD + lengths + b"\r\nhello", whole=whole)
     assert (got.status, got.body, got.complete) == (200, b"hello", True)
+
+
+class _Counting:
+    """A regex's search, counting the bytes it is given to look at."""
+
+    def __init__(self, pattern: re.Pattern[bytes]) -> None:
+        self.pattern = pattern
+        self.looked_at = 0
+
+    def search(self, data: bytes | bytearray, pos: int = 0) -> re.Match[bytes] | None:
+        self.looked_at += len(data) - pos
+        return self.pattern.search(data, pos)
+
+
+def test_a_head_read_again_trickled_is_searched_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its length twice defers its reading until the head has come: each byte fed
+    # joined and searched it all again (a 256 KiB head trickled cost its length
+    # squared: 32 GB looked at). An informational head before it, and headers to fill.
+    counting = _Counting(http1._HEAD_END)
+    monkeypatch.setattr(http1, "_HEAD_END", counting)
+    filler = b"".join(b"X-Filler-%d: %s\r\n" % (i, b"y" * 40) for i in range(300))
+    data = b"HTTP/1.1 100 Continue\r\n\r\n" + HEAD + b"Content-Length: 5\r\n" * 2
+    data += filler + b"\r\nhello"
+    got = read(data, whole=False)
+    assert (got.status, got.body, got.complete) == (200, b"hello", True)
+    assert counting.looked_at < 8 * len(data)  # a few bytes a feed; 16,800 times it before
 
 
 @both

@@ -115,6 +115,9 @@ class ResponseReader:
     __slots__ = (
         "_body",
         "_deferred",
+        "_head_start",
+        "_held",
+        "_searched",
         "_doubtful",
         "_early",
         "_ended_by_close",
@@ -167,6 +170,10 @@ class ResponseReader:
         self._early: list[bytes] = []
         self._reread = False
         self._deferred = False  # to be read again once the head has all come
+        # Deferred, the bytes so far, where the head being read begins (past any
+        # informational ones) and how far the search for its end has looked.
+        self._held = bytearray()
+        self._head_start = self._searched = 0
         self.status: int | None = None
         self.reason = ""
         self.version = "HTTP/1.1"
@@ -189,7 +196,7 @@ class ResponseReader:
         if self._deferred:
             if self._fed > MAX_HEAD:
                 raise ProtocolFailure(f"response head over {MAX_HEAD} bytes")
-            self._early.append(bytes(data))
+            self._held += data
             self._reread_when_whole()
             return
         self._progressed = False
@@ -204,7 +211,9 @@ class ResponseReader:
             if self.status is None and not self._reread and "Content-Length" in str(exc):
                 # Read again as browsers read it (see ``_read_again``), once its head
                 # is whole; a second failure is the answer's.
-                self._early.append(bytes(data))
+                self._held = bytearray(b"".join(self._early))
+                self._held += data
+                self._early = []
                 self._deferred = True
                 self._reread_when_whole()
                 return
@@ -230,11 +239,17 @@ class ResponseReader:
             raise ProtocolFailure(f"a line of the response over {MAX_HEAD} bytes")
 
     def _reread_when_whole(self) -> None:
-        """Read the head again (``_read_again``) if it has all come."""
-        raw = b"".join(self._early)
-        if _final_head(raw) is not None:
-            self._early = []
-            self._read_again(raw)
+        """Read the head again (``_read_again``) if it has all come, each byte searched
+        once: joined and searched whole at each feed, a head trickled a byte at a time
+        cost time in its length squared (a review)."""
+        held = self._held
+        while (end := _HEAD_END.search(held, self._searched)) is not None:
+            if not _INFORMATIONAL.match(held, self._head_start):
+                self._read_again(bytes(held))
+                return
+            self._head_start = self._searched = end.end()
+        # A blank line may be cut: its first bytes are looked at again.
+        self._searched = max(self._head_start, len(held) - 3)
 
     def _read_again(self, data: bytes | bytearray) -> None:
         """Read the response afresh, as RFC 9110 and browsers read its head: its
