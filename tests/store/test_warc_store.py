@@ -12,6 +12,7 @@ import os
 import random
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -762,6 +763,26 @@ def test_an_export_kept_in_the_peers_warc_directory_is_not_exported_again(
     responses = [uri for kind, uri in heads if kind == "response"]
     assert sorted(responses) == [f"http://a.test/{fp}" for fp in range(1, 7)]
     assert said.startswith(f"ubipy export: wrote {len(heads)} WARC records for 6 pages "), said
+
+
+def test_the_copy_of_the_open_file_takes_its_mode_from_the_umask(tmp_path: Path) -> None:
+    """It was made by NamedTemporaryFile, 0600: a directory export's copy of the file
+    being written was unreadable by the group and others that read every other file
+    there (a review found). A new file's mode comes from the umask, as a file export's."""
+    data, out = tmp_path / "peer", tmp_path / "out"
+    out.mkdir()
+    shard = Shard.open(data, warc_size=10**9)
+    with shard.transaction():
+        shard.record_pages([_page(1, b"one" * 100)])
+    (open_file,) = (data / "warc").glob("*.open")
+    old = os.umask(0o002)
+    try:
+        assert export([data], "warc", out).files == 1
+    finally:
+        os.umask(old)
+    shard.close()
+    copy = out / open_file.name.removesuffix(".open")
+    assert stat.S_IMODE(copy.stat().st_mode) == 0o664
 
 
 @settings(max_examples=2000, deadline=None)

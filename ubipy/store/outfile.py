@@ -16,7 +16,7 @@ from ubipy.errors import ExportError, ExportWriteError
 from ubipy.store.lock import LOCK_FILE
 from ubipy.store.schema import SHARD_FILE
 
-__all__ = ["identities", "identity", "peer_files", "why", "write_path"]
+__all__ = ["create_part", "identities", "identity", "peer_files", "why", "write_path"]
 
 T = TypeVar("T")
 
@@ -122,7 +122,7 @@ def write_path(out: Path, write: Callable[[IO[bytes]], T], inputs: set[tuple[int
             )
     # Through a link, the file it points to is the one replaced; the link stays.
     target = Path(os.path.realpath(out)) if st is not None else out
-    fd, part = _create_part(out, target)
+    fd, part = create_part(out, target)
     try:
         with open(fd, "wb") as f:
             if st is not None:
@@ -140,7 +140,7 @@ def write_path(out: Path, write: Callable[[IO[bytes]], T], inputs: set[tuple[int
     return result
 
 
-def _create_part(out: Path, target: Path) -> tuple[int, Path]:
+def create_part(out: Path, target: Path) -> tuple[int, Path]:
     """A new file beside ``target`` under a name nobody else has (``O_EXCL``), so that an
     ``X.part`` of the user's is never touched. Unlike ``mkstemp``'s 0600, it takes the
     mode a new file gets from the umask."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import tempfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import IO
 
 from ubipy.errors import ExportError, ExportWriteError
+from ubipy.store.outfile import create_part
 from ubipy.store.snapshot import ShardReader
 from ubipy.store.warcfiles import OPEN_SUFFIX, WARC_DIR
 from ubipy.store.warcindex import peer_of
@@ -209,15 +209,11 @@ def link_part(part: Part, directory: Path) -> None:
                 raise ExportError(f"{target}: cannot link: {exc.strerror or exc}") from exc
     # Written under a name of its own (created here, never one of the user's), then
     # linked to the target: a link, unlike a rename, never replaces what is there.
+    # Its mode is the umask's, as every other file's there (NamedTemporaryFile's 0600
+    # made it the one file of the export others could not read, a review found).
+    fd, partial = create_part(target, target)
     try:
-        out = tempfile.NamedTemporaryFile(  # noqa: SIM115
-            "wb", dir=directory, prefix=f".{part.name}.", suffix=".part", delete=False
-        )
-    except OSError as exc:
-        raise ExportWriteError(f"{target}: cannot write: {exc.strerror or exc}") from exc
-    partial = Path(out.name)
-    try:
-        with out:
+        with open(fd, "wb") as out:
             if part.length is None:
                 with _open(part) as f:
                     shutil.copyfileobj(f, out, _CHUNK)
