@@ -551,6 +551,38 @@ def test_a_damaged_warc_file_is_a_one_line_error_and_no_export(
         assert not list(target.iterdir())
 
 
+def test_a_failed_directory_export_leaves_nothing_it_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Docs: a damaged file ends the export with nothing left of the output. Peer 1's
+    files, linked before peer 2's cut file was found, were left in the directory
+    (exit 2, a review found). What this export made goes; what was there stays."""
+    peers = [tmp_path / "peer1", tmp_path / "peer2"]
+    for n, data in enumerate(peers, start=1):
+        shard = Shard.open(data, warc_size=2_000)
+        with shard.transaction():
+            shard.set_meta("peer_id", f"{n}" * 16)
+        for fp in (1, 3):
+            with shard.transaction():
+                shard.record_pages([_page(f, b"<p>x</p>" * 300) for f in (fp, fp + 1)])
+        shard.close()
+    own = {path: path.read_bytes() for path in _files(peers[0])}
+    first, _ = list(own)
+    cut = _files(peers[1])[0]
+    cut.write_bytes(cut.read_bytes()[:-1_500])
+    out = tmp_path / "tdir"
+    out.mkdir()
+    (out / "keep.txt").write_bytes(b"the user's")
+    os.link(first, out / first.name)  # an earlier export's
+    args = ["export", "--data", *map(str, peers), "--format", "warc", "--out", str(out)]
+    assert main(args) == 2
+    assert capsys.readouterr().err.startswith(f"ubipy export: {cut}: shorter than the shard")
+    assert sorted(p.name for p in out.iterdir()) == sorted(["keep.txt", first.name])
+    assert (out / "keep.txt").read_bytes() == b"the user's"
+    assert os.path.samefile(out / first.name, first)
+    assert {path: path.read_bytes() for path in _files(peers[0])} == own  # untouched
+
+
 # -- crawls --------------------------------------------------------------------------
 
 

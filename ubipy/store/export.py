@@ -38,7 +38,7 @@ from ubipy.store.snapshot import (
     iso_utc,
 )
 from ubipy.store.warc import WARC_VERSION, write_warc
-from ubipy.store.warcexport import Part, copy_part, link_part, parts_of
+from ubipy.store.warcexport import Part, copy_part, link_part, parts_of, unmake
 from ubipy.store.warcindex import cdxj_of
 
 __all__ = [
@@ -181,15 +181,25 @@ def _from_files(
         return rest(sink)
 
     if isinstance(out, Path) and out.is_dir():
-        for part in parts:
-            link_part(part, out)
 
         def beside(sink: IO[bytes]) -> ExportSummary:
             # A file of the directory, beside the peers' .warc.gz: gzip, whatever the
             # directory's name, and named as it is in its warcinfo.
             return rest(sink, _BESIDE, True)
 
-        legacy = write_path(out / _BESIDE, beside, inputs) if others else rest(io.BytesIO())
+        # Nothing is left of an export that fails: the names it made go (a peer's
+        # files linked before another's was found cut were left, a review found); the
+        # files that were there before it stay.
+        made: list[tuple[Path, tuple[int, int]]] = []
+        try:
+            for part in parts:
+                if (mine := link_part(part, out)) is not None:
+                    made.append((out / part.name, mine))
+            legacy = write_path(out / _BESIDE, beside, inputs) if others else rest(io.BytesIO())
+        except BaseException:
+            for path, mine in reversed(made):
+                unmake(path, mine)
+            raise
     elif isinstance(out, Path):
         legacy = write_path(out, whole, inputs)
     else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from ubipy.store.snapshot import ShardReader
 from ubipy.store.warcfiles import OPEN_SUFFIX, WARC_DIR
 from ubipy.store.warcindex import peer_of
 
-__all__ = ["Part", "copy_part", "link_part", "parts_of"]
+__all__ = ["Part", "copy_part", "link_part", "parts_of", "unmake"]
 
 _CHUNK = 1 << 20
 
@@ -176,11 +177,12 @@ def _extended(part: Part, copy: Path, size: int) -> bool:
     return at > size
 
 
-def link_part(part: Part, directory: Path) -> None:
+def link_part(part: Part, directory: Path) -> tuple[int, int] | None:
     """Put a part into ``directory`` under its final name: a hard link to a closed file
     (a copy across file systems), a copy of the open file's committed part. A file of
     that name already there is left as it is if it is the same file or the same size
-    (an export made again), else refused."""
+    (an export made again), else refused. Returns the (device, inode) of the name it
+    made, for :func:`unmake` (None: it made none)."""
     target = directory / part.name
     if part.length is None:
         try:
@@ -192,18 +194,18 @@ def link_part(part: Part, directory: Path) -> None:
         size = target.stat().st_size
         want = part.length if part.length is not None else part.path.stat().st_size
         if same or size == want:
-            return
+            return None
         own = target.is_file() and not target.is_symlink() and target.stat().st_nlink == 1
         # An earlier export's copy of this file while it was being written: the rest
         # is added (it was refused, so a live peer could be exported once). Not a
         # file with other names (a snapshot's link): that would change too.
         if size < want and own and _extended(part, target, size):
-            return
+            return None
         raise ExportError(f"{target}: already there, and not the peer's file")
     if part.length is None:
         try:
             os.link(part.path, target)
-            return
+            return _made(target)
         except OSError as exc:
             if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
                 raise ExportError(f"{target}: cannot link: {exc.strerror or exc}") from exc
@@ -220,6 +222,7 @@ def link_part(part: Part, directory: Path) -> None:
             else:
                 copy_part(part, out, gunzip=False)
         os.link(partial, target)
+        return _made(target)
     except FileExistsError:
         raise ExportError(f"{target}: appeared during the export; left as it is") from None
     except OSError as exc:
@@ -227,3 +230,23 @@ def link_part(part: Part, directory: Path) -> None:
         raise ExportWriteError(f"{target}: cannot write: {exc.strerror or exc}") from exc
     finally:
         partial.unlink(missing_ok=True)
+
+
+def _made(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def unmake(path: Path, made: tuple[int, int]) -> None:
+    """Remove the name ``path`` if it still names the regular file :func:`link_part`
+    made there (a link to a peer's file goes, the file stays); anything else that
+    took the name meanwhile is left as it is."""
+    try:
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) == made:
+            path.unlink()
+    except OSError:
+        pass  # left: the error being reported is the one that matters
