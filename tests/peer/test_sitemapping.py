@@ -223,6 +223,16 @@ async def test_no_sitemaps_or_max_depth_0_reads_none(
         assert crawler.stats.sitemaps == 0
 
 
+async def test_max_depth_0_fetches_the_seeds_alone(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # "0 or inf" read 0 as no bound: the seed's links were followed, and theirs (a review).
+    web = {**WEB, w("/"): (200, HTML, b'<title>home</title><a href="/p1">p1</a>')}
+    crawler, asked = await crawl(tmp_path, BoundsConfig(max_depth=0), web)
+    assert [url for _, url in asked] == [w("/robots.txt"), w("/")]
+    assert crawler.stats.too_deep == 1
+
+
 async def test_the_readme_example_reads_its_sitemaps_whatever_the_filters(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:

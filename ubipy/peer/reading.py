@@ -25,6 +25,11 @@ MAX_REDIRECTS: Final = 20
 SCOPE_REDIRECTS: Final = 5
 
 
+def _unbounded_if_none(bound: int | None) -> float:
+    # Not "bound or inf": --max-depth 0 (the seeds alone) was no bound at all.
+    return math.inf if bound is None else bound
+
+
 class RedirectChains:
     """How many redirects in a row led to each URL waiting to be fetched, and whether
     the chain began on a seed's host. A redirect is no link hop (its target keeps the
@@ -123,7 +128,7 @@ def read_page(
                 encoding_source = parsed.encoding_source.value
             stats.refused["link"] += parsed.links_refused
             stats.credentials_stripped += parsed.links_stripped
-            if entry.depth + 1 > (config.bounds.max_depth or math.inf):
+            if entry.depth + 1 > _unbounded_if_none(config.bounds.max_depth):
                 stats.too_deep += len(parsed.links)
             else:
                 discovered = candidates(parsed.links, None, entry.depth + 1, hosts=parsed.hosts)
