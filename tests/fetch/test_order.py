@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ubipy.config import CrawlOrder
 from ubipy.fetch import ranking
+from ubipy.fetch.duehosts import OLDEST_EVERY
 from ubipy.fetch.politeness import Entry, JobKind, Scheduler
 
 
@@ -63,7 +64,7 @@ def _robots(s: Scheduler, now: float, hosts: int) -> None:
 
 
 def _drain(
-    s: Scheduler, disk: Disk, start: float, *, limit: int = 10_000
+    s: Scheduler, disk: Disk, start: float, *, limit: int = 10_000, step: float = 0.01
 ) -> list[tuple[float, str]]:
     """Fetch everything, one request at a time over all hosts; (time, url) in order."""
     out: list[tuple[float, str]] = []
@@ -79,7 +80,7 @@ def _drain(
         assert job.entry is not None
         out.append((now, job.url))
         disk.done(job.entry)
-        now += 0.01
+        now += step
         s.finished(job.host, now)
     raise AssertionError("did not finish")
 
@@ -112,6 +113,31 @@ def test_among_ready_hosts_the_one_holding_the_richest_url_goes_first() -> None:
     # All three are ready at 1.0 (the delay after robots.txt): by cash, not by arrival.
     hosts = [s.next_job(1.0) for _ in range(3)]
     assert [j.host for j in hosts if j is not None] == ["b.test", "c.test", "a.test"]
+
+
+@pytest.mark.parametrize("order", [CrawlOrder.OPIC, CrawlOrder.BIG_SITE_FIRST])
+def test_a_host_without_cash_gets_turns_while_richer_ones_are_always_ready(
+    order: CrawlOrder,
+) -> None:
+    """Connections, not delays, bound this crawl: 20 hosts rich in cash (and in URLs)
+    are ready at every choice. The poor host (what only its sitemap listed) was never
+    chosen until they were done: 1,000 requests (a review: never, on a web that keeps
+    growing). Now one choice in OLDEST_EVERY goes to the host that waited longest."""
+    disk = Disk(order)
+    s = _scheduler(order, disk, window=8)
+    rich = [f"r{i}.test" for i in range(20)]
+    for host in rich:
+        for n in range(50):
+            s.add(host, disk.put(host, _entry(host, n, 1.0)))
+    for n in range(3):
+        s.add("poor.test", disk.put("poor.test", _entry("poor.test", n)))
+    _robots(s, 0.0, 21)
+    # Each request takes 0.2 s, one at a time: a rich host is ready again long before
+    # the other 19 have had theirs.
+    fetched = [u for _, u in _drain(s, disk, 1.0, step=0.2)]
+    poor = [i for i, url in enumerate(fetched) if "poor.test" in url]
+    assert poor[0] < 2 * OLDEST_EVERY
+    assert poor[-1] < 20 * OLDEST_EVERY  # each of its turns comes, not only the first
 
 
 def test_big_site_first_takes_the_host_with_most_waiting() -> None:

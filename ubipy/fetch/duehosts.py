@@ -8,6 +8,13 @@ waits among the ready ones and the most urgent goes, while hosts with pages due
 again (``--recrawl``) take their share of the turns in the order they came due
 (refreshshare.py).
 
+One choice in :data:`OLDEST_EVERY` among the ready hosts goes to the one that has
+waited longest, whatever its priority. Ranked by score alone, a host whose URLs hold
+no cash (what only a sitemap lists, a host taken over from a replica) was never
+chosen while any host with cash was ready: when the crawler's connections, not the
+hosts' delays, bound a crawl, that is for ever (a review: a seed's sitemap never read
+in 36,000 requests under opic; at once under bfs).
+
 An armed host's place is told by its tie-breaker (``armed_tie``): armed again, its
 old places go stale and are skipped when met.
 
@@ -28,7 +35,11 @@ from ubipy.fetch.refreshshare import RefreshShare
 from ubipy.fetch.slots import HostRobots, HostSlot
 from ubipy.fetch.windows import Windows
 
-__all__ = ["DueHosts"]
+__all__ = ["OLDEST_EVERY", "DueHosts"]
+
+#: Of the choices among ready hosts under a ranked order, one in this many goes to the
+#: host that has waited longest.
+OLDEST_EVERY = 16
 
 
 class DueHosts:
@@ -56,6 +67,9 @@ class DueHosts:
         self._ready: list[tuple[float, int, int, HostSlot]] = []
         # Of those, the hosts that came up with pages due again (--recrawl), in turn.
         self._ready_refresh: deque[tuple[int, HostSlot]] = deque()
+        # All of them again in the order they came up, for the longest waiting's turn.
+        self._ready_oldest: deque[tuple[int, HostSlot]] = deque()
+        self._choices = 0
 
     def __bool__(self) -> bool:
         """Whether any host is armed or ready."""
@@ -106,6 +120,7 @@ class DueHosts:
                 self._windows.refill(slot)
             urgency = ranking.host_priority(self._order, slot.queue, slot.credit, slot.on_disk)
             heapq.heappush(ready, (-urgency, next(self._tie), slot.armed_tie, slot))
+            self._ready_oldest.append((slot.armed_tie, slot))
             if slot.refresh and slot.refresh[0][0] <= now:
                 self._ready_refresh.append((slot.armed_tie, slot))
         # Hosts with pages due again go in the order they came due while refreshes
@@ -119,8 +134,11 @@ class DueHosts:
                 if slot.armed and armed_tie == slot.armed_tie:
                     return slot
         elif len(refresh) > 2 * len(ready) + 64:  # places gone stale, many of them
-            live = [(t, slot) for t, slot in refresh if slot.armed and t == slot.armed_tie]
-            self._ready_refresh = deque(live)
+            self._ready_refresh = _live(refresh)
+        self._choices += 1
+        if self._choices % OLDEST_EVERY == 0 and (slot := _first_live(self._ready_oldest)):
+            return slot
+        self._shed_stale()
         while ready:
             _, _, armed_tie, slot = heapq.heappop(ready)
             # Armed again meanwhile (brought forward by new URLs or a plan): that entry is
@@ -128,3 +146,27 @@ class DueHosts:
             if slot.armed and armed_tie == slot.armed_tie:
                 return slot
         return None
+
+    def _shed_stale(self) -> None:
+        """Drop the ready places gone stale when they are many: each host chosen leaves
+        its place in the other queue (a low-ranked host chosen as the longest waiting,
+        its place in the heap, which is not popped while better hosts come)."""
+        ready, limit = self._ready, 2 * self._hosts() + 1024
+        if len(ready) > limit:
+            ready[:] = [e for e in ready if e[3].armed and e[2] == e[3].armed_tie]
+            heapq.heapify(ready)
+        if len(self._ready_oldest) > limit:
+            self._ready_oldest = _live(self._ready_oldest)
+
+
+def _live(places: deque[tuple[int, HostSlot]]) -> deque[tuple[int, HostSlot]]:
+    return deque((t, slot) for t, slot in places if slot.armed and t == slot.armed_tie)
+
+
+def _first_live(places: deque[tuple[int, HostSlot]]) -> HostSlot | None:
+    """The first host still in its place, its place and any stale before it taken."""
+    while places:
+        armed_tie, slot = places.popleft()
+        if slot.armed and armed_tie == slot.armed_tie:
+            return slot
+    return None
