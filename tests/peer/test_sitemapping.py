@@ -223,6 +223,26 @@ async def test_no_sitemaps_or_max_depth_0_reads_none(
         assert crawler.stats.sitemaps == 0
 
 
+async def test_under_opic_a_sitemap_and_what_it_lists_hold_cash(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A sitemap robots.txt names holds a seed's cash and splits it over what it lists:
+    # at 0, both went after every link of the seed's page (a host always richer,
+    # for ever; a review). The seed's page splits its 1 over its ten links.
+    links = "".join(f'<a href="/l{i}">l</a>' for i in range(10))
+    web = {
+        w("/robots.txt"): (200, {}, f"Sitemap: {w('/maps/s.xml')}\n".encode()),
+        w("/"): (200, HTML, f"<title>home</title>{links}".encode()),
+        w("/maps/s.xml"): (200, XML, urlset(w("/only"))),
+    }
+    _, asked = await crawl(tmp_path, None, web)
+    urls = [url for _, url in asked]
+    assert urls[:6] == [
+        w("/robots.txt"), w("/"), w("/maps/s.xml"), w("/sitemap.xml"), w("/only"), w("/l0")
+    ]  # fmt: skip
+    assert len(urls) == 15
+
+
 async def test_max_depth_0_fetches_the_seeds_alone(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:

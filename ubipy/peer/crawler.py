@@ -134,10 +134,10 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
             bounds,
             self._candidates,
             self.stats,
-            keep_bodies=keep,
+            keep_bodies=keep, score=self.order.seed_score,
             in_scope=self.scope.allows_host,
             chains=self._redirects,
-        )
+        )  # fmt: skip
         # Set while the shard refuses writes; cleared by the first flush that works.
         self.storage_error: str | None = None
         self.storage_failing = trio.Event()

@@ -102,8 +102,13 @@ class Sitemapping:
         keep_bodies: bool,
         in_scope: Callable[[str], bool],
         chains: RedirectChains | None = None,
+        score: float = 0.0,
     ) -> None:
-        """``chains``: the redirects in a row so far, the pages' (reading.py)."""
+        """``chains``: the redirects in a row so far, the pages' (reading.py); ``score``:
+        a sitemap robots.txt brings, as a seed's (its cash under a ranked order, which
+        a sitemap splits over what it lists as a page over its links: at 0, a sitemap
+        and what only it listed went after every URL with cash, a review)."""
+        self._score = score
         self._candidates = candidates
         self._chains = RedirectChains() if chains is None else chains
         self._in_scope = in_scope
@@ -130,7 +135,8 @@ class Sitemapping:
         # Cross-submission: an in-scope host's Sitemap lines, on any host.
         beyond = _anywhere if self._in_scope(host_key(fetched.start)) else None
         found = self._candidates(rules.sitemaps, fetched.url, SITEMAP_DEPTH, beyond_scope=beyond)
-        return found + self._candidates([SITEMAP_PATH], fetched.start, SITEMAP_DEPTH)
+        found += self._candidates([SITEMAP_PATH], fetched.start, SITEMAP_DEPTH)
+        return [u._replace(score=self._score) for u in found] if self._score else found
 
     def answered(
         self, host: str, entry: Entry, result: FetchResult, fetched_at: float | None = None
@@ -163,6 +169,9 @@ class Sitemapping:
                         self._chains.led_to(url.fp, hops, False)
             elif _succeeded(result):
                 found, lastmods = self._read(host, entry, result)
+            if found and entry.score > 0:
+                share = entry.score / len(found)
+                found = [u._replace(score=share) for u in found]
         digest = content_digest(result.body) if result.ok else None
         page = page_record(
             entry, host, result, keep_body=self._keep_bodies, digest=digest, fetched_at=fetched_at
