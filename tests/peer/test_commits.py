@@ -8,7 +8,7 @@ import dataclasses
 
 from tests.peer.test_replica import page
 from ubipy.fetch.urls import fingerprint
-from ubipy.peer.commits import Answered, Commits
+from ubipy.peer.commits import GIVEN_UP_KEPT, Answered, Commits
 from ubipy.store.revisits import Visit
 from ubipy.store.shard import HostMark, NewURL
 
@@ -158,3 +158,15 @@ def test_a_hosts_mark_not_yet_written_is_known_until_it_is() -> None:
     commits.take()
     commits.committed()
     assert commits.mark_of("a.test") is None  # the shard has it now
+
+
+def test_the_reasons_of_hosts_given_up_are_kept_for_the_latest_only() -> None:
+    # Kept for the run, a crawl meeting millions of dead hosts grew by one a host for
+    # ever, long after their slots were forgotten (a review).
+    commits = Commits()
+    for n in range(GIVEN_UP_KEPT + 10):
+        commits.close_host(f"h{n}.test", "robots.txt unreachable")
+    commits.close_host("h3.test", "certificate error")  # given up again: the latest
+    assert len(commits.given_up) == GIVEN_UP_KEPT
+    assert "h10.test" not in commits.given_up and "h11.test" in commits.given_up
+    assert commits.given_up["h3.test"] == "certificate error"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -103,6 +103,8 @@ COMMIT_GRACE = 1.0
 COMMIT_PATIENCE = 1.0
 #: A commit of fewer pages than commit_every_pages / this waits up to COMMIT_PATIENCE.
 FEW_PAGES_DIVISOR = 8
+#: Hosts given up whose reason is kept for the URLs of them admitted later.
+GIVEN_UP_KEPT = 65_536
 
 
 class CommitTiming:
@@ -293,9 +295,11 @@ class Commits:
         self._arrived = arrived
         self._marks: dict[str, HostMark] = {}
         self._closed_hosts: list[tuple[str, str]] = []
-        # Why each host given up in this run was: a URL of it admitted later is closed
-        # saying so.
-        self.given_up: dict[str, str] = {}
+        # Why each host given up lately was: a URL of it admitted later is closed saying
+        # so (while its slot stands; once forgotten the host is tried again). The latest
+        # GIVEN_UP_KEPT: kept for the run, a crawl meeting millions of dead hosts grew
+        # by one a host for ever (a review).
+        self.given_up: OrderedDict[str, str] = OrderedDict()
         self._answered: list[Answered] = []
         self._acked: list[int] = []
         self._skips: list[tuple[int, str]] = []
@@ -362,7 +366,11 @@ class Commits:
         """The host is given up: its pending frontier rows are closed, saying why (and
         so are the URLs of it admitted later in this run: see ``given_up``)."""
         self._closed_hosts.append((host, reason))
-        self.given_up[host] = reason
+        given_up = self.given_up
+        given_up[host] = reason
+        given_up.move_to_end(host)
+        if len(given_up) > GIVEN_UP_KEPT:
+            given_up.popitem(last=False)
         self._arrived()
 
     def skip(self, fp: int, reason: str) -> None:
