@@ -230,7 +230,9 @@ async def test_an_acknowledgement_wakes_the_sender_for_what_waited_for_its_owner
         nursery.start_soon(forwarder.run)
         router.enqueue([_url(1, host), _url(2, host)], 0.0)
         forwarder.kick()
-        await trio.sleep(35.0)  # b silent: each sent at 0, 2, 6, 14, 30, next at 62
+        # b silent: both sent at 0, the first (the probe) again at 2, 6, 14, 30, next
+        # at 62; the second waits behind it.
+        await trio.sleep(35.0)
         first, second = (batch_id for _, batch_id in sent[:2])
         await forwarder.on_url_ack("b", UrlAck((first,)), None)  # type: ignore[arg-type]
         await trio.testing.wait_all_tasks_blocked()

@@ -7,15 +7,25 @@ over one outbox per other member, so each fills that many times slower, and a
 fixed linger would send ever thinner batches (more frames per URL) as the
 cluster grows; the price is URLs reaching their owner later. A batch stays here until
 its owner acknowledges it (after admitting it durably); unacknowledged batches
-are sent again after ``retry_after`` seconds, and when the ring changes every
-waiting URL is routed afresh: some now belong elsewhere, some to this peer.
-Admission is idempotent, so a batch delivered twice does no harm.
+are sent again after ``retry_after`` seconds, less and less often while the owner
+does not answer, and when the ring changes every waiting URL is routed afresh: some
+now belong elsewhere, some to this peer. Admission is idempotent, so a batch
+delivered twice does no harm.
+
+An owner that stays a member but answers nothing (its disk refuses writes) is sent
+again its oldest unacknowledged batch alone, as a probe, once a back-off period; the
+others wait here (and in the outbox on disk) until it answers, and then go again at
+once. Each batch resent on its own back-off sent a peer that could not store them
+its whole backlog every minute, the traffic growing with the square of the time it
+was down (found by a review).
 
 Pure: no I/O, no clock; the peer passes ``now`` in and sends what comes out.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import random
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -53,6 +63,25 @@ class _Unacked:
     batch: Batch
     sent_at: float
     attempts: int = 1
+    # The ticket of its entry in the resend heap; _PARKED while its owner is backed off
+    # and another of its batches is the probe.
+    ticket: int = -1
+
+
+_PARKED = -1
+
+
+@dataclass(slots=True)
+class _Owner:
+    """An owner's unacknowledged batches, oldest first, and whether it is backed off:
+    one of them, sent after the last send it answered, went unanswered and was sent
+    again, and none has been acknowledged since."""
+
+    held: dict[int, _Unacked] = field(default_factory=dict)
+    backed_off: bool = False
+    # When the latest send it acknowledged left: a batch sent before then and not
+    # acknowledged was lost on the way, not sent to an owner that does not answer.
+    answered: float = float("-inf")
 
 
 @dataclass(slots=True)
@@ -88,9 +117,18 @@ class Router:
         self._retry_after = retry_after
         self._scale_linger()
         self._outboxes: dict[str, _Outbox] = {}
+        # Owners whose outbox holds URLs: due() and next_deadline() look at these alone.
+        self._filled: dict[str, _Outbox] = {}
         self._unacked: dict[int, _Unacked] = {}
-        # Owners with a batch sent again since they last acknowledged one.
-        self._backed_off: set[str] = set()
+        self._owners: dict[str, _Owner] = {}
+        # (when, ticket, batch id) of each batch's next resend; an entry whose ticket is
+        # no longer its batch's (acknowledged, parked, rescheduled) is passed over, so a
+        # wake costs the batches due then, not every batch waiting.
+        self._resends: list[tuple[float, int, int]] = []
+        self._tickets = itertools.count()
+        # URLs in the outboxes and the unacknowledged batches, kept as they come and go:
+        # asked at every acknowledgement.
+        self._backlog = 0
         self._ids = run_ids(rng)
         # Links repeated on every page of a site (menus, footers) would otherwise
         # be forwarded again and again; the owner would drop them, but the wire
@@ -139,60 +177,112 @@ class Router:
                 box = self._outboxes[owner] = _Outbox(since=now)
             elif not box.urls:
                 box.since = now
+            if not box.urls:
+                self._filled[owner] = box
             box.urls.append(u)
+            self._backlog += 1
             self._remember(u.fp, owner)
         return local
 
     def due(self, now: float) -> list[Batch]:
         """Batches to send now: full outboxes, lingered ones, and unacknowledged resends."""
         out: list[Batch] = []
-        for owner, box in self._outboxes.items():
-            while len(box.urls) >= self._batch_size:
-                out.append(self._seal(owner, box.urls[: self._batch_size], now))
-                del box.urls[: self._batch_size]
+        size = self._batch_size
+        for owner, box in list(self._filled.items()):
+            urls = box.urls
+            full = len(urls) - len(urls) % size
+            for start in range(0, full, size):
+                out.append(self._seal(owner, urls[start : start + size], now))
+            del urls[:full]  # at once: a batch at a time moved the rest each time
             # Compared as next_deadline computes it: ``now - since >= linger`` can be
             # False at ``now == since + linger`` (rounding), and the router's loop,
             # woken at that deadline, would find nothing due and spin.
-            if box.urls and now >= box.since + self._linger:
-                out.append(self._seal(owner, box.urls, now))
+            if urls and now >= box.since + self._linger:
+                out.append(self._seal(owner, urls, now))
                 box.urls = []
-        for pending in self._unacked.values():
-            if now >= self._resend_at(pending):
-                pending.sent_at = now
-                pending.attempts += 1
-                self._backed_off.add(pending.batch.owner)
-                self.stats.batches_resent += 1
-                out.append(pending.batch)
+            if not box.urls:
+                del self._filled[owner]
+        heap = self._resends
+        while heap and heap[0][0] <= now:
+            _, ticket, batch_id = heapq.heappop(heap)
+            pending = self._unacked.get(batch_id)
+            if pending is None or pending.ticket != ticket:
+                continue  # acknowledged, re-routed or rescheduled since
+            held = self._owners[pending.batch.owner]
+            if held.backed_off and next(iter(held.held)) != batch_id:
+                # Another batch probes the owner: this one goes when it answers.
+                pending.ticket = _PARKED
+                continue
+            if pending.sent_at > held.answered:
+                held.backed_off = True
+            pending.sent_at = now
+            pending.attempts += 1
+            self._schedule(pending)
+            self.stats.batches_resent += 1
+            out.append(pending.batch)
         return out
 
     def _seal(self, owner: str, urls: Sequence[NewURL], now: float) -> Batch:
         batch = Batch(next(self._ids), owner, tuple(urls))
-        self._unacked[batch.id] = _Unacked(batch, now)
+        pending = self._unacked[batch.id] = _Unacked(batch, now)
+        held = self._owners.get(owner)
+        if held is None:
+            held = self._owners[owner] = _Owner()
+        held.held[batch.id] = pending
+        self._schedule(pending)
         self.stats.batches_sent += 1
         self.stats.forwarded_urls += len(urls)
         return batch
 
+    def _schedule(self, pending: _Unacked) -> None:
+        pending.ticket = ticket = next(self._tickets)
+        heapq.heappush(self._resends, (self._resend_at(pending), ticket, pending.batch.id))
+
+    def _forget(self, pending: _Unacked) -> None:
+        """The batch leaves: acknowledged, or its URLs routed afresh."""
+        batch = pending.batch
+        del self._unacked[batch.id]
+        owner = self._owners[batch.owner]
+        del owner.held[batch.id]
+        if not owner.held:
+            del self._owners[batch.owner]
+        self._backlog -= len(batch.urls)
+
     def acked(self, batch_id: int) -> Batch | None:
         """The owner admitted the batch: forget it; returns it so its rows can go."""
-        pending = self._unacked.pop(batch_id, None)
+        pending = self._unacked.get(batch_id)
         if pending is None:
             return None
+        self._forget(pending)
         self.stats.batches_acked += 1
-        # The owner answers again: what it was sent while it did not goes again now,
-        # not at the end of its back-off (looked for once, not at every ack).
-        owner = pending.batch.owner
-        if owner in self._backed_off:
-            self._backed_off.discard(owner)
-            for other in self._unacked.values():
-                if other.batch.owner == owner:
-                    other.attempts = 1
+        # The owner answers again: what it was sent while it did not (and what waited
+        # behind the probe) goes again now, not at the end of its back-off.
+        owner = self._owners.get(pending.batch.owner)
+        if owner is not None:
+            owner.answered = max(owner.answered, pending.sent_at)
+        if owner is not None and owner.backed_off:
+            owner.backed_off = False
+            for other in owner.held.values():
+                other.attempts = 1
+                self._schedule(other)
         return pending.batch
 
     def next_deadline(self) -> float | None:
         """When ``due`` next has something to give, if ever."""
-        times = [b.since + self._linger for b in self._outboxes.values() if b.urls]
-        times += [self._resend_at(p) for p in self._unacked.values()]
-        return min(times) if times else None
+        heap = self._resends
+        unacked = self._unacked
+        while heap:
+            _, ticket, batch_id = heap[0]
+            pending = unacked.get(batch_id)
+            if pending is not None and pending.ticket == ticket:
+                break
+            heapq.heappop(heap)
+        soonest = heap[0][0] if heap else None
+        for box in self._filled.values():
+            at = box.since + self._linger
+            if soonest is None or at < soonest:
+                soonest = at
+        return soonest
 
     def _resend_at(self, pending: _Unacked) -> float:
         """When an unacknowledged batch goes again: after the retry time, doubling at
@@ -229,21 +319,30 @@ class Router:
         for box in self._outboxes.values():
             waiting.extend(box.urls)
         self._outboxes = {}
+        self._filled = {}
+        self._backlog -= len(waiting)
         for batch_id, pending in list(self._unacked.items()):
             # A batch whose owner still owns every URL in it keeps its place.
             if all(placement.owner(u.host) == pending.batch.owner for u in pending.batch.urls):
                 continue
             waiting.extend(pending.batch.urls)
             dropped.append(batch_id)
-            del self._unacked[batch_id]
+            self._forget(pending)
+        # Resends timed afresh (the retry may have changed with the linger): each batch
+        # that waits on its own schedule, and the oldest of each backed-off owner, which
+        # probes it now that its probe may have been re-routed.
+        self._resends = []
+        for owner in self._owners.values():
+            probe = next(iter(owner.held.values()))
+            for pending in owner.held.values():
+                if pending.ticket != _PARKED or pending is probe:
+                    self._schedule(pending)
         self.stats.rerouted_urls += len(waiting)
         return self.enqueue(waiting, now), dropped
 
     def backlog(self) -> int:
         """URLs waiting to be sent or acknowledged."""
-        return sum(len(b.urls) for b in self._outboxes.values()) + sum(
-            len(p.batch.urls) for p in self._unacked.values()
-        )
+        return self._backlog
 
     def _remember(self, fp: int, owner: str) -> None:
         recent = self._recent

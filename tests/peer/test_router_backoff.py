@@ -1,0 +1,252 @@
+"""An owner that stays a member but answers nothing is probed with one batch a back-off
+period, not sent its whole backlog again; and the router's bookkeeping costs what is
+due, not what is waiting."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+
+import pytest
+import trio
+import trio.testing
+
+from ubipy.peer.forwarding import Forwarder
+from ubipy.peer.router import Batch, Router
+from ubipy.ring import Ring
+from ubipy.store.shard import NewURL
+from ubipy.wire import Message, UrlAck, UrlBatch
+
+
+def _hosts_of(ring: Ring, owner: str, n: int) -> list[str]:
+    hosts = [f"h{i}.test" for i in range(5000)]
+    return [h for h in hosts if ring.owner(h) == owner][:n]
+
+
+def _urls(start: int, n: int, hosts: list[str]) -> list[NewURL]:
+    return [
+        NewURL(fp=i, url=f"http://{hosts[i % len(hosts)]}/{i}", host=hosts[i % len(hosts)], depth=1)
+        for i in range(start, start + n)
+    ]
+
+
+def _silent_hour(router: Router, hosts: list[str]) -> tuple[list[Batch], int]:
+    """50 URLs a second for an hour, due() drained every second: what went out."""
+    sent: list[Batch] = []
+    for second in range(3600):
+        router.enqueue(_urls(second * 50, 50, hosts), float(second))
+        sent += router.due(float(second))
+    return sent, 3600 * 50
+
+
+def test_a_silent_owner_is_probed_once_a_back_off_not_sent_its_backlog_again() -> None:
+    """The reviewer's case: b is a member whose shard refuses writes, so it answers
+    nothing and never leaves the ring. Each batch resent on its own back-off put 6.2
+    million URLs on the wire in an hour (34 times those found), and the whole backlog
+    every minute after."""
+    ring = Ring(["a", "b"])
+    router = Router("a", ring, batch_size=50, linger=0.5, retry_after=2.0)
+    sent, found = _silent_hour(router, _hosts_of(ring, "b", 40))
+    assert router.backlog() == found  # nothing dropped: all waits for b
+    first = {b.id for b in sent}
+    assert len(first) == 3600  # each batch sent once...
+    resends = len(sent) - len(first)
+    # ...and one probe at 2, 6, 14, 30, 62 s, then one a minute.
+    assert resends <= 5 + 3600 // 60
+    assert sum(len(b.urls) for b in sent) <= found + resends * 50
+    # The probe is the oldest batch, always the same one.
+    assert len(first) == len(sent) - resends
+    assert {b.id for b in sent if sent.count(b) > 1} == {sent[0].id}
+
+
+def test_an_owner_that_answers_again_gets_everything_it_was_not_sent() -> None:
+    ring = Ring(["a", "b"])
+    router = Router("a", ring, batch_size=50, linger=0.5, retry_after=2.0)
+    _, found = _silent_hour(router, _hosts_of(ring, "b", 40))
+    # b answers from now on: every frame it is sent is acknowledged a second later.
+    delivered: set[int] = set()
+    now = 3600.0
+    while router.backlog():
+        deadline = router.next_deadline()
+        assert deadline is not None and deadline <= now + 60.0
+        now = max(now + 1.0, deadline)
+        for batch in router.due(now):
+            if router.acked(batch.id) is not None:
+                delivered.update(u.fp for u in batch.urls)
+        assert now < 3600.0 + 120.0  # the next probe, then everything at once
+    assert delivered == set(range(found))
+    assert router.next_deadline() is None
+
+
+def test_the_probe_goes_on_when_a_ring_change_takes_it_elsewhere() -> None:
+    """b's oldest batch is the probe; d joins and takes its host. The next oldest is
+    probed in its place, or what waits behind it would never go again."""
+    ring = Ring(["a", "b", "c"])
+    bigger = Ring(["a", "b", "c", "d"])
+    b_hosts = _hosts_of(ring, "b", 400)
+    moving = next(h for h in b_hosts if bigger.owner(h) == "d")
+    staying = [h for h in b_hosts if bigger.owner(h) == "b"][:5]
+    router = Router("a", ring, batch_size=1, linger=0.1, retry_after=2.0)
+    router.enqueue(_urls(0, 1, [moving]), 0.0)
+    router.enqueue(_urls(1, 5, staying), 0.0)
+    batches = router.due(0.0)
+    assert len(batches) == 6
+    now = 0.0
+    for now in (2.0, 6.0, 14.0):  # b silent: the oldest alone goes again
+        assert router.due(now) == [batches[0]]
+    local, dropped = router.ring_changed(bigger, 15.0)
+    assert local == [] and dropped == [batches[0].id]
+    # b's next oldest probes it at once (its own back-off long past).
+    to_d, probe = sorted(router.due(15.1), key=lambda b: b.owner != "d")
+    assert to_d.owner == "d" and to_d.urls == batches[0].urls
+    assert probe == batches[1]
+    assert router.acked(to_d.id) == to_d
+    probes = [b for now in range(16, 200) for b in router.due(float(now))]
+    assert probes and {b.id for b in probes} == {batches[1].id}
+    assert router.backlog() == 5
+
+
+def test_an_owner_that_leaves_the_ring_has_its_held_batches_routed_afresh() -> None:
+    ring = Ring(["a", "b", "c"])
+    router = Router("a", ring, batch_size=50, linger=0.5, retry_after=2.0)
+    hosts = _hosts_of(ring, "b", 40)
+    for second in range(600):
+        router.enqueue(_urls(second * 50, 50, hosts), float(second))
+        router.due(float(second))
+    assert router.backlog() == 30_000
+    local, _ = router.ring_changed(Ring(["a", "c"]), 600.0)
+    to_c = router.due(601.0)
+    assert {b.owner for b in to_c} == {"c"}
+    assert sorted([u.fp for u in local] + [u.fp for b in to_c for u in b.urls]) == list(
+        range(30_000)
+    )
+    assert router.backlog() == 30_000 - len(local)
+    for batch in to_c:
+        router.acked(batch.id)
+    assert router.backlog() == 0 and router.next_deadline() is None
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_backlog_stays_right_through_enqueue_ack_and_ring_changes(seed: int) -> None:
+    """The backlog is counted as URLs come and go (it is asked at every
+    acknowledgement): it is always the URLs enqueued and neither acknowledged nor
+    handed back as local by a ring change."""
+    rng = random.Random(seed)
+    rings = [Ring(["a", "b", "c"]), Ring(["a", "b", "c", "d"]), Ring(["a", "c"]), Ring(["a"])]
+    router = Router("a", rings[0], batch_size=7, linger=0.5, retry_after=2.0)
+    hosts = [f"h{i}.test" for i in range(300)]
+    waiting: set[int] = set()
+    unacked: dict[int, Batch] = {}
+    fp = 0
+    now = 0.0
+    for _ in range(400):
+        now += rng.random()
+        step = rng.random()
+        if step < 0.4:
+            urls = [
+                NewURL(fp + i, f"http://{h}/{fp + i}", h, 1)
+                for i, h in enumerate(rng.sample(hosts, 10))
+            ]
+            fp += 10
+            _, foreign = router.split(urls)
+            for u in router.enqueue(foreign, now):
+                foreign.remove(u)
+            waiting.update(u.fp for u in foreign)
+        elif step < 0.9:
+            for batch in router.due(now):
+                unacked[batch.id] = batch
+            for batch_id in rng.sample(sorted(unacked), len(unacked) // 2):
+                batch = unacked.pop(batch_id)
+                if router.acked(batch_id) is not None:
+                    waiting.difference_update(u.fp for u in batch.urls)
+        else:
+            local, _ = router.ring_changed(rng.choice(rings), now)
+            waiting.difference_update(u.fp for u in local)
+        assert router.backlog() == len(waiting)
+
+
+def test_a_wake_costs_what_is_due_not_every_batch_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each wake of the forwarder looked at every unacknowledged batch (due() and
+    next_deadline()): 10 ms a wake with 10,000 of them, on the loop that also answers
+    membership pings."""
+    ring = Ring(["a", "b"])
+    router = Router("a", ring, batch_size=1, linger=0.5, retry_after=2.0)
+    host = _hosts_of(ring, "b", 1)[0]
+    router.enqueue(_urls(0, 5000, [host]), 0.0)
+    assert len(router.due(0.0)) == 5000
+    now = 0.0
+    for _ in range(10):  # b silent: backed off
+        deadline = router.next_deadline()
+        assert deadline is not None
+        now = deadline
+        router.due(now)
+    looked = 0
+    resend_at = Router._resend_at
+
+    def counted(self: Router, pending: object) -> float:
+        nonlocal looked
+        looked += 1
+        return resend_at(self, pending)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Router, "_resend_at", counted)
+    for i in range(100):  # woken by new URLs for another owner, or the clock
+        router.next_deadline()
+        router.due(now + i * 0.001)
+        router.backlog()
+    assert looked < 100
+
+
+async def test_a_forwarder_sends_a_silent_owner_one_batch_a_back_off_then_everything(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Through the forwarder: b silent for an hour gets each batch once and a probe a
+    minute; once it answers, what waited goes at once and every URL is delivered."""
+    forwarded: set[int] = set()
+
+    class Crawled:
+        def forwarded(self, fps: Iterable[int]) -> None:
+            forwarded.update(fps)
+
+    ring = Ring(["a", "b"])
+    hosts = _hosts_of(ring, "b", 40)
+    router = Router("a", ring, batch_size=50, linger=0.5, retry_after=2.0)
+    frames: list[int] = []
+    answering = False
+    answers: trio.MemorySendChannel[int]
+    answers, to_answer = trio.open_memory_channel[int](10**6)
+
+    async def send(address: str, message: Message) -> bool:
+        assert isinstance(message, UrlBatch)
+        frames.append(message.id)
+        if answering:
+            answers.send_nowait(message.id)
+        return True
+
+    forwarder = Forwarder(router, Crawled(), send, lambda peer: peer, trio.lowlevel.checkpoint)  # type: ignore[arg-type]
+
+    async def answer() -> None:
+        """What b was sent, acknowledged within 0.2 s (in one frame, as b would)."""
+        async for batch_id in to_answer:
+            await trio.sleep(0.2)
+            ids = [batch_id]
+            while True:
+                try:
+                    ids.append(to_answer.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            await forwarder.on_url_ack("b", UrlAck(tuple(ids)), None)  # type: ignore[arg-type]
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(forwarder.run)
+        nursery.start_soon(answer)
+        for second in range(3600):
+            router.enqueue(_urls(second * 50, 50, hosts), trio.current_time())
+            forwarder.kick()
+            await trio.sleep(1.0)
+        assert len(set(frames)) == 3600
+        assert len(frames) - 3600 <= 5 + 3600 // 60
+        answering = True
+        with trio.fail_after(120.0):  # the next probe, then the rest at once
+            await forwarder.drained.wait()
+        nursery.cancel_scope.cancel()
+    assert forwarded == set(range(3600 * 50)) and router.backlog() == 0
