@@ -115,7 +115,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         filters = self.scope.filters
         self._refilter = Refilter(filters, shard, self._commits, self.stats)
         self.scheduler = Scheduler.of(
-            config, self._refilter.loader(self.order.load_window), wanted, self._recall
+            config, self._refilter.loader(*self.order.loaders), wanted, self._recall
         )
         # A continuous crawl (--recrawl): pages fetched come due again.
         self.refresher = (

@@ -22,11 +22,12 @@ import logging
 import math
 import time
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from ubipy.config import CrawlConfig, CrawlOrder
 from ubipy.errors import StorageError
 from ubipy.fetch import Entry, Scheduler
+from ubipy.peer.refiltering import Loader, RankedLoader
 from ubipy.store import NewURL, Shard
 
 __all__ = ["Ordering", "pagerank"]
@@ -113,19 +114,34 @@ class Ordering:
             return
         self._index_tried = math.inf
 
+    @property
+    def loaders(self) -> tuple[Loader, RankedLoader | None]:
+        """How a window is loaded (:meth:`load_window`), and how, under a ranked order,
+        the entries past one loaded are (:meth:`load_after`)."""
+        return self.load_window, self.load_after if self.order.ranked else None
+
     def load_window(self, host: str, after_seq: int, limit: int) -> list[Entry]:
         """Up to ``limit`` of a host's pending entries: the next ones in admission
         order after ``after_seq``, or, under a ranked order, its best."""
         if not self.order.ranked:
             rows = self._shard.pending_for_host(host, after_seq, limit)
-        else:
-            # Fewer than ``limit`` must mean the disk holds no more (the scheduler
-            # counts on it): ask for as many more as may be left out.
-            self._index()
-            asked = self._unsettled()
-            best = self._shard.best_for_host(host, limit + len(asked))
-            rows = [r for r in best if r.fp not in asked][:limit]
-        return [Entry(r.fp, r.seq, r.url, r.depth, score=r.score) for r in rows]
+            return [Entry(r.fp, r.seq, r.url, r.depth, score=r.score) for r in rows]
+        # Fewer than ``limit`` must mean the disk holds no more (the scheduler counts
+        # on it): ask for as many more as may be left out.
+        asked = self._unsettled()
+        return self.load_after(host, None, limit + len(asked), asked)[:limit]
+
+    def load_after(
+        self, host: str, last: Entry | None, read: int, left_out: Collection[int]
+    ) -> list[Entry]:
+        """A host's pending entries in rank order past ``last`` (None: from its best):
+        ``read`` of them read, those ``left_out`` left out."""
+        self._index()
+        after = None if last is None else (last.score, last.seq)
+        rows = self._shard.best_for_host(host, read, after)
+        return [
+            Entry(r.fp, r.seq, r.url, r.depth, score=r.score) for r in rows if r.fp not in left_out
+        ]
 
     @property
     def seed_score(self) -> float:

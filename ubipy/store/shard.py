@@ -303,16 +303,32 @@ class Shard(PagesMixin):
         with self.transaction():
             self._conn.execute(RANK_INDEX)
 
-    def best_for_host(self, host: str, limit: int) -> list[FrontierRow]:
-        """A host's pending URLs, highest score first (oldest first among equals)."""
-        cur = self._conn.execute(
-            "SELECT fp, seq, url, host, depth, score FROM frontier "
-            "WHERE host = ? AND state = 0 ORDER BY score DESC, seq LIMIT ?",
-            (host, limit),
-        )
+    def best_for_host(
+        self, host: str, limit: int, after: tuple[float, int] | None = None
+    ) -> list[FrontierRow]:
+        """A host's pending URLs, highest score first (oldest first among equals);
+        ``after``: those that come after this (score, seq) in that order."""
+        columns = "SELECT fp, seq, url, host, depth, score FROM frontier WHERE host = ? "
+        if after is None:
+            rows = self._conn.execute(
+                columns + "AND state = 0 ORDER BY score DESC, seq LIMIT ?", (host, limit)
+            ).fetchall()
+        else:
+            # Two ranges of the index, not one OR (which SQLite read from the host's
+            # best on: a page past n rows cost n).
+            score, seq = after
+            rows = self._conn.execute(
+                columns + "AND state = 0 AND score = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (host, score, seq, limit),
+            ).fetchall()
+            if len(rows) < limit:
+                rows += self._conn.execute(
+                    columns + "AND state = 0 AND score < ? ORDER BY score DESC, seq LIMIT ?",
+                    (host, score, limit - len(rows)),
+                ).fetchall()
         return [
             FrontierRow(int(a), int(b), str(c), str(d), int(e), float(f))
-            for a, b, c, d, e, f in cur
+            for a, b, c, d, e, f in rows
         ]
 
     def pending_hosts(self) -> list[tuple[str, int]]:
