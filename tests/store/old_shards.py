@@ -32,6 +32,7 @@ _UNDO = {
         "CREATE INDEX frontier_pending ON frontier (host, seq) WHERE state = 0",
     ),
     8: ("ALTER TABLE visits DROP COLUMN truncated",),
+    9: ("DROP INDEX frontier_done",),
 }
 
 

@@ -9,7 +9,7 @@ import sqlite3
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 SHARD_FILE = "shard.sqlite3"
 
 # Version 3: what sitemaps said of when each URL last changed (a W3C datetime, as
@@ -140,6 +140,13 @@ _VISIT_TRUNCATED = """
 ALTER TABLE visits ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0;
 """
 
+# Version 10: a host's rows no longer pending (done, skipped), by host: a host handed
+# over, or copied to its replica, was found by a scan of the whole frontier (at 2M rows
+# 0.1 s a host for its state, 0.3 s to drop it). Partial, so that a URL admitted
+# (pending) pays nothing for it and a page marked done one entry; a host's pending rows
+# are frontier_pending's.
+_FRONTIER_DONE = "CREATE INDEX IF NOT EXISTS frontier_done ON frontier (host) WHERE state != 0;"
+
 SCHEMA = (
     """
 CREATE TABLE IF NOT EXISTS meta (
@@ -209,6 +216,7 @@ CREATE TABLE IF NOT EXISTS bodies (
     + _LASTMOD_CHECKS
     + _WARC
     + _VISIT_TRUNCATED
+    + _FRONTIER_DONE
 )
 
 
@@ -233,6 +241,9 @@ MIGRATIONS: dict[int, str] = {
     7: _FRONTIER_V8,
     # 8 -> 9: whether a later visit's body was cut.
     8: _VISIT_TRUNCATED,
+    # 9 -> 10: the frontier's rows no longer pending indexed by host (on a big shard a
+    # one-time build at the first open: 1.4-1.9 s for 1.8M done rows of 2M).
+    9: _FRONTIER_DONE,
 }
 
 # The order --order other than bfs takes a host's pending URLs in: made only when

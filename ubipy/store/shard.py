@@ -38,6 +38,32 @@ _CACHE_KIB = 32 * 1024
 # The page size of a new shard, in bytes (SQLite's default is 4096).
 _PAGE_SIZE = 16384
 
+# The hosts the frontier holds rows for, without a scan of it: a skip scan of each of
+# its partial indexes by host (pending rows, the others), a seek a host, and the hosts
+# with a politeness mark. Rows of no host ('') are left out.
+_HELD_HOSTS = """
+WITH RECURSIVE
+    pending(host) AS (
+        SELECT (SELECT host FROM frontier WHERE state = 0 AND host > '' ORDER BY host LIMIT 1)
+        UNION ALL
+        SELECT (
+            SELECT host FROM frontier WHERE state = 0 AND host > pending.host
+            ORDER BY host LIMIT 1
+        ) FROM pending WHERE pending.host IS NOT NULL
+    ),
+    closed(host) AS (
+        SELECT (SELECT host FROM frontier WHERE state != 0 AND host > '' ORDER BY host LIMIT 1)
+        UNION ALL
+        SELECT (
+            SELECT host FROM frontier WHERE state != 0 AND host > closed.host
+            ORDER BY host LIMIT 1
+        ) FROM closed WHERE closed.host IS NOT NULL
+    )
+SELECT host FROM pending WHERE host IS NOT NULL
+UNION SELECT host FROM closed WHERE host IS NOT NULL
+UNION SELECT host FROM hosts
+"""
+
 
 class _Refused(StorageError):
     """SQLite refused a transaction of the shard (disk full, read-only file)."""
@@ -397,20 +423,22 @@ class Shard(PagesMixin):
     def held_hosts(self) -> list[str]:
         """Every host this shard holds anything for: frontier rows or a politeness mark.
         (Rows of no host are fingerprints an early version's hand-off left: no host's.)"""
-        cur = self._conn.execute(
-            "SELECT host FROM frontier WHERE host != '' UNION SELECT host FROM hosts"
-        )
+        cur = self._conn.execute(_HELD_HOSTS)
         return [str(h) for (h,) in cur]
 
     def host_state(self, host: str) -> tuple[list[NewURL], list[int], HostMark | None]:
         """What a host's new owner needs: pending URLs, fetched fingerprints, its mark."""
         pending: list[NewURL] = []
         done: list[int] = []
+        # Its pending rows through frontier_pending, the others through frontier_done;
+        # one statement, so one read of the shard (in admission order, as they were).
         cur = self._conn.execute(
-            "SELECT fp, url, depth, state, score FROM frontier WHERE host = ? ORDER BY seq",
-            (host,),
+            "SELECT fp, url, depth, state, score, seq FROM frontier WHERE host = ? AND state = 0 "
+            "UNION ALL SELECT fp, url, depth, state, score, seq FROM frontier "
+            "WHERE host = ? AND state != 0 ORDER BY seq",
+            (host, host),
         )
-        for fp, url, depth, state, score in cur:
+        for fp, url, depth, state, score, _ in cur:
             if state == FrontierState.PENDING:
                 pending.append(NewURL(int(fp), str(url), host, int(depth), float(score)))
             else:
@@ -424,11 +452,17 @@ class Shard(PagesMixin):
         sends then must not be mistaken for something already known here.
         """
         with self.transaction():
+            # Each half through its partial index (a plain "host = ?" scans the frontier).
             fps = [
                 int(fp)
-                for (fp,) in self._conn.execute("SELECT fp FROM frontier WHERE host = ?", (host,))
+                for fp, _ in self._conn.execute(
+                    "SELECT fp, seq FROM frontier WHERE host = ? AND state = 0 UNION ALL "
+                    "SELECT fp, seq FROM frontier WHERE host = ? AND state != 0 ORDER BY seq",
+                    (host, host),
+                )
             ]
-            self._conn.execute("DELETE FROM frontier WHERE host = ?", (host,))
+            self._conn.execute("DELETE FROM frontier WHERE host = ? AND state = 0", (host,))
+            self._conn.execute("DELETE FROM frontier WHERE host = ? AND state != 0", (host,))
             self._conn.execute("DELETE FROM hosts WHERE host = ?", (host,))
             self._conn.execute("DELETE FROM refresh WHERE host = ?", (host,))
         return fps
