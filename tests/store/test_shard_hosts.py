@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from tests.store.old_shards import downgrade
+from ubipy.store.revisits import RefreshRow
 from ubipy.store.shard import SCHEMA_VERSION, SHARD_FILE, HostMark, NewURL, PageRecord, Shard
 
 T = TypeVar("T")
@@ -36,6 +37,12 @@ def _page(row: NewURL) -> PageRecord:
         depth=row.depth,
         error=None,
         body=None,
+    )
+
+
+def _refresh(row: NewURL) -> RefreshRow:
+    return RefreshRow(
+        row.fp, row.url, row.host, row.depth, 1, 0, 0.0, 1.0, 2.0, 0.0, None, None, None
     )
 
 
@@ -66,8 +73,11 @@ def _shard(tmp_path: Path, others: int) -> Shard:
     for k, row in enumerate(mine):
         shard.add_to_frontier([*urls[k * step : (k + 1) * step], row])
     shard.add_to_frontier(urls[len(mine) * step :])
-    shard.record_pages([_page(u) for u in urls if u.fp % 10 != 0])
+    fetched = [u for u in urls if u.fp % 10 != 0]
+    shard.record_pages([_page(u) for u in fetched])
     shard.record_pages([_page(mine[1]), _page(mine[4])])
+    # Under --recrawl each page fetched has its revisit row.
+    shard.save_refresh([_refresh(u) for u in [*fetched, mine[1], mine[4]]], [])
     shard.mark_skipped([(mine[2].fp, "too deep")])
     shard.take_done("a.test", [mine[6].fp, 99_001])
     shard.save_host_marks({"a.test": HostMark(1.0, 2.0, 3), "m.test": HostMark(1.0, 2.0, 0)})
@@ -119,6 +129,7 @@ def test_held_hosts_are_those_with_rows_or_a_mark(tmp_path: Path) -> None:
 def test_dropping_a_host_forgets_every_row_of_it_and_no_other(tmp_path: Path) -> None:
     shard = _shard(tmp_path, 200)
     before = shard.counts().seen
+    revisited = {row.host for row in shard.refresh_rows()}
     pending, done = _brute_state(shard, "a.test")
     fps = shard.drop_host("a.test")
     assert sorted(fps) == sorted([u.fp for u in pending] + done)
@@ -127,12 +138,15 @@ def test_dropping_a_host_forgets_every_row_of_it_and_no_other(tmp_path: Path) ->
     assert _brute_state(shard, "a.test") == ([], [])
     assert shard.counts().seen == before - 9
     assert "a.test" not in shard.held_hosts()
+    # Its revisit rows go with it, the others' stay.
+    assert {row.host for row in shard.refresh_rows()} == revisited - {"a.test"}
     shard.close()
 
 
 def test_a_hosts_rows_cost_the_same_in_a_frontier_twenty_times_bigger(tmp_path: Path) -> None:
-    # Before schema 10 each of these scanned the whole frontier: 20 times the rows, 20
-    # times the work (SQLite instructions at 1,000 rows and 20,000: host_state 3,113 and
+    # Before schema 10 each of these scanned the whole frontier (and drop_host the
+    # revisit rows, one a page fetched under --recrawl): 20 times the rows, 20 times the
+    # work (SQLite instructions at 1,000 rows and 20,000: host_state 3,113 and
     # 60,113, held_hosts 6,230 and 120,230, drop_host 6,193 and 120,193). Now it is the
     # host's rows, a seek each (205, 2,121 for 52 hosts, 309 at either size).
     costs = []

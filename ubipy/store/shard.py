@@ -464,7 +464,11 @@ class Shard(PagesMixin):
             self._conn.execute("DELETE FROM frontier WHERE host = ? AND state = 0", (host,))
             self._conn.execute("DELETE FROM frontier WHERE host = ? AND state != 0", (host,))
             self._conn.execute("DELETE FROM hosts WHERE host = ?", (host,))
-            self._conn.execute("DELETE FROM refresh WHERE host = ?", (host,))
+            # By its pages' fingerprints (the key): "host = ?" scanned the table, a row
+            # a page fetched under --recrawl.
+            self._conn.executemany(
+                "DELETE FROM refresh WHERE fp = ? AND host = ?", [(fp, host) for fp in fps]
+            )
         return fps
 
     def take_done(self, host: str, fps: Sequence[int]) -> int:
