@@ -365,6 +365,16 @@ def test_an_export_onto_the_peers_own_warc_file_is_refused(
     shard.close()
 
 
+def _filled(data: Path, files: int) -> Shard:
+    """A shard at ``data`` whose WARC files (2,000 bytes each) are ``files`` closed
+    ones of two pages each (fingerprints 1 and 2, 3 and 4, ...)."""
+    shard = Shard.open(data, warc_size=2_000)
+    for fp in range(1, 2 * files, 2):
+        with shard.transaction():
+            shard.record_pages([_page(f, b"<p>x</p>" * 300) for f in (fp, fp + 1)])
+    return shard
+
+
 @pytest.mark.parametrize("which", ["closed", "open"])
 def test_an_export_onto_a_warc_files_index_not_yet_written_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], which: str
@@ -372,10 +382,7 @@ def test_an_export_onto_a_warc_files_index_not_yet_written_is_refused(
     # Refused only when there: written in its place, the export was then kept by
     # `ubipy index`, or by the peer, as the file's index (newer than the file).
     data = tmp_path / "peer"
-    shard = Shard.open(data, warc_size=2_000)
-    for fp in (1, 3):
-        with shard.transaction():
-            shard.record_pages([_page(f, b"<p>x</p>" * 300) for f in (fp, fp + 1)])
+    shard = _filled(data, 2)
     with shard.transaction():
         shard.record_pages([_page(5, b"five")])  # the open file's page
     shard._warc.wait_indexed()  # type: ignore[union-attr]
@@ -778,10 +785,7 @@ def test_an_export_kept_in_the_peers_warc_directory_is_not_exported_again(
     went into the next export too, which said 188 records for 62 pages and wrote 374,
     every response twice (a review found). Only the peer's own files are taken."""
     data = tmp_path / "peer"
-    shard = Shard.open(data, warc_size=2_000)
-    for fp in (1, 3, 5):
-        with shard.transaction():
-            shard.record_pages([_page(f, b"<p>x</p>" * 300) for f in (fp, fp + 1)])
+    shard = _filled(data, 3)
     mine = data / "warc" / "mine.warc.gz"  # a user's export, kept beside the files
     assert main(["export", "--data", str(data), "--format", "warc", "--out", str(mine)]) == 0
     again = tmp_path / "again.warc.gz"
@@ -863,10 +867,7 @@ def test_an_export_missing_a_warc_file_its_shard_names_is_refused(
     # A file moved away (archived, a clean-up script): its pages were left out without
     # a word, and the summary counted them all the same (a review found).
     data = tmp_path / "peer"
-    shard = Shard.open(data, warc_size=2_000)
-    for fp in (1, 3, 5):
-        with shard.transaction():
-            shard.record_pages([_page(f, b"<p>x</p>" * 300) for f in (fp, fp + 1)])
+    shard = _filled(data, 3)
     shard.close()
     first = _files(data)[0]
     first.unlink()
@@ -883,10 +884,7 @@ def test_a_full_disk_in_a_directory_export_exits_1(
     # to another file system into a full disk, a directory export exited 2, as for a
     # bad command (a review found). Nothing is left behind.
     data = tmp_path / "peer"
-    shard = Shard.open(data, warc_size=2_000)
-    for fp in (1, 3):
-        with shard.transaction():
-            shard.record_pages([_page(f, b"<p>x</p>" * 300) for f in (fp, fp + 1)])
+    shard = _filled(data, 2)
     shard.close()
     out = tmp_path / "out"
     out.mkdir()

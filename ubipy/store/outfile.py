@@ -33,10 +33,11 @@ def identities(shard: Path) -> list[tuple[int, int]]:
     return found
 
 
-def identity(path: Path) -> tuple[int, int] | None:
-    """The (device, inode) of the file ``path`` names (through links), if it exists."""
+def identity(path: Path, *, follow: bool = True) -> tuple[int, int] | None:
+    """The (device, inode) of the file ``path`` names (through links unless not
+    ``follow``), if it exists."""
     try:
-        st = os.stat(path)
+        st = os.stat(path, follow_symlinks=follow)
     except OSError:
         return None
     return st.st_dev, st.st_ino

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from ubipy.errors import ExportError, ExportWriteError
-from ubipy.store.outfile import create_part
+from ubipy.store.outfile import create_part, identity
 from ubipy.store.snapshot import ShardReader
 from ubipy.store.warcfiles import OPEN_SUFFIX, WARC_DIR
 from ubipy.store.warcindex import peer_of
@@ -205,7 +205,7 @@ def link_part(part: Part, directory: Path) -> tuple[int, int] | None:
     if part.length is None:
         try:
             os.link(part.path, target)
-            return _made(target)
+            return identity(target, follow=False)
         except OSError as exc:
             if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
                 raise ExportError(f"{target}: cannot link: {exc.strerror or exc}") from exc
@@ -222,7 +222,7 @@ def link_part(part: Part, directory: Path) -> tuple[int, int] | None:
             else:
                 copy_part(part, out, gunzip=False)
         os.link(partial, target)
-        return _made(target)
+        return identity(target, follow=False)
     except FileExistsError:
         raise ExportError(f"{target}: appeared during the export; left as it is") from None
     except OSError as exc:
@@ -230,14 +230,6 @@ def link_part(part: Part, directory: Path) -> tuple[int, int] | None:
         raise ExportWriteError(f"{target}: cannot write: {exc.strerror or exc}") from exc
     finally:
         partial.unlink(missing_ok=True)
-
-
-def _made(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 def unmake(path: Path, made: tuple[int, int]) -> None:
