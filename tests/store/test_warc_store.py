@@ -959,3 +959,27 @@ async def test_failed_refreshes_of_a_warc_crawl_leave_nothing_beside_its_files(
     summary = export([config.data_dir], "warc", out)
     assert summary.files > 0 and not (out / "ubipy-export.warc.gz").exists()
     assert (summary.visits, summary.visits_left_out) == (captures - pages, 0)
+
+
+def test_a_warc_file_takes_its_final_name_once_the_shard_is_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A closed file is never cut back. Named while the shard's last commit was in its
+    # unsynced WAL (synchronous=NORMAL), a power cut lost the commit, kept the file
+    # whole, and its pages, pending again, were fetched and archived twice (a review).
+    seen: list[tuple[int, int]] = []
+    real = Shard.sync
+
+    def sync(shard: Shard) -> None:
+        names = [p.name for p in (tmp_path / "warc").iterdir() if ".cdxj" not in p.name]
+        seen.append(
+            (sum(n.endswith(".open") for n in names), sum(n.endswith(".gz") for n in names))
+        )
+        real(shard)
+
+    monkeypatch.setattr(Shard, "sync", sync)
+    shard = _filled(tmp_path, 2)
+    shard.close()
+    # At each of the two rotations: the file still open, none or one closed before it.
+    assert seen[:2] == [(1, 0), (1, 1)]
+    assert len(list((tmp_path / "warc").glob("*.warc.gz"))) == 2

@@ -182,7 +182,9 @@ class Shard(PagesMixin):
                 conn.close()
             raise ShardError(f"{data_dir / WARC_DIR}: cannot recover: {exc}") from exc
         if warc_size is not None:
-            shard._warc = WarcStore(conn, data_dir, max_size=warc_size, level=warc_level)
+            shard._warc = WarcStore(
+                conn, data_dir, max_size=warc_size, level=warc_level, shard_synced=shard.sync
+            )
         # The files a crash left open, now closed, and any closed file without its
         # index (a kill -9 before its thread wrote it): indexed as any closed file.
         closed = list(recovered.closed) if recovered is not None else []

@@ -138,16 +138,20 @@ class WarcFiles:
         prefix: Callable[[], str],
         warcinfo: Callable[[str], bytes],
         on_closed: Callable[[Path], None] = lambda path: None,
+        shard_synced: Callable[[], None] = lambda: None,
     ) -> None:
         """``prefix``: the file names' start (``ubipy-<peer>``), asked when a file is
         begun; ``warcinfo``: a file's first record for its name; ``fsync``: sync the
-        file at each commit (else at each close only, as the shard syncs its WAL)."""
+        file at each commit (else at each close only, as the shard syncs its WAL);
+        ``shard_synced``: puts the shard's commits on disk (raises StorageError),
+        before a file takes its final name."""
         self.directory = directory
         self._max_size = max_size
         self._fsync = fsync
         self._prefix = prefix
         self._warcinfo = warcinfo
         self._on_closed = on_closed
+        self._shard_synced = shard_synced
         self._serial = 0
         self._fd: int | None = None
         self._name: str | None = None
@@ -248,8 +252,13 @@ class WarcFiles:
         self._fd = self._name = None
         self._buffer, self._size = [], 0
         try:
+            # A closed file is never cut back: what it holds must be what the shard
+            # holds through a machine's crash. Its WAL unsynced (synchronous=NORMAL),
+            # a power cut lost the last commit and kept the file whole, and its pages,
+            # pending again, were fetched and archived twice (a review).
+            self._shard_synced()
             final = _close(path)
-        except OSError as exc:
+        except (OSError, StorageError) as exc:
             log.error("warc: cannot close %s: %s (closed at the next start)", path, exc)
             return
         self._on_closed(final)

@@ -28,6 +28,7 @@ import logging
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -211,8 +212,15 @@ class WarcStore:
     """Writes the records of the pages and visits of one transaction (see the module)."""
 
     def __init__(
-        self, conn: sqlite3.Connection, data_dir: Path, *, max_size: int, level: int = GZIP_LEVEL
+        self,
+        conn: sqlite3.Connection,
+        data_dir: Path,
+        *,
+        max_size: int,
+        level: int = GZIP_LEVEL,
+        shard_synced: Callable[[], None] = lambda: None,
     ) -> None:
+        """``shard_synced``: the shard's sync (:meth:`ubipy.store.Shard.sync`)."""
         self._conn = conn
         self._level = level
         self.data_dir = data_dir
@@ -225,6 +233,7 @@ class WarcStore:
             prefix=lambda: f"ubipy-{self._peer()}",
             warcinfo=self._warcinfo,
             on_closed=self.index_later,
+            shard_synced=shard_synced,
         )
         self._indexing: list[threading.Thread] = []
         self._info_id = ""
