@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import httpx2
 import pytest
@@ -33,8 +33,9 @@ from tests.store.warcs import pywb_cdxj
 from ubipy.cli import main
 from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
 from ubipy.errors import ExportError, StorageError
-from ubipy.store import HttpHead, PageRecord, Shard, export
+from ubipy.store import HttpHead, PageRecord, Shard, export, warcfiles, warcstore
 from ubipy.store.shard import SHARD_FILE, NewURL
+from ubipy.store.warcfiles import Recovered
 from ubipy.store.warcindex import index_warc
 from ubipy.store.warcrecords import (
     RecordReader,
@@ -270,6 +271,40 @@ def test_a_missing_open_file_sends_its_pages_back_to_the_frontier(
     assert shard.page_body(1) == b"one" * 100
     shard.close()
     assert _each_capture_reads_back(tmp_path) == 1
+
+
+class _Killed(BaseException):
+    """The process dies here."""
+
+
+def test_a_short_file_stays_open_until_the_shard_has_forgotten_what_it_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An OS crash left the open file 4,000 bytes short (page 3's capture), and the
+    # next start was killed as recovery returned: the file was cut and closed, and the
+    # shard still counted pages past its end, never fetched again (a review).
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    shard.add_to_frontier([NewURL(fp, f"http://a.test/{fp}", "a.test", 1) for fp in (1, 2, 3)])
+    with shard.transaction():
+        shard.record_pages([_page(fp, random.Random(fp).randbytes(3_000)) for fp in (1, 2, 3)])
+    shard._conn.close()  # an OS crash: the shard's commit reached the disk, the file not
+    (open_file,) = (tmp_path / "warc").glob("*.open")
+    os.truncate(open_file, open_file.stat().st_size - 4_000)
+    real = warcfiles.recover
+
+    def recover_then_die(*args: Any) -> Recovered:
+        real(*args)
+        raise _Killed
+
+    monkeypatch.setattr(warcstore, "recover", recover_then_die)
+    with pytest.raises(_Killed):
+        Shard.open(tmp_path, warc_size=10**9)
+    monkeypatch.setattr(warcstore, "recover", real)
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    assert [r.fp for r in shard.pending_for_host("a.test", 0, 10)] == [3]
+    assert shard.page_body(2) == random.Random(2).randbytes(3_000)
+    shard.close()
+    assert _each_capture_reads_back(tmp_path) == 2
 
 
 def _fails_once(real: Callable[..., None]) -> Callable[..., None]:

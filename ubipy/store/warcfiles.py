@@ -61,8 +61,8 @@ def _whole(path: Path) -> int:
     return end
 
 
-def _close(path: Path) -> Path:
-    """Sync a file and give it its final name."""
+def close_file(path: Path) -> Path:
+    """Sync an open file and give it its final name."""
     with path.open("rb+") as f:
         os.fsync(f.fileno())
     final = path.with_name(path.name.removesuffix(OPEN_SUFFIX))
@@ -84,7 +84,9 @@ def recover(
     capture its whole records hold: cut to its last whole record, a capture's request
     and response stayed while its metadata was lost, its page went back to the
     frontier, and its second fetch left the page twice in the file. The mark's file
-    missing altogether is short at 0."""
+    missing altogether is short at 0. A short file stays open (cut): it is closed
+    once the shard has forgotten what it lost (``recover_warc``), or a crash between
+    the two left a closed file the shard read past, and its pages never fetched again."""
     closed: list[Path] = []
     short: list[tuple[str, int]] = []
     opened = sorted(directory.glob(f"*{OPEN_SUFFIX}")) if directory.is_dir() else []
@@ -117,7 +119,9 @@ def recover(
         if size != end:
             log.info("warc: cutting %s from %d to %d bytes (its uncommitted tail)", path, size, end)
             os.truncate(path, end)
-        closed.append(_close(path))
+        if short and short[-1][0] == name:
+            continue
+        closed.append(close_file(path))
     return Recovered(tuple(closed), tuple(short))
 
 
@@ -257,7 +261,7 @@ class WarcFiles:
             # a power cut lost the last commit and kept the file whole, and its pages,
             # pending again, were fetched and archived twice (a review).
             self._shard_synced()
-            final = _close(path)
+            final = close_file(path)
         except (OSError, StorageError) as exc:
             log.error("warc: cannot close %s: %s (closed at the next start)", path, exc)
             return

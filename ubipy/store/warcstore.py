@@ -37,7 +37,14 @@ from ubipy import PROJECT_URL, __version__
 from ubipy.errors import ShardError, StorageError
 from ubipy.store.idn import unicode_url
 from ubipy.store.revisits import Visit
-from ubipy.store.warcfiles import OPEN_SUFFIX, WARC_DIR, Recovered, WarcFiles, recover
+from ubipy.store.warcfiles import (
+    OPEN_SUFFIX,
+    WARC_DIR,
+    Recovered,
+    WarcFiles,
+    close_file,
+    recover,
+)
 from ubipy.store.warcindex import cdxj_line, index_lines, index_warc, surt_key
 from ubipy.store.warcrecords import (
     CONFORMS_TO,
@@ -164,6 +171,7 @@ def recover_warc(conn: sqlite3.Connection, data_dir: Path) -> Recovered | None:
         return None if row[0] is None else int(row[0])
 
     done = recover(directory, mark, ends)
+    closed = list(done.closed)
     for name, end in done.short:
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -188,7 +196,10 @@ def recover_warc(conn: sqlite3.Connection, data_dir: Path) -> Recovered | None:
         log.warning(
             "warc: %d capture(s) lost with the end of %s, to be fetched again", len(lost), name
         )
-    return done
+        # Closed only now that the shard no longer counts what it lost (see recover).
+        if (path := directory / (name + OPEN_SUFFIX)).exists():
+            closed.append(close_file(path))
+    return Recovered(tuple(closed), done.short)
 
 
 def read_payload(data_dir: Path, file: str, offset: int, length: int) -> bytes:
