@@ -63,6 +63,12 @@ def parts_of(reader: ShardReader) -> list[Part]:
         for p in (directory.glob("*.warc.gz") if directory.is_dir() else ())
         if (p.name in ends or peer_of(p) == peer) and p.is_file()
     }
+    # A file whose close failed (a rotation on a full disk) stays open, holding
+    # captures, until the peer's next start closes it: taken to its last capture (it
+    # was refused as missing until then; a review).
+    for name in ends.keys() - parts.keys() - ({mark[0]} if mark else set()):
+        if (left_open := directory / (name + OPEN_SUFFIX)).is_file():
+            parts[name] = Part(left_open, name, ends[name])
     # Files the shard has captures in, gone (moved, deleted): their pages were left
     # out without a word, the summary counting them all the same (a review found).
     missing = sorted(ends.keys() - parts.keys() - ({mark[0]} if mark else set()))
