@@ -460,8 +460,9 @@ def test_a_file_closed_without_its_index_is_indexed_at_the_next_start(tmp_path: 
 
 def test_the_index_of_odd_media_types_is_pywbs_own(tmp_path: Path) -> None:
     """A Content-Type with no type before its parameters (';x') was indexed as "unk",
-    where pywb leaves the field out (found by a review); none, or an empty one, is "unk"."""
-    types = [b";x", b";", b"", b"text/html;", b" text/plain ", None]
+    where pywb leaves the field out (found by a review); none, or an empty one, is "unk".
+    One in UTF-8 is read as UTF-8, as warcio reads it (it was read as Latin-1)."""
+    types = [b";x", b";", b"", b"text/html;", b" text/plain ", None, b"text/h\xc3\xa9ml"]
     pages = []
     for n, media in enumerate(types, start=1):
         fields = () if media is None else ((b"Content-Type", media),)
@@ -478,6 +479,7 @@ def test_the_index_of_odd_media_types_is_pywbs_own(tmp_path: Path) -> None:
     kept = warc.with_name(warc.name + ".cdxj").read_bytes()
     assert kept == pywb_cdxj(copy / warc.name, copy)
     assert kept.count(b'"mime": "unk"') == 2  # none, and an empty one
+    assert index_warc(copy / warc.name).read_bytes() == kept  # and `ubipy index`'s
 
 
 def test_a_live_peer_exported_into_a_directory_again_and_again(tmp_path: Path) -> None:

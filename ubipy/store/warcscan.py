@@ -34,7 +34,7 @@ from warcio.timeutils import iso_date_to_datetime
 
 from ubipy.errors import ExportError
 
-__all__ = ["Capture", "ScanCounts", "bare_media_type", "scan", "scan_file"]
+__all__ = ["Capture", "ScanCounts", "bare_media_type", "header_text", "scan", "scan_file"]
 
 _GZIP = b"\x1f\x8b\x08"
 _READ = 1 << 20
@@ -175,7 +175,7 @@ def _fields(head: bytes) -> dict[str, str]:
 def _http(head: bytearray, block: int) -> tuple[int | None, str | None]:
     """The status and Content-Type of an HTTP message starting at ``block``."""
     end = head.find(b"\r\n\r\n", block)
-    text = bytes(head[block : end if end >= 0 else len(head)]).decode("latin-1")
+    text = header_text(bytes(head[block : end if end >= 0 else len(head)]))
     lines = text.split("\r\n")
     parts = lines[0].split(None, 2)
     # Three ASCII digits (str.isdigit takes "²", which int refuses; a status past 999
@@ -279,6 +279,15 @@ def _capture(head: _Head, offset: int, length: int) -> Capture | None:
         offset=offset,
         length=length,
     )
+
+
+def header_text(raw: bytes) -> str:
+    """An HTTP head's bytes as warcio (and so pywb) reads them: UTF-8 when they are,
+    else Latin-1 (a Content-Type in UTF-8 was indexed otherwise than pywb does)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
 
 
 def bare_media_type(media_type: str | None) -> str | None:

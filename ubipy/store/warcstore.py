@@ -66,7 +66,7 @@ from ubipy.store.warcrecords import (
     warc_record,
 )
 from ubipy.store.warcscan import Capture as Indexed
-from ubipy.store.warcscan import bare_media_type
+from ubipy.store.warcscan import bare_media_type, header_text
 
 __all__ = [
     "END_META",
@@ -431,7 +431,7 @@ class WarcStore:
         if key is None:
             return
         mime = next(
-            (v.decode("latin-1").strip() for k, v in page.head.headers
+            (header_text(v).strip() for k, v in page.head.headers
              if k.lower() == b"content-type"),
             None,
         )  # fmt: skip
