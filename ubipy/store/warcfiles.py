@@ -250,12 +250,16 @@ class WarcFiles:
         """Close the open file (synced, renamed to its final name), if one is."""
         if self._fd is None:
             return
-        path = self._path
-        os.ftruncate(self._fd, self._committed)
-        os.close(self._fd)
+        path, fd = self._path, self._fd
         self._fd = self._name = None
         self._buffer, self._size = [], 0
         try:
+            # Raised past the shard's COMMIT, an error here ended the committer task,
+            # and the peer (a review): the file is left open, closed at the next start.
+            try:
+                os.ftruncate(fd, self._committed)
+            finally:
+                os.close(fd)
             # A closed file is never cut back: what it holds must be what the shard
             # holds through a machine's crash. Its WAL unsynced (synchronous=NORMAL),
             # a power cut lost the last commit and kept the file whole, and its pages,
