@@ -10,7 +10,6 @@ Calls block briefly; the peer calls them from its trio thread in batches.
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -26,6 +25,7 @@ from ubipy.store.pages import PagesMixin
 from ubipy.store.schema import RANK_INDEX, create, migrate
 from ubipy.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from ubipy.store.schema import SHARD_FILE as SHARD_FILE
+from ubipy.store.walsync import sync_wal
 from ubipy.store.warcfiles import WARC_DIR
 from ubipy.store.warcindex import has_current_index
 from ubipy.store.warcrecords import GZIP_LEVEL
@@ -232,22 +232,9 @@ class Shard(PagesMixin):
         what it moves into the database file, so the WAL is all there is to sync. Safe
         in another thread: it does not use the SQLite connection. Raises StorageError
         when the disk refuses."""
-        wal = self.path.with_name(self.path.name + "-wal")
-        try:
-            fd = os.open(wal, os.O_RDONLY)
-        except FileNotFoundError:
-            return  # no WAL: nothing written since the last checkpoint emptied it
-        except OSError as exc:
-            raise StorageError(f"{wal}: cannot sync: {exc}") from exc
-        try:
-            if not self._synced_dir:  # the WAL's entry, once it is there
-                _fsync(os.open(self.path.parent, os.O_RDONLY))
-                self._synced_dir = True
-            os.fsync(fd)
-        except OSError as exc:
-            raise StorageError(f"{wal}: cannot sync: {exc}") from exc
-        finally:
-            os.close(fd)
+        # The WAL's directory entry, once it is there.
+        if sync_wal(self.path, directory=not self._synced_dir):
+            self._synced_dir = True
 
     # -- transactions -------------------------------------------------------
     @contextmanager
@@ -588,13 +575,6 @@ class Shard(PagesMixin):
             skipped=int(by_state.get(FrontierState.SKIPPED, 0)),
             pages=int(pages),
         )
-
-
-def _fsync(fd: int) -> None:
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _user_version(conn: sqlite3.Connection) -> int:
