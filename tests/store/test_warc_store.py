@@ -33,7 +33,8 @@ from tests.store.warcs import pywb_cdxj
 from ubipy.cli import main
 from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
 from ubipy.errors import ExportError, StorageError
-from ubipy.store import HttpHead, PageRecord, Shard, export, warcfiles, warcstore
+from ubipy.store import HttpHead, PageRecord, Shard, export, walsync, warcfiles, warcstore
+from ubipy.store import shard as shard_module
 from ubipy.store.shard import SHARD_FILE, NewURL
 from ubipy.store.warcfiles import Recovered
 from ubipy.store.warcindex import index_warc
@@ -300,7 +301,23 @@ def test_a_short_file_stays_open_until_the_shard_has_forgotten_what_it_lost(
     with pytest.raises(_Killed):
         Shard.open(tmp_path, warc_size=10**9)
     monkeypatch.setattr(warcstore, "recover", real)
+    # And the file is closed once the shard's commit is on disk (its WAL synced): a
+    # power cut could keep the file's name and lose the commit (a review).
+    done: list[str] = []
+    sync, close = walsync.sync_wal, warcfiles.close_file
+
+    def synced(path: Path, *, directory: bool) -> bool:
+        done.append("sync")
+        return sync(path, directory=directory)
+
+    def closed(path: Path) -> Path:
+        done.append("close")
+        return close(path)
+
+    monkeypatch.setattr(shard_module, "sync_wal", synced)
+    monkeypatch.setattr(warcstore, "close_file", closed)
     shard = Shard.open(tmp_path, warc_size=10**9)
+    assert done == ["sync", "close"]
     assert [r.fp for r in shard.pending_for_host("a.test", 0, 10)] == [3]
     assert shard.page_body(2) == random.Random(2).randbytes(3_000)
     shard.close()

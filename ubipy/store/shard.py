@@ -170,7 +170,7 @@ class Shard(PagesMixin):
                         f"ubipy (expects {SCHEMA_VERSION})"
                     )
                 migrate(conn, version)
-            recovered = recover_warc(conn, data_dir)
+            recovered = recover_warc(conn, data_dir, lambda: sync_wal(path, directory=True))
             # Its first read of the frontier: a damaged page (schema intact) shows here.
             shard = cls(conn, path)
         except sqlite3.DatabaseError as exc:

@@ -154,10 +154,13 @@ def _mark(conn: sqlite3.Connection) -> tuple[str, int] | None:
     return name, int(end)
 
 
-def recover_warc(conn: sqlite3.Connection, data_dir: Path) -> Recovered | None:
+def recover_warc(
+    conn: sqlite3.Connection, data_dir: Path, synced: Callable[[], object] = lambda: None
+) -> Recovered | None:
     """At open: close the files a crash left open, cut back to the shard's mark. If the
     open file lost committed records (an OS crash), their captures are forgotten and
-    their pages go back to the frontier, to be fetched again."""
+    their pages go back to the frontier, to be fetched again. ``synced``: puts the
+    shard's commits on disk (its WAL synced)."""
     directory = data_dir / WARC_DIR
     mark = _mark(conn)
     if mark is None and not directory.is_dir():
@@ -196,8 +199,10 @@ def recover_warc(conn: sqlite3.Connection, data_dir: Path) -> Recovered | None:
         log.warning(
             "warc: %d capture(s) lost with the end of %s, to be fetched again", len(lost), name
         )
-        # Closed only now that the shard no longer counts what it lost (see recover).
+        # Closed only once the shard no longer counts what it lost (see recover), on
+        # disk: its WAL unsynced, a power cut kept the file closed and lost the commit.
         if (path := directory / (name + OPEN_SUFFIX)).exists():
+            synced()
             closed.append(close_file(path))
     return Recovered(tuple(closed), done.short)
 
