@@ -140,6 +140,26 @@ def test_a_host_without_cash_gets_turns_while_richer_ones_are_always_ready(
     assert poor[-1] < 20 * OLDEST_EVERY  # each of its turns comes, not only the first
 
 
+def test_a_held_host_chosen_as_the_longest_waiting_is_parked_once() -> None:
+    # Parked, a host stays armed: its place in the other ready queue was live still,
+    # and it was chosen and parked a second time (a review).
+    disk = Disk(CrawlOrder.OPIC)
+    s = _scheduler(CrawlOrder.OPIC, disk)
+    hosts = [f"h{i}.test" for i in range(OLDEST_EVERY + 2)]
+    for i, host in enumerate(hosts):  # h0 the richest
+        s.add(host, disk.put(host, _entry(host, 0, float(len(hosts) - i))))
+    robots = [s.next_job(0.0) for _ in hosts]
+    # h0's robots.txt answered first: it comes up first, and has waited longest.
+    for job in sorted((j for j in robots if j is not None), key=lambda j: j.host != "h0.test"):
+        s.robots_answer(
+            job.host, 0.0 if job.host == "h0.test" else 0.1, status=404, location=None, body=b""
+        )
+    s.hold(lambda host: host == "h0.test")
+    jobs = [s.next_job(2.0) for _ in hosts]
+    assert sorted(j.host for j in jobs if j is not None) == sorted(hosts[1:])
+    assert [slot.host for slot in s._parked] == ["h0.test"]
+
+
 def test_big_site_first_takes_the_host_with_most_waiting() -> None:
     disk = Disk(CrawlOrder.BIG_SITE_FIRST)
     s = _scheduler(CrawlOrder.BIG_SITE_FIRST, disk, window=2)

@@ -132,19 +132,19 @@ class DueHosts:
             while refresh:
                 armed_tie, slot = refresh.popleft()
                 if slot.armed and armed_tie == slot.armed_tie:
-                    return slot
+                    return _taken(slot)
         elif len(refresh) > 2 * len(ready) + 64:  # places gone stale, many of them
             self._ready_refresh = _live(refresh)
         self._choices += 1
         if self._choices % OLDEST_EVERY == 0 and (slot := _first_live(self._ready_oldest)):
-            return slot
+            return _taken(slot)
         self._shed_stale()
         while ready:
             _, _, armed_tie, slot = heapq.heappop(ready)
             # Armed again meanwhile (brought forward by new URLs or a plan): that entry is
             # its place now, or the host would be handed out twice.
             if slot.armed and armed_tie == slot.armed_tie:
-                return slot
+                return _taken(slot)
         return None
 
     def _shed_stale(self) -> None:
@@ -157,6 +157,13 @@ class DueHosts:
             heapq.heapify(ready)
         if len(self._ready_oldest) > limit:
             self._ready_oldest = _live(self._ready_oldest)
+
+
+def _taken(slot: HostSlot) -> HostSlot:
+    """``slot``, chosen: its places in the other ready queues go stale (one parked, still
+    armed, was otherwise chosen again from another, and parked twice; a review)."""
+    slot.armed_tie = -1
+    return slot
 
 
 def _live(places: deque[tuple[int, HostSlot]]) -> deque[tuple[int, HostSlot]]:
