@@ -235,12 +235,21 @@ async def test_under_opic_a_sitemap_and_what_it_lists_hold_cash(
         w("/"): (200, HTML, f"<title>home</title>{links}".encode()),
         w("/maps/s.xml"): (200, XML, urlset(w("/only"))),
     }
-    _, asked = await crawl(tmp_path, None, web)
+    # And another host's (in scope, found by a link) holds none: each host's robots.txt
+    # minting cash, a farm of subdomains outranked the seeds (a review).
+    web[w("/l9")] = (200, HTML, f'<a href="http://{MAPS}/x">x</a>'.encode())
+    web[f"http://{MAPS}/robots.txt"] = (200, {}, f"Sitemap: http://{MAPS}/m.xml\n".encode())
+    _, asked = await crawl(tmp_path, BoundsConfig(scope=Scope.DOMAIN), web)
     urls = [url for _, url in asked]
     assert urls[:6] == [
         w("/robots.txt"), w("/"), w("/maps/s.xml"), w("/sitemap.xml"), w("/only"), w("/l0")
     ]  # fmt: skip
-    assert len(urls) == 15
+    with sqlite3.connect(tmp_path / "shard.sqlite3") as conn:
+        scores = dict(conn.execute("SELECT url, score FROM frontier WHERE url LIKE '%.xml'"))
+    assert scores == {
+        w("/maps/s.xml"): 1.0, w("/sitemap.xml"): 1.0,
+        f"http://{MAPS}/m.xml": 0.0, f"http://{MAPS}/sitemap.xml": 0.0,
+    }  # fmt: skip
 
 
 async def test_max_depth_0_fetches_the_seeds_alone(

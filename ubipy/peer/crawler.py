@@ -134,7 +134,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
             bounds,
             self._candidates,
             self.stats,
-            keep_bodies=keep, score=self.order.seed_score,
+            keep_bodies=keep, score=self.order.seed_score, seeded=self.scope.seeded,
             in_scope=self.scope.allows_host,
             chains=self._redirects,
         )  # fmt: skip

@@ -103,12 +103,16 @@ class Sitemapping:
         in_scope: Callable[[str], bool],
         chains: RedirectChains | None = None,
         score: float = 0.0,
+        seeded: Callable[[str], bool] = lambda host: True,
     ) -> None:
         """``chains``: the redirects in a row so far, the pages' (reading.py); ``score``:
-        a sitemap robots.txt brings, as a seed's (its cash under a ranked order, which
-        a sitemap splits over what it lists as a page over its links: at 0, a sitemap
-        and what only it listed went after every URL with cash, a review)."""
+        a sitemap the robots.txt of a seed's host (``seeded``) brings, as a seed's (its
+        cash under a ranked order, which a sitemap splits over what it lists as a page
+        over its links: at 0, a sitemap and what only it listed went after every URL
+        with cash, a review). Other hosts' hold none: each host's robots.txt minting
+        cash, a farm of subdomains outranked the seeds (a review)."""
         self._score = score
+        self._seeded = seeded
         self._candidates = candidates
         self._chains = RedirectChains() if chains is None else chains
         self._in_scope = in_scope
@@ -136,7 +140,9 @@ class Sitemapping:
         beyond = _anywhere if self._in_scope(host_key(fetched.start)) else None
         found = self._candidates(rules.sitemaps, fetched.url, SITEMAP_DEPTH, beyond_scope=beyond)
         found += self._candidates([SITEMAP_PATH], fetched.start, SITEMAP_DEPTH)
-        return [u._replace(score=self._score) for u in found] if self._score else found
+        if not self._score or not self._seeded(host_key(fetched.start)):
+            return found
+        return [u._replace(score=self._score) for u in found]
 
     def answered(
         self, host: str, entry: Entry, result: FetchResult, fetched_at: float | None = None
