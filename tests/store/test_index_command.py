@@ -290,19 +290,23 @@ def test_a_files_index_not_yet_written_is_refused_as_the_output(
 ) -> None:
     """The CDXJ -o names was refused only if it existed: one not written yet was
     written, then replaced by -o, so peer A's own index held peer B's lines (exit 0,
-    a review found); a Parquet file there was later kept as its index."""
+    a review found); a Parquet file there was later kept as its index. The open
+    file's final name and its CDXJ too: the peer's close renames over the one and
+    takes the other for its index (a review)."""
     first = next(iter(crawl.closed))
-    target = first.with_name(first.name + ".cdxj")
-    assert not target.exists()
+    final = crawl.open.name.removesuffix(".open")
     monkeypatch.chdir(crawl.a)  # named as a user would, from the data directory
-    named = f"warc/{target.name}"
-    code, said = _index(capsys, str(crawl.a), str(crawl.b), "--format", fmt, "-o", named)
-    assert (code, said) == (
-        2,
-        f"ubipy index: {named}: is one of the peers' own files (a shard, its lock, a "
-        "WARC file or its index); left as it is\n",
-    )
-    assert not target.exists()  # refused before any work
+    for name in (first.name + ".cdxj", final, final + ".cdxj"):
+        target = crawl.a / "warc" / name
+        assert not target.exists()
+        named = f"warc/{name}"
+        code, said = _index(capsys, str(crawl.a), str(crawl.b), "--format", fmt, "-o", named)
+        assert (code, said) == (
+            2,
+            f"ubipy index: {named}: is one of the peers' own files (a shard, its lock, a "
+            "WARC file or its index); left as it is\n",
+        )
+        assert not target.exists()  # refused before any work
 
 
 def test_entries_that_are_not_regular_files_are_left_out(

@@ -96,8 +96,11 @@ def index_data(
     if out is not None:
         # Nor, by its path, the CDXJ of each closed file: one not there yet is written
         # before -o is (and -o replaced it: a file's own index held other files' lines,
-        # a review found), or later taken for the file's index, newer than it.
-        refuse_input(out, inputs, {cdxj_of(p) for p in closed})
+        # a review found), or later taken for the file's index, newer than it. Nor an
+        # open file's final name and its CDXJ: the peer's close would rename over the
+        # one and take the other for the file's index (a review).
+        finals = [p.with_name(p.name[: p.name.index(".warc.gz") + 8]) for p in opened]
+        refuse_input(out, inputs, {*(cdxj_of(p) for p in (*closed, *finals)), *finals})
     if fmt == "parquet":
         assert out is not None
         files = closed + opened if include_open else closed
