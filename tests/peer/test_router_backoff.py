@@ -4,6 +4,7 @@ due, not what is waiting."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterable
 
@@ -54,9 +55,16 @@ def test_a_silent_owner_is_probed_once_a_back_off_not_sent_its_backlog_again() -
     # ...and one probe at 2, 6, 14, 30, 62 s, then one a minute.
     assert resends <= 5 + 3600 // 60
     assert sum(len(b.urls) for b in sent) <= found + resends * 50
-    # The probe is the oldest batch, always the same one.
-    assert len(first) == len(sent) - resends
-    assert {b.id for b in sent if sent.count(b) > 1} == {sent[0].id}
+    # The probes take turns, oldest first: one batch the owner can never take holds no
+    # other back (a review).
+    seen: set[int] = set()
+    probes = []
+    for b in sent:
+        if b.id in seen:
+            probes.append(b.id)
+        seen.add(b.id)
+    assert len(probes) == resends and all(a != b for a, b in itertools.pairwise(probes))
+    assert len(set(probes)) > resends // 2
 
 
 def test_an_owner_that_answers_again_gets_everything_it_was_not_sent() -> None:
@@ -79,30 +87,33 @@ def test_an_owner_that_answers_again_gets_everything_it_was_not_sent() -> None:
 
 
 def test_the_probe_goes_on_when_a_ring_change_takes_it_elsewhere() -> None:
-    """b's oldest batch is the probe; d joins and takes its host. The next oldest is
-    probed in its place, or what waits behind it would never go again."""
+    """b's batches are probed in turn; d joins and takes the host of the one whose turn
+    is next. The next is probed in its place, or what waits behind it would never go
+    again."""
     ring = Ring(["a", "b", "c"])
     bigger = Ring(["a", "b", "c", "d"])
     b_hosts = _hosts_of(ring, "b", 400)
     moving = next(h for h in b_hosts if bigger.owner(h) == "d")
     staying = [h for h in b_hosts if bigger.owner(h) == "b"][:5]
     router = Router("a", ring, batch_size=1, linger=0.1, retry_after=2.0)
+    router.enqueue(_urls(1, 3, staying[:3]), 0.0)
     router.enqueue(_urls(0, 1, [moving]), 0.0)
-    router.enqueue(_urls(1, 5, staying), 0.0)
+    router.enqueue(_urls(4, 2, staying[3:]), 0.0)
     batches = router.due(0.0)
-    assert len(batches) == 6
-    now = 0.0
-    for now in (2.0, 6.0, 14.0):  # b silent: the oldest alone goes again
-        assert router.due(now) == [batches[0]]
+    assert len(batches) == 6 and batches[3].urls[0].host == moving
+    for now, turn in ((2.0, 0), (6.0, 1), (14.0, 2)):  # b silent: one at a time, in turn
+        assert router.due(now) == [batches[turn]]
     local, dropped = router.ring_changed(bigger, 15.0)
-    assert local == [] and dropped == [batches[0].id]
-    # b's next oldest probes it at once (its own back-off long past).
+    assert local == [] and dropped == [batches[3].id]
+    # The next in turn probes b at once (its own back-off long past).
     to_d, probe = sorted(router.due(15.1), key=lambda b: b.owner != "d")
-    assert to_d.owner == "d" and to_d.urls == batches[0].urls
-    assert probe == batches[1]
+    assert to_d.owner == "d" and to_d.urls == batches[3].urls
+    assert probe == batches[4]
     assert router.acked(to_d.id) == to_d
     probes = [b for now in range(16, 200) for b in router.due(float(now))]
-    assert probes and {b.id for b in probes} == {batches[1].id}
+    assert probes and {b.owner for b in probes} == {"b"}
+    assert len(probes) <= 8  # one a back-off (doubling, then a minute)
+    assert all(a != b for a, b in itertools.pairwise(probes))  # in turn
     assert router.backlog() == 5
 
 
@@ -250,3 +261,24 @@ async def test_a_forwarder_sends_a_silent_owner_one_batch_a_back_off_then_everyt
             await forwarder.drained.wait()
         nursery.cancel_scope.cancel()
     assert forwarded == set(range(3600 * 50)) and router.backlog() == 0
+
+
+def test_a_batch_the_owner_never_takes_holds_no_other_back() -> None:
+    """b was down a while, and once back fails on one batch (it never answers it) and
+    takes the others. The oldest always the probe, that batch went again and again and
+    the others waited for a newer batch's answer: for ever once no new URLs came for b
+    (a review). The probes take turns."""
+    ring = Ring(["a", "b"])
+    router = Router("a", ring, batch_size=1, linger=0.1, retry_after=2.0)
+    router.enqueue(_urls(0, 6, _hosts_of(ring, "b", 6)), 0.0)
+    batches = router.due(0.0)
+    poison = batches[0].id
+    for now in range(1, 100):  # b down: nothing answered
+        router.due(float(now))
+    delivered: set[int] = set()
+    for now in range(100, 400):  # b back, but never answering the one batch
+        for batch in router.due(float(now)):
+            if batch.id != poison and router.acked(batch.id) is not None:
+                delivered.add(batch.id)
+    assert delivered == {b.id for b in batches[1:]}
+    assert router.backlog() == 1

@@ -13,9 +13,9 @@ now belong elsewhere, some to this peer. Admission is idempotent, so a batch
 delivered twice does no harm.
 
 An owner that stays a member but answers nothing (its disk refuses writes) is sent
-again its oldest unacknowledged batch alone, as a probe, once a back-off period; the
-others wait here (and in the outbox on disk) until it answers, and then go again at
-once. Each batch resent on its own back-off sent a peer that could not store them
+again one unacknowledged batch alone, as a probe, once a back-off period, each in turn
+(oldest first); the others wait here (and in the outbox on disk) until it answers, and
+then go again at once. Each batch resent on its own back-off sent a peer that could not store them
 its whole backlog every minute, the traffic growing with the square of the time it
 was down (found by a review).
 
@@ -217,9 +217,20 @@ class Router:
                 held.backed_off = True
             pending.sent_at = now
             pending.attempts += 1
-            self._schedule(pending)
             self.stats.batches_resent += 1
             out.append(pending.batch)
+            if held.backed_off and len(held.held) > 1:
+                # The probes take turns, on the same back-off: always the oldest, one
+                # batch the owner can never take held the others back until a newer
+                # one was answered, for ever with no new URLs for it (a review).
+                del held.held[batch_id]
+                held.held[batch_id] = pending
+                pending.ticket = _PARKED
+                probe = next(iter(held.held.values()))
+                probe.sent_at, probe.attempts = now, pending.attempts
+                self._schedule(probe)
+            else:
+                self._schedule(pending)
         return out
 
     def _seal(self, owner: str, urls: Sequence[NewURL], now: float) -> Batch:
