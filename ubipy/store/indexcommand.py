@@ -21,6 +21,7 @@ from ubipy.store.outfile import identity, peer_files, refuse_input, write_path
 from ubipy.store.warcindex import (
     cdxj_of,
     closed_files,
+    final_of,
     has_current_index,
     merge_cdxj,
     open_files,
@@ -99,7 +100,7 @@ def index_data(
         # a review found), or later taken for the file's index, newer than it. Nor an
         # open file's final name and its CDXJ: the peer's close would rename over the
         # one and take the other for the file's index (a review).
-        finals = [p.with_name(p.name[: p.name.index(".warc.gz") + 8]) for p in opened]
+        finals = [final_of(p) for p in opened]
         refuse_input(out, inputs, {*(cdxj_of(p) for p in (*closed, *finals)), *finals})
     if fmt == "parquet":
         assert out is not None

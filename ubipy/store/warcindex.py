@@ -36,6 +36,7 @@ __all__ = [
     "cdxj_line",
     "cdxj_of",
     "closed_files",
+    "final_of",
     "index_lines",
     "index_warc",
     "merge_cdxj",
@@ -134,6 +135,11 @@ def closed_files(directory: Path) -> list[Path]:
         for p in directory.iterdir()
         if p.name.endswith(_CLOSED) and not p.name.startswith(".") and _regular(p)
     )
+
+
+def final_of(path: Path) -> Path:
+    """The name a file being written (:func:`open_files`) takes when it is closed."""
+    return path.with_name(path.name[: path.name.index(_CLOSED) + len(_CLOSED)])
 
 
 def open_files(directory: Path) -> list[Path]:
