@@ -447,16 +447,19 @@ def test_an_export_onto_a_warc_files_index_not_yet_written_is_refused(
         shard.record_pages([_page(5, b"five")])  # the open file's page
     shard._warc.wait_indexed()  # type: ignore[union-attr]
     warc = next(f for f in _files(data) if f.name.endswith(".open") == (which == "open"))
-    target = data / "warc" / (warc.name.removesuffix(".open") + ".cdxj")
-    target.unlink(missing_ok=True)  # as a kill -9 before its thread wrote it leaves it
-    code = main(["export", "--data", str(data), "--format", "jsonl", "--out", str(target)])
-    err = capsys.readouterr().err
-    assert (code, err) == (
-        2,
-        f"ubipy export: {target}: is one of the peers' own files (a shard, its lock, a "
-        "WARC file or its index); left as it is\n",
-    )
-    assert not target.exists()
+    final = data / "warc" / warc.name.removesuffix(".open")
+    (data / "warc" / (final.name + ".cdxj")).unlink(missing_ok=True)  # as a kill -9 leaves it
+    # Nor the open file's final name: the peer's close would rename over the export
+    # (as `ubipy index -o` refuses it).
+    for target in (final.with_name(final.name + ".cdxj"), final):
+        code = main(["export", "--data", str(data), "--format", "jsonl", "--out", str(target)])
+        err = capsys.readouterr().err
+        assert (code, err) == (
+            2,
+            f"ubipy export: {target}: is one of the peers' own files (a shard, its lock, a "
+            "WARC file or its index); left as it is\n",
+        )
+        assert target.exists() == (target == final and which == "closed")
     shard.close()
 
 

@@ -123,9 +123,10 @@ def export(
                     inputs.add(found)
         if isinstance(out, Path):
             # A file's index not there yet (deleted, or the file still open) too, by
-            # its path: written there, the export would be taken for it.
-            indexes = {cdxj_of(Path(os.path.realpath(p.path.parent), p.name)) for p in parts}
-            refuse_input(out, inputs, indexes)
+            # its path: written there, the export would be taken for it. And the open
+            # file's final name: the peer's close would rename over the export.
+            finals = [Path(os.path.realpath(p.path.parent), p.name) for p in parts]
+            refuse_input(out, inputs, {*finals, *(cdxj_of(p) for p in finals)})
         if fmt == "warc" and parts:
             return _from_files(readers, parts, out, filename, peers, compress, inputs)
 
