@@ -221,7 +221,12 @@ class Quorum:
             if m != self.self_id
         }
 
-    def to_keep(self, now: float, silent: Collection[str] = ()) -> dict[str, float]:
+    def to_keep(
+        self,
+        now: float,
+        silent: Collection[str] = (),
+        heard: dict[str, float] | None = None,
+    ) -> dict[str, float]:
         """Of :meth:`last_heard`, those to ask for a sign of life before the lease
         depends on them. While it holds: those heard from last first (so the same ones,
         answering, stay kept), until enough that are not ``silent`` (asked, and not
@@ -230,8 +235,9 @@ class Quorum:
         under loss an answer is often just lost) and the next is kept beside it, so a
         member cut off is made up for as soon as its ask is seen unanswered. While the
         lease does not hold, every one. Asking them all, each peer sent N - 2
-        pings a second, the cluster N^2: most of an idle peer's CPU at N = 8."""
-        heard = self.last_heard()
+        pings a second, the cluster N^2: most of an idle peer's CPU at N = 8.
+        ``heard``: :meth:`last_heard`, when the caller has it already."""
+        heard = self.last_heard() if heard is None else heard
         if self._restoring or not self.holds(now):
             return heard
         me, quiet = self.self_id, frozenset(silent)

@@ -267,7 +267,7 @@ class Lease:
         for out in sent:
             if isinstance(out.message, Ping):
                 self._note_ping(out.message.target_id, now, heard)
-        due = [m for m, at in self._due_at(now).items() if now + self._slack >= at]
+        due = [m for m, at in self._due_at(now, heard).items() if now + self._slack >= at]
         for member_id in due:
             self._note_ping(member_id, now, heard)
         pings = [self._membership.ping(now, m) for m in due]
@@ -302,7 +302,7 @@ class Lease:
             self._first_unanswered[member_id] = now  # every earlier ask was answered
         self._pinged[member_id] = now
 
-    def _due_at(self, now: float) -> dict[str, float]:
+    def _due_at(self, now: float, heard: dict[str, float]) -> dict[str, float]:
         """When each member the lease keeps in sight (:meth:`Quorum.to_keep`) is next
         to be asked: a cadence after it was last heard from or asked, but half a cadence
         after the first ask it has not answered (an answer comes back in well under
@@ -310,8 +310,9 @@ class Lease:
         before), and one silent so long has another kept beside it. Asking fewer
         members, the lease has fewer answers to spare: under 10% loss each way, eight
         peers asking five each lost it 9 times in 86,400 peer-seconds with a cadence for
-        every ask, as against once asking all seven."""
-        heard, pinged, cadence = self.quorum.last_heard(), self._pinged, self._cadence
+        every ask, as against once asking all seven. ``heard``: the quorum's
+        :meth:`~Quorum.last_heard`, read once a wake."""
+        pinged, cadence = self._pinged, self._cadence
         unanswered = {m: at for m, at in pinged.items() if at > heard.get(m, -math.inf)}
         silent = [m for m, at in unanswered.items() if now - at >= cadence / 2]
         first = self._first_unanswered
@@ -319,7 +320,7 @@ class Lease:
             m: unanswered[m] + cadence / 2
             if first.get(m) == unanswered.get(m, math.nan)
             else max(at, pinged.get(m, -math.inf)) + cadence
-            for m, at in self.quorum.to_keep(now, silent).items()
+            for m, at in self.quorum.to_keep(now, silent, heard).items()
         }
 
     def _next_wake(self, now: float) -> float:
@@ -331,7 +332,8 @@ class Lease:
         wake = math.inf if expires is None else expires
         if self._asking(now):
             wake = min([wake, *self._ask_due_at().values()])
-        due_at, heard = self._due_at(now), self.quorum.last_heard()
+        heard = self.quorum.last_heard()
+        due_at = self._due_at(now, heard)
         due = min(due_at.values(), default=math.inf)
         membership = self._membership
         if membership.has_left or membership.config.probe_interval > self._cadence:
