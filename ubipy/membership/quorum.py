@@ -245,7 +245,8 @@ class Quorum:
         # are dated when they left), the next ones after this peer in id order: each
         # member is then asked by as many peers as it asks.
         ring = sorted(self._base)
-        after = {m: (i - ring.index(me)) % len(ring) for i, m in enumerate(ring)}
+        mine = ring.index(me)
+        after = {m: (i - mine) % len(ring) for i, m in enumerate(ring)}
         ranked = sorted(heard, key=lambda m: (-heard[m], after[m]))
         kept: set[str] = set()
         for group in (self._base, self._joint or set()):
