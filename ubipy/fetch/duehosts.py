@@ -129,10 +129,8 @@ class DueHosts:
         # URLs were ready than requests could start (found by a review).
         refresh = self._ready_refresh
         if refresh and self._share.refresh_turn():
-            while refresh:
-                armed_tie, slot = refresh.popleft()
-                if slot.armed and armed_tie == slot.armed_tie:
-                    return _taken(slot)
+            if (slot := _first_live(refresh)) is not None:
+                return _taken(slot)
         elif len(refresh) > 2 * len(ready) + 64:  # places gone stale, many of them
             self._ready_refresh = _live(refresh)
         self._choices += 1
