@@ -66,12 +66,13 @@ def parts_of(reader: ShardReader) -> list[Part]:
     # A file whose close failed (a rotation on a full disk) stays open, holding
     # captures, until the peer's next start closes it: taken to its last capture (it
     # was refused as missing until then; a review).
-    for name in ends.keys() - parts.keys() - ({mark[0]} if mark else set()):
+    unlisted = ends.keys() - parts.keys() - ({mark[0]} if mark else set())
+    for name in unlisted:
         if (left_open := directory / (name + OPEN_SUFFIX)).is_file():
             parts[name] = Part(left_open, name, ends[name])
     # Files the shard has captures in, gone (moved, deleted): their pages were left
     # out without a word, the summary counting them all the same (a review found).
-    missing = sorted(ends.keys() - parts.keys() - ({mark[0]} if mark else set()))
+    missing = sorted(n for n in unlisted if n not in parts)
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         named = ", ".join(missing[:3]) + more
