@@ -15,20 +15,18 @@ import itertools
 import random
 from collections.abc import Iterator
 
-from ubipy.store import Shard
+from ubipy.store import PEER_ID_META, Shard
 
 __all__ = ["load_peer_id", "run_ids"]
-
-_ID_META = "peer_id"
 
 
 def load_peer_id(shard: Shard, rng: random.Random) -> str:
     """The peer's id: made once, kept in its shard, so a restart keeps its place."""
-    peer_id = shard.get_meta(_ID_META)
+    peer_id = shard.get_meta(PEER_ID_META)
     if peer_id is None:
         peer_id = f"{rng.getrandbits(64):016x}"
         with shard.transaction():
-            shard.set_meta(_ID_META, peer_id)
+            shard.set_meta(PEER_ID_META, peer_id)
     return peer_id
 
 

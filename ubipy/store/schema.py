@@ -11,6 +11,8 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 10
 SHARD_FILE = "shard.sqlite3"
+# The peer keeps its id under this key of the meta table (ubipy.peer.ids).
+PEER_ID_META = "peer_id"
 
 # Version 3: what sitemaps said of when each URL last changed (a W3C datetime, as
 # written), kept for recrawling; nothing reads it yet but export and queries.

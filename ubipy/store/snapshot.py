@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ubipy.errors import ExportError
+from ubipy.store.schema import PEER_ID_META as PEER_ID_META
 from ubipy.store.shard import SCHEMA_VERSION, SHARD_FILE
 from ubipy.store.warcrecords import iso_utc as iso_utc
 
@@ -29,8 +30,6 @@ __all__ = [
     "iso_utc",
 ]
 
-# The peer keeps its id under this key of the shard's meta table (see ubipy.peer.peer).
-PEER_ID_META = "peer_id"
 
 _COLUMNS = (
     "fp, url, status, content_type, length, truncated, title, fetched_at, "

@@ -37,6 +37,7 @@ from ubipy import PROJECT_URL, __version__
 from ubipy.errors import ShardError, StorageError
 from ubipy.store.idn import unicode_url
 from ubipy.store.revisits import Visit
+from ubipy.store.schema import PEER_ID_META
 from ubipy.store.warcfiles import (
     OPEN_SUFFIX,
     WARC_DIR,
@@ -82,7 +83,6 @@ log = logging.getLogger(__name__)
 
 #: Where the open file is committed to: ``<name> <end>`` in the shard's meta table.
 END_META = "warc_end"
-_PEER_ID_META = "peer_id"  # as ubipy.store.snapshot.PEER_ID_META
 _HTTP_RESPONSE = "application/http; msgtype=response"
 _HTTP_REQUEST = "application/http; msgtype=request"
 # The committed CDXJ lines of the open file, beside it: ``.<name>`` and this.
@@ -269,7 +269,7 @@ class WarcStore:
         # A peer's id, once given, is its own for good: asked of the shard until then.
         if self._peer_id is None:
             row = self._conn.execute(
-                "SELECT value FROM meta WHERE key = ?", (_PEER_ID_META,)
+                "SELECT value FROM meta WHERE key = ?", (PEER_ID_META,)
             ).fetchone()
             if row is None:
                 return "local"
