@@ -21,6 +21,7 @@ from tests.peer.test_handoff import crawler_at, handoff_for, host_owned
 from ubipy.control.monitor import Monitor
 from ubipy.errors import StorageError
 from ubipy.peer.forwarding import Forwarder
+from ubipy.peer.handoff import Handoff
 from ubipy.peer.router import Router
 from ubipy.peer.syncing import GroupSync
 from ubipy.ring import Ring
@@ -169,6 +170,56 @@ async def test_a_hand_off_is_acknowledged_once_the_host_is_on_disk(
         gate.open.set()
         await trio.testing.wait_all_tasks_blocked()
         assert replies == [HandoffAck(3)]
+
+
+async def test_a_host_goes_to_its_new_owner_with_its_pages_done_once_they_are_on_disk(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Its pages' records are in this peer's WARC files, and the new owner, told they
+    are done, never fetches them again: this shard is synced before the frame goes (a
+    machine's crash after it would lose them for good). A host with no page done
+    needs no sync."""
+    one, two = Ring(["a"]), Ring(["a", "b"])
+    fetched = host_owned(two, "b")
+    unfetched = next(h for h in (f"u{i}.test" for i in range(1000)) if two.owner(h) == "b")
+    events: list[object] = []
+
+    async def synced() -> None:
+        events.append("synced")
+
+    async def send(address: str, message: Message) -> bool:
+        if isinstance(message, HandoffFrame):
+            events.append((message.host, message.done))
+            handoff.acked(message.id)
+        return True
+
+    async with crawler_at(tmp_path) as crawler:
+        handoff = Handoff("a", crawler, send, lambda peer: f"{peer}:1", synced=synced)
+        handoff.ring_changed(one, frozenset(one.members), frozenset())
+        urls = [NewURL(fp, f"http://{fetched}/{fp}", fetched, 1) for fp in (11, 12)]
+        crawler.take_over(fetched, urls, [11], None)
+        crawler.take_over(unfetched, [NewURL(13, f"http://{unfetched}/", unfetched, 1)], [], None)
+        crawler.ring_changed(two)
+        handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
+        with trio.fail_after(5):
+            assert await handoff.sweep()
+    assert events.count("synced") == 1 and (unfetched, ()) in events
+    assert events[events.index("synced") + 1] == (fetched, (11,))
+
+
+async def test_no_sync_is_asked_when_nothing_was_written_since_the_last_began(
+    tmp_path: Path,
+) -> None:
+    shard = Shard.open(tmp_path)
+    group = GroupSync(shard.sync, inline=True, changes=lambda: shard.changes)
+    shard.add_to_frontier([NewURL(1, "http://a.test/", "a.test", 0)])
+    await group.synced()
+    await group.synced()  # a hand-off of many hosts between two commits
+    assert group.syncs == 1
+    shard.add_to_frontier([NewURL(2, "http://a.test/2", "a.test", 0)])
+    await group.synced()
+    assert group.syncs == 2
+    shard.close()
 
 
 @pytest.mark.parametrize("fails", [False, True])

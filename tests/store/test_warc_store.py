@@ -1048,3 +1048,34 @@ def test_a_warc_file_takes_its_final_name_once_the_shard_is_synced(
     # At each of the two rotations: the file still open, none or one closed before it.
     assert seen[:2] == [(1, 0), (1, 1)]
     assert len(list((tmp_path / "warc").glob("*.warc.gz"))) == 2
+
+
+def test_a_sync_puts_the_open_warc_files_records_on_disk_before_the_wal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A host handed off takes its pages done to its new owner once this shard is
+    # synced: the WAL alone synced, a machine's crash then lost their records from the
+    # open file, and the new owner never fetches them again (a review's suspicion).
+    shard = Shard.open(tmp_path, warc_size=1 << 20)
+    with shard.transaction():
+        shard.record_pages([_page(1, b"<p>one</p>")])
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    shard.sync()
+    (open_file,) = (tmp_path / "warc").glob("*.open")
+    assert synced[0] == open_file.name and synced[-1] == SHARD_FILE + "-wal"
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(StorageError, match=f"{open_file.name}: cannot sync"):
+        shard.sync()
+    monkeypatch.setattr(os, "fsync", real)
+    shard.close()

@@ -445,6 +445,11 @@ class Handoff:
         address = self._address_of(owner)
         if address is None:
             return False
+        if done and self._synced is not None:
+            # Its pages go to the new owner done: their records in this peer's archive
+            # are on disk first, or a machine's crash after the owner took them lost
+            # them for good (raises StorageError: the sweep tries again later).
+            await self._synced()
         chunks = max(1, math.ceil(max(len(pending), len(done)) / _CHUNK))
         sent_bytes = 0
         for i in range(chunks):

@@ -251,7 +251,9 @@ class Peer:
             rng=self._rng,
         )
         crawler = self._crawler = Crawler(config, self.shard, client, router, self.resolver)
-        syncs = self._syncs = GroupSync(self.shard.sync, inline=self._inline_syncs)
+        syncs = self._syncs = GroupSync(
+            self.shard.sync, inline=self._inline_syncs, changes=lambda: self.shard.changes
+        )
         self._forwarder = Forwarder(
             router, crawler, self.links.send, self._address_of, syncs.synced
         )

@@ -21,13 +21,23 @@ __all__ = ["GroupSync"]
 class GroupSync:
     """``sync``: puts everything committed so far on disk (blocking; raises
     StorageError when the disk refuses); ``inline``: run it on the event loop, not in
-    a worker thread."""
+    a worker thread; ``changes``: a count of the writes made so far (the shard's),
+    which a sync finds on disk once it has begun after them: then none is needed."""
 
-    __slots__ = ("_done", "_inline", "_running", "_started", "_sync", "syncs")
+    __slots__ = ("_changes", "_clean", "_done", "_inline", "_running", "_started", "_sync", "syncs")
 
-    def __init__(self, sync: Callable[[], None], *, inline: bool = False) -> None:
+    def __init__(
+        self,
+        sync: Callable[[], None],
+        *,
+        inline: bool = False,
+        changes: Callable[[], int] | None = None,
+    ) -> None:
         self._sync = sync
         self._inline = inline
+        self._changes = changes
+        # The count when the last sync that succeeded began (-1: none did).
+        self._clean = -1
         # Syncs started and completed, numbered: a caller needs one that started
         # after it asked, since one already running may have missed its commit.
         self._started = 0
@@ -38,6 +48,10 @@ class GroupSync:
     async def synced(self) -> None:
         """Return once everything committed before the call is on disk; raises
         StorageError when the sync failed (then nothing may be acknowledged)."""
+        if self._changes is not None and self._changes() == self._clean:
+            # Nothing written since a sync began: a hand-off of many hosts between
+            # two commits asks once for them all.
+            return
         needed = self._started + 1
         while self._done < needed:
             running = self._running
@@ -47,12 +61,14 @@ class GroupSync:
             self._started += 1
             number = self._started
             running = self._running = trio.Event()
+            at = -1 if self._changes is None else self._changes()
             try:
                 if self._inline:
                     self._sync()
                 else:
                     await trio.to_thread.run_sync(self._sync)
                 self._done = number
+                self._clean = at
                 self.syncs += 1
             finally:
                 self._running = None

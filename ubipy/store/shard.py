@@ -214,6 +214,13 @@ class Shard(PagesMixin):
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    @property
+    def changes(self) -> int:
+        """Rows written since the shard was opened, committed or not: what a sync
+        that began when this read the same has put on disk (no transaction spans an
+        await, so none is open when a sync begins)."""
+        return self._conn.total_changes
+
     def set_meta(self, key: str, value: str) -> None:
         self._conn.execute(
             "INSERT INTO meta (key, value) VALUES (?, ?) "
@@ -231,7 +238,13 @@ class Shard(PagesMixin):
         another peer it holds: that peer then lets its own copy go. A checkpoint syncs
         what it moves into the database file, so the WAL is all there is to sync. Safe
         in another thread: it does not use the SQLite connection. Raises StorageError
-        when the disk refuses."""
+        when the disk refuses.
+
+        The open WARC file is synced first: a host handed off takes its pages done to
+        its new owner, and a machine's crash here must not lose their records from the
+        archive after that owner holds them done (the WAL's rows point into it too)."""
+        if self._warc is not None:
+            self._warc.sync()
         # The WAL's directory entry, once it is there.
         if sync_wal(self.path, directory=not self._synced_dir):
             self._synced_dir = True

@@ -226,6 +226,21 @@ class WarcFiles:
         self.bytes_written += len(data)
         self._buffer = []
 
+    def sync(self) -> None:
+        """Put the open file's records on disk, through a machine's crash (what a
+        commit wrote of them; buffered records are not committed yet). Safe in another
+        thread: a file closed meanwhile was synced by its close. Raises StorageError."""
+        fd, name = self._fd, self._name
+        if fd is None:
+            return
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            if self._fd != fd:
+                return  # closed meanwhile (its number may be another file's now)
+            path = self.directory / f"{name}{OPEN_SUFFIX}"
+            raise StorageError(f"{path}: cannot sync: {exc.strerror or exc}") from exc
+
     def rollback(self) -> None:
         """The shard refused the commit: the file goes back to its last committed end."""
         self._buffer = []

@@ -538,6 +538,10 @@ class WarcStore:
         for thread in self._indexing:
             thread.join()
 
+    def sync(self) -> None:
+        """Put the open file's committed records on disk (see :meth:`WarcFiles.sync`)."""
+        self.files.sync()
+
     def close(self) -> None:
         """Close the open file and wait for the indexes being written."""
         try:
