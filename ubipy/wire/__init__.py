@@ -6,7 +6,8 @@ trio. A :class:`FrameWriter` turns ``(type, payload)`` into bytes to send; a
 (:class:`Frame`, :class:`Rejected`, :data:`NEED_DATA`, :data:`CLOSED`). A
 :class:`ReplayGuard`, shared by all the connections of a peer,
 decides whether an authentic frame is fresh and new. What each kind of frame
-carries is a typed message (:mod:`ubipy.wire.payloads`): :func:`decode` builds it
+carries is a typed message (:mod:`ubipy.wire.payloads`, those carrying URLs
+:mod:`ubipy.wire.urlframes`): :func:`decode` builds it
 from an admitted frame's payload, raising :class:`WireError` if it is malformed.
 
 Layout of one frame on the wire::
@@ -55,30 +56,32 @@ from ubipy.wire.payloads import (
     Control,
     Figures,
     Gossip,
-    Handoff,
-    HandoffAck,
-    HandoffDone,
     Hello,
-    HostCopy,
-    Mark,
     MemberRow,
-    Replica,
-    ReplicaAck,
     Scalar,
     Seed,
     SeedAck,
     Status,
     StatusRequest,
     Stop,
-    UrlAck,
-    UrlBatch,
-    WireURL,
 )
 from ubipy.wire.reader import FrameReader, ReaderState
 from ubipy.wire.registry import MESSAGE_TYPES, Message, decode
 from ubipy.wire.replay import DEFAULT_MAX_SKEW, ReplayGuard
 from ubipy.wire.scopes import Scope, ScopeAck
 from ubipy.wire.secret import LOOPBACK_SECRET, is_default_secret, new_epoch, secret_from
+from ubipy.wire.urlframes import (
+    Handoff,
+    HandoffAck,
+    HandoffDone,
+    HostCopy,
+    Mark,
+    Replica,
+    ReplicaAck,
+    UrlAck,
+    UrlBatch,
+    WireURL,
+)
 
 __all__ = [
     "BATCH_BYTES",

@@ -14,21 +14,23 @@ from ubipy.wire.payloads import (
     Control,
     Figures,
     Gossip,
-    Handoff,
-    HandoffAck,
-    HandoffDone,
     Hello,
-    Replica,
-    ReplicaAck,
     Seed,
     SeedAck,
     Status,
     StatusRequest,
     Stop,
+)
+from ubipy.wire.scopes import Scope, ScopeAck
+from ubipy.wire.urlframes import (
+    Handoff,
+    HandoffAck,
+    HandoffDone,
+    Replica,
+    ReplicaAck,
     UrlAck,
     UrlBatch,
 )
-from ubipy.wire.scopes import Scope, ScopeAck
 
 Message: TypeAlias = (
     Gossip

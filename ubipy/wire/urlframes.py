@@ -1,0 +1,291 @@
+"""The frames that carry URLs to their hosts' owners: a batch of URLs found for hosts
+another peer owns (URL_BATCH, acknowledged by URL_ACK), a host handed to its new owner
+(HANDOFF, HANDOFF_ACK, HANDOFF_DONE), and copies of an owner's hosts for the next peer
+clockwise (REPLICA, REPLICA_ACK); and the entries they share, a URL as it travels and
+a host's politeness :class:`Mark`.
+
+Checked here: shape and types, as in :mod:`ubipy.wire.payloads`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar, TypeAlias
+
+from ubipy.errors import WireError
+from ubipy.wire.frames import FrameType
+from ubipy.wire.payloads import (
+    MAX_DEPTH,
+    MAX_MARK_DELAY,
+    MAX_MARK_PAGES,
+    MAX_SCORE,
+    _fingerprints,
+    _finite,
+    _ids,
+    _int,
+    _list,
+    _map,
+    _most,
+    _str,
+)
+
+#: ``(url, depth, score)`` as it travels: the URL not yet normalised by the receiver,
+#: and what the page that linked it gives it under a ranked crawl order (OPIC cash;
+#: sent as ``[url, depth]`` when 0).
+WireURL: TypeAlias = tuple[str, int, float]
+
+
+# --------------------------------------------------------------------------- entries
+
+
+def _urls(obj: object, what: str) -> tuple[WireURL, ...]:
+    urls = []
+    for item in _list(obj, what):
+        pair = _list(item, f"a URL in {what}", 3)
+        if len(pair) not in (2, 3):
+            raise WireError(f"a URL in {what} is [url, depth] or [url, depth, score]")
+        score = 0.0 if len(pair) == 2 else _finite(pair[2], "a URL's score")
+        if not 0 <= score <= MAX_SCORE:
+            raise WireError(f"a URL's score in {what} is not in [0, {MAX_SCORE:g}]")
+        urls.append((_str(pair[0], "a URL"), _int(pair[1], "a depth", 0, MAX_DEPTH + 1), score))
+    return tuple(urls)
+
+
+def _urls_to_wire(urls: tuple[WireURL, ...], what: str) -> list[list[object]]:
+    _most(urls, what)
+    # Capped, so that no peer sends what the others refuse.
+    return [
+        [url, depth, min(score, MAX_SCORE)] if score else [url, depth] for url, depth, score in urls
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A host's politeness as it moves between peers: when its last request ended
+    (wall clock), its delay and its pages so far. Checked: a time that is not finite
+    would hold the host for ever."""
+
+    last_end: float
+    delay: float
+    pages: int
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.last_end) and math.isfinite(self.delay)):
+            raise WireError("a host mark's times are finite numbers")
+        if not 0 <= self.delay <= MAX_MARK_DELAY:
+            raise WireError("a host mark's delay is between 0 and a day")
+        if not 0 <= self.pages <= MAX_MARK_PAGES:
+            raise WireError(f"a host mark's pages are a count up to {MAX_MARK_PAGES}")
+
+    def to_wire(self) -> list[object]:
+        return [self.last_end, self.delay, self.pages]
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Mark:
+        items = _list(obj, "a host mark", 3)
+        if len(items) != 3:
+            raise WireError("a host mark is [last_end, delay, pages]")
+        return cls(
+            _finite(items[0], "a mark's last end"),
+            _finite(items[1], "a mark's delay"),
+            _int(items[2], "a mark's pages", 0, MAX_MARK_PAGES + 1),
+        )
+
+
+def _mark(obj: object) -> Mark | None:
+    return None if obj is None else Mark.from_wire(obj)
+
+
+@dataclass(frozen=True, slots=True)
+class HostCopy:
+    """One host's share of a replica: its pending URLs, the fingerprints of its done
+    pages and, when known, its politeness mark."""
+
+    host: str
+    pending: tuple[WireURL, ...]
+    done: tuple[int, ...]
+    mark: Mark | None = None
+
+    def to_wire(self) -> list[object]:
+        _most(self.done, "a replica's done fingerprints")
+        pending = _urls_to_wire(self.pending, "a replica's URLs")
+        entry: list[object] = [self.host, pending, list(self.done)]
+        if self.mark is not None:
+            entry.append(self.mark.to_wire())
+        return entry
+
+    @classmethod
+    def from_wire(cls, obj: object) -> HostCopy:
+        entry = _list(obj, "a replica entry", 4)
+        if len(entry) not in (3, 4):
+            raise WireError("a replica entry is [host, [[url, depth], ...], [fp, ...]] and a mark")
+        mark = Mark.from_wire(entry[3]) if len(entry) == 4 else None
+        return cls(
+            _str(entry[0], "a replica's host"),
+            _urls(entry[1], "a replica's URLs"),
+            _fingerprints(entry[2], "a replica's done fingerprints"),
+            mark,
+        )
+
+
+# --------------------------------------------------------------------------- messages
+
+
+@dataclass(frozen=True, slots=True)
+class UrlBatch:
+    """URL_BATCH: URLs for hosts the receiver owns, and acknowledgements of the
+    receiver's own batches riding along."""
+
+    KIND: ClassVar = FrameType.URL_BATCH
+    id: int
+    urls: tuple[WireURL, ...]
+    acks: tuple[int, ...] = ()
+
+    def to_wire(self) -> dict[str, object]:
+        _most(self.acks, "acknowledged batch ids")
+        urls = _urls_to_wire(self.urls, "a batch's URLs")
+        return {"id": self.id, "urls": urls, "acks": list(self.acks)}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> UrlBatch:
+        payload = _map(obj, "a URL batch")
+        return cls(
+            _int(payload.get("id"), "a batch id"),
+            _urls(payload.get("urls"), "a batch's URLs"),
+            _ids(payload.get("acks", []), "acknowledged batch ids"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class UrlAck:
+    """URL_ACK: batches durably admitted, when no batch going back carried them."""
+
+    KIND: ClassVar = FrameType.URL_ACK
+    ids: tuple[int, ...]
+
+    def to_wire(self) -> dict[str, object]:
+        _most(self.ids, "acknowledged batch ids")
+        return {"ids": list(self.ids)}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> UrlAck:
+        return cls(_ids(_map(obj, "a URL acknowledgement").get("ids"), "acknowledged batch ids"))
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """HANDOFF: a host moving to its new owner, in chunks; the last carries its mark."""
+
+    KIND: ClassVar = FrameType.HANDOFF
+    id: int
+    host: str
+    pending: tuple[WireURL, ...]
+    done: tuple[int, ...]
+    mark: Mark | None = None
+
+    def to_wire(self) -> dict[str, object]:
+        _most(self.done, "done fingerprints")
+        return {
+            "id": self.id,
+            "host": self.host,
+            "pending": _urls_to_wire(self.pending, "a hand-off's URLs"),
+            "done": list(self.done),
+            "mark": None if self.mark is None else self.mark.to_wire(),
+        }
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Handoff:
+        payload = _map(obj, "a hand-off")
+        return cls(
+            _int(payload.get("id"), "a hand-off id"),
+            _str(payload.get("host"), "a hand-off's host"),
+            _urls(payload.get("pending"), "a hand-off's URLs"),
+            _fingerprints(payload.get("done"), "done fingerprints"),
+            _mark(payload.get("mark")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffAck:
+    """HANDOFF_ACK: the host is taken (durably), or refused (not ours, or leaving)."""
+
+    KIND: ClassVar = FrameType.HANDOFF_ACK
+    id: int
+    refused: bool = False
+
+    def to_wire(self) -> dict[str, object]:
+        return {"id": self.id, "refused": True} if self.refused else {"id": self.id}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> HandoffAck:
+        payload = _map(obj, "a hand-off acknowledgement")
+        return cls(_int(payload.get("id"), "a hand-off id"), payload.get("refused") is True)
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffDone:
+    """HANDOFF_DONE: the sender has handed over everything it held under this ring.
+
+    With ``ask``, a request instead: sweep, then say so with this ``token``. Every
+    DONE the sender sends the asker afterwards carries its latest ``token``, so the
+    asker knows the sweep came after its request (a DONE held up by a partition
+    may arrive long after it was true)."""
+
+    KIND: ClassVar = FrameType.HANDOFF_DONE
+    ring: str
+    token: int = 0
+    ask: bool = False
+
+    def to_wire(self) -> dict[str, object]:
+        wire: dict[str, object] = {"ring": self.ring}
+        if self.token:
+            wire["token"] = self.token
+        if self.ask:
+            wire["ask"] = True
+        return wire
+
+    @classmethod
+    def from_wire(cls, obj: object) -> HandoffDone:
+        payload = _map(obj, "HANDOFF_DONE")
+        return cls(
+            _str(payload.get("ring"), "HANDOFF_DONE's ring"),
+            _int(payload.get("token", 0), "HANDOFF_DONE's token"),
+            payload.get("ask") is True,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    """REPLICA: copies of what the owner committed, for the next peer clockwise."""
+
+    KIND: ClassVar = FrameType.REPLICA
+    hosts: tuple[HostCopy, ...]
+    # Answered with a REPLICA_ACK of this number once stored (0: no answer wanted).
+    seq: int = 0
+
+    def to_wire(self) -> dict[str, object]:
+        _most(self.hosts, "replica hosts")
+        return {"hosts": [h.to_wire() for h in self.hosts], "seq": self.seq}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Replica:
+        payload = _map(obj, "a replica")
+        hosts = _list(payload.get("hosts"), "replica hosts")
+        seq = payload.get("seq", 0)
+        return cls(tuple(HostCopy.from_wire(h) for h in hosts), _int(seq, "a replica's seq"))
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaAck:
+    """REPLICA_ACK: the copies of REPLICA ``seq`` are stored by the successor."""
+
+    KIND: ClassVar = FrameType.REPLICA_ACK
+    seq: int
+
+    def to_wire(self) -> dict[str, object]:
+        return {"seq": self.seq}
+
+    @classmethod
+    def from_wire(cls, obj: object) -> ReplicaAck:
+        return cls(_int(_map(obj, "a replica ack").get("seq"), "a replica ack's seq"))
