@@ -16,6 +16,8 @@ from ubipy.config import CrawlOrder
 from ubipy.fetch import ranking
 from ubipy.fetch.duehosts import OLDEST_EVERY
 from ubipy.fetch.politeness import Entry, JobKind, Scheduler
+from ubipy.fetch.slots import HostSlot
+from ubipy.fetch.windows import Windows
 
 
 def _entry(host: str, n: int, score: float = 0.0) -> Entry:
@@ -276,6 +278,49 @@ def test_a_window_is_searched_as_its_scores_say(
     assert taken.fp == expected.fp and len(window) == len(scores) - 1
     assert taken.score == (total[oldest_best] if total[oldest_best] != math.inf else expected.score)
     assert taken.fp not in credit
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_window_hands_out_its_best_however_it_changed_since_the_host_came_due(
+    seed: int,
+) -> None:
+    """Where a host's best entry is, found when it came due, serves its pop; every
+    change to the window in between (an entry added or replaced, a credit, a retry
+    put back, new scores) forgets it: the entry handed out is the best of the window
+    as it is, as a search at the pop finds it. Random changes, 500 windows a seed."""
+    rng = random.Random(seed)
+    for _ in range(500):
+        disk: list[Entry] = []
+        windows = Windows(
+            window=rng.randint(2, 6), loader=lambda h, a, n: disk[:n], max_in_memory=100,
+            ranked=True,
+        )  # fmt: skip
+        slot = HostSlot("a.test", 1.0)
+        taken: list[Entry] = []
+        for seq in range(1, 40):
+            op, score = (
+                rng.choice(["add", "add", "credit", "pop", "put_back", "rescore"]),
+                rng.random(),
+            )
+            if op == "pop":
+                if slot.queue:
+                    expected = slot.queue[ranking.best(slot.queue, slot.credit)[0]]
+                    entry = windows.pop(slot)
+                    assert entry is not None and entry.fp == expected.fp
+                    disk[:] = [e for e in disk if e.fp != entry.fp]
+                    taken.append(entry)
+                continue
+            windows.priority(slot, CrawlOrder.OPIC)  # it came due before the change
+            if op == "add":
+                entry = _entry("a.test", seq, score)._replace(seq=seq)
+                disk.append(entry)
+                windows.add(slot, entry)
+            elif op == "credit" and slot.queue:
+                windows.credit(slot, rng.choice(slot.queue).fp, score)
+            elif op == "put_back" and taken:
+                windows.put_back(slot, taken.pop())
+            elif op == "rescore":
+                windows.rescore([slot], {e.fp: rng.random() for e in slot.queue})
 
 
 def test_credits_for_pages_not_in_a_hosts_window_are_not_kept() -> None:

@@ -30,7 +30,6 @@ from collections import deque
 from collections.abc import Callable
 
 from ubipy.config import CrawlOrder
-from ubipy.fetch import ranking
 from ubipy.fetch.refreshshare import RefreshShare
 from ubipy.fetch.slots import HostRobots, HostSlot
 from ubipy.fetch.windows import Windows
@@ -118,7 +117,7 @@ class DueHosts:
         while (slot := self._pop_due(now)) is not None:
             if slot.robots_state is HostRobots.KNOWN and not slot.queue:
                 self._windows.refill(slot)
-            urgency = ranking.host_priority(self._order, slot.queue, slot.credit, slot.on_disk)
+            urgency = self._windows.priority(slot, self._order)
             heapq.heappush(ready, (-urgency, next(self._tie), slot.armed_tie, slot))
             self._ready_oldest.append((slot.armed_tie, slot))
             if slot.refresh and slot.refresh[0][0] <= now:

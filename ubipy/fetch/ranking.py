@@ -22,7 +22,6 @@ import math
 from collections import deque
 from collections.abc import Mapping
 
-from ubipy.config import CrawlOrder
 from ubipy.fetch.slots import Entry
 
 # A retried or abandoned URL goes first on its host, whatever its score.
@@ -40,13 +39,23 @@ def _scores(queue: deque[Entry], credit: Mapping[int, float]) -> list[float]:
     return [e.score + get(e.fp, 0.0) for e in queue]
 
 
-def pop_best(queue: deque[Entry], credit: dict[int, float]) -> Entry:
-    """Take the highest-scored entry (the oldest among equals: the queue is kept in
-    admission order), with its credit folded into its score."""
+def best(queue: deque[Entry], credit: Mapping[int, float]) -> tuple[int, float]:
+    """Where the highest-scored entry is (the oldest among equals: the queue is kept in
+    admission order), and its score; (-1, -inf) for an empty queue."""
+    if not queue:
+        return -1, -math.inf
     scores = _scores(queue, credit)
-    best = scores.index(max(scores))
-    entry = queue[best]
-    del queue[best]
+    top = max(scores)
+    return scores.index(top), top
+
+
+def pop_best(queue: deque[Entry], credit: dict[int, float], at: int = -1) -> Entry:
+    """Take the highest-scored entry (the oldest among equals), with its credit folded
+    into its score; ``at``: where it is, if known (see :func:`best`)."""
+    if at < 0:
+        at = best(queue, credit)[0]
+    entry = queue[at]
+    del queue[at]
     extra = credit.pop(entry.fp, 0.0) if credit else 0.0
     if extra and extra != FIRST:
         entry = entry._replace(score=entry.score + extra)
@@ -54,7 +63,7 @@ def pop_best(queue: deque[Entry], credit: dict[int, float]) -> Entry:
 
 
 def best_score(queue: deque[Entry], credit: Mapping[int, float]) -> float:
-    return max(_scores(queue, credit), default=-math.inf)
+    return best(queue, credit)[1]
 
 
 def worst(queue: deque[Entry], credit: Mapping[int, float]) -> tuple[int, float]:
@@ -65,12 +74,3 @@ def worst(queue: deque[Entry], credit: Mapping[int, float]) -> tuple[int, float]
     low = min(scores)
     scores.reverse()
     return len(scores) - 1 - scores.index(low), low
-
-
-def host_priority(
-    order: CrawlOrder, queue: deque[Entry], credit: Mapping[int, float], on_disk: int
-) -> float:
-    """How urgently a ready host should go next under ``order`` (higher first)."""
-    if order is CrawlOrder.BIG_SITE_FIRST:
-        return float(len(queue) + on_disk)
-    return best_score(queue, credit)

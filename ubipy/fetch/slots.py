@@ -119,6 +119,10 @@ class HostSlot:
     # new entry no better than it cannot take a full window's worst place, and the
     # window need not be scanned. Scores in the window only rise (credits) or leave.
     floor: float = -math.inf
+    # Under a ranked order: where the window's best entry is, as found when the host
+    # came due (windows.py), kept for its pop while the window stays as it is (-1: not
+    # known). The window was scanned twice a request, for 2% of a crawl's CPU.
+    best: int = -1
     # Pages fetched before, due again (--recrawl): (due, tie-breaker, entry), a heap.
     refresh: list[tuple[float, int, Entry]] = field(default_factory=list)
 

@@ -16,6 +16,7 @@ import math
 from collections import deque
 from collections.abc import Iterable
 
+from ubipy.config import CrawlOrder
 from ubipy.fetch import ranking
 from ubipy.fetch.slots import Entry, HostSlot, Loader
 
@@ -48,6 +49,7 @@ class Windows:
         one better than its worst takes that one's place (which stays on disk)."""
         if room:
             slot.queue.append(entry)
+            slot.best = -1
             slot.floor = min(slot.floor, entry.score)
             self.in_memory += 1
             return
@@ -61,11 +63,13 @@ class Windows:
             slot.credit.pop(slot.queue[at].fp, None)
             del slot.queue[at]
             slot.queue.append(entry)
+            slot.best = -1
 
     def credit(self, slot: HostSlot, fp: int, amount: float) -> None:
         """Add ``amount`` to a pending entry's score (a ranked order)."""
         if not self._ranked:
             return
+        slot.best = -1
         credit = slot.credit
         credit[fp] = credit.get(fp, 0.0) + amount
         if len(credit) > 2 * len(slot.queue) + 64:
@@ -87,6 +91,15 @@ class Windows:
             )
             slot.credit = {fp: c for fp, c in slot.credit.items() if c == ranking.FIRST}
             slot.floor = -math.inf
+            slot.best = -1
+
+    def priority(self, slot: HostSlot, order: CrawlOrder) -> float:
+        """How urgently a host that came due should go next under ``order`` (higher
+        first); under a ranked order, where its best entry is is kept for its pop."""
+        if order is CrawlOrder.BIG_SITE_FIRST:
+            return float(len(slot.queue) + slot.on_disk)
+        slot.best, top = ranking.best(slot.queue, slot.credit)
+        return top
 
     def peek_url(self, slot: HostSlot) -> str | None:
         """The URL of the host's first entry, loaded from disk (its window is empty)."""
@@ -101,7 +114,8 @@ class Windows:
             return None
         self.in_memory -= 1
         if self._ranked:
-            return ranking.pop_best(slot.queue, slot.credit)
+            at, slot.best = slot.best, -1
+            return ranking.pop_best(slot.queue, slot.credit, at)
         return slot.queue.popleft()
 
     def put_back(self, slot: HostSlot, entry: Entry) -> None:
@@ -111,11 +125,13 @@ class Windows:
         self.in_memory += 1
         if self._ranked:
             slot.credit[entry.fp] = ranking.FIRST
+            slot.best = -1
 
     def clear(self, slot: HostSlot) -> None:
         """The host's entries are forgotten, in memory and on disk (given up, dropped)."""
         self.in_memory -= len(slot.queue)
         slot.queue.clear()
+        slot.best = -1
         slot.on_disk = 0
 
     def refill(self, slot: HostSlot) -> None:
@@ -130,6 +146,7 @@ class Windows:
             slot.credit = {fp: c for fp, c in slot.credit.items() if c == ranking.FIRST}
             slot.floor = -math.inf
         slot.queue.extend(rows)
+        slot.best = -1
         self.in_memory += len(rows)
         if rows:
             slot.last_seq = rows[-1].seq
