@@ -17,7 +17,12 @@ moves the copies into its own frontier: pending URLs are fetched,
 done ones are not fetched again, and the host's first request waits out the
 dead owner's delay after its last one (a Crawl-delay longer than the failure
 detection included). When the ring changes, the hosts whose successor changed
-are copied whole to the new one.
+are copied whole to the new one: only their names are noted then, and each host's
+state is read from the shard as its frame is made, about a frame's worth at a time
+with a checkpoint after each read (1,000 hosts read at once held the event loop
+5 s, and all their rows in memory). A host no longer ours by then, or whose
+successor changed again, is not read; what is committed for a host while its whole
+copy waits is in that read, and is not queued besides.
 
 Each frame is acknowledged (REPLICA_ACK) once the successor has stored it. A frame
 that cannot be sent (no connection) is kept and tried again every second while its
@@ -63,6 +68,10 @@ _CHUNK_BYTES = 2 * 1024 * 1024
 _RETRY = 1.0
 # Seconds a sent frame waits for its REPLICA_ACK before it is sent again.
 _ACK_PATIENCE = 2.0
+# Entries (URLs plus fingerprints; a host with none weighs one) of the hosts read
+# for whole copies at a time, each read followed by a checkpoint: about one frame's
+# worth in memory, where all the hosts of a ring change were read at once before.
+_READ_AT_ONCE = _CHUNK
 # Dead peers' hosts taken over from their copies a tick, at most (about 0.35 ms each).
 _PROMOTE_AT_ONCE = 200
 # A request waits for its host's successor to answer a barrier (an empty REPLICA)
@@ -105,6 +114,12 @@ class _Outgoing:
         if mark is not None and (copy.mark is None or copy.mark.last_end <= mark.last_end):
             copy.mark = mark
         self.size += len(pending) + len(done)
+
+    def discard(self, host: str) -> None:
+        """Forget what is waiting for ``host`` (a newer read of it replaces it)."""
+        copy = self.hosts.pop(host, None)
+        if copy is not None:
+            self.size -= len(copy.pending) + len(copy.done)
 
     def put_back(self, entries: Sequence[HostCopy]) -> None:
         """Entries of a frame that was not sent (as :meth:`frames` made them)."""
@@ -206,6 +221,9 @@ class Replicator:
         self._address_of = address_of
         self._ring = Ring([self_id])
         self._queues: dict[str, _Outgoing] = defaultdict(_Outgoing)
+        # Hosts to copy whole, by successor, in the order noted; their state is read
+        # when their frame is made (see _read_whole). No key holds an empty dict.
+        self._whole: dict[str, dict[str, None]] = {}
         self._kick = Wakeup()
         self.items_sent = 0
         # Hosts whose last request's outcome the successor has not stored yet: no
@@ -235,6 +253,14 @@ class Replicator:
             return None
         return members[1]
 
+    def _queue_for(self, host: str) -> _Outgoing | None:
+        """The queue of the host's successor, or None: no successor, or a whole copy of
+        the host is still to be read for it (it will hold what is committed now)."""
+        target = self._successor(host)
+        if target is None or host in self._whole.get(target, ()):
+            return None
+        return self._queues[target]
+
     def committed(
         self,
         rows: Sequence[FrontierRow],
@@ -242,17 +268,14 @@ class Replicator:
         marks: Mapping[str, HostMark],
     ) -> None:
         for r in rows:
-            target = self._successor(r.host)
-            if target is not None:
-                self._queues[target].add(r.host, [r])
+            if (queue := self._queue_for(r.host)) is not None:
+                queue.add(r.host, [r])
         for p in pages:
-            target = self._successor(p.host)
-            if target is not None:
-                self._queues[target].add(p.host, done=[p.fp])
+            if (queue := self._queue_for(p.host)) is not None:
+                queue.add(p.host, done=[p.fp])
         for host, mark in marks.items():
-            target = self._successor(host)
-            if target is not None:
-                self._queues[target].add(host, mark=mark)
+            if (queue := self._queue_for(host)) is not None:
+                queue.add(host, mark=mark)
             if self._held.get(host) == _UNCOMMITTED:
                 self._held[host] = _QUEUED
         if self._queues:
@@ -343,8 +366,10 @@ class Replicator:
         old, self._ring = self._ring, ring
         if self.replicas < 2:
             return
-        for gone in [t for t in self._queues if t not in ring.members]:
-            del self._queues[gone]  # its hosts' new successor is copied whole below
+        for gone in [t for t in {*self._queues, *self._whole} if t not in ring.members]:
+            # Its hosts' new successor is copied whole below.
+            self._queues.pop(gone, None)
+            self._whole.pop(gone, None)
             self._not_before.pop(gone, None)
         for seq in [q for q, sent in self._sent.items() if sent.target not in ring.members]:
             del self._sent[seq]
@@ -363,7 +388,10 @@ class Replicator:
     def copy_whole(self, hosts: Iterable[str], *, unless_under: Ring | None = None) -> None:
         """Copy these hosts of ours whole to their successors, but those whose successor
         was the same under the ring ``unless_under`` (after a ring change). None is
-        left out for hosts taken over late: the ring change found them not ours yet."""
+        left out for hosts taken over late: the ring change found them not ours yet.
+
+        Only their names are noted here: each host's state is read when its frame is
+        made (:meth:`_read_whole`), so what is queued for it already is dropped."""
         if self.replicas < 2:
             return
         for host in hosts:
@@ -374,9 +402,11 @@ class Replicator:
                 unless_under, host, self.self_id, target
             ):
                 continue
-            pending, done, mark = self._shard.host_state(host)
-            self._queues[target].add(host, pending, done, mark)
-        if self._queues:
+            self._whole.setdefault(target, {})[host] = None
+            queued = self._queues.get(target)
+            if queued is not None:
+                queued.discard(host)
+        if self._whole:
             self._kick.set()
 
     async def run(self) -> None:
@@ -389,13 +419,14 @@ class Replicator:
                     # One sender per successor: one that cannot be reached (a dial waits
                     # up to 5 s) must not hold up the copies for the others.
                     wake = math.inf
-                    for target in list(self._queues):
+                    for target in dict.fromkeys([*self._queues, *self._whole]):
                         if target in self._sending:
                             continue  # its sender looks at the queue again when done
                         not_before = self._not_before.get(target, now)
                         if not_before <= now:
                             self._sending.add(target)
-                            nursery.start_soon(self._send_to, target, self._queues.pop(target))
+                            outgoing = self._take_queue(target)
+                            nursery.start_soon(self._send_to, target, outgoing)
                         else:
                             wake = min(wake, not_before)
                     if self._sent:
@@ -406,32 +437,77 @@ class Replicator:
                 self._nursery = None
                 self._stopped = True
 
+    def _take_queue(self, target: str) -> _Outgoing:
+        return self._queues.pop(target) if target in self._queues else _Outgoing()
+
     async def _send_to(self, target: str, outgoing: _Outgoing) -> None:
+        """Send what is queued for ``target``, then its whole copies a frame's worth of
+        hosts at a time, each with what was queued meanwhile."""
         try:
-            address = self._address_of(target)
-            if address is None:
-                return
-            frames = outgoing.frames()
-            for hosts, count in frames:
-                seq = next(self._seqs)
-                if not await self._send(address, Replica(tuple(hosts), seq)):
-                    if target in self._ring.members:
-                        # The connection broke: keep the copies for a later try (a
-                        # successor that is gone gets its hosts whole from ring_changed).
-                        self._not_before[target] = trio.current_time() + _RETRY
-                        self._queues[target].put_back(hosts)
-                        for rest, _ in frames:
-                            self._queues[target].put_back(rest)
+            while True:
+                address = self._address_of(target)
+                if address is None:
+                    self._whole.pop(target, None)  # as its queue is: not a member
                     return
-                self._not_before.pop(target, None)
-                self.items_sent += count
-                self._sent[seq] = _Sent(target, hosts, trio.current_time())
-                for entry in hosts:
-                    if self._held.get(entry.host) == _QUEUED:
-                        self._held[entry.host] = seq
+                await self._read_whole(target, outgoing)
+                if outgoing.hosts and not await self._send_frames(target, address, outgoing):
+                    return
+                if target not in self._whole:
+                    return
+                outgoing = self._take_queue(target)
         finally:
             self._sending.discard(target)
             self._kick.set()
+
+    async def _read_whole(self, target: str, outgoing: _Outgoing) -> None:
+        """Read the state of hosts waiting to be copied whole to ``target`` into
+        ``outgoing``, about _READ_AT_ONCE entries of them, with a checkpoint after each
+        read (one takes about 5 ms at 2M rows). Each is read as it is now: a host no
+        longer ours, or whose successor changed again since (the ring change noted it
+        for the new one), is not."""
+        weight = 0
+        while weight < _READ_AT_ONCE and (hosts := self._whole.get(target)):
+            host = next(iter(hosts))
+            del hosts[host]
+            if not hosts:
+                del self._whole[target]
+            if self._successor(host) != target:
+                continue
+            pending, done, mark = self._shard.host_state(host)
+            outgoing.discard(host)  # older than this read
+            outgoing.add(host, pending, done, mark)
+            weight += max(len(pending) + len(done), 1)
+            await trio.lowlevel.checkpoint()
+
+    async def _send_frames(self, target: str, address: str, outgoing: _Outgoing) -> bool:
+        """Send ``outgoing`` to ``target``; False if the connection broke."""
+        frames = outgoing.frames()
+        for hosts, count in frames:
+            seq = next(self._seqs)
+            if not await self._send(address, Replica(tuple(hosts), seq)):
+                if target in self._ring.members:
+                    # The connection broke: keep the copies for a later try (a
+                    # successor that is gone gets its hosts whole from ring_changed).
+                    self._not_before[target] = trio.current_time() + _RETRY
+                    self._put_back(target, hosts)
+                    for rest, _ in frames:
+                        self._put_back(target, rest)
+                return False
+            self._not_before.pop(target, None)
+            self.items_sent += count
+            self._sent[seq] = _Sent(target, hosts, trio.current_time())
+            for entry in hosts:
+                if self._held.get(entry.host) == _QUEUED:
+                    self._held[entry.host] = seq
+        return True
+
+    def _put_back(self, target: str, entries: Sequence[HostCopy]) -> None:
+        """Queue again entries that did not reach ``target``, but those of hosts whose
+        whole copy for it is still to be read (that read holds them)."""
+        whole = self._whole.get(target, {})
+        entries = [e for e in entries if e.host not in whole]
+        if entries:
+            self._queues[target].put_back(entries)
 
     def _send_again(self, now: float) -> None:
         """Frames not acknowledged in time go back in the queue (storing a copy twice
@@ -441,7 +517,7 @@ class Replicator:
             if sent.at + _ACK_PATIENCE > now:
                 continue
             del self._sent[seq]
-            self._queues[sent.target].put_back(sent.hosts)
+            self._put_back(sent.target, sent.hosts)
             for entry in sent.hosts:
                 if self._held.get(entry.host) == seq:
                     self._held[entry.host] = _QUEUED
