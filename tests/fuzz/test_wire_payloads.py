@@ -66,6 +66,7 @@ from ubipy.wire import (
 from ubipy.wire.leases import MAX_ADDRESS_LEN, MAX_LEASE_WAIT
 from ubipy.wire.payloads import MAX_DEPTH, MAX_MARK_DELAY, MAX_MARK_PAGES
 from ubipy.wire.reader import FrameReader
+from ubipy.wire.urlframes import MAX_REDIRECTS_CARRIED
 
 # --------------------------------------------------------------------------- messages
 
@@ -78,6 +79,15 @@ peer_addresses = st.builds(
 )
 wire_urls = st.lists(
     st.tuples(texts, st.integers(0, MAX_DEPTH), st.floats(0, 1e6, allow_nan=False)), max_size=5
+).map(tuple)
+batch_urls = st.lists(
+    st.tuples(
+        texts,
+        st.integers(0, MAX_DEPTH),
+        st.floats(0, 1e6, allow_nan=False),
+        st.integers(0, MAX_REDIRECTS_CARRIED),
+    ),
+    max_size=5,
 ).map(tuple)
 finite = st.floats(allow_nan=False, allow_infinity=False)
 marks = st.none() | st.builds(
@@ -93,7 +103,7 @@ MESSAGES: dict[FrameType, st.SearchStrategy[Message]] = {
     FrameType.MEMBERSHIP: st.builds(
         Gossip, peer_addresses, plain_values, st.lists(st.integers(0, 255), max_size=3).map(tuple)
     ),
-    FrameType.URL_BATCH: st.builds(UrlBatch, ids, wire_urls, st.lists(ids, max_size=4).map(tuple)),
+    FrameType.URL_BATCH: st.builds(UrlBatch, ids, batch_urls, st.lists(ids, max_size=4).map(tuple)),
     FrameType.URL_ACK: st.builds(UrlAck, st.lists(ids, max_size=4).map(tuple)),
     FrameType.SEED: st.builds(Seed, st.lists(texts, max_size=4).map(tuple)),
     FrameType.SEED_ACK: st.builds(

@@ -70,7 +70,7 @@ async def test_a_batch_over_the_frame_cap_goes_in_parts(
             await drained.wait()
         first, second, again = got
         assert again == first and second.id != first.id
-        assert sorted(url for batch in (first, second) for url, _, _ in batch.urls) == sorted(
+        assert sorted(url for batch in (first, second) for url, _, _, _ in batch.urls) == sorted(
             u.url for u in urls
         )
         assert sorted(crawled.forwarded_fps) == list(range(len(urls)))

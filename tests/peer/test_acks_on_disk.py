@@ -139,7 +139,7 @@ async def test_a_batch_is_acknowledged_once_its_urls_are_on_disk(
     async def reply(message: Message) -> None:
         replies.append(message)
 
-    batch = UrlBatch(7, (("http://x.test/", 1, 0.0),), ())
+    batch = UrlBatch(7, (("http://x.test/", 1, 0.0, 0),), ())
     async with trio.open_nursery() as nursery:
         nursery.start_soon(forwarder.on_batch, "a", batch, reply)
         await trio.testing.wait_all_tasks_blocked()

@@ -51,6 +51,7 @@ from ubipy.wire import (
     secret_from,
 )
 from ubipy.wire.payloads import MAX_FIELDS, MAX_ITEMS, MAX_SCORE, MAX_TAKES
+from ubipy.wire.urlframes import MAX_REDIRECTS_CARRIED
 
 KEY = secret_from("payloads")
 NOW = 1_700_000_000.0
@@ -59,7 +60,16 @@ MARK = Mark(NOW - 1.5, 0.25, 3)
 EXAMPLES: list[Message] = [
     Gossip("10.0.0.1:7000", [1, 2, "x"]),
     Gossip("10.0.0.1:7000", [4, []], (11, 200)),
-    UrlBatch(7, (("http://a.test/", 0, 0.0), ("http://b.test/x", 3, 0.125)), acks=(1, 2)),
+    UrlBatch(7, (("http://a.test/", 0, 0.0, 0), ("http://b.test/x", 3, 0.125, 0)), acks=(1, 2)),
+    # The redirects in a row that led to a URL, whatever its score.
+    UrlBatch(
+        9,
+        (
+            ("http://a.test/", 0, 0.0, 0),
+            ("http://b.test/", 2, 0.0, 20),
+            ("http://c.test/", 0, 0.5, 1),
+        ),
+    ),
     UrlBatch(8, ()),
     UrlAck((1, 2, 3)),
     Seed(("http://a.test/",)),
@@ -150,6 +160,29 @@ def test_the_reserved_error_kind_is_refused() -> None:
         (FrameType.URL_BATCH, {"id": 1, "urls": "nope"}),
         (FrameType.URL_BATCH, {"id": 1, "urls": [["u", 0]] * 10_001}),
         (FrameType.URL_BATCH, {"id": 1, "urls": [], "acks": ["1"]}),
+        # The redirects in a row that led to a URL: [index, count] pairs, each count
+        # an integer up to MAX_REDIRECTS_CARRIED, each index a URL's of the batch, once.
+        *(
+            (FrameType.URL_BATCH, {"id": 1, "urls": [["http://a.test/", 0]], "redirects": led})
+            for led in (
+                [[0, -1]],
+                [[0, MAX_REDIRECTS_CARRIED + 1]],
+                [[0, 2**64]],
+                [[0, "3"]],
+                [[0, 3.0]],
+                [[0, True]],
+                [[0, None]],
+                [[1, 3]],
+                [[-1, 3]],
+                [[0, 3], [0, 4]],
+                [[0]],
+                [[0, 3, 1]],
+                [0, 3],
+                {0: 3},
+                None,
+                "0:3",
+            )
+        ),
         (FrameType.URL_ACK, {"ids": [True]}),
         (FrameType.SEED, {"urls": "http://a.test/"}),
         (FrameType.SEED_ACK, {"offered": 1}),
@@ -227,10 +260,61 @@ def test_a_score_too_large_to_add_up_is_refused_and_never_sent() -> None:
     """Scores are added up (a link found again brings its cash, a page's links share
     it): 1e308 twice was infinity, and a batch carrying a link's share of it was
     refused for ever. Such a score is refused; one a peer has is sent capped."""
-    huge = UrlBatch(1, (("http://a.test/", 0, 1e300), ("http://a.test/b", 0, 0.5)))
+    huge = UrlBatch(1, (("http://a.test/", 0, 1e300, 0), ("http://a.test/b", 0, 0.5, 0)))
     again = decode(FrameType.URL_BATCH, cbor2.loads(cbor2.dumps(huge.to_wire())))
     assert isinstance(again, UrlBatch)
-    assert [score for _, _, score in again.urls] == [MAX_SCORE, 0.5]
+    assert [score for _, _, score, _ in again.urls] == [MAX_SCORE, 0.5]
+
+
+def test_a_batch_says_how_many_redirects_led_to_a_url_only_when_any_did() -> None:
+    """A redirect is no link hop, so the peer that owns a redirect's target counts the
+    chain on from what the batch says (counted afresh, two hosts of two peers
+    redirecting to each other were followed for ever). A link costs no byte: the
+    payload is as before the count came. The count is a field of its own, not a fourth
+    item of the URL's entry: a peer of an earlier version ignores it, where it would
+    refuse the batch, for ever."""
+    links = UrlBatch(3, (("http://a.test/", 0, 0.0, 0), ("http://b.test/", 1, 0.5, 0)), (2,))
+    assert links.to_wire() == {
+        "id": 3,
+        "urls": [["http://a.test/", 0], ["http://b.test/", 1, 0.5]],
+        "acks": [2],
+    }
+    urls = (
+        ("http://a.test/", 0, 0.0, 0),
+        ("http://b.test/", 1, 0.5, 7),
+        ("http://c.test/", 2, 0.0, 1),
+    )
+    led = UrlBatch(4, urls)
+    wire = led.to_wire()
+    assert wire["urls"] == [
+        ["http://a.test/", 0],
+        ["http://b.test/", 1, 0.5],
+        ["http://c.test/", 2],
+    ]
+    assert wire["redirects"] == [[1, 7], [2, 1]]
+    older = {"id": 4, "urls": wire["urls"], "acks": []}  # from a peer of an earlier version
+    assert decode(FrameType.URL_BATCH, older) == UrlBatch(4, tuple((*u[:3], 0) for u in urls))
+    # Whole, and fed to a reader one byte at a time.
+    data = FrameWriter(KEY, "a").frame(FrameType.URL_BATCH, wire, NOW)
+    whole = FrameReader(KEY, ReplayGuard(local_id="b"))
+    whole.receive_data(data)
+    frame = whole.next_event(NOW)
+    assert isinstance(frame, Frame) and decode(frame.type, frame.payload) == led
+    bytewise = FrameReader(KEY, ReplayGuard(local_id="b"))
+    events = []
+    for i in range(len(data)):
+        bytewise.receive_data(data[i : i + 1])
+        events.append(bytewise.next_event(NOW))
+    frames = [e for e in events if isinstance(e, Frame)]
+    assert len(frames) == 1 and events[-1] is frames[0]
+    assert decode(frames[0].type, frames[0].payload) == led
+
+
+def test_a_count_of_redirects_past_what_a_receiver_takes_is_sent_capped() -> None:
+    many = UrlBatch(1, (("http://a.test/", 0, 0.0, 10**6),))
+    again = decode(FrameType.URL_BATCH, cbor2.loads(cbor2.dumps(many.to_wire())))
+    assert isinstance(again, UrlBatch)
+    assert again.urls == (("http://a.test/", 0, 0.0, MAX_REDIRECTS_CARRIED),)
 
 
 def test_a_scope_of_roots_alone_is_written_and_read_as_before_seeds_hosts_came() -> None:
@@ -265,13 +349,14 @@ def test_a_scope_frame_is_named_by_what_it_carries() -> None:
 
 
 _URL = ("http://a.test/", 1, 0.0)
+_BATCH_URL = ("http://a.test/", 1, 0.0, 0)
 _ROW = MemberRow("p", "10.0.0.1:7000", "alive")
 
 
 @pytest.mark.parametrize(
     ("make", "limit"),
     [
-        pytest.param(lambda n: UrlBatch(1, (_URL,) * n), MAX_ITEMS, id="batch-urls"),
+        pytest.param(lambda n: UrlBatch(1, (_BATCH_URL,) * n), MAX_ITEMS, id="batch-urls"),
         pytest.param(lambda n: UrlBatch(1, (), tuple(range(n))), MAX_ITEMS, id="batch-acks"),
         pytest.param(lambda n: UrlAck(tuple(range(n))), MAX_ITEMS, id="ack-ids"),
         pytest.param(lambda n: Handoff(1, "a.test", (_URL,) * n, ()), MAX_ITEMS, id="handoff-urls"),

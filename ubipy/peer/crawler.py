@@ -207,16 +207,15 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         return SeedResult(offered, len(rows), tuple(refused), len(foreign))
 
     def admit_routed(self, urls: list[NewURL]) -> int:
-        """Admit a batch another peer forwarded; returns how many were new here.
-
-        URLs this peer's ring says belong elsewhere (the views differ for a
-        moment while membership settles) are forwarded on, not fetched here.
-        Raises StorageError if the batch could not be made durable: then it must
-        not be acknowledged.
-        """
+        """Admit a batch another peer forwarded; returns how many were new here. URLs
+        this peer's ring says belong elsewhere (the views differ for a moment while
+        membership settles) are forwarded on, not fetched here; the redirects in a row
+        that led to each are counted on from here. Raises StorageError if the batch
+        could not be made durable: then it must not be acknowledged."""
         if self.storage_error is not None:
             raise StorageError(self.storage_error)
         rows, _ = self._durably(urls)
+        self._redirects.carried(urls)
         return len(rows)
 
     def scope_now(self) -> tuple[frozenset[str], frozenset[str]]:

@@ -18,9 +18,9 @@ from ubipy.net import Send
 from ubipy.peer.acks import AckBook
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.ids import run_ids
-from ubipy.peer.router import Batch, Router, url_items
+from ubipy.peer.router import Batch, Router, batch_items
 from ubipy.peer.wakeup import Wakeup
-from ubipy.wire import MAX_ITEMS, Message, UrlAck, UrlBatch, WireURL
+from ubipy.wire import MAX_ITEMS, BatchURL, Message, UrlAck, UrlBatch
 
 Reply = Callable[[Message], Awaitable[None]]
 
@@ -55,7 +55,7 @@ class Forwarder:
         # in parts, each under an id of its own, and counts as acknowledged once
         # every part is: batch id -> {part id: its URLs} not yet acknowledged, and
         # part id -> batch id.
-        self._parts: dict[int, dict[int, tuple[WireURL, ...]]] = {}
+        self._parts: dict[int, dict[int, tuple[BatchURL, ...]]] = {}
         self._part_of: dict[int, int] = {}
         self._part_ids = (_PART_IDS + i for i in run_ids())
         self._splitting: set[int] = set()  # batches whose parts are being sent
@@ -86,14 +86,14 @@ class Forwarder:
                 await self._send(address, UrlBatch(part, urls, acks))
                 acks = ()
             return
-        urls = tuple((u.url, u.depth, u.score) for u in batch.urls)
+        urls = tuple((u.url, u.depth, u.score, u.redirects) for u in batch.urls)
         try:
             await self._send(address, UrlBatch(batch.id, urls, acks))
         except FrameError:  # over the frame cap: nothing was sent
             await self._send_in_parts(address, batch.id, urls, acks)
 
     async def _send_in_parts(
-        self, address: str, batch_id: int, urls: tuple[WireURL, ...], acks: tuple[int, ...]
+        self, address: str, batch_id: int, urls: tuple[BatchURL, ...], acks: tuple[int, ...]
     ) -> None:
         """``urls`` in frames under the cap, halved until each fits."""
         parts = self._parts[batch_id] = {}
@@ -178,7 +178,7 @@ class Forwarder:
         self._acked(batch.acks)
         # A StorageError goes up to the peer, which drops the batch unacknowledged: its
         # sender keeps it and tries again.
-        self._crawler.admit_routed(url_items(batch.urls))
+        self._crawler.admit_routed(batch_items(batch.urls))
         # Acknowledged, the batch leaves its sender's outbox: on disk first.
         await self._synced()
         if self._address_of(sender) is None:

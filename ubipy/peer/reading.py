@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final, Protocol
 
 from ubipy.config import CrawlConfig
@@ -35,9 +35,12 @@ class RedirectChains:
     the chain began on a seed's host. A redirect is no link hop (its target keeps the
     depth), so a server answering ``/go?n=k`` with a redirect to ``/go?n=k+1`` was
     followed for ever, whatever ``--max-depth`` said, and a seed's chain across hosts
-    widened the scope at every hop. Kept for the last ``size`` targets on this peer:
-    a chain that leaves it (to a host another peer owns) starts afresh there, and
-    widens the scope no more unless that host is a seed's."""
+    widened the scope at every hop. Kept for the last ``size`` targets on this peer;
+    a target on a host another peer owns carries its count there (``NewURL.redirects``,
+    in the outbox and the URL_BATCH), where the chain goes on from it: counted afresh
+    by each peer, two hosts of two peers redirecting to each other were followed for
+    ever. A chain that left the peer it began on widens the scope no more unless
+    the host it comes to is a seed's."""
 
     __slots__ = ("_chains", "_size")
 
@@ -56,6 +59,24 @@ class RedirectChains:
         self._chains.move_to_end(fp)
         if len(self._chains) > self._size:
             self._chains.popitem(last=False)
+
+    def lead_to(self, urls: list[NewURL], hops: int, seeded: bool) -> list[NewURL]:
+        """``urls`` (a redirect's target) come after ``hops`` redirects in a row: kept
+        here, and returned carrying the count to whichever peer owns them."""
+        for url in urls:
+            self.led_to(url.fp, hops, seeded)
+        return [url._replace(redirects=hops) for url in urls]
+
+    def carried(self, urls: Iterable[NewURL]) -> None:
+        """URLs from elsewhere (another peer's batch), each with the redirects in a row
+        that led to it: the chain goes on from there when it redirects again. It left
+        the peer it began on, and so widens the scope no more (unless this peer
+        knows it as a seed's chain already)."""
+        chains = self._chains
+        for url in urls:
+            if url.redirects:
+                hops, seeded = chains.get(url.fp, (0, False))
+                self.led_to(url.fp, max(hops, url.redirects), seeded)
 
 
 class Candidates(Protocol):
@@ -109,8 +130,7 @@ def read_page(
                     seed_redirect(result.location, entry.url)
                 discovered = candidates([result.location], entry.url, entry.depth)
                 if chains is not None:
-                    for url in discovered:
-                        chains.led_to(url.fp, hops, seeded)
+                    discovered = chains.lead_to(discovered, hops, seeded)
         elif result.is_html:
             parsed = parse_html(
                 result.body,

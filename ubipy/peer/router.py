@@ -36,7 +36,7 @@ from ubipy.fetch import BadURL, fingerprint, host_key, normalize
 from ubipy.peer.ids import run_ids
 from ubipy.ring import Placement
 from ubipy.store import HostMark, NewURL
-from ubipy.wire import Mark, WireURL
+from ubipy.wire import BatchURL, Mark, WireURL
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,15 +369,30 @@ def url_items(items: Iterable[WireURL], *, host: str | None = None) -> list[NewU
     with ``host``, every URL must belong to it (WireError otherwise)."""
     urls: list[NewURL] = []
     for raw, depth, score in items:
-        try:
-            url = normalize(raw)
-        except BadURL:
-            continue
-        key = host_key(url)
-        if host is not None and key != host:
-            raise WireError(f"a URL of {key} among {host}'s")
-        urls.append(NewURL(fingerprint(url), url, key, depth, score))
+        if (new := _url_item(raw, depth, score, host)) is not None:
+            urls.append(new)
     return urls
+
+
+def batch_items(items: Iterable[BatchURL]) -> list[NewURL]:
+    """A batch's URLs as :func:`url_items` takes them, each with the redirects in a
+    row that led to it."""
+    urls: list[NewURL] = []
+    for raw, depth, score, redirects in items:
+        if (new := _url_item(raw, depth, score, None)) is not None:
+            urls.append(new._replace(redirects=redirects) if redirects else new)
+    return urls
+
+
+def _url_item(raw: str, depth: int, score: float, host: str | None) -> NewURL | None:
+    try:
+        url = normalize(raw)
+    except BadURL:
+        return None
+    key = host_key(url)
+    if host is not None and key != host:
+        raise WireError(f"a URL of {key} among {host}'s")
+    return NewURL(fingerprint(url), url, key, depth, score)
 
 
 def mark_to_wire(mark: HostMark) -> Mark:

@@ -171,8 +171,7 @@ class Sitemapping:
                     found = self._candidates(
                         [result.location], entry.url, entry.depth, beyond_scope=host.__eq__
                     )
-                    for url in found:
-                        self._chains.led_to(url.fp, hops, False)
+                    found = self._chains.lead_to(found, hops, False)
             elif _succeeded(result):
                 found, lastmods = self._read(host, entry, result)
             if found and entry.score > 0:

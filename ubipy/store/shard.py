@@ -97,6 +97,9 @@ class NewURL(NamedTuple):
     # What the page that linked it gives it under the crawl order (OPIC cash); a
     # URL already known gets it added to its score (see Shard.credit).
     score: float = 0.0
+    # How many redirects in a row led to it (0: a link, a seed): carried with it to the
+    # peer that owns its host, which counts a chain on from there (ubipy.peer.reading).
+    redirects: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,8 @@ from ubipy.wire.replay import DEFAULT_MAX_SKEW, ReplayGuard
 from ubipy.wire.scopes import Scope, ScopeAck
 from ubipy.wire.secret import LOOPBACK_SECRET, is_default_secret, new_epoch, secret_from
 from ubipy.wire.urlframes import (
+    MAX_REDIRECTS_CARRIED,
+    BatchURL,
     Handoff,
     HandoffAck,
     HandoffDone,
@@ -97,12 +99,14 @@ __all__ = [
     "MAX_LEASE_WAIT",
     "MAX_MARK_DELAY",
     "MAX_PAYLOAD_DEPTH",
+    "MAX_REDIRECTS_CARRIED",
     "MESSAGE_TYPES",
     "NEED_DATA",
     "PROTOCOL_VERSION",
     "REFUSAL",
     "BaseAnswer",
     "BaseAsk",
+    "BatchURL",
     "Control",
     "Event",
     "Figures",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar, TypeAlias
+from typing import ClassVar, Final, TypeAlias
 
 from ubipy.errors import WireError
 from ubipy.wire.frames import FrameType
@@ -34,22 +34,32 @@ from ubipy.wire.payloads import (
 #: and what the page that linked it gives it under a ranked crawl order (OPIC cash;
 #: sent as ``[url, depth]`` when 0).
 WireURL: TypeAlias = tuple[str, int, float]
+#: ``(url, depth, score, redirects)`` as a URL_BATCH carries it: a :data:`WireURL` and how
+#: many redirects in a row led to it (0: a link, a seed, a sitemap's entry), so that a
+#: chain of redirects across hosts other peers own is counted on, not afresh, by each
+#: (a redirect is no link hop: --max-depth does not bound a chain).
+BatchURL: TypeAlias = tuple[str, int, float, int]
+
+# The redirects in a row a batch may say led to a URL: more than a peer follows (the
+# peer's MAX_REDIRECTS, 20), so that a later version may follow more.
+MAX_REDIRECTS_CARRIED: Final = 100
 
 
 # --------------------------------------------------------------------------- entries
 
 
+def _url(item: object, what: str) -> WireURL:
+    pair = _list(item, f"a URL in {what}", 3)
+    if len(pair) not in (2, 3):
+        raise WireError(f"a URL in {what} is [url, depth] or [url, depth, score]")
+    score = 0.0 if len(pair) == 2 else _finite(pair[2], "a URL's score")
+    if not 0 <= score <= MAX_SCORE:
+        raise WireError(f"a URL's score in {what} is not in [0, {MAX_SCORE:g}]")
+    return (_str(pair[0], "a URL"), _int(pair[1], "a depth", 0, MAX_DEPTH + 1), score)
+
+
 def _urls(obj: object, what: str) -> tuple[WireURL, ...]:
-    urls = []
-    for item in _list(obj, what):
-        pair = _list(item, f"a URL in {what}", 3)
-        if len(pair) not in (2, 3):
-            raise WireError(f"a URL in {what} is [url, depth] or [url, depth, score]")
-        score = 0.0 if len(pair) == 2 else _finite(pair[2], "a URL's score")
-        if not 0 <= score <= MAX_SCORE:
-            raise WireError(f"a URL's score in {what} is not in [0, {MAX_SCORE:g}]")
-        urls.append((_str(pair[0], "a URL"), _int(pair[1], "a depth", 0, MAX_DEPTH + 1), score))
-    return tuple(urls)
+    return tuple([_url(item, what) for item in _list(obj, what)])
 
 
 def _urls_to_wire(urls: tuple[WireURL, ...], what: str) -> list[list[object]]:
@@ -58,6 +68,37 @@ def _urls_to_wire(urls: tuple[WireURL, ...], what: str) -> list[list[object]]:
     return [
         [url, depth, min(score, MAX_SCORE)] if score else [url, depth] for url, depth, score in urls
     ]
+
+
+def _batch_urls(obj: object, redirects: object) -> tuple[BatchURL, ...]:
+    """A batch's ``urls`` and the ``[index, count]`` pairs of its ``redirects``: how
+    many redirects in a row led to the URL at that index (none named: 0)."""
+    items = _list(obj, "a batch's URLs")
+    led: dict[int, int] = {}
+    for entry in _list(redirects, "a batch's redirects"):
+        pair = _list(entry, "a URL's redirects", 2)
+        if len(pair) != 2:
+            raise WireError("a URL's redirects are [index, count]")
+        index = _int(pair[0], "the index of a URL with redirects", 0, len(items))
+        if index in led:
+            raise WireError(f"the redirects of the URL at {index} are given twice")
+        led[index] = _int(pair[1], "a URL's redirects", 0, MAX_REDIRECTS_CARRIED + 1)
+    if not led:
+        return tuple([(*_url(item, "a batch's URLs"), 0) for item in items])
+    return tuple([(*_url(item, "a batch's URLs"), led.get(i, 0)) for i, item in enumerate(items)])
+
+
+def _batch_to_wire(urls: tuple[BatchURL, ...]) -> tuple[list[list[object]], list[list[int]]]:
+    """A batch's ``urls`` and ``redirects`` (see :func:`_batch_urls`), both capped as
+    a receiver takes them."""
+    _most(urls, "a batch's URLs")
+    entries: list[list[object]] = []
+    redirects: list[list[int]] = []
+    for url, depth, score, led in urls:
+        entries.append([url, depth, min(score, MAX_SCORE)] if score else [url, depth])
+        if led:
+            redirects.append([len(entries) - 1, min(led, MAX_REDIRECTS_CARRIED)])
+    return entries, redirects
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,20 +180,26 @@ class UrlBatch:
 
     KIND: ClassVar = FrameType.URL_BATCH
     id: int
-    urls: tuple[WireURL, ...]
+    urls: tuple[BatchURL, ...]
     acks: tuple[int, ...] = ()
 
     def to_wire(self) -> dict[str, object]:
         _most(self.acks, "acknowledged batch ids")
-        urls = _urls_to_wire(self.urls, "a batch's URLs")
-        return {"id": self.id, "urls": urls, "acks": list(self.acks)}
+        urls, redirects = _batch_to_wire(self.urls)
+        wire: dict[str, object] = {"id": self.id, "urls": urls, "acks": list(self.acks)}
+        # Sent only when any URL came by a redirect: a link costs no byte, and a peer
+        # of an earlier version ignores a field it does not know (an entry of four
+        # items it would refuse, and the batch with it, for ever).
+        if redirects:
+            wire["redirects"] = redirects
+        return wire
 
     @classmethod
     def from_wire(cls, obj: object) -> UrlBatch:
         payload = _map(obj, "a URL batch")
         return cls(
             _int(payload.get("id"), "a batch id"),
-            _urls(payload.get("urls"), "a batch's URLs"),
+            _batch_urls(payload.get("urls"), payload.get("redirects", [])),
             _ids(payload.get("acks", []), "acknowledged batch ids"),
         )
 
