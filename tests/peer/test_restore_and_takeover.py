@@ -15,9 +15,10 @@ import trio.testing
 
 from tests.peer.test_handoff import crawler_at
 from tests.peer.test_replica import page
-from ubipy.config import CrawlConfig, PolitenessConfig
+from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig, Scope
 from ubipy.fetch import JobKind, fingerprint
 from ubipy.peer.crawler import Crawler
+from ubipy.peer.reading import MAX_REDIRECTS
 from ubipy.peer.router import Router
 from ubipy.ring import Ring
 from ubipy.store import HostMark, NewURL, Shard
@@ -40,6 +41,40 @@ async def test_a_forward_left_in_the_outbox_is_admitted_if_the_restarted_peer_ow
     assert shard.outbox() == []
     assert shard.pending_count("a.test") == 1 and crawler.pending == 1
     shard.close()
+
+
+async def test_a_forward_left_in_the_outbox_goes_on_counting_its_chain_of_redirects(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A redirect's target left in the outbox, made this peer's own by the ring it
+    starts under, came by a chain of redirects: the chain is counted on from there,
+    and the next redirect, past MAX_REDIRECTS in a row, is refused (not followed as
+    the first of a new chain)."""
+    url = "http://a.test/go?n=20"
+    shard = Shard.open(tmp_path)
+    shard.outbox_add([NewURL(fingerprint(url), url, "a.test", 0, redirects=MAX_REDIRECTS)])
+    shard.close()
+    asked: list[str] = []
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        asked.append(str(request.url))
+        return httpx2.Response(302, headers={"Location": "/go?n=21"})
+
+    bounds = BoundsConfig(scope=Scope.ANY, sitemaps=False)
+    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.0), bounds=bounds)
+    shard = Shard.open(tmp_path)
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
+        crawler = Crawler(config, shard, client, Router("me", Ring(["me"])))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(crawler.run)
+            with trio.fail_after(300):
+                await crawler.wait_idle()
+            crawler.stop()
+    shard.close()
+    assert asked == [url]
+    assert crawler.stats.refused["redirect chain"] == 1
 
 
 async def test_a_host_taken_over_keeps_a_page_fetched_but_not_committed(tmp_path: Path) -> None:

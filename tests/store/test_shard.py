@@ -174,6 +174,41 @@ def test_a_version_7_frontier_is_migrated_in_order_and_forgets_nothing(tmp_path:
     shard.close()
 
 
+def test_the_outbox_keeps_the_redirects_that_led_to_each_url_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    """A URL waiting for its host's owner is sent with the redirects in a row that led
+    to it, for the owner to count a chain on from: read back as 0 after a restart,
+    a chain of redirects between two peers' hosts began again at each."""
+    waiting = [_url(1, "b.test")._replace(redirects=7), _url(2, "b.test")._replace(score=0.5)]
+    shard = Shard.open(tmp_path)
+    shard.outbox_add(waiting)
+    shard.close()
+    shard = Shard.open(tmp_path)
+    assert shard.outbox() == waiting
+    shard.close()
+
+
+def test_a_version_10_outbox_is_migrated_and_keeps_its_rows(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)
+    shard.outbox_add([_url(1, "b.test")._replace(score=0.25, redirects=5), _url(2, "c.test")])
+    shard.close()
+    downgrade(tmp_path, 10)
+    conn = sqlite3.connect(tmp_path / SHARD_FILE)
+    assert "redirects" not in {row[1] for row in conn.execute("PRAGMA table_info(outbox)")}
+    conn.close()
+
+    shard = Shard.open(tmp_path)
+    # Its rows kept, none of them said to come by a redirect (version 10 did not say).
+    assert shard.outbox() == [_url(1, "b.test")._replace(score=0.25), _url(2, "c.test")]
+    shard.outbox_add([_url(3, "b.test")._replace(redirects=3)])
+    assert [u.redirects for u in shard.outbox()] == [0, 0, 3]
+    shard.close()
+    conn = sqlite3.connect(tmp_path / SHARD_FILE)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    conn.close()
+
+
 class _FullAtVersion(sqlite3.Connection):
     """A connection whose disk fills just before the new shard's version is written."""
 

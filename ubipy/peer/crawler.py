@@ -256,6 +256,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
             self._come_home_waits = True
             self._to_write.set()  # the committer tries again after storage_retry
             return
+        self._redirects.carried(self._come_home)  # an earlier run's outbox's, after a start
         self._come_home, self._come_home_waits = [], False
 
     def release_held(self) -> None:

@@ -68,10 +68,10 @@ class RedirectChains:
         return [url._replace(redirects=hops) for url in urls]
 
     def carried(self, urls: Iterable[NewURL]) -> None:
-        """URLs from elsewhere (another peer's batch), each with the redirects in a row
-        that led to it: the chain goes on from there when it redirects again. It left
-        the peer it began on, and so widens the scope no more (unless this peer
-        knows it as a seed's chain already)."""
+        """URLs from elsewhere (another peer's batch, the outbox an earlier run left),
+        each with the redirects in a row that led to it: the chain goes on from there
+        when it redirects again. It widens the scope no more (unless this peer knows
+        it as a seed's chain already): it left the peer it began on, or its memory."""
         chains = self._chains
         for url in urls:
             if url.redirects:

@@ -9,7 +9,7 @@ import sqlite3
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 SHARD_FILE = "shard.sqlite3"
 # The peer keeps its id under this key of the meta table (ubipy.peer.ids).
 PEER_ID_META = "peer_id"
@@ -182,7 +182,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     url   TEXT    NOT NULL,
     host  TEXT    NOT NULL,
     depth INTEGER NOT NULL,
-    score REAL    NOT NULL DEFAULT 0
+    score REAL    NOT NULL DEFAULT 0,
+    redirects INTEGER NOT NULL DEFAULT 0
 );
 -- Copies of another peer's frontier and history, kept for when it dies.
 CREATE TABLE IF NOT EXISTS replica (
@@ -246,6 +247,9 @@ MIGRATIONS: dict[int, str] = {
     # 9 -> 10: the frontier's rows no longer pending indexed by host (on a big shard a
     # one-time build at the first open: 1.4-1.9 s for 1.8M done rows of 2M).
     9: _FRONTIER_DONE,
+    # 10 -> 11: how many redirects in a row led to a URL waiting to be sent, so that a
+    # restart does not start its chain afresh (0 for the rows already there).
+    10: "ALTER TABLE outbox ADD COLUMN redirects INTEGER NOT NULL DEFAULT 0;",
 }
 
 # The order --order other than bfs takes a host's pending URLs in: made only when

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 _CACHE_KIB = 32 * 1024
 # The page size of a new shard, in bytes (SQLite's default is 4096).
 _PAGE_SIZE = 16384
+_OUTBOX = "fp, url, host, depth, score, redirects"  # the outbox's columns, as in NewURL
 
 # The hosts the frontier holds rows for, without a scan of it: a skip scan of each of
 # its partial indexes by host (pending rows, the others), a seek a host, and the hosts
@@ -97,8 +98,7 @@ class NewURL(NamedTuple):
     # What the page that linked it gives it under the crawl order (OPIC cash); a
     # URL already known gets it added to its score (see Shard.credit).
     score: float = 0.0
-    # How many redirects in a row led to it (0: a link, a seed): carried with it to the
-    # peer that owns its host, which counts a chain on from there (ubipy.peer.reading).
+    # Redirects in a row that led to it (0: a link, a seed), carried to its host's owner.
     redirects: int = 0
 
 
@@ -412,8 +412,8 @@ class Shard(PagesMixin):
     def outbox_add(self, urls: Sequence[NewURL]) -> None:
         with self.transaction():
             self._conn.executemany(
-                "INSERT OR IGNORE INTO outbox (fp, url, host, depth, score) VALUES (?, ?, ?, ?, ?)",
-                [(u.fp, u.url, u.host, u.depth, u.score) for u in urls],
+                f"INSERT OR IGNORE INTO outbox ({_OUTBOX}) VALUES (?, ?, ?, ?, ?, ?)",
+                [(u.fp, u.url, u.host, u.depth, u.score, u.redirects) for u in urls],
             )
 
     def outbox_remove(self, fps: Sequence[int]) -> None:
@@ -421,8 +421,10 @@ class Shard(PagesMixin):
             self._conn.executemany("DELETE FROM outbox WHERE fp = ?", [(fp,) for fp in fps])
 
     def outbox(self) -> list[NewURL]:
-        cur = self._conn.execute("SELECT fp, url, host, depth, score FROM outbox ORDER BY rowid")
-        return [NewURL(int(a), str(b), str(c), int(d), float(e)) for a, b, c, d, e in cur]
+        cur = self._conn.execute(f"SELECT {_OUTBOX} FROM outbox ORDER BY rowid")
+        return [
+            NewURL(int(a), str(b), str(c), int(d), float(e), int(f)) for a, b, c, d, e, f in cur
+        ]
 
     # -- hand-off -----------------------------------------------------------
     def held_hosts(self) -> list[str]:
