@@ -291,10 +291,11 @@ def test_a_window_hands_out_its_best_however_it_changed_since_the_host_came_due(
     rng = random.Random(seed)
     for _ in range(500):
         disk: list[Entry] = []
-        windows = Windows(
-            window=rng.randint(2, 6), loader=lambda h, a, n: disk[:n], max_in_memory=100,
-            ranked=True,
-        )  # fmt: skip
+
+        def load(host: str, after: int, limit: int, disk: list[Entry] = disk) -> list[Entry]:
+            return disk[:limit]
+
+        windows = Windows(window=rng.randint(2, 6), loader=load, max_in_memory=100, ranked=True)
         slot = HostSlot("a.test", 1.0)
         taken: list[Entry] = []
         for seq in range(1, 40):
