@@ -42,7 +42,7 @@ import logging
 import math
 import random
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import trio
@@ -90,6 +90,9 @@ class _HostCopy:
     pending: list[WireURL] = field(default_factory=list)
     done: list[int] = field(default_factory=list)
     mark: HostMark | None = None
+    # It holds the outcome of the host's last request (see Replicator._held): the
+    # acknowledgement of its frame releases the host.
+    carries: bool = False
 
 
 class _Outgoing:
@@ -107,8 +110,11 @@ class _Outgoing:
         pending: Sequence[NewURL | FrontierRow] = (),
         done: Sequence[int] = (),
         mark: HostMark | None = None,
+        *,
+        carries: bool = False,
     ) -> None:
         copy = self.hosts[host]
+        copy.carries |= carries
         copy.pending.extend((u.url, u.depth, 0.0) for u in pending)  # scores are not kept
         copy.done.extend(done)
         if mark is not None and (copy.mark is None or copy.mark.last_end <= mark.last_end):
@@ -121,37 +127,44 @@ class _Outgoing:
         if copy is not None:
             self.size -= len(copy.pending) + len(copy.done)
 
-    def put_back(self, entries: Sequence[HostCopy]) -> None:
-        """Entries of a frame that was not sent (as :meth:`frames` made them)."""
+    def put_back(self, entries: Sequence[HostCopy], carrying: Collection[str] = ()) -> None:
+        """Entries of a frame that was not sent (as :meth:`frames` made them), and the
+        hosts whose last request's outcome they hold."""
         for entry in entries:
             copy = self.hosts[entry.host]
+            copy.carries |= entry.host in carrying
             copy.pending.extend(entry.pending)
             copy.done.extend(entry.done)
             if entry.mark is not None:
                 self.add(entry.host, mark=mark_from_wire(entry.mark))
             self.size += len(entry.pending) + len(entry.done)
 
-    def frames(self) -> Iterator[tuple[list[HostCopy], int]]:
+    def frames(self) -> Iterator[tuple[list[HostCopy], int, list[str]]]:
         """Frames' host entries, at most about _CHUNK each and _CHUNK_BYTES of URLs,
         with their entry count (the URLs and fingerprints; a mark rides with its
-        host's first entry). A host entry with a mark alone weighs one: weighing
-        nothing, 10,001 of them made one frame its receiver refuses, which its sender
-        now refuses to write (FrameError), and the peer died of it (found by a review)."""
+        host's first entry) and the hosts whose copies carry their last request's
+        outcome (in the frame of their last piece). A host entry with a mark alone
+        weighs one: weighing nothing, 10,001 of them made one frame its receiver
+        refuses, which its sender now refuses to write (FrameError), and the peer died
+        of it (found by a review)."""
         frame: list[HostCopy] = []
+        carrying: list[str] = []
         count = weight = size = 0
         for host, copy in self.hosts.items():
             for n, (pending, done, urls) in enumerate(_pieces(copy)):
                 entries = len(pending) + len(done)
                 if weight and (weight + max(entries, 1) > _CHUNK or size + urls > _CHUNK_BYTES):
-                    yield frame, count
-                    frame, count, weight, size = [], 0, 0, 0
+                    yield frame, count, carrying
+                    frame, carrying, count, weight, size = [], [], 0, 0, 0
                 mark = mark_to_wire(copy.mark) if n == 0 and copy.mark is not None else None
                 frame.append(HostCopy(host, pending, done, mark))
                 count += entries
                 weight += max(entries, 1)
                 size += urls
+            if copy.carries:
+                carrying.append(host)
         if frame:
-            yield frame, count
+            yield frame, count, carrying
 
 
 def _pieces(copy: _HostCopy) -> Iterator[tuple[tuple[WireURL, ...], tuple[int, ...], int]]:
@@ -274,10 +287,13 @@ class Replicator:
             if (queue := self._queue_for(p.host)) is not None:
                 queue.add(p.host, done=[p.fp])
         for host, mark in marks.items():
-            if (queue := self._queue_for(host)) is not None:
-                queue.add(host, mark=mark)
-            if self._held.get(host) == _UNCOMMITTED:
+            # This commit records the host's last request: the frame holding it (or
+            # the whole copy read from now on) releases the host.
+            carries = self._held.get(host) == _UNCOMMITTED
+            if carries:
                 self._held[host] = _QUEUED
+            if (queue := self._queue_for(host)) is not None:
+                queue.add(host, mark=mark, carries=carries)
         if self._queues:
             self._kick.set()
 
@@ -475,39 +491,52 @@ class Replicator:
                 continue
             pending, done, mark = self._shard.host_state(host)
             outgoing.discard(host)  # older than this read
-            outgoing.add(host, pending, done, mark)
+            # Read after the commit of the host's last request, it holds its outcome.
+            carries = self._held.get(host) == _QUEUED
+            outgoing.add(host, pending, done, mark, carries=carries)
             weight += max(len(pending) + len(done), 1)
             await trio.lowlevel.checkpoint()
 
     async def _send_frames(self, target: str, address: str, outgoing: _Outgoing) -> bool:
         """Send ``outgoing`` to ``target``; False if the connection broke."""
         frames = outgoing.frames()
-        for hosts, count in frames:
+        for hosts, count, carrying in frames:
             seq = next(self._seqs)
             if not await self._send(address, Replica(tuple(hosts), seq)):
                 if target in self._ring.members:
                     # The connection broke: keep the copies for a later try (a
                     # successor that is gone gets its hosts whole from ring_changed).
                     self._not_before[target] = trio.current_time() + _RETRY
-                    self._put_back(target, hosts)
-                    for rest, _ in frames:
-                        self._put_back(target, rest)
+                    self._put_back(target, hosts, carrying)
+                    for rest, _, rest_carrying in frames:
+                        self._put_back(target, rest, rest_carrying)
                 return False
             self._not_before.pop(target, None)
             self.items_sent += count
             self._sent[seq] = _Sent(target, hosts, trio.current_time())
-            for entry in hosts:
-                if self._held.get(entry.host) == _QUEUED:
-                    self._held[entry.host] = seq
+            # Only a frame holding the outcome of a host's last request, to its
+            # successor now, with no whole copy of it still to be read for it, is
+            # waited for: not any frame naming the host (one made before that commit
+            # and sent while it was made, or one to the successor before a ring
+            # change, was; its acknowledgement released the host too soon).
+            for host in carrying:
+                if (
+                    self._held.get(host) == _QUEUED
+                    and self._successor(host) == target
+                    and host not in self._whole.get(target, ())
+                ):
+                    self._held[host] = seq
         return True
 
-    def _put_back(self, target: str, entries: Sequence[HostCopy]) -> None:
+    def _put_back(
+        self, target: str, entries: Sequence[HostCopy], carrying: Collection[str]
+    ) -> None:
         """Queue again entries that did not reach ``target``, but those of hosts whose
         whole copy for it is still to be read (that read holds them)."""
         whole = self._whole.get(target, {})
         entries = [e for e in entries if e.host not in whole]
         if entries:
-            self._queues[target].put_back(entries)
+            self._queues[target].put_back(entries, carrying)
 
     def _send_again(self, now: float) -> None:
         """Frames not acknowledged in time go back in the queue (storing a copy twice
@@ -517,10 +546,10 @@ class Replicator:
             if sent.at + _ACK_PATIENCE > now:
                 continue
             del self._sent[seq]
-            self._put_back(sent.target, sent.hosts)
-            for entry in sent.hosts:
-                if self._held.get(entry.host) == seq:
-                    self._held[entry.host] = _QUEUED
+            carrying = [e.host for e in sent.hosts if self._held.get(e.host) == seq]
+            for host in carrying:
+                self._held[host] = _QUEUED
+            self._put_back(sent.target, sent.hosts, carrying)
 
     def receive(self, replica: Replica) -> None:
         rows: list[tuple[str, str | None, int, int, bool]] = []
