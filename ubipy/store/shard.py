@@ -15,13 +15,15 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from ubipy.errors import ShardError, StorageError
 from ubipy.store.pages import FrontierState as FrontierState
 from ubipy.store.pages import Lastmod as Lastmod
 from ubipy.store.pages import PageRecord as PageRecord
 from ubipy.store.pages import PagesMixin
+from ubipy.store.rows import FrontierRow as FrontierRow
+from ubipy.store.rows import HostMark as HostMark
+from ubipy.store.rows import NewURL as NewURL
 from ubipy.store.schema import RANK_INDEX, create, migrate
 from ubipy.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from ubipy.store.schema import SHARD_FILE as SHARD_FILE
@@ -68,52 +70,6 @@ UNION SELECT host FROM hosts
 
 class _Refused(StorageError):
     """SQLite refused a transaction of the shard (disk full, read-only file)."""
-
-
-class FrontierRow(NamedTuple):
-    """A URL in the frontier: one is made for every URL admitted and every one loaded
-    into a host's window. A named tuple, as :class:`NewURL` is and for its reason."""
-
-    fp: int
-    seq: int
-    url: str
-    host: str
-    depth: int
-    # Its priority under a crawl order other than breadth-first (0 under bfs).
-    score: float = 0.0
-
-
-class NewURL(NamedTuple):
-    """A URL that passed admission and is about to enter the frontier.
-
-    A named tuple, not a frozen dataclass like the shard's other records: one is made
-    for every link of every page (twice under a ranked order), and a tuple is made in
-    half the time (0.64 against 1.37 us; the frozen dataclass sets each field through
-    ``object.__setattr__``)."""
-
-    fp: int
-    url: str
-    host: str
-    depth: int
-    # What the page that linked it gives it under the crawl order (OPIC cash); a
-    # URL already known gets it added to its score (see Shard.credit).
-    score: float = 0.0
-    # Redirects in a row that led to it (0: a link, a seed), carried to its host's owner.
-    redirects: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class HostMark:
-    """What politeness must remember of a host across restarts."""
-
-    last_end: float  # wall-clock time the last request ended
-    delay: float
-    pages: int
-
-    @classmethod
-    def from_row(cls, row: Sequence[Any]) -> HostMark:
-        """From (last_end, delay, pages) as SQLite returns them."""
-        return cls(float(row[0]), float(row[1]), int(row[2]))
 
 
 @dataclass(frozen=True, slots=True)
