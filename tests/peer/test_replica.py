@@ -19,7 +19,8 @@ from tests.peer.test_handoff import asked, crawler_at, host_owned, jobs
 from ubipy.errors import WireError
 from ubipy.fetch.urls import fingerprint
 from ubipy.peer.crawler import Crawler
-from ubipy.peer.replica import Replicator, _Outgoing
+from ubipy.peer.replica import Replicator
+from ubipy.peer.replicaframes import Outgoing
 from ubipy.ring import Ring
 from ubipy.store.shard import HostMark, NewURL, PageRecord
 from ubipy.wire import DEFAULT_MAX_FRAME, Message, Replica, ReplicaAck, decode
@@ -416,7 +417,7 @@ def test_copies_go_in_frames_their_receiver_takes(what: str) -> None:
     # over the 10,000 items a receiver takes, which the sender now refuses to write
     # (the peer died of it: found by a review); 2,000 URLs of 2,048 characters are
     # over the 4 MiB frame cap.
-    out = _Outgoing()
+    out = Outgoing()
     if what == "marks":
         for i in range(10_001):
             out.add(f"h{i}.test", mark=HostMark(1.0, 1.0, 0))

@@ -18,7 +18,8 @@ from tests.peer.test_handoff import crawler_at
 from tests.peer.test_replica import page
 from ubipy.fetch.urls import fingerprint
 from ubipy.peer.crawler import Crawler
-from ubipy.peer.replica import _CHUNK, Replicator
+from ubipy.peer.replica import Replicator
+from ubipy.peer.replicaframes import CHUNK
 from ubipy.ring import Ring
 from ubipy.store.shard import HostMark, NewURL
 from ubipy.wire import HostCopy, Message, Replica
@@ -105,7 +106,7 @@ async def test_a_ring_change_reads_its_hosts_a_few_at_a_time(
     changes; the reads come as their frames are made, another task running between
     any two, and no more than about a frame's worth read and not yet sent."""
     per_host = 50
-    hosts = hosts_where(3 * _CHUNK // per_host, (AB, "a", "b"))
+    hosts = hosts_where(3 * CHUNK // per_host, (AB, "a", "b"))
     async with peers(tmp_path) as at:
         at.a.seed([f"http://{h}/{i}" for h in hosts for i in range(per_host)])
         turns = 0
@@ -134,7 +135,7 @@ async def test_a_ring_change_reads_its_hosts_a_few_at_a_time(
         # Trio runs a batch of tasks in either order: the other task ran between any
         # read and the one after the next.
         assert all(reads[i][0] < reads[i + 2][0] for i in range(len(reads) - 2))
-        assert max(unsent for _, unsent in reads) <= _CHUNK // per_host
+        assert max(unsent for _, unsent in reads) <= CHUNK // per_host
         b = at.received["b"]._shard
         assert sorted(b.replica_hosts()) == sorted(hosts)
         assert all(len(b.replica_of(h)[0]) == per_host for h in hosts)

@@ -42,8 +42,8 @@ import logging
 import math
 import random
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import trio
 
@@ -51,19 +51,15 @@ from ubipy.errors import StorageError
 from ubipy.net import Reply, Send
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.ids import run_ids
-from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
+from ubipy.peer.replicaframes import CHUNK, Outgoing
+from ubipy.peer.router import mark_from_wire, url_items
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
-from ubipy.store import FrontierRow, HostMark, NewURL, PageRecord, Shard
-from ubipy.wire import HostCopy, Replica, ReplicaAck, WireURL
+from ubipy.store import FrontierRow, HostMark, PageRecord, Shard
+from ubipy.wire import HostCopy, Replica, ReplicaAck
 
 log = logging.getLogger(__name__)
 
-# Entries (URLs plus fingerprints) per REPLICA frame: far under the 10,000 items a
-# peer accepts in one list; and the characters of its URLs, half the 4 MiB frame cap
-# (2,000 URLs of 2,048 characters would not fit).
-_CHUNK = 2_000
-_CHUNK_BYTES = 2 * 1024 * 1024
 # Seconds before copies that could not be sent are tried again.
 _RETRY = 1.0
 # Seconds a sent frame waits for its REPLICA_ACK before it is sent again.
@@ -71,7 +67,7 @@ _ACK_PATIENCE = 2.0
 # Entries (URLs plus fingerprints; a host with none weighs one) of the hosts read
 # for whole copies at a time, each read followed by a checkpoint: about one frame's
 # worth in memory, where all the hosts of a ring change were read at once before.
-_READ_AT_ONCE = _CHUNK
+_READ_AT_ONCE = CHUNK
 # Dead peers' hosts taken over from their copies a tick, at most (about 0.35 ms each).
 _PROMOTE_AT_ONCE = 200
 # A request waits for its host's successor to answer a barrier (an empty REPLICA)
@@ -83,108 +79,6 @@ _UNCOMMITTED = -1
 _QUEUED = 0
 
 AddressOf = Callable[[str], str | None]
-
-
-@dataclass(slots=True)
-class _HostCopy:
-    pending: list[WireURL] = field(default_factory=list)
-    done: list[int] = field(default_factory=list)
-    mark: HostMark | None = None
-    # It holds the outcome of the host's last request (see Replicator._held): the
-    # acknowledgement of its frame releases the host.
-    carries: bool = False
-
-
-class _Outgoing:
-    """What is waiting to go to one successor, grouped by host."""
-
-    __slots__ = ("hosts", "size")
-
-    def __init__(self) -> None:
-        self.hosts: dict[str, _HostCopy] = defaultdict(_HostCopy)
-        self.size = 0
-
-    def add(
-        self,
-        host: str,
-        pending: Sequence[NewURL | FrontierRow] = (),
-        done: Sequence[int] = (),
-        mark: HostMark | None = None,
-        *,
-        carries: bool = False,
-    ) -> None:
-        copy = self.hosts[host]
-        copy.carries |= carries
-        copy.pending.extend((u.url, u.depth, 0.0) for u in pending)  # scores are not kept
-        copy.done.extend(done)
-        if mark is not None and (copy.mark is None or copy.mark.last_end <= mark.last_end):
-            copy.mark = mark
-        self.size += len(pending) + len(done)
-
-    def discard(self, host: str) -> None:
-        """Forget what is waiting for ``host`` (a newer read of it replaces it)."""
-        copy = self.hosts.pop(host, None)
-        if copy is not None:
-            self.size -= len(copy.pending) + len(copy.done)
-
-    def put_back(self, entries: Sequence[HostCopy], carrying: Collection[str] = ()) -> None:
-        """Entries of a frame that was not sent (as :meth:`frames` made them), and the
-        hosts whose last request's outcome they hold."""
-        for entry in entries:
-            copy = self.hosts[entry.host]
-            copy.carries |= entry.host in carrying
-            copy.pending.extend(entry.pending)
-            copy.done.extend(entry.done)
-            if entry.mark is not None:
-                self.add(entry.host, mark=mark_from_wire(entry.mark))
-            self.size += len(entry.pending) + len(entry.done)
-
-    def frames(self) -> Iterator[tuple[list[HostCopy], int, list[str]]]:
-        """Frames' host entries, at most about _CHUNK each and _CHUNK_BYTES of URLs,
-        with their entry count (the URLs and fingerprints; a mark rides with its
-        host's first entry) and the hosts whose copies carry their last request's
-        outcome (in the frame of their last piece). A host entry with a mark alone
-        weighs one: weighing nothing, 10,001 of them made one frame its receiver
-        refuses, which its sender now refuses to write (FrameError), and the peer died
-        of it (found by a review)."""
-        frame: list[HostCopy] = []
-        carrying: list[str] = []
-        count = weight = size = 0
-        for host, copy in self.hosts.items():
-            for n, (pending, done, urls) in enumerate(_pieces(copy)):
-                entries = len(pending) + len(done)
-                if weight and (weight + max(entries, 1) > _CHUNK or size + urls > _CHUNK_BYTES):
-                    yield frame, count, carrying
-                    frame, carrying, count, weight, size = [], [], 0, 0, 0
-                mark = mark_to_wire(copy.mark) if n == 0 and copy.mark is not None else None
-                frame.append(HostCopy(host, pending, done, mark))
-                count += entries
-                weight += max(entries, 1)
-                size += urls
-            if copy.carries:
-                carrying.append(host)
-        if frame:
-            yield frame, count, carrying
-
-
-def _pieces(copy: _HostCopy) -> Iterator[tuple[tuple[WireURL, ...], tuple[int, ...], int]]:
-    """A host's copies in pieces of at most _CHUNK URLs and _CHUNK fingerprints, and
-    _CHUNK_BYTES of URLs, with those bytes; one piece at least, so that a mark alone
-    still goes."""
-    pending, done = copy.pending, copy.done
-    i = j = 0
-    while True:
-        end, size = i, 0
-        while end < len(pending) and end - i < _CHUNK:
-            length = len(pending[end][0])
-            if end > i and size + length > _CHUNK_BYTES:
-                break
-            size += length
-            end += 1
-        yield tuple(pending[i:end]), tuple(done[j : j + _CHUNK]), size
-        i, j = end, j + _CHUNK
-        if i >= len(pending) and j >= len(done):
-            return
 
 
 def _same_successor(ring: Ring, host: str, owner: str, successor: str) -> bool:
@@ -233,7 +127,7 @@ class Replicator:
         self._send = send
         self._address_of = address_of
         self._ring = Ring([self_id])
-        self._queues: dict[str, _Outgoing] = defaultdict(_Outgoing)
+        self._queues: dict[str, Outgoing] = defaultdict(Outgoing)
         # Hosts to copy whole, by successor, in the order noted; their state is read
         # when their frame is made (see _read_whole). No key holds an empty dict.
         self._whole: dict[str, dict[str, None]] = {}
@@ -266,7 +160,7 @@ class Replicator:
             return None
         return members[1]
 
-    def _queue_for(self, host: str) -> _Outgoing | None:
+    def _queue_for(self, host: str) -> Outgoing | None:
         """The queue of the host's successor, or None: no successor, or a whole copy of
         the host is still to be read for it (it will hold what is committed now)."""
         target = self._successor(host)
@@ -453,10 +347,10 @@ class Replicator:
                 self._nursery = None
                 self._stopped = True
 
-    def _take_queue(self, target: str) -> _Outgoing:
-        return self._queues.pop(target) if target in self._queues else _Outgoing()
+    def _take_queue(self, target: str) -> Outgoing:
+        return self._queues.pop(target) if target in self._queues else Outgoing()
 
-    async def _send_to(self, target: str, outgoing: _Outgoing) -> None:
+    async def _send_to(self, target: str, outgoing: Outgoing) -> None:
         """Send what is queued for ``target``, then its whole copies a frame's worth of
         hosts at a time, each with what was queued meanwhile."""
         try:
@@ -475,7 +369,7 @@ class Replicator:
             self._sending.discard(target)
             self._kick.set()
 
-    async def _read_whole(self, target: str, outgoing: _Outgoing) -> None:
+    async def _read_whole(self, target: str, outgoing: Outgoing) -> None:
         """Read the state of hosts waiting to be copied whole to ``target`` into
         ``outgoing``, about _READ_AT_ONCE entries of them, with a checkpoint after each
         read (one takes about 5 ms at 2M rows). Each is read as it is now: a host no
@@ -497,7 +391,7 @@ class Replicator:
             weight += max(len(pending) + len(done), 1)
             await trio.lowlevel.checkpoint()
 
-    async def _send_frames(self, target: str, address: str, outgoing: _Outgoing) -> bool:
+    async def _send_frames(self, target: str, address: str, outgoing: Outgoing) -> bool:
         """Send ``outgoing`` to ``target``; False if the connection broke."""
         frames = outgoing.frames()
         for hosts, count, carrying in frames:
