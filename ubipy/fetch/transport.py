@@ -36,9 +36,7 @@ import re
 import ssl
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import httpx2
 import trio
@@ -47,6 +45,10 @@ from ubipy.descriptors import descriptor_share
 from ubipy.errors import UbipyError
 from ubipy.fetch.dns import DnsFailure, Resolver
 from ubipy.fetch.http1 import BadRequest, ProtocolFailure, ResponseReader, request_head
+from ubipy.fetch.origins import DEFAULT_PORTS, Origin, origin_of
+from ubipy.fetch.origins import PlainGet as PlainGet
+from ubipy.fetch.origins import bracketed as _bracketed
+from ubipy.fetch.origins import plain_get as plain_get
 from ubipy.fetch.sockets import DirectSocketStream
 from ubipy.fetch.tls import TlsStream, certificate_failure, tls_context
 from ubipy.fetch.tlssessions import TlsSession, fast_sessions
@@ -65,75 +67,22 @@ class CertificateError(UbipyError, httpx2.ConnectError):
     asking again will not change it."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Origin:
-    scheme: str
-    host: str
-    port: int
-
-
-# A URL whose request httpx2 would make as written: an http(s) scheme, a lower-case
-# ASCII name (no IP literal: httpx2 checks those), a port or none, and a path and query
-# of characters httpx2's quoting leaves as they are (RFC 3986's unreserved and
-# sub-delimiters, ":@/", "?" in the query, percent-escapes), no fragment.
-_PLAIN_URL = re.compile(
-    r"(https?)://([a-z0-9-]+(?:\.[a-z0-9-]+)*)(?::([1-9][0-9]{0,4}))?"
-    r"(/[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*(?:\?[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]*)?)"
-)
-# A "%" that is not an escape (httpx2 quotes it), and dot segments (httpx2 removes them).
-_NOT_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
-_DOT_SEGMENT = re.compile(r"/\.\.?(?:[/?]|$)")
 log = logging.getLogger(__name__)
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+# The names they had here before ubipy/fetch/origins.py, which tests import.
+_Origin = Origin
+_origin_of = origin_of
+
 _BEHIND_PROXY = (
     "--proxy: the proxy looks names up, so a name that leads to a private address is not "
     "refused here (IP addresses and --resolve names are): let the proxy refuse them"
 )
 
 
-class PlainGet(NamedTuple):
-    """What a GET of a plain URL sends, read without httpx2's URL parser: the same
-    origin, Host header and request target as ``httpx2.Request("GET", url)`` has."""
-
-    origin: _Origin
-    netloc: bytes  # the Host header's value
-    target: bytes  # origin-form: path and query
-    url: bytes  # absolute-form, for an http proxy
-
-
-def plain_get(url: str) -> PlainGet | None:
-    """The GET of ``url`` when the URL is plain (the crawler's normalised URLs
-    mostly are), or None: httpx2's parser then makes the request. Its parser is the
-    costlier half of a ``Request``: 29 us of 54 on the slowest machine measured."""
-    m = _PLAIN_URL.fullmatch(url)
-    if m is None:
-        return None
-    scheme, host, port_text, target = m.groups()
-    if (
-        (host[-1].isdigit() and host.replace(".", "").isdigit())  # IPv4: httpx2 checks it
-        or ("%" in target and _NOT_ESCAPE.search(target))
-        or ("/." in target and _DOT_SEGMENT.search(target))
-    ):
-        return None
-    if port_text is None:
-        return PlainGet(
-            _Origin(scheme, host, _DEFAULT_PORTS[scheme]), host.encode("ascii"),
-            target.encode("ascii"), url.encode("ascii"),
-        )  # fmt: skip
-    port = int(port_text)
-    if port > 65535 or port == _DEFAULT_PORTS[scheme]:
-        return None  # httpx2 refuses the first and drops the second
-    return PlainGet(
-        _Origin(scheme, host, port), f"{host}:{port_text}".encode("ascii"),
-        target.encode("ascii"), url.encode("ascii"),
-    )  # fmt: skip
-
-
 class _Connection:
     __slots__ = ("idle_since", "kept_for", "origin", "session_checked", "stream")
 
-    def __init__(self, stream: DirectSocketStream | TlsStream, origin: _Origin) -> None:
+    def __init__(self, stream: DirectSocketStream | TlsStream, origin: Origin) -> None:
         # Either way an answer's receive takes what has come at once, with no time-out
         # to set, and sets one only to wait.
         self.stream = stream
@@ -285,7 +234,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
     ) -> None:
         """``ssl_context``: the context for https (default: :func:`tls_context` with
         ``ca_bundle``, made at the first https connection)."""
-        self._proxy = _origin_of(httpx2.URL(proxy)) if proxy else None
+        self._proxy = origin_of(httpx2.URL(proxy)) if proxy else None
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._keepalive_expiry = keepalive_expiry
@@ -301,16 +250,16 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         self._resolver = resolver
         if proxy and resolver is not None and not resolver.allow_private:
             log.warning(_BEHIND_PROXY)
-        self._idle: dict[_Origin, list[_Connection]] = {}
+        self._idle: dict[Origin, list[_Connection]] = {}
         # Every idle connection, and those over TLS, the longest idle first.
         self._idle_order: OrderedDict[_Connection, None] = OrderedDict()
         self._idle_tls: OrderedDict[_Connection, None] = OrderedDict()
-        self._sessions: dict[_Origin, TlsSession] = {}
+        self._sessions: dict[Origin, TlsSession] = {}
         self._closed = False
 
     # -- the httpx2 interface ------------------------------------------------
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        origin = _origin_of(request.url)
+        origin = origin_of(request.url)
         if self._absolute_form(origin):
             target = bytes(str(request.url), "ascii")
         else:
@@ -333,14 +282,14 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         response.extensions["request_headers"] = sent
         return response
 
-    def _absolute_form(self, origin: _Origin) -> bool:
+    def _absolute_form(self, origin: Origin) -> bool:
         """Whether a request to ``origin`` names its whole URL: an http one through
         the proxy (an https one goes through a tunnel, as to the server)."""
         return self._proxy is not None and origin.scheme == "http"
 
     async def _send(
         self,
-        origin: _Origin,
+        origin: Origin,
         method: str,
         target: bytes,
         headers: list[tuple[bytes, bytes]],
@@ -409,7 +358,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             await _receive(conn, reader, read_timeout)
         return reader
 
-    async def _acquire(self, origin: _Origin, connect_timeout: float | None) -> _Connection:
+    async def _acquire(self, origin: Origin, connect_timeout: float | None) -> _Connection:
         now = trio.current_time()
         while idle := self._idle.get(origin):
             conn = idle.pop()
@@ -423,7 +372,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             await conn.aclose()
         return await self._connect(origin, connect_timeout or self._connect_timeout)
 
-    async def _connect(self, origin: _Origin, limit: float) -> _Connection:
+    async def _connect(self, origin: Origin, limit: float) -> _Connection:
         via = self._proxy or origin
         with trio.move_on_after(limit) as scope:
             try:
@@ -447,13 +396,13 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             raise httpx2.ConnectTimeout(f"could not connect within {limit} s")
         return _Connection(stream, origin)
 
-    async def _address(self, origin: _Origin) -> str | None:
+    async def _address(self, origin: Origin) -> str | None:
         """The address to connect to for ``origin``: the resolver's pinned answer (the
         one the DNS stage checked), or a fresh lookup, checked the same way; None for
         a name behind a proxy, which the proxy looks up."""
         assert self._resolver is not None
         host = _bracketed(origin.host)
-        if origin.port != _DEFAULT_PORTS[origin.scheme]:
+        if origin.port != DEFAULT_PORTS[origin.scheme]:
             host = f"{host}:{origin.port}"  # as a URL's host key has it
         if not self._resolver.wanted(host):
             return None
@@ -465,7 +414,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             raise httpx2.ConnectError(f"{answer.error.value}: {origin.host}")
         return answer.address
 
-    async def _handshake(self, stream: trio.abc.Stream, origin: _Origin) -> TlsStream:
+    async def _handshake(self, stream: trio.abc.Stream, origin: Origin) -> TlsStream:
         ctx = self._ssl_context or tls_context(self._ca_bundle)
         tls = TlsStream(stream, ctx, origin.host, self._sessions.get(origin))
         try:
@@ -540,19 +489,3 @@ def default_max_idle() -> int:
     """Idle connections kept in all: the share of file descriptors the peer's
     accepted connections have too."""
     return descriptor_share(16)
-
-
-def _bracketed(host: str) -> str:
-    """A host as an authority writes it: httpx gives an IPv6 literal without its
-    brackets, which an authority (and a host key) needs."""
-    return f"[{host}]" if ":" in host else host
-
-
-def _origin_of(url: httpx2.URL) -> _Origin:
-    scheme = url.scheme
-    # httpx2 gives None for the scheme's own port; 0 is a port of its own (none).
-    port = (443 if scheme == "https" else 80) if url.port is None else url.port
-    # The host as on the wire (an IDN's A-label, which ``url.host`` gives decoded):
-    # what is looked up (the DNS stage's answers are pinned under it), named in a
-    # CONNECT and sent as the TLS server name.
-    return _Origin(scheme, url.raw_host.decode("ascii"), port)
