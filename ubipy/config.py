@@ -178,8 +178,8 @@ class PolitenessConfig:
         86400.0,
         flag="--robots-ttl",
         metavar="SECONDS",
-        help="a host's robots.txt is asked again before its next request once its answer "
-        "is this old; while that fails the old rules stand (default: {default})",
+        help="robots.txt is asked again once this old (its old rules stand while that fails); "
+        "a host given up for want of it or its name is tried again after it (default: {default})",
     )
     # Shared hosting puts thousands of sites on one server: the rule per address
     # keeps a crawl of all of them as gentle as a crawl of one.

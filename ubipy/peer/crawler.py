@@ -39,6 +39,7 @@ from ubipy.fetch import (
 from ubipy.peer.commits import Commits, CommitTiming
 from ubipy.peer.crawlstats import CrawlStats, SeedResult
 from ubipy.peer.discovery import candidates, seed_candidates
+from ubipy.peer.giveups import ROBOTS_UNREACHABLE, GiveUps
 from ubipy.peer.hostmoves import HostMovesMixin
 from ubipy.peer.ordering import Ordering
 from ubipy.peer.pageanswers import PageAnswersMixin
@@ -117,8 +118,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         self.scheduler = Scheduler.of(
             config, self._refilter.loader(*self.order.loaders), wanted, self._recall
         )
-        # A continuous crawl (--recrawl): pages fetched come due again.
-        self.refresher = (
+        self.refresher = (  # a continuous crawl (--recrawl): pages fetched come due again
             Refresher(config, shard, lambda: self.scheduler, filters)
             if config.recrawl.recrawl
             else None
@@ -153,6 +153,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
                 resolver, self.scheduler, self._commits, wake=wake, seeded=self.scope.seeded
             )
         self._idle = trio.Event()
+        self.giveups = GiveUps(config.politeness.robots_ttl)
         self._stopping = False
         # Why no request may start now (the peer lost sight of a majority), if so.
         self.paused: str | None = None
@@ -193,11 +194,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         return self._pending
 
     def seed(self, urls: Iterable[str]) -> SeedResult:
-        """Admit seeds at depth 0; they also widen the crawl's scope.
-
-        Raises StorageError while the shard cannot be written: a seed is only
-        accepted once it is durable.
-        """
+        """Admit seeds at depth 0; they also widen the crawl's scope. Raises StorageError
+        while the shard cannot be written: a seed is only accepted once it is durable."""
         if self.storage_error is not None:
             raise StorageError(self.storage_error)
         offered, found, refused = seed_candidates(
@@ -350,6 +348,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         try:
             async with trio.open_nursery() as jobs, trio.open_nursery() as loops:
                 loops.start_soon(self._committer)
+                loops.start_soon(self.giveups.run, self.revive_host)
                 if self.refresher is not None:
                     loops.start_soon(self.refresher.run, self._wakeup.set)
                 if self.dns is not None:
@@ -568,6 +567,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
             self.storage_error = None
             self.storage_failing = trio.Event()
         batch.report_closed()
+        self.giveups.closed(batch.closed_hosts, trio.current_time())
         for why, n in closed.items():
             self.stats.closed(why, n)
         self._pending -= batch.settled + closed.total()
@@ -582,7 +582,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         for r in rows:
             n += 1
             if not self.scheduler.add(r.host, Entry(r.fp, r.seq, r.url, r.depth, score=r.score)):
-                why = self._commits.given_up.get(r.host, "robots.txt unreachable")
+                why = self._commits.given_up.get(r.host, ROBOTS_UNREACHABLE)
                 self._commits.skip(r.fp, why)
                 self.stats.closed(why)
         self._pending += n

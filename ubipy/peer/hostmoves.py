@@ -18,8 +18,9 @@ import trio
 
 from ubipy.config import CrawlConfig
 from ubipy.errors import StorageError
-from ubipy.fetch import Scheduler, retry_delay
+from ubipy.fetch import HostRobots, Scheduler, retry_delay
 from ubipy.peer.commits import Commits
+from ubipy.peer.giveups import TRIED_AGAIN
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.wakeup import Wakeup
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, Shard
@@ -112,6 +113,24 @@ class HostMovesMixin:
         if self._idle.is_set():
             self._idle = trio.Event()
         self._wakeup.set()
+
+    def revive_host(self, host: str) -> int:
+        """A host given up a while ago is tried again (ubipy.peer.giveups): its rows
+        closed for a reason that may pass are pending again, its slot made afresh if
+        it is still the one given up (robots.txt asked first), and URLs of it are
+        admitted again. Returns the rows reopened; raises StorageError."""
+        reopened = self._shard.reopen_host(host, TRIED_AGAIN)
+        slot = self.scheduler.slot(host)
+        if slot is not None and slot.robots_state is HostRobots.GIVEN_UP:
+            self.scheduler.drop_host(host)
+        self._commits.given_up.pop(host, None)
+        if reopened:
+            self.scheduler.restore(host, reopened)
+            self._pending += reopened
+            if self._idle.is_set():
+                self._idle = trio.Event()
+            self._wakeup.set()
+        return reopened
 
     def _mark(self, host: str, end_wall: float, now: float) -> HostMark:
         """What a restart or the host's next owner must know of it after a request that

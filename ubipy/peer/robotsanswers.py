@@ -12,6 +12,7 @@ from __future__ import annotations
 from ubipy.fetch import BACKOFF_STATUSES, FetchOutcome, FetchResult, HostRobots, Job, Scheduler
 from ubipy.peer.commits import Commits
 from ubipy.peer.crawlstats import CrawlStats
+from ubipy.peer.giveups import ROBOTS_UNREACHABLE
 from ubipy.peer.sitemapping import Sitemapping
 
 __all__ = ["robots_answered"]
@@ -60,7 +61,7 @@ def robots_answered(
     if slot is not None and slot.robots_state is HostRobots.GIVEN_UP:
         stats.robots_given_up += 1
         reason = result.detail if bad_cert or refused else None
-        commits.close_host(job.host, reason or "robots.txt unreachable")
+        commits.close_host(job.host, reason or ROBOTS_UNREACHABLE)
         return True
     if slot is not None and slot.robots_fetch is not None and not decision.temporary:
         commits.found(sitemaps.named_by_robots(slot.robots_fetch, decision.rules))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -361,6 +361,19 @@ class Shard(PagesMixin):
             cur = self._conn.execute(
                 "UPDATE frontier SET state = ?, reason = ? WHERE host = ? AND state = 0",
                 (FrontierState.SKIPPED, reason, host),
+            )
+        return cur.rowcount
+
+    def reopen_host(self, host: str, reasons: Collection[str]) -> int:
+        """The host's rows closed for one of ``reasons`` are pending again (a host given
+        up, tried again); returns how many."""
+        marks = ",".join("?" * len(reasons))
+        # "state != 0": through the index of the host's closed rows, not a scan.
+        with self.transaction():
+            cur = self._conn.execute(
+                "UPDATE frontier SET state = 0, reason = NULL "
+                f"WHERE host = ? AND state != 0 AND state = ? AND reason IN ({marks})",
+                (host, FrontierState.SKIPPED, *reasons),
             )
         return cur.rowcount
 

@@ -1,0 +1,140 @@
+"""A host given up for a reason that may pass (its robots.txt unreachable, its name
+not resolving) is tried again a --robots-ttl later: a weeks-long crawl lost a site for
+the rest of the run to 2 minutes of 503 (a review). The judge is what the server was
+asked, and the shard's rows."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+from pathlib import Path
+
+import httpx2
+import trio
+import trio.testing
+
+from tests.cluster.harness import wall_clock_on_trio_time
+from tests.peer.crawling import running_crawler
+from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
+from ubipy.errors import StorageError
+from ubipy.fetch import DnsFailure, Resolver
+from ubipy.peer.giveups import ROBOTS_UNREACHABLE, GiveUps
+from ubipy.store.shard import SHARD_FILE
+
+HOUR = 3600.0
+
+
+async def test_a_site_whose_robots_txt_failed_for_two_minutes_is_crawled_later(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    asked: list[tuple[float, str]] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        now = trio.current_time()
+        asked.append((now, str(request.url)))
+        if request.url.path == "/robots.txt":
+            # b.test's server is down for its first two minutes (a deploy).
+            return httpx2.Response(503 if request.url.host == "b.test" and now < 120 else 404)
+        # a.test links to b.test, and to a new page of it every hour (a continuous
+        # crawl reads it again as it changes).
+        n = int(now // HOUR)
+        links = f'<a href="http://b.test/p">b</a><a href="http://b.test/new{n}">b</a>'
+        return httpx2.Response(
+            200, html=f"<html><body>{links}</body></html>", headers={"ETag": f'"v{n}"'}
+        )
+
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=1.0, concurrency=2, robots_ttl=6 * HOUR),
+        recrawl=RecrawlConfig(recrawl=True, rate=0.01, min_interval=600, replan=60),
+    )
+    with wall_clock_on_trio_time():
+        async with running_crawler(config, handler) as crawler:
+            crawler.seed(["http://a.test/", "http://b.test/"])
+            await trio.sleep(HOUR)
+            # Given up: its URLs closed, none of its pages asked.
+            assert crawler.stats.robots_given_up == 1
+            assert not [u for _, u in asked if "b.test" in u and "robots" not in u]
+            await trio.sleep(6 * HOUR)
+            tried_again = [t for t, u in asked if u == "http://b.test/robots.txt" and t > HOUR]
+    pages = {u for t, u in asked if "b.test" in u and "robots" not in u}
+    assert tried_again and 6 * HOUR <= tried_again[0] < 6 * HOUR + 120
+    # Its seed, its page, and the new pages found before and after it came back.
+    assert {f"http://b.test/{p}" for p in ("", "p", "new0", "new6")} <= pages
+    with sqlite3.connect(tmp_path / SHARD_FILE) as conn:
+        closed = conn.execute(
+            "SELECT count(*) FROM frontier WHERE host = 'b.test' AND state != 1"
+        ).fetchone()[0]
+    assert closed == 0
+
+
+async def test_a_site_crawled_for_hours_is_refreshed_again_after_its_name_failed(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    asked: list[float] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        asked.append(trio.current_time())
+        links = "".join(f'<a href="/p{i}">x</a>' for i in range(5))
+        return httpx2.Response(200, html=f"<html><body>{links}</body></html>")
+
+    async def lookup(name: str) -> list[str]:
+        if 2 * HOUR <= trio.current_time() < 2 * HOUR + 300:  # 5 minutes of NXDOMAIN
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return ["93.184.216.34"]
+
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=1.0, concurrency=2, robots_ttl=12 * HOUR),
+        recrawl=RecrawlConfig(
+            recrawl=True, policy=RefreshPolicy.UNIFORM, rate=0.05, min_interval=60, replan=60
+        ),
+    )
+    with wall_clock_on_trio_time():
+        resolver = Resolver(ttl=HOUR, lookup=lookup)
+        async with running_crawler(config, handler, resolver=resolver) as crawler:
+            crawler.seed(["http://a.test/"])
+            await trio.sleep(24 * HOUR)
+    assert crawler.dns is not None and crawler.dns.stats.hosts_given_up == 1
+    hours = {int(t // HOUR) for t in asked}
+    # Refreshed every hour before, none while given up, every hour again after.
+    assert {0, 1} <= hours and not hours & set(range(3, 14))
+    assert set(range(15, 24)) <= hours
+
+
+async def test_hosts_are_tried_again_in_turn_and_a_refusal_is_tried_later(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    giveups = GiveUps(after=100.0)
+    revived: list[tuple[str, float]] = []
+    refusals = 1
+
+    def revive(host: str) -> int:
+        nonlocal refusals
+        if host == "b.test" and refusals:
+            refusals -= 1
+            raise StorageError("database or disk is full")
+        revived.append((host, trio.current_time()))
+        return 1
+
+    giveups.closed([("a.test", ROBOTS_UNREACHABLE)], 0.0)
+    # Refused for good: stays given up.
+    giveups.closed([("private.test", DnsFailure.REFUSED.value), ("cert.test", "bad cert")], 5.0)
+    giveups.closed([("b.test", DnsFailure.NO_SUCH_NAME.value)], 10.0)
+    assert len(giveups) == 2
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(giveups.run, revive)
+        await trio.sleep(50)
+        giveups.closed([("c.test", DnsFailure.TIMEOUT.value)], trio.current_time())
+        await trio.sleep(500)
+        nursery.cancel_scope.cancel()
+    assert revived == [("a.test", 100.0), ("c.test", 150.0), ("b.test", 170.0)]
+
+
+def test_the_latest_hosts_given_up_are_kept() -> None:
+    """Bounded, as the reasons are: a crawl meeting millions of dead hosts."""
+    giveups = GiveUps(after=1.0, kept=2)
+    giveups.closed([(f"h{i}.test", ROBOTS_UNREACHABLE) for i in range(5)], 0.0)
+    assert len(giveups) == 2

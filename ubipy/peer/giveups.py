@@ -1,0 +1,83 @@
+"""Hosts given up for a reason that may pass are tried again: a crawl runs for weeks.
+
+A host is given up when its robots.txt cannot be had (5xx, 429, no answer, over
+``robots_max_attempts`` attempts: a minute and a half at the defaults) or its name does
+not resolve: its pending URLs are closed saying why, and so are those of it admitted
+later. A server down for a deploy, a registrar's hiccup or a resolver's outage lost
+the host for the rest of the run (a review: 2 minutes of 503 from a robots.txt lost a
+site for a day, 5 minutes of NXDOMAIN a site crawled for days, for good). Such a host
+is tried again ``after`` seconds (``--robots-ttl``, a day by default): its rows closed so
+reopen, its slot starts afresh (robots.txt asked first) and URLs of it are admitted
+again (:meth:`~ubipy.peer.hostmoves.HostMovesMixin.revive_host`). A host refused for
+good (a private address, a certificate error) stays given up. The latest ``kept``
+hosts are remembered, as their reasons are (commits.GIVEN_UP_KEPT); a restart forgets
+them, and their rows stay closed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+
+import trio
+
+from ubipy.errors import StorageError
+from ubipy.fetch import DnsFailure
+from ubipy.peer.wakeup import Wakeup
+
+__all__ = ["ROBOTS_UNREACHABLE", "TRIED_AGAIN", "GiveUps"]
+
+log = logging.getLogger(__name__)
+
+ROBOTS_UNREACHABLE = "robots.txt unreachable"
+#: The reasons a host given up is tried again for.
+TRIED_AGAIN = frozenset(
+    {ROBOTS_UNREACHABLE}
+    | {f.value for f in (DnsFailure.NO_SUCH_NAME, DnsFailure.TEMPORARY, DnsFailure.TIMEOUT)}
+)
+# A revival the shard refused is tried again this much later.
+_STORAGE_RETRY = 60.0
+
+
+class GiveUps:
+    """When each host given up for one of TRIED_AGAIN is tried again (trio's clock)."""
+
+    def __init__(self, after: float, kept: int = 65_536) -> None:
+        self._after = after
+        self._kept = kept
+        # Host -> when it is tried again; in that order, since ``after`` is the same
+        # for all (a host given up again moves to the end).
+        self._due: OrderedDict[str, float] = OrderedDict()
+        self._wake = Wakeup()
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    def closed(self, hosts: Iterable[tuple[str, str]], now: float) -> None:
+        """Hosts given up (their rows closed on disk at ``now``), and why."""
+        due = self._due
+        for host, reason in hosts:
+            if reason in TRIED_AGAIN:
+                due[host] = now + self._after
+                due.move_to_end(host)
+                if len(due) > self._kept:
+                    due.popitem(last=False)
+        self._wake.set()
+
+    async def run(self, revive: Callable[[str], int]) -> None:
+        """Call ``revive(host)`` as each host's time comes (it raises StorageError when
+        the shard refuses: tried again a minute later)."""
+        due = self._due
+        while True:
+            await self._wake.wait(next(iter(due.values()), None))
+            now = trio.current_time()
+            while due and next(iter(due.values())) <= now:
+                host, _ = due.popitem(last=False)
+                try:
+                    n = revive(host)
+                except StorageError as exc:
+                    log.warning("%s: not tried again yet: %s", host, exc)
+                    due[host] = now + _STORAGE_RETRY
+                    break
+                log.info("%s: given up a while ago, tried again (%d URLs)", host, n)
