@@ -26,11 +26,12 @@ from __future__ import annotations
 import enum
 import functools
 import ipaddress
+import itertools
 import logging
 import math
 import socket
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -69,12 +70,28 @@ class DnsFailure(enum.Enum):
     REFUSED = "refused: not a public address"
 
 
+# An answer's addresses kept, at most: requests go to the first. A hostile
+# zone may answer a name with thousands (about 4,000 fit a DNS answer over TCP), and
+# every one was kept: 2,000 such names held 511 MiB (a review).
+MAX_ADDRESSES = 8
+# An answer's addresses looked at, at most: each is parsed and judged, once a lookup.
+_SCANNED = 64
+
+
 @dataclass(frozen=True, slots=True)
 class Lookup:
-    """A lookup's answer: the addresses, or why there are none."""
+    """A lookup's answer: the addresses (the first :data:`MAX_ADDRESSES`), or why
+    there are none.
+
+    ``refused``: how many of the answer's addresses were left out as not public
+    (those looked at: the first ``_SCANNED``) when a public one was kept; ``reachable``:
+    every address kept may be reached from any host (public ones, or private ones
+    allowed), so they are not judged again at each resolve."""
 
     addresses: tuple[str, ...] = ()
     error: DnsFailure | None = None
+    refused: int = 0
+    reachable: bool = False
 
     @property
     def address(self) -> str | None:
@@ -236,7 +253,7 @@ async def _getaddrinfo(name: str, ticket: _Ticket) -> list[str]:
         limiter=cast(trio.CapacityLimiter, ticket),
         abandon_on_cancel=True,
     )
-    return [str(info[4][0]) for info in infos]
+    return [str(info[4][0]) for info in infos[:_SCANNED]]
 
 
 def _as_hosts_are(name: str) -> str:
@@ -380,14 +397,14 @@ class Resolver:
             finally:
                 del self._flights[name]
                 flight.done.set()
-        if answer.address is not None and not self.allowed(host, answer.address):
-            # The first address that may be reached, if any: a stray internal record
-            # (a ULA sorted first) refused a site that has a public address too.
+        if answer.address is not None and not answer.reachable:
+            # Only the addresses that may be reached: none public, they may be a
+            # seed's (see :meth:`exempt`).
             allowed = tuple(a for a in answer.addresses if self.allowed(host, a))
             if not allowed:
                 self.refused[name] += 1
                 return Lookup((), DnsFailure.REFUSED)
-            return Lookup(allowed)
+            return answer if len(allowed) == len(answer.addresses) else Lookup(allowed)
         return answer
 
     async def _looked_up(self, name: str) -> Lookup:
@@ -454,17 +471,40 @@ class Resolver:
         self.served_stale += 1
         return cached[0]
 
+    def _kept(self, found: Iterable[str]) -> Lookup:
+        """The part of an answer that is kept: its first MAX_ADDRESSES addresses that
+        may be reached from any host (public ones; private ones too when allowed), or,
+        with none such, its first non-public ones (a seed may be on them). Only the
+        first _SCANNED are looked at."""
+        reachable: dict[str, None] = {}
+        others: dict[str, None] = {}
+        for text in itertools.islice(found, _SCANNED):
+            address = ip_literal(text)
+            if address is None or address in reachable or address in others:
+                continue
+            if self._allow_private or is_public(address):
+                reachable[address] = None
+                if len(reachable) == MAX_ADDRESSES:
+                    break
+            else:
+                others[address] = None
+        if reachable:
+            return Lookup(tuple(reachable), refused=len(others), reachable=True)
+        if others:
+            return Lookup(tuple(others)[:MAX_ADDRESSES])
+        return Lookup((), DnsFailure.NO_SUCH_NAME)
+
     async def _ask(self, name: str) -> Lookup:
         address = ip_literal(name)
         if address is not None:
-            return Lookup((address,))
+            return self._kept((address,))
         if _loopback_name(name):
             # RFC 6761: the loopback's, whoever is asked; behind a proxy the proxy's
             # own loopback, refused as such.
-            return Lookup(("127.0.0.1",))
+            return self._kept(("127.0.0.1",))
         fixed = self._overrides.get(name)
         if fixed is not None:
-            return Lookup(fixed)
+            return self._kept(fixed)
         if not self._system:
             return Lookup((), DnsFailure.NO_SUCH_NAME)
         async with self._limiter:
@@ -495,9 +535,6 @@ class Resolver:
                 return Lookup((), DnsFailure.NO_SUCH_NAME)
             except (OSError, UnicodeError):
                 return Lookup((), DnsFailure.NO_SUCH_NAME)
-            addresses = tuple(dict.fromkeys(a for a in found if ip_literal(a) is not None))
-            if not addresses:
-                return Lookup((), DnsFailure.NO_SUCH_NAME)
-            return Lookup(addresses)
+            return self._kept(found)
         self._timed_out.add(name)
         return Lookup((), DnsFailure.TIMEOUT)
