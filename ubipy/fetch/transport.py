@@ -43,7 +43,7 @@ import trio
 
 from ubipy.descriptors import descriptor_share
 from ubipy.errors import UbipyError
-from ubipy.fetch.dns import DnsFailure, Resolver
+from ubipy.fetch.dns import DnsFailure, Lookup, Resolver, address_key
 from ubipy.fetch.http1 import BadRequest, ProtocolFailure, ResponseReader, request_head
 from ubipy.fetch.origins import DEFAULT_PORTS, Origin, origin_of
 from ubipy.fetch.origins import PlainGet as PlainGet
@@ -80,13 +80,25 @@ _BEHIND_PROXY = (
 
 
 class _Connection:
-    __slots__ = ("idle_since", "kept_for", "origin", "session_checked", "stream")
+    __slots__ = (
+        "address", "answer", "idle_since", "kept_for", "origin", "session_checked", "stream",
+    )  # fmt: skip
 
-    def __init__(self, stream: DirectSocketStream | TlsStream, origin: Origin) -> None:
+    def __init__(
+        self,
+        stream: DirectSocketStream | TlsStream,
+        origin: Origin,
+        address: str | None = None,
+        answer: Lookup | None = None,
+    ) -> None:
         # Either way an answer's receive takes what has come at once, with no time-out
         # to set, and sets one only to wait.
         self.stream = stream
         self.origin = origin
+        # A direct connection's address, and the resolver's cached answer for its name
+        # when it was last found to be that answer's address (see _acquire).
+        self.address = address
+        self.answer = answer
         self.idle_since = 0.0
         # How long the server said it keeps the connection idle (Keep-Alive), less a
         # second: reused as it closed it, a request was cut (inf: it did not say).
@@ -360,6 +372,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
 
     async def _acquire(self, origin: Origin, connect_timeout: float | None) -> _Connection:
         now = trio.current_time()
+        limit = connect_timeout or self._connect_timeout
         while idle := self._idle.get(origin):
             conn = idle.pop()
             if not idle:  # the origin goes with its last connection: a crawl meets millions
@@ -368,18 +381,51 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             self._idle_tls.pop(conn, None)
             kept = min(self._keepalive_expiry, conn.kept_for)
             if now - conn.idle_since < kept and conn.looks_alive():
-                return conn
+                try:
+                    if await self._still_pinned(conn, limit):
+                        return conn
+                except BaseException:
+                    await conn.aclose()
+                    raise
             await conn.aclose()
-        return await self._connect(origin, connect_timeout or self._connect_timeout)
+        return await self._connect(origin, limit)
+
+    async def _still_pinned(self, conn: _Connection, limit: float) -> bool:
+        """Whether a direct connection is to the address its name is pinned to now.
+        A name looked up again (its answer expired) may have moved: the DNS stage and
+        the per-IP rule keyed the host on its new address while its requests went on
+        to the old one over a kept-alive connection (a review), for as long as its
+        server kept it open, and a host on the old address was asked beside it."""
+        resolver = self._resolver
+        if conn.address is None or resolver is None:
+            return True  # through a proxy, or a name no one looks up here
+        pinned = resolver.pinned(conn.origin.host)
+        if pinned is not None and pinned is conn.answer:
+            return True  # the same answer as when last checked
+        with trio.move_on_after(limit) as scope:
+            answer = await self._address(conn.origin)
+        if scope.cancelled_caught:
+            raise httpx2.ConnectTimeout(f"could not look {conn.origin.host} up within {limit} s")
+        assert answer is not None and answer.address is not None and conn.address is not None
+        if address_key(answer.address) != address_key(conn.address):
+            return False
+        conn.answer = resolver.pinned(conn.origin.host)
+        return True
 
     async def _connect(self, origin: Origin, limit: float) -> _Connection:
         via = self._proxy or origin
+        address = answer = None
         with trio.move_on_after(limit) as scope:
             try:
                 checked = await self._address(origin) if self._resolver is not None else None
                 # Behind a proxy the check is all there is to do: the proxy connects.
-                address = checked if checked is not None and self._proxy is None else via.host
-                tcp = await trio.open_tcp_stream(address, via.port)
+                if checked is not None and self._proxy is None:
+                    address = checked.address
+                    assert address is not None
+                    tcp = await trio.open_tcp_stream(address, via.port)
+                    answer = self._resolver.pinned(origin.host) if self._resolver else None
+                else:
+                    tcp = await trio.open_tcp_stream(via.host, via.port)
                 stream: DirectSocketStream | TlsStream = DirectSocketStream(tcp)
                 if origin.scheme == "https":
                     try:
@@ -394,12 +440,12 @@ class PooledTransport(httpx2.AsyncBaseTransport):
                 raise httpx2.ConnectError(str(exc) or type(exc).__name__) from exc
         if scope.cancelled_caught:
             raise httpx2.ConnectTimeout(f"could not connect within {limit} s")
-        return _Connection(stream, origin)
+        return _Connection(stream, origin, address, answer)
 
-    async def _address(self, origin: Origin) -> str | None:
-        """The address to connect to for ``origin``: the resolver's pinned answer (the
-        one the DNS stage checked), or a fresh lookup, checked the same way; None for
-        a name behind a proxy, which the proxy looks up."""
+    async def _address(self, origin: Origin) -> Lookup | None:
+        """The answer whose address to connect to for ``origin``: the resolver's pinned
+        one (the one the DNS stage checked), or a fresh lookup, checked the same way;
+        None for a name behind a proxy, which the proxy looks up."""
         assert self._resolver is not None
         host = _bracketed(origin.host)
         if origin.port != DEFAULT_PORTS[origin.scheme]:
@@ -412,7 +458,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             if answer.error is DnsFailure.REFUSED:
                 raise AddressRefused(f"{answer.error.value}: {origin.host}")
             raise httpx2.ConnectError(f"{answer.error.value}: {origin.host}")
-        return answer.address
+        return answer
 
     async def _handshake(self, stream: trio.abc.Stream, origin: Origin) -> TlsStream:
         ctx = self._ssl_context or tls_context(self._ca_bundle)
