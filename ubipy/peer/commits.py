@@ -93,7 +93,7 @@ def head_of(result: FetchResult) -> HttpHead | None:
     )
 
 
-__all__ = ["COMMIT_BYTES", "Answered", "Batch", "CommitTiming", "Commits", "Unread"]
+__all__ = ["COMMIT_BYTES", "Answered", "Batch", "CommitTiming", "Commits", "Retired", "Unread"]
 
 #: Seconds a transaction stays open at most under --replicas 2 (see CommitTiming).
 REPLICATED_COMMIT_INTERVAL = 0.05
@@ -184,6 +184,15 @@ class Answered:
 
 
 @dataclass(frozen=True, slots=True)
+class Retired:
+    """A page a continuous crawl no longer asks again (--recrawl: gone, moved for good,
+    or missing too many times in a row): its revisit row is deleted with the commit
+    that writes its last visit."""
+
+    fp: int
+
+
+@dataclass(frozen=True, slots=True)
 class Batch:
     """One commit's writes, its fields in the order the shard must take them.
 
@@ -205,6 +214,7 @@ class Batch:
     refresh: tuple[RefreshRow, ...] = ()  # --recrawl: pages' new histories and due times
     visits: tuple[Visit, ...] = ()  # --recrawl: visits after the first
     found_lastmods: tuple[Lastmod, ...] = ()  # --recrawl: a sitemap's, read again
+    retired: tuple[int, ...] = ()  # --recrawl: pages no longer refreshed: their rows go
 
     @property
     def pages(self) -> list[PageRecord]:
@@ -243,8 +253,8 @@ class Batch:
                 shard.outbox_remove(self.acked)
             if lastmods := self.lastmods:
                 shard.save_lastmods(lastmods)
-            if self.refresh or self.visits:
-                shard.save_refresh(self.refresh, self.visits)
+            if self.refresh or self.visits or self.retired:
+                shard.save_refresh(self.refresh, self.visits, self.retired)
         return closed, new_rows, foreign
 
     def report_closed(self) -> None:
@@ -281,6 +291,7 @@ class Commits:
         "_lastmods",
         "_marks",
         "_refresh",
+        "_retired",
         "_skips",
         "_unread",
         "_unread_bytes",
@@ -307,6 +318,9 @@ class Commits:
         self._lastmods: list[Lastmod] = []
         self._refresh: list[RefreshRow] = []
         self._visits: list[Visit] = []
+        # Pages retired from the refresher (their rows deleted), in the order they were;
+        # one whose row came again since is no longer retired (a dict: an ordered set).
+        self._retired: dict[int, None] = {}
         self._bytes = 0  # of the bodies among them
         # Pages answered, not yet read.
         self._unread: list[Unread] = []
@@ -341,10 +355,14 @@ class Commits:
         self._bytes += len(page.body or b"")
         self._arrived()
 
-    def refreshed(self, row: RefreshRow | None, visit: Visit | None) -> None:
-        """A page's new revisit state, and the visit that made it (--recrawl)."""
-        if row is not None:
+    def refreshed(self, row: RefreshRow | Retired | None, visit: Visit | None) -> None:
+        """A page's new revisit state (or its retirement: its row is deleted), and the
+        visit that made it (--recrawl)."""
+        if isinstance(row, Retired):
+            self._retired[row.fp] = None
+        elif row is not None:
             self._refresh.append(row)
+            self._retired.pop(row.fp, None)
         if visit is not None:
             self._visits.append(visit)
             self._bytes += len(visit.body or b"")
@@ -426,6 +444,7 @@ class Commits:
             or self._lastmods
             or self._refresh
             or self._visits
+            or self._retired
             or self._unread
         )
 
@@ -448,6 +467,7 @@ class Commits:
             tuple(self._refresh),
             tuple(self._visits),
             tuple(self._lastmods),
+            tuple(self._retired),
         )
         self._marks = {}
         self._closed_hosts = []
@@ -459,6 +479,7 @@ class Commits:
         self._lastmods = []
         self._refresh = []
         self._visits = []
+        self._retired = {}
         self._writing = batch
         return batch
 
@@ -477,6 +498,11 @@ class Commits:
         self._skips[:0] = batch.skips
         self._found[:0] = batch.found
         self._lastmods[:0] = batch.found_lastmods
+        # Retired before what came since: a row of the page that came since (a page
+        # kept again) keeps it.
+        since = {r.fp for r in self._refresh}
+        retired = dict.fromkeys(fp for fp in batch.retired if fp not in since)
+        self._retired = {**retired, **self._retired}
         self._refresh[:0] = batch.refresh
         self._visits[:0] = batch.visits
         self._bytes += sum(len(a.page.body or b"") for a in batch.answered)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import sqlite3
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import astuple, dataclass
 from pathlib import Path
@@ -134,13 +134,21 @@ class PagesMixin:
                 [(FrontierState.DONE, p.fp) for p in pages],
             )
 
-    def save_refresh(self, rows: Sequence[RefreshRow], visits: Sequence[Visit]) -> None:
-        """A continuous crawl's pages' revisit state, and their visits after the first."""
+    def save_refresh(
+        self, rows: Sequence[RefreshRow], visits: Sequence[Visit], retired: Collection[int] = ()
+    ) -> None:
+        """A continuous crawl's pages' revisit state, and their visits after the first;
+        the rows of the pages ``retired`` (no longer refreshed: gone, moved) are
+        deleted, a row of theirs among ``rows`` not written. One transaction (a
+        caller's, if open): a rollback keeps the retired rows."""
+        gone = set(retired)
         with self.transaction():
             self._conn.executemany(
                 f"INSERT OR REPLACE INTO refresh VALUES ({', '.join('?' * 15)})",
-                [astuple(r) for r in rows],
+                [astuple(r) for r in rows if r.fp not in gone],
             )
+            if gone:
+                self._conn.executemany("DELETE FROM refresh WHERE fp = ?", [(fp,) for fp in gone])
             self._conn.executemany(
                 "INSERT OR REPLACE INTO visits VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
