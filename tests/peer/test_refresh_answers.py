@@ -1,7 +1,8 @@
 """What a refresh's answer does to the page kept (--recrawl), judged by what the server
 is asked: validators follow the server's, a failed answer is no visit of the page's
-history and does not make it due sooner, a page is never asked twice for one due time,
-and a clock that ran ahead does not hold a page back."""
+history and backs it off (a page missing three times in a row is retired), a page is
+never asked twice for one due time, and a clock that ran ahead does not hold a page
+back."""
 
 from __future__ import annotations
 
@@ -98,19 +99,85 @@ async def test_new_validators_for_the_same_body_are_asked_with_from_then_on(
     assert refresher.stats.changed == 0
 
 
-async def test_a_page_gone_is_asked_at_its_interval_and_is_no_visit_of_its_history(
+async def test_a_page_missing_three_times_in_a_row_is_retired(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
+    # Before: asked at its interval (a minute) for as long as the crawl ran, and under
+    # the history policy its history, standing still, took more and more of the budget
+    # (tests/peer/test_refresh_gone.py).
     site = _Site(300, gone=True)
-    refresher = await _crawl(site, _config(tmp_path), 1200)
+    refresher = await _crawl(site, _config(tmp_path), 3600)
     gone = [t for t, status, _ in site.log if status == 404]
-    assert len(gone) >= 10
-    # Its interval (a minute) apart: not due again at every plan (30 s) because the
-    # last visit of its history is the last answer before it went.
-    assert min(b - a for a, b in itertools.pairwise(gone)) >= 59
-    [page] = refresher._pages.values()
-    assert page.history.visits == 1 + sum(1 for t, s, _ in site.log if t < 300 and s == 304)
-    assert refresher.stats.failed == len(gone) and refresher.stats.unchanged == 0
+    # Each wait twice the one before, then never asked again.
+    assert len(gone) == 3
+    waits = [b - a for a, b in itertools.pairwise(gone)]
+    assert 120 <= waits[0] < 130 and 240 <= waits[1] < 250, waits
+    assert refresher._pages == {} and refresher.stats.retired == 1
+    assert refresher.stats.failed == 3 and refresher.stats.unchanged == 0
+
+
+class _Outage:
+    """One page answering 503 from ``start`` until ``end``, else 200 or 304 (by its
+    ETag). Each request is logged as (its first try, its last, the last status): the
+    fetcher's tries of one, 45 s apart at most, are one request."""
+
+    def __init__(self, start: float, end: float) -> None:
+        self.start, self.end = start, end
+        self.asks: list[tuple[float, float, int]] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        now = trio.current_time()
+        if self.start <= now < self.end:
+            status = 503
+        else:
+            status = 304 if request.headers.get("if-none-match") == '"v1"' else 200
+        if self.asks and now - self.asks[-1][1] <= 45:
+            self.asks[-1] = (self.asks[-1][0], now, status)
+        else:
+            self.asks.append((now, now, status))
+        if status == 200:
+            headers = {"content-type": "text/html", "etag": '"v1"'}
+            return httpx2.Response(200, headers=headers, content=BODY)
+        return httpx2.Response(status, headers={"etag": '"v1"'} if status == 304 else {})
+
+
+async def test_a_failing_page_backs_off_and_a_restart_keeps_its_wait(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A page failing (503) is asked again after twice its last wait each time, and
+    the failures are no visits of its history; once it answers again it is asked at
+    its interval (a minute). A restart keeps its due time (its failures are counted
+    from 0 again). Before: asked every minute through the outage, and at once after a
+    restart."""
+    site = _Outage(300, 3000)
+    config = _config(tmp_path)
+    with wall_clock_on_trio_time():
+        async with running_crawler(config, site) as crawler:
+            crawler.seed(["http://site.test/"])
+            await trio.sleep(900)
+            assert crawler.refresher is not None
+            [page] = crawler.refresher._pages.values()
+            answered = sum(1 for _, _, status in site.asks if status in (200, 304))
+            assert page.history.visits == answered
+            due = page.due - time.time()
+        restart = trio.current_time()
+        failed = [(a, b) for a, b, status in site.asks if status == 503]
+        # From its last try's answer to the next request.
+        waits = [round(c - b) for (_, b), (c, _) in itertools.pairwise(failed)]
+        assert len(failed) == 3 and waits == [120, 240], site.asks
+        assert due > 120
+        async with running_crawler(config, site) as crawler:
+            await trio.sleep(3600)
+    after = [(a, b) for a, b, _ in site.asks if a >= restart]
+    # Not asked before its due time (then failing again, it waits twice its interval,
+    # its failures counted from 0 again).
+    assert after[0][0] >= restart + due - 1
+    assert round(after[1][0] - after[0][1]) == 120
+    back = [(a, status) for a, _, status in site.asks if a >= 3000]
+    assert back and {status for _, status in back} == {304}
+    assert all(60 <= b - a < 62 for (a, _), (b, _) in itertools.pairwise(back)), back
 
 
 async def test_a_page_is_not_asked_again_for_a_plan_made_while_its_request_waits(

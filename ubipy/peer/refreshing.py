@@ -17,6 +17,13 @@ on a host whose lastmods the visits bore out, makes the page due at once (unless
 plan left it at the floor: it changes too fast to be worth it). The sitemaps' requests
 and the hinted refreshes (their rate over the last minutes) come out of the budget
 before the pages' plan, so hints do not spend more than the budget.
+
+A page that is gone (410), moved for good (301, 308: where it went is a new URL), or
+missing (404) three times in a row is retired: never asked again, its revisit row
+deleted. Any other failure (a 5xx, a 429, a time-out, a temporary redirect) backs the
+page off: each failure in a row doubles its wait, from its planned interval to the
+longest; until a 200 or a 304 answers again it takes no part in the plan's allocation
+(its history stands still, and counted would pull budget from the pages that answer).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from ubipy.fetch import (
     is_sitemap,
     proportional,
 )
+from ubipy.peer.commits import Retired
 from ubipy.peer.hints import LastmodHints
 from ubipy.store import Lastmod, PageRecord, RefreshRow, Shard, Visit
 
@@ -55,6 +63,11 @@ log = logging.getLogger(__name__)
 _CLUSTER_MIN_VISITS = 3
 # Hinted refreshes are counted over this many seconds.
 _RATE_WINDOW = 300.0
+# A page answered 404 this many times in a row is retired; gone (410) or moved for good
+# (301, 308: its target is found as a new URL), at once.
+_MISSING_IN_A_ROW = 3
+_GONE = 410
+_MOVED = frozenset({301, 308})
 # The time an answer takes, assumed until one is measured; and how fast the measured
 # mean follows each new one.
 _LATENCY_GUESS = 1.0
@@ -77,12 +90,21 @@ class _Page:
     checks: int = 0
     agreed: int = 0
     # robots.txt forbade it when it came due: not before then (robots.txt may allow
-    # it again), whatever a plan says. Not kept across a restart: asked once more.
+    # it again), whatever a plan says. Kept across a restart only as its due time.
     barred_until: float = 0.0
     # When it was last asked, answered or not (its history's last visit is its last
     # answer, never later): a plan counts its interval from then. Not kept across a
     # restart, where it is the last visit.
     asked_at: float = 0.0
+    # Answers in a row that were not a 200 or a 304 (a time-out, a 5xx, a 404...), and
+    # the 404s among the last ones in a row. Kept in memory only: a restart counts
+    # them from 0 again (a page failing then makes one request more, at its due time,
+    # before it backs off again, and a 404 three more before it is retired).
+    failures: int = 0
+    missing: int = 0
+    # The due time a start found in its row (its back-off, a bar): not before then
+    # unless a lastmod hint makes the page due, whatever a plan says.
+    held_until: float = 0.0
 
     def row(self) -> RefreshRow:
         h = self.history
@@ -115,6 +137,9 @@ class RefreshStats:
     failed: int = 0
     plans: int = 0
     barred: int = 0
+    # No longer refreshed: gone (410), moved for good (301, 308) or missing (404) in a
+    # row; their rows deleted.
+    retired: int = 0
 
 
 def _entry(page: _Page) -> Entry:
@@ -151,6 +176,8 @@ class Refresher:
         self._budget: float | None = None
         self._budget_hosts = 0
         self._intervals: dict[int, float] = {}
+        # Pages whose last answers failed: left out of the plan's allocation.
+        self._failing: set[int] = set()
         self.stats = RefreshStats()
         self.hints = LastmodHints()
         # When hints made pages due (their rate comes out of the plan's budget), and
@@ -174,8 +201,11 @@ class Refresher:
                 continue
             # A visit stamped while the clock ran ahead (put right since): from now,
             # not from then, or the page would wait out the clock's error as well,
-            # past the longest interval.
-            history = History(r.visits, r.changes, r.observed, min(r.last_visit, now))
+            # past the longest interval. Its due time (a back-off, a bar) is held to
+            # by the plans until then.
+            last = min(r.last_visit, now)
+            history = History(r.visits, r.changes, r.observed, last)
+            due = min(r.due, now + self._cfg.max_interval)
             page = _Page(
                 r.fp,
                 r.url,
@@ -186,10 +216,11 @@ class Refresher:
                 r.etag,
                 r.last_modified,
                 r.digest,
-                min(r.due, now + self._cfg.max_interval),
+                due,
                 r.lastmod_checks,
                 r.lastmod_agreed,
-                asked_at=history.last_visit,
+                asked_at=last,
+                held_until=due,
             )
             self._keep(page)
         counts = [(p.host, p.checks, p.agreed) for p in self._pages.values() if p.checks]
@@ -215,10 +246,10 @@ class Refresher:
 
     def answered(
         self, entry: Entry, page: PageRecord, result: FetchResult
-    ) -> tuple[bool, RefreshRow | None, Visit | None]:
+    ) -> tuple[bool, RefreshRow | Retired | None, Visit | None]:
         """What a page's answer means for its history: (a first fetch, stored as a
-        page?, its new revisit row, the visit to record: a later one, with the new
-        version's body if it changed)."""
+        page?, its new revisit row or its retirement, the visit to record: a later
+        one, with the new version's body if it changed)."""
         now = time.time()
         if result.latency is not None:
             if not self._measured:
@@ -250,9 +281,22 @@ class Refresher:
         self._asked.discard(page.fp)
         self.stats.refreshes += 1
         answer = result.not_modified or (result.ok and result.status == 200)
-        # Gone, or failing: asked again at its interval (a 200 will tell), but not a
-        # visit of its history: it did not show the page unchanged, and counted so, a
-        # host's outage made its pages look slower to change than they are.
+        # Failing: not a visit of its history (it did not show the page unchanged, and
+        # counted so, a host's outage made its pages look slower to change than they
+        # are); backed off, or retired if it is gone (see the module's docstring).
+        status = result.status
+        if answer:
+            kept.failures = kept.missing = 0
+            self._failing.discard(kept.fp)
+        else:
+            kept.failures += 1
+            kept.missing = kept.missing + 1 if status == 404 else 0
+            self._failing.add(kept.fp)
+        retire = (
+            status == _GONE
+            or (status in _MOVED and result.is_redirect)
+            or kept.missing >= _MISSING_IN_A_ROW
+        )
         changed = answer and not result.not_modified and page.digest != kept.digest
         if answer and self._cfg.lastmod_hints and not is_sitemap(kept.depth):
             check = self.hints.visited(kept.fp, kept.host, kept.history.last_visit, changed)
@@ -279,8 +323,10 @@ class Refresher:
         else:
             self.stats.failed += 1
         kept.asked_at = now
-        kept.due = now + self._interval_of(kept)
-        self._due_again(kept)
+        kept.held_until = 0.0
+        if not retire:
+            kept.due = now + self._wait_of(kept)
+            self._due_again(kept)
         visit = Visit(
             page.fp,
             now,
@@ -306,6 +352,12 @@ class Refresher:
                 page.head,
                 page.truncated,
             )
+        if retire:
+            # Its row goes with the commit; its visit is recorded still (a redirect's
+            # target is found from it).
+            self._forget([kept])
+            self.stats.retired += 1
+            return False, Retired(kept.fp), visit
         return False, kept.row(), visit
 
     def lastmods(self, items: Sequence[Lastmod]) -> list[RefreshRow]:
@@ -332,6 +384,7 @@ class Refresher:
                 continue
             self.hints.used[page.host] += 1
             self._hinted.append(now)
+            page.held_until = 0.0
             if page.due > now:
                 page.due = now
                 self._prompted.add(page.fp)
@@ -383,7 +436,7 @@ class Refresher:
         return min(hosts, polite.concurrency / max(self._latency, 1e-3))
 
     def _first_interval(self) -> float:
-        n = max(1, len(self._pages))
+        n = max(1, len(self._pages) - len(self._failing))
         if self._budget is None or len(self._by_host) > 2 * self._budget_hosts:
             self._budget, self._budget_hosts = self.budget(), len(self._by_host)
         return min(max(n / self._budget, self._cfg.min_interval), self._cfg.max_interval)
@@ -393,15 +446,20 @@ class Refresher:
         if not self._pages:
             return
         cfg = self._cfg
+        now = time.time()
         budget = self._budget = self.budget()
         self._budget_hosts = len(self._by_host)
         floor = 1 / cfg.max_interval
+        # The pages whose last answers failed have no part in it: they keep their last
+        # interval, backed off (see _wait_of).
+        failing = self._failing
+        live = [p for p in self._pages.values() if p.fp not in failing]
         # A sitemap at uniform's frequency; its requests and the hinted refreshes (at
         # their recent rate) come out of the pages' budget.
-        every = budget / len(self._pages)
-        maps = [p for p in self._pages.values() if is_sitemap(p.depth)]
-        pages = [p for p in self._pages.values() if not is_sitemap(p.depth)]
-        while self._hinted and self._hinted[0] < time.time() - _RATE_WINDOW:
+        every = budget / max(1, len(live))
+        maps = [p for p in live if is_sitemap(p.depth)]
+        pages = [p for p in live if not is_sitemap(p.depth)]
+        while self._hinted and self._hinted[0] < now - _RATE_WINDOW:
             self._hinted.popleft()
         hinted = len(self._hinted) / _RATE_WINDOW
         budget = max(budget - every * len(maps) - hinted, 0.1 * budget)
@@ -417,22 +475,36 @@ class Refresher:
                 if policy is RefreshPolicy.IMPORTANCE:
                     weights = [max(p.importance, 1e-9) for p in pages]
                 freqs = allocate(rates, weights, budget, floor, 1 / cfg.min_interval)
-        self._intervals = {}
+        last, self._intervals = self._intervals, {}
         for page, f in zip([*pages, *maps], [*freqs, *[every] * len(maps)], strict=True):
             interval = min(1 / f if f > 0 else cfg.max_interval, cfg.max_interval)
-            interval = self._intervals[page.fp] = max(interval, cfg.min_interval)
+            self._intervals[page.fp] = max(interval, cfg.min_interval)
+        if failing:
+            first = self._first_interval()
+            for fp in failing:
+                self._intervals[fp] = last.get(fp) or first
+        for page in self._pages.values():
             # Overdue under the new plan (its interval shrank): due now. Put off
             # instead (spread over the interval), the refreshes fell 40% short of
             # the budget (bench/freshness.py).
-            due = page.asked_at + interval
+            due = page.asked_at + self._wait_of(page)
             due = min(due, page.due) if page.fp in self._prompted else due
-            page.due = max(due, page.barred_until)
+            page.due = max(due, page.barred_until, page.held_until)
         self.stats.plans += 1
         self._schedule()
 
     def _interval_of(self, page: _Page) -> float:
         """The page's planned interval (the first one's until a plan includes it)."""
         return self._intervals.get(page.fp) or self._first_interval()
+
+    def _wait_of(self, page: _Page) -> float:
+        """From when it was last asked to when it is due: its interval, doubled for
+        each failure in a row, up to the longest interval."""
+        interval = self._interval_of(page)
+        if page.failures:
+            backed_off = interval * 2.0 ** min(page.failures, 64)
+            interval = max(min(backed_off, self._cfg.max_interval), interval)
+        return interval
 
     def _rates(self, pages: Sequence[_Page], *, by_group: bool) -> list[float]:
         """Each page's estimated change rate; a page without enough visits of its own
@@ -499,8 +571,17 @@ class Refresher:
 
     def forget_host(self, host: str) -> None:
         """The host went to another peer: its pages are no longer refreshed here."""
-        fps = list(self._by_host.pop(host, {}))
-        for fp in fps:
-            del self._pages[fp]
+        self._forget(list(self._by_host.get(host, {}).values()))
+
+    def _forget(self, pages: list[_Page]) -> None:
+        """The pages are no longer refreshed here."""
+        for page in pages:
+            fp = page.fp
+            del self._pages[fp], self._by_host[page.host][fp]
+            if not self._by_host[page.host]:
+                del self._by_host[page.host]
             self._asked.discard(fp)
-        self.hints.forget(fps)
+            self._prompted.discard(fp)
+            self._failing.discard(fp)
+            self._intervals.pop(fp, None)
+        self.hints.forget(p.fp for p in pages)
