@@ -1,6 +1,6 @@
-"""Which address a request goes to when a name moves: the one the resolver pins the
-name to now (a kept-alive connection to the old one is not taken); and no more of an
-answer than a few addresses kept."""
+"""Which address a request goes to when a name has several, or moves: the one the
+resolver pins the name to now (a kept-alive connection to the old one is not taken),
+the next when one does not answer, and no more of an answer than a few kept."""
 
 from __future__ import annotations
 
@@ -130,6 +130,93 @@ async def test_a_name_moved_to_an_address_not_allowed_is_refused_not_reused(
     assert site.served == ["127.0.0.1"]
 
 
+async def test_with_one_dead_address_of_two_the_page_comes_from_the_live_one(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch, mock_clock: trio.testing.MockClock
+) -> None:
+    """A round-robin name with a dead member (or an IPv6 address that cannot be
+    reached, sorted first): the first address alone was tried, and every connection
+    failed until the answer expired; robots.txt's three failures gave the host up.
+    The one that answered is tried first from then on, and is the name's address
+    (the per-IP rule's key) when it is looked up again."""
+    site = Site(close=True)  # a connection a request: each request connects
+    await site.serve(["127.0.0.1"], nursery)
+    tried = _recording(monkeypatch)
+    names = Table({"two.test": ["127.0.0.9", "127.0.0.1"]})
+    resolver = Resolver(ttl=60.0, lookup=names, allow_private=True)
+    url = f"http://two.test:{site.port}/"
+    async with httpx2.AsyncClient(transport=PooledTransport(resolver=resolver)) as client:
+        for _ in range(3):
+            assert await _text(client, url) == "127.0.0.1"
+    assert site.served == ["127.0.0.1"] * 3
+    assert tried == ["127.0.0.9", "127.0.0.1", "127.0.0.1", "127.0.0.1"]
+    pinned = resolver.pinned("two.test")
+    assert pinned is not None and pinned.addresses == ("127.0.0.1", "127.0.0.9")
+    # The DNS stage now gives the host (another port of the name too) the live one,
+    # and still once the name is looked up again, as long as the dead one is dead.
+    assert (await resolver.resolve(f"two.test:{site.port + 1}")).address == "127.0.0.1"
+    names.table["two.test"] = ["127.0.0.9", "127.0.0.8", "127.0.0.1"]
+    mock_clock.jump(61.0)
+    again = await resolver.resolve("two.test")
+    assert again.addresses == ("127.0.0.8", "127.0.0.1", "127.0.0.9")
+    assert resolver.total_lookups == 2
+
+
+async def test_only_addresses_that_may_be_reached_are_tried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The public address does not answer: the private ones of the same answer are not
+    # tried in its place (each address is checked, not only the first).
+    tried = _recording(monkeypatch, refuse={"93.184.216.34", "93.184.216.35"})
+    names = Table({"mixed.test": ["93.184.216.34", "10.0.0.5", "127.0.0.1", "93.184.216.35"]})
+    resolver = Resolver(lookup=names)
+    async with httpx2.AsyncClient(transport=PooledTransport(resolver=resolver)) as client:
+        result = await fetch(client, "http://mixed.test:8/", max_bytes=1000)
+    assert result.outcome is not FetchOutcome.OK and result.status is None
+    assert tried == ["93.184.216.34", "93.184.216.35"]
+    assert "93.184.216.34" in (result.detail or "") and "93.184.216.35" in (result.detail or "")
+
+
+async def test_an_address_that_does_not_answer_gets_its_share_of_the_time_only(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A black-holed address (no refusal, no answer) takes its share of the connect
+    time-out, and the next gets the rest: not the whole time-out each."""
+    started: list[tuple[str, float]] = []
+
+    async def black_hole(address: str, port: int, **_: object) -> trio.SocketStream:
+        started.append((address, trio.current_time()))
+        if address != "127.0.0.3":
+            await trio.sleep_forever()
+        raise OSError("connection refused, after the others")
+
+    monkeypatch.setattr(trio, "open_tcp_stream", black_hole)
+    names = Table({"slow.test": ["127.0.0.1", "127.0.0.2", "127.0.0.3"]})
+    resolver = Resolver(lookup=names, allow_private=True)
+    transport = PooledTransport(resolver=resolver)
+    async with httpx2.AsyncClient(transport=transport, timeout=9.0) as client:
+        result = await fetch(client, "http://slow.test/", max_bytes=1000)
+    assert result.status is None
+    assert [(a, round(t, 6)) for a, t in started] == [
+        ("127.0.0.1", 0.0), ("127.0.0.2", 3.0), ("127.0.0.3", 6.0),
+    ]  # fmt: skip
+    assert "127.0.0.1: no answer" in (result.detail or "")
+
+
+def _recording(monkeypatch: pytest.MonkeyPatch, refuse: set[str] | None = None) -> list[str]:
+    """The addresses connections are opened to, in order; those in ``refuse`` refuse."""
+    tried: list[str] = []
+    real = trio.open_tcp_stream
+
+    async def recording(address: str, port: int, **kwargs: Any) -> trio.SocketStream:
+        tried.append(address)
+        if refuse and address in refuse:
+            raise ConnectionRefusedError(111, "Connection refused")
+        return await real(address, port, **kwargs)
+
+    monkeypatch.setattr(trio, "open_tcp_stream", recording)
+    return tried
+
+
 async def test_an_answer_of_thousands_of_addresses_keeps_a_few(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -165,3 +252,19 @@ async def test_an_answer_of_thousands_of_addresses_keeps_a_few(
     assert resolver.exempt("inside.test", answer)
     allowed = await resolver.resolve("inside.test")
     assert allowed.address == "10.1.0.0" and 1 < len(allowed.addresses) <= 8
+
+
+async def test_a_dead_address_that_answers_again_leaves_the_back(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    names = Table({"rr.test": ["192.0.2.1", "192.0.2.2"]})
+    resolver = Resolver(ttl=60.0, lookup=names, allow_private=True)
+    assert (await resolver.resolve("rr.test")).address == "192.0.2.1"
+    resolver.demote("rr.test", ["192.0.2.1"])
+    assert (await resolver.resolve("rr.test")).addresses == ("192.0.2.2", "192.0.2.1")
+    await trio.sleep(61.0)
+    assert (await resolver.resolve("rr.test")).address == "192.0.2.2"
+    resolver.demote("rr.test", ["192.0.2.2"])  # it died; the first answered
+    await trio.sleep(61.0)
+    assert (await resolver.resolve("rr.test")).addresses == ("192.0.2.1", "192.0.2.2")
+    assert resolver.total_lookups == 3

@@ -12,6 +12,10 @@ resolver fails after an answer expired, the last address stands for a while
 The address a host resolved to is also the key of the per-IP politeness rule,
 and the one the transport connects to (:meth:`Resolver.pinned`): a name cannot
 resolve to one address when checked and another when connected (DNS rebinding).
+If it does not answer, the transport tries the answer's others (a few are kept,
+:data:`MAX_ADDRESSES`), all checked alike, and the one that answered comes first from
+then on, in the name's later answers too (:meth:`Resolver.demote`): the per-IP key
+follows it from the host's next lookup.
 Addresses that are not globally routable (loopback, private, link-local,
 unspecified, a cloud's metadata service at 169.254.169.254) are refused unless
 the user allows them, or a seed was on that host.
@@ -31,8 +35,8 @@ import logging
 import math
 import socket
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import cast
 
 import trio
@@ -70,7 +74,7 @@ class DnsFailure(enum.Enum):
     REFUSED = "refused: not a public address"
 
 
-# An answer's addresses kept, at most: requests go to the first. A hostile
+# An answer's addresses kept, at most: the transport tries them in turn. A hostile
 # zone may answer a name with thousands (about 4,000 fit a DNS answer over TCP), and
 # every one was kept: 2,000 such names held 511 MiB (a review).
 MAX_ADDRESSES = 8
@@ -95,7 +99,8 @@ class Lookup:
 
     @property
     def address(self) -> str | None:
-        """The one address requests go to, and the per-IP politeness key."""
+        """The address requests go to (the others if it does not answer), and the
+        per-IP politeness key."""
         return self.addresses[0] if self.addresses else None
 
 
@@ -144,6 +149,14 @@ MAX_NAMES = 200_000
 
 def _forgotten(answer: Lookup, until: float, now: float) -> bool:
     return until <= now - (STALE_LIMIT if answer.error is None else 0.0)
+
+
+def _to_back(addresses: tuple[str, ...], dead: Collection[str]) -> tuple[str, ...]:
+    """``addresses`` with those in ``dead`` moved to the back, unless all are."""
+    kept = tuple(a for a in addresses if a not in dead)
+    if not kept or len(kept) == len(addresses):
+        return addresses
+    return kept + tuple(a for a in addresses if a in dead)
 
 
 def _loopback_name(name: str) -> bool:
@@ -314,6 +327,9 @@ class Resolver:
         # Names served their last address past its expiry, since when (it expired).
         self._stale_since: dict[str, float] = {}
         self.served_stale = 0  # lookups that failed and were answered so
+        # Per name, the addresses that did not answer a connection when another of its
+        # answer did, and have not since: kept at the back of its answers (demote).
+        self._dead: dict[str, frozenset[str]] = {}
 
     @classmethod
     def of(cls, config: DnsConfig, *, system: bool) -> Resolver:
@@ -398,14 +414,31 @@ class Resolver:
                 del self._flights[name]
                 flight.done.set()
         if answer.address is not None and not answer.reachable:
-            # Only the addresses that may be reached: none public, they may be a
-            # seed's (see :meth:`exempt`).
+            # Only the addresses that may be reached (the transport tries each in
+            # turn): none public, they may be a seed's (see :meth:`exempt`).
             allowed = tuple(a for a in answer.addresses if self.allowed(host, a))
             if not allowed:
                 self.refused[name] += 1
                 return Lookup((), DnsFailure.REFUSED)
             return answer if len(allowed) == len(answer.addresses) else Lookup(allowed)
         return answer
+
+    def demote(self, name: str, addresses: Collection[str]) -> None:
+        """``addresses`` of ``name``'s answer did not answer a connection (another of
+        them did): they go to the back of its cached answer, and the first of the others
+        is the name's address from now on, the one the transport tries first. They stay
+        at the back when the name is looked up again (until one of them answers when
+        the others do not), so that its host is keyed on the address that answers."""
+        cached = self._cache.get(name)
+        if cached is None:
+            return
+        answer, until = cached
+        moved = _to_back(answer.addresses, addresses)
+        if moved == answer.addresses:
+            return
+        dead = self._dead.get(name, frozenset()) | frozenset(addresses)
+        self._dead[name] = dead - {moved[0]}
+        self._cache[name] = (replace(answer, addresses=moved), until)
 
     async def _looked_up(self, name: str) -> Lookup:
         """A lookup of ``name`` (not from the cache), cached as it says."""
@@ -416,6 +449,9 @@ class Resolver:
         self.most_lookups = max(self.most_lookups, count)
         answer = await self._ask(name)
         now = trio.current_time()
+        if (dead := self._dead.get(name)) is not None and answer.error is None:
+            answer = replace(answer, addresses=_to_back(answer.addresses, dead))
+            self._dead[name] = dead.intersection(answer.addresses)
         if answer.error in (DnsFailure.TEMPORARY, DnsFailure.TIMEOUT):
             answer = self._stale(name, now) or answer
         else:
@@ -448,6 +484,8 @@ class Resolver:
         for table in (self.lookups, self.refused):
             for name in [n for n in table if n not in cache and n not in self._flights]:
                 del table[name]
+        for name in [n for n in self._dead if n not in cache]:
+            del self._dead[name]
         self._timed_out.intersection_update(cache.keys() | self._flights.keys())
         self._sweep_at = min(MAX_NAMES, max(_SWEEP_AT, 2 * max(len(cache), len(self.lookups))))
 

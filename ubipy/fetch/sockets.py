@@ -13,15 +13,18 @@ the stream's own ``send_all`` for the rest of a large send).
 A receive answered at once is not a checkpoint, unlike trio's streams: the transport
 waits for every answer's head (the server has not answered the moment the request
 goes out), so every fetch still yields to the other tasks and sees a cancellation.
+
+:func:`connect_in_turn` opens the connection: to a name's addresses, one after another.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import trio
 
-__all__ = ["DirectSocketStream"]
+__all__ = ["DirectSocketStream", "connect_in_turn"]
 
 _READ_SIZE = 65_536
 
@@ -81,3 +84,27 @@ class DirectSocketStream(trio.abc.Stream):
         # Forget the descriptor first: its number goes to the next socket opened.
         self._fd = -1
         await self._stream.aclose()
+
+
+async def connect_in_turn(
+    addresses: Sequence[str], port: int, deadline: float
+) -> tuple[trio.SocketStream, int]:
+    """A TCP connection to the first of ``addresses`` that answers, and its index:
+    each is tried in turn with an equal share of the time left until ``deadline``
+    (the last, all of it: its time-out is the caller's). A round-robin name with a
+    dead member, or an IPv6 address that cannot be reached sorted first, failed every
+    connection until its answer expired. Raises OSError naming each failure."""
+    failures: list[str] = []
+    last = len(addresses) - 1
+    for i, address in enumerate(addresses):
+        try:
+            if i == last:
+                return await trio.open_tcp_stream(address, port), i
+            with trio.move_on_after((deadline - trio.current_time()) / (last + 1 - i)):
+                return await trio.open_tcp_stream(address, port), i
+            failures.append(f"{address}: no answer")
+        except OSError as exc:
+            if i == last and not failures:
+                raise
+            failures.append(f"{address}: {exc or type(exc).__name__}")
+    raise OSError("; ".join(failures))

@@ -49,7 +49,7 @@ from ubipy.fetch.origins import DEFAULT_PORTS, Origin, origin_of
 from ubipy.fetch.origins import PlainGet as PlainGet
 from ubipy.fetch.origins import bracketed as _bracketed
 from ubipy.fetch.origins import plain_get as plain_get
-from ubipy.fetch.sockets import DirectSocketStream
+from ubipy.fetch.sockets import DirectSocketStream, connect_in_turn
 from ubipy.fetch.tls import TlsStream, certificate_failure, tls_context
 from ubipy.fetch.tlssessions import TlsSession, fast_sessions
 from ubipy.fetch.tunnel import AddressRefused as AddressRefused
@@ -420,10 +420,9 @@ class PooledTransport(httpx2.AsyncBaseTransport):
                 checked = await self._address(origin) if self._resolver is not None else None
                 # Behind a proxy the check is all there is to do: the proxy connects.
                 if checked is not None and self._proxy is None:
-                    address = checked.address
-                    assert address is not None
-                    tcp = await trio.open_tcp_stream(address, via.port)
-                    answer = self._resolver.pinned(origin.host) if self._resolver else None
+                    tcp, used = await connect_in_turn(checked.addresses, via.port, scope.deadline)
+                    address = checked.addresses[used]
+                    answer = self._pinned_to(origin.host, checked.addresses[:used])
                 else:
                     tcp = await trio.open_tcp_stream(via.host, via.port)
                 stream: DirectSocketStream | TlsStream = DirectSocketStream(tcp)
@@ -442,10 +441,20 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             raise httpx2.ConnectTimeout(f"could not connect within {limit} s")
         return _Connection(stream, origin, address, answer)
 
+    def _pinned_to(self, name: str, dead: tuple[str, ...]) -> Lookup | None:
+        """The cached answer for ``name`` once its addresses in ``dead`` (those tried
+        before the one that answered) went to its back: the address that answered is
+        the one the name is pinned to from now on, tried first."""
+        assert self._resolver is not None
+        if dead:
+            log.debug("%s: %s did not answer; pinned to the next address", name, ", ".join(dead))
+            self._resolver.demote(name, dead)
+        return self._resolver.pinned(name)
+
     async def _address(self, origin: Origin) -> Lookup | None:
-        """The answer whose address to connect to for ``origin``: the resolver's pinned
-        one (the one the DNS stage checked), or a fresh lookup, checked the same way;
-        None for a name behind a proxy, which the proxy looks up."""
+        """The addresses to connect to for ``origin``, the first first: the resolver's
+        pinned answer (the one the DNS stage checked), or a fresh lookup, each checked
+        the same way; None for a name behind a proxy, which the proxy looks up."""
         assert self._resolver is not None
         host = _bracketed(origin.host)
         if origin.port != DEFAULT_PORTS[origin.scheme]:
