@@ -24,6 +24,10 @@ deleted. Any other failure (a 5xx, a 429, a time-out, a temporary redirect) back
 page off: each failure in a row doubles its wait, from its planned interval to the
 longest; until a 200 or a 304 answers again it takes no part in the plan's allocation
 (its history stands still, and counted would pull budget from the pages that answer).
+
+Due times and when a page was asked are wall-clock times: a plan (and a start) counts
+from now any that lie ahead of the clock, so a clock stepped back holds no page back
+for longer than its interval.
 """
 
 from __future__ import annotations
@@ -199,13 +203,14 @@ class Refresher:
             if why is not None:
                 left_out[why] += 1
                 continue
-            # A visit stamped while the clock ran ahead (put right since): from now,
-            # not from then, or the page would wait out the clock's error as well,
-            # past the longest interval. Its due time (a back-off, a bar) is held to
-            # by the plans until then.
+            # A visit stamped while the clock ran ahead (put right since, or stepped
+            # back since): from now, not from then, or the page would wait out the
+            # clock's error as well. Its due time keeps its wait from the last visit
+            # (a back-off, a bar: held to by the plans until then), so from now at
+            # most, and not past the longest interval.
             last = min(r.last_visit, now)
             history = History(r.visits, r.changes, r.observed, last)
-            due = min(r.due, now + self._cfg.max_interval)
+            due = min(last + max(r.due - r.last_visit, 0.0), now + self._cfg.max_interval)
             page = _Page(
                 r.fp,
                 r.url,
@@ -483,7 +488,17 @@ class Refresher:
             first = self._first_interval()
             for fp in failing:
                 self._intervals[fp] = last.get(fp) or first
+        ceiling = now + cfg.max_interval
         for page in self._pages.values():
+            # A time ahead of the clock (a clock stepped back since: an NTP correction,
+            # a machine restored) counts from now. From then, every page waited out
+            # the step as well: a day's step stopped every refresh for a day.
+            page.asked_at = min(page.asked_at, now)
+            page.history.last_visit = min(page.history.last_visit, now)
+            if page.barred_until > ceiling:
+                page.barred_until = now
+            if page.held_until > ceiling:
+                page.held_until = now
             # Overdue under the new plan (its interval shrank): due now. Put off
             # instead (spread over the interval), the refreshes fell 40% short of
             # the budget (bench/freshness.py).
