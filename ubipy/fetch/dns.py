@@ -28,7 +28,6 @@ here, for the per-IP rule and the refusal of addresses.
 from __future__ import annotations
 
 import enum
-import functools
 import ipaddress
 import itertools
 import logging
@@ -37,11 +36,11 @@ import socket
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import cast
 
 import trio
 
 from ubipy.config import DnsConfig
+from ubipy.fetch.lookupthreads import Ticket, getaddrinfo
 from ubipy.fetch.urls import BadURL, host_key, ip_literal, normalize
 
 log = logging.getLogger(__name__)
@@ -230,43 +229,6 @@ class _Flight:
     def __init__(self) -> None:
         self.done = trio.Event()
         self.answer: Lookup | None = None
-
-
-class _Ticket:
-    """A thread's place in the stage's own pool (not trio's shared one of 40, which
-    slow names would fill), taken before a lookup's time-out starts and handed to
-    ``trio.to_thread`` as its limiter: the thread gives it back when getaddrinfo
-    returns, however late. A lookup cut by its time-out leaves its thread to finish
-    alone, holding its place; a lookup that waited for a place was not slow, and
-    with the wait inside the time-out, a few hundred dead names timed out the live
-    ones before getaddrinfo was called for them."""
-
-    __slots__ = ("_pool", "_released", "handed")
-
-    def __init__(self, pool: trio.CapacityLimiter) -> None:
-        self._pool = pool
-        self._released = False
-        self.handed = False
-
-    async def take(self) -> None:
-        await self._pool.acquire_on_behalf_of(self)
-
-    async def acquire_on_behalf_of(self, borrower: object) -> None:
-        self.handed = True  # taken already
-
-    def release_on_behalf_of(self, borrower: object) -> None:
-        if not self._released:
-            self._released = True
-            self._pool.release_on_behalf_of(self)
-
-
-async def _getaddrinfo(name: str, ticket: _Ticket) -> list[str]:
-    infos = await trio.to_thread.run_sync(
-        functools.partial(socket.getaddrinfo, name, None, type=socket.SOCK_STREAM),
-        limiter=cast(trio.CapacityLimiter, ticket),
-        abandon_on_cancel=True,
-    )
-    return [str(info[4][0]) for info in infos[:_SCANNED]]
 
 
 def _as_hosts_are(name: str) -> str:
@@ -551,19 +513,19 @@ class Resolver:
                 patience = min(patience, FIRST_TIMEOUT)
             ticket = None
             if self._threads is not None:
-                ticket = _Ticket(self._threads)
-                await ticket.take()  # not timed: see _Ticket
+                ticket = Ticket(self._threads)
+                await ticket.take()  # not timed: see Ticket
             try:
                 return await self._timed(name, patience, ticket)
             finally:
                 if ticket is not None and not ticket.handed:
                     ticket.release_on_behalf_of(None)  # no thread started
 
-    async def _timed(self, name: str, patience: float, ticket: _Ticket | None) -> Lookup:
+    async def _timed(self, name: str, patience: float, ticket: Ticket | None) -> Lookup:
         with trio.move_on_after(patience):
             try:
                 if ticket is not None:
-                    found = await _getaddrinfo(name, ticket)
+                    found = await getaddrinfo(name, ticket, _SCANNED)
                 else:
                     assert self._lookup is not None
                     found = await self._lookup(name)
