@@ -42,6 +42,8 @@ def through_a_frame(kind: FrameType, payload: Any) -> Frame:
     [
         IpLease(1, "11.1.1.1"),
         IpLease(2**63 - 1, "2001:db8::1"),
+        IpLease(3, "11.1.1.1", run=2**62 - 1),
+        IpLease(4, "11.1.1.1", run=0, held=True),
         IpGrant(1, "11.1.1.1", True),
         IpGrant(2, "11.1.1.1", False, 12.5),
         IpRelease(1, "a" * MAX_ADDRESS_LEN),
@@ -62,6 +64,39 @@ def test_a_release_without_a_wait_is_the_frame_older_peers_send_and_read() -> No
     assert decode(FrameType.IP_RELEASE, older) == IpRelease(1, "11.1.1.1", 0.0)
 
 
+@pytest.mark.parametrize(
+    "lease",
+    [IpLease(7, "11.1.1.1", run=2**61 + 5), IpLease(7, "11.1.1.1", run=9, held=True)],
+    ids=repr,
+)
+def test_a_lease_s_run_and_renewal_read_whole_and_a_byte_at_a_time(lease: IpLease) -> None:
+    data = FrameWriter(KEY, "a").frame(lease.KIND, lease.to_wire(), NOW)
+    whole = FrameReader(KEY, ReplayGuard(local_id="b"))
+    whole.receive_data(data)
+    frame = whole.next_event(NOW)
+    assert isinstance(frame, Frame) and decode(frame.type, frame.payload) == lease
+    bytewise = FrameReader(KEY, ReplayGuard(local_id="b"))
+    events = []
+    for i in range(len(data)):
+        bytewise.receive_data(data[i : i + 1])
+        events.append(bytewise.next_event(NOW))
+    frames = [e for e in events if isinstance(e, Frame)]
+    assert len(frames) == 1 and events[-1] is frames[0]
+    assert decode(frames[0].type, frames[0].payload) == lease
+
+
+def test_an_ask_without_a_run_is_the_frame_older_peers_send_and_read() -> None:
+    """``run`` and ``held`` go only when set: a peer of an earlier version sends
+    neither (read as no run, no renewal), and reads ``id`` and ``address`` alone of a
+    frame that has them, as a key it does not know is ignored here too."""
+    assert IpLease(1, "11.1.1.1").to_wire() == {"id": 1, "address": "11.1.1.1"}
+    assert IpLease(1, "11.1.1.1", run=5).to_wire() == {"id": 1, "address": "11.1.1.1", "run": 5}
+    older = {"id": 1, "address": "11.1.1.1"}
+    assert decode(FrameType.IP_LEASE, older) == IpLease(1, "11.1.1.1", None, False)
+    later = {"id": 1, "address": "11.1.1.1", "run": 5, "held": True, "what": [1, "x"]}
+    assert decode(FrameType.IP_LEASE, later) == IpLease(1, "11.1.1.1", 5, True)
+
+
 def test_the_kinds_take_the_numbers_after_hello() -> None:
     assert (FrameType.IP_LEASE, FrameType.IP_GRANT, FrameType.IP_RELEASE) == (20, 21, 22)
 
@@ -79,6 +114,19 @@ MALFORMED: list[tuple[FrameType, Any]] = [
     (FrameType.IP_LEASE, {"id": 1, "address": "a" * (MAX_ADDRESS_LEN + 1)}),
     (FrameType.IP_LEASE, {"id": 1, "address": b"11.1.1.1"}),
     (FrameType.IP_LEASE, {"id": 1, "address": ["11.1.1.1"]}),
+    (FrameType.IP_LEASE, {"id": 1, "address": "11.1.1.1", "run": -1}),
+    (FrameType.IP_LEASE, {"id": 1, "address": "11.1.1.1", "run": 2**63}),
+    (FrameType.IP_LEASE, {"id": 1, "address": "11.1.1.1", "run": 2**64 - 1}),
+    (FrameType.IP_LEASE, {"id": 1, "address": "11.1.1.1", "run": 10**400}),
+    (FrameType.IP_LEASE, {"id": 1, "address": "11.1.1.1", "run": 1.0}),
+    (FrameType.IP_LEASE, {"id": 1, "address": "11.1.1.1", "run": "1"}),
+    (FrameType.IP_LEASE, {"id": 1, "address": "11.1.1.1", "run": True}),
+    (FrameType.IP_LEASE, {"id": 1, "address": "11.1.1.1", "run": None}),
+    (FrameType.IP_LEASE, {"id": 1, "address": "11.1.1.1", "run": [1]}),
+    (FrameType.IP_LEASE, {"id": 1, "address": "11.1.1.1", "held": 1}),
+    (FrameType.IP_LEASE, {"id": 1, "address": "11.1.1.1", "held": "true"}),
+    (FrameType.IP_LEASE, {"id": 1, "address": "11.1.1.1", "held": None}),
+    (FrameType.IP_LEASE, {"id": 1, "address": "11.1.1.1", "run": 1, "held": 0}),
     (FrameType.IP_GRANT, {"id": 1, "address": "11.1.1.1"}),
     (FrameType.IP_GRANT, {"id": 1, "address": "11.1.1.1", "granted": 1}),
     (FrameType.IP_GRANT, {"id": 1, "address": "11.1.1.1", "granted": None}),
@@ -110,7 +158,7 @@ def test_a_malformed_lease_payload_is_a_wire_error(kind: FrameType, payload: Any
 IN_A_FRAME = [
     (kind, payload)
     for kind, payload in MALFORMED
-    if not (isinstance(payload, dict) and payload.get("wait") == 10**400)
+    if not (isinstance(payload, dict) and 10**400 in (payload.get("wait"), payload.get("run")))
 ]
 
 
@@ -134,3 +182,7 @@ def test_a_message_cannot_be_built_malformed() -> None:
         IpGrant(1, "11.1.1.1", False, -1.0)
     with pytest.raises(WireError):
         IpGrant(1, "11.1.1.1", False, math.nan)
+    with pytest.raises(WireError):
+        IpLease(1, "11.1.1.1", run=-1)
+    with pytest.raises(WireError):
+        IpLease(1, "11.1.1.1", run=2**63)

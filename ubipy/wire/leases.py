@@ -6,7 +6,9 @@ owner of an address on the ring (the ring owner of the address's string) holds i
 lease: a peer asks it before each request to a host on that address (IP_LEASE),
 the owner answers with a grant or a denial and how long to wait (IP_GRANT), and the
 holder gives the lease back when its request ends (IP_RELEASE), until the owner
-answers that too (an IP_GRANT that grants nothing).
+answers that too (an IP_GRANT that grants nothing). An ask names the asker's run (its
+process), and while a request runs its holder renews the lease now and then (IP_LEASE
+again, ``held``): what an owner restarted since needs to know, its table being lost.
 
 Checked here: shape and types, as in :mod:`ubipy.wire.payloads`. Whether the
 receiver owns the address is the peer's to decide.
@@ -46,21 +48,45 @@ def _id_and_address(obj: object, what: str) -> tuple[int, str]:
 @dataclass(frozen=True, slots=True)
 class IpLease:
     """IP_LEASE: may the sender make one request to ``address`` now? ``id`` names the
-    request (unique per sender process); the answer and the release carry it."""
+    request (unique per sender process); the answer and the release carry it.
+
+    ``run`` names the sender's process (a random number drawn at its start; None from a
+    peer of an earlier version): an ask of a new run says the sender restarted, and the
+    leases its earlier run held ended with that process. ``held``: the sender holds
+    this lease already (granted, or the request went ahead with the owner silent) and
+    its request runs: a renewal, which an owner restarted since, its table lost, takes
+    as the lease held. Both are sent only when set, and a peer of an earlier version,
+    which reads ``id`` and ``address`` alone, takes the frame as an ask as before (a
+    renewal of a lease it holds for that request is granted again)."""
 
     KIND: ClassVar = FrameType.IP_LEASE
     id: int
     address: str
+    run: int | None = None
+    held: bool = False
 
     def __post_init__(self) -> None:
         _check_address(self.address)
+        if self.run is not None:
+            _int(self.run, "a lease's run")
 
     def to_wire(self) -> dict[str, object]:
-        return {"id": self.id, "address": self.address}
+        wire: dict[str, object] = {"id": self.id, "address": self.address}
+        if self.run is not None:
+            wire["run"] = self.run
+        if self.held:
+            wire["held"] = True
+        return wire
 
     @classmethod
     def from_wire(cls, obj: object) -> IpLease:
-        return cls(*_id_and_address(obj, "an IP lease request"))
+        lease_id, address = _id_and_address(obj, "an IP lease request")
+        payload = _map(obj, "an IP lease request")
+        run = _int(payload["run"], "a lease's run") if "run" in payload else None
+        held = payload.get("held", False)
+        if type(held) is not bool:
+            raise WireError("a lease request's held must be a bool")
+        return cls(lease_id, address, run, held)
 
 
 @dataclass(frozen=True, slots=True)
