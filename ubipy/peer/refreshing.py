@@ -37,7 +37,6 @@ import math
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import trio
 
@@ -51,20 +50,18 @@ from ubipy.fetch import (
     UrlFilter,
     Validators,
     allocate,
-    estimate,
     is_sitemap,
     proportional,
 )
 from ubipy.peer.commits import Retired
 from ubipy.peer.hints import LastmodHints
+from ubipy.peer.refreshpages import RefreshPage, RefreshStats, change_rates, refresh_entry
 from ubipy.store import Lastmod, PageRecord, RefreshRow, Shard, Visit
 
 __all__ = ["Refresher"]
 
 log = logging.getLogger(__name__)
 
-# Visits below which a page's own estimate is not trusted under --refresh cluster.
-_CLUSTER_MIN_VISITS = 3
 # Hinted refreshes are counted over this many seconds.
 _RATE_WINDOW = 300.0
 # A page answered 404 this many times in a row is retired; gone (410) or moved for good
@@ -76,78 +73,6 @@ _MOVED = frozenset({301, 308})
 # mean follows each new one.
 _LATENCY_GUESS = 1.0
 _LATENCY_WEIGHT = 0.05
-
-
-@dataclass(slots=True)
-class _Page:
-    fp: int
-    url: str
-    host: str
-    depth: int
-    history: History
-    importance: float
-    etag: str | None
-    last_modified: str | None
-    digest: str | None
-    due: float
-    # Checks of its host's sitemap lastmods its visits made, and how many agreed.
-    checks: int = 0
-    agreed: int = 0
-    # robots.txt forbade it when it came due: not before then (robots.txt may allow
-    # it again), whatever a plan says. Kept across a restart only as its due time.
-    barred_until: float = 0.0
-    # When it was last asked, answered or not (its history's last visit is its last
-    # answer, never later): a plan counts its interval from then. Not kept across a
-    # restart, where it is the last visit.
-    asked_at: float = 0.0
-    # Answers in a row that were not a 200 or a 304 (a time-out, a 5xx, a 404...), and
-    # the 404s among the last ones in a row. Kept in memory only: a restart counts
-    # them from 0 again (a page failing then makes one request more, at its due time,
-    # before it backs off again, and a 404 three more before it is retired).
-    failures: int = 0
-    missing: int = 0
-    # The due time a start found in its row (its back-off, a bar): not before then
-    # unless a lastmod hint makes the page due, whatever a plan says.
-    held_until: float = 0.0
-
-    def row(self) -> RefreshRow:
-        h = self.history
-        return RefreshRow(
-            self.fp,
-            self.url,
-            self.host,
-            self.depth,
-            h.visits,
-            h.changes,
-            h.observed,
-            h.last_visit,
-            self.due,
-            self.importance,
-            self.etag,
-            self.last_modified,
-            self.digest,
-            self.checks,
-            self.agreed,
-        )
-
-
-@dataclass(slots=True)
-class RefreshStats:
-    refreshes: int = 0
-    not_modified: int = 0
-    unchanged: int = 0
-    changed: int = 0
-    # Answered with an error, or not at all: no visit of its history.
-    failed: int = 0
-    plans: int = 0
-    barred: int = 0
-    # No longer refreshed: gone (410), moved for good (301, 308) or missing (404) in a
-    # row; their rows deleted.
-    retired: int = 0
-
-
-def _entry(page: _Page) -> Entry:
-    return Entry(page.fp, 0, page.url, page.depth, score=page.importance, refresh=True)
 
 
 class Refresher:
@@ -166,10 +91,10 @@ class Refresher:
         self._filters = filters
         self._shard = shard
         self._scheduler = scheduler
-        self._pages: dict[int, _Page] = {}
+        self._pages: dict[int, RefreshPage] = {}
         # The same pages by host: a sitemap's hints reschedule one host's pages, and
         # a host handed away takes its own, without a walk over every page.
-        self._by_host: defaultdict[str, dict[int, _Page]] = defaultdict(dict)
+        self._by_host: defaultdict[str, dict[int, RefreshPage]] = defaultdict(dict)
         # Pages asked again and not yet answered: a new plan leaves them out, or a
         # page due while in flight would be asked twice in a row.
         self._asked: set[int] = set()
@@ -211,7 +136,7 @@ class Refresher:
             last = min(r.last_visit, now)
             history = History(r.visits, r.changes, r.observed, last)
             due = min(last + max(r.due - r.last_visit, 0.0), now + self._cfg.max_interval)
-            page = _Page(
+            page = RefreshPage(
                 r.fp,
                 r.url,
                 r.host,
@@ -266,7 +191,7 @@ class Refresher:
                 return True, None, None  # an error, a redirect, a type not kept: not refreshed
             history = History()
             history.visited(now, changed=False)
-            kept = _Page(
+            kept = RefreshPage(
                 page.fp,
                 page.url,
                 page.host,
@@ -371,7 +296,7 @@ class Refresher:
         if not self._cfg.lastmod_hints:
             return []
         now, floor = time.time(), self._cfg.max_interval
-        changed: list[_Page] = []
+        changed: list[RefreshPage] = []
         hosts: set[str] = set()
         for m in items:
             said, check = self.hints.read(m.fp, m.host, m.lastmod, now)
@@ -472,7 +397,7 @@ class Refresher:
         if policy is RefreshPolicy.UNIFORM or not pages:
             freqs = [budget / max(1, len(pages))] * len(pages)
         else:
-            rates = self._rates(pages, by_group=policy is RefreshPolicy.CLUSTER)
+            rates = change_rates(pages, by_group=policy is RefreshPolicy.CLUSTER)
             if policy is RefreshPolicy.PROPORTIONAL:
                 freqs = proportional(rates, budget, floor)
             else:
@@ -508,11 +433,11 @@ class Refresher:
         self.stats.plans += 1
         self._schedule()
 
-    def _interval_of(self, page: _Page) -> float:
+    def _interval_of(self, page: RefreshPage) -> float:
         """The page's planned interval (the first one's until a plan includes it)."""
         return self._intervals.get(page.fp) or self._first_interval()
 
-    def _wait_of(self, page: _Page) -> float:
+    def _wait_of(self, page: RefreshPage) -> float:
         """From when it was last asked to when it is due: its interval, doubled for
         each failure in a row, up to the longest interval."""
         interval = self._interval_of(page)
@@ -520,34 +445,6 @@ class Refresher:
             backed_off = interval * 2.0 ** min(page.failures, 64)
             interval = max(min(backed_off, self._cfg.max_interval), interval)
         return interval
-
-    def _rates(self, pages: Sequence[_Page], *, by_group: bool) -> list[float]:
-        """Each page's estimated change rate; a page without enough visits of its own
-        takes the pooled rate of its host (cluster) or of all pages (the others)."""
-
-        def pooled(group: Sequence[_Page]) -> float | None:
-            """The group's pages as one history: its visits, changes and time added."""
-            intervals = sum(p.history.visits - 1 for p in group)
-            changes = sum(p.history.changes for p in group)
-            observed = sum(p.history.observed for p in group)
-            return estimate(History(intervals + 1, changes, observed))
-
-        own = [estimate(p.history) for p in pages]
-        seen = [p for p, r in zip(pages, own, strict=True) if r is not None]
-        everyone = pooled(seen) or 0.0
-        if not by_group:
-            return [everyone if r is None else r for r in own]
-        groups: dict[str, list[_Page]] = defaultdict(list)
-        for p in pages:
-            if p.history.visits >= _CLUSTER_MIN_VISITS:
-                groups[p.host].append(p)
-        by_host = {host: pooled(members) for host, members in groups.items()}
-        return [
-            r
-            if p.history.visits >= _CLUSTER_MIN_VISITS and r is not None
-            else (by_host.get(p.host) or everyone)
-            for p, r in zip(pages, own, strict=True)
-        ]
 
     def _schedule(self, hosts: set[str] | None = None) -> None:
         """Hand the scheduler each host's pages (of ``hosts``, if given) and their due
@@ -557,17 +454,17 @@ class Refresher:
         asked = self._asked
         for host in self._by_host if hosts is None else hosts:
             pages = self._by_host.get(host, {}).values()
-            due = [(p.due + offset, _entry(p)) for p in pages if p.fp not in asked]
+            due = [(p.due + offset, refresh_entry(p)) for p in pages if p.fp not in asked]
             if due:
                 scheduler.refreshes(host, due)
 
-    def _keep(self, page: _Page) -> None:
+    def _keep(self, page: RefreshPage) -> None:
         self._pages[page.fp] = page
         self._by_host[page.host][page.fp] = page
 
-    def _due_again(self, page: _Page) -> None:
+    def _due_again(self, page: RefreshPage) -> None:
         at = page.due + trio.current_time() - time.time()
-        self._scheduler().due_again(page.host, at, _entry(page))
+        self._scheduler().due_again(page.host, at, refresh_entry(page))
 
     def barred(self, entry: Entry) -> None:
         """A page due again that robots.txt now forbids was not asked: it stays a page
@@ -588,7 +485,7 @@ class Refresher:
         """The host went to another peer: its pages are no longer refreshed here."""
         self._forget(list(self._by_host.get(host, {}).values()))
 
-    def _forget(self, pages: list[_Page]) -> None:
+    def _forget(self, pages: list[RefreshPage]) -> None:
         """The pages are no longer refreshed here."""
         for page in pages:
             fp = page.fp
