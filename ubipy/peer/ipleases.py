@@ -38,6 +38,15 @@ What goes wrong, and what happens then:
   asked for runs, and given back when it ends, as any lease (given back at once, it
   let the owner grant the address to another while that request still ran); one
   that arrives after the request ended is given back at once;
+- the holder is restarted at once (a crash loop, a service manager's quick restart),
+  too soon for membership to notice: the ring keeps it, and so did the owner its
+  lease, for the lease's term (121 s, every peer denied the address meanwhile, the
+  restarted one too). So each ask names the asker's run, a random number drawn at its
+  start (the start of its lease ids): an ask of a new run ends the leases the peer's
+  earlier run held, at once (a peer id is one data directory's, so its earlier process
+  has ended, and its requests with it); the address waits its gap from when the old
+  request should have ended at the server (which knows nothing of the client's end).
+  A peer of an earlier version says no run, and its leases end as before;
 - the rings disagree (a member joined or died a moment ago): a peer asked for an
   address it does not own under its own ring, or by a peer out of it, denies it for
   an IP delay, and the asker asks again once the rings agree. Until every peer has
@@ -156,6 +165,9 @@ class IpLeases:
         self._start_soon: Callable[..., object] = lambda *args: None
         self._patience = patience
         self._ids = run_ids(rng)
+        # This process's run: the start of its lease ids (none is this), sent with its
+        # asks. As random as the ids, and drawing nothing more from ``rng``.
+        self.run = next(self._ids)
         self._pending: dict[int, _Pending] = {}
         self._held: dict[str, _Held] = {}  # by host
         # By host: the lease a request that went ahead unleased (the owner silent past
@@ -234,7 +246,7 @@ class IpLeases:
         pending = self._pending[lease_id] = _Pending(owner, address)
         try:
             with trio.move_on_after(self._patience):
-                if await self._send(where, IpLease(lease_id, address)):
+                if await self._send(where, IpLease(lease_id, address, self.run)):
                     await pending.answered.wait()
         finally:
             del self._pending[lease_id]
@@ -365,7 +377,8 @@ class IpLeases:
             # term: the fence ends those held at the change): ask when the rings agree.
             verdict = Verdict(False, table.ip_delay)
         else:
-            verdict = table.ask(lease.address, (sender, lease.id), trio.current_time())
+            now = trio.current_time()
+            verdict = table.ask(lease.address, (sender, lease.id), now, lease.run)
             if self._keeps(verdict):
                 # Answered once the address is free, not here: the frames of its
                 # connection are read after this returns.
@@ -384,22 +397,27 @@ class IpLeases:
     async def _answer_when_next(
         self, sender: str, lease: IpLease, reply: Reply, verdict: Verdict
     ) -> None:
-        verdict = await self._when_next(lease.address, (sender, lease.id), verdict)
+        verdict = await self._when_next(lease.address, (sender, lease.id), verdict, lease.run)
         await self._answer(lease, reply, verdict)
 
     async def _when_next(
-        self, address: str, holder: Holder, verdict: Verdict | None = None
+        self,
+        address: str,
+        holder: Holder,
+        verdict: Verdict | None = None,
+        run: int | None = None,
     ) -> Verdict:
         """The table's answer to ``holder`` (``verdict``, if asked already), asked
-        again once the wait is over while it says the address is the holder's then."""
+        again once the wait is over while it says the address is the holder's then.
+        ``run``: the holder's, if it said."""
         if verdict is None:
-            verdict = self.table.ask(address, holder, trio.current_time())
+            verdict = self.table.ask(address, holder, trio.current_time(), run)
         deadline = trio.current_time() + ANSWER_HOLD
         while self._keeps(verdict) and trio.current_time() + verdict.wait <= deadline:
             await trio.sleep(verdict.wait)
             if not self._in_ring(holder[0]):  # the ring dropped it meanwhile, as above
                 return Verdict(False, self.table.ip_delay)
-            verdict = self.table.ask(address, holder, trio.current_time())
+            verdict = self.table.ask(address, holder, trio.current_time(), run)
         return verdict
 
     async def on_release(self, sender: str, release: IpRelease, reply: Reply) -> None:

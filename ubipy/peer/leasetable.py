@@ -9,6 +9,9 @@ gap before to :data:`TURN_GRACE` after; one due later is no one's turn till then
 One that comes back late keeps its place: the address is its the next time it asks
 while it is free (a peer whose rule holds the address long after a denial, a server's
 back-off, was otherwise sent to the back each time, for ever).
+
+A restart (``ubipy.peer.ipleases`` says why): an ask names its peer's run, and one of
+a new run ends the leases the peer's earlier run held (:meth:`LeaseTable.ask`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ _HOLD_WEIGHT: Final = 0.3
 # The owner's table forgets idle addresses once it holds this many (and twice as
 # many as after its last sweep): memory follows the addresses in use.
 _SWEEP_AT: Final = 1024
+# The runs of a peer kept (its latest last): an ask of an earlier one comes from a
+# process that has ended (a frame late on its way), and is denied.
+_RUNS_KEPT: Final = 4
 
 Holder = tuple[str, int]  # (peer id, lease id): one request of one peer
 
@@ -46,6 +52,7 @@ class Verdict:
 @dataclass(slots=True)
 class _Address:
     holder: Holder | None = None
+    run: int | None = None  # the holder's run, if it said
     granted_at: float = 0.0
     expires: float = 0.0
     next_allowed: float = -math.inf
@@ -73,18 +80,17 @@ class LeaseTable:
         self.grace = grace
         self._addresses: dict[str, _Address] = {}
         self._sweep_at = _SWEEP_AT
+        self._runs: dict[str, tuple[int, ...]] = {}  # by peer: its runs seen, latest last
 
     def __len__(self) -> int:
         return len(self._addresses)
 
-    def ask(self, address: str, holder: Holder, now: float) -> Verdict:
+    def ask(self, address: str, holder: Holder, now: float, run: int | None = None) -> Verdict:
         """Grant ``holder`` the lease of ``address``, or say how long to wait (and
-        queue its peer for the address)."""
-        entry = self._addresses.get(address)
-        if entry is None:
-            if len(self._addresses) >= self._sweep_at:
-                self._sweep(now)
-            entry = self._addresses[address] = _Address(gap=self.ip_delay, last_gap=self.ip_delay)
+        queue its peer for the address). ``run``: the holder's process, if it says."""
+        if not self._note_run(holder[0], run, now):
+            return Verdict(False, self.ip_delay)  # no one to answer
+        entry = self._entry(address, now)
         if entry.holder == holder:
             return Verdict(True)  # the same request asking again
         peer = holder[0]
@@ -103,9 +109,43 @@ class LeaseTable:
         turn = self._turn(entry, now)
         if turn is not None and turn != peer and not self._before(entry, peer, turn):
             return self._deny(entry, peer, now, now)  # kept for another
-        entry.waiting.pop(peer, None)
-        entry.holder, entry.granted_at, entry.expires = holder, now, now + self.term
+        self._grant(entry, holder, run, now)
         return Verdict(True)
+
+    def _entry(self, address: str, now: float) -> _Address:
+        entry = self._addresses.get(address)
+        if entry is None:
+            if len(self._addresses) >= self._sweep_at:
+                self._sweep(now)
+            entry = self._addresses[address] = _Address(gap=self.ip_delay, last_gap=self.ip_delay)
+        return entry
+
+    def _grant(self, entry: _Address, holder: Holder, run: int | None, now: float) -> None:
+        entry.waiting.pop(holder[0], None)
+        entry.holder, entry.run = holder, run
+        entry.granted_at, entry.expires = now, now + self.term
+
+    def _note_run(self, peer: str, run: int | None, now: float) -> bool:
+        """Note that ``peer`` runs as ``run`` (None: it does not say). A new run means
+        its earlier one has ended (a peer id is one data directory's, one process at a
+        time), and with it the requests of the leases that run held: they end, and
+        their addresses wait their gap from when the server is likely done with them
+        (it knows nothing of the client's end: as long as a request here lasts, or now
+        if that is past). False: ``run`` is an earlier run's, which has ended (a frame
+        late on its way)."""
+        if run is None:
+            return True
+        runs = self._runs.get(peer, ())
+        if run in runs:
+            return run == runs[-1]
+        self._runs[peer] = (*runs, run)[-_RUNS_KEPT:]
+        for entry in self._addresses.values():
+            held = entry.holder
+            if held is not None and held[0] == peer and entry.run != run and now < entry.expires:
+                entry.holder = None
+                ends = max(entry.granted_at + entry.hold, now)
+                entry.next_allowed = max(entry.next_allowed, ends + entry.gap)
+        return True
 
     def _deny(
         self, entry: _Address, peer: str, now: float, free: float, *, exact: bool = False
@@ -165,6 +205,7 @@ class LeaseTable:
         ``fence`` from now at the latest (by then, cut off rather than dead, it has
         paused and dropped its request); those of a holder back among them before
         that run their term again, as its release will come."""
+        self._runs = {p: runs for p, runs in self._runs.items() if p in members}
         for entry in self._addresses.values():
             for gone in [p for p in entry.waiting if p not in members]:
                 del entry.waiting[gone]  # its turn would keep the address for nobody
