@@ -89,6 +89,15 @@ class StoreConfig:
         help="close a WARC file and begin the next once it holds this many bytes "
         "(default: {default})",
     )
+    # A slow crawl (revisits, mostly small records) kept one file open for weeks, and
+    # replay tools see a file's pages once it is closed and indexed.
+    warc_max_age: float = option(
+        86_400.0,
+        flag="--warc-max-age",
+        metavar="SECONDS",
+        help="close a WARC file and begin the next once it has been open this long, at "
+        "the next commit after (default: {default})",
+    )
 
     # Compression is most of what a WARC record costs: the fastest level by default.
     warc_level: int = option(
@@ -99,7 +108,7 @@ class StoreConfig:
     )
 
     def __post_init__(self) -> None:
-        positive(self, "commit_interval", "storage_retry")
+        positive(self, "commit_interval", "storage_retry", "warc_max_age")
         if not 1 <= self.warc_level <= 9:
             raise ConfigError(f"must be 1 to 9, not {show(self.warc_level)}", "warc_level")
         at_least(

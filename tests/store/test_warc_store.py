@@ -15,6 +15,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -1078,4 +1079,24 @@ def test_a_sync_puts_the_open_warc_files_records_on_disk_before_the_wal(
     with pytest.raises(StorageError, match=f"{open_file.name}: cannot sync"):
         shard.sync()
     monkeypatch.setattr(os, "fsync", real)
+    shard.close()
+
+
+def test_a_warc_file_open_a_day_is_closed_at_the_next_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A slow crawl (revisits: small records) kept one file of 1 GB open for weeks, and
+    # replay tools see a file's pages once it is closed and indexed (a review).
+    clock = [1_000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    shard = Shard.open(tmp_path, warc_size=1 << 30, warc_max_age=86_400.0)
+    for fp, hours in ((1, 0), (2, 23), (3, 24), (4, 25)):
+        clock[0] = 1_000.0 + hours * 3_600.0
+        with shard.transaction():
+            shard.record_pages([_page(fp, b"<p>%d</p>" % fp)])
+    # Opened at hour 0 and closed at the commit of hour 24 (its pages 1-3); the next,
+    # opened at hour 25, is the open one.
+    closed = sorted((tmp_path / "warc").glob("*.warc.gz"))
+    assert len(closed) == 1 and len(list((tmp_path / "warc").glob("*.open"))) == 1
+    assert [c[0] for c in _captures(tmp_path) if c[3] == closed[0].name] == [1, 2, 3]
     shard.close()

@@ -132,6 +132,7 @@ class Peer:
                 config.data_dir,
                 warc_size=config.store.warc_size if warc else None,
                 warc_level=config.store.warc_level,
+                warc_max_age=config.store.warc_max_age,
             )
         except BaseException:
             self._lock.release()
@@ -319,12 +320,11 @@ class Peer:
         return crawler
 
     async def _leave(self) -> None:
-        """Announce the leave, then hand everything to the peers that stay.
-
-        When the whole cluster stops at once, the others are leaving too: they
-        refuse hand-offs, and once their leave is known here there is nobody to
-        hand to, so this peer keeps what it holds (its shard has it all, and a
-        restart brings it back) instead of waiting out the patience."""
+        """Announce the leave, then hand everything to the peers that stay. When the
+        whole cluster stops at once, the others are leaving too: they refuse hand-offs,
+        and once their leave is known here there is nobody to hand to, so this peer
+        keeps what it holds (its shard has it all, and a restart brings it back)
+        instead of waiting out the patience."""
         # Sent before anything else and waited for: a peer that finds nobody to hand
         # to exits at once, and a leave still being sent then would be lost, leaving
         # the others to wait for its failure to be detected.

@@ -10,6 +10,7 @@ Calls block briefly; the peer calls them from its trio thread in batches.
 from __future__ import annotations
 
 import logging
+import math
 import sqlite3
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -94,12 +95,17 @@ class Shard(PagesMixin):
 
     @classmethod
     def open(
-        cls, data_dir: Path, *, warc_size: int | None = None, warc_level: int = GZIP_LEVEL
+        cls,
+        data_dir: Path,
+        *,
+        warc_size: int | None = None,
+        warc_level: int = GZIP_LEVEL,
+        warc_max_age: float = math.inf,
     ) -> Shard:
         """Open (or create, or migrate) the shard of ``data_dir``. With ``warc_size``,
-        bodies go to WARC files in ``data_dir/warc`` rotated at that many bytes, their
-        records compressed at ``warc_level``; else into the shard. Either way WARC
-        files a crash left open are recovered first."""
+        bodies go to WARC files in ``data_dir/warc`` rotated at that many bytes or that
+        many seconds open, their records compressed at ``warc_level``; else into the
+        shard. Either way WARC files a crash left open are recovered first."""
         data_dir.mkdir(parents=True, exist_ok=True)
         path = data_dir / SHARD_FILE
         conn: sqlite3.Connection | None = None
@@ -142,7 +148,12 @@ class Shard(PagesMixin):
             raise ShardError(f"{data_dir / WARC_DIR}: cannot recover: {exc}") from exc
         if warc_size is not None:
             shard._warc = WarcStore(
-                conn, data_dir, max_size=warc_size, level=warc_level, shard_synced=shard.sync
+                conn,
+                data_dir,
+                max_size=warc_size,
+                max_age=warc_max_age,
+                level=warc_level,
+                shard_synced=shard.sync,
             )
         # The files a crash left open, now closed, and any closed file without its
         # index (a kill -9 before its thread wrote it): indexed as any closed file.

@@ -14,6 +14,7 @@ the mark, so the next commit writes the batch again where it was: no duplicate, 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import time
@@ -131,13 +132,15 @@ def _serial_after(directory: Path) -> int:
 
 
 class WarcFiles:
-    """Appends records to the open file; rotates it at ``max_size``."""
+    """Appends records to the open file; rotates it at ``max_size`` bytes, or once it
+    has been open ``max_age`` seconds (the monotonic clock's), at the commit after."""
 
     def __init__(
         self,
         directory: Path,
         *,
         max_size: int,
+        max_age: float = math.inf,
         fsync: bool,
         prefix: Callable[[], str],
         warcinfo: Callable[[str], bytes],
@@ -151,6 +154,8 @@ class WarcFiles:
         before a file takes its final name."""
         self.directory = directory
         self._max_size = max_size
+        self._max_age = max_age
+        self._opened_at = 0.0
         self._fsync = fsync
         self._prefix = prefix
         self._warcinfo = warcinfo
@@ -195,6 +200,7 @@ class WarcFiles:
             raise _Refused(f"{path}: cannot write: {exc.strerror or exc}") from exc
         self._fd, self._name = fd, name
         self._committed = self._size = len(info)
+        self._opened_at = time.monotonic()
 
     def ensure_open(self) -> None:
         """Begin a file, its warcinfo record first, unless one is open."""
@@ -256,9 +262,11 @@ class WarcFiles:
                 self._fd = self._name = None
 
     def committed(self) -> None:
-        """The shard took the commit: its records count; a full file is closed."""
+        """The shard took the commit: its records count; a full or old file is closed."""
         self._committed = self._size
-        if self._fd is not None and self._size >= self._max_size:
+        if self._fd is not None and (
+            self._size >= self._max_size or time.monotonic() - self._opened_at >= self._max_age
+        ):
             self.close()
 
     def close(self) -> None:

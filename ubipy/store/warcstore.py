@@ -25,6 +25,7 @@ import contextlib
 import enum
 import http
 import logging
+import math
 import sqlite3
 import threading
 import time
@@ -233,6 +234,7 @@ class WarcStore:
         data_dir: Path,
         *,
         max_size: int,
+        max_age: float = math.inf,
         level: int = GZIP_LEVEL,
         shard_synced: Callable[[], None] = lambda: None,
     ) -> None:
@@ -245,6 +247,7 @@ class WarcStore:
         self.files = WarcFiles(
             data_dir / WARC_DIR,
             max_size=max_size,
+            max_age=max_age,
             fsync=fsync,
             prefix=lambda: f"ubipy-{self._peer()}",
             warcinfo=self._warcinfo,
