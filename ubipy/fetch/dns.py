@@ -40,8 +40,8 @@ from dataclasses import dataclass, replace
 import trio
 
 from ubipy.config import DnsConfig
-from ubipy.fetch.lookupthreads import Ticket, getaddrinfo
-from ubipy.fetch.urls import BadURL, host_key, ip_literal, normalize
+from ubipy.fetch.lookupthreads import PER_DOMAIN, Domains, Ticket, getaddrinfo
+from ubipy.fetch.urls import BadURL, host_key, ip_literal, normalize, registered_domain
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +267,8 @@ class Resolver:
         # Threads for getaddrinfo (without an injected ``lookup``): twice the lookups
         # at once, the rest for lookups abandoned at their time-out.
         self._threads = trio.CapacityLimiter(2 * concurrency) if lookup is None else None
+        # A domain's names: half the lookups at once at most, a quarter of the threads.
+        self._domains = Domains(max(1, min(PER_DOMAIN, concurrency // 2)))
         self._system = system
         self._overrides = {_as_hosts_are(name): a for name, a in (overrides or {}).items()}
         self._allow_private = allow_private
@@ -507,19 +509,24 @@ class Resolver:
             return self._kept(fixed)
         if not self._system:
             return Lookup((), DnsFailure.NO_SUCH_NAME)
-        async with self._limiter:
-            patience = self._timeout
-            if name not in self._timed_out:
-                patience = min(patience, FIRST_TIMEOUT)
-            ticket = None
-            if self._threads is not None:
-                ticket = Ticket(self._threads)
-                await ticket.take()  # not timed: see Ticket
-            try:
+        ticket = None
+        if self._threads is not None:
+            ticket = Ticket(self._threads, self._domains, registered_domain(name))
+        try:
+            if ticket is not None:
+                # Not timed either: a domain of many names is not slow for being queued
+                # for its share, and waiting here holds none of the lookups at once.
+                await ticket.take_domain()
+            async with self._limiter:
+                patience = self._timeout
+                if name not in self._timed_out:
+                    patience = min(patience, FIRST_TIMEOUT)
+                if ticket is not None:
+                    await ticket.take()  # not timed: see Ticket
                 return await self._timed(name, patience, ticket)
-            finally:
-                if ticket is not None and not ticket.handed:
-                    ticket.release_on_behalf_of(None)  # no thread started
+        finally:
+            if ticket is not None and not ticket.handed:
+                ticket.release_on_behalf_of(None)  # no thread started
 
     async def _timed(self, name: str, patience: float, ticket: Ticket | None) -> Lookup:
         with trio.move_on_after(patience):
