@@ -70,11 +70,13 @@ class Begun:
             await self._grew.wait()
 
 
-async def holder_mid_request(c: Cluster, begun: Begun) -> tuple[list[SimPeer], SimPeer]:
-    """Three peers crawling; returns them and one that is not the address's owner,
-    once a request of its (under the owner's lease) has begun."""
-    peers = await start_cluster(c, 3, WEB)
-    peers[0].peer.seed_urls([WEB.seed_url()])
+async def holder_mid_request(
+    c: Cluster, begun: Begun, web: SyntheticWeb = WEB
+) -> tuple[list[SimPeer], SimPeer]:
+    """Three peers crawling ``web``; returns them and one that is not the address's
+    owner, once a request of its (under the owner's lease) has begun."""
+    peers = await start_cluster(c, 3, web)
+    peers[0].peer.seed_urls([web.seed_url()])
     owner = Ring([p.peer_id for p in peers]).owner(ADDRESS)
     others = {p.host: p for p in peers if p.peer_id != owner}
     with trio.fail_after(300):

@@ -176,14 +176,15 @@ class Wire:
 
 
 def asker(
-    owner: str, answer: IpGrant | None = None, where: str = "q:1"
+    owner: str, answer: IpGrant | None = None, where: str = "q:1", grace: float = 0.0
 ) -> tuple[IpLeases, FakeCrawler, Wire]:
+    """Peer "p", whose addresses ``owner`` owns (``grace``: "p"'s start's, as an owner)."""
     crawler, wire = FakeCrawler(), Wire(answer)
     config = peer_config(Path("/nonexistent"), "10.0.0.1:0")
     config = dataclasses.replace(
         config, politeness=dataclasses.replace(config.politeness, ip_delay=0.2)
     )
-    leases = IpLeases("p", config, crawler, Owner(owner), patience=2.0)  # type: ignore[arg-type]
+    leases = IpLeases("p", config, crawler, Owner(owner), patience=2.0, grace=grace)  # type: ignore[arg-type]
     wire.leases = leases
 
     def handle(kind: object, handler: object) -> None:

@@ -107,7 +107,9 @@ async def released(
     then: Callable[[], object] | None = None,
 ) -> None:
     """h.test's request ends: its lease's release goes to ``releases`` until the holder
-    stops sending it (the lease's term at most); ``then``: done once the first went."""
+    stops sending it (the lease's term at most); ``then``: done once the first went.
+    The tasks ``leases`` starts go where they went before, after."""
+    start_soon = leases._start_soon
     with trio.fail_after(leases.table.term + 1):
         async with trio.open_nursery() as nursery:
             leases._start_soon, leases._send = nursery.start_soon, releases.send
@@ -115,6 +117,7 @@ async def released(
             if then is not None:
                 await releases.wait_for(1)
                 then()
+    leases._start_soon = start_soon
 
 
 async def test_a_release_is_sent_again_until_the_owner_answers(

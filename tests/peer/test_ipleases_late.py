@@ -35,6 +35,7 @@ def leases(peer: str) -> tuple[IpLeases, FakeCrawler]:
         crawler,  # type: ignore[arg-type]
         Owner("o"),  # type: ignore[arg-type]
         patience=PATIENCE,
+        grace=0.0,  # the owner's start is long past
     )
     return ip_leases, crawler
 

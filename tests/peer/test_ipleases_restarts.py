@@ -1,7 +1,10 @@
 """An address's lease across a quick restart, unit by unit. The owner's table: an ask
-of a peer's new run ends the leases its earlier run held, and an ask of an earlier run
-is denied. The asker: its asks name its run. The cluster's view (the web server's log)
-is tests/cluster/test_ip_lease_restarts.py."""
+of a peer's new run ends the leases its earlier run held, an ask of an earlier run is
+denied, a table made at a start grants nothing but renewals for its grace, and a
+renewal is taken as the lease held unless another holds it. The asker: its asks name
+its run, it renews each lease while its request runs, and a renewal's answer is no
+late grant. The cluster's view (the web server's log) is
+tests/cluster/test_ip_lease_restarts.py."""
 
 from __future__ import annotations
 
@@ -10,15 +13,16 @@ import trio
 import trio.testing
 
 from tests.peer.test_ipleases import A, Q, asker
+from ubipy.peer.ipleases import PATIENCE, RENEW_EVERY, START_GRACE
 from ubipy.peer.leasetable import LeaseTable, Verdict
-from ubipy.wire import IpGrant, IpLease
+from ubipy.wire import IpGrant, IpLease, IpRelease
 
 B = "11.1.1.2"
 GAP = 0.2
 
 
-def table() -> LeaseTable:
-    return LeaseTable(ip_delay=GAP, term=30.0)
+def table(quiet_until: float = -1.0) -> LeaseTable:
+    return LeaseTable(ip_delay=GAP, term=30.0, quiet_until=quiet_until)
 
 
 def next_after_the_gap(verdict: Verdict) -> bool:
@@ -59,6 +63,7 @@ def test_an_ask_of_an_earlier_run_is_denied_and_ends_nothing() -> None:
     assert leases.release(A, ("p", 1), 0.5)
     assert leases.ask(A, ("p", 100), 1.0, run=11).granted
     assert leases.ask(B, ("p", 2), 1.0, run=10) == Verdict(False, GAP)
+    assert leases.renew(B, ("p", 2), 1.0, run=10) == Verdict(False, GAP)
     assert not leases.ask(A, Q, 1.1, run=20).granted  # run 11 holds A still
 
 
@@ -70,6 +75,47 @@ def test_a_peer_that_names_no_run_keeps_its_leases_as_before() -> None:
     assert not leases.ask(A, Q, 29.0).granted
     # Its restart, now of this version: its first run ends the earlier process's lease.
     assert next_after_the_gap(leases.ask(A, ("p", 3), 29.0, run=11))
+
+
+def test_a_starting_owner_grants_nothing_but_renewals_for_its_grace() -> None:
+    leases = table(quiet_until=4.0)
+    denied = leases.ask(A, Q, 0.5, run=20)
+    assert not denied.granted and denied.wait == pytest.approx(3.5)
+    # A holder of its previous run renews its lease: held from now.
+    assert leases.renew(A, ("p", 1), 1.0, run=10) == Verdict(True)
+    assert leases.renew(A, ("p", 1), 2.0, run=10) == Verdict(True)
+    assert leases.renew(A, ("r", 1), 2.0, run=30) == Verdict(False, GAP)  # not another's
+    assert not leases.ask(A, Q, 4.0, run=20).granted  # past the grace, still held
+    assert leases.release(A, ("p", 1), 5.0)
+    assert leases.ask(A, Q, 5.2, run=20).granted
+    # Another address, never renewed: the first to ask past the grace has it.
+    assert not leases.ask(B, ("r", 1), 3.9, run=30).granted
+    assert leases.ask(B, ("r", 2), 4.0, run=30).granted
+
+
+def test_a_release_nobody_holds_within_the_grace_starts_the_address_delay() -> None:
+    """A request under a lease of the owner's previous run ended without a renewal (a
+    short one): the address waits its delay from its end, or the server's wait."""
+    leases = table(quiet_until=4.0)
+    assert not leases.release(A, ("p", 1), 3.9, wait=1.0)
+    assert not leases.ask(A, Q, 4.5, run=20).granted
+    assert leases.ask(A, Q, 4.9, run=20).granted
+    # Past the grace, a release of nothing is a second copy, or a lease long ended.
+    assert not leases.release(B, ("p", 2), 5.0, wait=1.0)
+    assert leases.ask(B, Q, 5.0, run=20).granted
+
+
+def test_a_renewal_of_a_lease_the_owner_holds_changes_nothing() -> None:
+    leases = table()
+    assert leases.ask(A, ("p", 1), 0.0, run=10).granted
+    assert leases.renew(A, ("p", 1), 1.0, run=10) == Verdict(True)
+    assert leases.renew(A, ("q", 1), 1.0, run=20) == Verdict(False, GAP)
+    assert leases.release(A, ("p", 1), 2.0)
+    assert leases.ask(A, ("q", 2), 2.2, run=20).granted
+
+
+def test_the_grace_outlasts_the_renewals_a_lost_copy_and_the_patience() -> None:
+    assert RENEW_EVERY * 3 <= START_GRACE == 2 * PATIENCE
 
 
 # --------------------------------------------------------------------------- the peer
@@ -84,3 +130,64 @@ async def test_a_peer_s_asks_name_its_run(autojump_clock: trio.testing.MockClock
     assert ask.id == leases.run + 1
     restarted, _, _ = asker("q")
     assert restarted.run != leases.run
+
+
+async def test_a_holder_renews_its_lease_while_its_request_runs(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    leases, crawler, wire = asker("q", IpGrant(0, A, True))
+    async with trio.open_nursery() as nursery:
+        leases._start_soon = nursery.start_soon
+        assert await crawler.clear_to_fetch("h.test")
+        [(_, ask)] = wire.sent
+        assert isinstance(ask, IpLease) and ask == IpLease(ask.id, A, leases.run)
+        await trio.sleep(2.5 * RENEW_EVERY)
+        renewal = IpLease(ask.id, A, leases.run, held=True)
+        assert wire.sent == [("q:1", ask), ("q:1", renewal), ("q:1", renewal)]
+        crawler.on_request_end("h.test")  # its release goes, answered at once
+        await leases.on_grant("q", IpGrant(ask.id, A, False), wire.reply)
+        await trio.sleep(3 * RENEW_EVERY)
+    # The renewals' grants were no late grants (none given back): the release went
+    # once, when the request ended, and no renewal after it.
+    assert wire.sent[3:] == [("q:1", IpRelease(ask.id, A))]
+
+
+async def test_a_request_gone_ahead_unleased_renews_and_a_grant_makes_it_held(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Its owner silent past the patience (dead, restarting): the request goes ahead,
+    and renews its lease; the restarted owner takes it as held, and it is given back
+    when the request ends."""
+    leases, crawler, wire = asker("q", None)
+    async with trio.open_nursery() as nursery:
+        leases._start_soon = nursery.start_soon
+        assert await crawler.clear_to_fetch("h.test")
+        [(_, ask)] = wire.sent
+        assert isinstance(ask, IpLease) and leases.stats.timeouts == 1
+        await trio.sleep(RENEW_EVERY + 0.01)
+        assert wire.sent[-1] == ("q:1", IpLease(ask.id, A, leases.run, held=True))
+        await leases.on_grant("q", IpGrant(ask.id, A, True), wire.reply)
+        crawler.on_request_end("h.test")
+        await leases.on_grant("q", IpGrant(ask.id, A, False), wire.reply)  # taken
+    assert IpRelease(ask.id, A) in [m for _, m in wire.sent]
+
+
+async def test_a_starting_owner_denies_asks_and_takes_renewals(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    owner, crawler, wire = asker("p", grace=START_GRACE)  # "p" owns the address
+    await owner.on_lease("q", IpLease(1, A, 20), wire.reply)
+    await owner.on_lease("r", IpLease(7, A, 30, held=True), wire.reply)
+    assert not await crawler.clear_to_fetch("h.test")  # its own ask too
+    assert wire.sent == [
+        ("reply", IpGrant(1, A, False, START_GRACE)),
+        ("reply", IpGrant(7, A, True)),
+    ]
+    autojump_clock.jump(START_GRACE)
+    await owner.on_lease("q", IpLease(2, A, 20), wire.reply)
+    _, denied = wire.sent[-1]  # r holds it
+    assert isinstance(denied, IpGrant) and (denied.id, denied.granted) == (2, False)
+    await owner.on_release("r", IpRelease(7, A), wire.reply)
+    autojump_clock.jump(GAP)
+    await owner.on_lease("q", IpLease(3, A, 20), wire.reply)
+    assert wire.sent[-1] == ("reply", IpGrant(3, A, True))

@@ -47,6 +47,23 @@ What goes wrong, and what happens then:
   has ended, and its requests with it); the address waits its gap from when the old
   request should have ended at the server (which knows nothing of the client's end).
   A peer of an earlier version says no run, and its leases end as before;
+- the owner is restarted at once: its table, in memory only, is empty, and it would
+  grant an address whose lease from its previous run is still in use. So a starting
+  owner grants nothing for :data:`START_GRACE` (it denies until then, queueing the
+  askers as usual), as an NFSv4 server does after a restart; and a holder renews each
+  lease it holds every :data:`RENEW_EVERY` while its request runs (IP_LEASE again, with
+  ``held``), which an owner that lost its table takes as the lease held (if nobody
+  else holds it), until released or its term. The grace is twice the patience:
+  several renewals of every lease in use reach the owner within it, and a request
+  that went ahead unleased (asked of the owner as it died, no answer within the
+  patience) renews its lease as well. Renewing only once the holder sees the owner's
+  new run would not do: a holder asks nothing while its request runs. A release the
+  owner does not know that comes within the grace is taken as the end of such a
+  request: the address waits its delay from then. A starting owner cannot tell a
+  restart from a first start (nor from a join that hands it addresses whose previous
+  owner granted leases still in use), so every start has its grace: four seconds
+  without its addresses. A holder of an earlier version renews nothing: its requests
+  longer than the grace may overlap one granted after it, as before;
 - the rings disagree (a member joined or died a moment ago): a peer asked for an
   address it does not own under its own ring, or by a peer out of it, denies it for
   an IP delay, and the asker asks again once the rings agree. Until every peer has
@@ -92,6 +109,12 @@ RELEASE_TRIES: Final = 4
 # How long the owner keeps an ask next for a free address, to grant it once the delay is
 # over (denied, its peer's rule holds it back a delay more). Well within the patience.
 ANSWER_HOLD: Final = PATIENCE / 2
+# How often a holder renews a lease while its request runs (most requests end first:
+# no frame), and how long a starting owner grants nothing but renewals: the first
+# renewal of each lease in use comes within a second, and a second and third if a
+# copy is lost or the owner's new address is not known yet.
+RENEW_EVERY: Final = PATIENCE / 2
+START_GRACE: Final = 2 * PATIENCE
 
 
 async def _not_sent(address: str, message: Message) -> bool:
@@ -149,11 +172,17 @@ class IpLeases:
         router: Router,
         *,
         patience: float = PATIENCE,
+        grace: float = START_GRACE,
         rng: random.Random | None = None,
     ) -> None:
+        """``grace``: how long from now this peer, as an owner, grants nothing new."""
         politeness = config.politeness
         ip_delay = politeness.delay if politeness.ip_delay is None else politeness.ip_delay
-        self.table = LeaseTable(ip_delay=ip_delay, term=config.fetch.fetch_deadline + TERM_MARGIN)
+        self.table = LeaseTable(
+            ip_delay=ip_delay,
+            term=config.fetch.fetch_deadline + TERM_MARGIN,
+            quiet_until=trio.current_time() + grace,
+        )
         # As long as the majority waits before taking a lost peer's hosts over.
         self._fence = fence(config.membership.majority_lease)
         self.stats = LeaseStats()
@@ -229,11 +258,14 @@ class IpLeases:
             verdict = await self._ask(owner, address, lease_id)
         if verdict is None:
             self.stats.timeouts += 1
-            self._unleased[host] = _Held(owner, lease_id, address, asked_at)
+            held = self._unleased[host] = _Held(owner, lease_id, address, asked_at)
+            self._start_soon(self._renew, host, held)
             return True
         if verdict.granted:
             self.stats.granted += 1
-            self._held[host] = _Held(owner, lease_id, address, asked_at)
+            held = self._held[host] = _Held(owner, lease_id, address, asked_at)
+            if owner != self._peer_id:
+                self._start_soon(self._renew, host, held)
             return True
         self.stats.denied += 1
         self._denied[host] = (verdict.wait, address)
@@ -251,6 +283,22 @@ class IpLeases:
         finally:
             del self._pending[lease_id]
         return pending.verdict
+
+    async def _renew(self, host: str, held: _Held) -> None:
+        """Renew ``held`` with its owner every :data:`RENEW_EVERY` while its request
+        runs, held or gone ahead unleased (an owner restarted since lost its table),
+        until its term would have ended it there anyway. The answers change nothing
+        here (:meth:`_renewed`), but that a grant for a request gone ahead unleased is
+        the lease held, given back when it ends (:meth:`_late`)."""
+        with trio.move_on_at(held.asked_at + self.table.term):
+            while True:
+                await trio.sleep(RENEW_EVERY)
+                if self._held.get(host) is not held and self._unleased.get(host) is not held:
+                    return
+                where = self._address_of(held.owner)
+                if where is not None and self._in_ring(held.owner):
+                    renewal = IpLease(held.id, held.address, self.run, held=True)
+                    await self._send(where, renewal)
 
     def request_ended(self, host: str) -> None:
         """A request to ``host`` ended (or was not made): give its lease back; a
@@ -341,6 +389,8 @@ class IpLeases:
             return
         pending = self._pending.get(grant.id)
         if pending is None:
+            if self._renewed(sender, grant):
+                return
             if grant.granted and self._late(sender, grant):
                 return
             if grant.granted:
@@ -356,6 +406,15 @@ class IpLeases:
             return  # not the answer to what was asked
         pending.verdict = Verdict(grant.granted, grant.wait)
         pending.answered.set()
+
+    def _renewed(self, sender: str, grant: IpGrant) -> bool:
+        """Whether ``grant`` answers a renewal of a lease held: granted, nothing to do;
+        denied (another holds the address: its owner restarted, and our renewals did
+        not reach it within its grace), nothing to do either, the request being made."""
+        return any(
+            (held.id, held.owner, held.address) == (grant.id, sender, grant.address)
+            for held in self._held.values()
+        )
 
     def _late(self, sender: str, grant: IpGrant) -> bool:
         """Whether ``grant`` is for a request that went ahead unleased and still runs:
@@ -376,6 +435,8 @@ class IpLeases:
             # Not ours under our ring, or the asker out of it (granted, its lease ran its
             # term: the fence ends those held at the change): ask when the rings agree.
             verdict = Verdict(False, table.ip_delay)
+        elif lease.held:
+            verdict = table.renew(lease.address, (sender, lease.id), trio.current_time(), lease.run)
         else:
             now = trio.current_time()
             verdict = table.ask(lease.address, (sender, lease.id), now, lease.run)

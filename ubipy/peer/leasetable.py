@@ -10,8 +10,10 @@ One that comes back late keeps its place: the address is its the next time it as
 while it is free (a peer whose rule holds the address long after a denial, a server's
 back-off, was otherwise sent to the back each time, for ever).
 
-A restart (``ubipy.peer.ipleases`` says why): an ask names its peer's run, and one of
-a new run ends the leases the peer's earlier run held (:meth:`LeaseTable.ask`).
+Restarts (``ubipy.peer.ipleases`` says why): an ask names its peer's run, and one of a
+new run ends the leases the peer's earlier run held (:meth:`LeaseTable.ask`); a
+renewal is taken as the lease held, if nobody else holds it (:meth:`LeaseTable.renew`);
+and a table made at an owner's start grants nothing new until ``quiet_until``.
 """
 
 from __future__ import annotations
@@ -74,10 +76,20 @@ class _Address:
 class LeaseTable:
     """The owner's leases, one per address: pure, the time passed in."""
 
-    def __init__(self, *, ip_delay: float, term: float, grace: float = TURN_GRACE) -> None:
+    def __init__(
+        self,
+        *,
+        ip_delay: float,
+        term: float,
+        grace: float = TURN_GRACE,
+        quiet_until: float = -math.inf,
+    ) -> None:
         self.ip_delay = ip_delay
         self.term = term
         self.grace = grace
+        # Until then nothing is granted but renewals: leases granted before this
+        # owner started (by its previous run, or by the previous owner) may be in use.
+        self.quiet_until = quiet_until
         self._addresses: dict[str, _Address] = {}
         self._sweep_at = _SWEEP_AT
         self._runs: dict[str, tuple[int, ...]] = {}  # by peer: its runs seen, latest last
@@ -94,6 +106,8 @@ class LeaseTable:
         if entry.holder == holder:
             return Verdict(True)  # the same request asking again
         peer = holder[0]
+        if now < self.quiet_until:
+            return self._deny(entry, peer, now, self.quiet_until)
         if entry.holder is not None:
             if now < entry.expires:
                 # Free again once the holder is done, as requests here usually
@@ -109,6 +123,22 @@ class LeaseTable:
         turn = self._turn(entry, now)
         if turn is not None and turn != peer and not self._before(entry, peer, turn):
             return self._deny(entry, peer, now, now)  # kept for another
+        self._grant(entry, holder, run, now)
+        return Verdict(True)
+
+    def renew(self, address: str, holder: Holder, now: float, run: int | None = None) -> Verdict:
+        """``holder`` says it holds the lease of ``address`` and its request runs (it
+        renews it now and then): granted if it holds it still, or if nobody does (this
+        owner lost its table at a restart since it granted it, or the lease expired
+        here): held from now, until released or its term. Denied, and nothing changes,
+        if another holds it: the two requests overlap already."""
+        if not self._note_run(holder[0], run, now):
+            return Verdict(False, self.ip_delay)
+        entry = self._entry(address, now)
+        if entry.holder == holder:
+            return Verdict(True)
+        if entry.holder is not None and now < entry.expires:
+            return Verdict(False, self.ip_delay)
         self._grant(entry, holder, run, now)
         return Verdict(True)
 
@@ -220,9 +250,14 @@ class LeaseTable:
         """``holder``'s request ended: the address waits its delay from ``now``, or
         ``wait`` if longer (what its server asked, as the holder heard it). False (and
         nothing changes) when ``holder`` does not hold it: its lease expired and went
-        to another, or it was never granted here."""
+        to another, or it was never granted here. One that nobody holds, before
+        ``quiet_until``, was granted by this owner's previous run, most likely: the
+        address waits its delay from ``now`` all the same."""
         entry = self._addresses.get(address)
         if entry is None or entry.holder != holder:
+            if now < self.quiet_until and (entry is None or entry.holder is None):
+                entry = self._entry(address, now)
+                entry.next_allowed = max(entry.next_allowed, now + max(self.ip_delay, wait))
             return False
         held_for = now - entry.granted_at
         entry.hold = (
