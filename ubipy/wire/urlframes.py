@@ -2,7 +2,8 @@
 another peer owns (URL_BATCH, acknowledged by URL_ACK), a host handed to its new owner
 (HANDOFF, HANDOFF_ACK, HANDOFF_DONE), and copies of an owner's hosts for the next peer
 clockwise (REPLICA, REPLICA_ACK); and the entries they share, a URL as it travels and
-a host's politeness :class:`Mark`.
+a host's politeness :class:`Mark`, and what a continuous crawl knows of a page it
+refreshes (:class:`Revisit`), which goes with its host to a new owner.
 
 Checked here: shape and types, as in :mod:`ubipy.wire.payloads`.
 """
@@ -43,6 +44,22 @@ BatchURL: TypeAlias = tuple[str, int, float, int]
 # The redirects in a row a batch may say led to a URL: more than a peer follows (the
 # peer's MAX_REDIRECTS, 20), so that a later version may follow more.
 MAX_REDIRECTS_CARRIED: Final = 100
+# A page's URL in a :class:`Revisit` is at most this long (a peer keeps none longer
+# than 2,048 characters: room for a later version's), its validators and digest at most
+# this: what a server's ETag or Last-Modified says, or a digest's hex, is far shorter;
+# a peer holding a longer one sends none (the page is asked once without it).
+MAX_REVISIT_URL: Final = 8_192
+MAX_VALIDATOR: Final = 1_024
+# Visits (and lastmod checks) a page's history may count: as many as a host mark's
+# pages, far from the 64-bit integers the receiver's shard stores them in as they grow.
+MAX_VISITS: Final = MAX_MARK_PAGES
+# A wall-clock time a page's history gives is at most this (the year 5138), and so is
+# the time it covers: a bigger one is a bug, and two of them subtracted overflowed.
+MAX_WALL: Final = 1e11
+# The items of a revisit entry this version reads; a later version may add more after
+# them, which this one ignores (refused, a whole hand-off would be, again and again).
+_REVISIT_FIELDS: Final = 13
+_REVISIT_MOST: Final = 64
 
 
 # --------------------------------------------------------------------------- entries
@@ -138,6 +155,107 @@ def _mark(obj: object) -> Mark | None:
     return None if obj is None else Mark.from_wire(obj)
 
 
+def _text(obj: object, what: str, most: int) -> str | None:
+    """None, or a string of at most ``most`` characters."""
+    if obj is None:
+        return None
+    if type(obj) is not str or len(obj) > most:
+        raise WireError(f"{what} must be a string of at most {most} characters, or null")
+    return obj
+
+
+@dataclass(frozen=True, slots=True)
+class Revisit:
+    """A page a continuous crawl refreshes, as its host's HANDOFF carries it to a new
+    owner: its URL (the receiver normalises it and takes its fingerprint, as for any
+    URL from a peer), its depth, its history (visits, the visits after the first that
+    found it changed, the seconds from its first visit to its last, the last visit),
+    when it is due again (wall clock: the sender's), its importance, the validators and
+    digest of the copy kept, and its host's sitemap lastmods its visits checked and how
+    many agreed. Checked: counts and times a plan would divide by, add up or wait for
+    are finite and bounded, strings bounded."""
+
+    url: str
+    depth: int
+    visits: int
+    changes: int
+    observed: float
+    last_visit: float
+    due: float
+    importance: float = 0.0
+    etag: str | None = None
+    last_modified: str | None = None
+    digest: str | None = None
+    checks: int = 0
+    agreed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 < len(self.url) <= MAX_REVISIT_URL:
+            raise WireError(f"a revisit's URL is 1 to {MAX_REVISIT_URL} characters")
+        if not 0 <= self.depth <= MAX_DEPTH:
+            raise WireError(f"a revisit's depth is in [0, {MAX_DEPTH}]")
+        if not (0 <= self.visits <= MAX_VISITS and 0 <= self.changes <= self.visits):
+            raise WireError(
+                "a revisit's visits and changes are counts, its changes at most its visits"
+            )
+        if not 0 <= self.agreed <= self.checks <= MAX_VISITS:
+            raise WireError("a revisit's lastmod checks are a count, its agreed ones at most them")
+        times = (self.observed, self.last_visit, self.due)
+        if not all(math.isfinite(t) and 0 <= t <= MAX_WALL for t in times):
+            raise WireError(f"a revisit's times are finite numbers in [0, {MAX_WALL:g}]")
+        if not (math.isfinite(self.importance) and 0 <= self.importance <= MAX_SCORE):
+            raise WireError(f"a revisit's importance is in [0, {MAX_SCORE:g}]")
+        for text in (self.etag, self.last_modified, self.digest):
+            if text is not None and len(text) > MAX_VALIDATOR:
+                raise WireError(f"a revisit's validators are at most {MAX_VALIDATOR} characters")
+
+    def to_wire(self) -> list[object]:
+        return [
+            self.url,
+            self.depth,
+            self.visits,
+            self.changes,
+            self.observed,
+            self.last_visit,
+            self.due,
+            self.importance,
+            self.etag,
+            self.last_modified,
+            self.digest,
+            self.checks,
+            self.agreed,
+        ]
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Revisit:
+        items = _list(obj, "a revisit", _REVISIT_MOST)
+        if len(items) < _REVISIT_FIELDS:
+            raise WireError(
+                "a revisit is [url, depth, visits, changes, observed, last_visit, due, "
+                "importance, etag, last_modified, digest, checks, agreed]"
+            )
+        url = items[0]
+        if type(url) is not str or not 0 < len(url) <= MAX_REVISIT_URL:
+            raise WireError(
+                f"a revisit's URL must be a string of 1 to {MAX_REVISIT_URL} characters"
+            )
+        return cls(
+            url,
+            _int(items[1], "a revisit's depth", 0, MAX_DEPTH + 1),
+            _int(items[2], "a revisit's visits", 0, MAX_VISITS + 1),
+            _int(items[3], "a revisit's changes", 0, MAX_VISITS + 1),
+            _finite(items[4], "a revisit's observed seconds"),
+            _finite(items[5], "a revisit's last visit"),
+            _finite(items[6], "a revisit's due time"),
+            _finite(items[7], "a revisit's importance"),
+            _text(items[8], "a revisit's ETag", MAX_VALIDATOR),
+            _text(items[9], "a revisit's Last-Modified", MAX_VALIDATOR),
+            _text(items[10], "a revisit's digest", MAX_VALIDATOR),
+            _int(items[11], "a revisit's lastmod checks", 0, MAX_VISITS + 1),
+            _int(items[12], "a revisit's lastmod checks agreed", 0, MAX_VISITS + 1),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class HostCopy:
     """One host's share of a replica: its pending URLs, the fingerprints of its done
@@ -222,7 +340,9 @@ class UrlAck:
 
 @dataclass(frozen=True, slots=True)
 class Handoff:
-    """HANDOFF: a host moving to its new owner, in chunks; the last carries its mark."""
+    """HANDOFF: a host moving to its new owner, in chunks; the last carries its mark.
+    Under ``--recrawl`` the chunks also carry the revisit state of the host's pages
+    (``revisits``), so that its new owner goes on refreshing them."""
 
     KIND: ClassVar = FrameType.HANDOFF
     id: int
@@ -230,26 +350,35 @@ class Handoff:
     pending: tuple[WireURL, ...]
     done: tuple[int, ...]
     mark: Mark | None = None
+    revisits: tuple[Revisit, ...] = ()
 
     def to_wire(self) -> dict[str, object]:
         _most(self.done, "done fingerprints")
-        return {
+        wire: dict[str, object] = {
             "id": self.id,
             "host": self.host,
             "pending": _urls_to_wire(self.pending, "a hand-off's URLs"),
             "done": list(self.done),
             "mark": None if self.mark is None else self.mark.to_wire(),
         }
+        # Sent only when there are any: a peer of an earlier version ignores a field it
+        # does not know, and takes the host as it did (its pages refreshed by nobody).
+        if self.revisits:
+            _most(self.revisits, "a hand-off's revisits")
+            wire["revisits"] = [r.to_wire() for r in self.revisits]
+        return wire
 
     @classmethod
     def from_wire(cls, obj: object) -> Handoff:
         payload = _map(obj, "a hand-off")
+        revisits = _list(payload.get("revisits", []), "a hand-off's revisits")
         return cls(
             _int(payload.get("id"), "a hand-off id"),
             _str(payload.get("host"), "a hand-off's host"),
             _urls(payload.get("pending"), "a hand-off's URLs"),
             _fingerprints(payload.get("done"), "done fingerprints"),
             _mark(payload.get("mark")),
+            tuple([Revisit.from_wire(r) for r in revisits]),
         )
 
 
