@@ -28,6 +28,12 @@ longest; until a 200 or a 304 answers again it takes no part in the plan's alloc
 Due times and when a page was asked are wall-clock times: a plan (and a start) counts
 from now any that lie ahead of the clock, so a clock stepped back holds no page back
 for longer than its interval.
+
+A host handed to another peer (a ring change) takes its pages' revisit state with it
+(:meth:`Refresher.revisits_of`, HANDOFF's ``revisits``); its new owner adopts them
+(:meth:`Refresher.adopt`) and refreshes them on from there. A host taken over from a
+dead peer's replica copy (``--replicas``) comes without them: copies carry none, and
+its pages are not refreshed again (they are fetched again only if found anew).
 """
 
 from __future__ import annotations
@@ -54,9 +60,10 @@ from ubipy.fetch import (
     proportional,
 )
 from ubipy.peer.commits import Retired
-from ubipy.peer.hints import LastmodHints
+from ubipy.peer.hints import HostTrust, LastmodHints
 from ubipy.peer.refreshpages import RefreshPage, RefreshStats, change_rates, refresh_entry
 from ubipy.store import Lastmod, PageRecord, RefreshRow, Shard, Visit
+from ubipy.wire import DEFAULT_MAX_SKEW
 
 __all__ = ["Refresher"]
 
@@ -482,8 +489,88 @@ class Refresher:
         self.stats.barred += 1
 
     def forget_host(self, host: str) -> None:
-        """The host went to another peer: its pages are no longer refreshed here."""
+        """The host went to another peer: its pages are no longer refreshed here. What
+        its lastmods earned went with them (their rows' counts): back here one day,
+        it is counted from what it brings, not twice."""
         self._forget(list(self._by_host.get(host, {}).values()))
+        self.hints.hosts.pop(host, None)
+
+    # -- hand-off -------------------------------------------------------------
+    def revisits_of(self, host: str) -> list[RefreshRow]:
+        """What its new owner needs to refresh the host's pages: their rows, as this
+        peer holds them now (due times as the last plan made them)."""
+        return [page.row() for page in self._by_host.get(host, {}).values()]
+
+    def adopt(self, rows: Sequence[RefreshRow], *, schedule: bool = True) -> int:
+        """Pages of a host handed over by its previous owner (:meth:`revisits_of`
+        there), with their histories: kept, saved in the shard (in the caller's
+        transaction if one is open: the crawler's take_over takes them with the
+        host's done pages) and, with ``schedule``, handed to the scheduler. Returns the
+        pages kept.
+
+        Read as :meth:`load` reads rows (a last visit ahead of this clock counts as
+        now; the wait from the last visit to the due time is kept, at most the longest
+        interval, and a plan holds the page to it), on a clock that may be behind the
+        sender's by as much as frames are allowed (DEFAULT_MAX_SKEW): the wait left is
+        counted as if this one were that much behind, as take_over counts a host's
+        politeness mark. So a page is never asked here sooner after its last visit
+        there than the sender would have asked it (at most two skews later).
+
+        A page known here already keeps the newer history: the one of more visits, or
+        as many and a later last visit (on a tie, the one given: taken again after a
+        refused commit, it is written again). A page this run's URL filters drop is
+        saved, not kept (as :meth:`load` leaves it)."""
+        now = time.time()
+        wall = now - DEFAULT_MAX_SKEW
+        filters = self._filters if self._filters else None
+        longest = self._cfg.max_interval
+        saved: list[RefreshRow] = []
+        taken: list[RefreshPage] = []
+        for r in rows:
+            last = min(r.last_visit, now)
+            mine = self._pages.get(r.fp)
+            if mine is not None and (mine.history.visits, mine.history.last_visit) > (
+                r.visits,
+                last,
+            ):
+                continue
+            wait = min(last, wall) + max(r.due - r.last_visit, 0.0) - wall
+            due = now + min(max(wait, 0.0), longest)
+            page = RefreshPage(
+                r.fp,
+                r.url,
+                r.host,
+                r.depth,
+                History(r.visits, r.changes, r.observed, last),
+                r.importance,
+                r.etag,
+                r.last_modified,
+                r.digest,
+                due,
+                r.lastmod_checks,
+                r.lastmod_agreed,
+                asked_at=last,
+                held_until=due,
+            )
+            saved.append(page.row())
+            if filters is None or filters.verdict_at(r.url, r.depth) is None:
+                taken.append(page)
+        self._shard.save_refresh(saved, ())
+        for page in taken:
+            old = self._pages.get(page.fp)
+            trust = self.hints.hosts.setdefault(page.host, HostTrust())
+            trust.checks += page.checks - (0 if old is None else old.checks)
+            trust.agreed += page.agreed - (0 if old is None else old.agreed)
+            self._failing.discard(page.fp)
+            self._prompted.discard(page.fp)
+            self._keep(page)
+        if schedule:
+            self._schedule({p.host for p in taken})
+        return len(taken)
+
+    def reschedule(self, host: str) -> None:
+        """Hand the scheduler the host's pages again (its slot was made afresh)."""
+        self._schedule({host})
 
     def _forget(self, pages: list[RefreshPage]) -> None:
         """The pages are no longer refreshed here."""
