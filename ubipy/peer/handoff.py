@@ -1,7 +1,8 @@
 """Hand-off: when the ring changes, hosts move to their new owners with their history.
 
 The old owner sends each host it no longer owns (pending URLs, fingerprints of
-what it fetched, the time of its last request and its delay) in HANDOFF frames,
+what it fetched, the time of its last request and its delay, and under --recrawl
+its pages' revisit state, so that the new owner refreshes them on) in HANDOFF frames,
 and forgets the host only when the new owner has acknowledged every frame (the
 new owner acknowledges after a commit). A host with a request in flight waits
 for it to end. When a sweep is over, the old owner tells everyone with a
@@ -33,6 +34,7 @@ from ubipy.errors import StorageError, UbipyError
 from ubipy.net import Handle, Reply, Send
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.ids import run_ids
+from ubipy.peer.refreshpages import revisits_from_wire, revisits_to_wire
 from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
@@ -442,6 +444,7 @@ class Handoff:
                 # wait out the committer's retry and try again.
                 await trio.sleep(crawler.config.store.storage_retry)
         pending, done, mark = state
+        revisits = revisits_to_wire(crawler.revisits_of(host))  # one run a frame
         address = self._address_of(owner)
         if address is None:
             return False
@@ -450,21 +453,22 @@ class Handoff:
             # are on disk first, or a machine's crash after the owner took them lost
             # them for good (raises StorageError: the sweep tries again later).
             await self._synced()
-        chunks = max(1, math.ceil(max(len(pending), len(done)) / _CHUNK))
+        chunks = max(1, math.ceil(max(len(pending), len(done)) / _CHUNK), len(revisits))
         sent_bytes = 0
         for i in range(chunks):
             chunk = pending[i * _CHUNK : (i + 1) * _CHUNK]
             chunk_done = tuple(done[i * _CHUNK : (i + 1) * _CHUNK])
             last_mark = None if mark is None or i < chunks - 1 else mark_to_wire(mark)
+            urls = tuple((u.url, u.depth, u.score) for u in chunk)
+            run = revisits[i] if i < len(revisits) else ()
             # Each try takes an id of its own (set by _deliver).
-            frame = HandoffFrame(
-                0, host, tuple((u.url, u.depth, u.score) for u in chunk), chunk_done, last_mark
-            )
+            frame = HandoffFrame(0, host, urls, chunk_done, last_mark, run)
             if not await self._deliver(address, frame):
                 # Refused (the owner is leaving too, or its ring lags) or unanswered.
                 log.info("hand-off of %s to %s not taken; kept", host, owner)
                 return False
             sent_bytes += sum(len(u.url) for u in chunk) + 8 * len(chunk_done)
+            sent_bytes += sum(len(r.url) for r in run)
         self._crawler.handed_off(host)
         self.stats.hosts_out += 1
         self.stats.urls_out += len(pending)
@@ -558,7 +562,8 @@ class Handoff:
             raise NotOurs(f"{host} is not ours under this peer's ring")
         pending = url_items(handoff.pending, host=host)
         mark = None if handoff.mark is None else mark_from_wire(handoff.mark)
-        self._crawler.take_over(host, pending, list(handoff.done), mark)
+        revisits = revisits_from_wire(handoff.revisits, host)
+        self._crawler.take_over(host, pending, list(handoff.done), mark, revisits)
         self.stats.urls_in += len(pending)
         if mark is not None:
             self.stats.hosts_in += 1

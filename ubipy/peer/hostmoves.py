@@ -1,6 +1,7 @@
 """A host moving between peers, as the crawler sees it: its state read for its new
 owner and forgotten once handed off, or received from its previous owner with the
-politeness owed (:mod:`ubipy.peer.handoff` drives the exchange).
+politeness owed and, under ``--recrawl``, its pages' revisit state
+(:mod:`ubipy.peer.handoff` drives the exchange).
 
 A mixin of :class:`~ubipy.peer.crawler.Crawler`, whose state it reads and changes;
 the crawl loop's own methods it calls are declared here.
@@ -13,6 +14,7 @@ import itertools
 import logging
 import sqlite3
 import time
+from collections.abc import Sequence
 
 import trio
 
@@ -23,7 +25,7 @@ from ubipy.peer.commits import Commits
 from ubipy.peer.giveups import TRIED_AGAIN
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.wakeup import Wakeup
-from ubipy.store import Admission, FrontierRow, HostMark, NewURL, Shard
+from ubipy.store import Admission, FrontierRow, HostMark, NewURL, RefreshRow, Shard
 from ubipy.wire import DEFAULT_MAX_SKEW, MAX_MARK_DELAY
 
 log = logging.getLogger("ubipy.peer.crawler")  # the crawler's log
@@ -62,6 +64,10 @@ class HostMovesMixin:
             return None
         return self._shard.host_state(host)
 
+    def revisits_of(self, host: str) -> list[RefreshRow]:
+        """Under --recrawl, the revisit state of the host's pages, for its new owner."""
+        return [] if self.refresher is None else self.refresher.revisits_of(host)
+
     def held_hosts(self) -> list[str]:
         """Hosts this peer holds anything for (to check against the ring)."""
         return self._shard.held_hosts()
@@ -77,9 +83,18 @@ class HostMovesMixin:
             self.refresher.forget_host(host)
 
     def take_over(
-        self, host: str, pending: list[NewURL], done: list[int], mark: HostMark | None
+        self,
+        host: str,
+        pending: list[NewURL],
+        done: list[int],
+        mark: HostMark | None,
+        revisits: Sequence[RefreshRow] = (),
     ) -> None:
-        """Receive a host from its previous owner: its frontier, history and politeness."""
+        """Receive a host from its previous owner: its frontier, history and politeness,
+        and under --recrawl its pages' revisit state (``revisits``: refreshed here from
+        now on; a peer that does not recrawl leaves them). A host taken over from a
+        replica's copy comes without them (copies carry none): its pages are no longer
+        refreshed."""
         # Outcomes not yet written go first: the host's queue is rebuilt from disk below,
         # where a page fetched but not committed would still be pending (asked twice).
         # A shard that refuses them refuses the host too: its sender tries again.
@@ -87,7 +102,11 @@ class HostMovesMixin:
             raise StorageError(f"{host} not taken: the shard refuses writes")
         before = self._shard.pending_count(host)
         rows, _ = self._durably(pending)
-        self._shard.take_done(host, done)
+        refresher = self.refresher
+        with self._shard.transaction():  # its done pages and their revisit state together
+            self._shard.take_done(host, done)
+            if refresher is not None and revisits:
+                refresher.adopt(revisits, schedule=False)
         self.admission.learn(done)
         given = False
         if mark is not None:
@@ -108,6 +127,8 @@ class HostMovesMixin:
             # back-off at every move).
             wall = time.time() - (DEFAULT_MAX_SKEW if given else 0.0)
             self._restore_mark(host, newest, wall, trio.current_time())
+        if refresher is not None:  # its pages due again (those of a slot made afresh too)
+            refresher.reschedule(host)
         # _durably counted the new rows already; the rest is what was closed as done.
         self._pending += self._shard.pending_count(host) - before - len(rows)
         if self._idle.is_set():

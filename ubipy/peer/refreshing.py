@@ -33,7 +33,7 @@ A host handed to another peer (a ring change) takes its pages' revisit state wit
 (:meth:`Refresher.revisits_of`, HANDOFF's ``revisits``); its new owner adopts them
 (:meth:`Refresher.adopt`) and refreshes them on from there. A host taken over from a
 dead peer's replica copy (``--replicas``) comes without them: copies carry none, and
-its pages are not refreshed again (they are fetched again only if found anew).
+its pages are not refreshed again (known as done there, no link brings them back).
 """
 
 from __future__ import annotations

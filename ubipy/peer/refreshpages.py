@@ -1,19 +1,43 @@
-"""What a continuous crawl keeps of each page it refreshes, what it counts, and each
-page's estimated change rate for a plan (:mod:`ubipy.peer.refreshing` plans and asks)."""
+"""What a continuous crawl keeps of each page it refreshes, what it counts, each
+page's estimated change rate for a plan (:mod:`ubipy.peer.refreshing` plans and asks),
+and its revisit state as it travels with its host to a new owner (HANDOFF's
+``revisits``)."""
 
 from __future__ import annotations
 
+import logging
+import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ubipy.fetch import Entry, History, estimate
+from ubipy.errors import WireError
+from ubipy.fetch import BadURL, Entry, History, estimate, fingerprint, host_key, normalize
 from ubipy.store import RefreshRow
+from ubipy.wire import MAX_VALIDATOR, MAX_WALL, Revisit
 
-__all__ = ["RefreshPage", "RefreshStats", "change_rates", "refresh_entry"]
+__all__ = [
+    "REVISITS_PER_FRAME",
+    "REVISIT_BYTES_PER_FRAME",
+    "RefreshPage",
+    "RefreshStats",
+    "change_rates",
+    "refresh_entry",
+    "revisits_from_wire",
+    "revisits_to_wire",
+]
+
+log = logging.getLogger(__name__)
 
 # Visits below which a page's own estimate is not trusted under --refresh cluster.
 _CLUSTER_MIN_VISITS = 3
+# The revisits one HANDOFF frame carries at most, and their strings' bytes at most:
+# beside a chunk's 2,000 pending URLs and done fingerprints, well under the frame's
+# 4 MiB cap (a revisit is a URL, two validators, a digest and nine numbers: a few
+# hundred bytes; its numbers and its list's head take at most _REVISIT_HEAD in CBOR).
+REVISITS_PER_FRAME = 1_000
+REVISIT_BYTES_PER_FRAME = 1 << 20
+_REVISIT_HEAD = 128
 
 
 @dataclass(slots=True)
@@ -115,3 +139,89 @@ def change_rates(pages: Sequence[RefreshPage], *, by_group: bool) -> list[float]
         else (by_host.get(p.host) or everyone)
         for p, r in zip(pages, own, strict=True)
     ]
+
+
+def revisits_to_wire(rows: Iterable[RefreshRow]) -> list[tuple[Revisit, ...]]:
+    """A host's pages' revisit state for its new owner, in runs of one HANDOFF frame
+    each (at most REVISITS_PER_FRAME, and REVISIT_BYTES_PER_FRAME of strings). Held to
+    what a receiver takes: a validator longer than it takes is left out (the page is
+    asked once in full), a time out of bounds clamped, and a row it would refuse
+    anyway (a URL over its limit: none such is kept) left out, said in the log."""
+    runs: list[tuple[Revisit, ...]] = []
+    run: list[Revisit] = []
+    size = 0
+    for r in rows:
+        try:
+            revisit = Revisit(
+                r.url,
+                r.depth,
+                r.visits,
+                r.changes,
+                _wall(r.observed),
+                _wall(r.last_visit),
+                _wall(r.due),
+                r.importance,
+                _validator(r.etag),
+                _validator(r.last_modified),
+                _validator(r.digest),
+                r.lastmod_checks,
+                r.lastmod_agreed,
+            )
+        except WireError as exc:
+            log.warning("%s: its revisit state stays behind: %s", r.url[:200], exc)
+            continue
+        texts = (revisit.url, revisit.etag, revisit.last_modified, revisit.digest)
+        cost = _REVISIT_HEAD + sum(len(t.encode()) for t in texts if t)
+        if run and (len(run) >= REVISITS_PER_FRAME or size + cost > REVISIT_BYTES_PER_FRAME):
+            runs.append(tuple(run))
+            run, size = [], 0
+        run.append(revisit)
+        size += cost
+    if run:
+        runs.append(tuple(run))
+    return runs
+
+
+def revisits_from_wire(revisits: Iterable[Revisit], host: str) -> list[RefreshRow]:
+    """The revisit state of ``host``'s pages from its previous owner, as rows (their
+    times still the sender's: :meth:`~ubipy.peer.refreshing.Refresher.adopt` reads
+    them on this clock). Each URL is normalised again and fingerprinted here, as any
+    URL from a peer is (an authentic peer can still be a buggy one): one that does not
+    normalise is dropped; one of another host is a WireError."""
+    rows: list[RefreshRow] = []
+    for v in revisits:
+        try:
+            url = normalize(v.url)
+        except BadURL:
+            continue
+        if (key := host_key(url)) != host:
+            raise WireError(f"a revisit of {key} among {host}'s")
+        rows.append(
+            RefreshRow(
+                fingerprint(url),
+                url,
+                host,
+                v.depth,
+                v.visits,
+                v.changes,
+                v.observed,
+                v.last_visit,
+                v.due,
+                v.importance,
+                v.etag,
+                v.last_modified,
+                v.digest,
+                v.checks,
+                v.agreed,
+            )
+        )
+    return rows
+
+
+def _wall(t: float) -> float:
+    """A time as a revisit carries it: finite, in [0, MAX_WALL]."""
+    return min(max(t, 0.0), MAX_WALL) if math.isfinite(t) else 0.0
+
+
+def _validator(text: str | None) -> str | None:
+    return text if text is None or len(text) <= MAX_VALIDATOR else None
