@@ -1,0 +1,151 @@
+"""A continuous crawl's plans: the refresh budget, each page's revisit frequency under
+the policy and its due time (a mixin of :class:`ubipy.peer.refreshing.Refresher`,
+whose state it reads and sets; the arithmetic is :mod:`ubipy.fetch.refresh`)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+
+from ubipy.config import PolitenessConfig, RecrawlConfig, RefreshPolicy
+from ubipy.fetch import Scheduler, allocate, is_sitemap, proportional
+from ubipy.peer.refreshpages import RefreshPage, RefreshStats, change_rates
+
+__all__ = ["PlanningMixin"]
+
+# Hinted refreshes are counted over this many seconds.
+_RATE_WINDOW = 300.0
+
+
+class PlanningMixin:
+    """The budget and the plans."""
+
+    _cfg: RecrawlConfig
+    _politeness: PolitenessConfig
+    _scheduler: Callable[[], Scheduler]
+    _pages: dict[int, RefreshPage]
+    _by_host: defaultdict[str, dict[int, RefreshPage]]
+    _latency: float
+    _budget: float | None
+    _budget_hosts: int
+    _intervals: dict[int, float]
+    _failing: set[int]
+    _hinted: deque[float]
+    _prompted: set[int]
+    stats: RefreshStats
+
+    def _schedule(self, hosts: set[str] | None = None) -> None:
+        raise NotImplementedError
+
+    def budget(self) -> float:
+        """Refreshes a second to plan for: ``--refresh-rate``, or ``--refresh-share``
+        of the requests a second this peer could make to its pages' hosts.
+
+        Not a share of the requests it made lately: once new URLs ran out, those
+        were the refreshes themselves, and each plan halved the last one's rate
+        until a continuous crawl refreshed nothing (found by a review)."""
+        if self._cfg.rate is not None:
+            return self._cfg.rate
+        return max(1e-3, self._cfg.share * self.capacity())
+
+    def capacity(self) -> float:
+        """Requests a second this peer could make to the hosts of its pages: one a
+        host's delay (its Crawl-delay, its pace), one an address's ``--ip-delay``,
+        and ``--concurrency`` at once over the time an answer takes (its measured
+        mean; a second until one is measured)."""
+        polite = self._politeness
+        scheduler = self._scheduler()
+        by_address: defaultdict[str | None, float] = defaultdict(float)
+        for host in self._by_host:
+            slot = scheduler.slot(host)
+            delay = polite.delay if slot is None else scheduler.delay_of(slot)
+            address = None if slot is None else slot.address
+            by_address[address] += math.inf if delay <= 0 else 1 / delay
+        ip_delay = polite.delay if polite.ip_delay is None else polite.ip_delay
+        per_address = math.inf if ip_delay <= 0 else 1 / ip_delay
+        hosts = by_address.pop(None, 0.0)
+        hosts += sum(min(rate, per_address) for rate in by_address.values())
+        return min(hosts, polite.concurrency / max(self._latency, 1e-3))
+
+    def _first_interval(self) -> float:
+        n = max(1, len(self._pages) - len(self._failing))
+        if self._budget is None or len(self._by_host) > 2 * self._budget_hosts:
+            self._budget, self._budget_hosts = self.budget(), len(self._by_host)
+        return min(max(n / self._budget, self._cfg.min_interval), self._cfg.max_interval)
+
+    def plan(self) -> None:
+        """Every page's revisit frequency under the policy, and its due time."""
+        if not self._pages:
+            return
+        cfg = self._cfg
+        now = time.time()
+        budget = self._budget = self.budget()
+        self._budget_hosts = len(self._by_host)
+        floor = 1 / cfg.max_interval
+        # The pages whose last answers failed have no part in it: they keep their last
+        # interval, backed off (see _wait_of).
+        failing = self._failing
+        live = [p for p in self._pages.values() if p.fp not in failing]
+        # A sitemap at uniform's frequency; its requests and the hinted refreshes (at
+        # their recent rate) come out of the pages' budget.
+        every = budget / max(1, len(live))
+        maps = [p for p in live if is_sitemap(p.depth)]
+        pages = [p for p in live if not is_sitemap(p.depth)]
+        while self._hinted and self._hinted[0] < now - _RATE_WINDOW:
+            self._hinted.popleft()
+        hinted = len(self._hinted) / _RATE_WINDOW
+        budget = max(budget - every * len(maps) - hinted, 0.1 * budget)
+        policy = cfg.policy
+        if policy is RefreshPolicy.UNIFORM or not pages:
+            freqs = [budget / max(1, len(pages))] * len(pages)
+        else:
+            rates = change_rates(pages, by_group=policy is RefreshPolicy.CLUSTER)
+            if policy is RefreshPolicy.PROPORTIONAL:
+                freqs = proportional(rates, budget, floor)
+            else:
+                weights = [1.0] * len(pages)
+                if policy is RefreshPolicy.IMPORTANCE:
+                    weights = [max(p.importance, 1e-9) for p in pages]
+                freqs = allocate(rates, weights, budget, floor, 1 / cfg.min_interval)
+        last, self._intervals = self._intervals, {}
+        for page, f in zip([*pages, *maps], [*freqs, *[every] * len(maps)], strict=True):
+            interval = min(1 / f if f > 0 else cfg.max_interval, cfg.max_interval)
+            self._intervals[page.fp] = max(interval, cfg.min_interval)
+        if failing:
+            first = self._first_interval()
+            for fp in failing:
+                self._intervals[fp] = last.get(fp) or first
+        ceiling = now + cfg.max_interval
+        for page in self._pages.values():
+            # A time ahead of the clock (a clock stepped back since: an NTP correction,
+            # a machine restored) counts from now. From then, every page waited out
+            # the step as well: a day's step stopped every refresh for a day.
+            page.asked_at = min(page.asked_at, now)
+            page.history.last_visit = min(page.history.last_visit, now)
+            if page.barred_until > ceiling:
+                page.barred_until = now
+            if page.held_until > ceiling:
+                page.held_until = now
+            # Overdue under the new plan (its interval shrank): due now. Put off
+            # instead (spread over the interval), the refreshes fell 40% short of
+            # the budget (bench/freshness.py).
+            due = page.asked_at + self._wait_of(page)
+            due = min(due, page.due) if page.fp in self._prompted else due
+            page.due = max(due, page.barred_until, page.held_until)
+        self.stats.plans += 1
+        self._schedule()
+
+    def _interval_of(self, page: RefreshPage) -> float:
+        """The page's planned interval (the first one's until a plan includes it)."""
+        return self._intervals.get(page.fp) or self._first_interval()
+
+    def _wait_of(self, page: RefreshPage) -> float:
+        """From when it was last asked to when it is due: its interval, doubled for
+        each failure in a row, up to the longest interval."""
+        interval = self._interval_of(page)
+        if page.failures:
+            backed_off = interval * 2.0 ** min(page.failures, 64)
+            interval = max(min(backed_off, self._cfg.max_interval), interval)
+        return interval
