@@ -58,7 +58,11 @@ from ubipy.fetch import (
 )
 from ubipy.peer.commits import Retired
 from ubipy.peer.hints import HostTrust, LastmodHints
-from ubipy.peer.refreshpages import RefreshPage, RefreshStats, refresh_entry
+from ubipy.peer.refreshpages import (
+    RefreshPage,
+    RefreshStats,
+    refresh_entry,
+)
 from ubipy.peer.refreshplans import PlanningMixin
 from ubipy.store import Lastmod, PageRecord, RefreshRow, Shard, Visit
 from ubipy.wire import DEFAULT_MAX_SKEW
@@ -334,7 +338,7 @@ class Refresher(PlanningMixin):
         time it sleeps until."""
         while True:
             await trio.sleep(self._cfg.replan)
-            self.plan()
+            await self.replan()
             wake()
 
     # -- planning ---------------------------------------------------------------

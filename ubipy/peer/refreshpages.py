@@ -10,6 +10,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ubipy.errors import WireError
 from ubipy.fetch import BadURL, Entry, History, estimate, fingerprint, host_key, normalize
@@ -112,15 +113,37 @@ def refresh_entry(page: RefreshPage) -> Entry:
     return Entry(page.fp, 0, page.url, page.depth, score=page.importance, refresh=True)
 
 
-def change_rates(pages: Sequence[RefreshPage], *, by_group: bool) -> list[float]:
+class Sample(NamedTuple):
+    """What a plan's arithmetic needs of a page, copied (it runs in a worker thread
+    while answers change the pages). Plain values, no History: a tuple of them is
+    untracked by the cyclic garbage collector, where a million tracked copies a plan
+    brought on full collections of a second each (1M pages)."""
+
+    visits: int
+    changes: int
+    observed: float
+    host: str
+    importance: float
+
+    @classmethod
+    def of(cls, page: RefreshPage) -> Sample:
+        h = page.history
+        return cls(h.visits, h.changes, h.observed, page.host, page.importance)
+
+    @property
+    def history(self) -> History:
+        return History(self.visits, self.changes, self.observed)
+
+
+def change_rates(pages: Sequence[Sample], *, by_group: bool) -> list[float]:
     """Each page's estimated change rate; a page without enough visits of its own
     takes the pooled rate of its host (cluster) or of all pages (the others)."""
 
-    def pooled(group: Sequence[RefreshPage]) -> float | None:
+    def pooled(group: Sequence[Sample]) -> float | None:
         """The group's pages as one history: its visits, changes and time added."""
-        intervals = sum(p.history.visits - 1 for p in group)
-        changes = sum(p.history.changes for p in group)
-        observed = sum(p.history.observed for p in group)
+        intervals = sum(p.visits - 1 for p in group)
+        changes = sum(p.changes for p in group)
+        observed = sum(p.observed for p in group)
         return estimate(History(intervals + 1, changes, observed))
 
     own = [estimate(p.history) for p in pages]
@@ -128,14 +151,14 @@ def change_rates(pages: Sequence[RefreshPage], *, by_group: bool) -> list[float]
     everyone = pooled(seen) or 0.0
     if not by_group:
         return [everyone if r is None else r for r in own]
-    groups: dict[str, list[RefreshPage]] = defaultdict(list)
+    groups: dict[str, list[Sample]] = defaultdict(list)
     for p in pages:
-        if p.history.visits >= _CLUSTER_MIN_VISITS:
+        if p.visits >= _CLUSTER_MIN_VISITS:
             groups[p.host].append(p)
     by_host = {host: pooled(members) for host, members in groups.items()}
     return [
         r
-        if p.history.visits >= _CLUSTER_MIN_VISITS and r is not None
+        if p.visits >= _CLUSTER_MIN_VISITS and r is not None
         else (by_host.get(p.host) or everyone)
         for p, r in zip(pages, own, strict=True)
     ]
