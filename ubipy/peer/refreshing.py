@@ -141,24 +141,8 @@ class Refresher(PlanningMixin):
             # (a back-off, a bar: held to by the plans until then), so from now at
             # most, and not past the longest interval.
             last = min(r.last_visit, now)
-            history = History(r.visits, r.changes, r.observed, last)
             due = min(last + max(r.due - r.last_visit, 0.0), now + self._cfg.max_interval)
-            page = RefreshPage(
-                r.fp,
-                r.url,
-                r.host,
-                r.depth,
-                history,
-                r.importance,
-                r.etag,
-                r.last_modified,
-                r.digest,
-                due,
-                r.lastmod_checks,
-                r.lastmod_agreed,
-                asked_at=last,
-                held_until=due,
-            )
+            page = RefreshPage.from_row(r, last, due)
             self._keep(page)
         counts = [(p.host, p.checks, p.agreed) for p in self._pages.values() if p.checks]
         self.hints.load(((m.fp, m.lastmod) for m in self._shard.lastmods()), counts)
@@ -425,22 +409,7 @@ class Refresher(PlanningMixin):
                 continue
             wait = min(last, wall) + max(r.due - r.last_visit, 0.0) - wall
             due = now + min(max(wait, 0.0), longest)
-            page = RefreshPage(
-                r.fp,
-                r.url,
-                r.host,
-                r.depth,
-                History(r.visits, r.changes, r.observed, last),
-                r.importance,
-                r.etag,
-                r.last_modified,
-                r.digest,
-                due,
-                r.lastmod_checks,
-                r.lastmod_agreed,
-                asked_at=last,
-                held_until=due,
-            )
+            page = RefreshPage.from_row(r, last, due)
             saved.append(page.row())
             if filters is None or filters.verdict_at(r.url, r.depth) is None:
                 taken.append(page)

@@ -73,6 +73,16 @@ class RefreshPage:
     # unless a lastmod hint makes the page due, whatever a plan says.
     held_until: float = 0.0
 
+    @classmethod
+    def from_row(cls, r: RefreshRow, last: float, due: float) -> RefreshPage:
+        """A page as its revisit row keeps it (a start's, a hand-off's), its last visit
+        and its due time as the caller clamped them; held to that due time."""
+        history = History(r.visits, r.changes, r.observed, last)
+        return cls(
+            r.fp, r.url, r.host, r.depth, history, r.importance, r.etag, r.last_modified,
+            r.digest, due, r.lastmod_checks, r.lastmod_agreed, asked_at=last, held_until=due,
+        )  # fmt: skip
+
     def row(self) -> RefreshRow:
         h = self.history
         return RefreshRow(
