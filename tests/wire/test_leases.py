@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.wire.framing import read_both_ways
 from ubipy.errors import WireError
 from ubipy.wire import (
     Frame,
@@ -70,19 +71,7 @@ def test_a_release_without_a_wait_is_the_frame_older_peers_send_and_read() -> No
     ids=repr,
 )
 def test_a_lease_s_run_and_renewal_read_whole_and_a_byte_at_a_time(lease: IpLease) -> None:
-    data = FrameWriter(KEY, "a").frame(lease.KIND, lease.to_wire(), NOW)
-    whole = FrameReader(KEY, ReplayGuard(local_id="b"))
-    whole.receive_data(data)
-    frame = whole.next_event(NOW)
-    assert isinstance(frame, Frame) and decode(frame.type, frame.payload) == lease
-    bytewise = FrameReader(KEY, ReplayGuard(local_id="b"))
-    events = []
-    for i in range(len(data)):
-        bytewise.receive_data(data[i : i + 1])
-        events.append(bytewise.next_event(NOW))
-    frames = [e for e in events if isinstance(e, Frame)]
-    assert len(frames) == 1 and events[-1] is frames[0]
-    assert decode(frames[0].type, frames[0].payload) == lease
+    assert read_both_ways(lease.KIND, lease.to_wire()) == (lease, lease)
 
 
 def test_an_ask_without_a_run_is_the_frame_older_peers_send_and_read() -> None:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.wire.framing import read_both_ways
 from ubipy.errors import FrameError, WireError
 from ubipy.wire import (
     MESSAGE_TYPES,
@@ -295,19 +296,7 @@ def test_a_batch_says_how_many_redirects_led_to_a_url_only_when_any_did() -> Non
     older = {"id": 4, "urls": wire["urls"], "acks": []}  # from a peer of an earlier version
     assert decode(FrameType.URL_BATCH, older) == UrlBatch(4, tuple((*u[:3], 0) for u in urls))
     # Whole, and fed to a reader one byte at a time.
-    data = FrameWriter(KEY, "a").frame(FrameType.URL_BATCH, wire, NOW)
-    whole = FrameReader(KEY, ReplayGuard(local_id="b"))
-    whole.receive_data(data)
-    frame = whole.next_event(NOW)
-    assert isinstance(frame, Frame) and decode(frame.type, frame.payload) == led
-    bytewise = FrameReader(KEY, ReplayGuard(local_id="b"))
-    events = []
-    for i in range(len(data)):
-        bytewise.receive_data(data[i : i + 1])
-        events.append(bytewise.next_event(NOW))
-    frames = [e for e in events if isinstance(e, Frame)]
-    assert len(frames) == 1 and events[-1] is frames[0]
-    assert decode(frames[0].type, frames[0].payload) == led
+    assert read_both_ways(FrameType.URL_BATCH, wire) == (led, led)
 
 
 def test_a_count_of_redirects_past_what_a_receiver_takes_is_sent_capped() -> None:
