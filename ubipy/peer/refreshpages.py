@@ -134,11 +134,12 @@ class Sample(NamedTuple):
     observed: float
     host: str
     importance: float
+    url: str  # for bench/freshness.py's oracle, which knows each URL's true rate
 
     @classmethod
     def of(cls, page: RefreshPage) -> Sample:
         h = page.history
-        return cls(h.visits, h.changes, h.observed, page.host, page.importance)
+        return cls(h.visits, h.changes, h.observed, page.host, page.importance, page.url)
 
     @property
     def history(self) -> History:
