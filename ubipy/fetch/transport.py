@@ -420,9 +420,16 @@ class PooledTransport(httpx2.AsyncBaseTransport):
                 checked = await self._address(origin) if self._resolver is not None else None
                 # Behind a proxy the check is all there is to do: the proxy connects.
                 if checked is not None and self._proxy is None:
-                    tcp, used = await connect_in_turn(checked.addresses, via.port, scope.deadline)
-                    address = checked.addresses[used]
-                    answer = self._pinned_to(origin.host, checked.addresses[:used])
+                    # The addresses of the key the host was filed under (the per-IP
+                    # rule's and the lease's: its first address's) alone. Another
+                    # took the request past both, to a server neither held: N names
+                    # of a page each answering [a dead address, the victim's] had N
+                    # requests at once at the victim (a review).
+                    key = address_key(checked.addresses[0])
+                    tried = [a for a in checked.addresses if address_key(a) == key]
+                    tcp, used = await connect_in_turn(tried, via.port, scope.deadline)
+                    address = tried[used]
+                    answer = self._pinned_to(origin.host, tuple(tried[:used]))
                 else:
                     tcp = await trio.open_tcp_stream(via.host, via.port)
                 stream: DirectSocketStream | TlsStream = DirectSocketStream(tcp)
