@@ -41,9 +41,10 @@ What goes wrong, and what happens then:
 - the holder is restarted at once (a crash loop, a service manager's quick restart),
   too soon for membership to notice: the ring keeps it, and so did the owner its
   lease, for the lease's term (121 s, every peer denied the address meanwhile, the
-  restarted one too). So each ask names the asker's run, a random number drawn at its
-  start (the start of its lease ids): an ask of a new run ends the leases the peer's
-  earlier run held, at once (a peer id is one data directory's, so its earlier process
+  restarted one too). So each ask names the asker's run, when it started (in
+  microseconds): an ask of a later run ends the leases the peer's earlier run held, at
+  once, and a late frame of an earlier run is refused and ends nothing, seen here
+  before or not (a peer id is one data directory's, so its earlier process
   has ended, and its requests with it); the address waits its gap from when the old
   request should have ended at the server (which knows nothing of the client's end).
   A peer of an earlier version says no run, and its leases end as before;
@@ -77,6 +78,7 @@ the denial's wait before it is asked again.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Final
@@ -159,6 +161,17 @@ class _Releasing:
     taken: trio.Event = field(default_factory=trio.Event)
 
 
+_last_run = 0
+
+
+def _next_run() -> int:
+    """A run: the time it started in microseconds, later than any made before in this
+    process (peers of one test share it)."""
+    global _last_run
+    _last_run = max(time.time_ns() // 1000, _last_run + 1)
+    return _last_run
+
+
 class IpLeases:
     """A peer's side of the leases: the owner's table for the addresses it owns, and
     the asker's requests for the others. :meth:`install` puts it in front of every
@@ -194,9 +207,9 @@ class IpLeases:
         self._start_soon: Callable[..., object] = lambda *args: None
         self._patience = patience
         self._ids = run_ids(rng)
-        # This process's run: the start of its lease ids (none is this), sent with its
-        # asks. As random as the ids, and drawing nothing more from ``rng``.
-        self.run = next(self._ids)
+        # This process's run, sent with its asks: when it started, in microseconds, so
+        # an owner tells a later run from a late frame of an earlier one (leasetable).
+        self.run = _next_run()
         self._pending: dict[int, _Pending] = {}
         self._held: dict[str, _Held] = {}  # by host
         # By host: the lease a request that went ahead unleased (the owner silent past

@@ -93,6 +93,7 @@ class LeaseTable:
         self._addresses: dict[str, _Address] = {}
         self._sweep_at = _SWEEP_AT
         self._runs: dict[str, tuple[int, ...]] = {}  # by peer: its runs seen, latest last
+        self._heard: dict[str, float] = {}  # by peer: when its latest run last asked
 
     def __len__(self) -> int:
         return len(self._addresses)
@@ -167,8 +168,18 @@ class LeaseTable:
             return True
         runs = self._runs.get(peer, ())
         if run in runs:
+            if run == runs[-1]:
+                self._heard[peer] = now
             return run == runs[-1]
+        # Runs are numbered by their start (IpLeases.run): one under the latest is an
+        # earlier process's late frame, never seen here. Taken for the newest, it ended
+        # the live run's leases mid-request, was granted an address for its term, and
+        # left the live run refused for good (a review). Unless the latest has not
+        # asked for a term (a clock stepped back across a restart: that run is over).
+        if runs and run < runs[-1] and now - self._heard.get(peer, -math.inf) < self.term:
+            return False
         self._runs[peer] = (*runs, run)[-_RUNS_KEPT:]
+        self._heard[peer] = now
         for entry in self._addresses.values():
             held = entry.holder
             if held is not None and held[0] == peer and entry.run != run and now < entry.expires:
@@ -236,6 +247,7 @@ class LeaseTable:
         paused and dropped its request); those of a holder back among them before
         that run their term again, as its release will come."""
         self._runs = {p: runs for p, runs in self._runs.items() if p in members}
+        self._heard = {p: at for p, at in self._heard.items() if p in members}
         for entry in self._addresses.values():
             for gone in [p for p in entry.waiting if p not in members]:
                 del entry.waiting[gone]  # its turn would keep the address for nobody

@@ -50,7 +50,7 @@ class IpLease:
     """IP_LEASE: may the sender make one request to ``address`` now? ``id`` names the
     request (unique per sender process); the answer and the release carry it.
 
-    ``run`` names the sender's process (a random number drawn at its start; None from a
+    ``run`` names the sender's process (when it started, in microseconds; None from a
     peer of an earlier version): an ask of a new run says the sender restarted, and the
     leases its earlier run held ended with that process. ``held``: the sender holds
     this lease already (granted, or the request went ahead with the owner silent) and
