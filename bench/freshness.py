@@ -38,6 +38,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import Any
 
 import trio
 import trio.testing
@@ -45,7 +46,6 @@ import trio.testing
 from tests.cluster.harness import cluster
 from ubipy.config import BoundsConfig, CrawlConfig, RecrawlConfig, RefreshPolicy, Scope
 from ubipy.peer import Refresher, refreshplans
-from ubipy.peer.refreshpages import Sample
 from ubipy.synthweb import (
     LastmodKind,
     Referee,
@@ -94,7 +94,7 @@ def oracle(web: SyntheticWeb) -> Iterator[None]:
     # The plans' arithmetic calls refreshplans' change_rates by name, in the module.
     real = getattr(refreshplans, "change_rates")  # noqa: B009
 
-    def true_rates(pages: Sequence[Sample], *, by_group: bool) -> list[float]:
+    def true_rates(pages: Sequence[Any], *, by_group: bool) -> list[float]:  # Samples
         return [changes.rate(p.url) for p in pages]
 
     setattr(refreshplans, "change_rates", true_rates)  # noqa: B010
