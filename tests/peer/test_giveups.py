@@ -15,6 +15,8 @@ import trio.testing
 
 from tests.cluster.harness import wall_clock_on_trio_time
 from tests.peer.crawling import running_crawler
+from tests.peer.test_crawler import give_up
+from tests.peer.test_handoff import crawler_at
 from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
 from ubipy.errors import StorageError
 from ubipy.fetch import DnsFailure, Resolver
@@ -138,3 +140,23 @@ def test_the_latest_hosts_given_up_are_kept() -> None:
     giveups = GiveUps(after=1.0, kept=2)
     giveups.closed([(f"h{i}.test", ROBOTS_UNREACHABLE) for i in range(5)], 0.0)
     assert len(giveups) == 2
+
+
+async def test_a_host_given_up_goes_to_its_new_owner_with_its_urls_to_try(
+    tmp_path: Path,
+) -> None:
+    """Its rows closed as given up went over as fetched: the new owner never asked
+    them, nor was told to try the host again (a review). They go as pending now, to be
+    tried afresh there; rows closed for good (a bad certificate) stay as they were."""
+    async with crawler_at(tmp_path) as c:
+        for host, why in (("gone.test", ROBOTS_UNREACHABLE), ("bad.test", "bad certificate")):
+            c.seed([f"http://{host}/", f"http://{host}/p"])
+            give_up(c, host)
+            c._commits.close_host(host, why)
+        assert c._flush()
+        state = c.host_for_handoff("gone.test")
+        assert state is not None
+        assert sorted(u.url for u in state[0]) == ["http://gone.test/", "http://gone.test/p"]
+        assert state[1] == []
+        bad = c.host_for_handoff("bad.test")
+        assert bad is not None and bad[0] == [] and len(bad[1]) == 2

@@ -62,7 +62,9 @@ class HostMovesMixin:
         # Its outcomes must be on disk before they are read from there.
         if not self._flush():
             return None
-        return self._shard.host_state(host)
+        # Rows closed with the host given up go as pending: its new owner tries it
+        # afresh (as fetched, they were lost, and so was their revival: a review).
+        return self._shard.host_state(host, TRIED_AGAIN)
 
     def revisits_of(self, host: str) -> list[RefreshRow]:
         """Under --recrawl, the revisit state of the host's pages, for its new owner."""

@@ -413,20 +413,26 @@ class Shard(PagesMixin):
         cur = self._conn.execute(_HELD_HOSTS)
         return [str(h) for (h,) in cur]
 
-    def host_state(self, host: str) -> tuple[list[NewURL], list[int], HostMark | None]:
-        """What a host's new owner needs: pending URLs, fetched fingerprints, its mark."""
+    def host_state(
+        self, host: str, pending_if: Collection[str] = ()
+    ) -> tuple[list[NewURL], list[int], HostMark | None]:
+        """What a host's new owner needs: pending URLs (and those closed for one of the
+        reasons ``pending_if``), fetched fingerprints, its mark."""
         pending: list[NewURL] = []
         done: list[int] = []
         # Its pending rows through frontier_pending, the others through frontier_done;
         # one statement, so one read of the shard (in admission order, as they were).
         cur = self._conn.execute(
-            "SELECT fp, url, depth, state, score, seq FROM frontier WHERE host = ? AND state = 0 "
-            "UNION ALL SELECT fp, url, depth, state, score, seq FROM frontier "
+            "SELECT fp, url, depth, state, score, seq, NULL FROM frontier "
+            "WHERE host = ? AND state = 0 UNION ALL "
+            "SELECT fp, url, depth, state, score, seq, reason FROM frontier "
             "WHERE host = ? AND state != 0 ORDER BY seq",
             (host, host),
         )
-        for fp, url, depth, state, score, _ in cur:
-            if state == FrontierState.PENDING:
+        for fp, url, depth, state, score, _, reason in cur:
+            if state == FrontierState.PENDING or (
+                state == FrontierState.SKIPPED and reason in pending_if and url
+            ):
                 pending.append(NewURL(int(fp), str(url), host, int(depth), float(score)))
             else:
                 done.append(int(fp))
