@@ -63,7 +63,7 @@ class GiveUps:
                 due.move_to_end(host)
                 if len(due) > self._kept:
                     due.popitem(last=False)
-        self._wake.set()
+                self._wake.set()  # not at every commit: most give nothing up
 
     async def run(self, revive: Callable[[str], int]) -> None:
         """Call ``revive(host)`` as each host's time comes (it raises StorageError when
