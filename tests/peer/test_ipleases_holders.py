@@ -299,3 +299,21 @@ async def test_an_ask_kept_while_the_ring_drops_its_peer_is_denied(
         owner.ring_changed(Ring(["p", "r"]))  # "q" dropped meanwhile
     assert wire.sent[1:] == [("reply", IpGrant(2, A, False, 0.2))]
     assert owner.table.ask(A, ("r", 2), trio.current_time()).granted  # q holds nothing
+
+
+async def test_a_grant_for_a_lease_being_given_back_is_given_back_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A renewal the owner took after the release granted the lease again: ignored, the
+    address stood held at the owner for the lease's term."""
+    leases, crawler, wire, lease = await granted()
+    releases = Releases()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            leases._start_soon, leases._send = nursery.start_soon, releases.send
+            crawler.on_request_end("h.test")
+            await releases.wait_for(1)
+            await leases.on_grant("q", IpGrant(lease.id, A, True), wire.reply)
+            assert wire.sent[-1] == ("reply", releases.sent[0])
+            await leases.on_grant("q", IpGrant(lease.id, A, False), wire.reply)
+    assert len(releases.times) == 1

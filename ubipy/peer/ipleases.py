@@ -399,6 +399,11 @@ class IpLeases:
         if releasing is not None:
             if sender == releasing.owner and not grant.granted:
                 releasing.taken.set()  # the owner's answer to the release
+            elif sender == releasing.owner:
+                # The lease granted again (a renewal the owner took after the release):
+                # given back at once, or the address stood held for the lease's term
+                # (a review's suspicion).
+                await reply(self._left(IpRelease(grant.id, grant.address), releasing.at))
             return
         pending = self._pending.get(grant.id)
         if pending is None:
