@@ -12,25 +12,20 @@ from typing import Any
 import cbor2
 import pytest
 
+from tests.wire.framing import read_both_ways
 from ubipy.errors import FrameError, WireError
 from ubipy.wire import (
     MAX_ITEMS,
     MAX_REVISIT_URL,
     MAX_VALIDATOR,
     MAX_WALL,
-    Frame,
-    FrameReader,
     FrameType,
-    FrameWriter,
     Handoff,
     Mark,
-    ReplayGuard,
     Revisit,
     decode,
-    secret_from,
 )
 
-KEY = secret_from("revisits")
 NOW = 1_700_000_000.0
 MARK = Mark(NOW - 1.5, 0.25, 3)
 PAGE = Revisit(
@@ -67,28 +62,8 @@ def _frame_with(revisits: Any) -> dict[str, Any]:
     return {"id": 1, "host": "a.test", "pending": [], "done": [], "mark": None, **revisits}
 
 
-def _read(data: bytes, *, bytewise: bool) -> Frame:
-    reader = FrameReader(KEY, ReplayGuard(local_id="b"))
-    if not bytewise:
-        reader.receive_data(data)
-        frame = reader.next_event(NOW)
-        assert isinstance(frame, Frame)
-        return frame
-    events = []
-    for i in range(len(data)):
-        reader.receive_data(data[i : i + 1])
-        events.append(reader.next_event(NOW))
-    frames = [e for e in events if isinstance(e, Frame)]
-    assert len(frames) == 1 and events[-1] is frames[0]
-    return frames[0]
-
-
-@pytest.mark.parametrize("bytewise", [False, True], ids=["whole", "byte-by-byte"])
-def test_a_hand_off_with_revisits_goes_to_the_wire_and_back_unchanged(bytewise: bool) -> None:
-    data = FrameWriter(KEY, "a").frame(FrameType.HANDOFF, FRAME.to_wire(), NOW)
-    frame = _read(data, bytewise=bytewise)
-    assert frame.type is FrameType.HANDOFF
-    assert decode(frame.type, frame.payload) == FRAME
+def test_a_hand_off_with_revisits_goes_to_the_wire_and_back_unchanged() -> None:
+    assert read_both_ways(FrameType.HANDOFF, FRAME.to_wire()) == (FRAME, FRAME)
 
 
 def test_the_field_is_sent_only_when_there_are_revisits_and_read_as_none_when_absent() -> None:
