@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ubipy.errors import WireError
-from ubipy.fetch import BadURL, Entry, History, estimate, fingerprint, host_key, normalize
+from ubipy.fetch import Entry, History, estimate
+from ubipy.peer.router import url_item
 from ubipy.store import RefreshRow
 from ubipy.wire import MAX_VALIDATOR, MAX_WALL, Revisit
 
@@ -219,21 +220,17 @@ def revisits_to_wire(rows: Iterable[RefreshRow]) -> list[tuple[Revisit, ...]]:
 def revisits_from_wire(revisits: Iterable[Revisit], host: str) -> list[RefreshRow]:
     """The revisit state of ``host``'s pages from its previous owner, as rows (their
     times still the sender's: :meth:`~ubipy.peer.refreshing.Refresher.adopt` reads
-    them on this clock). Each URL is normalised again and fingerprinted here, as any
-    URL from a peer is (an authentic peer can still be a buggy one): one that does not
-    normalise is dropped; one of another host is a WireError."""
+    them on this clock). Each URL is taken as any URL from a peer is (router's
+    url_item): one that does not normalise is dropped; one of another host is a
+    WireError."""
     rows: list[RefreshRow] = []
     for v in revisits:
-        try:
-            url = normalize(v.url)
-        except BadURL:
+        if (url := url_item(v.url, v.depth, 0.0, host)) is None:
             continue
-        if (key := host_key(url)) != host:
-            raise WireError(f"a revisit of {key} among {host}'s")
         rows.append(
             RefreshRow(
-                fingerprint(url),
-                url,
+                url.fp,
+                url.url,
                 host,
                 v.depth,
                 v.visits,

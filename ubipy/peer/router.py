@@ -369,7 +369,7 @@ def url_items(items: Iterable[WireURL], *, host: str | None = None) -> list[NewU
     with ``host``, every URL must belong to it (WireError otherwise)."""
     urls: list[NewURL] = []
     for raw, depth, score in items:
-        if (new := _url_item(raw, depth, score, host)) is not None:
+        if (new := url_item(raw, depth, score, host)) is not None:
             urls.append(new)
     return urls
 
@@ -379,12 +379,15 @@ def batch_items(items: Iterable[BatchURL]) -> list[NewURL]:
     row that led to it."""
     urls: list[NewURL] = []
     for raw, depth, score, redirects in items:
-        if (new := _url_item(raw, depth, score, None)) is not None:
+        if (new := url_item(raw, depth, score, None)) is not None:
             urls.append(new._replace(redirects=redirects) if redirects else new)
     return urls
 
 
-def _url_item(raw: str, depth: int, score: float, host: str | None) -> NewURL | None:
+def url_item(raw: str, depth: int, score: float, host: str | None) -> NewURL | None:
+    """A URL from another peer, normalised and fingerprinted here (an authentic peer
+    can still be a buggy one); None if it does not normalise. With ``host``, it must
+    belong to it (WireError otherwise)."""
     try:
         url = normalize(raw)
     except BadURL:
