@@ -5,6 +5,7 @@ forward."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 
 import pytest
@@ -302,3 +303,22 @@ def test_refreshes_keep_their_share_after_hours_of_new_urls_alone() -> None:
     kinds, _ = _kinds(s, now, 100)
     assert sum(kinds) == 50
     assert all(a != b for a, b in itertools.pairwise(kinds))  # in turn
+
+
+def test_pages_due_again_are_no_work_for_the_garbage_collectors_full_passes() -> None:
+    """A peer refreshing a million pages keeps a million of them due here: held as
+    objects the cyclic collector tracks, each full collection went through them all
+    (0.5 s, bench/refresh_memory.py). Once a collection has seen them, none is tracked,
+    and each comes out as the entry it went in as."""
+    s = Scheduler(delay=1.0, window=8, loader=lambda h, a, n: [])
+    _ready(s)
+    due = [(float(n), _old(n)._replace(score=n / 7)) for n in range(50)]
+    s.refreshes("a.test", due[:40])
+    s.due_again("a.test", 45.0, due[45][1])
+    gc.collect()
+    slot = s.slot("a.test")
+    assert slot is not None and len(slot.refresh) == 41
+    assert not any(gc.is_tracked(item) for item in slot.refresh)
+    assert slot.first_due() == due[0][1]
+    popped = [slot.pop_due() for _ in range(41)]
+    assert popped == [e for _, e in due[:40]] + [due[45][1]]

@@ -22,7 +22,6 @@ No I/O and no clock: the caller passes ``now`` in and performs the requests.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
 from collections.abc import Callable
@@ -213,8 +212,7 @@ class Scheduler:
         slot = self._slot(host)
         if slot.robots_state is HostRobots.GIVEN_UP:
             return
-        slot.refresh = [(at, next(self._tie), e) for at, e in due]
-        heapq.heapify(slot.refresh)
+        slot.due_anew([(at, next(self._tie), e) for at, e in due])
         self._bring_forward(slot)
 
     def due_again(self, host: str, at: float, entry: Entry) -> None:
@@ -222,7 +220,7 @@ class Scheduler:
         slot = self._slot(host)
         if slot.robots_state is HostRobots.GIVEN_UP:
             return
-        heapq.heappush(slot.refresh, (at, next(self._tie), entry))
+        slot.due_again(at, next(self._tie), entry)
         self._bring_forward(slot)
 
     # -- dispatching --------------------------------------------------------
@@ -292,7 +290,7 @@ class Scheduler:
                 if fetch is None or fetch.state is not RobotsState.AWAITING_RESPONSE:
                     first = slot.queue[0].url if slot.queue else self._windows.peek_url(slot)
                     if first is None and slot.refresh:  # only pages due again (a restart)
-                        first = slot.refresh[0][2].url
+                        first = slot.first_due().url
                     if first is None:
                         self._pass(slot)
                         self._arm(slot)  # nothing left to ask: idle

@@ -17,8 +17,6 @@ No I/O and no clock, as the scheduler (:mod:`ubipy.fetch.politeness`).
 
 from __future__ import annotations
 
-import heapq
-
 from ubipy.fetch.slots import Entry, HostSlot
 from ubipy.fetch.windows import Windows
 
@@ -73,7 +71,7 @@ class RefreshShare:
             if both:
                 self._both.add(True)
             self._all.add(True)
-            return heapq.heappop(slot.refresh)[2]
+            return slot.pop_due()
         entry = windows.pop(slot) if slot.has_work else None
         if entry is not None:
             if both:

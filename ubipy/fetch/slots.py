@@ -5,6 +5,7 @@ hands out, and the per-host and per-address slots it keeps (the scheduler's logi
 from __future__ import annotations
 
 import enum
+import heapq
 import math
 from collections import deque
 from collections.abc import Callable
@@ -37,6 +38,14 @@ class Entry(NamedTuple):
     def fresh(self) -> bool:
         """A new URL's first request: one of its host's page budget."""
         return self.attempt == 0 and not self.refresh
+
+
+#: A page due again in its host's heap: its due time, a tie-breaker, then its entry's
+#: fields. A plain tuple of numbers and strings, which CPython's cyclic garbage collector
+#: stops tracking (an Entry is a tuple of its own type, tracked for good): at a million
+#: pages due again, (due, tie, Entry) was two million of the objects every full
+#: collection went through (bench/refresh_memory.py).
+DueItem = tuple[float, int, int, int, str, int, int, float, bool]
 
 
 class JobKind(enum.Enum):
@@ -123,8 +132,23 @@ class HostSlot:
     # came due (windows.py), kept for its pop while the window stays as it is (-1: not
     # known). The window was scanned twice a request, for 2% of a crawl's CPU.
     best: int = -1
-    # Pages fetched before, due again (--recrawl): (due, tie-breaker, entry), a heap.
-    refresh: list[tuple[float, int, Entry]] = field(default_factory=list)
+    # Pages fetched before, due again (--recrawl): a heap (see DueItem).
+    refresh: list[DueItem] = field(default_factory=list)
+
+    def due_anew(self, due: list[tuple[float, int, Entry]]) -> None:
+        """Its pages due again: (when, tie-breaker, entry), in place of those it had."""
+        self.refresh = [(at, tie, *entry) for at, tie, entry in due]
+        heapq.heapify(self.refresh)
+
+    def due_again(self, at: float, tie: int, entry: Entry) -> None:
+        heapq.heappush(self.refresh, (at, tie, *entry))
+
+    def first_due(self) -> Entry:
+        """The page due again first (there is one)."""
+        return Entry._make(self.refresh[0][2:])
+
+    def pop_due(self) -> Entry:
+        return Entry._make(heapq.heappop(self.refresh)[2:])
 
     @property
     def has_work(self) -> bool:
