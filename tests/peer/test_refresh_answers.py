@@ -160,7 +160,7 @@ async def test_a_failing_page_backs_off_and_a_restart_keeps_its_wait(
             assert crawler.refresher is not None
             [page] = crawler.refresher._pages.values()
             answered = sum(1 for _, _, status in site.asks if status in (200, 304))
-            assert page.history.visits == answered
+            assert page.visits == answered
             due = page.due - time.time()
         restart = trio.current_time()
         failed = [(a, b) for a, b, status in site.asks if status == 503]

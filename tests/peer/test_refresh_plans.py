@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from ubipy.config import CrawlConfig, RecrawlConfig, RefreshPolicy
-from ubipy.fetch import History, Scheduler
+from ubipy.fetch import Scheduler
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.refreshpages import RefreshPage
 from ubipy.store import Shard
@@ -25,13 +25,12 @@ def _refresher(tmp: Path, policy: RefreshPolicy, pages: int, hosts: int) -> Refr
     refresher = Refresher(config, Shard.open(tmp), lambda: scheduler, None)  # type: ignore[arg-type]
     rng, now = random.Random(7), time.time()
     for i in range(pages):
-        history = History(
-            rng.randint(1, 40), rng.randint(0, 5), rng.uniform(1e3, 1e6), now - rng.uniform(0, 1e5)
-        )
-        host = f"h{i % hosts}.test"
+        host, last = f"h{i % hosts}.test", now - rng.uniform(0, 1e5)
         page = RefreshPage(
-            i, f"http://{host}/{i}", host, 2, history, rng.random(), None, None, "d", now + 100,
-            asked_at=history.last_visit,
+            visits=rng.randint(1, 40), changes=rng.randint(0, 5),
+            observed=rng.uniform(1e3, 1e6), last_visit=last, fp=i, url=f"http://{host}/{i}",
+            host=host, depth=2, importance=rng.random(), etag=None, last_modified=None,
+            digest="d", due=now + 100, asked_at=last,
         )  # fmt: skip
         refresher._keep(page)
     return refresher

@@ -39,6 +39,7 @@ its pages are not refreshed again (known as done there, no link brings them back
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Sequence
@@ -50,7 +51,6 @@ from ubipy.fetch import (
     Entry,
     FetchResult,
     Filtered,
-    History,
     Scheduler,
     UrlFilter,
     Validators,
@@ -180,21 +180,12 @@ class Refresher(PlanningMixin):
         if kept is None or not entry.refresh:
             if not (result.ok and result.status == 200 and page.error is None and page.digest):
                 return True, None, None  # an error, a redirect, a type not kept: not refreshed
-            history = History()
-            history.visited(now, changed=False)
             kept = RefreshPage(
-                page.fp,
-                page.url,
-                page.host,
-                entry.depth,
-                history,
-                entry.score,
-                page.etag,
-                page.last_modified,
-                page.digest,
-                now,
-                asked_at=now,
-            )
+                fp=page.fp, url=page.url, host=sys.intern(page.host), depth=entry.depth,
+                importance=entry.score, etag=page.etag, last_modified=page.last_modified,
+                digest=page.digest, due=now, asked_at=now,
+            )  # fmt: skip
+            kept.visited(now, changed=False)
             kept.due = now + self._first_interval()
             self._keep(kept)
             self._due_again(kept)
@@ -220,12 +211,12 @@ class Refresher(PlanningMixin):
         )
         changed = answer and not result.not_modified and page.digest != kept.digest
         if answer and self._cfg.lastmod_hints and not is_sitemap(kept.depth):
-            check = self.hints.visited(kept.fp, kept.host, kept.history.last_visit, changed)
+            check = self.hints.visited(kept.fp, kept.host, kept.last_visit, changed)
             if check is not None:
                 kept.checks += 1
                 kept.agreed += check
         if answer:
-            kept.history.visited(now, changed)
+            kept.visited(now, changed)
         if changed:
             self.stats.changed += 1
             kept.etag, kept.last_modified, kept.digest = page.etag, page.last_modified, page.digest
@@ -298,7 +289,7 @@ class Refresher(PlanningMixin):
                 page.checks += 1
                 page.agreed += check
                 changed.append(page)
-            if said is None or said.at <= page.history.last_visit or page.fp in self._asked:
+            if said is None or said.at <= page.last_visit or page.fp in self._asked:
                 continue
             if not self.hints.trusted(page.host) or self._interval_of(page) >= floor:
                 self.hints.ignored[page.host] += 1
@@ -402,10 +393,7 @@ class Refresher(PlanningMixin):
         for r in rows:
             last = min(r.last_visit, now)
             mine = self._pages.get(r.fp)
-            if mine is not None and (mine.history.visits, mine.history.last_visit) > (
-                r.visits,
-                last,
-            ):
+            if mine is not None and (mine.visits, mine.last_visit) > (r.visits, last):
                 continue
             wait = min(last, wall) + max(r.due - r.last_visit, 0.0) - wall
             due = now + min(max(wait, 0.0), longest)

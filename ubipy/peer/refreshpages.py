@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -42,13 +43,17 @@ REVISIT_BYTES_PER_FRAME = 1 << 20
 _REVISIT_HEAD = 128
 
 
-@dataclass(slots=True)
-class RefreshPage:
+@dataclass(slots=True, kw_only=True)
+class RefreshPage(History):
+    """A page refreshed here: its history (visits, changes, the time they cover, its
+    last visit) and what its revisits need. One object a page, the history not one of
+    its own: a full collection of the garbage collector goes through every object
+    tracked, and at a million pages two each cost a second (bench/refresh_memory.py)."""
+
     fp: int
     url: str
     host: str
     depth: int
-    history: History
     importance: float
     etag: str | None
     last_modified: str | None
@@ -60,9 +65,9 @@ class RefreshPage:
     # robots.txt forbade it when it came due: not before then (robots.txt may allow
     # it again), whatever a plan says. Kept across a restart only as its due time.
     barred_until: float = 0.0
-    # When it was last asked, answered or not (its history's last visit is its last
-    # answer, never later): a plan counts its interval from then. Not kept across a
-    # restart, where it is the last visit.
+    # When it was last asked, answered or not (its last visit is its last answer,
+    # never later): a plan counts its interval from then. Not kept across a restart,
+    # where it is the last visit.
     asked_at: float = 0.0
     # Answers in a row that were not a 200 or a 304 (a time-out, a 5xx, a 404...), and
     # the 404s among the last ones in a row. Kept in memory only: a restart counts
@@ -78,23 +83,23 @@ class RefreshPage:
     def from_row(cls, r: RefreshRow, last: float, due: float) -> RefreshPage:
         """A page as its revisit row keeps it (a start's, a hand-off's), its last visit
         and its due time as the caller clamped them; held to that due time."""
-        history = History(r.visits, r.changes, r.observed, last)
         return cls(
-            r.fp, r.url, r.host, r.depth, history, r.importance, r.etag, r.last_modified,
-            r.digest, due, r.lastmod_checks, r.lastmod_agreed, asked_at=last, held_until=due,
+            visits=r.visits, changes=r.changes, observed=r.observed, last_visit=last,
+            fp=r.fp, url=r.url, host=sys.intern(r.host), depth=r.depth, importance=r.importance,
+            etag=r.etag, last_modified=r.last_modified, digest=r.digest, due=due,
+            checks=r.lastmod_checks, agreed=r.lastmod_agreed, asked_at=last, held_until=due,
         )  # fmt: skip
 
     def row(self) -> RefreshRow:
-        h = self.history
         return RefreshRow(
             self.fp,
             self.url,
             self.host,
             self.depth,
-            h.visits,
-            h.changes,
-            h.observed,
-            h.last_visit,
+            self.visits,
+            self.changes,
+            self.observed,
+            self.last_visit,
             self.due,
             self.importance,
             self.etag,
@@ -139,8 +144,8 @@ class Sample(NamedTuple):
 
     @classmethod
     def of(cls, page: RefreshPage) -> Sample:
-        h = page.history
-        return cls(h.visits, h.changes, h.observed, page.host, page.importance, page.url)
+        p = page
+        return cls(p.visits, p.changes, p.observed, p.host, p.importance, p.url)
 
     @property
     def history(self) -> History:

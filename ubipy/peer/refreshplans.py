@@ -195,7 +195,7 @@ class PlanningMixin:
                 # page waited out the step as well: a day's step stopped every refresh
                 # for a day.
                 page.asked_at = min(page.asked_at, now)
-                page.history.last_visit = min(page.history.last_visit, now)
+                page.last_visit = min(page.last_visit, now)
                 if page.barred_until > ceiling:
                     page.barred_until = now
                 if page.held_until > ceiling:
