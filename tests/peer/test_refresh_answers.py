@@ -158,7 +158,9 @@ async def test_a_failing_page_backs_off_and_a_restart_keeps_its_wait(
             crawler.seed(["http://site.test/"])
             await trio.sleep(900)
             assert crawler.refresher is not None
-            [page] = crawler.refresher._pages.values()
+            [fp] = crawler.refresher._pages
+            page = crawler.refresher.page(fp)
+            assert page is not None
             answered = sum(1 for _, _, status in site.asks if status in (200, 304))
             assert page.visits == answered
             due = page.due - time.time()

@@ -59,8 +59,10 @@ from ubipy.fetch import (
 from ubipy.peer.commits import Retired
 from ubipy.peer.hints import HostTrust, LastmodHints
 from ubipy.peer.refreshpages import (
+    Packed,
     RefreshPage,
     RefreshStats,
+    due_entry,
     refresh_entry,
 )
 from ubipy.peer.refreshplans import PlanningMixin
@@ -98,10 +100,14 @@ class Refresher(PlanningMixin):
         self._filters = filters
         self._shard = shard
         self._scheduler = scheduler
-        self._pages: dict[int, RefreshPage] = {}
-        # The same pages by host: a sitemap's hints reschedule one host's pages, and
-        # a host handed away takes its own, without a walk over every page.
-        self._by_host: defaultdict[str, dict[int, RefreshPage]] = defaultdict(dict)
+        # Every page, packed (see Packed: no work for the garbage collector), taken
+        # out to be read or changed by _page and put back by _keep.
+        self._pages: dict[int, Packed] = {}
+        # The same pages' fingerprints by host: a sitemap's hints reschedule one
+        # host's pages, and a host handed away takes its own, without a walk over
+        # every page. Dicts, not sets: a dict of numbers alone is one the collector
+        # stops tracking.
+        self._by_host: defaultdict[str, dict[int, None]] = defaultdict(dict)
         # Pages asked again and not yet answered: a new plan leaves them out, or a
         # page due while in flight would be asked twice in a row.
         self._asked: set[int] = set()
@@ -144,7 +150,8 @@ class Refresher(PlanningMixin):
             due = min(last + max(r.due - r.last_visit, 0.0), now + self._cfg.max_interval)
             page = RefreshPage.from_row(r, last, due)
             self._keep(page)
-        counts = [(p.host, p.checks, p.agreed) for p in self._pages.values() if p.checks]
+        pages = map(RefreshPage.unpacked, self._pages.values())
+        counts = [(p.host, p.checks, p.agreed) for p in pages if p.checks]
         self.hints.load(((m.fp, m.lastmod) for m in self._shard.lastmods()), counts)
         self._schedule()
         return left_out
@@ -160,7 +167,7 @@ class Refresher(PlanningMixin):
 
     def validators(self, entry: Entry) -> Validators | None:
         """The copy's validators, for a page asked again (now)."""
-        page = self._pages.get(entry.fp) if entry.refresh else None
+        page = self._page(entry.fp) if entry.refresh else None
         if page is None or not (page.etag or page.last_modified):
             return None
         return Validators(page.etag, page.last_modified)
@@ -176,7 +183,7 @@ class Refresher(PlanningMixin):
             if not self._measured:
                 self._latency, self._measured = result.latency, True
             self._latency += _LATENCY_WEIGHT * (result.latency - self._latency)
-        kept = self._pages.get(page.fp)
+        kept = self._page(page.fp)
         if kept is None or not entry.refresh:
             if not (result.ok and result.status == 200 and page.error is None and page.digest):
                 return True, None, None  # an error, a redirect, a type not kept: not refreshed
@@ -238,6 +245,7 @@ class Refresher(PlanningMixin):
         kept.held_until = 0.0
         if not retire:
             kept.due = now + self._wait_of(kept)
+            self._keep(kept)
             self._due_again(kept)
         visit = Visit(
             page.fp,
@@ -267,7 +275,7 @@ class Refresher(PlanningMixin):
         if retire:
             # Its row goes with the commit; its visit is recorded still (a redirect's
             # target is found from it).
-            self._forget([kept])
+            self._forget(kept.host, [kept.fp])
             self.stats.retired += 1
             return False, Retired(kept.fp), visit
         return False, kept.row(), visit
@@ -282,13 +290,14 @@ class Refresher(PlanningMixin):
         hosts: set[str] = set()
         for m in items:
             said, check = self.hints.read(m.fp, m.host, m.lastmod, now)
-            page = self._pages.get(m.fp)
+            page = self._page(m.fp)
             if page is None:
                 continue
             if check is not None:
                 page.checks += 1
                 page.agreed += check
                 changed.append(page)
+                self._keep(page)
             if said is None or said.at <= page.last_visit or page.fp in self._asked:
                 continue
             if not self.hints.trusted(page.host) or self._interval_of(page) >= floor:
@@ -303,6 +312,7 @@ class Refresher(PlanningMixin):
                 hosts.add(page.host)
                 if check is None:
                     changed.append(page)
+            self._keep(page)
         if hosts:
             self._schedule(hosts)
         return [p.row() for p in changed]
@@ -324,14 +334,28 @@ class Refresher(PlanningMixin):
         offset = trio.current_time() - time.time()
         asked = self._asked
         for host in self._by_host if hosts is None else hosts:
-            pages = self._by_host.get(host, {}).values()
-            due = [(p.due + offset, refresh_entry(p)) for p in pages if p.fp not in asked]
+            pages = map(due_entry, self._packed_of(host))
+            due = [(at + offset, e) for at, e in pages if e.fp not in asked]
             if due:
                 scheduler.refreshes(host, due)
 
+    def _page(self, fp: int) -> RefreshPage | None:
+        """The page, taken out to be read or changed (changed, it goes back with
+        :meth:`_keep`)."""
+        packed = self._pages.get(fp)
+        return None if packed is None else RefreshPage.unpacked(packed)
+
+    def page(self, fp: int) -> RefreshPage | None:
+        """A page refreshed here, as it stands (a copy), or None."""
+        return self._page(fp)
+
+    def _packed_of(self, host: str) -> list[Packed]:
+        pages = self._pages
+        return [pages[fp] for fp in self._by_host.get(host, ())]
+
     def _keep(self, page: RefreshPage) -> None:
-        self._pages[page.fp] = page
-        self._by_host[page.host][page.fp] = page
+        self._pages[page.fp] = page.packed()
+        self._by_host[page.host][page.fp] = None
 
     def _due_again(self, page: RefreshPage) -> None:
         at = page.due + trio.current_time() - time.time()
@@ -341,10 +365,11 @@ class Refresher(PlanningMixin):
         """A page due again that robots.txt now forbids was not asked: it stays a page
         of the crawl (fetched, its frontier row closed), put off for the longest
         interval rather than due again at every plan."""
-        page = self._pages.get(entry.fp)
+        page = self._page(entry.fp)
         if page is None:
             return
         page.barred_until = page.due = time.time() + self._cfg.max_interval
+        self._keep(page)
         self._prompted.discard(page.fp)
         # Handed out, it was marked asked: left so, no plan gave it out again (a request
         # refused its address's lease, robots.txt read again before it went: found by
@@ -356,14 +381,14 @@ class Refresher(PlanningMixin):
         """The host went to another peer: its pages are no longer refreshed here. What
         its lastmods earned went with them (their rows' counts): back here one day,
         it is counted from what it brings, not twice."""
-        self._forget(list(self._by_host.get(host, {}).values()))
+        self._forget(host, list(self._by_host.get(host, ())))
         self.hints.hosts.pop(host, None)
 
     # -- hand-off -------------------------------------------------------------
     def revisits_of(self, host: str) -> list[RefreshRow]:
         """What its new owner needs to refresh the host's pages: their rows, as this
         peer holds them now (due times as the last plan made them)."""
-        return [page.row() for page in self._by_host.get(host, {}).values()]
+        return [RefreshPage.unpacked(p).row() for p in self._packed_of(host)]
 
     def adopt(self, rows: Sequence[RefreshRow], *, schedule: bool = True) -> int:
         """Pages of a host handed over by its previous owner (:meth:`revisits_of`
@@ -392,7 +417,7 @@ class Refresher(PlanningMixin):
         taken: list[RefreshPage] = []
         for r in rows:
             last = min(r.last_visit, now)
-            mine = self._pages.get(r.fp)
+            mine = self._page(r.fp)
             if mine is not None and (mine.visits, mine.last_visit) > (r.visits, last):
                 continue
             wait = min(last, wall) + max(r.due - r.last_visit, 0.0) - wall
@@ -403,7 +428,7 @@ class Refresher(PlanningMixin):
                 taken.append(page)
         self._shard.save_refresh(saved, ())
         for page in taken:
-            old = self._pages.get(page.fp)
+            old = self._page(page.fp)
             trust = self.hints.hosts.setdefault(page.host, HostTrust())
             trust.checks += page.checks - (0 if old is None else old.checks)
             trust.agreed += page.agreed - (0 if old is None else old.agreed)
@@ -418,15 +443,16 @@ class Refresher(PlanningMixin):
         """Hand the scheduler the host's pages again (its slot was made afresh)."""
         self._schedule({host})
 
-    def _forget(self, pages: list[RefreshPage]) -> None:
-        """The pages are no longer refreshed here."""
-        for page in pages:
-            fp = page.fp
-            del self._pages[fp], self._by_host[page.host][fp]
-            if not self._by_host[page.host]:
-                del self._by_host[page.host]
+    def _forget(self, host: str, fps: list[int]) -> None:
+        """The host's pages ``fps`` are no longer refreshed here."""
+        of_host = self._by_host[host]
+        for fp in fps:
+            del self._pages[fp]
+            of_host.pop(fp, None)
             self._asked.discard(fp)
             self._prompted.discard(fp)
             self._failing.discard(fp)
             self._intervals.pop(fp, None)
-        self.hints.forget(p.fp for p in pages)
+        if not of_host:
+            del self._by_host[host]
+        self.hints.forget(fps)

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
+from dataclasses import dataclass, fields
+from typing import Any, NamedTuple
 
 from ubipy.errors import WireError
 from ubipy.fetch import Entry, History, estimate
@@ -22,6 +23,7 @@ from ubipy.wire import MAX_VALIDATOR, MAX_WALL, Revisit
 __all__ = [
     "REVISITS_PER_FRAME",
     "REVISIT_BYTES_PER_FRAME",
+    "Packed",
     "RefreshPage",
     "RefreshStats",
     "change_rates",
@@ -43,12 +45,24 @@ REVISIT_BYTES_PER_FRAME = 1 << 20
 _REVISIT_HEAD = 128
 
 
+#: A RefreshPage as the refresher holds it: its fields, in order, in a plain tuple.
+#: A tuple of numbers and strings is one the cyclic garbage collector stops tracking,
+#: where an object of a class is tracked for good and each full collection goes
+#: through its fields: at a million pages, 0.5 s a collection with the event loop
+#: standing still (bench/refresh_memory.py).
+Packed = tuple[
+    int, int, float, float,  # visits, changes, observed, last_visit
+    int, str, str, int, float,  # fp, url, host, depth, importance
+    str | None, str | None, str | None,  # etag, last_modified, digest
+    float, int, int, float, float, int, int, float,  # due ... held_until
+]  # fmt: skip
+
+
 @dataclass(slots=True, kw_only=True)
 class RefreshPage(History):
     """A page refreshed here: its history (visits, changes, the time they cover, its
-    last visit) and what its revisits need. One object a page, the history not one of
-    its own: a full collection of the garbage collector goes through every object
-    tracked, and at a million pages two each cost a second (bench/refresh_memory.py)."""
+    last visit) and what its revisits need. Held packed (:data:`Packed`), taken out
+    of it to be read or changed (:meth:`unpacked`, :meth:`packed`)."""
 
     fp: int
     url: str
@@ -90,6 +104,21 @@ class RefreshPage(History):
             checks=r.lastmod_checks, agreed=r.lastmod_agreed, asked_at=last, held_until=due,
         )  # fmt: skip
 
+    @classmethod
+    def unpacked(cls, t: Packed) -> RefreshPage:
+        page = cls.__new__(cls)
+        (
+            page.visits, page.changes, page.observed, page.last_visit,
+            page.fp, page.url, page.host, page.depth, page.importance,
+            page.etag, page.last_modified, page.digest,
+            page.due, page.checks, page.agreed, page.barred_until, page.asked_at,
+            page.failures, page.missing, page.held_until,
+        ) = t  # fmt: skip
+        return page
+
+    def packed(self) -> Packed:
+        return _PACK(self)
+
     def row(self) -> RefreshRow:
         return RefreshRow(
             self.fp,
@@ -110,6 +139,25 @@ class RefreshPage(History):
         )
 
 
+# The fields in their order, read at C speed: a plan packs every page again.
+_PACK = operator.attrgetter(*(f.name for f in fields(RefreshPage)))
+_INDEX = {f.name: i for i, f in enumerate(fields(RefreshPage))}
+
+
+def _reader(*names: str) -> operator.itemgetter[Any]:
+    """What a packed page holds under these names, read without unpacking it (a plan
+    reads every page)."""
+    return operator.itemgetter(*(_INDEX[name] for name in names))
+
+
+_DEPTH = _reader("depth")
+_DUE_ENTRY = _reader("due", "fp", "url", "depth", "importance")
+
+
+def depth_of(page: Packed) -> int:
+    return _DEPTH(page)  # type: ignore[no-any-return]
+
+
 @dataclass(slots=True)
 class RefreshStats:
     refreshes: int = 0
@@ -126,7 +174,17 @@ class RefreshStats:
 
 
 def refresh_entry(page: RefreshPage) -> Entry:
-    return Entry(page.fp, 0, page.url, page.depth, score=page.importance, refresh=True)
+    return _entry(page.fp, page.url, page.depth, page.importance)
+
+
+def due_entry(page: Packed) -> tuple[float, Entry]:
+    """When a packed page is due, and its entry."""
+    due, fp, url, depth, importance = _DUE_ENTRY(page)
+    return due, _entry(fp, url, depth, importance)
+
+
+def _entry(fp: int, url: str, depth: int, importance: float) -> Entry:
+    return Entry(fp, 0, url, depth, score=importance, refresh=True)
 
 
 class Sample(NamedTuple):
@@ -143,13 +201,15 @@ class Sample(NamedTuple):
     url: str  # for bench/freshness.py's oracle, which knows each URL's true rate
 
     @classmethod
-    def of(cls, page: RefreshPage) -> Sample:
-        p = page
-        return cls(p.visits, p.changes, p.observed, p.host, p.importance, p.url)
+    def of(cls, page: Packed) -> Sample:
+        return cls._make(_SAMPLE(page))
 
     @property
     def history(self) -> History:
         return History(self.visits, self.changes, self.observed)
+
+
+_SAMPLE = _reader(*Sample._fields)
 
 
 def change_rates(pages: Sequence[Sample], *, by_group: bool) -> list[float]:

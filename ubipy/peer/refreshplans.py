@@ -22,7 +22,14 @@ import trio
 
 from ubipy.config import PolitenessConfig, RecrawlConfig, RefreshPolicy
 from ubipy.fetch import Scheduler, allocate, is_sitemap, proportional
-from ubipy.peer.refreshpages import RefreshPage, RefreshStats, Sample, change_rates
+from ubipy.peer.refreshpages import (
+    Packed,
+    RefreshPage,
+    RefreshStats,
+    Sample,
+    change_rates,
+    depth_of,
+)
 
 __all__ = ["PlanningMixin"]
 
@@ -58,8 +65,8 @@ class PlanningMixin:
     _cfg: RecrawlConfig
     _politeness: PolitenessConfig
     _scheduler: Callable[[], Scheduler]
-    _pages: dict[int, RefreshPage]
-    _by_host: defaultdict[str, dict[int, RefreshPage]]
+    _pages: dict[int, Packed]
+    _by_host: defaultdict[str, dict[int, None]]
     _latency: float
     _budget: float | None
     _budget_hosts: int
@@ -149,47 +156,57 @@ class PlanningMixin:
         # The pages whose last answers failed have no part in it: they keep their last
         # interval, backed off (see _wait_of).
         failing = set(self._failing)
-        every_page = list(self._pages.values())
-        live = [p for p in every_page if p.fp not in failing]
+        every_fp = list(self._pages)
+        live = [fp for fp in every_fp if fp not in failing]
         # A sitemap at uniform's frequency; its requests and the hinted refreshes (at
         # their recent rate) come out of the pages' budget.
         every = budget / max(1, len(live))
-        maps = [p for p in live if is_sitemap(p.depth)]
-        pages = [p for p in live if not is_sitemap(p.depth)]
+        policy = cfg.policy
+        uniform = policy is RefreshPolicy.UNIFORM
+        # The pages and the sitemaps, and what the arithmetic needs of each page,
+        # copied a slice at a time (answers change histories meanwhile).
+        pages: list[int] = []
+        maps: list[int] = []
+        seen: list[Sample] = []
+        for i in range(0, len(live), _SLICE):
+            for fp in live[i : i + _SLICE]:
+                if (packed := self._pages.get(fp)) is None:
+                    continue  # retired or forgotten since
+                if is_sitemap(depth_of(packed)):
+                    maps.append(fp)
+                    continue
+                pages.append(fp)
+                if not uniform:
+                    seen.append(Sample.of(packed))
+            yield None
         while self._hinted and self._hinted[0] < time.time() - _RATE_WINDOW:
             self._hinted.popleft()
         hinted = len(self._hinted) / _RATE_WINDOW
         budget = max(budget - every * len(maps) - hinted, 0.1 * budget)
-        policy = cfg.policy
-        if policy is RefreshPolicy.UNIFORM or not pages:
+        if uniform or not pages:
             freqs = [budget / max(1, len(pages))] * len(pages)
         else:
-            # What the arithmetic needs of each page, copied a slice at a time (answers
-            # change histories meanwhile).
-            seen: list[Sample] = []
-            for i in range(0, len(pages), _SLICE):
-                seen += [Sample.of(p) for p in pages[i : i + _SLICE]]
-                yield None
             freqs = yield functools.partial(_frequencies, seen, policy, budget, floor, cfg)
         last, intervals = self._intervals, {}
         planned, freqs = [*pages, *maps], [*freqs, *[every] * len(maps)]
         for i in range(0, len(planned), _SLICE):
-            for page, f in zip(planned[i : i + _SLICE], freqs[i : i + _SLICE], strict=True):
+            for fp, f in zip(planned[i : i + _SLICE], freqs[i : i + _SLICE], strict=True):
                 interval = min(1 / f if f > 0 else cfg.max_interval, cfg.max_interval)
-                intervals[page.fp] = max(interval, cfg.min_interval)
+                intervals[fp] = max(interval, cfg.min_interval)
             yield None
         if failing:
             first = self._first_interval()
             for fp in failing:
                 intervals[fp] = last.get(fp) or first
         self._intervals = intervals
-        for i in range(0, len(every_page), _SLICE):
+        for i in range(0, len(every_fp), _SLICE):
             yield None
             now = time.time()
             ceiling = now + cfg.max_interval
-            for page in every_page[i : i + _SLICE]:
-                if self._pages.get(page.fp) is not page:
-                    continue  # retired or forgotten meanwhile
+            for fp in every_fp[i : i + _SLICE]:
+                if (packed := self._pages.get(fp)) is None:
+                    continue  # retired or forgotten since
+                page = RefreshPage.unpacked(packed)
                 # A time ahead of the clock (a clock stepped back since: an NTP
                 # correction, a machine restored) counts from now. From then, every
                 # page waited out the step as well: a day's step stopped every refresh
@@ -206,6 +223,7 @@ class PlanningMixin:
                 due = page.asked_at + self._wait_of(page)
                 due = min(due, page.due) if page.fp in self._prompted else due
                 page.due = max(due, page.barred_until, page.held_until)
+                self._pages[fp] = page.packed()
         self.stats.plans += 1
         hosts = list(self._by_host)
         for i in range(0, len(hosts), _SLICE // 10):
