@@ -22,11 +22,13 @@ class Site:
     """One port served on several loopback addresses; each request is logged with
     the address it came to. ``close``: answer with Connection: close."""
 
-    def __init__(self, close: bool = False) -> None:
+    def __init__(self, close: bool = False, latency: float = 0.0) -> None:
         self.close = close
+        self.latency = latency  # before each answer
         self.port = 0
         self.served: list[str] = []  # the address of each request
         self.connections: list[str] = []  # the address of each connection
+        self.spans: list[tuple[float, float]] = []  # each request's, on trio's clock
 
     async def serve(self, addresses: list[str], nursery: trio.Nursery) -> None:
         for address in addresses:
@@ -40,6 +42,9 @@ class Site:
             self.connections.append(address)
             async with stream:
                 while await _read_head(stream):
+                    start = trio.current_time()
+                    await trio.sleep(self.latency)
+                    self.spans.append((start, trio.current_time()))
                     self.served.append(address)
                     body = address.encode()
                     head = b"Connection: close\r\n" if self.close else b""
@@ -148,6 +153,27 @@ async def test_an_address_other_than_the_one_a_host_is_filed_under_is_not_tried(
         ]
     assert all(r.status is None for r in results) and site.served == []
     assert tried == [f"127.0.0.{i + 2}" for i in range(5)]
+
+
+async def test_a_dead_first_address_goes_to_the_back_and_the_next_request_the_next(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """None of the addresses of the key a host is filed under answered: they go to
+    the back of its name's answer, and the next address, another server's, is the
+    name's (the DNS stage files the host under it again). Kept first, a dead first
+    address failed every request until the answer expired, an hour."""
+    site = Site()
+    await site.serve(["127.0.0.1"], nursery)
+    tried = _recording(monkeypatch, refuse={"127.0.0.3"})
+    names = Table({"rr.test": ["127.0.0.3", "127.0.0.1"]})
+    resolver = Resolver(ttl=3600.0, lookup=names, allow_private=True)
+    url = f"http://rr.test:{site.port}/"
+    async with httpx2.AsyncClient(transport=PooledTransport(resolver=resolver)) as client:
+        first = await fetch(client, url, max_bytes=1000)
+        assert first.outcome is FetchOutcome.CONNECT_ERROR
+        assert resolver.address_of(f"rr.test:{site.port}") == "127.0.0.1"
+        assert await _text(client, url) == "127.0.0.1"
+    assert tried == ["127.0.0.3", "127.0.0.1"] and resolver.total_lookups == 1
 
 
 async def test_the_same_servers_other_address_is_tried_and_pinned(

@@ -10,7 +10,16 @@ import trio
 import trio.testing
 
 from tests.fetch.test_dns import Outage
-from ubipy.fetch import Entry, JobKind, Lookup, Resolver, Scheduler, host_key, normalize
+from ubipy.fetch import (
+    Entry,
+    FetchOutcome,
+    JobKind,
+    Lookup,
+    Resolver,
+    Scheduler,
+    host_key,
+    normalize,
+)
 from ubipy.peer.resolving import ResolveStage
 
 
@@ -155,3 +164,42 @@ async def test_a_lookup_that_raises_is_a_failed_lookup_not_the_peers_end(
     await stage._lookup(job.host)
     assert stage.stats.failures == 1 and scheduler.in_flight == 0
     assert scheduler.next_wakeup() == 5.0  # tried again after the back-off
+
+
+async def test_a_host_whose_name_was_demoted_by_another_hosts_request_is_filed_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """b.test's first address did not answer a request of a.test's (its robots.txt
+    redirected to b.test): b.test goes to its next address's key before its next
+    request, as a.test would after its own. Left filed under the dead one, its requests
+    went to the next while the per-IP rule held the dead one."""
+    table = {"a.test": ["11.0.0.1"], "b.test": ["11.0.0.2", "11.0.0.3"]}
+
+    async def lookup(name: str) -> list[str]:
+        return table[name]
+
+    resolver = Resolver(lookup=lookup)
+    scheduler = Scheduler(
+        delay=1.0, window=10, loader=lambda host, queue, n: [], resolve=resolver.wanted
+    )
+    stage = ResolveStage(resolver, scheduler, Closed(), wake=(lambda: None, lambda: None))  # type: ignore[arg-type]
+    for i, host in enumerate(["a.test", "b.test"]):
+        scheduler.add(host, Entry(i, i, f"http://{host}/", 0))
+    for _ in range(2):
+        job = scheduler.next_job(0.0)
+        assert job is not None and job.kind is JobKind.RESOLVE
+        await stage._lookup(job.host)
+    addressed = {h: s.address for h in table if (s := scheduler.slot(h)) is not None}
+    assert addressed == {"a.test": "11.0.0.1", "b.test": "11.0.0.2"}
+    resolver.demote("b.test", ["11.0.0.2"])  # the transport, for a.test's request
+    stage.ended("a.test", FetchOutcome.CONNECT_ERROR)
+    stage.ended("a.test", FetchOutcome.OK)  # not looked up again for nothing
+    kinds = []
+    while (job := scheduler.next_job(1.0)) is not None:
+        kinds.append((job.kind, job.host))
+        if job.kind is JobKind.RESOLVE:
+            await stage._lookup(job.host)
+    assert (JobKind.RESOLVE, "b.test") in kinds and (JobKind.RESOLVE, "a.test") not in kinds
+    slot = scheduler.slot("b.test")
+    assert slot is not None and slot.address == "11.0.0.3"
+    assert resolver.total_lookups == 2  # from the cache

@@ -33,7 +33,7 @@ import itertools
 import logging
 import math
 import socket
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -140,6 +140,8 @@ _METADATA = tuple(
 # The cache is swept of what it no longer needs once it holds this many names (and
 # twice as many as after the last sweep).
 _SWEEP_AT = 4096
+# Names demoted and not yet taken by the DNS stage, kept at most.
+_DEMOTED_KEPT = 256
 # Names whose answers are kept, at most (about 400 bytes each): past it, expired
 # answers (kept a day to serve stale) go first, the soonest expired first. A broad
 # crawl meeting 50 new names a second held 4 million of them a day, 1.7 GB.
@@ -294,6 +296,10 @@ class Resolver:
         # Per name, the addresses that did not answer a connection when another of its
         # answer did, and have not since: kept at the back of its answers (demote).
         self._dead: dict[str, frozenset[str]] = {}
+        # Names whose first address changed so (the DNS stage files their hosts again:
+        # a robots.txt redirected to a host's name demotes its addresses, not the
+        # requesting host's); a few, if nobody takes them.
+        self.demoted: deque[str] = deque(maxlen=_DEMOTED_KEPT)
 
     @classmethod
     def of(cls, config: DnsConfig, *, system: bool) -> Resolver:
@@ -354,6 +360,12 @@ class Resolver:
             return None
         return cached[0]
 
+    def address_of(self, host: str) -> str | None:
+        """The first address of the cached answer for a ``host[:port]`` key (the one
+        its requests go to), if the answer is fresh and has one."""
+        answer = self.pinned(split_host(host))
+        return None if answer is None else answer.address
+
     def fresh_until(self, host: str) -> float:
         """When the cached answer for a ``host[:port]`` key expires (-inf: none)."""
         cached = self._cache.get(split_host(host))
@@ -403,6 +415,7 @@ class Resolver:
         dead = self._dead.get(name, frozenset()) | frozenset(addresses)
         self._dead[name] = dead - {moved[0]}
         self._cache[name] = (replace(answer, addresses=moved), until)
+        self.demoted.append(name)
 
     async def _looked_up(self, name: str) -> Lookup:
         """A lookup of ``name`` (not from the cache), cached as it says."""

@@ -1,16 +1,15 @@
 """The politeness scheduler: one slot per host, one request in flight per host.
 
-A slot holds a window of the host's frontier in memory (the rest stays on disk
-and is loaded through ``loader`` when the window runs dry: windows.py), whether a
-request is in flight, the host's delay and the time its next request is allowed. Hosts
-that are ready wait in a heap keyed by that time. robots.txt is resolved
-through the same slot before the host's first page, so its requests obey the
-same politeness as pages; a redirect of it to another host waits for that host's
-(hops.py), and for that host's address, not its own (addresses.py). Once a host's
-rules are older than the TTL (``robots_ttl``, RFC 9309 §2.4: a day) its next request
-asks robots.txt again first, through the same slot; while that refetch fails the old
-rules stand (a cached copy serves while robots.txt is unreachable) and it is tried
-again after the usual back-off.
+A slot holds a window of the host's frontier in memory (the rest stays on disk and is
+loaded through ``loader`` when the window runs dry: windows.py), whether a request is
+in flight, the host's delay and the time its next request is allowed. Hosts that are
+ready wait in a heap keyed by that time. robots.txt is resolved through the same slot
+before the host's first page, so its requests obey the same politeness as pages; a
+redirect of it to another host waits for that host's (hops.py), and for that host's
+address, not its own (addresses.py). Once a host's rules are older than the TTL
+(``robots_ttl``, RFC 9309 §2.4: a day) its next request asks robots.txt again first,
+through the same slot; while that refetch fails the old rules stand (a cached copy
+serves while robots.txt is unreachable) and it is tried again after the usual back-off.
 
 Among the hosts whose time has come, the crawl order (``--order``, ranking.py)
 chooses which goes next and which of its URLs; a continuous crawl (``--recrawl``)
@@ -429,6 +428,12 @@ class Scheduler:
         self._hops.freed(slot)
         self._arm(slot)
 
+    def readdressed(self, host: str, address: str) -> None:
+        """The name's answer begins at ``address`` (a key) now: filed under another,
+        the host is looked up again at its next turn (and filed under it)."""
+        if (slot := self._slots.get(host)) is not None and slot.address not in (None, address):
+            slot.resolved_until = -math.inf
+
     def lookup_failed(
         self,
         host: str,
@@ -534,15 +539,13 @@ class Scheduler:
 
     # -- ownership ------------------------------------------------------------
     def busy(self, host: str) -> bool:
-        slot = self._slots.get(host)
-        return slot is not None and slot.in_flight
+        return (slot := self._slots.get(host)) is not None and slot.in_flight
 
     def drop_host(self, host: str) -> bool:
         """Forget a host (handed to another peer); refused while a request is in flight."""
-        slot = self._slots.get(host)
-        if slot is not None and slot.in_flight:
-            return False
-        if slot is not None:
+        if (slot := self._slots.get(host)) is not None:
+            if slot.in_flight:
+                return False
             self._forget(slot)
         return True
 

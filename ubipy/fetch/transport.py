@@ -415,6 +415,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
     async def _connect(self, origin: Origin, limit: float) -> _Connection:
         via = self._proxy or origin
         address = answer = None
+        tried: list[str] = []
         with trio.move_on_after(limit) as scope:
             try:
                 checked = await self._address(origin) if self._resolver is not None else None
@@ -443,10 +444,22 @@ class PooledTransport(httpx2.AsyncBaseTransport):
                         await trio.aclose_forcefully(stream)
                         raise
             except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
+                self._unreached(origin.host, tried, address)
                 raise httpx2.ConnectError(str(exc) or type(exc).__name__) from exc
         if scope.cancelled_caught:
+            self._unreached(origin.host, tried, address)
             raise httpx2.ConnectTimeout(f"could not connect within {limit} s")
         return _Connection(stream, origin, address, answer)
+
+    def _unreached(self, name: str, tried: list[str], connected: str | None) -> None:
+        """None of the addresses ``tried`` (those of the key the host is filed under)
+        answered a connection: they go to the back of the name's answer, so that its
+        next address, another server's, is the one the crawl files the host under (the
+        DNS stage looks it up again: the per-IP rule and the lease follow) and the next
+        request tries. Kept first, a dead first address failed every request of a
+        round-robin name until its answer expired (an hour), and gave its host up."""
+        if tried and connected is None and self._resolver is not None:
+            self._resolver.demote(name, tried)
 
     def _pinned_to(self, name: str, dead: tuple[str, ...]) -> Lookup | None:
         """The cached answer for ``name`` once its addresses in ``dead`` (those tried

@@ -118,11 +118,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         self.scheduler = Scheduler.of(
             config, self._refilter.loader(*self.order.loaders), wanted, self._recall
         )
-        self.refresher = (  # a continuous crawl (--recrawl): pages fetched come due again
-            Refresher(config, shard, lambda: self.scheduler, filters)
-            if config.recrawl.recrawl
-            else None
-        )
+        on = config.recrawl.recrawl  # a continuous crawl: pages fetched come due again
+        self.refresher = Refresher(config, shard, lambda: self.scheduler, filters) if on else None
         self._accept = MediaTypes(config.fetch.accept).allows
         bounds = config.bounds
         self._redirects = RedirectChains()
@@ -506,6 +503,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
                 self.stats.abandoned += 1
             self.scheduler.abandoned(job.host, job.entry, now, refused=denied)
         else:
+            if self.dns is not None:  # no connection: the host's next address, if any
+                self.dns.ended(job.host, result.outcome)
             longest = self.config.fetch.max_retry_after
             asked = asked_wait(result, end_wall, cap=longest, host=job.host)
             if not robots:

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 
 import trio
 
-from ubipy.fetch import DnsFailure, Lookup, Resolver, Scheduler, address_key
+from ubipy.fetch import DnsFailure, FetchOutcome, Lookup, Resolver, Scheduler, address_key
 from ubipy.peer.commits import Commits
 
 log = logging.getLogger(__name__)
 _UNEXPECTED = itertools.count()  # lookups that raised
+# How a request ends when none of its host's addresses answered a connection.
+_UNREACHED = frozenset({FetchOutcome.CONNECT_ERROR, FetchOutcome.TIMEOUT})
 
 
 @dataclass(slots=True)
@@ -64,6 +66,20 @@ class ResolveStage:
     def submit(self, host: str) -> None:
         assert self._nursery is not None, "the stage is not running"
         self._nursery.start_soon(self._lookup, host)
+
+    def ended(self, host: str, outcome: FetchOutcome) -> None:
+        """A request to ``host`` ended so. One that got no connection: if the
+        transport moved the addresses that did not answer to the back of the name's
+        answer, the host is looked up again (from the cache) and filed under the one
+        its requests go to now, before its next request; so is a host whose name's
+        addresses were moved so by its request (a robots.txt redirected there)."""
+        if outcome not in _UNREACHED:
+            return
+        hosts = {host, *self.resolver.demoted}
+        self.resolver.demoted.clear()
+        for name in hosts:
+            if (address := self.resolver.address_of(name)) is not None:
+                self._scheduler.readdressed(name, address_key(address))
 
     async def _lookup(self, host: str) -> None:
         try:
