@@ -13,7 +13,7 @@ import httpx2
 import trio
 import trio.testing
 
-from ubipy.config import CrawlConfig, PolitenessConfig
+from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig
 from ubipy.errors import StorageError
 from ubipy.fetch.politeness import Job
 from ubipy.peer.crawler import Crawler
@@ -32,14 +32,18 @@ def _refuse(request: httpx2.Request) -> httpx2.Response:
 
 
 @asynccontextmanager
-async def crawler_at(tmp: Path) -> AsyncIterator[Crawler]:
-    """A crawler that is never run: its scheduler is asked directly."""
+async def crawler_at(tmp: Path, *, recrawl: bool = False) -> AsyncIterator[Crawler]:
+    """A crawler that is never run: its scheduler is asked directly. ``recrawl``: a
+    continuous crawl's."""
     shard = Shard.open(tmp)
+    config = CrawlConfig(
+        data_dir=tmp,
+        politeness=PolitenessConfig(delay=0.0),
+        recrawl=RecrawlConfig(recrawl=recrawl),
+    )
     async with httpx2.AsyncClient(transport=httpx2.MockTransport(_refuse)) as client:
         try:
-            yield Crawler(
-                CrawlConfig(data_dir=tmp, politeness=PolitenessConfig(delay=0.0)), shard, client
-            )
+            yield Crawler(config, shard, client)
         finally:
             shard.close()
 

@@ -19,7 +19,7 @@ import trio.testing
 from tests.cluster.harness import wall_clock_on_trio_time
 from tests.peer.crawling import running_crawler
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
-from ubipy.fetch import UrlFilter
+from ubipy.fetch import UrlFilter, fingerprint
 from ubipy.peer.hints import LastmodHints
 from ubipy.peer.refreshing import Refresher
 from ubipy.store import RefreshRow, Shard
@@ -285,3 +285,31 @@ async def test_a_refresh_refused_its_address_then_barred_is_asked_again_later(
     assert refresher.stats.barred == 1
     asked = [t for t, path in log if path == "/p"]
     assert [t for t in asked if t > 300], asked
+
+
+async def test_a_page_whose_history_died_with_its_peer_is_kept_here_as_a_first_fetch(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Taken over from a dead peer's replica copy, a page fetched there starts again
+    here as never visited (Refresher.history_lost): asked in full, then with the
+    validators of its copy, and stored as a page of this shard (its page row died
+    with the other's, and a later visit without one is in no JSONL export)."""
+    site = _Site(10**9)
+    url = "http://site.test/"
+    fp = fingerprint(url)
+    with wall_clock_on_trio_time():
+        async with running_crawler(_config(tmp_path), site) as crawler:
+            refresher = crawler.refresher
+            assert refresher is not None
+            lost = refresher.history_lost("site.test", [(fp, url, 0)])
+            crawler.take_over("site.test", [], [fp], None, lost)
+            await trio.sleep(600)
+            page = refresher.page(fp)
+    asked = [(status, etag) for _, status, etag in site.log]
+    assert asked[0] == (200, None) and len(asked) >= 3 and set(asked[1:]) == {(304, '"v1"')}
+    assert page is not None and page.visits == len(asked) and page.etag == '"v1"'
+    shard = Shard.open(tmp_path)
+    try:
+        assert [(p["url"], p["status"]) for p in shard.iter_pages()] == [(url, 200)]
+    finally:
+        shard.close()

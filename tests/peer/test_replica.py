@@ -58,9 +58,12 @@ class Link:
 
 
 @asynccontextmanager
-async def pair(tmp: Path) -> AsyncIterator[tuple[Crawler, Crawler, Link]]:
+async def pair(tmp: Path, *, recrawl: bool = False) -> AsyncIterator[tuple[Crawler, Crawler, Link]]:
     link = Link()
-    async with crawler_at(tmp / "a") as a, crawler_at(tmp / "b") as b:
+    async with (
+        crawler_at(tmp / "a", recrawl=recrawl) as a,
+        crawler_at(tmp / "b", recrawl=recrawl) as b,
+    ):
         ra = Replicator("a", 2, a, a._shard, link.send, lambda peer: f"{peer}:1")
         rb = Replicator("b", 2, b, b._shard, link.send, lambda peer: None)
         link.to, link.source = rb, ra
@@ -98,6 +101,41 @@ async def test_the_successor_takes_over_pending_and_done(tmp_path: Path) -> None
         assert b._shard.pending_count(host) == 3
         assert b.seed(urls).admitted == 0  # nothing a had is new to b
         assert asked(b) == {host}
+
+
+async def test_a_continuous_crawl_asks_again_the_pages_a_dead_owner_fetched(
+    tmp_path: Path,
+) -> None:
+    """Copies carry no histories: the successor of a dead owner took its fetched pages
+    as done, and never asked them again (no link brings them back). They start again
+    as never visited, due within a new page's interval; what was pending is not."""
+    host = host_owned(RING, "a")
+    urls = [f"http://{host}/{i}" for i in range(5)]
+    async with pair(tmp_path, recrawl=True) as (a, b, link):
+        a.seed(urls)
+        a.on_commit([], [page(urls[0]), page(urls[1])], {})
+        with trio.fail_after(5):
+            while link.entries < 7:
+                await link.arrived.wait()
+        b.ring_changed(Ring(["b"]))
+        replicator = Replicator("b", 2, b, b._shard, link.send, lambda peer: None)
+        refresher = b.refresher
+        assert refresher is not None
+        before, interval = time.time(), refresher._first_interval()
+        assert replicator.promote(Ring(["b"])) == ([host], False)
+        kept = [refresher.page(fingerprint(u)) for u in urls]
+        assert [p is not None for p in kept] == [True, True, False, False, False]
+        dues = set()
+        for p in kept[:2]:
+            assert p is not None and p.visits == 0 and p.digest is None
+            assert before <= p.due <= time.time() + interval
+            dues.add(p.due)
+        assert len(dues) == 2  # spread, not all at once
+        # Saved with the host's rows (a restart keeps them), and due in its slot.
+        assert {r.fp for r in b._shard.refresh_rows()} == {fingerprint(u) for u in urls[:2]}
+        slot = b.scheduler.slot(host)
+        assert slot is not None and len(slot.refresh) == 2
+        assert b._shard.pending_count(host) == 3
 
 
 async def test_copies_are_grouped_by_host_and_small(tmp_path: Path) -> None:

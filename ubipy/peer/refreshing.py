@@ -32,8 +32,9 @@ for longer than its interval.
 A host handed to another peer (a ring change) takes its pages' revisit state with it
 (:meth:`Refresher.revisits_of`, HANDOFF's ``revisits``); its new owner adopts them
 (:meth:`Refresher.adopt`) and refreshes them on from there. A host taken over from a
-dead peer's replica copy (``--replicas``) comes without them: copies carry none, and
-its pages are not refreshed again (known as done there, no link brings them back).
+dead peer's replica copy (``--replicas``) comes without them (copies carry none): its
+pages whose URLs the copy knows start again as never visited
+(:meth:`Refresher.history_lost`).
 """
 
 from __future__ import annotations
@@ -200,6 +201,9 @@ class Refresher(PlanningMixin):
         self._asked.discard(page.fp)
         self.stats.refreshes += 1
         answer = result.not_modified or (result.ok and result.status == 200)
+        # Its history lost with a dead peer (history_lost): its page row too, so its
+        # first answer here is stored as its first fetch, not as a later visit.
+        first_here = kept.visits == 0 and answer and bool(page.digest)
         # Failing: not a visit of its history (it did not show the page unchanged, and
         # counted so, a host's outage made its pages look slower to change than they
         # are); backed off, or retired if it is gone (see the module's docstring).
@@ -278,7 +282,7 @@ class Refresher(PlanningMixin):
             self._forget(kept.host, [kept.fp])
             self.stats.retired += 1
             return False, Retired(kept.fp), visit
-        return False, kept.row(), visit
+        return first_here, kept.row(), None if first_here else visit
 
     def lastmods(self, items: Sequence[Lastmod]) -> list[RefreshRow]:
         """A sitemap just read gave these lastmods: the checks they settle, and the
@@ -438,6 +442,24 @@ class Refresher(PlanningMixin):
         if schedule:
             self._schedule({p.host for p in taken})
         return len(taken)
+
+    def history_lost(self, host: str, pages: Sequence[tuple[int, str, int]]) -> list[RefreshRow]:
+        """Revisit rows for ``host``'s pages (fingerprint, URL, depth) fetched by a peer
+        that died, their history lost with it (a replica's copy carries none), for
+        :meth:`adopt`: each as if never visited (its next answer its first visit, kept
+        as a new version: no copy is here to compare with), due within the interval a
+        new page gets, spread over it. Without them, the pages were never asked again:
+        known as done, no link brings them back. One kept here keeps its own history
+        (adopt keeps the one of more visits)."""
+        now, first = time.time(), self._first_interval()
+        n = max(1, len(pages))
+        rows = []
+        for i, (fp, url, depth) in enumerate(pages):
+            due = now + first * i / n
+            rows.append(
+                RefreshRow(fp, url, host, depth, 0, 0, 0.0, now, due, 0.0, None, None, None)
+            )
+        return rows
 
     def reschedule(self, host: str) -> None:
         """Hand the scheduler the host's pages again (its slot was made afresh)."""

@@ -495,7 +495,10 @@ class Replicator:
             if at_most is not None and len(taken) >= at_most:
                 return taken, True
             pending, done, mark = self._shard.replica_of(host)
-            self._crawler.take_over(host, pending, done, mark)
+            refresher = self._crawler.refresher  # a continuous crawl's pages, asked again
+            lost = self._shard.replica_fetched(host) if refresher is not None else []
+            revisits = [] if refresher is None else refresher.history_lost(host, lost)
+            self._crawler.take_over(host, pending, done, mark, revisits)
             self._shard.replica_drop(host)  # again, if it fails: taking over is idempotent
             taken.append(host)
             log.info(

@@ -539,6 +539,15 @@ class Shard(PagesMixin):
                 pending.append(NewURL(int(fp), str(url), host, int(depth)))
         return pending, done, mark
 
+    def replica_fetched(self, host: str) -> list[tuple[int, str, int]]:
+        """(fingerprint, URL, depth) of the URLs a host's replica holds as done whose
+        URL it knows (a copy sent pending first, then done)."""
+        cur = self._conn.execute(
+            "SELECT fp, url, depth FROM replica WHERE host = ? AND done AND url IS NOT NULL",
+            (host,),
+        )
+        return [(int(fp), str(url), int(depth)) for fp, url, depth in cur]
+
     def replica_drop(self, host: str) -> None:
         """Forget a host's replica."""
         with self.transaction():
