@@ -155,3 +155,35 @@ async def test_a_host_taken_over_does_not_wait_its_whole_back_off_again(
         slot = c.scheduler.slot("a.test")
         assert slot is not None
         assert slot.next_allowed == pytest.approx(trio.current_time() + 100.0 + 60.0, abs=1.0)
+
+
+async def test_a_host_handed_over_in_chunks_is_not_counted_again_at_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hand-off comes in chunks of 2,000 URLs; each made the receiver count the host's
+    rows on disk three times, a host of a million URLs minutes of counting (quadratic).
+    A chunk that closes nothing pending here is taken as it comes; one that does (pages
+    done elsewhere) rebuilds the queue from disk, without them."""
+    host = "big.test"
+    urls = [f"http://{host}/p{i}" for i in range(1000)]
+    counted: list[str] = []
+    async with crawler_at(tmp_path) as c:
+        count = c._shard.pending_count
+
+        def counting(h: str) -> int:
+            counted.append(h)
+            return count(h)
+
+        monkeypatch.setattr(c._shard, "pending_count", counting)
+        for i in range(0, 1000, 100):
+            chunk = [NewURL(fingerprint(u), u, host, 1) for u in urls[i : i + 100]]
+            c.take_over(host, chunk, [fingerprint(f"http://{host}/done{i}")], None)
+        assert counted == [] and c.pending == 1000
+        s = c.scheduler
+        slot = s.slot(host)
+        assert slot is not None and len(slot.queue) + slot.on_disk == 1000
+        # Two of its URLs were fetched by the sender after all: done here too.
+        c.take_over(host, [], [fingerprint(urls[3]), fingerprint(urls[997])], None)
+        assert counted == [host] and c.pending == 998 == count(host)
+        slot = s.slot(host)
+        assert slot is not None and len(slot.queue) + slot.on_disk == 998

@@ -102,21 +102,27 @@ class HostMovesMixin:
         # A shard that refuses them refuses the host too: its sender tries again.
         if not self._flush():
             raise StorageError(f"{host} not taken: the shard refuses writes")
-        before = self._shard.pending_count(host)
-        rows, _ = self._durably(pending)
+        self._durably(pending)  # counted, and told to the scheduler, as any admitted
         refresher = self.refresher
         with self._shard.transaction():  # its done pages and their revisit state together
-            self._shard.take_done(host, done)
+            closed = self._shard.take_done(host, done)
             if refresher is not None and revisits:
                 refresher.adopt(revisits, schedule=False)
+        self._pending -= closed
         self.admission.learn(done)
         given = False
         if mark is not None:
             mine = self._shard.host_mark(host)
             if given := mine is None or mine.last_end < mark.last_end:
                 self._shard.save_host_marks({host: mark})
-        if not self.scheduler.busy(host):
-            # Rebuild the host's queue from disk: some of it may be done elsewhere.
+        # Rows of the host pending here were done elsewhere (its queue may hold them),
+        # or it was given up here: its queue is rebuilt from disk. Only then: a
+        # hand-off comes in chunks, and counting a host of a million URLs at each made
+        # it quadratic (minutes).
+        slot = self.scheduler.slot(host)
+        stale = slot is not None and slot.robots_state is HostRobots.GIVEN_UP
+        rebuilt = (closed > 0 or stale) and not self.scheduler.busy(host)
+        if rebuilt:
             self.scheduler.drop_host(host)
             left = self._shard.pending_count(host)
             if left:
@@ -129,10 +135,8 @@ class HostMovesMixin:
             # back-off at every move).
             wall = time.time() - (DEFAULT_MAX_SKEW if given else 0.0)
             self._restore_mark(host, newest, wall, trio.current_time())
-        if refresher is not None:  # its pages due again (those of a slot made afresh too)
+        if refresher is not None and (rebuilt or revisits):  # its pages due again
             refresher.reschedule(host)
-        # _durably counted the new rows already; the rest is what was closed as done.
-        self._pending += self._shard.pending_count(host) - before - len(rows)
         if self._idle.is_set():
             self._idle = trio.Event()
         self._wakeup.set()
