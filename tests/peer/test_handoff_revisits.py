@@ -124,7 +124,18 @@ async def test_a_hosts_pages_move_with_it_and_are_refreshed_by_its_new_owner(
     rows = _rows(2 * REVISITS_PER_FRAME + 500)
     async with crawler_at(tmp_path / "a") as a, crawler_at(tmp_path / "b") as b:
         assert a.refresher is not None and b.refresher is not None
+        # Each chunk's pages are handed to the scheduler, not the host's whole heap
+        # made again at each (quadratic in a host's pages).
+        remade: list[str] = []
+        reschedule = b.refresher.reschedule
+
+        def counted(host: str) -> None:
+            remade.append(host)
+            reschedule(host)
+
+        b.refresher.reschedule = counted  # type: ignore[method-assign]
         frames, _ = await _hand_over(a, b, rows)
+        assert remade == []
         # In the host's chunks: a frame's worth of revisits in each.
         assert [len(f.revisits) for f in frames] == [1000, 1000, 500]
         assert [f.host for f in frames] == [HOST] * 3
@@ -150,6 +161,7 @@ async def test_a_hosts_pages_move_with_it_and_are_refreshed_by_its_new_owner(
         # ...and the scheduler has them due (its slot made afresh by the take-over).
         slot = b.scheduler.slot(HOST)
         assert slot is not None and len(slot.refresh) == len(rows)
+        assert len({slot.pop_due().fp for _ in rows}) == len(rows)  # each once
         # A restart keeps them.
         scheduler = b.scheduler
         restarted = Refresher(b.config, b._shard, lambda: scheduler, b.scope.filters)

@@ -43,7 +43,7 @@ import logging
 import sys
 import time
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import trio
 
@@ -460,6 +460,13 @@ class Refresher(PlanningMixin):
                 RefreshRow(fp, url, host, depth, 0, 0, 0.0, now, due, 0.0, None, None, None)
             )
         return rows
+
+    def schedule_pages(self, fps: Iterable[int]) -> None:
+        """Hand the scheduler these pages, kept here since it last had their hosts'
+        (not asked now, and not in its heaps: a page in one would be there twice)."""
+        for fp in fps:
+            if (page := self._page(fp)) is not None and fp not in self._asked:
+                self._due_again(page)
 
     def reschedule(self, host: str) -> None:
         """Hand the scheduler the host's pages again (its slot was made afresh)."""
