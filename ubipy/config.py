@@ -453,8 +453,8 @@ class RecrawlConfig:
     max_interval: float = option(
         30 * 86_400.0, help="seconds between two visits of one page at most"
     )
-    # Estimates change with every visit; the plan follows them this often.
-    replan: float = option(60.0, help="seconds between two plans of revisit frequencies")
+    # Plans follow the estimates this often, or less once one takes 5% of it (PLAN_SHARE).
+    replan: float = option(60.0, help="seconds between two plans of revisit frequencies, at least")
     # Sitemaps re-read, their lastmods checked per host against the visits (#18).
     lastmod_hints: bool = option(
         True,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import itertools
 import random
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from ubipy.config import CrawlConfig, RecrawlConfig, RefreshPolicy
 from ubipy.fetch import Scheduler
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.refreshpages import RefreshPage
+from ubipy.peer.refreshplans import PLAN_SHARE
 from ubipy.store import Shard
 
 
@@ -100,3 +102,27 @@ async def test_a_million_pages_would_be_no_work_for_the_collectors_full_passes(
     assert sum(len(s.refresh) for s in heaps if s is not None) == 3_000
     assert not any(gc.is_tracked(item) for s in heaps if s is not None for item in s.refresh)
     assert len(_dues(refresher)) == 3_000
+
+
+async def test_plans_that_cost_more_than_their_share_come_less_often(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """At a million pages a plan takes seconds of CPU (7.7 s here), and one a minute
+    took 13% of a core for histories that change over hours: plans come every
+    ``replan`` seconds, or more apart once one costs over PLAN_SHARE of that."""
+    refresher = _refresher(tmp_path, RefreshPolicy.HISTORY, pages=100, hosts=10)
+    costs = iter([0.5, 12.0, 1.0, 1.0])  # seconds of a plan's own work, as replan says
+    began: list[float] = []
+
+    async def replan() -> float:
+        began.append(trio.current_time())
+        return next(costs)
+
+    refresher.replan = replan  # type: ignore[method-assign]
+    with trio.move_on_after(60 + 60 + 240 + 60 + 1):
+        await refresher.run(lambda: None)
+    gaps = [round(b - a, 3) for a, b in itertools.pairwise(began)]
+    assert gaps == [60.0, 12.0 / PLAN_SHARE, 60.0]
+    # A real plan of a few thousand pages says what it took: far under its share.
+    took = await Refresher.replan(refresher)
+    assert 0 < took < 60 * PLAN_SHARE

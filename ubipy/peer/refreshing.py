@@ -322,12 +322,14 @@ class Refresher(PlanningMixin):
         return [p.row() for p in changed]
 
     async def run(self, wake: Callable[[], None]) -> None:
-        """Plan every ``replan`` seconds, for as long as the crawl runs; ``wake`` the
-        crawl loop after each plan, which may have made a page due sooner than any
-        time it sleeps until."""
+        """Plan every ``replan`` seconds, or less often when plans cost more than a
+        share of the time (:meth:`next_plan_in`), for as long as the crawl runs;
+        ``wake`` the crawl loop after each plan, which may have made a page due sooner
+        than any time it sleeps until."""
+        wait = self._cfg.replan
         while True:
-            await trio.sleep(self._cfg.replan)
-            await self.replan()
+            await trio.sleep(wait)
+            wait = self.next_plan_in(await self.replan())
             wake()
 
     # -- planning ---------------------------------------------------------------

@@ -31,7 +31,7 @@ from ubipy.peer.refreshpages import (
     depth_of,
 )
 
-__all__ = ["PlanningMixin"]
+__all__ = ["PLAN_SHARE", "PlanningMixin"]
 
 # Hinted refreshes are counted over this many seconds.
 _RATE_WINDOW = 300.0
@@ -39,6 +39,14 @@ _RATE_WINDOW = 300.0
 # the pages from which its arithmetic runs in a worker thread (~0.1 s of CPU).
 _SLICE = 5_000
 _IN_THREAD = 20_000
+#: At most this share of the time between two plans goes to planning.
+PLAN_SHARE = 0.05
+
+
+def _timed(step: Callable[[], Any]) -> tuple[Any, float]:
+    """``step()`` and the seconds of CPU it took (its thread's)."""
+    start = time.thread_time()
+    return step(), time.thread_time() - start
 
 
 def _frequencies(
@@ -115,21 +123,39 @@ class PlanningMixin:
             self._budget, self._budget_hosts = self.budget(), len(self._by_host)
         return min(max(n / self._budget, self._cfg.min_interval), self._cfg.max_interval)
 
-    async def replan(self) -> None:
+    async def replan(self) -> float:
         """:meth:`plan` in slices, other tasks running between two; the arithmetic
         in a worker thread once there are _IN_THREAD pages (below, it takes less than
-        a slice, and tests on trio's mock clock keep their timeline)."""
+        a slice, and tests on trio's mock clock keep their timeline). Returns the
+        seconds the plan's own work took (its slices and its arithmetic)."""
         planning = self._planning()
         in_thread = len(self._pages) >= _IN_THREAD
         done = None
+        own = 0.0
         try:
             while True:
+                start = time.perf_counter()
                 step, done = planning.send(done), None
+                own += time.perf_counter() - start
                 if step is not None:
-                    done = await trio.to_thread.run_sync(step) if in_thread else step()
+                    if in_thread:
+                        done, took = await trio.to_thread.run_sync(_timed, step)
+                        own += took
+                    else:
+                        start = time.perf_counter()
+                        done = step()
+                        own += time.perf_counter() - start
                 await trio.lowlevel.checkpoint()
         except StopIteration:
             pass
+        return own
+
+    def next_plan_in(self, took: float) -> float:
+        """Seconds until the next plan, after one whose own work took ``took``:
+        ``replan``, or more once a plan costs more than PLAN_SHARE of the time
+        between two (a million pages: 7.7 s of CPU a plan, 13% of a core at one a
+        minute, bench/refresh_memory.py; histories change over hours)."""
+        return max(self._cfg.replan, took / PLAN_SHARE)
 
     def plan(self) -> None:
         """Every page's revisit frequency under the policy, and its due time (at once:
