@@ -464,8 +464,8 @@ class Refresher(PlanningMixin):
         return rows
 
     def schedule_pages(self, fps: Iterable[int]) -> None:
-        """Hand the scheduler these pages, kept here since it last had their hosts'
-        (not asked now, and not in its heaps: a page in one would be there twice)."""
+        """Hand the scheduler these pages, just adopted (none in its heaps: a page
+        there already would be there twice); one asked now goes when answered."""
         for fp in fps:
             if (page := self._page(fp)) is not None and fp not in self._asked:
                 self._due_again(page)
