@@ -21,6 +21,7 @@ from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPo
 from ubipy.errors import StorageError
 from ubipy.fetch import DnsFailure, Resolver
 from ubipy.peer.giveups import ROBOTS_UNREACHABLE, GiveUps
+from ubipy.store import GivenUp
 from ubipy.store.shard import SHARD_FILE
 
 HOUR = 3600.0
@@ -68,6 +69,42 @@ async def test_a_site_whose_robots_txt_failed_for_two_minutes_is_crawled_later(
             "SELECT count(*) FROM frontier WHERE host = 'b.test' AND state != 1"
         ).fetchone()[0]
     assert closed == 0
+
+
+async def test_a_site_given_up_before_a_restart_is_crawled_when_it_would_have_been(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The times hosts were given up were kept in memory only: a peer restarted (a
+    deploy, a reboot) forgot them, and their URLs stayed closed for the rest of the
+    crawl. The shard keeps them now, and the restarted peer tries the host again when
+    the run before would have."""
+    asked: list[tuple[float, str]] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        now = trio.current_time()
+        asked.append((now, str(request.url)))
+        if request.url.path == "/robots.txt":
+            # b.test's server is down for its first two minutes (a deploy).
+            return httpx2.Response(503 if request.url.host == "b.test" and now < 120 else 404)
+        return httpx2.Response(200, html='<html><body><a href="http://b.test/p">b</a></body>')
+
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=1.0, concurrency=2, robots_ttl=6 * HOUR),
+    )
+    with wall_clock_on_trio_time():
+        async with running_crawler(config, handler) as crawler:
+            crawler.seed(["http://a.test/", "http://b.test/"])
+            await trio.sleep(HOUR)
+            assert crawler.stats.robots_given_up == 1
+            given_up = max(t for t, u in asked if u == "http://b.test/robots.txt")
+        async with running_crawler(config, handler) as crawler:  # restarted
+            await trio.sleep(6 * HOUR)
+    again = [t for t, u in asked if u == "http://b.test/robots.txt" and t > HOUR]
+    assert again and given_up + 6 * HOUR <= again[0] < given_up + 6 * HOUR + 60
+    assert {"http://b.test/", "http://b.test/p"} <= {u for t, u in asked if t > HOUR}
+    with sqlite3.connect(tmp_path / SHARD_FILE) as conn:
+        assert conn.execute("SELECT count(*) FROM given_up").fetchone()[0] == 0
 
 
 async def test_a_site_crawled_for_hours_is_refreshed_again_after_its_name_failed(
@@ -160,3 +197,36 @@ async def test_a_host_given_up_goes_to_its_new_owner_with_its_urls_to_try(
         assert state[1] == []
         bad = c.host_for_handoff("bad.test")
         assert bad is not None and bad[0] == [] and len(bad[1]) == 2
+
+
+async def test_hosts_an_earlier_run_gave_up_are_tried_again_from_when_they_were(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    giveups = GiveUps(after=100.0)
+    revived: list[tuple[str, float]] = []
+
+    def revive(host: str) -> int:
+        revived.append((host, trio.current_time()))
+        return 1
+
+    wall = 5_000.0  # the wall clock when the restarted peer reads them
+    giveups.restore(
+        [
+            GivenUp("late.test", ROBOTS_UNREACHABLE, wall - 30),  # 70 s left
+            GivenUp("past.test", DnsFailure.NO_SUCH_NAME.value, wall - 500),  # overdue
+            GivenUp("future.test", ROBOTS_UNREACHABLE, wall + 10_000),  # a clock ahead then
+            GivenUp("refused.test", DnsFailure.REFUSED.value, wall - 500),  # for good
+        ],
+        wall,
+        trio.current_time(),
+    )
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(giveups.run, revive)
+        await trio.sleep(500)
+        nursery.cancel_scope.cancel()
+    assert [(h, round(t - start)) for h, t in revived] == [
+        ("past.test", 0),
+        ("late.test", 70),
+        ("future.test", 100),
+    ]

@@ -34,6 +34,7 @@ _UNDO = {
     8: ("ALTER TABLE visits DROP COLUMN truncated",),
     9: ("DROP INDEX frontier_done",),
     10: ("ALTER TABLE outbox DROP COLUMN redirects",),
+    11: ("DROP TABLE given_up",),
 }
 
 

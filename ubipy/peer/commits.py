@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from ubipy.fetch import Entry, FetchResult
 from ubipy.store import (
     FrontierRow,
+    GivenUp,
     HostMark,
     HttpHead,
     Lastmod,
@@ -248,6 +249,9 @@ class Batch:
                 shard.mark_skipped(self.skips)
             for host, reason in self.closed_hosts:
                 closed[reason] += shard.skip_host(host, reason)
+            if self.closed_hosts:  # when, for a restart (peer/giveups.py)
+                now = time.time()
+                shard.save_given_up([GivenUp(h, why, now) for h, why in self.closed_hosts])
             new_rows, foreign = place(self.discoveries)
             if self.acked:
                 shard.outbox_remove(self.acked)

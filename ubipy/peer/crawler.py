@@ -173,6 +173,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         for host, n in self._shard.pending_hosts():
             self.scheduler.restore(host, n)
             self._pending += n
+        self.giveups.restore(self._shard.given_up(), time.time(), trio.current_time())
         # Unacknowledged forwards of the last run go out again; those the ring now places
         # here are admitted (left in the outbox, nothing would ever send them), or, on
         # a full disk, wait for the committer's next try (raised, the peer failed to

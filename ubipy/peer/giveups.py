@@ -10,8 +10,10 @@ is tried again ``after`` seconds (``--robots-ttl``, a day by default): its rows 
 reopen, its slot starts afresh (robots.txt asked first) and URLs of it are admitted
 again (:meth:`~ubipy.peer.hostmoves.HostMovesMixin.revive_host`). A host refused for
 good (a private address, a certificate error) stays given up. The latest ``kept``
-hosts are remembered, as their reasons are (commits.GIVEN_UP_KEPT); a restart forgets
-them, and their rows stay closed.
+hosts are remembered, as their reasons are (commits.GIVEN_UP_KEPT); the shard keeps
+when each was given up (store/givenup.py), so that a restart tries them again when
+the run before would have (before, a restart forgot them and their rows stayed
+closed).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import trio
 from ubipy.errors import StorageError
 from ubipy.fetch import DnsFailure
 from ubipy.peer.wakeup import Wakeup
+from ubipy.store import GivenUp
 
 __all__ = ["ROBOTS_UNREACHABLE", "TRIED_AGAIN", "GiveUps"]
 
@@ -64,6 +67,21 @@ class GiveUps:
                 if len(due) > self._kept:
                     due.popitem(last=False)
                 self._wake.set()  # not at every commit: most give nothing up
+
+    def restore(self, hosts: Iterable[GivenUp], wall: float, now: float) -> None:
+        """Hosts an earlier run gave up, at wall-clock times: tried again ``after``
+        seconds from then (now, if that is past; never later than ``after`` from now,
+        whatever the clock did). ``wall`` and ``now``: the time on both clocks."""
+        due = sorted(
+            (now + min(max(g.at + self._after - wall, 0.0), self._after), g.host)
+            for g in hosts
+            if g.reason in TRIED_AGAIN
+        )
+        for at, host in due[-self._kept :]:
+            self._due[host] = at
+            self._due.move_to_end(host)
+        if due:
+            self._wake.set()
 
     async def run(self, revive: Callable[[str], int]) -> None:
         """Call ``revive(host)`` as each host's time comes (it raises StorageError when

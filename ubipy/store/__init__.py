@@ -7,6 +7,7 @@ that keeps a data directory to one peer.
 from ubipy.errors import DataDirInUse, ExportError, ExportWriteError, ShardError, StorageError
 from ubipy.store.admission import Admission
 from ubipy.store.export import export
+from ubipy.store.givenup import GivenUp
 from ubipy.store.indexcommand import IndexSummary, describe_index, index_data
 from ubipy.store.lock import LOCK_FILE, DataLock
 from ubipy.store.revisits import RefreshRow, Visit
@@ -25,6 +26,7 @@ __all__ = [
     "ExportError",
     "ExportWriteError",
     "FrontierRow",
+    "GivenUp",
     "HostMark",
     "HttpHead",
     "IndexSummary",

@@ -9,7 +9,7 @@ import sqlite3
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 SHARD_FILE = "shard.sqlite3"
 # The peer keeps its id under this key of the meta table (ubipy.peer.ids).
 PEER_ID_META = "peer_id"
@@ -149,6 +149,16 @@ ALTER TABLE visits ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0;
 # are frontier_pending's.
 _FRONTIER_DONE = "CREATE INDEX IF NOT EXISTS frontier_done ON frontier (host) WHERE state != 0;"
 
+# Version 12: hosts given up, why and when (store/givenup.py): a host given up for a
+# reason that may pass is tried again a while later, and a restart forgot when.
+_GIVEN_UP = """
+CREATE TABLE IF NOT EXISTS given_up (
+    host   TEXT PRIMARY KEY,
+    reason TEXT NOT NULL,
+    at     REAL NOT NULL
+) WITHOUT ROWID;
+"""
+
 SCHEMA = (
     """
 CREATE TABLE IF NOT EXISTS meta (
@@ -220,6 +230,7 @@ CREATE TABLE IF NOT EXISTS bodies (
     + _WARC
     + _VISIT_TRUNCATED
     + _FRONTIER_DONE
+    + _GIVEN_UP
 )
 
 
@@ -250,6 +261,8 @@ MIGRATIONS: dict[int, str] = {
     # 10 -> 11: how many redirects in a row led to a URL waiting to be sent, so that a
     # restart does not start its chain afresh (0 for the rows already there).
     10: "ALTER TABLE outbox ADD COLUMN redirects INTEGER NOT NULL DEFAULT 0;",
+    # 11 -> 12: hosts given up, why and when (those given up before are not known).
+    11: _GIVEN_UP,
 }
 
 # The order --order other than bfs takes a host's pending URLs in: made only when

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ubipy.errors import ShardError, StorageError
+from ubipy.store.givenup import GivenUpMixin
 from ubipy.store.pages import FrontierState as FrontierState
 from ubipy.store.pages import Lastmod as Lastmod
 from ubipy.store.pages import PageRecord as PageRecord
@@ -82,7 +83,7 @@ class ShardCounts:
     pages: int
 
 
-class Shard(PagesMixin):
+class Shard(PagesMixin, GivenUpMixin):
     """One SQLite file holding everything a peer has admitted and fetched."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
@@ -386,6 +387,7 @@ class Shard(PagesMixin):
                 f"WHERE host = ? AND state != 0 AND state = ? AND reason IN ({marks})",
                 (host, FrontierState.SKIPPED, *reasons),
             )
+            self._forget_given_up(host)
         return cur.rowcount
 
     # -- outbox -------------------------------------------------------------
@@ -457,6 +459,7 @@ class Shard(PagesMixin):
             self._conn.execute("DELETE FROM frontier WHERE host = ? AND state = 0", (host,))
             self._conn.execute("DELETE FROM frontier WHERE host = ? AND state != 0", (host,))
             self._conn.execute("DELETE FROM hosts WHERE host = ?", (host,))
+            self._forget_given_up(host)
             # By its pages' fingerprints (the key): "host = ?" scanned the table, a row
             # a page fetched under --recrawl.
             self._conn.executemany(
