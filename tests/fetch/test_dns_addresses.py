@@ -155,6 +155,25 @@ async def test_an_address_other_than_the_one_a_host_is_filed_under_is_not_tried(
     assert tried == [f"127.0.0.{i + 2}" for i in range(5)]
 
 
+async def _served(
+    site: Site,
+    nursery: trio.Nursery,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    answer: list[str],
+    *,
+    refuse: str,
+    ttl: float,
+) -> tuple[list[str], Resolver, str]:
+    """``site`` served on 127.0.0.1 alone, ``name`` answering ``answer``, connections
+    to ``refuse`` refused (a dead server's): the addresses connected to, the resolver,
+    the name's URL."""
+    await site.serve(["127.0.0.1"], nursery)
+    tried = _recording(monkeypatch, refuse={refuse})
+    resolver = Resolver(ttl=ttl, lookup=Table({name: answer}), allow_private=True)
+    return tried, resolver, f"http://{name}:{site.port}/"
+
+
 async def test_a_dead_first_address_goes_to_the_back_and_the_next_request_the_next(
     nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -163,11 +182,10 @@ async def test_a_dead_first_address_goes_to_the_back_and_the_next_request_the_ne
     name's (the DNS stage files the host under it again). Kept first, a dead first
     address failed every request until the answer expired, an hour."""
     site = Site()
-    await site.serve(["127.0.0.1"], nursery)
-    tried = _recording(monkeypatch, refuse={"127.0.0.3"})
-    names = Table({"rr.test": ["127.0.0.3", "127.0.0.1"]})
-    resolver = Resolver(ttl=3600.0, lookup=names, allow_private=True)
-    url = f"http://rr.test:{site.port}/"
+    tried, resolver, url = await _served(
+        site, nursery, monkeypatch, "rr.test", ["127.0.0.3", "127.0.0.1"],
+        refuse="127.0.0.3", ttl=3600.0,
+    )  # fmt: skip
     async with httpx2.AsyncClient(transport=PooledTransport(resolver=resolver)) as client:
         first = await fetch(client, url, max_bytes=1000)
         assert first.outcome is FetchOutcome.CONNECT_ERROR
@@ -182,11 +200,10 @@ async def test_the_same_servers_other_address_is_tried_and_pinned(
     """An IPv4 address and its IPv6 mapped form are one server, one key: the second
     is tried when the first does not answer, and is the name's from then on."""
     site = Site(close=True)
-    await site.serve(["127.0.0.1"], nursery)
-    tried = _recording(monkeypatch, refuse={"::ffff:7f00:1"})
-    names = Table({"two.test": ["::ffff:127.0.0.1", "127.0.0.1"]})
-    resolver = Resolver(ttl=60.0, lookup=names, allow_private=True)
-    url = f"http://two.test:{site.port}/"
+    tried, resolver, url = await _served(
+        site, nursery, monkeypatch, "two.test", ["::ffff:127.0.0.1", "127.0.0.1"],
+        refuse="::ffff:7f00:1", ttl=60.0,
+    )  # fmt: skip
     async with httpx2.AsyncClient(transport=PooledTransport(resolver=resolver)) as client:
         for _ in range(2):
             assert await _text(client, url) == "127.0.0.1"

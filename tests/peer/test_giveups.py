@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx2
@@ -27,17 +28,26 @@ from ubipy.store.shard import SHARD_FILE
 HOUR = 3600.0
 
 
+class _Deploying:
+    """Sites whose robots.txt is there, but b.test's server is down for its first two
+    minutes (a deploy: 503); ``page(now)`` answers the others. Asked: (time, URL)."""
+
+    def __init__(self, page: Callable[[float], httpx2.Response]) -> None:
+        self.asked: list[tuple[float, str]] = []
+        self._page = page
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        now = trio.current_time()
+        self.asked.append((now, str(request.url)))
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(503 if request.url.host == "b.test" and now < 120 else 404)
+        return self._page(now)
+
+
 async def test_a_site_whose_robots_txt_failed_for_two_minutes_is_crawled_later(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    asked: list[tuple[float, str]] = []
-
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        now = trio.current_time()
-        asked.append((now, str(request.url)))
-        if request.url.path == "/robots.txt":
-            # b.test's server is down for its first two minutes (a deploy).
-            return httpx2.Response(503 if request.url.host == "b.test" and now < 120 else 404)
+    def page(now: float) -> httpx2.Response:
         # a.test links to b.test, and to a new page of it every hour (a continuous
         # crawl reads it again as it changes).
         n = int(now // HOUR)
@@ -46,6 +56,8 @@ async def test_a_site_whose_robots_txt_failed_for_two_minutes_is_crawled_later(
             200, html=f"<html><body>{links}</body></html>", headers={"ETag": f'"v{n}"'}
         )
 
+    handler = _Deploying(page)
+    asked = handler.asked
     config = CrawlConfig(
         data_dir=tmp_path,
         politeness=PolitenessConfig(delay=1.0, concurrency=2, robots_ttl=6 * HOUR),
@@ -78,15 +90,9 @@ async def test_a_site_given_up_before_a_restart_is_crawled_when_it_would_have_be
     deploy, a reboot) forgot them, and their URLs stayed closed for the rest of the
     crawl. The shard keeps them now, and the restarted peer tries the host again when
     the run before would have."""
-    asked: list[tuple[float, str]] = []
-
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        now = trio.current_time()
-        asked.append((now, str(request.url)))
-        if request.url.path == "/robots.txt":
-            # b.test's server is down for its first two minutes (a deploy).
-            return httpx2.Response(503 if request.url.host == "b.test" and now < 120 else 404)
-        return httpx2.Response(200, html='<html><body><a href="http://b.test/p">b</a></body>')
+    links = '<html><body><a href="http://b.test/p">b</a></body>'
+    handler = _Deploying(lambda now: httpx2.Response(200, html=links))
+    asked = handler.asked
 
     config = CrawlConfig(
         data_dir=tmp_path,
