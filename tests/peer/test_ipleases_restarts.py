@@ -190,3 +190,22 @@ async def test_a_starting_owner_denies_asks_and_takes_renewals(
     autojump_clock.jump(GAP)
     await owner.on_lease("q", IpLease(3, A, 20), wire.reply)
     assert wire.sent[-1] == ("reply", IpGrant(3, A, True))
+
+
+async def test_a_renewal_denied_is_counted(autojump_clock: trio.testing.MockClock) -> None:
+    """The owner restarted and took none of the renewals within its grace: another peer
+    holds the address while this request runs, the overlap the renewals are there to
+    prevent. The request goes on (it is made); the status says it happened."""
+    leases, crawler, wire = asker("q", IpGrant(0, A, True))
+    async with trio.open_nursery() as nursery:
+        leases._start_soon = nursery.start_soon
+        assert await crawler.clear_to_fetch("h.test")
+        [(_, ask)] = wire.sent
+        assert isinstance(ask, IpLease)
+        await trio.sleep(RENEW_EVERY + 0.01)
+        await leases.on_grant("q", IpGrant(ask.id, A, True), wire.reply)  # taken
+        await leases.on_grant("q", IpGrant(ask.id, A, False), wire.reply)  # denied
+        assert leases.stats.renewals_denied == 1
+        crawler.on_request_end("h.test")
+        await leases.on_grant("q", IpGrant(ask.id, A, False), wire.reply)  # the release's
+    assert leases.stats.renewals_denied == 1 and leases.stats.denied == 0

@@ -125,12 +125,14 @@ async def _not_sent(address: str, message: Message) -> bool:
 
 @dataclass(slots=True)
 class LeaseStats:
-    """A peer's leases as the asker: granted, denied, and asked of an owner that did
-    not answer in time (the request went ahead on the peer's own rule)."""
+    """A peer's leases as the asker: granted, denied, asked of an owner that did not
+    answer in time (the request went ahead on the peer's own rule), and renewals of a
+    lease held that its owner denied (another held the address meanwhile)."""
 
     granted: int = 0
     denied: int = 0
     timeouts: int = 0
+    renewals_denied: int = 0
 
 
 @dataclass(slots=True)
@@ -408,6 +410,9 @@ class IpLeases:
         pending = self._pending.get(grant.id)
         if pending is None:
             if self._renewed(sender, grant):
+                # Denied: another holds the address while this request runs (the owner
+                # restarted and no renewal reached it in its grace): an overlap, said.
+                self.stats.renewals_denied += not grant.granted
                 return
             if grant.granted and self._late(sender, grant):
                 return

@@ -92,11 +92,13 @@ class PeerStatus:
     dns_hosts_given_up: int = 0
     dns_served_stale: int = 0  # failed refreshes answered with the last address
     refused_addresses: int = 0
-    # IP leases asked of addresses' owners (ipleases.py): granted, denied, and
-    # unanswered in time (the request went ahead on this peer's own per-IP rule).
+    # IP leases asked of addresses' owners (ipleases.py): granted, denied, unanswered
+    # in time (the request went ahead on this peer's own per-IP rule), and renewals
+    # denied (another held the address while a request of this peer's ran).
     ip_leases_granted: int = 0
     ip_leases_denied: int = 0
     ip_lease_timeouts: int = 0
+    ip_lease_renewals_denied: int = 0
     # URLs closed without a request (robots.txt, a host's budget, a host given up),
     # by why ("why n; ..."), and in all; requests asked again; commits the shard refused.
     skipped: int = 0
@@ -201,6 +203,7 @@ def _lease_figures(stats: LeaseStats | None) -> dict[str, int]:
         "ip_leases_granted": stats.granted,
         "ip_leases_denied": stats.denied,
         "ip_lease_timeouts": stats.timeouts,
+        "ip_lease_renewals_denied": stats.renewals_denied,
     }
 
 
