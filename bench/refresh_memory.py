@@ -5,7 +5,8 @@ CPython's full garbage collections take once they are loaded.
     python -m bench.refresh_memory --pages 200000 --hosts 2000
 
 A shard in a temporary directory (removed at the end) gets ``--pages`` revisit rows
-(histories, validators, due times: what a peer that crawled them keeps), then a fresh
+(histories, validators, due times: what a peer that crawled them keeps) and the
+lastmod a sitemap gave each (lastmod hints are on by default), then a fresh
 refresher loads them as a restarted peer does (its collector settled as ``ubipy peer``
 settles it, the pages handed to the politeness scheduler), and plans once. Reported: the
 objects the cyclic garbage collector tracks for them (each full collection goes through
@@ -32,7 +33,7 @@ from bench.memory import rss_mb
 from ubipy.config import CrawlConfig, RecrawlConfig, RefreshPolicy
 from ubipy.fetch import Scheduler, UrlFilter
 from ubipy.peer import Refresher, settle_collector
-from ubipy.store import RefreshRow, Shard
+from ubipy.store import Lastmod, RefreshRow, Shard
 
 _CHUNK = 10_000
 
@@ -73,7 +74,9 @@ async def measure(pages: int, hosts: int) -> dict[str, Any]:
         rows = _rows(pages, hosts, time.time())
         for i in range(0, pages, _CHUNK):
             with shard.transaction():
-                shard.save_refresh(rows[i : i + _CHUNK], ())
+                chunk = rows[i : i + _CHUNK]
+                shard.save_refresh(chunk, ())
+                shard.save_lastmods([Lastmod(r.fp, r.url, r.host, "2026-11-01") for r in chunk])
         del rows
         scheduler = Scheduler.of(config, loader=lambda host, after, limit: [])
         refresher = Refresher(config, shard, lambda: scheduler, UrlFilter())

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ubipy.fetch import parse_w3c
 
@@ -49,10 +50,11 @@ TRUST_MIN_CHECKS = 5
 TRUST_MIN_AGREEMENT = 0.8
 
 
-@dataclass(frozen=True, slots=True)
-class Said:
+class Said(NamedTuple):
     """What the latest reading of a sitemap said of a page: its lastmod (first instant
-    and span) and when it was read (-inf: before a restart)."""
+    and span) and when it was read (-inf: before a restart). Held as a plain tuple (a
+    tuple of numbers is one the cyclic garbage collector stops tracking: a million
+    objects of a class, one a page its sitemap lists, were 0.1 s a full collection)."""
 
     at: float
     span: float
@@ -73,7 +75,7 @@ class LastmodHints:
     """What sitemaps said of each page, and each host's record against the visits."""
 
     def __init__(self) -> None:
-        self._said: dict[int, Said] = {}
+        self._said: dict[int, tuple[float, float, float]] = {}
         # Pages whose last visit saw a change since the visit before (at this time),
         # waiting for the next reading of their lastmod.
         self._pending: dict[int, float] = {}
@@ -93,7 +95,7 @@ class LastmodHints:
         each page."""
         for fp, text in said:
             if (parsed := parse_w3c(text)) is not None:
-                self._said[fp] = Said(*parsed, float("-inf"))
+                self._said[fp] = (*parsed, float("-inf"))
         for host, checks, agreed in counts:
             trust = self.hosts.setdefault(host, HostTrust())
             trust.checks += checks
@@ -104,12 +106,13 @@ class LastmodHints:
         return trust is not None and trust.trusted
 
     def said(self, fp: int) -> Said | None:
-        return self._said.get(fp)
+        said = self._said.get(fp)
+        return None if said is None else Said._make(said)
 
     def visited(self, fp: int, host: str, previous: float, changed: bool) -> bool | None:
         """A visit of a page answered (a 200 or a 304) saw it ``changed`` or not since
         the visit at ``previous``; returns the check it made (agreed?), if any."""
-        said = self._said.get(fp)
+        said = self.said(fp)
         if said is not None and said.at > previous and fp not in self._claimed:
             # The sitemap claimed a change.
             self._claimed.add(fp)
@@ -125,8 +128,9 @@ class LastmodHints:
         parsed = parse_w3c(lastmod)
         if parsed is None:
             return None, None
-        before = self._said.get(fp)
-        said = self._said[fp] = Said(*parsed, now)
+        before = self.said(fp)
+        said = Said(*parsed, now)
+        self._said[fp] = (*parsed, now)
         check = None
         if (since := self._pending.pop(fp, None)) is not None:
             check = self._count(host, said.at + said.span > since)
