@@ -23,13 +23,17 @@ LONGEST = 7 * 86_400.0
 
 
 class _Scheduler:
-    """Records the refreshes each host was handed last, and when (on trio's clock)."""
+    """Records the refreshes each host was handed (a plan's, or one page's), and when (on
+    trio's clock)."""
 
     def __init__(self) -> None:
         self.due: dict[str, dict[str, float]] = {}
 
     def refreshes(self, host: str, due: list[tuple[float, Entry]]) -> None:
         self.due[host] = {e.url: at for at, e in due}
+
+    def due_again(self, host: str, at: float, entry: Entry) -> None:
+        self.due.setdefault(host, {})[entry.url] = at
 
     def slot(self, host: str) -> None:
         return None

@@ -104,12 +104,10 @@ class HostMovesMixin:
             raise StorageError(f"{host} not taken: the shard refuses writes")
         self._durably(pending)  # counted, and told to the scheduler, as any admitted
         refresher = self.refresher
-        # Pages due again here already: their places in the host's heap are made anew.
-        known = refresher is not None and any(refresher.page(r.fp) is not None for r in revisits)
         with self._shard.transaction():  # its done pages and their revisit state together
             closed = self._shard.take_done(host, done)
             if refresher is not None and revisits:
-                refresher.adopt(revisits, schedule=False)
+                refresher.adopt(revisits)
         self._pending -= closed
         self.admission.learn(done)
         given = False
@@ -137,12 +135,8 @@ class HostMovesMixin:
             # back-off at every move).
             wall = time.time() - (DEFAULT_MAX_SKEW if given else 0.0)
             self._restore_mark(host, newest, wall, trio.current_time())
-        if refresher is not None and (rebuilt or known):  # all its pages due again
+        if refresher is not None and rebuilt:  # its pages due again, in its new slot
             refresher.reschedule(host)
-        elif refresher is not None and revisits:
-            # The chunk's pages alone: the host's whole heap made again at each chunk
-            # was quadratic in its pages.
-            refresher.schedule_pages(r.fp for r in revisits)
         if self._idle.is_set():
             self._idle = trio.Event()
         self._wakeup.set()

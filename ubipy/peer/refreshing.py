@@ -43,7 +43,7 @@ import logging
 import sys
 import time
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import trio
 
@@ -102,7 +102,7 @@ class Refresher(PlanningMixin):
         self._shard = shard
         self._scheduler = scheduler
         # Every page, packed (see Packed: no work for the garbage collector), taken
-        # out to be read or changed by _page and put back by _keep.
+        # out to be read or changed by page() and put back by _keep.
         self._pages: dict[int, Packed] = {}
         # The same pages' fingerprints by host: a sitemap's hints reschedule one
         # host's pages, and a host handed away takes its own, without a walk over
@@ -136,6 +136,7 @@ class Refresher(PlanningMixin):
         to be refreshed again once they do not)."""
         filters = self._filters if self._filters else None
         left_out: Counter[Filtered] = Counter()
+        counts: list[tuple[str, int, int]] = []  # each page's lastmod checks, for hints
         now = time.time()
         for r in self._shard.refresh_rows():
             why = None if filters is None else filters.verdict_at(r.url, r.depth)
@@ -151,8 +152,8 @@ class Refresher(PlanningMixin):
             due = min(last + max(r.due - r.last_visit, 0.0), now + self._cfg.max_interval)
             page = RefreshPage.from_row(r, last, due)
             self._keep(page)
-        pages = map(RefreshPage.unpacked, self._pages.values())
-        counts = [(p.host, p.checks, p.agreed) for p in pages if p.checks]
+            if page.checks:
+                counts.append((page.host, page.checks, page.agreed))
         self.hints.load(((m.fp, m.lastmod) for m in self._shard.lastmods()), counts)
         self._schedule()
         return left_out
@@ -168,7 +169,7 @@ class Refresher(PlanningMixin):
 
     def validators(self, entry: Entry) -> Validators | None:
         """The copy's validators, for a page asked again (now)."""
-        page = self._page(entry.fp) if entry.refresh else None
+        page = self.page(entry.fp) if entry.refresh else None
         if page is None or not (page.etag or page.last_modified):
             return None
         return Validators(page.etag, page.last_modified)
@@ -184,7 +185,7 @@ class Refresher(PlanningMixin):
             if not self._measured:
                 self._latency, self._measured = result.latency, True
             self._latency += _LATENCY_WEIGHT * (result.latency - self._latency)
-        kept = self._page(page.fp)
+        kept = self.page(page.fp)
         if kept is None or not entry.refresh:
             if not (result.ok and result.status == 200 and page.error is None and page.digest):
                 return True, None, None  # an error, a redirect, a type not kept: not refreshed
@@ -294,7 +295,7 @@ class Refresher(PlanningMixin):
         hosts: set[str] = set()
         for m in items:
             said, check = self.hints.read(m.fp, m.host, m.lastmod, now)
-            page = self._page(m.fp)
+            page = self.page(m.fp)
             if page is None:
                 continue
             if check is not None:
@@ -345,15 +346,11 @@ class Refresher(PlanningMixin):
             if due:
                 scheduler.refreshes(host, due)
 
-    def _page(self, fp: int) -> RefreshPage | None:
-        """The page, taken out to be read or changed (changed, it goes back with
-        :meth:`_keep`)."""
+    def page(self, fp: int) -> RefreshPage | None:
+        """A page refreshed here, taken out of its packing (a copy: changed, it goes
+        back with :meth:`_keep`), or None."""
         packed = self._pages.get(fp)
         return None if packed is None else RefreshPage.unpacked(packed)
-
-    def page(self, fp: int) -> RefreshPage | None:
-        """A page refreshed here, as it stands (a copy), or None."""
-        return self._page(fp)
 
     def _packed_of(self, host: str) -> list[Packed]:
         pages = self._pages
@@ -371,7 +368,7 @@ class Refresher(PlanningMixin):
         """A page due again that robots.txt now forbids was not asked: it stays a page
         of the crawl (fetched, its frontier row closed), put off for the longest
         interval rather than due again at every plan."""
-        page = self._page(entry.fp)
+        page = self.page(entry.fp)
         if page is None:
             return
         page.barred_until = page.due = time.time() + self._cfg.max_interval
@@ -400,8 +397,11 @@ class Refresher(PlanningMixin):
         """Pages of a host handed over by its previous owner (:meth:`revisits_of`
         there), with their histories: kept, saved in the shard (in the caller's
         transaction if one is open: the crawler's take_over takes them with the
-        host's done pages) and, with ``schedule``, handed to the scheduler. Returns the
-        pages kept.
+        host's done pages) and, with ``schedule``, handed to the scheduler (each pushed
+        onto its host's heap, or the heaps of hosts with a page known here already made
+        anew: its old place would stay beside the new; the whole host's heap made again
+        for every chunk of a hand-off was quadratic in its pages). Returns the pages
+        kept.
 
         Read as :meth:`load` reads rows (a last visit ahead of this clock counts as
         now; the wait from the last visit to the due time is kept, at most the longest
@@ -420,10 +420,10 @@ class Refresher(PlanningMixin):
         filters = self._filters if self._filters else None
         longest = self._cfg.max_interval
         saved: list[RefreshRow] = []
-        taken: list[RefreshPage] = []
+        taken: list[tuple[RefreshPage, RefreshPage | None]] = []  # and the one known here
         for r in rows:
             last = min(r.last_visit, now)
-            mine = self._page(r.fp)
+            mine = self.page(r.fp)
             if mine is not None and (mine.visits, mine.last_visit) > (r.visits, last):
                 continue
             wait = min(last, wall) + max(r.due - r.last_visit, 0.0) - wall
@@ -431,10 +431,9 @@ class Refresher(PlanningMixin):
             page = RefreshPage.from_row(r, last, due)
             saved.append(page.row())
             if filters is None or filters.verdict_at(r.url, r.depth) is None:
-                taken.append(page)
+                taken.append((page, mine))
         self._shard.save_refresh(saved, ())
-        for page in taken:
-            old = self._page(page.fp)
+        for page, old in taken:
             trust = self.hints.hosts.setdefault(page.host, HostTrust())
             trust.checks += page.checks - (0 if old is None else old.checks)
             trust.agreed += page.agreed - (0 if old is None else old.agreed)
@@ -442,7 +441,11 @@ class Refresher(PlanningMixin):
             self._prompted.discard(page.fp)
             self._keep(page)
         if schedule:
-            self._schedule({p.host for p in taken})
+            remade = {page.host for page, old in taken if old is not None}
+            self._schedule(remade)
+            for page, _ in taken:
+                if page.host not in remade:
+                    self._due_again(page)
         return len(taken)
 
     def history_lost(self, host: str, pages: Sequence[tuple[int, str, int]]) -> list[RefreshRow]:
@@ -462,13 +465,6 @@ class Refresher(PlanningMixin):
                 RefreshRow(fp, url, host, depth, 0, 0, 0.0, now, due, 0.0, None, None, None)
             )
         return rows
-
-    def schedule_pages(self, fps: Iterable[int]) -> None:
-        """Hand the scheduler these pages, just adopted (none in its heaps: a page
-        there already would be there twice); one asked now goes when answered."""
-        for fp in fps:
-            if (page := self._page(fp)) is not None and fp not in self._asked:
-                self._due_again(page)
 
     def reschedule(self, host: str) -> None:
         """Hand the scheduler the host's pages again (its slot was made afresh)."""

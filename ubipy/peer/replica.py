@@ -55,7 +55,7 @@ from ubipy.peer.replicaframes import CHUNK, Outgoing
 from ubipy.peer.router import mark_from_wire, url_items
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
-from ubipy.store import FrontierRow, HostMark, PageRecord, Shard
+from ubipy.store import FrontierRow, HostMark, PageRecord, RefreshRow, Shard
 from ubipy.wire import HostCopy, Replica, ReplicaAck
 
 log = logging.getLogger(__name__)
@@ -495,9 +495,9 @@ class Replicator:
             if at_most is not None and len(taken) >= at_most:
                 return taken, True
             pending, done, mark = self._shard.replica_of(host)
-            refresher = self._crawler.refresher  # a continuous crawl's pages, asked again
-            lost = self._shard.replica_fetched(host) if refresher is not None else []
-            revisits = [] if refresher is None else refresher.history_lost(host, lost)
+            revisits: list[RefreshRow] = []  # a continuous crawl's pages, asked again
+            if (refresher := self._crawler.refresher) is not None:
+                revisits = refresher.history_lost(host, self._shard.replica_fetched(host))
             self._crawler.take_over(host, pending, done, mark, revisits)
             self._shard.replica_drop(host)  # again, if it fails: taking over is idempotent
             taken.append(host)
