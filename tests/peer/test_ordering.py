@@ -57,6 +57,27 @@ def test_a_link_found_again_adds_its_cash_to_a_url_still_waiting(tmp_path: Path)
     shard.close()
 
 
+def test_a_link_to_a_page_fetched_here_credits_nothing(tmp_path: Path) -> None:
+    # The scheduler's windows and the shard are left alone: most links found again on a
+    # site lead to pages fetched already (its menus), and each credit was an UPDATE.
+    shard = Shard.open(tmp_path)
+    shard.rank_pending()
+    admission = Admission(shard)
+    with shard.transaction():
+        admission.admit([_url(1), _url(2)])
+    admission.fetched([1, 7])  # 7: never admitted here, nothing to mark
+    with shard.transaction():
+        assert admission.admit([_url(1, 0.5), _url(2, 0.25)]) == []
+    assert admission.take_credits() == [("a.test", 2, 0.25)]
+    # A failed commit forgets the marks with the cache: the next link is credited as
+    # before, and the shard's UPDATE (state = 0 only) decides.
+    admission.rollback()
+    with shard.transaction():
+        assert admission.admit([_url(1, 0.5)]) == []
+    assert admission.take_credits() == [("a.test", 1, 0.5)]
+    shard.close()
+
+
 def test_partial_pagerank_matches_the_exact_one_on_a_known_graph() -> None:
     # 0 -> 1, 2; 1 -> 2; 2 -> 0; 3 -> 2; 4 waits (dangling: linked, not fetched).
     out = [[1, 2], [2], [0], [2, 4], []]

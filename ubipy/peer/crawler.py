@@ -268,11 +268,11 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
     def _place(self, candidates: Sequence[NewURL]) -> tuple[list[FrontierRow], list[NewURL]]:
         """Inside a transaction: admit this peer's URLs, keep the others' in the outbox."""
         if self.router is None:
-            return self._admit(candidates), []
+            return self.admission.admit(candidates), []
         local, foreign = self.router.split(candidates)
         if foreign:
             self._shard.outbox_add(foreign)
-        return self._admit(local), foreign
+        return self.admission.admit(local), foreign
 
     def _durably(
         self, candidates: list[NewURL], *, save_scope: bool = False, drop_from_outbox: bool = False
@@ -542,6 +542,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         batch = self._commits.take()
         if batch is None:
             return True
+        self.admission.fetched(a.page.fp for a in batch.answered)
         try:
             closed, rows, foreign = batch.write(self._shard, self._place)
         except StorageError as exc:
@@ -573,9 +574,6 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         self._pending -= batch.settled + closed.total()
         self._committed(rows, foreign, batch.pages, batch.marks)
         return True
-
-    def _admit(self, candidates: Sequence[NewURL]) -> list[FrontierRow]:
-        return self.admission.admit(candidates) if candidates else []
 
     def _schedule(self, rows: Iterable[FrontierRow]) -> None:
         n = 0

@@ -39,7 +39,8 @@ class Admission:
         bloom_error_rate: float = 0.001,
     ) -> None:
         self._shard = shard
-        self._recent: OrderedDict[int, None] = OrderedDict()
+        # Recently admitted fingerprints, each True once its page is fetched here.
+        self._recent: OrderedDict[int, bool] = OrderedDict()
         self._recent_size = recent_size
         self._bloom = GrowingBloom(bloom_capacity, bloom_error_rate)
         self.stats = AdmissionStats()
@@ -73,7 +74,10 @@ class Admission:
             if fp in recent:
                 recent.move_to_end(fp)
                 stats.recent_hits += 1
-                if c.score:
+                # A fetched page's score is spent: crediting it would cost an UPDATE
+                # that changes nothing and a window lookup (most links found again
+                # lead to pages fetched already: menus, footers).
+                if c.score and not recent[fp]:
                     credits.append((c.host, fp, c.score))
                 continue
             if fp in fresh or fp in maybe:
@@ -112,6 +116,15 @@ class Admission:
         stats.admitted += len(rows)
         return rows
 
+    def fetched(self, fps: Iterable[int]) -> None:
+        """These pages are stored as fetched (in the transaction about to admit their
+        links): links found to them again bring no credit. A fingerprint no longer in
+        the exact cache is credited as before, the shard's UPDATE matching no row."""
+        recent = self._recent
+        for fp in fps:
+            if fp in recent:
+                recent[fp] = True
+
     def learn(self, fps: Iterable[int]) -> None:
         """Fingerprints written to the frontier by another path (a hand-off): the filter
         must say "maybe" for them, or they would be taken for new."""
@@ -140,6 +153,6 @@ class Admission:
 
     def _remember(self, fp: int) -> None:
         recent = self._recent
-        recent[fp] = None
+        recent[fp] = False
         if len(recent) > self._recent_size:
             recent.popitem(last=False)
