@@ -241,7 +241,13 @@ async def fetch(
                 url, response, latency, fields, ctype, charset, body=kept, truncated=truncated
             )
         finally:
-            await response.aclose()
+            if type(response.stream) is PooledBody:
+                # What aclose() does, without the context manager httpx2 wraps around
+                # it to name the request in its own errors (a generator a page).
+                response.is_closed = True
+                await response.stream.aclose()
+            else:
+                await response.aclose()
     except httpx2.TimeoutException as exc:
         waited = trio.current_time() - start
         return failed(url, FetchOutcome.TIMEOUT, f"timeout: {type(exc).__name__}", latency=waited)
