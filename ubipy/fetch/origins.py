@@ -4,7 +4,6 @@ and a plain URL's GET read without httpx2's URL parser (:func:`plain_get`)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import httpx2
@@ -12,8 +11,11 @@ import httpx2
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-@dataclass(frozen=True, slots=True)
-class Origin:
+class Origin(NamedTuple):
+    """Scheme, host and port: what a pooled connection serves."""
+
+    # A tuple: a pool's key, hashed and compared by C three times a request (a frozen
+    # dataclass's generated __hash__ and __eq__ were Python calls).
     scheme: str
     host: str
     port: int
