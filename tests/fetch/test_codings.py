@@ -209,6 +209,50 @@ async def test_a_coded_body_cut_short_is_an_error_not_a_page(coding: str, wire: 
     assert capped.ok and capped.truncated and capped.body == _PAGE[:100]
 
 
+def _gzip_with_header(page: bytes, flags: int, fields: bytes) -> bytes:
+    """A gzip member whose header has these flags and optional fields."""
+    plain = gzip.compress(page, mtime=0)
+    return plain[:3] + bytes([flags]) + plain[4:10] + fields + plain[10:]
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        gzip.compress(_PAGE)[:-8] + b"\0" * 8,  # a CRC and length that are wrong
+        gzip.compress(_PAGE)[:-8],  # no footer: the connection closed after the stream
+        gzip.compress(_PAGE)[:-3],  # a footer cut off
+        # A header with an extra field, a file name, a comment and a header CRC.
+        _gzip_with_header(_PAGE, 2 | 4 | 8 | 16, b"\x03\0abcpage.html\0a comment\0\x12\x34"),
+    ],
+    ids=["bad footer", "no footer", "footer cut", "every header field"],
+)
+@pytest.mark.parametrize("size", [1, 1 << 20], ids=["bytewise", "whole"])
+async def test_a_gzip_body_is_read_as_browsers_read_it(wire: bytes, size: int) -> None:
+    # Browsers show these pages; zlib's gzip reader made each a protocol error, asked
+    # again and in the end lost.
+    pieces = [wire[i : i + size] for i in range(0, len(wire), size)]
+    async with _client(_coded("gzip", *pieces)) as client:
+        r = await fetch(client, "http://a.test/", max_bytes=100_000)
+    assert r.ok and (r.body, r.truncated) == (_PAGE, False)
+
+
+@pytest.mark.parametrize(
+    ("wire", "why"),
+    [
+        (b"<html>not gzip at all</html>", "no gzip header"),
+        (b"\x1f\x8b\x07" + bytes(20), "unknown method"),
+        (b"\x1f\x8b\x08\x20" + bytes(20), "unknown method or flags"),
+        (b"\x1f\x8b\x08\x08" + bytes(6) + b"x" * 70_000, "header over"),
+    ],
+    ids=["plain", "method", "reserved flag", "endless name"],
+)
+async def test_a_body_that_is_no_gzip_is_a_protocol_error(wire: bytes, why: str) -> None:
+    async with _client(_coded("gzip", wire)) as client:
+        r = await fetch(client, "http://a.test/", max_bytes=100_000)
+    assert r.outcome is FetchOutcome.PROTOCOL_ERROR and r.body == b""
+    assert r.detail is not None and why in r.detail
+
+
 @pytest.mark.parametrize("status", [200, 204, 301, 304])
 async def test_an_empty_coded_body_is_empty_not_cut(status: int) -> None:
     async with _client(_coded("gzip", status=status)) as client:

@@ -36,6 +36,12 @@ _PIECE = 256 * 1024
 # Bytes read on after the coded stream's end, so that the answer's framing (a chunked
 # body's last chunk) can end and its connection be reused; no more is read.
 _AFTER_END = 16 * 1024
+# The most a gzip header (RFC 1952 2.3: its extra field, file name and comment) may
+# take before its deflate stream begins.
+_GZIP_HEADER_MAX = 64 * 1024
+# A gzip header's flags: a header CRC, an extra field, a name, a comment; the others
+# are reserved (zlib refuses a header with one set, as here).
+_FHCRC, _FEXTRA, _FNAME, _FCOMMENT, _RESERVED = 2, 4, 8, 16, 0xE0
 
 
 class BadCoding(UbipyError):
@@ -101,7 +107,11 @@ class BodyDecoder:
 
 
 class _Inflate:
-    """One gzip or deflate stream's decompressor."""
+    """One gzip or deflate stream's decompressor. A gzip member is read as browsers
+    read it: its header, then its deflate stream, whose end is the body's; the
+    member's footer (CRC-32 and length) is not checked. Servers that cut it off or
+    get it wrong send pages every browser shows, and zlib's own gzip reader made
+    each a protocol error, fetched again and lost."""
 
     __slots__ = ("_head", "_z", "begun", "name")
 
@@ -110,8 +120,9 @@ class _Inflate:
         self.begun = False  # whether any of the stream has come
         self._head = b""
         # deflate is zlib's format (RFC 9110), but servers send the raw one too, as
-        # browsers read: which one it is waits for the first two bytes.
-        self._z = None if name == "deflate" else zlib.decompressobj(16 + zlib.MAX_WBITS)
+        # browsers read: which one it is waits for the first two bytes; gzip's
+        # deflate stream waits for the end of its header.
+        self._z: zlib._Decompress | None = None
 
     @property
     def ended(self) -> bool:
@@ -126,10 +137,17 @@ class _Inflate:
         z = self._z
         if z is None:
             data = self._head + data
-            if len(data) < 2:
+            if self.name == "deflate":
+                begins = 0 if len(data) >= 2 else None
+                wbits = zlib.MAX_WBITS if begins is not None and _zlib_header(data) else -15
+            else:
+                begins, wbits = _gzip_header_end(data), -15
+            if begins is None:
                 self._head = data
                 return
-            z = self._z = zlib.decompressobj(zlib.MAX_WBITS if _zlib_header(data) else -15)
+            self._head = b""
+            data = data[begins:]
+            z = self._z = zlib.decompressobj(wbits)
         try:
             # What follows the stream's end is not decoded: zlib would copy it aside.
             while data and not z.eof:
@@ -139,6 +157,37 @@ class _Inflate:
                     yield piece
         except zlib.error as exc:
             raise BadCoding(f"not {self.name}: {exc}") from exc
+
+
+def _gzip_header_end(data: bytes) -> int | None:
+    """Where a gzip member's deflate stream begins after its header (RFC 1952 2.3),
+    or None while the header has not come whole; BadCoding if it is no gzip."""
+    if len(data) >= 2 and data[:2] != b"\x1f\x8b":
+        raise BadCoding("not gzip: no gzip header")
+    if len(data) < 10:
+        return None
+    flags = data[3]
+    if data[2] != 8 or flags & _RESERVED:
+        raise BadCoding("not gzip: an unknown method or flags")
+    at = 10
+    if flags & _FEXTRA:
+        if len(data) < at + 2:
+            return None
+        at += 2 + int.from_bytes(data[at : at + 2], "little")
+    for flag in (_FNAME, _FCOMMENT):
+        if flags & flag:
+            zero = data.find(b"\0", at)
+            if zero < 0:
+                at = len(data) + 1
+                break
+            at = zero + 1
+    if flags & _FHCRC:
+        at += 2
+    if at > len(data):
+        if len(data) > _GZIP_HEADER_MAX:
+            raise BadCoding(f"not gzip: a header over {_GZIP_HEADER_MAX} bytes")
+        return None
+    return at
 
 
 def _zlib_header(data: bytes) -> bool:
