@@ -156,7 +156,12 @@ class Ordering:
             self._links[entry.fp] = array("q", (u.fp for u in found))
             self._since_rank += 1
         share = entry.score / len(found)
-        return [NewURL(u.fp, u.url, u.host, u.depth, share, u.redirects) for u in found]
+        # Made by tuple.__new__: a named tuple's own __new__ is a Python call a link.
+        new = tuple.__new__
+        return [
+            new(NewURL, (fp, url, host, depth, share, hops))
+            for fp, url, host, depth, _, hops in found
+        ]
 
     def committed(self, credits: Sequence[tuple[str, int, float]]) -> None:
         """A commit is on disk: the scores it credited reach the windows, and partial
