@@ -57,6 +57,33 @@ def test_missing_or_blank_title(html: str) -> None:
     assert _page(html).title is None
 
 
+@pytest.mark.parametrize(
+    ("link", "followed"),
+    [
+        ('<link rel="next" href="/list?page=3">', "http://example.com/list?page=3"),
+        ('<link rel="prev" href="p1.html">', "http://example.com/dir/p1.html"),
+        ('<LINK REL="Previous" HREF="p0.html">', "http://example.com/dir/p0.html"),
+        ('<link rel="alternate" hreflang="fr" href="/fr/">', "http://example.com/fr/"),
+        (
+            '<link rel="alternate" media="handheld" href="//m.example.com/">',
+            "http://m.example.com/",
+        ),
+        ('<link rel="alternate stylesheet" href="/dark.css">', None),
+        ('<link rel="stylesheet" href="/style.css">', None),
+        ('<link rel="icon alternate" href="/favicon.ico">', None),
+        ('<link rel="canonical" href="/same">', None),  # the page itself, elsewhere
+        ('<link rel="next nofollow" href="/no">', None),
+        ('<link rel="next">', None),
+        ('<link href="/no-rel">', None),
+    ],
+)
+def test_a_link_element_to_another_page_is_followed(link: str, followed: str | None) -> None:
+    # A series' next page and a page's other languages are often named only by <link>.
+    page = _page(f"<html><head>{link}</head><body><p>text</p></body></html>")
+    assert page.links == ((followed,) if followed else ())
+    assert page.links_nofollow == ("nofollow" in link)
+
+
 def test_each_link_kind_in_document_order() -> None:
     page = _page(
         """<html><body>

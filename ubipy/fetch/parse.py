@@ -44,8 +44,14 @@ _VALUED_DIRECTIVES: Final = frozenset(
 # starts every document it finds anything in with <html>.
 _LOOKED_AT: Final = {
     **{"a": "href", "area": "href", "frame": "src", "iframe": "src"},
-    **dict.fromkeys(("base", "meta", "title", "html", "svg"), ""),
+    **dict.fromkeys(("base", "meta", "title", "html", "svg", "link"), ""),
 }
+# The <link> relations that lead to other pages of the site: the next and previous
+# pages of a series (pagination often has no <a> beside it) and the page in another
+# language or for another medium (hreflang alternates, often listed nowhere else).
+# An alternate that is a style sheet or an icon is none.
+_PAGE_RELS: Final = frozenset({"next", "prev", "previous", "alternate"})
+_NOT_PAGE_RELS: Final = frozenset({"stylesheet", "icon"})
 
 
 # A refresh's content (WHATWG, "shared declarative refresh steps"): a time, then
@@ -255,8 +261,22 @@ class _Extract:
                 self.base_href = attrib.get("href")
         elif tag == "svg":
             self._look = _IN_SVG
+        elif tag == "link":
+            self._link(attrib)
         else:
             self.empty = False  # <html>
+
+    def _link(self, attrib: dict[str, str]) -> None:
+        rel, href = attrib.get("rel"), attrib.get("href")
+        if not rel or href is None:
+            return
+        kinds = set(rel.lower().split())
+        if kinds.isdisjoint(_PAGE_RELS) or not kinds.isdisjoint(_NOT_PAGE_RELS):
+            return
+        if "nofollow" in kinds:
+            self.links_nofollow += 1
+        else:
+            self.hrefs.append(href)
 
     def close(self) -> _Extract:
         if self._title_from is not None:  # the title ran to the end of the page
