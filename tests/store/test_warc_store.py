@@ -528,6 +528,45 @@ def test_a_live_peer_exported_into_a_directory_again_and_again(tmp_path: Path) -
     assert (out / warc.name).read_bytes() == b"the user's own"
 
 
+def test_an_export_that_fails_leaves_an_earlier_copy_as_it_was(tmp_path: Path) -> None:
+    """An export that extended an earlier export's copy of the open file and then failed
+    (another peer's file found cut) left the copy extended (a review): now nothing of
+    a failed export is left, and the user's copy is what the earlier export made."""
+    data, other, out = tmp_path / "peer", tmp_path / "other", tmp_path / "out"
+    out.mkdir()
+    shard = Shard.open(data, warc_size=10**9)
+    with shard.transaction():
+        shard.record_pages([_page(1, b"<p>1</p>")])
+    assert export([data], "warc", out).pages == 1
+    [copy] = out.iterdir()
+    before = copy.read_bytes()
+    with shard.transaction():
+        shard.record_pages([_page(2, b"<p>2</p>")])
+    cut = Shard.open(other, warc_size=10**9)
+    with cut.transaction():
+        cut.record_pages([_page(3, b"<p>3</p>" * 100)])
+    cut.close()
+    [warc] = _files(other)
+    warc.write_bytes(warc.read_bytes()[:-40])
+    with pytest.raises(ExportError):
+        export([data, other], "warc", out)
+    assert [p.name for p in out.iterdir()] == [copy.name]
+    assert copy.read_bytes() == before
+    # Failing while it adds to the copy (its own file found short of its committed end,
+    # as after an OS crash): cut back as well.
+    [open_file] = (data / "warc").glob("*.open")
+    whole = open_file.read_bytes()
+    open_file.write_bytes(whole[: len(before) + 10])
+    with pytest.raises(ExportError, match="shorter than the shard says"):
+        export([data], "warc", out)
+    assert copy.read_bytes() == before
+    # And the export that works extends it as ever.
+    open_file.write_bytes(whole)
+    assert export([data], "warc", out).pages == 2
+    shard.close()
+    assert copy.read_bytes().startswith(before) and len(copy.read_bytes()) > len(before)
+
+
 def test_old_shards_keep_their_bodies_and_new_pages_go_to_warc(tmp_path: Path) -> None:
     shard = Shard.open(tmp_path)  # --bodies shard
     with shard.transaction():

@@ -38,7 +38,7 @@ from ubipy.store.snapshot import (
     iso_utc,
 )
 from ubipy.store.warc import WARC_VERSION, write_warc
-from ubipy.store.warcexport import Part, copy_part, link_part, parts_of, unmake
+from ubipy.store.warcexport import Made, Part, copy_part, link_part, parts_of, unmake
 from ubipy.store.warcindex import cdxj_of
 
 __all__ = [
@@ -190,8 +190,9 @@ def _from_files(
 
         # Nothing is left of an export that fails: the names it made go (a peer's
         # files linked before another's was found cut were left, a review found); the
-        # files that were there before it stay.
-        made: list[tuple[Path, tuple[int, int]]] = []
+        # files that were there before it stay as they were (an earlier export's copy
+        # of an open file it extended is cut back).
+        made: list[tuple[Path, Made]] = []
         try:
             for part in parts:
                 if (mine := link_part(part, out)) is not None:

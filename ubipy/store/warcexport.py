@@ -11,6 +11,7 @@ are written as before, by :mod:`ubipy.store.warc`, after them.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -27,7 +28,7 @@ from ubipy.store.snapshot import ShardReader
 from ubipy.store.warcfiles import OPEN_SUFFIX, WARC_DIR
 from ubipy.store.warcindex import peer_of
 
-__all__ = ["Part", "copy_part", "link_part", "parts_of", "unmake"]
+__all__ = ["Made", "Part", "copy_part", "link_part", "parts_of", "unmake"]
 
 _CHUNK = 1 << 20
 
@@ -160,36 +161,52 @@ def copy_part(part: Part, sink: IO[bytes], *, gunzip: bool) -> int:
     return read
 
 
+@dataclass(frozen=True, slots=True)
+class Made:
+    """What :func:`link_part` did to a name, for :func:`unmake` to undo: made it (a
+    file of ``identity``), or extended the file of ``identity`` that was there, an
+    earlier export's copy of ``size`` bytes."""
+
+    identity: tuple[int, int]
+    size: int | None = None
+
+
 def _extended(part: Part, copy: Path, size: int) -> bool:
     """If ``copy`` (``size`` bytes) is a beginning of the part, add the rest of the part
     to it and say True; else leave it as it is and say False. Its bytes are all
-    compared before any is written."""
+    compared before any is written; a failure while they are added (a full disk, a
+    part found short) cuts the copy back to what it was."""
     try:
         f = copy.open("r+b")
     except OSError:
         return False  # not one this export can have made
     with f:
         at = 0
-        for chunk in _chunks(part):
-            try:
+        try:
+            for chunk in _chunks(part):
                 if at < size:
                     mine = f.read(min(len(chunk), size - at))
                     if mine != chunk[: len(mine)]:
                         return False
                 if at + len(chunk) > size:
                     f.write(chunk[max(0, size - at) :])
-            except OSError as exc:
+                at += len(chunk)
+            f.flush()
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                f.truncate(size)
+            if isinstance(exc, OSError):
                 raise ExportWriteError(f"{copy}: cannot write: {exc.strerror or exc}") from exc
-            at += len(chunk)
+            raise
     return at > size
 
 
-def link_part(part: Part, directory: Path) -> tuple[int, int] | None:
+def link_part(part: Part, directory: Path) -> Made | None:
     """Put a part into ``directory`` under its final name: a hard link to a closed file
     (a copy across file systems), a copy of the open file's committed part. A file of
     that name already there is left as it is if it is the same file or the same size
-    (an export made again), else refused. Returns the (device, inode) of the name it
-    made, for :func:`unmake` (None: it made none)."""
+    (an export made again), else refused. Returns what it made or extended, for
+    :func:`unmake` (None: neither)."""
     target = directory / part.name
     if part.length is None:
         try:
@@ -206,13 +223,14 @@ def link_part(part: Part, directory: Path) -> tuple[int, int] | None:
         # An earlier export's copy of this file while it was being written: the rest
         # is added (it was refused, so a live peer could be exported once). Not a
         # file with other names (a snapshot's link): that would change too.
-        if size < want and own and _extended(part, target, size):
-            return None
+        found = identity(target, follow=False)
+        if size < want and own and found is not None and _extended(part, target, size):
+            return Made(found, size)
         raise ExportError(f"{target}: already there, and not the peer's file")
     if part.length is None:
         try:
             os.link(part.path, target)
-            return identity(target, follow=False)
+            return _made(target)
         except OSError as exc:
             if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
                 raise ExportError(f"{target}: cannot link: {exc.strerror or exc}") from exc
@@ -229,7 +247,7 @@ def link_part(part: Part, directory: Path) -> tuple[int, int] | None:
             else:
                 copy_part(part, out, gunzip=False)
         os.link(partial, target)
-        return identity(target, follow=False)
+        return _made(target)
     except FileExistsError:
         raise ExportError(f"{target}: appeared during the export; left as it is") from None
     except OSError as exc:
@@ -239,13 +257,22 @@ def link_part(part: Part, directory: Path) -> tuple[int, int] | None:
         partial.unlink(missing_ok=True)
 
 
-def unmake(path: Path, made: tuple[int, int]) -> None:
-    """Remove the name ``path`` if it still names the regular file :func:`link_part`
-    made there (a link to a peer's file goes, the file stays); anything else that
+def _made(path: Path) -> Made | None:
+    found = identity(path, follow=False)
+    return None if found is None else Made(found)
+
+
+def unmake(path: Path, made: Made) -> None:
+    """Undo what :func:`link_part` did to ``path`` if it still names that regular
+    file: the name it made goes (a link to a peer's file goes, the file stays), the
+    copy it extended is cut back to what the earlier export left. Anything else that
     took the name meanwhile is left as it is."""
     try:
         st = os.lstat(path)
-        if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) == made:
-            path.unlink()
+        if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) == made.identity:
+            if made.size is None:
+                path.unlink()
+            else:
+                os.truncate(path, made.size)
     except OSError:
         pass  # left: the error being reported is the one that matters
