@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ubipy.errors import ConfigError
+from ubipy.membership import MembershipConfig
 from ubipy.options import option
 from ubipy.validation import at_least, positive, show
 from ubipy.wire import MAX_ITEMS
@@ -144,6 +145,18 @@ class SwimConfig:
             )
         at_least(self, 0, "indirect_checks")
         at_least(self, 1, "suspicion_mult")
+
+    def machine(self) -> MembershipConfig:
+        """The membership state machine's settings: these, the rest its defaults."""
+        return MembershipConfig(
+            probe_interval=self.probe_interval,
+            probe_timeout=self.probe_timeout,
+            indirect_checks=self.indirect_checks,
+            suspicion_mult=self.suspicion_mult,
+            push_pull_interval=self.push_pull_interval,
+            reconnect_interval=self.reconnect_interval,
+            reconnect_timeout=self.reconnect_timeout,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,6 @@ from ubipy.fetch import Resolver, make_client
 from ubipy.membership import (
     LIVE_STATES,
     Membership,
-    MembershipConfig,
     MemberState,
     Outgoing,
     fence,
@@ -230,15 +229,7 @@ class Peer:
         self._membership = Membership(
             self.peer_id,
             self.address,
-            MembershipConfig(
-                probe_interval=config.membership.probe_interval,
-                probe_timeout=config.membership.probe_timeout,
-                indirect_checks=config.membership.indirect_checks,
-                suspicion_mult=config.membership.suspicion_mult,
-                push_pull_interval=config.membership.push_pull_interval,
-                reconnect_interval=config.membership.reconnect_interval,
-                reconnect_timeout=config.membership.reconnect_timeout,
-            ),
+            config.membership.machine(),
             self._rng,
             now=trio.current_time(),
         )
