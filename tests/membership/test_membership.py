@@ -421,6 +421,24 @@ def test_member_restarted_on_a_new_address_outbids_its_previous_life() -> None:
     assert a.member("b") == Member("b", addr("b2"), MemberState.ALIVE, 1)
     assert kinds(a, "b") == []  # never suspected, never declared dead
     assert b2.incarnation == 1  # and nothing to refute since
+    assert b2.clash is None  # its previous life is no other process
+
+
+def test_two_live_processes_under_one_id_find_each_other_out() -> None:
+    """A data directory copied from a live peer's: the copy starts under its id on
+    another address, and each outbids the other's ALIVE without end (they also own the
+    same share of the ring). Each side learns the other's address within a few
+    push-pull rounds."""
+    link, (a, b, _c) = cluster("a", "b", "c")
+    copy = Membership("b", addr("b-copy"), CONFIG, random.Random("copy"), now=link.now)
+    link.nodes[copy.self_address] = copy
+    link.join(copy, a)
+    started = link.now
+    while (b.clash is None or copy.clash is None) and link.now < started + 300.0:
+        link.run_until(link.now + 0.5)
+    assert (b.clash, copy.clash) == (addr("b-copy"), addr("b"))
+    assert link.now < started + 120.0
+    assert b.refutations >= 3 and copy.refutations >= 3
 
 
 def test_alive_from_an_older_life_elsewhere_is_answered_with_our_address() -> None:

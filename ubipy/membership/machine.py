@@ -55,6 +55,7 @@ from dataclasses import replace
 
 from ubipy.membership import transitions
 from ubipy.membership.broadcasts import Broadcasts
+from ubipy.membership.clash import IdClash
 from ubipy.membership.events import ChangeKind, MemberEvent, MembershipConfig, Outgoing
 from ubipy.membership.messages import (
     LIVE_STATES,
@@ -112,6 +113,7 @@ class Membership:
         # (member, when our ping was sent) for each ping it answered itself.
         self._answers: list[tuple[str, float]] = []
         self.refutations = 0  # how often we outbid a rumour about ourselves
+        self._clash = IdClash()
         self._suspicions: dict[str, Suspicion] = {}
         self._broadcasts = Broadcasts()
         self._events: list[MemberEvent] = []
@@ -135,6 +137,12 @@ class Membership:
     @property
     def has_left(self) -> bool:
         return self._left
+
+    @property
+    def clash(self) -> str | None:
+        """The address of another live process under our id (a copied data
+        directory), once its outbids have shown it (:mod:`ubipy.membership.clash`)."""
+        return self._clash.with_address
 
     def members(self) -> list[Member]:
         """Every member known, self and tombstones included, by id."""
@@ -493,6 +501,8 @@ class Membership:
         # address, probe it, and declare us dead a suspicion later.
         if update.incarnation >= MAX_INCARNATION:
             return  # cannot outbid; only a forged rumour gets here
+        if update.state is ALIVE and elsewhere:
+            self._clash.outbid(update.address, now)
         me = replace(me, incarnation=update.incarnation + 1)
         self._set(me, now)
         self.refutations += 1

@@ -1,0 +1,48 @@
+"""Another live process under this member's id (:class:`IdClash`).
+
+A peer's id is kept in its data directory, so a directory copied from another
+peer's (a cloned disk image, a ``cp -r`` to start a second peer) starts a second
+process under the same id. Each hears ALIVE rumours about itself from the other's
+address at an incarnation it must outbid, and outbids it; the other does the same,
+without end, while both own the same share of the ring and fetch its hosts, each at
+the full rate a host allows.
+
+A previous life of a peer restarted on another address (a new pod IP) is outbid
+once or twice and is heard of no more: it is not there to answer. Only a live
+process answers an outbid with a higher incarnation from the same address, again
+and again. No I/O and no clock, as the machine.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Final
+
+__all__ = ["CLASH_OUTBIDS", "CLASH_WINDOW", "IdClash"]
+
+# Outbids of one address within the window that make a clash. The one outbid hears
+# of the other's next ALIVE late, by a push-pull (every 30 s) or a probe's answer:
+# the others' gossip about the id goes to the address they hold for it, the
+# other's. A dead previous life is outbid once for each incarnation it reached.
+CLASH_OUTBIDS: Final = 3
+CLASH_WINDOW: Final = 180.0
+
+
+class IdClash:
+    """Counts the outbids of ALIVE rumours about ourselves from other addresses."""
+
+    __slots__ = ("_outbids", "with_address")
+
+    def __init__(self) -> None:
+        self._outbids: dict[str, deque[float]] = {}
+        # The address of the other process under our id, once it is known.
+        self.with_address: str | None = None
+
+    def outbid(self, address: str, now: float) -> bool:
+        """We outbid an ALIVE about ourselves from ``address``; True when that makes
+        (or made) a clash."""
+        times = self._outbids.setdefault(address, deque(maxlen=CLASH_OUTBIDS))
+        times.append(now)
+        if len(times) == CLASH_OUTBIDS and now - times[0] <= CLASH_WINDOW:
+            self.with_address = address
+        return self.with_address is not None
