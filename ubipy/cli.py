@@ -413,6 +413,14 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | No
         nursery.cancel_scope.cancel()
     counts = peer.crawler.stats
     print(f"ubipy peer {peer.peer_id} stopped: {counts.pages} pages this run", file=sys.stderr)
+    if peer.clashed_with is not None:
+        print(
+            f"ubipy peer: stopped: the live peer at {peer.clashed_with} has this peer's id "
+            f"({peer.peer_id}), kept in {peer.config.data_dir}: was the directory copied? "
+            "Give each peer a data directory of its own",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

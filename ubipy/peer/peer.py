@@ -37,6 +37,7 @@ from ubipy.net import Links, Network, Reply, TcpNetwork, is_loopback, split_addr
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff
+from ubipy.peer.idclash import stops_for_clash
 from ubipy.peer.ids import load_peer_id
 from ubipy.peer.ipleases import IpLeases
 from ubipy.peer.joining import Joiner, other_addresses
@@ -159,6 +160,8 @@ class Peer:
         self._stop = trio.Event()
         # Set when run() is over: crawler stopped, leave announced, hosts handed off.
         self.finished = trio.Event()
+        # Another live peer's address, under this one's id: this one stopped for it.
+        self.clashed_with: str | None = None
         self._gossip_kick = Wakeup()
         self.ring_changes = 0
 
@@ -213,7 +216,8 @@ class Peer:
                 self.lease.stopping()  # what it keeps: before others' leaves shrink its base
                 crawler.stop()
                 await crawler.stopped.wait()
-                await self._leave()
+                if self.clashed_with is None:  # the leave and hand-off are the other's
+                    await self._leave()
                 nursery.cancel_scope.cancel()
         finally:
             self.shard.close()
@@ -438,6 +442,10 @@ class Peer:
         await self.links.send(out.address, message)
 
     def _membership_events(self) -> None:
+        other = self.membership.clash
+        if other and not self.clashed_with and stops_for_clash(self.peer_id, self.address, other):
+            self.clashed_with = other
+            self._stop.set()
         answers = self.membership.drain_answers()
         if answers and self._lease is not None:
             self._lease.answered(answers)
