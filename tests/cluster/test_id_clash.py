@@ -45,7 +45,9 @@ async def test_a_copied_data_directory_stops_one_of_the_two(
         # that stayed (it outbids the copy's last ALIVE, or refutes its suspicion; looked
         # at with each request the web answers), and the crawl ends whole.
         others = [peers[0], peers[2]]
-        # Seeded at the peer that stayed: the others share its scope.
+        # Seeded at the peer that stayed, which shares the scope with the others. (Seeds
+        # given to a peer that still holds the id at the copy's address reach it later
+        # than the seed URL may, both sent again to where it is.)
         kept.peer.seed_urls([WEB.seed_url()])
 
         def settled() -> bool:

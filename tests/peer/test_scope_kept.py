@@ -69,7 +69,7 @@ async def test_a_scope_frame_that_could_not_be_sent_is_sent_again(
 
     crawler = Scoped(tmp_path)
     async with trio.open_nursery() as nursery:
-        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b:7000"], _b)
+        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b"], _b)
         before = crawler.scope_now()
         crawler.scope.add_seed("http://a.test/")
         sharing.seeded(before)
@@ -81,7 +81,7 @@ async def test_a_scope_frame_that_could_not_be_sent_is_sent_again(
 async def test_no_scope_frame_is_sent_again_to_a_member_gone_meanwhile(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    live = {"b:7000"}
+    live = {"b"}
     sent: list[float] = []
 
     async def send(address: str, message: object) -> bool:
@@ -90,7 +90,7 @@ async def test_no_scope_frame_is_sent_again_to_a_member_gone_meanwhile(
 
     async def leaves() -> None:
         await trio.sleep(10.0)  # during the last back-off, from 7 s to 15 s
-        live.discard("b:7000")
+        live.discard("b")
 
     crawler = Scoped(tmp_path)
     async with trio.open_nursery() as nursery:
@@ -120,7 +120,7 @@ async def test_a_scope_frame_is_sent_until_acknowledged_by_a_member_that_acknowl
 
     crawler = Scoped(tmp_path)
     async with trio.open_nursery() as nursery:
-        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b:7000"], _b)
+        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b"], _b)
         sharing.heard("b:7000", [11])  # SCOPE_ACK
         before = crawler.scope_now()
         crawler.scope.add_seed("http://a.test/")
@@ -149,13 +149,45 @@ async def test_a_scope_frame_due_again_while_on_its_way_is_sent_at_once_with_its
 
     crawler = Scoped(tmp_path)
     async with trio.open_nursery() as nursery:
-        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b:7000"], _b)
+        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b"], _b)
         sharing.member_changed(MemberEvent(ChangeKind.SUSPECT, _member(MemberState.SUSPECT), 0.0))
         before = crawler.scope_now()
         crawler.scope.add_roots(["a.test"])
         sharing.seeded(before)
         nursery.start_soon(refuted_at_14)
     assert [t for t, _ in sent] == [0.0, 1.0, 3.0, 7.0, 14.0, 15.0, 17.0, 21.0]
+
+
+async def test_a_scope_frame_follows_its_member_to_a_new_address(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """b is not answering at b:7000 when the seeds come, and is then at b:7001 (restarted
+    on a new address, or the one of two peers under one id that stayed), without a
+    death or a join: its frame was held to the old address, and given up there once
+    that was no live member's."""
+    sent: list[tuple[float, str]] = []
+    where = {"b": "b:7000"}
+
+    async def send(address: str, message: object) -> bool:
+        sent.append((trio.current_time(), address))
+        if address == "b:7001":
+            assert isinstance(message, ScopeFrame)
+            nursery.start_soon(sharing._on_scope_ack, "b", ScopeAck(message.digest), _no_reply)
+        return address == "b:7001"
+
+    async def moves_at_5() -> None:
+        await trio.sleep(5.0)
+        where["b"] = "b:7001"
+        sharing.heard("b:7001", [11])  # SCOPE_ACK
+
+    crawler = Scoped(tmp_path)
+    async with trio.open_nursery() as nursery:
+        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b"], where.get)
+        nursery.start_soon(moves_at_5)
+        before = crawler.scope_now()
+        crawler.scope.add_roots(["a.test"])
+        sharing.seeded(before)
+    assert sent == [(0.0, "b:7000"), (1.0, "b:7000"), (3.0, "b:7000"), (7.0, "b:7001")]
 
 
 def _member(state: MemberState) -> Member:
@@ -185,9 +217,9 @@ async def test_a_scope_frame_to_a_member_not_heard_from_yet_is_sent_again_once_i
     crawler = Scoped(tmp_path)
     crawler.scope.add_roots(["a.test"])
     async with trio.open_nursery() as nursery:
-        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b:7000"], _b)
+        sharing = ScopeSharing(crawler, send, nursery.start_soon, lambda: ["b"], _b)
         nursery.start_soon(heard_at_2)
-        sharing.share("b:7000")
+        sharing.share("b")
     assert sent == [0.0, 3.0]
 
 

@@ -26,7 +26,6 @@ from ubipy.config import BodyStore, CrawlConfig
 from ubipy.errors import StorageError, WireError
 from ubipy.fetch import Resolver, make_client
 from ubipy.membership import (
-    LIVE_STATES,
     Membership,
     MemberState,
     Outgoing,
@@ -280,7 +279,7 @@ class Peer:
         self._ip_leases = IpLeases(self.peer_id, config, crawler, router, rng=self._rng)
         self._ip_leases.install(self.handle, self.send, self._address_of, self.start_soon)
         self.scopes = ScopeSharing(
-            crawler, self.send, self.start_soon, self._live_others, self._address_of
+            crawler, self.send, self.start_soon, self._other_ids, self._address_of
         )
         self.scopes.install(self.handle)
         crawler.on_seed_redirect = self.scopes.seed_redirected
@@ -364,10 +363,9 @@ class Peer:
             if self._address_of(m) not in unreachable
         )
 
-    def _live_others(self) -> list[str]:
-        """The addresses of the other live members, suspected ones too."""
-        members = self.membership.members()
-        return [m.address for m in members if m.state in LIVE_STATES and m.id != self.peer_id]
+    def _other_ids(self) -> frozenset[str]:
+        """The ids of the other live members, suspected ones too."""
+        return self.membership.alive_ids() - {self.peer_id}
 
     def _address_of(self, peer_id: str) -> str | None:
         member = self.membership.member(peer_id)
@@ -471,7 +469,7 @@ class Peer:
                 self.handoff.abandon(event.member.address)
             elif event.changes_ring and event.member.id != self.peer_id:
                 self.handoff.back(event.member.address)
-                self.scopes.share(event.member.address)
+                self.scopes.share(event.member.id)
                 for callback in self._joined_callbacks:
                     callback(event.member.address)
         if ring_changed and not self.stopping:
@@ -573,7 +571,9 @@ class Peer:
     async def _status_report(self, cluster: bool) -> Status:
         members = self.membership.members()
         rows = tuple(MemberRow(m.id, m.address, m.state.name.lower()) for m in members)
-        others = self._live_others() if cluster else []
+        others = (
+            [a for m in sorted(self._other_ids()) if (a := self._address_of(m))] if cluster else []
+        )
         own = self.status().as_json()
         return await gather_status(rows, own, others, self.secret, self.network)
 

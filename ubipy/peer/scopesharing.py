@@ -24,6 +24,12 @@ them as bad frames, and cut the connection after a few in a row), and each frame
 to it as before, once, or up to five times while it cannot be sent at all. A member
 not heard from yet (a joiner learnt of through another's gossip) is taken for one
 until it is heard from within 15 s; then the frame goes again until acknowledged.
+
+A frame goes to a member, not to an address: each try goes to where the member is
+now. A member restarted on a new address, or one of two peers under one id (the
+other stopped, ubipy.peer.idclash), takes its new place without a death or a join;
+a frame held to its old address was given up there once it was no longer a live
+member's, and the scope it carried never came.
 """
 
 from __future__ import annotations
@@ -136,18 +142,19 @@ class ScopeSharing:
         live: Callable[[], Iterable[str]],
         address_of: Callable[[str], str | None],
     ) -> None:
-        """``live()``: the addresses of the other live members, suspected ones too;
+        """``live()``: the ids of the other live members, suspected ones too;
         ``address_of(peer id)``: a member's address."""
         self._crawler = crawler
         self._send = send
         self._start_soon = start_soon
         self._live = live
         self._address_of = address_of
-        # Frames on their way, by (address, digest); the members that take SCOPE_ACK.
+        # Frames on their way, by (member id, digest); the addresses of the members
+        # that take SCOPE_ACK.
         self._sending: dict[tuple[str, int], _Sending] = {}
         self._acknowledging: set[str] = set()
         # Every root and seed host learnt while this peer runs, in order, and where
-        # each suspected member's view of them stopped.
+        # each suspected member's view of them stopped (by id).
         self._learnt: list[tuple[str, str]] = []
         self._known: set[tuple[str, str]] = set()
         self._suspected: dict[str, int] = {}
@@ -163,18 +170,18 @@ class ScopeSharing:
         else:
             self._acknowledging.discard(address)
 
-    def share(self, address: str) -> None:
+    def share(self, member_id: str) -> None:
         """Send a member the whole scope (it has just joined)."""
         roots, seeds = self._crawler.scope_now()
-        self._send_scope(address, sorted(roots), sorted(seeds))
+        self._send_scope(member_id, sorted(roots), sorted(seeds))
 
     def seeded(self, before: tuple[frozenset[str], frozenset[str]]) -> None:
         """Seeds came (the scope was ``before``): send what is new to every live member."""
         roots, seeds = self._crawler.scope_now()
         new_roots, new_seeds = sorted(roots - before[0]), sorted(seeds - before[1])
         self._learn(new_roots, new_seeds)
-        for address in self._live():
-            self._send_scope(address, new_roots, new_seeds)
+        for member_id in self._live():
+            self._send_scope(member_id, new_roots, new_seeds)
 
     def seed_redirected(self, location: str, seed: str) -> None:
         """A URL at depth 0 (a seed, or where one led) redirects to ``location``: the
@@ -184,17 +191,18 @@ class ScopeSharing:
             self.seeded(before)
 
     def member_changed(self, event: MemberEvent) -> None:
-        address = event.member.address
+        member_id = event.member.id
         if event.kind is ChangeKind.SUSPECT:
-            self._suspected.setdefault(address, len(self._learnt))
-        elif event.kind is ChangeKind.REFUTED and address in self._suspected:
-            missed = self._learnt[self._suspected.pop(address) :]
+            self._suspected.setdefault(member_id, len(self._learnt))
+        elif event.kind is ChangeKind.REFUTED and member_id in self._suspected:
+            missed = self._learnt[self._suspected.pop(member_id) :]
             roots = [item for kind, item in missed if kind == "root"]
-            self._send_scope(address, roots, [item for kind, item in missed if kind == "seed"])
+            self._send_scope(member_id, roots, [item for kind, item in missed if kind == "seed"])
         elif event.changes_ring:
-            self._suspected.pop(address, None)
+            self._suspected.pop(member_id, None)
             if event.member.state in (MemberState.DEAD, MemberState.LEFT):
-                self._acknowledging.discard(address)  # whoever comes there next says
+                # Whoever comes to its address next says whether it acknowledges.
+                self._acknowledging.discard(event.member.address)
 
     async def _on_scope(self, sender: str, scope: Scope, reply: Reply) -> None:
         self._learn(scope.roots, scope.seeds)
@@ -204,8 +212,7 @@ class ScopeSharing:
             await reply(ScopeAck(scope.digest))
 
     async def _on_scope_ack(self, sender: str, ack: ScopeAck, reply: Reply) -> None:
-        address = self._address_of(sender)
-        sending = None if address is None else self._sending.get((address, ack.digest))
+        sending = self._sending.get((sender, ack.digest))
         if sending is not None:
             sending.acknowledged = True
             sending.wake.set()
@@ -216,17 +223,18 @@ class ScopeSharing:
                 self._known.add(item)
                 self._learnt.append(item)
 
-    def _send_scope(self, address: str, roots: list[str], seeds: list[str]) -> None:
+    def _send_scope(self, member_id: str, roots: list[str], seeds: list[str]) -> None:
         # In frames a receiver takes, however many there are.
         for run in batches(roots):
-            self._start_soon(self._deliver, address, Scope(run))
+            self._start_soon(self._deliver, member_id, Scope(run))
         for run in batches(seeds):
-            self._start_soon(self._deliver, address, Scope((), run))
+            self._start_soon(self._deliver, member_id, Scope((), run))
 
-    async def _deliver(self, address: str, scope: Scope) -> None:
-        """Send until acknowledged, while the member is live: a frame written to a
-        connection that then broke is lost without the member being suspected."""
-        key = (address, scope.digest)
+    async def _deliver(self, member_id: str, scope: Scope) -> None:
+        """Send until acknowledged, while the member is live, to where it is at each
+        try: a frame written to a connection that then broke is lost without the
+        member being suspected."""
+        key = (member_id, scope.digest)
         if (sending := self._sending.get(key)) is not None:
             # On its way there already, perhaps near its last try: again, at once.
             sending.again = True
@@ -234,14 +242,18 @@ class ScopeSharing:
             return
         self._sending[key] = sending = _Sending()
         try:
-            wait, tries, sent = _FIRST_WAIT, 0, False
-            while not sending.acknowledged and address in self._live():
+            wait, tries = _FIRST_WAIT, 0
+            sent_to: str | None = None  # where it was written, if it was
+            while not sending.acknowledged and member_id in self._live():
+                address = self._address_of(member_id)
+                if address is None:
+                    return
                 sending.wake = trio.Event()
                 # Until written to a member not known to acknowledge (of an earlier
                 # version, or one not heard from yet: a joiner's first frames come
                 # through others), until acknowledged once it is.
-                if not sent or address in self._acknowledging:
-                    sent = await self._send(address, scope)
+                if sent_to != address or address in self._acknowledging:
+                    sent_to = address if await self._send(address, scope) else None
                 tries += 1
                 if tries >= _EARLIER_TRIES and address not in self._acknowledging:
                     return
@@ -249,7 +261,7 @@ class ScopeSharing:
                     with trio.move_on_after(wait):
                         await sending.wake.wait()
                 if sending.again:
-                    sending.again, sent, wait, tries = False, False, _FIRST_WAIT, 0
+                    sending.again, sent_to, wait, tries = False, None, _FIRST_WAIT, 0
                 else:
                     wait = min(2 * wait, _LAST_WAIT)
         finally:
