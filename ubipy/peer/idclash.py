@@ -22,8 +22,8 @@ def stops_for_clash(peer_id: str, address: str, other: str) -> bool:
     if address <= other:
         return False
     log.error(
-        "peer id %s is also that of the live peer at %s (was this data directory copied "
-        "from its?): this peer stops; give each peer a data directory of its own",
+        "peer id %s is also that of the live peer at %s (was one data directory copied "
+        "from the other?): this peer stops; give each peer a data directory of its own",
         peer_id,
         other,
     )
