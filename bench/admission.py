@@ -79,7 +79,7 @@ def run(links: int, per_page: int, seen_share: float, seed: int) -> float:
             for base, hrefs in pages:
                 candidates.extend(crawler._candidates(hrefs, base, 1))
             with shard.transaction():
-                rows = crawler._admit(candidates)
+                rows = crawler.admission.admit(candidates)
             crawler._schedule(rows)
 
         def page_of(urls: list[str]) -> tuple[str, list[str]]:

@@ -101,7 +101,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
                 page = Entry(page_start, page_start, "", 0, score=1.0)
                 candidates.extend(crawler.order.scored(page, crawler._candidates(links, None, 1)))
             with shard.transaction():
-                rows = crawler._admit(candidates)
+                rows = crawler.admission.admit(candidates)
             crawler._schedule(rows)
             admitted += len(rows)
             if admitted >= next_report:
