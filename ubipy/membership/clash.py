@@ -38,11 +38,10 @@ class IdClash:
         # The address of the other process under our id, once it is known.
         self.with_address: str | None = None
 
-    def outbid(self, address: str, now: float) -> bool:
-        """We outbid an ALIVE about ourselves from ``address``; True when that makes
-        (or made) a clash."""
+    def outbid(self, address: str, now: float) -> None:
+        """We outbid an ALIVE about ourselves from ``address``: a clash (``with_address``)
+        once its outbids are enough."""
         times = self._outbids.setdefault(address, deque(maxlen=CLASH_OUTBIDS))
         times.append(now)
         if len(times) == CLASH_OUTBIDS and now - times[0] <= CLASH_WINDOW:
             self.with_address = address
-        return self.with_address is not None
