@@ -16,6 +16,7 @@ import trio.testing
 from tests.cluster.harness import SimPeer, cluster, host_of, one_view
 from tests.cluster.test_dns import Answering, moved
 from ubipy.config import BoundsConfig, Scope
+from ubipy.fetch import host_key
 from ubipy.membership import MemberState
 from ubipy.net import Reply
 from ubipy.peer import peer as peer_module
@@ -154,6 +155,42 @@ async def test_a_scope_frame_lost_without_a_suspicion_is_sent_again(
         # The lost frame again, and the seeds' hosts once: each acknowledged.
         assert a.peer.links.stats.frames_out["SCOPE"] == 2
         assert b.peer.links.stats.frames_out["SCOPE_ACK"] == 2
+        for sim in (a, b):
+            await c.kill(sim)
+
+
+async def test_a_seed_that_reaches_its_owner_before_its_scope_frame_brings_its_root(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A seed given to a goes to its host's owner b in a URL batch, its scope in a
+    SCOPE frame; when the frame is late (lost and sent again after a back-off, or held
+    to a member's old address), b used to fetch the seed and drop its links as out of
+    scope. A seed in a batch (depth 0, no redirect before it) brings its root and its
+    host with it, whatever becomes of the frame."""
+    web = SyntheticWeb(WebSpec(seed=5, hosts=6, pages_per_host=10, latency=0.02))
+    async with cluster(tmp_path, web, seed=4) as c:
+        a, b = await c.start_joined(2)
+        send = a.peer.scopes._send
+        held = list[Message]()
+
+        async def never_to_b(address: str, message: Message) -> bool:
+            if address == b.address:
+                held.append(message)
+                return True  # written, as far as the sender can tell
+            return await send(address, message)
+
+        a.peer.scopes._send = never_to_b
+        router = a.peer._router
+        assert router is not None
+        seed = next(url for i in range(6) if router.owner(host_key(url := web.url(i))) == b.peer_id)
+        truth = ground_truth(web, [seed])
+        assert a.peer.seed_urls([seed]).forwarded == 1
+        with trio.fail_after(600):
+            await c.server.log.wait_for(lambda log: Referee(log, web).missing(truth) == set())
+        assert held != []  # no SCOPE frame reached b
+        assert b.peer.crawler.scope.roots == a.peer.crawler.scope.roots != frozenset()
+        assert b.peer.crawler.scope.seeds == a.peer.crawler.scope.seeds
+        assert b.peer.crawler.stats.out_of_scope == 0
         for sim in (a, b):
             await c.kill(sim)
 

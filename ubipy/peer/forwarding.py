@@ -19,6 +19,7 @@ from ubipy.peer.acks import AckBook
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.ids import run_ids
 from ubipy.peer.router import Batch, Router, batch_items
+from ubipy.peer.scopesharing import widen_to_seeds
 from ubipy.peer.wakeup import Wakeup
 from ubipy.wire import MAX_ITEMS, BatchURL, Message, UrlAck, UrlBatch
 
@@ -178,7 +179,9 @@ class Forwarder:
         self._acked(batch.acks)
         # A StorageError goes up to the peer, which drops the batch unacknowledged: its
         # sender keeps it and tries again.
-        self._crawler.admit_routed(batch_items(batch.urls))
+        urls = batch_items(batch.urls)
+        widen_to_seeds(self._crawler, urls)
+        self._crawler.admit_routed(urls)
         # Acknowledged, the batch leaves its sender's outbox: on disk first.
         await self._synced()
         if self._address_of(sender) is None:

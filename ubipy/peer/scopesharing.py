@@ -30,6 +30,9 @@ now. A member restarted on a new address, or one of two peers under one id (the
 other stopped, ubipy.peer.idclash), takes its new place without a death or a join;
 a frame held to its old address was given up there once it was no longer a live
 member's, and the scope it carried never came.
+
+A seed on another member's host goes there in a URL batch too, which can come before
+its frame: the batch brings the seed's root and host itself (:func:`widen_to_seeds`).
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from ubipy.errors import StorageError
 from ubipy.fetch import BadURL, ScopeFilter, cloud_metadata, resolve_link
 from ubipy.membership import ChangeKind, MemberEvent, MemberState
 from ubipy.net import Handle, Reply, Send
-from ubipy.store import Shard
+from ubipy.store import NewURL, Shard
 from ubipy.wire import FrameType, Scope, ScopeAck, batches
 
 log = logging.getLogger(__name__)
@@ -109,6 +112,25 @@ def widen_to_redirect(crawler: Scoped, location: str, seed: str) -> bool:
         return True
     log.info("seed %s redirects to %s: the scope takes %s too", seed, url, root)
     return True
+
+
+def widen_to_seeds(crawler: Scoped, urls: Iterable[NewURL]) -> bool:
+    """URLs another peer forwarded: one at depth 0 that no redirect led to is a seed
+    given there, its root and host on their way here in a SCOPE frame. The frame can
+    come after the URL (lost and sent again after a back-off, or held to the old
+    address of a member that moved): the seed was then fetched here and its links
+    dropped as out of scope, or, on an address a crawler is otherwise refused, the
+    seed itself. So the batch brings them too. A seed's redirect target is left to
+    its frame: whether it widens the scope is the redirecting peer's to say (see
+    ubipy.peer.reading.SCOPE_REDIRECTS). True if anything was new."""
+    seeds = {url.host for url in urls if url.depth == 0 and not url.redirects}
+    # As load_scope: an earlier version carried no redirects, so this may be a seed's
+    # redirect to a cloud's metadata service; not a seed for it.
+    seeds = {host for host in seeds if not cloud_metadata(host)}
+    if not seeds:
+        return False
+    # StorageError goes up: the batch is then not acknowledged, and comes again.
+    return crawler.add_scope_roots({crawler.scope.root_of(host) for host in seeds}, seeds)
 
 
 class Scoped(Protocol):
