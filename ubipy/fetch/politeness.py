@@ -31,18 +31,11 @@ from ubipy.fetch.duehosts import DueHosts
 from ubipy.fetch.hops import HopRule, target_of
 from ubipy.fetch.idlehosts import IdleHosts
 from ubipy.fetch.refreshshare import RefreshShare
-from ubipy.fetch.robots import (
-    PRODUCT_TOKEN,
-    RobotsDecision,
-    RobotsFetch,
-    RobotsState,
-    robots_token,
-)
+from ubipy.fetch.robots import PRODUCT_TOKEN, RobotsDecision, RobotsState, robots_token
 from ubipy.fetch.robotsrule import RobotsRule
 from ubipy.fetch.sitemaps import is_sitemap
 from ubipy.fetch.slots import Entry, HostRobots, HostSlot, Job, JobKind, Loader, Recall
 from ubipy.fetch.throttle import Pace, SlowestHosts, SlowHost, ThrottleRules
-from ubipy.fetch.urls import robots_url
 from ubipy.fetch.windows import Windows
 
 __all__ = ["Entry", "HostRobots", "Job", "JobKind", "Scheduler"]
@@ -294,14 +287,21 @@ class Scheduler:
                         self._pass(slot)
                         self._arm(slot)  # nothing left to ask: idle
                         continue
-                    fetch = slot.robots_fetch = RobotsFetch(robots_url(first), self._agent)
-                self._start_request(slot, target)
-                return Job(JobKind.ROBOTS, host, fetch.url)
+                    fetch = self._robots.fetch_for(slot, first, now, self._agent)
+                if fetch is not None:  # None: its other scheme's rules, fresh, were kept
+                    self._start_request(slot, target)
+                    return Job(JobKind.ROBOTS, host, fetch.url)
             entry = self._share.take(slot, now, self._windows)
             if entry is None:
                 self._arm(slot)  # only pages due later: back in the heap for then
                 self._pass(slot)
                 continue
+            if not entry.url.startswith(slot.robots_scheme) and (
+                fetch := self._robots.fetch_for(slot, entry.url, now, self._agent)
+            ):
+                self._windows.put_back(slot, entry)  # first, once its scheme's rules come
+                self._start_request(slot, target)
+                return Job(JobKind.ROBOTS, host, fetch.url)
             assert slot.robots is not None
             reason = None
             fresh = entry.fresh

@@ -12,15 +12,28 @@ a 503) waits that long instead, the host's pages too: the server asked to be lef
 alone, not only its robots.txt. An answer's Crawl-delay (capped) becomes the host's delay; an answer
 without one puts back the crawl's.
 
+Each scheme of a host has its own robots.txt (RFC 9309 §2.3: the rules are those of
+the scheme, host and port; Heritrix, Nutch and StormCrawler keep them so), while http
+and https of a host share one slot and its delay. A slot holds the rules of the scheme
+its requests are on, and those of its other scheme as a spare (:meth:`take_scheme`);
+a URL of the other scheme swaps them, or has that scheme's robots.txt asked first. The
+host's delay takes the longer Crawl-delay of the two. A host given up is given up
+over its first scheme's robots.txt; one that fails over its other scheme (an https
+that is not served, a certificate that does not verify) leaves that scheme's URLs
+disallowed, as an unreachable robots.txt is (RFC 9309 §2.3.1.4), and the host's
+other URLs crawled.
+
 No I/O and no clock, as the scheduler.
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
-from ubipy.fetch.robots import RobotsDecision, retry_delay
-from ubipy.fetch.slots import HostRobots, HostSlot
+from ubipy.fetch.robots import RobotsDecision, RobotsFetch, RobotsRules, retry_delay
+from ubipy.fetch.slots import HostRobots, HostSlot, SpareRobots
+from ubipy.fetch.urls import robots_url
 
 __all__ = ["RobotsOutcome", "RobotsRule"]
 
@@ -88,17 +101,60 @@ class RobotsRule:
                 slot.robots_due = now + wait
                 return RobotsOutcome(decision, wait=asked)
             if final or slot.robots_attempts >= self._attempts:
-                return RobotsOutcome(decision, give_up=True)
+                if slot.spare_robots is None:
+                    return RobotsOutcome(decision, give_up=True)
+                # The host's other scheme has rules: only this one's URLs are out.
+                self._take(slot, now, RobotsRules.disallow_all())
+                return RobotsOutcome(decision, wait=asked)
             return RobotsOutcome(decision, wait=wait)
+        self._take(slot, now, decision.rules)
+        return RobotsOutcome(decision)
+
+    def _take(self, slot: HostSlot, now: float, rules: RobotsRules) -> None:
         slot.robots_state = HostRobots.KNOWN
-        slot.robots = decision.rules
+        slot.robots = rules
         slot.robots_attempts = 0
         slot.robots_at, slot.robots_due = now, now + self._ttl
-        crawl_delay = decision.rules.crawl_delay
+        crawl_delay = rules.crawl_delay
+        if slot.spare_robots is not None and (other := slot.spare_robots.rules.crawl_delay):
+            crawl_delay = max(crawl_delay or 0.0, other)
         slot.delay = self._delay
         if crawl_delay is not None:
             slot.delay = max(self._delay, min(crawl_delay, self._max_crawl_delay))
-        return RobotsOutcome(decision)
+
+    def fetch_for(self, slot: HostSlot, url: str, now: float, agent: str) -> RobotsFetch | None:
+        """What the slot asks before ``url``, the next of its URLs: nothing (None) if it
+        has fresh rules for the URL's scheme, its spare's maybe, else that scheme's
+        robots.txt."""
+        if self.take_scheme(slot, url[: url.index(":") + 1]) and not self.stale(slot, now):
+            return None
+        fetch = slot.robots_fetch = RobotsFetch(robots_url(url), agent)
+        return fetch
+
+    @staticmethod
+    def take_scheme(slot: HostSlot, scheme: str) -> bool:
+        """Make the slot's rules those of ``scheme`` ("https:", its next request's): the spare's
+        if they are, none yet otherwise (robots.txt is asked first), the rules it held
+        kept as the spare. True if it has rules for ``scheme`` now (maybe stale)."""
+        if slot.robots_scheme == scheme:
+            return slot.robots_state is HostRobots.KNOWN
+        spare, slot.spare_robots = slot.spare_robots, None
+        if slot.robots_state is HostRobots.KNOWN and slot.robots is not None:
+            held = SpareRobots(slot.robots_scheme, slot.robots, slot.robots_at, slot.robots_due)
+            slot.spare_robots = held
+            slot.robots_attempts = 0  # a failed refetch's: this scheme's are counted anew
+        elif spare is not None and spare.scheme != scheme:
+            slot.spare_robots = spare  # this scheme's robots.txt was being asked
+        slot.robots_scheme = scheme
+        slot.robots_fetch = None
+        if spare is not None and spare.scheme == scheme:
+            slot.robots_state, slot.robots = HostRobots.KNOWN, spare.rules
+            slot.robots_at, slot.robots_due = spare.at, spare.due
+            slot.robots_attempts = 0
+            return True
+        slot.robots_state, slot.robots = HostRobots.UNKNOWN, None
+        slot.robots_at, slot.robots_due = -math.inf, math.inf
+        return False
 
     def backoff(self, failures: int, *, more: int = 0) -> float | None:
         """The wait after ``failures`` failed attempts (a host's lookups are tried as

@@ -75,6 +75,17 @@ class HostRobots(enum.Enum):
     GIVEN_UP = "given-up"
 
 
+@dataclass(frozen=True, slots=True)
+class SpareRobots:
+    """A host's rules for its other scheme (see :mod:`ubipy.fetch.robotsrule`): when
+    they were taken, and when they are to be asked again."""
+
+    scheme: str
+    rules: RobotsRules
+    at: float
+    due: float
+
+
 Loader = Callable[[str, int, int], list[Entry]]
 # What a host's new slot owes, if anything: (no request before, its pages spent).
 Recall = Callable[[str], tuple[float, int] | None]
@@ -103,6 +114,10 @@ class HostSlot:
     # refetch's back-off (the old rules stand meanwhile).
     robots_at: float = -math.inf
     robots_due: float = math.inf
+    # The scheme those rules (or the robots.txt being asked) are for, and the rules of
+    # the host's other scheme, if it has had URLs of both.
+    robots_scheme: str = ""
+    spare_robots: SpareRobots | None = None
     # Page requests made (robots.txt and retries not counted): the host's budget.
     pages: int = 0
     # The address requests go to, the per-IP rule's key (None: not looked up, or

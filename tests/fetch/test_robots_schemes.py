@@ -1,0 +1,109 @@
+"""Each scheme of a host has its own robots.txt (RFC 9309 §2.3), in the one politeness
+slot http and https of a host share: a crawl that met the host over http first used to
+judge its https URLs by the http robots.txt (a site whose https robots.txt disallows a
+path was asked for it)."""
+
+from __future__ import annotations
+
+from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
+
+ALLOW_ALL = b"User-agent: *\nDisallow:\n"
+NO_PRIVATE = b"User-agent: *\nDisallow: /private/\n"
+
+
+def _sched() -> Scheduler:
+    def loader(host: str, after: int, limit: int) -> list[Entry]:
+        return []
+
+    return Scheduler(delay=1.0, window=64, loader=loader, robots_retry_base=10.0)
+
+
+def _next(s: Scheduler, now: float) -> Job:
+    job = s.next_job(now)
+    assert job is not None
+    return job
+
+
+def _add(s: Scheduler, *urls: str) -> None:
+    for i, url in enumerate(urls, start=1):
+        s.add("a.test", Entry(i, i, url, 0))
+
+
+def test_a_url_of_the_other_scheme_has_that_scheme_s_robots_txt_asked_first() -> None:
+    s = _sched()
+    _add(
+        s,
+        "http://a.test/p",
+        "https://a.test/private/x",
+        "https://a.test/q",
+        "http://a.test/private/y",
+    )
+    asked: list[tuple[JobKind, str]] = []
+    now = 0.0
+    while (wake := s.next_wakeup()) is not None:
+        now = max(now, wake)
+        job = _next(s, now)
+        asked.append((job.kind, job.url))
+        if job.kind is JobKind.ROBOTS:
+            body = ALLOW_ALL if job.url.startswith("http:") else NO_PRIVATE
+            s.robots_answer("a.test", now, status=200, location=None, body=body)
+        elif job.kind is JobKind.PAGE:
+            s.finished("a.test", now)
+    assert asked == [
+        (JobKind.ROBOTS, "http://a.test/robots.txt"),
+        (JobKind.PAGE, "http://a.test/p"),
+        (JobKind.ROBOTS, "https://a.test/robots.txt"),
+        (JobKind.SKIP, "https://a.test/private/x"),  # https's rules, not http's
+        (JobKind.PAGE, "https://a.test/q"),
+        # http's rules again, kept beside https's: not asked again.
+        (JobKind.PAGE, "http://a.test/private/y"),
+    ]
+    assert s.idle()
+
+
+def test_the_longer_crawl_delay_of_the_two_schemes_is_the_host_s() -> None:
+    s = _sched()
+    _add(s, "https://a.test/p", "http://a.test/q", "https://a.test/r")
+    assert _next(s, 0.0).url == "https://a.test/robots.txt"
+    s.robots_answer("a.test", 0.0, status=200, location=None, body=ALLOW_ALL)
+    assert _next(s, 1.0).url == "https://a.test/p"
+    s.finished("a.test", 1.0)
+    assert _next(s, 2.0).url == "http://a.test/robots.txt"
+    s.robots_answer(
+        "a.test", 2.0, status=200, location=None, body=b"User-agent: *\nCrawl-delay: 5\n"
+    )
+    assert s.next_job(6.9) is None
+    assert _next(s, 7.0).url == "http://a.test/q"
+    s.finished("a.test", 7.0)
+    assert s.next_job(11.9) is None  # https's own rules ask nothing: the host's delay holds
+    assert _next(s, 12.0).url == "https://a.test/r"
+
+
+def test_a_scheme_whose_robots_txt_cannot_be_had_leaves_the_host_s_other_urls_crawled() -> None:
+    """https not served (or its certificate refused) on a host crawled over http: its
+    https URLs are disallowed, as an unreachable robots.txt's are; the host is not
+    given up."""
+    s = _sched()
+    _add(s, "http://a.test/p", "https://a.test/q", "http://a.test/r")
+    assert _next(s, 0.0).url == "http://a.test/robots.txt"
+    s.robots_answer("a.test", 0.0, status=200, location=None, body=ALLOW_ALL)
+    assert _next(s, 1.0).url == "http://a.test/p"
+    s.finished("a.test", 1.0)
+    assert _next(s, 2.0).url == "https://a.test/robots.txt"
+    s.robots_answer("a.test", 2.0, status=None, location=None, body=b"", final=True)
+    slot = s.slot("a.test")
+    assert slot is not None and slot.robots_state is HostRobots.KNOWN
+    skipped = _next(s, 3.0)
+    assert (skipped.kind, skipped.url) == (JobKind.SKIP, "https://a.test/q")
+    page = _next(s, 3.0)
+    assert (page.kind, page.url) == (JobKind.PAGE, "http://a.test/r")
+
+
+def test_a_host_whose_first_robots_txt_cannot_be_had_is_still_given_up() -> None:
+    s = _sched()
+    _add(s, "https://a.test/p", "http://a.test/q")
+    assert _next(s, 0.0).url == "https://a.test/robots.txt"
+    s.robots_answer("a.test", 0.0, status=None, location=None, body=b"", final=True)
+    slot = s.slot("a.test")
+    assert slot is not None and slot.robots_state is HostRobots.GIVEN_UP
+    assert s.idle()
