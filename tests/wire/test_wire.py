@@ -713,3 +713,17 @@ def test_the_first_frame_cap_is_within_the_frame_cap() -> None:
         reader(max_frame=1000, first_max_frame=2000)
     with pytest.raises(ValueError):
         reader(first_max_frame=10)
+
+
+def test_another_process_under_our_id_is_heard_only_when_it_names_us() -> None:
+    """A data directory copied: another live process under our id tells us its
+    outbids in frames naming us. Our own frame bounced back (our epoch), or a frame of
+    an earlier life that named another peer or none (a capture replayed), is refused."""
+    guard = ReplayGuard(local_id="bob", local_epoch=1)
+    bounced = FrameWriter(KEY, "bob", 1).frame(FrameType.MEMBERSHIP, [], NOW, to="bob")
+    to_alice = FrameWriter(KEY, "bob", 2).frame(FrameType.MEMBERSHIP, [], NOW, to="alice")
+    to_anyone = FrameWriter(KEY, "bob", 3).frame(FrameType.MEMBERSHIP, [], NOW)
+    copy = FrameWriter(KEY, "bob", 4).frame(FrameType.MEMBERSHIP, [], NOW, to="bob")
+    events = feed(reader(guard), bounced + to_alice + to_anyone + copy + copy)
+    assert [(f.sender, f.epoch) for f in frames(events)] == [("bob", 4)]
+    assert rejections(events) == [RejectReason.REFLECTED] * 3 + [RejectReason.REPLAY]

@@ -66,11 +66,13 @@ class MembershipConfig:
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """A message for the driver to send to ``address``; ``stream`` marks push-pull."""
+    """A message for the driver to send to ``address``; ``stream`` marks push-pull;
+    ``to``: the member the frame names ("": whoever the driver knows there)."""
 
     address: str
     message: Message
     stream: bool = False
+    to: str = ""
 
 
 class ChangeKind(enum.Enum):

@@ -300,7 +300,7 @@ class Membership:
                 ),
                 now,
             )
-        return out
+        return out + self._clash.drain()
 
     def ping(self, now: float, member_id: str) -> Outgoing | None:
         """A ping outside the probe cycle, for a driver that wants a sign of life from
@@ -501,12 +501,13 @@ class Membership:
         # address, probe it, and declare us dead a suspicion later.
         if update.incarnation >= MAX_INCARNATION:
             return  # cannot outbid; only a forged rumour gets here
-        if update.state is ALIVE and elsewhere:
-            self._clash.outbid(update.address, now)
         me = replace(me, incarnation=update.incarnation + 1)
         self._set(me, now)
         self.refutations += 1
-        self._enqueue(Update(me.id, me.address, ALIVE, me.incarnation, me.id))
+        alive = Update(me.id, me.address, ALIVE, me.incarnation, me.id)
+        if update.state is ALIVE and elsewhere:
+            self._clash.outbid(update.address, now, alive)
+        self._enqueue(alive)
 
     def _start_suspicion(self, member_id: str, accuser: str, now: float) -> None:
         self._suspicions[member_id] = Suspicion.begin(now, accuser, self._live, self.config)

@@ -315,8 +315,8 @@ class Links:
         self.secret = secret
         self.network = network or TcpNetwork()
         self.self_id = self_id
-        self.guard = ReplayGuard(local_id=self_id)
-        self.writer = FrameWriter(secret, self_id, new_epoch())
+        self.writer = FrameWriter(secret, self_id, epoch := new_epoch())
+        self.guard = ReplayGuard(local_id=self_id, local_epoch=epoch)
         self._handler = handler
         self._out: dict[str, _Conn] = {}
         self._dialling: dict[str, trio.Lock] = {}
@@ -388,8 +388,9 @@ class Links:
             self.stats.rejected["BAD_PAYLOAD"] += 1
             log.warning("dropped a %s frame from %s: %s", frame.type.name, frame.sender, exc)
 
-    async def send(self, address: str, message: Message) -> bool:
-        """Send one frame to the peer at ``address``; False if it could not be sent.
+    async def send(self, address: str, message: Message, to: str = "") -> bool:
+        """Send one frame to the peer at ``address`` (named ``to``: "", the member
+        there); False if it could not be sent.
 
         Delivery is not confirmed: what must arrive is acknowledged by the
         receiver and re-sent by the caller.
@@ -398,7 +399,9 @@ class Links:
         if conn is None:
             return False
         try:
-            await conn.send(message, to=self.recipient_of(address))
+            # Only a frame told to another process under our id names us (ReplayGuard).
+            named = self.recipient_of(address)
+            await conn.send(message, to=to or ("" if named == self.self_id else named))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             conn.closed = True
             # Not whatever is cached now: a connection forgotten while this send

@@ -437,7 +437,7 @@ class Peer:
 
     async def _send_one(self, out: Outgoing) -> None:
         message = Gossip(self.address, out.message.to_wire(), self.takes)
-        await self.links.send(out.address, message)
+        await self.links.send(out.address, message, out.to)
 
     def _membership_events(self) -> None:
         other = self.membership.clash

@@ -39,7 +39,11 @@ class ReplayGuard:
     window, is a REPLAY. A ``sent_at`` more than ``max_skew`` from ``now`` is STALE;
     that bound is what lets windows of epochs gone quiet be forgotten. With
     ``local_id`` it also refuses frames claiming to come from this peer (REFLECTED:
-    a frame of ours bounced back) or addressed to another one (MISDIRECTED).
+    a frame of ours bounced back) or addressed to another one (MISDIRECTED). With
+    ``local_epoch`` too, a frame under this peer's id that names it as its recipient
+    and is of another epoch is admitted: another live process under this id (a data
+    directory copied) telling it so (ubipy.membership.clash). No process names itself
+    as a recipient but for that, so no frame of a previous life can be replayed as one.
 
     ``clock`` is a monotonic clock in seconds: when windows may be forgotten is
     measured on it, not on the wall clock, which can step.
@@ -49,6 +53,7 @@ class ReplayGuard:
         self,
         *,
         local_id: str | None = None,
+        local_epoch: int | None = None,
         max_skew: float = DEFAULT_MAX_SKEW,
         window: int = DEFAULT_WINDOW,
         clock: Callable[[], float] = time.monotonic,
@@ -58,6 +63,7 @@ class ReplayGuard:
         if window < 1:
             raise ValueError(f"window must be at least 1: {window!r}")
         self.local_id = local_id
+        self.local_epoch = local_epoch
         self.max_skew = float(max_skew)
         self.window = window
         self._clock = clock
@@ -74,7 +80,7 @@ class ReplayGuard:
         if heard >= self._next_prune:
             self.prune(now)
         sender = frame.sender
-        if self.local_id is not None and sender == self.local_id:
+        if self.local_id is not None and sender == self.local_id and not self._other_life(frame):
             return Rejected(RejectReason.REFLECTED, "a frame from this peer", sender)
         # Stale before misdirected: an old capture replayed to another peer is a
         # stranger's doing, and is counted as one (a misdirected frame is not).
@@ -106,6 +112,11 @@ class ReplayGuard:
         win.newest = max(win.newest, frame.sent_at)
         win.heard = heard
         return None
+
+    def _other_life(self, frame: Frame) -> bool:
+        """Whether a frame under this peer's id is another process's, telling it so."""
+        epoch = self.local_epoch
+        return epoch is not None and frame.epoch != epoch and frame.recipient == self.local_id
 
     @property
     def _mask(self) -> int:
