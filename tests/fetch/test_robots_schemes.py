@@ -107,3 +107,20 @@ def test_a_host_whose_first_robots_txt_cannot_be_had_is_still_given_up() -> None
     slot = s.slot("a.test")
     assert slot is not None and slot.robots_state is HostRobots.GIVEN_UP
     assert s.idle()
+
+
+def test_the_other_scheme_s_rules_past_their_time_are_asked_again_before_its_url() -> None:
+    s = Scheduler(delay=1.0, window=64, loader=lambda h, a, n: [], robots_ttl=100.0)
+    _add(s, "http://a.test/p")
+    s.add("a.test", Entry(2, 2, "https://a.test/q", 0))
+    for now, url in [(0.0, "http://a.test/robots.txt"), (60.0, "https://a.test/robots.txt")]:
+        job = _next(s, now)
+        assert job.url == url
+        s.robots_answer("a.test", now, status=200, location=None, body=ALLOW_ALL)
+        page = _next(s, now + 1.0)
+        assert page.kind is JobKind.PAGE
+        s.finished("a.test", now + 1.0)
+    # The host's one URL is http's, whose rules (kept since 0.0 as the spare) are past
+    # their 100 s; https's, held, are not.
+    s.add("a.test", Entry(9, 9, "http://a.test/late", 0))
+    assert _next(s, 120.0).url == "http://a.test/robots.txt"

@@ -125,8 +125,9 @@ class RobotsRule:
     def fetch_for(self, slot: HostSlot, url: str, now: float, agent: str) -> RobotsFetch | None:
         """What the slot asks before ``url``, the next of its URLs: nothing (None) if it
         has fresh rules for the URL's scheme, its spare's maybe, else that scheme's
-        robots.txt."""
-        if self.take_scheme(slot, url[: url.index(":") + 1]) and not self.stale(slot, now):
+        robots.txt. (Not :meth:`stale`, which asks whether the host has a request to
+        make: ``url`` is one, taken from its queue.)"""
+        if self.take_scheme(slot, url[: url.index(":") + 1]) and now < slot.robots_due:
             return None
         fetch = slot.robots_fetch = RobotsFetch(robots_url(url), agent)
         return fetch
