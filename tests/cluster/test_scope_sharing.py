@@ -165,8 +165,8 @@ async def test_a_seed_that_reaches_its_owner_before_its_scope_frame_brings_its_r
     """A seed given to a goes to its host's owner b in a URL batch, its scope in a
     SCOPE frame; when the frame is late (lost and sent again after a back-off, or held
     to a member's old address), b used to fetch the seed and drop its links as out of
-    scope. A seed in a batch (depth 0, no redirect before it) brings its root and its
-    host with it, whatever becomes of the frame."""
+    scope. A seed in a batch (depth 0, no redirect before it) brings its root with it,
+    whatever becomes of the frame."""
     web = SyntheticWeb(WebSpec(seed=5, hosts=6, pages_per_host=10, latency=0.02))
     async with cluster(tmp_path, web, seed=4) as c:
         a, b = await c.start_joined(2)
@@ -189,7 +189,9 @@ async def test_a_seed_that_reaches_its_owner_before_its_scope_frame_brings_its_r
             await c.server.log.wait_for(lambda log: Referee(log, web).missing(truth) == set())
         assert held != []  # no SCOPE frame reached b
         assert b.peer.crawler.scope.roots == a.peer.crawler.scope.roots != frozenset()
-        assert b.peer.crawler.scope.seeds == a.peer.crawler.scope.seeds
+        # Not the seed's host: its rights (an address otherwise refused) come only with
+        # the frame, since a URL from an earlier version may look like a seed.
+        assert b.peer.crawler.scope.seeds == frozenset() != a.peer.crawler.scope.seeds
         assert b.peer.crawler.stats.out_of_scope == 0
         for sim in (a, b):
             await c.kill(sim)

@@ -65,18 +65,19 @@ def test_the_longer_crawl_delay_of_the_two_schemes_is_the_host_s() -> None:
     s = _sched()
     _add(s, "https://a.test/p", "http://a.test/q", "https://a.test/r")
     assert _next(s, 0.0).url == "https://a.test/robots.txt"
-    s.robots_answer("a.test", 0.0, status=200, location=None, body=ALLOW_ALL)
-    assert _next(s, 1.0).url == "https://a.test/p"
-    s.finished("a.test", 1.0)
-    assert _next(s, 2.0).url == "http://a.test/robots.txt"
     s.robots_answer(
-        "a.test", 2.0, status=200, location=None, body=b"User-agent: *\nCrawl-delay: 5\n"
+        "a.test", 0.0, status=200, location=None, body=b"User-agent: *\nCrawl-delay: 5\n"
     )
-    assert s.next_job(6.9) is None
-    assert _next(s, 7.0).url == "http://a.test/q"
-    s.finished("a.test", 7.0)
-    assert s.next_job(11.9) is None  # https's own rules ask nothing: the host's delay holds
-    assert _next(s, 12.0).url == "https://a.test/r"
+    assert _next(s, 5.0).url == "https://a.test/p"
+    s.finished("a.test", 5.0)
+    assert _next(s, 10.0).url == "http://a.test/robots.txt"
+    s.robots_answer("a.test", 10.0, status=200, location=None, body=ALLOW_ALL)
+    # http's robots.txt asks no delay, https's 5 s: the host keeps 5 s.
+    assert s.next_job(14.9) is None
+    assert _next(s, 15.0).url == "http://a.test/q"
+    s.finished("a.test", 15.0)
+    assert s.next_job(19.9) is None
+    assert _next(s, 20.0).url == "https://a.test/r"
 
 
 def test_a_scheme_whose_robots_txt_cannot_be_had_leaves_the_host_s_other_urls_crawled() -> None:
@@ -97,6 +98,35 @@ def test_a_scheme_whose_robots_txt_cannot_be_had_leaves_the_host_s_other_urls_cr
     assert (skipped.kind, skipped.url) == (JobKind.SKIP, "https://a.test/q")
     page = _next(s, 3.0)
     assert (page.kind, page.url) == (JobKind.PAGE, "http://a.test/r")
+
+
+def test_a_scheme_whose_robots_txt_fails_for_now_is_read_by_the_other_s_and_asked_again() -> None:
+    """https's robots.txt answering 503 past its attempts, on a host crawled over http:
+    its URLs were closed as disallowed, lost for good. The http rules stand in (the
+    old way), and https's robots.txt is asked again after the back-off."""
+    s = _sched()
+    _add(s, "http://a.test/p", "https://a.test/q", "https://a.test/r")
+    assert _next(s, 0.0).url == "http://a.test/robots.txt"
+    s.robots_answer("a.test", 0.0, status=200, location=None, body=NO_PRIVATE)
+    assert _next(s, 1.0).url == "http://a.test/p"
+    s.finished("a.test", 1.0)
+    now = 1.0
+    for _ in range(3):
+        wake = s.next_wakeup()
+        assert wake is not None
+        now = max(now, wake)
+        assert _next(s, now).url == "https://a.test/robots.txt"
+        s.robots_answer("a.test", now, status=503, location=None, body=b"")
+    slot = s.slot("a.test")
+    assert slot is not None and slot.robots_state is HostRobots.KNOWN
+    page = _next(s, now + 1.0)
+    assert (page.kind, page.url) == (JobKind.PAGE, "https://a.test/q")
+    s.finished("a.test", now + 1.0)
+    # Asked again once the back-off is over, before the next https URL.
+    assert _next(s, now + 2.0).url == "https://a.test/r"
+    s.finished("a.test", now + 2.0)
+    s.add("a.test", Entry(7, 7, "https://a.test/late", 0))
+    assert _next(s, now + 1000.0).url == "https://a.test/robots.txt"
 
 
 def test_a_host_whose_first_robots_txt_cannot_be_had_is_still_given_up() -> None:

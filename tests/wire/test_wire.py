@@ -717,13 +717,17 @@ def test_the_first_frame_cap_is_within_the_frame_cap() -> None:
 
 def test_another_process_under_our_id_is_heard_only_when_it_names_us() -> None:
     """A data directory copied: another live process under our id tells us its
-    outbids in frames naming us. Our own frame bounced back (our epoch), or a frame of
-    an earlier life that named another peer or none (a capture replayed), is refused."""
+    outbids in membership frames naming us. Our own frame bounced back (our epoch), a
+    frame of an earlier life that named another peer or none (a capture replayed), or
+    one of another kind, is refused."""
     guard = ReplayGuard(local_id="bob", local_epoch=1)
     bounced = FrameWriter(KEY, "bob", 1).frame(FrameType.MEMBERSHIP, [], NOW, to="bob")
     to_alice = FrameWriter(KEY, "bob", 2).frame(FrameType.MEMBERSHIP, [], NOW, to="alice")
     to_anyone = FrameWriter(KEY, "bob", 3).frame(FrameType.MEMBERSHIP, [], NOW)
-    copy = FrameWriter(KEY, "bob", 4).frame(FrameType.MEMBERSHIP, [], NOW, to="bob")
-    events = feed(reader(guard), bounced + to_alice + to_anyone + copy + copy)
+    copy = FrameWriter(KEY, "bob", 4)
+    told = copy.frame(FrameType.MEMBERSHIP, [], NOW, to="bob")
+    urls = copy.frame(FrameType.URL_ACK, [], NOW, to="bob")  # only membership is told
+    events = feed(reader(guard), bounced + to_alice + to_anyone + told + told + urls)
     assert [(f.sender, f.epoch) for f in frames(events)] == [("bob", 4)]
-    assert rejections(events) == [RejectReason.REFLECTED] * 3 + [RejectReason.REPLAY]
+    reflected, replay = RejectReason.REFLECTED, RejectReason.REPLAY
+    assert rejections(events) == [reflected] * 3 + [replay, reflected]

@@ -18,10 +18,12 @@ and https of a host share one slot and its delay. A slot holds the rules of the 
 its requests are on, and those of its other scheme as a spare (:meth:`take_scheme`);
 a URL of the other scheme swaps them, or has that scheme's robots.txt asked first. The
 host's delay takes the longer Crawl-delay of the two. A host given up is given up
-over its first scheme's robots.txt; one that fails over its other scheme (an https
-that is not served, a certificate that does not verify) leaves that scheme's URLs
-disallowed, as an unreachable robots.txt is (RFC 9309 §2.3.1.4), and the host's
-other URLs crawled.
+over its first scheme's robots.txt. When its other scheme's cannot be had, the host
+goes on: a certificate that does not verify leaves that scheme's URLs disallowed; a
+robots.txt failing for now (a 503, a time-out), after the attempts, is read by the
+other scheme's rules until it answers, asked again with the back-off as a refetch
+past the TTL is (closed as disallowed, its URLs were lost for good; the host given
+up, its other scheme's too).
 
 No I/O and no clock, as the scheduler.
 """
@@ -101,10 +103,15 @@ class RobotsRule:
                 slot.robots_due = now + wait
                 return RobotsOutcome(decision, wait=asked)
             if final or slot.robots_attempts >= self._attempts:
-                if slot.spare_robots is None:
+                if (spare := slot.spare_robots) is None:
                     return RobotsOutcome(decision, give_up=True)
-                # The host's other scheme has rules: only this one's URLs are out.
-                self._take(slot, now, RobotsRules.disallow_all())
+                # The host's other scheme has rules. A scheme that cannot be had at
+                # all (its certificate) is disallowed; one failing for now is read by
+                # the other's, the nearest copy, and asked again after the back-off
+                # as a refetch is: closed as disallowed, its URLs were lost for good.
+                rules = RobotsRules.disallow_all() if final else spare.rules
+                self._take(slot, now, rules)
+                slot.robots_due = now + (self._ttl if final else wait)
                 return RobotsOutcome(decision, wait=asked)
             return RobotsOutcome(decision, wait=wait)
         self._take(slot, now, decision.rules)

@@ -32,7 +32,7 @@ a frame held to its old address was given up there once it was no longer a live
 member's, and the scope it carried never came.
 
 A seed on another member's host goes there in a URL batch too, which can come before
-its frame: the batch brings the seed's root and host itself (:func:`widen_to_seeds`).
+its frame: the batch brings the seed's root itself (:func:`widen_to_seeds`).
 """
 
 from __future__ import annotations
@@ -116,21 +116,21 @@ def widen_to_redirect(crawler: Scoped, location: str, seed: str) -> bool:
 
 def widen_to_seeds(crawler: Scoped, urls: Iterable[NewURL]) -> bool:
     """URLs another peer forwarded: one at depth 0 that no redirect led to is a seed
-    given there, its root and host on their way here in a SCOPE frame. The frame can
-    come after the URL (lost and sent again after a back-off, or held to the old
-    address of a member that moved): the seed was then fetched here and its links
-    dropped as out of scope, or, on an address a crawler is otherwise refused, the
-    seed itself. So the batch brings them too. A seed's redirect target is left to
-    its frame: whether it widens the scope is the redirecting peer's to say (see
-    ubipy.peer.reading.SCOPE_REDIRECTS). True if anything was new."""
-    seeds = {url.host for url in urls if url.depth == 0 and not url.redirects}
-    # As load_scope: an earlier version carried no redirects, so this may be a seed's
-    # redirect to a cloud's metadata service; not a seed for it.
-    seeds = {host for host in seeds if not cloud_metadata(host)}
-    if not seeds:
+    given there, its root on its way here in a SCOPE frame. The frame can come after
+    the URL (lost and sent again after a back-off, or held to the old address of a
+    member that moved): the seed was then fetched here and its links dropped as out
+    of scope. So the batch brings the root too. Not the seed's host, whose address a
+    seed may reach where a crawler is otherwise refused: an earlier version sends no
+    redirects (nor does an outbox kept before schema 11), so a seed's redirect target
+    looks like a seed here, and must not get its rights; they come with the frame. A
+    redirect target counted as one is left to its frame too: whether it widens the
+    scope is the redirecting peer's to say (ubipy.peer.reading.SCOPE_REDIRECTS).
+    True if a root was new."""
+    hosts = {url.host for url in urls if url.depth == 0 and not url.redirects}
+    if not hosts:
         return False
     # StorageError goes up: the batch is then not acknowledged, and comes again.
-    return crawler.add_scope_roots({crawler.scope.root_of(host) for host in seeds}, seeds)
+    return crawler.add_scope_roots({crawler.scope.root_of(host) for host in hosts})
 
 
 class Scoped(Protocol):

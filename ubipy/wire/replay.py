@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from ubipy.wire.frames import Frame, Rejected, RejectReason
+from ubipy.wire.frames import Frame, FrameType, Rejected, RejectReason
 
 DEFAULT_MAX_SKEW: Final = 60.0
 DEFAULT_WINDOW: Final = 1024
@@ -40,10 +40,12 @@ class ReplayGuard:
     that bound is what lets windows of epochs gone quiet be forgotten. With
     ``local_id`` it also refuses frames claiming to come from this peer (REFLECTED:
     a frame of ours bounced back) or addressed to another one (MISDIRECTED). With
-    ``local_epoch`` too, a frame under this peer's id that names it as its recipient
-    and is of another epoch is admitted: another live process under this id (a data
-    directory copied) telling it so (ubipy.membership.clash). No process names itself
-    as a recipient but for that, so no frame of a previous life can be replayed as one.
+    ``local_epoch`` too, a MEMBERSHIP frame under this peer's id that names it as its
+    recipient and is of another epoch is admitted: another live process under this id
+    (a data directory copied) telling it its outbids (ubipy.membership.clash). No peer
+    names itself as a recipient but for that, so the frames a previous life sent to
+    others cannot be replayed as one; only those of a previous life that was itself in
+    such a clash, within the minute they stay fresh.
 
     ``clock`` is a monotonic clock in seconds: when windows may be forgotten is
     measured on it, not on the wall clock, which can step.
@@ -116,7 +118,12 @@ class ReplayGuard:
     def _other_life(self, frame: Frame) -> bool:
         """Whether a frame under this peer's id is another process's, telling it so."""
         epoch = self.local_epoch
-        return epoch is not None and frame.epoch != epoch and frame.recipient == self.local_id
+        return (
+            epoch is not None
+            and frame.epoch != epoch
+            and frame.recipient == self.local_id
+            and frame.type is FrameType.MEMBERSHIP
+        )
 
     @property
     def _mask(self) -> int:
