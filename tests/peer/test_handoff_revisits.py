@@ -187,6 +187,24 @@ async def test_long_urls_and_validators_go_in_more_frames_each_under_the_cap(
         assert held[rows[1].fp].etag == "e" * MAX_VALIDATOR
 
 
+async def test_a_host_of_long_urls_pending_and_revisits_goes_in_frames_under_the_cap(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """2,000 pending URLs of 2 KB were one frame, and a run of revisits on top made it
+    larger than the cap: the writer refused it and the peer died of it, at each
+    start (a review). Cut by bytes, every frame is under the cap and all arrive."""
+    rows = _rows(600, tail="?q=" + "x" * 2000)
+    long = [f"http://{HOST}/n{i:04d}?q=" + "y" * 2000 for i in range(2000)]
+    async with crawler_at(tmp_path / "a") as a, crawler_at(tmp_path / "b") as b:
+        assert b.refresher is not None
+        a.seed(long)
+        frames, _ = await _hand_over(a, b, rows)
+        assert len(frames) >= 2 and sum(len(f.pending) for f in frames) == 2000
+        assert sum(len(f.revisits) for f in frames) == 600
+        assert b._shard.pending_count(HOST) == 2000
+        assert len(b.refresher.revisits_of(HOST)) == 600
+
+
 async def test_a_peer_that_does_not_recrawl_takes_the_host_and_leaves_the_revisits(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:

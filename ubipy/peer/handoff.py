@@ -23,7 +23,6 @@ peer that stays dead only delays its hosts by the grace.
 from __future__ import annotations
 
 import logging
-import math
 import random
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field, replace
@@ -35,6 +34,7 @@ from ubipy.net import Handle, Reply, Send
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.ids import run_ids
 from ubipy.peer.refreshpages import revisits_from_wire, revisits_to_wire
+from ubipy.peer.replicaframes import pieces
 from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
@@ -43,8 +43,6 @@ from ubipy.wire import HandoffAck, HandoffDone
 
 log = logging.getLogger(__name__)
 
-# Entries per HANDOFF frame: far under the 4 MiB frame cap.
-_CHUNK = 2_000
 _ACK_PATIENCE = 10.0
 # A gained host is held at most this long for a peer that neither hands it
 # over nor dies (a stuck sweep must not stall the host forever), past the longest
@@ -453,13 +451,15 @@ class Handoff:
             # are on disk first, or a machine's crash after the owner took them lost
             # them for good (raises StorageError: the sweep tries again later).
             await self._synced()
-        chunks = max(1, math.ceil(max(len(pending), len(done)) / _CHUNK), len(revisits))
+        # Cut by bytes too: 2,000 URLs of 2 KB and a run of revisits made a frame over
+        # the cap, which the writer refused, and the peer died of it at each start (a
+        # review). At most 2 MiB of URLs and 1 MiB of revisits a frame.
+        parts = list(pieces([(u.url, u.depth, u.score) for u in pending], done))
+        chunks = max(len(parts), len(revisits))
         sent_bytes = 0
         for i in range(chunks):
-            chunk = pending[i * _CHUNK : (i + 1) * _CHUNK]
-            chunk_done = tuple(done[i * _CHUNK : (i + 1) * _CHUNK])
+            urls, chunk_done, size = parts[i] if i < len(parts) else ((), (), 0)
             last_mark = None if mark is None or i < chunks - 1 else mark_to_wire(mark)
-            urls = tuple((u.url, u.depth, u.score) for u in chunk)
             run = revisits[i] if i < len(revisits) else ()
             # Each try takes an id of its own (set by _deliver).
             frame = HandoffFrame(0, host, urls, chunk_done, last_mark, run)
@@ -467,8 +467,7 @@ class Handoff:
                 # Refused (the owner is leaving too, or its ring lags) or unanswered.
                 log.info("hand-off of %s to %s not taken; kept", host, owner)
                 return False
-            sent_bytes += sum(len(u.url) for u in chunk) + 8 * len(chunk_done)
-            sent_bytes += sum(len(r.url) for r in run)
+            sent_bytes += size + 8 * len(chunk_done) + sum(len(r.url) for r in run)
         self._crawler.handed_off(host)
         self.stats.hosts_out += 1
         self.stats.urls_out += len(pending)

@@ -11,7 +11,7 @@ from ubipy.peer.router import mark_from_wire, mark_to_wire
 from ubipy.store import FrontierRow, HostMark, NewURL
 from ubipy.wire import HostCopy, WireURL
 
-__all__ = ["CHUNK", "CHUNK_BYTES", "HostCopies", "Outgoing"]
+__all__ = ["CHUNK", "CHUNK_BYTES", "HostCopies", "Outgoing", "pieces"]
 
 # Entries (URLs plus fingerprints) per REPLICA frame: far under the 10,000 items a
 # peer accepts in one list; and the characters of its URLs, half the 4 MiB frame cap
@@ -86,7 +86,7 @@ class Outgoing:
         carrying: list[str] = []
         count = weight = size = 0
         for host, copy in self.hosts.items():
-            for n, (pending, done, urls) in enumerate(_pieces(copy)):
+            for n, (pending, done, urls) in enumerate(pieces(copy.pending, copy.done)):
                 entries = len(pending) + len(done)
                 if weight and (weight + max(entries, 1) > CHUNK or size + urls > CHUNK_BYTES):
                     yield frame, count, carrying
@@ -102,11 +102,12 @@ class Outgoing:
             yield frame, count, carrying
 
 
-def _pieces(copy: HostCopies) -> Iterator[tuple[tuple[WireURL, ...], tuple[int, ...], int]]:
-    """A host's copies in pieces of at most CHUNK URLs and CHUNK fingerprints, and
-    CHUNK_BYTES of URLs, with those bytes; one piece at least, so that a mark alone
-    still goes."""
-    pending, done = copy.pending, copy.done
+def pieces(
+    pending: Sequence[WireURL], done: Sequence[int]
+) -> Iterator[tuple[tuple[WireURL, ...], tuple[int, ...], int]]:
+    """A host's URLs and fingerprints in pieces of at most CHUNK URLs and CHUNK
+    fingerprints, and CHUNK_BYTES of URLs, with those bytes; one piece at least, so
+    that a mark alone still goes. (A hand-off's frames are cut so too.)"""
     i = j = 0
     while True:
         end, size = i, 0
