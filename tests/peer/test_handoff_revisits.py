@@ -19,7 +19,7 @@ import trio.testing
 
 from tests.peer.test_handoff import host_owned
 from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig
-from ubipy.errors import WireError
+from ubipy.errors import FrameError, WireError
 from ubipy.fetch import fingerprint
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.handoff import Handoff
@@ -203,6 +203,33 @@ async def test_a_host_of_long_urls_pending_and_revisits_goes_in_frames_under_the
         assert sum(len(f.revisits) for f in frames) == 600
         assert b._shard.pending_count(HOST) == 2000
         assert len(b.refresher.revisits_of(HOST)) == 600
+
+
+async def test_a_hand_off_frame_the_writer_refuses_keeps_the_host_and_the_peer(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Should a frame still be over the cap (a bug), the writer's FrameError went up
+    and ended the peer; the host stays with its sender, and the sweep goes on."""
+    refused = trio.Event()
+
+    async def refusing(address: str, message: Message) -> bool:
+        if isinstance(message, HandoffFrame):
+            refused.set()
+            raise FrameError("frame of 5000000 bytes exceeds the cap of 4194304")
+        return True
+
+    async with crawler_at(tmp_path / "a") as a, trio.open_nursery() as nursery:
+        a.seed([f"http://{HOST}/"])
+        sender = Handoff("a", a, refusing, lambda peer: f"{peer}:1")
+        sender.ring_changed(Ring(["a"]), frozenset({"a"}), frozenset())
+        nursery.start_soon(sender.run)
+        a.ring_changed(TWO)
+        sender.ring_changed(TWO, frozenset(TWO.members), frozenset(TWO.members))
+        with trio.fail_after(60):
+            await refused.wait()
+        await trio.sleep(30)  # virtual: the sweep goes on, the task alive
+        assert a._shard.pending_count(HOST) == 1
+        nursery.cancel_scope.cancel()
 
 
 async def test_a_peer_that_does_not_recrawl_takes_the_host_and_leaves_the_revisits(
