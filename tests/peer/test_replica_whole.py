@@ -183,3 +183,26 @@ async def test_a_host_no_longer_ours_when_its_whole_copy_is_read_is_not_copied(
         assert at.hosts_at("b") == [stays]
         assert at.hosts_at("c") == [moved]
         assert len(at.received["c"]._shard.replica_of(moved)[0]) == 3
+
+
+async def test_a_host_taken_over_goes_to_its_successor_with_its_history_and_mark(
+    tmp_path: Path,
+) -> None:
+    """a takes a host from its previous owner (a hand-off's chunk): its pending URLs
+    went to a's successor as any admitted, but not the pages done elsewhere nor its
+    mark. Had a died, its successor would have fetched those pages again, without the
+    wait owed after the last request. They go now too."""
+    [host] = hosts_where(1, (AB, "a", "b"))
+    done = [fingerprint(f"http://{host}/done{i}") for i in range(3)]
+    mark = HostMark(last_end=1_700_000_000.0, delay=7.0, pages=3)
+    async with peers(tmp_path) as at:
+        at.ra.ring_changed(AB)
+        pending = [f"http://{host}/todo"]
+        new = [NewURL(fingerprint(u), u, host, 1) for u in pending]
+        at.a.take_over(host, new, done, mark)
+        await at.wait_for("b", 1)
+        await trio.testing.wait_all_tasks_blocked()
+        copied, copied_done, copied_mark = at.received["b"]._shard.replica_of(host)
+        assert [u.url for u in copied] == pending
+        assert sorted(copied_done) == sorted(done)
+        assert copied_mark == mark

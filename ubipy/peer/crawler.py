@@ -88,6 +88,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         self.on_commit: Callable[
             [Sequence[FrontierRow], Sequence[PageRecord], Mapping[str, HostMark]], None
         ] = lambda rows, pages, marks: None
+        # Told of the done pages and the mark of a host taken over (replication too).
+        self.on_taken: Callable[[str, Sequence[int], HostMark | None], None] = lambda *_: None
         # Called when a request to a host ends; its mark goes in the next commit.
         self.on_request_end: Callable[[str], None] = lambda host: None
         # Asked before each request to a host; False: not now (it is abandoned).

@@ -14,7 +14,7 @@ import itertools
 import logging
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import trio
 
@@ -46,6 +46,7 @@ class HostMovesMixin:
     _pending: int
     _idle: trio.Event
     _wakeup: Wakeup
+    on_taken: Callable[[str, Sequence[int], HostMark | None], None]
 
     def _flush(self) -> bool:
         raise NotImplementedError
@@ -137,6 +138,9 @@ class HostMovesMixin:
             self._restore_mark(host, newest, wall, trio.current_time())
         if refresher is not None and rebuilt:  # its pages due again, in its new slot
             refresher.reschedule(host)
+        # Its pending URLs went to this peer's replica as any admitted (_durably); its
+        # history and mark go too, or the replica's heir asked its pages again.
+        self.on_taken(host, done, newest)
         if self._idle.is_set():
             self._idle = trio.Event()
         self._wakeup.set()

@@ -150,6 +150,7 @@ class Replicator:
         self._seqs = run_ids(rng)
         if replicas >= 2:
             crawler.on_commit = self.committed
+            crawler.on_taken = self.taken
             crawler.on_request_end = self.request_ended
             crawler.clear_to_fetch = self.clear_to_fetch
             crawler.scheduler.hold(self._held.__contains__)
@@ -189,6 +190,13 @@ class Replicator:
             if (queue := self._queue_for(host)) is not None:
                 queue.add(host, mark=mark, carries=carries)
         if self._queues:
+            self._kick.set()
+
+    def taken(self, host: str, done: Sequence[int], mark: HostMark | None) -> None:
+        """A host taken over (one chunk of its hand-off): the pages done at its previous
+        owner, and its mark, go to its successor as a commit's would."""
+        if (done or mark is not None) and (queue := self._queue_for(host)) is not None:
+            queue.add(host, done=done, mark=mark)
             self._kick.set()
 
     def request_ended(self, host: str) -> None:
