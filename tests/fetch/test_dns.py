@@ -480,9 +480,16 @@ async def test_a_seeds_allowance_is_the_addresses_of_its_first_lookup_only(
 
 
 async def test_a_cloud_metadata_address_is_a_seeds_only_when_the_seed_is_on_it() -> None:
-    dns = FakeDns({"metadata.test": ["169.254.169.254"], "v6.test": ["fd00:ec2::254"]})
+    dns = FakeDns(
+        {
+            "metadata.test": ["169.254.169.254"],
+            "v6.test": ["fd00:ec2::254"],
+            "alibaba.test": ["100.100.100.200"],
+            "oracle.test": ["192.0.0.192"],
+        }
+    )
     resolver = Resolver(lookup=dns)
-    for host in ("metadata.test", "v6.test"):
+    for host in ("metadata.test", "v6.test", "alibaba.test", "oracle.test"):
         answer = await resolver.resolve(host)
         assert not resolver.exempt(host, answer), host
         assert (await resolver.resolve(host)).error is DnsFailure.REFUSED, host

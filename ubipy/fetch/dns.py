@@ -131,9 +131,17 @@ _SPECIAL = tuple(
 )
 _SPECIAL_GLOBAL = frozenset(ipaddress.ip_address(a) for a in ("192.0.0.9", "192.0.0.10"))
 # Cloud machines' metadata services, which hand out credentials: a seed's allowance
-# reaches them only for a seed on that very address, never through a name.
+# reaches them only for a seed on that very address, never through a name. Link-local
+# (AWS, GCP, Azure, ...), AWS's IPv6 one, Alibaba Cloud's and Oracle Cloud Classic's.
 _METADATA = tuple(
-    ipaddress.ip_network(prefix) for prefix in ("169.254.0.0/16", "fe80::/10", "fd00:ec2::/32")
+    ipaddress.ip_network(prefix)
+    for prefix in (
+        "169.254.0.0/16",
+        "fe80::/10",
+        "fd00:ec2::/32",
+        "100.100.100.200/32",
+        "192.0.0.192/32",
+    )
 )
 
 
