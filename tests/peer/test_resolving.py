@@ -4,13 +4,15 @@ real lookups, and a resolver's outage not taken for the host's. On the autojump 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
 
-from tests.fetch.test_dns import Outage
+from tests.fetch.test_dns import FakeDns, Outage
 from ubipy.fetch import (
+    DnsFailure,
     Entry,
     FetchOutcome,
     JobKind,
@@ -21,6 +23,7 @@ from ubipy.fetch import (
     normalize,
 )
 from ubipy.peer.resolving import ResolveStage
+from ubipy.store import Shard
 
 
 class Closed:
@@ -203,3 +206,42 @@ async def test_a_host_whose_name_was_demoted_by_another_hosts_request_is_filed_a
     slot = scheduler.slot("b.test")
     assert slot is not None and slot.address == "11.0.0.3"
     assert resolver.total_lookups == 2  # from the cache
+
+
+async def test_a_seeds_first_lookup_is_kept_across_a_restart(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A seeded name's first lookup says which private addresses its crawl may reach:
+    none for a public name, those it gave for an intranet's. Kept in memory only, the
+    first lookup after a restart was taken for the first: a public name rebound to
+    127.0.0.1 meanwhile was allowed there (found by a review)."""
+    dns = FakeDns({"seed.test": ["93.184.216.34"], "intranet.test": ["10.0.0.5"]})
+    seeded = {"seed.test", "intranet.test"}.__contains__
+
+    def stage_on(shard: Shard) -> ResolveStage:
+        resolver = Resolver(lookup=dns)
+        scheduler = Scheduler(delay=1.0, window=10, loader=lambda h, q, n: [])
+        for i, host in enumerate(("seed.test", "intranet.test")):
+            scheduler.add(host, Entry(i, i, f"http://{host}/", 0))
+        return ResolveStage(
+            resolver, scheduler, Closed(), wake=(lambda: None, lambda: None),  # type: ignore[arg-type]
+            seeded=seeded, kept=shard,
+        )  # fmt: skip
+
+    shard = Shard.open(tmp_path)
+    first = stage_on(shard)
+    for host in ("seed.test", "intranet.test"):
+        await first._lookup(host)
+    assert (await first.resolver.resolve("intranet.test")).address == "10.0.0.5"
+    shard.close()
+    dns.table.update({"seed.test": ["127.0.0.1"], "intranet.test": ["10.0.0.9"]})
+    shard = Shard.open(tmp_path)  # a restart
+    again = stage_on(shard)
+    for host in ("seed.test", "intranet.test"):
+        await again._lookup(host)
+        answer = await again.resolver.resolve(host)
+        assert answer.error is DnsFailure.REFUSED, host
+    dns.table["intranet.test"] = ["10.0.0.5"]  # back on the address it had: allowed
+    await trio.sleep(3601)
+    assert (await again.resolver.resolve("intranet.test")).address == "10.0.0.5"
+    shard.close()

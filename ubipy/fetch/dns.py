@@ -290,6 +290,10 @@ class Resolver:
         # (not every service of the address); and the seeds' hosts looked up so far.
         self._exempt: dict[str, frozenset[str]] = {}
         self._seeds_seen: set[str] = set()
+        # Seeds' hosts whose first lookup was just made, and what it allowed (nothing:
+        # a public address), for the peer to keep: after a restart, or where an earlier
+        # run looked it up, a lookup is no first one (:meth:`remember`).
+        self.first_lookups: list[tuple[str, frozenset[str]]] = []
         # Per name (while its answer is kept), answers not from the cache; in all, and
         # the most any one name took.
         self.lookups: Counter[str] = Counter()
@@ -350,13 +354,23 @@ class Resolver:
         self._seeds_seen.add(host)
         name = split_host(host)
         cached = self._cache.get(name)
-        if not refused or cached is None:
-            return False
-        literal = ip_literal(name) is not None
-        allowed = frozenset(a for a in cached[0].addresses if literal or not _metadata(a))
+        allowed: frozenset[str] = frozenset()
+        if refused and cached is not None:
+            literal = ip_literal(name) is not None
+            allowed = frozenset(a for a in cached[0].addresses if literal or not _metadata(a))
+        self.first_lookups.append((host, allowed))
         if allowed:
             self._exempt[host] = allowed
         return bool(allowed)
+
+    def remember(self, first: Mapping[str, frozenset[str]]) -> None:
+        """Seeds' hosts an earlier run looked up first, and what that allowed: a seeded
+        name of public address rebound to 127.0.0.1 was allowed at the first lookup
+        after a restart (found by a review)."""
+        for host, allowed in first.items():
+            self._seeds_seen.add(host)
+            if allowed:
+                self._exempt[host] = allowed
 
     def allowed(self, host: str, address: str) -> bool:
         return self._allow_private or address in self._exempt.get(host, ()) or is_public(address)

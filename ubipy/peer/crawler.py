@@ -147,9 +147,9 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
         self._timing = CommitTiming(config.store, replicated=config.replication.replicas > 1)
         self.dns: ResolveStage | None = None
         if resolver is not None:
-            wake = (self._wakeup.set, self._flush_now.set)
+            wake, seeded = (self._wakeup.set, self._flush_now.set), self.scope.seeded
             self.dns = ResolveStage(
-                resolver, self.scheduler, self._commits, wake=wake, seeded=self.scope.seeded
+                resolver, self.scheduler, self._commits, wake=wake, seeded=seeded, kept=shard
             )
         self._idle = trio.Event()
         self.giveups = GiveUps(config.politeness.robots_ttl)

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 import trio
 
+from ubipy.errors import StorageError
 from ubipy.fetch import DnsFailure, FetchOutcome, Lookup, Resolver, Scheduler, address_key
 from ubipy.peer.commits import Commits
 
@@ -24,6 +26,14 @@ log = logging.getLogger(__name__)
 _UNEXPECTED = itertools.count()  # lookups that raised
 # How a request ends when none of its host's addresses answered a connection.
 _UNREACHED = frozenset({FetchOutcome.CONNECT_ERROR, FetchOutcome.TIMEOUT})
+
+
+class SeedLookups(Protocol):
+    """Where the seeds' first lookups are kept (the shard: ubipy.store.seedlookups)."""
+
+    def seed_lookups(self) -> dict[str, frozenset[str]]: ...
+
+    def save_seed_lookup(self, host: str, allowed: Iterable[str]) -> None: ...
 
 
 @dataclass(slots=True)
@@ -45,11 +55,16 @@ class ResolveStage:
         *,
         wake: tuple[Callable[[], None], Callable[[], None]],
         seeded: Callable[[str], bool] = lambda host: False,
+        kept: SeedLookups | None = None,
     ) -> None:
         """``wake``: (wake the dispatcher, flush the commits now), called after each
         lookup, and the latter when a host's URLs were closed; ``seeded``: whether a
-        seed was ever on a host (the shard knows, across restarts)."""
+        seed was ever on a host (the shard knows, across restarts); ``kept``: where
+        what the first lookup of a seed's host allowed is kept, across restarts."""
         self.resolver = resolver
+        self._kept = kept
+        if kept is not None:
+            resolver.remember(kept.seed_lookups())
         self._scheduler = scheduler
         self._commits = commits
         self._wake, self._flush = wake
@@ -81,6 +96,18 @@ class ResolveStage:
             if (address := self.resolver.address_of(name)) is not None:
                 self._scheduler.readdressed(name, address_key(address))
 
+    def _keep_first_lookups(self) -> None:
+        first, self.resolver.first_lookups = self.resolver.first_lookups, []
+        if self._kept is None:
+            return
+        for host, allowed in first:
+            try:
+                self._kept.save_seed_lookup(host, allowed)
+            except StorageError as exc:
+                # Kept in memory all the same; after a restart, a lookup of it is taken
+                # for its first, as before this was kept. Seeds are few: no flood.
+                log.warning("%s: its first lookup not kept: %s", host, exc)
+
     async def _lookup(self, host: str) -> None:
         try:
             answer = await self.resolver.resolve(host)
@@ -93,6 +120,7 @@ class ResolveStage:
         if self._seeded(host) and self.resolver.exempt(host, answer):
             # The user named this host on a private address: it is theirs to crawl.
             answer = await self.resolver.resolve(host)  # from the cache
+        self._keep_first_lookups()
         now = trio.current_time()
         if answer.address is not None:
             until = self.resolver.fresh_until(host)

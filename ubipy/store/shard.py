@@ -29,6 +29,7 @@ from ubipy.store.rows import NewURL as NewURL
 from ubipy.store.schema import RANK_INDEX, create, migrate
 from ubipy.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from ubipy.store.schema import SHARD_FILE as SHARD_FILE
+from ubipy.store.seedlookups import SeedLookupsMixin
 from ubipy.store.walsync import sync_wal
 from ubipy.store.warcfiles import WARC_DIR
 from ubipy.store.warcindex import has_current_index
@@ -83,7 +84,7 @@ class ShardCounts:
     pages: int
 
 
-class Shard(PagesMixin, GivenUpMixin):
+class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin):
     """One SQLite file holding everything a peer has admitted and fetched."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
