@@ -167,6 +167,35 @@ async def test_requests_that_drip_give_way_to_a_newcomer_after_a_second(
         assert (server.evicted, server.refused) == (1, 0)
 
 
+async def test_a_request_being_answered_is_not_pushed_out_by_strangers_mid_request(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """The operator's request took the server a while to answer (a seed waits for the
+    disk); strangers' connections that sent half a request each pushed it out, and its
+    answer was lost, a second in (found by a review). Theirs go first now."""
+
+    async def slow(request: Request) -> Answer:
+        if request.path == "/slow":
+            await trio.sleep(5.0)
+        return Answer(200, BODY)
+
+    server = HttpServer(slow, HttpLimits(max_connections=2, request_timeout=10.0))
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    await nursery.start(trio.serve_listeners, server.handle, listeners)
+    port = listeners[0].socket.getsockname()[1]
+    async with await trio.open_tcp_stream("127.0.0.1", port) as operator:
+        await operator.send_all(b"GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        await trio.sleep(0.1)
+        async with connections(port, 1) as [stranger]:
+            await stranger.send_all(b"GET / HTTP/1.1\r\n")
+            await trio.sleep(1.5)
+            async with connections(port, 1) as [another]:
+                await another.send_all(b"GET / HTTP/1.1\r\n")
+                assert await stranger.receive_some(65536) == b""  # pushed out
+                assert status_of(await one_answer(operator)) == 200
+        assert server.evicted == 1
+
+
 # --------------------------------------------------------------------------- timeouts
 
 

@@ -50,8 +50,11 @@ JSON_TYPE: Final = "application/json"
 _LINGER: Final = 1.0
 _LINGER_BYTES: Final = 4 << 20
 # A request being read, or an answer being sent, this long may be pushed out for a
-# newcomer at the cap.
+# newcomer at the cap; one read whole and being answered (a seed request waiting for
+# the disk), only this long, after every other: a stranger's connections that said
+# "GET / HTTP/1.1" pushed out the operator's request, cancelled (a review).
 _READ_GRACE: Final = 1.0
+_ANSWER_GRACE: Final = 30.0
 # Answers in a row to requests sent before the previous answer went, the last of which
 # closes the connection.
 MAX_PIPELINED: Final = 16
@@ -120,7 +123,7 @@ class _TimedOut(Exception):
     pass
 
 
-_Phase = Literal["waiting", "reading", "sending", "ending"]
+_Phase = Literal["waiting", "reading", "answering", "sending", "ending"]
 
 
 @dataclass(eq=False, slots=True)
@@ -129,10 +132,16 @@ class _Slot:
 
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     held: bool = True
-    # Waiting for a request, reading one, sending an answer, or lingering after the
-    # last; and since when (a request from its first byte).
+    # Waiting for a request, reading one, answering it, sending the answer, or
+    # lingering after the last; and since when (a request from its first byte).
     phase: _Phase = "waiting"
     since: float = 0.0
+
+
+def _begun_by(table: OrderedDict[_Slot, None], when: float) -> _Slot | None:
+    """The first slot of ``table``, if its phase began by ``when``."""
+    slot = next(iter(table), None)
+    return slot if slot is not None and slot.since <= when else None
 
 
 class HttpServer:
@@ -153,10 +162,12 @@ class HttpServer:
         # Connections held under the cap (one pushed out stops counting at once).
         self.connections = 0
         # Those waiting for their next request, longest waiting first; those reading
-        # one or sending an answer, begun first first; and those lingering after their
-        # last answer, first first. Each table is in the order its slots are pushed out.
+        # one or sending an answer, begun first first; those answering one, first
+        # first; and those lingering after their last answer, first first. Each table
+        # is in the order its slots are pushed out.
         self._idle: OrderedDict[_Slot, None] = OrderedDict()
         self._busy: OrderedDict[_Slot, None] = OrderedDict()
+        self._answering: OrderedDict[_Slot, None] = OrderedDict()
         self._ending: OrderedDict[_Slot, None] = OrderedDict()
         self.evicted = 0
         self.refused = 0
@@ -205,15 +216,16 @@ class HttpServer:
         waited longest for a request, else the one whose request or answer began
         longest ago, if over _READ_GRACE ago (a byte every few seconds kept a
         connection from being pushed out, and so did a client that never reads its
-        answers; a real request is read, and an answer taken, in milliseconds). False
-        if none may go."""
-        if self._ending:
-            slot = next(iter(self._ending))
-        elif self._idle:
-            slot = next(iter(self._idle))
-        elif self._busy and (oldest := next(iter(self._busy))).since <= now - _READ_GRACE:
-            slot = oldest
-        else:
+        answers; a real request is read, and an answer taken, in milliseconds), else
+        the one answering a request longest, if over _ANSWER_GRACE. False if none may
+        go."""
+        slot = (
+            next(iter(self._ending), None)
+            or next(iter(self._idle), None)
+            or _begun_by(self._busy, now - _READ_GRACE)
+            or _begun_by(self._answering, now - _ANSWER_GRACE)
+        )
+        if slot is None:
             return False
         self._release(slot)
         slot.scope.cancel()
@@ -226,6 +238,7 @@ class HttpServer:
             self.connections -= 1
             self._idle.pop(slot, None)
             self._busy.pop(slot, None)
+            self._answering.pop(slot, None)
             self._ending.pop(slot, None)
 
     def _enter(self, slot: _Slot, phase: _Phase) -> None:
@@ -236,12 +249,15 @@ class HttpServer:
             return
         self._idle.pop(slot, None)
         self._busy.pop(slot, None)
+        self._answering.pop(slot, None)
         self._ending.pop(slot, None)
         slot.phase, slot.since = phase, trio.current_time()
         if phase == "waiting":
             self._idle[slot] = None
         elif phase == "ending":
             self._ending[slot] = None
+        elif phase == "answering":
+            self._answering[slot] = None
         else:
             self._busy[slot] = None
 
@@ -282,6 +298,7 @@ class HttpServer:
             if request is None:
                 return
             ahead = ahead + 1 if conn.trailing_data[0] else 0
+            self._enter(slot, "answering")
             try:
                 answer = await self._answer(request)
             except Exception:

@@ -5,7 +5,8 @@ Started in the peer's nursery by
 binds loopback unless told ``public=True``. Reading is open to whoever can reach
 it; ``POST /api/seed`` and ``POST /api/stop`` need the cluster secret as a bearer
 token, and without it the backend is not called at all. A source (an address; an IPv6
-one by its /64) that sends a wrong secret AUTH_STRIKES times within AUTH_WINDOW is
+one by its /64; every loopback address one) that sends a wrong secret AUTH_STRIKES
+times within AUTH_WINDOW is
 answered 429 for AUTH_PENALTY, its tokens not even looked at, as the peer port bars a
 source whose connections keep failing to authenticate; the failures are logged, a line
 a second per source at most.
@@ -180,7 +181,7 @@ class ControlServer:
         return json_answer(202, {"stopping": True})
 
     def _refuse_unless_authorised(self, request: Request) -> Answer | None:
-        now, source = trio.current_time(), request.source
+        now, source = trio.current_time(), _guesser(request.source)
         if self._strikes.barred(source, now):
             # Not even looked at: a guess answered 401 or 202 would still be a guess.
             self._log_auth(source, "refused while barred", "", now)
@@ -315,3 +316,11 @@ async def serve_control(
         await nursery.start(trio.serve_listeners, http.handle, listeners)
         log.info("control centre on http://%s:%d/", shown, bound)
         task_status.started(f"{shown}:{bound}")
+
+
+def _guesser(source: str) -> str:
+    """Whose wrong secrets count together: every loopback address is one source (a
+    client on this machine may send from any of 127.0.0.0/8: 40 guesses from 40 of
+    them went unbarred, a review); others as the peer port counts them (Strikes)."""
+    host = source.removeprefix("::ffff:")
+    return "loopback" if is_loopback(host) or host == "::1" else source
