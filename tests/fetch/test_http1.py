@@ -150,6 +150,21 @@ def test_chunked_with_a_trailing_tab_is_chunked(whole: bool, ows: bytes) -> None
     assert got.headers[-1] == (b"Transfer-Encoding", b"chunked")
 
 
+def test_a_transfer_encoding_line_of_blanks_is_read_in_a_pass() -> None:
+    """A head read again (a length given twice) had its Transfer-Encoding lines' trailing
+    blanks cut by a regular expression whose time grew with the square of a line of
+    blanks: 40,000 spaces took 10 s, and a 256 KiB head minutes, the peer's loop frozen
+    (found by a review). This one (200,000 blanks) took about 4 minutes."""
+    data = (
+        HEAD
+        + b"Content-Length: 5\r\nContent-Length: 5\r\nTransfer-Encoding:"
+        + b" " * 200_000
+        + b"identity \t\r\n\r\nhello"
+    )
+    got = read(data, whole=True)
+    assert (got.status, got.body, got.complete) == (200, b"hello", True)
+
+
 @both
 def test_informational_answers_are_skipped(whole: bool) -> None:
     data = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
