@@ -132,6 +132,35 @@ async def test_a_coded_stream_that_never_ends_is_capped_by_its_coded_bytes() -> 
     assert body.taken <= 3  # 100 KB of coded bytes and a piece, not 13 MB
 
 
+async def test_codings_inside_codings_pass_each_other_no_more_than_the_cap() -> None:
+    """ "deflate, gzip, gzip" over empty stored blocks: 5 KB read pushed 1 GB through
+    the inner decoder, nothing of it decoded for the cap to stop, seconds of the peer's
+    loop (found by a review). Each coding passes the next at most the body's cap."""
+    z = zlib.compressobj(wbits=-15)
+    inner = z.compress(b"<html>hi</html>") + z.flush(zlib.Z_SYNC_FLUSH)
+    inner += b"\x00\x00\x00\xff\xff" * 2_000_000  # 10 MB that decode to nothing
+    coded = gzip.compress(gzip.compress(inner, 9), 9)
+    assert len(coded) < 20_000
+    taken: dict[int, int] = {}  # bytes into each decoder, by its place
+    pipe = coding._Inflate.pipe
+
+    def counted(self: coding._Inflate, pieces: Iterator[bytes]) -> Iterator[bytes]:
+        def counting() -> Iterator[bytes]:
+            for piece in pieces:
+                taken[id(self)] = taken.get(id(self), 0) + len(piece)
+                yield piece
+
+        return pipe(self, counting())
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(coding._Inflate, "pipe", counted)
+        async with _client(_coded("deflate, gzip, gzip", coded)) as client:
+            r = await fetch(client, "http://a.test/", max_bytes=100_000)
+    assert r.ok and r.body == b"<html>hi</html>" and r.truncated
+    inner = list(taken.values())[1:]  # the outer one takes what is read
+    assert sum(inner) <= 2 * (100_000 + 256 * 1024)  # each hand-over cut at the cap
+
+
 async def test_a_coded_answer_whose_framing_ends_later_keeps_its_connection(
     nursery: trio.Nursery,
 ) -> None:
