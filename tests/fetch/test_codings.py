@@ -157,8 +157,8 @@ async def test_codings_inside_codings_pass_each_other_no_more_than_the_cap() -> 
         async with _client(_coded("deflate, gzip, gzip", coded)) as client:
             r = await fetch(client, "http://a.test/", max_bytes=100_000)
     assert r.ok and r.body == b"<html>hi</html>" and r.truncated
-    inner = list(taken.values())[1:]  # the outer one takes what is read
-    assert sum(inner) <= 2 * (100_000 + 256 * 1024)  # each hand-over cut at the cap
+    handed = list(taken.values())[1:]  # the outer one takes what is read
+    assert sum(handed) <= 2 * (100_000 + 256 * 1024)  # each hand-over cut at the cap
 
 
 async def test_a_coded_answer_whose_framing_ends_later_keeps_its_connection(
