@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
+import ubipy.fetch.parse as parse_module
 from ubipy.fetch.encoding import EncodingSource
 from ubipy.fetch.parse import MAX_TITLE_LENGTH, ParsedPage, content_digest, parse_html
 from ubipy.fetch.urls import host_key
@@ -296,6 +297,26 @@ def test_max_links_cap_does_not_count_duplicates() -> None:
     page = parse_html(html.encode(), URL, max_links=3)
     assert len(page.links) == 3
     assert page.links_refused == 1
+
+
+def test_refused_hrefs_are_tried_no_more_than_twice_the_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cap counted the links kept: a page of 300,000 distinct hrefs, each refused,
+    had them all resolved, seconds of the peer's loop (found by a review)."""
+    tried: list[str] = []
+    resolve = parse_module.resolve_link  # type: ignore[attr-defined]
+
+    def counted(href: str, base: str | None = None) -> tuple[str, str, bool]:
+        tried.append(href)
+        return resolve(href, base)
+
+    monkeypatch.setattr(parse_module, "resolve_link", counted)
+    bad = "".join(f'<a href="mailto:u{i}@a.test">m</a>' for i in range(100))
+    good = "".join(f'<a href="/p{i}">{i}</a>' for i in range(5))
+    page = parse_html((bad + good).encode(), URL, max_links=10)
+    assert len(tried) == 20 and page.links == ()
+    assert page.links_refused == 105
 
 
 def test_many_links() -> None:
