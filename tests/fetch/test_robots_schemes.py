@@ -29,6 +29,18 @@ def _add(s: Scheduler, *urls: str) -> None:
         s.add("a.test", Entry(i, i, url, 0))
 
 
+def _crawled_over_http(*urls: str) -> Scheduler:
+    """A scheduler of ``urls`` (an http one first) whose http robots.txt (allowing
+    all) was read at 0 and the first URL asked at 1."""
+    s = _sched()
+    _add(s, *urls)
+    assert _next(s, 0.0).url == "http://a.test/robots.txt"
+    s.robots_answer("a.test", 0.0, status=200, location=None, body=ALLOW_ALL)
+    assert _next(s, 1.0).url == urls[0]
+    s.finished("a.test", 1.0)
+    return s
+
+
 def test_a_url_of_the_other_scheme_has_that_scheme_s_robots_txt_asked_first() -> None:
     s = _sched()
     _add(
@@ -81,15 +93,9 @@ def test_the_longer_crawl_delay_of_the_two_schemes_is_the_host_s() -> None:
 
 
 def test_a_scheme_whose_robots_txt_cannot_be_had_leaves_the_host_s_other_urls_crawled() -> None:
-    """https not served (or its certificate refused) on a host crawled over http: its
-    https URLs are disallowed, as an unreachable robots.txt's are; the host is not
-    given up."""
-    s = _sched()
-    _add(s, "http://a.test/p", "https://a.test/q", "http://a.test/r")
-    assert _next(s, 0.0).url == "http://a.test/robots.txt"
-    s.robots_answer("a.test", 0.0, status=200, location=None, body=ALLOW_ALL)
-    assert _next(s, 1.0).url == "http://a.test/p"
-    s.finished("a.test", 1.0)
+    """https's certificate refused on a host crawled over http: its https URLs are
+    disallowed; the host is not given up."""
+    s = _crawled_over_http("http://a.test/p", "https://a.test/q", "http://a.test/r")
     assert _next(s, 2.0).url == "https://a.test/robots.txt"
     s.robots_answer("a.test", 2.0, status=None, location=None, body=b"", final=True)
     slot = s.slot("a.test")
@@ -104,12 +110,7 @@ def test_a_scheme_whose_robots_txt_fails_for_now_is_read_by_the_other_s_and_aske
     """https's robots.txt answering 503 past its attempts, on a host crawled over http:
     its URLs were closed as disallowed, lost for good. The http rules stand in (the
     old way), and https's robots.txt is asked again after the back-off."""
-    s = _sched()
-    _add(s, "http://a.test/p", "https://a.test/q", "https://a.test/r")
-    assert _next(s, 0.0).url == "http://a.test/robots.txt"
-    s.robots_answer("a.test", 0.0, status=200, location=None, body=NO_PRIVATE)
-    assert _next(s, 1.0).url == "http://a.test/p"
-    s.finished("a.test", 1.0)
+    s = _crawled_over_http("http://a.test/p", "https://a.test/q", "https://a.test/r")
     now = 1.0
     for _ in range(3):
         wake = s.next_wakeup()

@@ -7,7 +7,7 @@ fingerprints, as "fetched elsewhere", and refreshed none of them."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -103,15 +103,24 @@ async def _hand_over(
         return True
 
     async with trio.open_nursery() as nursery:
-        sender = Handoff("a", a, send, lambda peer: f"{peer}:1")
-        sender.ring_changed(Ring(["a"]), frozenset({"a"}), frozenset())
-        nursery.start_soon(sender.run)
-        a.ring_changed(TWO)
-        sender.ring_changed(TWO, frozenset(TWO.members), frozenset(TWO.members))
+        sender = _sweeping(nursery, a, send)
         with trio.fail_after(60):
             await swept.wait()
         nursery.cancel_scope.cancel()
     return frames, receiver
+
+
+def _sweeping(
+    nursery: trio.Nursery, a: Crawler, send: Callable[[str, Message], Awaitable[bool]]
+) -> Handoff:
+    """a's hand-off, sending with ``send``, sweeping its hosts to b: the ring grows
+    from a alone to a and b."""
+    sender = Handoff("a", a, send, lambda peer: f"{peer}:1")
+    sender.ring_changed(Ring(["a"]), frozenset({"a"}), frozenset())
+    nursery.start_soon(sender.run)
+    a.ring_changed(TWO)
+    sender.ring_changed(TWO, frozenset(TWO.members), frozenset(TWO.members))
+    return sender
 
 
 async def _nothing(address: str, message: Message) -> bool:
@@ -220,11 +229,7 @@ async def test_a_hand_off_frame_the_writer_refuses_keeps_the_host_and_the_peer(
 
     async with crawler_at(tmp_path / "a") as a, trio.open_nursery() as nursery:
         a.seed([f"http://{HOST}/"])
-        sender = Handoff("a", a, refusing, lambda peer: f"{peer}:1")
-        sender.ring_changed(Ring(["a"]), frozenset({"a"}), frozenset())
-        nursery.start_soon(sender.run)
-        a.ring_changed(TWO)
-        sender.ring_changed(TWO, frozenset(TWO.members), frozenset(TWO.members))
+        _sweeping(nursery, a, refusing)
         with trio.fail_after(60):
             await refused.wait()
         await trio.sleep(30)  # virtual: the sweep goes on, the task alive
