@@ -7,11 +7,13 @@ import time
 from pathlib import Path
 
 import httpx2
+import pytest
 import trio
 
 from tests.peer.test_handoff import crawler_at
 from ubipy.config import BoundsConfig, CrawlConfig, CrawlOrder, PolitenessConfig
 from ubipy.fetch import Entry, JobKind
+from ubipy.fetch.robots import RobotsRules
 from ubipy.peer.crawler import Crawler
 from ubipy.store.shard import HostMark, NewURL, Shard
 from ubipy.synthweb import SyntheticWeb, SynthTransport, WebSpec, in_process
@@ -68,3 +70,27 @@ async def test_refreshes_robots_txt_now_forbids_are_put_off_a_chunk_at_a_time(
             calls += 1
             assert crawler.stats.skipped["robots"] <= calls * 512
         assert calls >= n // 512
+
+
+async def test_skips_whose_robots_checks_are_slow_let_the_loop_run_within_milliseconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A robots.txt of 26,000 wildcard rules took 30 ms to check a long URL: 512 skips
+    in a row held the peer's loop 15 s (found by a review). A turn comes after 20 ms."""
+    async with crawler_at(tmp_path) as crawler:
+        s = crawler.scheduler
+        now = trio.current_time()
+        for i in range(100):
+            s.add(HOST, Entry(i, i, f"http://{HOST}/p{i}", 1))
+        robots = s.next_job(now)
+        assert robots is not None and robots.kind is JobKind.ROBOTS
+        s.robots_answer(HOST, now, status=200, location=None, body=b"User-agent: *\nDisallow: /\n")
+        allowed = RobotsRules.allowed
+
+        def slow(rules: RobotsRules, url: str) -> bool:
+            time.sleep(0.005)  # the check's own cost, not a wait for anything
+            return allowed(rules, url)
+
+        monkeypatch.setattr(RobotsRules, "allowed", slow)
+        assert crawler._next_fetch() is None
+        assert 1 <= crawler.stats.skipped["robots"] <= 6
