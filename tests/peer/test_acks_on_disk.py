@@ -119,6 +119,7 @@ async def test_a_batch_is_acknowledged_once_its_urls_are_on_disk(
     class Admits:
         def __init__(self) -> None:
             self.admitted: list[str] = []
+            self.stopped = trio.Event()
 
         def admit_routed(self, urls: list[NewURL]) -> int:
             self.admitted += [u.url for u in urls]
@@ -146,6 +147,11 @@ async def test_a_batch_is_acknowledged_once_its_urls_are_on_disk(
         assert crawler.admitted == ["http://x.test/"] and replies == []
         gate.open.set()
     assert replies == [UrlAck((7,))] and gate.runs == 1
+    # A peer that stopped (leaving) takes no more: unacknowledged, the batch stays
+    # with its sender, which re-routes it once it sees the leave (a review).
+    crawler.stopped.set()
+    await forwarder.on_batch("a", UrlBatch(8, (("http://y.test/", 1, 0.0, 0),), ()), reply)
+    assert crawler.admitted == ["http://x.test/"] and replies == [UrlAck((7,))]
 
 
 async def test_a_hand_off_is_acknowledged_once_the_host_is_on_disk(

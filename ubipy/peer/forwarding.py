@@ -177,6 +177,12 @@ class Forwarder:
 
     async def on_batch(self, sender: str, batch: UrlBatch, reply: Reply) -> None:
         self._acked(batch.acks)
+        if self._crawler.stopped.is_set():
+            # Stopping (leaving: this peer's ring is already without it): taken, the
+            # URLs would go only into this outbox, and be lost with the peer should
+            # its drain not reach their owner in time (a review). Unacknowledged,
+            # their sender keeps them, and re-routes them once it sees the leave.
+            return
         # A StorageError goes up to the peer, which drops the batch unacknowledged: its
         # sender keeps it and tries again.
         urls = batch_items(batch.urls)
