@@ -247,6 +247,49 @@ def test_a_torn_tail_is_cut_at_the_next_open(tmp_path: Path) -> None:
     assert _warcio_check(files).returncode == 0
 
 
+def test_a_new_shard_keeps_the_files_an_earlier_one_left_open(tmp_path: Path) -> None:
+    """The user started afresh beside the archive a killed peer left (its shard
+    deleted): the new shard, knowing nothing of the open file, removed it, captures
+    and all (found by a review). It is this shard's to remove no more than a file of
+    another name is: cut to its last whole record and closed; the other left alone."""
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    with shard.transaction():
+        shard.record_pages([_page(1, b"one" * 100), _page(2, b"two" * 100)])
+    left = next((tmp_path / "warc").glob("*.open"))
+    size = left.stat().st_size
+    shard._conn.close()  # killed
+    for leftover in tmp_path.glob("shard.sqlite3*"):
+        leftover.unlink()  # the user starts afresh, keeping the archive
+    theirs = tmp_path / "warc" / "notes.open"
+    theirs.write_bytes(b"the user's own")
+
+    Shard.open(tmp_path, warc_size=10**9).close()
+    kept = left.with_name(left.name.removesuffix(".open"))
+    assert kept.stat().st_size == size and not left.exists()
+    assert theirs.read_bytes() == b"the user's own"
+    assert _warcio_check([kept]).returncode == 0
+
+
+def test_a_warc_directory_that_cannot_be_made_refuses_the_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full or read-only disk at the first page: the OSError of making the warc
+    directory went up past the committer, and the peer died of it (found by a review)."""
+    shard = Shard.open(tmp_path, warc_size=10**9)
+
+    def full(self: Path, *args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "mkdir", full)
+    with pytest.raises(StorageError, match="No space left"), shard.transaction():
+        shard.record_pages([_page(1, b"one")])
+    monkeypatch.undo()
+    with shard.transaction():
+        shard.record_pages([_page(1, b"one")])
+    assert shard.page_body(1) == b"one"
+    shard.close()
+
+
 @pytest.mark.parametrize("gone", ["the open file", "the warc directory"])
 def test_a_missing_open_file_sends_its_pages_back_to_the_frontier(
     tmp_path: Path, gone: str

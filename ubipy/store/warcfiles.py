@@ -48,18 +48,20 @@ class Recovered:
     short: tuple[tuple[str, int], ...] = ()
 
 
-def _whole(path: Path) -> int:
-    """Where the last whole record of a file ends (0: not even its first)."""
+def _whole(path: Path, *, past_first: bool = False) -> int:
+    """Where the last whole record of a file ends (0: not even its first; with
+    ``past_first``, 0 also when its first, a file's warcinfo, is all it holds)."""
     reader = RecordReader()
-    end = 0
+    end = records = 0
     try:
         with path.open("rb") as f:
             while chunk := f.read(1 << 20):
                 for _, offset, length in reader.feed(chunk):
                     end = offset + length
+                    records += 1
     except StorageError:
         pass  # garbage past the last whole record
-    return end
+    return 0 if past_first and records < 2 else end
 
 
 def close_file(path: Path) -> Path:
@@ -101,10 +103,19 @@ def recover(
         short.append((committed[0], 0))
     for path in opened:
         name = path.name.removesuffix(OPEN_SUFFIX)
+        if _SERIAL.search(name) is None:
+            log.warning("warc: leaving %s alone: not a name this peer gives its files", path)
+            continue
         if committed is not None and name == committed[0]:
             end = committed[1]
         elif (last := ends(name, None)) is not None:
             end = last
+        elif committed is None and (kept := _whole(path, past_first=True)):
+            # A shard with no mark: a new one beside an earlier one's files (the user
+            # started afresh and kept the archive). Their records are not this shard's
+            # to remove (3 captures were, a review): cut to the last whole and closed.
+            log.warning("warc: %s holds records no shard here knows of: kept, closed", path)
+            end = kept
         else:
             log.info("warc: removing %s, which holds nothing committed", path)
             path.unlink()
@@ -180,9 +191,14 @@ class WarcFiles:
         return self._size
 
     def _begin(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        if not self._serial:
-            self._serial = _serial_after(self.directory)
+        try:
+            # A full disk or a read-only one at the first page: an OSError here ended
+            # the committer, and the peer with it (a review).
+            self.directory.mkdir(parents=True, exist_ok=True)
+            if not self._serial:
+                self._serial = _serial_after(self.directory)
+        except OSError as exc:
+            raise _Refused(f"{self.directory}: {exc.strerror or exc}") from exc
         stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
         name = f"{self._prefix()}-{stamp}-{self._serial:05d}.warc.gz"
         self._serial += 1
