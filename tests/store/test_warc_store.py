@@ -247,6 +247,26 @@ def test_a_torn_tail_is_cut_at_the_next_open(tmp_path: Path) -> None:
     assert _warcio_check(files).returncode == 0
 
 
+def test_a_file_left_with_nothing_whole_goes_only_once_the_shard_forgot_it(
+    tmp_path: Path,
+) -> None:
+    """A file whose close failed (not the marked one), then cut by an OS crash to less
+    than its first record: recovery removed it before the shard forgot its captures,
+    and a kill in between left pages done whose records were nowhere, for good (found
+    by a review). It stays, open and cut, until the shard has forgotten them."""
+    directory = tmp_path / "warc"
+    directory.mkdir()
+    name = "ubipy-local-20260101000000-00001.warc.gz"
+    (directory / (name + ".open")).write_bytes(b"\x1f\x8b torn")
+
+    def ends(file: str, within: int | None) -> int | None:
+        return 500 if file == name and within is None else None  # captures up to 500
+
+    done = warcfiles.recover(directory, ("ubipy-local-20260101000000-00002.warc.gz", 0), ends)
+    assert (name, 0) in done.short
+    assert (directory / (name + ".open")).stat().st_size == 0  # cut, still there
+
+
 def test_a_new_shard_keeps_the_files_an_earlier_one_left_open(tmp_path: Path) -> None:
     """The user started afresh beside the archive a killed peer left (its shard
     deleted): the new shard, knowing nothing of the open file, removed it, captures

@@ -87,9 +87,10 @@ def recover(
     capture its whole records hold: cut to its last whole record, a capture's request
     and response stayed while its metadata was lost, its page went back to the
     frontier, and its second fetch left the page twice in the file. The mark's file
-    missing altogether is short at 0. A short file stays open (cut): it is closed
-    once the shard has forgotten what it lost (``recover_warc``), or a crash between
-    the two left a closed file the shard read past, and its pages never fetched again."""
+    missing altogether is short at 0. A short file stays open (cut): it is closed, or
+    removed when nothing whole is left in it, once the shard has forgotten what it
+    lost (``recover_warc``), or a crash between the two left a closed file the shard
+    read past, or none at all (a review), and its pages never fetched again."""
     closed: list[Path] = []
     short: list[tuple[str, int]] = []
     opened = sorted(directory.glob(f"*{OPEN_SUFFIX}")) if directory.is_dir() else []
@@ -125,7 +126,7 @@ def recover(
             log.warning("warc: %s ends at %d, before its committed %d", path, size, end)
             end = ends(name, _whole(path)) or 0
             short.append((name, end))
-        if end == 0:
+        if end == 0 and not (short and short[-1][0] == name):
             path.unlink()
             continue
         if size != end:

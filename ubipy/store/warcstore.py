@@ -204,7 +204,10 @@ def recover_warc(
         # disk: its WAL unsynced, a power cut kept the file closed and lost the commit.
         if (path := directory / (name + OPEN_SUFFIX)).exists():
             synced()
-            closed.append(close_file(path))
+            if end:
+                closed.append(close_file(path))
+            else:  # nothing whole was left in it: gone only now (see recover)
+                path.unlink()
     return Recovered(tuple(closed), done.short)
 
 
