@@ -100,7 +100,7 @@ class BodyDecoder:
     def decode(self, data: bytes, budget: int | None = None) -> Iterator[bytes]:
         """The decoded pieces of ``data``, each at most :data:`_PIECE` long, made as
         they are taken: a reader that stops at its cap decodes no further. ``budget``:
-        the most one coding may pass to the next over the body (:class:`Overflow`
+        the most one coding may pass to the next over the body (:class:`_Overflow`
         past it). Only the coded and the decoded bytes were capped: "deflate, gzip,
         gzip" over empty stored blocks pushed 1 GB through the inner decoder for 5 KB
         read, seconds of the peer's loop (a review)."""
@@ -117,12 +117,12 @@ class BodyDecoder:
         # The budget and a piece at most: the piece that crosses it still goes.
         for piece in pieces:
             if self._between[i] > budget:
-                raise Overflow(budget)
+                raise _Overflow(budget)
             self._between[i] += len(piece)
             yield piece
 
 
-class Overflow(Exception):
+class _Overflow(Exception):
     """A coding gave the next more than its budget: the body is cut there."""
 
 
@@ -238,7 +238,7 @@ async def read_decoded(
                 for piece in decoder.decode(chunk, max_bytes):
                     if not kept.add(piece):
                         return kept.result()
-            except Overflow:
+            except _Overflow:
                 # A coding inside another made more than the body may: cut as a long
                 # body is (a page's inner streams are no larger than the page).
                 kept.truncated = True
