@@ -36,6 +36,7 @@ from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig, RecrawlConf
 from ubipy.errors import ExportError, StorageError
 from ubipy.store import HttpHead, PageRecord, Shard, export, walsync, warcfiles, warcstore
 from ubipy.store import shard as shard_module
+from ubipy.store.revisits import RefreshRow, Visit
 from ubipy.store.shard import SHARD_FILE, NewURL
 from ubipy.store.warcfiles import Recovered
 from ubipy.store.warcindex import index_warc
@@ -265,6 +266,53 @@ def test_a_file_left_with_nothing_whole_goes_only_once_the_shard_forgot_it(
     done = warcfiles.recover(directory, ("ubipy-local-20260101000000-00002.warc.gz", 0), ends)
     assert (name, 0) in done.short
     assert (directory / (name + ".open")).stat().st_size == 0  # cut, still there
+
+
+def test_a_visit_lost_with_a_files_end_takes_its_validators_and_digest_with_it(
+    tmp_path: Path,
+) -> None:
+    """A recrawl's visit whose records an OS crash lost left the page's refresh row
+    with that version's ETag and digest: the next 304 (or the same digest) wrote a
+    revisit record pointing at the lost capture, and the version was never archived
+    (found by a review). The row asks for the page afresh now."""
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    shard.add_to_frontier([NewURL(1, "http://a.test/1", "a.test", 1)])
+    first = RefreshRow(
+        1, "http://a.test/1", "a.test", 0, 1, 0, 0, 1001, 2000, 0, None, None, "sha1:V1"
+    )
+    with shard.transaction():
+        shard.record_pages([_page(1, b"v1" * 100)])
+        shard.save_refresh([first], [])
+    size = next((tmp_path / "warc").glob("*.open")).stat().st_size
+    second = dataclasses.replace(
+        first, visits=2, changes=1, last_visit=1101, etag='"e2"', digest="sha1:V2"
+    )
+    visit = Visit(
+        1,
+        1101.0,
+        200,
+        True,
+        "sha1:V2",
+        "text/html",
+        200,
+        '"e2"',
+        None,
+        b"v2" * 100,
+        "http://a.test/1",
+        HEAD,
+    )
+    with shard.transaction():
+        shard.save_refresh([second], [visit])
+    shard._conn.close()  # an OS crash: the visit's records never reached the disk
+    os.truncate(next((tmp_path / "warc").glob("*.open")), size)
+
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    conn = shard._conn
+    assert conn.execute("SELECT count(*) FROM visits").fetchone() == (0,)
+    assert conn.execute("SELECT etag, last_modified, digest FROM refresh").fetchall() == [
+        (None, None, None)
+    ]
+    shard.close()
 
 
 def test_a_new_shard_keeps_the_files_an_earlier_one_left_open(tmp_path: Path) -> None:

@@ -183,12 +183,21 @@ def recover_warc(
                 "SELECT fp, at, kind FROM warc WHERE file = ? AND end > ?", (name, end)
             ).fetchall()
             for fp, at, _ in lost:
-                # A first fetch lost: the page is fetched again; a later visit: forgotten.
+                # A first fetch lost: the page is fetched again, its revisit state gone
+                # with it; a later visit: forgotten, and its page's validators and
+                # digest with it, the lost version's (a review: the next 304, or the
+                # same digest, made a revisit record point at the lost capture).
                 if conn.execute(
                     "DELETE FROM pages WHERE fp = ? AND fetched_at = ?", (fp, at)
                 ).rowcount:
                     conn.execute("UPDATE frontier SET state = 0 WHERE fp = ?", (fp,))
-                conn.execute("DELETE FROM visits WHERE fp = ? AND at = ?", (fp, at))
+                    conn.execute("DELETE FROM refresh WHERE fp = ?", (fp,))
+                elif conn.execute("DELETE FROM visits WHERE fp = ? AND at = ?", (fp, at)).rowcount:
+                    conn.execute(
+                        "UPDATE refresh SET etag = NULL, last_modified = NULL, digest = NULL "
+                        "WHERE fp = ?",
+                        (fp,),
+                    )
             conn.execute("DELETE FROM warc WHERE file = ? AND end > ?", (name, end))
             if mark is not None and name == mark[0]:
                 conn.execute("DELETE FROM meta WHERE key = ?", (END_META,))
