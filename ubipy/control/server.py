@@ -322,5 +322,4 @@ def _guesser(source: str) -> str:
     """Whose wrong secrets count together: every loopback address is one source (a
     client on this machine may send from any of 127.0.0.0/8: 40 guesses from 40 of
     them went unbarred, a review); others as the peer port counts them (Strikes)."""
-    host = source.removeprefix("::ffff:")
-    return "loopback" if is_loopback(host) or host == "::1" else source
+    return "loopback" if is_loopback(source.removeprefix("::ffff:")) else source

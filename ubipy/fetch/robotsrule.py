@@ -146,13 +146,13 @@ class RobotsRule:
         kept as the spare. True if it has rules for ``scheme`` now (maybe stale)."""
         if slot.robots_scheme == scheme:
             return slot.robots_state is HostRobots.KNOWN
+        # The spare is always of the scheme the slot is not on: with http and https
+        # alone, of ``scheme``.
         spare, slot.spare_robots = slot.spare_robots, None
         if slot.robots_state is HostRobots.KNOWN and slot.robots is not None:
             held = SpareRobots(slot.robots_scheme, slot.robots, slot.robots_at, slot.robots_due)
             slot.spare_robots = held
             slot.robots_attempts = 0  # a failed refetch's: this scheme's are counted anew
-        elif spare is not None and spare.scheme != scheme:
-            slot.spare_robots = spare  # this scheme's robots.txt was being asked
         slot.robots_scheme = scheme
         slot.robots_fetch = None
         if spare is not None and spare.scheme == scheme:
