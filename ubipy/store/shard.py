@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ubipy.errors import ShardError, StorageError
 from ubipy.store.givenup import GivenUpMixin
+from ubipy.store.outbox import OutboxMixin
 from ubipy.store.pages import FrontierState as FrontierState
 from ubipy.store.pages import Lastmod as Lastmod
 from ubipy.store.pages import PageRecord as PageRecord
@@ -42,7 +43,6 @@ log = logging.getLogger(__name__)
 _CACHE_KIB = 32 * 1024
 # The page size of a new shard, in bytes (SQLite's default is 4096).
 _PAGE_SIZE = 16384
-_OUTBOX = "fp, url, host, depth, score, redirects"  # the outbox's columns, as in NewURL
 
 # The hosts the frontier holds rows for, without a scan of it: a skip scan of each of
 # its partial indexes by host (pending rows, the others), a seek a host, and the hosts
@@ -84,7 +84,7 @@ class ShardCounts:
     pages: int
 
 
-class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin):
+class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin):
     """One SQLite file holding everything a peer has admitted and fetched."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
@@ -390,24 +390,6 @@ class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin):
             )
             self._forget_given_up(host)
         return cur.rowcount
-
-    # -- outbox -------------------------------------------------------------
-    def outbox_add(self, urls: Sequence[NewURL]) -> None:
-        with self.transaction():
-            self._conn.executemany(
-                f"INSERT OR IGNORE INTO outbox ({_OUTBOX}) VALUES (?, ?, ?, ?, ?, ?)",
-                [(u.fp, u.url, u.host, u.depth, u.score, u.redirects) for u in urls],
-            )
-
-    def outbox_remove(self, fps: Sequence[int]) -> None:
-        with self.transaction():
-            self._conn.executemany("DELETE FROM outbox WHERE fp = ?", [(fp,) for fp in fps])
-
-    def outbox(self) -> list[NewURL]:
-        cur = self._conn.execute(f"SELECT {_OUTBOX} FROM outbox ORDER BY rowid")
-        return [
-            NewURL(int(a), str(b), str(c), int(d), float(e), int(f)) for a, b, c, d, e, f in cur
-        ]
 
     # -- hand-off -----------------------------------------------------------
     def held_hosts(self) -> list[str]:

@@ -1,0 +1,43 @@
+"""URLs found here that belong to other peers, kept until their owner acknowledges
+them: the router holds them in memory on their way, this table across restarts (and
+while an owner that does not answer has more waiting than memory should hold). A
+part of :class:`ubipy.store.shard.Shard` (a mixin over its connection).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+
+from ubipy.store.rows import NewURL
+
+__all__ = ["OutboxMixin"]
+
+_OUTBOX = "fp, url, host, depth, score, redirects"  # the outbox's columns, as in NewURL
+
+
+class OutboxMixin:
+    """The shard's outbox (see the module's docstring)."""
+
+    _conn: sqlite3.Connection
+
+    def transaction(self) -> AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def outbox_add(self, urls: Sequence[NewURL]) -> None:
+        with self.transaction():
+            self._conn.executemany(
+                f"INSERT OR IGNORE INTO outbox ({_OUTBOX}) VALUES (?, ?, ?, ?, ?, ?)",
+                [(u.fp, u.url, u.host, u.depth, u.score, u.redirects) for u in urls],
+            )
+
+    def outbox_remove(self, fps: Sequence[int]) -> None:
+        with self.transaction():
+            self._conn.executemany("DELETE FROM outbox WHERE fp = ?", [(fp,) for fp in fps])
+
+    def outbox(self) -> list[NewURL]:
+        cur = self._conn.execute(f"SELECT {_OUTBOX} FROM outbox ORDER BY rowid")
+        return [
+            NewURL(int(a), str(b), str(c), int(d), float(e), int(f)) for a, b, c, d, e, f in cur
+        ]
