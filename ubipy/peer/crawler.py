@@ -42,6 +42,7 @@ from ubipy.peer.discovery import candidates, seed_candidates
 from ubipy.peer.giveups import ROBOTS_UNREACHABLE, GiveUps
 from ubipy.peer.hostmoves import HostMovesMixin
 from ubipy.peer.ordering import Ordering
+from ubipy.peer.outboxes import OutboxesMixin
 from ubipy.peer.pageanswers import PageAnswersMixin
 from ubipy.peer.reading import RedirectChains
 from ubipy.peer.refiltering import Refilter
@@ -52,7 +53,6 @@ from ubipy.peer.router import Router
 from ubipy.peer.scopesharing import keep_scope, load_scope, widen_to_redirect
 from ubipy.peer.sitemapping import Sitemapping
 from ubipy.peer.wakeup import Wakeup
-from ubipy.ring import Placement
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, PageRecord, Shard
 
 __all__ = ["Crawler"]
@@ -65,7 +65,7 @@ log = logging.getLogger(__name__)
 _SKIPS_AT_ONCE, _SKIPS_FOR = 512, 0.02
 
 
-class Crawler(HostMovesMixin, PageAnswersMixin):
+class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
     def __init__(
         self,
         config: CrawlConfig,
@@ -231,41 +231,10 @@ class Crawler(HostMovesMixin, PageAnswersMixin):
             self._scope_unsaved = False
         return new
 
-    def ring_changed(self, placement: Placement) -> None:
-        """A new ring: URLs waiting for others may now be ours, others go elsewhere."""
-        if self.router is None:
-            return
-        local, _ = self.router.ring_changed(placement, trio.current_time())
-        self._come_home.extend(local)
-        self._admit_come_home()
-        self.on_forward()
-
-    def _admit_come_home(self) -> None:
-        """Admit the URLs a ring change made this peer's own, out of the outbox; while
-        the shard refuses writes they wait here, for the next flush (a peer died of it
-        before)."""
-        if not self._come_home:
-            return
-        try:
-            self._durably(self._come_home, drop_from_outbox=True)
-        except StorageError as exc:
-            if not self._come_home_waits:  # said once an outage, as the flush's failure is
-                log.warning("%d URLs now ours wait for the shard: %s", len(self._come_home), exc)
-            self._come_home_waits = True
-            self._to_write.set()  # the committer tries again after storage_retry
-            return
-        self._redirects.carried(self._come_home)  # an earlier run's outbox's, after a start
-        self._come_home, self._come_home_waits = [], False
-
     def release_held(self) -> None:
         """Held hosts may be free now: look at them again."""
         self.scheduler.release()
         self._wakeup.set()
-
-    def forwarded(self, fps: Iterable[int]) -> None:
-        """An owner acknowledged these forwarded URLs: their outbox rows can go."""
-        self._commits.acked(fps)
-        self._flush_now.set()
 
     def _place(self, candidates: Sequence[NewURL]) -> tuple[list[FrontierRow], list[NewURL]]:
         """Inside a transaction: admit this peer's URLs, keep the others' in the outbox."""
