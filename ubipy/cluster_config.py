@@ -43,6 +43,13 @@ class ForwardingConfig:
     batch_retry: float = option(
         2.0, help="seconds before a batch its owner did not acknowledge is sent again"
     )
+    # Each is also in the outbox on disk: memory holds what is on its way, and no more
+    # than this for a member that stays in the ring but answers nothing (a full disk).
+    held_max: int = option(
+        50_000,
+        help="URLs for one other peer held in memory on their way; the rest wait in the "
+        "outbox on disk until it has taken half of them",
+    )
 
     def __post_init__(self) -> None:
         at_least(self, 1, "batch_size")
@@ -54,6 +61,7 @@ class ForwardingConfig:
                 "batch_size",
             )
         at_least(self, 0, "batch_linger", "batch_linger_max")
+        at_least(self, 1, "held_max")
         positive(self, "batch_retry")
 
 

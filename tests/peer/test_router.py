@@ -79,15 +79,21 @@ def test_an_owner_that_answers_again_is_sent_what_waits_for_it_at_once() -> None
     ring = Ring(["a", "b"])
     router = Router("a", ring, batch_size=1, retry_after=2.0)
     first, second = _hosts_of(ring, "b", 2)
-    router.enqueue([_url(1, first)], 0.0)
-    [old] = router.due(0.0)
-    for now in (2.0, 6.0, 14.0, 30.0):
-        assert router.due(now) == [old]  # b does not answer: next in 32 s
-    router.enqueue([_url(2, second)], 40.0)
-    [new] = router.due(40.0)
-    assert router.acked(new.id) == new  # b is back
-    assert router.next_deadline() == 32.0
-    assert router.due(41.0) == [old]
+    router.enqueue([_url(1, first), _url(2, second)], 0.0)
+    one, two = router.due(0.0)
+    probes = [b for now in (2.0, 6.0, 14.0, 30.0) for b in router.due(now)]
+    assert probes == [one, two, one, two]  # b does not answer: in turn, next in 32 s
+    # While b is silent, what is found for it waits in the outbox on disk alone.
+    assert router.enqueue([_url(3, first)], 40.0) == [] and router.due(40.0) == []
+    assert router.backlog() == 3 and router.reloads() == []
+    assert router.acked(two.id) == two  # b is back
+    assert router.due(40.0) == [one]  # at once, not at the end of its back-off
+    assert router.reloads() == ["b"]
+    # The outbox's rows of b's hosts: 1 is still held here, and goes once, not twice.
+    assert router.reload("b", iter([_url(1, first), _url(3, first)]), 40.0) == []
+    [three] = router.due(40.0)
+    assert [u.fp for u in three.urls] == [3]
+    assert router.reloads() == [] and router.backlog() == 2
 
 
 def test_a_restarted_peers_batches_are_not_numbered_as_before() -> None:

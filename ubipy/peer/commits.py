@@ -404,6 +404,11 @@ class Commits:
         self._acked.extend(fps)
         self._arrived()
 
+    @property
+    def acked_waiting(self) -> frozenset[int]:
+        """Forwarded URLs their owner has whose outbox rows the next batch removes."""
+        return frozenset(self._acked)
+
     # -- what waits -----------------------------------------------------------
     @property
     def pages_waiting(self) -> int:

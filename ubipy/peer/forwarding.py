@@ -167,6 +167,8 @@ class Forwarder:
                 self._parts.pop(whole, None)
                 batch_id = whole
             self._done(batch_id)
+        if ids and self.router.reloads():
+            self._crawler.reload_outbox()  # an owner that answers may take what waits on disk
         if ids and not self.router.backlog():
             # Nothing of ours is waiting: parts of batches the router re-routed on a
             # ring change, never acknowledged, go too.

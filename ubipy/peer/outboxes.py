@@ -8,7 +8,9 @@ A mixin of :class:`~ubipy.peer.crawler.Crawler`, whose state it reads and change
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sqlite3
 from collections.abc import Callable, Iterable
 
 import trio
@@ -19,7 +21,7 @@ from ubipy.peer.reading import RedirectChains
 from ubipy.peer.router import Router
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Placement
-from ubipy.store import FrontierRow, NewURL
+from ubipy.store import FrontierRow, NewURL, Shard
 
 log = logging.getLogger("ubipy.peer.crawler")  # the crawler's log
 
@@ -30,6 +32,7 @@ class OutboxesMixin:
     """The crawler's side of forwarding (see the module's docstring)."""
 
     router: Router | None
+    _shard: Shard
     on_forward: Callable[[], None]
     _come_home: list[NewURL]
     _come_home_waits: bool
@@ -49,6 +52,30 @@ class OutboxesMixin:
             return
         local, _ = self.router.ring_changed(placement, trio.current_time())
         self._come_home.extend(local)
+        self._admit_come_home()
+        self.reload_outbox()
+        self.on_forward()
+
+    def reload_outbox(self) -> None:
+        """URLs the router kept on disk alone (their owner did not answer, or had more
+        waiting than memory should hold) come back to it once it may take them; those a
+        ring change made this peer's own are admitted."""
+        router = self.router
+        if router is None or not (owners := router.reloads()):
+            return
+        try:
+            hosts: dict[str, list[str]] = {}
+            for host in self._shard.outbox_hosts():
+                hosts.setdefault(router.owner(host), []).append(host)
+            # Acknowledged, or taken home already, with their rows still on disk.
+            skip = self._commits.acked_waiting | {u.fp for u in self._come_home}
+            now = trio.current_time()
+            for owner in owners:
+                with contextlib.closing(self._shard.outbox_of(hosts.get(owner, ()))) as rows:
+                    self._come_home.extend(router.reload(owner, rows, now, skip))
+        except sqlite3.Error as exc:  # read again at the next acknowledgement
+            log.warning("cannot read the outbox back: %s", exc)
+            return
         self._admit_come_home()
         self.on_forward()
 

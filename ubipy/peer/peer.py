@@ -243,6 +243,7 @@ class Peer:
             linger=config.forwarding.batch_linger,
             linger_cap=config.forwarding.batch_linger_max,
             retry_after=config.forwarding.batch_retry,
+            hold_cap=config.forwarding.held_max,
             rng=self._rng,
         )
         crawler = self._crawler = Crawler(config, self.shard, client, router, self.resolver)

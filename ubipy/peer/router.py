@@ -19,6 +19,15 @@ then go again at once. Each batch resent on its own back-off sent a peer that co
 its whole backlog every minute, the traffic growing with the square of the time it
 was down (found by a review).
 
+Every URL here is also in the outbox on disk, so memory need not hold them all: while
+an owner is backed off, or holds ``hold_cap`` URLs here, its new URLs are kept on disk
+alone ("spilled"), and come back (``reloads``, ``reload``) once it answers and has
+taken half of what it held. Held in memory, a member whose disk refused writes for an
+hour cost every other peer its share of an hour's links, and the links found again
+past the recent cache once more each (a review): memory without bound. The price: a
+URL found again with OPIC cash while its owner's URLs are on disk alone brings none
+(its row keeps the first find's).
+
 Pure: no I/O, no clock; the peer passes ``now`` in and sends what comes out.
 """
 
@@ -28,7 +37,7 @@ import heapq
 import itertools
 import random
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ubipy.errors import WireError
@@ -92,6 +101,7 @@ class RouterStats:
     batches_acked: int = 0
     rerouted_urls: int = 0
     recent_skips: int = 0
+    spilled_urls: int = 0  # kept on disk alone for a while (their owner silent or behind)
 
 
 class Router:
@@ -105,6 +115,7 @@ class Router:
         linger_cap: float | None = None,
         retry_after: float = 2.0,
         recent_size: int = 65_536,
+        hold_cap: int = 50_000,
         rng: random.Random | None = None,
     ) -> None:
         self.self_id = self_id
@@ -129,6 +140,14 @@ class Router:
         # URLs in the outboxes and the unacknowledged batches, kept as they come and go:
         # asked at every acknowledgement.
         self._backlog = 0
+        # URLs in memory per owner (its outbox and unacknowledged batches); owners with
+        # URLs on disk alone (this peer's own id too, after a ring change: any row may
+        # be anyone's), and about how many (a URL found again, with OPIC cash or past
+        # the recent cache, counts again).
+        self._hold_cap = hold_cap
+        self._held: dict[str, int] = {}
+        self._spilled: set[str] = set()
+        self._spilled_urls = 0
         self._ids = run_ids(rng)
         # Links repeated on every page of a site (menus, footers) would otherwise
         # be forwarded again and again; the owner would drop them, but the wire
@@ -167,11 +186,19 @@ class Router:
     def enqueue(self, urls: Iterable[NewURL], now: float) -> list[NewURL]:
         """Put foreign URLs in their owners' outboxes; returns any that are local after all."""
         local: list[NewURL] = []
+        held, spilled, cap = self._held, self._spilled, self._hold_cap
         for u in urls:
             owner = self._placement.owner(u.host)
             if owner == self.self_id:
                 local.append(u)
                 continue
+            if owner in spilled or held.get(owner, 0) >= cap or self._silent(owner):
+                spilled.add(owner)
+                self._spilled_urls += 1
+                self.stats.spilled_urls += 1
+                self._remember(u.fp, owner)
+                continue
+            held[owner] = held.get(owner, 0) + 1
             box = self._outboxes.get(owner)
             if box is None:
                 box = self._outboxes[owner] = _Outbox(since=now)
@@ -258,6 +285,18 @@ class Router:
         if not owner.held:
             del self._owners[batch.owner]
         self._backlog -= len(batch.urls)
+        self._unhold(batch.owner, len(batch.urls))
+
+    def _unhold(self, owner: str, n: int) -> None:
+        left = self._held[owner] - n
+        if left:
+            self._held[owner] = left
+        else:
+            del self._held[owner]
+
+    def _silent(self, owner: str) -> bool:
+        held = self._owners.get(owner)
+        return held is not None and held.backed_off
 
     def acked(self, batch_id: int) -> Batch | None:
         """The owner admitted the batch: forget it; returns it so its rows can go."""
@@ -321,17 +360,21 @@ class Router:
 
         Returns the URLs that are now this peer's own, and the ids of the
         unacknowledged batches they came from (forgotten here; the caller admits
-        the URLs and drops their outbox rows).
+        the URLs and drops their outbox rows). URLs kept on disk alone are the caller's
+        to read back (``reloads``).
         """
         self._placement = placement
         self._scale_linger()
         waiting: list[NewURL] = []
         dropped: list[int] = []
-        for box in self._outboxes.values():
+        for to, box in self._outboxes.items():
             waiting.extend(box.urls)
+            if box.urls:
+                self._unhold(to, len(box.urls))
         self._outboxes = {}
         self._filled = {}
         self._backlog -= len(waiting)
+        spilled = bool(self._spilled)
         for batch_id, pending in list(self._unacked.items()):
             # A batch whose owner still owns every URL in it keeps its place.
             if all(placement.owner(u.host) == pending.batch.owner for u in pending.batch.urls):
@@ -349,11 +392,59 @@ class Router:
                 if pending.ticket != _PARKED or pending is probe:
                     self._schedule(pending)
         self.stats.rerouted_urls += len(waiting)
-        return self.enqueue(waiting, now), dropped
+        local = self.enqueue(waiting, now)
+        if spilled:  # rows on disk alone may now be anyone's, this peer's too
+            self._spilled = set(placement.members) | {self.self_id}
+        return local, dropped
 
     def backlog(self) -> int:
-        """URLs waiting to be sent or acknowledged."""
-        return self._backlog
+        """URLs waiting to be sent or acknowledged (those on disk alone counted as they
+        were kept there: a URL found again meanwhile counts twice, until they are back)."""
+        return self._backlog + self._spilled_urls
+
+    def held(self, owner: str | None = None) -> int:
+        """URLs waiting here in memory, for ``owner`` or for all (the rest of the
+        backlog is on disk alone)."""
+        return self._backlog if owner is None else self._held.get(owner, 0)
+
+    def reloads(self) -> list[str]:
+        """Owners whose URLs kept on disk alone may come back now: it answers, and holds
+        at most half the cap here (this peer's own id: rows a ring change made ours)."""
+        if not self._spilled:
+            return []
+        low = self._hold_cap // 2
+        return [
+            o
+            for o in self._spilled
+            if o == self.self_id or (not self._silent(o) and self._held.get(o, 0) <= low)
+        ]
+
+    def reload(
+        self, owner: str, rows: Iterable[NewURL], now: float, skip: Collection[int] = ()
+    ) -> list[NewURL]:
+        """Take back ``owner``'s URLs kept on disk alone: ``rows`` are the outbox's rows
+        of the hosts it owns, read lazily (those held here, and ``skip``, acknowledged
+        and still on disk, are passed over), up to the cap. Returns the rows that are this
+        peer's own, when ``owner`` is its id: the caller admits them."""
+        held = self._held_fps()
+        fresh = (u for u in rows if u.fp not in held and u.fp not in skip)
+        self._spilled.discard(owner)
+        if owner == self.self_id:
+            taken, more, local = list(fresh), False, []
+        else:
+            room = max(self._hold_cap - self._held.get(owner, 0), 0)
+            taken = list(itertools.islice(fresh, room))
+            more = len(taken) == room and next(fresh, None) is not None
+            local = self.enqueue(taken, now)
+        if more:
+            self._spilled.add(owner)  # more than the cap: the rest once it has taken these
+        self._spilled_urls = max(self._spilled_urls - len(taken), 0) if self._spilled else 0
+        return taken if owner == self.self_id else local
+
+    def _held_fps(self) -> set[int]:
+        fps = {u.fp for box in self._outboxes.values() for u in box.urls}
+        fps.update(u.fp for p in self._unacked.values() for u in p.batch.urls)
+        return fps
 
     def _remember(self, fp: int, owner: str) -> None:
         recent = self._recent

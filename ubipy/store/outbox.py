@@ -6,8 +6,9 @@ part of :class:`ubipy.store.shard.Shard` (a mixin over its connection).
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Generator, Sequence
 from contextlib import AbstractContextManager
 
 from ubipy.store.rows import NewURL
@@ -41,3 +42,23 @@ class OutboxMixin:
         return [
             NewURL(int(a), str(b), str(c), int(d), float(e), int(f)) for a, b, c, d, e, f in cur
         ]
+
+    def outbox_hosts(self) -> list[str]:
+        """Every host the outbox holds URLs of."""
+        return [str(h) for (h,) in self._conn.execute("SELECT DISTINCT host FROM outbox")]
+
+    def outbox_of(self, hosts: Collection[str]) -> Generator[NewURL, None, None]:
+        """The outbox's URLs of ``hosts``, read as they are taken (close the iterator
+        when done with it: it holds a read statement open till then)."""
+        if not hosts:
+            return
+        cur = self._conn.execute(
+            f"SELECT {_OUTBOX} FROM outbox "
+            "WHERE host IN (SELECT value FROM json_each(?)) ORDER BY rowid",
+            (json.dumps(list(hosts)),),
+        )
+        try:
+            for a, b, c, d, e, f in cur:
+                yield NewURL(int(a), str(b), str(c), int(d), float(e), int(f))
+        finally:
+            cur.close()
