@@ -1221,6 +1221,14 @@ def test_a_sync_puts_the_open_warc_files_records_on_disk_before_the_wal(
     shard.sync()
     (open_file,) = (tmp_path / "warc").glob("*.open")
     assert synced[0] == open_file.name and synced[-1] == SHARD_FILE + "-wal"
+    # The new file's name too (and the warc directory's own, made with it): its
+    # records synced under a name an OS crash lost were lost with it.
+    assert synced[1:3] == [tmp_path.name, "warc"]
+    synced.clear()
+    with shard.transaction():
+        shard.record_pages([_page(2, b"<p>two</p>")])
+    shard.sync()
+    assert "warc" not in synced and synced[0] == open_file.name  # named once a file
 
     def failing(fd: int) -> None:
         raise OSError(errno.EIO, "Input/output error")

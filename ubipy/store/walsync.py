@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ubipy.errors import StorageError
 
-__all__ = ["sync_wal"]
+__all__ = ["sync_directory", "sync_wal"]
 
 
 def sync_wal(path: Path, *, directory: bool) -> bool:
@@ -29,7 +29,7 @@ def sync_wal(path: Path, *, directory: bool) -> bool:
         raise StorageError(f"{wal}: cannot sync: {exc}") from exc
     try:
         if directory:
-            _fsync(os.open(path.parent, os.O_RDONLY))
+            sync_directory(path.parent)
         os.fsync(fd)
     except OSError as exc:
         raise StorageError(f"{wal}: cannot sync: {exc}") from exc
@@ -38,7 +38,10 @@ def sync_wal(path: Path, *, directory: bool) -> bool:
     return True
 
 
-def _fsync(fd: int) -> None:
+def sync_directory(path: Path) -> None:
+    """Put the directory's entries on disk (a file made in it, or renamed there, has
+    its data synced under a name an OS crash can still lose). Raises OSError."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

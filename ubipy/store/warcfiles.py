@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ubipy.errors import StorageError
+from ubipy.store.walsync import sync_directory
 from ubipy.store.warcrecords import RecordReader
 
 __all__ = ["OPEN_SUFFIX", "WARC_DIR", "Recovered", "WarcFiles", "recover"]
@@ -176,6 +177,7 @@ class WarcFiles:
         self._serial = 0
         self._fd: int | None = None
         self._name: str | None = None
+        self._listed: str | None = None  # the file whose directory entry was synced
         self._committed = 0  # the open file's size at the last commit
         self._buffer: list[bytes] = []
         self._size = 0  # committed plus buffered
@@ -258,6 +260,13 @@ class WarcFiles:
             return
         try:
             os.fsync(fd)
+            if self._listed != name:
+                # Its records synced under a name an OS crash could still lose: the
+                # directory's entry too, and the first time the directory's own.
+                if self._listed is None:
+                    sync_directory(self.directory.parent)
+                sync_directory(self.directory)
+                self._listed = name
         except OSError as exc:
             if self._fd != fd:
                 return  # closed meanwhile (its number may be another file's now)
