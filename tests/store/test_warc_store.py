@@ -1240,6 +1240,38 @@ def test_a_sync_puts_the_open_warc_files_records_on_disk_before_the_wal(
     shard.close()
 
 
+def test_a_file_whose_close_failed_is_synced_by_the_next_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its close failed at rotation (the WAL could not be synced): the file stays open
+    # on disk, its captures counted by the shard. A later sync, which tells another
+    # peer those pages are done (a hand-off), synced only the new file (a review).
+    def refused(path: Path, *, directory: bool) -> bool:
+        raise StorageError("no space left")
+
+    monkeypatch.setattr(shard_module, "sync_wal", refused)
+    shard = _filled(tmp_path, 1)  # the first file's close, at rotation, fails
+    monkeypatch.setattr(shard_module, "sync_wal", walsync.sync_wal)
+    with shard.transaction():
+        shard.record_pages([_page(9, b"<p>x</p>" * 300)])
+    left, _ = sorted((tmp_path / "warc").glob("*.open"))  # the failed one, the new one
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    shard.sync()
+    assert left.name in synced
+    synced.clear()
+    shard.sync()
+    assert left.name not in synced  # once is enough
+    monkeypatch.setattr(os, "fsync", real)
+    shard.close()
+
+
 def test_a_warc_file_open_a_day_is_closed_at_the_next_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -178,6 +178,9 @@ class WarcFiles:
         self._fd: int | None = None
         self._name: str | None = None
         self._listed: str | None = None  # the file whose directory entry was synced
+        # Files whose close failed: left open on disk (closed at the next start), their
+        # records synced by each sync until one succeeds.
+        self._unclosed: list[Path] = []
         self._committed = 0  # the open file's size at the last commit
         self._buffer: list[bytes] = []
         self._size = 0  # committed plus buffered
@@ -253,8 +256,18 @@ class WarcFiles:
 
     def sync(self) -> None:
         """Put the open file's records on disk, through a machine's crash (what a
-        commit wrote of them; buffered records are not committed yet). Safe in another
-        thread: a file closed meanwhile was synced by its close. Raises StorageError."""
+        commit wrote of them; buffered records are not committed yet), and those of
+        files whose close failed. Safe in another thread: a file closed meanwhile was
+        synced by its close. Raises StorageError."""
+        for path in list(self._unclosed):
+            try:
+                with path.open("rb") as f:
+                    os.fsync(f.fileno())
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StorageError(f"{path}: cannot sync: {exc.strerror or exc}") from exc
+            self._unclosed.remove(path)
         fd, name = self._fd, self._name
         if fd is None:
             return
@@ -317,6 +330,9 @@ class WarcFiles:
             final = close_file(path)
         except (OSError, StorageError) as exc:
             log.error("warc: cannot close %s: %s (closed at the next start)", path, exc)
+            # Its records still count (the shard's rows point into it), and a later sync
+            # that vouches for them to another peer must reach them (a review).
+            self._unclosed.append(path)
             return
         self._on_closed(final)
 
