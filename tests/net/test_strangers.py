@@ -115,6 +115,59 @@ async def test_a_stranger_that_dribbles_is_cut_after_a_few_seconds(
         nursery.cancel_scope.cancel()
 
 
+@pytest.mark.parametrize("length", [FIRST_FRAME_CAP, 4 * 1024 * 1024 - 1])
+async def test_an_address_we_dial_that_dribbles_is_cut_after_a_few_seconds(
+    net: MemoryNetwork, autojump_clock: trio.testing.MockClock, length: int
+) -> None:
+    """A --join address now another service's (or an impostor's) answers our frames
+    with the start of one it never finishes: it may cost what a stranger's connection
+    costs, a small first frame for a few seconds (a larger one is refused on its
+    length), and is said to be no peer."""
+    ends: list[trio.abc.Stream] = []
+
+    async def impostor(stream: trio.abc.Stream) -> None:
+        ends.append(stream)
+        await stream.receive_some(65536)  # our frame, then its answer
+        await stream.send_all(struct.pack(">I", length))
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            for _ in range(100):  # one byte a second
+                await stream.send_all(b"y")
+                await trio.sleep(1)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(net.node("10.6.6.7").serve, "10.6.6.7:7000", impostor)
+        peer = await start_peer(net, nursery, Inbox())
+        start = trio.current_time()
+        assert await peer.send("10.6.6.7:7000", Seed(("x",)))
+        with trio.fail_after(AUTH_PATIENCE + 1):
+            why = await peer.wait_for_trouble("10.6.6.7:7000")
+            await closed_by_peer(ends[0])
+        if length > FIRST_FRAME_CAP:
+            assert peer.stats.rejected["TOO_LARGE"] == 1 and trio.current_time() - start < 1
+        else:
+            assert "nothing authentic within" in why and peer.stats.bytes_in < 200
+            assert peer.stats.cut["no_authentic_frame"] == 1
+            assert trio.current_time() - start >= AUTH_PATIENCE
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_peer_that_answers_nothing_on_a_connection_we_dialled_keeps_it(
+    net: MemoryNetwork, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Silence is no reason to cut: a member may send nothing back on it for hours."""
+    inbox = Inbox()
+    async with trio.open_nursery() as nursery:
+        await start_peer(net, nursery, inbox)
+        member = await start_member(net, nursery)
+        await inbox.gets_from(member, Seed(("x",)))
+        conn = member._out[PEER]
+        await trio.sleep(10 * AUTH_PATIENCE)
+        assert member.stats.cut["no_authentic_frame"] == 0
+        await inbox.gets_from(member, Seed(("y",)))
+        assert member._out[PEER] is conn and not conn.closed
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_flood_of_idle_strangers_is_bounded_and_a_member_gets_through(
     net: MemoryNetwork, autojump_clock: trio.testing.MockClock
 ) -> None:

@@ -11,6 +11,7 @@ closed. Nothing a remote sends can raise out of here.
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import time
 from collections import Counter
@@ -108,11 +109,11 @@ class _Conn:
         # Who is at the other end, for the log: the address dialled, or the host a
         # connection came from.
         self.source = address or source
-        # A connection we accepted may be anyone's: until a frame authenticates, it
-        # may make us buffer only a small first frame, for a few seconds.
-        self.reader = FrameReader(
-            links.secret, links.guard, first_max_frame=None if address else FIRST_FRAME_CAP
-        )
+        # Until a frame authenticates, a connection may make us buffer only a small
+        # first frame, for a few seconds: one we accepted may be anyone's, and one we
+        # dialled anything at that address (a --join name now another service's). A
+        # peer's large first frame goes behind a HELLO, on either.
+        self.reader = FrameReader(links.secret, links.guard, first_max_frame=FIRST_FRAME_CAP)
         self.send_lock = trio.Lock()
         self.closed = False
         # A write on it was cut short (cancelled, or it failed): part of a frame may be
@@ -191,6 +192,7 @@ class _Conn:
         bad_run = 0
         misdirected = False
         moved = 0  # bytes since the idle deadline was last put back
+        talked = False  # the other end sent something (on a connection we dialled)
         if accepted:
             self.scope.deadline = trio.current_time() + AUTH_PATIENCE
         try:
@@ -202,6 +204,11 @@ class _Conn:
                         links.stats.bytes_in += len(data)
                         self.reader.receive_data(bytes(data))
                         moved += len(data)
+                        if not accepted and not self.reader.frames and not talked:
+                            # A peer may send nothing on a connection we dialled; what
+                            # sends something must prove the secret as a stranger must.
+                            talked = True
+                            self.scope.deadline = trio.current_time() + AUTH_PATIENCE
                         if accepted and self.reader.frames and moved >= _STEADY:
                             # A member's large frame on a slow link, coming steadily.
                             self.scope.deadline = trio.current_time() + IDLE_TIMEOUT
@@ -248,6 +255,8 @@ class _Conn:
                         continue
                     assert isinstance(event, Frame)
                     bad_run = 0
+                    if not accepted and self.reader.frames == 1:
+                        self.scope.deadline = math.inf
                     if accepted:
                         if self.reader.frames == 1:
                             links.accepted.authenticated(self)
@@ -267,6 +276,12 @@ class _Conn:
                 links.stats.cut[why] += 1
                 if not self.reader.frames:
                     self._note("cut", f"no authentic frame within {AUTH_PATIENCE:g} s")
+                    if self.address:
+                        links.note_trouble(
+                            self.address,
+                            f"it sent nothing authentic within {AUTH_PATIENCE:g} s "
+                            "(not a ubipy peer?)",
+                        )
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         finally:
