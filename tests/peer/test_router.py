@@ -90,7 +90,8 @@ def test_an_owner_that_answers_again_is_sent_what_waits_for_it_at_once() -> None
     assert router.due(40.0) == [one]  # at once, not at the end of its back-off
     assert router.reloads() == ["b"]
     # The outbox's rows of b's hosts: 1 is still held here, and goes once, not twice.
-    assert router.reload("b", iter([_url(1, first), _url(3, first)]), 40.0) == []
+    rows = iter([_url(1, first), _url(3, first)])
+    assert router.reload("b", rows, 40.0, router.held_fps()) == [_url(3, first)]
     [three] = router.due(40.0)
     assert [u.fp for u in three.urls] == [3]
     assert router.reloads() == [] and router.backlog() == 2

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterable
+import sqlite3
+from collections.abc import Iterable, Iterator
 
 import pytest
 import trio
@@ -38,6 +39,7 @@ class _Disk:
     def __init__(self, router: Router) -> None:
         self.router = router
         self.rows: dict[int, NewURL] = {}
+        self.spilled: set[int] = set()  # rows marked kept on disk alone
         self.most_held = 0
 
     def enqueue(self, urls: list[NewURL], now: float) -> list[NewURL]:
@@ -62,10 +64,18 @@ class _Disk:
         return local + self.reload(now)
 
     def reload(self, now: float) -> list[NewURL]:
+        self.spilled.update(self.router.take_marks())
         local = []
         for owner in self.router.reloads():
-            rows = (u for _, u in sorted(self.rows.items()) if self.router.owner(u.host) == owner)
-            local += self.router.reload(owner, rows, now)
+            rows = (
+                u
+                for fp, u in sorted(self.rows.items())
+                if fp in self.spilled and self.router.owner(u.host) == owner
+            )
+            taken = self.router.reload(owner, rows, now, self.router.held_fps())
+            self.spilled.difference_update(u.fp for u in taken)
+            if owner == self.router.self_id:
+                local += taken
         self._dropped(local)
         self.most_held = max(self.most_held, self.router.held())
         return local
@@ -73,6 +83,7 @@ class _Disk:
     def _dropped(self, urls: Iterable[NewURL]) -> None:
         for u in urls:
             self.rows.pop(u.fp, None)
+            self.spilled.discard(u.fp)
         self.most_held = max(self.most_held, self.router.held())
 
 
@@ -189,6 +200,37 @@ def test_an_owner_that_leaves_the_ring_has_its_held_batches_routed_afresh() -> N
     for batch in to_c:
         disk.acked(batch.id, 601.0)
     assert router.backlog() == 0 and router.next_deadline() is None and not disk.rows
+
+
+def test_a_read_back_that_fails_leaves_the_urls_on_disk_to_be_read_again() -> None:
+    """Reading the outbox failed part-way: the owner was no longer marked as having URLs
+    on disk, and they stayed there for good (a review)."""
+    ring = Ring(["a", "b"])
+    router = Router("a", ring, batch_size=5, linger=0.5, retry_after=2.0, hold_cap=10)
+    disk = _Disk(router)
+    disk.enqueue(_urls(0, 30, _hosts_of(ring, "b", 5)), 0.0)
+    assert router.held() == 10 and router.backlog() == 30  # 20 on disk alone
+    for batch in router.due(0.0):
+        router.acked(batch.id)
+        disk._dropped(batch.urls)
+    disk.spilled.update(router.take_marks())
+    assert router.reloads() == ["b"]
+
+    def failing() -> Iterator[NewURL]:
+        yield from [disk.rows[fp] for fp in sorted(disk.spilled)][:3]
+        raise sqlite3.OperationalError("disk I/O error")
+
+    with pytest.raises(sqlite3.OperationalError):
+        router.reload("b", failing(), 1.0, router.held_fps())
+    assert router.reloads() == ["b"] and router.backlog() == 20 and router.held() == 0
+    now = 1.0
+    while router.backlog():  # read again, and every URL goes
+        assert now < 60.0
+        disk.reload(now)
+        for batch in router.due(now):
+            disk.acked(batch.id, now)
+        now += 1.0
+    assert not disk.rows
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -35,6 +35,7 @@ _UNDO = {
     9: ("DROP INDEX frontier_done",),
     10: ("ALTER TABLE outbox DROP COLUMN redirects",),
     11: ("DROP TABLE given_up",),
+    12: ("DROP INDEX outbox_spilled", "ALTER TABLE outbox DROP COLUMN spilled"),
 }
 
 

@@ -1,5 +1,5 @@
-"""The outbox on disk: what the router reads back of one owner's hosts when it holds
-no more of them in memory."""
+"""The outbox on disk: the rows the router keeps there alone are marked, found by host,
+read back an owner at a time, and unmarked once held in memory again."""
 
 from __future__ import annotations
 
@@ -13,21 +13,37 @@ def _url(fp: int, host: str) -> NewURL:
     return NewURL(fp, f"http://{host}/{fp}", host, 1, 0.5, fp % 3)
 
 
-def test_an_owners_hosts_are_read_back_in_order_and_a_read_left_early_blocks_no_write(
-    tmp_path: Path,
-) -> None:
+def test_rows_kept_on_disk_alone_are_read_back_by_host(tmp_path: Path) -> None:
     shard = Shard.open(tmp_path)
     try:
         hosts = ["a.test", "b.test", "c.test"]
         rows = [_url(fp, hosts[fp % 3]) for fp in range(30, 0, -1)]
         shard.outbox_add(rows)
-        assert sorted(shard.outbox_hosts()) == ["a.test", "b.test", "c.test"]
-        read = list(shard.outbox_of(["a.test", "c.test"]))
-        assert read == sorted((u for u in rows if u.host != "b.test"), key=lambda u: u.fp)
-        assert list(shard.outbox_of([])) == [] and list(shard.outbox_of(["x.test"])) == []
-        with contextlib.closing(shard.outbox_of(["a.test", "b.test"])) as lazily:
-            assert next(lazily).fp == 1
-            shard.outbox_remove([1, 2])  # a write while the read is open
-        assert [u.fp for u in shard.outbox_of(["a.test", "b.test"])][:2] == [3, 4]
+        assert shard.outbox_spilled_hosts() == []  # on their way, all of them
+        assert list(shard.outbox_spilled_of(hosts)) == []
+        shard.outbox_spill([fp for fp in range(1, 31) if fp % 2])  # the odd ones
+        assert shard.outbox_spilled_hosts() == hosts
+        read = sorted(shard.outbox_spilled_of(["a.test", "c.test"]), key=lambda u: u.fp)
+        assert read == [u for u in reversed(rows) if u.fp % 2 and u.host != "b.test"]
+        assert list(shard.outbox_spilled_of([])) == list(shard.outbox_spilled_of(["x.test"]))
+        with contextlib.closing(shard.outbox_spilled_of(["b.test"])) as lazily:
+            first = next(lazily)
+            shard.outbox_unspill([first.fp])  # a write while the read is open
+        assert first.fp not in {u.fp for u in shard.outbox_spilled_of(["b.test"])}
+        shard.outbox_remove([u.fp for u in rows if u.host == "b.test"])
+        assert shard.outbox_spilled_hosts() == ["a.test", "c.test"]
+        assert len(shard.outbox()) == 20  # the outbox itself: every row, marked or not
+    finally:
+        shard.close()
+
+
+def test_marks_survive_a_restart(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)
+    shard.outbox_add([_url(1, "a.test"), _url(2, "b.test")])
+    shard.outbox_spill([2])
+    shard.close()
+    shard = Shard.open(tmp_path)
+    try:
+        assert [u.fp for u in shard.outbox_spilled_of(["a.test", "b.test"])] == [2]
     finally:
         shard.close()

@@ -115,6 +115,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         self._scope_unsaved = False
         self._come_home: list[NewURL] = []
         self._come_home_waits = False  # their failure to be written was said
+        self._reload_waits = False
+        self._spill_marks: list[int] = []
         filters = self.scope.filters
         self._refilter = Refilter(filters, shard, self._commits, self.stats)
         self.scheduler = Scheduler.of(
@@ -495,19 +497,22 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
 
     async def _committer(self) -> None:
         while True:
-            if not self._commits and not self._come_home:
+            if not self._commits and not self._come_home and not self._reload_waits:
                 await self._to_write.wait()
             now = trio.current_time()
             retry = now + self.config.store.storage_retry
-            failing = self.storage_error or self._come_home
+            failing = self.storage_error or self._come_home or self._reload_waits
             await self._flush_now.wait(retry if failing else self._timing.waiting(now))
             self._timing.done()
+            if self._reload_waits:
+                self.reload_outbox()
             if self._commits or self._come_home:
                 self._flush()
                 self._wakeup.set()
 
     def _flush(self) -> bool:
         """Write what is waiting in one transaction; False if the shard refused it."""
+        self._mark_spilled()
         self._admit_come_home()
         self._read_answers()
         batch = self._commits.take()

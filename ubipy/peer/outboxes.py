@@ -36,6 +36,8 @@ class OutboxesMixin:
     on_forward: Callable[[], None]
     _come_home: list[NewURL]
     _come_home_waits: bool
+    _reload_waits: bool  # reading the outbox back failed: the committer tries again
+    _spill_marks: list[int]
     _commits: Commits
     _redirects: RedirectChains
     _to_write: Wakeup
@@ -59,25 +61,57 @@ class OutboxesMixin:
     def reload_outbox(self) -> None:
         """URLs the router kept on disk alone (their owner did not answer, or had more
         waiting than memory should hold) come back to it once it may take them; those a
-        ring change made this peer's own are admitted."""
+        ring change made this peer's own are admitted. What cannot be read now is read
+        on the committer's next try."""
         router = self.router
         if router is None or not (owners := router.reloads()):
+            self._reload_waits = False
             return
+        self._reload_waits = True
+        if not self._mark_spilled():
+            self._to_write.set()
+            return
+        back: list[int] = []
         try:
             hosts: dict[str, list[str]] = {}
-            for host in self._shard.outbox_hosts():
+            for host in self._shard.outbox_spilled_hosts():
                 hosts.setdefault(router.owner(host), []).append(host)
-            # Acknowledged, or taken home already, with their rows still on disk.
-            skip = self._commits.acked_waiting | {u.fp for u in self._come_home}
+            # Held here, acknowledged, or taken home already, with their rows on disk.
+            skip = router.held_fps() | self._commits.acked_waiting
+            skip.update(u.fp for u in self._come_home)
             now = trio.current_time()
             for owner in owners:
-                with contextlib.closing(self._shard.outbox_of(hosts.get(owner, ()))) as rows:
-                    self._come_home.extend(router.reload(owner, rows, now, skip))
-        except sqlite3.Error as exc:  # read again at the next acknowledgement
+                rows = self._shard.outbox_spilled_of(hosts.get(owner, ()))
+                with contextlib.closing(rows):
+                    taken = router.reload(owner, rows, now, skip)
+                if owner == router.self_id:
+                    self._come_home.extend(taken)
+                back += [u.fp for u in taken]
+        except sqlite3.Error as exc:
             log.warning("cannot read the outbox back: %s", exc)
+            self._to_write.set()  # the committer tries again
             return
+        finally:
+            # Rows left marked are read again, and passed over while held: no harm.
+            with contextlib.suppress(StorageError):
+                self._shard.outbox_unspill(back)
+        self._reload_waits = False
         self._admit_come_home()
         self.on_forward()
+
+    def _mark_spilled(self) -> bool:
+        """Mark the rows the router now keeps on disk alone; False if the shard refused
+        (they are marked at the next try, and nothing is read back before)."""
+        if self.router is not None:
+            self._spill_marks += self.router.take_marks()
+        if not self._spill_marks:
+            return True
+        try:
+            self._shard.outbox_spill(self._spill_marks)
+        except StorageError:
+            return False
+        self._spill_marks = []
+        return True
 
     def _admit_come_home(self) -> None:
         """Admit the URLs a ring change made this peer's own, out of the outbox; while

@@ -21,10 +21,11 @@ was down (found by a review).
 
 Every URL here is also in the outbox on disk, so memory need not hold them all: while
 an owner is backed off, or holds ``hold_cap`` URLs here, its new URLs are kept on disk
-alone ("spilled"), and come back (``reloads``, ``reload``) once it answers and has
-taken half of what it held. Held in memory, a member whose disk refused writes for an
-hour cost every other peer its share of an hour's links, and the links found again
-past the recent cache once more each (a review): memory without bound. The price: a
+alone ("spilled": the caller marks their rows so, ``take_marks``), and come back
+(``reloads``, ``reload``) once it answers and has taken half of what it held. Held
+in memory, a member whose disk refused writes for an hour cost every other peer its
+share of an hour's links, and the links found again past the recent cache once more
+each (a review): memory without bound. The price: a
 URL found again with OPIC cash while its owner's URLs are on disk alone brings none
 (its row keeps the first find's).
 
@@ -148,6 +149,7 @@ class Router:
         self._held: dict[str, int] = {}
         self._spilled: set[str] = set()
         self._spilled_urls = 0
+        self._marks: list[int] = []  # kept on disk alone, their rows not yet marked so
         self._ids = run_ids(rng)
         # Links repeated on every page of a site (menus, footers) would otherwise
         # be forwarded again and again; the owner would drop them, but the wire
@@ -194,6 +196,7 @@ class Router:
                 continue
             if owner in spilled or held.get(owner, 0) >= cap or self._silent(owner):
                 spilled.add(owner)
+                self._marks.append(u.fp)
                 self._spilled_urls += 1
                 self.stats.spilled_urls += 1
                 self._remember(u.fp, owner)
@@ -423,25 +426,38 @@ class Router:
         self, owner: str, rows: Iterable[NewURL], now: float, skip: Collection[int] = ()
     ) -> list[NewURL]:
         """Take back ``owner``'s URLs kept on disk alone: ``rows`` are the outbox's rows
-        of the hosts it owns, read lazily (those held here, and ``skip``, acknowledged
-        and still on disk, are passed over), up to the cap. Returns the rows that are this
-        peer's own, when ``owner`` is its id: the caller admits them."""
-        held = self._held_fps()
-        fresh = (u for u in rows if u.fp not in held and u.fp not in skip)
+        of the hosts it owns kept there, read lazily, up to the cap; ``skip``, those not
+        to take (held here already: :meth:`held_fps`; acknowledged, still on disk).
+        Returns the rows taken: held here now, or, when ``owner`` is this peer's id,
+        this peer's own, which the caller admits. Should reading ``rows`` fail, the
+        owner's URLs stay on disk, to be read again."""
+        fresh = (u for u in rows if u.fp not in skip)
         self._spilled.discard(owner)
-        if owner == self.self_id:
-            taken, more, local = list(fresh), False, []
-        else:
-            room = max(self._hold_cap - self._held.get(owner, 0), 0)
-            taken = list(itertools.islice(fresh, room))
-            more = len(taken) == room and next(fresh, None) is not None
-            local = self.enqueue(taken, now)
+        try:
+            if owner == self.self_id:
+                taken, more = list(fresh), False
+            else:
+                room = max(self._hold_cap - self._held.get(owner, 0), 0)
+                taken = list(itertools.islice(fresh, room))
+                more = len(taken) == room and next(fresh, None) is not None
+        except BaseException:
+            self._spilled.add(owner)
+            raise
+        if owner != self.self_id:
+            self.enqueue(taken, now)
         if more:
             self._spilled.add(owner)  # more than the cap: the rest once it has taken these
         self._spilled_urls = max(self._spilled_urls - len(taken), 0) if self._spilled else 0
-        return taken if owner == self.self_id else local
+        return taken
 
-    def _held_fps(self) -> set[int]:
+    def take_marks(self) -> list[int]:
+        """The URLs kept on disk alone since the last call: the caller marks their rows
+        so (the outbox's index of them is what :meth:`reload`'s rows are read from)."""
+        marks, self._marks = self._marks, []
+        return marks
+
+    def held_fps(self) -> set[int]:
+        """The URLs held here, in memory."""
         fps = {u.fp for box in self._outboxes.values() for u in box.urls}
         fps.update(u.fp for p in self._unacked.values() for u in p.batch.urls)
         return fps

@@ -17,6 +17,18 @@ __all__ = ["OutboxMixin"]
 
 _OUTBOX = "fp, url, host, depth, score, redirects"  # the outbox's columns, as in NewURL
 
+# The hosts of the rows kept on disk alone: a skip scan of their partial index.
+_SPILLED_HOSTS = """
+WITH RECURSIVE spilled(host) AS (
+    SELECT (SELECT host FROM outbox WHERE spilled = 1 ORDER BY host LIMIT 1)
+    UNION ALL
+    SELECT (
+        SELECT host FROM outbox WHERE spilled = 1 AND host > spilled.host ORDER BY host LIMIT 1
+    ) FROM spilled WHERE spilled.host IS NOT NULL
+)
+SELECT host FROM spilled WHERE host IS NOT NULL
+"""
+
 
 class OutboxMixin:
     """The shard's outbox (see the module's docstring)."""
@@ -43,18 +55,32 @@ class OutboxMixin:
             NewURL(int(a), str(b), str(c), int(d), float(e), int(f)) for a, b, c, d, e, f in cur
         ]
 
-    def outbox_hosts(self) -> list[str]:
-        """Every host the outbox holds URLs of."""
-        return [str(h) for (h,) in self._conn.execute("SELECT DISTINCT host FROM outbox")]
+    def outbox_spill(self, fps: Sequence[int]) -> None:
+        """These rows are kept on disk alone (the router holds them no more)."""
+        with self.transaction():
+            self._conn.executemany(
+                "UPDATE outbox SET spilled = 1 WHERE fp = ?", [(fp,) for fp in fps]
+            )
 
-    def outbox_of(self, hosts: Collection[str]) -> Generator[NewURL, None, None]:
-        """The outbox's URLs of ``hosts``, read as they are taken (close the iterator
-        when done with it: it holds a read statement open till then)."""
+    def outbox_unspill(self, fps: Sequence[int]) -> None:
+        """These rows are held in memory again."""
+        with self.transaction():
+            self._conn.executemany(
+                "UPDATE outbox SET spilled = 0 WHERE fp = ? AND spilled = 1", [(fp,) for fp in fps]
+            )
+
+    def outbox_spilled_hosts(self) -> list[str]:
+        """The hosts of the rows kept on disk alone (a seek a host in their index)."""
+        return [str(h) for (h,) in self._conn.execute(_SPILLED_HOSTS)]
+
+    def outbox_spilled_of(self, hosts: Collection[str]) -> Generator[NewURL, None, None]:
+        """The rows of ``hosts`` kept on disk alone, read as they are taken (close the
+        iterator when done with it: it holds a read statement open till then)."""
         if not hosts:
             return
         cur = self._conn.execute(
             f"SELECT {_OUTBOX} FROM outbox "
-            "WHERE host IN (SELECT value FROM json_each(?)) ORDER BY rowid",
+            "WHERE spilled = 1 AND host IN (SELECT value FROM json_each(?))",
             (json.dumps(list(hosts)),),
         )
         try:

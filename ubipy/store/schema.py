@@ -9,7 +9,7 @@ import sqlite3
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 SHARD_FILE = "shard.sqlite3"
 # The peer keeps its id under this key of the meta table (ubipy.peer.ids).
 PEER_ID_META = "peer_id"
@@ -159,6 +159,14 @@ CREATE TABLE IF NOT EXISTS given_up (
 ) WITHOUT ROWID;
 """
 
+# Version 13: outbox rows the router keeps on disk alone (their owner does not answer,
+# or holds its cap in memory), indexed by host to be read back an owner at a time;
+# rows on their way are not in the index, so forwarding pays nothing for it.
+_OUTBOX_SPILLED = """
+ALTER TABLE outbox ADD COLUMN spilled INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS outbox_spilled ON outbox (host) WHERE spilled = 1;
+"""
+
 SCHEMA = (
     """
 CREATE TABLE IF NOT EXISTS meta (
@@ -231,6 +239,7 @@ CREATE TABLE IF NOT EXISTS bodies (
     + _VISIT_TRUNCATED
     + _FRONTIER_DONE
     + _GIVEN_UP
+    + _OUTBOX_SPILLED
 )
 
 
@@ -263,6 +272,8 @@ MIGRATIONS: dict[int, str] = {
     10: "ALTER TABLE outbox ADD COLUMN redirects INTEGER NOT NULL DEFAULT 0;",
     # 11 -> 12: hosts given up, why and when (those given up before are not known).
     11: _GIVEN_UP,
+    # 12 -> 13: outbox rows kept on disk alone (none yet, for an older shard).
+    12: _OUTBOX_SPILLED,
 }
 
 # The order --order other than bfs takes a host's pending URLs in: made only when
