@@ -37,6 +37,16 @@ def test_a_flood_from_one_source_pushes_out_its_own_connections() -> None:
     assert acc.total == 4 and acc.unauthenticated == 3
 
 
+def test_a_flood_from_one_ipv6_64_is_one_source() -> None:
+    acc: Accepted[str] = Accepted(max_total=100, max_unauthenticated=4)
+    acc.admit("member", "2001:db8:1::2")
+    for i in range(50):
+        keep, evicted = acc.admit(f"x{i}", f"2001:db8:6:6::{i + 1:x}")
+        assert keep and "member" not in evicted
+    acc.authenticated("member")
+    assert acc.total == 4 and acc.unauthenticated == 3
+
+
 def test_authenticated_connections_are_capped_as_a_whole() -> None:
     acc: Accepted[int] = Accepted(max_total=3, max_unauthenticated=2)
     for c in range(3):

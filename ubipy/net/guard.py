@@ -80,7 +80,10 @@ class Accepted(Generic[Conn]):
 
     def admit(self, conn: Conn, source: str = "") -> tuple[bool, list[Conn]]:
         """A connection was accepted from ``source``: whether to keep it, and which
-        older ones to close to make room."""
+        older ones to close to make room. Sources count as :func:`source_group` says: a
+        flood from a /64's many addresses, each a source of one, pushed out a member's
+        connection not yet authenticated as readily as its own (a review)."""
+        source = source_group(source)
         if len(self._authenticated) >= self.max_total:
             self.refused += 1
             return False, []
