@@ -118,3 +118,43 @@ async def test_a_part_acknowledged_while_the_next_is_written_is_not_the_whole_ba
         await forwarder.on_url_ack("b", UrlAck((sent[1].id,)), None)  # type: ignore[arg-type]
         assert router.backlog() == 0 and sorted(crawled.forwarded_fps) == list(range(10))
         nursery.cancel_scope.cancel()
+
+
+async def test_parts_of_a_batch_re_routed_are_let_go_at_the_next_acknowledgement(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """b's batch went in parts and b then left the ring: its URLs went to c in a batch
+    of their own. The old parts were let go only once nothing at all was waiting, which
+    URLs kept on disk for a silent owner can put off for hours."""
+    ring = Ring(["a", "b", "c"])
+    host = next(h for h in (f"h{i}.test" for i in range(100)) if ring.owner(h) == "b")
+    urls = [NewURL(fp=i, url=f"http://{host}/{i}", host=host, depth=1) for i in range(10)]
+    router = Router("a", ring, batch_size=len(urls))
+    sent: list[tuple[str, UrlBatch]] = []
+    forwarder: Forwarder
+
+    async def send(address: str, message: Message) -> bool:
+        assert isinstance(message, UrlBatch)
+        if len(message.urls) > 5:
+            raise FrameError("over the cap")
+        sent.append((address, message))
+        return True
+
+    async with trio.open_nursery() as nursery:
+        forwarder = Forwarder(
+            router, cast(Crawler, Crawled()), send, lambda peer: peer, trio.lowlevel.checkpoint
+        )
+        nursery.start_soon(forwarder.run)
+        router.enqueue(urls, 0.0)
+        forwarder.kick()
+        await trio.sleep(0.1)
+        assert [to for to, _ in sent] == ["b", "b"]  # two parts, never answered
+        router.ring_changed(Ring(["a", "c"]), trio.current_time())
+        forwarder.kick()
+        await trio.sleep(1.0)
+        to_c = [m for to, m in sent if to == "c"]
+        assert len(to_c) == 2 and len(forwarder._parts) == 2
+        await forwarder.on_url_ack("c", UrlAck((to_c[0].id,)), None)  # type: ignore[arg-type]
+        assert router.backlog() == 10  # c has not all of its batch yet
+        assert len(forwarder._parts) == 1  # b's are let go, c's stays
+        nursery.cancel_scope.cancel()

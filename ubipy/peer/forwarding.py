@@ -169,11 +169,15 @@ class Forwarder:
             self._done(batch_id)
         if ids and self.router.reloads():
             self._crawler.reload_outbox()  # an owner that answers may take what waits on disk
+        if ids and self._parts:
+            # Parts of batches the router no longer holds (re-routed on a ring change,
+            # never acknowledged) go: kept until the backlog was empty, which URLs
+            # waiting on disk for a silent owner can put off for hours.
+            for whole in [w for w in self._parts if not self.router.holds(w)]:
+                if whole not in self._splitting:
+                    for part in self._parts.pop(whole):
+                        self._part_of.pop(part, None)
         if ids and not self.router.backlog():
-            # Nothing of ours is waiting: parts of batches the router re-routed on a
-            # ring change, never acknowledged, go too.
-            self._parts.clear()
-            self._part_of.clear()
             self.drained.set()
             self.drained = trio.Event()
 

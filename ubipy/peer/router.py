@@ -405,6 +405,10 @@ class Router:
         were kept there: a URL found again meanwhile counts twice, until they are back)."""
         return self._backlog + self._spilled_urls
 
+    def holds(self, batch_id: int) -> bool:
+        """Whether the batch is still waiting for its owner's acknowledgement here."""
+        return batch_id in self._unacked
+
     def held(self, owner: str | None = None) -> int:
         """URLs waiting here in memory, for ``owner`` or for all (the rest of the
         backlog is on disk alone)."""
