@@ -47,3 +47,21 @@ def test_marks_survive_a_restart(tmp_path: Path) -> None:
         assert [u.fp for u in shard.outbox_spilled_of(["a.test", "b.test"])] == [2]
     finally:
         shard.close()
+
+
+def test_the_outbox_is_read_a_chunk_at_a_time(tmp_path: Path) -> None:
+    """A restart reads an outbox of millions (kept for a silent owner) in chunks, not
+    into memory at once; fingerprints span the signed 64-bit range."""
+    shard = Shard.open(tmp_path)
+    try:
+        fps = [-(2**63), -5, 0, 3, 7, 11, 2**63 - 1, 12, 13, 14]
+        shard.outbox_add([_url(fp, "a.test") for fp in fps])
+        chunks = shard.outbox_chunks(size=3)
+        first = next(chunks)
+        assert [u.fp for u in first] == [-(2**63), -5, 0]
+        shard.outbox_remove([11])  # gone before its chunk is read: not read
+        rest = [u.fp for chunk in chunks for u in chunk]
+        assert rest == [3, 7, 12, 13, 14, 2**63 - 1]
+        assert [len(c) for c in shard.outbox_chunks(size=3)] == [3, 3, 3]
+    finally:
+        shard.close()

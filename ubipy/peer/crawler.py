@@ -183,9 +183,10 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         # a full disk, wait for the committer's next try (raised, the peer failed to
         # start, with a traceback).
         now = trio.current_time()
-        if self.router is not None and (local := self.router.enqueue(self._refilter.outbox(), now)):
-            self._come_home.extend(local)
-            self._admit_come_home()
+        if self.router is not None:
+            for chunk in self._refilter.outbox():  # a chunk at a time: it may hold millions
+                self._come_home.extend(self.router.enqueue(chunk, now))
+                self._admit_come_home()
         if loaded:
             log.info("resumed: %d seen URLs, %d pending", loaded, self._pending)
 

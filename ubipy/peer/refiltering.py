@@ -25,7 +25,7 @@ are found, not one of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 
 from ubipy.fetch import Entry, UrlFilter
 from ubipy.peer.commits import Commits
@@ -117,12 +117,13 @@ class Refilter:
                 self._stats.filtered[why] += 1
         return out
 
-    def outbox(self) -> list[NewURL]:
-        """The forwards an earlier run left unsent, less those the filters drop: these
-        leave the outbox."""
-        waiting = self._shard.outbox()
-        kept = self.kept(waiting)
-        if len(kept) < len(waiting):
-            left = {u.fp for u in kept}
-            self._shard.outbox_remove([u.fp for u in waiting if u.fp not in left])
-        return kept
+    def outbox(self) -> Iterator[list[NewURL]]:
+        """The forwards an earlier run left unsent, less those the filters drop (these
+        leave the outbox), a chunk at a time: all at once, an outbox of millions kept
+        for a silent owner was all in memory at the next start."""
+        for waiting in self._shard.outbox_chunks():
+            kept = self.kept(waiting)
+            if len(kept) < len(waiting):
+                left = {u.fp for u in kept}
+                self._shard.outbox_remove([u.fp for u in waiting if u.fp not in left])
+            yield kept

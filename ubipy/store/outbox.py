@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Collection, Generator, Sequence
+from collections.abc import Collection, Generator, Iterator, Sequence
 from contextlib import AbstractContextManager
 
 from ubipy.store.rows import NewURL
@@ -50,10 +50,27 @@ class OutboxMixin:
             self._conn.executemany("DELETE FROM outbox WHERE fp = ?", [(fp,) for fp in fps])
 
     def outbox(self) -> list[NewURL]:
-        cur = self._conn.execute(f"SELECT {_OUTBOX} FROM outbox ORDER BY rowid")
-        return [
-            NewURL(int(a), str(b), str(c), int(d), float(e), int(f)) for a, b, c, d, e, f in cur
-        ]
+        return [u for chunk in self.outbox_chunks() for u in chunk]
+
+    def outbox_chunks(self, size: int = 10_000) -> Iterator[list[NewURL]]:
+        """Every row, ``size`` at a time (an outbox kept for an owner that did not answer
+        may hold millions); rows removed meanwhile are not read again."""
+        after, first = -(2**63), True  # fingerprints are signed 64-bit
+        while True:
+            cur = self._conn.execute(
+                f"SELECT {_OUTBOX} FROM outbox WHERE fp {'>=' if first else '>'} ? "
+                "ORDER BY fp LIMIT ?",
+                (after, size),
+            )
+            first = False
+            chunk = [
+                NewURL(int(a), str(b), str(c), int(d), float(e), int(f)) for a, b, c, d, e, f in cur
+            ]
+            if chunk:
+                yield chunk
+            if len(chunk) < size:
+                return
+            after = chunk[-1].fp
 
     def outbox_spill(self, fps: Sequence[int]) -> None:
         """These rows are kept on disk alone (the router holds them no more)."""
