@@ -129,6 +129,34 @@ async def test_urls_a_ring_change_makes_ours_wait_for_a_shard_that_refuses_write
     shard.close()
 
 
+async def test_urls_come_home_that_the_ring_gives_back_before_they_are_admitted_go_on(
+    tmp_path: Path,
+) -> None:
+    """URLs a ring change made ours waited for a full disk, and the ring gave their
+    host back to its owner meanwhile: admitted at last, they were foreign again, taken
+    for links just forwarded there (the router's recent cache), and dropped with their
+    outbox rows: lost (a review)."""
+    ring = Ring(["me", "other"])
+    theirs = next(h for h in (f"h{i}.test" for i in range(100)) if ring.owner(h) == "other")
+    urls = [
+        NewURL(fingerprint(u), u, theirs, 1) for u in (f"http://{theirs}/a", f"http://{theirs}/b")
+    ]
+    shard = Shard.open(tmp_path)
+    shard.outbox_add(urls)
+    router = Router("me", ring)
+    async with httpx2.AsyncClient() as client:
+        crawler = Crawler(CrawlConfig(data_dir=tmp_path), shard, client, router)
+        assert router.enqueue(urls, 0.0) == []  # waiting to be sent to "other"
+        shard._conn.execute("PRAGMA query_only = ON")
+        crawler.ring_changed(Ring(["me"]))  # ours, waiting for the shard
+        crawler.ring_changed(ring)  # "other" is back
+        shard._conn.execute("PRAGMA query_only = OFF")
+        assert crawler._flush()
+    assert shard.pending_count(theirs) == 0 and sorted(shard.outbox()) == sorted(urls)
+    assert router.backlog() == 2  # on their way to "other" again
+    shard.close()
+
+
 async def test_a_host_taken_over_waits_its_whole_delay_whatever_the_clocks(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:

@@ -239,11 +239,14 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         self.scheduler.release()
         self._wakeup.set()
 
-    def _place(self, candidates: Sequence[NewURL]) -> tuple[list[FrontierRow], list[NewURL]]:
-        """Inside a transaction: admit this peer's URLs, keep the others' in the outbox."""
+    def _place(
+        self, candidates: Sequence[NewURL], *, again: bool = False
+    ) -> tuple[list[FrontierRow], list[NewURL]]:
+        """Inside a transaction: admit this peer's URLs, keep the others' in the outbox
+        (``again``: they come out of it, see :meth:`Router.split`)."""
         if self.router is None:
             return self.admission.admit(candidates), []
-        local, foreign = self.router.split(candidates)
+        local, foreign = self.router.split(candidates, again=again)
         if foreign:
             self._shard.outbox_add(foreign)
         return self.admission.admit(local), foreign
@@ -257,7 +260,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
                     keep_scope(self._shard, self.scope)
                 if drop_from_outbox:
                     self._shard.outbox_remove([c.fp for c in candidates])
-                rows, foreign = self._place(self._refilter.kept(candidates))
+                kept = self._refilter.kept(candidates)
+                rows, foreign = self._place(kept, again=drop_from_outbox)
         except StorageError as exc:
             self.admission.rollback()
             # Seeds widened the scope in memory: the next SCOPE frame saves it.

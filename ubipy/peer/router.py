@@ -168,11 +168,16 @@ class Router:
     def owner(self, host: str) -> str:
         return self._placement.owner(host)
 
-    def split(self, urls: Iterable[NewURL]) -> tuple[list[NewURL], list[NewURL]]:
-        """(local, foreign): foreign URLs recently forwarded are dropped here."""
+    def split(
+        self, urls: Iterable[NewURL], *, again: bool = False
+    ) -> tuple[list[NewURL], list[NewURL]]:
+        """(local, foreign): foreign URLs recently forwarded are dropped here, unless
+        ``again``: URLs out of the outbox (come home by a ring change, then given back
+        by another before they were admitted), which the owner may never have had: as
+        recent repeats, they were dropped with their rows (a review)."""
         local: list[NewURL] = []
         foreign: list[NewURL] = []
-        recent = self._recent
+        recent: OrderedDict[int, str] = OrderedDict() if again else self._recent
         for u in urls:
             owner = self._placement.owner(u.host)
             if owner == self.self_id:
