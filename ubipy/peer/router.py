@@ -25,9 +25,8 @@ alone ("spilled": the caller marks their rows so, ``take_marks``), and come back
 (``reloads``, ``reload``) once it answers and has taken half of what it held. Held
 in memory, a member whose disk refused writes for an hour cost every other peer its
 share of an hour's links, and the links found again past the recent cache once more
-each (a review): memory without bound. The price: a
-URL found again with OPIC cash while its owner's URLs are on disk alone brings none
-(its row keeps the first find's).
+each (a review): memory without bound. The price: a URL found again with OPIC cash
+while its owner's URLs are on disk alone brings none (its row keeps the first find's).
 
 Pure: no I/O, no clock; the peer passes ``now`` in and sends what comes out.
 """
