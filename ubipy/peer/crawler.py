@@ -115,7 +115,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         self._scope_unsaved = False
         self._come_home: list[NewURL] = []
         self._come_home_waits = False  # their failure to be written was said
-        self._reload_waits = False
+        self._reload_waits = self._reload_failing = False
         self._spill_marks: list[int] = []
         filters = self.scope.filters
         self._refilter = Refilter(filters, shard, self._commits, self.stats)

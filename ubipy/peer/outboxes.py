@@ -37,6 +37,7 @@ class OutboxesMixin:
     _come_home: list[NewURL]
     _come_home_waits: bool
     _reload_waits: bool  # reading the outbox back failed: the committer tries again
+    _reload_failing: bool  # and that was said
     _spill_marks: list[int]
     _commits: Commits
     _redirects: RedirectChains
@@ -88,14 +89,16 @@ class OutboxesMixin:
                     self._come_home.extend(taken)
                 back += [u.fp for u in taken]
         except sqlite3.Error as exc:
-            log.warning("cannot read the outbox back: %s", exc)
+            if not self._reload_failing:  # said once a failure, not at every try
+                log.warning("cannot read the outbox back (tried again): %s", exc)
+            self._reload_failing = True
             self._to_write.set()  # the committer tries again
             return
         finally:
             # Rows left marked are read again, and passed over while held: no harm.
             with contextlib.suppress(StorageError):
                 self._shard.outbox_unspill(back)
-        self._reload_waits = False
+        self._reload_waits = self._reload_failing = False
         self._admit_come_home()
         self.on_forward()
 

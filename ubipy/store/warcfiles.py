@@ -13,6 +13,7 @@ the mark, so the next commit writes the batch again where it was: no duplicate, 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -177,7 +178,11 @@ class WarcFiles:
         self._serial = 0
         self._fd: int | None = None
         self._name: str | None = None
-        self._listed: str | None = None  # the file whose directory entry was synced
+        # Changes to the directory's entries (a file made, renamed, left open by a failed
+        # close) and how many of them the last directory sync covered: counted, as a
+        # sync in another thread may overlap the next change.
+        self._entries = self._entries_synced = 0
+        self._dir_made_synced = False  # the directory's own entry, in the data dir
         # Files whose close failed: left open on disk (closed at the next start), their
         # records synced by each sync until one succeeds.
         self._unclosed: list[Path] = []
@@ -221,6 +226,7 @@ class WarcFiles:
             path.unlink(missing_ok=True)
             raise _Refused(f"{path}: cannot write: {exc.strerror or exc}") from exc
         self._fd, self._name = fd, name
+        self._entries += 1
         self._committed = self._size = len(info)
         self._opened_at = time.monotonic()
 
@@ -256,9 +262,10 @@ class WarcFiles:
 
     def sync(self) -> None:
         """Put the open file's records on disk, through a machine's crash (what a
-        commit wrote of them; buffered records are not committed yet), and those of
-        files whose close failed. Safe in another thread: a file closed meanwhile was
-        synced by its close. Raises StorageError."""
+        commit wrote of them; buffered records are not committed yet), those of files
+        whose close failed, and the directory's entries for them. Safe in another thread:
+        a file closed meanwhile was synced by its close. Raises StorageError."""
+        entries = self._entries
         for path in list(self._unclosed):
             try:
                 with path.open("rb") as f:
@@ -267,24 +274,27 @@ class WarcFiles:
                 pass
             except OSError as exc:
                 raise StorageError(f"{path}: cannot sync: {exc.strerror or exc}") from exc
-            self._unclosed.remove(path)
+            with contextlib.suppress(ValueError):  # another sync took it meanwhile
+                self._unclosed.remove(path)
         fd, name = self._fd, self._name
-        if fd is None:
-            return
-        try:
-            os.fsync(fd)
-            if self._listed != name:
-                # Its records synced under a name an OS crash could still lose: the
-                # directory's entry too, and the first time the directory's own.
-                if self._listed is None:
+        if fd is not None:
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                if self._fd == fd:  # else closed meanwhile (its number another file's now)
+                    path = self.directory / f"{name}{OPEN_SUFFIX}"
+                    raise StorageError(f"{path}: cannot sync: {exc.strerror or exc}") from exc
+        if entries != self._entries_synced:
+            # Records synced under a name an OS crash could still lose: the directory's
+            # entries too, and the first time the directory's own.
+            try:
+                if not self._dir_made_synced:
                     sync_directory(self.directory.parent)
+                    self._dir_made_synced = True
                 sync_directory(self.directory)
-                self._listed = name
-        except OSError as exc:
-            if self._fd != fd:
-                return  # closed meanwhile (its number may be another file's now)
-            path = self.directory / f"{name}{OPEN_SUFFIX}"
-            raise StorageError(f"{path}: cannot sync: {exc.strerror or exc}") from exc
+            except OSError as exc:
+                raise StorageError(f"{self.directory}: cannot sync: {exc.strerror or exc}") from exc
+            self._entries_synced = max(self._entries_synced, entries)
 
     def rollback(self) -> None:
         """The shard refused the commit: the file goes back to its last committed end."""
@@ -297,6 +307,8 @@ class WarcFiles:
                 # The next commit's records would land after the stray ones: close
                 # the file here instead (recovery cuts it back at the next start).
                 log.error("warc: cannot cut %s back: %s; starting a new file", self._path, exc)
+                # What earlier commits wrote in it still counts: later syncs take it.
+                self._unclosed.append(self._path)
                 os.close(self._fd)
                 self._fd = self._name = None
 
@@ -328,6 +340,7 @@ class WarcFiles:
             # pending again, were fetched and archived twice (a review).
             self._shard_synced()
             final = close_file(path)
+            self._entries += 1  # renamed
         except (OSError, StorageError) as exc:
             log.error("warc: cannot close %s: %s (closed at the next start)", path, exc)
             # Its records still count (the shard's rows point into it), and a later sync
