@@ -169,3 +169,21 @@ def test_a_revisit_a_receiver_would_refuse_cannot_be_made() -> None:
         Revisit("http://a.test/", 0, 1, 2, 0.0, NOW, NOW)
     with pytest.raises(WireError):
         Revisit("http://a.test/", 0, 1, 0, 0.0, math.nan, NOW)
+
+
+def test_a_seeded_hosts_first_lookup_goes_to_the_wire_and_back() -> None:
+    """Sent only for a seed's host looked up here (an empty list: it allowed nothing);
+    a peer of an earlier version leaves the field, and one that sends none is read as
+    none."""
+    looked = Handoff(7, "a.test", (), (), None, (), ("10.0.0.5", "fd00::1"))
+    assert looked.to_wire()["seed_lookup"] == ["10.0.0.5", "fd00::1"]
+    assert read_both_ways(FrameType.HANDOFF, looked.to_wire()) == (looked, looked)
+    public = Handoff(7, "a.test", (), (), None, (), ())
+    assert decode(FrameType.HANDOFF, public.to_wire()) == public
+    assert "seed_lookup" not in Handoff(7, "a.test", (), (), None).to_wire()
+
+
+@pytest.mark.parametrize("bad", ["10.0.0.5", ["no.address"], ["FD00::1"], ["10.0.0.5"] * 65, [5]])
+def test_a_seed_lookup_of_anything_but_a_few_addresses_is_refused(bad: Any) -> None:
+    with pytest.raises(WireError):
+        decode(FrameType.HANDOFF, _frame_with({"seed_lookup": bad}))

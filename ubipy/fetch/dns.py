@@ -363,6 +363,19 @@ class Resolver:
             self._exempt[host] = allowed
         return bool(allowed)
 
+    def first_lookup(self, host: str) -> frozenset[str] | None:
+        """What ``host``'s first lookup as a seed's allowed here (None: none yet)."""
+        return self._exempt.get(host, frozenset()) if host in self._seeds_seen else None
+
+    def adopt(self, host: str, allowed: frozenset[str]) -> None:
+        """``host`` comes from a peer whose first lookup of it as a seed's allowed
+        ``allowed``: that lookup is the first, whatever one here said since."""
+        self._seeds_seen.add(host)
+        if allowed:
+            self._exempt[host] = allowed
+        else:
+            self._exempt.pop(host, None)
+
     def remember(self, first: Mapping[str, frozenset[str]]) -> None:
         """Seeds' hosts an earlier run looked up first, and what that allowed: a seeded
         name of public address rebound to 127.0.0.1 was allowed at the first lookup

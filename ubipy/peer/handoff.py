@@ -443,6 +443,8 @@ class Handoff:
                 await trio.sleep(crawler.config.store.storage_retry)
         pending, done, mark = state
         revisits = revisits_to_wire(crawler.revisits_of(host))  # one run a frame
+        lookup = crawler.seed_lookup_of(host)
+        seed_lookup = None if lookup is None else tuple(sorted(lookup))
         address = self._address_of(owner)
         if address is None:
             return False
@@ -462,7 +464,7 @@ class Handoff:
             last_mark = None if mark is None or i < chunks - 1 else mark_to_wire(mark)
             run = revisits[i] if i < len(revisits) else ()
             # Each try takes an id of its own (set by _deliver).
-            frame = HandoffFrame(0, host, urls, chunk_done, last_mark, run)
+            frame = HandoffFrame(0, host, urls, chunk_done, last_mark, run, seed_lookup)
             if not await self._deliver(address, frame):
                 # Refused (the owner is leaving too, or its ring lags) or unanswered.
                 log.info("hand-off of %s to %s not taken; kept", host, owner)
@@ -569,6 +571,8 @@ class Handoff:
         pending = url_items(handoff.pending, host=host)
         mark = None if handoff.mark is None else mark_from_wire(handoff.mark)
         revisits = revisits_from_wire(handoff.revisits, host)
+        if handoff.seed_lookup is not None:
+            self._crawler.adopt_seed_lookup(host, frozenset(handoff.seed_lookup))
         self._crawler.take_over(host, pending, list(handoff.done), mark, revisits)
         self.stats.urls_in += len(pending)
         if mark is not None:

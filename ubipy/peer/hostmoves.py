@@ -24,6 +24,7 @@ from ubipy.fetch import HostRobots, Scheduler, retry_delay
 from ubipy.peer.commits import Commits
 from ubipy.peer.giveups import TRIED_AGAIN
 from ubipy.peer.refreshing import Refresher
+from ubipy.peer.resolving import ResolveStage
 from ubipy.peer.wakeup import Wakeup
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, RefreshRow, Shard
 from ubipy.wire import DEFAULT_MAX_SKEW, MAX_MARK_DELAY
@@ -47,6 +48,7 @@ class HostMovesMixin:
     _idle: trio.Event
     _wakeup: Wakeup
     on_taken: Callable[[str, Sequence[int], HostMark | None], None]
+    dns: ResolveStage | None
 
     def _flush(self) -> bool:
         raise NotImplementedError
@@ -66,6 +68,18 @@ class HostMovesMixin:
         # Rows closed with the host given up go as pending: its new owner tries it
         # afresh (as fetched, they were lost, and so was their revival: a review).
         return self._shard.host_state(host, TRIED_AGAIN)
+
+    def seed_lookup_of(self, host: str) -> frozenset[str] | None:
+        """What the host's first lookup as a seed's allowed here (None: none), for its
+        new owner, which takes it as the first."""
+        return None if self.dns is None else self.dns.resolver.first_lookup(host)
+
+    def adopt_seed_lookup(self, host: str, allowed: frozenset[str]) -> None:
+        """The host's previous owner looked it up first, as a seed's; raises
+        StorageError if that could not be kept."""
+        if self.dns is not None:
+            self._shard.save_seed_lookup(host, allowed)
+            self.dns.resolver.adopt(host, allowed)
 
     def revisits_of(self, host: str) -> list[RefreshRow]:
         """Under --recrawl, the revisit state of the host's pages, for its new owner."""

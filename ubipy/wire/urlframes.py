@@ -10,6 +10,7 @@ Checked here: shape and types, as in :mod:`ubipy.wire.payloads`.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from dataclasses import dataclass
 from typing import ClassVar, Final, TypeAlias
@@ -153,6 +154,31 @@ class Mark:
 
 def _mark(obj: object) -> Mark | None:
     return None if obj is None else Mark.from_wire(obj)
+
+
+# A host's first lookup as a seed allowed at most this many addresses (a name has few).
+MAX_SEED_ADDRESSES: Final = 64
+
+
+def _seed_lookup(obj: object) -> tuple[str, ...] | None:
+    """None (the host was not looked up as a seed's), or the addresses its first lookup
+    allowed: each an IP address, written as Python writes it."""
+    if obj is None:
+        return None
+    items = _list(obj, "a seed lookup")
+    if len(items) > MAX_SEED_ADDRESSES:
+        raise WireError(f"a seed lookup of more than {MAX_SEED_ADDRESSES} addresses")
+    addresses = []
+    for item in items:
+        text = _str(item, "a seed lookup's address")
+        try:
+            address = str(ipaddress.ip_address(text))
+        except ValueError:
+            raise WireError(f"a seed lookup's address is no IP address: {text[:64]!r}") from None
+        if address != text:
+            raise WireError(f"a seed lookup's address not written as {address}")
+        addresses.append(address)
+    return tuple(addresses)
 
 
 def _text(obj: object, what: str, most: int) -> str | None:
@@ -351,6 +377,10 @@ class Handoff:
     done: tuple[int, ...]
     mark: Mark | None = None
     revisits: tuple[Revisit, ...] = ()
+    # The addresses the host's first lookup as a seed's allowed (None: not a seed's, or
+    # not looked up yet): looked up afresh by its new owner, a seeded name of public
+    # address rebound to 127.0.0.1 meanwhile was allowed there (a review).
+    seed_lookup: tuple[str, ...] | None = None
 
     def to_wire(self) -> dict[str, object]:
         _most(self.done, "done fingerprints")
@@ -366,6 +396,8 @@ class Handoff:
         if self.revisits:
             _most(self.revisits, "a hand-off's revisits")
             wire["revisits"] = [r.to_wire() for r in self.revisits]
+        if self.seed_lookup is not None:  # likewise
+            wire["seed_lookup"] = list(self.seed_lookup)
         return wire
 
     @classmethod
@@ -379,6 +411,7 @@ class Handoff:
             _fingerprints(payload.get("done"), "done fingerprints"),
             _mark(payload.get("mark")),
             tuple([Revisit.from_wire(r) for r in revisits]),
+            _seed_lookup(payload.get("seed_lookup")),
         )
 
 
