@@ -20,7 +20,7 @@ import trio.testing
 from tests.peer.test_handoff import host_owned
 from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig
 from ubipy.errors import FrameError, WireError
-from ubipy.fetch import fingerprint
+from ubipy.fetch import Resolver, fingerprint
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.handoff import Handoff
 from ubipy.peer.refreshing import Refresher
@@ -49,8 +49,11 @@ def _refuse(request: httpx2.Request) -> httpx2.Response:
 
 
 @asynccontextmanager
-async def crawler_at(tmp: Path, *, recrawl: bool = True) -> AsyncIterator[Crawler]:
-    """A crawler that is never run, under --recrawl unless told otherwise."""
+async def crawler_at(
+    tmp: Path, *, recrawl: bool = True, resolver: Resolver | None = None
+) -> AsyncIterator[Crawler]:
+    """A crawler that is never run, under --recrawl unless told otherwise (looking
+    names up in a stage of their own with ``resolver``)."""
     shard = Shard.open(tmp)
     config = CrawlConfig(
         data_dir=tmp,
@@ -59,7 +62,7 @@ async def crawler_at(tmp: Path, *, recrawl: bool = True) -> AsyncIterator[Crawle
     )
     async with httpx2.AsyncClient(transport=httpx2.MockTransport(_refuse)) as client:
         try:
-            yield Crawler(config, shard, client)
+            yield Crawler(config, shard, client, resolver=resolver)
         finally:
             shard.close()
 
@@ -83,6 +86,12 @@ async def _hand_over(
     assert a.refresher is not None
     a._shard.take_done(HOST, [r.fp for r in rows])
     a.refresher.adopt(rows)
+    return await hand_over(a, b)
+
+
+async def hand_over(a: Crawler, b: Crawler) -> tuple[list[HandoffFrame], Handoff]:
+    """``a`` hands the hosts it holds to ``b`` (its ring grows from a alone to a and b),
+    each frame through the wire's encoding; returns the frames and ``b``'s side."""
     frames: list[HandoffFrame] = []
     swept = trio.Event()
     writer = FrameWriter(secret_from("x"), "a")

@@ -98,13 +98,9 @@ async def test_a_host_taken_over_keeps_a_page_fetched_but_not_committed(tmp_path
         assert c._shard.pending_count("a.test") == 0 and c.pending == 0
 
 
-async def test_urls_a_ring_change_makes_ours_wait_for_a_shard_that_refuses_writes(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """URLs waiting for another peer become this one's when the ring drops it; admitting
-    them on a full disk raised out of the gossip loop and ended the peer (found by a
-    review). They wait, said once (it was at every try), and are admitted at the next
-    flush that works."""
+def _waiting_for_other(tmp_path: Path) -> tuple[Ring, str, list[NewURL], Shard, Router]:
+    """Two URLs of a host "other" owns, in the outbox of "me": the ring, the host, the
+    URLs, the shard and the router."""
     ring = Ring(["me", "other"])
     theirs = next(h for h in (f"h{i}.test" for i in range(100)) if ring.owner(h) == "other")
     urls = [
@@ -112,7 +108,17 @@ async def test_urls_a_ring_change_makes_ours_wait_for_a_shard_that_refuses_write
     ]
     shard = Shard.open(tmp_path)
     shard.outbox_add(urls)
-    router = Router("me", ring)
+    return ring, theirs, urls, shard, Router("me", ring)
+
+
+async def test_urls_a_ring_change_makes_ours_wait_for_a_shard_that_refuses_writes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """URLs waiting for another peer become this one's when the ring drops it; admitting
+    them on a full disk raised out of the gossip loop and ended the peer (found by a
+    review). They wait, said once (it was at every try), and are admitted at the next
+    flush that works."""
+    _, theirs, urls, shard, router = _waiting_for_other(tmp_path)
     async with httpx2.AsyncClient() as client:
         crawler = Crawler(CrawlConfig(data_dir=tmp_path), shard, client, router)
         assert router.enqueue(urls, 0.0) == []  # waiting to be sent to "other"
@@ -136,14 +142,7 @@ async def test_urls_come_home_that_the_ring_gives_back_before_they_are_admitted_
     host back to its owner meanwhile: admitted at last, they were foreign again, taken
     for links just forwarded there (the router's recent cache), and dropped with their
     outbox rows: lost (a review)."""
-    ring = Ring(["me", "other"])
-    theirs = next(h for h in (f"h{i}.test" for i in range(100)) if ring.owner(h) == "other")
-    urls = [
-        NewURL(fingerprint(u), u, theirs, 1) for u in (f"http://{theirs}/a", f"http://{theirs}/b")
-    ]
-    shard = Shard.open(tmp_path)
-    shard.outbox_add(urls)
-    router = Router("me", ring)
+    ring, theirs, urls, shard, router = _waiting_for_other(tmp_path)
     async with httpx2.AsyncClient() as client:
         crawler = Crawler(CrawlConfig(data_dir=tmp_path), shard, client, router)
         assert router.enqueue(urls, 0.0) == []  # waiting to be sent to "other"

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.crawling import crawl_until_idle, recrawl_for
+from tests.store.fsyncs import record_fsyncs
 from tests.store.warcs import pywb_cdxj
 from ubipy.cli import main
 from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
@@ -1210,14 +1211,8 @@ def test_a_sync_puts_the_open_warc_files_records_on_disk_before_the_wal(
     shard = Shard.open(tmp_path, warc_size=1 << 20)
     with shard.transaction():
         shard.record_pages([_page(1, b"<p>one</p>")])
-    synced: list[str] = []
     real = os.fsync
-
-    def fsync(fd: int) -> None:
-        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+    synced = record_fsyncs(monkeypatch)
     shard.sync()
     (open_file,) = (tmp_path / "warc").glob("*.open")
     assert synced[0] == open_file.name and synced[-1] == SHARD_FILE + "-wal"
@@ -1255,20 +1250,12 @@ def test_a_file_whose_close_failed_is_synced_by_the_next_sync(
     with shard.transaction():
         shard.record_pages([_page(9, b"<p>x</p>" * 300)])
     left, _ = sorted((tmp_path / "warc").glob("*.open"))  # the failed one, the new one
-    synced: list[str] = []
-    real = os.fsync
-
-    def fsync(fd: int) -> None:
-        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+    synced = record_fsyncs(monkeypatch)
     shard.sync()
     assert left.name in synced
     synced.clear()
     shard.sync()
     assert left.name not in synced  # once is enough
-    monkeypatch.setattr(os, "fsync", real)
     shard.close()
 
 

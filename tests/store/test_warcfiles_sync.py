@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.store.fsyncs import record_fsyncs
 from ubipy.errors import StorageError
 from ubipy.store import warcfiles
 from ubipy.store.warcfiles import WarcFiles
@@ -30,15 +31,7 @@ def _files(data: Path, **options: object) -> WarcFiles:
 @pytest.fixture
 def synced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of what is fsynced, files and directories, in order."""
-    names: list[str] = []
-    real = os.fsync
-
-    def fsync(fd: int) -> None:
-        names.append(Path(os.readlink(f"/proc/self/fd/{fd}")).name)
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    return names
+    return record_fsyncs(monkeypatch)
 
 
 def test_a_file_made_and_closed_between_two_syncs_has_its_name_synced(
