@@ -116,6 +116,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         self._come_home: list[NewURL] = []
         self._come_home_waits = False  # their failure to be written was said
         self._reload_waits = self._reload_failing = False
+        self._outbox_unread = False
         self._spill_marks: list[int] = []
         filters = self.scope.filters
         self._refilter = Refilter(filters, shard, self._commits, self.stats)
@@ -182,11 +183,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         # here are admitted (left in the outbox, nothing would ever send them), or, on
         # a full disk, wait for the committer's next try (raised, the peer failed to
         # start, with a traceback).
-        now = trio.current_time()
         if self.router is not None:
-            for chunk in self._refilter.outbox():  # a chunk at a time: it may hold millions
-                self._come_home.extend(self.router.enqueue(chunk, now))
-                self._admit_come_home()
+            self._read_outbox()
         if loaded:
             log.info("resumed: %d seen URLs, %d pending", loaded, self._pending)
 

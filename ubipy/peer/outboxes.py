@@ -18,6 +18,7 @@ import trio
 from ubipy.errors import StorageError
 from ubipy.peer.commits import Commits
 from ubipy.peer.reading import RedirectChains
+from ubipy.peer.refiltering import Refilter
 from ubipy.peer.router import Router
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Placement
@@ -39,6 +40,8 @@ class OutboxesMixin:
     _reload_waits: bool  # reading the outbox back failed: the committer tries again
     _reload_failing: bool  # and that was said
     _spill_marks: list[int]
+    _outbox_unread: bool  # a full disk stopped reading it at the start
+    _refilter: Refilter
     _commits: Commits
     _redirects: RedirectChains
     _to_write: Wakeup
@@ -116,6 +119,22 @@ class OutboxesMixin:
         self._spill_marks = []
         return True
 
+    def _read_outbox(self) -> None:
+        """The outbox an earlier run left, a chunk at a time (it may hold millions):
+        each URL routed, or admitted if it is this peer's own now. While the shard
+        refuses writes, the rest stay on disk, read once what waits is admitted."""
+        router = self.router
+        assert router is not None
+        self._outbox_unread = False
+        held = router.held_fps()  # read before a full disk stopped the reading
+        for chunk in self._refilter.outbox():
+            fresh = [u for u in chunk if u.fp not in held]
+            self._come_home.extend(router.enqueue(fresh, trio.current_time()))
+            self._admit_come_home()
+            if self._come_home_waits:
+                self._outbox_unread = True
+                return
+
     def _admit_come_home(self) -> None:
         """Admit the URLs a ring change made this peer's own, out of the outbox; while
         the shard refuses writes they wait here, for the next flush (a peer died of it
@@ -132,6 +151,8 @@ class OutboxesMixin:
             return
         self._redirects.carried(self._come_home)  # an earlier run's outbox's, after a start
         self._come_home, self._come_home_waits = [], False
+        if self._outbox_unread:
+            self._read_outbox()
 
     def forwarded(self, fps: Iterable[int]) -> None:
         """An owner acknowledged these forwarded URLs: their outbox rows can go."""

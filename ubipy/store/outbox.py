@@ -16,6 +16,8 @@ from ubipy.store.rows import NewURL
 __all__ = ["OutboxMixin"]
 
 _OUTBOX = "fp, url, host, depth, score, redirects"  # the outbox's columns, as in NewURL
+# Rows read at a time when the whole outbox is read (at a start).
+CHUNK = 10_000
 
 # The hosts of the rows kept on disk alone: a skip scan of their partial index.
 _SPILLED_HOSTS = """
@@ -52,9 +54,11 @@ class OutboxMixin:
     def outbox(self) -> list[NewURL]:
         return [u for chunk in self.outbox_chunks() for u in chunk]
 
-    def outbox_chunks(self, size: int = 10_000) -> Iterator[list[NewURL]]:
-        """Every row, ``size`` at a time (an outbox kept for an owner that did not answer
-        may hold millions); rows removed meanwhile are not read again."""
+    def outbox_chunks(self, size: int | None = None) -> Iterator[list[NewURL]]:
+        """Every row, ``size`` (:data:`CHUNK`) at a time (an outbox kept for an owner
+        that did not answer may hold millions); rows removed meanwhile are not read
+        again."""
+        size = size or CHUNK
         after, first = -(2**63), True  # fingerprints are signed 64-bit
         while True:
             cur = self._conn.execute(
