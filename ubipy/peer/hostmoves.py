@@ -75,11 +75,11 @@ class HostMovesMixin:
         return None if self.dns is None else self.dns.resolver.first_lookup(host)
 
     def adopt_seed_lookup(self, host: str, allowed: frozenset[str]) -> None:
-        """The host's previous owner looked it up first, as a seed's; raises
+        """The host's previous owner looked it up first, as a seed's (a host no seed
+        here is on gets nothing of it: a peer's word alone allows no address); raises
         StorageError if that could not be kept."""
-        if self.dns is not None:
-            self._shard.save_seed_lookup(host, allowed)
-            self.dns.resolver.adopt(host, allowed)
+        if self.dns is not None and self.dns.seeded(host):
+            self._shard.save_seed_lookup(host, self.dns.resolver.adopt(host, allowed))
 
     def revisits_of(self, host: str) -> list[RefreshRow]:
         """Under --recrawl, the revisit state of the host's pages, for its new owner."""

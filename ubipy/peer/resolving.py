@@ -68,7 +68,7 @@ class ResolveStage:
         self._scheduler = scheduler
         self._commits = commits
         self._wake, self._flush = wake
-        self._seeded = seeded
+        self.seeded = seeded  # whether a seed is on a host
         self.stats = DnsStats()
         self._nursery: trio.Nursery | None = None
 
@@ -117,7 +117,7 @@ class ResolveStage:
             if next(_UNEXPECTED) % 1000 == 0:
                 log.warning("%s: its lookup failed: %r", host, exc)
             answer = Lookup((), DnsFailure.TEMPORARY)
-        if self._seeded(host) and self.resolver.exempt(host, answer):
+        if self.seeded(host) and self.resolver.exempt(host, answer):
             # The user named this host on a private address: it is theirs to crawl.
             answer = await self.resolver.resolve(host)  # from the cache
         self._keep_first_lookups()
