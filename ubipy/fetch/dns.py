@@ -368,21 +368,17 @@ class Resolver:
         return self._exempt.get(host, frozenset()) if host in self._seeds_seen else None
 
     def adopt(self, host: str, allowed: frozenset[str]) -> frozenset[str]:
-        """``host`` (a seed's) comes from a peer whose first lookup of it allowed
-        ``allowed``: it counts as a first lookup here, and only what both allowed stays
-        allowed, should this peer have looked it up before (a host handed back by a
-        peer that looked it up after a rebinding, or a buggy peer, allowed what this
-        one refused: a review); a metadata service's address only for a seed on that
-        very address, as at a first lookup. Returns what is allowed now."""
+        """A seed's ``host`` comes from a peer whose first lookup of it allowed
+        ``allowed``: a first lookup here, but no more than one here allowed (a review),
+        nor a metadata service's address for a name. Returns what is allowed now."""
         literal = ip_literal(split_host(host)) is not None
         allowed = frozenset(a for a in allowed if literal or not _metadata(a))
         if host in self._seeds_seen:
             allowed &= self._exempt.get(host, frozenset())
         self._seeds_seen.add(host)
+        self._exempt.pop(host, None)
         if allowed:
             self._exempt[host] = allowed
-        else:
-            self._exempt.pop(host, None)
         return allowed
 
     def remember(self, first: Mapping[str, frozenset[str]]) -> None:
