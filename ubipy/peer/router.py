@@ -137,10 +137,8 @@ class Router:
         # wake costs the batches due then, not every batch waiting.
         self._resends: list[tuple[float, int, int]] = []
         self._tickets = itertools.count()
-        # URLs in the outboxes and the unacknowledged batches, kept as they come and go:
-        # asked at every acknowledgement.
-        self._backlog = 0
-        # URLs in memory per owner (its outbox and unacknowledged batches); owners with
+        # URLs in memory per owner (its outbox and unacknowledged batches), kept as they
+        # come and go (the backlog is asked at every acknowledgement); owners with
         # URLs on disk alone (this peer's own id too, after a ring change: any row may
         # be anyone's), and about how many (a URL found again, with OPIC cash or past
         # the recent cache, counts again).
@@ -214,7 +212,6 @@ class Router:
             if not box.urls:
                 self._filled[owner] = box
             box.urls.append(u)
-            self._backlog += 1
             self._remember(u.fp, owner)
         return local
 
@@ -291,7 +288,6 @@ class Router:
         del owner.held[batch.id]
         if not owner.held:
             del self._owners[batch.owner]
-        self._backlog -= len(batch.urls)
         self._unhold(batch.owner, len(batch.urls))
 
     def _unhold(self, owner: str, n: int) -> None:
@@ -380,7 +376,6 @@ class Router:
                 self._unhold(to, len(box.urls))
         self._outboxes = {}
         self._filled = {}
-        self._backlog -= len(waiting)
         spilled = bool(self._spilled)
         for batch_id, pending in list(self._unacked.items()):
             # A batch whose owner still owns every URL in it keeps its place.
@@ -407,7 +402,7 @@ class Router:
     def backlog(self) -> int:
         """URLs waiting to be sent or acknowledged (those on disk alone counted as they
         were kept there: a URL found again meanwhile counts twice, until they are back)."""
-        return self._backlog + self._spilled_urls
+        return self.held() + self._spilled_urls
 
     def holds(self, batch_id: int) -> bool:
         """Whether the batch is still waiting for its owner's acknowledgement here."""
@@ -416,7 +411,7 @@ class Router:
     def held(self, owner: str | None = None) -> int:
         """URLs waiting here in memory, for ``owner`` or for all (the rest of the
         backlog is on disk alone)."""
-        return self._backlog if owner is None else self._held.get(owner, 0)
+        return sum(self._held.values()) if owner is None else self._held.get(owner, 0)
 
     def reloads(self) -> list[str]:
         """Owners whose URLs kept on disk alone may come back now: it answers, and holds

@@ -32,6 +32,11 @@ SELECT host FROM spilled WHERE host IS NOT NULL
 """
 
 
+def _url(fp: int, url: str, host: str, depth: int, score: float, redirects: int) -> NewURL:
+    """An outbox row (its columns as :data:`_OUTBOX` reads them) as the URL it holds."""
+    return NewURL(int(fp), str(url), str(host), int(depth), float(score), int(redirects))
+
+
 class OutboxMixin:
     """The shard's outbox (see the module's docstring)."""
 
@@ -67,9 +72,7 @@ class OutboxMixin:
                 (after, size),
             )
             first = False
-            chunk = [
-                NewURL(int(a), str(b), str(c), int(d), float(e), int(f)) for a, b, c, d, e, f in cur
-            ]
+            chunk = [_url(*row) for row in cur]
             if chunk:
                 yield chunk
             if len(chunk) < size:
@@ -105,7 +108,7 @@ class OutboxMixin:
             (json.dumps(list(hosts)),),
         )
         try:
-            for a, b, c, d, e, f in cur:
-                yield NewURL(int(a), str(b), str(c), int(d), float(e), int(f))
+            for row in cur:
+                yield _url(*row)
         finally:
             cur.close()
