@@ -226,6 +226,13 @@ def cloud_metadata(host: str) -> bool:
     return address is not None and _metadata(address)
 
 
+def _allowable(host: str, addresses: Iterable[str]) -> frozenset[str]:
+    """What a seed's first lookup of ``host`` may allow of ``addresses``: a metadata
+    service's only for a seed on that very address, never through a name."""
+    literal = ip_literal(split_host(host)) is not None
+    return frozenset(a for a in addresses if literal or not _metadata(a))
+
+
 def _metadata(address: str) -> bool:
     ip = _judged(ipaddress.ip_address(address))
     return any(ip in net for net in _METADATA if ip.version == net.version)
@@ -346,18 +353,15 @@ class Resolver:
         the host's first here and refused its addresses, they are allowed on that port
         from now on; True if any was. Not a later lookup's: allowed whatever it
         resolved to, a seeded name of public address rebound to 127.0.0.1 or the
-        metadata service (DNS rebinding) was fetched (found by a review). Nor, for a
-        name, a metadata service's address: only a seed on that very address."""
+        metadata service (DNS rebinding) was fetched (found by a review)."""
         refused = answer.error is DnsFailure.REFUSED
         if host in self._seeds_seen or not (refused or answer.address is not None):
             return False  # asked before, or no address yet (a failed lookup)
         self._seeds_seen.add(host)
-        name = split_host(host)
-        cached = self._cache.get(name)
+        cached = self._cache.get(split_host(host))
         allowed: frozenset[str] = frozenset()
         if refused and cached is not None:
-            literal = ip_literal(name) is not None
-            allowed = frozenset(a for a in cached[0].addresses if literal or not _metadata(a))
+            allowed = _allowable(host, cached[0].addresses)
         self.first_lookups.append((host, allowed))
         if allowed:
             self._exempt[host] = allowed
@@ -371,14 +375,10 @@ class Resolver:
         """A seed's ``host`` comes from a peer whose first lookup of it allowed
         ``allowed``: a first lookup here, but no more than one here allowed (a review),
         nor a metadata service's address for a name. Returns what is allowed now."""
-        literal = ip_literal(split_host(host)) is not None
-        allowed = frozenset(a for a in allowed if literal or not _metadata(a))
+        allowed = _allowable(host, allowed)
         if host in self._seeds_seen:
-            allowed &= self._exempt.get(host, frozenset())
-        self._seeds_seen.add(host)
-        self._exempt.pop(host, None)
-        if allowed:
-            self._exempt[host] = allowed
+            allowed &= self._exempt.pop(host, frozenset())
+        self.remember({host: allowed})
         return allowed
 
     def remember(self, first: Mapping[str, frozenset[str]]) -> None:
