@@ -8,10 +8,10 @@ new owner acknowledges after a commit). A host with a request in flight waits
 for it to end. When a sweep is over, the old owner tells everyone with a
 HANDOFF_DONE frame.
 
-Meanwhile the new owner holds the hosts it gained from a live peer: no request
-goes to them until that peer's HANDOFF_DONE arrives (or it dies, or a safety
-time-out passes), so a host is never asked by two peers at once, and the delay
-after the old owner's last request is kept.
+Meanwhile the new owner holds the hosts it gained from a live peer
+(:mod:`ubipy.peer.holds`): no request goes to them until that peer's HANDOFF_DONE
+arrives (or it dies, or a safety time-out passes), so a host is never asked by two
+peers at once, and the delay after the old owner's last request is kept.
 
 Without replicas, a peer that dies takes its history with it: whoever gains its
 hosts would fetch again what it had fetched. So the gainers hold those hosts for
@@ -32,6 +32,7 @@ import trio
 from ubipy.errors import FrameError, StorageError, UbipyError
 from ubipy.net import Handle, Reply, Send
 from ubipy.peer.crawler import Crawler
+from ubipy.peer.holds import NO_RING, SWEEP_AGAIN, Hold, HoldsMixin, ring_key
 from ubipy.peer.ids import run_ids
 from ubipy.peer.refreshpages import revisits_from_wire, revisits_to_wire
 from ubipy.peer.replicaframes import pieces
@@ -48,17 +49,8 @@ _ACK_PATIENCE = 10.0
 # over nor dies (a stuck sweep must not stall the host forever), past the longest
 # a request may last (the sweep hands a host over once its request has ended).
 _HOLD_LIMIT = 60.0
-# Peers that die within this many seconds of each other died of one cut (see
-# peer_gone): a host whose every copy was on them has none on this side.
-_TOGETHER = 60.0
 # How soon a sweep the shard refused is tried again.
 _STORAGE_RETRY = 5.0
-# How soon a sweep that left hosts here is tried again: the first wait, the longest.
-_SWEEP_AGAIN = (2.0, 30.0)
-# The ring key of a hold made under no ring change of this peer's own (back from
-# a stop, or a peer died): only a sweep under this peer's current ring releases it.
-_NO_RING = ""
-
 AddressOf = Callable[[str], str | None]
 
 
@@ -69,26 +61,6 @@ class HandoffStats:
     bytes_out: int = 0
     hosts_in: int = 0
     urls_in: int = 0
-
-
-@dataclass(slots=True)
-class _Hold:
-    """Hosts gained in one ring change, held until every peer that might have held
-    them has swept under that ring (its HANDOFF_DONE), died, or the limit passed."""
-
-    old_ring: Ring
-    ring_key: str
-    waiting: set[str]
-    until: float
-    # Non-zero: only a DONE answering this request, under the current ring, counts.
-    token: int = 0
-    # Not empty: the hold is on the hosts every copy of which was on these peers (all
-    # dead), not on those old_ring gave to others.
-    orphans_of: frozenset[str] = frozenset()
-
-
-def ring_key(ring: Ring) -> str:
-    return ",".join(sorted(ring.members))
 
 
 @dataclass(slots=True)
@@ -104,7 +76,7 @@ class NotOurs(UbipyError, ValueError):
     (taking it here would come after this peer said its sweep was done)."""
 
 
-class Handoff:
+class Handoff(HoldsMixin):
     def __init__(
         self,
         self_id: str,
@@ -137,9 +109,9 @@ class Handoff:
         self._orphan_grace = orphan_grace
         # ``request_limit``: the longest a request may last (--fetch-deadline).
         self._hold_limit = request_limit + _HOLD_LIMIT
-        # The peers dead within _TOGETHER of the latest death, with when they died.
+        # The peers dead within a minute of the latest death (holds._TOGETHER), with when they died.
         self._dead: dict[str, float] = {}
-        self._holds: list[_Hold] = []
+        self._holds: list[Hold] = []
         # The ring each peer last said it finished sweeping under.
         self._swept: dict[str, str] = {}
         self._kick = Wakeup()
@@ -164,198 +136,7 @@ class Handoff:
             # Back from a stop: the hosts the last ring gave to others may still be
             # theirs, in their shards. They are held until each of those peers is
             # back and has swept, is known dead, or the limit passes.
-            self._add_hold(Ring([self_id, *others]), _NO_RING, others, self._hold_limit)
-
-    # -- the ring moved ---------------------------------------------------------
-    def ring_changed(
-        self, ring: Ring, alive: frozenset[str], handing: frozenset[str], *, sweep: bool = True
-    ) -> None:
-        """The ring is now ``ring``; ``handing`` are the peers that will hand off
-        what they held (the live ones and those that left gracefully, not the dead).
-        Without ``sweep`` the caller sweeps itself (a peer leaving)."""
-        old, self._ring, self._alive = self._ring, ring, alive
-        for peer in alive & self._dead.keys():
-            del self._dead[peer]
-        # One back after leaving holds hosts again: its leave's sweep says nothing now.
-        for peer in [p for p in alive if self._left_swept(p)]:
-            del self._swept[peer]
-        if list(old.members) == [self.self_id] and len(alive) > 1:
-            # A peer that was alone (just started, or back after a crash) knows
-            # nothing of who held what meanwhile: whatever it owns, it gains.
-            old = Ring(alive - {self.self_id})
-        # Any other peer may hold a gained host (views of the ring differ for a
-        # moment while membership settles), so all of them are waited for.
-        key = ring_key(ring)
-        # A peer may have finished its sweep under this very ring before this
-        # peer saw the ring change: its DONE has already come. One that left and has
-        # done its leave's sweep (under a ring without it) holds nothing more: it is
-        # not waited for under a later ring, for which it can send no DONE (a second
-        # leave held every host gained for the hold's whole limit).
-        waiting = {
-            p
-            for p in handing - {self.self_id}
-            if self._swept.get(p) != key and (p in alive or not self._left_swept(p))
-        }
-        if waiting:
-            self._add_hold(old, key, waiting, self._hold_limit)
-        for peer, swept in list(self._swept.items()):
-            if swept == key:
-                self.release_from(peer, key)
-        # A DONE answering our request must be under the ring we have now: ask again.
-        self._ask_again()
-        if sweep:
-            self._kick.set()
-
-    def _left_swept(self, peer_id: str) -> bool:
-        """Whether ``peer_id``'s last sweep was under a ring without it: its leave's."""
-        key = self._swept.get(peer_id)
-        return key is not None and peer_id not in key.split(",")
-
-    def peer_gone(self, peer_id: str) -> None:
-        """A dead peer hands nothing over: hold what it owned for the grace period, in
-        case it comes back with its history, and at least for the fence: cut off
-        rather than dead, it stops fetching within its lease, and its hosts must see
-        nobody new before then. For the same reason a hold that waited for it waits
-        until the fence at most, not until now: what it may hold under an older view
-        (a host it was given while this peer was cut off, one it owned before a join)
-        is not fetched here before it has stopped."""
-        fenced = [h for h in self._holds if peer_id in h.waiting and not h.orphans_of]
-        self.release_from(peer_id, None)
-        if self._fence > 0 and fenced:
-            until = trio.current_time() + self._fence
-            for h in fenced:
-                self._holds.append(replace(h, waiting={peer_id}, until=min(h.until, until)))
-            self._holds_changed.set()
-        hold = max(self._grace, self._fence)
-        if hold > 0 and peer_id not in self._ring.members:
-            with_it = Ring([*self._ring.members, peer_id])
-            self._add_hold(with_it, _NO_RING, {peer_id}, hold)
-            log.info("holding the hosts of dead %s for %.1f s", peer_id, hold)
-        if self._copies > 1 and self._orphan_grace > 0 and peer_id not in self._ring.members:
-            # Deaths within a minute of each other are one cut: hours apart, the first
-            # one's hosts were copied again in between, and a host whose two copies
-            # were on them has a copy here (held a day for nothing, it was).
-            now = trio.current_time()
-            self._dead[peer_id] = now
-            self._dead = {p: t for p, t in self._dead.items() if t > now - _TOGETHER}
-            if len(self._dead) >= self._copies:  # fewer cannot hold every copy
-                dead = frozenset(self._dead)
-                # Holds on every host's path to a job: the newest covers the older ones
-                # of the same cut (their dead are its dead still, and more).
-                self._holds = [
-                    h for h in self._holds if not (h.orphans_of and h.orphans_of <= dead)
-                ]
-                with_them = Ring([*self._ring.members, *dead])
-                self._add_hold(with_them, _NO_RING, set(dead), self._orphan_grace, orphans_of=dead)
-
-    def resumed(self, others: frozenset[str]) -> None:
-        """This peer has a majority in sight again after a pause: while it was cut off,
-        any of ``others`` may have been given its hosts. Every host it owns waits
-        until each of them, asked now, has swept under the ring it has then (or died,
-        or the limit passed). Asked, because a DONE it said before may arrive only now,
-        held up by the partition, and the ring may read the same again."""
-        waiting = set(others - {self.self_id})
-        if not waiting:
-            return
-        token = self._tokens.randrange(1, 2**62)
-        self._add_hold(Ring(waiting), _NO_RING, waiting, self._hold_limit, token)
-        log.info("every host held until %s have swept", ", ".join(sorted(waiting)))
-        self._ask_again()
-
-    def _ask_again(self) -> None:
-        """Ask every peer a request-bound hold waits for to sweep and say so, now and
-        again until it has (an ask lost on a connection that broke, right after a
-        heal, would leave the hold to its limit)."""
-        for hold in self._holds:
-            for peer in hold.waiting if hold.token else ():
-                if self._nursery is None:
-                    return
-                self._nursery.start_soon(self._ask, peer, hold.token)
-                if (peer, hold.token) not in self._asking:
-                    self._asking.add((peer, hold.token))
-                    self._nursery.start_soon(self._keep_asking, peer, hold.token)
-
-    async def _ask(self, peer: str, token: int) -> None:
-        address = self._address_of(peer)
-        if address is not None:
-            await self._send(address, HandoffDone("", token, ask=True))
-
-    async def _keep_asking(self, peer: str, token: int) -> None:
-        wait = _SWEEP_AGAIN[0]
-        try:
-            while True:
-                await trio.sleep(wait)
-                if not any(h.token == token and peer in h.waiting for h in self._holds):
-                    return
-                await self._ask(peer, token)
-                wait = min(2 * wait, _SWEEP_AGAIN[1])
-        finally:
-            self._asking.discard((peer, token))
-
-    def asked(self, peer_id: str, token: int) -> None:
-        """``peer_id`` asks for a sweep, and DONEs that say they came after it."""
-        self._asked[peer_id] = token
-        self._kick.set()
-
-    def release_from(self, peer_id: str, key: str | None, token: int = 0) -> None:
-        """``peer_id`` finished its sweep under the ring ``key`` (None: it is dead),
-        answering our request ``token`` if not 0."""
-        if key is not None:
-            self._swept[peer_id] = key
-        # A sweep under the ring this peer has now covers every host the sender
-        # holds, whatever ring the hold was made under.
-        current = key is None or key == ring_key(self._ring)
-        changed = False
-        for hold in self._holds:
-            if hold.token:
-                counts = key is None or (current and token == hold.token)
-            else:
-                counts = current or bool(key and hold.ring_key == key)
-            if peer_id in hold.waiting and counts:
-                hold.waiting.discard(peer_id)
-                changed = True
-        if changed:
-            self._holds = [h for h in self._holds if h.waiting]
-            self._crawler.release_held()
-
-    def _held(self, host: str) -> bool:
-        # A host that is no longer ours gets nothing more from here: its state is
-        # on its way to the new owner, and must not change under the hand-off.
-        if self._ring.owner(host) != self.self_id:
-            return True
-        for h in self._holds:
-            if h.orphans_of:
-                if h.orphans_of.issuperset(h.old_ring.successors(host, self._copies)):
-                    return True
-            elif h.old_ring.owner(host) != self.self_id:
-                return True
-        return False
-
-    def _add_hold(
-        self,
-        old_ring: Ring,
-        key: str,
-        waiting: set[str],
-        limit: float,
-        token: int = 0,
-        orphans_of: frozenset[str] = frozenset(),
-    ) -> None:
-        until = trio.current_time() + limit
-        self._holds.append(_Hold(old_ring, key, waiting, until, token, orphans_of))
-        self._holds_changed.set()
-
-    async def _expire_holds(self) -> None:
-        """Let go of holds whose time is up, when it is up (a parked host is looked at
-        again only when something releases it)."""
-        while True:
-            await self._holds_changed.wait(min((h.until for h in self._holds), default=None))
-            now = trio.current_time()
-            expired = [h for h in self._holds if h.until <= now]
-            if expired:
-                self._holds = [h for h in self._holds if h.until > now]
-                for hold in expired:
-                    log.info("hold on hosts awaiting %s expired", ", ".join(sorted(hold.waiting)))
-                self._crawler.release_held()
+            self._add_hold(Ring([self_id, *others]), NO_RING, others, self._hold_limit)
 
     # -- sending ------------------------------------------------------------------
     async def run(self) -> None:
@@ -385,7 +166,7 @@ class Handoff:
             if complete or self._kick.is_set():
                 again = None
             else:
-                again = _SWEEP_AGAIN[0] if again is None else min(2 * again, _SWEEP_AGAIN[1])
+                again = SWEEP_AGAIN[0] if again is None else min(2 * again, SWEEP_AGAIN[1])
 
     async def sweep(self, *, wait: bool = True) -> bool:
         """Hand off every host this peer holds but does not own; True if all went.
@@ -582,4 +363,4 @@ class Handoff:
             )
 
 
-__all__ = ["Handoff", "HandoffStats", "StorageError"]
+__all__ = ["Handoff", "HandoffStats", "StorageError", "ring_key"]
