@@ -50,7 +50,7 @@ class Link:
         self.frames.append(raw)
         received = decode(message.KIND, cbor2.loads(raw))
         assert isinstance(received, Replica)
-        self.to.receive(received)
+        self.to.receive(received, "a")
         self.entries += sum(len(h.pending) + len(h.done) for h in message.hosts)
         self.arrived.set()
         self.arrived = trio.Event()
@@ -175,7 +175,7 @@ async def test_a_malformed_copy_is_refused_whole(tmp_path: Path, payload: dict[s
         with pytest.raises(WireError):
             replica = decode(Replica.KIND, payload)
             assert isinstance(replica, Replica)
-            rb.receive(replica)
+            rb.receive(replica, "a")
         assert b._shard.replica_hosts() == []
 
 
@@ -207,10 +207,10 @@ async def test_the_successor_waits_out_the_dead_owners_delay(
 async def test_copies_keep_the_latest_mark(tmp_path: Path) -> None:
     async with crawler_at(tmp_path) as b:
         shard = b._shard
-        shard.replica_add([], {"h.test": HostMark(100.0, 1.0, 3)})
-        shard.replica_add([], {"h.test": HostMark(90.0, 5.0, 2)})  # older: ignored
+        shard.replica_add([], {"h.test": HostMark(100.0, 1.0, 3)}, source="a")
+        shard.replica_add([], {"h.test": HostMark(90.0, 5.0, 2)}, source="a")  # older: ignored
         assert shard.replica_hosts() == ["h.test"]
-        shard.replica_add([], {"h.test": HostMark(110.0, 2.0, 4)})
+        shard.replica_add([], {"h.test": HostMark(110.0, 2.0, 4)}, source="a")
         assert shard.replica_of("h.test") == ([], [], HostMark(110.0, 2.0, 4))
         shard.replica_drop("h.test")
         assert shard.replica_hosts() == []
@@ -266,7 +266,7 @@ class AckingLink:
         if not self.reachable:
             await trio.sleep(5)  # a dial that nobody answers
             return False
-        self.successor.receive(message)
+        self.successor.receive(message, "a")
         self.seqs.append(message.seq)
         self.sent.set()
         self.sent = trio.Event()
@@ -337,7 +337,7 @@ async def test_an_unreachable_successor_does_not_hold_up_the_others(
             assert isinstance(message, Replica)
             if address == "b:1":
                 await trio.sleep_forever()  # b cannot be reached
-            rc.receive(message)
+            rc.receive(message, "a")
             if to_c in {h.host for h in message.hosts}:
                 at_c.set()
             return True
@@ -433,7 +433,7 @@ async def test_a_dead_peers_copies_are_taken_over_a_few_hundred_at_a_time(
     async with crawler_at(tmp_path) as b:
         hosts = [f"h{i}.test" for i in range(450)]
         items = [(h, f"http://{h}/", 1, fingerprint(f"http://{h}/"), False) for h in hosts]
-        b._shard.replica_add(items, {h: HostMark(time.time(), 1.0, 1) for h in hosts})
+        b._shard.replica_add(items, {h: HostMark(time.time(), 1.0, 1) for h in hosts}, source="a")
         b.ring_changed(Ring(["b"]))
         replicator = Replicator("b", 2, b, b._shard, Link().send, lambda peer: None)
         ring = Ring(["b"])

@@ -42,7 +42,7 @@ class Link:
             self._tell()
             await self.slow[peer].wait()
             self.waiting.discard(peer)
-        self.received[peer].receive(message)
+        self.received[peer].receive(message, "a")
         self.seqs.setdefault(peer, []).append(message.seq)
         self.hosts.setdefault(peer, []).extend(h.host for h in message.hosts)
         self._tell()

@@ -80,7 +80,7 @@ async def peers(tmp: Path) -> AsyncIterator[Peers]:
         async def send(address: str, message: Message) -> bool:
             assert isinstance(message, Replica)
             peer = address.removesuffix(":1")
-            received[peer].receive(message)
+            received[peer].receive(message, "a")
             at.entries.setdefault(peer, []).extend(message.hosts)
             at.arrived.set()
             at.arrived = trio.Event()

@@ -36,6 +36,7 @@ _UNDO = {
     10: ("ALTER TABLE outbox DROP COLUMN redirects",),
     11: ("DROP TABLE given_up",),
     12: ("DROP INDEX outbox_spilled", "ALTER TABLE outbox DROP COLUMN spilled"),
+    13: ("DROP TABLE replica_sources",),
 }
 
 

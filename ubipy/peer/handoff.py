@@ -22,9 +22,10 @@ peer that stays dead only delays its hosts by the grace.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 
 import trio
@@ -35,12 +36,14 @@ from ubipy.peer.crawler import Crawler
 from ubipy.peer.holds import NO_RING, SWEEP_AGAIN, Hold, HoldsMixin, ring_key
 from ubipy.peer.ids import run_ids
 from ubipy.peer.refreshpages import revisits_from_wire, revisits_to_wire
+from ubipy.peer.replica import Replicator
 from ubipy.peer.replicaframes import pieces
 from ubipy.peer.router import mark_from_wire, mark_to_wire, url_items
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
+from ubipy.store import HostMark, NewURL
 from ubipy.wire import Handoff as HandoffFrame
-from ubipy.wire import HandoffAck, HandoffDone
+from ubipy.wire import HandoffAck, HandoffDone, Revisit
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +95,11 @@ class Handoff(HoldsMixin):
         request_limit: float = 0.0,
         rng: random.Random | None = None,
         synced: Callable[[], Awaitable[None]] | None = None,
+        copies_here: Replicator | None = None,
     ) -> None:
         self.self_id = self_id
+        # The copies of other peers' hosts kept here (--replicas 2).
+        self._copies_here = copies_here
         # Returns once what the shard committed is on disk (ubipy.peer.syncing).
         self._synced = synced
         self._crawler = crawler
@@ -175,14 +181,21 @@ class Handoff(HoldsMixin):
         with it they are all sent before this returns (a peer leaving)."""
         complete = True
         ring = self._ring
-        for host in self._crawler.held_hosts():
+        own = ((host, False) for host in self._crawler.held_hosts())
+        # Then the copies of hosts whose sender went before it handed them over: the
+        # peers that wait for this sweep's DONE wait for those too (holds.peer_gone).
+        copies = (
+            (host, True) for host in (self._copies_here.strays(ring) if self._copies_here else ())
+        )
+        for host, copy in itertools.chain(own, copies):
             if ring is not self._ring:
                 self._kick.set()  # the ring moved again: start over
                 return False
             owner = ring.owner(host)
             if owner == self.self_id:
                 continue
-            if not await self._hand(host, owner):
+            handed = self._hand_copy(host, owner, ring) if copy else self._hand(host, owner)
+            if not await handed:
                 complete = False
         if ring is not self._ring:
             # The ring moved during the last hand-off (which may wait a long time, a
@@ -226,14 +239,61 @@ class Handoff(HoldsMixin):
         revisits = revisits_to_wire(crawler.revisits_of(host))  # one run a frame
         lookup = crawler.seed_lookup_of(host)
         seed_lookup = None if lookup is None else tuple(sorted(lookup))
-        address = self._address_of(owner)
-        if address is None:
+        if self._address_of(owner) is None:
             return False
         if done and self._synced is not None:
             # Its pages go to the new owner done: their records in this peer's archive
             # are on disk first, or a machine's crash after the owner took them lost
             # them for good (raises StorageError: the sweep tries again later).
             await self._synced()
+        sent = await self._send_host(host, owner, pending, done, mark, revisits, seed_lookup)
+        if sent is None:
+            return False
+        self._crawler.handed_off(host)
+        log.info(
+            "handed off 1 hosts (%d URLs, %d bytes) to %s: %s, %d done",
+            len(pending),
+            sent,
+            owner,
+            host,
+            len(done),
+        )
+        return True
+
+    async def _hand_copy(self, host: str, owner: str, ring: Ring) -> bool:
+        """Hand the copies here of ``host``, from a peer that is gone, to its owner
+        under ``ring`` (see Replicator.strays)."""
+        assert self._copies_here is not None
+        pending, done, mark, rows = self._copies_here.copy_of(host)
+        revisits = revisits_to_wire(rows)
+        sent = await self._send_host(host, owner, pending, done, mark, revisits, None)
+        if sent is None:
+            return False
+        self._copies_here.stray_handed(host, ring)  # StorageError: the sweep hands it again
+        log.info(
+            "handed a gone peer's copy of %s to %s: %d URLs, %d done",
+            host,
+            owner,
+            len(pending),
+            len(done),
+        )
+        return True
+
+    async def _send_host(
+        self,
+        host: str,
+        owner: str,
+        pending: Sequence[NewURL],
+        done: Sequence[int],
+        mark: HostMark | None,
+        revisits: Sequence[tuple[Revisit, ...]],
+        seed_lookup: tuple[str, ...] | None,
+    ) -> int | None:
+        """Send a host's state to ``owner`` in HANDOFF frames; the bytes sent once every
+        frame is taken, None if one was not."""
+        address = self._address_of(owner)
+        if address is None:
+            return None
         # Cut by bytes too: 2,000 URLs of 2 KB and a run of revisits made a frame over
         # the cap, which the writer refused, and the peer died of it at each start (a
         # review). At most 2 MiB of URLs and 1 MiB of revisits a frame.
@@ -249,21 +309,12 @@ class Handoff(HoldsMixin):
             if not await self._deliver(address, frame):
                 # Refused (the owner is leaving too, or its ring lags) or unanswered.
                 log.info("hand-off of %s to %s not taken; kept", host, owner)
-                return False
+                return None
             sent_bytes += size + 8 * len(chunk_done) + sum(len(r.url) for r in run)
-        self._crawler.handed_off(host)
         self.stats.hosts_out += 1
         self.stats.urls_out += len(pending)
         self.stats.bytes_out += sent_bytes
-        log.info(
-            "handed off 1 hosts (%d URLs, %d bytes) to %s: %s, %d done",
-            len(pending),
-            sent_bytes,
-            owner,
-            host,
-            len(done),
-        )
-        return True
+        return sent_bytes
 
     async def _deliver(self, address: str, frame: HandoffFrame) -> bool:
         for _ in range(3):

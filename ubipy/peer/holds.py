@@ -142,6 +142,8 @@ class HoldsMixin:
             for h in fenced:
                 self._holds.append(replace(h, waiting={peer_id}, until=min(h.until, until)))
             self._holds_changed.set()
+        if self._copies > 1 and fenced and peer_id not in self._ring.members:
+            self._wait_for_copies(peer_id, fenced)
         hold = max(self._grace, self._fence)
         if hold > 0 and peer_id not in self._ring.members:
             with_it = Ring([*self._ring.members, peer_id])
@@ -163,6 +165,26 @@ class HoldsMixin:
                 ]
                 with_them = Ring([*self._ring.members, *dead])
                 self._add_hold(with_them, NO_RING, set(dead), self._orphan_grace, orphans_of=dead)
+
+    def _wait_for_copies(self, peer_id: str, fenced: list[Hold]) -> None:
+        """``peer_id`` died before it said it had handed over the hosts the holds
+        ``fenced`` waited for: those it had not are known only to the peers holding
+        its copies, whose sweep under the ring without it hands them here
+        (Replicator.strays). Until every live peer has swept under this ring, those
+        hosts stay held (else a page it fetched was fetched again here)."""
+        key = ring_key(self._ring)
+        waiting = {p for p in self._alive - {self.self_id, peer_id} if self._swept.get(p) != key}
+        if not waiting:
+            return
+        until = trio.current_time() + self._hold_limit
+        for h in fenced:
+            self._holds.append(
+                replace(h, ring_key=NO_RING, waiting=set(waiting), until=until, token=0)
+            )
+        self._holds_changed.set()
+        log.info(
+            "hosts %s had not handed over wait for %s to sweep", peer_id, ", ".join(sorted(waiting))
+        )
 
     def resumed(self, others: frozenset[str]) -> None:
         """This peer has a majority in sight again after a pause: while it was cut off,

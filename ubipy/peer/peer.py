@@ -258,6 +258,10 @@ class Peer:
         term = config.membership.majority_lease
         join = other_addresses(config.join, {self.address, self.bound})
         quorum = load_quorum(self.peer_id, self.shard, lease=term, newcomer=bool(join))
+        replicator = self._replicator = Replicator(
+            self.peer_id, config.replication.replicas, crawler, self.shard, self.links.send,
+            self._address_of, rng=self._rng, synced=syncs.synced,
+        )  # fmt: skip
         self._handoff = Handoff(
             self.peer_id,
             crawler,
@@ -272,11 +276,8 @@ class Peer:
             request_limit=config.fetch.fetch_deadline,
             rng=self._rng,
             synced=syncs.synced,
+            copies_here=replicator,
         )
-        self._replicator = Replicator(
-            self.peer_id, config.replication.replicas, crawler, self.shard, self.links.send,
-            self._address_of, rng=self._rng, synced=syncs.synced,
-        )  # fmt: skip
         self._ip_leases = IpLeases(self.peer_id, config, crawler, router, rng=self._rng)
         self._ip_leases.install(self.handle, self.send, self._address_of, self.start_soon)
         self.scopes = ScopeSharing(
@@ -320,9 +321,8 @@ class Peer:
         and once their leave is known here there is nobody to hand to, so this peer
         keeps what it holds (its shard has it all, and a restart brings it back)
         instead of waiting out the patience."""
-        # Sent before anything else and waited for: a peer that finds nobody to hand
-        # to exits at once, and a leave still being sent then would be lost, leaving
-        # the others to wait for its failure to be detected.
+        # Sent first and waited for: a peer that finds nobody to hand to exits at once,
+        # and a leave still being sent then was lost (the others waited for its death).
         with trio.move_on_after(_LEAVE_ANNOUNCE):
             async with trio.open_nursery() as announcing:
                 for out in self.membership.leave(trio.current_time()):

@@ -16,7 +16,10 @@ When the ring drops a dead peer, its hosts fall to exactly that successor, which
 moves the copies into its own frontier: pending URLs are fetched,
 done ones are not fetched again, and the host's first request waits out the
 dead owner's delay after its last one (a Crawl-delay longer than the failure
-detection included). When the ring changes, the hosts whose successor changed
+detection included). The copies name their sender: those of a host whose sender is out
+of the ring and which the ring gives to another peer (a join moved it, and its old
+owner died before handing it over) go to that owner with the hand-off's sweep
+(:meth:`Replicator.strays`). When the ring changes, the hosts whose successor changed
 are copied whole to the new one: only their names are noted then, and each host's
 state is read from the shard as its frame is made, about a frame's worth at a time
 with a checkpoint after each read (1,000 hosts read at once held the event loop
@@ -55,7 +58,7 @@ from ubipy.peer.replicaframes import CHUNK, Outgoing
 from ubipy.peer.router import mark_from_wire, url_items
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
-from ubipy.store import FrontierRow, HostMark, PageRecord, RefreshRow, Shard
+from ubipy.store import FrontierRow, HostMark, NewURL, PageRecord, RefreshRow, Shard
 from ubipy.wire import HostCopy, Replica, ReplicaAck
 
 log = logging.getLogger(__name__)
@@ -249,7 +252,7 @@ class Replicator:
 
     async def on_replica(self, sender: str, replica: Replica, reply: Reply) -> None:
         # A shard that refuses the write raises: unacknowledged, the copies come again.
-        self.receive(replica)
+        self.receive(replica, sender)
         if replica.seq:
             if self._synced is not None:
                 await self._synced()  # acknowledged, its sender stops sending it
@@ -453,7 +456,8 @@ class Replicator:
                 self._held[host] = _QUEUED
             self._put_back(sent.target, sent.hosts, carrying)
 
-    def receive(self, replica: Replica) -> None:
+    def receive(self, replica: Replica, source: str) -> None:
+        """Store the copies ``source`` sent (raises StorageError if the shard refuses)."""
         rows: list[tuple[str, str | None, int, int, bool]] = []
         marks: dict[str, HostMark] = {}
         for entry in replica.hosts:
@@ -463,7 +467,7 @@ class Replicator:
             rows.extend((host, None, 0, fp, True) for fp in entry.done)
             if entry.mark is not None:
                 marks[host] = mark_from_wire(entry.mark)
-        self._shard.replica_add(rows, marks)
+        self._shard.replica_add(rows, marks, source=source)
 
     @property
     def ring(self) -> Ring:
@@ -502,10 +506,7 @@ class Replicator:
                 continue
             if at_most is not None and len(taken) >= at_most:
                 return taken, True
-            pending, done, mark = self._shard.replica_of(host)
-            revisits: list[RefreshRow] = []  # a continuous crawl's pages, asked again
-            if (refresher := self._crawler.refresher) is not None:
-                revisits = refresher.history_lost(host, self._shard.replica_fetched(host))
+            pending, done, mark, revisits = self.copy_of(host)
             self._crawler.take_over(host, pending, done, mark, revisits)
             self._shard.replica_drop(host)  # again, if it fails: taking over is idempotent
             taken.append(host)
@@ -516,3 +517,36 @@ class Replicator:
                 len(done),
             )
         return taken, False
+
+    def copy_of(
+        self, host: str
+    ) -> tuple[list[NewURL], list[int], HostMark | None, list[RefreshRow]]:
+        """What the copies here hold of a host: pending URLs, done fingerprints, its mark,
+        and under --recrawl its pages as revisits (their history went with their owner)."""
+        pending, done, mark = self._shard.replica_of(host)
+        revisits: list[RefreshRow] = []  # a continuous crawl's pages, asked again
+        if (refresher := self._crawler.refresher) is not None:
+            revisits = refresher.history_lost(host, self._shard.replica_fetched(host))
+        return pending, done, mark, revisits
+
+    def strays(self, ring: Ring) -> list[str]:
+        """Hosts with copies here from a peer out of ``ring`` (dead, or left) that
+        ``ring`` gives to another peer: their sender may have gone before it handed
+        them to their new owner (a join moved them, then it died), and then these
+        copies are all that is left of what it knew. The hand-off's sweep hands them
+        to their owners (those ``ring`` gives this peer are taken over: promote)."""
+        if self.replicas < 2:
+            return []
+        return [
+            h for h in self._shard.replica_strays(ring.members) if ring.owner(h) != self.self_id
+        ]
+
+    def stray_handed(self, host: str, ring: Ring) -> None:
+        """The copies of ``host`` reached its owner under ``ring``: kept here only as
+        that owner's successor's copy (what it commits of them comes back as its own);
+        raises StorageError if the shard refuses."""
+        successors = ring.successors(host, 2)
+        if len(successors) > 1 and successors[1] == self.self_id:
+            self._shard.replica_unsource(host, ring.members)
+        else:
+            self._shard.replica_drop(host)

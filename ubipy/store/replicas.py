@@ -7,12 +7,25 @@ connection).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 
 from ubipy.store.rows import HostMark, NewURL
 
 __all__ = ["ReplicaMixin"]
+
+# The peers copies came from: a skip scan of the sources' primary key.
+_SOURCES = """
+WITH RECURSIVE sources(source) AS (
+    SELECT (SELECT source FROM replica_sources ORDER BY source LIMIT 1)
+    UNION ALL
+    SELECT (
+        SELECT source FROM replica_sources WHERE source > sources.source
+        ORDER BY source LIMIT 1
+    ) FROM sources WHERE sources.source IS NOT NULL
+)
+SELECT source FROM sources WHERE source IS NOT NULL
+"""
 
 
 class ReplicaMixin:
@@ -27,10 +40,20 @@ class ReplicaMixin:
         self,
         items: Sequence[tuple[str, str | None, int, int, bool]],
         marks: Mapping[str, HostMark] | None = None,
+        *,
+        source: str,
     ) -> None:
         """(host, url or None, depth, fp, done): pending URLs and done marks of others;
-        ``marks``: their hosts' politeness marks (the latest request wins)."""
+        ``marks``: their hosts' politeness marks (the latest request wins); ``source``:
+        the peer that sent them (see :meth:`replica_strays`)."""
+        hosts = {host for host, *_ in items} | set(marks or ())
         with self.transaction():
+            # Looked up before written: a host's later copies from the same sender
+            # (every commit's) write nothing here.
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO replica_sources (source, host) VALUES (?, ?)",
+                [(source, host) for host in hosts],
+            )
             self._conn.executemany(
                 "INSERT INTO replica (fp, host, url, depth, done) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT(fp) DO UPDATE SET done = MAX(done, excluded.done), "
@@ -45,6 +68,27 @@ class ReplicaMixin:
                     "pages = excluded.pages WHERE excluded.last_end >= replica_marks.last_end",
                     [(h, m.last_end, m.delay, m.pages) for h, m in marks.items()],
                 )
+
+    def replica_strays(self, alive: Collection[str]) -> list[str]:
+        """Hosts with copies here from a peer not in ``alive``: one that died (or left)
+        may have done so before it handed the host to its new owner, and those copies
+        are all that is left of what it knew of the host."""
+        sources = [str(s) for (s,) in self._conn.execute(_SOURCES) if s not in alive]
+        hosts: dict[str, None] = {}
+        for source in sources:
+            cur = self._conn.execute("SELECT host FROM replica_sources WHERE source = ?", (source,))
+            hosts.update((str(h), None) for (h,) in cur)
+        return list(hosts)
+
+    def replica_unsource(self, host: str, alive: Collection[str]) -> None:
+        """The copies of ``host`` from peers not in ``alive`` are its owner's now: forget
+        whose they were (the rows stay, as the copy of the owner's successor)."""
+        cur = self._conn.execute("SELECT source FROM replica_sources WHERE host = ?", (host,))
+        gone = [(str(source), host) for (source,) in cur if source not in alive]
+        with self.transaction():
+            self._conn.executemany(
+                "DELETE FROM replica_sources WHERE source = ? AND host = ?", gone
+            )
 
     def replica_hosts(self) -> list[str]:
         cur = self._conn.execute("SELECT host FROM replica UNION SELECT host FROM replica_marks")
@@ -81,3 +125,4 @@ class ReplicaMixin:
         with self.transaction():
             self._conn.execute("DELETE FROM replica_marks WHERE host = ?", (host,))
             self._conn.execute("DELETE FROM replica WHERE host = ?", (host,))
+            self._conn.execute("DELETE FROM replica_sources WHERE host = ?", (host,))

@@ -9,7 +9,7 @@ import sqlite3
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 SHARD_FILE = "shard.sqlite3"
 # The peer keeps its id under this key of the meta table (ubipy.peer.ids).
 PEER_ID_META = "peer_id"
@@ -167,6 +167,18 @@ ALTER TABLE outbox ADD COLUMN spilled INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX IF NOT EXISTS outbox_spilled ON outbox (host) WHERE spilled = 1;
 """
 
+# Version 14: which peers each host's replica rows came from. A host's copy follows the
+# host from owner to owner, so rows of several may be here: one whose sender died before
+# handing the host over goes from here to its owner (ubipy.peer.replica).
+_REPLICA_SOURCES = """
+CREATE TABLE IF NOT EXISTS replica_sources (
+    source TEXT NOT NULL,
+    host   TEXT NOT NULL,
+    PRIMARY KEY (source, host)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS replica_sources_host ON replica_sources (host);
+"""
+
 SCHEMA = (
     """
 CREATE TABLE IF NOT EXISTS meta (
@@ -240,6 +252,7 @@ CREATE TABLE IF NOT EXISTS bodies (
     + _FRONTIER_DONE
     + _GIVEN_UP
     + _OUTBOX_SPILLED
+    + _REPLICA_SOURCES
 )
 
 
@@ -274,6 +287,9 @@ MIGRATIONS: dict[int, str] = {
     11: _GIVEN_UP,
     # 12 -> 13: outbox rows kept on disk alone (none yet, for an older shard).
     12: _OUTBOX_SPILLED,
+    # 13 -> 14: the senders of replica rows (those already here name none: they are
+    # taken over as before, by a peer that owns their host when their sender dies).
+    13: _REPLICA_SOURCES,
 }
 
 # The order --order other than bfs takes a host's pending URLs in: made only when

@@ -1,0 +1,129 @@
+"""A host moved by a join but never handed over, its old owner dead (``--replicas 2``):
+the old owner's successor hands its copy of the host to the owner, and the owner holds
+the host until that hand-off can have come (tests/cluster/test_stranded_copies.py is
+the whole cluster's version)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from tests.peer.test_handoff import FENCE, asked, crawler_at
+from ubipy.fetch.urls import fingerprint
+from ubipy.peer.handoff import Handoff, ring_key
+from ubipy.peer.replica import Replicator
+from ubipy.ring import Ring
+from ubipy.wire import Handoff as HandoffFrame
+from ubipy.wire import HandoffDone, Message, Replica
+
+BEFORE = Ring(["b", "c"])  # b owns the host, c keeps its copy
+JOINED = Ring(["a", "b", "c"])  # a joined: the host is a's
+AFTER = Ring(["a", "c"])  # b died before it handed the host to a
+HOST = next(
+    h
+    for i in range(10_000)
+    if BEFORE.owner(h := f"h{i:04d}.synth.test") == "b" and JOINED.owner(h) == "a"
+)
+PENDING = f"http://{HOST}/next.html"
+DONE = f"http://{HOST}/"
+
+
+def _copy_from_b() -> Replica:
+    mark = [time.time(), 1.0, 1]
+    return Replica.from_wire(
+        {"hosts": [[HOST, [[PENDING, 1]], [fingerprint(DONE)], mark]], "seq": 0}
+    )
+
+
+async def _unused(address: str, message: Message) -> bool:
+    raise AssertionError(f"nothing is sent here: {message}")
+
+
+async def _dones(address: str, message: Message) -> bool:
+    assert isinstance(message, HandoffDone), message  # a sweep's: nothing to hand
+    return True
+
+
+async def test_a_copy_from_a_peer_gone_goes_to_the_hosts_owner(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """c holds b's copy of the host; b is gone and the host is a's: c's sweep hands the
+    copy to a (its URL pending, its page done), and the next sweep does not again."""
+    frames: list[HandoffFrame] = []
+    async with crawler_at(tmp_path / "a") as a, crawler_at(tmp_path / "c") as c:
+        at_a = Handoff("a", a, _unused, lambda peer: f"{peer}:1", copies=2)
+        at_a.ring_changed(AFTER, frozenset(AFTER.members), frozenset(AFTER.members))
+        copies = Replicator("c", 2, c, c._shard, _unused, lambda peer: f"{peer}:1")
+        copies.receive(_copy_from_b(), "b")
+        at_c: Handoff
+
+        async def send(address: str, message: Message) -> bool:
+            if isinstance(message, HandoffFrame):
+                assert address == "a:1"
+                frames.append(message)
+                at_a.receive(message)
+                at_c.acked(message.id)
+            return True
+
+        at_c = Handoff("c", c, send, lambda peer: f"{peer}:1", copies=2, copies_here=copies)
+        at_c.ring_changed(AFTER, frozenset(AFTER.members), frozenset(AFTER.members))
+        assert await at_c.sweep()
+        assert [f.host for f in frames] == [HOST]
+        pending, done, mark = a._shard.host_state(HOST)
+        assert [u.url for u in pending] == [PENDING]
+        assert done == [fingerprint(DONE)]
+        assert mark is not None
+        # c is a's successor for the host: the rows stay, as a's copy, named a's no more.
+        assert c._shard.replica_hosts() == [HOST]
+        assert copies.strays(AFTER) == []
+        assert await at_c.sweep()
+        assert len(frames) == 1
+
+
+async def test_a_copy_handed_to_an_owner_whose_successor_is_another_goes(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Where another peer is the owner's successor, c keeps nothing of the host once
+    the owner has it (the owner's commits copy it there)."""
+    after = Ring(["a", "c", "d"])
+    host = next(
+        h
+        for i in range(10_000)
+        if BEFORE.owner(h := f"h{i:04d}.synth.test") == "b" and after.successors(h, 2) == ["a", "d"]
+    )
+    async with crawler_at(tmp_path) as c:
+        copies = Replicator("c", 2, c, c._shard, _unused, lambda peer: f"{peer}:1")
+        copies.receive(Replica.from_wire({"hosts": [[host, [[f"http://{host}/", 0]], []]]}), "b")
+        assert copies.strays(after) == [host]
+        copies.receive(Replica.from_wire({"hosts": [[host, [], [1]]]}), "a")
+        copies.stray_handed(host, after)
+        assert c._shard.replica_hosts() == []
+        assert copies.strays(after) == []
+
+
+async def test_a_host_gained_from_a_peer_that_died_waits_for_the_others_sweep(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """a joined and gained the host from b, which died before its sweep: the host is
+    held until c, which may hold b's copy of it, has swept under the ring without b,
+    past the fence (a fetched b's pages again once the fence was over)."""
+    async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
+        handoff = Handoff("a", crawler, _dones, lambda peer: f"{peer}:1", fence=FENCE, copies=2)
+        nursery.start_soon(handoff.run)
+        handoff.ring_changed(BEFORE, frozenset(BEFORE.members), frozenset(BEFORE.members))
+        crawler.ring_changed(JOINED)
+        handoff.ring_changed(JOINED, frozenset(JOINED.members), frozenset(JOINED.members))
+        crawler.seed([f"http://{HOST}/"])
+        handoff.release_from("c", ring_key(JOINED))
+        assert asked(crawler) == set()  # b has not swept
+        crawler.ring_changed(AFTER)
+        handoff.ring_changed(AFTER, frozenset(AFTER.members), frozenset(AFTER.members))
+        handoff.peer_gone("b")
+        await trio.sleep(FENCE + 1)
+        assert asked(crawler) == set()  # c has not swept under AFTER
+        handoff.release_from("c", ring_key(AFTER))
+        assert asked(crawler) == {HOST}
+        nursery.cancel_scope.cancel()
