@@ -9,6 +9,7 @@ import dataclasses
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -17,6 +18,7 @@ import trio.testing
 from tests.cluster.harness import cluster
 from tests.cluster.test_churn_memory import SEEDS
 from ubipy.config import CrawlConfig
+from ubipy.store import NewURL
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 
 WEB = SyntheticWeb(WebSpec(seed=5, hosts=12, pages_per_host=40, latency=0.05))
@@ -77,7 +79,17 @@ async def test_urls_for_a_member_that_takes_nothing_wait_on_disk_not_in_memory(
         # again with OPIC cash may be held and marked).
         marked = a.peer.shard._conn.execute("SELECT count(*) FROM outbox WHERE spilled = 1")
         assert outbox - router.held(b.peer_id) - 2 <= marked.fetchone()[0] <= outbox
+        home: list[int] = []  # each read back of a's own rows, after b's death
         if then == "dies":
+            reload = router.reload
+
+            def reload_counted(owner: str, *args: Any, **kwargs: Any) -> list[NewURL]:
+                taken = reload(owner, *args, **kwargs)
+                if owner == a.peer_id:
+                    home.append(len(taken))
+                return taken
+
+            router.reload = reload_counted  # type: ignore[method-assign]
             await c.kill(b)
         else:
             if then == "a cannot read them at first":
@@ -101,6 +113,8 @@ async def test_urls_for_a_member_that_takes_nothing_wait_on_disk_not_in_memory(
                 await forwarder.drained.wait()
         if then == "a cannot read them at first":
             assert len(failures) == 3
+        # b's hosts that are a's now came home out of a's outbox a chunk at a time.
+        assert max(home, default=0) <= HELD_MAX, home
         for sim in c.running:
             await c.kill(sim)
     assert Referee(c.server.log, WEB).duplicates() == []

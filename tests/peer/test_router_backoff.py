@@ -191,6 +191,10 @@ def test_an_owner_that_leaves_the_ring_has_its_held_batches_routed_afresh() -> N
         router.due(float(second))
     assert router.backlog() == 30_000 and router.held() < 30_000
     local = disk.ring_changed(Ring(["a", "c"]), 600.0)
+    for _ in range(100):  # this peer's own, a chunk a read
+        if "a" not in router.reloads():
+            break
+        local += disk.reload(600.0)
     to_c = router.due(601.0)
     assert {b.owner for b in to_c} == {"c"}
     assert sorted([u.fp for u in local] + [u.fp for b in to_c for u in b.urls]) == list(
@@ -395,3 +399,23 @@ def test_a_batch_the_owner_never_takes_holds_no_other_back() -> None:
                 delivered.add(batch.id)
     assert delivered == {b.id for b in batches[1:]}
     assert router.backlog() == 1
+
+
+def test_urls_a_ring_change_made_ours_come_back_a_chunk_at_a_time() -> None:
+    """b was silent, its URLs kept on disk; it dies and its hosts are ours: they come
+    back at most the cap a read (read whole, millions were admitted in one turn of the
+    loop, all in memory at once), and this peer stays in reloads() until all have."""
+    two = Ring(["a", "b"])
+    router = Router("a", two, batch_size=5, linger=0.5, retry_after=2.0, hold_cap=10)
+    disk = _Disk(router)
+    hosts = [h for h in _hosts_of(two, "b", 50) if Ring(["a"]).owner(h) == "a"]
+    disk.enqueue(_urls(0, 95, hosts), 0.0)
+    assert router.backlog() == 95 and router.held() == 10  # 85 on disk alone
+    home = router.ring_changed(Ring(["a"]), 1.0)[0]
+    disk._dropped(home)
+    chunks = [len(home)]
+    for _ in range(20):
+        if "a" not in router.reloads():
+            break
+        chunks.append(len(disk.reload(2.0)))
+    assert max(chunks) <= 10 and sum(chunks) == 95 and not disk.rows

@@ -65,8 +65,8 @@ class OutboxesMixin:
     def reload_outbox(self) -> None:
         """URLs the router kept on disk alone (their owner did not answer, or had more
         waiting than memory should hold) come back to it once it may take them; those a
-        ring change made this peer's own are admitted. What cannot be read now is read
-        on the committer's next try."""
+        ring change made this peer's own are admitted, a chunk a call. What cannot be
+        read now is read on the committer's next try."""
         router = self.router
         if router is None or not (owners := router.reloads()):
             self._reload_waits = False
@@ -85,6 +85,8 @@ class OutboxesMixin:
             skip.update(u.fp for u in self._come_home)
             now = trio.current_time()
             for owner in owners:
+                if owner == router.self_id and self._come_home:
+                    continue  # ours not yet admitted: the next chunk once they are
                 rows = self._shard.outbox_spilled_of(hosts.get(owner, ()))
                 with contextlib.closing(rows):
                     taken = router.reload(owner, rows, now, skip)
@@ -101,8 +103,13 @@ class OutboxesMixin:
             # Rows left marked are read again, and passed over while held: no harm.
             with contextlib.suppress(StorageError):
                 self._shard.outbox_unspill(back)
-        self._reload_waits = self._reload_failing = False
+        self._reload_failing = False
         self._admit_come_home()
+        # More of ours on disk: the committer reads the next chunk at once, with its
+        # turn of the loop between (an admission refused waits for its retry).
+        self._reload_waits = router.self_id in router.reloads()
+        if self._reload_waits and not self._come_home:
+            self._flush_now.set()
         self.on_forward()
 
     def _mark_spilled(self) -> bool:

@@ -65,6 +65,9 @@ class _Outbox:
 
 # The longest wait between two sends of an unacknowledged batch.
 _RESEND_CAP = 60.0
+# URLs a ring change made this peer's own read back at a time (or the cap, if lower):
+# the caller admits them at some 60 us each, 0.6 s of its loop, before the next.
+_HOME_AT_ONCE = 10_000
 
 
 @dataclass(slots=True)
@@ -432,17 +435,18 @@ class Router:
         of the hosts it owns kept there, read lazily, up to the cap; ``skip``, those not
         to take (held here already: :meth:`held_fps`; acknowledged, still on disk).
         Returns the rows taken: held here now, or, when ``owner`` is this peer's id,
-        this peer's own, which the caller admits. Should reading ``rows`` fail, the
-        owner's URLs stay on disk, to be read again."""
+        this peer's own, which the caller admits, at most a chunk a call (the owner
+        stays in :meth:`reloads` while more are left). Should reading ``rows`` fail,
+        the owner's URLs stay on disk, to be read again."""
         fresh = (u for u in rows if u.fp not in skip)
         self._spilled.discard(owner)
         try:
-            if owner == self.self_id:
-                taken, more = list(fresh), False
+            if owner == self.self_id:  # a chunk at a time: millions may have come home
+                room = min(self._hold_cap, _HOME_AT_ONCE)
             else:
                 room = max(self._hold_cap - self._held.get(owner, 0), 0)
-                taken = list(itertools.islice(fresh, room))
-                more = len(taken) == room and next(fresh, None) is not None
+            taken = list(itertools.islice(fresh, room))
+            more = len(taken) == room and next(fresh, None) is not None
         except BaseException:
             self._spilled.add(owner)
             raise
