@@ -98,8 +98,10 @@ class Handoff(HoldsMixin):
         copies_here: Replicator | None = None,
     ) -> None:
         self.self_id = self_id
-        # The copies of other peers' hosts kept here (--replicas 2).
+        # The copies of other peers' hosts kept here (--replicas 2), and the peers
+        # seen die or leave (whose copies may be all that is left of some hosts).
         self._copies_here = copies_here
+        self._gone_ids: set[str] = set()
         # Returns once what the shard committed is on disk (ubipy.peer.syncing).
         self._synced = synced
         self._crawler = crawler
@@ -184,19 +186,19 @@ class Handoff(HoldsMixin):
         own = ((host, False) for host in self._crawler.held_hosts())
         # Then the copies of hosts whose sender went before it handed them over: the
         # peers that wait for this sweep's DONE wait for those too (holds.peer_gone).
-        copies = (
-            (host, True) for host in (self._copies_here.strays(ring) if self._copies_here else ())
-        )
+        strays = self._copies_here.strays(ring, self._gone_ids) if self._copies_here else ()
+        copies = ((host, True) for host in strays)
         for host, copy in itertools.chain(own, copies):
             if ring is not self._ring:
                 self._kick.set()  # the ring moved again: start over
                 return False
             owner = ring.owner(host)
-            if owner == self.self_id:
-                continue
-            handed = self._hand_copy(host, owner, ring) if copy else self._hand(host, owner)
-            if not await handed:
-                complete = False
+            if owner != self.self_id:
+                handed = self._hand_copy(host, owner, ring) if copy else self._hand(host, owner)
+                if not await handed:
+                    complete = False
+            elif copy and self._copies_here is not None:
+                self._copies_here.take_copy(host)  # StorageError: the sweep tries again
         if ring is not self._ring:
             # The ring moved during the last hand-off (which may wait a long time, a
             # partition long): a DONE for the old ring would be believed by any peer
@@ -269,7 +271,9 @@ class Handoff(HoldsMixin):
         sent = await self._send_host(host, owner, pending, done, mark, revisits, None)
         if sent is None:
             return False
-        self._copies_here.stray_handed(host, ring)  # StorageError: the sweep hands it again
+        # Kept as the copy of the owner's successor under the ring now, too: what the
+        # owner commits of it may be here already.
+        self._copies_here.stray_handed(host, ring, self._ring)  # StorageError: handed again
         log.info(
             "handed a gone peer's copy of %s to %s: %d URLs, %d done",
             host,
@@ -394,6 +398,8 @@ class Handoff(HoldsMixin):
                 self.asked(sender, done.token)
         else:
             self.release_from(sender, done.ring, done.token)
+            if self._copies_here is not None:
+                await self._copies_here.swept(sender, done.ring)
 
     def receive(self, handoff: HandoffFrame) -> None:
         """Take over a host; raises StorageError if it could not be made durable."""

@@ -53,6 +53,9 @@ class Hold:
     # Not empty: the hold is on the hosts every copy of which was on these peers (all
     # dead), not on those old_ring gave to others.
     orphans_of: frozenset[str] = frozenset()
+    # Made on a death, to wait for the sweeps that hand the dead peer's copies here
+    # (_wait_for_copies): a later death neither fences nor copies it again.
+    for_copies: bool = False
 
 
 def ring_key(ring: Ring) -> str:
@@ -74,6 +77,7 @@ class HoldsMixin:
     _orphan_grace: float
     _hold_limit: float
     _dead: dict[str, float]
+    _gone_ids: set[str]
     _holds: list[Hold]
     _swept: dict[str, str]
     _kick: Wakeup
@@ -90,6 +94,8 @@ class HoldsMixin:
         what they held (the live ones and those that left gracefully, not the dead).
         Without ``sweep`` the caller sweeps itself (a peer leaving)."""
         old, self._ring, self._alive = self._ring, ring, alive
+        self._gone_ids.difference_update(alive)
+        self._gone_ids.update(handing - alive)  # those that left
         for peer in alive & self._dead.keys():
             del self._dead[peer]
         # One back after leaving holds hosts again: its leave's sweep says nothing now.
@@ -135,7 +141,10 @@ class HoldsMixin:
         until the fence at most, not until now: what it may hold under an older view
         (a host it was given while this peer was cut off, one it owned before a join)
         is not fetched here before it has stopped."""
-        fenced = [h for h in self._holds if peer_id in h.waiting and not h.orphans_of]
+        self._gone_ids.add(peer_id)
+        fenced = [
+            h for h in self._holds if peer_id in h.waiting and not h.orphans_of and not h.for_copies
+        ]
         self.release_from(peer_id, None)
         if self._fence > 0 and fenced:
             until = trio.current_time() + self._fence
@@ -179,7 +188,9 @@ class HoldsMixin:
         until = trio.current_time() + self._hold_limit
         for h in fenced:
             self._holds.append(
-                replace(h, ring_key=NO_RING, waiting=set(waiting), until=until, token=0)
+                replace(
+                    h, ring_key=NO_RING, waiting=set(waiting), until=until, token=0, for_copies=True
+                )
             )
         self._holds_changed.set()
         log.info(

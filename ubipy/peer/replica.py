@@ -150,6 +150,8 @@ class Replicator:
         self._stopped = False
         # When a successor that could not be reached is tried again.
         self._not_before: dict[str, float] = {}
+        # The ring each peer last said it swept under, as far as its copies here go.
+        self._swept_last: dict[str, str] = {}
         self._seqs = run_ids(rng)
         if replicas >= 2:
             crawler.on_commit = self.committed
@@ -285,6 +287,7 @@ class Replicator:
     def ring_changed(self, ring: Ring) -> None:
         """Copy whole every host of ours whose successor is new."""
         old, self._ring = self._ring, ring
+        self._swept_last.clear()  # what a DONE drops depends on this peer's ring too
         if self.replicas < 2:
             return
         for gone in [t for t in {*self._queues, *self._whole} if t not in ring.members]:
@@ -506,17 +509,19 @@ class Replicator:
                 continue
             if at_most is not None and len(taken) >= at_most:
                 return taken, True
-            pending, done, mark, revisits = self.copy_of(host)
-            self._crawler.take_over(host, pending, done, mark, revisits)
-            self._shard.replica_drop(host)  # again, if it fails: taking over is idempotent
+            self.take_copy(host)
             taken.append(host)
-            log.info(
-                "took over 1 hosts (%d URLs) from replica: %s, %d done",
-                len(pending),
-                host,
-                len(done),
-            )
         return taken, False
+
+    def take_copy(self, host: str) -> None:
+        """Take a host over from its copies here (raises StorageError if the shard
+        refuses: taking over is idempotent, and the copies go only once it is done)."""
+        pending, done, mark, revisits = self.copy_of(host)
+        self._crawler.take_over(host, pending, done, mark, revisits)
+        self._shard.replica_drop(host)
+        log.info(
+            "took over 1 hosts (%d URLs) from replica: %s, %d done", len(pending), host, len(done)
+        )
 
     def copy_of(
         self, host: str
@@ -529,24 +534,54 @@ class Replicator:
             revisits = refresher.history_lost(host, self._shard.replica_fetched(host))
         return pending, done, mark, revisits
 
-    def strays(self, ring: Ring) -> list[str]:
-        """Hosts with copies here from a peer out of ``ring`` (dead, or left) that
-        ``ring`` gives to another peer: their sender may have gone before it handed
-        them to their new owner (a join moved them, then it died), and then these
-        copies are all that is left of what it knew. The hand-off's sweep hands them
-        to their owners (those ``ring`` gives this peer are taken over: promote)."""
+    def strays(self, ring: Ring, gone: Collection[str]) -> list[str]:
+        """Hosts with copies here from a peer that membership saw die or leave
+        (``gone``), out of ``ring``, that did not say it had handed over every host it
+        held (:meth:`swept`): it may have held hosts a join gave to others, and then
+        these copies are all that is left of what it knew of them. The hand-off's
+        sweep hands them to their owners under ``ring``, or takes over those it gives
+        this peer (:meth:`take_copy`; a death's are taken over first, by
+        :meth:`promote`). Only peers seen gone: a peer back from a stop has a ring of
+        some members for a while, and those it lacks may be well."""
         if self.replicas < 2:
             return []
-        return [
-            h for h in self._shard.replica_strays(ring.members) if ring.owner(h) != self.self_id
-        ]
+        return self._shard.replica_strays({p for p in gone if p not in ring.members})
 
-    def stray_handed(self, host: str, ring: Ring) -> None:
-        """The copies of ``host`` reached its owner under ``ring``: kept here only as
-        that owner's successor's copy (what it commits of them comes back as its own);
-        raises StorageError if the shard refuses."""
-        successors = ring.successors(host, 2)
-        if len(successors) > 1 and successors[1] == self.self_id:
-            self._shard.replica_unsource(host, ring.members)
-        else:
-            self._shard.replica_drop(host)
+    def stray_handed(self, host: str, *rings: Ring) -> None:
+        """The copies of ``host`` reached its owner: kept here only as that owner's
+        successor's copy under one of ``rings`` (what it commits of them comes back as
+        its own); raises StorageError if the shard refuses."""
+        for ring in rings:
+            successors = ring.successors(host, 2)
+            if len(successors) > 1 and successors[1] == self.self_id:
+                self._shard.replica_unsource(host, ring.members)
+                return
+        self._shard.replica_drop(host)
+
+    async def swept(self, peer_id: str, key: str) -> None:
+        """``peer_id`` handed over every host it held that the ring ``key`` (its members'
+        ids, comma-joined) gives to another: its copies here of those hosts are stale
+        (their owners have them), and are forgotten, the rows with them unless another
+        peer's copy names them. Else they piled up with every join, and went to their
+        owners, one hand-off each, when it died (a review). Checkpoints between chunks
+        (a copy may hold hundreds of thousands of hosts)."""
+        if self.replicas < 2 or not key or self._swept_last.get(peer_id) == key:
+            return
+        self._swept_last[peer_id] = key
+        ring, now = Ring(key.split(",")), self._ring
+        hosts = self._shard.replica_hosts_from(peer_id)
+        for start in range(0, len(hosts), _READ_AT_ONCE):
+            # Not one this peer's ring gives it: a DONE of a ring it has left since
+            # (frames overtaken) must not drop the copy of a host it owns again.
+            gone = [
+                h
+                for h in hosts[start : start + _READ_AT_ONCE]
+                if ring.owner(h) != peer_id and now.owner(h) != peer_id
+            ]
+            if gone:
+                try:
+                    self._shard.replica_forget(peer_id, gone)
+                except StorageError:
+                    self._swept_last.pop(peer_id, None)  # the next sweep's word, then
+                    return
+            await trio.lowlevel.checkpoint()

@@ -69,16 +69,39 @@ class ReplicaMixin:
                     [(h, m.last_end, m.delay, m.pages) for h, m in marks.items()],
                 )
 
-    def replica_strays(self, alive: Collection[str]) -> list[str]:
-        """Hosts with copies here from a peer not in ``alive``: one that died (or left)
-        may have done so before it handed the host to its new owner, and those copies
-        are all that is left of what it knew of the host."""
-        sources = [str(s) for (s,) in self._conn.execute(_SOURCES) if s not in alive]
+    def replica_strays(self, gone: Collection[str]) -> list[str]:
+        """Hosts with copies here from a peer in ``gone`` (dead, or left): it may have
+        gone before it handed them to their new owner, and those copies are all that
+        is left of what it knew of them."""
+        sources = [str(s) for (s,) in self._conn.execute(_SOURCES) if s in gone]
         hosts: dict[str, None] = {}
         for source in sources:
-            cur = self._conn.execute("SELECT host FROM replica_sources WHERE source = ?", (source,))
-            hosts.update((str(h), None) for (h,) in cur)
+            hosts.update((h, None) for h in self.replica_hosts_from(source))
         return list(hosts)
+
+    def replica_hosts_from(self, source: str) -> list[str]:
+        """The hosts with copies here from ``source``."""
+        cur = self._conn.execute("SELECT host FROM replica_sources WHERE source = ?", (source,))
+        return [str(h) for (h,) in cur]
+
+    def replica_forget(self, source: str, hosts: Sequence[str]) -> None:
+        """The copies of ``hosts`` from ``source`` are stale: forget whose they were, and
+        drop the rows of those no other peer's copy names."""
+        pairs = [(source, h) for h in hosts]
+        with self.transaction():
+            self._conn.executemany(
+                "DELETE FROM replica_sources WHERE source = ? AND host = ?", pairs
+            )
+            alone = [
+                (h,)
+                for h in hosts
+                if self._conn.execute(
+                    "SELECT 1 FROM replica_sources WHERE host = ? LIMIT 1", (h,)
+                ).fetchone()
+                is None
+            ]
+            self._conn.executemany("DELETE FROM replica WHERE host = ?", alone)
+            self._conn.executemany("DELETE FROM replica_marks WHERE host = ?", alone)
 
     def replica_unsource(self, host: str, alive: Collection[str]) -> None:
         """The copies of ``host`` from peers not in ``alive`` are its owner's now: forget
