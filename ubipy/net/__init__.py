@@ -5,9 +5,10 @@ frames, each frame handed to the peer's handler with a way to reply, over a
 
 from ubipy.net.addresses import is_loopback, split_address
 from ubipy.net.guard import SourceLog, Strikes
-from ubipy.net.links import Handle, Handler, Links, LinkStats, Reply, Send, request
+from ubipy.net.links import Handle, Handler, Links, LinkStats, Reply, Send
 from ubipy.net.memory import LinkSpec, MemoryNetwork, MemoryNode, MemoryStream
 from ubipy.net.network import Network, StreamHandler, TcpNetwork, remote_host
+from ubipy.net.request import request
 
 __all__ = [
     "Handle",

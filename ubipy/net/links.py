@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import math
-import secrets
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -53,7 +52,7 @@ from ubipy.wire import (
 
 log = logging.getLogger(__name__)
 
-_READ_SIZE = 65_536
+READ_SIZE = 65_536
 # Bytes of a frame that put back a member connection's idle deadline, as a whole frame
 # does: a large frame on a slow link goes on, a trickle does not.
 _STEADY = 65_536
@@ -137,7 +136,7 @@ class _Conn:
             # more than that went on our other connections, to be refused as a
             # replay. (A first frame that needs a HELLO goes one number after it.)
             data = links.writer.frame(kind, payload, time.time(), to=to)
-            hello = b"" if self._spoken else _hello_before(links.writer, data, to)
+            hello = b"" if self._spoken else hello_before(links.writer, data, to)
             patience = _WRITE_PATIENCE + (len(hello) + len(data)) / _SLOW_LINK
             try:
                 with trio.move_on_after(patience) as writing:
@@ -200,7 +199,7 @@ class _Conn:
                 while True:
                     event = self.reader.next_event(time.time())
                     if event is NEED_DATA:
-                        data = await self.stream.receive_some(_READ_SIZE)
+                        data = await self.stream.receive_some(READ_SIZE)
                         links.stats.bytes_in += len(data)
                         self.reader.receive_data(bytes(data))
                         moved += len(data)
@@ -516,7 +515,7 @@ def _anyone(address: str) -> str:
     return ""
 
 
-def _hello_before(writer: FrameWriter, first: bytes, to: str = "") -> bytes:
+def hello_before(writer: FrameWriter, first: bytes, to: str = "") -> bytes:
     """What must go ahead of ``first``, a connection's first frame: a HELLO if it is
     larger than a connection that has not proved the secret may send, else nothing."""
     if len(first) <= FIRST_FRAME_CAP:
@@ -534,57 +533,3 @@ async def _close_after_sends(conn: _Conn) -> None:
             await trio.aclose_forcefully(conn.stream)
             return
     await trio.aclose_forcefully(conn.stream)
-
-
-async def request(
-    address: str,
-    secret: bytes,
-    message: Message,
-    *,
-    patience: float = 10.0,
-    network: Network | None = None,
-) -> Message:
-    """One request and its reply on a connection of its own (for the command line).
-
-    Raises OSError if the peer cannot be reached, does not answer in time or answers
-    something malformed, and PermissionError if it answers nothing authentic (a
-    wrong secret).
-    """
-    network = network or TcpNetwork()
-    me = "cli-" + secrets.token_hex(4)
-    writer = FrameWriter(secret, me, new_epoch())
-    reader = FrameReader(secret, ReplayGuard(local_id=me))
-    try:
-        with trio.fail_after(patience):
-            stream = await network.connect(address)
-            async with stream:
-                asked = writer.frame(message.KIND, message.to_wire(), time.time())
-                if hello := _hello_before(writer, asked):
-                    await stream.send_all(hello)
-                await stream.send_all(asked)
-                while True:
-                    event = reader.next_event(time.time())
-                    if event is NEED_DATA:
-                        data = await stream.receive_some(_READ_SIZE)
-                        reader.receive_data(bytes(data))
-                        continue
-                    if isinstance(event, Frame):
-                        try:
-                            return decode(event.type, event.payload)
-                        except WireError as exc:
-                            raise OSError(f"{address} answered a malformed frame: {exc}") from exc
-                    if event is CLOSED and reader.close_reason is RejectReason.REFUSED:
-                        raise PermissionError(
-                            f"the peer at {address} refused the secret (it is not the cluster's)"
-                        )
-                    if event is CLOSED:
-                        raise PermissionError(
-                            f"{address} closed the connection without an authentic answer "
-                            "(is it a ubipy peer, with this secret?)"
-                        )
-    except trio.TooSlowError as exc:
-        raise OSError(
-            f"{address} did not answer within {patience} s (is it a ubipy peer, with this secret?)"
-        ) from exc
-    except trio.BrokenResourceError as exc:
-        raise OSError(f"{address} dropped the connection: {exc}") from exc
