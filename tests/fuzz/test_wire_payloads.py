@@ -49,6 +49,7 @@ from ubipy.wire import (
     MemberRow,
     Message,
     Rejected,
+    Relay,
     ReplayGuard,
     Replica,
     ReplicaAck,
@@ -142,6 +143,12 @@ MESSAGES: dict[FrameType, st.SearchStrategy[Message]] = {
         st.booleans(),
         st.booleans(),
         st.lists(st.text(min_size=1, max_size=MAX_ID_LEN), max_size=5).map(tuple),
+    ),
+    FrameType.RELAY: st.builds(
+        Relay,
+        st.text(min_size=1, max_size=MAX_ID_LEN),
+        st.binary(min_size=1, max_size=64),
+        st.integers(0, 1),
     ),
 }
 kinds = st.sampled_from(sorted(MESSAGE_TYPES))

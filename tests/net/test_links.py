@@ -141,7 +141,7 @@ async def test_a_malformed_payload_is_dropped_and_counted_and_the_link_goes_on()
         await nursery.start(a.run, "127.0.0.1:0")
         there = await nursery.start(b.run, "127.0.0.1:0")
         assert await a.send(there, Seed(("refuse me",)))
-        conn = await a._connection(there)
+        conn = await a.connection(there)
         assert conn is not None
         raw = a.writer.frame(FrameType.URL_ACK, {"ids": "not a list"}, time.time(), to="b")
         await conn.stream.send_all(raw)

@@ -36,6 +36,7 @@ from ubipy.wire import (
     Mark,
     MemberRow,
     Message,
+    Relay,
     ReplayGuard,
     Replica,
     ReplicaAck,
@@ -108,6 +109,8 @@ EXAMPLES: list[Message] = [
     IpRelease(3, "11.1.1.1"),
     BaseAsk(),
     BaseAnswer(("a", "b"), True),
+    Relay("b", b"\x00\x00\x00\x21" + bytes(33)),
+    Relay("b", b"frame", 1),
 ]
 
 

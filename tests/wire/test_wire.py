@@ -231,7 +231,7 @@ def test_unknown_version(raw: bytes) -> None:
     assert isinstance(event, Rejected) and event.reason is RejectReason.BAD_VERSION
 
 
-@pytest.mark.parametrize("type_", [0, 25, 100, 255, 2**63])
+@pytest.mark.parametrize("type_", [0, 26, 100, 255, 2**63])
 def test_unknown_type(type_: int) -> None:
     event = one(signed(body(type_=type_)))
     assert isinstance(event, Rejected)

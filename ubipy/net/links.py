@@ -32,6 +32,7 @@ from ubipy.net.guard import (
     default_caps,
 )
 from ubipy.net.network import Network, TcpNetwork, endpoint, remote_host
+from ubipy.net.relays import Relays
 from ubipy.wire import (
     CLOSED,
     FIRST_FRAME_CAP,
@@ -45,6 +46,7 @@ from ubipy.wire import (
     Message,
     Rejected,
     RejectReason,
+    Relay,
     ReplayGuard,
     decode,
     new_epoch,
@@ -355,6 +357,7 @@ class Links:
         # that a frame captured on its way to one peer is refused by the others
         # (MISDIRECTED); "" (any peer) where none is known yet, as before a join.
         self.recipient_of: Callable[[str], str] = _anyone
+        self.relays: Relays[_Conn] = Relays(self)
 
     async def run(
         self, address: str, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
@@ -386,9 +389,15 @@ class Links:
             return
         await conn.read_loop()
 
-    async def dispatch(self, frame: Frame, conn: _Conn) -> None:
+    async def dispatch(self, frame: Frame, conn: _Conn, *, via: str = "") -> None:
+        """Hand ``frame`` to the peer (a RELAY to the relays); ``via``: the relay it came
+        by, the way its answers go back."""
+
         async def reply(message: Message) -> None:
             if not conn.closed:
+                if via:
+                    await self.relays.reply(conn, message, frame.sender, via)
+                    return
                 try:
                     await conn.send(message, to=frame.sender)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -397,7 +406,11 @@ class Links:
         # Only WireError is bad input: the frame was authentic but its payload made no
         # sense (a buggy peer). Anything else is a bug here and is not hidden.
         try:
-            await self._handler(frame, decode(frame.type, frame.payload), reply)
+            message = decode(frame.type, frame.payload)
+            if isinstance(message, Relay):
+                await self.relays.received(frame, message, conn)
+            else:
+                await self._handler(frame, message, reply)
         except WireError as exc:
             self.stats.rejected["BAD_PAYLOAD"] += 1
             log.warning("dropped a %s frame from %s: %s", frame.type.name, frame.sender, exc)
@@ -409,13 +422,22 @@ class Links:
         Delivery is not confirmed: what must arrive is acknowledged by the
         receiver and re-sent by the caller.
         """
-        conn = await self._connection(address)
+        # Only a frame told to another process under our id names us (ReplayGuard).
+        named = self.recipient_of(address)
+        to = to or ("" if named == self.self_id else named)
+        # A member whose address did not answer a dial lately: by relay, at once.
+        relayed = self.relays.first(address, to)
+        conn = None if relayed else await self.connection(address)
         if conn is None:
-            return False
+            # Only a dial that failed: a write that broke, or one given up on a peer
+            # that reads nothing, is not the relay's to carry (it would stall there).
+            return await self.relays.send(message, to)
+        return await self.send_on(conn, message, to)
+
+    async def send_on(self, conn: _Conn, message: Message, to: str) -> bool:
+        """Send one frame on ``conn``; False if it broke (then it is not used again)."""
         try:
-            # Only a frame told to another process under our id names us (ReplayGuard).
-            named = self.recipient_of(address)
-            await conn.send(message, to=to or ("" if named == self.self_id else named))
+            await conn.send(message, to=to)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             conn.closed = True
             # Not whatever is cached now: a connection forgotten while this send
@@ -430,7 +452,12 @@ class Links:
         if conn.address and self._out.get(conn.address) is conn:
             del self._out[conn.address]
 
-    async def _connection(self, address: str) -> _Conn | None:
+    @property
+    def nursery(self) -> trio.Nursery | None:
+        return self._nursery
+
+    async def connection(self, address: str) -> _Conn | None:
+        """The connection to ``address``, dialled if need be; None if it cannot be."""
         conn = self._out.get(address)
         if conn is not None and not conn.closed:
             return conn
@@ -453,10 +480,12 @@ class Links:
                 self.stats.dial_failures += 1
                 self.unreachable.add(address)
                 self.note_trouble(address, f"cannot connect: {str(exc) or type(exc).__name__}")
+                self.relays.dial_failed(address, exc)
                 log.debug("cannot reach %s: %s", address, exc)
                 return None
             self.unreachable.discard(address)
             self._dial_failures.pop(address, None)
+            self.relays.dialled(address)
             conn = _Conn(stream, self, address)
             self._out[address] = conn
             assert self._nursery is not None
@@ -504,6 +533,7 @@ class Links:
         """Drop the cached connection to a peer that left or died (the next send
         dials afresh)."""
         self._dial_failures.pop(address, None)
+        self.relays.forget(address)
         conn = self._out.pop(address, None)
         if conn is not None:
             conn.closed = True

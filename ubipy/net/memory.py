@@ -317,6 +317,7 @@ class MemoryNetwork:
         self._next_port: dict[str, int] = {}
         self._next_ephemeral: dict[str, int] = {}
         self._groups: dict[str, int] | None = None
+        self._cuts: set[frozenset[str]] = set()  # links cut alone (cut_link)
         self._dead: set[str] = set()
         # Insertion-ordered (a dict, not a set of objects hashed by address), so that
         # a partition breaks connections in the same order in every run of a seed.
@@ -386,9 +387,19 @@ class MemoryNetwork:
             if not self._same_side(conn.up.src, conn.up.dst):
                 self._break(conn)
 
+    def cut_link(self, a: str, b: str) -> None:
+        """Cut the link between hosts ``a`` and ``b`` alone, both ways: connections
+        between them break now, dials between them go unanswered, and every other
+        link works (each still reaches the other through a third)."""
+        self._cuts.add(frozenset((a, b)))
+        for conn in list(self._connections):
+            if not self._same_side(conn.up.src, conn.up.dst):
+                self._break(conn)
+
     def heal(self) -> None:
-        """One network again (connections broken by the partition stay broken)."""
+        """One network again, links cut alone too (connections broken stay broken)."""
         self._groups = None
+        self._cuts.clear()
 
     def kill(self, host: str) -> None:
         """The process on ``host`` dies: its connections break, dials to it are
@@ -414,6 +425,8 @@ class MemoryNetwork:
 
     # -- inside ----------------------------------------------------------------------
     def _same_side(self, a: str, b: str) -> bool:
+        if frozenset((a, b)) in self._cuts:
+            return False
         if self._groups is None or a == b:
             return True
         return self._groups.get(a, 0) == self._groups.get(b, 0)

@@ -78,10 +78,9 @@ M = TypeVar("M", bound=Message)
 
 # The frame kinds added since the first version that this peer takes: said in every
 # membership frame, so that a peer of an earlier version is sent none of them.
-TAKES: Final = (int(FrameType.SCOPE_ACK),)
+TAKES: Final = (int(FrameType.SCOPE_ACK), int(FrameType.RELAY))
 
-# A leaving peer hands off for at most this long before it goes anyway (what is
-# left stays in its shard and moves when it comes back).
+# A leaving peer hands off this long at most (the rest stays, and moves once it is back).
 _LEAVE_PATIENCE = 60.0
 _LEAVE_SWEEPS = 5
 # Forwarded URLs not yet acknowledged stay in the outbox on disk; a leaving peer
@@ -255,6 +254,7 @@ class Peer:
         )
         crawler.on_forward = self._forwarder.kick
         self.links.recipient_of = self._members.recipient
+        self.links.relays.route(self._address_of, self._other_ids)  # one cut link: by a third
         term = config.membership.majority_lease
         join = other_addresses(config.join, {self.address, self.bound})
         quorum = load_quorum(self.peer_id, self.shard, lease=term, newcomer=bool(join))
@@ -513,8 +513,7 @@ class Peer:
         self.handle(StatusRequest, self._on_status_request)
         self.handle(Control, self._reporter.on_control)
         self.handle(Stop, self._reporter.on_stop)
-        # Figures pushed while this peer serves no control centre (it stopped, or a
-        # member thinks it does) are dropped quietly; an attached centre takes them.
+        # Figures: dropped quietly unless a control centre served here takes them over.
         self.handle(Figures, self._ignore)
 
     async def _on_frame(self, frame: Frame, message: Message, reply: Reply) -> None:
@@ -531,11 +530,12 @@ class Peer:
             log.warning("%s from %s not taken: %s", frame.type.name, frame.sender, exc)
 
     async def _ignore(self, sender: str, message: Message, reply: Reply) -> None:
-        pass
+        """Take a frame and do nothing with it."""
 
     async def _on_gossip(self, sender: str, gossip: Gossip, reply: Reply) -> None:
         message = message_from_wire(gossip.message)
         self.scopes.heard(gossip.address, gossip.takes)
+        self.links.relays.heard(gossip.address, gossip.takes)
         now = trio.current_time()
         self._send_membership(self.membership.receive(now, gossip.address, message))
         self._membership_events()

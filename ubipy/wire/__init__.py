@@ -67,6 +67,7 @@ from ubipy.wire.payloads import (
 )
 from ubipy.wire.reader import FrameReader, ReaderState
 from ubipy.wire.registry import MESSAGE_TYPES, Message, decode
+from ubipy.wire.relay import MAX_RELAYED, Relay
 from ubipy.wire.replay import DEFAULT_MAX_SKEW, ReplayGuard
 from ubipy.wire.scopes import Scope, ScopeAck
 from ubipy.wire.secret import LOOPBACK_SECRET, is_default_secret, new_epoch, secret_from
@@ -104,6 +105,7 @@ __all__ = [
     "MAX_MARK_DELAY",
     "MAX_PAYLOAD_DEPTH",
     "MAX_REDIRECTS_CARRIED",
+    "MAX_RELAYED",
     "MAX_REVISIT_URL",
     "MAX_VALIDATOR",
     "MAX_WALL",
@@ -138,6 +140,7 @@ __all__ = [
     "ReaderState",
     "RejectReason",
     "Rejected",
+    "Relay",
     "ReplayGuard",
     "Replica",
     "ReplicaAck",

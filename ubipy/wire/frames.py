@@ -65,6 +65,8 @@ class FrameType(enum.IntEnum):
     # A new peer asks for the majority lease's base before it counts itself in one.
     BASE_ASK = 23
     BASE = 24
+    # A frame for another peer, carried by a third when the two cannot reach each other.
+    RELAY = 25
 
 
 # A set of ints rather than FrameType(value): a hostile value should cost a lookup,

@@ -21,6 +21,7 @@ from ubipy.wire.payloads import (
     StatusRequest,
     Stop,
 )
+from ubipy.wire.relay import Relay
 from ubipy.wire.scopes import Scope, ScopeAck
 from ubipy.wire.urlframes import (
     Handoff,
@@ -56,6 +57,7 @@ Message: TypeAlias = (
     | IpRelease
     | BaseAsk
     | BaseAnswer
+    | Relay
 )
 
 MESSAGE_TYPES: Final[Mapping[FrameType, type[Message]]] = {
@@ -84,6 +86,7 @@ MESSAGE_TYPES: Final[Mapping[FrameType, type[Message]]] = {
         IpRelease,
         BaseAsk,
         BaseAnswer,
+        Relay,
     )
 }
 

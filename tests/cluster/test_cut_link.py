@@ -1,0 +1,58 @@
+"""One cut link between two members, for the whole crawl (``--replicas 2``): both stay
+in the ring (the third sees each alive, and so, by indirect probes, do they), and what
+they send each other goes by the third (net/relays.py). Without it, their URL batches
+never arrived and the hosts whose owner and successor they are got no request: each
+waited for a barrier its successor never answered. Seeds as in test_churn_memory.py
+(``UBIPY_SEEDS``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from tests.cluster.harness import cluster, host_of, one_view
+from tests.cluster.test_churn_memory import SEEDS
+from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
+
+WEB = SyntheticWeb(
+    WebSpec(seed=12, hosts=30, pages_per_host=10, latency=0.05, cross_link_ratio=0.6)
+)
+TRUTH = ground_truth(WEB, [WEB.seed_url()])
+
+
+@SEEDS
+@pytest.mark.parametrize("cut", ["once all have met", "before 0 and 1 meet"])
+async def test_two_members_that_cannot_reach_each_other_crawl_on_through_a_third(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, seed: int, cut: str
+) -> None:
+    """Peers 0 and 1 cannot reach each other; peer 2 reaches both. Cut once all three
+    have met, or before 1 joins (through 2): then 0 and 1 never hear each other say
+    they take RELAY frames (a review: nothing was relayed between them)."""
+    async with cluster(tmp_path, WEB, seed=seed) as c:
+        if cut == "once all have met":
+            peers = await c.start_joined(3, replicas=2, delay=0.2)
+            c.net.cut_link(host_of(0), host_of(1))
+        else:
+            first = await c.start(0, replicas=2, delay=0.2)
+            third = await c.start(2, join=first, replicas=2, delay=0.2)
+            with trio.fail_after(60):
+                await c.wait_until(lambda: one_view([first, third]))
+            c.net.cut_link(host_of(0), host_of(1))
+            peers = [first, await c.start(1, join=third, replicas=2, delay=0.2), third]
+            with trio.fail_after(120):
+                await c.wait_until(lambda: one_view(peers))
+        peers[2].peer.seed_urls([WEB.seed_url()])
+        with trio.fail_after(600):
+            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
+        alive = [p.peer.membership.alive_ids() for p in peers]
+        relayed = peers[2].peer.links.relays.stats["forwarded"]
+        troubles = [t for p in peers for t in p.troubles]
+    referee = Referee(c.server.log, WEB)
+    assert alive == [frozenset(p.peer_id for p in peers)] * 3
+    assert relayed > 0
+    assert referee.duplicates() == []
+    assert referee.overlaps() == []
+    assert troubles == []
