@@ -14,6 +14,8 @@ from pathlib import Path
 
 import trio
 
+from tests.e2e.cluster import PeerProcess, start_peer_or_fail
+
 NETNS_ETC = Path("/etc/netns")
 
 
@@ -109,3 +111,22 @@ async def relay(listen_host: str, target_port: int, *, task_status: trio.TaskSta
     listeners = await trio.open_tcp_listeners(0, host=listen_host)
     task_status.started(listeners[0].socket.getsockname()[1])
     await trio.serve_listeners(handle, listeners)
+
+
+async def start_in_namespaces(
+    nursery: trio.Nursery, names: Sequence[str], subnet: str, proxy: str, data: Path, *extra: str
+) -> list[PeerProcess]:
+    """A peer in each namespace of ``names`` (made by bridged_namespaces over ``subnet``),
+    listening on ``subnet``.10 on, each but the first joining the first; ``extra``
+    goes on every command line, data directories under ``data``."""
+    peers: list[PeerProcess] = []
+    for i, ns in enumerate(names):
+        join = ("--join", f"{subnet}.10:7000") if i else ()
+        peers.append(
+            await start_peer_or_fail(
+                nursery, data / f"p{i}", proxy, *extra, *join,
+                listen=f"{subnet}.{10 + i}:7000",
+                prefix=("ip", "netns", "exec", ns),
+            )
+        )  # fmt: skip
+    return peers

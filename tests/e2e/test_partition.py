@@ -27,7 +27,13 @@ from tests.e2e.cluster import (
     stop_all,
     wait_for_one_view,
 )
-from tests.e2e.netns import bridged_namespaces, can_make_namespaces, ip, relay
+from tests.e2e.netns import (
+    bridged_namespaces,
+    can_make_namespaces,
+    ip,
+    relay,
+    start_in_namespaces,
+)
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 from ubipy.synthweb.server import serve
 
@@ -62,6 +68,16 @@ def cut(names: list[str], groups: list[list[int]], *, heal: bool = False) -> Non
                 ip("-n", ns, "route", op, "blackhole", f"{SUBNET}.{10 + j}/32")
 
 
+async def _seed(peer: PeerProcess, tmp: Path) -> None:
+    seeds = tmp / "seeds.txt"
+    seeds.write_text(WEB.seed_url() + "\n")
+    seeded = await trio.run_process(
+        [*UBIPY, "seed", str(seeds), "--peer", peer.address, "--secret", SECRET],
+        capture_stdout=True, capture_stderr=True, check=False,
+    )  # fmt: skip
+    assert seeded.returncode == 0, seeded.stderr
+
+
 @pytest.mark.parametrize("length", LENGTHS)
 async def test_a_real_partition_heals_with_no_host_fetched_by_two_peers(
     length: float, tmp_path: Path
@@ -73,28 +89,15 @@ async def test_a_real_partition_heals_with_no_host_fetched_by_two_peers(
             port = await nursery.start(relay, BRIDGE_IP, server.port)
             proxy = f"http://{BRIDGE_IP}:{port}"
             try:
-                for i, ns in enumerate(names[:PEERS]):
-                    join = ("--join", f"{SUBNET}.10:7000") if i else ()
-                    peers.append(
-                        await start_peer_or_fail(
-                            nursery, tmp_path / f"p{i}", proxy, "--delay", "0.25",
-                            "--replicas", "2", *join,
-                            listen=f"{SUBNET}.{10 + i}:7000",
-                            prefix=("ip", "netns", "exec", ns),
-                        )
-                    )  # fmt: skip
+                peers += await start_in_namespaces(
+                    nursery, names[:PEERS], SUBNET, proxy, tmp_path, "--delay", "0.25",
+                    "--replicas", "2",
+                )  # fmt: skip
                 everyone = {p.peer_id for p in peers}
                 with trio.fail_after(30):
                     for p in peers:
                         await p.wait_count(rb"member \w+ joined", PEERS - 1)
-                seeds = tmp_path / "seeds.txt"
-                seeds.write_text(WEB.seed_url() + "\n")
-                seeded = await trio.run_process(
-                    [*UBIPY, "seed", str(seeds), "--peer", peers[0].address,
-                     "--secret", SECRET],
-                    capture_stdout=True, capture_stderr=True, check=False,
-                )  # fmt: skip
-                assert seeded.returncode == 0, seeded.stderr
+                await _seed(peers[0], tmp_path)
                 with trio.fail_after(120):
                     await server.log.wait_for_count(len(TRUTH) // 3)
                 began = trio.current_time()
@@ -135,3 +138,45 @@ async def test_a_real_partition_heals_with_no_host_fetched_by_two_peers(
     assert [r for r in during if r.peer == newcomer.peer_id] == []
     assert b"new to the cluster" in newcomer.output
     assert b"counted in the majority's base" in newcomer.output
+
+
+# Another bridge's subnet: the two tests may run at once (pytest -n).
+CUT_SUBNET = "10.231.9"
+
+
+async def test_two_peers_that_cannot_reach_each_other_crawl_on_through_a_third(
+    tmp_path: Path,
+) -> None:
+    """One cut link alone, for the whole crawl (``--replicas 2``): blackhole routes
+    between peers 0 and 1, each in a namespace of its own. Both stay in the ring (peer 2
+    sees each alive) and what they send each other goes by peer 2 (net/relays.py):
+    every page is fetched, none twice, no host by two peers at once
+    (tests/cluster/test_cut_link.py runs it in one process, over seeds). Before, the
+    hosts whose owner and successor they were got no request while it lasted."""
+    peers: list[PeerProcess] = []
+    bridge = f"{CUT_SUBNET}.1"
+    with bridged_namespaces(3, CUT_SUBNET) as names:
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(serve, WEB)
+            port = await nursery.start(relay, bridge, server.port)
+            try:
+                peers += await start_in_namespaces(
+                    nursery, names, CUT_SUBNET, f"http://{bridge}:{port}", tmp_path,
+                    "--delay", "0.25", "--replicas", "2",
+                )  # fmt: skip
+                everyone = {p.peer_id for p in peers}
+                await wait_for_one_view(peers, everyone, within=30)
+                ip("-n", names[0], "route", "add", "blackhole", f"{CUT_SUBNET}.11/32")
+                ip("-n", names[1], "route", "add", "blackhole", f"{CUT_SUBNET}.10/32")
+                await _seed(peers[2], tmp_path)
+                with trio.fail_after(180):
+                    await server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
+                await wait_for_one_view(peers, everyone, within=10)
+            finally:
+                await stop_all(peers)
+            nursery.cancel_scope.cancel()
+    referee = Referee(server.log, WEB)
+    assert referee.duplicates() == []
+    assert referee.overlaps() == []
+    assert b"its frames go by way of" in bytes(peers[0].output) + bytes(peers[1].output)
+    assert not any(b"Traceback" in p.output for p in peers)
