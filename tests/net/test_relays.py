@@ -151,6 +151,15 @@ async def test_a_member_of_an_earlier_version_is_neither_relay_nor_sent_relayed_
         await trio.testing.wait_all_tasks_blocked()
         assert c.links.relays.stats["not_forwarded"] == 1
         assert b.links.stats.frames_in["RELAY"] == 0 and b.got == []
+        a.links.relays.heard(b.address, ())  # a hears it too: it sends b none
+        assert not await a.links.send(b.address, Seed(("http://y.test/",)))
+        # A member the relay no longer counts alive is not forwarded to either.
+        c.links.relays.heard(b.address, (int(FrameType.RELAY),))
+        c.links.relays.route(lambda n: peers[n].address, lambda: ("a",))
+        a.links.relays.heard(b.address, (int(FrameType.RELAY),))
+        assert await a.links.send(b.address, Seed(("http://z.test/",)))
+        await trio.testing.wait_all_tasks_blocked()
+        assert c.links.relays.stats["not_forwarded"] == 2 and b.got == []
 
 
 async def test_a_member_whose_machine_refuses_the_dial_is_not_relayed_to(
@@ -216,3 +225,20 @@ async def test_what_a_relay_holds_for_a_target_that_reads_nothing_is_bounded(
         assert c.links.relays.stats["dropped"] > 0
         forwarding = 100 - c.links.relays.stats["dropped"] - c.links.relays.stats["forwarded"]
         assert forwarding <= MAX_FORWARDS
+
+
+async def test_a_member_forgotten_and_back_is_dialled_at_once_not_relayed_to(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """b left (or died) and is back at its address within REDIAL: its frames go to it
+    directly from the first, not by relay until the next dial."""
+    net = MemoryNetwork()
+    async with three(net) as peers:
+        a, b = peers["a"], peers["b"]
+        net.cut_link("10.0.0.1", "10.0.0.2")
+        assert await a.links.send(b.address, Seed(("http://x.test/",)))
+        failures = a.links.stats.dial_failures
+        a.links.forget(b.address)
+        net.heal()
+        assert await a.links.send(b.address, Seed(("http://y.test/",)))
+        assert a.links.stats.dial_failures == failures and a.links.relays.stats["sent"] == 1

@@ -201,3 +201,37 @@ async def test_staggered_deaths_do_not_multiply_the_holds(
     without = await _holds_after_deaths(tmp_path / "one", 1)
     with_copies = await _holds_after_deaths(tmp_path / "two", 2)
     assert with_copies <= 2 * without
+
+
+async def test_a_done_forgets_the_senders_stale_copies_under_this_peers_ring(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """b's HANDOFF_DONE under the ring that gives the host to a reaches c: at once if c
+    has that ring, else once c's ring is that too (a DONE of another ring drops
+    nothing: b may have made fresh copies since)."""
+    for done_first in (False, True):
+        async with crawler_at(tmp_path / str(done_first)) as c, trio.open_nursery() as nursery:
+            copies = Replicator("c", 2, c, c._shard, _unused, lambda peer: f"{peer}:1")
+            copies.receive(_copy_from_b(), "b")
+            at_c = Handoff("c", c, _dones, lambda peer: f"{peer}:1", copies=2, copies_here=copies)
+            nursery.start_soon(at_c.run)
+            at_c.ring_changed(BEFORE, frozenset(BEFORE.members), frozenset(BEFORE.members))
+            copies.ring_changed(BEFORE)
+
+            done = HandoffDone(ring_key(JOINED), 0)
+            if done_first:
+                await at_c._on_handoff_done("b", done, _no_reply)
+                await trio.testing.wait_all_tasks_blocked()
+                assert c._shard.replica_hosts() == [HOST]  # not c's ring yet
+            joined = frozenset(JOINED.members)
+            at_c.ring_changed(JOINED, joined, joined)
+            copies.ring_changed(JOINED)
+            if not done_first:
+                await at_c._on_handoff_done("b", done, _no_reply)
+            await trio.testing.wait_all_tasks_blocked()
+            assert c._shard.replica_hosts() == []
+            nursery.cancel_scope.cancel()
+
+
+async def _no_reply(message: Message) -> None:
+    raise AssertionError(f"a DONE is not answered: {message}")

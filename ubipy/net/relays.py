@@ -94,7 +94,9 @@ class Relays(Generic[ConnT]):
 
     def __init__(self, links: Carrier[ConnT]) -> None:
         self._links = links
-        # Frames by relay: sent, forwarded, opened, refused, not forwarded, lost.
+        # Frames by relay: sent, forwarded, opened, refused (the recipient's checks),
+        # not_forwarded, lost (no dial or write to the target), dropped (MAX_FORWARDS),
+        # too_large.
         self.stats: Counter[str] = Counter()
         self._address_of: Callable[[str], str | None] = _no_one
         self._members: Callable[[], Collection[str]] = _no_others
@@ -104,6 +106,7 @@ class Relays(Generic[ConnT]):
         # version refuses a frame of a kind it does not know, and a run of them cut
         # the connection that carried its other frames too).
         self._takers: set[str] = set()
+        self._heard: set[str] = set()  # members' addresses heard from at all
         # The addresses whose frames go by relay, said in the log once.
         self._said: set[str] = set()
         # Addresses whose last dial was refused (nothing listens there).
@@ -120,6 +123,7 @@ class Relays(Generic[ConnT]):
 
     def heard(self, address: str, takes: Collection[int]) -> None:
         """The member at ``address`` said which of the later frame kinds it takes."""
+        self._heard.add(address)
         if FrameType.RELAY in takes:
             self._takers.add(address)
         else:
@@ -195,8 +199,11 @@ class Relays(Generic[ConnT]):
         relay took it (or the frame is too large to wrap)."""
         target_address = self._address_of(target) if target else None
         # Whether the target takes RELAY is the relay's to know: it hears the target,
-        # which this peer may never have (a link cut before they met: a review).
+        # which this peer may never have (a link cut before they met: a review). One
+        # heard here not to take it is not sent any (the relay would drop it).
         if target_address is None or target_address in self._refused:
+            return False
+        if target_address in self._heard and target_address not in self._takers:
             return False
         links = self._links
         for relay_id, address in self._relays_for(target):
@@ -240,6 +247,7 @@ class Relays(Generic[ConnT]):
             await links.dispatch(inner, conn, via=frame.sender)
         elif (
             relay.hops == 0
+            and relay.to in self._members()  # a live member (not one dead, or gone)
             and (address := self._address_of(relay.to)) is not None
             and address in self._takers  # an earlier version refuses RELAY
             and (nursery := links.nursery) is not None

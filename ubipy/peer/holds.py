@@ -18,6 +18,7 @@ import trio
 
 from ubipy.net import Send
 from ubipy.peer.crawler import Crawler
+from ubipy.peer.replica import Replicator
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
 from ubipy.wire import HandoffDone
@@ -78,6 +79,7 @@ class HoldsMixin:
     _hold_limit: float
     _dead: dict[str, float]
     _gone_ids: set[str]
+    _copies_here: Replicator | None
     _holds: list[Hold]
     _swept: dict[str, str]
     _kick: Wakeup
@@ -123,6 +125,9 @@ class HoldsMixin:
         for peer, swept in list(self._swept.items()):
             if swept == key:
                 self.release_from(peer, key)
+                if self._copies_here is not None and self._nursery is not None:
+                    # Its DONE came before this ring here: its stale copies go now.
+                    self._nursery.start_soon(self._copies_here.swept, peer, key)
         # A DONE answering our request must be under the ring we have now: ask again.
         self._ask_again()
         if sweep:

@@ -563,21 +563,24 @@ class Replicator:
         ids, comma-joined) gives to another: its copies here of those hosts are stale
         (their owners have them), and are forgotten, the rows with them unless another
         peer's copy names them. Else they piled up with every join, and went to their
-        owners, one hand-off each, when it died (a review). Checkpoints between chunks
-        (a copy may hold hundreds of thousands of hosts)."""
-        if self.replicas < 2 or not key or self._swept_last.get(peer_id) == key:
+        owners, one hand-off each, when it died (a review). Only under this peer's own
+        ring, and only while it stays that: a DONE of another ring (overtaken by a
+        change here or there) must not drop a copy the sender made since, of a host
+        it owns again (a review). Checkpoints between chunks (a copy may hold hundreds
+        of thousands of hosts)."""
+        ring = self._ring
+        if (
+            self.replicas < 2
+            or frozenset(key.split(",")) != frozenset(ring.members)
+            or self._swept_last.get(peer_id) == key
+        ):
             return
         self._swept_last[peer_id] = key
-        ring, now = Ring(key.split(",")), self._ring
         hosts = self._shard.replica_hosts_from(peer_id)
         for start in range(0, len(hosts), _READ_AT_ONCE):
-            # Not one this peer's ring gives it: a DONE of a ring it has left since
-            # (frames overtaken) must not drop the copy of a host it owns again.
-            gone = [
-                h
-                for h in hosts[start : start + _READ_AT_ONCE]
-                if ring.owner(h) != peer_id and now.owner(h) != peer_id
-            ]
+            if self._ring is not ring:
+                return  # the ring moved: the sender's next DONE says what is stale
+            gone = [h for h in hosts[start : start + _READ_AT_ONCE] if ring.owner(h) != peer_id]
             if gone:
                 try:
                     self._shard.replica_forget(peer_id, gone)
