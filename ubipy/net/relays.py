@@ -1,6 +1,6 @@
 """Frames carried by a third peer when two members cannot reach each other directly.
 
-One cut link between two peers (a firewall rule, a route lost between two machines)
+One cut link between two peers (a firewall rule that drops, a route lost between two)
 leaves both in the ring: membership's indirect probes see each alive through the
 others. Without a relay, nothing else they send each other arrives for as long as
 the cut lasts: URL batches wait in the outbox, hand-offs are not taken, and under
@@ -42,7 +42,7 @@ from ubipy.wire import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REDIAL", "Relays"]
+__all__ = ["MAX_FORWARDS", "REDIAL", "Carrier", "Relays", "refused_dial"]
 
 # Seconds after a failed dial to an address before it is dialled again (frames to the
 # member there go by relay meanwhile).
