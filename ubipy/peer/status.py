@@ -105,6 +105,10 @@ class PeerStatus:
     skipped_why: str = ""
     retries: int = 0
     storage_failures: int = 0
+    # Frames to members whose dial went unanswered, sent by way of another (relays.py),
+    # and frames this peer carried for two others that cannot reach each other.
+    frames_relayed: int = 0
+    frames_carried: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -176,6 +180,8 @@ def status_of(
             f"{h.host} {h.latency:.3f} {h.delay:.3f} {h.strikes}"
             for h in c.scheduler.slowest(SLOWEST_REPORTED, now=trio.current_time())
         ),
+        frames_relayed=links.relays.stats["sent"],
+        frames_carried=links.relays.stats["forwarded"],
         **_dns_figures(c),
         **_lease_figures(ip_leases),
     )
