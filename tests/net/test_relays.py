@@ -153,9 +153,9 @@ async def test_a_member_of_an_earlier_version_is_neither_relay_nor_sent_relayed_
         assert b.links.stats.frames_in["RELAY"] == 0 and b.got == []
         a.links.relays.heard(b.address, ())  # a hears it too: it sends b none
         assert not await a.links.send(b.address, Seed(("http://y.test/",)))
-        # A member the relay no longer counts alive is not forwarded to either.
+        # A member the relay does not know is not forwarded to either.
         c.links.relays.heard(b.address, (int(FrameType.RELAY),))
-        c.links.relays.route(lambda n: peers[n].address, lambda: ("a",))
+        c.links.relays.route(lambda n: None if n == "b" else peers[n].address, lambda: "ab")
         a.links.relays.heard(b.address, (int(FrameType.RELAY),))
         assert await a.links.send(b.address, Seed(("http://z.test/",)))
         await trio.testing.wait_all_tasks_blocked()

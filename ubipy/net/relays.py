@@ -141,6 +141,14 @@ class Relays(Generic[ConnT]):
             self._refused.discard(address)
             self._failed_at[address] = trio.current_time()
 
+    def may_carry(self, address: str) -> bool:
+        """Whether frames for the member at ``address``, whose dial failed, may go by
+        relay: nothing refused it, and a member that takes RELAY may carry them."""
+        others = [self._address_of(m) for m in self._members()]
+        return address not in self._refused and any(
+            a in self._takers for a in others if a != address
+        )
+
     def forget(self, address: str) -> None:
         """The member at ``address`` left or died: one back there is dialled afresh."""
         self._failed_at.pop(address, None)
@@ -247,7 +255,6 @@ class Relays(Generic[ConnT]):
             await links.dispatch(inner, conn, via=frame.sender)
         elif (
             relay.hops == 0
-            and relay.to in self._members()  # a live member (not one dead, or gone)
             and (address := self._address_of(relay.to)) is not None
             and address in self._takers  # an earlier version refuses RELAY
             and (nursery := links.nursery) is not None

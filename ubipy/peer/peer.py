@@ -354,15 +354,15 @@ class Peer:
             log.info("%d forwarded URLs not acknowledged: kept in the outbox", router.backlog())
 
     def _reachable_others(self) -> frozenset[str]:
-        """The other live members, less those whose address refused a connection: a
+        """The other live members, less those a dial did not reach and no relay may: a
         leaving peer no longer probes, so one that exited before its own leave reached
-        this peer would otherwise be waited for until the patience runs out."""
-        unreachable = self.links.unreachable
+        this peer would otherwise be waited for until the patience runs out. One behind
+        a cut link is handed its hosts by relay (left out, the third refused them)."""
+        unreachable, relays = self.links.unreachable, self.links.relays
         return frozenset(
-            m
-            for m in self.membership.alive_ids() - {self.peer_id}
-            if self._address_of(m) not in unreachable
-        )
+            m for m in self.membership.alive_ids() - {self.peer_id}
+            if (a := self._address_of(m)) not in unreachable or relays.may_carry(a or "")
+        )  # fmt: skip
 
     def _other_ids(self) -> frozenset[str]:
         """The ids of the other live members, suspected ones too."""
