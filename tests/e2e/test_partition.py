@@ -14,7 +14,9 @@ also runs 60 s."""
 from __future__ import annotations
 
 import os
+import re
 from contextlib import AbstractContextManager
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -176,7 +178,18 @@ async def test_two_peers_that_cannot_reach_each_other_crawl_on_through_a_third(
                 await stop_all(peers)
             nursery.cancel_scope.cancel()
     referee = Referee(server.log, WEB)
-    assert referee.duplicates() == []
+    # A connection open at the cut takes its frames into the void until TCP gives up on
+    # it (60 s; relays start at a failed dial): meanwhile a peer whose lease still needs
+    # the other (a base not yet confirmed since the last join) pauses and abandons its
+    # requests in flight, fetched again later, as at any partition.
+    offset = referee.requests[0].clock_offset
+    paused_at = [
+        datetime.strptime(m.group(1).decode(), "%Y-%m-%d %H:%M:%S,%f").timestamp() - offset
+        for p in peers
+        for m in re.finditer(rb"^(\S+ \S+) WARNING ubipy.peer.lease: lost sight", p.output, re.M)
+    ]
+    in_flight = sum(1 for t in paused_at for r in referee.requests if r.start <= t < r.end)
+    assert len(referee.duplicates()) <= in_flight
     assert referee.overlaps() == []
     assert b"its frames go by way of" in bytes(peers[0].output) + bytes(peers[1].output)
     assert not any(b"Traceback" in p.output for p in peers)
