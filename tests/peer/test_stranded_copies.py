@@ -215,6 +215,7 @@ async def test_a_done_forgets_the_senders_stale_copies_under_this_peers_ring(
             copies.receive(_copy_from_b(), "b")
             at_c = Handoff("c", c, _dones, lambda peer: f"{peer}:1", copies=2, copies_here=copies)
             nursery.start_soon(at_c.run)
+            await trio.testing.wait_all_tasks_blocked()  # running, as a peer's is
             at_c.ring_changed(BEFORE, frozenset(BEFORE.members), frozenset(BEFORE.members))
             copies.ring_changed(BEFORE)
 

@@ -169,9 +169,7 @@ class Relays(Generic[ConnT]):
         send that waited for it would have spent: a barrier given up, a host's
         request not made), and once one works the frames go directly."""
         failed = self._failed_at.get(address)
-        if not target or failed is None:
-            return False
-        if not self._relays_for(target):
+        if not target or failed is None or not self.may_carry(address):
             return False
         now = trio.current_time()
         if now - failed >= REDIAL and (nursery := self._links.nursery) is not None:

@@ -398,8 +398,11 @@ class Handoff(HoldsMixin):
                 self.asked(sender, done.token)
         else:
             self.release_from(sender, done.ring, done.token)
-            if self._copies_here is not None:
-                await self._copies_here.swept(sender, done.ring)
+            if self._copies_here is not None and self._nursery is not None:
+                # In a task, as when this peer's ring catches up (holds.ring_changed):
+                # over a big copy it takes a while, and the frames behind this DONE
+                # on its connection wait for the handler.
+                self._nursery.start_soon(self._copies_here.swept, sender, done.ring)
 
     def receive(self, handoff: HandoffFrame) -> None:
         """Take over a host; raises StorageError if it could not be made durable."""

@@ -44,7 +44,7 @@ from ubipy.errors import WireError
 from ubipy.fetch import BadURL, fingerprint, host_key, normalize
 from ubipy.peer.ids import run_ids
 from ubipy.ring import Placement
-from ubipy.store import HostMark, NewURL
+from ubipy.store import OUTBOX_CHUNK, HostMark, NewURL
 from ubipy.wire import BatchURL, Mark, WireURL
 
 
@@ -65,9 +65,6 @@ class _Outbox:
 
 # The longest wait between two sends of an unacknowledged batch.
 _RESEND_CAP = 60.0
-# URLs a ring change made this peer's own read back at a time (or the cap, if lower):
-# the caller admits them at some 60 us each, 0.6 s of its loop, before the next.
-_HOME_AT_ONCE = 10_000
 
 
 @dataclass(slots=True)
@@ -441,8 +438,10 @@ class Router:
         fresh = (u for u in rows if u.fp not in skip)
         self._spilled.discard(owner)
         try:
-            if owner == self.self_id:  # a chunk at a time: millions may have come home
-                room = min(self._hold_cap, _HOME_AT_ONCE)
+            if owner == self.self_id:
+                # A chunk at a time, as the outbox is read at a start (or the cap, if
+                # lower): the caller admits them at some 60 us each before the next.
+                room = min(self._hold_cap, OUTBOX_CHUNK)
             else:
                 room = max(self._hold_cap - self._held.get(owner, 0), 0)
             taken = list(itertools.islice(fresh, room))

@@ -10,6 +10,7 @@ from ubipy.store.export import export
 from ubipy.store.givenup import GivenUp
 from ubipy.store.indexcommand import IndexSummary, describe_index, index_data
 from ubipy.store.lock import LOCK_FILE, DataLock
+from ubipy.store.outbox import CHUNK as OUTBOX_CHUNK
 from ubipy.store.revisits import RefreshRow, Visit
 from ubipy.store.schema import PEER_ID_META
 from ubipy.store.shard import FrontierRow, HostMark, Lastmod, NewURL, PageRecord, Shard
@@ -19,6 +20,7 @@ from ubipy.store.warcrecords import member as gzip_member
 
 __all__ = [
     "LOCK_FILE",
+    "OUTBOX_CHUNK",
     "PEER_ID_META",
     "Admission",
     "DataDirInUse",

@@ -100,8 +100,7 @@ class ReplicaMixin:
                 ).fetchone()
                 is None
             ]
-            self._conn.executemany("DELETE FROM replica WHERE host = ?", alone)
-            self._conn.executemany("DELETE FROM replica_marks WHERE host = ?", alone)
+            self._drop_rows(alone)
 
     def replica_unsource(self, host: str, alive: Collection[str]) -> None:
         """The copies of ``host`` from peers not in ``alive`` are its owner's now: forget
@@ -146,6 +145,10 @@ class ReplicaMixin:
     def replica_drop(self, host: str) -> None:
         """Forget a host's replica."""
         with self.transaction():
-            self._conn.execute("DELETE FROM replica_marks WHERE host = ?", (host,))
-            self._conn.execute("DELETE FROM replica WHERE host = ?", (host,))
+            self._drop_rows([(host,)])
             self._conn.execute("DELETE FROM replica_sources WHERE host = ?", (host,))
+
+    def _drop_rows(self, hosts: Sequence[tuple[str]]) -> None:
+        """Inside a transaction: the copies of ``hosts`` (1-tuples) and their marks."""
+        self._conn.executemany("DELETE FROM replica WHERE host = ?", hosts)
+        self._conn.executemany("DELETE FROM replica_marks WHERE host = ?", hosts)
