@@ -54,6 +54,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from ubipy.membership import transitions
+from ubipy.membership.answers import Answers
 from ubipy.membership.broadcasts import Broadcasts
 from ubipy.membership.clash import IdClash
 from ubipy.membership.events import ChangeKind, MemberEvent, MembershipConfig, Outgoing
@@ -108,10 +109,7 @@ class Membership:
         # When members of those came back (transitions.stale_death): id -> when.
         self._revived: dict[str, float] = {}
         self._seeds: tuple[str, ...] = ()
-        # Pings of ours outside the probe cycle, by seq: (member, when sent).
-        self._pings: dict[int, tuple[str, float]] = {}
-        # (member, when our ping was sent) for each ping it answered itself.
-        self._answers: list[tuple[str, float]] = []
+        self._heard = Answers()
         self.refutations = 0  # how often we outbid a rumour about ourselves
         self._clash = IdClash()
         self._suspicions: dict[str, Suspicion] = {}
@@ -164,8 +162,7 @@ class Membership:
         """``(member id, when our ping was sent)`` for every ping of ours (a probe or
         :meth:`ping`) that the member answered itself since the last call: proof that
         what we sent reached it, which a frame that merely came from it is not."""
-        answers, self._answers = self._answers, []
-        return answers
+        return self._heard.drain()
 
     def drain_events(self) -> list[MemberEvent]:
         """The changes since the last call, oldest first."""
@@ -262,13 +259,9 @@ class Membership:
             probe = self._probe
             if probe is not None and probe.seq == message.seq:
                 probe.acked = True
-                target = self._members.get(probe.target_id)
-                if target is not None and target.address == sender_address:
-                    self._answers.append((probe.target_id, probe.started))
-            ours = self._pings.get(message.seq)
-            if ours is not None and self._address_of(ours[0]) == sender_address:
-                del self._pings[message.seq]
-                self._answers.append(ours)
+                if self._address_of(probe.target_id) == sender_address:
+                    self._heard.answered(probe.target_id, probe.started)
+            self._heard.acked(message.seq, sender_address, self._address_of)
             forward = self._forwards.pop(message.seq, None)
             if forward is not None and now <= forward.expires:
                 ack = Ack(forward.seq, self._piggyback())
@@ -310,7 +303,7 @@ class Membership:
         if member is None or self._left:
             return None
         seq = self._next_seq()
-        self._pings[seq] = (member.id, now)
+        self._heard.sent(seq, member.id, now)
         return Outgoing(member.address, Ping(seq, member.id, self._piggyback()))
 
     def _address_of(self, member_id: str) -> str | None:
@@ -557,9 +550,7 @@ class Membership:
         expired = [seq for seq, f in self._forwards.items() if now > f.expires]
         for seq in expired:
             del self._forwards[seq]
-        unanswered = [s for s, (_, sent) in self._pings.items() if now - sent > cfg.probe_interval]
-        for seq in unanswered:
-            del self._pings[seq]
+        self._heard.expire(now, cfg.probe_interval)
 
     # -- dissemination ---------------------------------------------------------
 
