@@ -45,7 +45,8 @@ class Link:
     """Instances joined by an instant, lossless link, driven one deadline at a time.
 
     Every message goes through to_wire, CBOR and message_from_wire. A ``silent``
-    member neither ticks nor receives, as if it had crashed.
+    member neither ticks nor receives, as if it had crashed; what one of a ``cut``
+    pair of addresses sends the other is lost.
     """
 
     def __init__(self, config: MembershipConfig = CONFIG) -> None:
@@ -53,6 +54,7 @@ class Link:
         self.nodes: dict[str, Membership] = {}
         self.now = 0.0
         self.silent: set[str] = set()
+        self.cut: set[frozenset[str]] = set()
         self.log: list[tuple[float, str, str, Message]] = []  # (at, from, to, message)
 
     def add(self, name: str, incarnation: int = 0) -> Membership:
@@ -76,6 +78,8 @@ class Link:
             self.log.append((self.now, sender, o.address, message))
             dst = self.nodes.get(o.address)
             if dst is None or dst.self_id in self.silent:
+                continue
+            if frozenset((sender, o.address)) in self.cut:
                 continue
             queue.extend((dst.self_address, r) for r in dst.receive(self.now, sender, message))
 
@@ -201,6 +205,25 @@ def test_only_pings_answered_by_their_target_are_answers() -> None:
     assert out is not None
     link.deliver(a, [out])
     assert a.drain_answers() == []
+
+
+def test_a_member_answering_only_through_others_is_reported_unreached() -> None:
+    """A link cut between a and c alone: each still sees the other alive through b's
+    indirect probes, and reports it as reached only that way (the driver then stops
+    trusting its connection to it); once the link works, nobody is reported."""
+    link, (a, b, c) = cluster("a", "b", "c")
+    link.run_until(link.now + 10.0)
+    assert a.drain_unreached() == b.drain_unreached() == c.drain_unreached() == []
+    link.cut.add(frozenset((a.self_address, c.self_address)))
+    link.run_until(link.now + 10.0)
+    assert set(a.drain_unreached()) == {addr("c")} and set(c.drain_unreached()) == {addr("a")}
+    assert b.drain_unreached() == []
+    assert a.member("c").state is c.member("a").state is MemberState.ALIVE  # type: ignore[union-attr]
+    link.cut.clear()
+    link.run_until(link.now + 1.0)  # a probe under way at the heal
+    a.drain_unreached()
+    link.run_until(link.now + 10.0)
+    assert a.drain_unreached() == c.drain_unreached() == []
 
 
 def test_probe_order_is_round_robin() -> None:

@@ -256,6 +256,29 @@ async def test_the_reader_across_a_cut_sees_the_end_of_its_stream(
         await a.send_all(b"x")
 
 
+async def test_a_link_cut_silently_loses_what_is_sent_until_tcp_gives_up(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """As behind a firewall that drops: sends succeed and nothing arrives, neither
+    the bytes nor a close; a minute after the cut (TCP_USER_TIMEOUT) both ends break.
+    New dials go unanswered, as with any cut."""
+    net = MemoryNetwork(latency=0.01)
+    a, b = net.stream_pair("10.0.0.1", "10.0.0.2")
+    await a.send_all(b"in flight")
+    cut_at = trio.current_time()
+    net.cut_link("10.0.0.1", "10.0.0.2", silently=True)
+    assert not net.reachable("10.0.0.1", "10.0.0.2")
+    await a.send_all(b"lost")
+    await b.send_all(b"lost too")
+    await a.aclose()
+    with trio.fail_after(120):
+        assert await b.receive_some() == b""
+    assert trio.current_time() - cut_at == pytest.approx(60.0)
+    with pytest.raises(trio.BrokenResourceError):
+        await b.send_all(b"x")
+    assert net.stats.bytes_delivered == 0
+
+
 async def test_a_killed_host_refuses_dials_until_revived(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

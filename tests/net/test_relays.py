@@ -108,6 +108,38 @@ async def test_a_frame_across_a_cut_link_goes_by_a_third_until_the_link_is_back(
         assert c.links.relays.stats["forwarded"] == carried == 6  # directly, at last
 
 
+async def test_a_connection_that_loses_what_is_sent_is_closed_and_its_frames_relayed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A link cut silently keeps a's connection to b open, taking frames into the void
+    until TCP gives up on it. Once membership finds b answering only through c
+    (``unreached``), that connection is closed and the next frame goes by c at once,
+    while b's address is dialled again; once a dial is answered, directly again."""
+    net = MemoryNetwork()
+    async with three(net) as peers:
+        a, b, c = peers["a"], peers["b"], peers["c"]
+        assert await a.links.send(b.address, Seed(("http://x.test/",)))
+        await _wait(a, 1)
+        net.cut_link("10.0.0.1", "10.0.0.2", silently=True)
+        assert await a.links.send(b.address, Seed(("http://lost.test/",)))
+        a.links.unreached([b.address, c.address])  # c: a member with no connection
+        assert a.links.relays.stats["paths_lost"] == 1
+        started = trio.current_time()
+        assert await a.links.send(b.address, Seed(("http://y.test/",)))
+        await _wait(a, 2)
+        assert trio.current_time() - started < 1
+        assert [m for _, m in b.got] == [Seed(("http://x.test/",)), Seed(("http://y.test/",))]
+        assert c.links.relays.stats["forwarded"] == 2
+        net.heal()
+        await trio.sleep(16)  # the background dial's 5 s, then REDIAL: the next dials
+        assert await a.links.send(b.address, Seed(("http://z.test/",)))
+        await _wait(a, 3)
+        await trio.sleep(1)
+        assert await a.links.send(b.address, Seed(("http://w.test/",)))
+        await _wait(a, 4)
+        assert c.links.relays.stats["forwarded"] == 4  # the last one directly
+
+
 async def test_a_relayed_frame_is_checked_as_its_senders_own(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

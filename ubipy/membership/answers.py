@@ -1,6 +1,7 @@
 """Which members answered pings of ours themselves: proof that what we sent reached
 them, which a frame that merely came from them is not (the majority lease counts
-only these). No I/O, as in :mod:`ubipy.membership.machine`."""
+only these); and which a probe reached only by way of others, so that the driver
+stops trusting its own link to them. No I/O, as in :mod:`ubipy.membership.machine`."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ from collections.abc import Callable
 
 
 class Answers:
-    """The pings sent outside the probe cycle, and the answers heard since the driver
-    last asked (a probe's and those pings')."""
+    """The pings sent outside the probe cycle, and since the driver last asked: the
+    answers heard (a probe's and those pings') and the members reached only
+    indirectly."""
 
     def __init__(self) -> None:
         # Pings of ours outside the probe cycle, by seq: (member, when sent).
         self._pings: dict[int, tuple[str, float]] = {}
         # (member, when our ping was sent) for each ping it answered itself.
         self._answers: list[tuple[str, float]] = []
+        self._unreached: list[str] = []
 
     def sent(self, seq: int, member_id: str, now: float) -> None:
         """A ping outside the probe cycle went to ``member_id`` under ``seq``."""
@@ -39,6 +42,14 @@ class Answers:
         for seq in late:
             del self._pings[seq]
 
+    def reached_indirectly(self, address: str) -> None:
+        """A probe of the member at ``address`` ended answered through others alone."""
+        self._unreached.append(address)
+
     def drain(self) -> list[tuple[str, float]]:
         answers, self._answers = self._answers, []
         return answers
+
+    def drain_unreached(self) -> list[str]:
+        unreached, self._unreached = self._unreached, []
+        return unreached

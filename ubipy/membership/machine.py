@@ -164,6 +164,12 @@ class Membership:
         what we sent reached it, which a frame that merely came from it is not."""
         return self._heard.drain()
 
+    def drain_unreached(self) -> list[str]:
+        """The addresses of the members that a probe since the last call reached only
+        by way of others (PingReq): alive, but what we send them directly may be lost
+        on the way (a link cut between us alone, a connection a firewall forgot)."""
+        return self._heard.drain_unreached()
+
     def drain_events(self) -> list[MemberEvent]:
         """The changes since the last call, oldest first."""
         events, self._events = self._events, []
@@ -260,6 +266,7 @@ class Membership:
             if probe is not None and probe.seq == message.seq:
                 probe.acked = True
                 if self._address_of(probe.target_id) == sender_address:
+                    probe.direct = True
                     self._heard.answered(probe.target_id, probe.started)
             self._heard.acked(message.seq, sender_address, self._address_of)
             forward = self._forwards.pop(message.seq, None)
@@ -370,7 +377,10 @@ class Membership:
         if now < self._next_probe:
             return
         # A probe lasts one interval: unanswered by now, its target is suspect.
-        if probe is not None and not probe.acked:
+        if probe is not None and probe.acked and not probe.direct:
+            if (address := self._address_of(probe.target_id)) is not None:
+                self._heard.reached_indirectly(address)
+        elif probe is not None and not probe.acked:
             target = self._members.get(probe.target_id)
             if target is not None and target.state in LIVE_STATES:
                 self._apply(

@@ -20,6 +20,7 @@ class Probe:
     started: float
     acked: bool = False
     indirect_sent: bool = False
+    direct: bool = False  # the target's own Ack came (not only one through others)
 
 
 @dataclass(slots=True)

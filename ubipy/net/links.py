@@ -14,7 +14,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol, TypeVar
@@ -528,6 +528,22 @@ class Links:
         while address not in self.trouble:
             await self._troubled.wait()
         return self.trouble[address]
+
+    def unreached(self, addresses: Iterable[str]) -> None:
+        """Membership's probes of the members at ``addresses`` were answered only
+        through others: a connection to one may look open and lose all that is written
+        on it (a link cut by a firewall that drops, a route lost: TCP gives up on it
+        only after TCP_USER_TIMEOUT, a minute). It is closed; frames go by relay while
+        the address is dialled again (see :meth:`Relays.path_lost`)."""
+        for address in addresses:
+            conn = self._out.pop(address, None)
+            if conn is None:
+                continue
+            conn.closed = True
+            self.relays.path_lost(address)
+            log.info("%s answers only through others: its connection is closed", address)
+            if self._nursery is not None:
+                self._nursery.start_soon(_close_after_sends, conn)
 
     def forget(self, address: str) -> None:
         """Drop the cached connection to a peer that left or died (the next send

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import trio
 
 from ubipy.net.addresses import split_address
-from ubipy.net.network import Network, Refuse, StreamHandler, remote_host
+from ubipy.net.network import USER_TIMEOUT_MS, Network, Refuse, StreamHandler, remote_host
 
 # A sender blocks while this many bytes it sent are not yet read, as on a socket whose
 # buffers are full: a peer that reads nothing stalls its senders here too.
@@ -46,6 +46,8 @@ DEFAULT_BUFFER = 4 * 1024 * 1024
 # callers usually give up sooner (the links after 5 s).
 DEFAULT_SYN_TIMEOUT = 10.0
 _FIRST_PORT = 10_000
+# A connection that loses what is sent on it breaks after this long (network.py).
+_GIVES_UP = USER_TIMEOUT_MS / 1000
 _FIRST_EPHEMERAL = 40_000
 
 
@@ -90,6 +92,9 @@ class _Pipe:
         self.reader_gone_at: float | None = None
         # Broken by a partition or a kill: both ends see it at once.
         self.cut = False
+        # Cut silently (cut_link's ``silently``) at this time: what is sent is lost,
+        # nothing arrives, and the connection breaks once TCP gives up on it.
+        self.lost_since: float | None = None
         self._changed = trio.Event()
 
     def notify(self) -> None:
@@ -99,6 +104,13 @@ class _Pipe:
     async def changed(self, deadline: float = math.inf) -> None:
         with trio.move_on_at(deadline):
             await self._changed.wait()
+
+
+def _given_up(pipe: _Pipe, now: float) -> bool:
+    """Whether ``pipe`` is broken, by now also when TCP has given up on it."""
+    if pipe.lost_since is not None and now >= pipe.lost_since + _GIVES_UP:
+        pipe.cut = True
+    return pipe.cut
 
 
 class _Connection:
@@ -112,6 +124,13 @@ class _Connection:
 
     def crosses(self, hosts: Iterable[str]) -> bool:
         return self.up.src in hosts or self.up.dst in hosts
+
+    def lose(self, now: float) -> None:
+        for pipe in (self.up, self.down):
+            pipe.lost_since = now
+            pipe.chunks.clear()
+            pipe.buffered = 0
+            pipe.notify()
 
     def cut(self) -> None:
         for pipe in (self.up, self.down):
@@ -150,6 +169,7 @@ class MemoryStream(trio.abc.Stream):
         if self._closed:
             raise trio.ClosedResourceError("this end is closed")
         pipe = self._out
+        _given_up(pipe, trio.current_time())
         gone = pipe.reader_gone_at
         if pipe.cut or (gone is not None and trio.current_time() >= gone):
             raise trio.BrokenResourceError(f"connection to {self.remote_address} broken")
@@ -168,6 +188,9 @@ class MemoryStream(trio.abc.Stream):
             if not data:
                 return
             net.stats.chunks_sent += 1
+            if pipe.lost_since is not None:
+                net.stats.chunks_dropped += 1
+                return
             spec = net.link(pipe.src, pipe.dst)
             if spec.loss and net.rng.random() < spec.loss:
                 net.stats.chunks_dropped += 1
@@ -233,9 +256,12 @@ class MemoryStream(trio.abc.Stream):
             while True:
                 if self._closed:
                     raise trio.ClosedResourceError("this end is closed")
-                if pipe.cut:
-                    return b""
                 now = trio.current_time()
+                if _given_up(pipe, now):
+                    return b""
+                if pipe.lost_since is not None:
+                    await pipe.changed(pipe.lost_since + _GIVES_UP)
+                    continue
                 if pipe.chunks and pipe.chunks[0][0] <= now:
                     return self._take(pipe, now, max_bytes)
                 if pipe.eof_due is not None and not pipe.chunks and pipe.eof_due <= now:
@@ -272,10 +298,11 @@ class MemoryStream(trio.abc.Stream):
             now = trio.current_time()
             net = self._net
             out, into = self._out, self._in
-            if not out.cut:
+            # Over a connection cut silently, neither end of stream nor reset arrives.
+            if not out.cut and out.lost_since is None:
                 # The end of stream follows the bytes already on their way.
                 out.eof_due = max(now + net.link(out.src, out.dst).latency, out.last_due)
-            if not into.cut:
+            if not into.cut and into.lost_since is None:
                 # Unread bytes are gone; the other end learns of the close a trip later.
                 into.chunks.clear()
                 into.buffered = 0
@@ -387,14 +414,21 @@ class MemoryNetwork:
             if not self._same_side(conn.up.src, conn.up.dst):
                 self._break(conn)
 
-    def cut_link(self, a: str, b: str) -> None:
+    def cut_link(self, a: str, b: str, *, silently: bool = False) -> None:
         """Cut the link between hosts ``a`` and ``b`` alone, both ways: connections
         between them break now, dials between them go unanswered, and every other
-        link works (each still reaches the other through a third)."""
+        link works (each still reaches the other through a third). ``silently``, as a
+        firewall that drops does: the connections stay open, losing all that is sent
+        on them, until TCP gives up on them (TCP_USER_TIMEOUT after the cut; a heal
+        does not bring them back)."""
         self._cuts.add(frozenset((a, b)))
+        now = trio.current_time()
         for conn in list(self._connections):
             if not self._same_side(conn.up.src, conn.up.dst):
-                self._break(conn)
+                if silently:
+                    conn.lose(now)
+                else:
+                    self._break(conn)
 
     def heal(self) -> None:
         """One network again, links cut alone too (connections broken stay broken)."""

@@ -73,7 +73,7 @@ _CAPACITY_LOG_INTERVAL: Final = 60.0
 # longest frame's write allowance (links.py: 52 s for 4 MiB): the time-out also fails
 # a live peer that reads nothing for as long (its window full), and at 20 s one whose
 # disk held its frames' handlers that long lost its connections (a review).
-_USER_TIMEOUT_MS: Final = 60_000
+USER_TIMEOUT_MS: Final = 60_000
 _KEEPALIVE: Final = (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3))
 
 
@@ -82,7 +82,7 @@ def tune_peer_socket(sock: socket.socket | trio.socket.SocketType) -> None:
     them (TCP_USER_TIMEOUT and the keepalive timings are Linux's)."""
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for name, value in (*_KEEPALIVE, ("TCP_USER_TIMEOUT", _USER_TIMEOUT_MS)):
+    for name, value in (*_KEEPALIVE, ("TCP_USER_TIMEOUT", USER_TIMEOUT_MS)):
         option = getattr(socket, name, None)
         if option is not None:
             with contextlib.suppress(OSError):

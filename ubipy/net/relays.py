@@ -12,9 +12,12 @@ RELAY frame (:mod:`ubipy.wire.relay`) to another live member, which forwards it
 once to its recipient; the recipient checks it as any frame of its sender (tag,
 freshness, replay window, recipient) and answers the same way back. Dials to the
 address are tried again every ``REDIAL`` seconds; meanwhile frames go by relay at
-once rather than after a dial's five seconds each. A relay forwards only authentic
-RELAY frames (the cluster's secret), each once, to a member that takes them, over a
-link it dialled itself, and at most MAX_FORWARDS at a time to one target.
+once rather than after a dial's five seconds each. A connection open at the cut
+loses what is written on it until TCP gives up (a minute): the links close it once
+membership finds the member answering only through others (``path_lost``), and its
+frames go the same way. A relay forwards only authentic RELAY frames (the cluster's
+secret), each once, to a member that takes them, over a link it dialled itself, and
+at most MAX_FORWARDS at a time to one target.
 """
 
 from __future__ import annotations
@@ -96,7 +99,7 @@ class Relays(Generic[ConnT]):
         self._links = links
         # Frames by relay: sent, forwarded, opened, refused (the recipient's checks),
         # not_forwarded, lost (no dial or write to the target), dropped (MAX_FORWARDS),
-        # too_large.
+        # too_large; and paths_lost (connections that lost what was sent on them).
         self.stats: Counter[str] = Counter()
         self._address_of: Callable[[str], str | None] = _no_one
         self._members: Callable[[], Collection[str]] = _no_others
@@ -154,6 +157,15 @@ class Relays(Generic[ConnT]):
         self._failed_at.pop(address, None)
         self._refused.discard(address)
         self._said.discard(address)
+
+    def path_lost(self, address: str) -> None:
+        """The connection to ``address`` was closed as one that loses what is sent on
+        it: as after an unanswered dial, frames for the member there go by relay, the
+        first of them starting a dial in the background (which, answered, sends them
+        directly again)."""
+        self.stats["paths_lost"] += 1
+        self._refused.discard(address)
+        self._failed_at[address] = trio.current_time() - REDIAL
 
     def dialled(self, address: str) -> None:
         self._failed_at.pop(address, None)

@@ -448,6 +448,7 @@ class Peer:
         answers = self.membership.drain_answers()
         if answers and self._lease is not None:
             self._lease.answered(answers)
+        self.links.unreached(self.membership.drain_unreached())
         events = self.membership.drain_events()
         if not events:
             return
@@ -476,9 +477,8 @@ class Peer:
         if ring_changed and not self.stopping:
             self.ring_changes += 1
             alive = self.membership.alive_ids()
-            handing = alive | {
-                m.id for m in self.membership.members() if m.state is MemberState.LEFT
-            }
+            left = {m.id for m in self.membership.members() if m.state is MemberState.LEFT}
+            handing = alive | left
             ring = Ring(alive)
             if self._promote_again:
                 # The rest of the copies, under the ring that made them ours (under this
