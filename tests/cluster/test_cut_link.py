@@ -25,7 +25,7 @@ TRUTH = ground_truth(WEB, [WEB.seed_url()])
 
 @SEEDS
 @pytest.mark.parametrize(
-    "cut", ["once all have met", "silently", "before 0 and 1 meet", "then 0 leaves"]
+    "cut", ["once all have met", "silently", "by refusals", "before 0 and 1 meet", "then 0 leaves"]
 )
 async def test_two_members_that_cannot_reach_each_other_crawl_on_through_a_third(
     tmp_path: Path, autojump_clock: trio.testing.MockClock, seed: int, cut: str
@@ -38,11 +38,16 @@ async def test_two_members_that_cannot_reach_each_other_crawl_on_through_a_third
     page or two were never crawled: a review). ``silently``: their connections stay
     open and lose what is sent on them, as behind a firewall that drops; relaying
     starts within seconds, once each sees the other answer only through the third
-    (it started when TCP gave up on the connections, a minute later)."""
+    (it started when TCP gave up on the connections, a minute later). ``by refusals``:
+    their dials to each other are refused (a firewall's REJECT), which alone looks
+    like a peer that is down; the probes through the third show it is not (nothing
+    was relayed, and the crawl never ended)."""
     async with cluster(tmp_path, WEB, seed=seed) as c:
         if cut != "before 0 and 1 meet":
             peers = await c.start_joined(3, replicas=2, delay=0.2)
-            c.net.cut_link(host_of(0), host_of(1), silently=cut == "silently")
+            c.net.cut_link(
+                host_of(0), host_of(1), silently=cut == "silently", reject=cut == "by refusals"
+            )
         else:
             first = await c.start(0, replicas=2, delay=0.2)
             third = await c.start(2, join=first, replicas=2, delay=0.2)

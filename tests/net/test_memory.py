@@ -279,6 +279,22 @@ async def test_a_link_cut_silently_loses_what_is_sent_until_tcp_gives_up(
     assert net.stats.bytes_delivered == 0
 
 
+async def test_a_send_waiting_for_room_at_a_silent_cut_goes_on_into_the_void(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    net = MemoryNetwork(buffer=1000)
+    a, _ = net.stream_pair("10.0.0.1", "10.0.0.2")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(a.send_all, b"x" * 5000)  # 1000 go, the rest waits for room
+        await trio.sleep(1)
+        net.cut_link("10.0.0.1", "10.0.0.2", silently=True)
+        with trio.fail_after(1):
+            await trio.sleep(0.5)  # the nursery waits for the send: it ends
+    await trio.sleep(60)
+    with pytest.raises(trio.BrokenResourceError):
+        await a.send_all(b"x")
+
+
 async def test_a_killed_host_refuses_dials_until_revived(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

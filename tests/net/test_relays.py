@@ -208,6 +208,55 @@ async def test_a_member_whose_machine_refuses_the_dial_is_not_relayed_to(
         assert c.links.relays.stats["forwarded"] == 0 and a.links.relays.stats["sent"] == 0
 
 
+async def test_a_connection_with_a_frame_being_written_is_not_closed_for_a_late_answer(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A ping behind a large frame is late on a healthy link: b reads slowly here (it
+    takes a first frame, then nothing), and a's large frame waits for room. The
+    connection stays (a write has its own time-out)."""
+    net = MemoryNetwork(buffer=4096)
+    async with three(net, stalls="b") as peers:
+        a, b = peers["a"], peers["b"]
+        assert await a.links.send(b.address, Seed(("http://x.test/",)))
+        await _wait(b, 1)
+        large = Seed(tuple(f"http://x.test/{i}" for i in range(1000)))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(a.links.send, b.address, large)
+            await trio.sleep(1)
+            a.links.unreached([b.address])
+            assert a.links.relays.stats["paths_lost"] == 0
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_member_behind_a_firewall_that_refuses_dials_is_relayed_to_once_seen_alive(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A firewall's REJECT looks like a peer that is down: a's dials to b are refused.
+    Once membership finds b answering a's probes through others (``unreached``), b is
+    alive, its frames go by c, and go on doing so when a's dials there are refused
+    again; once b is declared dead and forgotten, a refusal is a peer that is down."""
+    net = MemoryNetwork()
+    async with three(net) as peers:
+        a, b, c = peers["a"], peers["b"], peers["c"]
+        net.cut_link("10.0.0.1", "10.0.0.2", reject=True)
+        assert not await a.links.send(b.address, Seed(("http://x.test/",)))
+        assert c.links.relays.stats["forwarded"] == 0
+        a.links.unreached([b.address])
+        assert await a.links.send(b.address, Seed(("http://y.test/",)))
+        await _wait(a, 1)
+        assert b.got == [("a", Seed(("http://y.test/",)))]
+        await trio.sleep(11)  # past REDIAL: dialled again, refused again
+        assert await a.links.send(b.address, Seed(("http://z.test/",)))
+        await _wait(a, 2)
+        await trio.sleep(1)
+        assert await a.links.send(b.address, Seed(("http://w.test/",)))
+        await _wait(a, 3)
+        assert net.stats.refused == 2 and c.links.relays.stats["forwarded"] == 6
+        a.links.forget(b.address)
+        assert not await a.links.send(b.address, Seed(("http://v.test/",)))
+        assert c.links.relays.stats["forwarded"] == 6
+
+
 async def test_a_refusal_over_tcp_is_told_from_a_dial_nobody_answers() -> None:
     with trio.socket.socket() as sock:  # bound, never listening: refuses on loopback
         await sock.bind(("127.0.0.1", 0))

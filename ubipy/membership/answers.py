@@ -18,7 +18,8 @@ class Answers:
         self._pings: dict[int, tuple[str, float]] = {}
         # (member, when our ping was sent) for each ping it answered itself.
         self._answers: list[tuple[str, float]] = []
-        self._unreached: list[str] = []
+        # Addresses, each once (a driver that never asks holds one per member).
+        self._unreached: dict[str, None] = {}
 
     def sent(self, seq: int, member_id: str, now: float) -> None:
         """A ping outside the probe cycle went to ``member_id`` under ``seq``."""
@@ -44,12 +45,12 @@ class Answers:
 
     def reached_indirectly(self, address: str) -> None:
         """A probe of the member at ``address`` ended answered through others alone."""
-        self._unreached.append(address)
+        self._unreached[address] = None
 
     def drain(self) -> list[tuple[str, float]]:
         answers, self._answers = self._answers, []
         return answers
 
     def drain_unreached(self) -> list[str]:
-        unreached, self._unreached = self._unreached, []
-        return unreached
+        unreached, self._unreached = self._unreached, {}
+        return list(unreached)

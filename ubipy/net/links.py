@@ -534,11 +534,16 @@ class Links:
         through others: a connection to one may look open and lose all that is written
         on it (a link cut by a firewall that drops, a route lost: TCP gives up on it
         only after TCP_USER_TIMEOUT, a minute). It is closed; frames go by relay while
-        the address is dialled again (see :meth:`Relays.path_lost`)."""
+        the address is dialled again (see :meth:`Relays.path_lost`), also when dials
+        there are refused (a firewall's REJECT: :meth:`Relays.reached_indirectly`).
+        Not one with a frame being written: a ping behind a large frame (a hand-off's,
+        up to 4 MiB) is late on a healthy link, and a write has its own time-out."""
         for address in addresses:
-            conn = self._out.pop(address, None)
-            if conn is None:
+            self.relays.reached_indirectly(address)
+            conn = self._out.get(address)
+            if conn is None or conn.send_lock.locked():
                 continue
+            del self._out[address]
             conn.closed = True
             self.relays.path_lost(address)
             log.info("%s answers only through others: its connection is closed", address)

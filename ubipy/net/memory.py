@@ -201,6 +201,8 @@ class MemoryStream(trio.abc.Stream):
             while True:
                 if pipe.reader_gone_at is not None:
                     return  # on its way to a closed socket: lost, the reset not yet back
+                if pipe.lost_since is not None:
+                    return  # cut silently while it waited for room: the rest is lost too
                 # What the buffer has room for goes now and the rest waits for the
                 # reader, as a socket's send_all does: cancelled meanwhile, it leaves
                 # part of the chunk on its way (the links must not write after it).
@@ -345,6 +347,7 @@ class MemoryNetwork:
         self._next_ephemeral: dict[str, int] = {}
         self._groups: dict[str, int] | None = None
         self._cuts: set[frozenset[str]] = set()  # links cut alone (cut_link)
+        self._rejects: set[frozenset[str]] = set()  # of those, the ones refusing dials
         self._dead: set[str] = set()
         # Insertion-ordered (a dict, not a set of objects hashed by address), so that
         # a partition breaks connections in the same order in every run of a seed.
@@ -414,17 +417,21 @@ class MemoryNetwork:
             if not self._same_side(conn.up.src, conn.up.dst):
                 self._break(conn)
 
-    def cut_link(self, a: str, b: str, *, silently: bool = False) -> None:
+    def cut_link(self, a: str, b: str, *, silently: bool = False, reject: bool = False) -> None:
         """Cut the link between hosts ``a`` and ``b`` alone, both ways: connections
         between them break now, dials between them go unanswered, and every other
         link works (each still reaches the other through a third). ``silently``, as a
         firewall that drops does: the connections stay open, losing all that is sent
         on them, until TCP gives up on them (TCP_USER_TIMEOUT after the cut; a heal
-        does not bring them back)."""
+        does not bring them back). ``reject``, as a firewall's REJECT: dials between
+        them are refused, as if nothing listened."""
         self._cuts.add(frozenset((a, b)))
+        if reject:
+            self._rejects.add(frozenset((a, b)))
         now = trio.current_time()
         for conn in list(self._connections):
-            if not self._same_side(conn.up.src, conn.up.dst):
+            # Connections already cut silently stay so: nothing reaches either end.
+            if not self._same_side(conn.up.src, conn.up.dst) and conn.up.lost_since is None:
                 if silently:
                     conn.lose(now)
                 else:
@@ -434,6 +441,7 @@ class MemoryNetwork:
         """One network again, links cut alone too (connections broken stay broken)."""
         self._groups = None
         self._cuts.clear()
+        self._rejects.clear()
 
     def kill(self, host: str) -> None:
         """The process on ``host`` dies: its connections break, dials to it are
@@ -506,6 +514,10 @@ class MemoryNetwork:
             raise OSError(errno.ENETUNREACH, f"{src} is down")
         latency = self.link(src, host).latency
         await trio.sleep(latency)  # the SYN on its way
+        if frozenset((src, host)) in self._rejects:
+            await trio.sleep(latency)  # the firewall's refusal on its way back
+            self.stats.refused += 1
+            raise ConnectionRefusedError(errno.ECONNREFUSED, f"{address} refused")
         if not self._same_side(src, host):
             # Lost at the cut: nothing comes back, the dialler waits out its SYN timer.
             self.stats.timed_out += 1

@@ -53,6 +53,10 @@ REDIAL: Final = 10.0
 # Frames a relay forwards to one target at once; more are dropped (their senders send
 # again what must arrive): a target that reads nothing holds at most this many here.
 MAX_FORWARDS: Final = 16
+# How long a member found answering only through others counts as alive behind a
+# firewall that refuses dials (a probe reaches each member at least once a pass over
+# them; a death, declared within seconds of it, forgets this at once).
+INDIRECT_MEMORY: Final = 60.0
 
 ConnT = TypeVar("ConnT")
 
@@ -114,6 +118,9 @@ class Relays(Generic[ConnT]):
         self._said: set[str] = set()
         # Addresses whose last dial was refused (nothing listens there).
         self._refused: set[str] = set()
+        # When membership last found the member at each address answering only through
+        # others: alive, so a refusal there is a firewall's, not a peer that is down.
+        self._indirect: dict[str, float] = {}
         # Frames being forwarded, by target (at most MAX_FORWARDS each).
         self._forwarding: Counter[str] = Counter()
 
@@ -136,8 +143,10 @@ class Relays(Generic[ConnT]):
     def dial_failed(self, address: str, exc: BaseException) -> None:
         """A dial to ``address`` failed with ``exc``. A refusal says the machine is up
         and nothing listens: the peer is down (its frames are not relayed, to be lost
-        at the relay with the sender none the wiser); an unanswered dial may be a cut."""
-        if refused_dial(exc):
+        at the relay with the sender none the wiser), unless membership found it
+        answering through others lately (a firewall's REJECT); an unanswered dial may
+        be a cut."""
+        if refused_dial(exc) and not self._answers_others(address):
             self._refused.add(address)
             self._failed_at.pop(address, None)
         else:
@@ -157,6 +166,20 @@ class Relays(Generic[ConnT]):
         self._failed_at.pop(address, None)
         self._refused.discard(address)
         self._said.discard(address)
+        self._indirect.pop(address, None)
+
+    def reached_indirectly(self, address: str) -> None:
+        """Membership's probe of the member at ``address`` was answered only through
+        others: a refusal of dials there is a firewall's, and its frames go by relay."""
+        now = trio.current_time()
+        self._indirect[address] = now
+        if address in self._refused:
+            self._refused.discard(address)
+            self._failed_at[address] = now
+
+    def _answers_others(self, address: str) -> bool:
+        at = self._indirect.get(address)
+        return at is not None and trio.current_time() - at < INDIRECT_MEMORY
 
     def path_lost(self, address: str) -> None:
         """The connection to ``address`` was closed as one that loses what is sent on
@@ -170,6 +193,7 @@ class Relays(Generic[ConnT]):
     def dialled(self, address: str) -> None:
         self._failed_at.pop(address, None)
         self._refused.discard(address)
+        self._indirect.pop(address, None)
         if address in self._said:
             self._said.discard(address)
             log.info("%s answers a dial again: its frames go to it directly", address)
