@@ -152,34 +152,43 @@ async def test_a_real_partition_heals_with_no_host_fetched_by_two_peers(
     assert b"counted in the majority's base" in newcomer.output
 
 
-# Another bridge's subnet: the two tests may run at once (pytest -n).
-CUT_SUBNET = "10.231.9"
+# Other bridges' subnets (not test_join_name's either): the tests may run at once
+# (pytest -n).
+CUT_SUBNETS = {"blackhole": "10.231.11", "refused": "10.231.13"}
 
 
+@pytest.mark.parametrize("how", ["blackhole", "refused"])
 async def test_two_peers_that_cannot_reach_each_other_crawl_on_through_a_third(
-    tmp_path: Path,
+    tmp_path: Path, how: str
 ) -> None:
-    """One cut link alone, for the whole crawl (``--replicas 2``): blackhole routes
-    between peers 0 and 1, each in a namespace of its own. Both stay in the ring (peer 2
-    sees each alive) and what they send each other goes by peer 2 (net/relays.py):
-    every page is fetched, none twice, no host by two peers at once
-    (tests/cluster/test_cut_link.py runs it in one process, over seeds). Before, the
-    hosts whose owner and successor they were got no request while it lasted."""
+    """One cut link alone, for the whole crawl (``--replicas 2``), between peers 0 and 1,
+    each in a namespace of its own: blackhole routes (what they send each other is
+    lost, their connections look open), or each other's address made a local one of
+    their own, where nothing listens (dials refused and connections reset, as behind a
+    firewall's REJECT). Both stay in the ring (peer 2 sees each alive) and what they
+    send each other goes by peer 2 (net/relays.py): every page is fetched, none twice,
+    no host by two peers at once (tests/cluster/test_cut_link.py runs it in one
+    process, over seeds). Before, the hosts whose owner and successor they were got no
+    request while it lasted; behind a REJECT, none for the whole crawl."""
     peers: list[PeerProcess] = []
-    bridge = f"{CUT_SUBNET}.1"
-    with bridged_namespaces(3, CUT_SUBNET) as names:
+    subnet = CUT_SUBNETS[how]
+    bridge = f"{subnet}.1"
+    with bridged_namespaces(3, subnet) as names:
         async with trio.open_nursery() as nursery:
             server = await nursery.start(serve, WEB)
             port = await nursery.start(relay, bridge, server.port)
             try:
                 peers += await start_in_namespaces(
-                    nursery, names, CUT_SUBNET, f"http://{bridge}:{port}", tmp_path,
+                    nursery, names, subnet, f"http://{bridge}:{port}", tmp_path,
                     "--delay", "0.25", "--replicas", "2",
                 )  # fmt: skip
                 everyone = {p.peer_id for p in peers}
                 await wait_for_one_view(peers, everyone, within=30)
-                ip("-n", names[0], "route", "add", "blackhole", f"{CUT_SUBNET}.11/32")
-                ip("-n", names[1], "route", "add", "blackhole", f"{CUT_SUBNET}.10/32")
+                for here, there in ((0, 11), (1, 10)):
+                    if how == "blackhole":
+                        ip("-n", names[here], "route", "add", "blackhole", f"{subnet}.{there}/32")
+                    else:
+                        ip("-n", names[here], "addr", "add", f"{subnet}.{there}/32", "dev", "lo")
                 cut_at = time.time()
                 await _seed(peers[2], tmp_path)
                 with trio.fail_after(180):
