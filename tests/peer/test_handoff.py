@@ -17,7 +17,7 @@ from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig
 from ubipy.errors import StorageError
 from ubipy.fetch.politeness import Job
 from ubipy.peer.crawler import Crawler
-from ubipy.peer.handoff import Handoff, ring_key
+from ubipy.peer.handoff import Handoff
 from ubipy.ring import Ring
 from ubipy.store.shard import Shard
 from ubipy.wire import Handoff as HandoffFrame
@@ -102,7 +102,7 @@ async def test_a_dead_peers_hosts_wait_out_the_grace(
         crawler.ring_changed(two)
         handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
         handoff.peer_gone("b")
-        handoff.release_from("c", ring_key(two))  # c has swept: only the grace is left
+        handoff.release_from("c", two.key)  # c has swept: only the grace is left
         crawler.seed([f"http://{gained}/"])
         assert asked(crawler) == set()
         await trio.sleep(GRACE - 1)
@@ -131,7 +131,7 @@ async def test_with_replicas_a_host_whose_every_copy_died_waits_for_one(
         handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
         for peer in ("b", "c"):
             handoff.peer_gone(peer)
-        handoff.release_from("d", ring_key(two))
+        handoff.release_from("d", two.key)
         crawler.seed([f"http://{orphan}/", f"http://{copied}/"])
         assert asked(crawler) == {copied}
         await trio.sleep(599)
@@ -150,7 +150,7 @@ async def test_without_grace_a_dead_peers_hosts_are_crawled_at_once(tmp_path: Pa
         crawler.ring_changed(two)
         handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
         handoff.peer_gone("b")
-        handoff.release_from("c", ring_key(two))
+        handoff.release_from("c", two.key)
         crawler.seed([f"http://{gained}/"])
         assert asked(crawler) == {gained}
 
@@ -168,8 +168,8 @@ async def test_a_sweep_under_another_ring_does_not_release_until_this_ring_is_th
     async with crawler_at(tmp_path) as crawler:
         handoff = handoff_for(crawler, "a", last_members=["a", "b", "c"])
         crawler.seed([f"http://{host}/"])
-        handoff.release_from("b", ring_key(two))
-        handoff.release_from("c", ring_key(two))  # a stray, say: c is not in that ring
+        handoff.release_from("b", two.key)
+        handoff.release_from("c", two.key)  # a stray, say: c is not in that ring
         assert asked(crawler) == set()
         handoff.peer_gone("c")
         assert asked(crawler) == set()
@@ -187,7 +187,7 @@ async def test_a_sweep_under_this_ring_releases_the_hosts_gained(tmp_path: Path)
         handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
         crawler.seed([f"http://{host}/"])
         assert asked(crawler) == set()
-        handoff.release_from("b", ring_key(two))
+        handoff.release_from("b", two.key)
         assert asked(crawler) == {host}
 
 
@@ -207,7 +207,7 @@ async def test_back_from_a_stop_the_last_rings_other_hosts_wait_for_their_owners
         # c is back and has swept; b, which may hold bs, is not back.
         crawler.ring_changed(now)
         handoff.ring_changed(now, frozenset(now.members), frozenset(now.members))
-        handoff.release_from("c", ring_key(now))
+        handoff.release_from("c", now.key)
         assert asked(crawler) == set()
         handoff.peer_gone("b")
         assert asked(crawler) == {bs}
@@ -300,11 +300,11 @@ async def test_a_peer_declared_dead_before_it_swept_is_waited_for_until_the_fenc
         handoff.resumed(frozenset({"b", "c"}))
         await trio.testing.wait_all_tasks_blocked()
         token = asks[0].token
-        handoff.release_from("c", ring_key(three), token)
+        handoff.release_from("c", three.key, token)
         assert asked(crawler) == set()  # b has not swept
         crawler.ring_changed(two)
         handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
-        handoff.release_from("c", ring_key(two))
+        handoff.release_from("c", two.key)
         handoff.peer_gone("b")
         assert asked(crawler) == set()
         await trio.sleep(FENCE - 1)
@@ -540,16 +540,16 @@ async def test_a_peer_that_left_and_swept_is_not_waited_for_at_a_later_ring_chan
         handoff = handoff_for(crawler, "a")
         nursery.start_soon(handoff.run)
         handoff.ring_changed(r4, frozenset(r4.members), frozenset())
-        handoff.release_from("l1", ring_key(r3))
+        handoff.release_from("l1", r3.key)
         crawler.ring_changed(r3)
         handoff.ring_changed(r3, frozenset(r3.members), frozenset({"a", "b", "l2", "l1"}))
-        handoff.release_from("b", ring_key(r3))
-        handoff.release_from("l2", ring_key(r3))
+        handoff.release_from("b", r3.key)
+        handoff.release_from("l2", r3.key)
         await trio.sleep(20.0)
-        handoff.release_from("l2", ring_key(r2))
+        handoff.release_from("l2", r2.key)
         crawler.ring_changed(r2)
         handoff.ring_changed(r2, frozenset(r2.members), frozenset({"a", "b", "l1", "l2"}))
-        handoff.release_from("b", ring_key(r2))
+        handoff.release_from("b", r2.key)
         crawler.seed([f"http://{host}/"])  # what l2 handed over
         assert asked(crawler) == {host}
         nursery.cancel_scope.cancel()
@@ -571,12 +571,12 @@ async def test_two_deaths_hours_apart_hold_no_host_for_want_of_a_copy(
         handoff.ring_changed(three, frozenset(three.members), frozenset(three.members))
         handoff.peer_gone("b")
         for peer in ("c", "d"):
-            handoff.release_from(peer, ring_key(three))
+            handoff.release_from(peer, three.key)
         await trio.sleep(5 * 3600.0)
         crawler.ring_changed(two)
         handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
         handoff.peer_gone("c")
-        handoff.release_from("d", ring_key(two))
+        handoff.release_from("d", two.key)
         crawler.seed([f"http://{host}/"])
         assert asked(crawler) == {host}
         nursery.cancel_scope.cancel()
@@ -598,12 +598,12 @@ async def test_a_later_death_does_not_end_the_wait_for_an_earlier_cuts_copies(
             handoff.ring_changed(ring, frozenset(ring.members), frozenset(ring.members))
             handoff.peer_gone(dead)
         for peer in ("d", "e"):
-            handoff.release_from(peer, ring_key(three))
+            handoff.release_from(peer, three.key)
         await trio.sleep(3600.0)
         crawler.ring_changed(two)  # an hour later, d dies too
         handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
         handoff.peer_gone("d")
-        handoff.release_from("e", ring_key(two))
+        handoff.release_from("e", two.key)
         crawler.seed([f"http://{host}/"])
         assert asked(crawler) == set()  # b's and c's copies are still waited for
         nursery.cancel_scope.cancel()
@@ -621,15 +621,15 @@ async def test_a_leaving_peer_is_waited_for_until_its_leaves_sweep(
         nursery.start_soon(handoff.run)
         crawler.ring_changed(r3)
         handoff.ring_changed(r3, frozenset(r3.members), frozenset(r3.members))
-        handoff.release_from("l", ring_key(r3))
-        handoff.release_from("b", ring_key(r3))
+        handoff.release_from("l", r3.key)
+        handoff.release_from("b", r3.key)
         await trio.sleep(600.0)
         crawler.ring_changed(r2)  # l leaves
         handoff.ring_changed(r2, frozenset(r2.members), frozenset({"a", "b", "l"}))
-        handoff.release_from("b", ring_key(r2))
+        handoff.release_from("b", r2.key)
         crawler.seed([f"http://{host}/"])
         assert asked(crawler) == set()  # l may still be asking it
-        handoff.release_from("l", ring_key(r2))  # its leave's sweep is done
+        handoff.release_from("l", r2.key)  # its leave's sweep is done
         assert asked(crawler) == {host}
         nursery.cancel_scope.cancel()
 
@@ -651,19 +651,19 @@ async def test_a_peer_back_after_leaving_is_waited_for_when_it_leaves_again(
             handoff.ring_changed(r, frozenset(r.members), frozenset(handing))
 
         ring(abl, "abl")
-        handoff.release_from("l", ring_key(abl))
-        handoff.release_from("b", ring_key(abl))
+        handoff.release_from("l", abl.key)
+        handoff.release_from("b", abl.key)
         ring(ab, "abl")  # l leaves
-        handoff.release_from("b", ring_key(ab))
-        handoff.release_from("l", ring_key(ab))
+        handoff.release_from("b", ab.key)
+        handoff.release_from("l", ab.key)
         await trio.sleep(600.0)
         ring(abl, "abl")  # l is back, and takes its hosts
-        handoff.release_from("b", ring_key(abl))
+        handoff.release_from("b", abl.key)
         ring(abc, "abcl")  # l leaves again, c joins
-        handoff.release_from("b", ring_key(abc))
-        handoff.release_from("c", ring_key(abc))
+        handoff.release_from("b", abc.key)
+        handoff.release_from("c", abc.key)
         crawler.seed([f"http://{host}/"])
         assert asked(crawler) == set()
-        handoff.release_from("l", ring_key(abc))
+        handoff.release_from("l", abc.key)
         assert asked(crawler) == {host}
         nursery.cancel_scope.cancel()

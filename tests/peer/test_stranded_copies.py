@@ -13,7 +13,7 @@ import trio.testing
 
 from tests.peer.test_handoff import FENCE, asked, crawler_at
 from ubipy.fetch.urls import fingerprint
-from ubipy.peer.handoff import Handoff, ring_key
+from ubipy.peer.handoff import Handoff
 from ubipy.peer.replica import Replicator
 from ubipy.ring import Ring
 from ubipy.wire import Handoff as HandoffFrame
@@ -120,14 +120,14 @@ async def test_a_host_gained_from_a_peer_that_died_waits_for_the_others_sweep(
         crawler.ring_changed(JOINED)
         handoff.ring_changed(JOINED, frozenset(JOINED.members), frozenset(JOINED.members))
         crawler.seed([f"http://{HOST}/"])
-        handoff.release_from("c", ring_key(JOINED))
+        handoff.release_from("c", JOINED.key)
         assert asked(crawler) == set()  # b has not swept
         crawler.ring_changed(AFTER)
         handoff.ring_changed(AFTER, frozenset(AFTER.members), frozenset(AFTER.members))
         handoff.peer_gone("b")
         await trio.sleep(FENCE + 1)
         assert asked(crawler) == set()  # c has not swept under AFTER
-        handoff.release_from("c", ring_key(AFTER))
+        handoff.release_from("c", AFTER.key)
         assert asked(crawler) == {HOST}
         nursery.cancel_scope.cancel()
 
@@ -143,10 +143,10 @@ async def test_a_peer_that_swept_leaves_no_stale_copies_to_hand_on_at_its_death(
         copies = Replicator("c", 2, c, c._shard, _unused, lambda peer: f"{peer}:1")
         copies.receive(_copy_from_b(), "b")
         copies.ring_changed(BEFORE)  # c's ring: the host is b's
-        await copies.swept("b", ring_key(JOINED))
+        await copies.swept("b", JOINED.key)
         assert c._shard.replica_hosts() == [HOST]
         copies.ring_changed(JOINED)
-        await copies.swept("b", ring_key(JOINED))
+        await copies.swept("b", JOINED.key)
         assert c._shard.replica_hosts() == []
         assert copies.strays(AFTER, {"b"}) == []
 
@@ -219,7 +219,7 @@ async def test_a_done_forgets_the_senders_stale_copies_under_this_peers_ring(
             at_c.ring_changed(BEFORE, frozenset(BEFORE.members), frozenset(BEFORE.members))
             copies.ring_changed(BEFORE)
 
-            done = HandoffDone(ring_key(JOINED), 0)
+            done = HandoffDone(JOINED.key, 0)
             if done_first:
                 await at_c._on_handoff_done("b", done, _no_reply)
                 await trio.testing.wait_all_tasks_blocked()

@@ -54,6 +54,13 @@ def test_owners_are_pinned() -> None:
     ]
 
 
+def test_a_ring_s_key_names_its_members_whatever_their_order() -> None:
+    """A HANDOFF_DONE names the ring its sender swept under; the receiver compares it
+    with its own ring's key."""
+    assert Ring(["b", "a", "c", "a"]).key == Ring(["c", "b", "a"]).key == "a,b,c"
+    assert Ring(["a", "b"]).key != Ring(["a", "b", "c"]).key
+
+
 def test_empty_ring_raises_a_clear_error() -> None:
     for placement in (Ring([]), ModuloPlacement([]), TwoLevelPlacement([])):
         with pytest.raises(EmptyRingError, match="no members"):

@@ -33,7 +33,7 @@ import trio
 from ubipy.errors import FrameError, StorageError, UbipyError
 from ubipy.net import Handle, Reply, Send
 from ubipy.peer.crawler import Crawler
-from ubipy.peer.holds import NO_RING, SWEEP_AGAIN, Hold, HoldsMixin, ring_key
+from ubipy.peer.holds import NO_RING, SWEEP_AGAIN, Hold, HoldsMixin
 from ubipy.peer.ids import run_ids
 from ubipy.peer.refreshpages import revisits_from_wire, revisits_to_wire
 from ubipy.peer.replica import Replicator
@@ -206,7 +206,7 @@ class Handoff(HoldsMixin):
             self._kick.set()
             return False
         if complete:
-            key = ring_key(ring)
+            key = ring.key
             for peer in self._alive - {self.self_id}:
                 address = self._address_of(peer)
                 if address is None or address in self._gone:
@@ -423,4 +423,4 @@ class Handoff(HoldsMixin):
             )
 
 
-__all__ = ["Handoff", "HandoffStats", "StorageError", "ring_key"]
+__all__ = ["Handoff", "HandoffStats", "StorageError"]

@@ -25,7 +25,7 @@ from ubipy.wire import HandoffDone
 
 log = logging.getLogger("ubipy.peer.handoff")  # the hand-off's log
 
-__all__ = ["NO_RING", "SWEEP_AGAIN", "Hold", "HoldsMixin", "ring_key"]
+__all__ = ["NO_RING", "SWEEP_AGAIN", "Hold", "HoldsMixin"]
 
 # How soon a sweep that left hosts here is tried again (and a peer asked to sweep is
 # asked again): the first wait, the longest.
@@ -57,10 +57,6 @@ class Hold:
     # Made on a death, to wait for the sweeps that hand the dead peer's copies here
     # (_wait_for_copies): a later death neither fences nor copies it again.
     for_copies: bool = False
-
-
-def ring_key(ring: Ring) -> str:
-    return ",".join(sorted(ring.members))
 
 
 class HoldsMixin:
@@ -109,7 +105,7 @@ class HoldsMixin:
             old = Ring(alive - {self.self_id})
         # Any other peer may hold a gained host (views of the ring differ for a
         # moment while membership settles), so all of them are waited for.
-        key = ring_key(ring)
+        key = ring.key
         # A peer may have finished its sweep under this very ring before this
         # peer saw the ring change: its DONE has already come. One that left and has
         # done its leave's sweep (under a ring without it) holds nothing more: it is
@@ -186,7 +182,7 @@ class HoldsMixin:
         its copies, whose sweep under the ring without it hands them here
         (Replicator.strays). Until every live peer has swept under this ring, those
         hosts stay held (else a page it fetched was fetched again here)."""
-        key = ring_key(self._ring)
+        key = self._ring.key
         waiting = {p for p in self._alive - {self.self_id, peer_id} if self._swept.get(p) != key}
         if not waiting:
             return
@@ -258,7 +254,7 @@ class HoldsMixin:
             self._swept[peer_id] = key
         # A sweep under the ring this peer has now covers every host the sender
         # holds, whatever ring the hold was made under.
-        current = key is None or key == ring_key(self._ring)
+        current = key is None or key == self._ring.key
         changed = False
         for hold in self._holds:
             if hold.token:

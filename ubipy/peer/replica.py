@@ -569,11 +569,7 @@ class Replicator:
         it owns again (a review). Checkpoints between chunks (a copy may hold hundreds
         of thousands of hosts)."""
         ring = self._ring
-        if (
-            self.replicas < 2
-            or frozenset(key.split(",")) != frozenset(ring.members)
-            or self._swept_last.get(peer_id) == key
-        ):
+        if self.replicas < 2 or key != ring.key or self._swept_last.get(peer_id) == key:
             return
         self._swept_last[peer_id] = key
         hosts = self._shard.replica_hosts_from(peer_id)

@@ -91,6 +91,12 @@ class Ring:
         return self._members
 
     @property
+    def key(self) -> str:
+        """The members, sorted, comma-joined: how a peer names the ring it swept under
+        (HANDOFF_DONE), and another tells whether it is its own."""
+        return ",".join(self._members)
+
+    @property
     def vnodes(self) -> int:
         return self._vnodes
 
