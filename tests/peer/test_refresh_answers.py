@@ -143,14 +143,40 @@ class _Outage:
         return httpx2.Response(status, headers={"etag": '"v1"'} if status == 304 else {})
 
 
+async def test_a_page_missing_twice_is_retired_at_its_third_404_across_a_restart(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Before: a restart counted its 404s from 0 again, and it was asked three more times.
+    site = _Site(300, gone=True)
+    config = _config(tmp_path)
+    second = trio.Event()
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        response = site(request)
+        if sum(1 for _, status, _ in site.log if status == 404) == 2:
+            second.set()
+        return response
+
+    with wall_clock_on_trio_time():
+        async with running_crawler(config, answer) as crawler:
+            crawler.seed(["http://site.test/"])
+            with trio.fail_after(3600):
+                await second.wait()
+        async with running_crawler(config, site) as crawler:
+            await trio.sleep(3600)
+            assert crawler.refresher is not None
+            assert crawler.refresher._pages == {} and crawler.refresher.stats.retired == 1
+    assert sum(1 for _, status, _ in site.log if status == 404) == 3
+
+
 async def test_a_failing_page_backs_off_and_a_restart_keeps_its_wait(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     """A page failing (503) is asked again after twice its last wait each time, and
     the failures are no visits of its history; once it answers again it is asked at
-    its interval (a minute). A restart keeps its due time (its failures are counted
-    from 0 again). Before: asked every minute through the outage, and at once after a
-    restart."""
+    its interval (a minute). A restart keeps its due time and its failures in a row
+    (the next wait is twice the last). Before: asked every minute through the outage,
+    and at once after a restart; then, the failures counted from 0 again after it."""
     site = _Outage(300, 3000)
     config = _config(tmp_path)
     with wall_clock_on_trio_time():
@@ -173,10 +199,10 @@ async def test_a_failing_page_backs_off_and_a_restart_keeps_its_wait(
         async with running_crawler(config, site) as crawler:
             await trio.sleep(3600)
     after = [(a, b) for a, b, _ in site.asks if a >= restart]
-    # Not asked before its due time (then failing again, it waits twice its interval,
-    # its failures counted from 0 again).
+    # Not asked before its due time; then failing a fourth time in a row, it waits
+    # twice its last wait (480 s).
     assert after[0][0] >= restart + due - 1
-    assert round(after[1][0] - after[0][1]) == 120
+    assert round(after[1][0] - after[0][1]) == 960
     back = [(a, status) for a, _, status in site.asks if a >= 3000]
     assert back and {status for _, status in back} == {304}
     assert all(60 <= b - a < 62 for (a, _), (b, _) in itertools.pairwise(back)), back

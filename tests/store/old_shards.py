@@ -37,6 +37,10 @@ _UNDO = {
     11: ("DROP TABLE given_up",),
     12: ("DROP INDEX outbox_spilled", "ALTER TABLE outbox DROP COLUMN spilled"),
     13: ("DROP TABLE replica_sources",),
+    14: (
+        "ALTER TABLE refresh DROP COLUMN failures",
+        "ALTER TABLE refresh DROP COLUMN missing",
+    ),
 }
 
 

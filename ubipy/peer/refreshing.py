@@ -152,6 +152,8 @@ class Refresher(PlanningMixin):
             due = min(last + max(r.due - r.last_visit, 0.0), now + self._cfg.max_interval)
             page = RefreshPage.from_row(r, last, due)
             self._keep(page)
+            if page.failures:
+                self._failing.add(page.fp)
             if page.checks:
                 counts.append((page.host, page.checks, page.agreed))
         self.hints.load(((m.fp, m.lastmod) for m in self._shard.lastmods()), counts)

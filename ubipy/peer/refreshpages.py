@@ -102,6 +102,7 @@ class RefreshPage(History):
             fp=r.fp, url=r.url, host=sys.intern(r.host), depth=r.depth, importance=r.importance,
             etag=r.etag, last_modified=r.last_modified, digest=r.digest, due=due,
             checks=r.lastmod_checks, agreed=r.lastmod_agreed, asked_at=last, held_until=due,
+            failures=r.failures, missing=r.missing,
         )  # fmt: skip
 
     @classmethod
@@ -136,6 +137,8 @@ class RefreshPage(History):
             self.digest,
             self.checks,
             self.agreed,
+            self.failures,
+            self.missing,
         )
 
 

@@ -144,7 +144,7 @@ class PagesMixin:
         gone = set(retired)
         with self.transaction():
             self._conn.executemany(
-                f"INSERT OR REPLACE INTO refresh VALUES ({', '.join('?' * 15)})",
+                f"INSERT OR REPLACE INTO refresh VALUES ({', '.join('?' * 17)})",
                 [astuple(r) for r in rows if r.fp not in gone],
             )
             if gone:

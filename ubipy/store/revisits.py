@@ -35,6 +35,10 @@ class RefreshRow:
     # (ubipy.peer.hints): summed per host, whether the host's lastmods are trusted.
     lastmod_checks: int = 0
     lastmod_agreed: int = 0
+    # Failed answers in a row, and of those the 404s: a start keeps its back-off and
+    # its way to retirement (ubipy.peer.refreshing).
+    failures: int = 0
+    missing: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ import sqlite3
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 SHARD_FILE = "shard.sqlite3"
 # The peer keeps its id under this key of the meta table (ubipy.peer.ids).
 PEER_ID_META = "peer_id"
@@ -179,6 +179,13 @@ CREATE TABLE IF NOT EXISTS replica_sources (
 CREATE INDEX IF NOT EXISTS replica_sources_host ON replica_sources (host);
 """
 
+# Version 15: a page's failed answers in a row (any failure; 404s alone), so that a
+# restart keeps a failing page's back-off and its count towards retirement.
+_REFRESH_FAILURES = """
+ALTER TABLE refresh ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE refresh ADD COLUMN missing INTEGER NOT NULL DEFAULT 0;
+"""
+
 SCHEMA = (
     """
 CREATE TABLE IF NOT EXISTS meta (
@@ -253,6 +260,7 @@ CREATE TABLE IF NOT EXISTS bodies (
     + _GIVEN_UP
     + _OUTBOX_SPILLED
     + _REPLICA_SOURCES
+    + _REFRESH_FAILURES
 )
 
 
@@ -290,6 +298,9 @@ MIGRATIONS: dict[int, str] = {
     # 13 -> 14: the senders of replica rows (those already here name none: they are
     # taken over as before, by a peer that owns their host when their sender dies).
     13: _REPLICA_SOURCES,
+    # 14 -> 15: failure counts of pages refreshed (0 for those already here: a page
+    # failing at the upgrade is asked once more, as at any start before).
+    14: _REFRESH_FAILURES,
 }
 
 # The order --order other than bfs takes a host's pending URLs in: made only when
