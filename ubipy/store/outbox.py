@@ -12,6 +12,7 @@ from collections.abc import Collection, Generator, Iterator, Sequence
 from contextlib import AbstractContextManager
 
 from ubipy.store.rows import NewURL
+from ubipy.store.schema import distinct
 
 __all__ = ["OutboxMixin"]
 
@@ -20,16 +21,7 @@ _OUTBOX = "fp, url, host, depth, score, redirects"  # the outbox's columns, as i
 CHUNK = 10_000
 
 # The hosts of the rows kept on disk alone: a skip scan of their partial index.
-_SPILLED_HOSTS = """
-WITH RECURSIVE spilled(host) AS (
-    SELECT (SELECT host FROM outbox WHERE spilled = 1 ORDER BY host LIMIT 1)
-    UNION ALL
-    SELECT (
-        SELECT host FROM outbox WHERE spilled = 1 AND host > spilled.host ORDER BY host LIMIT 1
-    ) FROM spilled WHERE spilled.host IS NOT NULL
-)
-SELECT host FROM spilled WHERE host IS NOT NULL
-"""
+_SPILLED_HOSTS = distinct("outbox", "host", "spilled = 1")
 
 
 def _url(fp: int, url: str, host: str, depth: int, score: float, redirects: int) -> NewURL:

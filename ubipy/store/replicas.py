@@ -11,21 +11,12 @@ from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 
 from ubipy.store.rows import HostMark, NewURL
+from ubipy.store.schema import distinct
 
 __all__ = ["ReplicaMixin"]
 
 # The peers copies came from: a skip scan of the sources' primary key.
-_SOURCES = """
-WITH RECURSIVE sources(source) AS (
-    SELECT (SELECT source FROM replica_sources ORDER BY source LIMIT 1)
-    UNION ALL
-    SELECT (
-        SELECT source FROM replica_sources WHERE source > sources.source
-        ORDER BY source LIMIT 1
-    ) FROM sources WHERE sources.source IS NOT NULL
-)
-SELECT source FROM sources WHERE source IS NOT NULL
-"""
+_SOURCES = distinct("replica_sources", "source")
 
 
 class ReplicaMixin:
