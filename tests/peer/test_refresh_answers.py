@@ -199,8 +199,8 @@ async def test_a_failing_page_backs_off_and_a_restart_keeps_its_wait(
         async with running_crawler(config, site) as crawler:
             await trio.sleep(3600)
     after = [(a, b) for a, b, _ in site.asks if a >= restart]
-    # Not asked before its due time; then failing a fourth time in a row, it waits
-    # twice its last wait (480 s).
+    # Not asked before its due time (its third failure's wait, 480 s, ahead at the
+    # restart); then failing a fourth time in a row, it waits twice that.
     assert after[0][0] >= restart + due - 1
     assert round(after[1][0] - after[0][1]) == 960
     back = [(a, status) for a, _, status in site.asks if a >= 3000]

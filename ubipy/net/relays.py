@@ -286,6 +286,12 @@ class Relays(Generic[ConnT]):
                 self.stats["refused"] += 1
                 return
             self.stats["opened"] += 1
+            # A member behind a REJECT answers by relay from now on (its probes' Acks
+            # among them, direct to membership): still alive, its refusals still a
+            # firewall's (a review: every INDIRECT_MEMORY it went back to refused).
+            address = self._address_of(inner.sender)
+            if address is not None and address in self._indirect:
+                self._indirect[address] = trio.current_time()
             await links.dispatch(inner, conn, via=frame.sender)
         elif (
             relay.hops == 0

@@ -84,9 +84,9 @@ class RefreshPage(History):
     # where it is the last visit.
     asked_at: float = 0.0
     # Answers in a row that were not a 200 or a 304 (a time-out, a 5xx, a 404...), and
-    # the 404s among the last ones in a row. Kept in memory only: a restart counts
-    # them from 0 again (a page failing then makes one request more, at its due time,
-    # before it backs off again, and a 404 three more before it is retired).
+    # the 404s among the last ones in a row. Kept with its row (schema 15), so a restart
+    # goes on backing off and retiring from them; a hand-off or a replica's take-over
+    # starts them from 0 again (the wire carries them not).
     failures: int = 0
     missing: int = 0
     # The due time a start found in its row (its back-off, a bar): not before then
