@@ -77,3 +77,43 @@ async def test_two_members_that_cannot_reach_each_other_crawl_on_through_a_third
     assert referee.duplicates() == []
     assert referee.overlaps() == []
     assert troubles == []
+
+
+@SEEDS
+@pytest.mark.parametrize("how", ["silently", "by refusals"])
+async def test_a_link_cut_and_healed_over_and_over_loses_and_repeats_nothing(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, seed: int, how: str
+) -> None:
+    """The link between peers 0 and 1 of four flaps: cut for 5 s, whole for 3, from
+    the seed on, for the whole crawl (``--replicas 2``). Each cut is seen afresh
+    (connections dialled during the last heal are cut again, silently or by a REJECT's
+    refusals), and frames go by relay then directly again: every page fetched once,
+    no host by two peers at once."""
+    async with cluster(tmp_path, WEB, seed=seed) as c:
+        peers = await c.start_joined(4, replicas=2, delay=0.2)
+        cuts = 0
+
+        async def flap() -> None:
+            nonlocal cuts
+            while True:
+                cuts += 1
+                a, b = host_of(0), host_of(1)
+                c.net.cut_link(a, b, silently=how == "silently", reject=how == "by refusals")
+                await trio.sleep(5)
+                c.net.heal()
+                await trio.sleep(3)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(flap)
+            peers[3].peer.seed_urls([WEB.seed_url()])
+            with trio.fail_after(600):
+                await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
+            nursery.cancel_scope.cancel()
+        relayed = sum(p.peer.status().frames_relayed for p in peers[:2])
+        troubles = [t for p in peers for t in p.troubles]
+    referee = Referee(c.server.log, WEB)
+    assert cuts >= 2  # healed and cut again during the crawl
+    assert relayed > 0
+    assert referee.duplicates() == []
+    assert referee.overlaps() == []
+    assert troubles == []
