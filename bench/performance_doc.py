@@ -109,6 +109,14 @@ costs a third to a half of what it cost on the last machine, Scrapy's about two 
 2026-12-04 (the twenty-second session, the same kind of machine; 8ffe699, after its
 changes to the scheduler: robots.txt hops, the per-IP fix): **11.04** with `--repeat 3`
 (medians 0.36 and 3.93 ms a page).
+2026-12-06 (the forty-first session, an Intel Xeon machine of 2 vCPUs; 0d23e91): **7.42**
+with `--repeat 3` (ubipy 0.46-0.49 ms a page, Scrapy 3.49-3.78; the crawl alone 0.44-0.47
+against 3.46-3.75). On the same machine and code: HTTPS over HTTP with `--max-requests 5`
+on this default web, `--repeat 3`, 1.37 (0.68 / 0.50 ms; OpenSSL's own calls 0.07 of the
+0.18 ms a page); `python -m bench.scaling --peers 1 --duration 30` 1.00 ms a page at 2 in
+flight against 0.59 at 64 (1.69); `bench/admission.py` 100,973 links a CPU-second all new
+and 174,811 with 90% seen; `python -m bench.idle --seconds 20` 0.96 ms of CPU a second
+for a peer alone.
 
 Instructions a page (`--instructions`: each crawler under valgrind's callgrind, start-up
 included, about a third of ubipy's count on this small web) repeat within 1% where CPU
