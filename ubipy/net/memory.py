@@ -169,9 +169,9 @@ class MemoryStream(trio.abc.Stream):
         if self._closed:
             raise trio.ClosedResourceError("this end is closed")
         pipe = self._out
-        _given_up(pipe, trio.current_time())
+        now = trio.current_time()
         gone = pipe.reader_gone_at
-        if pipe.cut or (gone is not None and trio.current_time() >= gone):
+        if _given_up(pipe, now) or (gone is not None and now >= gone):
             raise trio.BrokenResourceError(f"connection to {self.remote_address} broken")
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:

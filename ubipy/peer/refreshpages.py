@@ -86,7 +86,7 @@ class RefreshPage(History):
     # Answers in a row that were not a 200 or a 304 (a time-out, a 5xx, a 404...), and
     # the 404s among the last ones in a row. Kept with its row (schema 15), so a restart
     # goes on backing off and retiring from them; a hand-off or a replica's take-over
-    # starts them from 0 again (the wire carries them not).
+    # starts them from 0 again (HANDOFF's revisits do not carry them).
     failures: int = 0
     missing: int = 0
     # The due time a start found in its row (its back-off, a bar): not before then
