@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import cbor2
@@ -185,6 +186,21 @@ async def test_a_hosts_pages_move_with_it_and_are_refreshed_by_its_new_owner(
         restarted = Refresher(b.config, b._shard, lambda: scheduler, b.scope.filters)
         restarted.load()
         assert {r.fp for r in restarted.revisits_of(HOST)} == held.keys()
+
+
+async def test_a_failing_pages_failures_go_with_its_host(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Its new owner goes on backing it off (and retiring it at its third 404) from
+    where its old owner was; before, from 0 (two more requests, or three)."""
+    failing, fine = _rows(2)
+    failing = replace(failing, failures=3, missing=2)
+    async with crawler_at(tmp_path / "a") as a, crawler_at(tmp_path / "b") as b:
+        assert b.refresher is not None
+        await _hand_over(a, b, [failing, fine])
+        got = {r.fp: (r.failures, r.missing) for r in b.refresher.revisits_of(HOST)}
+        assert got == {failing.fp: (3, 2), fine.fp: (0, 0)}
+        assert b.refresher._failing == {failing.fp}
 
 
 async def test_long_urls_and_validators_go_in_more_frames_each_under_the_cap(

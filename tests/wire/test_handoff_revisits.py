@@ -7,6 +7,7 @@ is a WireError, never a crash)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import cbor2
@@ -42,6 +43,8 @@ PAGE = Revisit(
     "0123456789abcdef0123456789abcdef",
     4,
     3,
+    2,
+    1,
 )
 # A page of a sitemap, never seen to change, with no validators.
 SITEMAP = Revisit("http://a.test/sitemap.xml", 1_000_000, 1, 0, 0.0, NOW, NOW + 60.0)
@@ -94,6 +97,14 @@ def test_a_later_versions_items_after_a_revisits_own_are_ignored() -> None:
     assert isinstance(again, Handoff) and again.revisits == (PAGE,)
 
 
+def test_an_earlier_versions_revisit_has_no_failures() -> None:
+    """A peer before the failure counts sends thirteen items: the page comes with none,
+    and an earlier peer reads the first thirteen of this one's (the test above)."""
+    again = decode(FrameType.HANDOFF, _frame_with({"revisits": [_good()[:13]]}))
+    assert isinstance(again, Handoff)
+    assert again.revisits == (replace(PAGE, failures=0, missing=0),)
+
+
 def test_times_and_counts_at_their_bounds_are_taken() -> None:
     edge = Revisit(
         "h://" + "x" * (MAX_REVISIT_URL - 4),
@@ -143,6 +154,9 @@ def test_times_and_counts_at_their_bounds_are_taken() -> None:
         [_with(11, -1)],
         [_with(12, 5)],  # more agreed than checks
         [_with(12, None)],
+        [_with(13, -1)],
+        [_with(13, "1")],
+        [_with(14, 3)],  # more 404s than failures
         # Times: finite, in [0, MAX_WALL].
         *([_with(i, v)] for i in (4, 5, 6) for v in (math.nan, math.inf, -1.0, 2e11, "1", None)),
         [_with(6, 10**400)],

@@ -439,7 +439,10 @@ class Refresher(PlanningMixin):
             trust = self.hints.hosts.setdefault(page.host, HostTrust())
             trust.checks += page.checks - (0 if old is None else old.checks)
             trust.agreed += page.agreed - (0 if old is None else old.agreed)
-            self._failing.discard(page.fp)
+            if page.failures:
+                self._failing.add(page.fp)
+            else:
+                self._failing.discard(page.fp)
             self._prompted.discard(page.fp)
             self._keep(page)
         if schedule:

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 _CLUSTER_MIN_VISITS = 3
 # The revisits one HANDOFF frame carries at most, and their strings' bytes at most:
 # beside a chunk's 2,000 pending URLs and done fingerprints, well under the frame's
-# 4 MiB cap (a revisit is a URL, two validators, a digest and nine numbers: a few
+# 4 MiB cap (a revisit is a URL, two validators, a digest and eleven numbers: a few
 # hundred bytes; its numbers and its list's head take at most _REVISIT_HEAD in CBOR).
 REVISITS_PER_FRAME = 1_000
 REVISIT_BYTES_PER_FRAME = 1 << 20
@@ -85,8 +85,8 @@ class RefreshPage(History):
     asked_at: float = 0.0
     # Answers in a row that were not a 200 or a 304 (a time-out, a 5xx, a 404...), and
     # the 404s among the last ones in a row. Kept with its row (schema 15), so a restart
-    # goes on backing off and retiring from them; a hand-off or a replica's take-over
-    # starts them from 0 again (HANDOFF's revisits do not carry them).
+    # goes on backing off and retiring from them, and so does the host's next owner
+    # (HANDOFF's revisits carry them); a replica's take-over starts them from 0.
     failures: int = 0
     missing: int = 0
     # The due time a start found in its row (its back-off, a bar): not before then
@@ -269,6 +269,8 @@ def revisits_to_wire(rows: Iterable[RefreshRow]) -> list[tuple[Revisit, ...]]:
                 _validator(r.digest),
                 r.lastmod_checks,
                 r.lastmod_agreed,
+                r.failures,
+                r.missing,
             )
         except WireError as exc:
             log.warning("%s: its revisit state stays behind: %s", r.url[:200], exc)
@@ -312,6 +314,8 @@ def revisits_from_wire(revisits: Iterable[Revisit], host: str) -> list[RefreshRo
                 v.digest,
                 v.checks,
                 v.agreed,
+                v.failures,
+                v.missing,
             )
         )
     return rows

@@ -197,9 +197,11 @@ class Revisit:
     URL from a peer), its depth, its history (visits, the visits after the first that
     found it changed, the seconds from its first visit to its last, the last visit),
     when it is due again (wall clock: the sender's), its importance, the validators and
-    digest of the copy kept, and its host's sitemap lastmods its visits checked and how
-    many agreed. Checked: counts and times a plan would divide by, add up or wait for
-    are finite and bounded, strings bounded."""
+    digest of the copy kept, its host's sitemap lastmods its visits checked and how
+    many agreed, and its failed answers in a row and the 404s among them (two items a
+    peer before them leaves out: 0 then, and one of them ignores them). Checked:
+    counts and times a plan would divide by, add up or wait for are finite and bounded,
+    strings bounded."""
 
     url: str
     depth: int
@@ -214,6 +216,8 @@ class Revisit:
     digest: str | None = None
     checks: int = 0
     agreed: int = 0
+    failures: int = 0
+    missing: int = 0
 
     def __post_init__(self) -> None:
         if not 0 < len(self.url) <= MAX_REVISIT_URL:
@@ -226,6 +230,8 @@ class Revisit:
             )
         if not 0 <= self.agreed <= self.checks <= MAX_VISITS:
             raise WireError("a revisit's lastmod checks are a count, its agreed ones at most them")
+        if not 0 <= self.missing <= self.failures <= MAX_VISITS:
+            raise WireError("a revisit's failures are a count, its 404s among them at most them")
         times = (self.observed, self.last_visit, self.due)
         if not all(math.isfinite(t) and 0 <= t <= MAX_WALL for t in times):
             raise WireError(f"a revisit's times are finite numbers in [0, {MAX_WALL:g}]")
@@ -250,6 +256,8 @@ class Revisit:
             self.digest,
             self.checks,
             self.agreed,
+            self.failures,
+            self.missing,
         ]
 
     @classmethod
@@ -279,6 +287,10 @@ class Revisit:
             _text(items[10], "a revisit's digest", MAX_VALIDATOR),
             _int(items[11], "a revisit's lastmod checks", 0, MAX_VISITS + 1),
             _int(items[12], "a revisit's lastmod checks agreed", 0, MAX_VISITS + 1),
+            *(
+                _int(item, "a revisit's failures", 0, MAX_VISITS + 1)
+                for item in items[_REVISIT_FIELDS : _REVISIT_FIELDS + 2]
+            ),
         )
 
 
