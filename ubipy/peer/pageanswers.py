@@ -74,7 +74,12 @@ class PageAnswersMixin:
         """``asked``: the seconds the answer's Retry-After asked (capped)."""
         config = self.config
         self.scheduler.heard(host, result.latency, result.status, asked=asked)
-        if is_retryable(result) and entry.attempt < config.fetch.max_retries:
+        # A page refreshed that failed its last ask too is backed off by the refresher,
+        # not retried within the ask as well: a server down for a day took three
+        # requests at each backed-off ask (its retries) where one tells as much.
+        refresher = self.refresher
+        backed_off = entry.refresh and refresher is not None and refresher.failing(entry.fp)
+        if is_retryable(result) and entry.attempt < config.fetch.max_retries and not backed_off:
             self.stats.retries += 1
             # An asked wait shorter than the back-off ("Retry-After: 0") does not cut it.
             wait = retry_delay(entry.attempt + 1, config.fetch.retry_base)

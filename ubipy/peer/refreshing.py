@@ -348,6 +348,10 @@ class Refresher(PlanningMixin):
             if due:
                 scheduler.refreshes(host, due)
 
+    def failing(self, fp: int) -> bool:
+        """Whether the page's last answer here was a failure (it is being backed off)."""
+        return fp in self._failing
+
     def page(self, fp: int) -> RefreshPage | None:
         """A page refreshed here, taken out of its packing (a copy: changed, it goes
         back with :meth:`_keep`), or None."""
