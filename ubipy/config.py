@@ -358,8 +358,8 @@ class FetchConfig:
         2,
         flag="--retries",
         metavar="N",
-        help="retry a page after 5xx, 429, a time-out or a broken connection up to N times, "
-        "with exponential back-off or the server's Retry-After if longer (default: {default})",
+        help="retry a page after 5xx, 429, a time-out or a broken connection up to N times, with "
+        "back-off or a longer Retry-After; a refresh backed off is asked once (default: {default})",
     )
     retry_base: float = option(
         2.0, help="the first retry's back-off, in seconds; it doubles with each retry"

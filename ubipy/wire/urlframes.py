@@ -57,9 +57,11 @@ MAX_VISITS: Final = MAX_MARK_PAGES
 # A wall-clock time a page's history gives is at most this (the year 5138), and so is
 # the time it covers: a bigger one is a bug, and two of them subtracted overflowed.
 MAX_WALL: Final = 1e11
-# The items of a revisit entry this version reads; a later version may add more after
-# them, which this one ignores (refused, a whole hand-off would be, again and again).
+# The items a revisit entry has at least (a peer before the failure counts sends no
+# more), and those this version reads; a later version may add more after them, which
+# this one ignores (refused, a whole hand-off would be, again and again).
 _REVISIT_FIELDS: Final = 13
+_REVISIT_READ: Final = 15
 _REVISIT_MOST: Final = 64
 
 
@@ -266,7 +268,7 @@ class Revisit:
         if len(items) < _REVISIT_FIELDS:
             raise WireError(
                 "a revisit is [url, depth, visits, changes, observed, last_visit, due, "
-                "importance, etag, last_modified, digest, checks, agreed]"
+                "importance, etag, last_modified, digest, checks, agreed, failures?, missing?]"
             )
         url = items[0]
         if type(url) is not str or not 0 < len(url) <= MAX_REVISIT_URL:
@@ -289,7 +291,7 @@ class Revisit:
             _int(items[12], "a revisit's lastmod checks agreed", 0, MAX_VISITS + 1),
             *(
                 _int(item, "a revisit's failures", 0, MAX_VISITS + 1)
-                for item in items[_REVISIT_FIELDS : _REVISIT_FIELDS + 2]
+                for item in items[_REVISIT_FIELDS:_REVISIT_READ]
             ),
         )
 
