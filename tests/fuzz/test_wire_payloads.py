@@ -30,6 +30,8 @@ from tests.fuzz.common import (
 from ubipy.errors import WireError
 from ubipy.wire import (
     MAX_ID_LEN,
+    MAX_VALIDATOR,
+    MAX_WALL,
     MESSAGE_TYPES,
     BaseAnswer,
     BaseAsk,
@@ -53,6 +55,7 @@ from ubipy.wire import (
     ReplayGuard,
     Replica,
     ReplicaAck,
+    Revisit,
     Scope,
     ScopeAck,
     Seed,
@@ -65,7 +68,7 @@ from ubipy.wire import (
     decode,
 )
 from ubipy.wire.leases import MAX_ADDRESS_LEN, MAX_LEASE_WAIT
-from ubipy.wire.payloads import MAX_DEPTH, MAX_MARK_DELAY, MAX_MARK_PAGES
+from ubipy.wire.payloads import MAX_DEPTH, MAX_MARK_DELAY, MAX_MARK_PAGES, MAX_SCORE
 from ubipy.wire.reader import FrameReader
 from ubipy.wire.urlframes import MAX_REDIRECTS_CARRIED
 
@@ -97,6 +100,40 @@ marks = st.none() | st.builds(
 scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | texts
 flat = st.dictionaries(st.text(max_size=10), scalars, max_size=5)
 addresses = st.text(min_size=1, max_size=MAX_ADDRESS_LEN)
+# A count and a smaller one (changes of visits, agreed of checks, 404s of failures).
+counts_under = st.tuples(st.integers(0, 10**12), st.integers(0, 10**12)).map(sorted)
+wall = st.floats(0, MAX_WALL)
+validators = st.none() | st.text(max_size=MAX_VALIDATOR)
+
+
+@st.composite
+def revisits(draw: st.DrawFn) -> tuple[Revisit, ...]:
+    found = []
+    for _ in range(draw(st.integers(0, 3))):
+        (changes, visits), (agreed, checks), (missing, failures) = (
+            draw(counts_under) for _ in range(3)
+        )
+        found.append(
+            Revisit(
+                draw(st.text(min_size=1, max_size=40)),
+                draw(st.integers(0, MAX_DEPTH)),
+                visits,
+                changes,
+                draw(wall),
+                draw(wall),
+                draw(wall),
+                draw(st.floats(0, MAX_SCORE)),
+                draw(validators),
+                draw(validators),
+                draw(validators),
+                checks,
+                agreed,
+                failures,
+                missing,
+            )
+        )
+    return tuple(found)
+
 
 # Well-formed messages of each kind; a kind added later without a strategy here
 # is drawn from its dataclass's type hints (messages_of).
@@ -117,7 +154,7 @@ MESSAGES: dict[FrameType, st.SearchStrategy[Message]] = {
         st.lists(st.builds(MemberRow, texts, peer_addresses, texts), max_size=3).map(tuple),
         st.lists(flat, max_size=3).map(tuple),
     ),
-    FrameType.HANDOFF: st.builds(Handoff, ids, texts, wire_urls, fingerprints, marks),
+    FrameType.HANDOFF: st.builds(Handoff, ids, texts, wire_urls, fingerprints, marks, revisits()),
     FrameType.HANDOFF_ACK: st.builds(HandoffAck, ids, st.booleans()),
     FrameType.SCOPE: st.builds(Scope, st.lists(texts, max_size=4).map(tuple)),
     FrameType.SCOPE_ACK: st.builds(ScopeAck, ids),
