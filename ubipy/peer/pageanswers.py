@@ -74,12 +74,14 @@ class PageAnswersMixin:
         """``asked``: the seconds the answer's Retry-After asked (capped)."""
         config = self.config
         self.scheduler.heard(host, result.latency, result.status, asked=asked)
-        # A page refreshed that failed its last ask too is backed off by the refresher,
-        # not retried within the ask as well: a server down for a day took three
-        # requests at each backed-off ask (its retries) where one tells as much.
-        refresher = self.refresher
-        backed_off = entry.refresh and refresher is not None and refresher.failing(entry.fp)
-        if is_retryable(result) and entry.attempt < config.fetch.max_retries and not backed_off:
+        if (
+            is_retryable(result)
+            and entry.attempt < config.fetch.max_retries
+            # A page refreshed that failed its last ask too is backed off by the
+            # refresher, not retried within the ask as well: a server down for a day
+            # took three requests at each backed-off ask where one tells as much.
+            and not (entry.refresh and self._backed_off(entry.fp))
+        ):
             self.stats.retries += 1
             # An asked wait shorter than the back-off ("Retry-After: 0") does not cut it.
             wait = retry_delay(entry.attempt + 1, config.fetch.retry_base)
@@ -96,6 +98,9 @@ class PageAnswersMixin:
         if self._commits.unread_bytes >= READ_BYTES:
             self._read_answers()  # bodies not read are held whole; read ones may not be
         self._commit_if_full()
+
+    def _backed_off(self, fp: int) -> bool:
+        return self.refresher is not None and self.refresher.failing(fp)
 
     def _read_answers(self) -> None:
         """Read the pages answered since the last reading (before each commit)."""
