@@ -130,14 +130,91 @@ def test_a_scheme_whose_robots_txt_fails_for_now_is_read_by_the_other_s_and_aske
     assert _next(s, now + 1000.0).url == "https://a.test/robots.txt"
 
 
-def test_a_host_whose_first_robots_txt_cannot_be_had_is_still_given_up() -> None:
+def _drain(s: Scheduler, now: float) -> list[tuple[JobKind, str, str]]:
+    """Every job the host has from ``now`` on, pages answered at once, robots.txt
+    (of either scheme) allowing all: (kind, URL, reason)."""
+    jobs: list[tuple[JobKind, str, str]] = []
+    while (wake := s.next_wakeup()) is not None:
+        now = max(now, wake)
+        job = _next(s, now)
+        jobs.append((job.kind, job.url, job.reason))
+        if job.kind is JobKind.ROBOTS:
+            s.robots_answer("a.test", now, status=200, location=None, body=ALLOW_ALL)
+        elif job.kind is JobKind.PAGE:
+            s.finished("a.test", now)
+    return jobs
+
+
+def test_a_first_scheme_whose_robots_txt_cannot_be_had_leaves_the_other_scheme_crawled() -> None:
+    """An http site whose port 443 serves another's certificate, met first by an https
+    link: the host was given up, its http URLs closed unasked (RFC 9309 §2.3: each
+    scheme has its own robots.txt). Now only https's URLs are closed, with the reason."""
+    s = _sched()
+    _add(s, "https://a.test/p", "http://a.test/q", "https://a.test/r")
+    assert _next(s, 0.0).url == "https://a.test/robots.txt"
+    why = "certificate error: self-signed certificate"
+    s.robots_answer("a.test", 0.0, status=None, location=None, body=b"", final=True, reason=why)
+    slot = s.slot("a.test")
+    assert slot is not None and slot.robots_state is not HostRobots.GIVEN_UP
+    assert _drain(s, 0.0) == [
+        (JobKind.SKIP, "https://a.test/p", why),
+        (JobKind.ROBOTS, "http://a.test/robots.txt", ""),
+        (JobKind.PAGE, "http://a.test/q", ""),
+        (JobKind.SKIP, "https://a.test/r", why),
+    ]
+    # https's closed rules are kept beside http's: a later https URL is closed at once.
+    s.add("a.test", Entry(8, 8, "https://a.test/late", 0))
+    assert _drain(s, 10.0) == [(JobKind.SKIP, "https://a.test/late", why)]
+
+
+def test_a_scheme_unreachable_for_now_past_its_attempts_leaves_the_other_scheme_crawled() -> None:
     s = _sched()
     _add(s, "https://a.test/p", "http://a.test/q")
+    now = 0.0
+    for _ in range(3):
+        wake = s.next_wakeup()
+        assert wake is not None
+        now = max(now, wake)
+        assert _next(s, now).url == "https://a.test/robots.txt"
+        s.robots_answer("a.test", now, status=None, location=None, body=b"")
+    assert _drain(s, now) == [
+        (JobKind.SKIP, "https://a.test/p", "robots.txt unreachable"),
+        (JobKind.ROBOTS, "http://a.test/robots.txt", ""),
+        (JobKind.PAGE, "http://a.test/q", ""),
+    ]
+
+
+def test_a_host_whose_only_scheme_s_robots_txt_cannot_be_had_is_given_up() -> None:
+    s = _sched()
+    _add(s, "https://a.test/p", "https://a.test/q")
     assert _next(s, 0.0).url == "https://a.test/robots.txt"
     s.robots_answer("a.test", 0.0, status=None, location=None, body=b"", final=True)
     slot = s.slot("a.test")
     assert slot is not None and slot.robots_state is HostRobots.GIVEN_UP
     assert s.idle()
+    # More of the scheme given up are refused (the caller closes them)...
+    assert not s.add("a.test", Entry(5, 5, "https://a.test/more", 0))
+    # ...but a URL of the other scheme, never tried, has its robots.txt asked.
+    assert s.add("a.test", Entry(6, 6, "http://a.test/plain", 0))
+    assert _drain(s, 1.0) == [
+        (JobKind.ROBOTS, "http://a.test/robots.txt", ""),
+        (JobKind.PAGE, "http://a.test/plain", ""),
+    ]
+
+
+def test_a_host_both_of_whose_schemes_cannot_be_had_is_given_up() -> None:
+    s = _sched()
+    _add(s, "https://a.test/p", "http://a.test/q", "http://a.test/r")
+    assert _next(s, 0.0).url == "https://a.test/robots.txt"
+    s.robots_answer("a.test", 0.0, status=None, location=None, body=b"", final=True)
+    assert _next(s, 1.0).kind is JobKind.SKIP
+    assert _next(s, 1.0).url == "http://a.test/robots.txt"
+    s.robots_answer("a.test", 1.0, status=None, location=None, body=b"", final=True)
+    slot = s.slot("a.test")
+    assert slot is not None and slot.robots_state is HostRobots.GIVEN_UP
+    assert s.idle()
+    for i, url in enumerate(["https://a.test/x", "http://a.test/y"], start=10):
+        assert not s.add("a.test", Entry(i, i, url, 0))
 
 
 def test_the_other_scheme_s_rules_past_their_time_are_asked_again_before_its_url() -> None:

@@ -36,6 +36,7 @@ from ubipy.fetch.retry import asked_wait, is_retryable, retry_after
 from ubipy.fetch.robots import (
     ROBOTS_FETCH_BYTES,
     ROBOTS_MAX_BYTES,
+    ROBOTS_UNREACHABLE,
     RobotsFetch,
     RobotsRules,
     retry_delay,
@@ -72,6 +73,7 @@ __all__ = [
     "LISTED_DEPTH",
     "ROBOTS_FETCH_BYTES",
     "ROBOTS_MAX_BYTES",
+    "ROBOTS_UNREACHABLE",
     "SITEMAP_DEPTH",
     "SITEMAP_MAX_BYTES",
     "SITEMAP_PATH",

@@ -154,7 +154,7 @@ class Scheduler:
     def add(self, host: str, entry: Entry) -> bool:
         """Queue an admitted entry; False if the host was given up."""
         slot = self._slot(host)
-        if slot.robots_state is HostRobots.GIVEN_UP:
+        if slot.robots_state is HostRobots.GIVEN_UP and not self._robots.reopen(slot, entry.url):
             return False
         had_work = slot.has_work
         self._windows.add(slot, entry)
@@ -306,7 +306,7 @@ class Scheduler:
             reason = None
             fresh = entry.fresh
             if not slot.robots.allowed(entry.url):
-                reason = "robots"
+                reason = slot.robots.closed_for or "robots"
             elif fresh and self._budget is not None and slot.pages >= self._budget:
                 reason = "host page budget"
             if reason is not None:
@@ -519,17 +519,17 @@ class Scheduler:
         body: bytes,
         final: bool = False,
         asked: float | None = None,
+        reason: str | None = None,
     ) -> RobotsDecision | None:
         """Feed a robots.txt response (``status`` None: it failed) to the host's slot.
 
         ``final``: the failure is not worth another attempt (the host's certificate
-        did not verify): the host is given up at once. ``asked``: the seconds its
-        Retry-After asked.
-        Returns the decision once there is one; None while redirects are followed.
-        """
+        did not verify): the scheme is given up at once (RobotsRule.answer), with
+        ``reason``. ``asked``: the seconds its Retry-After asked. Returns the
+        decision once there is one; None while redirects are followed."""
         slot = self._slots[host]
         decision, give_up, wait = self._robots.answer(
-            slot, now, status, location, body, asked, final=final
+            slot, now, status, location, body, asked, final=final, reason=reason
         )
         if give_up:
             self._give_up(slot)

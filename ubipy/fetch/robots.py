@@ -29,6 +29,7 @@ __all__ = [
     "PRODUCT_TOKEN",
     "ROBOTS_FETCH_BYTES",
     "ROBOTS_MAX_BYTES",
+    "ROBOTS_UNREACHABLE",
     "RobotsDecision",
     "RobotsFetch",
     "RobotsFetchError",
@@ -71,6 +72,10 @@ MAX_REDIRECTS: Final = 5
 MAX_SITEMAPS: Final = 1_000
 
 
+#: Why a host's URLs are closed when its robots.txt could not be had after the attempts.
+ROBOTS_UNREACHABLE = "robots.txt unreachable"
+
+
 class _Mode(enum.Enum):
     ALLOW_ALL = enum.auto()
     DISALLOW_ALL = enum.auto()
@@ -80,12 +85,14 @@ class _Mode(enum.Enum):
 class RobotsRules:
     """The robots.txt rules of one host, as they apply to `PRODUCT_TOKEN`."""
 
-    __slots__ = ("_crawl_delay", "_mode", "_parser", "sitemaps", "sitemaps_over")
+    __slots__ = ("_crawl_delay", "_mode", "_parser", "closed_for", "sitemaps", "sitemaps_over")
 
     def __init__(self, mode: _Mode, parser: Protego | None = None) -> None:
         self._mode = mode
         self._parser = parser
         self._crawl_delay: float | None = None
+        # Why no URL may be asked, when the rules could not be had at all (see closed).
+        self.closed_for: str | None = None
         # The Sitemap lines, as written (whatever the group: they stand apart from it).
         self.sitemaps: tuple[str, ...] = ()
         self.sitemaps_over = 0
@@ -105,6 +112,14 @@ class RobotsRules:
     @classmethod
     def disallow_all(cls) -> RobotsRules:
         return cls(_Mode.DISALLOW_ALL)
+
+    @classmethod
+    def closed(cls, reason: str) -> RobotsRules:
+        """No rules could be had, for ``reason`` (the robots.txt unreachable, its
+        certificate refused): nothing is asked, and what is not is closed saying why."""
+        rules = cls(_Mode.DISALLOW_ALL)
+        rules.closed_for = reason
+        return rules
 
     @classmethod
     def parse(cls, body: bytes, agent: str = PRODUCT_TOKEN) -> RobotsRules:

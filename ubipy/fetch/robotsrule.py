@@ -17,13 +17,17 @@ the scheme, host and port; Heritrix, Nutch and StormCrawler keep them so), while
 and https of a host share one slot and its delay. A slot holds the rules of the scheme
 its requests are on, and those of its other scheme as a spare (:meth:`take_scheme`);
 a URL of the other scheme swaps them, or has that scheme's robots.txt asked first. The
-host's delay takes the longer Crawl-delay of the two. A host given up is given up
-over its first scheme's robots.txt. When its other scheme's cannot be had, the host
-goes on: a certificate that does not verify leaves that scheme's URLs disallowed; a
-robots.txt failing for now (a 503, a time-out), after the attempts, is read by the
-other scheme's rules until it answers, asked again with the back-off as a refetch
-past the TTL is (closed as disallowed, its URLs were lost for good; the host given
-up, its other scheme's too).
+host's delay takes the longer Crawl-delay of the two. When one scheme's robots.txt
+cannot be had (after the attempts, or at once for a certificate that does not
+verify), the host goes on over the other: a scheme whose rules could not be had at
+all has its URLs closed saying why (``RobotsRules.closed``), and its robots.txt asked
+again past the TTL; one failing for now (a 503, a time-out) after the other's rules
+came is read by them until it answers, asked again with the back-off as a refetch
+past the TTL is (closed, its URLs were lost for good). A host is given up when
+neither scheme can be had, or when the one that cannot is the only one it has URLs
+of in memory (a dead host's many URLs are then closed at once, and its new ones as
+they come); a URL of the other scheme reopens it (:meth:`RobotsRule.reopen`). Before,
+a host whose first scheme failed was given up, its other scheme's URLs too.
 
 No I/O and no clock, as the scheduler.
 """
@@ -33,8 +37,14 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from ubipy.fetch.robots import RobotsDecision, RobotsFetch, RobotsRules, retry_delay
-from ubipy.fetch.slots import HostRobots, HostSlot, SpareRobots
+from ubipy.fetch.robots import (
+    ROBOTS_UNREACHABLE,
+    RobotsDecision,
+    RobotsFetch,
+    RobotsRules,
+    retry_delay,
+)
+from ubipy.fetch.slots import Entry, HostRobots, HostSlot, SpareRobots
 from ubipy.fetch.urls import robots_url
 
 __all__ = ["RobotsOutcome", "RobotsRule"]
@@ -80,11 +90,13 @@ class RobotsRule:
         body: bytes,
         asked: float | None = None,
         final: bool = False,
+        reason: str | None = None,
     ) -> RobotsOutcome:
         """Feed a response (``status`` None: it failed) to the slot's fetch;
         ``asked``: the seconds its Retry-After asked (capped by the caller);
         ``final``: a failure not worth another attempt gives the host up at once,
-        unless it has rules already."""
+        unless it has rules already; ``reason``: what URLs closed for want of the
+        rules are closed with (by default, ROBOTS_UNREACHABLE)."""
         fetch = slot.robots_fetch
         assert fetch is not None
         decision = fetch.on_error() if status is None else fetch.on_response(status, location, body)
@@ -103,19 +115,47 @@ class RobotsRule:
                 slot.robots_due = now + wait
                 return RobotsOutcome(decision, wait=asked)
             if final or slot.robots_attempts >= self._attempts:
-                if (spare := slot.spare_robots) is None:
-                    return RobotsOutcome(decision, give_up=True)
+                closed = RobotsRules.closed(reason or ROBOTS_UNREACHABLE)
+                spare = slot.spare_robots
+                if spare is None or spare.rules.closed_for is not None:
+                    # Neither scheme can be had, or the other has not been tried.
+                    self._take(slot, now, closed)  # kept given up: see reopen
+                    if spare is not None or not _other_scheme_waits(slot):
+                        return RobotsOutcome(decision, give_up=True)
+                    # RFC 9309 §2.3: the rules are the scheme's, and the host's other
+                    # scheme may answer where this one does not (an http site whose
+                    # port 443 is shut, or serves its provider's certificate): this
+                    # scheme's URLs are closed saying why, the other's go on, and this
+                    # robots.txt is asked again past the TTL. (Given up, the host's
+                    # URLs of both were closed, and no request was made to it.)
+                    return RobotsOutcome(decision, wait=asked)
                 # The host's other scheme has rules. A scheme that cannot be had at
-                # all (its certificate) is disallowed; one failing for now is read by
-                # the other's, the nearest copy, and asked again after the back-off
-                # as a refetch is: closed as disallowed, its URLs were lost for good.
-                rules = RobotsRules.disallow_all() if final else spare.rules
-                self._take(slot, now, rules)
+                # all (its certificate) is closed; one failing for now is read by the
+                # other's, the nearest copy, and asked again after the back-off as a
+                # refetch is: closed, its URLs were lost for good.
+                self._take(slot, now, closed if final else spare.rules)
                 slot.robots_due = now + (self._ttl if final else wait)
                 return RobotsOutcome(decision, wait=asked)
             return RobotsOutcome(decision, wait=wait)
         self._take(slot, now, decision.rules)
         return RobotsOutcome(decision)
+
+    @staticmethod
+    def reopen(slot: HostSlot, url: str) -> bool:
+        """Whether a host given up over one scheme's robots.txt, its other untried,
+        takes ``url`` of that other scheme (True: its slot goes on, the given-up
+        scheme's rules closed, ``url``'s robots.txt asked first)."""
+        rules = slot.robots
+        if (
+            slot.robots_state is not HostRobots.GIVEN_UP
+            or rules is None
+            or rules.closed_for is None
+            or slot.spare_robots is not None
+            or url.startswith(slot.robots_scheme)
+        ):
+            return False
+        slot.robots_state = HostRobots.KNOWN
+        return True
 
     def _take(self, slot: HostSlot, now: float, rules: RobotsRules) -> None:
         slot.robots_state = HostRobots.KNOWN
@@ -171,3 +211,12 @@ class RobotsRule:
         if failures >= self._attempts + more:
             return None
         return retry_delay(failures, self._retry_base)
+
+
+def _other_scheme_waits(slot: HostSlot) -> bool:
+    """Whether a URL of the scheme the slot is not on waits in its window (those on
+    disk are not looked at), or among its pages due again."""
+    scheme = slot.robots_scheme
+    return any(not e.url.startswith(scheme) for e in slot.queue) or any(
+        not Entry._make(item[2:]).url.startswith(scheme) for item in slot.refresh
+    )

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 import trio
 
 from ubipy.errors import StorageError
-from ubipy.fetch import DnsFailure
+from ubipy.fetch import ROBOTS_UNREACHABLE, DnsFailure
 from ubipy.peer.wakeup import Wakeup
 from ubipy.store import GivenUp
 
@@ -33,7 +33,6 @@ __all__ = ["ROBOTS_UNREACHABLE", "TRIED_AGAIN", "GiveUps"]
 
 log = logging.getLogger(__name__)
 
-ROBOTS_UNREACHABLE = "robots.txt unreachable"
 #: The reasons a host given up is tried again for.
 TRIED_AGAIN = frozenset(
     {ROBOTS_UNREACHABLE}

@@ -3,16 +3,25 @@
 The scheduler takes it (its rules, the host's delay, a retry, a refetch once they are
 old: :mod:`ubipy.fetch.robotsrule`). A host it gives up (robots.txt unreachable after
 the last attempt, or its certificate did not verify) has its queued URLs closed with
-the reason, not lost. A host whose rules came has its ``Sitemap`` lines and
-/sitemap.xml go where links go (:mod:`ubipy.peer.sitemapping`).
+the reason, not lost; when the host's other scheme has URLs waiting, only the failing
+scheme's are closed (each as its turn comes), and the host goes on over the other. A
+host whose rules came has its ``Sitemap`` lines and /sitemap.xml go where links go
+(:mod:`ubipy.peer.sitemapping`).
 """
 
 from __future__ import annotations
 
-from ubipy.fetch import BACKOFF_STATUSES, FetchOutcome, FetchResult, HostRobots, Job, Scheduler
+from ubipy.fetch import (
+    BACKOFF_STATUSES,
+    ROBOTS_UNREACHABLE,
+    FetchOutcome,
+    FetchResult,
+    HostRobots,
+    Job,
+    Scheduler,
+)
 from ubipy.peer.commits import Commits
 from ubipy.peer.crawlstats import CrawlStats
-from ubipy.peer.giveups import ROBOTS_UNREACHABLE
 from ubipy.peer.sitemapping import Sitemapping
 
 __all__ = ["robots_answered"]
@@ -46,6 +55,9 @@ def robots_answered(
         # strike holds the address (not this host's retries of its robots.txt), and an
         # answer after a run of them ends it.
         scheduler.heard(job.host, result.latency, status, asked=asked)
+    # What the host's URLs (or those of the scheme, when its other goes on) are
+    # closed with, once its rules cannot be had.
+    reason = (result.detail if bad_cert or refused else None) or ROBOTS_UNREACHABLE
     decision = scheduler.robots_answer(
         job.host,
         now,
@@ -54,14 +66,14 @@ def robots_answered(
         body=result.body,
         final=bad_cert or refused,
         asked=asked,
+        reason=reason,
     )
     if decision is None:
         return False
     slot = scheduler.slot(job.host)
     if slot is not None and slot.robots_state is HostRobots.GIVEN_UP:
         stats.robots_given_up += 1
-        reason = result.detail if bad_cert or refused else None
-        commits.close_host(job.host, reason or ROBOTS_UNREACHABLE)
+        commits.close_host(job.host, reason)
         return True
     if slot is not None and slot.robots_fetch is not None and not decision.temporary:
         commits.found(sitemaps.named_by_robots(slot.robots_fetch, decision.rules))
