@@ -9,6 +9,7 @@ as nothing (version 1 has no encoding columns, versions before 5 no visits).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import zlib
 from collections.abc import Iterator
@@ -139,6 +140,28 @@ class ExportSummary:
     files: int = 0  # peers' WARC files copied or linked (--bodies warc)
 
 
+def _connect(path: Path) -> sqlite3.Connection:
+    """``path`` opened read-only. A shard in WAL mode is read through its ``-shm``
+    file, which SQLite makes beside it if missing: where it cannot (a read-only mount,
+    another user's directory, a snapshot), a shard with no write-ahead log left (its
+    peer stopped, every commit in the file) is opened as immutable, which needs
+    none; one with a log may be live, or holds commits the file lacks, and is refused
+    with SQLite's error."""
+    uri = path.resolve().as_uri() + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    try:
+        conn.execute("PRAGMA user_version").fetchone()
+    except sqlite3.OperationalError:
+        wal = path.with_name(path.name + "-wal")
+        if os.access(path.parent, os.W_OK) or (wal.exists() and wal.stat().st_size > 0):
+            return conn  # the error is met again, and reported, as the shard is read
+        conn.close()
+        conn = sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None)
+    except sqlite3.Error:
+        pass  # not a database, say: reported as the shard is read
+    return conn
+
+
 class ShardReader:
     """A shard opened read-only, for export; it never writes, so it is safe on a live peer."""
 
@@ -151,9 +174,7 @@ class ShardReader:
             raise ExportError(f"{data_dir}: not a ubipy data directory (no {SHARD_FILE})")
         self.path = path
         try:
-            conn = sqlite3.connect(
-                path.resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None
-            )
+            conn = _connect(path)
         except sqlite3.Error as exc:
             raise ExportError(f"{path}: cannot open shard: {exc}") from exc
         # A title or URL that is not valid UTF-8 is replaced, not fatal.

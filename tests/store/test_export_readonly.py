@@ -1,0 +1,64 @@
+"""A stopped peer's shard on a directory this user cannot write (a read-only mount, a
+snapshot, another user's data directory) is exported: SQLite's WAL mode reads through
+a ``-shm`` file it makes beside the shard, and the export refused the shard as "not
+readable" where it could not (QA)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.store.test_export import PAGES_A, PEER_A, _make_shard
+from ubipy.cli import main
+from ubipy.store.shard import SHARD_FILE
+
+
+@contextmanager
+def read_only(directory: Path) -> Iterator[None]:
+    """``directory`` made unwritable for the rest of the block: remounted read-only
+    (a tmpfs of its own, as root, whom permissions do not stop), else its mode."""
+    if os.geteuid() != 0:
+        directory.chmod(0o555)
+        try:
+            yield
+        finally:
+            directory.chmod(0o755)
+        return
+    kept = directory.with_name(directory.name + ".files")
+    directory.rename(kept)
+    directory.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(directory)])
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        for f in kept.iterdir():
+            shutil.copy2(f, directory / f.name)
+        subprocess.run(["mount", "-o", "remount,ro", str(directory)], check=True)
+        yield
+    finally:
+        subprocess.run(["umount", str(directory)], check=True)
+        directory.rmdir()
+        kept.rename(directory)
+
+
+def test_a_stopped_peer_s_shard_is_exported_from_a_directory_it_cannot_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "peer-a"
+    _make_shard(data, PEER_A, PAGES_A)
+    before = sorted(p.name for p in data.iterdir())
+    assert f"{SHARD_FILE}-wal" not in before  # stopped: every commit in the file
+    out = tmp_path / "pages.jsonl"
+    with read_only(data):
+        assert not os.access(data, os.W_OK)
+        code = main(["export", "--data", str(data), "--format", "jsonl", "--out", str(out)])
+        after = sorted(p.name for p in data.iterdir())
+    assert code == 0, capsys.readouterr().err
+    assert len(out.read_text().splitlines()) == len(PAGES_A)
+    assert after == before  # nothing written beside it
