@@ -177,3 +177,16 @@ def test_a_data_path_that_is_a_file_ends_the_peer_on_one_line(
     assert err.count("\n") == 1, err
     assert err.lower().startswith(f"ubipy peer: cannot use {data} as the data directory: not a")
     assert (tmp_path / "file").read_text() == "the user's\n"
+
+
+@pytest.mark.parametrize("command", ["export", "index"])
+def test_an_output_ending_in_a_slash_must_be_an_existing_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """``--out new/`` wrote a file named ``new`` (Path drops the slash)."""
+    out = f"{tmp_path / 'new'}/"
+    argv = [command, str(tmp_path), "--out", out]
+    if command == "export":
+        argv = [command, "--data", str(tmp_path), "--format", "warc", "--out", out]
+    assert f"--out: {out} ends in / but is no existing directory" in refused(argv, capsys)
+    assert not (tmp_path / "new").exists()

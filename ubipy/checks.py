@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
@@ -23,6 +24,8 @@ __all__ = [
     "any_port_address",
     "at_least",
     "check_addresses",
+    "output_path",
+    "path",
     "peer_address",
     "seconds",
 ]
@@ -133,6 +136,16 @@ def path(text: str) -> Path:
     if not text:
         raise argparse.ArgumentTypeError("must be a path, not ''")
     return Path(text)
+
+
+def output_path(text: str) -> Path:
+    """An argparse type: an output's path (:func:`path`). One ending in a slash names a
+    directory: refused unless one is there (``Path`` drops the slash, and the output
+    was written as a file of that name)."""
+    out = path(text)
+    if text.endswith(("/", os.sep)) and not out.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} ends in / but is no existing directory")
+    return out
 
 
 def at_least(low: int) -> Callable[[str], int]:

@@ -25,6 +25,7 @@ from ubipy.checks import (
     any_port_address,
     at_least,
     check_addresses,
+    output_path,
     path,
     peer_address,
     seconds,
@@ -182,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--format", choices=("warc", "jsonl"), required=True, help="the output format")
     x.add_argument(
         "--out",
-        type=path,
+        type=output_path,
         required=True,
         metavar="PATH",
         help="output file, or - for standard output (a file named - is ./-). A new or "
@@ -220,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument(
         "-o",
         "--out",
-        type=path,
+        type=output_path,
         default=None,
         metavar="FILE",
         help="the Parquet file; with cdxj, every file's CDXJ merged into one sorted "
