@@ -205,6 +205,8 @@ def test_the_status_table_ends_with_what_each_peers_filters_left_out() -> None:
                 skipped_by_type=4,
                 skipped_types="image 3, application 1",
                 certificate_errors=1,
+                skipped=3,
+                skipped_why="robots.txt unreachable 2; robots 1",
             ),
         ],
     }
@@ -213,7 +215,8 @@ def test_the_status_table_ends_with_what_each_peers_filters_left_out() -> None:
     assert table[4:] == [
         "aaaa: 3 excluded by --exclude",
         "bbbb: 1 excluded by --exclude; 2 matching no --include; 4 answers of types not "
-        "accepted (image 3, application 1); 1 certificate errors",
+        "accepted (image 3, application 1); 3 URLs closed unasked (robots.txt unreachable 2; "
+        "robots 1); 1 certificate errors",
     ]
 
 

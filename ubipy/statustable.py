@@ -17,8 +17,8 @@ _LEFT_ALIGNED = 3  # the first columns are text; the rest are figures
 
 
 def _left_out(figures: Mapping[str, Any]) -> str:
-    """What the filters and --accept left out, the certificates that failed, and what
-    the DNS stage did, if anything."""
+    """What the filters and --accept left out, the URLs closed without a request and
+    why, the certificates that failed, and what the DNS stage did, if anything."""
     parts = []
     if n := figures.get("excluded"):
         parts.append(f"{n} excluded by --exclude")
@@ -26,6 +26,9 @@ def _left_out(figures: Mapping[str, Any]) -> str:
         parts.append(f"{n} matching no --include")
     if n := figures.get("skipped_by_type"):
         parts.append(f"{n} answers of types not accepted ({figures.get('skipped_types')})")
+    if n := figures.get("skipped"):
+        # A host given up (its robots.txt unreachable, a proxy that refuses) shows here.
+        parts.append(f"{n} URLs closed unasked ({figures.get('skipped_why')})")
     if n := figures.get("certificate_errors"):
         parts.append(f"{n} certificate errors")
     if n := figures.get("dns_hosts_given_up"):

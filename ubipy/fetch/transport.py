@@ -247,6 +247,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         """``ssl_context``: the context for https (default: :func:`tls_context` with
         ``ca_bundle``, made at the first https connection)."""
         self._proxy = origin_of(httpx2.URL(proxy)) if proxy else None
+        self._proxy_said_at = -math.inf
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._keepalive_expiry = keepalive_expiry
@@ -431,8 +432,10 @@ class PooledTransport(httpx2.AsyncBaseTransport):
                     tcp, used = await connect_in_turn(tried, via.port, scope.deadline)
                     address = tried[used]
                     answer = self._pinned_to(origin.host, tuple(tried[:used]))
-                else:
+                elif self._proxy is None:
                     tcp = await trio.open_tcp_stream(via.host, via.port)
+                else:
+                    tcp = await self._open_proxy()
                 stream: DirectSocketStream | TlsStream = DirectSocketStream(tcp)
                 if origin.scheme == "https":
                     try:
@@ -450,6 +453,20 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             self._unreached(origin.host, tried, address)
             raise httpx2.ConnectTimeout(f"could not connect within {limit} s")
         return _Connection(stream, origin, address, answer)
+
+    async def _open_proxy(self) -> trio.SocketStream:
+        """A connection to the proxy. One that cannot be made fails every request (a
+        host's robots.txt, given up after its attempts, said no more): it is said, with
+        why, at most once a minute."""
+        assert self._proxy is not None
+        try:
+            return await trio.open_tcp_stream(self._proxy.host, self._proxy.port)
+        except OSError as exc:
+            where = f"{_bracketed(self._proxy.host)}:{self._proxy.port}"
+            if (now := trio.current_time()) >= self._proxy_said_at + 60.0:
+                self._proxy_said_at = now
+                log.warning("cannot connect to the proxy %s: %s", where, exc)
+            raise OSError(f"cannot connect to the proxy {where}: {exc}") from exc
 
     def _unreached(self, name: str, tried: list[str], connected: str | None) -> None:
         """None of the addresses ``tried`` (those of the key the host is filed under)
