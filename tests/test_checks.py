@@ -190,3 +190,16 @@ def test_an_output_ending_in_a_slash_must_be_an_existing_directory(
         argv = [command, "--data", str(tmp_path), "--format", "warc", "--out", out]
     assert f"--out: {out} ends in / but is no existing directory" in refused(argv, capsys)
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-v", "status", "--peer", "127.0.0.1:7000"],
+        ["status", "-v", "--peer", "127.0.0.1:7000"],
+        ["export", "--data", "d", "--format", "jsonl", "--out", "o", "--verbose"],
+    ],
+)
+def test_verbose_is_taken_before_or_after_the_command(argv: list[str]) -> None:
+    """``ubipy status -v`` was refused: "unrecognized arguments: -v"."""
+    assert ubipy.cli.build_parser().parse_args(argv).verbose is True

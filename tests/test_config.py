@@ -208,6 +208,9 @@ def test_the_example_file_loads(peer_config: Any) -> None:
         # An option outside its table: it said only "unknown option delay".
         ("delay = 1\n", "crawl.toml: unknown option delay (did you mean [politeness] delay?)"),
         ("nonsense = 1\n", "crawl.toml: unknown option nonsense\n"),
+        # A flag's name for its key: it hinted at [dns] timeout (QA).
+        ("[fetch]\ntimeout = 10\n", "option fetch.timeout (did you mean [fetch] read_timeout?)"),
+        ("[control]\ncontrol = 'x'\n", "option control.control (did you mean [control] address?)"),
         ("[polite]\ndelay = 1\n", "crawl.toml: unknown section [polite]"),
         ("[bounds]\nscope = 'world'\n", "crawl.toml: bounds.scope must be one of 'host'"),
         ("[politeness]\nconcurrency = true\n", "crawl.toml: politeness.concurrency must be a"),

@@ -112,10 +112,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="log every fetch failure (default: off)"
     )
+    # -v after the command too (ubipy status -v was refused); the top level's stands.
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser(
         "peer",
+        parents=[verbose],
         help="run a peer until SIGINT/SIGTERM",
         description="Run a crawling peer. The first SIGINT or SIGTERM stops it gracefully "
         "(requests in flight finish and are saved); a second one abandons them. Options "
@@ -141,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "seed",
+        parents=[verbose],
         help="send seed URLs to a running peer",
         description="Send the URLs of FILE (one a line, # comments) to a running peer. "
         "Bad lines are reported with their line numbers; the good ones are still sent.",
@@ -155,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _secret_option(s)
 
-    st = sub.add_parser("status", help="print a running peer's figures")
+    st = sub.add_parser("status", help="print a running peer's figures", parents=[verbose])
     st.add_argument(
         "--peer",
         type=peer_address,
@@ -167,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     x = sub.add_parser(
         "export",
+        parents=[verbose],
         help="write the pages of one or many shards to WARC or JSON Lines",
         description="Write the pages of one or many peers' shards, merged in fetch order, "
         "to a WARC file (request, response and metadata records per page) or JSON Lines "
@@ -202,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ix = sub.add_parser(
         "index",
+        parents=[verbose],
         help="index the WARC files of one or many peers for pywb (CDXJ) or DuckDB (Parquet)",
         description="Index the closed WARC files in each DATA/warc/: a CDXJ file beside "
         "each (what pywb reads from a collection's index directory; one already newer "
@@ -241,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser(
         "demo",
+        parents=[verbose],
         help="crawl a synthetic web on loopback with a small cluster and show the progress",
         description="Start the synthetic web on loopback and a cluster of peers in this "
         "process (the first serves the control centre; the others join it), seed it, show "

@@ -234,12 +234,15 @@ def read_file(root: type, path: Path) -> dict[str, Any]:
     return values
 
 
-def _did_you_mean(dotted: str, known: Mapping[str, Any]) -> str:
-    """A hint for a key not known: the option of that name in its section (a top-level
-    ``delay`` is ``[politeness] delay``), or the nearest spelling."""
+def _did_you_mean(dotted: str, known: Mapping[str, Setting]) -> str:
+    """A hint for a key not known: the option whose flag it is (``timeout`` is
+    ``[fetch] read_timeout``, --timeout), the option of that name in its section (a
+    top-level ``delay`` is ``[politeness] delay``), or the nearest spelling."""
     name = dotted.rpartition(".")[2]
+    flag = "--" + name.replace("_", "-")
+    flagged = [k for k, s in known.items() if s.option.flag == flag]
     here = [k for k in known if k.rpartition(".")[2] == name]
-    near = here or difflib.get_close_matches(dotted, list(known), n=1)
+    near = flagged or here or difflib.get_close_matches(dotted, list(known), n=1)
     if not near:
         return ""
     section, _, key = near[0].rpartition(".")
