@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="store_true", help="log every fetch failure (default: off)"
     )
     # -v after the command too (ubipy status -v was refused); the top level's stands.
-    verbose = argparse.ArgumentParser(add_help=False)
+    verbose = OneLineParser(add_help=False)
     verbose.add_argument(
         "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
     )

@@ -351,3 +351,12 @@ async def test_of_two_location_headers_the_first_is_followed() -> None:
     async with _client(lambda _: httpx2.Response(302, headers=headers)) as client:
         r = await fetch(client, "http://a.test/", max_bytes=100)
     assert r.is_redirect and r.location == "/a"
+
+
+@pytest.mark.parametrize("status", [204, 205])
+async def test_an_answer_that_has_no_body_is_no_type_refused(status: int) -> None:
+    """A 204 was recorded with the error "type not accepted: none given" (QA)."""
+    accept = MediaTypes(["text/html"]).allows
+    async with _client(lambda _: httpx2.Response(status)) as client:
+        r = await fetch(client, "http://a.test/ping", max_bytes=1000, accept=accept)
+    assert (r.status, r.detail, r.body) == (status, None, b"")

@@ -137,6 +137,11 @@ def _sendable(value: str) -> bool:
     return value.isascii() and value.isprintable()
 
 
+# The answers whose type --accept judges: a success with a body (a 204 or 205 has
+# none, so no type: it was recorded "type not accepted: none given").
+_TYPED = frozenset(range(200, 300)) - {204, 205}
+
+
 def _split_content_type(value: str | None) -> tuple[str | None, str | None]:
     """The media type (lower-case) and charset of a Content-Type, as WHATWG Fetch's
     "extract a MIME type" reads it: a header sent twice comes joined with ", "
@@ -216,7 +221,7 @@ async def fetch(
             latency = trio.current_time() - start
             fields = _fields(response.headers)
             ctype, charset = _split_content_type(fields.get("content-type"))
-            if accept is not None and 200 <= response.status_code < 300 and not accept(ctype):
+            if accept is not None and response.status_code in _TYPED and not accept(ctype):
                 detail = f"type not accepted: {ctype or 'none given'}"
                 return _answer(
                     url, response, latency, fields, ctype, charset, detail=detail, accepted=False
