@@ -41,6 +41,18 @@ def _crawled_over_http(*urls: str) -> Scheduler:
     return s
 
 
+def _https_robots_failing(s: Scheduler, now: float, *, status: int | None) -> float:
+    """https's robots.txt asked and failing (``status``; None: no answer) at each of
+    its three attempts, from ``now``; the time of the last."""
+    for _ in range(3):
+        wake = s.next_wakeup()
+        assert wake is not None
+        now = max(now, wake)
+        assert _next(s, now).url == "https://a.test/robots.txt"
+        s.robots_answer("a.test", now, status=status, location=None, body=b"")
+    return now
+
+
 def test_a_url_of_the_other_scheme_has_that_scheme_s_robots_txt_asked_first() -> None:
     s = _sched()
     _add(
@@ -111,13 +123,7 @@ def test_a_scheme_whose_robots_txt_fails_for_now_is_read_by_the_other_s_and_aske
     its URLs were closed as disallowed, lost for good. The http rules stand in (the
     old way), and https's robots.txt is asked again after the back-off."""
     s = _crawled_over_http("http://a.test/p", "https://a.test/q", "https://a.test/r")
-    now = 1.0
-    for _ in range(3):
-        wake = s.next_wakeup()
-        assert wake is not None
-        now = max(now, wake)
-        assert _next(s, now).url == "https://a.test/robots.txt"
-        s.robots_answer("a.test", now, status=503, location=None, body=b"")
+    now = _https_robots_failing(s, 1.0, status=503)
     slot = s.slot("a.test")
     assert slot is not None and slot.robots_state is HostRobots.KNOWN
     page = _next(s, now + 1.0)
@@ -170,13 +176,7 @@ def test_a_first_scheme_whose_robots_txt_cannot_be_had_leaves_the_other_scheme_c
 def test_a_scheme_unreachable_for_now_past_its_attempts_leaves_the_other_scheme_crawled() -> None:
     s = _sched()
     _add(s, "https://a.test/p", "http://a.test/q")
-    now = 0.0
-    for _ in range(3):
-        wake = s.next_wakeup()
-        assert wake is not None
-        now = max(now, wake)
-        assert _next(s, now).url == "https://a.test/robots.txt"
-        s.robots_answer("a.test", now, status=None, location=None, body=b"")
+    now = _https_robots_failing(s, 0.0, status=None)
     assert _drain(s, now) == [
         (JobKind.SKIP, "https://a.test/p", "robots.txt unreachable"),
         (JobKind.ROBOTS, "http://a.test/robots.txt", ""),

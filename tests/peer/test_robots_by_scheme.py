@@ -20,6 +20,14 @@ HOME = b"""<html><body>
 </body></html>"""
 
 
+def _config(tmp_path: Path) -> CrawlConfig:
+    return CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=0.1),
+        bounds=BoundsConfig(scope=Scope.HOST, sitemaps=False),
+    )
+
+
 async def test_https_urls_of_a_host_met_over_http_obey_the_https_robots_txt(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -32,12 +40,7 @@ async def test_https_urls_of_a_host_met_over_http_obey_the_https_robots_txt(
         body = HOME if request.url.path == "/" else b"<html><body>leaf</body></html>"
         return httpx2.Response(200, content=body, headers={"Content-Type": "text/html"})
 
-    config = CrawlConfig(
-        data_dir=tmp_path,
-        politeness=PolitenessConfig(delay=0.1),
-        bounds=BoundsConfig(scope=Scope.HOST, sitemaps=False),
-    )
-    async with running_crawler(config, site) as crawler:
+    async with running_crawler(_config(tmp_path), site) as crawler:
         crawler.seed(["http://a.test/"])
         with trio.fail_after(300):
             await crawler.wait_idle()
@@ -73,12 +76,7 @@ async def test_an_http_site_whose_https_cannot_be_reached_is_crawled_over_http(
             body = b"leaf"
         return httpx2.Response(200, content=body, headers={"Content-Type": "text/html"})
 
-    config = CrawlConfig(
-        data_dir=tmp_path,
-        politeness=PolitenessConfig(delay=0.1),
-        bounds=BoundsConfig(scope=Scope.HOST, sitemaps=False),
-    )
-    async with running_crawler(config, site) as crawler:
+    async with running_crawler(_config(tmp_path), site) as crawler:
         crawler.seed(["https://a.test/secure", "http://a.test/"])
         with trio.fail_after(3600):
             await crawler.wait_idle()
