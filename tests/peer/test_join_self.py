@@ -78,6 +78,8 @@ async def test_a_peer_that_joins_itself_by_another_name_crawls_alone(
                 await founded.seen.wait()
                 await started.seen.wait()
             assert peer.crawler.paused is None
+            # Not shown joining for ever ("joining (attempt 4)" in status: QA).
+            assert peer.joining == 0
             if advertise:
                 assert peer.links.why(f"{join}:{port}") == "it reached this peer itself"
             peer.stop()

@@ -78,12 +78,14 @@ class Joiner:
         self._nobody = nobody
         self.changed = Wakeup()  # set by the peer whenever membership changes
         self.attempt = 0
+        # The last try reached this peer alone, at every address (see run).
+        self.by_itself = False
 
     @property
     def joining(self) -> int:
-        """The try under way while the peer is alone and has somewhere to join; 0
-        otherwise."""
-        return self.attempt if self.addresses and self._alone() else 0
+        """The try under way while the peer is alone and has somewhere to join other
+        than itself; 0 otherwise."""
+        return self.attempt if self.addresses and self._alone() and not self.by_itself else 0
 
     async def run(self) -> None:
         if not self.addresses:
@@ -91,7 +93,7 @@ class Joiner:
         wait = FIRST_WAIT
         while True:
             if not self._alone():
-                self.attempt, wait = 0, FIRST_WAIT
+                self.attempt, wait, self.by_itself = 0, FIRST_WAIT, False
                 await self.changed.wait()
                 continue
             self.attempt += 1
@@ -108,16 +110,24 @@ class Joiner:
                     log.info("joined the cluster at attempt %d", self.attempt)
                 continue
             own = self._links.own
-            if all(
-                any(t in self._mine or own.get(t, -math.inf) >= began for t in ts)
+            selves = {
+                t
                 for ts in stands_for.values()
-            ):
+                for t in ts
+                if t in self._mine or own.get(t, -math.inf) >= began
+            }
+            if all(selves.intersection(ts) for ts in stands_for.values()):
                 # Every address is a name for this peer, or one for several that gave
                 # it this time: it starts a cluster of its own (nothing happens if it
                 # has one), and goes on trying, so as to meet the others if there are.
                 self._nobody()
+            # A name that gave only this peer is no failure to warn of at every try (the
+            # first peer of a deployment whose one --join name is every peer's), and
+            # such a peer is not shown joining: it crawls, the cluster's first.
+            self.by_itself = all(selves.issuperset(ts) for ts in stands_for.values())
             for address, ts in stands_for.items():
-                log.warning(
+                log.log(
+                    logging.INFO if selves.issuperset(ts) else logging.WARNING,
                     "join attempt %d: %s: %s; next try in %.0f s",
                     self.attempt,
                     address,
