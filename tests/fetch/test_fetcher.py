@@ -13,7 +13,7 @@ import trio.testing
 
 from ubipy.config import FetchConfig
 from ubipy.fetch.client import make_client
-from ubipy.fetch.fetcher import FetchOutcome, Validators, fetch
+from ubipy.fetch.fetcher import FetchOutcome, Validators, fetch, sniff_type
 from ubipy.fetch.filters import MediaTypes
 
 
@@ -360,3 +360,42 @@ async def test_an_answer_that_has_no_body_is_no_type_refused(status: int) -> Non
     async with _client(lambda _: httpx2.Response(status)) as client:
         r = await fetch(client, "http://a.test/ping", max_bytes=1000, accept=accept)
     assert (r.status, r.detail, r.body) == (status, None, b"")
+
+
+@pytest.mark.parametrize(
+    ("body", "sniffed"),
+    [
+        (b"<!DOCTYPE html><title>t</title>", "text/html"),
+        (b"\xef\xbb\xbf\r\n  <html lang=en>", "text/html"),
+        (b"<p>para", "text/html"),
+        (b"<!-- a comment --><div>", "text/html"),
+        (b"<a href=x>", "text/html"),
+        (b"<abbr>", None),  # <A must end there
+        (b"<?xml version='1.0'?><html>", None),
+        (b"%PDF-1.7", None),
+        (b"", None),
+    ],
+)
+def test_a_body_with_no_type_is_html_if_it_begins_as_html(body: bytes, sniffed: str | None) -> None:
+    assert sniff_type(body) == sniffed
+
+
+async def test_a_page_sent_with_no_content_type_is_read_as_the_html_it_is() -> None:
+    """It was closed as "type not accepted: none given", its links lost (QA)."""
+    accept = MediaTypes().allows
+    page = b"<html><title>t</title><a href=/next>n</a>"
+    async with _client(lambda r: httpx2.Response(200, content=page)) as client:
+        html = await fetch(client, "http://a.test/", max_bytes=1000, accept=accept)
+    assert (html.content_type, html.is_html, html.detail, html.body) == (
+        "text/html",
+        True,
+        None,
+        page,
+    )
+    async with _client(lambda r: httpx2.Response(200, content=b"\x00\x01binary")) as client:
+        other = await fetch(client, "http://a.test/blob", max_bytes=1000, accept=accept)
+    assert (other.detail, other.body, other.accepted) == (
+        "type not accepted: none given",
+        b"",
+        False,
+    )

@@ -142,6 +142,42 @@ def _sendable(value: str) -> bool:
 _TYPED = frozenset(range(200, 300)) - {204, 205}
 
 
+# WHATWG MIME Sniffing, "rules for identifying an unknown MIME type": the tags whose
+# start, after white space, makes a body with no Content-Type HTML (each followed by
+# a space or ">").
+_HTML_STARTS = tuple(
+    t.encode()
+    for t in (
+        "<!DOCTYPE HTML", "<HTML", "<HEAD", "<SCRIPT", "<IFRAME", "<H1", "<DIV", "<FONT",
+        "<TABLE", "<A", "<STYLE", "<TITLE", "<B", "<BODY", "<BR", "<P", "<!--",
+    )
+)  # fmt: skip
+
+
+def sniff_type(body: bytes) -> str | None:
+    """The type of a body sent with no Content-Type: ``text/html`` if it begins as
+    HTML does (as browsers sniff it; Heritrix, Nutch and StormCrawler sniff too), else
+    None. A page whose server named no type was closed unread, its links lost (QA)."""
+    head = body.removeprefix(b"\xef\xbb\xbf").lstrip(b"\t\n\x0c\r ")[:16].upper()
+    for start in _HTML_STARTS:
+        if head.startswith(start) and head[len(start) : len(start) + 1] in (b" ", b">"):
+            return "text/html"
+    return None
+
+
+def _refused(
+    url: str,
+    response: httpx2.Response,
+    latency: float,
+    fields: dict[str, str],
+    ctype: str | None,
+    charset: str | None,
+) -> FetchResult:
+    """An answer of a type --accept does not take: recorded, its body not kept."""
+    detail = f"type not accepted: {ctype or 'none given'}"
+    return _answer(url, response, latency, fields, ctype, charset, detail=detail, accepted=False)
+
+
 def _split_content_type(value: str | None) -> tuple[str | None, str | None]:
     """The media type (lower-case) and charset of a Content-Type, as WHATWG Fetch's
     "extract a MIME type" reads it: a header sent twice comes joined with ", "
@@ -221,11 +257,11 @@ async def fetch(
             latency = trio.current_time() - start
             fields = _fields(response.headers)
             ctype, charset = _split_content_type(fields.get("content-type"))
-            if accept is not None and response.status_code in _TYPED and not accept(ctype):
-                detail = f"type not accepted: {ctype or 'none given'}"
-                return _answer(
-                    url, response, latency, fields, ctype, charset, detail=detail, accepted=False
-                )
+            typed = response.status_code in _TYPED
+            # No type named: the body is read and looked at (below) before it is judged.
+            sniffed = typed and ctype is None
+            if accept is not None and typed and not sniffed and not accept(ctype):
+                return _refused(url, response, latency, fields, ctype, charset)
             # Without a content coding the raw bytes are the decoded ones: one
             # generator fewer, and none from ubipy's transport.
             stream = response.stream
@@ -242,6 +278,10 @@ async def fetch(
                     if exc.unsupported:
                         outcome = FetchOutcome.UNSUPPORTED
                     return failed(url, outcome, detail[:300], latency=latency)
+            if sniffed:
+                ctype = sniff_type(kept)
+                if accept is not None and not accept(ctype):
+                    return _refused(url, response, latency, fields, ctype, charset)
             return _answer(
                 url, response, latency, fields, ctype, charset, body=kept, truncated=truncated
             )
