@@ -28,6 +28,7 @@ __all__ = [
     "path",
     "peer_address",
     "seconds",
+    "verbose_parent",
 ]
 
 _MAX_PORT = 65535
@@ -136,6 +137,16 @@ def path(text: str) -> Path:
     if not text:
         raise argparse.ArgumentTypeError("must be a path, not ''")
     return Path(text)
+
+
+def verbose_parent() -> OneLineParser:
+    """A parent parser for each command: ``-v`` after the command too (``ubipy status
+    -v`` was refused), the top level's ``-v`` standing when it is not given there."""
+    parent = OneLineParser(add_help=False)
+    parent.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
+    return parent
 
 
 def output_path(text: str) -> Path:

@@ -29,6 +29,7 @@ from ubipy.checks import (
     path,
     peer_address,
     seconds,
+    verbose_parent,
 )
 from ubipy.config import CrawlConfig
 from ubipy.control import control_bind, serve_control_centre
@@ -112,11 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="log every fetch failure (default: off)"
     )
-    # -v after the command too (ubipy status -v was refused); the top level's stands.
-    verbose = OneLineParser(add_help=False)
-    verbose.add_argument(
-        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
-    )
+    verbose = verbose_parent()
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser(

@@ -15,6 +15,7 @@ from typing import IO, TypeVar
 from ubipy.errors import ExportError, ExportWriteError
 from ubipy.store.lock import LOCK_FILE
 from ubipy.store.schema import SHARD_FILE
+from ubipy.store.warcfiles import WARC_DIR
 
 __all__ = ["create_part", "identities", "identity", "peer_files", "why", "write_path"]
 
@@ -60,6 +61,29 @@ def refuse_input(out: Path, inputs: set[tuple[int, int]], paths: Collection[Path
     writes before ``out``, that do not exist yet."""
     if identity(out) in inputs or Path(os.path.realpath(out)) in paths:
         raise ExportError(f"{out}: {_AN_INPUT}")
+    if (whose := _a_peers(Path(os.path.realpath(out)))) is not None:
+        raise ExportError(f"{out}: {whose}; left as it is")
+
+
+def _a_peers(real: Path) -> str | None:
+    """What ``real`` (a path without links) is, if it is a peer's own that an output
+    must not take, whichever peers the command reads: an existing file of a data
+    directory or of its WARC directory (another peer's shard was written over with
+    JSON, its WARC file replaced: QA), such a directory itself (its files linked onto
+    themselves), or an SQLite database anywhere. A new file there is let be."""
+    home = real if real.is_dir() else real.parent
+    if home.name == WARC_DIR:
+        home = home.parent
+    if (home / SHARD_FILE).is_file() and (real.is_dir() or real.exists()):
+        return f"is a peer's data directory or in one ({home})"
+    if not real.is_file():
+        return None  # a FIFO's open would wait for a writer; a device is no database
+    try:
+        with real.open("rb") as f:
+            magic = f.read(16)
+    except OSError:
+        return None
+    return "is an SQLite database" if magic == b"SQLite format 3\x00" else None
 
 
 # Never written over: a shard, a peer's own WARC file or its index, that a command reads.
