@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
+import trio
 
 from ubipy.net import split_address
+from ubipy.net.network import TcpNetwork
 from ubipy.peeraddress import check_peer_address
 
 
@@ -39,3 +43,21 @@ def test_a_port_no_socket_takes_is_a_value_error(address: str) -> None:
 def test_a_peer_to_reach_needs_a_host_and_a_port_from_1(address: str) -> None:
     with pytest.raises(ValueError, match="address"):
         check_peer_address(address)
+
+
+async def test_a_peer_listening_on_ipv6_reports_its_address_in_brackets() -> None:
+    """It said "listening on ::1:7005", a form --join and --listen refuse (QA)."""
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    async with trio.open_nursery() as nursery:
+        try:
+            bound = await nursery.start(TcpNetwork().serve, "[::1]:0", _refuse_all)
+        except OSError:
+            pytest.skip("no IPv6 loopback here")
+        host, port = split_address(bound)
+        assert bound == f"[::1]:{port}" and host == "::1"
+        nursery.cancel_scope.cancel()
+
+
+async def _refuse_all(stream: trio.SocketStream) -> None:
+    await stream.aclose()

@@ -167,7 +167,7 @@ class TcpNetwork(Network):
         async with trio.open_nursery() as nursery:
             for sock in sockets:
                 nursery.start_soon(_accept_loop, sock, handler, refuse, throttle, nursery)
-            task_status.started(f"{host}:{bound}")
+            task_status.started(join_address(host, bound))
 
     async def connect(self, address: str) -> trio.abc.Stream:
         host, port = split_address(address)
