@@ -85,3 +85,26 @@ def test_a_peer_lost_midway_is_reported_with_what_it_took(
         "ubipy seed: cannot reach peer 127.0.0.1:7000: 127.0.0.1:7000 dropped the connection "
         f"({taken} of {len(URLS)} seeds were taken)"
     )
+
+
+class KnowingPeer(FakePeer):
+    """Knows every seed but the first two: one new, one forwarded."""
+
+    async def request(
+        self, address: str, secret: bytes, message: Message, **kwargs: object
+    ) -> Message:
+        assert isinstance(message, Seed)
+        self.frames.append(message)
+        return SeedAck(len(message.urls), 1, 1, ())
+
+
+def test_seeds_the_peer_knew_already_are_counted_in_the_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ "sent 5 seeds: 1 new there, 1 forwarded" left three unaccounted for (QA)."""
+    code, _ = seed(tmp_path, "\n".join(URLS[:5]), KnowingPeer(), monkeypatch)
+    assert code == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "sent 5 seeds to 127.0.0.1:7000: 1 new there, 1 forwarded to their owners, "
+        "3 known there already"
+    ]

@@ -39,7 +39,7 @@ from ubipy.net import request
 from ubipy.options import add_flags, build, flag_names, flags_given, read_file, sections
 from ubipy.peer import Peer, settle_collector
 from ubipy.progress import Progress, peer_figures
-from ubipy.seedfiles import peer_seeds, read_seeds_file, refusals, say_problems
+from ubipy.seedfiles import peer_seeds, read_seeds_file, refusals, say_problems, seed_summary
 from ubipy.statustable import format_cluster
 from ubipy.store import ShardError
 from ubipy.wire import Message, Seed, SeedAck, Status, StatusRequest, batches, secret_from
@@ -500,13 +500,7 @@ def _seed(args: argparse.Namespace) -> int:
         refused += answer.refused
     for url, reason in refused:
         print(f"{args.file}: refused by the peer ({reason}): {url[:80]!r}", file=sys.stderr)
-    print(
-        f"sent {sent} seeds to {args.peer}: {admitted} new there, "
-        f"{forwarded} forwarded to their owners"
-        + (f", {refusals(refused)}" if refused else "")
-        + (f"; {seeds.skipped} lines skipped" if seeds.skipped else "")
-        + (f"; credentials removed from {n}" if (n := seeds.credentials_stripped) else "")
-    )
+    print(seed_summary(args.peer, seeds, sent, admitted, forwarded, refused))
     return 1 if seeds.skipped or refused else 0
 
 

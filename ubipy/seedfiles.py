@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ubipy.fetch import SeedList, SeedsFileError, parse_seeds, read_seeds
 
-__all__ = ["peer_seeds", "read_seeds_file", "refusals", "say_problems"]
+__all__ = ["peer_seeds", "read_seeds_file", "refusals", "say_problems", "seed_summary"]
 
 
 def say_problems(path: Path, seeds: SeedList) -> None:
@@ -46,3 +46,25 @@ def refusals(refused: Sequence[tuple[str, str]]) -> str:
     reasons = Counter(reason for _, reason in refused)
     told = ", ".join(f"{n} {reason}" for reason, n in reasons.most_common())
     return f"{len(refused)} refused ({told})"
+
+
+def seed_summary(
+    peer: str,
+    seeds: SeedList,
+    sent: int,
+    admitted: int,
+    forwarded: int,
+    refused: Sequence[tuple[str, str]],
+) -> str:
+    """``ubipy seed``'s last line: what the peer made of the seeds it was sent (those
+    it knew already counted too: "sent 2 seeds: 0 new there, 1 forwarded" left one
+    out, QA), and what the file had besides."""
+    known = sent - admitted - forwarded - len(refused)
+    return (
+        f"sent {sent} seeds to {peer}: {admitted} new there, "
+        f"{forwarded} forwarded to their owners"
+        + (f", {known} known there already" if known > 0 else "")
+        + (f", {refusals(refused)}" if refused else "")
+        + (f"; {seeds.skipped} lines skipped" if seeds.skipped else "")
+        + (f"; credentials removed from {n}" if (n := seeds.credentials_stripped) else "")
+    )
