@@ -320,8 +320,16 @@ class _Conn:
             log.warning("%s refused our frames: the secrets differ", self.address)
             return
         if self.address and not self.reader.frames:
-            links.note_trouble(self.address, f"not a ubipy peer (it answered {reason.name})")
+            # An answer read as a frame: "HTTP/1.1 ..." is a frame of 1,213,486,160
+            # bytes, which was told as "it answered TOO_LARGE" (QA).
+            http = self.reader.close_detail.startswith(f"frame of {_HTTP_AS_LENGTH} bytes")
+            what = "an HTTP server answered" if http else f"its answer read as {reason.value}"
+            links.note_trouble(self.address, f"not a ubipy peer ({what})")
         self._note(f"closed: {reason.value}", self.reader.close_detail)
+
+
+# "HTTP" read as a frame's length, big-endian.
+_HTTP_AS_LENGTH = int.from_bytes(b"HTTP", "big")
 
 
 class Links:
