@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from ubipy import cli
+from ubipy.peer import SeedResult
+from ubipy.seedfiles import seeds_taken
 from ubipy.wire import (
     DEFAULT_MAX_FRAME,
     FrameWriter,
@@ -108,3 +110,12 @@ def test_seeds_the_peer_knew_already_are_counted_in_the_summary(
         "sent 5 seeds to 127.0.0.1:7000: 1 new there, 1 forwarded to their owners, "
         "3 known there already"
     ]
+
+
+def test_a_peer_s_seeds_file_is_summed_up_once_taken() -> None:
+    """``peer --seeds`` said nothing of the seeds it took unless some were refused."""
+    refused = (("ftp://x/", "not http"),)
+    assert seeds_taken(SeedResult(12, 8, refused, forwarded=2)) == (
+        "12 seeds: 8 new, 2 for other peers, 1 known already, 1 refused (1 not http)"
+    )
+    assert seeds_taken(SeedResult(3, 3, ())) == "3 seeds: 3 new"

@@ -39,7 +39,7 @@ from ubipy.net import request
 from ubipy.options import add_flags, build, flag_names, flags_given, read_file, sections
 from ubipy.peer import Peer, settle_collector
 from ubipy.progress import Progress, peer_figures
-from ubipy.seedfiles import peer_seeds, read_seeds_file, refusals, say_problems, seed_summary
+from ubipy.seedfiles import peer_seeds, read_seeds_file, say_problems, seed_summary, seeds_taken
 from ubipy.statustable import format_cluster
 from ubipy.store import ShardError
 from ubipy.wire import Message, Seed, SeedAck, Status, StatusRequest, batches, secret_from
@@ -408,8 +408,7 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | No
             else:
                 for url, reason in taken.refused:
                     print(f"{args.seeds}: seed refused ({reason}): {url[:80]!r}", file=sys.stderr)
-                if taken.refused:
-                    print(f"{args.seeds}: {refusals(taken.refused)}", file=sys.stderr)
+                print(f"{args.seeds}: {seeds_taken(taken)}", file=sys.stderr)
         # A live line on a terminal, a log line every 10 s elsewhere; it ends with
         # the peer (its last figures, and the terminal's line ended).
         progress = Progress(sys.stderr, interval=10.0)

@@ -10,8 +10,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ubipy.fetch import SeedList, SeedsFileError, parse_seeds, read_seeds
+from ubipy.peer import SeedResult
 
-__all__ = ["peer_seeds", "read_seeds_file", "refusals", "say_problems", "seed_summary"]
+__all__ = [
+    "peer_seeds",
+    "read_seeds_file",
+    "refusals",
+    "say_problems",
+    "seed_summary",
+    "seeds_taken",
+]
 
 
 def say_problems(path: Path, seeds: SeedList) -> None:
@@ -67,4 +75,16 @@ def seed_summary(
         + (f", {refusals(refused)}" if refused else "")
         + (f"; {seeds.skipped} lines skipped" if seeds.skipped else "")
         + (f"; credentials removed from {n}" if (n := seeds.credentials_stripped) else "")
+    )
+
+
+def seeds_taken(taken: SeedResult) -> str:
+    """``peer --seeds``'s line once the peer took them (it said nothing unless some
+    were refused: QA): ``12 seeds: 10 new, 1 for other peers, 1 refused (...)``."""
+    known = taken.offered - taken.admitted - taken.forwarded - len(taken.refused)
+    return (
+        f"{taken.offered} seeds: {taken.admitted} new"
+        + (f", {taken.forwarded} for other peers" if taken.forwarded else "")
+        + (f", {known} known already" if known > 0 else "")
+        + (f", {refusals(taken.refused)}" if taken.refused else "")
     )

@@ -7,6 +7,7 @@ membership and the links in one trio nursery; the crawl order's part in the craw
 
 from ubipy.peer.collector import settle_collector
 from ubipy.peer.crawler import Crawler
+from ubipy.peer.crawlstats import SeedResult
 from ubipy.peer.ordering import Ordering
 from ubipy.peer.peer import Peer
 from ubipy.peer.refreshing import Refresher
@@ -18,5 +19,6 @@ __all__ = [
     "Peer",
     "PeerStatus",
     "Refresher",
+    "SeedResult",
     "settle_collector",
 ]
