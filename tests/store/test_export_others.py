@@ -44,9 +44,12 @@ def test_an_output_that_is_another_peer_s_file_or_a_database_is_refused(
     assert sorted(other.iterdir()) == sorted(p for p in theirs if p.parent == other)
 
 
-def test_a_new_file_in_a_peer_s_data_directory_is_written(tmp_path: Path) -> None:
+def test_an_export_into_a_peer_s_data_directory_is_written_and_written_again(
+    tmp_path: Path,
+) -> None:
     data = tmp_path / "peer"
     _make_shard(data, PEER_A, PAGES_A)
     out = data / "pages.jsonl"
-    assert main(["export", "--data", str(data), "--format", "jsonl", "--out", str(out)]) == 0
-    assert out.read_text().count("\n") == len(PAGES_A)
+    for _ in range(2):  # the second over the first: the user's file, not the peer's
+        assert main(["export", "--data", str(data), "--format", "jsonl", "--out", str(out)]) == 0
+        assert out.read_text().count("\n") == len(PAGES_A)

@@ -67,15 +67,23 @@ def refuse_input(out: Path, inputs: set[tuple[int, int]], paths: Collection[Path
 
 def _a_peers(real: Path) -> str | None:
     """What ``real`` (a path without links) is, if it is a peer's own that an output
-    must not take, whichever peers the command reads: an existing file of a data
-    directory or of its WARC directory (another peer's shard was written over with
-    JSON, its WARC file replaced: QA), such a directory itself (its files linked onto
-    themselves), or an SQLite database anywhere. A new file there is let be."""
+    must not take, whichever peers the command reads: a data directory or its WARC
+    directory (their files were linked onto themselves), a file of the WARC directory,
+    a shard's files or the lock (another peer's shard was written over with JSON, its
+    WARC file replaced: QA), or an SQLite database anywhere. Any other file of a data
+    directory (an earlier export written there) is the user's."""
     home = real if real.is_dir() else real.parent
-    if home.name == WARC_DIR:
+    in_warc = home.name == WARC_DIR
+    if in_warc:
         home = home.parent
-    if (home / SHARD_FILE).is_file() and (real.is_dir() or real.exists()):
-        return f"is a peer's data directory or in one ({home})"
+    if (home / SHARD_FILE).is_file() and (
+        real.is_dir()
+        or (
+            real.exists()
+            and (in_warc or real.name.startswith(SHARD_FILE) or real.name == LOCK_FILE)
+        )
+    ):
+        return f"is a peer's own (its data directory is {home})"
     if not real.is_file():
         return None  # a FIFO's open would wait for a writer; a device is no database
     try:
