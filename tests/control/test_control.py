@@ -34,6 +34,7 @@ from ubipy.control.server import (
 )
 from ubipy.net import split_address
 from ubipy.peer import PeerStatus
+from ubipy.wire import LOOPBACK_SECRET
 
 AUTH = {"Authorization": f"Bearer {SECRET}"}
 
@@ -506,6 +507,29 @@ async def test_a_public_token_does_not_open_a_secret_cluster(
     # The key a cluster without a secret uses is public; this cluster has one.
     answer = await client.post("/api/stop", headers={"Authorization": "Bearer ubipy-loopback-only"})
     assert answer.status_code == 401 and backend.stops == 0
+
+
+async def test_a_cluster_without_a_secret_says_which_token_it_takes(
+    nursery: trio.Nursery,
+) -> None:
+    """The public token of a peer run without a secret was said nowhere but in
+    docs/protocol.md: every POST answered "the cluster secret is needed" (QA)."""
+    backend = FakeBackend.with_peers(1, secret=LOOPBACK_SECRET)
+    address = await start(nursery, backend)
+    async with httpx2.AsyncClient(base_url=f"http://{address}", trust_env=False) as client:
+        refused = await client.post("/api/stop")
+        assert refused.status_code == 401 and LOOPBACK_SECRET in refused.json()["error"]
+        taken = await client.post(
+            "/api/stop", headers={"Authorization": f"Bearer {LOOPBACK_SECRET}"}
+        )
+        assert taken.status_code == 202 and backend.stops == 1
+
+
+async def test_a_cluster_with_a_secret_does_not_name_the_public_token(
+    client: httpx2.AsyncClient,
+) -> None:
+    answer = await client.post("/api/stop")
+    assert answer.status_code == 401 and LOOPBACK_SECRET not in answer.text
 
 
 def stopper(control: ControlServer) -> Callable[..., Awaitable[int]]:

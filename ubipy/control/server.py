@@ -43,7 +43,7 @@ from ubipy.control.httpserver import (
 from ubipy.control.page import CONTENT_SECURITY_POLICY, PAGE
 from ubipy.fetch import parse_seeds
 from ubipy.net import SourceLog, Strikes, is_loopback, split_address
-from ubipy.wire import is_default_secret, secret_from
+from ubipy.wire import LOOPBACK_SECRET, is_default_secret, secret_from
 
 log = logging.getLogger(__name__)
 
@@ -214,11 +214,12 @@ class ControlServer:
         else:
             # No token is no guess: a client that did not know one was needed.
             challenge = 'Bearer realm="ubipy"'
-        return error(
-            401,
-            "the cluster secret is needed as a bearer token",
-            headers=(("WWW-Authenticate", challenge),),
-        )
+        needed = "the cluster secret is needed as a bearer token"
+        if is_default_secret(self.backend.secret):
+            # A peer without a secret (loopback only) takes the public one: said, as
+            # it was nowhere but in docs/protocol.md (QA).
+            needed += f" (this cluster has none: {LOOPBACK_SECRET})"
+        return error(401, needed, headers=(("WWW-Authenticate", challenge),))
 
     def _log_auth(
         self, source: str, reason: str, detail: str, now: float, *, always: bool = False
