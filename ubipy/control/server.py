@@ -285,7 +285,8 @@ def control_bind(address: str, public: bool, secret: bytes) -> tuple[str, int]:
     if not is_loopback(host):
         if not public:
             raise ValueError(
-                f"the control endpoint binds loopback only, not {host}, unless asked to be public"
+                f"the control endpoint binds loopback only, not {host}, unless asked to be "
+                "public (ubipy peer --control-public, or public = true in [control])"
             )
         if is_default_secret(secret):
             raise ValueError(
