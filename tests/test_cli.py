@@ -442,3 +442,21 @@ async def test_a_stop_asked_on_a_terminal_is_said_on_a_line_of_its_own(
             await peer.asked.wait()
         nursery.cancel_scope.cancel()
     assert terminal.getvalue().endswith(CLEAR + "stopping: letting requests in flight finish…\n")
+
+
+def test_the_demo_s_control_address_in_use_is_named(tmp_path: Path) -> None:
+    """It said "cannot start: [Errno 98] Address already in use", no address (QA)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = f"127.0.0.1:{taken.getsockname()[1]}"
+        done = subprocess.run(
+            [*UBIPY, "demo", "--hosts", "1", "--pages", "1", "--peers", "1",
+             "--data", str(tmp_path / "demo"), "--control", busy],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        f"ubipy demo: cannot start: [Errno {errno.EADDRINUSE}] --control {busy}: "
+        f"{os.strerror(errno.EADDRINUSE)}"
+    )

@@ -33,7 +33,7 @@ from ubipy.checks import (
 )
 from ubipy.config import CrawlConfig
 from ubipy.control import control_bind, serve_control_centre
-from ubipy.errors import ConfigError, StorageError
+from ubipy.errors import ConfigError, StorageError, naming_address
 from ubipy.fetch import SeedList, SeedsFileError, parse_seeds
 from ubipy.net import request
 from ubipy.options import add_flags, build, flag_names, flags_given, read_file, sections
@@ -373,22 +373,12 @@ def _or_cannot_start(command: str, run: Callable[[], int]) -> int:
     return 2
 
 
-def _naming(group: BaseExceptionGroup[OSError], flag: str, address: str) -> OSError:
-    """The first of ``group``'s errors, naming the address it was met on: "address
-    already in use" for --control read as the peer's own port taken."""
-    first: BaseException = group
-    while isinstance(first, BaseExceptionGroup):
-        first = first.exceptions[0]
-    assert isinstance(first, OSError)
-    return OSError(first.errno, f"{flag} {address}: {first.strerror or first}")
-
-
 async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | None) -> int:
     async with trio.open_nursery() as nursery:
         try:
             await nursery.start(peer.run)
         except* OSError as group:
-            raise _naming(group, "--listen", peer.config.listen) from None
+            raise naming_address(group, "--listen", peer.config.listen) from None
         print(f"ubipy peer {peer.peer_id} listening on {peer.bound}", file=sys.stderr)
         if peer.address != peer.bound:
             print(f"advertised to the cluster as {peer.address}", file=sys.stderr)
@@ -398,7 +388,7 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | No
             try:
                 bound = await nursery.start(serve, peer, control.address)
             except* OSError as group:
-                raise _naming(group, "--control", control.address) from None
+                raise naming_address(group, "--control", control.address) from None
             print(f"control centre on http://{bound}/", file=sys.stderr)
         if seeds is not None:
             try:

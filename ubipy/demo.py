@@ -28,7 +28,7 @@ import trio
 
 from ubipy.config import ControlConfig, CrawlConfig
 from ubipy.control import control_bind, serve_control_centre
-from ubipy.errors import ShardError, UbipyError
+from ubipy.errors import ShardError, UbipyError, naming_address
 from ubipy.net import split_address
 from ubipy.peer import Peer, PeerStatus
 from ubipy.progress import Progress, peer_figures
@@ -186,7 +186,10 @@ async def _demo(args: argparse.Namespace, base: CrawlConfig, data_dir: Path) -> 
         control: str | None = None
         if first.config.control.address is not None:
             address = first.config.control.address
-            control = await nursery.start(serve_control_centre, first, address)
+            try:
+                control = await nursery.start(serve_control_centre, first, address)
+            except* OSError as group:
+                raise naming_address(group, "--control", address) from None
         for i in range(1, args.peers):
             cfg = config(i, server.proxy_url, listen=f"{host}:0", join=(first.address,))
             peers.append(await nursery.start(Peer(cfg).run))

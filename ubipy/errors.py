@@ -71,6 +71,7 @@ __all__ = [
     "StorageError",
     "UbipyError",
     "WireError",
+    "naming_address",
 ]
 
 
@@ -136,3 +137,14 @@ class ExportWriteError(ExportError):
     """The output failed part-way (disk full, the reader of a pipe gone): unlike the
     other export errors, the command was right and the world refused it, so the
     command line exits 1 rather than 2."""
+
+
+def naming_address(group: BaseExceptionGroup[OSError], flag: str, address: str) -> OSError:
+    """The first of ``group``'s errors (a listener that could not start), naming the
+    address it was met on: "address already in use" for --control read as the peer's
+    own port taken, and the demo's said no address at all (QA)."""
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    assert isinstance(first, OSError)
+    return OSError(first.errno, f"{flag} {address}: {first.strerror or first}")

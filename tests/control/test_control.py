@@ -868,7 +868,7 @@ async def test_an_idle_connection_makes_room_at_the_cap(nursery: trio.Nursery) -
 
 async def test_binding_beyond_loopback_must_be_asked_for() -> None:
     # It names the way to ask (a QA found it did not).
-    with pytest.raises(ValueError, match="loopback only.*--control-public"):
+    with pytest.raises(ValueError, match=r"loopback only.*--control-public"):
         await serve_control(FakeBackend(), "0.0.0.0:0")
 
 
