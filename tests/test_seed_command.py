@@ -119,3 +119,28 @@ def test_a_peer_s_seeds_file_is_summed_up_once_taken() -> None:
         "12 seeds: 8 new, 2 for other peers, 1 known already, 1 refused (1 not http)"
     )
     assert seeds_taken(SeedResult(3, 3, ())) == "3 seeds: 3 new"
+
+
+class RefusingPeer(FakePeer):
+    async def request(
+        self, address: str, secret: bytes, message: Message, **kwargs: object
+    ) -> Message:
+        raise PermissionError(f"the peer at {address} refused the secret (it is not the cluster's)")
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_a_refused_secret_says_when_none_was_given(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    given: bool,
+) -> None:
+    """No secret at all read as a wrong one (QA)."""
+    monkeypatch.delenv("UBIPY_SECRET", raising=False)
+    if given:
+        monkeypatch.setenv("UBIPY_SECRET", "a guess")
+    code, _ = seed(tmp_path, URLS[0], RefusingPeer(), monkeypatch)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "refused the secret (it is not the cluster's)" in err
+    assert ("none was given (--secret, or UBIPY_SECRET)" in err) is not given

@@ -450,10 +450,13 @@ def _ask(args: argparse.Namespace, message: Message, answer: type[A]) -> A:
     return got
 
 
-def _unreachable(peer: str, exc: OSError) -> str:
+def _unreachable(args: argparse.Namespace, exc: OSError) -> str:
     # A refused secret reached the peer: "cannot reach" would send the user looking
-    # at the network.
-    return str(exc) if isinstance(exc, PermissionError) else f"cannot reach peer {peer}: {exc}"
+    # at the network. One never given read as a wrong one (QA).
+    if not isinstance(exc, PermissionError):
+        return f"cannot reach peer {args.peer}: {exc}"
+    given = args.secret or os.environ.get("UBIPY_SECRET")
+    return f"{exc}" if given else f"{exc}; none was given (--secret, or UBIPY_SECRET)"
 
 
 def _seed(args: argparse.Namespace) -> int:
@@ -478,7 +481,7 @@ def _seed(args: argparse.Namespace) -> int:
         try:
             answer = _ask(args, Seed(batch), SeedAck)
         except OSError as exc:
-            print(f"ubipy seed: {_unreachable(args.peer, exc)}{taken}", file=sys.stderr)
+            print(f"ubipy seed: {_unreachable(args, exc)}{taken}", file=sys.stderr)
             return 2
         if answer.error is not None:
             print(f"ubipy seed: the peer refused the seeds: {answer.error}{taken}", file=sys.stderr)
@@ -497,7 +500,7 @@ def _status(args: argparse.Namespace) -> int:
     try:
         report = _ask(args, StatusRequest(cluster=True), Status)
     except OSError as exc:
-        print(f"ubipy status: {_unreachable(args.peer, exc)}", file=sys.stderr)
+        print(f"ubipy status: {_unreachable(args, exc)}", file=sys.stderr)
         return 2
     print(format_cluster(report.to_wire()))
     return 0
