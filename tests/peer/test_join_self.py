@@ -83,3 +83,25 @@ async def test_a_peer_that_joins_itself_by_another_name_crawls_alone(
             if advertise:
                 assert peer.links.why(f"{join}:{port}") == "it reached this peer itself"
             peer.stop()
+
+
+async def test_a_stopping_peer_is_not_shown_joining(tmp_path: Path) -> None:
+    """A cluster stopped at once: each peer, the others gone, went on trying to join
+    as it stopped ("join attempt 1: cannot connect", "joining (attempt 1)": QA)."""
+    port = free_port()
+    peer = Peer(
+        CrawlConfig(
+            data_dir=tmp_path,
+            listen=f"127.0.0.1:{port}",
+            join=(f"127.0.0.1:{free_port()}",),  # nobody there
+            secret=SECRET,
+        )
+    )
+    with logged(r"join attempt 1:") as tried:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(peer.run)
+            with trio.fail_after(20):
+                await tried.seen.wait()
+            assert peer.joining >= 1
+            peer.stop()
+            assert peer.joining == 0

@@ -293,7 +293,7 @@ class Peer:
         )
         joiner = self._joiner = Joiner(
             join,
-            alone=lambda: self.membership.alone,
+            alone=lambda: self.membership.alone and not self._stop.is_set(),  # not as it stops
             join=lambda addresses: self._send_membership(
                 self.membership.join(trio.current_time(), addresses)
             ),
