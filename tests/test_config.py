@@ -174,6 +174,13 @@ def test_a_file_alone_gives_its_values(peer_config: Any, tmp_path: Path) -> None
     assert config.politeness.concurrency == 64 and config.fetch.read_timeout == 30.0
 
 
+def test_a_list_of_one_may_be_given_as_its_one_string(peer_config: Any, tmp_path: Path) -> None:
+    """``join = "a:7000"`` was refused: "must be a list of strings" (QA)."""
+    path = _write(tmp_path, 'join = "127.0.0.1:7999"\n[fetch]\naccept = "image/*"\n')
+    config = peer_config("--config", str(path), "--data", str(tmp_path))
+    assert config.join == ("127.0.0.1:7999",) and config.fetch.accept == ("image/*",)
+
+
 def test_flags_given_override_the_file(peer_config: Any, tmp_path: Path) -> None:
     path = _write(tmp_path, "[politeness]\ndelay = 0.25\nconcurrency = 4\n")
     config = peer_config("--config", str(path), "--data", str(tmp_path), "--delay", "2")

@@ -162,6 +162,8 @@ def coerce(setting: Setting, value: object) -> Any:
     strings = isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
     if typing.get_origin(kind) is tuple and strings:
         return tuple(typing.cast(list[str], value))
+    if typing.get_origin(kind) is tuple and isinstance(value, str):
+        return (value,)  # join = "a:7000", as a flag given once (it was refused: QA)
     wanted = {
         bool: "true or false",
         int: "a whole number",
