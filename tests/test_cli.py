@@ -236,23 +236,27 @@ def test_seed_refuses_a_binary_file(tmp_path: Path) -> None:
     assert done.stderr == f"ubipy seed: {seeds}: looks like a binary file, not a list of URLs\n"
 
 
-@pytest.mark.parametrize("flag", ["--listen", "--control"])
-def test_an_address_in_use_is_named_with_its_flag(tmp_path: Path, flag: str) -> None:
+@pytest.mark.parametrize(
+    ("command", "flag"), [("peer", "--listen"), ("peer", "--control"), ("demo", "--control")]
+)
+def test_an_address_in_use_is_named_with_its_flag(tmp_path: Path, command: str, flag: str) -> None:
     # "cannot start: [Errno 98] Address already in use", for --control too, read as
-    # the peer's own port taken (a review found).
+    # the peer's own port taken (a review found); the demo's named none (QA).
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         busy = f"127.0.0.1:{taken.getsockname()[1]}"
         ours = ["--listen", busy] if flag == "--listen" else ["--listen", "127.0.0.1:0",
                                                               "--control", busy]  # fmt: skip
+        if command == "demo":
+            ours = ["--hosts", "1", "--pages", "1", "--peers", "1", "--control", busy]
         done = subprocess.run(
-            [*UBIPY, "peer", "--data", str(tmp_path / "data"), *ours],
+            [*UBIPY, command, "--data", str(tmp_path / "data"), *ours],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1] == (
-        f"ubipy peer: cannot start: [Errno {errno.EADDRINUSE}] {flag} {busy}: "
+        f"ubipy {command}: cannot start: [Errno {errno.EADDRINUSE}] {flag} {busy}: "
         f"{os.strerror(errno.EADDRINUSE)}"
     )
 
@@ -442,21 +446,3 @@ async def test_a_stop_asked_on_a_terminal_is_said_on_a_line_of_its_own(
             await peer.asked.wait()
         nursery.cancel_scope.cancel()
     assert terminal.getvalue().endswith(CLEAR + "stopping: letting requests in flight finish…\n")
-
-
-def test_the_demo_s_control_address_in_use_is_named(tmp_path: Path) -> None:
-    """It said "cannot start: [Errno 98] Address already in use", no address (QA)."""
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        busy = f"127.0.0.1:{taken.getsockname()[1]}"
-        done = subprocess.run(
-            [*UBIPY, "demo", "--hosts", "1", "--pages", "1", "--peers", "1",
-             "--data", str(tmp_path / "demo"), "--control", busy],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-    assert done.returncode == 2
-    assert done.stderr.splitlines()[-1] == (
-        f"ubipy demo: cannot start: [Errno {errno.EADDRINUSE}] --control {busy}: "
-        f"{os.strerror(errno.EADDRINUSE)}"
-    )

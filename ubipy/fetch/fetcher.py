@@ -165,19 +165,6 @@ def sniff_type(body: bytes) -> str | None:
     return None
 
 
-def _refused(
-    url: str,
-    response: httpx2.Response,
-    latency: float,
-    fields: dict[str, str],
-    ctype: str | None,
-    charset: str | None,
-) -> FetchResult:
-    """An answer of a type --accept does not take: recorded, its body not kept."""
-    detail = f"type not accepted: {ctype or 'none given'}"
-    return _answer(url, response, latency, fields, ctype, charset, detail=detail, accepted=False)
-
-
 def _split_content_type(value: str | None) -> tuple[str | None, str | None]:
     """The media type (lower-case) and charset of a Content-Type, as WHATWG Fetch's
     "extract a MIME type" reads it: a header sent twice comes joined with ", "
@@ -260,28 +247,33 @@ async def fetch(
             typed = response.status_code in _TYPED
             # No type named: the body is read and looked at (below) before it is judged.
             sniffed = typed and ctype is None
-            if accept is not None and typed and not sniffed and not accept(ctype):
-                return _refused(url, response, latency, fields, ctype, charset)
-            # Without a content coding the raw bytes are the decoded ones: one
-            # generator fewer, and none from ubipy's transport.
-            stream = response.stream
-            if "content-encoding" not in fields and type(stream) is PooledBody:
-                response.is_stream_consumed = True
-                kept, truncated = await stream.read_capped(max_bytes)
-            else:
-                try:
-                    kept, truncated = await _read_coded(response, fields, max_bytes)
-                except BadCoding as exc:
-                    coding = fields.get("content-encoding", "")
-                    detail = f"Content-Encoding {coding!r}: {exc}"
-                    outcome = FetchOutcome.PROTOCOL_ERROR
-                    if exc.unsupported:
-                        outcome = FetchOutcome.UNSUPPORTED
-                    return failed(url, outcome, detail[:300], latency=latency)
-            if sniffed:
-                ctype = sniff_type(kept)
-                if accept is not None and not accept(ctype):
-                    return _refused(url, response, latency, fields, ctype, charset)
+            refused = accept is not None and typed and not sniffed and not accept(ctype)
+            kept, truncated = b"", False
+            if not refused:
+                # Without a content coding the raw bytes are the decoded ones: one
+                # generator fewer, and none from ubipy's transport.
+                stream = response.stream
+                if "content-encoding" not in fields and type(stream) is PooledBody:
+                    response.is_stream_consumed = True
+                    kept, truncated = await stream.read_capped(max_bytes)
+                else:
+                    try:
+                        kept, truncated = await _read_coded(response, fields, max_bytes)
+                    except BadCoding as exc:
+                        coding = fields.get("content-encoding", "")
+                        detail = f"Content-Encoding {coding!r}: {exc}"
+                        outcome = FetchOutcome.PROTOCOL_ERROR
+                        if exc.unsupported:
+                            outcome = FetchOutcome.UNSUPPORTED
+                        return failed(url, outcome, detail[:300], latency=latency)
+                if sniffed:
+                    ctype = sniff_type(kept)
+                    refused = accept is not None and not accept(ctype)
+            if refused:
+                detail = f"type not accepted: {ctype or 'none given'}"
+                return _answer(
+                    url, response, latency, fields, ctype, charset, detail=detail, accepted=False
+                )
             return _answer(
                 url, response, latency, fields, ctype, charset, body=kept, truncated=truncated
             )
