@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -23,6 +25,7 @@ from ubipy.fetch import UrlFilter, fingerprint
 from ubipy.peer.hints import LastmodHints
 from ubipy.peer.refreshing import Refresher
 from ubipy.store import RefreshRow, Shard
+from ubipy.store.shard import SHARD_FILE
 
 BODY = b"<html><title>x</title>the same body</html>"
 
@@ -361,3 +364,17 @@ async def test_a_page_whose_history_died_with_its_peer_is_kept_here_as_a_first_f
         assert [(p["url"], p["status"]) for p in shard.iter_pages()] == [(url, 200)]
     finally:
         shard.close()
+
+
+async def test_a_304_visit_names_the_version_held(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Every 304's visit was stored with the digest of its empty body, not of the copy
+    it showed unchanged (the shard's visits and the JSON Lines export; QA)."""
+    site = _Site(math.inf)
+    await _crawl(site, _config(tmp_path), 600)
+    assert {status for _, status, _ in site.log[1:]} == {304}
+    with sqlite3.connect(tmp_path / SHARD_FILE) as conn:
+        [page_digest] = conn.execute("SELECT digest FROM pages").fetchone()
+        visits = conn.execute("SELECT status, digest FROM visits").fetchall()
+    assert len(visits) >= 5 and set(visits) == {(304, page_digest)}

@@ -116,7 +116,9 @@ def read_page(
     title = encoding = encoding_source = None
     digest = None
     if result.ok and result.accepted:
-        digest = content_digest(result.body)
+        # A 304 has no body: its visit is of the version held (the refresher's). Its
+        # empty body's digest was stored for every unchanged visit (QA).
+        digest = None if result.not_modified else content_digest(result.body)
         if result.is_redirect:
             assert result.location is not None
             # A redirect is not a link hop: the target keeps the depth.
