@@ -24,7 +24,7 @@ from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig, RecrawlCon
 from ubipy.fetch import UrlFilter, fingerprint
 from ubipy.peer.hints import LastmodHints
 from ubipy.peer.refreshing import Refresher
-from ubipy.store import RefreshRow, Shard
+from ubipy.store import Lastmod, RefreshRow, Shard
 from ubipy.store.shard import SHARD_FILE
 
 BODY = b"<html><title>x</title>the same body</html>"
@@ -378,3 +378,39 @@ async def test_a_304_visit_names_the_version_held(
         [page_digest] = conn.execute("SELECT digest FROM pages").fetchone()
         visits = conn.execute("SELECT status, digest FROM visits").fetchall()
     assert len(visits) >= 5 and set(visits) == {(304, page_digest)}
+
+
+async def test_a_hint_has_a_page_asked_no_sooner_than_the_shortest_interval(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A trusted sitemap read two seconds after a visit, saying the page changed since:
+    it was made due at once, asked twice within --min-interval (QA)."""
+    now = time.time()
+    shard = Shard.open(tmp_path)
+    visited = RefreshRow(1, "http://a.test/p", "a.test", 1, 5, 2, 3600.0, now - 2,
+                         now + 3000, 0.0, None, None, "d1")  # fmt: skip
+    shard.save_refresh([visited], [])
+    due: dict[str, list[tuple[float, object]]] = {}
+
+    class _Scheduler:
+        def refreshes(self, host: str, pages: list[tuple[float, object]]) -> None:
+            due[host] = pages
+
+        def slot(self, host: str) -> None:
+            return None
+
+    recrawl = RecrawlConfig(recrawl=True, min_interval=60)
+    config = CrawlConfig(data_dir=tmp_path, recrawl=recrawl)
+    refresher = Refresher(config, shard, lambda: _Scheduler(), UrlFilter())  # type: ignore[arg-type,return-value]
+    refresher.load()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 1.5 * 86400))
+    for fp in range(10, 15):  # a.test's sitemap earns trust
+        refresher.hints.read(fp, "a.test", stamp, now - 86400)
+        refresher.hints.visited(fp, "a.test", now - 2 * 86400, changed=True)
+    assert refresher.hints.trusted("a.test")
+    said = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 1))
+    refresher.lastmods([Lastmod(1, "http://a.test/p", "a.test", said)])
+    [(at, _)] = due["a.test"]
+    # Sooner than planned (3,000 s), but a minute after its last ask at the soonest.
+    assert 57 <= at - trio.current_time() <= 60
+    shard.close()

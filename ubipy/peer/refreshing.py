@@ -313,8 +313,11 @@ class Refresher(PlanningMixin):
             self.hints.used[page.host] += 1
             self._hinted.append(now)
             page.held_until = 0.0
-            if page.due > now:
-                page.due = now
+            # Not sooner than --min-interval after its last ask, as any visit (a hint
+            # read a second after a visit had the page asked again at once: QA).
+            soonest = max(now, page.asked_at + self._cfg.min_interval)
+            if page.due > soonest:
+                page.due = soonest
                 self._prompted.add(page.fp)
                 hosts.add(page.host)
                 if check is None:
