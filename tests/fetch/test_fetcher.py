@@ -399,3 +399,20 @@ async def test_a_page_sent_with_no_content_type_is_read_as_the_html_it_is() -> N
         b"",
         False,
     )
+
+
+@pytest.mark.parametrize(
+    ("last_modified", "sent"),
+    [
+        ("Sun, 29 Nov 2026 10:00:00 GMT", True),
+        ("Sunday, 06-Nov-94 08:49:37 GMT", True),  # RFC 850's form, obsolete but valid
+        ("Sun Nov  6 08:49:37 1994", True),  # asctime's
+        ("yesterday-ish garbage", False),
+        ("0", False),
+    ],
+)
+def test_a_last_modified_that_is_no_date_is_not_sent_back(last_modified: str, sent: bool) -> None:
+    """RFC 9110 13.1.3: a recipient ignores an If-Modified-Since that is no HTTP-date; it
+    was stored and sent back at every visit (QA)."""
+    headers = Validators(None, last_modified).headers()
+    assert ("If-Modified-Since" in headers) is sent

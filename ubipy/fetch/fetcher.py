@@ -9,6 +9,7 @@ other outcome.
 from __future__ import annotations
 
 import dataclasses
+import email.utils
 import enum
 import logging
 import re
@@ -123,9 +124,18 @@ class Validators:
         out = {}
         if self.etag and _sendable(self.etag):
             out["If-None-Match"] = self.etag
-        if self.last_modified and _sendable(self.last_modified):
+        if self.last_modified and _sendable(self.last_modified) and _http_date(self.last_modified):
             out["If-Modified-Since"] = self.last_modified
         return out
+
+
+def _http_date(value: str) -> bool:
+    """Whether ``value`` reads as an HTTP-date: one that does not is ignored (RFC 9110
+    13.1.3), not sent back to a server that may answer 304 to anything (QA)."""
+    try:
+        return email.utils.parsedate_to_datetime(value) is not None
+    except (TypeError, ValueError, IndexError):
+        return False
 
 
 def _sendable(value: str) -> bool:
