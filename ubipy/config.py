@@ -196,9 +196,9 @@ class PolitenessConfig:
         1.0,
         flag="--delay-factor",
         metavar="N",
-        help="a host waits N times its response time between two requests, never less "
-        "than --delay or its Crawl-delay (Heritrix's delay factor; 1 is Scrapy "
-        "AutoThrottle's default); 0 turns it off (default: {default})",
+        help="a host waits N times its response time (an average of its last answers', "
+        "as AutoThrottle's) between two requests, never less than --delay or its "
+        "Crawl-delay (Heritrix's delay factor); 0 turns it off (default: {default})",
     )
     max_delay: float = option(
         30.0,
