@@ -354,6 +354,9 @@ class Links:
         # Why a dialled address last failed us (refused the connection, refused our
         # frames, spoke no ubipy), until an authentic frame comes from it.
         self.trouble: dict[str, str] = {}
+        # When an authentic frame last came from each peer (by its id), directly or by
+        # relay: a leaving peer no longer probes, and hands off only to those it hears.
+        self.heard_at: dict[str, float] = {}
         # Addresses we dialled that reached this peer itself, and when (reflected()).
         self.own: dict[str, float] = {}
         self._troubled = trio.Event()
@@ -411,6 +414,7 @@ class Links:
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     conn.closed = True
 
+        self.heard_at[frame.sender] = trio.current_time()
         # Only WireError is bad input: the frame was authentic but its payload made no
         # sense (a buggy peer). Anything else is a bug here and is not hidden.
         try:

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import random
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import trio
@@ -96,8 +97,11 @@ class Handoff(HoldsMixin):
         rng: random.Random | None = None,
         synced: Callable[[], Awaitable[None]] | None = None,
         copies_here: Replicator | None = None,
+        heard_at: Mapping[str, float] | None = None,
     ) -> None:
         self.self_id = self_id
+        # When each peer was last heard from (Links.heard_at; None: not known).
+        self._heard_at = heard_at
         # The copies of other peers' hosts kept here (--replicas 2), and the peers
         # seen die or leave (whose copies may be all that is left of some hosts).
         self._copies_here = copies_here
@@ -123,6 +127,8 @@ class Handoff(HoldsMixin):
         # The ring each peer last said it finished sweeping under.
         self._swept: dict[str, str] = {}
         self._kick = Wakeup()
+        # The owners that did not take a host in the last sweep (a leaving peer's).
+        self.unanswered: set[str] = set()
         self._holds_changed = Wakeup()
         self._acks: dict[int, _Waiting] = {}
         # Addresses of peers that left or died: nothing more is sent to them until
@@ -183,6 +189,9 @@ class Handoff(HoldsMixin):
         with it they are all sent before this returns (a peer leaving)."""
         complete = True
         ring = self._ring
+        # An owner that did not take one host will not take the next in this sweep: a
+        # frozen one had each of its hosts wait out the ack's patience in turn.
+        failed = self.unanswered = set()
         own = ((host, False) for host in self._crawler.held_hosts())
         # Then the copies of hosts whose sender went before it handed them over: the
         # peers that wait for this sweep's DONE wait for those too (holds.peer_gone).
@@ -193,10 +202,13 @@ class Handoff(HoldsMixin):
                 self._kick.set()  # the ring moved again: start over
                 return False
             owner = ring.owner(host)
-            if owner != self.self_id:
+            if owner in failed:
+                complete = False
+            elif owner != self.self_id:
                 handed = self._hand_copy(host, owner, ring) if copy else self._hand(host, owner)
                 if not await handed:
                     complete = False
+                    failed.add(owner)
             elif copy and self._copies_here is not None:
                 self._copies_here.take_copy(host)  # StorageError: the sweep tries again
         if ring is not self._ring:
@@ -310,7 +322,7 @@ class Handoff(HoldsMixin):
             run = revisits[i] if i < len(revisits) else ()
             # Each try takes an id of its own (set by _deliver).
             frame = HandoffFrame(0, host, urls, chunk_done, last_mark, run, seed_lookup)
-            if not await self._deliver(address, frame):
+            if not await self._deliver(address, frame, owner):
                 # Refused (the owner is leaving too, or its ring lags) or unanswered.
                 log.info("hand-off of %s to %s not taken; kept", host, owner)
                 return None
@@ -320,10 +332,16 @@ class Handoff(HoldsMixin):
         self.stats.bytes_out += sent_bytes
         return sent_bytes
 
-    async def _deliver(self, address: str, frame: HandoffFrame) -> bool:
+    async def _deliver(self, address: str, frame: HandoffFrame, owner: str) -> bool:
+        tried = -math.inf
         for _ in range(3):
             if address in self._gone:
                 return False
+            if self._heard_at is not None and self._heard_at.get(owner, -math.inf) < tried:
+                # Nothing at all heard from it since the last try (a member pings every
+                # second): frozen, or cut off; three tries held a leaving peer 30 s.
+                return False
+            tried = trio.current_time()
             handoff_id = next(self._ids)
             waiting = self._acks[handoff_id] = _Waiting(address)
             try:

@@ -277,6 +277,7 @@ class Peer:
             rng=self._rng,
             synced=syncs.synced,
             copies_here=replicator,
+            heard_at=self.links.heard_at,
         )
         self._ip_leases = IpLeases(self.peer_id, config, crawler, router, rng=self._rng)
         self._ip_leases.install(self.handle, self.send, self._address_of, self.start_soon)
@@ -317,10 +318,9 @@ class Peer:
 
     async def _leave(self) -> None:
         """Announce the leave, then hand everything to the peers that stay. When the
-        whole cluster stops at once, the others are leaving too: they refuse hand-offs,
-        and once their leave is known here there is nobody to hand to, so this peer
-        keeps what it holds (its shard has it all, and a restart brings it back)
-        instead of waiting out the patience."""
+        whole cluster stops at once, the others refuse hand-offs as they leave too, and
+        this peer keeps what it holds (its shard has it all; a restart brings it back)
+        rather than wait out the patience; so too past a frozen one (SIGSTOP: QA)."""
         # Sent first and waited for: a peer that finds nobody to hand to exits at once,
         # and a leave still being sent then was lost (the others waited for its death).
         with trio.move_on_after(_LEAVE_ANNOUNCE):
@@ -329,11 +329,10 @@ class Peer:
                     announcing.start_soon(self._send_one, out)
         self.lease.left()  # now: one stopped alone may exit before its leave's event is handled
         assert self._router is not None
-        router = self._router
+        router, left_at, silent = self._router, trio.current_time(), set[str]()
         with trio.move_on_after(_LEAVE_PATIENCE):
             for _ in range(_LEAVE_SWEEPS):
-                others = self._reachable_others()
-                if not others:
+                if not (others := self._reachable_others() - silent):
                     break
                 ring = Ring(others)
                 self.crawler.ring_changed(ring)
@@ -343,21 +342,22 @@ class Peer:
                         break
                 except StorageError as exc:  # a host handed could not be dropped here
                     log.warning("leaving: hand-offs wait for the shard: %s", exc)
+                heard = self.links.heard_at
+                silent |= {m for m in self.handoff.unanswered if heard.get(m, 0) < left_at}
                 await trio.sleep(1.0)  # an owner did not answer: try again shortly
         with trio.move_on_after(_LEAVE_DRAIN):
-            while router.backlog() and self._reachable_others():
+            while router.backlog() and self._reachable_others() - silent:
                 with trio.move_on_after(1.0):
                     await self.forwarder.drained.wait()
-        if not self._reachable_others():
+        if not self._reachable_others() - silent:
             log.info("no peer left to hand over to: everything stays in the shard")
         if router.backlog():
             log.info("%d forwarded URLs not acknowledged: kept in the outbox", router.backlog())
 
     def _reachable_others(self) -> frozenset[str]:
-        """The other live members, less those a dial did not reach and no relay may: a
-        leaving peer no longer probes, so one that exited before its own leave reached
-        this peer would otherwise be waited for until the patience runs out. One behind
-        a cut link is handed its hosts by relay (left out, the third refused them)."""
+        """The other live members, less those a dial did not reach and no relay may (a
+        leaving peer no longer probes: one that exited before its leave came was waited
+        for); one behind a cut link is handed its hosts by relay (the third refused)."""
         unreachable, relays = self.links.unreachable, self.links.relays
         return frozenset(
             m for m in self.membership.alive_ids() - {self.peer_id}
