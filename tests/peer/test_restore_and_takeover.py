@@ -214,3 +214,25 @@ async def test_a_host_handed_over_in_chunks_is_not_counted_again_at_each(
         assert counted == [host] and c.pending == 998 == count(host)
         slot = s.slot(host)
         assert slot is not None and len(slot.queue) + slot.on_disk == 998
+
+
+async def test_a_host_asked_just_before_a_kill_waits_its_delay_from_the_restart(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A request in flight at a kill -9 ends after the host's last mark, which it never
+    writes: restarted within the second, the peer asked the host again 10 ms short of
+    its delay after that request's end (QA with processes). A host its last run asked
+    shortly before the end waits its delay from the new run's start."""
+    async with crawler_at(tmp_path) as c:
+        c._shard.save_host_marks({"a.test": HostMark(time.time() - 0.5, 1.0, 1)})
+        c.stats.started_at = trio.current_time()
+        c.seed(["http://a.test/p"])
+        slot = c.scheduler.slot("a.test")
+        assert slot is not None
+        # Not 0.5 s from now, as the mark alone owes.
+        assert slot.next_allowed == pytest.approx(trio.current_time() + 1.0)
+        # A host last asked long before the run began owes what its mark says.
+        c._shard.save_host_marks({"b.test": HostMark(time.time() - 3600, 1.0, 1)})
+        c.seed(["http://b.test/p"])
+        other = c.scheduler.slot("b.test")
+        assert other is not None and other.next_allowed <= trio.current_time()

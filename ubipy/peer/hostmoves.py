@@ -22,6 +22,7 @@ from ubipy.config import CrawlConfig
 from ubipy.errors import StorageError
 from ubipy.fetch import HostRobots, Scheduler, retry_delay
 from ubipy.peer.commits import Commits
+from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.giveups import TRIED_AGAIN
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.resolving import ResolveStage
@@ -49,6 +50,7 @@ class HostMovesMixin:
     _wakeup: Wakeup
     on_taken: Callable[[str, Sequence[int], HostMark | None], None]
     dns: ResolveStage | None
+    stats: CrawlStats
 
     def _flush(self) -> bool:
         raise NotImplementedError
@@ -216,7 +218,16 @@ class HostMovesMixin:
             return trio.current_time() + self._longest_wait, 0
         if mark is None:
             return None
-        return self._owed(mark, time.time(), trio.current_time()), mark.pages
+        wall, now = time.time(), trio.current_time()
+        owed = self._owed(mark, wall, now)
+        # Asked shortly before this run began: a request may have been in flight when
+        # the last run was killed, ending after its mark, which it never wrote. The
+        # host waits its delay from this run's start too (it was asked 10 ms early
+        # after a kill -9 and a restart within the second: QA).
+        started = self.stats.started_at
+        if wall - (now - started) - mark.last_end < self.config.fetch.fetch_deadline:
+            owed = max(owed, started + min(mark.delay, self._longest_wait))
+        return owed, mark.pages
 
     @functools.cached_property
     def _longest_wait(self) -> float:
