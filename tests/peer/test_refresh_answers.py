@@ -260,17 +260,8 @@ async def test_a_visit_stamped_while_the_clock_ran_ahead_does_not_hold_its_page_
     ahead = RefreshRow(1, "http://a.test/p", "a.test", 1, 5, 2, 3600.0, now + year,
                        now + year + 600, 0.0, None, None, "d1")  # fmt: skip
     shard.save_refresh([ahead], [])
-    due: dict[str, list[tuple[float, object]]] = {}
-
-    class _Scheduler:
-        def refreshes(self, host: str, pages: list[tuple[float, object]]) -> None:
-            due[host] = pages
-
-        def slot(self, host: str) -> None:
-            return None
-
     config = CrawlConfig(data_dir=tmp_path, recrawl=RecrawlConfig(recrawl=True))
-    refresher = Refresher(config, shard, lambda: _Scheduler(), UrlFilter())  # type: ignore[arg-type,return-value]
+    refresher, due = _refresher_alone(config, shard)
     refresher.load()
     [(at, _)] = due["a.test"]
     # Due within its interval from now (at most the longest), not a year from now.
@@ -390,18 +381,9 @@ async def test_a_hint_has_a_page_asked_no_sooner_than_the_shortest_interval(
     visited = RefreshRow(1, "http://a.test/p", "a.test", 1, 5, 2, 3600.0, now - 2,
                          now + 3000, 0.0, None, None, "d1")  # fmt: skip
     shard.save_refresh([visited], [])
-    due: dict[str, list[tuple[float, object]]] = {}
-
-    class _Scheduler:
-        def refreshes(self, host: str, pages: list[tuple[float, object]]) -> None:
-            due[host] = pages
-
-        def slot(self, host: str) -> None:
-            return None
-
     recrawl = RecrawlConfig(recrawl=True, min_interval=60)
     config = CrawlConfig(data_dir=tmp_path, recrawl=recrawl)
-    refresher = Refresher(config, shard, lambda: _Scheduler(), UrlFilter())  # type: ignore[arg-type,return-value]
+    refresher, due = _refresher_alone(config, shard)
     refresher.load()
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 1.5 * 86400))
     for fp in range(10, 15):  # a.test's sitemap earns trust
@@ -414,3 +396,20 @@ async def test_a_hint_has_a_page_asked_no_sooner_than_the_shortest_interval(
     # Sooner than planned (3,000 s), but a minute after its last ask at the soonest.
     assert 57 <= at - trio.current_time() <= 60
     shard.close()
+
+
+def _refresher_alone(
+    config: CrawlConfig, shard: Shard
+) -> tuple[Refresher, dict[str, list[tuple[float, object]]]]:
+    """A refresher over ``shard`` with no crawl: the pages it gives each host, due when."""
+    due: dict[str, list[tuple[float, object]]] = {}
+
+    class _Scheduler:
+        def refreshes(self, host: str, pages: list[tuple[float, object]]) -> None:
+            due[host] = pages
+
+        def slot(self, host: str) -> None:
+            return None
+
+    refresher = Refresher(config, shard, lambda: _Scheduler(), UrlFilter())  # type: ignore[arg-type,return-value]
+    return refresher, due
