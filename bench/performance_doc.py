@@ -117,6 +117,11 @@ on this default web, `--repeat 3`, 1.37 (0.68 / 0.50 ms; OpenSSL's own calls 0.0
 flight against 0.59 at 64 (1.69); `bench/admission.py` 100,973 links a CPU-second all new
 and 174,811 with 90% seen; `python -m bench.idle --seconds 20` 0.96 ms of CPU a second
 for a peer alone.
+The forty-second session, the same kind of machine, quiet (792998e, the
+fetcher's path one branch longer): **8.00** with `--repeat 1` (ubipy 0.44 ms a page,
+Scrapy 3.50), then **7.97** with `--repeat 3`; HTTPS over HTTP with `--max-requests 5`,
+`--repeat 2`, 1.29 (0.62 / 0.48 ms; OpenSSL's own calls 0.07 of the 0.14 ms a page, 4,183
+handshakes, 3,983 of them resumed).
 
 Instructions a page (`--instructions`: each crawler under valgrind's callgrind, start-up
 included, about a third of ubipy's count on this small web) repeat within 1% where CPU
