@@ -164,11 +164,19 @@ _HTML_STARTS = tuple(
 )  # fmt: skip
 
 
+_NOT_WHITE = re.compile(rb"[^\t\n\x0c\r ]")
+
+
 def sniff_type(body: bytes) -> str | None:
     """The type of a body sent with no Content-Type: ``text/html`` if it begins as
     HTML does (as browsers sniff it; Heritrix, Nutch and StormCrawler sniff too), else
     None. A page whose server named no type was closed unread, its links lost (QA)."""
-    head = body.removeprefix(b"\xef\xbb\xbf").lstrip(b"\t\n\x0c\r ")[:16].upper()
+    # The first byte past a byte order mark and white space, found where it is: the
+    # body stripped was a copy of a whole page (up to --max-body) to read 16 bytes.
+    first = _NOT_WHITE.search(body, 3 if body.startswith(b"\xef\xbb\xbf") else 0)
+    if first is None:
+        return None
+    head = body[first.start() : first.start() + 16].upper()
     for start in _HTML_STARTS:
         if head.startswith(start) and head[len(start) : len(start) + 1] in (b" ", b">"):
             return "text/html"
