@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import ubipy.asking
 from ubipy import cli
 from ubipy.peer import SeedResult
 from ubipy.seedfiles import seeds_taken
@@ -49,7 +50,7 @@ def seed(tmp: Path, text: str, peer: FakePeer, monkeypatch: pytest.MonkeyPatch) 
     """``ubipy seed`` of ``text`` to ``peer``: its exit status, and the file's name."""
     path = tmp / "seeds.txt"
     path.write_text(text)
-    monkeypatch.setattr(cli, "request", peer.request)
+    monkeypatch.setattr(ubipy.asking, "request", peer.request)
     return cli.main(["seed", str(path), "--peer", "127.0.0.1:7000"]), str(path)
 
 

@@ -15,11 +15,12 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 import trio
 
 from ubipy import __version__
+from ubipy.asking import ask, asking_options, unreachable
 from ubipy.checks import (
     OneLineParser,
     any_port_address,
@@ -35,16 +36,13 @@ from ubipy.config import CrawlConfig
 from ubipy.control import control_bind, serve_control_centre
 from ubipy.errors import ConfigError, StorageError, naming_address
 from ubipy.fetch import SeedList, SeedsFileError, parse_seeds
-from ubipy.net import request
 from ubipy.options import add_flags, build, flag_names, flags_given, read_file, sections
 from ubipy.peer import Peer, settle_collector
 from ubipy.progress import Progress, peer_figures
 from ubipy.seedfiles import peer_seeds, read_seeds_file, say_problems, seed_summary, seeds_taken
 from ubipy.statustable import format_cluster
 from ubipy.store import ShardError
-from ubipy.wire import Message, Seed, SeedAck, Status, StatusRequest, batches, secret_from
-
-A = TypeVar("A", bound=Message)
+from ubipy.wire import Seed, SeedAck, Status, StatusRequest, batches, secret_from
 
 log = logging.getLogger("ubipy")
 
@@ -53,15 +51,6 @@ _DEFAULTS = CrawlConfig()
 _CRAWL_SECTIONS = ("politeness", "bounds", "fetch")
 # A demo should end soon: short delays, quick robots.txt retries.
 _DEMO_DEFAULTS = {"politeness.delay": 0.05, "politeness.robots_retry_base": 0.2}
-
-
-def _secret_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--secret",
-        default=None,
-        help="the cluster secret that authenticates every frame between peers "
-        "(default: $UBIPY_SECRET; without one, peers stay on loopback)",
-    )
 
 
 def _fail(command: str, message: str) -> NoReturn:
@@ -157,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDR",
         help="HOST:PORT of any peer; seeds are routed to their owners (default: %(default)s)",
     )
-    _secret_option(s)
+    asking_options(s)
 
     st = sub.add_parser("status", help="print a running peer's figures", parents=[verbose])
     st.add_argument(
@@ -167,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDR",
         help="HOST:PORT of any peer; it asks the others (default: %(default)s)",
     )
-    _secret_option(st)
+    asking_options(st)
 
     x = sub.add_parser(
         "export",
@@ -434,31 +423,6 @@ async def _stop_on_signals(peer: Peer, scope: trio.CancelScope, progress: Progre
                 return
 
 
-def _secret(args: argparse.Namespace) -> bytes:
-    return secret_from(args.secret or os.environ.get("UBIPY_SECRET"))
-
-
-def _ask(args: argparse.Namespace, message: Message, answer: type[A]) -> A:
-    """Ask a peer, and wait for its answer; OSError if it answers something else."""
-
-    async def go() -> Message:
-        return await request(args.peer, _secret(args), message, patience=30.0)
-
-    got = trio.run(go)
-    if not isinstance(got, answer):
-        raise OSError(f"{args.peer} answered {got.KIND.name}, not {answer.KIND.name}")
-    return got
-
-
-def _unreachable(args: argparse.Namespace, exc: OSError) -> str:
-    # A refused secret reached the peer: "cannot reach" would send the user looking
-    # at the network. One never given read as a wrong one (QA).
-    if not isinstance(exc, PermissionError):
-        return f"cannot reach peer {args.peer}: {exc}"
-    given = args.secret or os.environ.get("UBIPY_SECRET")
-    return f"{exc}" if given else f"{exc}; none was given (--secret, or UBIPY_SECRET)"
-
-
 def _seed(args: argparse.Namespace) -> int:
     try:
         data = read_seeds_file(args.file)
@@ -479,9 +443,9 @@ def _seed(args: argparse.Namespace) -> int:
     for batch in batches(seeds.urls):
         taken = f" ({sent} of {len(seeds.urls)} seeds were taken)" if sent else ""
         try:
-            answer = _ask(args, Seed(batch), SeedAck)
+            answer = ask(args, Seed(batch), SeedAck)
         except OSError as exc:
-            print(f"ubipy seed: {_unreachable(args, exc)}{taken}", file=sys.stderr)
+            print(f"ubipy seed: {unreachable(args, exc)}{taken}", file=sys.stderr)
             return 2
         if answer.error is not None:
             print(f"ubipy seed: the peer refused the seeds: {answer.error}{taken}", file=sys.stderr)
@@ -498,9 +462,9 @@ def _seed(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     try:
-        report = _ask(args, StatusRequest(cluster=True), Status)
+        report = ask(args, StatusRequest(cluster=True), Status)
     except OSError as exc:
-        print(f"ubipy status: {_unreachable(args, exc)}", file=sys.stderr)
+        print(f"ubipy status: {unreachable(args, exc)}", file=sys.stderr)
         return 2
     print(format_cluster(report.to_wire()))
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 
 import trio
 
@@ -34,13 +35,45 @@ async def request(
     *,
     patience: float = 10.0,
     network: Network | None = None,
+    waiting: Callable[[], None] | None = None,
+    waiting_after: float = 5.0,
 ) -> Message:
     """One request and its reply on a connection of its own (for the command line).
+
+    ``waiting`` is called once if no answer has come ``waiting_after`` seconds in (and
+    the patience is longer): a frozen peer accepts the connection and says nothing, and
+    the user should not sit before a silent prompt for the whole patience.
 
     Raises OSError if the peer cannot be reached, does not answer in time or answers
     something malformed, and PermissionError if it answers nothing authentic (a
     wrong secret).
     """
+    if waiting is None or waiting_after >= patience:
+        return await _request(address, secret, message, patience, network)
+
+    async def say_waiting() -> None:
+        await trio.sleep(waiting_after)
+        waiting()
+
+    # The request's own errors are raised outside the nursery, as themselves, not in
+    # an exception group.
+    failed: Exception | None = None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(say_waiting)
+        try:
+            answer = await _request(address, secret, message, patience, network)
+        except Exception as exc:
+            failed = exc
+        finally:
+            nursery.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
+    return answer
+
+
+async def _request(
+    address: str, secret: bytes, message: Message, patience: float, network: Network | None
+) -> Message:
     network = network or TcpNetwork()
     me = "cli-" + secrets.token_hex(4)
     writer = FrameWriter(secret, me, new_epoch())

@@ -1,0 +1,75 @@
+"""Asking a peer from the command line when the peer says nothing (a frozen process)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from ubipy.net import request
+from ubipy.wire import StatusRequest, secret_from
+
+UBIPY = [sys.executable, "-m", "ubipy.cli"]
+
+
+def _mute_listener() -> socket.socket:
+    """A port that takes connections (the kernel's backlog) and never answers."""
+    mute = socket.socket()
+    mute.bind(("127.0.0.1", 0))
+    mute.listen()
+    return mute
+
+
+async def test_the_user_hears_of_a_silent_peer_before_the_patience_ends(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    said: list[float] = []
+    with _mute_listener() as mute:
+        there = f"127.0.0.1:{mute.getsockname()[1]}"
+        start = trio.current_time()
+        with pytest.raises(OSError, match="did not answer within 30"):
+            await request(
+                there,
+                secret_from(None),
+                StatusRequest(),
+                patience=30.0,
+                waiting=lambda: said.append(trio.current_time() - start),
+            )
+        assert trio.current_time() - start == pytest.approx(30.0, abs=0.5)
+    assert said == [pytest.approx(5.0, abs=0.5)]
+
+
+async def test_a_failure_before_the_notice_ends_it_unsaid(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    said: list[str] = []
+    with pytest.raises(OSError, match="all attempts to connect"):
+        # Nothing listens on port 9 here: the failure comes at once, and no notice after.
+        await request(
+            "127.0.0.1:9", secret_from(None), StatusRequest(), waiting=lambda: said.append("x")
+        )
+    await trio.sleep(60)
+    assert said == []
+
+
+@pytest.mark.parametrize("command", ["status", "seed"])
+def test_timeout_bounds_the_wait_for_a_silent_peer(tmp_path: Path, command: str) -> None:
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://example.test/\n")
+    file = [str(seeds)] if command == "seed" else []
+    with _mute_listener() as mute:
+        there = f"127.0.0.1:{mute.getsockname()[1]}"
+        done = subprocess.run(
+            [*UBIPY, command, *file, "--peer", there, "--timeout", "0.5"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2
+    assert f"ubipy {command}: cannot reach peer {there}: " in done.stderr
+    assert "did not answer within 0.5 s" in done.stderr
