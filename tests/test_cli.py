@@ -100,7 +100,7 @@ async def test_peer_seed_status_and_graceful_stop_as_processes(tmp_path: Path) -
             assert seeded.returncode == 1
             assert "line 4" in err and "line 5" in err and "line 6" in err
             assert "duplicate of line 2" in err
-            assert "sent 1 seeds" in seeded.stdout.decode()
+            assert "sent 1 seed to" in seeded.stdout.decode()
 
             truth = ground_truth(web, [web.seed_url()])
             with trio.fail_after(60):

@@ -43,6 +43,7 @@ from ubipy.seedfiles import peer_seeds, read_seeds_file, say_problems, seed_summ
 from ubipy.statustable import format_cluster
 from ubipy.store import ShardError
 from ubipy.wire import Seed, SeedAck, Status, StatusRequest, batches, secret_from
+from ubipy.wording import counted
 
 log = logging.getLogger("ubipy")
 
@@ -398,7 +399,8 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | No
         await peer.finished.wait()
         nursery.cancel_scope.cancel()
     counts = peer.crawler.stats
-    print(f"ubipy peer {peer.peer_id} stopped: {counts.pages} pages this run", file=sys.stderr)
+    pages = counted(counts.pages, "page")
+    print(f"ubipy peer {peer.peer_id} stopped: {pages} this run", file=sys.stderr)
     if peer.clashed_with is not None:
         print(
             f"ubipy peer: stopped: the live peer at {peer.clashed_with} has this peer's id "
@@ -441,7 +443,7 @@ def _seed(args: argparse.Namespace) -> int:
     sent = admitted = forwarded = 0
     refused: list[tuple[str, str]] = []
     for batch in batches(seeds.urls):
-        taken = f" ({sent} of {len(seeds.urls)} seeds were taken)" if sent else ""
+        taken = f" ({sent} of {counted(len(seeds.urls), 'seed')} were taken)" if sent else ""
         try:
             answer = ask(args, Seed(batch), SeedAck)
         except OSError as exc:
@@ -490,21 +492,18 @@ def _export(args: argparse.Namespace) -> int:
         print(f"ubipy export: {exc}", file=sys.stderr)
         return 2
 
-    def n(count: int, what: str) -> str:
-        return f"{count} {what}{'' if count == 1 else 's'}"
-
     unit = "WARC record" if args.format == "warc" else "JSON line"
     left_out = (
-        f"; {n(summary.left_out, 'page')} left out (failed requests or bodies not kept)"
+        f"; {counted(summary.left_out, 'page')} left out (failed requests or bodies not kept)"
         if summary.left_out
         else ""
     )
     if summary.visits_left_out:
-        left_out += f"; {n(summary.visits_left_out, 'later visit')} left out"
-    visits = f" and {n(summary.visits, 'later visit')}" if summary.visits else ""
+        left_out += f"; {counted(summary.visits_left_out, 'later visit')} left out"
+    visits = f" and {counted(summary.visits, 'later visit')}" if summary.visits else ""
     print(
-        f"ubipy export: wrote {n(summary.records, unit)} for {n(summary.pages, 'page')}"
-        f"{visits} from {n(summary.shards, 'shard')} to "
+        f"ubipy export: wrote {counted(summary.records, unit)} for {counted(summary.pages, 'page')}"
+        f"{visits} from {counted(summary.shards, 'shard')} to "
         f"{'standard output' if to_stdout else args.out}{left_out}",
         file=sys.stderr,
     )

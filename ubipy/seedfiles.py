@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ubipy.fetch import SeedList, SeedsFileError, parse_seeds, read_seeds
 from ubipy.peer import SeedResult
+from ubipy.wording import counted
 
 __all__ = [
     "peer_seeds",
@@ -69,11 +70,11 @@ def seed_summary(
     out, QA), and what the file had besides."""
     known = sent - admitted - forwarded - len(refused)
     return (
-        f"sent {sent} seeds to {peer}: {admitted} new there, "
+        f"sent {counted(sent, 'seed')} to {peer}: {admitted} new there, "
         f"{forwarded} forwarded to their owners"
         + (f", {known} known there already" if known > 0 else "")
         + (f", {refusals(refused)}" if refused else "")
-        + (f"; {seeds.skipped} lines skipped" if seeds.skipped else "")
+        + (f"; {counted(seeds.skipped, 'line')} skipped" if seeds.skipped else "")
         + (f"; credentials removed from {n}" if (n := seeds.credentials_stripped) else "")
     )
 
@@ -83,7 +84,7 @@ def seeds_taken(taken: SeedResult) -> str:
     were refused: QA): ``12 seeds: 10 new, 1 for other peers, 1 refused (...)``."""
     known = taken.offered - taken.admitted - taken.forwarded - len(taken.refused)
     return (
-        f"{taken.offered} seeds: {taken.admitted} new"
+        f"{counted(taken.offered, 'seed')}: {taken.admitted} new"
         + (f", {taken.forwarded} for other peers" if taken.forwarded else "")
         + (f", {known} known already" if known > 0 else "")
         + (f", {refusals(taken.refused)}" if taken.refused else "")

@@ -8,6 +8,7 @@ from typing import Any
 
 from ubipy.control import FiguresBook, totals
 from ubipy.progress import human_bytes, human_duration, wall_clock
+from ubipy.wording import counted
 
 _COLUMNS = (
     "peer", "address", "state", "started", "uptime", "pages", "pages/s", "errors",
@@ -25,19 +26,20 @@ def _left_out(figures: Mapping[str, Any]) -> str:
     if n := figures.get("not_included"):
         parts.append(f"{n} matching no --include")
     if n := figures.get("skipped_by_type"):
-        parts.append(f"{n} answers of types not accepted ({figures.get('skipped_types')})")
+        types = figures.get("skipped_types")
+        parts.append(f"{counted(n, 'answer')} of types not accepted ({types})")
     if n := figures.get("skipped"):
         # A host given up (its robots.txt unreachable, a proxy that refuses) shows here.
-        parts.append(f"{n} URLs closed unasked ({figures.get('skipped_why')})")
+        parts.append(f"{counted(n, 'URL')} closed unasked ({figures.get('skipped_why')})")
     if n := figures.get("certificate_errors"):
-        parts.append(f"{n} certificate errors")
+        parts.append(counted(n, "certificate error"))
     if n := figures.get("dns_hosts_given_up"):
-        parts.append(f"{n} hosts whose names did not resolve")
+        parts.append(f"{counted(n, 'host')} whose names did not resolve")
     if n := figures.get("refused_addresses"):
-        parts.append(f"{n} hosts on addresses not allowed (--allow-private)")
+        parts.append(f"{counted(n, 'host')} on addresses not allowed (--allow-private)")
     if n := figures.get("dns_lookups"):
         most = figures.get("dns_most_per_host", 0)
-        parts.append(f"{n} DNS lookups, at most {most} for one host")
+        parts.append(f"{counted(n, 'DNS lookup')}, at most {most} for one host")
     return "; ".join(parts)
 
 

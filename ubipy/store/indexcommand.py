@@ -29,6 +29,7 @@ from ubipy.store.warcindex import (
     write_cdxj,
 )
 from ubipy.store.warcparquet import require_pyarrow, write_parquet
+from ubipy.wording import counted
 
 __all__ = ["INDEX_FORMATS", "IndexFormat", "IndexSummary", "describe_index", "index_data"]
 
@@ -132,25 +133,22 @@ def index_data(
     )
 
 
-def _n(count: int, what: str) -> str:
-    return f"{count} {what}{'' if count == 1 else 's'}"
-
-
 def describe_index(summary: IndexSummary, fmt: IndexFormat, out: Path | None) -> list[str]:
     """What the command says it did, a line each."""
     s = summary
     if fmt == "parquet":
-        lines = [f"wrote {_n(s.captures, 'row')} from {_n(s.files, 'WARC file')} to {out}"]
+        files = counted(s.files, "WARC file")
+        lines = [f"wrote {counted(s.captures, 'row')} from {files} to {out}"]
     else:
         kept = f" ({s.up_to_date} up to date, kept)" if s.up_to_date else ""
-        lines = [f"wrote the CDXJ of {_n(s.files, 'WARC file')}{kept}"]
+        lines = [f"wrote the CDXJ of {counted(s.files, 'WARC file')}{kept}"]
         if out is not None:
             into = "standard output" if str(out) == "-" else out
-            lines.append(f"merged {_n(s.captures, 'CDXJ line')} into {into}")
+            lines.append(f"merged {counted(s.captures, 'CDXJ line')} into {into}")
     if s.open_files and not s.open_read:
-        lines.append(f"{_n(s.open_files, 'file')} being written left out")
+        lines.append(f"{counted(s.open_files, 'file')} being written left out")
     for path, skipped in s.torn:
-        lines.append(f"{path}: {_n(skipped, 'byte')} not in whole records, skipped")
+        lines.append(f"{path}: {counted(skipped, 'byte')} not in whole records, skipped")
     if s.unkeyed:
-        lines.append(f"{_n(s.unkeyed, 'record')} left out: no SURT key for their URLs")
+        lines.append(f"{counted(s.unkeyed, 'record')} left out: no SURT key for their URLs")
     return lines
