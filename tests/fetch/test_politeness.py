@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ubipy.fetch import SITEMAP_DEPTH
 from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
 
 ROBOTS_OK = b"User-agent: *\nDisallow: /private/\n"
@@ -189,6 +190,27 @@ def test_a_retried_entry_goes_first_after_its_wait_and_keeps_the_budget() -> Non
     # The budget of 2 pages is spent (a retry is not a new page): the rest is skipped.
     over = s.next_job(20.0)
     assert over is not None and over.kind is JobKind.SKIP and over.reason == "host page budget"
+
+
+def test_a_sitemap_spends_none_of_the_host_page_budget() -> None:
+    s = Scheduler(delay=0.0, window=8, loader=lambda h, a, n: [], max_pages_per_host=2)
+    s.add("a.test", Entry(fp=99, seq=0, url="http://a.test/sitemap.xml", depth=SITEMAP_DEPTH))
+    for e in _entries("a.test", 3):
+        s.add("a.test", e)
+    _resolve_robots(s, "a.test", 0.0)
+    asked = []
+    for t in range(1, 5):
+        job = s.next_job(float(t))
+        assert job is not None
+        asked.append((job.kind, job.url.rsplit("/", 1)[1]))
+        s.finished("a.test", t + 0.1)
+    # The sitemap and 2 pages asked; the budget's end closes the third page.
+    assert asked == [
+        (JobKind.SITEMAP, "sitemap.xml"),
+        (JobKind.PAGE, "p0"),
+        (JobKind.PAGE, "p1"),
+        (JobKind.SKIP, "p2"),
+    ]
 
 
 def test_a_server_asking_for_quiet_holds_the_host() -> None:

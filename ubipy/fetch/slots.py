@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ubipy.fetch.robots import RobotsFetch, RobotsRules
+from ubipy.fetch.sitemaps import is_sitemap
 from ubipy.fetch.throttle import Pace
 
 
@@ -36,8 +37,10 @@ class Entry(NamedTuple):
 
     @property
     def fresh(self) -> bool:
-        """A new URL's first request: one of its host's page budget."""
-        return self.attempt == 0 and not self.refresh
+        """A new URL's first request: one of its host's page budget. A sitemap is no
+        page: it spends none (QA: a host's sitemap took a page, and the budget's end
+        closed what the sitemap listed)."""
+        return self.attempt == 0 and not self.refresh and not is_sitemap(self.depth)
 
 
 #: A page due again in its host's heap: its due time, a tie-breaker, then its entry's
