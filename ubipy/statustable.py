@@ -18,8 +18,10 @@ _LEFT_ALIGNED = 3  # the first columns are text; the rest are figures
 
 
 def _left_out(figures: Mapping[str, Any]) -> str:
-    """What the filters and --accept left out, the URLs closed without a request and
-    why, the certificates that failed, and what the DNS stage did, if anything."""
+    """What the filters, --scope, --accept and the sitemap protocol's limits left out
+    (out of scope and the sitemaps' cuts were only in the log: QA), the URLs closed
+    without a request and why, the certificates that failed, and what the DNS stage
+    did, if anything."""
     parts = []
     if n := figures.get("excluded"):
         parts.append(f"{n} excluded by --exclude")
@@ -31,6 +33,12 @@ def _left_out(figures: Mapping[str, Any]) -> str:
     if n := figures.get("skipped"):
         # A host given up (its robots.txt unreachable, a proxy that refuses) shows here.
         parts.append(f"{counted(n, 'URL')} closed unasked ({figures.get('skipped_why')})")
+    if n := figures.get("out_of_scope"):
+        parts.append(f"{counted(n, 'link')} outside --scope (each time seen)")
+    if n := figures.get("sitemap_skipped"):
+        parts.append(f"{counted(n, 'sitemap entry', 'sitemap entries')} past the protocol's limits")
+    if n := figures.get("sitemaps_cut"):
+        parts.append(f"{counted(n, 'sitemap')} read in part (past 50 MB or the body cap)")
     if n := figures.get("certificate_errors"):
         parts.append(counted(n, "certificate error"))
     if n := figures.get("dns_hosts_given_up"):
