@@ -22,6 +22,12 @@ from ubipy.store.shard import SHARD_FILE
         ("other", "warc"),  # its data directory
         ("other/warc", "warc"),
         ("mine.db", "jsonl"),  # an SQLite database, anyone's
+        # Not there yet, and still the peer's: SQLite takes a journal of that name as
+        # the shard's (the next export refused it, the next start deleted the file),
+        # and `ubipy index` a WARC file there as the peer's (QA).
+        (f"other/{SHARD_FILE}-journal", "jsonl"),
+        ("other/warc/mine.warc.gz", "warc"),
+        ("read/warc/mine.warc.gz", "warc"),
     ],
 )
 def test_an_output_that_is_another_peer_s_file_or_a_database_is_refused(

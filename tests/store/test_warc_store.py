@@ -1003,8 +1003,26 @@ def test_an_export_kept_in_the_peers_warc_directory_is_not_exported_again(
     every response twice (a review found). Only the peer's own files are taken."""
     data = tmp_path / "peer"
     shard = _filled(data, 3)
-    mine = data / "warc" / "mine.warc.gz"  # a user's export, kept beside the files
-    assert main(["export", "--data", str(data), "--format", "warc", "--out", str(mine)]) == 0
+    # An export is not written there (``ubipy index`` would read it as the peer's: QA);
+    # a user's copy kept beside the files is left out of the next export.
+    mine = data / "warc" / "mine.warc.gz"
+    assert main(["export", "--data", str(data), "--format", "warc", "--out", str(mine)]) == 2
+    assert "is a peer's own" in capsys.readouterr().err and not mine.exists()
+    assert (
+        main(
+            [
+                "export",
+                "--data",
+                str(data),
+                "--format",
+                "warc",
+                "--out",
+                str(tmp_path / "x.warc.gz"),
+            ]
+        )
+        == 0
+    )
+    shutil.copyfile(tmp_path / "x.warc.gz", mine)
     again = tmp_path / "again.warc.gz"
     assert main(["export", "--data", str(data), "--format", "warc", "--out", str(again)]) == 0
     shard.close()

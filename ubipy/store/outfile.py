@@ -70,18 +70,17 @@ def _a_peers(real: Path) -> str | None:
     must not take, whichever peers the command reads: a data directory or its WARC
     directory (their files were linked onto themselves), a file of the WARC directory,
     a shard's files or the lock (another peer's shard was written over with JSON, its
-    WARC file replaced: QA), or an SQLite database anywhere. Any other file of a data
-    directory (an earlier export written there) is the user's."""
+    WARC file replaced: QA), or an SQLite database anywhere. A new file counts too:
+    one in the WARC directory is read as the peer's own by ``ubipy index`` (its pages
+    counted twice), and SQLite takes a new ``shard.sqlite3-journal`` for a hot journal
+    of the shard (QA: the next export refused the shard, the next start deleted it).
+    Any other file of a data directory (an earlier export written there) is the user's."""
     home = real if real.is_dir() else real.parent
     in_warc = home.name == WARC_DIR
     if in_warc:
         home = home.parent
     if (home / SHARD_FILE).is_file() and (
-        real.is_dir()
-        or (
-            real.exists()
-            and (in_warc or real.name.startswith(SHARD_FILE) or real.name == LOCK_FILE)
-        )
+        real.is_dir() or in_warc or real.name.startswith(SHARD_FILE) or real.name == LOCK_FILE
     ):
         return f"is a peer's own (its data directory is {home})"
     if not real.is_file():
