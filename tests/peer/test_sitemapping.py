@@ -394,7 +394,8 @@ async def test_a_seeded_sitemap_is_read_as_a_sitemap(
 ) -> None:
     """A sitemap given as a seed was fetched as a page (its XML not kept), and the
     one robots.txt names was then a URL already seen: what it lists was never found.
-    It is asked again as a sitemap, after the host's delay."""
+    Then it was asked again as a sitemap (QA: twice); its body is now read the first
+    time, a seed's answer of a sitemap's type being kept whatever --accept says."""
     web = {
         w("/robots.txt"): (200, {}, b"User-agent: *\nDisallow:\n"),
         w("/"): (200, HTML, b"<title>home</title>no links"),
@@ -404,8 +405,7 @@ async def test_a_seeded_sitemap_is_read_as_a_sitemap(
     crawler, asked = await crawl(tmp_path, web=web, seeds=[w("/sitemap.xml"), w("/")])
     assert w("/only-in-sitemap") in {url for _, url in asked}
     assert (crawler.stats.sitemaps, crawler.stats.sitemap_urls) == (1, 1)
-    times = [t for t, url in asked if url == w("/sitemap.xml")]
-    assert len(times) == 2 and times[1] - times[0] >= DELAY
+    assert [url for _, url in asked].count(w("/sitemap.xml")) == 1
 
 
 async def test_a_sitemap_listed_by_a_sitemap_is_not_read_as_one(
@@ -525,6 +525,7 @@ async def test_a_sitemaps_redirects_are_followed_twenty_in_a_row_at_most(
     [
         ("/sitemap.xml.gz", "application/octet-stream", gzip.compress(urlset(w("/only")))),
         ("/sitemap.txt", "text/plain", (w("/only") + "\n").encode()),
+        ("/sm.gz", "application/gzip", gzip.compress(urlset(w("/only")))),
     ],
 )
 async def test_a_seeded_sitemap_served_as_bytes_or_text_is_read(
@@ -536,8 +537,36 @@ async def test_a_seeded_sitemap_served_as_bytes_or_text_is_read(
         w(path): (200, {"content-type": ctype}, body),
         w("/only"): (200, HTML, b"<title>x</title>"),
     }
-    _, asked = await crawl(tmp_path, web=web, seeds=[w(path)])
-    assert w("/only") in {url for _, url in asked}
+    crawler, asked = await crawl(tmp_path, web=web, seeds=[w(path)])
+    urls = [url for _, url in asked]
+    assert w("/only") in urls and urls.count(w(path)) == 1
+    assert crawler.stats.sitemap_urls == 1
+
+
+@pytest.mark.parametrize(
+    ("ctype", "body"),
+    [
+        ("application/xml", b"<rss><channel><title>news</title></channel></rss>"),
+        ("text/plain", b"Just some words, no URL first.\nhttp://www.a.test/not-followed\n"),
+    ],
+)
+async def test_a_seed_of_a_sitemap_s_type_that_is_none_is_a_type_not_accepted(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, ctype: str, body: bytes
+) -> None:
+    """Its body is read in case it is a sitemap (asked once: QA); when it is not one,
+    --accept (HTML alone here) judges it as it would have: counted, no body kept."""
+    web = {
+        w("/robots.txt"): (200, {}, b"User-agent: *\nAllow: /\n"),
+        w("/feed"): (200, {"content-type": ctype}, body),
+    }
+    crawler, asked = await crawl(tmp_path, web=web, seeds=[w("/feed")])
+    assert [url for _, url in asked].count(w("/feed")) == 1
+    assert w("/not-followed") not in {url for _, url in asked}
+    assert crawler.stats.sitemap_urls == 0
+    assert crawler.stats.skipped_types.total() == 1
+    with sqlite3.connect(tmp_path / "shard.sqlite3") as db:
+        kept = db.execute("SELECT length, error FROM pages WHERE url = ?", (w("/feed"),)).fetchall()
+    assert kept == [(0, f"type not accepted: {ctype}")]
 
 
 async def test_a_gzipped_sitemap_served_as_html_is_read(

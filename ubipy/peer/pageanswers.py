@@ -40,7 +40,13 @@ from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.ordering import Ordering
 from ubipy.peer.reading import RedirectChains, read_page
 from ubipy.peer.refreshing import Refresher
-from ubipy.peer.sitemapping import Sitemapping, read_as, sitemap_after_all, sitemap_answered
+from ubipy.peer.sitemapping import (
+    Sitemapping,
+    not_accepted_after_all,
+    read_as,
+    sitemap_after_all,
+    sitemap_answered,
+)
 from ubipy.peer.wakeup import Wakeup
 from ubipy.store import NewURL
 
@@ -65,6 +71,7 @@ class PageAnswersMixin:
     _commits: Commits
     _flush_now: Wakeup
     _candidates: Callable[..., list[NewURL]]
+    _accept: Callable[[str | None], bool]
     _redirects: RedirectChains
     scope: ScopeFilter
 
@@ -137,6 +144,8 @@ class PageAnswersMixin:
             answer = self.sitemaps.answered(host, entry, result, at)
             sitemap_answered(self._commits, self.refresher, entry, result, answer)
             return
+        if not sitemap:
+            result = not_accepted_after_all(entry, result, self._accept)
         if not result.ok:
             log.info("fetch failed: %s: %s", entry.url, result.detail)
         page, discovered = read_page(

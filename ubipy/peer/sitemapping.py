@@ -39,6 +39,7 @@ log).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -254,10 +255,20 @@ def read_as(entry: Entry, result: FetchResult, *, sitemaps: bool) -> Entry:
         if result.is_html and body[:2] != _GZIP and not _SITEMAP_ROOT.search(body, 0, 4096):
             return entry._replace(depth=LISTED_DEPTH)
     elif sitemaps and _may_be_sitemap(entry) and not result.is_html:
-        gzipped = result.body[:2] == _GZIP and entry.url.endswith(".xml.gz")
-        if gzipped or _SITEMAP_ROOT.search(result.body, 0, 4096):
+        body, ctype = result.body, result.content_type
+        # Gzip of a sitemap's type (or named so), XML with a sitemap's root, or, for a
+        # seed, text whose first line is a URL (a text sitemap).
+        gzipped = body[:2] == _GZIP and (
+            entry.url.endswith(".xml.gz") or ctype in sitemap_types(entry)
+        )
+        text = ctype == "text/plain" and entry.depth == 0 and _TEXT_SITEMAP.match(body)
+        if gzipped or text or _SITEMAP_ROOT.search(body, 0, 4096):
             return entry._replace(depth=SITEMAP_DEPTH)
     return entry
+
+
+# A text sitemap's start: blank lines, then an absolute http or https URL.
+_TEXT_SITEMAP = re.compile(rb"\s*https?://", re.IGNORECASE)
 
 
 _GZIP = b"\x1f\x8b"
@@ -276,15 +287,39 @@ def _may_be_sitemap(entry: Entry) -> bool:
     return entry.depth == 0 or path_and_query(entry.url) == SITEMAP_PATH
 
 
+def sitemap_types(entry: Entry) -> frozenset[str]:
+    """The types a page's answer may be a sitemap in (none but for a seed and a
+    host's /sitemap.xml), whose body is read whatever --accept says, so that a sitemap
+    given as a seed is asked once (QA: it was asked as a page, its type not accepted,
+    then again as a sitemap). One that is no sitemap is then read as of a type not
+    accepted (:func:`not_accepted_after_all`)."""
+    if not _may_be_sitemap(entry):
+        return frozenset()
+    return _SEED_TYPES if entry.depth == 0 else _XML_TYPES
+
+
+def not_accepted_after_all(
+    entry: Entry, result: FetchResult, accept: Callable[[str | None], bool]
+) -> FetchResult:
+    """A page's answer read only in case it was a sitemap (:func:`sitemap_types`), when
+    it was not one: what --accept would have made of it."""
+    ctype = result.content_type
+    if not (result.accepted and ctype in sitemap_types(entry)) or accept(ctype):
+        return result
+    detail = f"type not accepted: {ctype}"
+    return dataclasses.replace(result, body=b"", truncated=False, accepted=False, detail=detail)
+
+
 def sitemap_after_all(entry: Entry, result: FetchResult, *, sitemaps: bool) -> bool:
     """Whether the answer of a seed or of a host's /sitemap.xml, of a type not kept
-    (its body not read), may be a sitemap, to ask again as one: XML or gzip, bytes
-    (a .xml.gz served as they are), and for a seed text (see :func:`read_as` for why
-    those alone)."""
-    if not _may_be_sitemap(entry) or not sitemaps or result.accepted or not result.ok:
+    (its body not read) or cut at --max-body, may be a sitemap, to ask again as one
+    (to the protocol's 50 MB): XML or gzip, bytes (a .xml.gz served as they are), and
+    for a seed text (see :func:`read_as` for why those alone)."""
+    if not _may_be_sitemap(entry) or not sitemaps or not result.ok:
         return False
-    types = _SEED_TYPES if entry.depth == 0 else _XML_TYPES
-    return _succeeded(result) and result.content_type in types
+    if result.accepted and not result.truncated:
+        return False
+    return _succeeded(result) and result.content_type in sitemap_types(entry)
 
 
 def _succeeded(result: FetchResult) -> bool:
