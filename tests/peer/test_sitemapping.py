@@ -31,7 +31,7 @@ from ubipy.fetch import (
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.reading import MAX_REDIRECTS
-from ubipy.peer.sitemapping import Sitemapping
+from ubipy.peer.sitemapping import Sitemapping, read_as
 from ubipy.store import NewURL, Shard
 
 DELAY = 1.0
@@ -603,3 +603,40 @@ def test_a_sitemap_gives_lastmods_for_its_own_sites_pages_only() -> None:
         _, found, lastmods = mapping.answered(host, Entry(1, 1, url, SITEMAP_DEPTH), result)
         assert [u.url for u in found] == [w("/p")]  # its URL stands (scope judges it)
         assert len(lastmods) == kept, host
+
+
+def _html(url: str) -> FetchResult:
+    return FetchResult(
+        url, 200, "text/html", None, None, None, None, None, b'<a href="/x">x</a>', False,
+        FetchOutcome.OK, None,
+    )  # fmt: skip
+
+
+def test_a_sitemap_that_is_an_html_page_is_read_as_one_only_if_the_filters_take_it() -> None:
+    # The filters judge what a sitemap lists, not the sitemap: one answered with a page
+    # (a redirect's target) was read as a page whatever --include said (QA).
+    entry = Entry(1, 1, w("/landing"), SITEMAP_DEPTH)
+    taken = read_as(entry, _html(entry.url), sitemaps=True, page=lambda url: True)
+    assert taken.depth == LISTED_DEPTH
+    refused = read_as(entry, _html(entry.url), sitemaps=True, page=lambda url: False)
+    assert refused.depth == SITEMAP_DEPTH
+
+
+async def test_a_hosts_sitemap_xml_answered_with_a_page_is_no_page(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A site that answers any path with a page ("not found", with a 200) put that page
+    in the export as the host's /sitemap.xml, its links followed (QA): it is kept as a
+    sitemap that is none, and read no further."""
+    web = {
+        w("/robots.txt"): (200, {}, b"User-agent: *\nDisallow:\n"),
+        w("/"): (200, HTML, b"<title>home</title>"),
+        w("/sitemap.xml"): (200, HTML, b'<title>Not found</title><a href="/from-404">x</a>'),
+        w("/from-404"): (200, HTML, b"<title>x</title>"),
+    }
+    _, asked = await crawl(tmp_path, web=web)
+    urls = {url for _, url in asked}
+    assert w("/sitemap.xml") in urls and w("/from-404") not in urls
+    with sqlite3.connect(tmp_path / "shard.sqlite3") as db:
+        row = db.execute("SELECT depth FROM pages WHERE url = ?", (w("/sitemap.xml"),)).fetchone()
+    assert row == (SITEMAP_DEPTH,)

@@ -131,10 +131,16 @@ class PageAnswersMixin:
         if commits.pages_waiting >= every or commits.bytes_waiting >= COMMIT_BYTES:
             self._flush_now.set()
 
+    def _page_filter(self, url: str) -> bool:
+        """Whether --include and --exclude would take ``url`` as a page (a sitemap is
+        asked whatever they say; one that is a page is read as one only if they do)."""
+        filters = self.scope.filters
+        return filters is None or filters.verdict(url) is None
+
     def _page_done(self, host: str, entry: Entry, result: FetchResult, at: float) -> None:
         """Read a page answered at ``at`` (the wall clock)."""
         sitemap = is_sitemap(entry.depth)
-        entry = read_as(entry, result, sitemaps=self.sitemaps.enabled)
+        entry = read_as(entry, result, sitemaps=self.sitemaps.enabled, page=self._page_filter)
         cap = self.config.fetch.max_body_bytes
         if sitemap and not is_sitemap(entry.depth) and len(result.body) > cap:
             # Fetched to a sitemap's 50 MB, read as a page is, cut at --max-body: a page

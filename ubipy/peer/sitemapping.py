@@ -15,8 +15,9 @@ another host is therefore fetched by that host's owner, after that host's robots
 and through its politeness slot; and a URL is fetched once, as a sitemap or as a page,
 whichever found it first, then read as what its answer is (:func:`read_as`): an HTML
 page where a sitemap was looked for (/sitemap.xml redirected to the home page) as a
-page, a sitemap given as a seed (or a host's /sitemap.xml a link found first) as a
-sitemap.
+page if the filters take it (but a host's /sitemap.xml answered with a page, most
+often a "not found" served with a 200, is no page), a sitemap given as a seed (or a
+host's /sitemap.xml a link found first) as a sitemap.
 
 What they bring, once fetched. A sitemap's URLs, as candidates at depth 1 (LISTED_DEPTH),
 their ``lastmod`` kept beside them for recrawling; an index's sitemaps, as candidates at
@@ -241,18 +242,34 @@ class Sitemapping:
 _SITEMAP_ROOT = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?(?:urlset|sitemapindex)[\s>/]")
 
 
-def read_as(entry: Entry, result: FetchResult, *, sitemaps: bool) -> Entry:
+def read_as(
+    entry: Entry,
+    result: FetchResult,
+    *,
+    sitemaps: bool,
+    page: Callable[[str], bool] = lambda url: True,
+) -> Entry:
     """The entry to read an answer as: a sitemap's as a page (at LISTED_DEPTH) when it
-    is an HTML page, a seed's or a host's /sitemap.xml as a sitemap (with ``sitemaps``)
-    when it is one. Only those: a sitemap's URLs, or a page's links, read as sitemaps
-    would nest them without end (what an index lists is not read as an index for that
-    reason)."""
+    is an HTML page that ``page`` (the filters) would take, a seed's or a host's
+    /sitemap.xml as a sitemap (with ``sitemaps``) when it is one. Only those: a
+    sitemap's URLs, or a page's links, read as sitemaps would nest them without end
+    (what an index lists is not read as an index for that reason).
+
+    A host's /sitemap.xml answered with HTML stays a sitemap that is none, its links
+    not followed: most such answers are a "page not found" page served with a 200 (QA:
+    a junk page a host in the export); a redirect's target (a home page) is read."""
     if not (result.ok and _succeeded(result)):
         return entry
     if is_sitemap(entry.depth):
         body = result.body
         # A gzipped sitemap served as text/html is still one (its root is compressed).
-        if result.is_html and body[:2] != _GZIP and not _SITEMAP_ROOT.search(body, 0, 4096):
+        if (
+            result.is_html
+            and body[:2] != _GZIP
+            and not _SITEMAP_ROOT.search(body, 0, 4096)
+            and path_and_query(entry.url) != SITEMAP_PATH
+            and page(entry.url)
+        ):
             return entry._replace(depth=LISTED_DEPTH)
     elif sitemaps and _may_be_sitemap(entry) and not result.is_html:
         body, ctype = result.body, result.content_type
