@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import socket
 import subprocess
 import sys
@@ -73,3 +74,22 @@ def test_timeout_bounds_the_wait_for_a_silent_peer(tmp_path: Path, command: str)
     assert done.returncode == 2
     assert f"ubipy {command}: cannot reach peer {there}: " in done.stderr
     assert "did not answer within 0.5 s" in done.stderr
+
+
+async def test_an_http_server_asked_as_a_peer_is_named_so() -> None:
+    # The control centre's port given as --peer: "closed the connection without an
+    # authentic answer (is it a ubipy peer, with this secret?)" sent the user looking
+    # at the secret (QA).
+    async def http_server(stream: trio.SocketStream) -> None:
+        async with stream:
+            await stream.receive_some(4096)
+            await stream.send_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    async with trio.open_nursery() as nursery:
+        serve = functools.partial(trio.serve_tcp, http_server, 0, host="127.0.0.1")
+        listeners = await nursery.start(serve)
+        port = listeners[0].socket.getsockname()[1]
+        with pytest.raises(OSError, match="is an HTTP server, not a ubipy peer's port") as got:
+            await request(f"127.0.0.1:{port}", secret_from(None), StatusRequest(), patience=10)
+        assert not isinstance(got.value, PermissionError)
+        nursery.cancel_scope.cancel()

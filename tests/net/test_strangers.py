@@ -479,3 +479,30 @@ async def test_a_member_s_large_frame_on_a_slow_link_is_not_idle(
         assert inbox.got == [seed, big]
         assert peer.stats.cut["idle"] == 0
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    ("sent", "logged"),
+    [
+        (b"\x00\x00\x00\x00", "four zero bytes before a frame (a refusal notice, of nothing sent)"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "(the bytes of an HTTP request)"),
+    ],
+)
+async def test_what_a_stranger_sent_is_logged_as_what_it_was(
+    net: MemoryNetwork,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+    sent: bytes,
+    logged: str,
+) -> None:
+    # Four zero bytes were logged as "the far end could not authenticate our frames",
+    # and "GET " as a frame of 1195725856 bytes (QA).
+    async with trio.open_nursery() as nursery:
+        await start_peer(net, nursery, Inbox())
+        conn = await net.node("10.6.6.6").connect(PEER)
+        with caplog.at_level(logging.WARNING, logger="ubipy.net"):
+            await conn.send_all(sent)
+            with trio.fail_after(1):
+                await closed_by_peer(conn)
+        assert logged in caplog.text and "10.6.6.6" in caplog.text
+        nursery.cancel_scope.cancel()

@@ -403,6 +403,26 @@ def test_over_cap_length_closes_before_the_body_arrives() -> None:
     assert r.next_event(NOW) is CLOSED
 
 
+@pytest.mark.parametrize(
+    ("first", "said"),
+    [
+        (b"GET / HTTP/1.1\r\n", "(the bytes of an HTTP request)"),
+        (b"POST /api HTTP/1.1\r\n", "(the bytes of an HTTP request)"),
+        (b"HTTP/1.1 400 Bad Request\r\n", "(the bytes of an HTTP answer)"),
+        (b"\x16\x03\x01\x02\x00\x01", "(the bytes of a TLS handshake)"),
+        (b"\x7f\x00\x00\x00", ""),
+    ],
+)
+def test_another_protocol_s_first_bytes_are_named_in_the_close_detail(
+    first: bytes, said: str
+) -> None:
+    # Read as a length, "GET " was logged as "frame of 1195725856 bytes" (QA).
+    r = reader(max_frame=1000)
+    r.receive_data(first)
+    assert r.next_event(NOW) is CLOSED and r.close_reason is RejectReason.TOO_LARGE
+    assert r.close_detail.endswith(f"cap 1000 {said}".rstrip())
+
+
 def test_default_cap_is_four_mebibytes() -> None:
     r = reader()
     r.receive_data(struct.pack(">I", DEFAULT_MAX_FRAME))

@@ -36,6 +36,7 @@ from ubipy.net.relays import Relays
 from ubipy.wire import (
     CLOSED,
     FIRST_FRAME_CAP,
+    HTTP_ANSWER,
     NEED_DATA,
     REFUSAL,
     Frame,
@@ -330,14 +331,14 @@ class _Conn:
         if self.address and not self.reader.frames:
             # An answer read as a frame: "HTTP/1.1 ..." is a frame of 1,213,486,160
             # bytes, which was told as "it answered TOO_LARGE" (QA).
-            http = self.reader.close_detail.startswith(f"frame of {_HTTP_AS_LENGTH} bytes")
+            http = self.reader.close_detail.endswith(HTTP_ANSWER)
             what = "an HTTP server answered" if http else f"its answer read as {reason.value}"
             links.note_trouble(self.address, f"not a ubipy peer ({what})")
-        self.note(f"closed: {reason.value}", self.reader.close_detail)
-
-
-# "HTTP" read as a frame's length, big-endian.
-_HTTP_AS_LENGTH = int.from_bytes(b"HTTP", "big")
+        detail = self.reader.close_detail
+        if reason is RejectReason.REFUSED and not self.address and not self.reader.frames:
+            # Nothing of ours was written on a connection we took: no refusal of it.
+            detail = "four zero bytes before a frame (a refusal notice, of nothing sent)"
+        self.note(f"closed: {reason.value}", detail)
 
 
 class Links:

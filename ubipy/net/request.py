@@ -14,6 +14,7 @@ from ubipy.net.links import READ_SIZE, hello_before
 from ubipy.net.network import Network, TcpNetwork
 from ubipy.wire import (
     CLOSED,
+    HTTP_ANSWER,
     NEED_DATA,
     Frame,
     FrameReader,
@@ -100,6 +101,11 @@ async def _request(
                     if event is CLOSED and reader.close_reason is RejectReason.REFUSED:
                         raise PermissionError(
                             f"the peer at {address} refused the secret (it is not the cluster's)"
+                        )
+                    if event is CLOSED and reader.close_detail.endswith(HTTP_ANSWER):
+                        raise OSError(
+                            f"{address} is an HTTP server, not a ubipy peer's port "
+                            "(a control centre's?)"
                         )
                     if event is CLOSED:
                         raise PermissionError(

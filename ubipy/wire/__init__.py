@@ -65,7 +65,7 @@ from ubipy.wire.payloads import (
     StatusRequest,
     Stop,
 )
-from ubipy.wire.reader import FrameReader, ReaderState
+from ubipy.wire.reader import HTTP_ANSWER, FrameReader, ReaderState
 from ubipy.wire.registry import MESSAGE_TYPES, Message, decode
 from ubipy.wire.relay import MAX_RELAYED, Relay
 from ubipy.wire.replay import DEFAULT_MAX_SKEW, ReplayGuard
@@ -97,6 +97,7 @@ __all__ = [
     "DEFAULT_MAX_FRAME",
     "DEFAULT_MAX_SKEW",
     "FIRST_FRAME_CAP",
+    "HTTP_ANSWER",
     "LOOPBACK_SECRET",
     "MAX_BASE",
     "MAX_ID_LEN",

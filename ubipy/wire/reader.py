@@ -167,8 +167,11 @@ class FrameReader:
             # a peer cannot make us hold more than the cap for it.
             cap = self._max_frame if self.frames else self._first_max_frame
             if size > cap:
+                said = "" if self.frames else spoken(size)
                 return self._fail(
-                    _Input.LENGTH_BAD, RejectReason.TOO_LARGE, f"frame of {size} bytes, cap {cap}"
+                    _Input.LENGTH_BAD,
+                    RejectReason.TOO_LARGE,
+                    f"frame of {size} bytes, cap {cap}{said}",
                 )
             if size == 0:
                 return self._fail(
@@ -215,3 +218,20 @@ class FrameReader:
                 rejected = verdict
         self.counts[rejected.reason] += 1
         return rejected
+
+
+#: The end of a reader's close detail when the first bytes were an HTTP answer's.
+HTTP_ANSWER = " (the bytes of an HTTP answer)"
+
+
+def spoken(length: int) -> str:
+    """What a stream's first four bytes, read as a frame's length, were, if another
+    protocol's: a log that said "frame of 1195725856 bytes" meant "GET " (QA)."""
+    head = length.to_bytes(HEADER_LEN, "big")
+    if head == b"HTTP":
+        return HTTP_ANSWER
+    if head[:2] == b"\x16\x03":
+        return " (the bytes of a TLS handshake)"
+    if head.rstrip(b" ").isalpha() and head.rstrip(b" ").isupper():
+        return " (the bytes of an HTTP request)"
+    return ""
