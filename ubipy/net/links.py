@@ -43,7 +43,6 @@ from ubipy.wire import (
     FrameReader,
     FrameType,
     FrameWriter,
-    Hello,
     Message,
     Rejected,
     RejectReason,
@@ -139,7 +138,7 @@ class _Conn:
             # more than that went on our other connections, to be refused as a
             # replay. (A first frame that needs a HELLO goes one number after it.)
             data = links.writer.frame(kind, payload, time.time(), to=to)
-            hello = b"" if self._spoken else hello_before(links.writer, data, to)
+            hello = b"" if self._spoken else links.writer.hello_before(data, time.time(), to=to)
             patience = _WRITE_PATIENCE + (len(hello) + len(data)) / _SLOW_LINK
             try:
                 with trio.move_on_after(patience) as writing:
@@ -589,14 +588,6 @@ class Links:
 
 def _anyone(address: str) -> str:
     return ""
-
-
-def hello_before(writer: FrameWriter, first: bytes, to: str = "") -> bytes:
-    """What must go ahead of ``first``, a connection's first frame: a HELLO if it is
-    larger than a connection that has not proved the secret may send, else nothing."""
-    if len(first) <= FIRST_FRAME_CAP:
-        return b""
-    return writer.frame(Hello.KIND, Hello().to_wire(), time.time(), to=to)
 
 
 async def _close_after_sends(conn: _Conn) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import trio
 
 from ubipy.errors import WireError
-from ubipy.net.links import READ_SIZE, hello_before
+from ubipy.net.links import READ_SIZE
 from ubipy.net.network import Network, TcpNetwork
 from ubipy.wire import (
     CLOSED,
@@ -84,7 +84,7 @@ async def _request(
             stream = await network.connect(address)
             async with stream:
                 asked = writer.frame(message.KIND, message.to_wire(), time.time())
-                if hello := hello_before(writer, asked):
+                if hello := writer.hello_before(asked, time.time()):
                     await stream.send_all(hello)
                 await stream.send_all(asked)
                 while True:

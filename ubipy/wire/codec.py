@@ -18,6 +18,7 @@ from ubipy.wire.frames import (
     COUNTER_LIMIT,
     DEFAULT_MAX_FRAME,
     DETAIL_MAX,
+    FIRST_FRAME_CAP,
     INT_LIMIT,
     LENGTH_PREFIX,
     MAX_ID_LEN,
@@ -159,6 +160,13 @@ class FrameWriter:
             raise FrameError(f"frame of {size} bytes exceeds the cap of {self._max_frame}")
         self._seq += 1
         return LENGTH_PREFIX.pack(size) + hmac.digest(self._secret, body, "sha256") + body
+
+    def hello_before(self, first: bytes, now: float, *, to: str = "") -> bytes:
+        """What must go ahead of ``first``, a connection's first frame: a HELLO if it is
+        larger than a connection that has not proved the secret may send, else nothing."""
+        if len(first) <= FIRST_FRAME_CAP:
+            return b""
+        return self.frame(FrameType.HELLO, {}, now, to=to)
 
 
 # --------------------------------------------------------------------------- decoding
