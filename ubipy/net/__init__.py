@@ -5,7 +5,8 @@ frames, each frame handed to the peer's handler with a way to reply, over a
 
 from ubipy.net.addresses import is_loopback, split_address
 from ubipy.net.guard import SourceLog, Strikes
-from ubipy.net.links import Handle, Handler, Links, LinkStats, Reply, Send
+from ubipy.net.handlers import Handle, Handler, Reply, Send
+from ubipy.net.links import Links, LinkStats
 from ubipy.net.memory import LinkSpec, MemoryNetwork, MemoryNode, MemoryStream
 from ubipy.net.network import Network, StreamHandler, TcpNetwork, remote_host
 from ubipy.net.request import request

@@ -14,10 +14,9 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol, TypeVar
 
 import trio
 
@@ -31,6 +30,7 @@ from ubipy.net.guard import (
     Strikes,
     default_caps,
 )
+from ubipy.net.handlers import Handler
 from ubipy.net.network import Network, TcpNetwork, endpoint, remote_host
 from ubipy.net.relays import Relays
 from ubipy.wire import (
@@ -66,23 +66,6 @@ _CLOSE_PATIENCE = 1.0
 # connection is closed, and the next send dials afresh.
 _WRITE_PATIENCE = 20.0
 _SLOW_LINK = 128 * 1024
-
-Reply = Callable[[Message], Awaitable[None]]
-# The frame (its sender, its kind) and the message it carries, already typed.
-Handler = Callable[[Frame, Message, Reply], Awaitable[None]]
-# How a peer's components send one frame to an address (False: it could not be sent).
-Send = Callable[[str, Message], Awaitable[bool]]
-
-M = TypeVar("M", bound=Message)
-
-
-class Handle(Protocol):
-    """How a peer routes a frame kind to its handler (``Peer.handle``): the handler
-    gets the sender's id, the message, and a way to reply on its connection."""
-
-    def __call__(
-        self, kind: type[M], handler: Callable[[str, M, Reply], Awaitable[None]]
-    ) -> None: ...
 
 
 @dataclass(slots=True)
