@@ -321,7 +321,9 @@ def not_accepted_after_all(
     """A page's answer read only in case it was a sitemap (:func:`sitemap_types`), when
     it was not one: what --accept would have made of it."""
     ctype = result.content_type
-    if not (result.accepted and ctype in sitemap_types(entry)) or accept(ctype):
+    if not (result.accepted and _succeeded(result) and ctype in sitemap_types(entry)):
+        return result  # a redirect's, an error's: --accept does not judge those
+    if accept(ctype):
         return result
     detail = f"type not accepted: {ctype}"
     return dataclasses.replace(result, body=b"", truncated=False, accepted=False, detail=detail)
