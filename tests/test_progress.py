@@ -190,7 +190,7 @@ async def test_a_source_gone_at_the_end_leaves_the_last_reading(
     assert out.getvalue().splitlines()[-1].startswith("progress 1s: 9 pages")
 
 
-def test_a_lone_or_paused_peer_says_so_on_its_line() -> None:
+def test_a_lone_paused_or_holding_peer_says_so_on_its_line() -> None:
     out = io.StringIO()
     progress = Progress(out, interval=10.0, label="progress")
     progress.update(Figures(0, 0, 0, 0), 0.0)
@@ -198,7 +198,9 @@ def test_a_lone_or_paused_peer_says_so_on_its_line() -> None:
     progress.update(
         Figures(5, 3, 0, 0, peers_alive=1, peers_known=4, paused="no majority in sight"), 20.0
     )
+    progress.update(Figures(5, 3, 0, 0, holding="hosts held until 1 peer (b) hand them"), 30.0)
     progress.end()
     text = out.getvalue()
     assert "joining (attempt 4)" in text
-    assert text.rstrip().endswith("peers 1/4, PAUSED: no majority in sight")
+    assert "peers 1/4, PAUSED: no majority in sight\n" in text
+    assert text.rstrip().endswith("errors 0, HOLDING: hosts held until 1 peer (b) hand them")

@@ -48,6 +48,7 @@ class Figures:
     # fetches nothing, if it does not.
     joining: int = 0
     paused: str | None = None
+    holding: str | None = None
 
 
 def peer_figures(peers: Sequence[Peer]) -> Figures:
@@ -65,6 +66,7 @@ def peer_figures(peers: Sequence[Peer]) -> Figures:
         peers_known=len(membership.members()),
         joining=peers[0].joining,
         paused=crawlers[0].paused,
+        holding=peers[0].handoff.holding(trio.current_time()),
     )
 
 
@@ -179,6 +181,8 @@ class Progress:
             parts.append(f"joining (attempt {f.joining})")
         if f.paused:
             parts.append(f"PAUSED: {f.paused}")
+        if f.holding:
+            parts.append(f"HOLDING: {f.holding}")
         if self.tty:
             return f"{elapsed:>6}  " + "  ".join(parts)
         return f"{self.label} {elapsed}: " + ", ".join(parts)

@@ -93,6 +93,8 @@ def format_cluster(report: dict[str, Any], now: float | None = None) -> str:
             said.append(f"  joining (attempt {mine['joining']})")
         if mine.get("paused"):
             said.append(f"  PAUSED: {mine['paused']}")
+        if mine.get("holding"):
+            said.append(f"  HOLDING: {mine['holding']}")
         if left_out := _left_out(mine):
             footer.append(f"{row.peer_id}: {left_out}")
         footer.extend(row.slowest_lines())

@@ -213,6 +213,27 @@ async def test_back_from_a_stop_the_last_rings_other_hosts_wait_for_their_owners
         assert asked(crawler) == {bs}
 
 
+async def test_hosts_held_for_the_last_rings_peers_are_said_to_be_after_a_while(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Restarted alone, a peer fetched nothing of what its last ring gave others, for
+    up to two minutes, and neither status nor the progress line said why (QA)."""
+    last = Ring(["a", "b", "c"])
+    bs = host_owned(last, "b")
+    async with crawler_at(tmp_path) as crawler:
+        handoff = handoff_for(crawler, "a", last_members=["a", "b", "c"])
+        crawler.seed([f"http://{bs}/"])
+        assert asked(crawler) == set()
+        start = trio.current_time()
+        assert handoff.holding(start) is None  # a moment's hold, as any ring change's
+        said = handoff.holding(start + 5)
+        assert said is not None and said.startswith("hosts held until 2 peers (b, c) hand")
+        handoff.peer_gone("b")
+        handoff.peer_gone("c")
+        assert asked(crawler) == {bs}
+        assert handoff.holding(start + 10) is None
+
+
 async def test_nothing_more_is_handed_to_a_peer_that_left(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:

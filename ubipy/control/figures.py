@@ -39,6 +39,7 @@ FIGURE_FIELDS: Final = (
     "bytes_in",
     "bytes_out_wire",
     "paused",
+    "holding",
     "joining",
     "slowest_hosts",
 )
@@ -318,7 +319,10 @@ def _note(figures: Mapping[str, Any]) -> str:
     if isinstance(paused, str) and paused:
         return f"paused: {paused}"[:200]
     joining = _count(figures.get("joining"))
-    return f"joining (attempt {joining})" if joining else ""
+    if joining:
+        return f"joining (attempt {joining})"
+    holding = figures.get("holding")
+    return f"holding: {holding}"[:200] if isinstance(holding, str) and holding else ""
 
 
 def slow_hosts(value: object) -> tuple[SlowHostRow, ...]:

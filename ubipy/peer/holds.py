@@ -10,6 +10,7 @@ A mixin of :class:`~ubipy.peer.handoff.Handoff`, whose state it reads and change
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -22,6 +23,7 @@ from ubipy.peer.replica import Replicator
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
 from ubipy.wire import HandoffDone
+from ubipy.wording import counted
 
 log = logging.getLogger("ubipy.peer.handoff")  # the hand-off's log
 
@@ -34,6 +36,9 @@ SWEEP_AGAIN = (2.0, 30.0)
 # Peers that die within this many seconds of each other died of one cut (see
 # peer_gone): a host whose every copy was on them has none on this side.
 _TOGETHER = 60.0
+
+# How long a hold lasts before status and the progress line say why hosts wait.
+_HOLDING_SAID = 5.0
 
 # The ring key of a hold made under no ring change of this peer's own (back from
 # a stop, or a peer died): only a sweep under this peer's current ring releases it.
@@ -57,6 +62,8 @@ class Hold:
     # Made on a death, to wait for the sweeps that hand the dead peer's copies here
     # (_wait_for_copies): a later death neither fences nor copies it again.
     for_copies: bool = False
+    # When it was made (trio's clock).
+    since: float = -math.inf
 
 
 class HoldsMixin:
@@ -290,9 +297,25 @@ class HoldsMixin:
         token: int = 0,
         orphans_of: frozenset[str] = frozenset(),
     ) -> None:
-        until = trio.current_time() + limit
-        self._holds.append(Hold(old_ring, key, waiting, until, token, orphans_of))
+        now = trio.current_time()
+        hold = Hold(old_ring, key, waiting, now + limit, token, orphans_of, since=now)
+        self._holds.append(hold)
         self._holds_changed.set()
+
+    def holding(self, now: float) -> str | None:
+        """Why hosts wait here for other peers, once they have for a while (the holds of
+        a healthy ring change last a moment): a peer back from a stop waited up to two
+        minutes for the peers of its last ring in silence (QA)."""
+        long = [h for h in self._holds if now - h.since >= _HOLDING_SAID]
+        if not long:
+            return None
+        waiting = sorted(set().union(*(h.waiting for h in long)))
+        named = ", ".join(waiting[:3]) + (", ..." if len(waiting) > 3 else "")
+        left = max(h.until for h in long) - now
+        return (
+            f"hosts held until {counted(len(waiting), 'peer')} ({named}) hand them over "
+            f"or are found dead, {left:.0f} s at most"
+        )
 
     async def _expire_holds(self) -> None:
         """Let go of holds whose time is up, when it is up (a parked host is looked at

@@ -78,6 +78,8 @@ class PeerStatus:
     joining: int = 0
     # Why nothing is fetched now, if it is not (e.g. no majority in sight).
     paused: str | None = None
+    # Why some hosts wait for other peers, if they have for a while (holds.py).
+    holding: str | None = None
     # The hosts it goes slowest on, "host latency delay strikes" joined by "; "
     # (figures are flat): the control centre's slowest hosts.
     slowest_hosts: str = ""
@@ -176,6 +178,7 @@ def status_of(
         replica_bytes=links.stats.bytes_out_by["REPLICA"],
         joining=joining,
         paused=paused,
+        holding=handoff.holding(trio.current_time()),
         slowest_hosts="; ".join(
             f"{h.host} {h.latency:.3f} {h.delay:.3f} {h.strikes}"
             for h in c.scheduler.slowest(SLOWEST_REPORTED, now=trio.current_time())
