@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import httpx2
@@ -299,3 +300,29 @@ async def test_a_page_that_moves_is_followed_to_where_it_went(
             with trio.fail_after(600):  # the page is due again within minutes
                 await found.wait()
     assert asked[:2] == ["/old", "/old"]
+
+
+async def test_a_one_off_crawl_restarted_with_recrawl_asks_its_pages_again(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Its pages were fetched with no revisit rows; restarted with --recrawl, none was
+    ever asked again (QA). They are made due as new pages are, spread over the first
+    interval (the pages over the rate, 0.2 a second: 60 s, --min-interval)."""
+    web = SyntheticWeb(WebSpec(seed=3, hosts=3, pages_per_host=4, crawl_delay=0.0))
+    server = in_process(web)
+    recrawl = _recrawl_config(tmp_path)
+    once = replace(recrawl, recrawl=RecrawlConfig())
+    with wall_clock_on_trio_time():
+        await _crawl_for(once, server, 600, seeds=[web.seed_url()], crash=False)
+        with sqlite3.connect(tmp_path / SHARD_FILE) as conn:
+            query = "SELECT url FROM pages WHERE status = 200 AND digest IS NOT NULL"
+            pages = {url for (url,) in conn.execute(query)}
+        first = len(server.log)
+        again = await _crawl_for(recrawl, server, 70, seeds=[], crash=False)
+    assert again.refresher is not None and len(pages) > 5
+    referee = Referee(server.log, web)
+    asked = Counter(referee.url_of(r) for r in list(server.log)[first:])
+    assert {u for u in asked if u in pages} == pages  # every page asked again
+    assert max(asked[u] for u in pages) <= 2  # spread over the interval, not all at once
+    with sqlite3.connect(tmp_path / SHARD_FILE) as conn:
+        assert conn.execute("SELECT count(*) FROM refresh").fetchone()[0] == len(pages)

@@ -63,3 +63,28 @@ def test_a_refused_commit_keeps_its_retired_pages_for_the_next(tmp_path: Path) -
     assert _rows(shard) == {1: 200.0, 3: 300.0}
     assert not commits
     shard.close()
+
+
+def test_a_retired_page_is_not_taken_for_one_never_revisited(tmp_path: Path) -> None:
+    """A restart with --recrawl makes due the pages fetched with no revisit row
+    (Refresher._adopt_unrefreshed): a retired one has its visits, and stays retired."""
+    shard = Shard.open(tmp_path)
+    insert = (
+        "INSERT INTO pages (fp, url, host, status, length, fetched_at, digest, depth, error) "
+        "VALUES (?, ?, 'a.test', ?, 10, ?, ?, 1, ?)"
+    )
+    with shard.transaction():
+        for fp, status, digest, error in (
+            (1, 200, "d1", None),  # never revisited: taken
+            (2, 200, "d2", None),  # retired: a 410 visit, no revisit row
+            (3, 200, "d3", None),  # refreshed: has its revisit row
+            (4, 404, "d4", None),
+            (5, 200, None, None),  # no body kept
+            (6, 200, "d6", "type not accepted: image/png"),
+        ):
+            shard._conn.execute(
+                insert, (fp, f"http://a.test/p{fp}", status, 5.0 - fp, digest, error)
+            )
+    shard.save_refresh([_row(3)], [Visit(2, 50.0, 410, False, "d2", url="http://a.test/p2")])
+    assert [r[0] for r in shard.never_revisited()] == [1]
+    shard.close()

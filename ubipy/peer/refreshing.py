@@ -157,8 +157,32 @@ class Refresher(PlanningMixin):
             if page.checks:
                 counts.append((page.host, page.checks, page.agreed))
         self.hints.load(((m.fp, m.lastmod) for m in self._shard.lastmods()), counts)
+        self._adopt_unrefreshed()
         self._schedule()
         return left_out
+
+    def _adopt_unrefreshed(self) -> None:
+        """The pages an earlier run fetched without --recrawl, made due as new pages
+        are, spread over the first interval (oldest first): a one-off crawl restarted
+        with --recrawl asked none of them again (QA). Saved at once: each is a page of
+        one visit, its copy's validators and digest kept (its next answer compared).
+        Those this run's filters drop are saved, not kept (as load leaves them)."""
+        pages = self._shard.never_revisited()
+        if not pages:
+            return
+        now, first = time.time(), self._first_interval()
+        filters = self._filters if self._filters else None
+        n, rows = len(pages), []
+        for i, (fp, url, host, depth, at, etag, modified, digest) in enumerate(pages):
+            due = now + first * i / n
+            row = RefreshRow(
+                fp, url, host, depth, 1, 0, 0.0, min(at, now), due, 0.0, etag, modified, digest
+            )
+            rows.append(row)
+            if filters is None or filters.verdict_at(url, depth) is None:
+                self._keep(RefreshPage.from_row(row, row.last_visit, due))
+        self._shard.save_refresh(rows, ())
+        log.info("%d pages fetched before --recrawl are asked again from now", n)
 
     def handed_out(self, entry: Entry) -> None:
         """A page due again was handed out to be asked: no plan makes it due again

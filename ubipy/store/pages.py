@@ -217,6 +217,21 @@ class PagesMixin:
         cur = self._conn.execute("SELECT * FROM refresh ORDER BY due")
         return [RefreshRow(*row) for row in cur]
 
+    def never_revisited(
+        self,
+    ) -> list[tuple[int, str, str, int, float, str | None, str | None, str]]:
+        """The pages fetched with a 200 and a body kept (fp, url, host, depth, fetched_at,
+        etag, last_modified, digest) that have no revisit row and were never visited
+        again: fetched while the crawl was no --recrawl one (a retired page has its
+        visits, and stays retired), oldest first."""
+        return self._conn.execute(
+            "SELECT fp, url, host, depth, fetched_at, etag, last_modified, digest FROM pages p "
+            "WHERE status = 200 AND error IS NULL AND digest IS NOT NULL "
+            "AND NOT EXISTS (SELECT 1 FROM refresh r WHERE r.fp = p.fp) "
+            "AND NOT EXISTS (SELECT 1 FROM visits v WHERE v.fp = p.fp) "
+            "ORDER BY fetched_at"
+        ).fetchall()
+
     def save_lastmods(self, items: Sequence[Lastmod]) -> None:
         """Keep what sitemaps said of URLs' last changes; the latest reading wins."""
         with self.transaction():
