@@ -349,6 +349,9 @@ def test_jsonl_has_every_page(shards: tuple[Path, Path], tmp_path: Path, name: s
             "error": page.error,
             "encoding": page.encoding,
             "encoding_source": page.encoding_source,
+            "digest": page.digest,
+            "etag": page.etag,
+            "last_modified": page.last_modified,
         }
         at = datetime.fromisoformat(row["fetched_at"])
         assert row["fetched_at"].endswith("Z") and at.tzinfo is not None

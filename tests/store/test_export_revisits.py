@@ -284,7 +284,20 @@ def test_jsonl_lists_a_pages_visits_on_its_line(crawl: Path, tmp_path: Path, nam
     # The page's line is its first fetch, as before, with its later visits beside it.
     expected = page_json(
         StoredPage(
-            PEER, HOME, 200, "text/html", len(V1), False, "t", T0, LM1, '"v1"', 0, None, None
+            PEER,
+            HOME,
+            200,
+            "text/html",
+            len(V1),
+            False,
+            "t",
+            T0,
+            LM1,
+            '"v1"',
+            0,
+            None,
+            None,
+            digest="d1",
         )
     )
     assert {k: v for k, v in home.items() if k != "visits"} == expected

@@ -28,6 +28,11 @@ def page_json(page: StoredPage) -> dict[str, Any]:
         "error": page.error,
         "encoding": page.encoding,
         "encoding_source": page.encoding_source,
+        # What a visit says of itself, the first fetch too: duplicates found by the
+        # digest, a conditional GET's validators (QA: only the visits had them).
+        "digest": page.digest,
+        "etag": page.etag,
+        "last_modified": page.last_modified,
     }
 
 

@@ -34,7 +34,7 @@ __all__ = [
 
 _COLUMNS = (
     "fp, url, status, content_type, length, truncated, title, fetched_at, "
-    "last_modified, etag, depth, error, encoding, encoding_source"
+    "last_modified, etag, depth, error, encoding, encoding_source, digest"
 )
 # Version 1 shards have no encoding columns: NULL (read-only, so never migrated).
 _COLUMNS_V1 = _COLUMNS.replace("encoding, encoding_source", "NULL, NULL")
@@ -86,6 +86,8 @@ class StoredPage:
     # The encoding an HTML page was read in and what decided it (None: not parsed).
     encoding: str | None = None
     encoding_source: str | None = None
+    # The body's xxh3-128 digest (duplicate content); None when no body was kept.
+    digest: str | None = None
     # Read beside the WARC files (``outside_warc``): its first fetch is in them.
     in_warc: InWarc | None = None
 
@@ -304,7 +306,7 @@ class ShardReader:
             )
             for (
                 fp, url, status, ctype, length, trunc, title, at, lm, etag, depth, error,
-                encoding, source,
+                encoding, source, digest,
             ) in cur:  # fmt: skip
                 page = StoredPage(
                     peer=self.peer_id,
@@ -322,6 +324,7 @@ class ShardReader:
                     body=self._body(int(fp)) if bodies else None,
                     encoding=encoding,
                     encoding_source=source,
+                    digest=digest,
                 )
                 yield page, int(fp)
         except sqlite3.Error as exc:
