@@ -494,15 +494,17 @@ def _export(args: argparse.Namespace) -> int:
 
     unit = "WARC record" if args.format == "warc" else "JSON line"
     left_out = (
-        f"; {counted(summary.left_out, 'page')} left out (failed requests or bodies not kept)"
+        f"; {counted(summary.left_out, 'more page')} left out (failed requests or bodies not kept)"
         if summary.left_out
         else ""
     )
     if summary.visits_left_out:
         left_out += f"; {counted(summary.visits_left_out, 'later visit')} left out"
     visits = f" and {counted(summary.visits, 'later visit')}" if summary.visits else ""
+    # The pages written: those left out were counted among them (QA).
+    pages = counted(summary.pages - summary.left_out, "page")
     print(
-        f"ubipy export: wrote {counted(summary.records, unit)} for {counted(summary.pages, 'page')}"
+        f"ubipy export: wrote {counted(summary.records, unit)} for {pages}"
         f"{visits} from {counted(summary.shards, 'shard')} to "
         f"{'standard output' if to_stdout else args.out}{left_out}",
         file=sys.stderr,

@@ -493,8 +493,8 @@ def test_cli_export_prints_a_summary(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == (
-        f"ubipy export: wrote 28 WARC records for 12 pages from 2 shards to {out}; "
-        "3 pages left out (failed requests or bodies not kept)\n"
+        f"ubipy export: wrote 28 WARC records for 9 pages from 2 shards to {out}; "
+        "3 more pages left out (failed requests or bodies not kept)\n"
     )
     # --data also takes the shard file itself.
     jsonl = tmp_path / "b.jsonl"
@@ -837,3 +837,12 @@ def test_the_same_shard_named_twice_is_read_once(
     assert sorted(json.loads(line)["url"] for line in out.read_text().splitlines()) == sorted(
         p.url for p in PAGES_A
     )
+
+
+def test_a_name_ending_in_gz_of_any_case_is_gzipped(
+    shards: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # "X.JSONL.GZ" was written as plain JSON Lines (QA).
+    out = tmp_path / "X.JSONL.GZ"
+    assert main(["export", "--data", str(shards[0]), "--format", "jsonl", "--out", str(out)]) == 0
+    assert out.read_bytes()[:2] == b"\x1f\x8b"

@@ -108,7 +108,7 @@ def export(
                 inputs.update(peer_files(home))
             readers.append(reader)
         if gzipped is None:
-            gzipped = isinstance(out, Path) and out.name.endswith(".gz")
+            gzipped = isinstance(out, Path) and out.name.lower().endswith(".gz")
         compress = gzipped
         filename = out.name if isinstance(out, Path) else ""
         peers = sorted({r.peer_id for r in readers if r.peer_id is not None})
