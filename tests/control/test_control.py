@@ -447,6 +447,8 @@ async def test_the_chart_fills_on_its_own_beat(
 
 async def test_unknown_paths_and_methods(client: httpx2.AsyncClient) -> None:
     assert (await client.get("/nope")).status_code == 404
+    long = await client.get("/" + "x" * 5000)  # not echoed whole (QA)
+    assert long.status_code == 404 and len(long.content) < 300
     wrong = await client.post("/metrics")
     assert wrong.status_code == 405 and wrong.headers["allow"] == "GET, HEAD"
     stop = await client.get("/api/stop")

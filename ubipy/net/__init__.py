@@ -3,7 +3,7 @@ frames, each frame handed to the peer's handler with a way to reply, over a
 :class:`Network` (TCP, or an in-memory one for tests).
 """
 
-from ubipy.net.addresses import is_loopback, split_address
+from ubipy.net.addresses import is_loopback, join_address, split_address
 from ubipy.net.guard import SourceLog, Strikes
 from ubipy.net.handlers import Handle, Handler, Reply, Send
 from ubipy.net.links import Links, LinkStats
@@ -28,6 +28,7 @@ __all__ = [
     "Strikes",
     "TcpNetwork",
     "is_loopback",
+    "join_address",
     "remote_host",
     "request",
     "split_address",

@@ -215,7 +215,7 @@ async def _accept_loop(
                     if since is not None:
                         log.warning(
                             "cannot accept connections: %s (%d times since the last such "
-                            "line, %d in all); members already connected are still served",
+                            "line, %d in all); connections already open are still served",
                             os.strerror(exc.errno or 0),
                             since,
                             throttle.count,
