@@ -183,12 +183,23 @@ class Referee:
         allowed = 1 + max_retries
         return [Hammering(url, n, allowed) for url, n in counts.items() if n > allowed]
 
+    def is_sitemap(self, request: Request) -> bool:
+        """A host's /sitemap.xml (every host's is asked), or a sitemap of the web's."""
+        url = self.url_of(request)
+        sitemaps = self.web.sitemaps
+        return (
+            split_url(url)[1] == "/sitemap.xml"
+            or url in sitemaps.documents
+            or url in sitemaps.robots_lines(request.host)
+        )
+
     def over_budget(self, max_pages_per_host: int) -> dict[str, int]:
-        """Hosts with more distinct pages requested than the budget (robots.txt excluded;
-        retries of one URL count once), with their counts."""
+        """Hosts with more distinct pages requested than the budget (robots.txt and
+        sitemaps excluded: they spend none of it; retries of one URL count once), with
+        their counts."""
         pages: dict[str, set[str]] = defaultdict(set)
         for r in self.requests:
-            if not self.is_robots(r):
+            if not self.is_robots(r) and not self.is_sitemap(r):
                 pages[r.host].add(self.url_of(r))
         return {h: len(p) for h, p in pages.items() if len(p) > max_pages_per_host}
 
