@@ -253,6 +253,8 @@ async def test_pages_robots_txt_forbids_after_a_restart_are_put_off_not_closed_a
     with wall_clock_on_trio_time():
         await _crawl_for(config, server, 600, seeds=[web.seed_url()], crash=False)
         before, asked = states(), len(server.log)
+        with sqlite3.connect(tmp_path / SHARD_FILE) as conn:
+            conn.execute("DELETE FROM robots")  # as if past --robots-ttl: asked again
         again = await _crawl_for(
             config, server, 1200, seeds=[], crash=False, robots=b"User-agent: *\nDisallow: /\n"
         )

@@ -41,6 +41,7 @@ _UNDO = {
         "ALTER TABLE refresh DROP COLUMN failures",
         "ALTER TABLE refresh DROP COLUMN missing",
     ),
+    15: ("DROP TABLE robots",),
 }
 
 

@@ -94,7 +94,7 @@ class Scheduler:
             lambda host: self._slots.get(host),
             lambda host: self.delay_of(s) if (s := self._slots.get(host)) else self._delay,
         )
-        self._robots = RobotsRule(
+        self.robots = RobotsRule(
             delay=delay,
             max_crawl_delay=max_crawl_delay,
             retry_base=robots_retry_base,
@@ -154,7 +154,7 @@ class Scheduler:
     def add(self, host: str, entry: Entry) -> bool:
         """Queue an admitted entry; False if the host was given up."""
         slot = self._slot(host)
-        if slot.robots_state is HostRobots.GIVEN_UP and not self._robots.reopen(slot, entry.url):
+        if slot.robots_state is HostRobots.GIVEN_UP and not self.robots.reopen(slot, entry.url):
             return False
         had_work = slot.has_work
         self._windows.add(slot, entry)
@@ -277,7 +277,7 @@ class Scheduler:
                 continue
             if not self._addresses.may_start(slot, now, hop=hop):
                 continue
-            if slot.robots_state is HostRobots.UNKNOWN or self._robots.stale(slot, now):
+            if slot.robots_state is HostRobots.UNKNOWN or self.robots.stale(slot, now):
                 fetch = slot.robots_fetch
                 if fetch is None or fetch.state is not RobotsState.AWAITING_RESPONSE:
                     first = slot.queue[0].url if slot.queue else self._windows.peek_url(slot)
@@ -287,7 +287,7 @@ class Scheduler:
                         self._pass(slot)
                         self._arm(slot)  # nothing left to ask: idle
                         continue
-                    fetch = self._robots.fetch_for(slot, first, now, self._agent)
+                    fetch = self.robots.fetch_for(slot, first, now, self._agent)
                 if fetch is not None:  # None: its other scheme's rules, fresh, were kept
                     self._start_request(slot, target)
                     return Job(JobKind.ROBOTS, host, fetch.url)
@@ -297,7 +297,7 @@ class Scheduler:
                 self._pass(slot)
                 continue
             if not entry.url.startswith(slot.robots_scheme) and (
-                fetch := self._robots.fetch_for(slot, entry.url, now, self._agent)
+                fetch := self.robots.fetch_for(slot, entry.url, now, self._agent)
             ):
                 self._windows.put_back(slot, entry)  # first, once its scheme's rules come
                 self._start_request(slot, target)
@@ -456,7 +456,7 @@ class Scheduler:
         self.in_flight -= 1
         slot.lookup_failures += 1
         more = _TRANSIENT_MORE if transient else 0
-        wait = None if final else self._robots.backoff(slot.lookup_failures, more=more)
+        wait = None if final else self.robots.backoff(slot.lookup_failures, more=more)
         had_urls = slot.has_work or bool(slot.refresh)
         self._addresses.passed(slot)  # its address's turn, kept for the answer
         if wait is None:
@@ -528,7 +528,7 @@ class Scheduler:
         ``reason``. ``asked``: the seconds its Retry-After asked. Returns the
         decision once there is one; None while redirects are followed."""
         slot = self._slots[host]
-        decision, give_up, wait = self._robots.answer(
+        decision, give_up, wait = self.robots.answer(
             slot, now, status, location, body, asked, final=final, reason=reason
         )
         if give_up:

@@ -35,6 +35,7 @@ No I/O and no clock, as the scheduler.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 from ubipy.fetch.robots import (
@@ -47,7 +48,11 @@ from ubipy.fetch.robots import (
 from ubipy.fetch.slots import Entry, HostRobots, HostSlot, SpareRobots
 from ubipy.fetch.urls import robots_url
 
-__all__ = ["RobotsOutcome", "RobotsRule"]
+__all__ = ["RobotsCache", "RobotsOutcome", "RobotsRule"]
+
+#: What an earlier run kept of a host's robots.txt of a scheme ("https:"): its age in
+#: seconds and its body (None: nothing restricts), or None if nothing was kept.
+RobotsCache = Callable[[str, str], tuple[float, bytes | None] | None]
 
 
 class RobotsOutcome(NamedTuple):
@@ -70,6 +75,9 @@ class RobotsRule:
         self._retry_base = retry_base
         self._attempts = attempts
         self._ttl = ttl
+        # What an earlier run kept (the shard's), read before a scheme's robots.txt is
+        # first asked in this run: rules younger than the TTL are taken, not asked again.
+        self.cache: RobotsCache | None = None
 
     @staticmethod
     def stale(slot: HostSlot, now: float) -> bool:
@@ -174,10 +182,27 @@ class RobotsRule:
         has fresh rules for the URL's scheme, its spare's maybe, else that scheme's
         robots.txt. (Not :meth:`stale`, which asks whether the host has a request to
         make: ``url`` is one, taken from its queue.)"""
-        if self.take_scheme(slot, url[: url.index(":") + 1]) and now < slot.robots_due:
+        scheme = url[: url.index(":") + 1]
+        if self.take_scheme(slot, scheme) and now < slot.robots_due:
+            return None
+        if slot.robots_state is HostRobots.UNKNOWN and self._kept(slot, scheme, now, agent):
             return None
         fetch = slot.robots_fetch = RobotsFetch(robots_url(url), agent)
         return fetch
+
+    def _kept(self, slot: HostSlot, scheme: str, now: float, agent: str) -> bool:
+        """Take the rules an earlier run kept for the slot's host and ``scheme``, if
+        younger than the TTL: asked again when they would have been (QA: every restart
+        asked every host's robots.txt again before its next page)."""
+        kept = None if self.cache is None else self.cache(slot.host, scheme)
+        if kept is None or not 0 <= kept[0] < self._ttl:
+            return False
+        age, body = kept
+        self._take(
+            slot, now, RobotsRules.allow_all() if body is None else RobotsRules.parse(body, agent)
+        )
+        slot.robots_at, slot.robots_due = now - age, now - age + self._ttl
+        return True
 
     @staticmethod
     def take_scheme(slot: HostSlot, scheme: str) -> bool:

@@ -33,6 +33,7 @@ from ubipy.store import (
     NewURL,
     PageRecord,
     RefreshRow,
+    RobotsKept,
     Shard,
     Visit,
 )
@@ -216,6 +217,7 @@ class Batch:
     visits: tuple[Visit, ...] = ()  # --recrawl: visits after the first
     found_lastmods: tuple[Lastmod, ...] = ()  # --recrawl: a sitemap's, read again
     retired: tuple[int, ...] = ()  # --recrawl: pages no longer refreshed: their rows go
+    robots: tuple[RobotsKept, ...] = ()  # robots.txt answers, for a restart
 
     @property
     def pages(self) -> list[PageRecord]:
@@ -249,6 +251,8 @@ class Batch:
                 shard.mark_skipped(self.skips)
             for host, reason in self.closed_hosts:
                 closed[reason] += shard.skip_host(host, reason)
+            if self.robots:
+                shard.save_robots(self.robots)
             if self.closed_hosts:  # when, for a restart (peer/giveups.py)
                 now = time.time()
                 shard.save_given_up([GivenUp(h, why, now) for h, why in self.closed_hosts])
@@ -296,6 +300,7 @@ class Commits:
         "_marks",
         "_refresh",
         "_retired",
+        "_robots",
         "_skips",
         "_unread",
         "_unread_bytes",
@@ -310,6 +315,7 @@ class Commits:
         self._arrived = arrived
         self._marks: dict[str, HostMark] = {}
         self._closed_hosts: list[tuple[str, str]] = []
+        self._robots: list[RobotsKept] = []
         # Why each host given up lately was: a URL of it admitted later is closed saying
         # so (while its slot stands; once forgotten the host is tried again). The latest
         # GIVEN_UP_KEPT: kept for the run, a crawl meeting millions of dead hosts grew
@@ -395,6 +401,11 @@ class Commits:
             given_up.popitem(last=False)
         self._arrived()
 
+    def robots_known(self, kept: RobotsKept) -> None:
+        """A host's robots.txt answered with rules: kept for a restart."""
+        self._robots.append(kept)
+        self._arrived()
+
     def skip(self, fp: int, reason: str) -> None:
         """A frontier entry closed without a request, saying why."""
         self._skips.append((fp, reason))
@@ -454,6 +465,7 @@ class Commits:
             or self._refresh
             or self._visits
             or self._retired
+            or self._robots
             or self._unread
         )
 
@@ -477,8 +489,10 @@ class Commits:
             tuple(self._visits),
             tuple(self._lastmods),
             tuple(self._retired),
+            tuple(self._robots),
         )
         self._marks = {}
+        self._robots = []
         self._closed_hosts = []
         self._answered = []
         self._bytes = 0
@@ -502,6 +516,7 @@ class Commits:
         batch = self._done()
         self._marks = {**batch.marks, **self._marks}
         self._closed_hosts[:0] = batch.closed_hosts
+        self._robots[:0] = batch.robots
         self._answered[:0] = batch.answered
         self._acked[:0] = batch.acked
         self._skips[:0] = batch.skips

@@ -123,6 +123,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         self.scheduler = Scheduler.of(
             config, self._refilter.loader(*self.order.loaders), wanted, self._recall
         )
+        self.scheduler.robots.cache = self._robots_kept
         on = config.recrawl.recrawl  # a continuous crawl: pages fetched come due again
         self.refresher = Refresher(config, shard, lambda: self.scheduler, filters) if on else None
         self._accept = MediaTypes(config.fetch.accept).allows
@@ -433,6 +434,11 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         finally:
             self._limiter.release()
             self._wakeup.set()
+
+    def _robots_kept(self, host: str, scheme: str) -> tuple[float, bytes | None] | None:
+        """What an earlier run kept of ``host``'s robots.txt of ``scheme``: its age, its body."""
+        kept = self._shard.robots_kept(host, scheme)
+        return None if kept is None else (time.time() - kept.at, kept.body)
 
     def _accept_for(self, job: Job) -> Callable[[str | None], bool]:
         """--accept for a page, widened for a seed or a host's /sitemap.xml to the types

@@ -11,6 +11,8 @@ host whose rules came has its ``Sitemap`` lines and /sitemap.xml go where links 
 
 from __future__ import annotations
 
+import time
+
 from ubipy.fetch import (
     BACKOFF_STATUSES,
     ROBOTS_UNREACHABLE,
@@ -23,6 +25,7 @@ from ubipy.fetch import (
 from ubipy.peer.commits import Commits
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.sitemapping import Sitemapping
+from ubipy.store import RobotsKept
 
 __all__ = ["robots_answered"]
 
@@ -77,4 +80,9 @@ def robots_answered(
         return True
     if slot is not None and slot.robots_fetch is not None and not decision.temporary:
         commits.found(sitemaps.named_by_robots(slot.robots_fetch, decision.rules))
+        # Kept for a restart (store/robotskept.py): the body of a 2xx, else nothing
+        # restricts (a 4xx, a redirect past the limit).
+        ok = status is not None and 200 <= status < 300
+        kept = RobotsKept(slot.host, slot.robots_scheme, time.time(), result.body if ok else None)
+        commits.robots_known(kept)
     return False

@@ -9,7 +9,7 @@ import sqlite3
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 SHARD_FILE = "shard.sqlite3"
 # The peer keeps its id under this key of the meta table (ubipy.peer.ids).
 PEER_ID_META = "peer_id"
@@ -186,6 +186,19 @@ ALTER TABLE refresh ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE refresh ADD COLUMN missing INTEGER NOT NULL DEFAULT 0;
 """
 
+# Version 16: each host's robots.txt of each scheme as last answered (its rules, not a
+# failure's), so that a restart within --robots-ttl asks none again (the body
+# zlib-compressed; NULL: nothing restricts, a 4xx or a redirect past the limit).
+_ROBOTS = """
+CREATE TABLE IF NOT EXISTS robots (
+    host   TEXT NOT NULL,
+    scheme TEXT NOT NULL,
+    at     REAL NOT NULL,
+    body   BLOB,
+    PRIMARY KEY (host, scheme)
+) WITHOUT ROWID;
+"""
+
 SCHEMA = (
     """
 CREATE TABLE IF NOT EXISTS meta (
@@ -261,6 +274,7 @@ CREATE TABLE IF NOT EXISTS bodies (
     + _OUTBOX_SPILLED
     + _REPLICA_SOURCES
     + _REFRESH_FAILURES
+    + _ROBOTS
 )
 
 
@@ -301,6 +315,9 @@ MIGRATIONS: dict[int, str] = {
     # 14 -> 15: failure counts of pages refreshed (0 for those already here: a page
     # failing at the upgrade is asked once more, as at any start before).
     14: _REFRESH_FAILURES,
+    # 15 -> 16: each host's robots.txt as last answered, for a restart (none yet: an
+    # upgraded peer asks each host's once more).
+    15: _ROBOTS,
 }
 
 # The order --order other than bfs takes a host's pending URLs in: made only when

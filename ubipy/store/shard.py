@@ -25,6 +25,7 @@ from ubipy.store.pages import Lastmod as Lastmod
 from ubipy.store.pages import PageRecord as PageRecord
 from ubipy.store.pages import PagesMixin
 from ubipy.store.replicas import ReplicaMixin
+from ubipy.store.robotskept import RobotsKeptMixin
 from ubipy.store.rows import FrontierRow as FrontierRow
 from ubipy.store.rows import HostMark as HostMark
 from ubipy.store.rows import NewURL as NewURL
@@ -85,7 +86,7 @@ class ShardCounts:
     pages: int
 
 
-class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin, ReplicaMixin):
+class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin, ReplicaMixin, RobotsKeptMixin):
     """One SQLite file holding everything a peer has admitted and fetched."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
@@ -444,6 +445,7 @@ class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin, ReplicaMixi
             self._conn.execute("DELETE FROM frontier WHERE host = ? AND state != 0", (host,))
             self._conn.execute("DELETE FROM hosts WHERE host = ?", (host,))
             self._forget_given_up(host)
+            self._forget_robots(host)
             # By its pages' fingerprints (the key): "host = ?" scanned the table, a row
             # a page fetched under --recrawl.
             self._conn.executemany(
