@@ -174,6 +174,15 @@ def test_informational_answers_are_skipped(whole: bool) -> None:
 
 
 @both
+@pytest.mark.parametrize("status", [b"000", b"042", b"099"])
+def test_a_status_under_100_is_a_protocol_failure(whole: bool, status: bytes) -> None:
+    # Read as a 1xx, its body was glued to the next answer's, its links followed (QA).
+    junk = b'HTTP/1.1 %s Zero\r\nContent-Length: 25\r\n\r\n<a href="/injected">x</a>' % status
+    with pytest.raises(ProtocolFailure, match=f"invalid status {status.decode()}"):
+        read(junk + HEAD + b"Content-Length: 2\r\n\r\nok", whole=whole)
+
+
+@both
 def test_a_body_without_a_length_ends_with_the_connection(whole: bool) -> None:
     got = read(HEAD + b"\r\nto the end", whole=whole)
     assert (got.body, got.complete) == (b"to the end", False)

@@ -320,6 +320,11 @@ class ResponseReader:
         if status == 101:
             self._switched = True  # found after the feed: raised here, httptools would wrap it
             return
+        if status < 100:
+            # No such status (RFC 9110 §15: three digits, 1xx to 5xx): read as a 1xx,
+            # its body was glued to the next answer's and its links followed (QA).
+            self._failure = f"invalid status {status:03d}"
+            raise _Stop
         if status < 200:
             return  # informational (100, 103): the answer follows
         self.status = status
