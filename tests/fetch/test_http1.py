@@ -183,6 +183,15 @@ def test_a_status_under_100_is_a_protocol_failure(whole: bool, status: bytes) ->
 
 
 @both
+@pytest.mark.parametrize("te", [b"gzip, chunked", b"deflate", b"chunked, x-weird"])
+def test_a_transfer_coding_not_asked_for_is_a_protocol_failure(whole: bool, te: bytes) -> None:
+    # "gzip, chunked" was kept as the page, its gzip bytes and all (QA).
+    data = HEAD + b"Transfer-Encoding: " + te + b"\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+    with pytest.raises(ProtocolFailure, match="not asked for"):
+        read(data, whole=whole)
+
+
+@both
 def test_a_body_without_a_length_ends_with_the_connection(whole: bool) -> None:
     got = read(HEAD + b"\r\nto the end", whole=whole)
     assert (got.body, got.complete) == (b"to the end", False)

@@ -3,13 +3,15 @@ younger than the TTL: every restart asked every host's robots.txt again (QA)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ubipy.fetch.politeness import Entry, JobKind, Scheduler
 
 TTL = 86_400.0
 RULES = b"User-agent: *\nDisallow: /private/\n"
 
 
-def _scheduler(kept: dict[tuple[str, str], tuple[float, bytes | None]]) -> Scheduler:
+def _scheduler(kept: Mapping[tuple[str, str], tuple[float, bytes | None]]) -> Scheduler:
     s = Scheduler(delay=1.0, window=8, loader=lambda h, a, n: [], robots_ttl=TTL)
     s.robots.cache = lambda host, scheme: kept.get((host, scheme))
     return s

@@ -346,6 +346,12 @@ class ResponseReader:
                     self._failure = _READ_AGAIN
                     raise _Stop
                 chunked = value.rstrip(b" \t").lower().endswith(b"chunked")
+                codings = {c.strip(b" \t").lower() for c in value.split(b",")}
+                if other := codings - {b"chunked", b"identity", b""}:
+                    # Asked for none (no TE sent): "gzip, chunked" was kept as the
+                    # page, its gzip bytes and all (QA).
+                    self._failure = f"transfer coding {min(other)!r} not asked for"
+                    raise _Stop
                 # llhttp drops trailing spaces, not tabs: it read another coding.
                 if chunked and not self._reread and not value.rstrip(b" ").endswith(b"chunked"):
                     self._failure = _READ_AGAIN
