@@ -78,6 +78,21 @@ async def test_a_body_over_the_cap_is_cut_and_marked_truncated() -> None:
     assert len(exact.body) == 5000 and not exact.truncated
 
 
+async def test_an_html_answer_where_a_sitemap_was_asked_for_is_cut_as_a_page() -> None:
+    """A sitemap is read to the protocol's 50 MB; an HTML answer to it (a gzip bomb of
+    spaces at /sitemap.xml, QA) only to --max-body, as pages are."""
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        ctype = "text/html" if request.url.path == "/page" else "application/xml"
+        return httpx2.Response(200, headers={"content-type": ctype}, content=b"x" * 5000)
+
+    async with _client(handler) as client:
+        html = await fetch(client, "http://a.test/page", max_bytes=5000, html_cap=1000)
+        xml = await fetch(client, "http://a.test/sitemap.xml", max_bytes=5000, html_cap=1000)
+    assert (len(html.body), html.truncated) == (1000, True)
+    assert (len(xml.body), xml.truncated) == (5000, False)
+
+
 async def test_the_cap_applies_to_decompressed_bytes() -> None:
     bomb = gzip.compress(b"\0" * 2_000_000)
     assert len(bomb) < 10_000

@@ -241,11 +241,13 @@ async def fetch(
     max_bytes: int,
     accept: Callable[[str | None], bool] | None = None,
     validators: Validators | None = None,
+    html_cap: int | None = None,
 ) -> FetchResult:
-    """GET ``url``; keep at most ``max_bytes`` of the (decoded) body. With ``accept``,
-    the body of a successful answer whose media type it refuses is not read. With
-    ``validators`` (a copy's ETag and Last-Modified), the GET is conditional: a page
-    that did not change answers 304 with no body."""
+    """GET ``url``; keep at most ``max_bytes`` of the (decoded) body, ``html_cap`` of
+    an HTML one (a page where a sitemap was asked for is read as pages are). With
+    ``accept``, the body of a successful answer whose media type it refuses is not
+    read. With ``validators`` (a copy's ETag and Last-Modified), the GET is
+    conditional: a page that did not change answers 304 with no body."""
     start = trio.current_time()
     headers = None if validators is None else validators.headers()
     try:
@@ -267,6 +269,8 @@ async def fetch(
             sniffed = typed and ctype is None
             refused = accept is not None and typed and not sniffed and not accept(ctype)
             kept, truncated = b"", False
+            if html_cap is not None and ctype in HTML_TYPES:
+                max_bytes = min(max_bytes, html_cap)
             if not refused:
                 # Without a content coding the raw bytes are the decoded ones: one
                 # generator fewer, and none from ubipy's transport.
