@@ -140,8 +140,7 @@ class PolitenessConfig:
     """How hard a host is asked: the delay between its requests, the requests in
     flight over all hosts, and robots.txt's retries."""
 
-    # From the end of one request to a host to the start of the next; robots.txt
-    # Crawl-delay raises it, never lowers it.
+    # From one request's end to the next's start; a Crawl-delay raises it, never lowers it.
     delay: float = option(
         1.0,
         flag="--delay",
@@ -537,8 +536,9 @@ class CrawlConfig:
         Path("ubipy-data"),
         flag="--data",
         metavar="DIR",
-        help="data directory: the peer's shard and id (created if missing); one peer at "
-        "a time, which holds DIR/lock while it runs",
+        help="data directory (required, or data_dir in --config's file): the peer's shard "
+        "and id (created if missing); one peer at a time, which holds DIR/lock while it runs",
+        required=True,
     )
     listen: str = option(
         "127.0.0.1:7000",

@@ -64,6 +64,8 @@ class Option:
     choices: tuple[object, ...] | None = None
     # The flag turns a true-by-default option off (``--no-bodies``).
     negated: bool = False
+    # ``ubipy peer`` wants it given (its default serves other commands: the demo).
+    required: bool = False
 
 
 def option(
@@ -75,9 +77,10 @@ def option(
     metavar: str | None = None,
     choices: tuple[object, ...] | None = None,
     negated: bool = False,
+    required: bool = False,
 ) -> Any:
     """A dataclass field that is an option: ``delay: float = option(1.0, help=...)``."""
-    metadata = {_METADATA_KEY: Option(help, flag, metavar, choices, negated)}
+    metadata = {_METADATA_KEY: Option(help, flag, metavar, choices, negated, required)}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -352,6 +355,7 @@ def reference(root: type) -> str:
         for s in siblings:
             # Named, not given: the docs would be stale at the next release.
             default = _toml(s.default).replace(__version__, "VERSION")
+            default = "required" if s.option.required else default
             flag = f"`{s.option.flag}`" if s.option.flag else ""
             if s.option.negated:
                 flag += " (sets `false`)"
