@@ -51,7 +51,7 @@ from ubipy.peer.resolving import ResolveStage
 from ubipy.peer.robotsanswers import robots_answered
 from ubipy.peer.router import Router
 from ubipy.peer.scopesharing import keep_scope, load_scope, widen_to_redirect
-from ubipy.peer.sitemapping import Sitemapping, sitemap_types
+from ubipy.peer.sitemapping import Sitemapping, page_accept
 from ubipy.peer.wakeup import Wakeup
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, PageRecord, Shard
 
@@ -144,6 +144,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
             in_scope=self.scope.allows_host,
             chains=self._redirects,
         )  # fmt: skip
+        self._accepts = functools.partial(page_accept, self._accept, sitemaps=self.sitemaps.enabled)
         # Set while the shard refuses writes; cleared by the first flush that works.
         self.storage_error: str | None = None
         self.storage_failing = trio.Event()
@@ -444,15 +445,6 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         kept = self._shard.robots_kept(host, scheme)
         return None if kept is None else (time.time() - kept.at, kept.body)
 
-    def _accept_for(self, job: Job) -> Callable[[str | None], bool]:
-        """--accept for a page, widened for a seed or a host's /sitemap.xml to the types
-        a sitemap may come in (sitemapping.sitemap_types)."""
-        types = sitemap_types(job.entry) if job.entry and self.sitemaps.enabled else None
-        if not types:
-            return self._accept
-        accept = self._accept
-        return lambda ctype: ctype in types or accept(ctype)
-
     async def _run_job(self, job: Job) -> None:
         robots = job.kind is JobKind.ROBOTS
         sitemap = job.kind is JobKind.SITEMAP  # of any type, up to the protocol's 50 MB
@@ -486,7 +478,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
                     self._in_flight[scope] = True
                     scope.cancel()
                     await trio.lowlevel.checkpoint()  # raises here: no byte of it is sent
-                accept = None if robots or sitemap else self._accept_for(job)
+                accept = None if robots or sitemap else self._accepts(job.entry)
                 copy = None
                 if self.refresher is not None and job.entry is not None:
                     copy = self.refresher.validators(job.entry)

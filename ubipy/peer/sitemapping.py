@@ -315,6 +315,15 @@ def sitemap_types(entry: Entry) -> frozenset[str]:
     return _SEED_TYPES if entry.depth == 0 else _XML_TYPES
 
 
+def page_accept(
+    accept: Callable[[str | None], bool], entry: Entry | None, *, sitemaps: bool
+) -> Callable[[str | None], bool]:
+    """--accept (``accept``) for a page, widened for a seed or a host's /sitemap.xml to
+    the types a sitemap may come in (:func:`sitemap_types`)."""
+    types = sitemap_types(entry) if entry is not None and sitemaps else None
+    return accept if not types else (lambda ctype: ctype in types or accept(ctype))
+
+
 def not_accepted_after_all(
     entry: Entry, result: FetchResult, accept: Callable[[str | None], bool]
 ) -> FetchResult:
