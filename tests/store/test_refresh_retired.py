@@ -67,7 +67,8 @@ def test_a_refused_commit_keeps_its_retired_pages_for_the_next(tmp_path: Path) -
 
 def test_a_retired_page_is_not_taken_for_one_never_revisited(tmp_path: Path) -> None:
     """A restart with --recrawl makes due the pages fetched with no revisit row
-    (Refresher._adopt_unrefreshed): a retired one has its visits, and stays retired."""
+    (Refresher._adopt_unrefreshed): a retired one has its visits, and stays retired; one
+    of a host handed to another peer is that peer's to refresh."""
     shard = Shard.open(tmp_path)
     insert = (
         "INSERT INTO pages (fp, url, host, status, length, fetched_at, digest, depth, error) "
@@ -81,10 +82,16 @@ def test_a_retired_page_is_not_taken_for_one_never_revisited(tmp_path: Path) -> 
             (4, 404, "d4", None),
             (5, 200, None, None),  # no body kept
             (6, 200, "d6", "type not accepted: image/png"),
+            (7, 200, "d7", None),  # its host handed to another peer: no frontier row
         ):
-            shard._conn.execute(
-                insert, (fp, f"http://a.test/p{fp}", status, 5.0 - fp, digest, error)
-            )
+            url = f"http://a.test/p{fp}"
+            shard._conn.execute(insert, (fp, url, status, 5.0 - fp, digest, error))
+            if fp != 7:
+                shard._conn.execute(
+                    "INSERT INTO frontier (fp, url, host, depth, state) "
+                    "VALUES (?, ?, 'a.test', 1, 1)",
+                    (fp, url),
+                )
     shard.save_refresh([_row(3)], [Visit(2, 50.0, 410, False, "d2", url="http://a.test/p2")])
     assert [r[0] for r in shard.never_revisited()] == [1]
     shard.close()

@@ -223,10 +223,13 @@ class PagesMixin:
         """The pages fetched with a 200 and a body kept (fp, url, host, depth, fetched_at,
         etag, last_modified, digest) that have no revisit row and were never visited
         again: fetched while the crawl was no --recrawl one (a retired page has its
-        visits, and stays retired), oldest first."""
+        visits, and stays retired), oldest first. Only those whose host is still this
+        shard's: a host handed to another peer keeps its pages here, not its frontier
+        rows, nor its revisit rows (its new owner refreshes it)."""
         return self._conn.execute(
             "SELECT fp, url, host, depth, fetched_at, etag, last_modified, digest FROM pages p "
             "WHERE status = 200 AND error IS NULL AND digest IS NOT NULL "
+            "AND EXISTS (SELECT 1 FROM frontier f WHERE f.fp = p.fp) "
             "AND NOT EXISTS (SELECT 1 FROM refresh r WHERE r.fp = p.fp) "
             "AND NOT EXISTS (SELECT 1 FROM visits v WHERE v.fp = p.fp) "
             "ORDER BY fetched_at"
