@@ -231,33 +231,27 @@ class _Conn:
                             # (a large frame on a slow link): dropped, as it must be,
                             # but no reason to cut the frames behind it.
                             continue
-                        bad_run += 1
-                        if bad_run >= MAX_BAD_FRAMES:
-                            self._cut("bad_frames")
-                            self.note("cut", f"{bad_run} bad frames in a row")
-                            return
-                        continue
-                    assert isinstance(event, Frame)
-                    if not accepted and self.reader.frames == 1:
-                        self.scope.deadline = math.inf
-                    if accepted:
-                        if self.reader.frames == 1:
-                            links.accepted.authenticated(self)
-                            links.strikes.authenticated(self.source)
-                        # Idle is measured in frames, or in _STEADY bytes of one: a
-                        # byte now and then of a frame that never ends does not hold
-                        # the connection.
-                        self.scope.deadline = trio.current_time() + IDLE_TIMEOUT
-                        moved = 0
-                    if self.address:
-                        links.trouble.pop(self.address, None)
-                    links.stats.frames_in[event.type.name] += 1
-                    if event.type is FrameType.HELLO or await links.dispatch(event, self):
-                        bad_run = 0
-                        continue
-                    # Authentic but of no sense (BAD_PAYLOAD): in the run as any
-                    # rejected frame is (QA: a member's flood never ended, each frame
-                    # reset the run).
+                    else:
+                        assert isinstance(event, Frame)
+                        if not accepted and self.reader.frames == 1:
+                            self.scope.deadline = math.inf
+                        if accepted:
+                            if self.reader.frames == 1:
+                                links.accepted.authenticated(self)
+                                links.strikes.authenticated(self.source)
+                            # Idle is measured in frames, or in _STEADY bytes of one: a
+                            # byte now and then of a frame that never ends does not hold
+                            # the connection.
+                            self.scope.deadline = trio.current_time() + IDLE_TIMEOUT
+                            moved = 0
+                        if self.address:
+                            links.trouble.pop(self.address, None)
+                        links.stats.frames_in[event.type.name] += 1
+                        if event.type is FrameType.HELLO or await links.dispatch(event, self):
+                            bad_run = 0
+                            continue
+                    # A frame rejected, or authentic and of no sense (BAD_PAYLOAD: a
+                    # member's flood of them never ended, each reset the run, QA).
                     bad_run += 1
                     if bad_run >= MAX_BAD_FRAMES:
                         self._cut("bad_frames")
