@@ -183,6 +183,39 @@ async def test_a_silent_server_times_out(nursery: trio.Nursery) -> None:
     silent.set()
 
 
+@pytest.mark.parametrize("cut", ["time-out", "cancelled"])
+async def test_a_request_cut_short_resets_its_connection(nursery: trio.Nursery, cut: str) -> None:
+    """Closed plainly (a FIN), a request queued behind a dead path was sent on by the
+    kernel and reached its server 54 s after the peer had given the host up (QA): a
+    request the crawler cuts short resets its connection, whatever it left unsent."""
+    ended: list[str] = []
+    done = trio.Event()
+
+    async def hang(stream: trio.SocketStream, _: int) -> None:
+        await _read_head(stream)
+        try:
+            ended.append("closed" if await stream.receive_some(10) == b"" else "data")
+        except trio.BrokenResourceError:
+            ended.append("reset")
+        done.set()
+
+    server = Server(hang)
+    await nursery.start(server.serve)
+    transport = PooledTransport(read_timeout=0.2 if cut == "time-out" else 60.0)
+    async with httpx2.AsyncClient(transport=transport, timeout=None) as client:
+        url = f"http://127.0.0.1:{server.port}/x"
+        if cut == "time-out":
+            with pytest.raises(httpx2.ReadTimeout):
+                await client.get(url)
+        else:
+            with trio.move_on_after(0.3) as abandoned:  # as a pause abandons it
+                await client.get(url)
+            assert abandoned.cancelled_caught
+    with trio.fail_after(5):
+        await done.wait()
+    assert ended == ["reset"]
+
+
 async def test_a_refused_connection_is_a_connect_error() -> None:
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     port = listeners[0].socket.getsockname()[1]

@@ -19,12 +19,15 @@ goes out), so every fetch still yields to the other tasks and sees a cancellatio
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import struct
 from collections.abc import Sequence
 
 import trio
 
-__all__ = ["DirectSocketStream", "connect_in_turn"]
+__all__ = ["DirectSocketStream", "connect_in_turn", "reset_on_close", "socket_of"]
 
 _READ_SIZE = 65_536
 
@@ -108,3 +111,21 @@ async def connect_in_turn(
                 raise
             failures.append(f"{address}: {exc or type(exc).__name__}")
     raise OSError("; ".join(failures))
+
+
+# SO_LINGER on, 0 s: close() resets the connection, dropping what is left to send.
+_RESET = struct.pack("ii", 1, 0)
+
+
+def socket_of(stream: object) -> trio.socket.SocketType | None:
+    """The socket under a plain or a TLS stream (None: another kind, a test's)."""
+    inner = getattr(stream, "transport_stream", stream)
+    sock = getattr(inner, "socket", None)
+    return sock if isinstance(sock, trio.socket.SocketType) else None
+
+
+def reset_on_close(stream: object) -> None:
+    """Make the stream's close a reset: what the kernel holds to send is dropped."""
+    if (sock := socket_of(stream)) is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)

@@ -49,7 +49,7 @@ from ubipy.fetch.origins import DEFAULT_PORTS, Origin, origin_of
 from ubipy.fetch.origins import PlainGet as PlainGet
 from ubipy.fetch.origins import bracketed as _bracketed
 from ubipy.fetch.origins import plain_get as plain_get
-from ubipy.fetch.sockets import DirectSocketStream, connect_in_turn
+from ubipy.fetch.sockets import DirectSocketStream, connect_in_turn, reset_on_close, socket_of
 from ubipy.fetch.tls import TlsStream, certificate_failure, tls_context
 from ubipy.fetch.tlssessions import TlsSession, fast_sessions
 from ubipy.fetch.tunnel import AddressRefused as AddressRefused
@@ -110,14 +110,18 @@ class _Connection:
     def looks_alive(self) -> bool:
         # An idle keep-alive socket that is readable has been closed (or sent
         # garbage) by the server: either way it cannot carry a new request.
-        sock = getattr(self.stream, "socket", None)
-        if sock is None and isinstance(self.stream, TlsStream):
-            if self.stream.ended:
-                return False  # its close_notify read, whether or not its end has come
-            sock = getattr(self.stream.transport_stream, "socket", None)
+        if isinstance(self.stream, TlsStream) and self.stream.ended:
+            return False  # its close_notify read, whether or not its end has come
+        sock = socket_of(self.stream)
         return sock is None or not sock.is_readable()
 
-    async def aclose(self) -> None:
+    async def aclose(self, *, reset: bool = False) -> None:
+        """Close it; ``reset``: its exchange was cut short (a time-out, a pause's
+        abandonment), and a reset drops what the kernel still holds to send: closed
+        plainly, a request queued behind a dead path reached its server 54 s later,
+        when another peer had the host (QA)."""
+        if reset:
+            reset_on_close(self.stream)
         with trio.CancelScope(shield=True):
             await trio.aclose_forcefully(self.stream)
 
@@ -192,7 +196,9 @@ class PooledBody(httpx2.AsyncByteStream):
             return
         self._closed = True
         reader = self._reader
-        await self._transport._release(self._conn, reusable=reader.complete and reader.reusable)
+        await self._transport._release(
+            self._conn, reusable=reader.complete and reader.reusable, reset=not reader.complete
+        )
 
 
 async def _receive_more(
@@ -318,7 +324,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         try:
             reader = await self._exchange(conn, method, target, headers, content, read_timeout)
         except BaseException:
-            await conn.aclose()
+            await conn.aclose(reset=True)
             raise
         assert reader.status is not None
         conn.kept_for = _kept_for(reader.headers, conn.kept_for)
@@ -534,7 +540,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             del self._sessions[next(iter(self._sessions))]
         self._sessions[conn.origin] = session
 
-    async def _release(self, conn: _Connection, *, reusable: bool) -> None:
+    async def _release(self, conn: _Connection, *, reusable: bool, reset: bool = False) -> None:
         if not conn.session_checked and isinstance(conn.stream, TlsStream):
             self._keep_session(conn, conn.stream)
         if reusable and not self._closed:
@@ -551,7 +557,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
                 if len(self._idle_order) > self._max_idle:
                     await self._close_idle(next(iter(self._idle_order)))
                 return
-        await conn.aclose()
+        await conn.aclose(reset=reset)
 
     async def _close_idle(self, conn: _Connection) -> None:
         del self._idle_order[conn]
