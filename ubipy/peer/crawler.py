@@ -39,7 +39,7 @@ from ubipy.fetch import (
 from ubipy.peer.commits import Commits, CommitTiming
 from ubipy.peer.crawlstats import CrawlStats, SeedResult
 from ubipy.peer.discovery import candidates, seed_candidates
-from ubipy.peer.giveups import ROBOTS_UNREACHABLE, GiveUps
+from ubipy.peer.giveups import ROBOTS_UNREACHABLE, GiveUps, to_restore
 from ubipy.peer.hostmoves import HostMovesMixin
 from ubipy.peer.ordering import Ordering
 from ubipy.peer.outboxes import OutboxesMixin
@@ -181,10 +181,11 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
             self.stats.filtered.update(self.refresher.load())
         # A restarted peer owes each host the delay after the last run's last request,
         # and what it spent of the host's budget: recalled as the host's slot is made.
-        for host, n in self._shard.pending_hosts():
+        given_up = self._shard.given_up()
+        for host, n in to_restore(self._shard, given_up):
             self.scheduler.restore(host, n)
             self._pending += n
-        self.giveups.restore(self._shard.given_up(), time.time(), trio.current_time())
+        self.giveups.restore(given_up, time.time(), trio.current_time())
         # Unacknowledged forwards of the last run go out again; those the ring now places
         # here are admitted (left in the outbox, nothing would ever send them), or, on
         # a full disk, wait for the committer's next try (raised, the peer failed to

@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import trio
 
 from ubipy.errors import StorageError
 from ubipy.fetch import ROBOTS_UNREACHABLE, DnsFailure
 from ubipy.peer.wakeup import Wakeup
-from ubipy.store import GivenUp
+from ubipy.store import GivenUp, Shard
 
-__all__ = ["ROBOTS_UNREACHABLE", "TRIED_AGAIN", "GiveUps"]
+__all__ = ["ROBOTS_UNREACHABLE", "TRIED_AGAIN", "GiveUps", "to_restore"]
 
 log = logging.getLogger(__name__)
 
@@ -98,3 +98,16 @@ class GiveUps:
                     due[host] = now + _STORAGE_RETRY
                     break
                 log.info("%s: given up a while ago, tried again (%d URLs)", host, n)
+
+
+def to_restore(shard: Shard, given_up: Iterable[GivenUp]) -> Iterator[tuple[str, int]]:
+    """The hosts with pending rows a start restores, and how many each has. A host the
+    last run gave up has its pending rows (admitted after it was: they stayed pending)
+    closed as its others were, for its revival to reopen (QA: its robots.txt was asked
+    again at every restart, though it was to be tried again a --robots-ttl later)."""
+    why = {g.host: g.reason for g in given_up}
+    for host, n in shard.pending_hosts():
+        if host in why:
+            shard.skip_host(host, why[host])
+        else:
+            yield host, n
