@@ -32,7 +32,7 @@ from ubipy.net.guard import (
 )
 from ubipy.net.handlers import Handler
 from ubipy.net.network import Network, TcpNetwork, endpoint, remote_host
-from ubipy.net.relays import Relays
+from ubipy.net.relays import Relays, refused_dial
 from ubipy.wire import (
     CLOSED,
     FIRST_FRAME_CAP,
@@ -480,7 +480,7 @@ class Links:
                 self._dial_failures[address] = failures + 1
                 self.stats.dial_failures += 1
                 self.unreachable.add(address)
-                self.note_trouble(address, f"cannot connect: {str(exc) or type(exc).__name__}")
+                self.note_trouble(address, f"cannot connect: {_dial_failure(exc)}")
                 self.relays.dial_failed(address, exc)
                 log.debug("cannot reach %s: %s", address, exc)
                 return None
@@ -561,6 +561,15 @@ class Links:
             conn.closed = True
             if self._nursery is not None:
                 self._nursery.start_soon(_close_after_sends, conn)
+
+
+def _dial_failure(exc: BaseException) -> str:
+    """Why a dial failed, in words: "TooSlowError" was said as it was (QA)."""
+    if isinstance(exc, trio.TooSlowError):
+        return "no answer to the connection within 5 s (a firewall that drops?)"
+    if refused_dial(exc):
+        return "connection refused (nothing listens on that port)"
+    return str(exc) or type(exc).__name__
 
 
 def _anyone(address: str) -> str:
