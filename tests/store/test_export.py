@@ -447,7 +447,7 @@ def _broken(tmp_path: Path, kind: str) -> Path:
         ("garbage", "not a readable ubipy shard"),
         ("plain-sqlite", "not a ubipy shard (no schema version)"),
         ("no-pages-table", "not a readable ubipy shard: no such table"),
-        ("future-version", "shard schema version 99 is not supported"),
+        ("future-version", "shard schema version 99 was written by a later ubipy"),
         ("unknown-codec", "unknown body codec 'zstd'"),
         ("corrupt-body", "a stored body is corrupt"),
     ],

@@ -370,6 +370,18 @@ def _apply(conn: sqlite3.Connection, script: str, version: int) -> None:
         raise
 
 
+def unsupported(path: object, version: int) -> str:
+    """Why a shard of ``version`` is refused: one a later ubipy wrote says so, and what
+    to do (it said "not supported", and no more: QA)."""
+    if version > SCHEMA_VERSION:
+        return (
+            f"{path}: shard schema version {version} was written by a later ubipy (this one "
+            f"reads versions 1 to {SCHEMA_VERSION}): use that ubipy, or a later one; a "
+            "shard is never migrated back"
+        )
+    return f"{path}: shard schema version {version} is not one ubipy knows"
+
+
 def migrate(conn: sqlite3.Connection, version: int) -> None:
     """Bring a shard of an older schema up to SCHEMA_VERSION, one version per
     transaction: a migration cut short leaves the shard at the last version it reached."""

@@ -29,7 +29,7 @@ from ubipy.store.robotskept import RobotsKeptMixin
 from ubipy.store.rows import FrontierRow as FrontierRow
 from ubipy.store.rows import HostMark as HostMark
 from ubipy.store.rows import NewURL as NewURL
-from ubipy.store.schema import RANK_INDEX, create, migrate
+from ubipy.store.schema import RANK_INDEX, create, migrate, unsupported
 from ubipy.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from ubipy.store.schema import SHARD_FILE as SHARD_FILE
 from ubipy.store.seedlookups import SeedLookupsMixin
@@ -134,10 +134,7 @@ class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin, ReplicaMixi
             elif version != SCHEMA_VERSION:
                 if not 0 < version < SCHEMA_VERSION:
                     conn.close()
-                    raise ShardError(
-                        f"{path}: shard schema version {version} is not supported by this "
-                        f"ubipy (expects {SCHEMA_VERSION})"
-                    )
+                    raise ShardError(unsupported(path, version))
                 migrate(conn, version)
             recovered = recover_warc(conn, data_dir, lambda: sync_wal(path, directory=True))
             # Its first read of the frontier: a damaged page (schema intact) shows here.

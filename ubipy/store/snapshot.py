@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ubipy.errors import ExportError
 from ubipy.store.schema import PEER_ID_META as PEER_ID_META
+from ubipy.store.schema import unsupported
 from ubipy.store.shard import SCHEMA_VERSION, SHARD_FILE
 from ubipy.store.warcrecords import iso_utc as iso_utc
 
@@ -187,10 +188,7 @@ class ShardReader:
             if version == 0:
                 raise ExportError(f"{path}: not a ubipy shard (no schema version)")
             if not 1 <= version <= SCHEMA_VERSION:
-                raise ExportError(
-                    f"{path}: shard schema version {version} is not supported by this "
-                    f"ubipy (expects {SCHEMA_VERSION})"
-                )
+                raise ExportError(unsupported(path, version))
             self._columns = _COLUMNS if version >= 2 else _COLUMNS_V1
             self._has_visits = version >= _VISITS_SINCE
             self._visit_columns = (
