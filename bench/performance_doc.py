@@ -122,6 +122,12 @@ fetcher's path one branch longer): **8.00** with `--repeat 1` (ubipy 0.44 ms a p
 Scrapy 3.50), then **7.97** with `--repeat 3`; HTTPS over HTTP with `--max-requests 5`,
 `--repeat 2`, 1.29 (0.62 / 0.48 ms; OpenSSL's own calls 0.07 of the 0.14 ms a page, 4,183
 handshakes, 3,983 of them resumed).
+The forty-third session, the same kind of machine, quiet (f6a4a64; no change aimed at
+CPU, a host's /sitemap.xml answered with a page no longer parsed as one): **8.07** with
+`--repeat 3` (ubipy 0.45-0.47 ms a page, Scrapy 3.68-3.70; the crawl alone 0.43-0.46
+against 3.65-3.67); HTTPS over HTTP with `--max-requests 5`, `--repeat 2`, 1.25 (0.67 /
+0.54 ms; OpenSSL's own calls 0.07 of the 0.13 ms a page). Callgrind on 60 hosts x 50
+pages (`--instructions`): 2,944,772 instructions a page at 076b90c, 2,809,217 at 241d645.
 
 Instructions a page (`--instructions`: each crawler under valgrind's callgrind, start-up
 included, about a third of ubipy's count on this small web) repeat within 1% where CPU
