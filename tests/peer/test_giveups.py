@@ -21,7 +21,7 @@ from tests.peer.test_handoff import crawler_at
 from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
 from ubipy.errors import StorageError
 from ubipy.fetch import DnsFailure, Resolver
-from ubipy.peer.giveups import ROBOTS_UNREACHABLE, GiveUps
+from ubipy.peer.giveups import ROBOTS_UNREACHABLE, GiveUps, to_restore
 from ubipy.store import GivenUp
 from ubipy.store.shard import SHARD_FILE
 
@@ -269,3 +269,18 @@ async def test_hosts_an_earlier_run_gave_up_are_tried_again_from_when_they_were(
         ("late.test", 70),
         ("future.test", 100),
     ]
+
+
+def test_a_full_disk_at_a_start_restores_a_given_up_hosts_urls_as_before() -> None:
+    """Closing a given-up host's pending rows is a write: refused (a full disk), the
+    host is restored as before the change (its robots.txt asked), the peer starts."""
+
+    class FullDisk:
+        def pending_hosts(self) -> list[tuple[str, int]]:
+            return [("a.test", 2), ("b.test", 1)]
+
+        def skip_host(self, host: str, reason: str) -> int:
+            raise StorageError("database or disk is full")
+
+    given_up = [GivenUp("b.test", ROBOTS_UNREACHABLE, 0.0)]
+    assert list(to_restore(FullDisk(), given_up)) == [("a.test", 2), ("b.test", 1)]  # type: ignore[arg-type]

@@ -108,6 +108,9 @@ def to_restore(shard: Shard, given_up: Iterable[GivenUp]) -> Iterator[tuple[str,
     why = {g.host: g.reason for g in given_up}
     for host, n in shard.pending_hosts():
         if host in why:
-            shard.skip_host(host, why[host])
-        else:
-            yield host, n
+            try:
+                shard.skip_host(host, why[host])
+                continue
+            except StorageError as exc:  # a full disk: asked again, as before
+                log.warning("%s: its pending URLs not closed: %s", host, exc)
+        yield host, n
