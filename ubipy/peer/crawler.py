@@ -485,7 +485,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
                     copy = self.refresher.validators(job.entry)
                 result = await fetch(
                     self._client, job.url, max_bytes=cap, accept=accept, validators=copy,
-                    html_cap=self.config.fetch.max_body_bytes,
+                    html_cap=self.config.fetch.max_body_bytes if sitemap else None,
                 )  # fmt: skip
         finally:
             if reading:

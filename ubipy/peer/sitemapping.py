@@ -300,8 +300,10 @@ _SEED_TYPES = _XML_TYPES | {"text/plain"}
 
 def _may_be_sitemap(entry: Entry) -> bool:
     """A seed, or a host's own /sitemap.xml found as a link first (robots.txt's then
-    finds it taken): one such URL a host, so they cannot nest."""
-    return entry.depth == 0 or path_and_query(entry.url) == SITEMAP_PATH
+    finds it taken): one such URL a host, so they cannot nest. Asked of every page
+    (its --accept, its answer): the URL is parsed only if it names a sitemap at all."""
+    url = entry.url
+    return entry.depth == 0 or (SITEMAP_PATH in url and path_and_query(url) == SITEMAP_PATH)
 
 
 def sitemap_types(entry: Entry) -> frozenset[str]:
@@ -330,7 +332,10 @@ def not_accepted_after_all(
     """A page's answer read only in case it was a sitemap (:func:`sitemap_types`), when
     it was not one: what --accept would have made of it."""
     ctype = result.content_type
-    if not (result.accepted and _succeeded(result) and ctype in sitemap_types(entry)):
+    # The type first: an HTML page's (most) is no sitemap's, whatever its URL.
+    if ctype not in _SEED_TYPES or not (
+        result.accepted and _succeeded(result) and ctype in sitemap_types(entry)
+    ):
         return result  # a redirect's, an error's: --accept does not judge those
     if accept(ctype):
         return result
