@@ -111,16 +111,16 @@ class World:
 async def test_a_late_grant_is_held_while_its_request_runs(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """A's ask takes 2.5 s to reach the owner: A goes ahead at 2 s (its patience),
-    unleased, for 5 s; the grant comes at 2.5 s. B asks at 3 s: before, A gave the
-    grant back at once and B was granted the address while A's request ran."""
+    """A's asks take 4.5 s to reach the owner: A goes ahead at 4 s (its patience,
+    twice), unleased, for 5 s; the grant comes at 4.5 s. B asks at 5 s: before, A gave
+    the grant back at once and B was granted the address while A's request ran."""
     async with trio.open_nursery() as nursery:
-        world = World(nursery, {"a": PATIENCE + 0.5, "b": 0.001})
+        world = World(nursery, {"a": 2 * PATIENCE + 0.5, "b": 0.001})
         start = trio.current_time()
         nursery.start_soon(world.request, "a", "a.test", 5.0)
-        await trio.sleep_until(start + 3.0)
+        await trio.sleep_until(start + 2 * PATIENCE + 1.0)
         assert not await world.request("b", "b.test", 0.05)  # A's request holds it
-        await trio.sleep_until(start + PATIENCE + 5.0 + 0.01)  # A's request is over
+        await trio.sleep_until(start + 2 * PATIENCE + 5.0 + 0.01)  # A's request is over
         assert await world.request("b", "b.test", 0.05)
     a, b = sorted(world.requests, key=lambda r: r[2])
     assert world.askers["a"][0].stats.timeouts == 1  # it went ahead unleased
@@ -133,9 +133,9 @@ async def test_a_grant_that_comes_after_its_request_ended_is_given_back_at_once(
 ) -> None:
     """A's request (1 s) is over when the grant comes: nothing to hold it for."""
     async with trio.open_nursery() as nursery:
-        world = World(nursery, {"a": PATIENCE + 1.5, "b": 0.001})
+        world = World(nursery, {"a": 2 * PATIENCE + 1.5, "b": 0.001})
         start = trio.current_time()
         nursery.start_soon(world.request, "a", "a.test", 1.0)
-        await trio.sleep_until(start + 3.6)  # A's grant came at 3.5 and went back
+        await trio.sleep_until(start + 5.6)  # A's grant came at 5.5 and went back
         assert await world.request("b", "b.test", 0.05)
     assert world.overlapping() == []

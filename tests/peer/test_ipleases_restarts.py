@@ -15,7 +15,7 @@ import trio.testing
 from tests.peer.test_ipleases import A, Q, asker
 from ubipy.peer.ipleases import PATIENCE, RENEW_EVERY, START_GRACE
 from ubipy.peer.leasetable import LeaseTable, Verdict
-from ubipy.wire import IpGrant, IpLease, IpRelease
+from ubipy.wire import IpGrant, IpLease, IpRelease, Message
 
 B = "11.1.1.2"
 GAP = 0.2
@@ -161,14 +161,40 @@ async def test_a_request_gone_ahead_unleased_renews_and_a_grant_makes_it_held(
     async with trio.open_nursery() as nursery:
         leases._start_soon = nursery.start_soon
         assert await crawler.clear_to_fetch("h.test")
-        [(_, ask)] = wire.sent
-        assert isinstance(ask, IpLease) and leases.stats.timeouts == 1
+        [(_, ask), (_, again)] = wire.sent  # asked twice
+        assert isinstance(ask, IpLease) and again == ask and leases.stats.timeouts == 1
         await trio.sleep(RENEW_EVERY + 0.01)
         assert wire.sent[-1] == ("q:1", IpLease(ask.id, A, leases.run, held=True))
         await leases.on_grant("q", IpGrant(ask.id, A, True), wire.reply)
         crawler.on_request_end("h.test")
         await leases.on_grant("q", IpGrant(ask.id, A, False), wire.reply)  # taken
     assert IpRelease(ask.id, A) in [m for _, m in wire.sent]
+
+
+async def test_an_ask_lost_with_an_owner_s_old_process_is_asked_of_its_new_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The owner killed as it was asked and restarted at once (the ring kept it): the
+    first ask is never answered; the second reaches the new run, which, in its
+    grace, denies. Going ahead after the first, the request overlapped another
+    peer's, under the old process's lease (seen in tests/cluster)."""
+    leases, crawler, wire = asker("q", None)
+    asks: list[IpLease] = []
+
+    async def send(address: str, message: Message) -> bool:
+        if isinstance(message, IpLease):
+            asks.append(message)
+            if len(asks) == 2:  # the new run answers
+                denied = IpGrant(message.id, A, False, START_GRACE)
+                await leases.on_grant("q", denied, wire.reply)
+        return True
+
+    leases._send = send
+    before = trio.current_time()
+    assert not await crawler.clear_to_fetch("h.test")
+    assert trio.current_time() - before == pytest.approx(PATIENCE)
+    assert asks[0] == asks[1]  # the same request's
+    assert leases.stats.timeouts == 0 and leases.stats.denied == 1
 
 
 async def test_a_starting_owner_denies_asks_and_takes_renewals(

@@ -31,9 +31,10 @@ What goes wrong, and what happens then:
   older version ignores as the answer to nothing), and the holder sends it again
   until answered or the lease would have expired there anyway; none while the owner
   is out of the ring (gone, or back in a moment). Idempotent, it frees its lease only;
-- the owner does not answer within ``patience`` (dead, cut off, or a peer of an
-  older version that drops the frame): the request goes ahead under the peer's own
-  rule and is counted (``ip_lease_timeouts``), so no crawl stalls on a lost owner.
+- the owner does not answer within ``patience``, asked twice (dead, cut off, or a
+  peer of an older version that drops the frame): the request goes ahead under the
+  peer's own rule and is counted (``ip_lease_timeouts``), so no crawl stalls on a
+  lost owner.
   A grant that arrives after its asker gave up is kept while the request it was
   asked for runs, and given back when it ends, as any lease (given back at once, it
   let the owner grant the address to another while that request still ran); one
@@ -271,6 +272,12 @@ class IpLeases:
             verdict: Verdict | None = await self._when_next(address, (owner, lease_id))
         else:
             verdict = await self._ask(owner, address, lease_id)
+            if verdict is None and self._router.owner(address) == owner:
+                # Asked once more: an owner restarted at once (too soon for the ring to
+                # notice) lost the first ask with its old process, and going ahead
+                # overlapped a request under that process's lease; its new run answers
+                # (in its grace, denying).
+                verdict = await self._ask(owner, address, lease_id)
         if verdict is None:
             self.stats.timeouts += 1
             held = self._unleased[host] = _Held(owner, lease_id, address, asked_at)
