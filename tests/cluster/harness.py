@@ -271,13 +271,16 @@ class Cluster:
         self, n: int, *, patience: float = 120.0, **options: Any
     ) -> list[SimPeer]:
         """Peers 0 to ``n - 1``, each joining peer 0, with ``options`` as :meth:`start`
-        takes them; returns once every one sees every other alive."""
+        takes them; returns once every one sees every other alive and is counted in
+        the majority's base (a newcomer is, once it has answered a holder's ping and
+        asked again: a test that stopped peer 0 at once left the others new for good)."""
         first = await self.start(0, **options)
         sims = [first]
         for i in range(1, n):
             sims.append(await self.start(i, join=first, **options))
         with trio.fail_after(patience):
             await self.wait_until(lambda: one_view(sims))
+            await self.wait_until(lambda: not any(p.peer.lease.quorum.pending for p in sims))
         return sims
 
     async def _life(self, sim: SimPeer, *, task_status: trio.TaskStatus[Peer]) -> None:

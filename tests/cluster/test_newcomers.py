@@ -6,6 +6,7 @@ that the majority was crawling too."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,9 @@ import trio
 import trio.testing
 
 from tests.cluster.harness import LATENCY, cluster, host_of, one_view
+from ubipy.config import CrawlConfig
 from ubipy.membership import fence
+from ubipy.store import PEER_ID_META, Shard
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 
 WEB = SyntheticWeb(
@@ -112,7 +115,49 @@ async def test_a_peer_back_after_the_cluster_changed_takes_the_majority_s_base(
         fresh = [await c.start(i, join=staying) for i in (4, 5)]
         back = await c.start(0, join=staying)
         everyone = [back, staying, *fresh]
+        ids = {q.peer_id for q in everyone}
         with trio.fail_after(120):
             await c.wait_until(lambda: one_view(everyone))
             await c.wait_until(lambda: all(p.peer.crawler.paused is None for p in everyone))
-        assert all(p.peer.lease.quorum.base >= {q.peer_id for q in everyone} for p in everyone)
+            # Each holder admits a member once it has answered its ping.
+            await c.wait_until(lambda: all(p.peer.lease.quorum.base >= ids for p in everyone))
+
+
+async def test_a_newcomer_whose_answers_go_astray_never_pauses_a_lone_peer(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Peer 1 joins peer 0 with an ``--advertise`` that is not its own: its frames reach
+    peer 0, but peer 0's pings to it go nowhere. Taken into the base on its join (and
+    counted as heard), it made peer 0 one of a base of two, the greater id of it: peer
+    0 paused for good (found in a network namespace). Only a member that has answered
+    joins a base: peer 0 crawls the whole web alone."""
+    for index, peer_id in ((0, "f" * 16), (1, "0" * 16)):  # 1 would win the tie-break
+        shard = Shard.open(tmp_path / f"p{index}")
+        with shard.transaction():
+            shard.set_meta(PEER_ID_META, peer_id)
+        shard.close()
+
+    def astray(config: CrawlConfig) -> CrawlConfig:
+        return dataclasses.replace(config, advertise=f"{host_of(9)}:7000")
+
+    async with cluster(tmp_path, WEB, seed=0) as c:
+        lone = await c.start(0, delay=0.05)
+        lone.peer.seed_urls([WEB.seed_url()])
+        await c.start(1, join=lone, tune=astray)
+        with trio.fail_after(30):
+            await lone.wait_count(r"member 0{16} joined", 1)
+        paused: list[float] = []
+
+        async def watch() -> None:
+            while True:
+                await c.wait_until(lambda: lone.peer.crawler.paused is not None)
+                paused.append(trio.current_time())
+                await c.wait_until(lambda: lone.peer.crawler.paused is None)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            with trio.fail_after(300):
+                await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
+            nursery.cancel_scope.cancel()
+        assert paused == []
+        assert lone.peer.lease.quorum.base == {lone.peer_id}

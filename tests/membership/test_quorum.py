@@ -55,9 +55,24 @@ def test_the_base_changes_only_while_the_lease_is_held() -> None:
     majority.heard("b", 0.0)
     majority.heard("c", 0.0)
     assert majority.gone("d", 0.0) and majority.base == frozenset("abc")
+    majority.heard("x", 0.0)
     assert majority.joined("x", 0.0) and majority.base == frozenset("abcx")
-    assert majority.holds(0.0)  # the newcomer counts until its first answer is due
+    assert majority.holds(0.0)  # the newcomer answered: 4 of 4
     assert not majority.gone("a", 0.0)  # never itself
+
+
+def test_a_member_that_never_answers_is_never_counted_in_the_base() -> None:
+    """A newcomer that gave an address not its own joins (its frames reach us), but
+    our pings never reach it: a lone peer that took it in on its join held half of a
+    base of two, and, its id the greater, never held again nor could drop it."""
+    b = quorum("b", "b", live="ab")
+    assert not b.admit_live(0.0) and b.base == frozenset("b") and b.holds(100.0)
+    assert b.outside() == ["a"]  # pinged by the lease, to be admitted once it answers
+    b.heard("a", 99.0)
+    assert b.admit_live(100.0) and b.base == frozenset("ab")
+    late = quorum("b", "b", live="ab")
+    late.heard("a", 0.0)  # an answer older than the lease proves nothing now
+    assert not late.joined("a", LEASE) and late.base == frozenset("b")
 
 
 def test_members_heard_but_not_live_do_not_count() -> None:
@@ -165,13 +180,16 @@ def test_a_lone_newcomer_or_one_that_heard_of_a_base_founds_nothing() -> None:
 
 def test_a_holder_admits_the_live_members_missing_from_its_base() -> None:
     """Members that joined while the lease did not hold here (a newcomer on this side of
-    a partition) join the base once it holds, counted as heard as a join is."""
+    a partition) join the base once it holds and they have answered."""
     c = quorum("c", "abc", live="cd")
+    c.heard("d", 0.0)
     assert not c.admit_live(0.0) and c.base == frozenset("abc")  # 1 of 3: not held
     c.set_live("abcd")
     c.heard("a", 0.0)
     c.heard("b", 0.0)
+    assert c.outside() == ["d"]
     assert c.admit_live(0.0) and c.base == frozenset("abcd") and c.holds(0.0)
+    assert c.outside() == []
     assert not c.admit_live(0.0)
 
 
@@ -185,6 +203,7 @@ def test_a_member_added_by_a_peer_cut_off_an_instant_ago_does_not_make_it_a_half
     b.heard("c", 0.0)
     b.heard("d", 0.0)
     b.set_live("abcd")
+    b.heard("a", 1.0)
     assert b.joined("a", 1.0) and b.base == frozenset("abcd")
     assert b.joint == frozenset("bcd")
     b.heard("a", 2.0)
@@ -222,6 +241,7 @@ def test_a_member_gone_leaves_the_joint_base_too() -> None:
     c.heard("a", 0.0)
     c.heard("b", 0.0)
     c.set_live("abcd")
+    c.heard("d", 0.0)
     assert c.joined("d", 0.0) and c.joint == frozenset("abc")
     c.set_live("bcd")
     assert c.gone("a", 1.0) and c.joint == frozenset("bc") and c.base == frozenset("bcd")
@@ -232,6 +252,7 @@ def test_a_member_gone_leaves_the_joint_base_too() -> None:
 def test_the_first_peer_s_base_grows_with_nothing_to_confirm() -> None:
     a = Quorum("a", "", lease=LEASE)
     a.set_live("ab")
+    a.heard("b", 0.0)
     assert a.joined("b", 0.0) and a.joint is None and a.base == frozenset("ab")
 
 
@@ -250,6 +271,8 @@ def test_a_newcomer_holds_the_holder_s_joint_base_which_may_predate_other_newcom
     c.heard("a", 0.0)
     c.heard("b", 0.0)
     c.set_live("abcde")
+    c.heard("d", 1.0)
+    c.heard("e", 1.5)
     assert c.joined("d", 1.0) and c.joined("e", 1.5) and c.joint == frozenset("abc")
     e = Quorum("e", "", lease=LEASE, newcomer=True)
     e.set_live("cde")
@@ -362,12 +385,13 @@ def test_a_holder_keeps_in_sight_a_majority_and_a_spare_heard_from_last_first() 
     assert set(q.to_keep(2.0, silent="h")) == set("cdefgh")
     assert set(q.to_keep(2.0, silent="gh")) == set("bcdefgh")
     # A joint base needs its own majority and spare: b, c and d of a, b, c, d, though
-    # e, f, g and h (joined, so counted as heard from then) were heard from since.
+    # e, f, g and h (they answered, and joined) were heard from since.
     grown = quorum("a", "abcd")
     for m in "bcd":
         grown.heard(m, 1.0)
     grown.set_live("abcdefgh")
     for m in "efgh":
+        grown.heard(m, 2.0)
         assert grown.joined(m, 2.0)
     assert grown.joint == frozenset("abcd")
     assert set(grown.to_keep(2.0)) == set("bcdefgh")

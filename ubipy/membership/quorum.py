@@ -27,7 +27,8 @@ Starting from itself alone, it would make a base of two with the first member it
 and one that joined the cut-off side of a partition would crawl beside the majority.
 So it is *pending*: it holds no lease until a member that holds one answers with a
 base naming it (:meth:`Quorum.answered`); a holder adds every live member missing
-from its base (:meth:`Quorum.admit_live`), the newcomer that asks included.
+from its base that has answered its ping (:meth:`Quorum.admit_live`), the newcomer
+that asks included.
 Newcomers that meet only newcomers that have heard of no base (a cluster whose peers
 all started naming each other) *found* one: the smallest id of them, with all of them
 in it (:meth:`Quorum.found`); the others take it from its answers. A peer whose own
@@ -212,6 +213,11 @@ class Quorum:
                 return end
         return None
 
+    def outside(self) -> list[str]:
+        """The live members not in the base, to ping (:meth:`joined` waits for an
+        answer), sorted."""
+        return sorted(self._live - self._base)
+
     def last_heard(self) -> dict[str, float]:
         """The live base members but this one, and when each was last heard from (-inf:
         never)."""
@@ -261,15 +267,15 @@ class Quorum:
         return {m: at for m, at in heard.items() if m in kept}
 
     def joined(self, member_id: str, now: float) -> bool:
-        """A member joined; added to the base while the lease holds, and counted as
-        heard from now (the base and the members in sight grow together: a lease held
-        stays held while the newcomer's first answer is on its way). One already in
-        the base (back after a partition) must answer first. True if the base
-        changed."""
-        if member_id in self._base or not self.holds(now):
+        """A member joined; added to the base while the lease holds, once it has
+        answered a ping within the lease (so the base and the members in sight grow
+        together). Counted at once, a member whose answers never arrive (one that
+        gave the others an address not its own) was a base member nobody heard: a
+        lone peer that took it in held half of a base of two, and, its id the greater,
+        never held again, nor could drop it. True if the base changed."""
+        if member_id in self._base or self._until(member_id) <= now or not self.holds(now):
             return False
         self._grow(self._base | {member_id}, now)
-        self.heard(member_id, now)
         return True
 
     def gone(self, member_id: str, now: float, *, left: bool = False) -> bool:
@@ -298,7 +304,7 @@ class Quorum:
         hold here, such as a newcomer on this side of a partition, or every member a
         newcomer saw before a holder counted it. True if the base changed."""
         changed = False
-        for member_id in sorted(self._live - self._base):
+        for member_id in self.outside():
             changed |= self.joined(member_id, now)
         return changed
 

@@ -117,7 +117,7 @@ class Lease:
 
     async def _on_ask(self, sender: str, ask: BaseAsk, reply: Reply) -> None:
         quorum, now = self.quorum, trio.current_time()
-        if quorum.admit_live(now):
+        if self._admit(now):
             self._remember()
         base = () if quorum.pending else tuple(sorted(quorum.base))
         holds = quorum.holds(now)
@@ -139,6 +139,16 @@ class Lease:
             log.info("counted in the majority's base by %s: %d peers", sender, len(quorum.base))
             self._remember()
         self._kick.set()
+
+    def _admit(self, now: float) -> bool:
+        """The live members that have answered join the base (while it holds); said,
+        as the base's other changes are by membership's own lines."""
+        before = self.quorum.base
+        if not self.quorum.admit_live(now):
+            return False
+        added = ", ".join(sorted(self.quorum.base - before))
+        log.info("%s counted in the majority's base (%d peers)", added, len(self.quorum.base))
+        return True
 
     def _note_base(self) -> None:
         self._counted |= self.quorum.base | (self.quorum.joint or frozenset())
@@ -189,8 +199,11 @@ class Lease:
 
     def answered(self, answers: Sequence[tuple[str, float]]) -> None:
         """Members answered our pings sent at these times."""
+        quorum = self.quorum
         for member_id, sent in answers:
-            self.quorum.heard(member_id, sent)
+            quorum.heard(member_id, sent)
+        if answers and self._admit(trio.current_time()):
+            self._remember()  # a newcomer's first answer: it joins the base
         if answers and self._crawler.paused is not None:
             self._kick.set()
         elif answers:
@@ -207,7 +220,7 @@ class Lease:
                 left = event.kind is ChangeKind.LEFT
                 changed |= quorum.gone(event.member.id, now, left=left)
         # Those that joined, or came back, are live and missing from the base.
-        changed |= quorum.admit_live(now)
+        changed |= self._admit(now)
         if changed:
             self._remember()
         self._kick.set()
@@ -221,7 +234,7 @@ class Lease:
             self._remember()
         elif quorum.restore(now):
             log.info("a majority of the base kept by the last run still counts this peer")
-        elif quorum.admit_live(now):
+        elif self._admit(now):
             self._remember()
         crawler, sight = self._crawler, quorum.sight(now)
         if sight.holds and crawler.paused is None:
@@ -315,12 +328,15 @@ class Lease:
         pinged, cadence = self._pinged, self._cadence
         unanswered = {m: at for m, at in pinged.items() if at > heard.get(m, -math.inf)}
         silent = [m for m, at in unanswered.items() if now - at >= cadence / 2]
-        first = self._first_unanswered
+        first, quorum = self._first_unanswered, self.quorum
+        kept = quorum.to_keep(now, silent, heard)
+        if quorum.holds(now):  # those not in the base join it once they answer
+            kept.update((m, -math.inf) for m in quorum.outside())
         return {
             m: unanswered[m] + cadence / 2
             if first.get(m) == unanswered.get(m, math.nan)
             else max(at, pinged.get(m, -math.inf)) + cadence
-            for m, at in self.quorum.to_keep(now, silent, heard).items()
+            for m, at in kept.items()
         }
 
     def _next_wake(self, now: float) -> float:
@@ -342,7 +358,8 @@ class Lease:
         again = (
             at
             for m, at in due_at.items()
-            if self._pinged.get(m, -math.inf) > heard[m] and at < self._pinged[m] + self._cadence
+            if (pinged := self._pinged.get(m, -math.inf)) > heard.get(m, -math.inf)
+            and at < pinged + self._cadence
         )
         return min(wake, due + self._cadence / 2, min(again, default=math.inf))
 
