@@ -324,9 +324,37 @@ async def test_a_refresh_refused_its_address_then_barred_is_asked_again_later(
         return True
 
     refresher = await _crawl(site, config, 900, seed="http://site.test/p", clear=clear)
-    assert refresher.stats.barred == 1
+    assert refresher.stats.barred >= 1  # again at each reading of robots.txt while barred
     asked = [t for t, path in log if path == "/p"]
     assert [t for t in asked if t > 300], asked
+
+
+async def test_a_page_barred_for_a_while_is_asked_again_once_robots_txt_allows_it(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """robots.txt forbids the page for a minute and a half, then allows it again: the
+    page was put off for the longest interval (30 days), and not asked again."""
+    disallow = (62.5, 150.0)
+    log: list[tuple[float, str]] = []
+
+    def site(request: httpx2.Request) -> httpx2.Response:
+        now = trio.current_time()
+        log.append((now, request.url.path))
+        if request.url.path == "/robots.txt":
+            rules = "Disallow: /p" if disallow[0] <= now < disallow[1] else "Disallow:"
+            return httpx2.Response(200, content=f"User-agent: *\n{rules}\n".encode())
+        return httpx2.Response(200, headers={"content-type": "text/html"}, content=BODY)
+
+    config = _config(tmp_path)
+    config = dataclasses.replace(
+        config, politeness=dataclasses.replace(config.politeness, robots_ttl=30.0)
+    )
+    refresher = await _crawl(site, config, 600, seed="http://site.test/p")
+    assert refresher.stats.barred >= 1
+    asked = [t for t, path in log if path == "/p"]
+    # Within a robots.txt reading and an interval of the end of the ban, and on.
+    assert [t for t in asked if disallow[1] < t <= disallow[1] + 30 + 60 + 1], asked
+    assert len([t for t in asked if t > disallow[1]]) >= 5
 
 
 async def test_a_page_whose_history_died_with_its_peer_is_kept_here_as_a_first_fetch(

@@ -399,12 +399,15 @@ class Refresher(PlanningMixin):
 
     def barred(self, entry: Entry) -> None:
         """A page due again that robots.txt now forbids was not asked: it stays a page
-        of the crawl (fetched, its frontier row closed), put off for the longest
-        interval rather than due again at every plan."""
+        of the crawl (fetched, its frontier row closed), put off until robots.txt is
+        read again (``--robots-ttl``, or the longest interval if shorter) rather than
+        due again at every plan. Put off for the longest interval, a page barred by a
+        robots.txt wrong for a minute was not asked for 30 days (found by QA)."""
         page = self.page(entry.fp)
         if page is None:
             return
-        page.barred_until = page.due = time.time() + self._cfg.max_interval
+        wait = min(self._cfg.max_interval, self._politeness.robots_ttl)
+        page.barred_until = page.due = time.time() + wait
         self._keep(page)
         self._prompted.discard(page.fp)
         # Handed out, it was marked asked: left so, no plan gave it out again (a request
