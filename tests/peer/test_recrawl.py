@@ -309,7 +309,7 @@ async def test_a_one_off_crawl_restarted_with_recrawl_asks_its_pages_again(
 ) -> None:
     """Its pages were fetched with no revisit rows; restarted with --recrawl, none was
     ever asked again (QA). They are made due as new pages are, spread over the first
-    interval (the pages over the rate, 0.2 a second: 60 s, --min-interval)."""
+    interval (the pages over the rate, 0.2 a second)."""
     web = SyntheticWeb(WebSpec(seed=3, hosts=3, pages_per_host=4, crawl_delay=0.0))
     server = in_process(web)
     recrawl = _recrawl_config(tmp_path)
@@ -320,7 +320,9 @@ async def test_a_one_off_crawl_restarted_with_recrawl_asks_its_pages_again(
             query = "SELECT url FROM pages WHERE status = 200 AND digest IS NOT NULL"
             pages = {url for (url,) in conn.execute(query)}
         first = len(server.log)
-        again = await _crawl_for(recrawl, server, 70, seeds=[], crash=False)
+        assert recrawl.recrawl.rate is not None
+        interval = len(pages) / recrawl.recrawl.rate
+        again = await _crawl_for(recrawl, server, interval + 10, seeds=[], crash=False)
     assert again.refresher is not None and len(pages) > 5
     referee = Referee(server.log, web)
     asked = Counter(referee.url_of(r) for r in list(server.log)[first:])
@@ -328,3 +330,26 @@ async def test_a_one_off_crawl_restarted_with_recrawl_asks_its_pages_again(
     assert max(asked[u] for u in pages) <= 2  # spread over the interval, not all at once
     with sqlite3.connect(tmp_path / SHARD_FILE) as conn:
         assert conn.execute("SELECT count(*) FROM refresh").fetchone()[0] == len(pages)
+
+
+async def test_a_restarted_one_off_crawl_is_spread_over_its_own_first_interval(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """With the budget a share of the hosts' capacity (no --refresh-rate), the pages were
+    spread over 1,000 s whatever the crawl: the interval was taken before any host was
+    known, from the budget's floor (QA). Here the hosts could take every page within
+    --min-interval (60 s)."""
+    web = SyntheticWeb(WebSpec(seed=3, hosts=3, pages_per_host=4, crawl_delay=0.0))
+    server = in_process(web)
+    recrawl = _recrawl_config(tmp_path)
+    recrawl = replace(recrawl, recrawl=replace(recrawl.recrawl, rate=None))
+    once = replace(recrawl, recrawl=RecrawlConfig())
+    with wall_clock_on_trio_time():
+        await _crawl_for(once, server, 600, seeds=[web.seed_url()], crash=False)
+        await _crawl_for(recrawl, server, 1, seeds=[], crash=False)
+    with sqlite3.connect(tmp_path / SHARD_FILE) as conn:
+        count, first, last = conn.execute(
+            "SELECT count(*), min(due), max(due) FROM refresh"
+        ).fetchone()
+    assert count > 5
+    assert last - first <= recrawl.recrawl.min_interval

@@ -39,6 +39,7 @@ pages whose URLs the copy knows start again as never visited
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import time
@@ -170,17 +171,23 @@ class Refresher(PlanningMixin):
         pages = self._shard.never_revisited()
         if not pages:
             return
-        now, first = time.time(), self._first_interval()
+        now = time.time()
         filters = self._filters if self._filters else None
-        n, rows = len(pages), []
-        for i, (fp, url, host, depth, at, etag, modified, digest) in enumerate(pages):
-            due = now + first * i / n
-            row = RefreshRow(
-                fp, url, host, depth, 1, 0, 0.0, min(at, now), due, 0.0, etag, modified, digest
-            )
-            rows.append(row)
-            if filters is None or filters.verdict_at(url, depth) is None:
-                self._keep(RefreshPage.from_row(row, row.last_visit, due))
+        rows = [
+            RefreshRow(fp, url, host, depth, 1, 0, 0.0, min(at, now), now, 0.0, etag, mod, digest)
+            for fp, url, host, depth, at, etag, mod, digest in pages
+        ]
+        kept = [r for r in rows if filters is None or filters.verdict_at(r.url, r.depth) is None]
+        for row in kept:
+            self._keep(RefreshPage.from_row(row, row.last_visit, now))
+        # The interval of the pages known now, their hosts' included: taken before,
+        # with no host known, the budget was its floor and any crawl was spread over
+        # 1,000 s (its first pages asked again and again meanwhile: QA).
+        first, n = self._first_interval(), len(rows)
+        rows = [dataclasses.replace(r, due=now + first * i / n) for i, r in enumerate(rows)]
+        for row in rows:
+            if row.fp in self._pages:
+                self._keep(RefreshPage.from_row(row, row.last_visit, row.due))
         self._shard.save_refresh(rows, ())
         log.info("%d pages fetched before --recrawl are asked again from now", n)
 
