@@ -117,3 +117,20 @@ def test_a_ceiling_passes_what_a_page_cannot_take_to_the_others() -> None:
     capped = allocate(rates, [1.0] * 3, 0.01, ceiling=0.004)
     assert max(capped) <= 0.004 + 1e-12
     assert sum(capped) == pytest.approx(0.01, rel=1e-3)
+
+
+def test_a_page_is_asked_at_most_useful_times_its_rate_and_the_rest_is_left_unspent() -> None:
+    """A budget larger than the pages need went on every page at the ceiling: a site of
+    pages that never change asked every one of them each --min-interval, for ever
+    (QA). Capped at ``useful`` times its own rate, what no page can take is unspent;
+    a page whose rate is not its own (seen once, pooled) takes the ceiling still."""
+    rates = [1e-6, 1e-5, 1e-3]
+    freqs = allocate(rates, [1.0] * 3, 1.0, ceiling=1 / 60, useful=10)
+    # (Rates are solved to within 1%.)
+    assert freqs[0] == pytest.approx(1e-5, rel=0.01) and freqs[1] == pytest.approx(1e-4, rel=0.01)
+    assert freqs[2] == pytest.approx(1e-2, rel=0.01)
+    seen_once = allocate(rates, [1.0] * 3, 1.0, ceiling=1 / 60, useful=10, own=[False, True, True])
+    assert seen_once[0] == pytest.approx(1 / 60) and seen_once[1] == pytest.approx(1e-4, rel=0.01)
+    # A binding budget is spent as before: the cap frees what a slow page would take.
+    tight = allocate(rates, [1.0] * 3, 2e-3, ceiling=1 / 60, useful=10)
+    assert sum(tight) == pytest.approx(2e-3, rel=1e-3) and tight[0] <= 1.01e-5

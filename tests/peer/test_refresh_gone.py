@@ -39,8 +39,10 @@ RATE = 0.01  # refreshes a second
 
 
 class _Site:
-    """A home page linking to /p0../p9, each linking to them all; from DIES_AT on the
-    pages above answer as said. Every request is logged: (time, path, status)."""
+    """A home page linking to /p0../p9, each linking to them all, each changing every
+    hour (worth the budget: a page is asked at most ten times as often as it changes);
+    from DIES_AT on the pages above answer as said. Every request is logged: (time,
+    path, status)."""
 
     def __init__(self) -> None:
         self.log: list[tuple[float, str, int]] = []
@@ -60,7 +62,8 @@ class _Site:
         if status != 200:
             return httpx2.Response(status)
         links = "".join(f'<a href="/p{i}">{i}</a>' for i in range(10))
-        return httpx2.Response(200, html=f"<html><body>{links}</body></html>")
+        hour = int(now // 3600)
+        return httpx2.Response(200, html=f"<html><body>{links}<p>{hour}</body></html>")
 
 
 def _config(data: Path, policy: RefreshPolicy, rate: float = RATE) -> CrawlConfig:

@@ -117,33 +117,44 @@ def allocate(
     budget: float,
     floor: float = 0.0,
     ceiling: float = math.inf,
+    useful: float = math.inf,
+    own: Sequence[bool] | None = None,
 ) -> list[float]:
     """Revisit frequencies (per second) maximising weighted freshness, summing to
-    ``budget`` (each at least ``floor``, which comes off the budget first, and at most
-    ``ceiling``: what a page cannot take goes to the others)."""
+    ``budget`` at most: each at least ``floor`` (which comes off the budget first), at
+    most ``ceiling``, and, for a page whose rate is its ``own`` (all if None; not one
+    pooled for a page seen once), at most ``useful`` times that rate. What a page
+    cannot take goes to the others, and what none can is left unspent."""
     n = len(rates)
     if n == 0:
         return []
     spare = budget - floor * n
     if spare <= 0:
         return [budget / n] * n
-    cap = max(0.0, ceiling - floor)
+    ceiling = max(0.0, ceiling - floor)
+
+    def cap_of(rate: float, capped: bool) -> float:
+        if not capped or rate <= 0:
+            return ceiling
+        return min(ceiling, max(0.0, useful * rate - floor))
+
     # Pages alike get the same answer: solved per (rate, weight) rounded to 1% (an
     # estimate from a few visits is no finer), counted.
-    keys = [(_rounded(r), _rounded(w)) for r, w in zip(rates, weights, strict=True)]
-    kinds: dict[tuple[float, float], int] = {}
+    capped = [True] * n if own is None else own
+    keys = [(_rounded(r), _rounded(w), c) for r, w, c in zip(rates, weights, capped, strict=True)]
+    kinds: dict[tuple[float, float, bool], int] = {}
     for key in keys:
         kinds[key] = kinds.get(key, 0) + 1
 
-    def spend(mu: float) -> dict[tuple[float, float], float]:
+    def spend(mu: float) -> dict[tuple[float, float, bool], float]:
         out = {}
-        for rate, weight in kinds:
+        for rate, weight, c in kinds:
             y = mu * rate / weight if weight > 0 else math.inf
             f = 0.0 if rate <= 0 or y >= 1 else rate / _g_inverse(y)
-            out[rate, weight] = min(f, cap)
+            out[rate, weight, c] = min(f, cap_of(rate, c))
         return out
 
-    def total(freqs: dict[tuple[float, float], float]) -> float:
+    def total(freqs: dict[tuple[float, float, bool], float]) -> float:
         return sum(f * kinds[k] for k, f in freqs.items())
 
     # Σ f(μ) falls as μ grows: bisect on log μ.
@@ -158,7 +169,7 @@ def allocate(
     used = total(freqs)
     # Nothing worth refreshing (no page seen to change): the spare goes evenly.
     extra = (spare - used) / n if used < spare * 0.999 else 0.0
-    return [floor + min(extra + freqs[key], cap) for key in keys]
+    return [floor + min(extra + freqs[key], cap_of(key[0], key[2])) for key in keys]
 
 
 def _rounded(value: float) -> float:
