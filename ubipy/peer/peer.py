@@ -41,6 +41,7 @@ from ubipy.peer.ids import load_peer_id
 from ubipy.peer.ipleases import IpLeases
 from ubipy.peer.joining import Joiner, other_addresses
 from ubipy.peer.lease import Lease, load_quorum
+from ubipy.peer.leaving import leave
 from ubipy.peer.members import MemberBook
 from ubipy.peer.replica import Replicator
 from ubipy.peer.reporting import Reporter
@@ -79,14 +80,6 @@ M = TypeVar("M", bound=Message)
 # The frame kinds added since the first version that this peer takes: said in every
 # membership frame, so that a peer of an earlier version is sent none of them.
 TAKES: Final = (int(FrameType.SCOPE_ACK), int(FrameType.RELAY))
-
-# A leaving peer hands off this long at most (the rest stays, and moves once it is back).
-_LEAVE_PATIENCE = 60.0
-_LEAVE_SWEEPS = 5
-# Forwarded URLs not yet acknowledged stay in the outbox on disk; a leaving peer
-# waits this long for the owners to take them before leaving them there.
-_LEAVE_DRAIN = 5.0
-_LEAVE_ANNOUNCE = 2.0
 
 
 class Peer:
@@ -317,42 +310,11 @@ class Peer:
         return crawler
 
     async def _leave(self) -> None:
-        """Announce the leave, then hand everything to the peers that stay. When the
-        whole cluster stops at once, the others refuse hand-offs as they leave too, and
-        this peer keeps what it holds (its shard has it all; a restart brings it back)
-        rather than wait out the patience; so too past a frozen one (SIGSTOP: QA)."""
-        # Sent first and waited for: a peer that finds nobody to hand to exits at once,
-        # and a leave still being sent then was lost (the others waited for its death).
-        with trio.move_on_after(_LEAVE_ANNOUNCE):
-            async with trio.open_nursery() as announcing:
-                for out in self.membership.leave(trio.current_time()):
-                    announcing.start_soon(self._send_one, out)
-        self.lease.left()  # now: one stopped alone may exit before its leave's event is handled
         assert self._router is not None
-        router, left_at, silent = self._router, trio.current_time(), set[str]()
-        with trio.move_on_after(_LEAVE_PATIENCE):
-            for _ in range(_LEAVE_SWEEPS):
-                if not (others := self._reachable_others() - silent):
-                    break
-                ring = Ring(others)
-                self.crawler.ring_changed(ring)
-                self.handoff.ring_changed(ring, frozenset(others), frozenset(), sweep=False)
-                try:
-                    if await self.handoff.sweep():
-                        break
-                except StorageError as exc:  # a host handed could not be dropped here
-                    log.warning("leaving: hand-offs wait for the shard: %s", exc)
-                heard = self.links.heard_at
-                silent |= {m for m in self.handoff.unanswered if heard.get(m, 0) < left_at}
-                await trio.sleep(1.0)  # an owner did not answer: try again shortly
-        with trio.move_on_after(_LEAVE_DRAIN):
-            while router.backlog() and self._reachable_others() - silent:
-                with trio.move_on_after(1.0):
-                    await self.forwarder.drained.wait()
-        if not self._reachable_others() - silent:
-            log.info("no peer left to hand over to: everything stays in the shard")
-        if router.backlog():
-            log.info("%d forwarded URLs not acknowledged: kept in the outbox", router.backlog())
+        await leave(
+            self.membership, self._send_one, self.lease, self._router, self._reachable_others,
+            self.crawler, self.handoff, self.links.heard_at, self.forwarder,
+        )  # fmt: skip
 
     def _reachable_others(self) -> frozenset[str]:
         """The other live members, less those a dial did not reach and no relay may (a

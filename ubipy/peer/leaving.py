@@ -1,0 +1,79 @@
+"""A peer's leave on a stop: announce it, then hand everything to the peers that stay.
+
+When the whole cluster stops at once, the others refuse hand-offs as they leave too,
+and the leaving peer keeps what it holds (its shard has it all; a restart brings it
+back) rather than wait out the patience; so too past a frozen one (SIGSTOP: QA).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+
+import trio
+
+from ubipy.errors import StorageError
+from ubipy.membership import Membership, Outgoing
+from ubipy.peer.crawler import Crawler
+from ubipy.peer.forwarding import Forwarder
+from ubipy.peer.handoff import Handoff
+from ubipy.peer.lease import Lease
+from ubipy.peer.router import Router
+from ubipy.ring import Ring
+
+__all__ = ["leave"]
+
+log = logging.getLogger(__name__)
+
+# A leaving peer hands off this long at most (the rest stays, and moves once it is back).
+_LEAVE_PATIENCE = 60.0
+_LEAVE_SWEEPS = 5
+# Forwarded URLs not yet acknowledged stay in the outbox on disk; a leaving peer
+# waits this long for the owners to take them before leaving them there.
+_LEAVE_DRAIN = 5.0
+_LEAVE_ANNOUNCE = 2.0
+
+
+async def leave(
+    membership: Membership,
+    send_one: Callable[[Outgoing], Awaitable[None]],
+    lease: Lease,
+    router: Router,
+    reachable_others: Callable[[], frozenset[str]],
+    crawler: Crawler,
+    handoff: Handoff,
+    heard_at: Mapping[str, float],
+    forwarder: Forwarder,
+) -> None:
+    """Announce the leave (``membership``'s frames through ``send_one``), then hand the
+    hosts to the ``reachable_others()`` and let the outbox drain to them."""
+    # Sent first and waited for: a peer that finds nobody to hand to exits at once,
+    # and a leave still being sent then was lost (the others waited for its death).
+    with trio.move_on_after(_LEAVE_ANNOUNCE):
+        async with trio.open_nursery() as announcing:
+            for out in membership.leave(trio.current_time()):
+                announcing.start_soon(send_one, out)
+    lease.left()  # now: one stopped alone may exit before its leave's event is handled
+    left_at, silent = trio.current_time(), set[str]()
+    with trio.move_on_after(_LEAVE_PATIENCE):
+        for _ in range(_LEAVE_SWEEPS):
+            if not (others := reachable_others() - silent):
+                break
+            ring = Ring(others)
+            crawler.ring_changed(ring)
+            handoff.ring_changed(ring, frozenset(others), frozenset(), sweep=False)
+            try:
+                if await handoff.sweep():
+                    break
+            except StorageError as exc:  # a host handed could not be dropped here
+                log.warning("leaving: hand-offs wait for the shard: %s", exc)
+            silent |= {m for m in handoff.unanswered if heard_at.get(m, 0) < left_at}
+            await trio.sleep(1.0)  # an owner did not answer: try again shortly
+    with trio.move_on_after(_LEAVE_DRAIN):
+        while router.backlog() and reachable_others() - silent:
+            with trio.move_on_after(1.0):
+                await forwarder.drained.wait()
+    if not reachable_others() - silent:
+        log.info("no peer left to hand over to: everything stays in the shard")
+    if router.backlog():
+        log.info("%d forwarded URLs not acknowledged: kept in the outbox", router.backlog())
