@@ -409,6 +409,14 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | No
             file=sys.stderr,
         )
         return 1
+    if peer.advertised_elsewhere is not None:
+        print(
+            f"ubipy peer: stopped: its address {peer.address} reaches the live peer "
+            f"{peer.advertised_elsewhere}, not this one: give --advertise the address "
+            "the other peers reach this one at",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

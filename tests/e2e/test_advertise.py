@@ -63,3 +63,24 @@ async def test_a_newcomer_advertising_an_address_not_its_own_never_pauses_a_lone
         finally:
             await stop_all(peers)
         nursery.cancel_scope.cancel()
+
+
+async def test_a_peer_advertising_another_peer_s_address_exits_saying_so(tmp_path: Path) -> None:
+    web = SyntheticWeb(WebSpec(seed=3, hosts=2, pages_per_host=2))
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve, web)
+        proxy = server.proxy_url
+        first = await start_peer_or_fail(nursery, tmp_path / "a", proxy)
+        copied = await start_peer_or_fail(
+            nursery, tmp_path / "b", proxy, "--join", first.address, "--advertise", first.address
+        )
+        try:
+            with trio.fail_after(30):
+                code = await copied.proc.wait()
+            assert code == 1
+            said = bytes(copied.output).decode(errors="replace")
+            assert f"its address {first.address} reaches the live peer {first.peer_id}" in said
+            assert first.proc.returncode is None
+        finally:
+            await stop_all([first, copied])
+        nursery.cancel_scope.cancel()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
 import trio
 
 from ubipy.config import CrawlConfig
@@ -72,3 +73,44 @@ async def test_members_know_and_dial_a_peer_by_its_advertised_address(tmp_path: 
     # B asked A for its figures at that address: A answered, and says it is there.
     figures = {p["peer_id"]: p for p in answer.peers}
     assert figures[a.peer_id]["address"] == advertised
+
+
+@pytest.mark.parametrize("join_other", [True, False])
+async def test_a_peer_advertising_another_live_peer_s_address_stops_saying_so(
+    join_other: bool, tmp_path: Path
+) -> None:
+    """B gives A's address as its own (a copied --advertise), joining C, or A's address
+    itself (which it skipped as its own, and founded a cluster beside A's: QA). Its
+    dials to that address reach A: it stops, and says why."""
+    a = Peer(CrawlConfig(data_dir=tmp_path / "a", listen="127.0.0.1:0", secret=SECRET))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(a.run)
+        c = Peer(
+            CrawlConfig(
+                data_dir=tmp_path / "c", listen="127.0.0.1:0", join=(a.address,), secret=SECRET
+            )
+        )
+        await nursery.start(c.run)
+        b = Peer(
+            CrawlConfig(
+                data_dir=tmp_path / "b",
+                listen="127.0.0.1:0",
+                advertise=a.address,
+                join=(c.address if join_other else a.address,),
+                secret=SECRET,
+            )
+        )
+        try:
+            await nursery.start(b.run)
+            with trio.fail_after(30):
+                await b.finished.wait()
+            assert b.advertised_elsewhere == a.peer_id
+            # A is still A to the peer B joined.
+            answer = await request(c.address, secret_from(SECRET), StatusRequest())
+            assert isinstance(answer, Status)
+            rows = {m.id: m for m in answer.members}
+            assert (rows[a.peer_id].address, rows[a.peer_id].state) == (a.address, "alive")
+        finally:
+            a.stop()
+            c.stop()
+            b.stop()

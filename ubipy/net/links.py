@@ -246,6 +246,8 @@ class _Conn:
                             moved = 0
                         if self.address:
                             links.trouble.pop(self.address, None)
+                            if self.address == links.advertised and event.sender != links.self_id:
+                                links.advertised_elsewhere(event.sender)
                         links.stats.frames_in[event.type.name] += 1
                         if event.type is FrameType.HELLO or await links.dispatch(event, self):
                             bad_run = 0
@@ -344,6 +346,10 @@ class Links:
         self.heard_at: dict[str, float] = {}
         # Addresses we dialled that reached this peer itself, and when (reflected()).
         self.own: dict[str, float] = {}
+        # The address this peer gives the others, and what is told when a dial to it
+        # reached another peer (its id): a --advertise that is not this peer's own.
+        self.advertised: str | None = None
+        self.advertised_elsewhere: Callable[[str], None] = lambda peer_id: None
         self._troubled = trio.Event()
         total, unauthenticated = default_caps()
         self.accepted: Accepted[_Conn] = Accepted(total, unauthenticated)

@@ -33,6 +33,7 @@ from ubipy.membership import (
     message_from_wire,
 )
 from ubipy.net import Links, Network, Reply, TcpNetwork, is_loopback, split_address
+from ubipy.peer.advertised import said_elsewhere, who_answers
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff
@@ -153,6 +154,8 @@ class Peer:
         self.finished = trio.Event()
         # Another live peer's address, under this one's id: this one stopped for it.
         self.clashed_with: str | None = None
+        # The id of the live peer this one's advertised address reached: it stopped.
+        self.advertised_elsewhere: str | None = None
         self._gossip_kick = Wakeup()
         self.ring_changes = 0
 
@@ -221,6 +224,7 @@ class Peer:
         self.bound = await nursery.start(links.run, config.listen)
         self.address = config.advertise or self.bound
         self._lock.note(self.address)
+        links.advertised, links.advertised_elsewhere = self.address, self._advertised_elsewhere
         self._membership = Membership(
             self.peer_id,
             self.address,
@@ -307,6 +311,8 @@ class Peer:
         nursery.start_soon(self._handoff.run)
         nursery.start_soon(joiner.run)
         nursery.start_soon(lease.run)
+        if self.address != self.bound:
+            nursery.start_soon(self._check_advertised)
         return crawler
 
     async def _leave(self) -> None:
@@ -401,6 +407,18 @@ class Peer:
     async def _send_one(self, out: Outgoing) -> None:
         message = Gossip(self.address, out.message.to_wire(), self.takes)
         await self.links.send(out.address, message, out.to)
+
+    async def _check_advertised(self) -> None:
+        other = await who_answers(self.address, self.secret, self.network)
+        if other is not None and other != self.peer_id:
+            self._advertised_elsewhere(other)
+
+    def _advertised_elsewhere(self, other: str) -> None:
+        """It stops (with a leave: it is in the others' views): :mod:`.advertised`."""
+        if self.advertised_elsewhere is None:
+            self.advertised_elsewhere = other
+            said_elsewhere(self.address, other)
+            self._stop.set()
 
     def _membership_events(self) -> None:
         other = self.membership.clash

@@ -1,0 +1,41 @@
+"""A peer whose advertised address is another live peer's (a ``--advertise`` copied
+from another machine's): the others would send that peer's frames for this one, and
+this one's to it. Given in a ``--join`` list as well, the address was skipped as this
+peer's own, and it founded a cluster beside that peer's, crawling the same hosts
+(QA). It is found two ways: the peer asks its advertised address who is there, once,
+at its start; and a dial to that address answered by another peer (membership pings
+the peer listed there) says so later. Either way the peer stops, saying why.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ubipy.net import Network, request
+from ubipy.wire import Status, StatusRequest
+
+__all__ = ["said_elsewhere", "who_answers"]
+
+log = logging.getLogger(__name__)
+
+
+async def who_answers(address: str, secret: bytes, network: Network) -> str | None:
+    """The id of the peer that answers at ``address``; None if none does from here (a
+    NAT without hairpin, a firewall: nothing to say)."""
+    try:
+        answer = await request(address, secret, StatusRequest(), patience=10.0, network=network)
+    except OSError:
+        return None
+    rows = answer.peers if isinstance(answer, Status) else ()
+    ids = sorted(str(row.get("peer_id")) for row in rows)
+    return ids[0] if ids else None
+
+
+def said_elsewhere(address: str, other: str) -> None:
+    """Say that this peer's advertised ``address`` reaches the live peer ``other``."""
+    log.error(
+        "this peer's address %s reaches the live peer %s, not this one: this peer stops; "
+        "give --advertise the address the others reach this peer at",
+        address,
+        other,
+    )
