@@ -4,6 +4,7 @@ is fetched or sent, and nothing the filters keep is lost on the way."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -92,6 +93,30 @@ async def test_a_restart_with_a_new_exclude_closes_what_was_admitted_before(
     with sqlite3.connect(tmp_path / "shard.sqlite3") as conn:
         reasons = dict(conn.execute("SELECT url, reason FROM frontier WHERE reason IS NOT NULL"))
     assert reasons == dict.fromkeys(dropped, Filtered.EXCLUDED.value)
+
+
+async def test_a_start_whose_filters_take_them_again_reopens_what_a_filter_closed(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Restarted with a mistyped --exclude, then with it put right: the URLs the typo
+    closed were closed for good, and the crawl ended at 33 of its 168 pages (QA)."""
+    caplog.set_level(logging.INFO, logger="ubipy.peer.refiltering")
+    kept = [a("/"), a("/p1")]
+    dropped = [a(f"/calendar?day={d}") for d in range(1, 4)]
+    shard = Shard.open(tmp_path)
+    async with httpx2.AsyncClient(transport=serve([])) as client:
+        first = Crawler(config(tmp_path, CrawlOrder.BFS), shard, client)
+        assert first.seed([*dropped, *kept]).admitted == 5  # stopped before any fetch
+    async with httpx2.AsyncClient(transport=serve([])) as client:
+        await crawl_until_idle(config(tmp_path, CrawlOrder.BFS, EXCLUDE), shard, client, [])
+    assert "--include/--exclude close pending URLs an earlier run admitted" in caplog.text
+    asked: list[str] = []
+    async with httpx2.AsyncClient(transport=serve(asked)) as client:
+        third = await crawl_until_idle(config(tmp_path, CrawlOrder.BFS), shard, client, [])
+    assert sorted(asked) == sorted(dropped)  # robots.txt still in its time to live
+    assert third.pending == 0 and third.stats.filtered == {}
+    assert "3 URLs closed by an earlier run's --include/--exclude are pending again" in caplog.text
+    shard.close()
 
 
 def test_a_window_is_made_up_from_the_disk_and_nothing_is_closed_twice(tmp_path: Path) -> None:

@@ -45,6 +45,13 @@ class UrlFilter:
     def __bool__(self) -> bool:
         return bool(self._include or self._exclude)
 
+    def __str__(self) -> str:
+        """The patterns, one a line ("+" include, "-" exclude): what a shard keeps to
+        tell at its next start whether the filters changed."""
+        return "\n".join(
+            [*(f"+{p.pattern}" for p in self._include), *(f"-{p.pattern}" for p in self._exclude)]
+        )
+
     def verdict(self, url: str) -> Filtered | None:
         """None when ``url`` is kept, why otherwise."""
         if self._include and not any(p.search(url) for p in self._include):

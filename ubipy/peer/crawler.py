@@ -177,6 +177,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
     # -- start-up -----------------------------------------------------------
     def _restore(self) -> None:
         loaded = self.admission.load()
+        self._refilter.reopen()  # before the pending rows are counted
         if self.refresher is not None:
             self.stats.filtered.update(self.refresher.load())
         # A restarted peer owes each host the delay after the last run's last request,
@@ -187,9 +188,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
             self._pending += n
         self.giveups.restore(given_up, time.time(), trio.current_time())
         # Unacknowledged forwards of the last run go out again; those the ring now places
-        # here are admitted (left in the outbox, nothing would ever send them), or, on
-        # a full disk, wait for the committer's next try (raised, the peer failed to
-        # start, with a traceback).
+        # here are admitted (left in the outbox, nothing would ever send them), or, on a
+        # full disk, wait for the committer's next try (raised, the peer failed to start).
         if self.router is not None:
             self._read_outbox()
         if loaded:

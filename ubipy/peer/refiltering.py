@@ -11,7 +11,10 @@ are applied again:
 - to pending entries as a host's window is loaded from disk: each pending URL is,
   once, on its way to be fetched (a compiled regex search each, none without
   filters). One filtered is closed unfetched with the filter's reason, like one
-  robots.txt forbids;
+  robots.txt forbids, and said in the log once a run. A later start whose filters
+  take it again reopens it (the shard keeps the filters it last ran with, so only a
+  change costs a scan of the closed rows): a restart with a mistyped --exclude
+  closed the pending URLs for good, and the crawl ended at 33 of its 168 pages (QA);
 - to the outbox at start-up, before it is sent again (a filtered URL never crosses the
   wire); it leaves the outbox;
 - to URLs admitted from elsewhere (forwarded, taken over, the outbox's own): dropped
@@ -25,14 +28,21 @@ are found, not one of them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection, Iterator, Sequence
 
-from ubipy.fetch import Entry, UrlFilter
+from ubipy.errors import StorageError
+from ubipy.fetch import Entry, Filtered, UrlFilter
 from ubipy.peer.commits import Commits
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.store import NewURL, Shard
 
 __all__ = ["Refilter"]
+
+log = logging.getLogger(__name__)
+
+# The filters the shard's last run had (UrlFilter's str).
+_FILTERS_META = "url_filters"
 
 # A host's pending entries from disk: (host, after this sequence, at most) -> entries.
 Loader = Callable[[str, int, int], list[Entry]]
@@ -51,6 +61,41 @@ class Refilter:
         self._shard = shard
         self._commits = commits
         self._stats = stats
+        self._closing_said = False
+
+    def reopen(self) -> int:
+        """At a start, the rows an earlier run's filters closed that this run's take
+        are pending again; returns how many. Nothing to do (no scan) when the filters
+        are the last run's."""
+        filters, shard = self._filters, self._shard
+        now = str(filters)
+        if shard.get_meta(_FILTERS_META) == now:
+            return 0
+        reopened = 0
+        try:
+            for rows in shard.closed_for([f.value for f in Filtered]):
+                back = [fp for fp, url, depth in rows if filters.verdict_at(url, depth) is None]
+                shard.reopen(back)
+                reopened += len(back)
+            with shard.transaction():
+                shard.set_meta(_FILTERS_META, now)
+        except StorageError as exc:  # a full disk: asked again at the next start
+            log.warning("URLs closed by earlier filters not reopened: %s", exc)
+        if reopened:
+            log.info(
+                "%d URLs closed by an earlier run's --include/--exclude are pending again: "
+                "this run's filters take them",
+                reopened,
+            )
+        return reopened
+
+    def _closing(self) -> None:
+        if not self._closing_said:
+            self._closing_said = True
+            log.warning(
+                "--include/--exclude close pending URLs an earlier run admitted (counted "
+                "in status; a start whose filters take them again reopens them)"
+            )
 
     def loader(self, load: Loader, ranked: RankedLoader | None = None) -> Loader:
         """``load`` (a host's pending entries from disk, for its window), the filtered
@@ -91,6 +136,7 @@ class Refilter:
                         closed += 1
                         commits.skip(e.fp, why.value)
                         filtered[why] += 1
+                        self._closing()
                 if len(rows) < limit or len(kept) >= limit:
                     # Past ``limit``: loaded again with the next window.
                     return list(kept.values())[:limit]

@@ -390,6 +390,31 @@ class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin, ReplicaMixi
             self._forget_given_up(host)
         return cur.rowcount
 
+    def closed_for(
+        self, reasons: Collection[str], chunk: int = 10_000
+    ) -> Iterator[list[tuple[int, str, int]]]:
+        """The rows closed unfetched for one of ``reasons``, (fp, url, depth), a chunk
+        at a time (a scan of the closed rows: for a rare question)."""
+        marks = ",".join("?" * len(reasons))
+        query = (
+            "SELECT fp, url, depth FROM frontier WHERE state != 0 AND state = ? "
+            f"AND reason IN ({marks}) AND fp > ? ORDER BY fp LIMIT ?"
+        )
+        after = -(2**63)
+        while rows := self._conn.execute(
+            query, (FrontierState.SKIPPED, *reasons, after, chunk)
+        ).fetchall():
+            yield [(int(fp), str(url), int(depth)) for fp, url, depth in rows]
+            after = rows[-1][0]
+
+    def reopen(self, fps: Iterable[int]) -> None:
+        """Rows closed unfetched are pending again."""
+        with self.transaction():
+            self._conn.executemany(
+                "UPDATE frontier SET state = 0, reason = NULL WHERE fp = ? AND state = ?",
+                [(fp, FrontierState.SKIPPED) for fp in fps],
+            )
+
     # -- hand-off -----------------------------------------------------------
     def held_hosts(self) -> list[str]:
         """Every host this shard holds anything for: frontier rows or a politeness mark.
