@@ -298,7 +298,10 @@ class _Conn:
         if reason is None:
             if self.address and not self.reader.frames:
                 links.note_trouble(
-                    self.address, "it closed the connection without answering (not a ubipy peer?)"
+                    self.address,
+                    "it closed the connection without answering (not a ubipy peer? or one "
+                    "that turns this address away for a while: connections from it failed "
+                    "to authenticate)",
                 )
             return
         links.stats.rejected[reason.name] += 1

@@ -117,4 +117,11 @@ async def _request(
             f"{address} did not answer within {patience} s (is it a ubipy peer, with this secret?)"
         ) from exc
     except trio.BrokenResourceError as exc:
-        raise OSError(f"{address} dropped the connection: {exc}") from exc
+        # A peer resets at once the connections of an address it bars (QA: a peer
+        # started with another secret on the same machine got the operator's own
+        # `ubipy status` turned away, in words that said nothing of why).
+        raise OSError(
+            f"{address} dropped the connection ({exc.__cause__ or exc}): a peer turns away "
+            "for 30 s an address whose connections kept failing to authenticate (a "
+            "process with another secret on this machine?)"
+        ) from exc
