@@ -446,3 +446,30 @@ async def test_a_stop_asked_on_a_terminal_is_said_on_a_line_of_its_own(
             await peer.asked.wait()
         nursery.cancel_scope.cancel()
     assert terminal.getvalue().endswith(CLEAR + "stopping: letting requests in flight finish…\n")
+
+
+async def test_ctrl_c_while_the_seeds_load_ends_the_peer_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """SIGINT just after the peer listens, while a long --seeds file loads (before its
+    signal handler is in place): a traceback of some fifty lines, exit status 1 (QA).
+    Now a line, and 130 (or, once the handler is in place, a graceful stop)."""
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("".join(f"http://h{i}.test/\n" for i in range(100_000)))
+    cmd = [*UBIPY, "-v", "peer", "--data", str(tmp_path / "p"), "--listen", "127.0.0.1:0"]
+    proc = await trio.lowlevel.open_process([*cmd, "--seeds", str(seeds)], stderr=subprocess.PIPE)
+    try:
+        assert proc.stderr is not None
+        with trio.fail_after(60):
+            await _read_until(proc.stderr, b"listening on")
+        proc.send_signal(signal.SIGINT)
+        with trio.fail_after(60):
+            said = await _read_to_end(proc.stderr)
+            code = await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert b"Traceback" not in said, said.decode()
+    assert code in (0, 130), said.decode()
+    assert code == 0 or b"ubipy peer: interrupted" in said

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ubipy import demo
 from ubipy.cli import main
 from ubipy.demo import MARKER, DemoDirError, prepare_data_dir
 from ubipy.store import DataLock
@@ -172,3 +173,20 @@ def test_a_demo_refused_at_start_leaves_no_directory_of_its_own(
         assert main(["demo", "--peers", "1", "--hosts", "2", "--listen", listen]) == 2
     assert capsys.readouterr().err.count("ubipy demo: ") == 2
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_during_the_demo_says_where_its_data_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Interrupted, the demo left its directory (15 MB at 50 peers) without a word of
+    where, under a traceback (QA)."""
+
+    async def interrupted(*args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(demo, "_demo", interrupted)
+    data = tmp_path / "demo"
+    assert main(["demo", "--data", str(data)]) == 130
+    err = capsys.readouterr().err
+    assert f"ubipy demo: its peers' data is in {data}" in err
+    assert "ubipy demo: interrupted" in err and "Traceback" not in err

@@ -328,7 +328,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ShardError as exc:
         print(f"ubipy: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, BaseExceptionGroup) as exc:
+        # Ctrl-C before a command's own handler is in place (a peer loading its
+        # --seeds, the demo): trio raises it out of its nurseries, in a group that
+        # printed as a traceback of some fifty lines (QA).
+        if isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is None:
+            raise
+        print(f"ubipy {args.command}: interrupted", file=sys.stderr)
         return 130
     raise AssertionError(args.command)
 

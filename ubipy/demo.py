@@ -134,6 +134,9 @@ async def run_demo(args: argparse.Namespace, base: CrawlConfig) -> int:
     except* OSError:  # it could not start (an address in use): said by the caller
         _forget(args, data_dir)
         raise
+    except* KeyboardInterrupt:  # kept: it may be looked at (the caller says it was)
+        print(f"ubipy demo: its peers' data is in {data_dir}", file=sys.stderr)
+        raise
     if code != 0:
         _forget(args, data_dir)
     return code
