@@ -429,10 +429,12 @@ class _Stoppable:
         self.asked.set()
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP])
 async def test_a_stop_asked_on_a_terminal_is_said_on_a_line_of_its_own(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, signum: signal.Signals
 ) -> None:
     # It was written on the end of the progress line ("errors 0stopping: ...": a review).
+    # A SIGHUP (the terminal closed) killed the peer outright, with no leave (QA).
     terminal = FakeTerminal()
     monkeypatch.setattr(sys, "stderr", terminal)
     progress = Progress(terminal)
@@ -441,7 +443,7 @@ async def test_a_stop_asked_on_a_terminal_is_said_on_a_line_of_its_own(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_stop_on_signals, peer, nursery.cancel_scope, progress)  # type: ignore[arg-type]
         await trio.testing.wait_all_tasks_blocked()
-        signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(signum)
         with trio.fail_after(5):
             await peer.asked.wait()
         nursery.cancel_scope.cancel()

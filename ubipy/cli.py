@@ -8,6 +8,7 @@ This is the only place that turns flags (and a config file) into a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import logging
 import os
@@ -427,16 +428,25 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | No
 
 
 async def _stop_on_signals(peer: Peer, scope: trio.CancelScope, progress: Progress) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    # SIGHUP (the terminal or the ssh session closed) stops it as SIGTERM does: it
+    # killed the peer outright, with no leave (QA). What is said then may have no
+    # terminal left to go to.
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async for _ in signals:
-            progress.clear()  # on a terminal, the line was written on the progress line
+            with contextlib.suppress(OSError):
+                progress.clear()  # on a terminal, the line was written on the progress line
             if not peer.crawler.stopped.is_set() and not peer.stopping:
-                print("stopping: letting requests in flight finish…", file=sys.stderr)
+                _say("stopping: letting requests in flight finish…")
                 peer.stop()
             else:
-                print("stopping now: abandoning requests in flight", file=sys.stderr)
+                _say("stopping now: abandoning requests in flight")
                 scope.cancel()
                 return
+
+
+def _say(line: str) -> None:
+    with contextlib.suppress(OSError):
+        print(line, file=sys.stderr)
 
 
 def _seed(args: argparse.Namespace) -> int:
