@@ -12,21 +12,40 @@ by an old answer, and its outbox rows dropped unsent.
 from __future__ import annotations
 
 import itertools
+import logging
 import random
 from collections.abc import Iterator
 
-from ubipy.store import PEER_ID_META, Shard
+from ubipy.store import LOCK_FILE, PEER_ID_META, SHARD_FILE, WARC_DIR, Shard
 
 __all__ = ["load_peer_id", "run_ids"]
 
+log = logging.getLogger(__name__)
+
+# What a data directory holds of a peer's own (its shard's files begin with its name).
+_OURS = (SHARD_FILE, LOCK_FILE, WARC_DIR)
+
 
 def load_peer_id(shard: Shard, rng: random.Random) -> str:
-    """The peer's id: made once, kept in its shard, so a restart keeps its place."""
+    """The peer's id: made once, kept in its shard, so a restart keeps its place. A new
+    one is said with its directory's whole path, and a directory that holds files of
+    another's (a --data mistyped, or run from another working directory: a new peer,
+    said nowhere, QA) is warned of."""
     peer_id = shard.get_meta(PEER_ID_META)
     if peer_id is None:
         peer_id = f"{rng.getrandbits(64):016x}"
         with shard.transaction():
             shard.set_meta(PEER_ID_META, peer_id)
+        where = shard.path.parent.resolve()
+        log.info("a new peer, %s: its data in %s", peer_id, where)
+        others = sorted(p.name for p in where.iterdir() if not p.name.startswith(_OURS))
+        if others:
+            log.warning(
+                "%s holds files that are not this peer's (%s): its own are written among "
+                "them; give --data a directory of its own",
+                where,
+                ", ".join(others[:3]) + (", ..." if len(others) > 3 else ""),
+            )
     return peer_id
 
 

@@ -13,8 +13,9 @@ from ubipy.store.lock import LOCK_FILE, DataLock
 from ubipy.store.outbox import CHUNK as OUTBOX_CHUNK
 from ubipy.store.revisits import RefreshRow, Visit
 from ubipy.store.robotskept import RobotsKept
-from ubipy.store.schema import PEER_ID_META
+from ubipy.store.schema import PEER_ID_META, SHARD_FILE
 from ubipy.store.shard import FrontierRow, HostMark, Lastmod, NewURL, PageRecord, Shard
+from ubipy.store.warcfiles import WARC_DIR
 from ubipy.store.warcindex import index_warc
 from ubipy.store.warcrecords import HttpHead
 from ubipy.store.warcrecords import member as gzip_member
@@ -23,6 +24,8 @@ __all__ = [
     "LOCK_FILE",
     "OUTBOX_CHUNK",
     "PEER_ID_META",
+    "SHARD_FILE",
+    "WARC_DIR",
     "Admission",
     "DataDirInUse",
     "DataLock",

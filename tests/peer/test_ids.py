@@ -1,0 +1,45 @@
+"""A peer's id, made once in its data directory: a new one is said, with the whole
+path, and a directory of someone else's files is warned of (QA: `--data ~` wrote the
+shard among the user's files, and a --data relative to another working directory
+made a new peer, said nowhere)."""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+
+import pytest
+
+from ubipy.peer.ids import load_peer_id
+from ubipy.store import Shard
+
+
+def test_a_new_peer_says_where_its_data_is_and_an_old_one_says_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="ubipy.peer.ids")
+    shard = Shard.open(tmp_path / "new")
+    peer_id = load_peer_id(shard, random.Random(1))
+    assert [r.getMessage() for r in caplog.records] == [
+        f"a new peer, {peer_id}: its data in {(tmp_path / 'new').resolve()}"
+    ]
+    caplog.clear()
+    assert load_peer_id(shard, random.Random(2)) == peer_id
+    assert caplog.records == []
+    shard.close()
+
+
+def test_a_directory_of_other_files_is_warned_of(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    for name in ("notes.txt", "photos", ".bashrc", "work"):
+        (home / name).touch()
+    shard = Shard.open(home)
+    load_peer_id(shard, random.Random(1))
+    shard.close()
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.startswith(f"{home.resolve()} holds files that are not this peer's")
+    assert "(.bashrc, notes.txt, photos, ...)" in warning
