@@ -145,3 +145,13 @@ def test_a_refused_secret_says_when_none_was_given(
     err = capsys.readouterr().err
     assert "refused the secret (it is not the cluster's)" in err
     assert ("none was given (--secret, or UBIPY_SECRET)" in err) is not given
+
+
+def test_a_refused_secret_that_ends_with_a_newline_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """UBIPY_SECRET from a file kept its newline: only "the secrets differ" (QA)."""
+    monkeypatch.setenv("UBIPY_SECRET", "a long enough secret\n")
+    code, _ = seed(tmp_path, URLS[0], RefusingPeer(), monkeypatch)
+    assert code == 2
+    assert "the secret given: it begins or ends with whitespace" in capsys.readouterr().err

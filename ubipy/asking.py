@@ -13,7 +13,7 @@ import trio
 
 from ubipy.checks import seconds
 from ubipy.net import request
-from ubipy.wire import Message, secret_from
+from ubipy.wire import Message, secret_doubt, secret_from
 
 __all__ = ["ask", "asking_options", "unreachable"]
 
@@ -71,4 +71,7 @@ def unreachable(args: argparse.Namespace, exc: OSError) -> str:
     if not isinstance(exc, PermissionError):
         return f"cannot reach peer {args.peer}: {exc}"
     given = args.secret or os.environ.get("UBIPY_SECRET")
-    return f"{exc}" if given else f"{exc}; none was given (--secret, or UBIPY_SECRET)"
+    if not given:
+        return f"{exc}; none was given (--secret, or UBIPY_SECRET)"
+    doubt = secret_doubt(given)
+    return f"{exc}; the secret given: {doubt}" if doubt else f"{exc}"

@@ -71,6 +71,7 @@ from ubipy.wire import (
     UrlAck,
     UrlBatch,
     is_default_secret,
+    secret_doubt,
     secret_from,
 )
 
@@ -192,6 +193,8 @@ class Peer:
         agent = config.agent_string(self.peer_id)
         if is_default_secret(self.secret):
             log.warning("no cluster secret: listening on loopback only")
+        elif doubt := secret_doubt(config.secret):
+            log.warning("the cluster secret: %s", doubt)
         if self.resolver is None:
             direct = config.fetch.proxy is None and self._transport is None
             self.resolver = Resolver.of(config.dns, system=direct)

@@ -70,7 +70,13 @@ from ubipy.wire.registry import MESSAGE_TYPES, Message, decode
 from ubipy.wire.relay import MAX_RELAYED, Relay
 from ubipy.wire.replay import DEFAULT_MAX_SKEW, ReplayGuard
 from ubipy.wire.scopes import Scope, ScopeAck
-from ubipy.wire.secret import LOOPBACK_SECRET, is_default_secret, new_epoch, secret_from
+from ubipy.wire.secret import (
+    LOOPBACK_SECRET,
+    is_default_secret,
+    new_epoch,
+    secret_doubt,
+    secret_from,
+)
 from ubipy.wire.urlframes import (
     MAX_REDIRECTS_CARRIED,
     MAX_REVISIT_URL,
@@ -163,5 +169,6 @@ __all__ = [
     "decode",
     "is_default_secret",
     "new_epoch",
+    "secret_doubt",
     "secret_from",
 ]

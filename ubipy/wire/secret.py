@@ -31,6 +31,23 @@ def secret_from(value: str | None) -> bytes:
     return _derive(value or LOOPBACK_SECRET)
 
 
+# Shorter than this, a secret is one a stranger on the peer port could guess.
+SHORT_SECRET: Final = 12
+
+
+def secret_doubt(value: str | None) -> str | None:
+    """What looks wrong with a secret as given (QA: "abc\n" from a file against "abc"
+    was only "the secrets differ"; " " and "x" were taken without a word, and lifted
+    the loopback-only rule), or None."""
+    if not value:
+        return None
+    if value != value.strip():
+        return "it begins or ends with whitespace (a newline from a file?), which counts"
+    if len(value) < SHORT_SECRET:
+        return f"it is {len(value)} characters long: one a stranger could guess"
+    return None
+
+
 def is_default_secret(key: bytes) -> bool:
     """True for the public loopback key: the caller must then bind loopback only."""
     return hmac.compare_digest(key, _DEFAULT_KEY)
