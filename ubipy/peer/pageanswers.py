@@ -159,12 +159,14 @@ class PageAnswersMixin:
             seed_redirect=self.on_seed_redirect, fetched_at=at, chains=self._redirects,
             is_seed_host=self.scope.seeded,
         )  # fmt: skip
-        first, visit = True, None
+        first, visit, relink = True, None, False
         if self.refresher is not None:
+            relink = self.refresher.relinks(entry)
             first, row, visit = self.refresher.answered(entry, page, result)
             self._commits.refreshed(row, visit)
         if first:
             self._commits.answered(page, self.order.scored(entry, discovered))
-        elif visit is not None and (visit.changed or result.is_redirect):
-            # A new version: its links count; a page that moved: where it went.
+        elif visit is not None and (visit.changed or result.is_redirect or relink):
+            # A new version: its links count; a page that moved: where it went; one to
+            # be read again for the hosts a dead peer took with it (relink).
             self._commits.found(self.order.scored(entry, discovered))

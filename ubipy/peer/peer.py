@@ -476,6 +476,9 @@ class Peer:
                 self._promote()
             self.replicator.ring_changed(ring)
             self._members.remember(self.membership.members())
+        refresher = self.crawler.refresher
+        if dead and refresher is not None and self.config.replication.replicas < 2:
+            refresher.relink()  # its hosts' URLs died with it: links find them again
         for peer_id in dead:
             self.handoff.peer_gone(peer_id)
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import sys
 import time
 from collections import Counter, defaultdict, deque
@@ -49,6 +50,7 @@ from collections.abc import Callable, Sequence
 import trio
 
 from ubipy.config import CrawlConfig
+from ubipy.errors import StorageError
 from ubipy.fetch import (
     Entry,
     FetchResult,
@@ -84,6 +86,8 @@ _MOVED = frozenset({301, 308})
 # mean follows each new one.
 _LATENCY_GUESS = 1.0
 _LATENCY_WEIGHT = 0.05
+# When pages last visited before it are to be read for their links again (relink).
+_RELINK_META = "relink_since"
 
 
 class Refresher(PlanningMixin):
@@ -128,6 +132,9 @@ class Refresher(PlanningMixin):
         # the pages so made due, not yet asked (a new plan must not put them off).
         self._hinted: deque[float] = deque()
         self._prompted: set[int] = set()
+        # Pages last visited before this wall-clock time are asked once in full and
+        # their links followed again (relink).
+        self._relink_since = _float(shard.get_meta(_RELINK_META))
 
     # -- the crawl loop's calls -----------------------------------------------
     def load(self) -> Counter[Filtered]:
@@ -201,11 +208,34 @@ class Refresher(PlanningMixin):
             self._prompted.discard(entry.fp)
 
     def validators(self, entry: Entry) -> Validators | None:
-        """The copy's validators, for a page asked again (now)."""
+        """The copy's validators, for a page asked again (now): none for one to be
+        read for its links again (a 304 has no body)."""
         page = self.page(entry.fp) if entry.refresh else None
-        if page is None or not (page.etag or page.last_modified):
+        if page is None or not (page.etag or page.last_modified) or self._relinked(page):
             return None
         return Validators(page.etag, page.last_modified)
+
+    def relink(self) -> None:
+        """A peer died with hosts no copy kept (one replica): every page is asked once
+        more in full and its links followed again, changed or not, as its turn comes.
+        What links lead to is all that finds those hosts again; under --recrawl an
+        unchanged page's links were never read again, and the dead peer's hosts were
+        lost for good (QA). Kept in the shard: a restart before a page's turn still
+        reads it."""
+        self._relink_since = time.time()
+        try:
+            with self._shard.transaction():
+                self._shard.set_meta(_RELINK_META, repr(self._relink_since))
+        except StorageError as exc:
+            log.warning("pages to be read for their links again, not kept: %s", exc)
+
+    def relinks(self, entry: Entry) -> bool:
+        """Whether a page asked again is to have its links followed, changed or not."""
+        page = self.page(entry.fp) if entry.refresh else None
+        return page is not None and self._relinked(page)
+
+    def _relinked(self, page: RefreshPage) -> bool:
+        return page.last_visit < self._relink_since
 
     def answered(
         self, entry: Entry, page: PageRecord, result: FetchResult
@@ -529,3 +559,10 @@ class Refresher(PlanningMixin):
         if not of_host:
             del self._by_host[host]
         self.hints.forget(fps)
+
+
+def _float(text: str | None) -> float:
+    try:
+        return float(text) if text else -math.inf
+    except ValueError:
+        return -math.inf
