@@ -129,7 +129,26 @@ def format_cluster(report: dict[str, Any], now: float | None = None) -> str:
         lines.append(line(values))
         if i in notes:
             lines.append(notes[i])
-    return "\n".join(lines + footer)
+    return "\n".join(lines + _settings_differ(figures) + footer)
+
+
+def _settings_differ(figures: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Lines naming the settings the peers do not share (each crawls its own hosts
+    its own way), each peer's value: none when they agree (or a peer says none)."""
+    told = {
+        peer: dict(part.split("=", 1) for part in str(f["settings"]).split("; ") if "=" in part)
+        for peer, f in figures.items()
+        if f.get("settings")
+    }
+    names = sorted(
+        {n for s in told.values() for n in s if len({t.get(n) for t in told.values()}) > 1}
+    )
+    if not names:
+        return []
+    lines = ["SETTINGS DIFFER between peers (each crawls its own hosts its own way):"]
+    for peer, mine in sorted(told.items()):
+        lines.append(f"  {peer}: " + " ".join(f"{n}={mine.get(n, '?')!r}" for n in names))
+    return lines
 
 
 def _figures(pages: int, rate: float, errors: int, timeouts: int) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Any
 import trio
 
 from ubipy import __version__
+from ubipy.config import CrawlConfig
 from ubipy.fetch import Filtered
 from ubipy.net import Links, Network, request
 from ubipy.peer.crawler import Crawler
@@ -111,6 +112,9 @@ class PeerStatus:
     # and frames this peer carried for two others that cannot reach each other.
     frames_relayed: int = 0
     frames_carried: int = 0
+    # The settings every peer of a cluster must share ("name=value; ..."), which
+    # `ubipy status` compares (shared_settings).
+    settings: str = ""
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -185,6 +189,7 @@ def status_of(
         ),
         frames_relayed=links.relays.stats["sent"],
         frames_carried=links.relays.stats["forwarded"],
+        settings=shared_settings(c.config),
         **_dns_figures(c),
         **_lease_figures(ip_leases),
     )
@@ -240,3 +245,23 @@ async def gather_status(
             nursery.start_soon(ask, address)
     peers = [own, *(dict(p) for answer in answers for p in answer.peers)]
     return Status(members, tuple(peers))
+
+
+def shared_settings(config: CrawlConfig) -> str:
+    """The settings that decide what a cluster crawls, which each peer applies to its
+    own hosts alone: peers started with others crawl each their hosts their own way,
+    and nothing said so (QA: --scope host on one peer, any on another; --no-sitemaps
+    on the owner of a host whose pages only its sitemap lists)."""
+    bounds = config.bounds
+    shared = {
+        "--scope": bounds.scope.value,
+        "--include": " ".join(bounds.include),
+        "--exclude": " ".join(bounds.exclude),
+        "--max-depth": "" if bounds.max_depth is None else str(bounds.max_depth),
+        "--order": bounds.order.value,
+        "--sitemaps": "on" if bounds.sitemaps else "off",
+        "--accept": " ".join(config.fetch.accept),
+        "--replicas": str(config.replication.replicas),
+        "--recrawl": "on" if config.recrawl.recrawl else "off",
+    }
+    return "; ".join(f"{name}={value}" for name, value in shared.items())

@@ -1,0 +1,59 @@
+"""Peers of one cluster started with other settings each crawl their own hosts their
+own way: `ubipy status` says which settings differ, and each peer's (QA: --scope
+host on one peer and any on another, --no-sitemaps on the owner of a host whose
+pages only its sitemap lists, and nothing said anywhere)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ubipy.config import BoundsConfig, CrawlConfig, Scope
+from ubipy.peer.peer import Peer
+from ubipy.peer.status import shared_settings
+from ubipy.statustable import format_cluster
+
+
+def _report(*settings: str) -> dict[str, Any]:
+    ids = [f"p{i}" for i in range(len(settings))]
+    return {
+        "members": [
+            {"id": i, "address": f"127.0.0.1:70{n}", "state": "alive"} for n, i in enumerate(ids)
+        ],
+        "peers": [
+            {"peer_id": i, "uptime": 10.0, "pages": 1, "settings": s}
+            for i, s in zip(ids, settings, strict=True)
+        ],
+    }
+
+
+def test_the_settings_that_differ_are_named_with_each_peer_s(tmp_path: Path) -> None:
+    base = CrawlConfig(data_dir=tmp_path)
+    other = dataclasses.replace(
+        base, bounds=BoundsConfig(scope=Scope.HOST, sitemaps=False, exclude=("/p1",))
+    )
+    table = format_cluster(_report(shared_settings(base), shared_settings(other))).splitlines()
+    at = table.index("SETTINGS DIFFER between peers (each crawls its own hosts its own way):")
+    assert table[at + 1 :] == [
+        "  p0: --exclude='' --scope='domain' --sitemaps='on'",
+        "  p1: --exclude='/p1' --scope='host' --sitemaps='off'",
+    ]
+
+
+def test_peers_that_agree_or_do_not_say_show_nothing(tmp_path: Path) -> None:
+    same = shared_settings(CrawlConfig(data_dir=tmp_path))
+    for report in (_report(same, same), _report(same, "")):  # "": an older peer's
+        assert "SETTINGS DIFFER" not in format_cluster(report)
+
+
+async def test_a_peer_says_its_settings_in_its_status(tmp_path: Path) -> None:
+    config = CrawlConfig(data_dir=tmp_path, listen="127.0.0.1:0", bounds=BoundsConfig(max_depth=3))
+    peer = Peer(config)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(peer.run)
+        said = peer.status().as_json()["settings"]
+        peer.stop()
+    assert said == shared_settings(config) and "--max-depth=3" in said
