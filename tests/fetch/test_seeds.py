@@ -103,3 +103,13 @@ def test_past_a_hundred_bad_lines_they_are_counted_not_kept() -> None:
     assert listed.urls == ("http://a.test/",)
     assert [p.line for p in listed.problems] == list(range(2, 102))
     assert listed.unlisted == 9_900 and listed.skipped == 10_000
+
+
+def test_a_host_alone_is_said_to_want_a_scheme() -> None:
+    """A bare host in a seeds file was only "(invalid)" (QA)."""
+    got = parse_seeds(b"h003.synth.test\nexample.com:8080/\nnot a url\n")
+    assert [p.reason for p in got.problems] == [
+        "not a crawlable URL (invalid); no scheme: http://h003.synth.test/ ?",
+        "not a crawlable URL (scheme); no scheme: http://example.com:8080/ ?",
+        "not a crawlable URL (invalid)",
+    ]

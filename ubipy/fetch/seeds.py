@@ -79,6 +79,10 @@ class SeedList:
         return len(self.problems) + self.unlisted
 
 
+# A host name (and port) alone, as a line of a seeds file often is.
+_BARE_HOST = re.compile(r"[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+(:\d+)?/?")
+
+
 def parse_seeds(data: bytes) -> SeedList:
     """Parse a seeds file's bytes into normalised URLs and per-line problems."""
     urls: list[str] = []
@@ -119,7 +123,11 @@ def parse_seeds(data: bytes) -> SeedList:
         try:
             url, had_userinfo = normalize_reporting(line)
         except BadURL as exc:
-            skip(lineno, raw, f"not a crawlable URL ({exc.reason.value})")
+            reason = f"not a crawlable URL ({exc.reason.value})"
+            if "://" not in line and _BARE_HOST.fullmatch(line):
+                # A host alone was only "(invalid)" (QA).
+                reason += f"; no scheme: http://{line.rstrip('/')}/ ?"
+            skip(lineno, raw, reason)
             continue
         stripped += had_userinfo
         if url in seen:
