@@ -290,6 +290,25 @@ def test_a_lastmod_in_the_future_is_held_against_its_host_once_a_reading() -> No
     assert hints.visited(99, "a.test", now + 7200, changed=False) is False
 
 
+DISALLOWED = (62.5, 150.0)  # when robots.txt forbids /p (_banned_for_a_while)
+
+
+def _banned_for_a_while(
+    log: list[tuple[float, str]],
+) -> Callable[[httpx2.Request], httpx2.Response]:
+    """A site of /p that robots.txt forbids during DISALLOWED; each request logged."""
+
+    def site(request: httpx2.Request) -> httpx2.Response:
+        now = trio.current_time()
+        log.append((now, request.url.path))
+        if request.url.path == "/robots.txt":
+            rules = "Disallow: /p" if DISALLOWED[0] <= now < DISALLOWED[1] else "Disallow:"
+            return httpx2.Response(200, content=f"User-agent: *\n{rules}\n".encode())
+        return httpx2.Response(200, headers={"content-type": "text/html"}, content=BODY)
+
+    return site
+
+
 async def test_a_refresh_refused_its_address_then_barred_is_asked_again_later(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -297,16 +316,8 @@ async def test_a_refresh_refused_its_address_then_barred_is_asked_again_later(
     robots.txt, read again meanwhile, now forbids it: barred, it was left marked
     asked, and no plan gave it out again for the rest of the run (found by a
     review). Once robots.txt allows it again it is asked at its interval."""
-    disallow = (62.5, 150.0)
     log: list[tuple[float, str]] = []
-
-    def site(request: httpx2.Request) -> httpx2.Response:
-        now = trio.current_time()
-        log.append((now, request.url.path))
-        if request.url.path == "/robots.txt":
-            rules = "Disallow: /p" if disallow[0] <= now < disallow[1] else "Disallow:"
-            return httpx2.Response(200, content=f"User-agent: *\n{rules}\n".encode())
-        return httpx2.Response(200, headers={"content-type": "text/html"}, content=BODY)
+    site = _banned_for_a_while(log)
 
     config = _config(tmp_path)
     config = dataclasses.replace(
@@ -334,16 +345,8 @@ async def test_a_page_barred_for_a_while_is_asked_again_once_robots_txt_allows_i
 ) -> None:
     """robots.txt forbids the page for a minute and a half, then allows it again: the
     page was put off for the longest interval (30 days), and not asked again."""
-    disallow = (62.5, 150.0)
     log: list[tuple[float, str]] = []
-
-    def site(request: httpx2.Request) -> httpx2.Response:
-        now = trio.current_time()
-        log.append((now, request.url.path))
-        if request.url.path == "/robots.txt":
-            rules = "Disallow: /p" if disallow[0] <= now < disallow[1] else "Disallow:"
-            return httpx2.Response(200, content=f"User-agent: *\n{rules}\n".encode())
-        return httpx2.Response(200, headers={"content-type": "text/html"}, content=BODY)
+    site = _banned_for_a_while(log)
 
     config = _config(tmp_path)
     config = dataclasses.replace(
@@ -353,8 +356,8 @@ async def test_a_page_barred_for_a_while_is_asked_again_once_robots_txt_allows_i
     assert refresher.stats.barred >= 1
     asked = [t for t, path in log if path == "/p"]
     # Within a robots.txt reading and an interval of the end of the ban, and on.
-    assert [t for t in asked if disallow[1] < t <= disallow[1] + 30 + 60 + 1], asked
-    assert len([t for t in asked if t > disallow[1]]) >= 5
+    assert [t for t in asked if DISALLOWED[1] < t <= DISALLOWED[1] + 30 + 60 + 1], asked
+    assert len([t for t in asked if t > DISALLOWED[1]]) >= 5
 
 
 async def test_a_page_whose_history_died_with_its_peer_is_kept_here_as_a_first_fetch(
