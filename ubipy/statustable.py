@@ -20,8 +20,8 @@ _LEFT_ALIGNED = 3  # the first columns are text; the rest are figures
 def _left_out(figures: Mapping[str, Any]) -> str:
     """What the filters, --scope, --accept and the sitemap protocol's limits left out
     (out of scope and the sitemaps' cuts were only in the log: QA), the URLs closed
-    without a request and why, the certificates that failed, and what the DNS stage
-    did, if anything."""
+    without a request and why, the certificates that failed, what the DNS stage did,
+    and a continuous crawl's refreshes, if anything."""
     parts = []
     if n := figures.get("excluded"):
         parts.append(f"{n} excluded by --exclude")
@@ -30,6 +30,14 @@ def _left_out(figures: Mapping[str, Any]) -> str:
     if n := figures.get("skipped_by_type"):
         types = figures.get("skipped_types")
         parts.append(f"{counted(n, 'answer')} of types not accepted ({types})")
+    if n := figures.get("refreshes"):
+        # Its pages column counts these visits too.
+        unchanged = figures.get("refreshes_unchanged")
+        parts.append(
+            f"{counted(n, 'refresh', 'refreshes')} of pages fetched before ({unchanged} "
+            f"unchanged, {figures.get('refreshes_not_modified')} of them 304s; "
+            f"{figures.get('pages_retired')} pages retired)"
+        )
     if n := figures.get("skipped"):
         # A host given up (its robots.txt unreachable, a proxy that refuses) shows here.
         parts.append(f"{counted(n, 'URL')} closed unasked ({figures.get('skipped_why')})")

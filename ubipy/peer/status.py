@@ -115,6 +115,12 @@ class PeerStatus:
     # The settings every peer of a cluster must share ("name=value; ..."), which
     # `ubipy status` compares (shared_settings).
     settings: str = ""
+    # Under --recrawl (its pages count every visit): visits of pages fetched before,
+    # how many found the page unchanged (304s among them), and pages retired.
+    refreshes: int = 0
+    refreshes_unchanged: int = 0
+    refreshes_not_modified: int = 0
+    pages_retired: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -190,6 +196,7 @@ def status_of(
         frames_relayed=links.relays.stats["sent"],
         frames_carried=links.relays.stats["forwarded"],
         settings=shared_settings(c.config),
+        **_refresh_figures(c),
         **_dns_figures(c),
         **_lease_figures(ip_leases),
     )
@@ -245,6 +252,20 @@ async def gather_status(
             nursery.start_soon(ask, address)
     peers = [own, *(dict(p) for answer in answers for p in answer.peers)]
     return Status(members, tuple(peers))
+
+
+def _refresh_figures(c: Crawler) -> dict[str, int]:
+    """Status showed nothing of a continuous crawl's refreshes, and its pages counted
+    visits, with nothing to tell them apart (QA)."""
+    if c.refresher is None:
+        return {}
+    stats = c.refresher.stats
+    return {
+        "refreshes": stats.refreshes,
+        "refreshes_unchanged": stats.unchanged,
+        "refreshes_not_modified": stats.not_modified,
+        "pages_retired": stats.retired,
+    }
 
 
 def shared_settings(config: CrawlConfig) -> str:

@@ -1,7 +1,9 @@
-"""Peers of one cluster started with other settings each crawl their own hosts their
-own way: `ubipy status` says which settings differ, and each peer's (QA: --scope
-host on one peer and any on another, --no-sitemaps on the owner of a host whose
-pages only its sitemap lists, and nothing said anywhere)."""
+"""What `ubipy status` says beyond its table (QA). Peers of one cluster started with
+other settings each crawl their own hosts their own way: it says which settings
+differ, and each peer's (--scope host on one peer and any on another, --no-sitemaps
+on the owner of a host whose pages only its sitemap lists, and nothing said
+anywhere). Under --recrawl a peer's pages count every visit: it says how many were
+refreshes, and how many found the page unchanged."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 
 import trio
 
-from ubipy.config import BoundsConfig, CrawlConfig, Scope
+from ubipy.config import BoundsConfig, CrawlConfig, RecrawlConfig, Scope
 from ubipy.peer.peer import Peer
 from ubipy.peer.status import shared_settings
 from ubipy.statustable import format_cluster
@@ -57,3 +59,20 @@ async def test_a_peer_says_its_settings_in_its_status(tmp_path: Path) -> None:
         said = peer.status().as_json()["settings"]
         peer.stop()
     assert said == shared_settings(config) and "--max-depth=3" in said
+
+
+async def test_a_continuous_crawl_s_peer_says_its_refreshes(tmp_path: Path) -> None:
+    config = CrawlConfig(
+        data_dir=tmp_path, listen="127.0.0.1:0", recrawl=RecrawlConfig(recrawl=True)
+    )
+    peer = Peer(config)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(peer.run)
+        said = peer.status().as_json()
+        peer.stop()
+    assert (said["refreshes"], said["refreshes_unchanged"], said["pages_retired"]) == (0, 0, 0)
+    once = Peer(CrawlConfig(data_dir=tmp_path / "once", listen="127.0.0.1:0"))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(once.run)
+        assert once.status().as_json()["refreshes"] == 0  # no refresher: nothing to say
+        once.stop()
