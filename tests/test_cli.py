@@ -20,6 +20,7 @@ import trio.testing
 
 from tests.e2e.cluster import run_cli, start_peer_or_fail, stop_all
 from tests.test_progress import CLEAR, FakeTerminal, figures
+from ubipy import cli
 from ubipy.cli import _or_cannot_start, _stop_on_signals, build_parser
 from ubipy.progress import Progress, wall_clock
 from ubipy.statustable import format_cluster
@@ -475,3 +476,46 @@ async def test_ctrl_c_while_the_seeds_load_ends_the_peer_without_a_traceback(
     assert b"Traceback" not in said, said.decode()
     assert code in (0, 130), said.decode()
     assert code == 0 or b"ubipy peer: interrupted" in said
+
+
+async def test_a_peer_under_nohup_outlives_the_hang_up(tmp_path: Path) -> None:
+    """nohup ignores SIGHUP for the peer to outlive the session: a handler for it
+    would undo that (a review). The hang-up is ignored; the SIGTERM after it is the
+    first signal the peer takes, so it stops gracefully, saying so once."""
+    cmd = [*UBIPY, "-v", "peer", "--data", str(tmp_path / "p"), "--listen", "127.0.0.1:0"]
+
+    def as_nohup() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    proc = await trio.lowlevel.open_process(cmd, stderr=subprocess.PIPE, preexec_fn=as_nohup)
+    try:
+        assert proc.stderr is not None
+        with trio.fail_after(60):
+            head = await _read_until(proc.stderr, b" listening on 127.0.0.1:", b"\n")
+        address = head.rsplit(b" listening on ", 1)[1].split()[0].decode()
+        # Once it answers, its signal watcher (started with it) is in place.
+        answered = await run_cli("status", "--peer", address)
+        assert answered.returncode == 0, answered.stderr
+        proc.send_signal(signal.SIGHUP)
+        proc.send_signal(signal.SIGTERM)
+        with trio.fail_after(60):
+            said = await _read_to_end(proc.stderr)
+            code = await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert code == 0, said.decode()
+    said = head + said
+    assert said.count(b"stopping: letting requests in flight finish") == 1
+    assert b"stopping now" not in said
+
+
+def test_an_error_raised_beside_a_ctrl_c_is_not_swallowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted_and_broken(args: Any) -> int:
+        raise BaseExceptionGroup("both", [KeyboardInterrupt(), ValueError("a bug")])
+
+    monkeypatch.setattr(cli, "_seed", interrupted_and_broken)
+    with pytest.raises(BaseExceptionGroup) as raised:
+        cli.main(["seed", "urls.txt"])
+    assert raised.group_contains(ValueError)

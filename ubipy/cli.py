@@ -332,9 +332,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (KeyboardInterrupt, BaseExceptionGroup) as exc:
         # Ctrl-C before a command's own handler is in place (a peer loading its
         # --seeds, the demo): trio raises it out of its nurseries, in a group that
-        # printed as a traceback of some fifty lines (QA).
-        if isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is None:
-            raise
+        # printed as a traceback of some fifty lines (QA). Anything else raised with
+        # it is raised still (a review).
+        if isinstance(exc, BaseExceptionGroup):
+            interrupt, rest = exc.split(KeyboardInterrupt)
+            if interrupt is None or rest is not None:
+                raise
         print(f"ubipy {args.command}: interrupted", file=sys.stderr)
         return 130
     raise AssertionError(args.command)
@@ -429,10 +432,15 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | No
 
 async def _stop_on_signals(peer: Peer, scope: trio.CancelScope, progress: Progress) -> None:
     # SIGHUP (the terminal or the ssh session closed) stops it as SIGTERM does: it
-    # killed the peer outright, with no leave (QA). What is said then may have no
-    # terminal left to go to.
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-        async for _ in signals:
+    # killed the peer outright, with no leave (QA). Not under nohup, which ignores it
+    # for the peer to outlive the session (a handler would undo that: a review).
+    wanted = [signal.SIGINT, signal.SIGTERM]
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        wanted.append(signal.SIGHUP)
+    with trio.open_signal_receiver(*wanted) as signals:
+        async for signum in signals:
+            if signum == signal.SIGHUP:
+                _off_the_terminal()
             with contextlib.suppress(OSError):
                 progress.clear()  # on a terminal, the line was written on the progress line
             if not peer.crawler.stopped.is_set() and not peer.stopping:
@@ -442,6 +450,18 @@ async def _stop_on_signals(peer: Peer, scope: trio.CancelScope, progress: Progre
                 _say("stopping now: abandoning requests in flight")
                 scope.cancel()
                 return
+
+
+def _off_the_terminal() -> None:
+    """The terminal is gone: every write to it fails (EIO), the log's and the progress
+    line's among them, which would break the leave the hang-up asked for. What was
+    written to a terminal goes nowhere from now on (a file or a pipe is kept)."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            if os.isatty(fd):
+                os.dup2(null, fd)
+        os.close(null)
 
 
 def _say(line: str) -> None:
