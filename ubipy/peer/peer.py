@@ -335,6 +335,10 @@ class Peer:
             if (a := self._address_of(m)) not in unreachable or relays.may_carry(a or "")
         )  # fmt: skip
 
+    def _live_addresses(self) -> set[str]:
+        alive = self.membership.alive_ids()
+        return {m.address for m in self.membership.members() if m.id in alive}
+
     def _other_ids(self) -> frozenset[str]:
         """The ids of the other live members, suspected ones too."""
         return self.membership.alive_ids() - {self.peer_id}
@@ -450,8 +454,12 @@ class Peer:
                 dead.append(event.member.id)
             self.scopes.member_changed(event)
             if event.member.state in (MemberState.DEAD, MemberState.LEFT):
-                self.links.forget(event.member.address)
-                self.handoff.abandon(event.member.address)
+                # Unless a live member has that address too (a peer that stopped for
+                # advertising another's, a new id on a dead one's address): hand-offs
+                # to that one were refused until it restarted (a review).
+                if event.member.address not in self._live_addresses():
+                    self.links.forget(event.member.address)
+                    self.handoff.abandon(event.member.address)
             elif event.changes_ring and event.member.id != self.peer_id:
                 self.handoff.back(event.member.address)
                 self.scopes.share(event.member.id)
