@@ -45,9 +45,18 @@ def test_the_settings_that_differ_are_named_with_each_peer_s(tmp_path: Path) -> 
     ]
 
 
+def test_a_regex_with_semicolons_and_equals_signs_is_one_setting(tmp_path: Path) -> None:
+    base = CrawlConfig(data_dir=tmp_path)
+    odd = dataclasses.replace(base, bounds=BoundsConfig(exclude=("x; --scope=any",)))
+    table = format_cluster(_report(shared_settings(base), shared_settings(odd))).splitlines()
+    at = table.index("SETTINGS DIFFER between peers (each crawls its own hosts its own way):")
+    assert table[at + 1 :] == ["  p0: --exclude=''", "  p1: --exclude='x; --scope=any'"]
+
+
 def test_peers_that_agree_or_do_not_say_show_nothing(tmp_path: Path) -> None:
     same = shared_settings(CrawlConfig(data_dir=tmp_path))
-    for report in (_report(same, same), _report(same, "")):  # "": an older peer's
+    # "": an older peer's; not JSON: nothing to go by.
+    for report in (_report(same, same), _report(same, ""), _report(same, "{oops")):
         assert "SETTINGS DIFFER" not in format_cluster(report)
 
 
@@ -58,7 +67,7 @@ async def test_a_peer_says_its_settings_in_its_status(tmp_path: Path) -> None:
         await nursery.start(peer.run)
         said = peer.status().as_json()["settings"]
         peer.stop()
-    assert said == shared_settings(config) and "--max-depth=3" in said
+    assert said == shared_settings(config) and '"--max-depth":"3"' in said
 
 
 async def test_a_continuous_crawl_s_peer_says_its_refreshes(tmp_path: Path) -> None:

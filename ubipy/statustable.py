@@ -3,6 +3,8 @@ row per member, the totals, and below them what each peer left out or found slow
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -143,11 +145,11 @@ def format_cluster(report: dict[str, Any], now: float | None = None) -> str:
 def _settings_differ(figures: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Lines naming the settings the peers do not share (each crawls its own hosts
     its own way), each peer's value: none when they agree (or a peer says none)."""
-    told = {
-        peer: dict(part.split("=", 1) for part in str(f["settings"]).split("; ") if "=" in part)
-        for peer, f in figures.items()
-        if f.get("settings")
-    }
+    told: dict[str, dict[str, Any]] = {}
+    for peer, f in figures.items():
+        with contextlib.suppress(ValueError, TypeError):
+            if isinstance(said := json.loads(f.get("settings") or "null"), dict):
+                told[peer] = said
     names = sorted(
         {n for s in told.values() for n in s if len({t.get(n) for t in told.values()}) > 1}
     )

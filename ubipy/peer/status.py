@@ -3,6 +3,7 @@ line and the control centre's rows."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -112,8 +113,8 @@ class PeerStatus:
     # and frames this peer carried for two others that cannot reach each other.
     frames_relayed: int = 0
     frames_carried: int = 0
-    # The settings every peer of a cluster must share ("name=value; ..."), which
-    # `ubipy status` compares (shared_settings).
+    # The settings every peer of a cluster must share (a JSON object of flag and
+    # value), which `ubipy status` compares (shared_settings).
     settings: str = ""
     # Under --recrawl (its pages count every visit): visits of pages fetched before,
     # how many found the page unchanged (304s among them), and pages retired.
@@ -285,4 +286,5 @@ def shared_settings(config: CrawlConfig) -> str:
         "--replicas": str(config.replication.replicas),
         "--recrawl": "on" if config.recrawl.recrawl else "off",
     }
-    return "; ".join(f"{name}={value}" for name, value in shared.items())
+    # JSON: a regex of --exclude may hold "; " or "=" (a review).
+    return json.dumps(shared, separators=(",", ":"))
