@@ -121,7 +121,8 @@ async def _request(
         # started with another secret on the same machine got the operator's own
         # `ubipy status` turned away, in words that said nothing of why).
         raise OSError(
-            f"{address} dropped the connection ({exc.__cause__ or exc}): a peer turns away "
-            "for 30 s an address whose connections kept failing to authenticate (a "
-            "process with another secret on this machine?)"
+            f"{address} dropped the connection ({exc.__cause__ or exc}); if it does so at "
+            "once, again and again: a peer turns away for 30 s an address whose "
+            "connections kept failing to authenticate (a process with another secret on "
+            "this machine?)"
         ) from exc
