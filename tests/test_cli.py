@@ -10,6 +10,8 @@ import socket
 import sqlite3
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -451,6 +453,22 @@ async def test_a_stop_asked_on_a_terminal_is_said_on_a_line_of_its_own(
     assert terminal.getvalue().endswith(CLEAR + "stopping: letting requests in flight finish…\n")
 
 
+@asynccontextmanager
+async def _killed_if_left(proc: trio.Process) -> AsyncIterator[trio.Process]:
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def _rest_and_status(proc: trio.Process) -> tuple[bytes, int]:
+    """What the process still writes to stderr, and its exit status, within a minute."""
+    with trio.fail_after(60):
+        return await _read_to_end(proc.stderr), await proc.wait()
+
+
 async def test_ctrl_c_while_the_seeds_load_ends_the_peer_without_a_traceback(
     tmp_path: Path,
 ) -> None:
@@ -461,18 +479,12 @@ async def test_ctrl_c_while_the_seeds_load_ends_the_peer_without_a_traceback(
     seeds.write_text("".join(f"http://h{i}.test/\n" for i in range(100_000)))
     cmd = [*UBIPY, "-v", "peer", "--data", str(tmp_path / "p"), "--listen", "127.0.0.1:0"]
     proc = await trio.lowlevel.open_process([*cmd, "--seeds", str(seeds)], stderr=subprocess.PIPE)
-    try:
+    async with _killed_if_left(proc):
         assert proc.stderr is not None
         with trio.fail_after(60):
             await _read_until(proc.stderr, b"listening on")
         proc.send_signal(signal.SIGINT)
-        with trio.fail_after(60):
-            said = await _read_to_end(proc.stderr)
-            code = await proc.wait()
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        said, code = await _rest_and_status(proc)
     assert b"Traceback" not in said, said.decode()
     assert code in (0, 130), said.decode()
     assert code == 0 or b"ubipy peer: interrupted" in said
@@ -488,7 +500,7 @@ async def test_a_peer_under_nohup_outlives_the_hang_up(tmp_path: Path) -> None:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     proc = await trio.lowlevel.open_process(cmd, stderr=subprocess.PIPE, preexec_fn=as_nohup)
-    try:
+    async with _killed_if_left(proc):
         assert proc.stderr is not None
         with trio.fail_after(60):
             head = await _read_until(proc.stderr, b" listening on 127.0.0.1:", b"\n")
@@ -498,13 +510,7 @@ async def test_a_peer_under_nohup_outlives_the_hang_up(tmp_path: Path) -> None:
         assert answered.returncode == 0, answered.stderr
         proc.send_signal(signal.SIGHUP)
         proc.send_signal(signal.SIGTERM)
-        with trio.fail_after(60):
-            said = await _read_to_end(proc.stderr)
-            code = await proc.wait()
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        said, code = await _rest_and_status(proc)
     assert code == 0, said.decode()
     said = head + said
     assert said.count(b"stopping: letting requests in flight finish") == 1
