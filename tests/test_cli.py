@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import pty
 import re
 import signal
 import socket
@@ -525,3 +526,27 @@ def test_an_error_raised_beside_a_ctrl_c_is_not_swallowed(monkeypatch: pytest.Mo
     with pytest.raises(BaseExceptionGroup) as raised:
         cli.main(["seed", "urls.txt"])
     assert raised.group_contains(ValueError)
+
+
+async def test_a_peer_whose_terminal_hangs_up_leaves_gracefully(tmp_path: Path) -> None:
+    """Its terminal gone (the master side of its pty closed), every write to it fails
+    with EIO, the log's too: the leave the hang-up asked for broke on the first line
+    it logged (a review). What went to the terminal now goes nowhere."""
+    master, slave = pty.openpty()
+    cmd = [*UBIPY, "-v", "peer", "--data", str(tmp_path / "p"), "--listen", "127.0.0.1:0"]
+    proc = await trio.lowlevel.open_process(
+        cmd, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave
+    )
+    os.close(slave)
+    async with _killed_if_left(proc):
+        terminal = trio.lowlevel.FdStream(master)
+        with trio.fail_after(60):
+            head = await _read_until(terminal, b" listening on 127.0.0.1:", b"\n")
+        address = head.rsplit(b" listening on ", 1)[1].split()[0].decode()
+        answered = await run_cli("status", "--peer", address)  # its signal watcher is up
+        assert answered.returncode == 0, answered.stderr
+        await terminal.aclose()  # the terminal hangs up
+        proc.send_signal(signal.SIGHUP)
+        with trio.fail_after(60):
+            code = await proc.wait()
+    assert code == 0

@@ -437,10 +437,12 @@ async def _stop_on_signals(peer: Peer, scope: trio.CancelScope, progress: Progre
     wanted = [signal.SIGINT, signal.SIGTERM]
     if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
         wanted.append(signal.SIGHUP)
+    # Asked now: once the terminal has hung up, isatty() fails on it too.
+    ttys = [fd for fd in (1, 2) if os.isatty(fd)]
     with trio.open_signal_receiver(*wanted) as signals:
         async for signum in signals:
             if signum == signal.SIGHUP:
-                _off_the_terminal()
+                _off_the_terminal(ttys)
             with contextlib.suppress(OSError):
                 progress.clear()  # on a terminal, the line was written on the progress line
             if not peer.crawler.stopped.is_set() and not peer.stopping:
@@ -452,15 +454,14 @@ async def _stop_on_signals(peer: Peer, scope: trio.CancelScope, progress: Progre
                 return
 
 
-def _off_the_terminal() -> None:
+def _off_the_terminal(ttys: Sequence[int]) -> None:
     """The terminal is gone: every write to it fails (EIO), the log's and the progress
-    line's among them, which would break the leave the hang-up asked for. What was
-    written to a terminal goes nowhere from now on (a file or a pipe is kept)."""
+    line's among them, which would break the leave the hang-up asked for. What went to
+    it (``ttys``) goes nowhere from now on; a file or a pipe is kept."""
     with contextlib.suppress(OSError):
         null = os.open(os.devnull, os.O_WRONLY)
-        for fd in (1, 2):
-            if os.isatty(fd):
-                os.dup2(null, fd)
+        for fd in ttys:
+            os.dup2(null, fd)
         os.close(null)
 
 
