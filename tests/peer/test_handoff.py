@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import pytest
 import trio
 import trio.testing
 
@@ -111,6 +112,35 @@ async def test_a_dead_peers_hosts_wait_out_the_grace(
         await trio.sleep(2)
         assert gained in asked(crawler)
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("comes_back", [False, True])
+async def test_hosts_are_lost_with_a_dead_peer_only_once_its_grace_is_over(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, comes_back: bool
+) -> None:
+    """With one replica a dead peer's hosts are lost (its URLs with it) once it has not
+    come back within the grace: then, not at its death (a partition's false deaths and
+    a quick restart made every peer ask every page in full for nothing: a review)."""
+    three, two = Ring(["a", "b", "c"]), Ring(["a", "c"])
+    lost: list[float] = []
+    async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
+        handoff = handoff_for(crawler, "a", grace=GRACE)
+        handoff.on_hosts_lost = lambda: lost.append(trio.current_time())
+        nursery.start_soon(handoff.run)
+        handoff.ring_changed(three, frozenset(three.members), frozenset())
+        crawler.ring_changed(two)
+        handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
+        died = trio.current_time()
+        handoff.peer_gone("b")
+        await trio.sleep(GRACE / 2)
+        assert lost == []
+        if comes_back:
+            crawler.ring_changed(three)
+            handoff.ring_changed(three, frozenset(three.members), frozenset(two.members))
+            handoff.release_from("b", three.key)
+        await trio.sleep(GRACE)
+        nursery.cancel_scope.cancel()
+    assert lost == ([] if comes_back else [pytest.approx(died + GRACE)])
 
 
 async def test_with_replicas_a_host_whose_every_copy_died_waits_for_one(

@@ -124,6 +124,7 @@ class Handoff(HoldsMixin):
         # The peers dead within a minute of the latest death (holds._TOGETHER), with when they died.
         self._dead: dict[str, float] = {}
         self._holds: list[Hold] = []
+        self.on_hosts_lost: Callable[[], None] = lambda: None
         # The ring each peer last said it finished sweeping under.
         self._swept: dict[str, str] = {}
         self._kick = Wakeup()

@@ -64,6 +64,9 @@ class Hold:
     for_copies: bool = False
     # When it was made (trio's clock).
     since: float = -math.inf
+    # Made for a dead peer's hosts with no copy of them (one replica): expired, the
+    # peer did not come back, and its hosts' URLs are lost (HoldsMixin.on_hosts_lost).
+    lost_if_expired: bool = False
 
 
 class HoldsMixin:
@@ -81,6 +84,9 @@ class HoldsMixin:
     _orphan_grace: float
     _hold_limit: float
     _dead: dict[str, float]
+    # Told when a dead peer's hosts were lost with it: the grace for its return passed,
+    # and no copy of them is kept (refreshing's relink: links are all that find them).
+    on_hosts_lost: Callable[[], None]
     _gone_ids: set[str]
     _copies_here: Replicator | None
     _holds: list[Hold]
@@ -164,7 +170,7 @@ class HoldsMixin:
         hold = max(self._grace, self._fence)
         if hold > 0 and peer_id not in self._ring.members:
             with_it = Ring([*self._ring.members, peer_id])
-            self._add_hold(with_it, NO_RING, {peer_id}, hold)
+            self._add_hold(with_it, NO_RING, {peer_id}, hold, lost=self._copies < 2)
             log.info("holding the hosts of dead %s for %.1f s", peer_id, hold)
         if self._copies > 1 and self._orphan_grace > 0 and peer_id not in self._ring.members:
             # Deaths within a minute of each other are one cut: hours apart, the first
@@ -296,9 +302,13 @@ class HoldsMixin:
         limit: float,
         token: int = 0,
         orphans_of: frozenset[str] = frozenset(),
+        *,
+        lost: bool = False,
     ) -> None:
         now = trio.current_time()
-        hold = Hold(old_ring, key, waiting, now + limit, token, orphans_of, since=now)
+        hold = Hold(
+            old_ring, key, waiting, now + limit, token, orphans_of, since=now, lost_if_expired=lost
+        )
         self._holds.append(hold)
         self._holds_changed.set()
 
@@ -328,4 +338,6 @@ class HoldsMixin:
                 self._holds = [h for h in self._holds if h.until > now]
                 for hold in expired:
                     log.info("hold on hosts awaiting %s expired", ", ".join(sorted(hold.waiting)))
+                if any(h.lost_if_expired for h in expired):
+                    self.on_hosts_lost()
                 self._crawler.release_held()

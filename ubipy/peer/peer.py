@@ -279,6 +279,8 @@ class Peer:
             copies_here=replicator,
             heard_at=self.links.heard_at,
         )
+        if crawler.refresher is not None:  # a dead peer's hosts lost: links find them again
+            self._handoff.on_hosts_lost = crawler.refresher.relink
         self._ip_leases = IpLeases(self.peer_id, config, crawler, router, rng=self._rng)
         self._ip_leases.install(self.handle, self.send, self._address_of, self.start_soon)
         self.scopes = ScopeSharing(
@@ -484,9 +486,6 @@ class Peer:
                 self._promote()
             self.replicator.ring_changed(ring)
             self._members.remember(self.membership.members())
-        refresher = self.crawler.refresher
-        if dead and refresher is not None and self.config.replication.replicas < 2:
-            refresher.relink()  # its hosts' URLs died with it: links find them again
         for peer_id in dead:
             self.handoff.peer_gone(peer_id)
 

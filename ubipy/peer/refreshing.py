@@ -216,8 +216,11 @@ class Refresher(PlanningMixin):
         return Validators(page.etag, page.last_modified)
 
     def relink(self) -> None:
-        """A peer died with hosts no copy kept (one replica): every page is asked once
-        more in full and its links followed again, changed or not, as its turn comes.
+        """A peer died with hosts no copy kept (one replica), and did not come back
+        within --rejoin-grace (told then, not at its death: a peer restarted within it
+        takes its hosts back, and every page asked in full for nothing was the cost of
+        each false death of a partition, a review): every page is asked once more in
+        full and its links followed again, changed or not, as its turn comes.
         What links lead to is all that finds those hosts again; under --recrawl an
         unchanged page's links were never read again, and the dead peer's hosts were
         lost for good (QA). Kept in the shard: a restart before a page's turn still
