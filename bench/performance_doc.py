@@ -128,6 +128,9 @@ CPU, a host's /sitemap.xml answered with a page no longer parsed as one): **8.07
 against 3.65-3.67); HTTPS over HTTP with `--max-requests 5`, `--repeat 2`, 1.25 (0.67 /
 0.54 ms; OpenSSL's own calls 0.07 of the 0.13 ms a page). Callgrind on 60 hosts x 50
 pages (`--instructions`): 2,944,772 instructions a page at 076b90c, 2,809,217 at 241d645.
+The forty-fourth session, the same kind of machine, quiet (7b4e47e; no change aimed at
+CPU): **7.21** with `--repeat 3` (ubipy 0.42-0.44 ms a page, Scrapy 3.25-3.48): ubipy's
+cost as before, Scrapy's 10% lower than in the run before.
 
 Instructions a page (`--instructions`: each crawler under valgrind's callgrind, start-up
 included, about a third of ubipy's count on this small web) repeat within 1% where CPU
