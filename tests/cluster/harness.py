@@ -40,6 +40,7 @@ from ubipy.config import (
 from ubipy.fetch import Resolver
 from ubipy.net import MemoryNetwork, request
 from ubipy.peer import Peer
+from ubipy.store import PEER_ID_META, Shard
 from ubipy.synthweb import SyntheticWeb, SynthServer, SynthTransport, in_process
 from ubipy.wire import StatusRequest, secret_from
 
@@ -60,6 +61,16 @@ def one_view(peers: Sequence[SimPeer]) -> bool:
     """Every one of ``peers`` sees exactly them alive."""
     everyone = frozenset(p.peer_id for p in peers)
     return all(p.peer.membership.alive_ids() == everyone for p in peers)
+
+
+def with_peer_id(data: Path, peer_id: str) -> Path:
+    """``data`` made a peer's data directory that holds ``peer_id`` (tests that need
+    one peer's id to sort before another's); returned."""
+    shard = Shard.open(data)
+    with shard.transaction():
+        shard.set_meta(PEER_ID_META, peer_id)
+    shard.close()
+    return data
 
 
 def peer_config(

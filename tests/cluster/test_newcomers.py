@@ -13,10 +13,9 @@ import pytest
 import trio
 import trio.testing
 
-from tests.cluster.harness import LATENCY, cluster, host_of, one_view
+from tests.cluster.harness import LATENCY, cluster, host_of, one_view, with_peer_id
 from ubipy.config import CrawlConfig
 from ubipy.membership import fence
-from ubipy.store import PEER_ID_META, Shard
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 
 WEB = SyntheticWeb(
@@ -132,10 +131,7 @@ async def test_a_newcomer_whose_answers_go_astray_never_pauses_a_lone_peer(
     0 paused for good (found in a network namespace). Only a member that has answered
     joins a base: peer 0 crawls the whole web alone."""
     for index, peer_id in ((0, "f" * 16), (1, "0" * 16)):  # 1 would win the tie-break
-        shard = Shard.open(tmp_path / f"p{index}")
-        with shard.transaction():
-            shard.set_meta(PEER_ID_META, peer_id)
-        shard.close()
+        with_peer_id(tmp_path / f"p{index}", peer_id)
 
     def astray(config: CrawlConfig) -> CrawlConfig:
         return dataclasses.replace(config, advertise=f"{host_of(9)}:7000")

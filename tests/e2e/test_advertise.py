@@ -9,20 +9,12 @@ from pathlib import Path
 
 import trio
 
+from tests.cluster.harness import with_peer_id
 from tests.e2e.cluster import run_cli, start_peer_or_fail, status_json, stop_all
-from ubipy.store import PEER_ID_META, Shard
 from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.referee import Referee
 from ubipy.synthweb.server import serve
 from ubipy.synthweb.truth import ground_truth
-
-
-def with_id(data: Path, peer_id: str) -> Path:
-    shard = Shard.open(data)
-    with shard.transaction():
-        shard.set_meta(PEER_ID_META, peer_id)
-    shard.close()
-    return data
 
 
 async def test_a_newcomer_advertising_an_address_not_its_own_never_pauses_a_lone_peer(
@@ -36,10 +28,10 @@ async def test_a_newcomer_advertising_an_address_not_its_own_never_pauses_a_lone
         server = await nursery.start(serve, web)
         proxy = server.proxy_url
         # The newcomer's id the smaller: it would win the tie-break of a base of two.
-        lone = await start_peer_or_fail(nursery, with_id(tmp_path / "a", "f" * 16), proxy)
+        lone = await start_peer_or_fail(nursery, with_peer_id(tmp_path / "a", "f" * 16), proxy)
         astray = await start_peer_or_fail(
             nursery,
-            with_id(tmp_path / "b", "0" * 16),
+            with_peer_id(tmp_path / "b", "0" * 16),
             proxy,
             "--join",
             lone.address,
