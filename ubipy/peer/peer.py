@@ -337,9 +337,8 @@ class Peer:
             if (a := self._address_of(m)) not in unreachable or relays.may_carry(a or "")
         )  # fmt: skip
 
-    def _live_addresses(self) -> set[str]:
-        alive = self.membership.alive_ids()
-        return {m.address for m in self.membership.members() if m.id in alive}
+    def _live_addresses(self) -> set[str | None]:
+        return {self._address_of(m) for m in self.membership.alive_ids()}
 
     def _other_ids(self) -> frozenset[str]:
         """The ids of the other live members, suspected ones too."""

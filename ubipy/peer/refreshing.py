@@ -234,6 +234,8 @@ class Refresher(PlanningMixin):
 
     def relinks(self, entry: Entry) -> bool:
         """Whether a page asked again is to have its links followed, changed or not."""
+        if self._relink_since == -math.inf:  # none ever: no page unpacked for it
+            return False
         page = self.page(entry.fp) if entry.refresh else None
         return page is not None and self._relinked(page)
 
