@@ -402,6 +402,36 @@ async def test_a_304_visit_names_the_version_held(
     assert len(visits) >= 5 and set(visits) == {(304, page_digest)}
 
 
+async def test_a_page_whose_304_was_in_flight_at_a_relink_is_asked_again_in_full(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A dead peer's hosts lost (relink): a page whose conditional request was already
+    out answered 304, no links, and was asked with validators from then on: its links
+    waited for its next change (a review). It is asked again at once, in full."""
+    site = _Site(math.inf)
+    out, answer = trio.Event(), trio.Event()
+
+    async def slow_refresh(request: httpx2.Request) -> httpx2.Response:
+        if request.headers.get("if-none-match") and not answer.is_set():
+            out.set()
+            await answer.wait()
+        return site(request)
+
+    with wall_clock_on_trio_time():
+        async with running_crawler(_config(tmp_path), slow_refresh) as crawler:
+            crawler.seed(["http://site.test/"])
+            with trio.fail_after(600):
+                await out.wait()
+            assert crawler.refresher is not None
+            crawler.refresher.relink()
+            answer.set()
+            relinked_at = trio.current_time()
+            await trio.sleep(30)  # well within the page's interval (a minute)
+    after = [(status, asked) for t, status, asked in site.log if t >= relinked_at]
+    assert after[0] == (304, '"v1"')
+    assert (200, None) in after[1:]
+
+
 async def test_a_hint_has_a_page_asked_no_sooner_than_the_shortest_interval(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:

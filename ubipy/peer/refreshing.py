@@ -135,6 +135,9 @@ class Refresher(PlanningMixin):
         # Pages last visited before this wall-clock time are asked once in full and
         # their links followed again (relink).
         self._relink_since = _float(shard.get_meta(_RELINK_META))
+        # Pages to be read in full still: their conditional request was already out when
+        # the relink came, and a 304 has no links (at most --concurrency a relink).
+        self._relink_again: set[int] = set()
 
     # -- the crawl loop's calls -----------------------------------------------
     def load(self) -> Counter[Filtered]:
@@ -240,7 +243,7 @@ class Refresher(PlanningMixin):
         return page is not None and self._relinked(page)
 
     def _relinked(self, page: RefreshPage) -> bool:
-        return page.last_visit < self._relink_since
+        return page.last_visit < self._relink_since or page.fp in self._relink_again
 
     def answered(
         self, entry: Entry, page: PageRecord, result: FetchResult
@@ -295,6 +298,7 @@ class Refresher(PlanningMixin):
             if check is not None:
                 kept.checks += 1
                 kept.agreed += check
+        relinking = self._relinked(kept)
         if answer:
             kept.visited(now, changed)
         if changed:
@@ -316,8 +320,14 @@ class Refresher(PlanningMixin):
             self.stats.failed += 1
         kept.asked_at = now
         kept.held_until = 0.0
-        if not retire:
+        self._relink_again.discard(kept.fp)
+        if relinking and result.not_modified and not retire:
+            # Asked with validators before the relink: asked again at once, in full.
+            self._relink_again.add(kept.fp)
+            kept.due = now
+        elif not retire:
             kept.due = now + self._wait_of(kept)
+        if not retire:
             self._keep(kept)
             self._due_again(kept)
         visit = Visit(
