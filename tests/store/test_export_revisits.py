@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx2
 import pytest
 import trio
 import trio.testing
@@ -22,7 +23,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from tests.crawling import recrawl_for
 from tests.store.old_shards import downgrade
-from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig
+from ubipy.config import BodyStore, CrawlConfig, PolitenessConfig, RecrawlConfig, StoreConfig
 from ubipy.store.export import export, iso_utc
 from ubipy.store.jsonl import page_json
 from ubipy.store.revisits import RefreshRow, Visit
@@ -318,9 +319,10 @@ def test_jsonl_lists_a_pages_visits_on_its_line(crawl: Path, tmp_path: Path, nam
 
 
 def test_visits_with_nothing_to_show_or_refer_to_are_left_out(tmp_path: Path) -> None:
-    # A failed visit and a server error have no body to write; a change whose body was
-    # not kept is not in the WARC, so the revisit after it has nothing to refer to; a
-    # page whose first body was not kept leaves its revisits nothing either.
+    # A failed visit has no answer to write, a server error's body was not kept; a
+    # change whose body was not kept is not in the WARC, so the revisit after it has
+    # nothing to refer to; a page whose first body was not kept leaves its revisits
+    # nothing either.
     data = tmp_path / "peer"
     shard = Shard.open(data)
     shard.record_pages(
@@ -333,7 +335,7 @@ def test_visits_with_nothing_to_show_or_refer_to_are_left_out(tmp_path: Path) ->
         [],
         [
             Visit(1, T0 + 10, None, False, "d1"),
-            Visit(1, T0 + 20, 503, False, "d1"),
+            Visit(1, T0 + 20, 503, False, "d1", "text/html", 300),  # no body kept
             Visit(1, T0 + 30, 200, False, "d1"),  # a revisit of the first fetch
             Visit(1, T0 + 40, 200, True, "d2", "text/html", 900),  # no body kept
             Visit(1, T0 + 50, 304, False, "d2"),
@@ -483,3 +485,52 @@ async def test_a_continuous_crawl_of_a_changing_web_exports_each_version_once(
             assert r.headers["WARC-Refers-To"] == before.headers["WARC-Record-ID"]
             assert r.headers["WARC-Refers-To-Date"] == before.headers["WARC-Date"]
             assert r.headers["WARC-Date"] > before.headers["WARC-Date"]
+
+
+GONE = "http://news.test/gone"
+GONE_BODY = b"<html><title>gone</title>not here</html>"
+
+
+def _gone_for_a_while(request: httpx2.Request) -> httpx2.Response:
+    """The home page links to /gone, which answers 404 from 300 s to 350 s (once, asked
+    a minute apart), then its old page again."""
+    if request.url.path == "/robots.txt":
+        return httpx2.Response(404)
+    html = {"content-type": "text/html"}
+    if request.url.path == "/":
+        return httpx2.Response(200, headers=html, content=b'<a href="/gone">x</a>' + V1)
+    if 300 <= trio.current_time() < 350:
+        return httpx2.Response(404, headers=html, content=GONE_BODY)
+    return httpx2.Response(200, headers=html, content=V2)
+
+
+@pytest.mark.parametrize("bodies", [BodyStore.WARC, BodyStore.SHARD])
+async def test_a_page_gone_is_replayed_as_gone_until_it_comes_back(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, bodies: BodyStore
+) -> None:
+    """A visit answered 404 had no record: an archive replayed the page's last 200 as if
+    it were still there (QA). It is a response of its own, and the revisits after the
+    page came back refer to its version held, not to the 404."""
+    config = CrawlConfig(
+        data_dir=tmp_path / "peer",
+        politeness=PolitenessConfig(delay=0.5, concurrency=2),
+        recrawl=RecrawlConfig(recrawl=True, min_interval=60, max_interval=60, replan=60),
+        store=StoreConfig(bodies=bodies),
+    )
+    shard = Shard.open(config.data_dir)
+    await recrawl_for(config, shard, httpx2.MockTransport(_gone_for_a_while), [HOME], 900)
+    shard.close()
+
+    out = tmp_path / "crawl.warc.gz"
+    await trio.to_thread.run_sync(export, [config.data_dir], "warc", out)
+    check = _warcio("check", str(out))
+    assert check.returncode == 0, check.stdout + check.stderr
+    captures = _of(_read_warc(out), GONE, "response", "revisit")
+    seen = [(c.type, c.line.split()[1]) for c in captures]
+    # 200, its revisits, a 404, then the version held again: revisits.
+    [gone] = [i for i, (kind, status) in enumerate(seen) if status == "404"]
+    assert seen[gone] == ("response", "404") and captures[gone].content == GONE_BODY
+    assert seen[0] == ("response", "200") and set(seen[1:gone]) == {("revisit", "200")}
+    assert seen[gone + 1 :] and set(seen[gone + 1 :]) == {("revisit", "200")}, seen
+    held = {c.headers["WARC-Record-ID"] for c in captures if c.line.split()[1] == "200"}
+    assert all(c.headers["WARC-Refers-To"] in held for c in captures if c.type == "revisit"), seen

@@ -339,12 +339,15 @@ class Refresher(PlanningMixin):
             url=page.url,
             head=page.head,
         )
-        if changed:
+        if changed or (not answer and page.head is not None and page.error is None):
+            # A new version; or an answer that is not the page (a 404, a 410, a 503, a
+            # redirect), kept as its own response: an archive replays the page as it was
+            # then, not as the version held (QA: a page gone showed as live).
             visit = Visit(
                 page.fp,
                 now,
                 result.status,
-                True,
+                changed,
                 page.digest,
                 page.content_type,
                 page.length,

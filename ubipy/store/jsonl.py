@@ -39,7 +39,7 @@ def page_json(page: StoredPage) -> dict[str, Any]:
 def visit_json(visit: StoredVisit) -> dict[str, Any]:
     """A visit after the first fetch. An unchanged one saw the version held, so it has
     no type, length or validators of its own: null, and 0 for the length (and false for
-    truncated)."""
+    truncated); one answered with something else (a 404, a redirect) has that answer's."""
     return {
         "at": iso_utc(visit.at),
         "status": visit.status,

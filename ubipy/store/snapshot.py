@@ -47,10 +47,11 @@ _VISIT_COLUMNS_V8 = _VISIT_COLUMNS.replace("truncated", "0")
 _VISITS_TRUNCATED_SINCE = 9
 # The first version whose bodies may be in WARC files (table warc).
 _WARC_SINCE = 7
-# A visit that a WARC can hold (a response or a revisit): a failed one (a 404, a 503,
-# no answer) is never in the peer's WARC files, and counted as one outside them, a
-# crawl whose captures were all there was exported with a file of nothing beside them
-# and its failures reported as visits left out (found by a review).
+# A visit of the page that a WARC must hold (a response or a revisit). One answered
+# with something else (a 404, a 503, a redirect) is in a peer's WARC files only in a
+# shard that wrote such records, and one with no answer never is: counted as ones
+# outside them, a crawl whose captures were all there was exported with a file of
+# nothing beside them and its failures reported as visits left out (a review).
 _ANSWERED = "(changed OR status IN (200, 304))"
 # A page (or visit) whose capture is in the peer's WARC files.
 _IN_WARC = "EXISTS (SELECT 1 FROM warc w WHERE w.fp = {t}.fp AND w.at = {t}.{at})"
@@ -102,7 +103,8 @@ class StoredPage:
 class StoredVisit:
     """One row of ``visits``: a visit of a page after its first fetch. Unchanged (a 304,
     or a 200 of the same digest), it has no type, length, validators or body of its
-    own: it saw the version held. Changed, they are the new version's."""
+    own: it saw the version held. Changed, they are the new version's; answered with
+    something else (a 404, a redirect), that answer's."""
 
     at: float
     status: int | None
@@ -112,7 +114,7 @@ class StoredVisit:
     length: int
     etag: str | None
     last_modified: str | None
-    body: bytes | None  # a changed visit's, when asked for and kept
+    body: bytes | None  # a changed (or not-the-page) visit's, when asked for and kept
     truncated: bool = False  # a changed visit's body was cut at --max-body
     # Read beside the WARC files (``outside_warc``): the visit is in them.
     in_warc: InWarc | None = None
@@ -350,7 +352,9 @@ class ShardReader:
                     etag=etag,
                     last_modified=lm,
                     body=(
-                        self._visit_body(fp, at) if bodies and changed and there is None else None
+                        self._visit_body(fp, at)
+                        if bodies and (changed or status not in (200, 304)) and there is None
+                        else None
                     ),
                     truncated=bool(cut),
                     in_warc=there,

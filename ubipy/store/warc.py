@@ -4,7 +4,9 @@ Heritrix writes it, so that an archive holds each version of a page once.
 For each page, in time order: its first fetch as a ``request``, a ``response`` and a
 ``metadata`` record; then each later visit as a ``request``, and a ``response`` when
 the page had changed (the new version's body) or a ``revisit`` when it had not, with
-a ``metadata`` record. A revisit's profile is ``server-not-modified`` for a 304 and
+a ``metadata`` record; a visit answered with something else than the page (a 404, a
+410, a 503, a redirect) gets a ``response`` of its own, so that a replay shows the page
+gone from then on. A revisit's profile is ``server-not-modified`` for a 304 and
 ``identical-payload-digest`` for a 200 of the same digest; it refers (``WARC-Refers-To``,
 ``-Target-URI``, ``-Date``) to the response record that holds the version it saw: the
 latest changed version before it, or the first fetch.
@@ -28,9 +30,9 @@ or the response headers. So the HTTP parts of the WARC records are *reconstructe
 The warcinfo record says so. A truncated body (cut at ``--max-body``) gets
 ``WARC-Truncated: length``. Only real HTTP responses go into a WARC: a page with no
 status (the request failed), one whose processing failed, or one whose body was not
-kept (``--no-bodies``) is left out and counted; so is a visit that failed or was an
-error without a body, and a revisit whose version is not in the WARC (nothing there
-to refer to). JSON Lines has every page and visit.
+kept (``--no-bodies``) is left out and counted; so is a visit that failed (no
+answer) or whose body was not kept, and a revisit whose version is not in the WARC
+(nothing there to refer to). JSON Lines has every page and visit.
 """
 
 from __future__ import annotations
@@ -206,11 +208,13 @@ class _Writer:
                 asked, held = held, _version_of(visit)
                 here = self._changed(page, visit, held, asked)
                 written = here is not None
-            elif visit.is_unchanged_answer and here is not None:
-                self._revisit(page, visit, here, held)
-                written = True
+            elif visit.is_unchanged_answer:
+                written = here is not None
+                if here is not None:
+                    self._revisit(page, visit, here, held)
             else:
-                written = False
+                # Not the page (a 404, a redirect): its own response, no version of it.
+                written = self._changed(page, visit, _version_of(visit), held) is not None
             self.visits_left_out += not written
 
     def _changed(

@@ -93,6 +93,9 @@ _LINES_SUFFIX = ".cdxj.part"
 class CaptureKind(enum.IntEnum):
     RESPONSE = 0
     REVISIT = 1
+    # A later visit's answer that was not the page (a 404, a 410, a 503, a redirect):
+    # its own response, which no revisit refers to.
+    OTHER = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,20 +338,21 @@ class WarcStore:
         self._response(page, body)
 
     def visit(self, visit: Visit, url: str, depth: int | None, head: HttpHead) -> bool:
-        """A later visit: a response when it changed, a revisit when the server said (or
-        showed) the version held is current; False when there is nothing to write (no
-        body kept, or no response here for a revisit to refer to)."""
+        """A later visit: a response when it changed, or when the answer was not the page
+        (a 404, a redirect: a response of its own, which no revisit refers to); a
+        revisit when the server said (or showed) the version held is current; False
+        when there is nothing to write (no body kept, or no response here for a revisit
+        to refer to)."""
         page = _Page(
             visit.fp, url, visit.at, depth, head, visit.changed, visit.truncated,
             date=iso_utc(visit.at), uri=field_value(url),
         )  # fmt: skip
-        if visit.changed:
+        if visit.changed or visit.status not in (200, 304):
             if visit.body is None and visit.length:
                 return False  # its body was not kept (--no-bodies)
-            self._response(page, visit.body or b"")
+            kind = CaptureKind.RESPONSE if visit.changed else CaptureKind.OTHER
+            self._response(page, visit.body or b"", kind)
             return True
-        if visit.status not in (200, 304):
-            return False
         held = self._held.get(visit.fp) or self._latest(visit.fp)
         if held is None:
             return False
@@ -366,7 +370,7 @@ class WarcStore:
         at, file, offset, length, end, rid, digest = row
         return Capture(fp, at, CaptureKind.RESPONSE, file, offset, length, end, rid, digest)
 
-    def _response(self, page: _Page, body: bytes) -> None:
+    def _response(self, page: _Page, body: bytes, kind: CaptureKind = CaptureKind.RESPONSE) -> None:
         rid = record_id()
         digest = sha1_digest(body)
         truncated = "WARC-Truncated: length\r\n" if page.truncated else ""
@@ -376,8 +380,9 @@ class WarcStore:
             response_head(page.head, len(body)) + body,
             payload_digest=digest,
         )
-        capture = member(record, self._level)
-        self._held[page.fp] = self._linked(page, rid, capture, CaptureKind.RESPONSE, digest)
+        done = self._linked(page, rid, member(record, self._level), kind, digest)
+        if kind is CaptureKind.RESPONSE:  # the version a revisit refers to
+            self._held[page.fp] = done
 
     def _revisit(self, page: _Page, held: Capture) -> None:
         rid = record_id()
@@ -458,7 +463,7 @@ class WarcStore:
         indexed = Indexed(
             url=page.url,
             fetch_time=datetime.fromtimestamp(page.at, UTC),
-            record_type="response" if kind is CaptureKind.RESPONSE else "revisit",
+            record_type="revisit" if kind is CaptureKind.REVISIT else "response",
             content_type=bare_media_type(mime),
             mime_detected=None,
             status=page.head.status,
