@@ -368,6 +368,14 @@ async def test_of_two_location_headers_the_first_is_followed() -> None:
     assert r.is_redirect and r.location == "/a"
 
 
+async def test_a_location_not_in_utf8_is_followed_to_the_bytes_the_server_sent() -> None:
+    # Read as Latin-1, /caf\xe9 was followed to /caf%C3%A9: a page the server lacks.
+    headers = [(b"Location", b"/caf\xe9?q=\xe9t\xe9")]
+    async with _client(lambda _: httpx2.Response(302, headers=headers)) as client:
+        r = await fetch(client, "http://a.test/", max_bytes=100)
+    assert r.is_redirect and r.location == "/caf%E9?q=%E9t%E9"
+
+
 @pytest.mark.parametrize("status", [204, 205])
 async def test_an_answer_that_has_no_body_is_no_type_refused(status: int) -> None:
     """A 204 was recorded with the error "type not accepted: none given" (QA)."""

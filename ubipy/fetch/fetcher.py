@@ -371,7 +371,10 @@ def _fields(headers: httpx2.Headers) -> dict[str, str]:
             try:
                 value = raw_value.decode("utf-8")
             except UnicodeDecodeError:
-                value = raw_value.decode("latin-1")
+                # A Location in another encoding: its bytes as the server sent them,
+                # escaped (as curl does); read as Latin-1, /caf\xe9 was asked for as
+                # /caf%C3%A9, a page the server does not have.
+                value = _escaped(raw_value) if name == "location" else raw_value.decode("latin-1")
             if name not in out:
                 out[name] = value
             elif name != "location":
@@ -381,6 +384,11 @@ def _fields(headers: httpx2.Headers) -> dict[str, str]:
             # refuses such an answer when the two differ, which here would lose
             # the redirect the server meant, and a crawler only needs one target.
     return out
+
+
+def _escaped(raw: bytes) -> str:
+    """``raw`` with every byte past ASCII percent-encoded."""
+    return "".join(chr(b) if b < 0x80 else f"%{b:02X}" for b in raw)
 
 
 def _answer(
