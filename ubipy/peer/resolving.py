@@ -41,6 +41,7 @@ class DnsStats:
     """What the stage did; lookups per host are the resolver's."""
 
     failures: int = 0
+    # Hosts given up because their names did not resolve.
     hosts_given_up: int = 0
     # Hosts refused because their address may not be reached.
     refused: int = 0
@@ -136,7 +137,8 @@ class ResolveStage:
             if self._scheduler.lookup_failed(
                 host, now, final=refused, transient=transient, not_before=not_before
             ):
-                stats.hosts_given_up += 1
+                # A refused one resolved: counted as refused (status said its name did not).
+                stats.hosts_given_up += not refused
                 log.info("%s: given up: %s", host, error.value)
                 self._commits.close_host(host, error.value)
                 self._flush()
