@@ -63,6 +63,11 @@ ROOT = Path(__file__).resolve().parent.parent
             {"bloom_initial_capacity": 10**400},
             "bloom_initial_capacity makes a Bloom filter of 10291878065.3 GiB at the start",
         ),
+        (
+            PolitenessConfig,
+            {"per_ip": False, "ip_delay": 1.0},
+            "ip_delay has no use without the per-IP rule (--no-per-ip)",
+        ),
         (StoreConfig, {"storage_retry": 0.0}, "storage_retry must be > 0, not 0"),
         (StoreConfig, {"warc_level": 0}, "warc_level must be 1 to 9, not 0"),
         (StoreConfig, {"warc_level": 10}, "warc_level must be 1 to 9, not 10"),

@@ -13,7 +13,7 @@ from typing import Any
 
 import trio
 
-from ubipy.config import BoundsConfig, CrawlConfig, RecrawlConfig, Scope
+from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig, RecrawlConfig, Scope
 from ubipy.peer.peer import Peer
 from ubipy.peer.status import shared_settings
 from ubipy.statustable import format_cluster
@@ -35,13 +35,15 @@ def _report(*settings: str) -> dict[str, Any]:
 def test_the_settings_that_differ_are_named_with_each_peer_s(tmp_path: Path) -> None:
     base = CrawlConfig(data_dir=tmp_path)
     other = dataclasses.replace(
-        base, bounds=BoundsConfig(scope=Scope.HOST, sitemaps=False, exclude=("/p1",))
+        base,
+        bounds=BoundsConfig(scope=Scope.HOST, sitemaps=False, exclude=("/p1",)),
+        politeness=PolitenessConfig(per_ip=False),
     )
     table = format_cluster(_report(shared_settings(base), shared_settings(other))).splitlines()
     at = table.index("SETTINGS DIFFER between peers (each crawls its own hosts its own way):")
     assert table[at + 1 :] == [
-        "  p0: --exclude='' --scope='domain' --sitemaps='on'",
-        "  p1: --exclude='/p1' --scope='host' --sitemaps='off'",
+        "  p0: --exclude='' --per-ip='on' --scope='domain' --sitemaps='on'",
+        "  p1: --exclude='/p1' --per-ip='off' --scope='host' --sitemaps='off'",
     ]
 
 

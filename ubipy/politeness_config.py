@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ubipy.errors import ConfigError
 from ubipy.options import option
 from ubipy.validation import at_least, positive
 
@@ -64,6 +65,15 @@ class PolitenessConfig:
         help="delay between two requests to one IP address, one in flight at a time, on "
         "top of each host's rules (default: the --delay)",
     )
+    # Behind a CDN a few addresses front thousands of unrelated sites: the rule would
+    # have them crawled one request at a time (QA), and one's 429 hold them all.
+    per_ip: bool = option(
+        True,
+        flag="--no-per-ip",
+        negated=True,
+        help="do not hold an IP address to one request in flight, --ip-delay apart (for "
+        "sites behind a CDN); each host's own rules still hold (default: the rule holds)",
+    )
     # A delay that listens to the server (ubipy/fetch/throttle.py): a slow host gets
     # fewer requests, an overloaded one (503, 429) is left alone longer and longer.
     delay_factor: float = option(
@@ -88,6 +98,8 @@ class PolitenessConfig:
     )
 
     def __post_init__(self) -> None:
+        if not self.per_ip and self.ip_delay is not None:
+            raise ConfigError("has no use without the per-IP rule (--no-per-ip)", "ip_delay")
         at_least(self, 0, "delay", "robots_retry_base", "ip_delay")
         at_least(self, 0, "max_crawl_delay", infinite=True)
         at_least(self, 1, "concurrency", "robots_max_attempts")

@@ -25,9 +25,13 @@ from ubipy.synthweb import Referee, Request, SyntheticWeb, WebSpec, ground_truth
 
 ADDRESS = "11.1.1.1"
 IP_DELAY = 0.2
+HOST_DELAY = 0.01  # the harness's --delay
 PEERS = 4
 WEB = SyntheticWeb(WebSpec(seed=8, hosts=50, pages_per_host=2, latency=0.05))
 TRUTH = ground_truth(WEB, [WEB.seed_url()])
+
+
+Tune = Callable[[CrawlConfig], CrawlConfig]
 
 
 def one_address(config: CrawlConfig) -> CrawlConfig:
@@ -35,27 +39,41 @@ def one_address(config: CrawlConfig) -> CrawlConfig:
     return dataclasses.replace(config, politeness=politeness)
 
 
+def no_per_ip(config: CrawlConfig) -> CrawlConfig:
+    return dataclasses.replace(
+        config, politeness=dataclasses.replace(config.politeness, per_ip=False)
+    )
+
+
 async def start(
-    c: Cluster, index: int, join: SimPeer | None = None, web: SyntheticWeb = WEB
+    c: Cluster,
+    index: int,
+    join: SimPeer | None = None,
+    web: SyntheticWeb = WEB,
+    tune: Tune = one_address,
 ) -> SimPeer:
     """Peer ``index``, to which every host of the web resolves to ADDRESS."""
     lookup: Callable[..., Any] = dns_of(dict.fromkeys(web.host_names(), ADDRESS))
-    return await c.start(index, join=join, tune=one_address, resolver=Resolver(lookup=lookup))
+    return await c.start(index, join=join, tune=tune, resolver=Resolver(lookup=lookup))
 
 
-async def start_cluster(c: Cluster, n: int, web: SyntheticWeb = WEB) -> list[SimPeer]:
-    first = await start(c, 0, web=web)
-    peers = [first] + [await start(c, i, join=first, web=web) for i in range(1, n)]
+async def start_cluster(
+    c: Cluster, n: int, web: SyntheticWeb = WEB, tune: Tune = one_address
+) -> list[SimPeer]:
+    first = await start(c, 0, web=web, tune=tune)
+    peers = [first] + [await start(c, i, join=first, web=web, tune=tune) for i in range(1, n)]
     with trio.fail_after(60):
         await c.wait_until(lambda: one_view(peers))
     return peers
 
 
-async def crawl(tmp: Path, n: int, web: SyntheticWeb = WEB) -> tuple[Referee, list[dict[str, Any]]]:
+async def crawl(
+    tmp: Path, n: int, web: SyntheticWeb = WEB, tune: Tune = one_address
+) -> tuple[Referee, list[dict[str, Any]]]:
     """``n`` peers crawl the web whole: the referee and each peer's figures."""
     truth = TRUTH if web is WEB else ground_truth(web, [web.seed_url()])
     async with cluster(tmp, web, seed=11) as c:
-        peers = await start_cluster(c, n, web)
+        peers = await start_cluster(c, n, web, tune)
         peers[0].peer.seed_urls([web.seed_url()])
         with trio.fail_after(3600):
             await c.server.log.wait_for(lambda log: Referee(log, web).missing(truth) == set())
@@ -79,6 +97,23 @@ async def test_hosts_of_one_address_on_several_peers_take_turns(
     assert sum(f["ip_lease_timeouts"] for f in figures) == 0
     # Every request went under a lease (robots.txt's included).
     assert sum(f["ip_leases_granted"] for f in figures) == len(requests)
+
+
+@pytest.mark.parametrize("n", [1, PEERS])
+async def test_without_the_per_ip_rule_hosts_of_one_address_are_asked_at_once(
+    n: int, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """--no-per-ip (sites behind a CDN): no address holds its hosts to one request at a
+    time, and no peer asks another for an address's lease; each host's own rule
+    holds (one request in flight, the delay between two)."""
+    referee, figures = await crawl(tmp_path, n, tune=no_per_ip)
+    assert referee.missing(TRUTH) == set() and referee.duplicates() == []
+    requests = list(referee.requests)
+    assert len({r.peer for r in requests}) == n
+    assert overlaps(requests, 0)[0] > 0
+    assert sum(f["ip_leases_granted"] for f in figures) == 0
+    by_host = itertools.groupby(sorted(requests, key=lambda r: r.host), key=lambda r: r.host)
+    assert all(overlaps(list(asked), HOST_DELAY) == (0, 0) for _, asked in by_host)
 
 
 SLOW = SyntheticWeb(WebSpec(seed=8, hosts=12, pages_per_host=2, latency=1.0))

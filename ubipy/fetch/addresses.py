@@ -176,8 +176,9 @@ class AddressRule:
         ip = self._addresses.entry(address)
         ip.next_allowed = max(ip.next_allowed, until)
 
-    def resolved(self, slot: HostSlot, address: str) -> None:
-        """The host's lookup answered ``address``. A host that waited for an address
+    def resolved(self, slot: HostSlot, address: str | None) -> None:
+        """The host's lookup answered ``address`` (None: the host is held by no
+        address, ``--no-per-ip``). A host that waited for an address
         it will not use now leaves its queue: given that address's turn later, it
         would use it on another, and the address would wait for it for ever, its
         other hosts with it. Hosts whose robots.txt was redirected to this one wait

@@ -417,9 +417,9 @@ class Scheduler:
             return slot.delay
         return slot.pace.delay(self._throttle, slot.delay)
 
-    def resolved(self, host: str, address: str, *, until: float) -> None:
-        """The host's lookup answered ``address``, good ``until``. A lookup is not a
-        request to the host: its next-allowed time stands."""
+    def resolved(self, host: str, address: str | None, *, until: float) -> None:
+        """The host's lookup answered ``address`` (None: no per-IP rule), good ``until``.
+        A lookup is not a request to the host: its next-allowed time stands."""
         slot = self._slots[host]
         slot.in_flight = False
         self.in_flight -= 1

@@ -135,14 +135,10 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         self._candidates = functools.partial(
             candidates, scope=self.scope, max_path_repeats=bounds.max_path_repeats, stats=self.stats
         )
-        keep = config.fetch.store_bodies
         self.sitemaps = Sitemapping(
-            bounds,
-            self._candidates,
-            self.stats,
-            keep_bodies=keep, score=self.order.seed_score, seeded=self.scope.seeded,
-            in_scope=self.scope.allows_host,
-            chains=self._redirects,
+            bounds, self._candidates, self.stats,
+            keep_bodies=config.fetch.store_bodies, score=self.order.seed_score,
+            seeded=self.scope.seeded, in_scope=self.scope.allows_host, chains=self._redirects,
         )  # fmt: skip
         self._accepts = functools.partial(page_accept, self._accept, sitemaps=self.sitemaps.enabled)
         # Set while the shard refuses writes; cleared by the first flush that works.
@@ -155,10 +151,11 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         self._timing = CommitTiming(config.store, replicated=config.replication.replicas > 1)
         self.dns: ResolveStage | None = None
         if resolver is not None:
-            wake, seeded = (self._wakeup.set, self._flush_now.set), self.scope.seeded
+            wake = (self._wakeup.set, self._flush_now.set)
             self.dns = ResolveStage(
-                resolver, self.scheduler, self._commits, wake=wake, seeded=seeded, kept=shard
-            )
+                resolver, self.scheduler, self._commits, wake=wake, seeded=self.scope.seeded,
+                kept=shard, per_ip=config.politeness.per_ip,
+            )  # fmt: skip
         self._idle = trio.Event()
         self.giveups = GiveUps(config.politeness.robots_ttl)
         self._stopping = False

@@ -57,11 +57,14 @@ class ResolveStage:
         wake: tuple[Callable[[], None], Callable[[], None]],
         seeded: Callable[[str], bool] = lambda host: False,
         kept: SeedLookups | None = None,
+        per_ip: bool = True,
     ) -> None:
         """``wake``: (wake the dispatcher, flush the commits now), called after each
         lookup, and the latter when a host's URLs were closed; ``seeded``: whether a
         seed was ever on a host (the shard knows, across restarts); ``kept``: where
-        what the first lookup of a seed's host allowed is kept, across restarts."""
+        what the first lookup of a seed's host allowed is kept, across restarts;
+        ``per_ip``: whether a host is filed under its address (the per-IP rule: one
+        request in flight an address), or under none (``--no-per-ip``)."""
         self.resolver = resolver
         self._kept = kept
         if kept is not None:
@@ -71,6 +74,7 @@ class ResolveStage:
         self._wake, self._flush = wake
         self.seeded = seeded  # whether a seed is on a host
         self.stats = DnsStats()
+        self._per_ip = per_ip
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -89,7 +93,7 @@ class ResolveStage:
         answer, the host is looked up again (from the cache) and filed under the one
         its requests go to now, before its next request; so is a host whose name's
         addresses were moved so by its request (a robots.txt redirected there)."""
-        if outcome not in _UNREACHED:
+        if outcome not in _UNREACHED or not self._per_ip:
             return
         hosts = {host, *self.resolver.demoted}
         self.resolver.demoted.clear()
@@ -125,7 +129,8 @@ class ResolveStage:
         now = trio.current_time()
         if answer.address is not None:
             until = self.resolver.fresh_until(host)
-            self._scheduler.resolved(host, address_key(answer.address), until=until)
+            address = address_key(answer.address) if self._per_ip else None
+            self._scheduler.resolved(host, address, until=until)
         else:
             error = answer.error or DnsFailure.NO_SUCH_NAME
             stats = self.stats

@@ -285,6 +285,9 @@ def shared_settings(config: CrawlConfig) -> str:
         "--accept": " ".join(config.fetch.accept),
         "--replicas": str(config.replication.replicas),
         "--recrawl": "on" if config.recrawl.recrawl else "off",
+        # One peer without the rule asks no lease of an address's owner: its requests
+        # overlap the others'.
+        "--per-ip": "on" if config.politeness.per_ip else "off",
     }
     # JSON: a regex of --exclude may hold "; " or "=" (a review).
     return json.dumps(shared, separators=(",", ":"))
