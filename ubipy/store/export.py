@@ -37,6 +37,7 @@ from ubipy.store.snapshot import (
     StoredVisit,
     iso_utc,
 )
+from ubipy.store.strays import Strays
 from ubipy.store.warc import WARC_VERSION, write_warc
 from ubipy.store.warcexport import Made, Part, copy_part, link_part, parts_of, unmake
 from ubipy.store.warcindex import cdxj_of
@@ -127,13 +128,20 @@ def export(
             # file's final name: the peer's close would rename over the export.
             finals = [Path(os.path.realpath(p.path.parent), p.name) for p in parts]
             refuse_input(out, inputs, {*finals, *(cdxj_of(p) for p in finals)})
+        strays = Strays(readers)
         if fmt == "warc" and parts:
-            return _from_files(readers, parts, out, filename, peers, compress, inputs)
+            summary = _from_files(readers, strays, parts, out, filename, peers, compress, inputs)
+            # Those in the peers' files are there; the others have nothing to go with.
+            return _with_unjoined(summary, strays.unjoined_outside)
 
         def write(sink: IO[bytes]) -> ExportSummary:
-            histories = heapq.merge(
-                *(r.histories(bodies=fmt == "warc") for r in readers),
-                key=lambda h: h.page.fetched_at,
+            bodies = fmt == "warc"
+            histories = strays.join(
+                heapq.merge(
+                    *(r.histories(bodies=bodies) for r in readers),
+                    key=lambda h: h.page.fetched_at,
+                ),
+                bodies=bodies,
             )
             if fmt == "warc":
                 return write_warc(histories, sink, filename, peers, len(readers), compress)
@@ -148,12 +156,23 @@ def export(
                 out.flush()
             except OSError as exc:
                 raise ExportWriteError(f"standard output: cannot write: {why(exc)}") from exc
-            return summary
-        return write_path(out, write, inputs)
+        else:
+            summary = write_path(out, write, inputs)
+        return _with_unjoined(summary, strays.unjoined)
+
+
+def _with_unjoined(summary: ExportSummary, unjoined: int) -> ExportSummary:
+    """The visits of pages no shard exported holds: read, and left out."""
+    return dataclasses.replace(
+        summary,
+        visits=summary.visits + unjoined,
+        visits_left_out=summary.visits_left_out + unjoined,
+    )
 
 
 def _from_files(
     readers: list[ShardReader],
+    strays: Strays,
     parts: list[Part],
     out: Path | IO[bytes],
     filename: str,
@@ -163,14 +182,19 @@ def _from_files(
 ) -> ExportSummary:
     """The WARC export of WARC-backed shards (see :func:`export`)."""
     counts = [r.warc_counts() for r in readers]
-    others = sum(c[2] for c in counts)
+    # Visits of pages no shard here holds have nothing to be written with.
+    others = sum(c[2] for c in counts) - strays.unjoined_outside
 
     def rest(sink: IO[bytes], filename: str = filename, compress: bool = compress) -> ExportSummary:
         """The pages (and visits) not in WARC files, written as before; counted only
         (nothing written) when none of them is an answer to write."""
-        histories = heapq.merge(
-            *(r.histories(bodies=True, outside_warc=True) for r in readers),
-            key=lambda h: h.page.fetched_at,
+        histories = strays.join(
+            heapq.merge(
+                *(r.histories(bodies=True, outside_warc=True) for r in readers),
+                key=lambda h: h.page.fetched_at,
+            ),
+            bodies=True,
+            outside_warc=True,
         )
         target = sink if others else io.BytesIO()
         summary = write_warc(histories, target, filename, peers, len(readers), compress)

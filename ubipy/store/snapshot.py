@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -132,6 +132,7 @@ class PageHistory:
 
     page: StoredPage
     visits: Iterator[StoredVisit]
+    fp: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +213,7 @@ class ShardReader:
             conn.close()
             raise ExportError(f"{path}: not a readable ubipy shard: {exc}") from exc
         self.peer_id: str | None = None if row is None else str(row[0])
+        self._carried = False  # see carry()
 
     def close(self) -> None:
         self._conn.close()
@@ -233,7 +235,45 @@ class ShardReader:
             captures = self._in_warc(fp) if outside_warc else {}
             if captures and (first := captures.get(page.fetched_at)) is not None:
                 page = replace(page, in_warc=first)
-            yield PageHistory(page, self._visits(fp, bodies=bodies, in_warc=captures))
+            yield PageHistory(page, self._visits(fp, bodies=bodies, in_warc=captures), fp)
+
+    def strays(self) -> dict[int, tuple[int, int]]:
+        """The visits this shard holds of pages it does not (fp -> their number, and
+        of those the answers of the page not in the WARC files): a host handed to this
+        peer during a continuous crawl is visited here, its first fetch kept by its
+        old owner (ubipy.store.strays joins them at export)."""
+        if not self._has_visits:
+            return {}
+        outside = f"{_ANSWERED} AND NOT " + _IN_WARC.format(t="visits", at="at")
+        if not self.has_warc:
+            outside = _ANSWERED
+        try:
+            rows = self._conn.execute(
+                f"SELECT fp, COUNT(*), SUM({outside}) FROM visits "
+                "WHERE fp NOT IN (SELECT fp FROM pages) GROUP BY fp"
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise ExportError(f"{self.path}: reading visits failed: {exc}") from exc
+        return {int(fp): (int(n), int(answered)) for fp, n, answered in rows}
+
+    def carry(self, fps: Iterable[int]) -> set[int]:
+        """Of ``fps``, those of pages this shard holds, which :meth:`histories` gives
+        out beside the WARC files too (``outside_warc``): other shards' visits of them
+        are to be written there."""
+        try:
+            conn = self._conn
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS carried (fp INTEGER PRIMARY KEY)")
+            conn.executemany("INSERT OR IGNORE INTO temp.carried VALUES (?)", ((fp,) for fp in fps))
+            conn.execute("DELETE FROM temp.carried WHERE fp NOT IN (SELECT fp FROM pages)")
+            self._carried = True
+            return {int(fp) for (fp,) in conn.execute("SELECT fp FROM temp.carried")}
+        except sqlite3.Error as exc:
+            raise ExportError(f"{self.path}: reading pages failed: {exc}") from exc
+
+    def visits_of(self, fp: int, *, bodies: bool, outside_warc: bool) -> list[StoredVisit]:
+        """A page's visits, as :meth:`histories` gives them."""
+        captures = self._in_warc(fp) if outside_warc else {}
+        return list(self._visits(fp, bodies=bodies, in_warc=captures))
 
     def _in_warc(self, fp: int) -> dict[float, InWarc]:
         """The page's captures in the WARC files, by time."""
@@ -300,6 +340,8 @@ class ShardReader:
             if self._has_visits:
                 where += " OR EXISTS (SELECT 1 FROM visits WHERE visits.fp = pages.fp AND "
                 where += f"{_ANSWERED} AND NOT " + _IN_WARC.format(t="visits", at="at") + ")"
+            if self._carried:
+                where += " OR fp IN (SELECT fp FROM temp.carried)"
         try:
             cur = self._conn.execute(
                 f"SELECT {self._columns} FROM pages {where} ORDER BY fetched_at, fp"

@@ -1,0 +1,104 @@
+"""A page's later visits kept by another shard than its first fetch (under --recrawl, a
+host handed to a new owner is visited there): exported with the page, in time order,
+JSON Lines and WARC alike; a visit of a page that no exported shard holds is counted
+as left out (QA: such visits were lost without a word, and a WARC export wrote a file
+of nothing for them)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.store.test_export_revisits import _first, _of, _read_warc, _warcio
+from ubipy.store.export import export, iso_utc
+from ubipy.store.revisits import Visit
+from ubipy.store.shard import Shard
+
+T0 = 1_700_000_000.5
+HOME = "http://news.test/"
+V1 = b"<html><title>v1</title><p>first version</p></html>"
+V2 = b"<html><title>v2</title><p>the second version</p></html>"
+
+
+def _two_owners(tmp_path: Path, *, warc_files: bool) -> tuple[Path, Path]:
+    """The old owner fetched the page and visited it once; the new owner visited it
+    four times (a 304, a change, the same again) and holds a visit of a page that
+    neither has."""
+    files = {"warc_size": 1 << 30} if warc_files else {}
+    old, new = tmp_path / "old", tmp_path / "new"
+    shard = Shard.open(old, **files)
+    shard.record_pages([_first(1, HOME, T0, V1, digest="d1")])
+    shard.save_refresh([], [Visit(1, T0 + 10, 304, False, "d1", url=HOME)])
+    shard.close()
+    shard = Shard.open(new, **files)
+    shard.save_refresh(
+        [],
+        [
+            Visit(1, T0 + 20, 304, False, "d1", url=HOME),
+            Visit(1, T0 + 30, 200, True, "d2", "text/html", len(V2), body=V2, url=HOME),
+            Visit(1, T0 + 40, 200, False, "d2", url=HOME),
+            Visit(7, T0 + 50, 304, False, "dx", url="http://gone.test/"),
+        ],
+    )
+    shard.close()
+    return old, new
+
+
+@pytest.mark.parametrize("warc_files", [True, False])
+def test_jsonl_gives_a_page_the_visits_its_new_owner_made(tmp_path: Path, warc_files: bool) -> None:
+    old, new = _two_owners(tmp_path, warc_files=warc_files)
+    out = tmp_path / "pages.jsonl"
+    summary = export([new, old], "jsonl", out)
+    [line] = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [(v["at"], v["status"], v["changed"]) for v in line["visits"]] == [
+        (iso_utc(T0 + 10), 304, False),
+        (iso_utc(T0 + 20), 304, False),
+        (iso_utc(T0 + 30), 200, True),
+        (iso_utc(T0 + 40), 200, False),
+    ]
+    assert (summary.pages, summary.visits, summary.visits_left_out) == (1, 5, 1)
+
+
+@pytest.mark.parametrize("warc_files", [True, False])
+def test_warc_gives_each_visit_once_referring_to_the_version_it_saw(
+    tmp_path: Path, warc_files: bool
+) -> None:
+    old, new = _two_owners(tmp_path, warc_files=warc_files)
+    out = tmp_path / "crawl.warc.gz"
+    summary = export([old, new], "warc", out)
+    check = _warcio("check", str(out))
+    assert check.returncode == 0, check.stdout + check.stderr
+    recs = _read_warc(out)
+    captures = sorted(_of(recs, HOME, "response", "revisit"), key=lambda r: r.headers["WARC-Date"])
+    assert [(c.type, c.headers["WARC-Date"]) for c in captures] == [
+        ("response", iso_utc(T0)),
+        ("revisit", iso_utc(T0 + 10)),
+        ("revisit", iso_utc(T0 + 20)),
+        ("response", iso_utc(T0 + 30)),
+        ("revisit", iso_utc(T0 + 40)),
+    ]
+    first, second = captures[0].headers["WARC-Record-ID"], captures[3].headers["WARC-Record-ID"]
+    assert [c.headers["WARC-Refers-To"] for c in captures if c.type == "revisit"] == [
+        first,
+        first,
+        second,
+    ]
+    assert summary.visits_left_out == 1
+    # No file of nothing beside the peers' (a warcinfo alone).
+    types = [r.type for r in recs]
+    assert types[-1] != "warcinfo" and ("warcinfo", "warcinfo") not in itertools.pairwise(types)
+
+
+def test_no_file_of_nothing_for_visits_of_a_page_no_shard_holds(tmp_path: Path) -> None:
+    _, new = _two_owners(tmp_path, warc_files=True)
+    (tmp_path / "out").mkdir()
+    summary = export([new], "warc", tmp_path / "out")  # a directory: the peer's files
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        p.name for p in (new / "warc").glob("*.warc.gz")
+    )
+    # Its changed visit and the revisit after it are in its files; its 304s, of pages
+    # it does not hold, left out.
+    assert (summary.visits, summary.visits_left_out) == (4, 2)
