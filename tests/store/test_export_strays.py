@@ -19,6 +19,7 @@ from ubipy.store.shard import Shard
 
 T0 = 1_700_000_000.5
 HOME = "http://news.test/"
+OTHER = "http://news.test/other"
 V1 = b"<html><title>v1</title><p>first version</p></html>"
 V2 = b"<html><title>v2</title><p>the second version</p></html>"
 
@@ -102,3 +103,35 @@ def test_no_file_of_nothing_for_visits_of_a_page_no_shard_holds(tmp_path: Path) 
     # Its changed visit and the revisit after it are in its files; its 304s, of pages
     # it does not hold, left out.
     assert (summary.visits, summary.visits_left_out) == (4, 2)
+
+
+def test_jsonl_gives_a_page_fetched_by_two_peers_one_line(tmp_path: Path) -> None:
+    """With one replica a dead peer's hosts are crawled again by the others: its data
+    directory exported with theirs gave two lines for one URL (QA). The earliest fetch
+    is the line, the later ones its visits."""
+    dead, alive = tmp_path / "dead", tmp_path / "alive"
+    shard = Shard.open(dead)
+    shard.record_pages([_first(1, HOME, T0, V1, digest="d1"), _first(2, OTHER, T0 + 1, V1)])
+    shard.close()
+    shard = Shard.open(alive)
+    shard.record_pages(
+        [_first(1, HOME, T0 + 100, V1, digest="d1"), _first(2, OTHER, T0 + 101, V2, digest="d2")]
+    )
+    shard.save_refresh([], [Visit(2, T0 + 200, 304, False, "d2", url=OTHER)])
+    shard.close()
+    out = tmp_path / "pages.jsonl"
+    summary = export([alive, dead], "jsonl", out)
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [(x["url"], x["fetched_at"]) for x in lines] == [
+        (HOME, iso_utc(T0)),
+        (OTHER, iso_utc(T0 + 1)),
+    ]
+    home, other = lines
+    assert [(v["at"], v["changed"], v["digest"], v["length"]) for v in home["visits"]] == [
+        (iso_utc(T0 + 100), False, "d1", 0)
+    ]
+    assert [(v["at"], v["status"], v["changed"], v["digest"]) for v in other["visits"]] == [
+        (iso_utc(T0 + 101), 200, True, "d2"),
+        (iso_utc(T0 + 200), 304, False, "d2"),
+    ]
+    assert (summary.pages, summary.visits) == (2, 3)

@@ -37,7 +37,7 @@ from ubipy.store.snapshot import (
     StoredVisit,
     iso_utc,
 )
-from ubipy.store.strays import Strays
+from ubipy.store.strays import Refetched, Strays
 from ubipy.store.warc import WARC_VERSION, write_warc
 from ubipy.store.warcexport import Made, Part, copy_part, link_part, parts_of, unmake
 from ubipy.store.warcindex import cdxj_of
@@ -145,6 +145,7 @@ def export(
             )
             if fmt == "warc":
                 return write_warc(histories, sink, filename, peers, len(readers), compress)
+            histories = Refetched(readers).join(histories)
             if compress:
                 with gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=0) as gz:
                     return write_jsonl(histories, gz, len(readers))

@@ -331,10 +331,24 @@ class ShardReader:
         name, _, end = str(row[0]).rpartition(" ")
         return name, int(end)
 
+    def fps(self) -> Iterator[int]:
+        """The pages' fingerprints, in order."""
+        try:
+            for (fp,) in self._conn.execute("SELECT fp FROM pages ORDER BY fp"):
+                yield int(fp)
+        except sqlite3.Error as exc:
+            raise ExportError(f"{self.path}: reading pages failed: {exc}") from exc
+
+    def history_of(self, fp: int) -> PageHistory | None:
+        """A page's first fetch here and its visits (no bodies), if this shard has it."""
+        for page, _ in self._pages(bodies=False, fp=fp):
+            return PageHistory(page, self._visits(fp, bodies=False, in_warc={}), fp)
+        return None
+
     def _pages(
-        self, *, bodies: bool, outside_warc: bool = False
+        self, *, bodies: bool, outside_warc: bool = False, fp: int | None = None
     ) -> Iterator[tuple[StoredPage, int]]:
-        where = ""
+        where = "" if fp is None else f"WHERE fp = {int(fp)}"
         if outside_warc and self.has_warc:
             where = "WHERE NOT " + _IN_WARC.format(t="pages", at="fetched_at")
             if self._has_visits:
