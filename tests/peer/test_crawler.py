@@ -14,6 +14,7 @@ import pytest
 import trio
 import trio.testing
 
+from tests.peer.crawling import crawl_until_idle
 from tests.peer.test_handoff import crawler_at
 from tests.peer.test_replica import page
 from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig, PolitenessConfig
@@ -211,3 +212,27 @@ def test_closures_are_counted_by_kind_not_by_the_host_a_reason_names() -> None:
         "refused: not a public address": 200,
         "dns: no such name": 3,
     }
+
+
+@pytest.mark.parametrize(("robots_meta", "followed"), [("", True), ("nofollow", False)])
+async def test_a_refresh_header_is_followed_as_a_meta_refresh_is(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, robots_meta: str, followed: bool
+) -> None:
+    """Browsers follow a Refresh header as they follow <meta http-equiv=refresh>: a site
+    whose home page only said it there was crawled to its seed alone (QA)."""
+    asked: list[str] = []
+
+    def site(request: httpx2.Request) -> httpx2.Response:
+        asked.append(request.url.path)
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        html = {"content-type": "text/html"}
+        if request.url.path == "/":
+            meta = f'<meta name="robots" content="{robots_meta}">' if robots_meta else ""
+            headers = {**html, "refresh": "0; url=/en/"}
+            return httpx2.Response(200, headers=headers, content=f"<title>x</title>{meta}".encode())
+        return httpx2.Response(200, headers=html, content=b"<title>en</title>")
+
+    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.1))
+    await crawl_until_idle(config, Shard.open(tmp_path), site, ["http://site.test/"], within=60)
+    assert ("/en/" in asked) is followed

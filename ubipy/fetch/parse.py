@@ -436,6 +436,7 @@ def parse_html(
     max_links: int = 10_000,
     agent: str = PRODUCT_TOKEN,
     robots_headers: Sequence[str] = (),
+    refresh: Sequence[str] = (),
 ) -> ParsedPage:
     """Parse an HTML page fetched from `url` (a normalised URL). Never raises.
 
@@ -443,7 +444,8 @@ def parse_html(
     precedence over the document's own declaration, as in browsers (the whole order
     is in ubipy.fetch.encoding). The result says which encoding was used, and why.
     `agent`: the crawler's robots product token (meta robots may name it);
-    `robots_headers`: the answer's X-Robots-Tag values, read as a meta robots is.
+    `robots_headers`: the answer's X-Robots-Tag values, read as a meta robots is;
+    `refresh`: its Refresh header's, a link as a meta refresh is (browsers follow both).
     """
     if not body:
         return _EMPTY
@@ -454,6 +456,8 @@ def parse_html(
     if found.empty:
         return _EMPTY
     title, base_href, hrefs = found.title, found.base_href, found.hrefs
+    if refresh and (target := refresh_target(refresh[0])):
+        hrefs = [target, *hrefs]
     nofollow, noindex, links_nofollow = found.nofollow, found.noindex, found.links_nofollow
     if robots_headers:
         said = header_directives(robots_headers, agent)

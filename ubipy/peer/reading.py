@@ -94,6 +94,11 @@ class Candidates(Protocol):
     ) -> list[NewURL]: ...
 
 
+def _values(result: FetchResult, name: bytes) -> list[str]:
+    """The answer's values of the header ``name`` (lower case)."""
+    return [value.decode("latin-1") for key, value in result.raw_headers if key.lower() == name]
+
+
 def read_page(
     entry: Entry,
     host: str,
@@ -139,11 +144,8 @@ def read_page(
                 entry.url,
                 encoding=result.charset,
                 agent=robots_token(config.fetch.user_agent),
-                robots_headers=[
-                    value.decode("latin-1")
-                    for name, value in result.raw_headers
-                    if name.lower() == b"x-robots-tag"
-                ],
+                robots_headers=_values(result, b"x-robots-tag"),
+                refresh=_values(result, b"refresh"),
             )
             title, encoding = parsed.title, parsed.encoding
             if parsed.encoding_source is not None:
