@@ -17,11 +17,12 @@ from pathlib import Path
 import httpx2
 import trio
 import trio.testing
+from warcio.archiveiterator import ArchiveIterator
 
 from tests.cluster.harness import wall_clock_on_trio_time
 from tests.peer.crawling import running_crawler
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
-from ubipy.fetch import UrlFilter, fingerprint
+from ubipy.fetch import UrlFilter, content_digest, fingerprint
 from ubipy.peer.hints import LastmodHints
 from ubipy.peer.refreshing import Refresher
 from ubipy.store import Lastmod, RefreshRow, Shard
@@ -474,3 +475,38 @@ def _refresher_alone(
 
     refresher = Refresher(config, shard, lambda: _Scheduler(), UrlFilter())  # type: ignore[arg-type,return-value]
     return refresher, due
+
+
+async def test_a_page_handed_over_is_asked_in_full_once_for_a_response_in_its_warc_files(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A page handed over by another peer is refreshed here, and the response its
+    revisits would refer to is in the other's WARC files: its 304s were written in
+    none, and this peer's files had nothing of it (QA). Its first ask here is in full,
+    its answer a response, and the 304s after it revisits referring to it."""
+    site = _Site(math.inf)
+    url = "http://site.test/"
+    now = time.time()
+    row = RefreshRow(
+        fingerprint(url), url, "site.test", 0, 3, 0, 900.0, now - 100, now, 0.0, '"v1"', None,
+        content_digest(BODY),
+    )  # fmt: skip
+    shard = Shard.open(tmp_path, warc_size=1 << 30)
+    with wall_clock_on_trio_time():
+        async with running_crawler(_config(tmp_path), site, shard) as crawler:
+            assert crawler.refresher is not None
+            crawler.take_over("site.test", [], [row.fp], None, [row])
+            await trio.sleep(600)
+    asked = [(status, etag) for _, status, etag in site.log]
+    assert asked[0] == (200, None) and len(asked) >= 3 and set(asked[1:]) == {(304, '"v1"')}
+    records: list[tuple[str, str | None, str | None]] = []
+    for warc in sorted((tmp_path / "warc").glob("ubipy-*.warc.gz")):
+        with warc.open("rb") as f:
+            for r in ArchiveIterator(f):
+                if r.rec_type in ("response", "revisit"):
+                    h = r.rec_headers
+                    records.append(
+                        (r.rec_type, h.get_header("WARC-Record-ID"), h.get_header("WARC-Refers-To"))
+                    )
+    assert [kind for kind, _, _ in records] == ["response"] + ["revisit"] * (len(asked) - 1)
+    assert {refers for _, _, refers in records[1:]} == {records[0][1]}

@@ -103,6 +103,8 @@ class Refresher(PlanningMixin):
         """``filters``: the run's --include/--exclude (the scope's own)."""
         self._cfg = config.recrawl
         self._politeness = config.politeness
+        # WARC files (--bodies warc) keep a response for a revisit to refer to.
+        self._warc = shard.keeps_warc
         self._filters = filters
         self._shard = shard
         self._scheduler = scheduler
@@ -336,6 +338,9 @@ class Refresher(PlanningMixin):
             result.status,
             changed,
             page.digest or kept.digest,
+            # The same body again: a WARC file with no response of it to refer to
+            # takes this one (a page handed over by another peer).
+            body=page.body if answer and self._warc else None,
             url=page.url,
             head=page.head,
         )
@@ -520,6 +525,10 @@ class Refresher(PlanningMixin):
             wait = min(last, wall) + max(r.due - r.last_visit, 0.0) - wall
             due = now + min(max(wait, 0.0), longest)
             page = RefreshPage.from_row(r, last, due)
+            if self._warc:
+                # Asked in full once here: the response its revisits refer to is in the
+                # old owner's WARC files; without one here, its 304s were in none.
+                page.etag = page.last_modified = None
             saved.append(page.row())
             if filters is None or filters.verdict_at(r.url, r.depth) is None:
                 taken.append((page, mine))

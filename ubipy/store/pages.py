@@ -76,6 +76,11 @@ class PagesMixin:
     def transaction(self) -> AbstractContextManager[None]:
         raise NotImplementedError
 
+    @property
+    def keeps_warc(self) -> bool:
+        """Whether page bodies go to WARC files (--bodies warc)."""
+        return self._warc is not None
+
     # -- the shard's transaction, for the WARC store ----------------------------
     def _before_commit(self) -> None:
         if self._warc is not None:

@@ -340,9 +340,10 @@ class WarcStore:
     def visit(self, visit: Visit, url: str, depth: int | None, head: HttpHead) -> bool:
         """A later visit: a response when it changed, or when the answer was not the page
         (a 404, a redirect: a response of its own, which no revisit refers to); a
-        revisit when the server said (or showed) the version held is current; False
-        when there is nothing to write (no body kept, or no response here for a revisit
-        to refer to)."""
+        revisit when the server said (or showed) the version held is current, unless
+        no response here holds that version and the visit has its body (then a
+        response); False when there is nothing to write (no body kept, or no response
+        here for a revisit to refer to)."""
         page = _Page(
             visit.fp, url, visit.at, depth, head, visit.changed, visit.truncated,
             date=iso_utc(visit.at), uri=field_value(url),
@@ -354,6 +355,13 @@ class WarcStore:
             self._response(page, visit.body or b"", kind)
             return True
         held = self._held.get(visit.fp) or self._latest(visit.fp)
+        if visit.body is not None and (
+            held is None or held.payload_digest != sha1_digest(visit.body)
+        ):
+            # Unchanged, but no response here holds its version (a page handed over by
+            # another peer, or handed back after it changed there): this one does.
+            self._response(page, visit.body)
+            return True
         if held is None:
             return False
         self._revisit(page, held)
