@@ -9,10 +9,10 @@ shard exported with it holds of it, in time order. Visits of a page that no shar
 exported holds are counted as left out.
 
 A new owner asks a page it was handed in full once, so its WARC files hold a response
-of it for its revisits (ubipy.peer.refreshing); a peer from before that, or one
-restarted before that first ask, could write no ``revisit`` of an unchanged visit
-(the response it would refer to is in the old owner's files): the export writes it
-beside the files it copies, referring to that response.
+of it for its revisits (ubipy.peer.refreshing); a peer from before that could write
+no ``revisit`` of an unchanged visit (the response it would refer to is in the old
+owner's files): the export writes it beside the files it copies, referring to that
+response.
 """
 
 from __future__ import annotations
