@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx2
+import pytest
 import trio
 import trio.testing
 from warcio.archiveiterator import ArchiveIterator
@@ -403,19 +404,31 @@ async def test_a_304_visit_names_the_version_held(
     assert len(visits) >= 5 and set(visits) == {(304, page_digest)}
 
 
+@pytest.mark.parametrize("then", ["answered", "failed once", "restarted"])
 async def test_a_page_whose_304_was_in_flight_at_a_relink_is_asked_again_in_full(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, then: str
 ) -> None:
     """A dead peer's hosts lost (relink): a page whose conditional request was already
     out answered 304, no links, and was asked with validators from then on: its links
-    waited for its next change (a review). It is asked again at once, in full."""
+    waited for its next change (a review). It is asked again at once, in full; still so
+    after that ask failed, or the peer restarted before it (a review)."""
     site = _Site(math.inf)
     out, answer = trio.Event(), trio.Event()
+    failed: list[float] = []
 
     async def slow_refresh(request: httpx2.Request) -> httpx2.Response:
         if request.headers.get("if-none-match") and not answer.is_set():
             out.set()
             await answer.wait()
+        elif (
+            then == "failed once"
+            and answer.is_set()
+            and not failed
+            and request.url.path == "/"
+            and not request.headers.get("if-none-match")
+        ):
+            failed.append(trio.current_time())
+            return httpx2.Response(404)
         return site(request)
 
     with wall_clock_on_trio_time():
@@ -425,12 +438,22 @@ async def test_a_page_whose_304_was_in_flight_at_a_relink_is_asked_again_in_full
                 await out.wait()
             assert crawler.refresher is not None
             crawler.refresher.relink()
+            ended = crawler.request_ended
             answer.set()
             relinked_at = trio.current_time()
-            await trio.sleep(30)  # well within the page's interval (a minute)
+            if then == "restarted":
+                with trio.fail_after(10):
+                    await ended.wait()  # the 304 read; stopped before the next ask
+            else:
+                # Well within the page's interval (a minute); a failure is backed off.
+                await trio.sleep(1200 if then == "failed once" else 30)
+        if then == "restarted":
+            async with running_crawler(_config(tmp_path), site):
+                await trio.sleep(30)
     after = [(status, asked) for t, status, asked in site.log if t >= relinked_at]
     assert after[0] == (304, '"v1"')
-    assert (200, None) in after[1:]
+    assert (200, None) in after[1:], after
+    assert bool(failed) is (then == "failed once")
 
 
 async def test_a_hint_has_a_page_asked_no_sooner_than_the_shortest_interval(

@@ -137,9 +137,6 @@ class Refresher(PlanningMixin):
         # Pages last visited before this wall-clock time are asked once in full and
         # their links followed again (relink).
         self._relink_since = _float(shard.get_meta(_RELINK_META))
-        # Pages to be read in full still: their conditional request was already out when
-        # the relink came, and a 304 has no links (at most --concurrency a relink).
-        self._relink_again: set[int] = set()
 
     # -- the crawl loop's calls -----------------------------------------------
     def load(self) -> Counter[Filtered]:
@@ -245,7 +242,7 @@ class Refresher(PlanningMixin):
         return page is not None and self._relinked(page)
 
     def _relinked(self, page: RefreshPage) -> bool:
-        return page.last_visit < self._relink_since or page.fp in self._relink_again
+        return page.last_visit < self._relink_since
 
     def answered(
         self, entry: Entry, page: PageRecord, result: FetchResult
@@ -300,8 +297,14 @@ class Refresher(PlanningMixin):
             if check is not None:
                 kept.checks += 1
                 kept.agreed += check
-        relinking = self._relinked(kept)
-        if answer:
+        # Asked with validators before a relink came (at most --concurrency pages a
+        # relink): a 304 has no links. Not a visit of its history, so that it is still
+        # to be read in full, here or after a restart or a hand-off (the last visit is
+        # what says so), and asked again at once.
+        relink_again = (
+            result.not_modified and self._relinked(kept) and _asked_with_validators(result)
+        )
+        if answer and not relink_again:
             kept.visited(now, changed)
         if changed:
             self.stats.changed += 1
@@ -322,10 +325,7 @@ class Refresher(PlanningMixin):
             self.stats.failed += 1
         kept.asked_at = now
         kept.held_until = 0.0
-        self._relink_again.discard(kept.fp)
-        if relinking and result.not_modified and not retire:
-            # Asked with validators before the relink: asked again at once, in full.
-            self._relink_again.add(kept.fp)
+        if relink_again:
             kept.due = now
         elif not retire:
             kept.due = now + self._wait_of(kept)
@@ -586,6 +586,14 @@ class Refresher(PlanningMixin):
         if not of_host:
             del self._by_host[host]
         self.hints.forget(fps)
+
+
+def _asked_with_validators(result: FetchResult) -> bool:
+    """Whether the request was a conditional one (a server may answer 304 to any)."""
+    return any(
+        name.lower() in (b"if-none-match", b"if-modified-since")
+        for name, _ in result.request_headers
+    )
 
 
 def _float(text: str | None) -> float:
