@@ -214,25 +214,41 @@ def test_closures_are_counted_by_kind_not_by_the_host_a_reason_names() -> None:
     }
 
 
-@pytest.mark.parametrize(("robots_meta", "followed"), [("", True), ("nofollow", False)])
+@pytest.mark.parametrize(
+    ("body", "headers", "followed"),
+    [
+        (b"<title>x</title>", {}, "/en/"),
+        (b"", {}, "/en/"),  # PHP's header("Refresh: ...") and nothing after it
+        (b"", {b"content-type": b"text/plain"}, "/en/"),  # a type not kept
+        (b"", {b"refresh": b"0; url=/caf\xc3\xa9/"}, "/caf%C3%A9/"),
+        (b"", {b"refresh": b"0; url=/caf\xe9/"}, "/caf%E9/"),
+        (b'<meta name="robots" content="nofollow">', {}, None),
+        (b"", {b"x-robots-tag": b"nofollow"}, None),
+    ],
+)
 async def test_a_refresh_header_is_followed_as_a_meta_refresh_is(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock, robots_meta: str, followed: bool
+    tmp_path: Path,
+    autojump_clock: trio.testing.MockClock,
+    body: bytes,
+    headers: dict[bytes, bytes],
+    followed: str | None,
 ) -> None:
-    """Browsers follow a Refresh header as they follow <meta http-equiv=refresh>: a site
-    whose home page only said it there was crawled to its seed alone (QA)."""
+    """Browsers follow a Refresh header as they follow <meta http-equiv=refresh>, whatever
+    the body (often none): a site whose home page only said it there was crawled to its
+    seed alone (QA); its URL in UTF-8 or not, as a Location's (a review)."""
     asked: list[str] = []
 
     def site(request: httpx2.Request) -> httpx2.Response:
-        asked.append(request.url.path)
         if request.url.path == "/robots.txt":
             return httpx2.Response(404)
-        html = {"content-type": "text/html"}
+        asked.append(request.url.raw_path.decode("ascii"))
         if request.url.path == "/":
-            meta = f'<meta name="robots" content="{robots_meta}">' if robots_meta else ""
-            headers = {**html, "refresh": "0; url=/en/"}
-            return httpx2.Response(200, headers=headers, content=f"<title>x</title>{meta}".encode())
-        return httpx2.Response(200, headers=html, content=b"<title>en</title>")
+            sent = {b"content-type": b"text/html", b"refresh": b"0; url=/en/", **headers}
+            return httpx2.Response(200, headers=list(sent.items()), content=body)
+        return httpx2.Response(200, headers={"content-type": "text/html"}, content=b"<p>x</p>")
 
     config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.1))
     await crawl_until_idle(config, Shard.open(tmp_path), site, ["http://site.test/"], within=60)
-    assert ("/en/" in asked) is followed
+    assert [path for path in asked if path not in ("/", "/sitemap.xml")] == (
+        [followed] if followed else []
+    )

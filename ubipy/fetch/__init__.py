@@ -22,7 +22,7 @@ from ubipy.fetch.fetcher import (
     processing_failed,
 )
 from ubipy.fetch.filters import Filtered, MediaTypes, UrlFilter, type_family
-from ubipy.fetch.parse import content_digest, parse_html
+from ubipy.fetch.parse import content_digest, parse_html, refresh_link
 from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
 from ubipy.fetch.refresh import (
     History,
@@ -130,6 +130,7 @@ __all__ = [
     "proportional",
     "read_seeds",
     "read_sitemap",
+    "refresh_link",
     "resolve_link",
     "retry_after",
     "retry_delay",

@@ -87,6 +87,8 @@ class FetchResult:
     reason: str = ""
     raw_headers: tuple[tuple[bytes, bytes], ...] = ()
     request_headers: tuple[tuple[bytes, bytes], ...] = ()
+    # The Refresh header (a delay and a URL, as a meta refresh's content), if any.
+    refresh: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -108,6 +110,14 @@ class FetchResult:
     @property
     def is_redirect(self) -> bool:
         return self.status is not None and 300 <= self.status < 400 and bool(self.location)
+
+    @property
+    def conditional(self) -> bool:
+        """Whether the request carried validators (a server may answer 304 to any)."""
+        return any(
+            name.lower() in (b"if-none-match", b"if-modified-since")
+            for name, _ in self.request_headers
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,14 +363,19 @@ async def _read_capped(pieces: AsyncGenerator[bytes, None], max_bytes: int) -> t
 
 # The response headers a result keeps, by their lower-case names.
 _KEPT = frozenset(
-    {"content-type", "content-encoding", "location", "last-modified", "etag", "retry-after"}
-)
+    {
+        "content-type", "content-encoding", "location", "refresh", "last-modified", "etag",
+        "retry-after",
+    }
+)  # fmt: skip
+# Headers that hold a URL: one value counts, and bytes not in UTF-8 are kept, escaped.
+_URL_HEADERS = frozenset({"location", "refresh"})
 
 
 def _fields(headers: httpx2.Headers) -> dict[str, str]:
     """The headers a result keeps, in one pass over them: each ``headers.get`` scans
     them all. Repeated headers are joined with ", ", as ``get`` joins them, but for
-    Location, of which the first counts."""
+    Location and Refresh, of which the first counts."""
     out: dict[str, str] = {}
     for raw_name, raw_value in headers.raw:
         name = raw_name.decode("latin-1").lower()
@@ -371,13 +386,14 @@ def _fields(headers: httpx2.Headers) -> dict[str, str]:
             try:
                 value = raw_value.decode("utf-8")
             except UnicodeDecodeError:
-                # A Location in another encoding: its bytes as the server sent them,
+                # A URL in another encoding: its bytes as the server sent them,
                 # escaped (as curl does); read as Latin-1, /caf\xe9 was asked for as
                 # /caf%C3%A9, a page the server does not have.
-                value = _escaped(raw_value) if name == "location" else raw_value.decode("latin-1")
+                url = name in _URL_HEADERS
+                value = _escaped(raw_value) if url else raw_value.decode("latin-1")
             if name not in out:
                 out[name] = value
-            elif name != "location":
+            elif name not in _URL_HEADERS:
                 out[name] = f"{out[name]}, {value}"
             # A second Location is not a list: joined, "/a" and "/b" made the URL
             # "/a,%20/b", admitted and fetched. The first is followed: Chrome
@@ -411,6 +427,7 @@ def _answer(
         content_type=ctype,
         charset=charset,
         location=fields.get("location"),
+        refresh=fields.get("refresh"),
         last_modified=fields.get("last-modified"),
         etag=fields.get("etag"),
         retry_after=fields.get("retry-after"),

@@ -412,6 +412,14 @@ def _meta_directives(content: str) -> set[str]:
     return set(content.lower().replace(",", " ").split())
 
 
+def refresh_link(refresh: str, robots_headers: Sequence[str], agent: str) -> str | None:
+    """Where an answer's Refresh header sends a browser (as a meta refresh: browsers
+    follow both, whatever the body, often none), unless its X-Robots-Tag says nofollow."""
+    if header_directives(robots_headers, agent) & {"nofollow", "none"}:
+        return None
+    return refresh_target(refresh)
+
+
 def header_directives(values: Sequence[str], agent: str) -> set[str]:
     """The robots directives of X-Robots-Tag headers for the crawler ``agent``: those
     for every crawler, and those after ``agent:`` ("otherbot: noindex" is another's;
@@ -436,7 +444,6 @@ def parse_html(
     max_links: int = 10_000,
     agent: str = PRODUCT_TOKEN,
     robots_headers: Sequence[str] = (),
-    refresh: Sequence[str] = (),
 ) -> ParsedPage:
     """Parse an HTML page fetched from `url` (a normalised URL). Never raises.
 
@@ -444,8 +451,7 @@ def parse_html(
     precedence over the document's own declaration, as in browsers (the whole order
     is in ubipy.fetch.encoding). The result says which encoding was used, and why.
     `agent`: the crawler's robots product token (meta robots may name it);
-    `robots_headers`: the answer's X-Robots-Tag values, read as a meta robots is;
-    `refresh`: its Refresh header's, a link as a meta refresh is (browsers follow both).
+    `robots_headers`: the answer's X-Robots-Tag values, read as a meta robots is.
     """
     if not body:
         return _EMPTY
@@ -456,8 +462,6 @@ def parse_html(
     if found.empty:
         return _EMPTY
     title, base_href, hrefs = found.title, found.base_href, found.hrefs
-    if refresh and (target := refresh_target(refresh[0])):
-        hrefs = [target, *hrefs]
     nofollow, noindex, links_nofollow = found.nofollow, found.noindex, found.links_nofollow
     if robots_headers:
         said = header_directives(robots_headers, agent)

@@ -11,7 +11,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Final, Protocol
 
 from ubipy.config import CrawlConfig
-from ubipy.fetch import Entry, FetchResult, content_digest, parse_html, robots_token
+from ubipy.fetch import (
+    Entry,
+    FetchResult,
+    content_digest,
+    parse_html,
+    refresh_link,
+    robots_token,
+)
 from ubipy.peer.commits import page_record
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.store import NewURL, PageRecord
@@ -118,6 +125,7 @@ def read_page(
     answer ended (the wall clock; None: now); ``chains``: the redirects in a row so
     far (None: not counted)."""
     discovered: list[NewURL] = []
+    nofollow = False  # a meta robots said so
     title = encoding = encoding_source = None
     digest = None
     if result.ok and result.accepted:
@@ -145,8 +153,8 @@ def read_page(
                 encoding=result.charset,
                 agent=robots_token(config.fetch.user_agent),
                 robots_headers=_values(result, b"x-robots-tag"),
-                refresh=_values(result, b"refresh"),
             )
+            nofollow = parsed.nofollow
             title, encoding = parsed.title, parsed.encoding
             if parsed.encoding_source is not None:
                 encoding_source = parsed.encoding_source.value
@@ -156,6 +164,15 @@ def read_page(
                 stats.too_deep += len(parsed.links)
             else:
                 discovered = candidates(parsed.links, None, entry.depth + 1, hosts=parsed.hosts)
+    refresh = result.refresh
+    if refresh is not None and result.ok and 200 <= (result.status or 0) < 300 and not nofollow:
+        # Whatever the body (often none) and its type, as browsers do.
+        agent = robots_token(config.fetch.user_agent)
+        target = refresh_link(refresh, _values(result, b"x-robots-tag"), agent)
+        if target is not None and entry.depth + 1 > _unbounded_if_none(config.bounds.max_depth):
+            stats.too_deep += 1
+        elif target is not None:
+            discovered += candidates([target], entry.url, entry.depth + 1)
     # Counted once read: a page that breaks the parser is counted as the error it is
     # stored as (processing_failed), not as a page and an error.
     stats.answered(result)

@@ -301,9 +301,7 @@ class Refresher(PlanningMixin):
         # relink): a 304 has no links. Not a visit of its history, so that it is still
         # to be read in full, here or after a restart or a hand-off (the last visit is
         # what says so), and asked again at once.
-        relink_again = (
-            result.not_modified and self._relinked(kept) and _asked_with_validators(result)
-        )
+        relink_again = result.not_modified and result.conditional and self._relinked(kept)
         if answer and not relink_again:
             kept.visited(now, changed)
         if changed:
@@ -586,14 +584,6 @@ class Refresher(PlanningMixin):
         if not of_host:
             del self._by_host[host]
         self.hints.forget(fps)
-
-
-def _asked_with_validators(result: FetchResult) -> bool:
-    """Whether the request was a conditional one (a server may answer 304 to any)."""
-    return any(
-        name.lower() in (b"if-none-match", b"if-modified-since")
-        for name, _ in result.request_headers
-    )
 
 
 def _float(text: str | None) -> float:
