@@ -319,10 +319,10 @@ def test_jsonl_lists_a_pages_visits_on_its_line(crawl: Path, tmp_path: Path, nam
 
 
 def test_visits_with_nothing_to_show_or_refer_to_are_left_out(tmp_path: Path) -> None:
-    # A failed visit has no answer to write, a server error's body was not kept; a
-    # change whose body was not kept is not in the WARC, so the revisit after it has
-    # nothing to refer to; a page whose first body was not kept leaves its revisits
-    # nothing either.
+    # A failed visit has no answer to write, a server error's body was not kept (a
+    # response would be made up), a redirect's Location is not kept; a change whose
+    # body was not kept is not in the WARC, so the revisit after it has nothing to
+    # refer to; a page whose first body was not kept leaves its revisits nothing either.
     data = tmp_path / "peer"
     shard = Shard.open(data)
     shard.record_pages(
@@ -335,7 +335,8 @@ def test_visits_with_nothing_to_show_or_refer_to_are_left_out(tmp_path: Path) ->
         [],
         [
             Visit(1, T0 + 10, None, False, "d1"),
-            Visit(1, T0 + 20, 503, False, "d1", "text/html", 300),  # no body kept
+            Visit(1, T0 + 20, 503, False, "d1"),  # as shards kept it before: no body
+            Visit(1, T0 + 25, 302, False, "d1", "text/html", 5, body=b"moved"),  # no Location
             Visit(1, T0 + 30, 200, False, "d1"),  # a revisit of the first fetch
             Visit(1, T0 + 40, 200, True, "d2", "text/html", 900),  # no body kept
             Visit(1, T0 + 50, 304, False, "d2"),
@@ -350,8 +351,8 @@ def test_visits_with_nothing_to_show_or_refer_to_are_left_out(tmp_path: Path) ->
     assert (summary.pages, summary.left_out, summary.visits, summary.visits_left_out) == (
         2,
         1,
-        8,
-        5,
+        9,
+        6,
     )
     check = _warcio("check", str(out))
     assert check.returncode == 0, check.stdout + check.stderr

@@ -269,13 +269,15 @@ def test_a_file_left_with_nothing_whole_goes_only_once_the_shard_forgot_it(
     assert (directory / (name + ".open")).stat().st_size == 0  # cut, still there
 
 
+@pytest.mark.parametrize("gone", [False, True])
 def test_a_visit_lost_with_a_files_end_takes_its_validators_and_digest_with_it(
-    tmp_path: Path,
+    tmp_path: Path, gone: bool
 ) -> None:
     """A recrawl's visit whose records an OS crash lost left the page's refresh row
     with that version's ETag and digest: the next 304 (or the same digest) wrote a
     revisit record pointing at the lost capture, and the version was never archived
-    (found by a review). The row asks for the page afresh now."""
+    (found by a review). The row asks for the page afresh now. A lost 404 was no
+    version of the page: the row keeps what it held (a review)."""
     shard = Shard.open(tmp_path, warc_size=10**9)
     shard.add_to_frontier([NewURL(1, "http://a.test/1", "a.test", 1)])
     first = RefreshRow(
@@ -302,6 +304,9 @@ def test_a_visit_lost_with_a_files_end_takes_its_validators_and_digest_with_it(
         "http://a.test/1",
         HEAD,
     )
+    if gone:
+        second = dataclasses.replace(first, last_visit=1101, etag='"e1"')
+        visit = dataclasses.replace(visit, status=404, changed=False, body=b"gone", length=4)
     with shard.transaction():
         shard.save_refresh([second], [visit])
     shard._conn.close()  # an OS crash: the visit's records never reached the disk
@@ -310,9 +315,8 @@ def test_a_visit_lost_with_a_files_end_takes_its_validators_and_digest_with_it(
     shard = Shard.open(tmp_path, warc_size=10**9)
     conn = shard._conn
     assert conn.execute("SELECT count(*) FROM visits").fetchone() == (0,)
-    assert conn.execute("SELECT etag, last_modified, digest FROM refresh").fetchall() == [
-        (None, None, None)
-    ]
+    held = ('"e1"', None, "sha1:V1") if gone else (None, None, None)
+    assert conn.execute("SELECT etag, last_modified, digest FROM refresh").fetchall() == [held]
     shard.close()
 
 

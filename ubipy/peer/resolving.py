@@ -134,8 +134,8 @@ class ResolveStage:
         else:
             error = answer.error or DnsFailure.NO_SUCH_NAME
             stats = self.stats
-            stats.failures += 1
             refused = error is DnsFailure.REFUSED
+            stats.failures += not refused  # its name resolved
             stats.refused += refused
             not_before = self.resolver.fresh_until(host)
             transient = error in (DnsFailure.TEMPORARY, DnsFailure.TIMEOUT)

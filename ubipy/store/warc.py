@@ -5,8 +5,9 @@ For each page, in time order: its first fetch as a ``request``, a ``response`` a
 ``metadata`` record; then each later visit as a ``request``, and a ``response`` when
 the page had changed (the new version's body) or a ``revisit`` when it had not, with
 a ``metadata`` record; a visit answered with something else than the page (a 404, a
-410, a 503, a redirect) gets a ``response`` of its own, so that a replay shows the page
-gone from then on. A revisit's profile is ``server-not-modified`` for a 304 and
+410, a 503) gets a ``response`` of its own when its body was kept, so that a replay
+shows the page gone from then on (a redirect's, whose Location the shard does not
+keep, is left out). A revisit's profile is ``server-not-modified`` for a 304 and
 ``identical-payload-digest`` for a 200 of the same digest; it refers (``WARC-Refers-To``,
 ``-Target-URI``, ``-Date``) to the response record that holds the version it saw: the
 latest changed version before it, or the first fetch.
@@ -212,9 +213,13 @@ class _Writer:
                 written = here is not None
                 if here is not None:
                     self._revisit(page, visit, here, held)
-            else:
-                # Not the page (a 404, a redirect): its own response, no version of it.
+            elif visit.body is not None and not 300 <= (visit.status or 0) < 400:
+                # Not the page (a 404, a 503): its own response, no version of it. Only
+                # with its body kept (a shard before such visits kept theirs has none:
+                # a response would be made up), and no redirect (no Location is kept).
                 written = self._changed(page, visit, _version_of(visit), held) is not None
+            else:
+                written = False
             self.visits_left_out += not written
 
     def _changed(

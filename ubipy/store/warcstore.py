@@ -185,7 +185,7 @@ def recover_warc(
             lost = conn.execute(
                 "SELECT fp, at, kind FROM warc WHERE file = ? AND end > ?", (name, end)
             ).fetchall()
-            for fp, at, _ in lost:
+            for fp, at, kind in lost:
                 # A first fetch lost: the page is fetched again, its revisit state gone
                 # with it; a later visit: forgotten, and its page's validators and
                 # digest with it, the lost version's (a review: the next 304, or the
@@ -195,7 +195,10 @@ def recover_warc(
                 ).rowcount:
                     conn.execute("UPDATE frontier SET state = 0 WHERE fp = ?", (fp,))
                     conn.execute("DELETE FROM refresh WHERE fp = ?", (fp,))
-                elif conn.execute("DELETE FROM visits WHERE fp = ? AND at = ?", (fp, at)).rowcount:
+                elif (
+                    conn.execute("DELETE FROM visits WHERE fp = ? AND at = ?", (fp, at)).rowcount
+                    and kind != CaptureKind.OTHER  # not a version of the page: nothing held
+                ):
                     conn.execute(
                         "UPDATE refresh SET etag = NULL, last_modified = NULL, digest = NULL "
                         "WHERE fp = ?",
@@ -339,11 +342,10 @@ class WarcStore:
 
     def visit(self, visit: Visit, url: str, depth: int | None, head: HttpHead) -> bool:
         """A later visit: a response when it changed, or when the answer was not the page
-        (a 404, a redirect: a response of its own, which no revisit refers to); a
-        revisit when the server said (or showed) the version held is current, unless
-        no response here holds that version and the visit has its body (then a
-        response); False when there is nothing to write (no body kept, or no response
-        here for a revisit to refer to)."""
+        (a 404, a redirect: one no revisit refers to); a revisit when the server said
+        (or showed) the version held is current, unless no response here holds it and
+        the visit has its body (then a response); False when there is nothing to
+        write (no body kept, or no response here for a revisit to refer to)."""
         page = _Page(
             visit.fp, url, visit.at, depth, head, visit.changed, visit.truncated,
             date=iso_utc(visit.at), uri=field_value(url),
