@@ -614,8 +614,15 @@ def test_a_page_of_nul_bytes_costs_no_more_than_its_size(charset: str | None) ->
     assert peak < 3 * len(body)
 
 
-def test_utf16_without_its_bom_gives_its_ascii_title_and_links() -> None:
-    # Read as UTF-8, its title was None: every other byte a NUL.
-    html = '<html><title>Hello</title><a href="/next">next</a></html>'
-    page = parse_html(html.encode("utf-16-le"), URL)
-    assert (page.title, page.links) == ("Hello", ("http://example.com/next",))
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+@pytest.mark.parametrize("title", ["Hello", "Привет мир", "分布式网络爬虫的设计与实现"])
+def test_utf16_without_its_bom_is_read_as_utf16(codec: str, title: str) -> None:
+    # Read as UTF-8, its title was None (a NUL every other byte), then, its NULs
+    # dropped, junk for any title not in ASCII (a review).
+    html = f'<html><head><title>{title}</title></head><a href="/next">next</a></html>'
+    page = parse_html(html.encode(codec), URL)
+    assert (page.title, page.links) == (title, ("http://example.com/next",))
+    assert (page.encoding, page.encoding_source) == (
+        codec.replace("-le", "le").replace("-be", "be"),
+        EncodingSource.DETECTED,
+    )

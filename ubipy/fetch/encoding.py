@@ -7,7 +7,8 @@ run it:
 2. the ``charset`` of the Content-Type header, if the Encoding Standard knows the label;
 3. a ``<meta charset>`` or ``<meta http-equiv=Content-Type content="...; charset=...">``
    found by a prescan of the document's head;
-4. detection: valid UTF-8 is UTF-8; anything else goes to charset-normalizer;
+4. detection: UTF-16 by where its NULs are, valid UTF-8 is UTF-8; anything else goes
+   to charset-normalizer;
 5. the default, when nothing decided: UTF-8 for ASCII-only bytes (every
    ASCII-compatible encoding reads them alike), windows-1252 otherwise.
 
@@ -228,6 +229,8 @@ _ANY_BOM: Final = tuple(bom for bom, _ in _BOMS)
 PRESCAN_BYTES: Final = 64 * 1024
 # How much of the body the detector sees: enough text to be sure, a bounded cost.
 DETECT_BYTES: Final = 64 * 1024
+# How much of an undeclared body shows where its NULs are (UTF-16 without a BOM).
+_UTF16_SAMPLE: Final = 1024
 
 # A comment (skipped: a <meta> in it does not count) or the start of a <meta> tag.
 _PRESCAN = re.compile(rb"<!--|<meta[\t\n\f\r /]", re.IGNORECASE)
@@ -520,8 +523,21 @@ def _sniffed(name: str, source: EncodingSource) -> Sniffed:
     return Sniffed(name, source)
 
 
+def _utf16(body: bytes) -> str | None:
+    """UTF-16 without its BOM, by where its NULs are: every ASCII character (all of the
+    markup) has one, on the odd bytes in UTF-16LE, the even ones in BE. Read as UTF-8
+    it has a NUL every other byte, and no title (QA)."""
+    head = body[:_UTF16_SAMPLE]
+    even, odd = head[0::2].count(0), head[1::2].count(0)
+    if max(even, odd) < len(head) // 8 or min(even, odd) * 8 > max(even, odd):
+        return None
+    return "utf-16le" if odd > even else "utf-16be"
+
+
 def _detected(body: bytes) -> Sniffed:
     """Steps 4 and 5: what the bytes themselves say, or the default."""
+    if b"\0" in body[:_UTF16_SAMPLE] and (name := _utf16(body)) is not None:
+        return _sniffed(name, EncodingSource.DETECTED)
     if body.isascii():
         if b"\x1b" in body and (name := detect(body)) is not None:
             return _sniffed(name, EncodingSource.DETECTED)  # ISO-2022-JP is 7-bit
