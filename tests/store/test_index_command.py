@@ -204,7 +204,7 @@ def test_what_cannot_be_indexed_is_refused_in_one_line(
     code, said = _index(capsys, str(empty))
     assert code == 2
     assert said == (
-        f"ubipy index: {empty}: no warc/ directory (a peer run with --bodies shard keeps none)\n"
+        f"ubipy index: {empty}: neither a peer's data directory nor one of WARC files\n"
     )
     code, said = _index(capsys, str(crawl.a), "-o", str(tmp_path))
     assert (code, said) == (2, f"ubipy index: {tmp_path}: is a directory\n")
@@ -465,3 +465,23 @@ async def test_a_peers_own_files_replayed_by_pywb_and_counted_by_duckdb(tmp_path
         bodies.append((record.http_headers.get_statuscode(), record.payload))
     answers = pywb_replay(data / "warc", asked, tmp_path)
     assert [(str(status), body) for status, body in answers] == bodies
+
+
+def test_a_peer_with_no_warc_files_yet_leaves_the_others_indexed(
+    crawl: Crawl, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cluster's peer that has fetched nothing yet (or keeps bodies in its shard)
+    has no warc/: it refused the whole cluster's index (QA)."""
+    idle = tmp_path / "idle"
+    Shard.open(idle).close()
+    out = tmp_path / "all.cdxj"
+    code, said = _index(capsys, str(crawl.a), str(idle), "-o", str(out))
+    assert code == 0
+    assert f"{idle}: no WARC files (nothing fetched yet, or --bodies shard)" in said
+    assert out.read_bytes() and out.read_bytes() == _index_alone(crawl, tmp_path, capsys)
+
+
+def _index_alone(crawl: Crawl, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> bytes:
+    alone = tmp_path / "alone.cdxj"
+    assert _index(capsys, str(crawl.a), "-o", str(alone))[0] == 0
+    return alone.read_bytes()

@@ -50,6 +50,7 @@ class IndexSummary:
     open_read: bool  # whether their whole records were read
     unkeyed: int  # captures left out: no SURT key could be made of their URL
     torn: tuple[tuple[Path, int], ...]  # files with bytes that are not whole records
+    without: tuple[Path, ...] = ()  # peers' data directories with no WARC files
 
 
 def index_data(
@@ -80,7 +81,11 @@ def index_data(
         if out is None:
             raise ExportError("--format parquet needs -o FILE")
         require_pyarrow()  # before any work
-    dirs = list(dict.fromkeys(warc_dir(d).resolve() for d in data_dirs))
+    given = {d: warc_dir(d) for d in data_dirs}
+    # A peer with no WARC files (nothing fetched yet, --bodies shard): its cluster's
+    # others are indexed all the same (QA: one such peer refused them all).
+    without = tuple(d for d, w in given.items() if w is None)
+    dirs = list(dict.fromkeys(w.resolve() for w in given.values() if w is not None))
     closed = [p for d in dirs for p in closed_files(d)]
     opened = [p for d in dirs for p in open_files(d)]
     # What is read (the WARC files, their CDXJ) is never what -o replaces: refused
@@ -109,8 +114,9 @@ def index_data(
         counts = write_path(out, lambda f: write_parquet(files, f), inputs)
         torn = [(p, c.skipped_bytes) for p, c in counts.scans.items() if c.skipped_bytes]
         return IndexSummary(
-            len(files), 0, counts.rows, len(opened), include_open, counts.unkeyed, tuple(torn)
-        )
+            len(files), 0, counts.rows, len(opened), include_open, counts.unkeyed, tuple(torn),
+            without,
+        )  # fmt: skip
     up_to_date = captures = unkeyed = 0
     torn = []
     for warc in closed:
@@ -129,8 +135,9 @@ def index_data(
 
         captures = write_path(out, merged, inputs)
     return IndexSummary(
-        len(closed) - up_to_date, up_to_date, captures, len(opened), False, unkeyed, tuple(torn)
-    )
+        len(closed) - up_to_date, up_to_date, captures, len(opened), False, unkeyed, tuple(torn),
+        without,
+    )  # fmt: skip
 
 
 def describe_index(summary: IndexSummary, fmt: IndexFormat, out: Path | None) -> list[str]:
@@ -151,4 +158,6 @@ def describe_index(summary: IndexSummary, fmt: IndexFormat, out: Path | None) ->
         lines.append(f"{path}: {counted(skipped, 'byte')} not in whole records, skipped")
     if s.unkeyed:
         lines.append(f"{counted(s.unkeyed, 'record')} left out: no SURT key for their URLs")
+    for data in s.without:
+        lines.append(f"{data}: no WARC files (nothing fetched yet, or --bodies shard)")
     return lines

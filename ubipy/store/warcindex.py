@@ -27,6 +27,7 @@ from typing import IO
 
 from ubipy.errors import ExportError
 from ubipy.store.outfile import write_path
+from ubipy.store.schema import SHARD_FILE
 from ubipy.store.surtkey import surt_key
 from ubipy.store.warcscan import Capture, ScanCounts, scan_file
 
@@ -116,16 +117,19 @@ def peer_of(warc: Path, warcinfo: dict[str, str] | None = None) -> str | None:
     return peers[0] if len(peers) == 1 else None
 
 
-def warc_dir(data: Path) -> Path:
+def warc_dir(data: Path) -> Path | None:
     """The WARC directory of a data directory (``DATA/warc``), or ``data`` itself when
-    it holds WARC files; ExportError when it is neither."""
+    it holds WARC files; None for a peer's data directory with none (it has fetched
+    nothing yet, or keeps bodies in its shard); ExportError when it is neither."""
     if (data / "warc").is_dir():
         return data / "warc"
     if data.is_dir() and any(p.name.endswith(_CLOSED) for p in data.iterdir()):
         return data
     if not data.is_dir():
         raise ExportError(f"{data}: not a directory")
-    raise ExportError(f"{data}: no warc/ directory (a peer run with --bodies shard keeps none)")
+    if (data / SHARD_FILE).is_file():
+        return None
+    raise ExportError(f"{data}: neither a peer's data directory nor one of WARC files")
 
 
 def closed_files(directory: Path) -> list[Path]:
