@@ -24,7 +24,7 @@ import trio.testing
 from tests.e2e.cluster import run_cli, start_peer_or_fail, stop_all
 from tests.test_progress import CLEAR, FakeTerminal, figures
 from ubipy import cli
-from ubipy.cli import _or_cannot_start, _stop_on_signals, build_parser
+from ubipy.cli import _or_cannot_start, _stop_on_signals, build_parser, main
 from ubipy.progress import Progress, wall_clock
 from ubipy.statustable import format_cluster
 from ubipy.store import ShardError
@@ -550,3 +550,18 @@ async def test_a_peer_whose_terminal_hangs_up_leaves_gracefully(tmp_path: Path) 
         with trio.fail_after(60):
             code = await proc.wait()
     assert code == 0
+
+
+def test_a_reader_that_goes_away_ends_a_command_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`ubipy status | head` printed a BrokenPipeError's traceback (QA)."""
+    read, write = os.pipe()
+    os.close(read)  # head has read its lines and gone
+    out = os.fdopen(write, "w")
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(cli, "_status", lambda args: print("row\n" * 100_000) or 0)
+    try:
+        assert main(["status", "--peer", "127.0.0.1:7000"]) == 1
+    finally:
+        out.close()

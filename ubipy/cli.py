@@ -329,6 +329,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ShardError as exc:
         print(f"ubipy: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # Its reader went away (`ubipy status | head`): no traceback (QA), and nothing
+        # more written to the closed pipe at the interpreter's exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (KeyboardInterrupt, BaseExceptionGroup) as exc:
         # Ctrl-C before a command's own handler is in place (a peer loading its
         # --seeds, the demo): trio raises it out of its nurseries, in a group that
