@@ -128,10 +128,13 @@ class Joiner:
             for address, ts in stands_for.items():
                 log.log(
                     logging.INFO if selves.issuperset(ts) else logging.WARNING,
-                    "join attempt %d: %s: %s; next try in %.0f s",
+                    # The next begins now, and waits longer for an answer (QA: "next
+                    # try in 2 s" after a first attempt that had waited 1 s).
+                    "join attempt %d: %s: %s (no answer in %.0f s); the next now, given %.0f s",
                     self.attempt,
                     address,
                     self._failures(address, ts),
+                    wait,
                     min(wait * 2, MAX_WAIT),
                 )
             wait = min(wait * 2, MAX_WAIT)
