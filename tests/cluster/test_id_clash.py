@@ -63,3 +63,25 @@ async def test_a_copied_data_directory_stops_one_of_the_two(
             view = p.peer.membership.member(kept.peer_id)
             assert view is not None and view.state is MemberState.ALIVE
             assert p.count(rf"member {kept.peer_id} left") == 0
+
+
+@SEEDS
+async def test_a_copy_that_joins_its_original_directly_stops(
+    seed: int, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """With no third peer to hear both, each took the other's frames for its own
+    reflected: the copy tried its join for ever (QA). It asks the address that does
+    not answer who is there, and stops; the original crawls on, whole."""
+    async with cluster(tmp_path, WEB, seed=seed) as c:
+        original = await c.start(0, delay=1.0)
+        shutil.copytree(original.data, c.tmp / "p1")
+        copy = await c.start(1, join=original, delay=1.0)
+        assert copy.peer_id == original.peer_id
+        with trio.fail_after(10):
+            await copy.ended.wait()
+        assert copy.exit == "stopped" and copy.peer.clashed_with == original.address
+        assert not original.ended.is_set() and original.peer.clashed_with is None
+        original.peer.seed_urls([WEB.seed_url()])
+        with trio.fail_after(900):
+            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
+        assert Referee(c.server.log, WEB).duplicates() == []

@@ -43,3 +43,27 @@ async def test_a_copied_data_directory_stops_with_a_clear_error(tmp_path: Path) 
         finally:
             await stop_all(peers)
         nursery.cancel_scope.cancel()
+
+
+async def test_a_copy_that_joins_its_original_directly_stops(tmp_path: Path) -> None:
+    """With no third peer to hear both, each took the other's frames for its own
+    reflected, and the copy tried its join for ever (QA). It asks the address that
+    does not answer who is there, and stops: another live process under its id."""
+    web = SyntheticWeb(WebSpec(seed=5, hosts=4, pages_per_host=5))
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve, web)
+        proxy = server.proxy_url
+        first = await start_peer_or_fail(nursery, tmp_path / "a", proxy)
+        shutil.copytree(first.data, tmp_path / "c")
+        copy = await start_peer_or_fail(nursery, tmp_path / "c", proxy, "--join", first.address)
+        try:
+            assert copy.peer_id == first.peer_id
+            with trio.fail_after(15):
+                code = await copy.proc.wait()
+            assert code == 1
+            said = bytes(copy.output).decode(errors="replace")
+            assert f"the live peer at {first.address} has this peer's id" in said
+            assert first.proc.returncode is None
+        finally:
+            await stop_all([first, copy])
+        nursery.cancel_scope.cancel()

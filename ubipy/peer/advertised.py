@@ -14,7 +14,7 @@ import logging
 from ubipy.net import Network, request
 from ubipy.wire import Status, StatusRequest
 
-__all__ = ["said_elsewhere", "who_answers"]
+__all__ = ["said_elsewhere", "same_id_at", "who_answers"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,19 @@ async def who_answers(address: str, secret: bytes, network: Network) -> str | No
     rows = answer.peers if isinstance(answer, Status) else ()
     ids = sorted(str(row.get("peer_id")) for row in rows)
     return ids[0] if ids else None
+
+
+async def same_id_at(address: str, secret: bytes, network: Network, peer_id: str, run: int) -> bool:
+    """Whether the peer answering at ``address`` is another live process under
+    ``peer_id`` (of another ``run`` than this one's): a copy of its data directory
+    joining its original directly, whose frames each takes for its own reflected, so
+    that no third peer hears both (QA)."""
+    try:
+        answer = await request(address, secret, StatusRequest(), patience=5.0, network=network)
+    except OSError:
+        return False
+    rows = answer.peers if isinstance(answer, Status) else ()
+    return any(r.get("peer_id") == peer_id and r.get("run") != run for r in rows)
 
 
 def said_elsewhere(address: str, other: str) -> None:

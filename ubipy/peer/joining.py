@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 import trio
@@ -63,12 +63,17 @@ class Joiner:
         network: Network,
         mine: Iterable[str] = (),
         nobody: Callable[[], None] = lambda: None,
+        ours: Callable[[str], Awaitable[object]] | None = None,
     ) -> None:
         """``alone()`` says whether the peer has no live member besides itself,
         ``join(addresses)`` sends a try, ``links`` say why an address failed and
         which reached this peer itself, ``network`` gives every address a join
         address stands for (each is dialled), ``mine`` are this peer's own addresses,
-        never dialled, and ``nobody()`` is called when a try reached nobody else."""
+        never dialled, ``nobody()`` is called when a try reached nobody else, and
+        ``ours(address)`` asks, in the background, whether an address that did not
+        answer a try is another process under this peer's id (its frames taken there
+        for reflections of that one's own: a copied data directory joining its
+        original)."""
         self.addresses = tuple(dict.fromkeys(addresses))
         self._alone = alone
         self._join = join
@@ -76,6 +81,7 @@ class Joiner:
         self._network = network
         self._mine = frozenset(mine)
         self._nobody = nobody
+        self._ours = ours
         self.changed = Wakeup()  # set by the peer whenever membership changes
         self.attempt = 0
         # The last try reached this peer alone, at every address (see run).
@@ -90,6 +96,10 @@ class Joiner:
     async def run(self) -> None:
         if not self.addresses:
             return
+        async with trio.open_nursery() as nursery:
+            await self._tries(nursery)
+
+    async def _tries(self, nursery: trio.Nursery) -> None:
         wait = FIRST_WAIT
         while True:
             if not self._alone():
@@ -126,6 +136,9 @@ class Joiner:
             # such a peer is not shown joining: it crawls, the cluster's first.
             self.by_itself = all(selves.issuperset(ts) for ts in stands_for.values())
             for address, ts in stands_for.items():
+                if self._ours is not None:
+                    for target in set(ts) - selves:
+                        nursery.start_soon(self._ours, target)
                 log.log(
                     logging.INFO if selves.issuperset(ts) else logging.WARNING,
                     # The next begins now, and waits longer for an answer (QA: "next

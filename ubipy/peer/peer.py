@@ -33,7 +33,7 @@ from ubipy.membership import (
     message_from_wire,
 )
 from ubipy.net import Links, Network, Reply, TcpNetwork, is_loopback, split_address
-from ubipy.peer.advertised import said_elsewhere, who_answers
+from ubipy.peer.advertised import said_elsewhere, same_id_at, who_answers
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff
@@ -304,6 +304,7 @@ class Peer:
             network=self.network,
             mine=(self.address, self.bound),
             nobody=lease.nobody_to_join,
+            ours=self._ours_at,
         )
         self._register_handlers()
         lease.install(self.handle, self.send, self.start_soon)
@@ -420,6 +421,13 @@ class Peer:
         other = await who_answers(self.address, self.secret, self.network)
         if other is not None and other != self.peer_id:
             self._advertised_elsewhere(other)
+
+    async def _ours_at(self, address: str) -> None:
+        """It stops if ``address`` is another live process under its id (joining.py)."""
+        args = (address, self.secret, self.network, self.peer_id, self.links.writer.epoch)
+        if await same_id_at(*args) and self.clashed_with is None:
+            self.clashed_with = address
+            self._stop.set()
 
     def _advertised_elsewhere(self, other: str) -> None:
         """It stops (with a leave: it is in the others' views): :mod:`.advertised`."""

@@ -122,6 +122,9 @@ class PeerStatus:
     refreshes_unchanged: int = 0
     refreshes_not_modified: int = 0
     pages_retired: int = 0
+    # This process: its frames' epoch, random at each start (two live processes under
+    # one id, a data directory copied, tell each other apart by it: advertised.py).
+    run: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -197,6 +200,7 @@ def status_of(
         frames_relayed=links.relays.stats["sent"],
         frames_carried=links.relays.stats["forwarded"],
         settings=shared_settings(c.config),
+        run=links.writer.epoch,
         **_refresh_figures(c),
         **_dns_figures(c),
         **_lease_figures(ip_leases),
