@@ -40,8 +40,10 @@ async def same_id_at(address: str, secret: bytes, network: Network, peer_id: str
         answer = await request(address, secret, StatusRequest(), patience=5.0, network=network)
     except OSError:
         return False
+    # Its own row alone (a status request not of the cluster); of a run said (a peer
+    # before runs were said is not told apart from this one).
     rows = answer.peers if isinstance(answer, Status) else ()
-    return any(r.get("peer_id") == peer_id and r.get("run") != run for r in rows)
+    return any(r.get("peer_id") == peer_id and r.get("run") not in (None, run) for r in rows)
 
 
 def said_elsewhere(address: str, other: str) -> None:
