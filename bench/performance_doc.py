@@ -131,6 +131,10 @@ pages (`--instructions`): 2,944,772 instructions a page at 076b90c, 2,809,217 at
 The forty-fourth session, the same kind of machine, quiet (7b4e47e; no change aimed at
 CPU): **7.21** with `--repeat 3` (ubipy 0.42-0.44 ms a page, Scrapy 3.25-3.48): ubipy's
 cost as before, Scrapy's 10% lower than in the run before.
+The forty-fifth session, the same kind of machine, quiet (d5d6c43; no change aimed at
+CPU; a page's body scanned for NULs before its parse): **7.79** with `--repeat 3` (ubipy
+0.45-0.46 ms a page, Scrapy 3.53-3.63; the crawl alone 0.43-0.44 against 3.50-3.60), and
+ubipy alone at 7a4deca and at d5d6c43 in one run each: 9.0 s of CPU both.
 
 Instructions a page (`--instructions`: each crawler under valgrind's callgrind, start-up
 included, about a third of ubipy's count on this small web) repeat within 1% where CPU
