@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="data directories of the peers whose shards to export",
     )
-    x.add_argument("--format", choices=("warc", "jsonl"), required=True, help="the output format")
+    x.add_argument("--format", choices=("warc", "jsonl"), help="default: what --out's name says")
     x.add_argument(
         "--out",
         type=output_path,
@@ -332,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # Its reader went away (`ubipy status | head`): no traceback (QA), and nothing
         # more written to the closed pipe at the interpreter's exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _drop_stdout()
         return 1
     except (KeyboardInterrupt, BaseExceptionGroup) as exc:
         # Ctrl-C before a command's own handler is in place (a peer loading its
@@ -523,7 +523,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from ubipy.store import ExportError, ExportWriteError, export
+    from ubipy.store import ExportError, ExportWriteError, export, format_of
 
     to_stdout = str(args.out) == "-"
     try:
@@ -542,7 +542,7 @@ def _export(args: argparse.Namespace) -> int:
         print(f"ubipy export: {exc}", file=sys.stderr)
         return 2
 
-    unit = "WARC record" if args.format == "warc" else "JSON line"
+    unit = "WARC record" if (args.format or format_of(args.out)) == "warc" else "JSON line"
     left_out = (
         f"; {counted(summary.left_out, 'more page')} left out (failed requests or bodies not kept)"
         if summary.left_out

@@ -484,6 +484,29 @@ def test_an_unwritable_output_is_exit_2(
         export([shards[0]], "csv", out)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [("all.warc.gz", "WARC record"), ("all.jsonl", "JSON line"), ("a.json", "JSON line")],
+)
+def test_the_format_is_the_one_the_output_s_name_says_unless_told(
+    shards: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    said: str,
+) -> None:
+    """`--out pages.jsonl` without `--format` was refused (QA)."""
+    out = tmp_path / name
+    assert main(["export", "--data", *map(str, shards), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert said in err
+    first = out.read_bytes()[:2]
+    assert first == (b"\x1f\x8b" if name.endswith(".gz") else b'{"')
+    assert main(["export", "--data", str(shards[0]), "--out", str(tmp_path / "pages")]) == 2
+    err = capsys.readouterr().err
+    assert err == "ubipy export: --format warc or jsonl is needed: the output's name says neither\n"
+
+
 def test_cli_export_prints_a_summary(
     shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,7 +6,7 @@ that keeps a data directory to one peer.
 
 from ubipy.errors import DataDirInUse, ExportError, ExportWriteError, ShardError, StorageError
 from ubipy.store.admission import Admission
-from ubipy.store.export import export
+from ubipy.store.export import export, format_of
 from ubipy.store.givenup import GivenUp
 from ubipy.store.indexcommand import IndexSummary, describe_index, index_data
 from ubipy.store.lock import LOCK_FILE, DataLock
@@ -47,6 +47,7 @@ __all__ = [
     "Visit",
     "describe_index",
     "export",
+    "format_of",
     "gzip_member",
     "index_data",
     "index_warc",

@@ -52,6 +52,7 @@ __all__ = [
     "StoredPage",
     "StoredVisit",
     "export",
+    "format_of",
     "iso_utc",
     "page_json",
 ]
@@ -62,9 +63,22 @@ FORMATS: tuple[Format, ...] = ("warc", "jsonl")
 _BESIDE = "ubipy-export.warc.gz"
 
 
+def format_of(out: Path | IO[bytes]) -> Format | None:
+    """The format a path's name says (``.warc``, ``.jsonl``, ``.json``, each maybe
+    ``.gz``), if any."""
+    name = out.name.lower().removesuffix(".gz") if isinstance(out, Path) else ""
+    return (
+        "warc"
+        if name.endswith(".warc")
+        else "jsonl"
+        if name.endswith((".jsonl", ".json"))
+        else None
+    )
+
+
 def export(
     data_dirs: Sequence[Path],
-    fmt: Format,
+    fmt: Format | None,
     out: Path | IO[bytes],
     *,
     gzipped: bool | None = None,
@@ -72,6 +86,7 @@ def export(
     """Write the pages of every shard in ``data_dirs`` to ``out``, each with the visits
     a continuous crawl made of it after its first fetch.
 
+    ``fmt`` None: the one ``out``'s name says (:func:`format_of`).
     ``out`` is a path, or an open binary stream (the command line's standard output),
     which is written and flushed but not closed. ``gzipped`` asks for gzip (per record
     for WARC); ``None`` means gzip when ``out`` is a path ending in ``.gz``.
@@ -90,6 +105,9 @@ def export(
     :class:`ExportError` with a one-line message, :class:`ExportWriteError` when the
     output fails part-way.
     """
+    if fmt is None and (fmt := format_of(out)) is None:
+        # As a user names the file, not a second time with --format (QA).
+        raise ExportError("--format warc or jsonl is needed: the output's name says neither")
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
     with ExitStack() as stack:
