@@ -4,6 +4,7 @@ Parquet file of their captures that DuckDB reads."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -485,3 +486,22 @@ def _index_alone(crawl: Crawl, tmp_path: Path, capsys: pytest.CaptureFixture[str
     alone = tmp_path / "alone.cdxj"
     assert _index(capsys, str(crawl.a), "-o", str(alone))[0] == 0
     return alone.read_bytes()
+
+
+def test_standard_output_closed_is_said_as_standard_output(crawl: Crawl, tmp_path: Path) -> None:
+    """`ubipy index -o - | head` said "/dev/stdout: cannot write: Broken pipe" (QA)."""
+    read, write = os.pipe()
+    os.close(read)  # the reader gone before a line is written
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "ubipy.cli", "index", str(crawl.a), "-o", "-"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 1
+    assert b"ubipy index: standard output: cannot write: Broken pipe\n" in done.stderr

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
-from ubipy.errors import ExportError
+from ubipy.errors import ExportError, ExportWriteError
 from ubipy.store.outfile import identity, peer_files, refuse_input, write_path
 from ubipy.store.warcindex import (
     cdxj_of,
@@ -133,7 +133,13 @@ def index_data(
         def merged(f: IO[bytes]) -> int:
             return merge_cdxj([cdxj_of(p) for p in closed], f)
 
-        captures = write_path(out, merged, inputs)
+        try:
+            captures = write_path(out, merged, inputs)
+        except ExportWriteError as exc:
+            if out != _STDOUT:
+                raise
+            # As `ubipy export --out -` says it (QA: "/dev/stdout: cannot write").
+            raise ExportWriteError(str(exc).replace(str(_STDOUT), "standard output", 1)) from exc
     return IndexSummary(
         len(closed) - up_to_date, up_to_date, captures, len(opened), False, unkeyed, tuple(torn),
         without,
