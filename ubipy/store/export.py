@@ -67,13 +67,9 @@ def format_of(out: Path | IO[bytes]) -> Format | None:
     """The format a path's name says (``.warc``, ``.jsonl``, ``.json``, each maybe
     ``.gz``), if any."""
     name = out.name.lower().removesuffix(".gz") if isinstance(out, Path) else ""
-    return (
-        "warc"
-        if name.endswith(".warc")
-        else "jsonl"
-        if name.endswith((".jsonl", ".json"))
-        else None
-    )
+    if name.endswith(".warc"):
+        return "warc"
+    return "jsonl" if name.endswith((".jsonl", ".json")) else None
 
 
 def export(
