@@ -82,6 +82,13 @@ async def test_a_continuous_crawl_s_peer_says_its_refreshes(tmp_path: Path) -> N
         said = peer.status().as_json()
         peer.stop()
     assert (said["refreshes"], said["refreshes_unchanged"], said["pages_retired"]) == (0, 0, 0)
+    # A 304 found the page unchanged too: the count holds it, as status says it does
+    # ("15 unchanged, 45 of them 304s" said a QA run).
+    assert peer.crawler.refresher is not None
+    stats = peer.crawler.refresher.stats
+    stats.refreshes, stats.unchanged, stats.not_modified = 60, 15, 45
+    said = peer.status().as_json()
+    assert (said["refreshes_unchanged"], said["refreshes_not_modified"]) == (60, 45)
     once = Peer(CrawlConfig(data_dir=tmp_path / "once", listen="127.0.0.1:0"))
     async with trio.open_nursery() as nursery:
         await nursery.start(once.run)
