@@ -160,7 +160,10 @@ async def test_a_page_known_here_keeps_the_newer_history(
     assert refresher.adopt([there]) == (kept == "given")
     (row,) = refresher.revisits_of("a.test")
     if kept == "mine":
-        assert [row] == before and shard.refresh_rows() == before
+        # Its own history, due no sooner than the one given would be.
+        (was,) = before
+        assert replace(row, due=was.due) == was and shard.refresh_rows() == [row]
+        assert row.due >= was.due
     else:
         assert (row.visits, row.last_visit, row.etag, row.digest) == (
             given[0],
@@ -180,4 +183,23 @@ async def test_a_page_this_runs_filters_drop_is_saved_not_kept(tmp_path: Path, c
     assert refresher.adopt([_row(1), _row(2)]) == 1
     assert [r.fp for r in refresher.revisits_of("a.test")] == [1]
     assert sorted(r.fp for r in shard.refresh_rows()) == [1, 2]
+    shard.close()
+
+
+async def test_a_history_kept_here_is_due_no_sooner_than_the_one_given(
+    tmp_path: Path, clock: None
+) -> None:
+    """A peer back from a kill -9 keeps the history of more visits, its own, overdue
+    since the kill; the peer that had its host meanwhile asked the page 10 s ago. It
+    was asked here again at once: 150 pages seconds after the others had (QA)."""
+    scheduler = _Scheduler()
+    refresher, shard = _refresher(tmp_path, scheduler)
+    refresher.adopt([_row(1, visits=5, last=NOW - 1000, due=NOW - 100)])
+    assert refresher.adopt([_row(1, visits=3, last=NOW - 10, due=NOW + 890)]) == 0
+    (row,) = refresher.revisits_of("a.test")
+    assert (row.visits, row.last_visit) == (5, NOW - 1000)  # its own history
+    assert row.due >= NOW + 890 - 1e-6 and shard.refresh_rows() == [row]
+    refresher.plan()  # and a plan holds it there
+    (planned,) = refresher.revisits_of("a.test")
+    assert planned.due >= NOW + 890 - 1e-6
     shard.close()

@@ -515,13 +515,17 @@ class Refresher(PlanningMixin):
         longest = self._cfg.max_interval
         saved: list[RefreshRow] = []
         taken: list[tuple[RefreshPage, RefreshPage | None]] = []  # and the one known here
+        pushed: list[RefreshPage] = []  # kept here, due later for a visit there
         for r in rows:
             last = min(r.last_visit, now)
             mine = self.page(r.fp)
-            if mine is not None and (mine.visits, mine.last_visit) > (r.visits, last):
-                continue
             wait = min(last, wall) + max(r.due - r.last_visit, 0.0) - wall
             due = now + min(max(wait, 0.0), longest)
+            if mine is not None and (mine.visits, mine.last_visit) > (r.visits, last):
+                if due > mine.due:  # not sooner here than there (QA: after a kill -9)
+                    mine.due = mine.held_until = due
+                    pushed.append(mine)
+                continue
             page = RefreshPage.from_row(r, last, due)
             if self._warc:
                 # Asked in full once here: the response its revisits refer to is in the
@@ -530,7 +534,9 @@ class Refresher(PlanningMixin):
             saved.append(page.row())
             if filters is None or filters.verdict_at(r.url, r.depth) is None:
                 taken.append((page, mine))
-        self._shard.save_refresh(saved, ())
+        self._shard.save_refresh(saved + [page.row() for page in pushed], ())
+        for page in pushed:
+            self._keep(page)
         for page, old in taken:
             trust = self.hints.hosts.setdefault(page.host, HostTrust())
             trust.checks += page.checks - (0 if old is None else old.checks)
@@ -543,6 +549,7 @@ class Refresher(PlanningMixin):
             self._keep(page)
         if schedule:
             remade = {page.host for page, old in taken if old is not None}
+            remade |= {page.host for page in pushed}
             self._schedule(remade)
             for page, _ in taken:
                 if page.host not in remade:
