@@ -323,8 +323,9 @@ class HoldsMixin:
         named = ", ".join(waiting[:3]) + (", ..." if len(waiting) > 3 else "")
         left = max(h.until for h in long) - now
         return (
-            f"hosts held until {counted(len(waiting), 'peer')} ({named}) hand them over "
-            f"or are found dead, {left:.0f} s at most"
+            f"hosts held until {counted(len(waiting), 'peer')} ({named}) "
+            + ("hands them over or is" if len(waiting) == 1 else "hand them over or are")
+            + f" found dead, {left:.0f} s at most"
         )
 
     async def _expire_holds(self) -> None:
