@@ -59,3 +59,6 @@ async def test_a_dead_peer_s_hosts_are_found_again_from_the_links_that_lead_ther
         with trio.fail_after(1800):
             await c.server.log.wait_for(lambda log: found_again())
         print(f"\n{len(lost_pages)} pages found again {trio.current_time() - killed_at:.0f} s on")
+        # Each survivor said the death without -v (QA: only "peers 2/3" said it).
+        for p in (a, survivor):
+            assert p.count(rf"WARNING .*member {b.peer_id} is dead") == 1

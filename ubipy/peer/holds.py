@@ -171,7 +171,8 @@ class HoldsMixin:
         if hold > 0 and peer_id not in self._ring.members:
             with_it = Ring([*self._ring.members, peer_id])
             self._add_hold(with_it, NO_RING, {peer_id}, hold, lost=self._copies < 2)
-            log.info("holding the hosts of dead %s for %.1f s", peer_id, hold)
+            # Said without -v: the operator saw only "peers 2/3" (QA).
+            log.warning("member %s is dead: its hosts held %.1f s for its return", peer_id, hold)
         if self._copies > 1 and self._orphan_grace > 0 and peer_id not in self._ring.members:
             # Deaths within a minute of each other are one cut: hours apart, the first
             # one's hosts were copied again in between, and a host whose two copies
