@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -157,7 +158,10 @@ def _settings_differ(figures: Mapping[str, Mapping[str, Any]]) -> list[str]:
         return []
     lines = ["SETTINGS DIFFER between peers (each crawls its own hosts its own way):"]
     for peer, mine in sorted(told.items()):
-        lines.append(f"  {peer}: " + " ".join(f"{n}={mine.get(n, '?')!r}" for n in names))
+        # As a shell takes them (a regex's backslashes were shown doubled: QA).
+        lines.append(
+            f"  {peer}: " + " ".join(f"{n}={shlex.quote(str(mine.get(n, '?')))}" for n in names)
+        )
     return lines
 
 
