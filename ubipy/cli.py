@@ -447,7 +447,10 @@ async def _stop_on_signals(peer: Peer, scope: trio.CancelScope, progress: Progre
     with trio.open_signal_receiver(*wanted) as signals:
         async for signum in signals:
             if signum == signal.SIGHUP:
-                _off_the_terminal(ttys)
+                # The terminal is gone: each write to it fails (EIO) and would break the
+                # leave asked for. What went to it goes nowhere now (a file or pipe stays).
+                with contextlib.suppress(OSError):
+                    _to_devnull(ttys)
             with contextlib.suppress(OSError):
                 progress.clear()  # on a terminal, the line was written on the progress line
             if not peer.crawler.stopped.is_set() and not peer.stopping:
@@ -457,17 +460,6 @@ async def _stop_on_signals(peer: Peer, scope: trio.CancelScope, progress: Progre
                 _say("stopping now: abandoning requests in flight")
                 scope.cancel()
                 return
-
-
-def _off_the_terminal(ttys: Sequence[int]) -> None:
-    """The terminal is gone: every write to it fails (EIO), the log's and the progress
-    line's among them, which would break the leave the hang-up asked for. What went to
-    it (``ttys``) goes nowhere from now on; a file or a pipe is kept."""
-    with contextlib.suppress(OSError):
-        null = os.open(os.devnull, os.O_WRONLY)
-        for fd in ttys:
-            os.dup2(null, fd)
-        os.close(null)
 
 
 def _say(line: str) -> None:
@@ -591,9 +583,17 @@ def _drop_stdout() -> None:
         fd = sys.stdout.fileno()
     except (AttributeError, OSError, ValueError):
         return  # not a real file (captured): nothing is flushed to it at exit
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
-    os.close(devnull)
+    _to_devnull([fd])
+
+
+def _to_devnull(fds: Sequence[int]) -> None:
+    """Point the descriptors ``fds`` at /dev/null."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for fd in fds:
+            os.dup2(null, fd)
+    finally:
+        os.close(null)
 
 
 if __name__ == "__main__":
