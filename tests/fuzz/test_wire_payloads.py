@@ -158,7 +158,13 @@ MESSAGES: dict[FrameType, st.SearchStrategy[Message]] = {
     FrameType.HANDOFF_ACK: st.builds(HandoffAck, ids, st.booleans()),
     FrameType.SCOPE: st.builds(Scope, st.lists(texts, max_size=4).map(tuple)),
     FrameType.SCOPE_ACK: st.builds(ScopeAck, ids),
-    FrameType.HANDOFF_DONE: st.builds(HandoffDone, texts, ids, st.booleans()),
+    FrameType.HANDOFF_DONE: st.builds(
+        HandoffDone,
+        texts,
+        ids,
+        st.booleans(),
+        st.dictionaries(texts, texts, max_size=3).map(lambda d: tuple(d.items())),
+    ),
     FrameType.REPLICA: st.builds(
         Replica,
         st.lists(st.builds(HostCopy, texts, wire_urls, fingerprints, marks), max_size=3).map(tuple),

@@ -718,3 +718,49 @@ async def test_a_peer_back_after_leaving_is_waited_for_when_it_leaves_again(
         handoff.release_from("l", abc.key)
         assert asked(crawler) == {host}
         nursery.cancel_scope.cancel()
+
+
+async def test_a_leave_swept_is_told_on_and_kept_so_nobody_waits_for_the_one_that_left(
+    tmp_path: Path,
+) -> None:
+    """c left for good, its leave's sweep done (its DONE under {a, b}). a, started
+    after (restarted, or new), never had that DONE and held the hosts it gained for the
+    whole limit, waiting for it (QA). b's DONE tells a of it; so does a's own shard,
+    for a leave a saw before it stopped. Told by a stranger, or of a peer alive in a's
+    view (back since), it counts for nothing."""
+    last, two = Ring(["a", "b", "c"]), Ring(["a", "b"])
+    cs = host_owned(last, "c", also=two, by="a")
+    kept: list[dict[str, str]] = []
+
+    async def reply(message: Message) -> None:
+        raise AssertionError("a DONE is not answered")
+
+    async with crawler_at(tmp_path) as crawler:
+        handoff = handoff_for(crawler, "a", last_members=["a", "b", "c"])
+        handoff.remember_leaves = kept.append
+        members = {"a", "b"}
+        handoff.install(
+            lambda kind, handler: None, stopping=lambda: False, is_member=members.__contains__
+        )
+        crawler.seed([f"http://{cs}/"])
+        crawler.ring_changed(two)
+        handoff.ring_changed(two, frozenset(two.members), frozenset(last.members))
+        handoff.release_from("b", two.key)
+        assert asked(crawler) == set()  # c may still hold cs
+        stranger = HandoffDone("a,b,x", left=(("c", two.key),))
+        await handoff._on_handoff_done("x", stranger, reply)
+        assert asked(crawler) == set()  # a stranger's word
+        told = HandoffDone(two.key, left=(("c", two.key), ("a", two.key), ("b", "a")))
+        await handoff._on_handoff_done("b", told, reply)
+        assert asked(crawler) == {cs}
+        assert kept == [{"c": two.key}]  # neither a itself nor b, alive here
+
+    async with crawler_at(tmp_path) as crawler:
+        again = handoff_for(crawler, "a", last_members=["a", "b", "c"], leaves=kept[-1])
+        bs = host_owned(two, "b")
+        crawler.seed([f"http://{cs}/", f"http://{bs}/"])
+        assert asked(crawler) == {cs}  # only b is waited for
+        assert again.leaves() == {"c": two.key}
+        crawler.ring_changed(last)
+        again.ring_changed(last, frozenset(last.members), frozenset(last.members))
+        assert again.leaves() == {}  # c is back: its leave says nothing now

@@ -63,3 +63,23 @@ def test_the_peers_known_are_there_at_the_next_start(tmp_path: Path) -> None:
         assert MemberBook(shard).last_members == ("a", "b")
     finally:
         shard.close()
+
+
+def test_the_peers_that_left_for_good_are_there_at_the_next_start(tmp_path: Path) -> None:
+    """What the hand-off says of leaves swept is kept (not waited for at the next
+    start); a value this version did not write is no leave at all (hosts then wait)."""
+    shard = Shard.open(tmp_path)
+    try:
+        assert MemberBook(shard).leaves == {}
+        MemberBook(shard).remember_leaves({"c": "a,b"})
+    finally:
+        shard.close()
+    shard = Shard.open(tmp_path)
+    try:
+        assert MemberBook(shard).leaves == {"c": "a,b"}
+        for junk in ("[1, 2]", "{not json", '{"c": 3}'):
+            with shard.transaction():
+                shard.set_meta("leaves_swept", junk)
+            assert MemberBook(shard).leaves == {}
+    finally:
+        shard.close()

@@ -94,6 +94,7 @@ EXAMPLES: list[Message] = [
     HandoffDone("ring-key"),
     HandoffDone("ring-key", token=7),
     HandoffDone("", token=2**62, ask=True),
+    HandoffDone("a,b", token=3, left=(("c", "a,b"), ("d", "a"))),
     Replica(
         (HostCopy("a.test", (("http://a.test/", 0, 0.0),), (-5,), MARK), HostCopy("b.test", (), ()))
     ),
@@ -226,6 +227,9 @@ def test_the_reserved_error_kind_is_refused() -> None:
         (FrameType.FIGURES, {1: 2}),
         (FrameType.FIGURES, {f"k{i}": i for i in range(101)}),
         (FrameType.STOP, [1]),
+        (FrameType.HANDOFF_DONE, {"ring": "a", "left": ["c", "a"]}),
+        (FrameType.HANDOFF_DONE, {"ring": "a", "left": {"c": 1}}),
+        (FrameType.HANDOFF_DONE, {"ring": "a", "left": {f"p{i}": "a" for i in range(65)}}),
     ],
 )
 def test_a_malformed_payload_is_a_wire_error(kind: FrameType, payload: Any) -> None:

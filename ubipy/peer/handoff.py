@@ -89,6 +89,7 @@ class Handoff(HoldsMixin):
         address_of: AddressOf,
         *,
         last_members: Collection[str] = (),
+        leaves: Mapping[str, str] | None = None,
         grace: float = 0.0,
         fence: float = 0.0,
         copies: int = 1,
@@ -125,8 +126,11 @@ class Handoff(HoldsMixin):
         self._dead: dict[str, float] = {}
         self._holds: list[Hold] = []
         self.on_hosts_lost: Callable[[], None] = lambda: None
-        # The ring each peer last said it finished sweeping under.
-        self._swept: dict[str, str] = {}
+        # The ring each peer last said it finished sweeping under; those that left,
+        # known from the last start (HoldsMixin.leaves).
+        self._swept: dict[str, str] = dict(leaves or {})
+        self._leaves_kept = dict(self._swept)
+        self.remember_leaves: Callable[[dict[str, str]], None] = lambda leaves: None
         self._kick = Wakeup()
         # The owners that did not take a host in the last sweep (a leaving peer's).
         self.unanswered: set[str] = set()
@@ -146,7 +150,7 @@ class Handoff(HoldsMixin):
         self._alive: frozenset[str] = frozenset({self_id})
         self.stats = HandoffStats()
         crawler.scheduler.hold(self._held)
-        others = set(last_members) - {self_id}
+        others = set(last_members) - {self_id} - self._swept.keys()
         if others:
             # Back from a stop: the hosts the last ring gave to others may still be
             # theirs, in their shards. They are held until each of those peers is
@@ -220,11 +224,12 @@ class Handoff(HoldsMixin):
             return False
         if complete:
             key = ring.key
+            told = tuple(self.leaves().items())
             for peer in self._alive - {self.self_id}:
                 address = self._address_of(peer)
                 if address is None or address in self._gone:
                     continue
-                done = HandoffDone(key, self._asked.get(peer, 0))
+                done = HandoffDone(key, self._asked.get(peer, 0), left=told)
                 if not wait and self._nursery is not None:
                     # Sent in turn, one to a peer across a cut waited out its dials,
                     # and the next ring change went unswept for most of a minute
@@ -417,6 +422,8 @@ class Handoff(HoldsMixin):
                 self.asked(sender, done.token)
         else:
             self.release_from(sender, done.ring, done.token)
+            if done.left and self._is_member(sender):
+                self.heard_of_leaves(done.left)
             if self._copies_here is not None and self._nursery is not None:
                 # In a task, as when this peer's ring catches up (holds.ring_changed):
                 # over a big copy it takes a while, and the frames behind this DONE

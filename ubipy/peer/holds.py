@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 import trio
@@ -22,7 +22,7 @@ from ubipy.peer.crawler import Crawler
 from ubipy.peer.replica import Replicator
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
-from ubipy.wire import HandoffDone
+from ubipy.wire import MAX_LEAVES_TOLD, HandoffDone
 from ubipy.wording import counted
 
 log = logging.getLogger("ubipy.peer.handoff")  # the hand-off's log
@@ -91,6 +91,9 @@ class HoldsMixin:
     _copies_here: Replicator | None
     _holds: list[Hold]
     _swept: dict[str, str]
+    _leaves_kept: dict[str, str]
+    # Told the leaves whose sweeps are done, whenever they change (ubipy.peer.members).
+    remember_leaves: Callable[[dict[str, str]], None]
     _kick: Wakeup
     _holds_changed: Wakeup
     _tokens: random.Random
@@ -112,6 +115,7 @@ class HoldsMixin:
         # One back after leaving holds hosts again: its leave's sweep says nothing now.
         for peer in [p for p in alive if self._left_swept(p)]:
             del self._swept[peer]
+        self._release_leaves()
         if list(old.members) == [self.self_id] and len(alive) > 1:
             # A peer that was alone (just started, or back after a crash) knows
             # nothing of who held what meanwhile: whatever it owns, it gains.
@@ -146,6 +150,39 @@ class HoldsMixin:
         """Whether ``peer_id``'s last sweep was under a ring without it: its leave's."""
         key = self._swept.get(peer_id)
         return key is not None and peer_id not in key.split(",")
+
+    def leaves(self) -> dict[str, str]:
+        """The peers gone whose leave's sweep is done (the ring it was under, by peer):
+        they hold nothing, under any ring. The latest ones, as many as a DONE tells."""
+        done = [p for p in self._swept if p not in self._alive and self._left_swept(p)]
+        return {p: self._swept[p] for p in done[-MAX_LEAVES_TOLD:]}
+
+    def heard_of_leaves(self, leaves: Iterable[tuple[str, str]]) -> None:
+        """Another peer saw these leaves' sweeps done. Told on, so that a peer started
+        after a leave (or since restarted) does not hold the hosts it gains for the
+        whole limit, waiting for a DONE the one that left sent before it was here (QA:
+        three minutes at each ring change). A peer alive here is not taken for gone."""
+        for peer, key in leaves:
+            gone = peer != self.self_id and peer not in self._alive
+            if gone and peer not in key.split(",") and not self._left_swept(peer):
+                self._swept[peer] = key
+        self._release_leaves()
+
+    def _release_leaves(self) -> None:
+        """No hold waits for a peer gone whose leave's sweep is done; the shard keeps
+        who they are, for this peer's next start."""
+        leaves = self.leaves()
+        if leaves != self._leaves_kept:
+            self._leaves_kept = leaves
+            self.remember_leaves(leaves)
+        changed = False
+        for hold in self._holds:
+            if not hold.waiting.isdisjoint(leaves):
+                hold.waiting.difference_update(leaves)
+                changed = True
+        if changed:
+            self._holds = [h for h in self._holds if h.waiting]
+            self._crawler.release_held()
 
     def peer_gone(self, peer_id: str) -> None:
         """A dead peer hands nothing over: hold what it owned for the grace period, in
@@ -266,6 +303,8 @@ class HoldsMixin:
         answering our request ``token`` if not 0."""
         if key is not None:
             self._swept[peer_id] = key
+            if peer_id not in key.split(","):
+                self._release_leaves()  # its leave's: it holds nothing now
         # A sweep under the ring this peer has now covers every host the sender
         # holds, whatever ring the hold was made under.
         current = key is None or key == self._ring.key

@@ -5,6 +5,7 @@ every peer it has known, for its next start."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 
@@ -15,6 +16,7 @@ from ubipy.store import Shard
 log = logging.getLogger(__name__)
 
 _MEMBERS_META = "last_members"
+_LEAVES_META = "leaves_swept"
 
 
 class MemberBook:
@@ -25,6 +27,9 @@ class MemberBook:
         # Every peer known at the last start's end, for hand-off's holds.
         self.last_members: tuple[str, ...] = tuple(known.split(",")) if known else ()
         self._ids: dict[str, str] = {}
+        # The peers that left and handed every host on (HoldsMixin.leaves), by the
+        # ring of their leave's sweep: not waited for at the next start.
+        self.leaves: dict[str, str] = _leaves(shard.get_meta(_LEAVES_META))
 
     def recipient(self, address: str) -> str:
         """The id of the peer at ``address``; "" (any peer) while no member is known
@@ -62,3 +67,23 @@ class MemberBook:
             self._remembered = known
         except StorageError as exc:
             log.warning("cannot remember the members: %s", exc)
+
+    def remember_leaves(self, leaves: dict[str, str]) -> None:
+        try:
+            with self._shard.transaction():
+                self._shard.set_meta(_LEAVES_META, json.dumps(leaves))
+            self.leaves = leaves
+        except StorageError as exc:
+            log.warning("cannot remember the peers that left: %s", exc)
+
+
+def _leaves(text: str | None) -> dict[str, str]:
+    """The leaves kept; none if the value is not what this version writes (a shard
+    edited by hand, or a later version's): then the hosts wait, as before."""
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {p: k for p, k in value.items() if isinstance(k, str)}

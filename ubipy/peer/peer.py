@@ -263,11 +263,8 @@ class Peer:
             self._address_of, rng=self._rng, synced=syncs.synced,
         )  # fmt: skip
         self._handoff = Handoff(
-            self.peer_id,
-            crawler,
-            self.links.send,
-            self._address_of,
-            last_members=self._members.last_members,
+            self.peer_id, crawler, self.links.send, self._address_of,
+            last_members=self._members.last_members, leaves=self._members.leaves,
             grace=config.replication.rejoin_grace if config.replication.replicas < 2 else 0.0,
             fence=fence(term),
             copies=config.replication.replicas,
@@ -278,7 +275,8 @@ class Peer:
             synced=syncs.synced,
             copies_here=replicator,
             heard_at=self.links.heard_at,
-        )
+        )  # fmt: skip
+        self._handoff.remember_leaves = self._members.remember_leaves
         if crawler.refresher is not None:  # a dead peer's hosts lost: links find them again
             self._handoff.on_hosts_lost = crawler.refresher.relink
         self._ip_leases = IpLeases(self.peer_id, config, crawler, router, rng=self._rng)

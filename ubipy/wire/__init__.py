@@ -78,6 +78,7 @@ from ubipy.wire.secret import (
     secret_from,
 )
 from ubipy.wire.urlframes import (
+    MAX_LEAVES_TOLD,
     MAX_REDIRECTS_CARRIED,
     MAX_REVISIT_URL,
     MAX_VALIDATOR,
@@ -109,6 +110,7 @@ __all__ = [
     "MAX_ID_LEN",
     "MAX_ITEMS",
     "MAX_LEASE_WAIT",
+    "MAX_LEAVES_TOLD",
     "MAX_MARK_DELAY",
     "MAX_PAYLOAD_DEPTH",
     "MAX_REDIRECTS_CARRIED",

@@ -57,6 +57,8 @@ MAX_VISITS: Final = MAX_MARK_PAGES
 # A wall-clock time a page's history gives is at most this (the year 5138), and so is
 # the time it covers: a bigger one is a bug, and two of them subtracted overflowed.
 MAX_WALL: Final = 1e11
+# The leaves a HANDOFF_DONE tells of (the sender's latest).
+MAX_LEAVES_TOLD: Final = 64
 # The items a revisit entry has at least (a peer before the failure counts sends no
 # more), and those this version reads; a later version may add more after them, which
 # this one ignores (refused, a whole hand-off would be, again and again).
@@ -459,6 +461,10 @@ class HandoffDone:
     ring: str
     token: int = 0
     ask: bool = False
+    # The peers that left whose leave's sweep the sender saw done (their own DONE,
+    # under a ring without them), with that ring: they hold nothing any more. Told on,
+    # so a peer that started after a leave does not wait for the one that left.
+    left: tuple[tuple[str, str], ...] = ()
 
     def to_wire(self) -> dict[str, object]:
         wire: dict[str, object] = {"ring": self.ring}
@@ -466,15 +472,25 @@ class HandoffDone:
             wire["token"] = self.token
         if self.ask:
             wire["ask"] = True
+        if self.left:
+            _most(self.left, "HANDOFF_DONE's leaves", MAX_LEAVES_TOLD)
+            wire["left"] = dict(self.left)
         return wire
 
     @classmethod
     def from_wire(cls, obj: object) -> HandoffDone:
         payload = _map(obj, "HANDOFF_DONE")
+        left = _map(payload.get("left", {}), "HANDOFF_DONE's leaves")
+        if len(left) > MAX_LEAVES_TOLD:
+            raise WireError(f"HANDOFF_DONE tells of more than {MAX_LEAVES_TOLD} leaves")
         return cls(
             _str(payload.get("ring"), "HANDOFF_DONE's ring"),
             _int(payload.get("token", 0), "HANDOFF_DONE's token"),
             payload.get("ask") is True,
+            tuple(
+                (_str(peer, "a leave's peer"), _str(ring, "a leave's ring"))
+                for peer, ring in left.items()
+            ),
         )
 
 

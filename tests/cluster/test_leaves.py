@@ -1,0 +1,87 @@
+"""Peers started after another left for good, on the in-memory network under the
+autojump clock: the one that left handed every host on before it went, so nobody
+waits for it. Before, a peer started later (a restart, a newcomer, a whole cluster
+started again) held every host it gained for the hold's whole limit, three minutes at
+each ring change, waiting for a DONE the one that left had sent before it was there
+(QA: most of the web unasked for minutes after each restart).
+
+Seeds as in test_churn_memory: one by default, ``UBIPY_SEEDS=N`` (or ``=3,17``) for more."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from tests.cluster.harness import Cluster, SimPeer, cluster, one_view
+from tests.cluster.test_churn_memory import seeds
+from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
+
+WEB = SyntheticWeb(WebSpec(seed=5, hosts=40, pages_per_host=12, latency=0.05, cross_link_ratio=0.6))
+TRUTH = ground_truth(WEB, [WEB.seed_url()])
+DELAY = 1.0
+# Well inside the hold's limit (the fetch deadline and a minute: 180 s by default),
+# and time enough for the join, the sweeps and a first request.
+PROMPT = 30.0
+
+
+async def _fetches(c: Cluster, sim: SimPeer, after: float) -> None:
+    """Returns once ``sim`` has sent the web a request for a page since ``after``."""
+    referee = Referee(c.server.log, WEB)
+    await c.server.log.wait_for(
+        lambda log: any(
+            r.peer == sim.peer_id and r.start >= after and not referee.is_robots(r) for r in log
+        )
+    )
+
+
+@pytest.mark.parametrize("after", ["restart", "newcomer", "whole cluster"])
+@pytest.mark.parametrize("seed", seeds())
+async def test_a_peer_started_after_a_leave_does_not_wait_for_the_one_that_left(
+    after: str, seed: int, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Peers 0, 1, 2 crawl; 2 stops for good (a graceful leave: every host handed on).
+    Then peer 1 is restarted, or a new peer 3 joins, or 0 and 1 are both stopped and
+    started again (0 without --join, 1 joining it). The peer started asks the web for a
+    page within 30 s, not after the three minutes of a hold waiting for 2; status says
+    nothing is held for 2; the crawl ends whole, no host asked by two peers at once."""
+    async with cluster(tmp_path, WEB, seed=seed) as c:
+        p = await c.start_joined(3, delay=DELAY)
+        assert p[0].peer.handoff._hold_limit >= 6 * PROMPT  # what would be waited out
+        p[0].peer.seed_urls([WEB.seed_url()])
+        with trio.fail_after(300):
+            await c.server.log.wait_for_count(len(TRUTH) // 5)
+        assert await c.stop(p[2])
+        with trio.fail_after(60):
+            await c.wait_until(lambda: one_view(p[:2]))
+        if after == "restart":
+            assert await c.stop(p[1])
+            started = trio.current_time()
+            watched = await c.start(1, join=p[0], delay=DELAY)
+            crawling = [p[0], watched]
+        elif after == "newcomer":
+            started = trio.current_time()
+            watched = await c.start(3, join=p[0], delay=DELAY)
+            crawling = [p[0], p[1], watched]
+        else:
+            for sim in p[:2]:
+                sim.peer.stop()  # at once, as SIGTERM to both processes
+            with trio.fail_after(60):
+                for sim in p[:2]:
+                    await sim.ended.wait()
+            started = trio.current_time()
+            watched = await c.start(0, delay=DELAY)
+            crawling = [watched, await c.start(1, join=watched, delay=DELAY)]
+        with trio.fail_after(PROMPT):
+            await _fetches(c, watched, started)
+        with trio.fail_after(PROMPT):
+            await c.wait_until(lambda: one_view(crawling))
+        for sim in crawling:
+            assert p[2].peer_id not in str(sim.peer.handoff.holding(trio.current_time() + 10))
+        with trio.fail_after(600):
+            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
+    referee = Referee(c.server.log, WEB)
+    assert referee.overlaps() == []
+    assert [t for sim in crawling for t in sim.troubles] == []
