@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from ubipy.errors import ShardError
 from ubipy.peer.ids import load_peer_id
-from ubipy.store import Shard
+from ubipy.store import PEER_ID_META, Shard
 
 
 def test_a_new_peer_says_where_its_data_is_and_an_old_one_says_nothing(
@@ -43,3 +44,17 @@ def test_a_directory_of_other_files_is_warned_of(
     [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warning.startswith(f"{home.resolve()} holds files that are not this peer's")
     assert "(.bashrc, notes.txt, photos, ...)" in warning
+
+
+@pytest.mark.parametrize("edited", ["", "12345", "zz not hex !!", "ab\ncd\x1b[31m", "A" * 5000])
+def test_a_peer_id_edited_by_hand_is_one_clear_error(tmp_path: Path, edited: str) -> None:
+    """An empty one died in a traceback of the wire's checks, a newline or a terminal
+    escape reached the screen, and any other was taken as it was (QA)."""
+    shard = Shard.open(tmp_path)
+    with shard.transaction():
+        shard.set_meta(PEER_ID_META, edited)
+    with pytest.raises(ShardError, match="is not one ubipy made") as refused:
+        load_peer_id(shard, random.Random(1))
+    message = str(refused.value)
+    assert "\n" not in message and "\x1b" not in message and len(message) < 200
+    shard.close()

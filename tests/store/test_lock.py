@@ -78,3 +78,39 @@ async def test_the_lock_is_freed_when_its_holder_is_killed_with_sigkill(tmp_path
                 await pipe.aclose()
     assert proc.returncode == -signal.SIGKILL
     DataLock.take(data, "127.0.0.1:0").release()
+
+
+@pytest.mark.parametrize("theirs", [b"do not delete\n", b"7\n", b"1234 a\nb\n"])
+def test_a_file_of_anothers_named_lock_is_left_as_it_is(tmp_path: Path, theirs: bytes) -> None:
+    """A directory of the user's with a file called ``lock`` had it written over with
+    a pid and an address (QA): refused, the file as it was."""
+    (tmp_path / "lock").write_bytes(theirs)
+    with pytest.raises(ShardError, match="is not a ubipy lock file") as refused:
+        DataLock.take(tmp_path, "127.0.0.1:7001")
+    assert "\n" not in str(refused.value)
+    assert (tmp_path / "lock").read_bytes() == theirs
+
+
+def test_a_lock_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_bytes(b"")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "lock").symlink_to(target)
+    with pytest.raises(ShardError, match="its lock: a link, not a ubipy lock file"):
+        DataLock.take(tmp_path / "data", "127.0.0.1:7001")
+    assert target.read_bytes() == b""
+
+
+@pytest.mark.parametrize("left", [b"", b"4242 127.0.0.1:7000\n", b"4242 ubipy demo, clearing\n"])
+def test_a_lock_file_a_peer_left_is_taken_again(tmp_path: Path, left: bytes) -> None:
+    """What a peer writes there (or nothing, a crash between truncation and write)."""
+    (tmp_path / "lock").write_bytes(left)
+    lock = DataLock.take(tmp_path, "127.0.0.1:7001")
+    assert (tmp_path / "lock").read_bytes() == f"{os.getpid()} 127.0.0.1:7001\n".encode()
+    lock.release()
+
+
+def test_a_lock_that_is_a_directory_is_named_as_such(tmp_path: Path) -> None:
+    (tmp_path / "lock").mkdir()
+    with pytest.raises(ShardError, match="data directory: its lock: Is a directory"):
+        DataLock.take(tmp_path, "127.0.0.1:7001")

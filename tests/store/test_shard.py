@@ -248,6 +248,34 @@ def test_garbage_instead_of_a_shard_is_a_clear_error(tmp_path: Path) -> None:
         Shard.open(tmp_path)
 
 
+@pytest.mark.parametrize("version", [0, 3])
+def test_another_programs_database_under_the_shards_name_is_left_as_it_is(
+    tmp_path: Path, version: int
+) -> None:
+    """A database of another program's had ubipy's tables added to it, and its version
+    set, without a word (QA); one whose own version number is below ours would have
+    been "migrated"."""
+    path = tmp_path / SHARD_FILE
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+        conn.execute("INSERT INTO users VALUES ('ada')")
+        conn.execute(f"PRAGMA user_version={version}")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(ShardError, match="not a ubipy shard"):
+        Shard.open(tmp_path)
+    assert path.read_bytes() == before
+
+
+def test_a_warc_directory_that_is_a_file_is_a_clear_error_at_open(tmp_path: Path) -> None:
+    """Found at the first write, it was retried every 5 s for ever (QA)."""
+    (tmp_path / "warc").write_text("the user's\n")
+    with pytest.raises(ShardError, match="warc: not a directory"):
+        Shard.open(tmp_path, warc_size=1 << 20)
+    assert (tmp_path / "warc").read_text() == "the user's\n"
+    Shard.open(tmp_path).close()  # bodies in the shard: no WARC directory needed
+
+
 def test_a_shard_with_damaged_pages_is_a_clear_error(tmp_path: Path) -> None:
     shard = Shard.open(tmp_path)
     shard.add_to_frontier([_url(i) for i in range(2_000)])

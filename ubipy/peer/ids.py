@@ -14,8 +14,10 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import re
 from collections.abc import Iterator
 
+from ubipy.errors import ShardError
 from ubipy.store import LOCK_FILE, PEER_ID_META, SHARD_FILE, WARC_DIR, Shard
 
 __all__ = ["load_peer_id", "run_ids"]
@@ -24,6 +26,7 @@ log = logging.getLogger(__name__)
 
 # What a data directory holds of a peer's own (its shard's files begin with its name).
 _OURS = (SHARD_FILE, LOCK_FILE, WARC_DIR)
+_PEER_ID = re.compile("[0-9a-f]{16}")
 
 
 def load_peer_id(shard: Shard, rng: random.Random) -> str:
@@ -32,6 +35,12 @@ def load_peer_id(shard: Shard, rng: random.Random) -> str:
     another's (a --data mistyped, or run from another working directory: a new peer,
     said nowhere, QA) is warned of."""
     peer_id = shard.get_meta(PEER_ID_META)
+    if peer_id is not None and _PEER_ID.fullmatch(peer_id) is None:
+        # Edited by hand: an empty one died in a traceback, a newline or a terminal's
+        # escape was printed as it was (QA).
+        raise ShardError(
+            f"{shard.path}: its peer id {peer_id[:40]!r} is not one ubipy made (16 hex digits)"
+        )
     if peer_id is None:
         peer_id = f"{rng.getrandbits(64):016x}"
         with shard.transaction():

@@ -127,10 +127,10 @@ class Peer:
                 warc_level=config.store.warc_level,
                 warc_max_age=config.store.warc_max_age,
             )
+            self.peer_id = load_peer_id(self.shard, self._rng)
         except BaseException:
             self._lock.release()
             raise
-        self.peer_id = load_peer_id(self.shard, self._rng)
         self._members = MemberBook(self.shard)
         self._started_wall = time.time()
         self._crawler: Crawler | None = None

@@ -16,12 +16,14 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import weakref
 from pathlib import Path
 
 from ubipy.errors import DataDirInUse, ShardError
 
 LOCK_FILE = "lock"
+_NOTE = re.compile(rb"[0-9]+ [^\n]*\n")
 
 
 class DataLock:
@@ -43,7 +45,6 @@ class DataLock:
         """
         try:
             data_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         except FileExistsError:
             raise ShardError(
                 f"cannot use {data_dir} as the data directory: not a directory"
@@ -53,6 +54,14 @@ class DataLock:
                 f"cannot use {data_dir} as the data directory: {exc.strerror or exc}"
             ) from None
         try:
+            # Not through a link: what it points at is not ours to write.
+            fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            why = "a link, not a ubipy lock file" if exc.errno == errno.ELOOP else exc.strerror
+            raise ShardError(
+                f"cannot use {data_dir} as the data directory: its {LOCK_FILE}: {why or exc}"
+            ) from None
+        try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             pid, holder = _holder(fd)
@@ -60,6 +69,13 @@ class DataLock:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise ShardError(f"cannot lock {data_dir}: {exc.strerror or exc}") from None
             raise DataDirInUse(data_dir, pid, holder) from None
+        if not _ours(fd):
+            os.close(fd)
+            # A file of the user's under that name was written over (QA).
+            raise ShardError(
+                f"{data_dir / LOCK_FILE} is not a ubipy lock file: the directory holds "
+                "another program's files; give --data a directory of its own"
+            )
         lock = cls(data_dir, fd)
         lock.note(address)
         return lock
@@ -84,6 +100,16 @@ class DataLock:
         if self._fd is not None:
             self._fd = None
             self._finalizer()
+
+
+def _ours(fd: int) -> bool:
+    """Whether the file is empty (new, or a crash came between its truncation and
+    its write) or says what :meth:`DataLock.note` writes: a pid and an address."""
+    try:
+        text = os.pread(fd, 512, 0)
+    except OSError:
+        return False
+    return not text or _NOTE.fullmatch(text) is not None
 
 
 def _holder(fd: int) -> tuple[int | None, str | None]:

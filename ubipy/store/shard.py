@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sqlite3
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -115,6 +116,12 @@ class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin, ReplicaMixi
         conn: sqlite3.Connection | None = None
         try:
             conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            if _foreign(conn):
+                # Another program's database under our file's name: its tables were
+                # added to ours and it was made a WAL file without a word (QA); one
+                # with a version number of its own would have been "migrated".
+                conn.close()
+                raise ShardError(f"{path}: not a ubipy shard (tables of another program's)")
             # For a new file only (an existing one keeps its own): new URLs land all
             # over the frontier's fingerprint index, and with larger pages a commit
             # writes fewer of them and checkpoints come less often (bench/admission.py).
@@ -147,6 +154,10 @@ class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin, ReplicaMixi
             if conn is not None:
                 conn.close()
             raise ShardError(f"{data_dir / WARC_DIR}: cannot recover: {exc}") from exc
+        if warc_size is not None and not _directory_or_none(data_dir / WARC_DIR):
+            shard.close()
+            # Found at the first write, it was retried every 5 s for ever (QA).
+            raise ShardError(f"{data_dir / WARC_DIR}: not a directory (WARC files go there)")
         if warc_size is not None:
             shard._warc = WarcStore(
                 conn,
@@ -539,6 +550,16 @@ class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin, ReplicaMixi
             skipped=int(by_state.get(FrontierState.SKIPPED, 0)),
             pages=int(pages),
         )
+
+
+def _directory_or_none(path: Path) -> bool:
+    return path.is_dir() or not os.path.lexists(path)
+
+
+def _foreign(conn: sqlite3.Connection) -> bool:
+    """Whether the database has tables but not ours (every version has ``meta``)."""
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    return bool(names) and "meta" not in names
 
 
 def _user_version(conn: sqlite3.Connection) -> int:
