@@ -39,6 +39,7 @@ from ubipy.errors import ConfigError, StorageError, naming_address
 from ubipy.fetch import SeedList, SeedsFileError, parse_seeds
 from ubipy.options import add_flags, build, flag_names, flags_given, read_file, sections
 from ubipy.peer import Peer, settle_collector
+from ubipy.peerexit import said_at_exit
 from ubipy.progress import Progress, peer_figures
 from ubipy.seedfiles import peer_seeds, read_seeds_file, say_problems, seed_summary, seeds_taken
 from ubipy.statustable import format_cluster
@@ -413,26 +414,10 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | No
         # hand-off) is done; only then does the signal watcher go.
         await peer.finished.wait()
         nursery.cancel_scope.cancel()
-    counts = peer.crawler.stats
-    pages = counted(counts.pages, "page")
-    print(f"ubipy peer {peer.peer_id} stopped: {pages} this run", file=sys.stderr)
-    if peer.clashed_with is not None:
-        print(
-            f"ubipy peer: stopped: the live peer at {peer.clashed_with} has this peer's id "
-            f"({peer.peer_id}), kept in {peer.config.data_dir}: was the directory copied? "
-            "Give each peer a data directory of its own",
-            file=sys.stderr,
-        )
-        return 1
-    if peer.advertised_elsewhere is not None:
-        print(
-            f"ubipy peer: stopped: its address {peer.address} reaches the live peer "
-            f"{peer.advertised_elsewhere}, not this one: give --advertise the address "
-            "the other peers reach this one at",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+    lines, status = said_at_exit(peer)
+    for line in lines:
+        print(line, file=sys.stderr)
+    return status
 
 
 async def _stop_on_signals(peer: Peer, scope: trio.CancelScope, progress: Progress) -> None:
