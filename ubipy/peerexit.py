@@ -1,6 +1,6 @@
 """What ``ubipy peer`` says as it exits, and its exit status: the pages of this run,
-and why a peer stopped of its own accord (1), so that a service manager and the
-operator both see it."""
+and why a peer stopped of its own accord or lost work at its stop (1), so that a
+service manager and the operator both see it."""
 
 from __future__ import annotations
 
@@ -13,6 +13,14 @@ def said_at_exit(peer: Peer) -> tuple[list[str], int]:
     lines = [
         f"ubipy peer {peer.peer_id} stopped: {counted(peer.crawler.stats.pages, 'page')} this run"
     ]
+    if unsaved := peer.crawler.unsaved:
+        # Stopped while the disk was full, say: they were dropped without a word, and
+        # the peer exited 0 (QA). Their URLs stay pending in the shard.
+        lines.append(
+            f"ubipy peer: {counted(unsaved, 'fetched page')} not saved: the shard refused "
+            f"writes ({peer.crawler.storage_error}); they are asked again at the next start"
+        )
+        return lines, 1
     if peer.clashed_with is not None:
         lines.append(
             f"ubipy peer: stopped: the live peer at {peer.clashed_with} has this peer's id "

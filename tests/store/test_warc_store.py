@@ -34,7 +34,7 @@ from tests.store.fsyncs import record_fsyncs
 from tests.store.warcs import pywb_cdxj
 from ubipy.cli import main
 from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
-from ubipy.errors import ExportError, StorageError
+from ubipy.errors import ExportError, ExportWriteError, StorageError
 from ubipy.store import HttpHead, PageRecord, Shard, export, walsync, warcfiles, warcstore
 from ubipy.store import shard as shard_module
 from ubipy.store.revisits import RefreshRow, Visit
@@ -1299,3 +1299,28 @@ def test_a_warc_file_open_a_day_is_closed_at_the_next_commit(
     assert len(closed) == 1 and len(list((tmp_path / "warc").glob("*.open"))) == 1
     assert [c[0] for c in _captures(tmp_path) if c[3] == closed[0].name] == [1, 2, 3]
     shard.close()
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        OSError(errno.ENOSPC, "No space left on device"),
+        ExportWriteError("x.warc.gz.cdxj: cannot write: No space left on device"),
+    ],
+)
+def test_an_index_the_disk_refuses_is_one_line_of_log(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    refusal: Exception,
+) -> None:
+    """A peer stopped with its disk full logged a traceback of 25 lines (QA)."""
+
+    def refuse(path: Path) -> Path:
+        raise refusal
+
+    monkeypatch.setattr(warcstore, "index_warc", refuse)
+    warcstore.index_closed(tmp_path / "x.warc.gz")
+    [record] = [r for r in caplog.records if r.name == warcstore.log.name]
+    assert record.levelname == "ERROR" and record.exc_info is None
+    assert record.getMessage().endswith("; indexed again at the next start")

@@ -170,6 +170,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         self.stopped = trio.Event()
         self._pending = 0
         self._crashed = False
+        self.unsaved = 0  # pages fetched but not saved at the stop (the shard refused)
 
     # -- start-up -----------------------------------------------------------
     def _restore(self) -> None:
@@ -336,8 +337,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
                 loops.cancel_scope.cancel()
                 # Leaving ``jobs`` waits for the requests in flight.
         finally:
-            if not self._crashed:
-                self._flush()
+            if not self._crashed and not self._flush():
+                self.unsaved = self._commits.pages_waiting  # said at the exit (QA)
             self.stopped.set()
 
     async def _dispatch(self, jobs: trio.Nursery) -> None:

@@ -4,19 +4,17 @@ For each page a peer stores: a ``request`` (the header lines sent), a ``response
 (the status line and header lines received, and the decoded body) and a ``metadata``
 record (as export writes it); for a continuous crawl's later visit, the same with the
 new version's response when it changed, or a ``revisit`` (WARC 1.1's profiles, as
-:mod:`ubipy.store.warc` writes them at export) that refers to the response holding the
-version it saw. The shard keeps, per capture, its file, offset and length (table
-``warc``), and no body.
+:mod:`ubipy.store.warc` writes them at export) referring to the response holding the
+version it saw. The shard keeps each capture's file, offset and length (``warc``).
 
 The records are buffered during the shard's transaction and written, flushed (synced
-when the shard's own ``synchronous`` is FULL or more) just before it commits; the
-commit moves the file's mark (meta ``warc_end``). See :mod:`ubipy.store.warcfiles`.
+if the shard's ``synchronous`` is FULL or more) just before it commits, which moves
+the file's mark (meta ``warc_end``). See :mod:`ubipy.store.warcfiles`.
 
 Each capture's CDXJ line is made as its records are written and, once committed,
-appended to a hidden file beside the open one (``.<name>.cdxj.part``); when the file
-is closed its index is those lines sorted, so a closed file is never read back to be
-indexed (reading a 1 GB file back costs tens of seconds of CPU). A file closed by
-recovery after a crash, whose lines may be missing, is read back and indexed.
+appended to a hidden file beside the open one (``.<name>.cdxj.part``): a closed
+file's index is those lines sorted, not the file read back (tens of seconds of CPU
+for 1 GB), unless recovery after a crash closed it (its lines may be missing).
 """
 
 from __future__ import annotations
@@ -35,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ubipy import PROJECT_URL, __version__
-from ubipy.errors import ShardError, StorageError
+from ubipy.errors import ExportWriteError, ShardError, StorageError
 from ubipy.store.idn import unicode_url
 from ubipy.store.revisits import Visit
 from ubipy.store.schema import PEER_ID_META
@@ -595,6 +593,8 @@ def index_closed(path: Path, lines: Path | None = None) -> None:
                 index_lines(path, f)
         finally:
             lines.unlink(missing_ok=True)
+    except (OSError, ExportWriteError) as exc:  # a full disk: a line, not a traceback (QA)
+        log.error("warc: indexing %s failed: %s; indexed again at the next start", path, exc)
     except Exception:
         # The file is whole all the same; `ubipy index` makes its index again.
         log.exception("warc: indexing %s failed", path)
