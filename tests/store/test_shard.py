@@ -369,3 +369,22 @@ def test_history_received_for_a_host_goes_with_it_when_handed_on(tmp_path: Path)
     # Handing the host on forgets all of it.
     assert sorted(shard.drop_host("a.test")) == sorted([row.fp, 5001, 5002])
     assert shard.seen_many([row.fp, 5001, 5002]) == set()
+
+
+def test_a_write_to_a_damaged_shard_says_it_will_not_pass(tmp_path: Path) -> None:
+    """Refused as a full disk is, and retried every 5 s for ever without a word of
+    the difference (QA). The error is SQLite's own, of a file that is no database."""
+    junk = tmp_path / "junk"
+    junk.write_bytes(b"\xa5" * 65536)
+    with pytest.raises(sqlite3.DatabaseError) as damaged:
+        sqlite3.connect(junk).execute("SELECT * FROM sqlite_master")
+    shard = Shard.open(tmp_path / "data")
+    damage = "the shard is damaged: no write succeeds again"
+    with pytest.raises(StorageError, match=damage), shard.transaction():
+        shard.add_to_frontier([_url(1)])
+        raise damaged.value
+    with pytest.raises(StorageError) as full, shard.transaction():
+        raise sqlite3.OperationalError("database or disk is full")
+    assert "shard is damaged" not in str(full.value)
+    assert shard.counts().pending == 0
+    shard.close()

@@ -260,7 +260,7 @@ class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin, ReplicaMixi
                 raise
             self._after_commit()
         except sqlite3.Error as exc:
-            raise _Refused(f"{self.path}: {exc}") from exc
+            raise _Refused(f"{self.path}: {exc}{_damage(exc)}") from exc
         finally:
             self._in_txn = False
 
@@ -550,6 +550,14 @@ class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin, ReplicaMixi
             skipped=int(by_state.get(FrontierState.SKIPPED, 0)),
             pages=int(pages),
         )
+
+
+def _damage(exc: sqlite3.Error) -> str:
+    """What a damaged file's refusal adds to the message: retried every few seconds as
+    a full disk is, it never succeeds, and said nothing of it (QA)."""
+    if getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
+        return " (the shard is damaged: no write succeeds again; see docs/storage.md)"
+    return ""
 
 
 def _directory_or_none(path: Path) -> bool:
