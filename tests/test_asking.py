@@ -7,12 +7,13 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
-from ubipy.net import request
+from ubipy.net import Network, request
 from ubipy.wire import StatusRequest, secret_from
 
 UBIPY = [sys.executable, "-m", "ubipy.cli"]
@@ -33,7 +34,7 @@ async def test_the_user_hears_of_a_silent_peer_before_the_patience_ends(
     with _mute_listener() as mute:
         there = f"127.0.0.1:{mute.getsockname()[1]}"
         start = trio.current_time()
-        with pytest.raises(OSError, match="did not answer within 30"):
+        with pytest.raises(OSError, match="took the connection but did not answer within 30"):
             await request(
                 there,
                 secret_from(None),
@@ -43,6 +44,32 @@ async def test_the_user_hears_of_a_silent_peer_before_the_patience_ends(
             )
         assert trio.current_time() - start == pytest.approx(30.0, abs=0.5)
     assert said == [pytest.approx(5.0, abs=0.5)]
+
+
+class _Blackhole(Network):
+    """Dials that nothing answers, not even a kernel (a firewall that drops them)."""
+
+    async def serve(self, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError("nothing listens here")
+
+    async def connect(self, address: str) -> trio.abc.Stream:
+        await trio.sleep_forever()
+
+
+async def test_a_connection_nobody_takes_is_told_from_a_peer_that_does_not_answer(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A peer stopped (SIGSTOP) still has its kernel take the connection, and acts on
+    what was sent once it runs again: told "is it a ubipy peer, with this secret?", an
+    operator took a seed sent as lost (QA). Nothing took this one."""
+    with pytest.raises(OSError, match=r"did not take the connection within 30\.0 s"):
+        await request(
+            "127.0.0.1:7000",
+            secret_from(None),
+            StatusRequest(),
+            patience=30.0,
+            network=_Blackhole(),
+        )
 
 
 async def test_a_failure_before_the_notice_ends_it_unsaid(
@@ -73,7 +100,7 @@ def test_timeout_bounds_the_wait_for_a_silent_peer(tmp_path: Path, command: str)
         )
     assert done.returncode == 2
     assert f"ubipy {command}: cannot reach peer {there}: " in done.stderr
-    assert "did not answer within 0.5 s" in done.stderr
+    assert "took the connection but did not answer within 0.5 s: a peer stalled" in done.stderr
 
 
 async def test_an_http_server_asked_as_a_peer_is_named_so() -> None:

@@ -79,9 +79,11 @@ async def _request(
     me = "cli-" + secrets.token_hex(4)
     writer = FrameWriter(secret, me, new_epoch())
     reader = FrameReader(secret, ReplayGuard(local_id=me))
+    connected = False
     try:
         with trio.fail_after(patience):
             stream = await network.connect(address)
+            connected = True
             async with stream:
                 asked = writer.frame(message.KIND, message.to_wire(), time.time())
                 if hello := writer.hello_before(asked, time.time()):
@@ -113,8 +115,17 @@ async def _request(
                             "(is it a ubipy peer, with this secret?)"
                         )
     except trio.TooSlowError as exc:
+        if not connected:
+            raise OSError(
+                f"{address} did not take the connection within {patience} s (a firewall "
+                "that drops it, or a machine that is down?)"
+            ) from exc
+        # Its kernel took the connection: a peer stopped or stalled (QA: SIGSTOP) that
+        # acts on what it was sent once it runs again, or not a ubipy peer at all.
         raise OSError(
-            f"{address} did not answer within {patience} s (is it a ubipy peer, with this secret?)"
+            f"{address} took the connection but did not answer within {patience} s: a "
+            "peer stalled or stopped (what was sent may still be done when it runs "
+            "again), or not a ubipy peer"
         ) from exc
     except trio.BrokenResourceError as exc:
         # A peer resets at once the connections of an address it bars (QA: a peer
