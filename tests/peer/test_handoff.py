@@ -764,3 +764,20 @@ async def test_a_leave_swept_is_told_on_and_kept_so_nobody_waits_for_the_one_tha
         crawler.ring_changed(last)
         again.ring_changed(last, frozenset(last.members), frozenset(last.members))
         assert again.leaves() == {}  # c is back: its leave says nothing now
+
+
+async def test_hosts_held_for_a_dead_peers_return_are_said_to_be_so(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Status showed the peer dead, and under it "held until it hands them over or is
+    found dead" (QA)."""
+    three, two = Ring(["a", "b", "c"]), Ring(["a", "c"])
+    async with crawler_at(tmp_path) as crawler:
+        handoff = handoff_for(crawler, "a", grace=GRACE)
+        handoff.ring_changed(three, frozenset(three.members), frozenset())
+        crawler.ring_changed(two)
+        handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
+        handoff.peer_gone("b")
+        handoff.release_from("c", two.key)
+        said = handoff.holding(trio.current_time() + 10)
+        assert said == f"hosts held for 1 dead peer (b) to come back, {GRACE - 10:.0f} s at most"

@@ -362,6 +362,10 @@ class HoldsMixin:
         waiting = sorted(set().union(*(h.waiting for h in long)))
         named = ", ".join(waiting[:3]) + (", ..." if len(waiting) > 3 else "")
         left = max(h.until for h in long) - now
+        if self._gone_ids.issuperset(waiting):
+            # Not "until it is found dead" of a peer the table above shows dead (QA).
+            dead = counted(len(waiting), "dead peer")
+            return f"hosts held for {dead} ({named}) to come back, {left:.0f} s at most"
         return (
             f"hosts held until {counted(len(waiting), 'peer')} ({named}) "
             + ("hands them over or is" if len(waiting) == 1 else "hand them over or are")
