@@ -781,3 +781,20 @@ async def test_hosts_held_for_a_dead_peers_return_are_said_to_be_so(
         handoff.release_from("c", two.key)
         said = handoff.holding(trio.current_time() + 10)
         assert said == f"hosts held for 1 dead peer (b) to come back, {GRACE - 10:.0f} s at most"
+
+
+async def test_a_dead_peers_return_is_said_as_its_death_was(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    three, two = Ring(["a", "b", "c"]), Ring(["a", "c"])
+    async with crawler_at(tmp_path) as crawler:
+        handoff = handoff_for(crawler, "a", grace=GRACE)
+        handoff.ring_changed(three, frozenset(three.members), frozenset())
+        handoff.ring_changed(two, frozenset(two.members), frozenset(two.members))
+        handoff.peer_gone("b")
+        handoff.ring_changed(three, frozenset(three.members), frozenset(three.members))
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert said == [
+        f"member b is dead: its hosts held {GRACE:.1f} s for its return",
+        "member b is back",
+    ]

@@ -108,6 +108,9 @@ class HoldsMixin:
         what they held (the live ones and those that left gracefully, not the dead).
         Without ``sweep`` the caller sweeps itself (a peer leaving)."""
         old, self._ring, self._alive = self._ring, ring, alive
+        for peer in sorted(self._gone_ids & alive):
+            # Its death was said without -v; its return only showed as "peers 4/4" (QA).
+            log.warning("member %s is back", peer)
         self._gone_ids.difference_update(alive)
         self._gone_ids.update(handing - alive)  # those that left
         for peer in alive & self._dead.keys():

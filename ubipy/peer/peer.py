@@ -48,6 +48,7 @@ from ubipy.peer.replica import Replicator
 from ubipy.peer.reporting import Reporter
 from ubipy.peer.router import Router
 from ubipy.peer.scopesharing import ScopeSharing
+from ubipy.peer.stalls import say_if_stalled
 from ubipy.peer.status import PeerStatus, gather_status, status_of
 from ubipy.peer.syncing import GroupSync
 from ubipy.peer.wakeup import Wakeup
@@ -389,7 +390,7 @@ class Peer:
         while True:
             deadline = membership.next_deadline()
             await self._gossip_kick.wait(deadline)
-            now = trio.current_time()
+            say_if_stalled(deadline, now := trio.current_time())
             outgoing = membership.tick(now)
             self._send_membership(outgoing)
             self._membership_events()
