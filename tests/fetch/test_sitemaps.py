@@ -76,6 +76,69 @@ def test_a_sitemap_lists_its_urls_with_their_lastmod() -> None:
     assert (sitemap.over_limit, sitemap.cut, sitemap.error) == (0, False, None)
 
 
+RSS = b"""<?xml version="1.0"?>
+<rss version="2.0" xmlns:atom="http://www.w3.org/2005/Atom"><channel>
+<title>A blog</title><link>http://a.test/</link>
+<atom:link href="http://a.test/feed" rel="self"/>
+<item><title>One</title><link>http://a.test/one</link>
+<pubDate>Sat, 07 Sep 2002 09:42:31 GMT</pubDate></item>
+<item><title>Two</title><link> http://a.test/two?a=1&amp;b=2 </link>
+<pubDate>Sun, 08 Sep 2002 10:00:00 +0200</pubDate><category>x</category></item>
+<item><link>http://a.test/three</link><pubDate>yesterday</pubDate></item>
+<item><title>No link, no page</title><guid>tag:a.test,2002:4</guid></item>
+</channel></rss>"""
+
+ATOM = b"""<?xml version="1.0" encoding="utf-8"?>
+<feed xmlns="http://www.w3.org/2005/Atom"><title>A blog</title>
+<link href="http://a.test/" /><updated>2024-01-02T03:04:05Z</updated>
+<entry><title>One</title><link rel="replies" href="http://a.test/one/comments"/>
+<link href="http://a.test/one"/><link rel="alternate" href="http://a.test/one-again"/>
+<updated>2024-01-02T03:04:05Z</updated><published>2023-01-01T00:00:00Z</published></entry>
+<entry><link rel="alternate" type="text/html" href="http://a.test/two"/>
+<updated>2024-05-06T07:08:09+02:00</updated></entry>
+<entry><title>No link</title><updated>2024-01-01T00:00:00Z</updated></entry>
+</feed>"""
+
+
+@pytest.mark.parametrize(
+    ("feed", "kind", "entries"),
+    [
+        (
+            RSS,
+            SitemapKind.RSS,
+            (
+                Listed("http://a.test/one", "2002-09-07T09:42:31+00:00"),
+                Listed("http://a.test/two?a=1&b=2", "2002-09-08T10:00:00+02:00"),
+                Listed("http://a.test/three", None),
+            ),
+        ),
+        (
+            ATOM,
+            SitemapKind.ATOM,
+            (
+                Listed("http://a.test/one", "2024-01-02T03:04:05Z"),
+                Listed("http://a.test/two", "2024-05-06T07:08:09+02:00"),
+            ),
+        ),
+    ],
+)
+def test_a_feed_named_as_a_sitemap_lists_its_items_pages(
+    feed: bytes, kind: SitemapKind, entries: tuple[Listed, ...]
+) -> None:
+    """RSS 2.0 and Atom, as the protocol's readers take them (a blog's robots.txt names
+    its feed): the channel's own link and the comments' are no items'. Read whole, one
+    byte at a time, and gzipped, the same."""
+    sitemap = read_sitemap(feed)
+    assert (sitemap.kind, sitemap.entries, sitemap.error) == (kind, entries, None)
+    assert read_sitemap(gzip.compress(feed)) == sitemap
+    target = sitemaps._Target(100)
+    parser = sitemaps.etree.XMLParser(target=target, resolve_entities=False, no_network=True)
+    for i in range(len(feed)):
+        parser.feed(feed[i : i + 1])
+    parser.close()
+    assert tuple(target.entries) == entries
+
+
 @pytest.mark.parametrize("ns", [NS, "", 'xmlns="http://www.google.com/schemas/sitemap/0.84"'])
 def test_the_namespace_is_not_required(ns: str) -> None:
     assert read_sitemap(urlset(url("http://a.test/"), ns=ns)).entries == (Listed("http://a.test/"),)
@@ -103,7 +166,7 @@ def test_gzip_files_of_several_members_are_read_whole() -> None:
 
 
 def test_another_root_is_not_a_sitemap() -> None:
-    for body in (b"<html><body><a href='http://a.test/'>x</a></body></html>", b"<rss/>"):
+    for body in (b"<html><body><a href='http://a.test/'>x</a></body></html>", b"<rdf/>"):
         sitemap = read_sitemap(body)
         assert sitemap.kind is None and sitemap.entries == ()
         assert sitemap.error is not None and "not a sitemap" in sitemap.error

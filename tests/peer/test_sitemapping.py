@@ -546,7 +546,8 @@ async def test_a_seeded_sitemap_served_as_bytes_or_text_is_read(
 @pytest.mark.parametrize(
     ("ctype", "body"),
     [
-        ("application/xml", b"<rss><channel><title>news</title></channel></rss>"),
+        # An RSS feed's root is a sitemap's since feeds are read as sitemaps.
+        ("application/xml", b"<catalog><book><title>news</title></book></catalog>"),
         ("text/plain", b"Just some words, no URL first.\nhttp://www.a.test/not-followed\n"),
     ],
 )
@@ -679,3 +680,43 @@ async def test_a_few_sitemaps_are_read_at_once(
             shard.close()
     assert sorted(sitemaps) == sorted(hosts) and most == SITEMAP_READS
     assert crawler.stats.sitemap_urls == len(hosts)
+
+
+async def test_a_feed_robots_txt_names_as_a_sitemap_has_its_items_crawled(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A blog's robots.txt names its RSS feed, and a seed is an Atom feed: their items'
+    pages were not read at all (a feed is no urlset); the protocol's readers take both.
+    A pubDate is kept as a lastmod. A feed met as a link is still a page's answer."""
+    rss = (
+        '<?xml version="1.0"?><rss version="2.0"><channel><link>' + w("/") + "</link>"
+        f"<item><link>{w('/post/1')}</link><pubDate>Tue, 02 Jan 2024 03:04:05 GMT</pubDate>"
+        f"</item><item><link>{w('/post/2')}</link></item></channel></rss>"
+    ).encode()
+    atom = (
+        '<feed xmlns="http://www.w3.org/2005/Atom">'
+        f'<entry><link href="{w("/post/3")}"/><updated>2024-02-03T00:00:00Z</updated></entry>'
+        "</feed>"
+    ).encode()
+    web = {
+        w("/robots.txt"): (200, {}, f"Sitemap: {w('/feed/')}\n".encode()),
+        w("/"): (200, HTML, f'<title>home</title><a href="{w("/linked.rss")}">feed</a>'.encode()),
+        w("/feed/"): (200, {"content-type": "application/rss+xml"}, rss),
+        w("/atom.xml"): (200, {"content-type": "application/atom+xml"}, atom),
+        w("/linked.rss"): (200, {"content-type": "application/rss+xml"}, rss),
+    }
+    for path in ("/post/1", "/post/2", "/post/3"):
+        web[w(path)] = (200, HTML, b"<title>a post</title>")
+    crawler, asked = await crawl(tmp_path, web=web, seeds=(w("/"), w("/atom.xml")))
+    urls = [url for _, url in asked]
+    assert {w("/post/1"), w("/post/2"), w("/post/3")} <= set(urls)
+    assert len(urls) == len(set(urls))
+    # The feed robots.txt names, the seed, /sitemap.xml (a 404); not the feed linked.
+    assert crawler.stats.sitemaps == 3
+    assert crawler.stats.skipped_types["application"] == 1
+    with sqlite3.connect(tmp_path / "shard.sqlite3") as conn:
+        lastmods = set(conn.execute("SELECT url, lastmod FROM lastmod"))
+    assert lastmods == {
+        (w("/post/1"), "2024-01-02T03:04:05+00:00"),
+        (w("/post/3"), "2024-02-03T00:00:00Z"),
+    }

@@ -1,9 +1,11 @@
 """Sitemaps (the sitemaps.org protocol, 0.9): a sitemap or a sitemap index read safely.
 
 What a sitemap lists, and nothing else: ``<loc>`` and ``<lastmod>`` of each ``<url>``
-of a ``<urlset>``, or of each ``<sitemap>`` of a ``<sitemapindex>``. Names are matched
-without their namespace (sitemaps in the wild often get it wrong); any other root is
-not a sitemap. A body that is not XML is read as the protocol's text sitemap: one
+of a ``<urlset>``, or of each ``<sitemap>`` of a ``<sitemapindex>``; of a feed given
+as a sitemap (the protocol's readers take RSS 2.0 and Atom), each item's ``<link>`` and
+``<pubDate>``, or each entry's alternate ``<link href>`` and ``<updated>``. Names are
+matched without their namespace (sitemaps in the wild often get it wrong); any other
+root is not a sitemap. A body that is not XML is read as the protocol's text sitemap: one
 absolute URL a line (lines that are not http or https URLs are skipped; a body with
 none is not a sitemap).
 
@@ -39,6 +41,8 @@ frontier's table.
 from __future__ import annotations
 
 import calendar
+import datetime
+import email.utils
 import enum
 import itertools
 import re
@@ -155,10 +159,28 @@ def is_sitemap(depth: int) -> bool:
 class SitemapKind(enum.Enum):
     URLSET = "urlset"  # lists pages
     INDEX = "sitemapindex"  # lists sitemaps
+    # Feeds the protocol's readers take as sitemaps (Google's, Bing's): each item's or
+    # entry's link is a page, its pubDate or updated its lastmod. A robots.txt's
+    # Sitemap: line often names one (a blog's).
+    RSS = "rss"
+    ATOM = "feed"
 
 
-_ENTRY: Final = {SitemapKind.URLSET: "url", SitemapKind.INDEX: "sitemap"}
-_FIELDS: Final = {"loc": "loc", "lastmod": "lastmod"}
+# Each kind's entry element, its depth (an RSS item is in its channel), and the fields
+# read of it: their names, and what they are read as.
+_ENTRY: Final = {
+    SitemapKind.URLSET: ("url", 2),
+    SitemapKind.INDEX: ("sitemap", 2),
+    SitemapKind.RSS: ("item", 3),
+    SitemapKind.ATOM: ("entry", 2),
+}
+_FIELDS: Final = {
+    SitemapKind.URLSET: {"loc": "loc", "lastmod": "lastmod"},
+    SitemapKind.INDEX: {"loc": "loc", "lastmod": "lastmod"},
+    SitemapKind.RSS: {"link": "loc", "pubDate": "lastmod"},
+    # An Atom entry's page is its link's href (below); <updated> is RFC 3339's.
+    SitemapKind.ATOM: {"updated": "lastmod"},
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,6 +467,8 @@ class _Target:
         self._elements_left = _ELEMENTS_PER_URL * max(max_urls, 1)
         self._depth = 0
         self._entry: str | None = None  # the entry element's name, once the root is known
+        self._entry_depth = 2
+        self._fields: dict[str, str] = {}
         self._in_entry = False
         self._field: str | None = None  # "loc" or "lastmod", while inside one
         self._text: list[str] = []
@@ -459,12 +483,15 @@ class _Target:
         if self._elements_left < 0:
             raise _TooMany
         depth = self._depth = self._depth + 1
-        if depth == 3:
+        if depth == self._entry_depth + 1:
             if self._in_entry:
-                self._field = _FIELDS.get(_local(tag))
+                name = _local(tag)
+                self._field = self._fields.get(name)
                 self._text = []
                 self._text_size = 0
-        elif depth == 2:
+                if name == "link" and self.kind is SitemapKind.ATOM:
+                    self._atom_link(attrib)
+        elif depth == self._entry_depth:
             self._in_entry = _local(tag) == self._entry
             self._values = {}
         elif depth == 1:
@@ -472,7 +499,18 @@ class _Target:
             self.kind = next((k for k in SitemapKind if k.value == name), None)
             if self.kind is None:
                 raise _NotASitemap(f"not a sitemap: the root element is <{name[:50]}>")
-            self._entry = _ENTRY[self.kind]
+            self._entry, self._entry_depth = _ENTRY[self.kind]
+            self._fields = _FIELDS[self.kind]
+
+    def _atom_link(self, attrib: object) -> None:
+        """An Atom entry's page: its first link to an alternate (a link's default rel),
+        not one to its comments' feed or an enclosure."""
+        get = getattr(attrib, "get", None)
+        if get is None or "loc" in self._values or get("rel", "alternate") != "alternate":
+            return
+        href = get("href")
+        if isinstance(href, str) and len(href) <= _MAX_TEXT:
+            self._values["loc"] = href.strip()
 
     def data(self, text: str) -> None:
         if self._field is not None:
@@ -483,13 +521,16 @@ class _Target:
     def end(self, tag: str) -> None:
         depth = self._depth
         self._depth = depth - 1
-        if depth == 3:
+        if depth == self._entry_depth + 1:
             field = self._field
             if field is not None:
                 self._field = None
-                if self._text_size <= _MAX_TEXT:  # longer: no URL or date anyway
-                    self._values[field] = "".join(self._text).strip()
-        elif depth == 2 and self._in_entry:
+                value = "".join(self._text).strip()
+                # Longer: no URL or date anyway. The first of its name counts (an RSS
+                # item's <link> before an <atom:link> of its own, say).
+                if value and self._text_size <= _MAX_TEXT:
+                    self._values.setdefault(field, value)
+        elif depth == self._entry_depth and self._in_entry:
             self._in_entry = False
             loc = self._values.get("loc")
             if not loc:
@@ -497,7 +538,10 @@ class _Target:
             if len(self.entries) >= self._max_urls:
                 self.over_limit += 1
                 return
-            self.entries.append(Listed(loc, _lastmod(self._values.get("lastmod"))))
+            lastmod = self._values.get("lastmod")
+            if self.kind is SitemapKind.RSS and lastmod is not None:
+                lastmod = _rfc822(lastmod)
+            self.entries.append(Listed(loc, _lastmod(lastmod)))
 
     def close(self) -> None:
         pass
@@ -505,6 +549,17 @@ class _Target:
 
 def _local(tag: str) -> str:
     return tag.rpartition("}")[2]
+
+
+def _rfc822(text: str) -> str | None:
+    """An RSS pubDate ("Sat, 07 Sep 2002 09:42:31 GMT") as a W3C datetime."""
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # "-0000": a time in UTC, with nothing said of the place
+        when = when.replace(tzinfo=datetime.UTC)
+    return when.isoformat()
 
 
 def _lastmod(text: str | None) -> str | None:

@@ -238,8 +238,9 @@ class Sitemapping:
         )
 
 
-# A sitemap's root element, near the start of its body (namespace prefix allowed).
-_SITEMAP_ROOT = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?(?:urlset|sitemapindex)[\s>/]")
+# A sitemap's root element, near the start of its body (namespace prefix allowed); a
+# feed's too (read as one: sitemaps.SitemapKind).
+_SITEMAP_ROOT = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?(?:urlset|sitemapindex|rss|feed)[\s>/]")
 
 
 def read_as(
@@ -293,7 +294,7 @@ _GZIP = b"\x1f\x8b"
 # and the bytes of a .xml.gz served as they are; and for a seed, a text sitemap's.
 _XML_TYPES = frozenset(
     {"application/xml", "text/xml", "application/gzip", "application/x-gzip"}
-    | {"application/octet-stream"}
+    | {"application/octet-stream", "application/rss+xml", "application/atom+xml"}
 )
 _SEED_TYPES = _XML_TYPES | {"text/plain"}
 
