@@ -21,7 +21,7 @@ from ubipy.net import Send
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.replica import Replicator
 from ubipy.peer.wakeup import Wakeup
-from ubipy.ring import Ring
+from ubipy.ring import Owned, Ring
 from ubipy.wire import MAX_LEAVES_TOLD, HandoffDone
 from ubipy.wording import counted
 
@@ -50,15 +50,17 @@ class Hold:
     """Hosts gained in one ring change, held until every peer that might have held
     them has swept under that ring (its HANDOFF_DONE), died, or the limit passed."""
 
-    old_ring: Ring
+    # What this peer owned under the ring before (kept without that ring: QA).
+    mine: Owned
     ring_key: str
     waiting: set[str]
     until: float
     # Non-zero: only a DONE answering this request, under the current ring, counts.
     token: int = 0
     # Not empty: the hold is on the hosts every copy of which was on these peers (all
-    # dead), not on those old_ring gave to others.
+    # dead) under ``ring``, not on those this peer did not own.
     orphans_of: frozenset[str] = frozenset()
+    ring: Ring | None = None
     # Made on a death, to wait for the sweeps that hand the dead peer's copies here
     # (_wait_for_copies): a later death neither fences nor copies it again.
     for_copies: bool = False
@@ -122,7 +124,7 @@ class HoldsMixin:
         if list(old.members) == [self.self_id] and len(alive) > 1:
             # A peer that was alone (just started, or back after a crash) knows
             # nothing of who held what meanwhile: whatever it owns, it gains.
-            old = Ring(alive - {self.self_id})
+            old = ring.for_members(alive - {self.self_id})
         # Any other peer may hold a gained host (views of the ring differ for a
         # moment while membership settles), so all of them are waited for.
         key = ring.key
@@ -209,7 +211,7 @@ class HoldsMixin:
             self._wait_for_copies(peer_id, fenced)
         hold = max(self._grace, self._fence)
         if hold > 0 and peer_id not in self._ring.members:
-            with_it = Ring([*self._ring.members, peer_id])
+            with_it = self._ring.for_members([*self._ring.members, peer_id])
             self._add_hold(with_it, NO_RING, {peer_id}, hold, lost=self._copies < 2)
             # Said without -v: the operator saw only "peers 2/3" (QA).
             log.warning("member %s is dead: its hosts held %.1f s for its return", peer_id, hold)
@@ -227,7 +229,7 @@ class HoldsMixin:
                 self._holds = [
                     h for h in self._holds if not (h.orphans_of and h.orphans_of <= dead)
                 ]
-                with_them = Ring([*self._ring.members, *dead])
+                with_them = self._ring.for_members([*self._ring.members, *dead])
                 self._add_hold(with_them, NO_RING, set(dead), self._orphan_grace, orphans_of=dead)
 
     def _wait_for_copies(self, peer_id: str, fenced: list[Hold]) -> None:
@@ -330,10 +332,10 @@ class HoldsMixin:
         if self._ring.owner(host) != self.self_id:
             return True
         for h in self._holds:
-            if h.orphans_of:
-                if h.orphans_of.issuperset(h.old_ring.successors(host, self._copies)):
+            if h.ring is not None:
+                if h.orphans_of.issuperset(h.ring.successors(host, self._copies)):
                     return True
-            elif h.old_ring.owner(host) != self.self_id:
+            elif not h.mine.owns(host):
                 return True
         return False
 
@@ -350,7 +352,15 @@ class HoldsMixin:
     ) -> None:
         now = trio.current_time()
         hold = Hold(
-            old_ring, key, waiting, now + limit, token, orphans_of, since=now, lost_if_expired=lost
+            old_ring.owned_by(self.self_id),
+            key,
+            waiting,
+            now + limit,
+            token,
+            orphans_of,
+            old_ring if orphans_of else None,
+            since=now,
+            lost_if_expired=lost,
         )
         self._holds.append(hold)
         self._holds_changed.set()

@@ -404,7 +404,7 @@ class Peer:
     def _promote(self) -> None:
         """Take over the hosts whose copies are here and whose owner died, some a tick
         until none is left (see Replicator.take_copies)."""
-        ring = Ring(self.membership.alive_ids())
+        ring = self.handoff.ring.for_members(self.membership.alive_ids())
         self._promote_again = self.replicator.take_copies(ring, again=self._promote_again)
 
     def _send_membership(self, outgoing: list[Outgoing]) -> None:
@@ -478,7 +478,7 @@ class Peer:
             alive = self.membership.alive_ids()
             left = {m.id for m in self.membership.members() if m.state is MemberState.LEFT}
             handing = alive | left
-            ring = Ring(alive)
+            ring = self.handoff.ring.for_members(alive)  # few members differ: cheap
             if self._promote_again:
                 # The rest of the copies, under the ring that made them ours (under this
                 # one a newcomer's were lost: a review); the sweep below hands them on.

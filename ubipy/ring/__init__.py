@@ -8,7 +8,7 @@ behind the same ``Placement`` interface so bench/ring_balance.py can compare the
 from ubipy.ring.arcs import Arc, arc_of, diff
 from ubipy.ring.hashing import CIRCLE, HOST_SEED, POINT_SEED, host_point
 from ubipy.ring.placement import EmptyRingError, Placement
-from ubipy.ring.ring import DEFAULT_VNODES, Ring
+from ubipy.ring.ring import DEFAULT_VNODES, Owned, Ring
 from ubipy.ring.thesis import ModuloPlacement, TwoLevelPlacement
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "Arc",
     "EmptyRingError",
     "ModuloPlacement",
+    "Owned",
     "Placement",
     "Ring",
     "TwoLevelPlacement",
