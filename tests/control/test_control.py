@@ -632,6 +632,9 @@ async def test_seed_with_the_secret(client: httpx2.AsyncClient, backend: FakeBac
         (b'{"urls": []}', "application/json", 400),
         (b"[" * 100_000, "application/json", 400),  # was a 500 and a logged traceback
         (b'{"a": ' + b"9" * 5_000 + b"}", "application/json", 400),  # so was this
+        # The last one taken without a word (QA): "no URLs to seed".
+        (b'{"urls": ["http://a.test/"], "urls": []}', "application/json", 400),
+        (b'{"urls": ["http://a.test/"], "x": {"k": 1, "k": 2}}', "application/json", 400),
         (b"# nothing here\n", "text/plain", 400),
         (b"http://a.test/", "application/x-www-form-urlencoded", 415),
     ],
