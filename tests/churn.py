@@ -514,6 +514,37 @@ async def a_peer_killed_and_restarted_after_10_s(world: World[P]) -> None:
     assert back.peer_id == victim.peer_id
 
 
+async def a_newcomer_joins_while_a_killed_peer_is_away(world: World[P]) -> None:
+    """A peer killed and back within its grace (30 s), a newcomer joining meanwhile:
+    the newcomer heard of the victim only as dead, and fetched its hosts at once,
+    pages the victim had fetched (QA: 12 twice); it waits the grace out as the others
+    do, and nothing the victim had stored is fetched again."""
+    async with world("kill, newcomer, restart") as s:
+        peers = await s.crawling(4)
+        victim = peers[2]
+        stay = [p for p in peers if p is not victim]
+        killed_at, stored = await s.kill(victim)
+        await s.stable(
+            [(p, membership(victim, "dead")) for p in stay], since=killed_at, what="dead"
+        )
+        joined_at = s.note_event("newcomer")
+        newcomer = await s.start(4, join=peers[0])
+        await s.stable([(newcomer, joined(p)) for p in stay], since=joined_at, what="join")
+        await trio.sleep(max(0.0, killed_at + 10 - trio.current_time()))
+        restarted_at = s.note_event("restart")
+        back = await s.start(2, join=peers[0])
+        everyone = [*stay, newcomer]
+        await s.stable([(back, joined(p)) for p in everyone], since=restarted_at, what="rejoin")
+        missing = await s.coverage()
+        status = await s.status(peers[0])
+
+    s.report_handoffs(status)
+    referee = s.report_referee()
+    lost = lost_at_kill(referee, victim.peer_id, stored, killed_at, until=restarted_at)
+    s.judge(referee, missing, lost=lost)
+    assert back.peer_id == victim.peer_id
+
+
 async def the_whole_cluster_stops_and_restarts(world: World[P]) -> None:
     async with world("restart all") as s:
         peers = await s.crawling(4)

@@ -166,6 +166,15 @@ async def test_a_peer_killed_and_restarted_after_10_s(
 
 
 @SEEDS
+async def test_a_newcomer_joins_while_a_killed_peer_is_away(
+    tmp_path: Path, seed: int, autojump_clock: trio.testing.MockClock
+) -> None:
+    await scenarios.a_newcomer_joins_while_a_killed_peer_is_away(
+        partial(churn, tmp=tmp_path, seed=seed)
+    )
+
+
+@SEEDS
 async def test_the_whole_cluster_stops_and_restarts(
     tmp_path: Path, seed: int, autojump_clock: trio.testing.MockClock
 ) -> None:

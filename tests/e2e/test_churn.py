@@ -177,3 +177,7 @@ async def test_a_peer_killed_and_restarted_after_10_s(tmp_path: Path) -> None:
 
 async def test_the_whole_cluster_stops_and_restarts(tmp_path: Path) -> None:
     await scenarios.the_whole_cluster_stops_and_restarts(partial(churn, tmp=tmp_path))
+
+
+async def test_a_newcomer_joins_while_a_killed_peer_is_away(tmp_path: Path) -> None:
+    await scenarios.a_newcomer_joins_while_a_killed_peer_is_away(partial(churn, tmp=tmp_path))

@@ -257,7 +257,10 @@ async def test_hosts_held_for_the_last_rings_peers_are_said_to_be_after_a_while(
         start = trio.current_time()
         assert handoff.holding(start) is None  # a moment's hold, as any ring change's
         said = handoff.holding(start + 5)
-        assert said is not None and said.startswith("hosts held until 2 peers (b, c) hand")
+        assert said == (
+            "hosts held for 2 peers of the last run (b, c), not seen since this start: "
+            f"start them, or their hosts are crawled afresh in {handoff._hold_limit - 5:.0f} s"
+        )
         handoff.peer_gone("b")
         handoff.peer_gone("c")
         assert asked(crawler) == {bs}
@@ -798,3 +801,57 @@ async def test_a_dead_peers_return_is_said_as_its_death_was(
         f"member b is dead: its hosts held {GRACE:.1f} s for its return",
         "member b is back",
     ]
+
+
+async def test_a_leave_during_a_dead_peers_grace_holds_only_what_the_dead_peer_owned(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """c dies (its hosts held for its return), then d leaves and hands its hosts on.
+    The grace's hold was on all that a did not own with c back in the ring, d's hosts
+    among them: d's went unasked to the grace's end (QA: 86 s). Only c's wait now."""
+    four, three, two = Ring(["a", "b", "c", "d"]), Ring(["a", "b", "d"]), Ring(["a", "b"])
+    cs = host_owned(four, "c", also=two, by="a")
+    ds = host_owned(four, "d", also=two, by="a")
+    async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
+        handoff = handoff_for(crawler, "a", grace=GRACE)
+        nursery.start_soon(handoff.run)
+        handoff.ring_changed(four, frozenset(four.members), frozenset())
+        crawler.ring_changed(three)
+        handoff.ring_changed(three, frozenset(three.members), frozenset(three.members))
+        handoff.peer_gone("c")
+        handoff.release_from("b", three.key)
+        handoff.release_from("d", three.key)
+        crawler.ring_changed(two)
+        handoff.ring_changed(two, frozenset(two.members), frozenset(["a", "b", "d"]))
+        handoff.release_from("b", two.key)
+        handoff.release_from("d", two.key)  # d's leave's sweep: every host handed on
+        crawler.seed([f"http://{cs}/", f"http://{ds}/"])
+        assert asked(crawler) == {ds}
+        await trio.sleep(GRACE + 1)
+        assert asked(crawler) == {cs}
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_newcomer_holds_the_hosts_of_a_peer_dead_in_its_grace(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A newcomer hears of c only as dead (membership's tombstone): c may be back
+    within its grace with its history, and the newcomer fetched c's hosts at once,
+    pages c had fetched (QA: 12 fetched twice). It waits the grace out too."""
+    # What c owned when it died, as a can tell: among the members before a came.
+    two, before = Ring(["a", "b"]), Ring(["b", "c"])
+    cs = host_owned(before, "c", also=two, by="a")
+    bs = host_owned(before, "b", also=two, by="a")
+    async with crawler_at(tmp_path) as crawler, trio.open_nursery() as nursery:
+        handoff = handoff_for(crawler, "a", grace=GRACE)
+        nursery.start_soon(handoff.run)
+        crawler.ring_changed(two)
+        handoff.ring_changed(
+            two, frozenset(two.members), frozenset(two.members), dead=frozenset("c")
+        )
+        handoff.release_from("b", two.key)
+        crawler.seed([f"http://{cs}/", f"http://{bs}/"])
+        assert asked(crawler) == {bs}
+        await trio.sleep(GRACE + 1)
+        assert asked(crawler) == {cs}
+        nursery.cancel_scope.cancel()

@@ -61,6 +61,9 @@ class Hold:
     # dead) under ``ring``, not on those this peer did not own.
     orphans_of: frozenset[str] = frozenset()
     ring: Ring | None = None
+    # Set: the hold is on the hosts a dead peer owned (held for its return), not on
+    # those this peer did not own.
+    theirs: Owned | None = None
     # Made on a death, to wait for the sweeps that hand the dead peer's copies here
     # (_wait_for_copies): a later death neither fences nor copies it again.
     for_copies: bool = False
@@ -104,11 +107,18 @@ class HoldsMixin:
     _nursery: trio.Nursery | None
 
     def ring_changed(
-        self, ring: Ring, alive: frozenset[str], handing: frozenset[str], *, sweep: bool = True
+        self,
+        ring: Ring,
+        alive: frozenset[str],
+        handing: frozenset[str],
+        *,
+        sweep: bool = True,
+        dead: frozenset[str] = frozenset(),
     ) -> None:
         """The ring is now ``ring``; ``handing`` are the peers that will hand off
-        what they held (the live ones and those that left gracefully, not the dead).
-        Without ``sweep`` the caller sweeps itself (a peer leaving)."""
+        what they held (the live ones and those that left gracefully, not the dead);
+        ``dead`` those membership knows dead. Without ``sweep`` the caller sweeps
+        itself (a peer leaving)."""
         old, self._ring, self._alive = self._ring, ring, alive
         for peer in sorted(self._gone_ids & alive):
             # Its death was said without -v; its return only showed as "peers 4/4" (QA).
@@ -125,6 +135,13 @@ class HoldsMixin:
             # A peer that was alone (just started, or back after a crash) knows
             # nothing of who held what meanwhile: whatever it owns, it gains.
             old = ring.for_members(alive - {self.self_id})
+            # Nor of the deaths before: a member dead a moment ago may be back within
+            # its grace, and a newcomer fetched its hosts at once, pages it had fetched
+            # (QA: 12 twice). Its grace is waited out again from now.
+            # What it owned then is what it owned in the ring before this peer came.
+            for peer in sorted(dead - self._gone_ids - {self.self_id}):
+                self._gone_ids.add(peer)
+                self._grace_hold(peer, lost=False, among=old)
         # Any other peer may hold a gained host (views of the ring differ for a
         # moment while membership settles), so all of them are waited for.
         key = ring.key
@@ -209,11 +226,9 @@ class HoldsMixin:
             self._holds_changed.set()
         if self._copies > 1 and fenced and peer_id not in self._ring.members:
             self._wait_for_copies(peer_id, fenced)
-        hold = max(self._grace, self._fence)
-        if hold > 0 and peer_id not in self._ring.members:
-            with_it = self._ring.for_members([*self._ring.members, peer_id])
-            self._add_hold(with_it, NO_RING, {peer_id}, hold, lost=self._copies < 2)
+        if self._grace_hold(peer_id, lost=self._copies < 2):
             # Said without -v: the operator saw only "peers 2/3" (QA).
+            hold = max(self._grace, self._fence)
             log.warning("member %s is dead: its hosts held %.1f s for its return", peer_id, hold)
         if self._copies > 1 and self._orphan_grace > 0 and peer_id not in self._ring.members:
             # Deaths within a minute of each other are one cut: hours apart, the first
@@ -231,6 +246,19 @@ class HoldsMixin:
                 ]
                 with_them = self._ring.for_members([*self._ring.members, *dead])
                 self._add_hold(with_them, NO_RING, set(dead), self._orphan_grace, orphans_of=dead)
+
+    def _grace_hold(self, peer_id: str, *, lost: bool, among: Ring | None = None) -> bool:
+        """Hold the hosts the dead ``peer_id`` owned (among the members of this ring, or
+        of ``among``), for its grace or the fence; whether there was one to make. Its
+        own hosts alone: a hold on all that was not this peer's held those of a peer
+        that left during the grace, never the dead one's, to its end (QA: 86 s)."""
+        hold = max(self._grace, self._fence)
+        if hold <= 0 or peer_id in self._ring.members:
+            return False
+        ring = among or self._ring
+        with_it = ring.for_members([*ring.members, peer_id])
+        self._add_hold(with_it, NO_RING, {peer_id}, hold, lost=lost, theirs=peer_id)
+        return True
 
     def _wait_for_copies(self, peer_id: str, fenced: list[Hold]) -> None:
         """``peer_id`` died before it said it had handed over the hosts the holds
@@ -335,6 +363,9 @@ class HoldsMixin:
             if h.ring is not None:
                 if h.orphans_of.issuperset(h.ring.successors(host, self._copies)):
                     return True
+            elif h.theirs is not None:
+                if h.theirs.owns(host):
+                    return True
             elif not h.mine.owns(host):
                 return True
         return False
@@ -349,6 +380,7 @@ class HoldsMixin:
         orphans_of: frozenset[str] = frozenset(),
         *,
         lost: bool = False,
+        theirs: str | None = None,
     ) -> None:
         now = trio.current_time()
         hold = Hold(
@@ -359,6 +391,7 @@ class HoldsMixin:
             token,
             orphans_of,
             old_ring if orphans_of else None,
+            None if theirs is None else old_ring.owned_by(theirs),
             since=now,
             lost_if_expired=lost,
         )
@@ -379,6 +412,15 @@ class HoldsMixin:
             # Not "until it is found dead" of a peer the table above shows dead (QA).
             dead = counted(len(waiting), "dead peer")
             return f"hosts held for {dead} ({named}) to come back, {left:.0f} s at most"
+        if self._alive.isdisjoint(waiting) and self._gone_ids.isdisjoint(waiting):
+            # Of the last run, not in sight since this start: no table names them, and
+            # they cannot be "found dead" (QA, after a whole cluster's restart).
+            them = "it, or its" if len(waiting) == 1 else "them, or their"
+            return (
+                f"hosts held for {counted(len(waiting), 'peer')} of the last run ({named}), "
+                f"not seen since this start: start {them} hosts are crawled afresh in "
+                f"{left:.0f} s"
+            )
         return (
             f"hosts held until {counted(len(waiting), 'peer')} ({named}) "
             + ("hands them over or is" if len(waiting) == 1 else "hand them over or are")

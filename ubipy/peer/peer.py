@@ -476,8 +476,8 @@ class Peer:
         if ring_changed and not self.stopping:
             self.ring_changes += 1
             alive = self.membership.alive_ids()
-            left = {m.id for m in self.membership.members() if m.state is MemberState.LEFT}
-            handing = alive | left
+            gone = {m.id: m.state for m in self.membership.members() if m.id not in alive}
+            handing = alive | {p for p, state in gone.items() if state is MemberState.LEFT}
             ring = self.handoff.ring.for_members(alive)  # few members differ: cheap
             if self._promote_again:
                 # The rest of the copies, under the ring that made them ours (under this
@@ -486,7 +486,8 @@ class Peer:
                 self._promote_again = replicas.take_copies(replicas.ring, again=True, whole=True)
             self.crawler.ring_changed(ring)
             self._ip_leases.ring_changed(ring)  # the leases of the peers it dropped end
-            self.handoff.ring_changed(ring, alive, handing)
+            tombs = frozenset(p for p, state in gone.items() if state is MemberState.DEAD)
+            self.handoff.ring_changed(ring, alive, handing, dead=tombs)
             if dead:
                 # The dead hand nothing over: their copies here become ours first.
                 self._promote()
