@@ -756,14 +756,14 @@ async def test_a_leave_swept_is_told_on_and_kept_so_nobody_waits_for_the_one_tha
         told = HandoffDone(two.key, left=(("c", two.key), ("a", two.key), ("b", "a")))
         await handoff._on_handoff_done("b", told, reply)
         assert asked(crawler) == {cs}
-        assert kept == [{"c": two.key}]  # neither a itself nor b, alive here
+        assert kept == [{"c": ""}]  # neither a itself nor b, alive here
 
     async with crawler_at(tmp_path) as crawler:
         again = handoff_for(crawler, "a", last_members=["a", "b", "c"], leaves=kept[-1])
         bs = host_owned(two, "b")
         crawler.seed([f"http://{cs}/", f"http://{bs}/"])
         assert asked(crawler) == {cs}  # only b is waited for
-        assert again.leaves() == {"c": two.key}
+        assert again.leaves() == {"c": ""}
         crawler.ring_changed(last)
         again.ring_changed(last, frozenset(last.members), frozenset(last.members))
         assert again.leaves() == {}  # c is back: its leave says nothing now
@@ -855,3 +855,33 @@ async def test_a_newcomer_holds_the_hosts_of_a_peer_dead_in_its_grace(
         await trio.sleep(GRACE + 1)
         assert asked(crawler) == {cs}
         nursery.cancel_scope.cancel()
+
+
+async def test_a_leave_told_of_a_peer_dead_here_counts_for_nothing(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """c left once, with its sweep done, and d kept that; c came back, took hosts, and
+    died. d, restarted, still tells of c's old leave: taken, it ended the grace and the
+    fence a held c's hosts under, a cut-off c still fetching them (a review). A leave
+    is taken only of a peer that membership here says left."""
+    three, two = Ring(["a", "b", "c"]), Ring(["a", "b"])
+    cs = host_owned(three, "c", also=two, by="a")
+
+    async def reply(message: Message) -> None:
+        raise AssertionError("a DONE is not answered")
+
+    async with crawler_at(tmp_path) as crawler:
+        handoff = handoff_for(crawler, "a", grace=GRACE, fence=FENCE)
+        handoff.install(lambda kind, handler: None, stopping=lambda: False, is_member=bool)
+        handoff.ring_changed(three, frozenset(three.members), frozenset(three.members))
+        crawler.ring_changed(two)
+        handoff.ring_changed(
+            two, frozenset(two.members), frozenset(two.members), dead=frozenset("c")
+        )
+        handoff.peer_gone("c")
+        handoff.release_from("b", two.key)
+        crawler.seed([f"http://{cs}/"])
+        assert asked(crawler) == set()
+        await handoff._on_handoff_done("d", HandoffDone("a,b,d", left=(("c", ""),)), reply)
+        assert asked(crawler) == set()
+        assert handoff.leaves() == {}

@@ -70,3 +70,10 @@ def test_what_a_member_owned_is_kept_without_the_ring(
     owned = ring.owned_by(member)
     hosts += [f"h{i}.synth.test" for i in range(200)]
     assert [owned.owns(h) for h in hosts] == [ring.owner(h) == member for h in hosts]
+
+
+def test_a_weighted_ring_is_built_afresh_for_the_same_members() -> None:
+    """for_members gives every member weight 1: the same members of a weighted ring
+    were given back as they were, one of them with twice its points (a review)."""
+    weighted = Ring(["a", "b"], weights={"a": 2.0})
+    assert _same(weighted.for_members(["a", "b"]), Ring(["a", "b"]))

@@ -80,7 +80,7 @@ async def test_the_lock_is_freed_when_its_holder_is_killed_with_sigkill(tmp_path
     DataLock.take(data, "127.0.0.1:0").release()
 
 
-@pytest.mark.parametrize("theirs", [b"do not delete\n", b"7\n", b"1234 a\nb\n"])
+@pytest.mark.parametrize("theirs", [b"do not delete\n", b"#!/bin/sh\n", b"1234 a\nb\n"])
 def test_a_file_of_anothers_named_lock_is_left_as_it_is(tmp_path: Path, theirs: bytes) -> None:
     """A directory of the user's with a file called ``lock`` had it written over with
     a pid and an address (QA): refused, the file as it was."""
@@ -101,7 +101,17 @@ def test_a_lock_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
     assert target.read_bytes() == b""
 
 
-@pytest.mark.parametrize("left", [b"", b"4242 127.0.0.1:7000\n", b"4242 ubipy demo, clearing\n"])
+@pytest.mark.parametrize(
+    "left",
+    [
+        b"",
+        b"4242 127.0.0.1:7000\n",
+        b"4242 ubipy demo, clearing\n",
+        b"42",  # a crash mid-write: a part of it
+        b"4242 127.0",
+        b"\0" * 22,  # or zeros, from a file system that had not written it
+    ],
+)
 def test_a_lock_file_a_peer_left_is_taken_again(tmp_path: Path, left: bytes) -> None:
     """What a peer writes there (or nothing, a crash between truncation and write)."""
     (tmp_path / "lock").write_bytes(left)

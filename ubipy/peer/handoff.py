@@ -107,6 +107,9 @@ class Handoff(HoldsMixin):
         # seen die or leave (whose copies may be all that is left of some hosts).
         self._copies_here = copies_here
         self._gone_ids: set[str] = set()
+        # Those membership says left, and those known dead (HoldsMixin.ring_changed).
+        self._left_now: frozenset[str] = frozenset()
+        self._known_dead: set[str] = set()
         # Returns once what the shard committed is on disk (ubipy.peer.syncing).
         self._synced = synced
         self._crawler = crawler

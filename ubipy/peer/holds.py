@@ -93,6 +93,8 @@ class HoldsMixin:
     # and no copy of them is kept (refreshing's relink: links are all that find them).
     on_hosts_lost: Callable[[], None]
     _gone_ids: set[str]
+    _left_now: frozenset[str]
+    _known_dead: set[str]
     _copies_here: Replicator | None
     _holds: list[Hold]
     _swept: dict[str, str]
@@ -120,11 +122,17 @@ class HoldsMixin:
         ``dead`` those membership knows dead. Without ``sweep`` the caller sweeps
         itself (a peer leaving)."""
         old, self._ring, self._alive = self._ring, ring, alive
-        for peer in sorted(self._gone_ids & alive):
+        for peer in sorted(self._known_dead & alive):
             # Its death was said without -v; its return only showed as "peers 4/4" (QA).
             log.warning("member %s is back", peer)
         self._gone_ids.difference_update(alive)
         self._gone_ids.update(handing - alive)  # those that left
+        # Membership's word on who left (its latest incarnation's state) and who died:
+        # a leave another peer tells of is taken only for a peer that left (a review:
+        # one that came back since and died was released from its grace and fence).
+        self._left_now = handing - alive
+        self._known_dead.difference_update(alive)
+        self._known_dead.update(dead)
         for peer in alive & self._dead.keys():
             del self._dead[peer]
         # One back after leaving holds hosts again: its leave's sweep says nothing now.
@@ -141,6 +149,7 @@ class HoldsMixin:
             # What it owned then is what it owned in the ring before this peer came.
             for peer in sorted(dead - self._gone_ids - {self.self_id}):
                 self._gone_ids.add(peer)
+                self._known_dead.add(peer)
                 self._grace_hold(peer, lost=False, among=old)
         # Any other peer may hold a gained host (views of the ring differ for a
         # moment while membership settles), so all of them are waited for.
@@ -174,19 +183,27 @@ class HoldsMixin:
         return key is not None and peer_id not in key.split(",")
 
     def leaves(self) -> dict[str, str]:
-        """The peers gone whose leave's sweep is done (the ring it was under, by peer):
-        they hold nothing, under any ring. The latest ones, as many as a DONE tells."""
-        done = [p for p in self._swept if p not in self._alive and self._left_swept(p)]
-        return {p: self._swept[p] for p in done[-MAX_LEAVES_TOLD:]}
+        """The peers that left whose leave's sweep is done, and are neither back nor
+        known dead since: they hold nothing, under any ring. The latest ones, as many as
+        a DONE tells, each with "" for a ring (one without it: see _left_swept)."""
+        done = [
+            p
+            for p in self._swept
+            if p not in self._alive and p not in self._known_dead and self._left_swept(p)
+        ]
+        # No ring: a leave's is a list of every member, and only its lack of the
+        # peer counts (64 of them at N = 300 made a DONE of 330 KB: a review).
+        return dict.fromkeys(done[-MAX_LEAVES_TOLD:], "")
 
     def heard_of_leaves(self, leaves: Iterable[tuple[str, str]]) -> None:
         """Another peer saw these leaves' sweeps done. Told on, so that a peer started
         after a leave (or since restarted) does not hold the hosts it gains for the
         whole limit, waiting for a DONE the one that left sent before it was here (QA:
-        three minutes at each ring change). A peer alive here is not taken for gone."""
+        three minutes at each ring change). Taken only of a peer that membership here
+        says left: not of one alive, nor of one dead (back since, it may hold hosts)."""
         for peer, key in leaves:
-            gone = peer != self.self_id and peer not in self._alive
-            if gone and peer not in key.split(",") and not self._left_swept(peer):
+            left = peer in self._left_now and peer not in self._alive
+            if left and peer not in key.split(",") and not self._left_swept(peer):
                 self._swept[peer] = key
         self._release_leaves()
 
@@ -215,6 +232,7 @@ class HoldsMixin:
         (a host it was given while this peer was cut off, one it owned before a join)
         is not fetched here before it has stopped."""
         self._gone_ids.add(peer_id)
+        self._known_dead.add(peer_id)
         fenced = [
             h for h in self._holds if peer_id in h.waiting and not h.orphans_of and not h.for_copies
         ]
@@ -335,6 +353,7 @@ class HoldsMixin:
         """``peer_id`` finished its sweep under the ring ``key`` (None: it is dead),
         answering our request ``token`` if not 0."""
         if key is not None:
+            self._swept.pop(peer_id, None)  # the latest last: leaves() tells the latest
             self._swept[peer_id] = key
             if peer_id not in key.split(","):
                 self._release_leaves()  # its leave's: it holds nothing now
@@ -408,7 +427,7 @@ class HoldsMixin:
         waiting = sorted(set().union(*(h.waiting for h in long)))
         named = ", ".join(waiting[:3]) + (", ..." if len(waiting) > 3 else "")
         left = max(h.until for h in long) - now
-        if self._gone_ids.issuperset(waiting):
+        if self._known_dead.issuperset(waiting):
             # Not "until it is found dead" of a peer the table above shows dead (QA).
             dead = counted(len(waiting), "dead peer")
             return f"hosts held for {dead} ({named}) to come back, {left:.0f} s at most"

@@ -168,16 +168,16 @@ class Ring:
         its loop starved for minutes (QA). Here only the members that came or went are
         hashed, and the rest is copied in slices."""
         wanted = normalise_members(members)
-        if wanted == self._members:
+        uniform = all(count == self._vnodes for count in self._counts.values())
+        if wanted == self._members and uniform:
             return self
         keep = set(wanted)
         gone = [m for m in self._members if m not in keep]
         new = [m for m in wanted if m not in self._counts]
-        uniform = all(count == self._vnodes for count in self._counts.values())
         if not uniform or not self._points or len(gone) + len(new) > max(8, len(wanted) // 8):
             return Ring(wanted, self._vnodes)
         points, owners = self._points, self._owners[:-1]
-        drop = sorted(_indices(points, owners, gone, self._vnodes))
+        drop = _indices(points, owners, gone, self._vnodes)
         points, owners = _without(points, drop), _without(owners, drop)
         added = sorted((p, m) for m in new for p in member_points(m, self._vnodes))
         points, owners = _merged(points, owners, added)
@@ -192,14 +192,14 @@ class Ring:
 def _indices(points: list[int], owners: list[str], members: list[str], count: int) -> list[int]:
     """Where the ``count`` points of each of ``members`` are (an equal point of another
     member beside one of theirs is told apart by its owner)."""
-    found: list[int] = []
+    found: set[int] = set()
     for member in members:
         for point in member_points(member, count):
             i = bisect_left(points, point)
-            while owners[i] != member:
+            while owners[i] != member or i in found:  # two equal points of its own
                 i += 1
-            found.append(i)
-    return found
+            found.add(i)
+    return sorted(found)
 
 
 def _without(items: list[T], drop: list[int]) -> list[T]:

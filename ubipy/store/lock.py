@@ -23,7 +23,9 @@ from pathlib import Path
 from ubipy.errors import DataDirInUse, ShardError
 
 LOCK_FILE = "lock"
-_NOTE = re.compile(rb"[0-9]+ [^\n]*\n")
+# What DataLock.note writes, or what a crash in its write may leave of it: a prefix
+# (a pid, an address cut short), or zeros (a file system that had not written it).
+_NOTE = re.compile(rb"(?:[0-9]+(?: [^\n]*)?\n?)?")
 
 
 class DataLock:
@@ -74,7 +76,8 @@ class DataLock:
             # A file of the user's under that name was written over (QA).
             raise ShardError(
                 f"{data_dir / LOCK_FILE} is not a ubipy lock file: the directory holds "
-                "another program's files; give --data a directory of its own"
+                "another program's files? Give --data a directory of its own (or, if "
+                "the file is this peer's own, remove it)"
             )
         lock = cls(data_dir, fd)
         lock.note(address)
@@ -103,13 +106,13 @@ class DataLock:
 
 
 def _ours(fd: int) -> bool:
-    """Whether the file is empty (new, or a crash came between its truncation and
-    its write) or says what :meth:`DataLock.note` writes: a pid and an address."""
+    """Whether the file says what :meth:`DataLock.note` writes (a pid and an address),
+    or what a crash may leave of that: nothing, a part of it, zeros."""
     try:
         text = os.pread(fd, 512, 0)
     except OSError:
         return False
-    return not text or _NOTE.fullmatch(text) is not None
+    return _NOTE.fullmatch(text.rstrip(b"\0")) is not None
 
 
 def _holder(fd: int) -> tuple[int | None, str | None]:
