@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Callable
 
 import pytest
+from lxml import etree
 
 from ubipy.fetch import sitemaps
 from ubipy.fetch.politeness import Entry, JobKind, Scheduler
@@ -132,7 +133,7 @@ def test_a_feed_named_as_a_sitemap_lists_its_items_pages(
     assert (sitemap.kind, sitemap.entries, sitemap.error) == (kind, entries, None)
     assert read_sitemap(gzip.compress(feed)) == sitemap
     target = sitemaps._Target(100)
-    parser = sitemaps.etree.XMLParser(target=target, resolve_entities=False, no_network=True)
+    parser = etree.XMLParser(target=target, resolve_entities=False, no_network=True)
     for i in range(len(feed)):
         parser.feed(feed[i : i + 1])
     parser.close()
