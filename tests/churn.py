@@ -507,9 +507,23 @@ async def a_peer_killed_and_restarted_after_10_s(world: World[P]) -> None:
         missing = await s.coverage()
         status = await s.status(peers[0])
 
+    _judge_back(s, status, missing, (victim, back), stored, (killed_at, restarted_at))
+
+
+def _judge_back(
+    s: Scenario[P],
+    status: dict[str, Any] | None,
+    missing: set[str],
+    peers: tuple[P, P],
+    stored: set[str],
+    times: tuple[float, float],
+) -> None:
+    """A peer killed at ``times[0]`` and back at ``times[1]`` (``peers``: its two
+    lives): every page fetched once but what its kill may have lost."""
+    victim, back = peers
     s.report_handoffs(status)
     referee = s.report_referee()
-    lost = lost_at_kill(referee, victim.peer_id, stored, killed_at, until=restarted_at)
+    lost = lost_at_kill(referee, victim.peer_id, stored, times[0], until=times[1])
     s.judge(referee, missing, lost=lost)
     assert back.peer_id == victim.peer_id
 
@@ -538,11 +552,7 @@ async def a_newcomer_joins_while_a_killed_peer_is_away(world: World[P]) -> None:
         missing = await s.coverage()
         status = await s.status(peers[0])
 
-    s.report_handoffs(status)
-    referee = s.report_referee()
-    lost = lost_at_kill(referee, victim.peer_id, stored, killed_at, until=restarted_at)
-    s.judge(referee, missing, lost=lost)
-    assert back.peer_id == victim.peer_id
+    _judge_back(s, status, missing, (victim, back), stored, (killed_at, restarted_at))
 
 
 async def the_whole_cluster_stops_and_restarts(world: World[P]) -> None:
