@@ -163,7 +163,9 @@ MESSAGES: dict[FrameType, st.SearchStrategy[Message]] = {
         texts,
         ids,
         st.booleans(),
-        st.dictionaries(texts, texts, max_size=3).map(lambda d: tuple(d.items())),
+        st.dictionaries(st.text(min_size=1, max_size=30), texts, max_size=3).map(
+            lambda d: tuple(d.items())
+        ),
     ),
     FrameType.REPLICA: st.builds(
         Replica,

@@ -230,6 +230,8 @@ def test_the_reserved_error_kind_is_refused() -> None:
         (FrameType.HANDOFF_DONE, {"ring": "a", "left": ["c", "a"]}),
         (FrameType.HANDOFF_DONE, {"ring": "a", "left": {"c": 1}}),
         (FrameType.HANDOFF_DONE, {"ring": "a", "left": {f"p{i}": "a" for i in range(65)}}),
+        (FrameType.HANDOFF_DONE, {"ring": "a", "left": {"p" * 65: ""}}),
+        (FrameType.HANDOFF_DONE, {"ring": "a", "left": {"": ""}}),
     ],
 )
 def test_a_malformed_payload_is_a_wire_error(kind: FrameType, payload: Any) -> None:

@@ -204,7 +204,7 @@ class HoldsMixin:
         for peer, key in leaves:
             left = peer in self._left_now and peer not in self._alive
             if left and peer not in key.split(",") and not self._left_swept(peer):
-                self._swept[peer] = key
+                self._swept[peer] = ""  # a ring without it: all that counts of the key
         self._release_leaves()
 
     def _release_leaves(self) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Final, TypeAlias
 
 from ubipy.errors import WireError
-from ubipy.wire.frames import FrameType
+from ubipy.wire.frames import MAX_ID_LEN, FrameType
 from ubipy.wire.payloads import (
     MAX_DEPTH,
     MAX_MARK_DELAY,
@@ -483,6 +483,8 @@ class HandoffDone:
         left = _map(payload.get("left", {}), "HANDOFF_DONE's leaves")
         if len(left) > MAX_LEAVES_TOLD:
             raise WireError(f"HANDOFF_DONE tells of more than {MAX_LEAVES_TOLD} leaves")
+        if any(type(p) is not str or not 0 < len(p) <= MAX_ID_LEN for p in left):
+            raise WireError(f"a leave's peer id is 1 to {MAX_ID_LEN} characters")
         return cls(
             _str(payload.get("ring"), "HANDOFF_DONE's ring"),
             _int(payload.get("token", 0), "HANDOFF_DONE's token"),
