@@ -35,7 +35,16 @@ from tests.store.warcs import pywb_cdxj
 from ubipy.cli import main
 from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
 from ubipy.errors import ExportError, ExportWriteError, StorageError
-from ubipy.store import HttpHead, PageRecord, Shard, export, walsync, warcfiles, warcstore
+from ubipy.store import (
+    HttpHead,
+    PageRecord,
+    Shard,
+    export,
+    walsync,
+    warcfiles,
+    warcrecovery,
+    warcstore,
+)
 from ubipy.store import shard as shard_module
 from ubipy.store.revisits import RefreshRow, Visit
 from ubipy.store.shard import SHARD_FILE, NewURL
@@ -414,10 +423,10 @@ def test_a_short_file_stays_open_until_the_shard_has_forgotten_what_it_lost(
         real(*args)
         raise _Killed
 
-    monkeypatch.setattr(warcstore, "recover", recover_then_die)
+    monkeypatch.setattr(warcrecovery, "recover", recover_then_die)
     with pytest.raises(_Killed):
         Shard.open(tmp_path, warc_size=10**9)
-    monkeypatch.setattr(warcstore, "recover", real)
+    monkeypatch.setattr(warcrecovery, "recover", real)
     # And the file is closed once the shard's commit is on disk (its WAL synced): a
     # power cut could keep the file's name and lose the commit (a review).
     done: list[str] = []
@@ -432,7 +441,7 @@ def test_a_short_file_stays_open_until_the_shard_has_forgotten_what_it_lost(
         return close(path)
 
     monkeypatch.setattr(shard_module, "sync_wal", synced)
-    monkeypatch.setattr(warcstore, "close_file", closed)
+    monkeypatch.setattr(warcrecovery, "close_file", closed)
     shard = Shard.open(tmp_path, warc_size=10**9)
     assert done == ["sync", "close"]
     assert [r.fp for r in shard.pending_for_host("a.test", 0, 10)] == [3]

@@ -38,7 +38,8 @@ from ubipy.store.walsync import sync_wal
 from ubipy.store.warcfiles import WARC_DIR
 from ubipy.store.warcindex import has_current_index
 from ubipy.store.warcrecords import GZIP_LEVEL
-from ubipy.store.warcstore import WarcStore, index_closed, recover_warc
+from ubipy.store.warcrecovery import recover_warc
+from ubipy.store.warcstore import WarcStore, index_closed
 
 log = logging.getLogger(__name__)
 

@@ -37,14 +37,7 @@ from ubipy.errors import ExportWriteError, ShardError, StorageError
 from ubipy.store.idn import unicode_url
 from ubipy.store.revisits import Visit
 from ubipy.store.schema import PEER_ID_META
-from ubipy.store.warcfiles import (
-    OPEN_SUFFIX,
-    WARC_DIR,
-    Recovered,
-    WarcFiles,
-    close_file,
-    recover,
-)
+from ubipy.store.warcfiles import OPEN_SUFFIX, WARC_DIR, WarcFiles
 from ubipy.store.warcindex import cdxj_line, index_lines, index_warc, surt_key
 from ubipy.store.warcrecords import (
     CONFORMS_TO,
@@ -75,7 +68,6 @@ __all__ = [
     "WarcStore",
     "index_closed",
     "read_payload",
-    "recover_warc",
 ]
 
 log = logging.getLogger(__name__)
@@ -146,82 +138,6 @@ def reconstructed(
     kept = {b"Content-Type": content_type, b"Last-Modified": last_modified, b"ETag": etag}
     headers = tuple((k, field_value(v).encode()) for k, v in kept.items() if v)
     return HttpHead(status, reason, "HTTP/1.1", headers)
-
-
-def _mark(conn: sqlite3.Connection) -> tuple[str, int] | None:
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (END_META,)).fetchone()
-    if row is None:
-        return None
-    name, _, end = str(row[0]).rpartition(" ")
-    return name, int(end)
-
-
-def recover_warc(
-    conn: sqlite3.Connection, data_dir: Path, synced: Callable[[], object] = lambda: None
-) -> Recovered | None:
-    """At open: close the files a crash left open, cut back to the shard's mark. If the
-    open file lost committed records (an OS crash), their captures are forgotten and
-    their pages go back to the frontier, to be fetched again. ``synced``: puts the
-    shard's commits on disk (its WAL synced)."""
-    directory = data_dir / WARC_DIR
-    mark = _mark(conn)
-    if mark is None and not directory.is_dir():
-        return None
-
-    def ends(name: str, within: int | None) -> int | None:
-        row = conn.execute(
-            "SELECT MAX(end) FROM warc WHERE file = ? AND end <= ?",
-            (name, within if within is not None else 2**62),
-        ).fetchone()
-        return None if row[0] is None else int(row[0])
-
-    done = recover(directory, mark, ends)
-    closed = list(done.closed)
-    for name, end in done.short:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            lost = conn.execute(
-                "SELECT fp, at, kind FROM warc WHERE file = ? AND end > ?", (name, end)
-            ).fetchall()
-            for fp, at, kind in lost:
-                # A first fetch lost: the page is fetched again, its revisit state gone
-                # with it; a later visit: forgotten, and its page's validators and
-                # digest with it, the lost version's (a review: the next 304, or the
-                # same digest, made a revisit record point at the lost capture).
-                if conn.execute(
-                    "DELETE FROM pages WHERE fp = ? AND fetched_at = ?", (fp, at)
-                ).rowcount:
-                    conn.execute("UPDATE frontier SET state = 0 WHERE fp = ?", (fp,))
-                    conn.execute("DELETE FROM refresh WHERE fp = ?", (fp,))
-                elif (
-                    conn.execute("DELETE FROM visits WHERE fp = ? AND at = ?", (fp, at)).rowcount
-                    and kind != CaptureKind.OTHER  # not a version of the page: nothing held
-                ):
-                    conn.execute(
-                        "UPDATE refresh SET etag = NULL, last_modified = NULL, digest = NULL "
-                        "WHERE fp = ?",
-                        (fp,),
-                    )
-            conn.execute("DELETE FROM warc WHERE file = ? AND end > ?", (name, end))
-            if mark is not None and name == mark[0]:
-                conn.execute("DELETE FROM meta WHERE key = ?", (END_META,))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        log.warning(
-            "warc: %d capture(s) lost with the end of %s, to be fetched again", len(lost), name
-        )
-        # Closed only once the shard no longer counts what it lost (see recover), on
-        # disk: its WAL unsynced, a power cut kept the file closed and lost the commit.
-        if (path := directory / (name + OPEN_SUFFIX)).exists():
-            synced()
-            if end:
-                closed.append(close_file(path))
-            else:  # nothing whole was left in it: gone only now (see recover)
-                path.unlink()
-    return Recovered(tuple(closed), done.short)
 
 
 def read_payload(data_dir: Path, file: str, offset: int, length: int) -> bytes:
