@@ -78,4 +78,4 @@ async def test_kill_9_mid_write_leaves_whole_files_and_true_offsets(tmp_path: Pa
         with (data / "warc" / file).open("rb") as f:
             f.seek(offset)
             record, used = read_record(f.read(length))
-        assert used == length and record.type == ("response" if kind == 0 else "revisit")
+        assert used == length and record.type == ("revisit" if kind == 1 else "response")

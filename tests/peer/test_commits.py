@@ -9,6 +9,7 @@ import dataclasses
 from tests.peer.test_replica import page
 from ubipy.fetch.urls import fingerprint
 from ubipy.peer.commits import GIVEN_UP_KEPT, Answered, Commits
+from ubipy.store import HttpHead, RobotsAnswer
 from ubipy.store.revisits import Visit
 from ubipy.store.shard import HostMark, NewURL
 
@@ -17,6 +18,11 @@ ROBOTS = "robots.txt unreachable"
 
 def url(u: str, depth: int = 1) -> NewURL:
     return NewURL(fingerprint(u), u, u.split("/")[2], depth)
+
+
+def robots_answer(host: str, status: int = 200) -> RobotsAnswer:
+    u = f"http://{host}/robots.txt"
+    return RobotsAnswer(fingerprint(u), u, 1.0, HttpHead(status, "", "HTTP/1.1", ()), b"x", False)
 
 
 def test_nothing_waiting_is_no_batch() -> None:
@@ -72,6 +78,7 @@ def test_a_failed_commit_puts_everything_back_and_the_next_commit_writes_it() ->
     commits.mark("b.test", HostMark(10.0, 2.0, 5))
     commits.close_host("c.test", ROBOTS)
     commits.acked([100])
+    commits.robots_answered(robots_answer("a.test"))
     refused = commits.take()
     assert refused is not None
     # While the shard refuses the write, more requests end.
@@ -81,8 +88,11 @@ def test_a_failed_commit_puts_everything_back_and_the_next_commit_writes_it() ->
     commits.mark("a.test", HostMark(12.0, 1.0, 2))
     commits.close_host("d.test", ROBOTS)
     commits.acked([101])
+    commits.robots_answered(robots_answer("d.test", 503))
     commits.failed()
     assert commits.pages_waiting == 2
+    # The robots.txt bodies wait in memory as the pages' do.
+    assert commits.bytes_waiting == 2 + len(old.body or b"") + len(new.body or b"")
 
     retry = commits.take()
     assert retry is not None
@@ -91,6 +101,7 @@ def test_a_failed_commit_puts_everything_back_and_the_next_commit_writes_it() ->
     assert retry.skips == ((1, "robots"), (2, "robots"))
     assert retry.closed_hosts == (("c.test", ROBOTS), ("d.test", ROBOTS))
     assert retry.acked == (100, 101)
+    assert retry.robots_answers == (robots_answer("a.test"), robots_answer("d.test", 503))
     # a.test's later mark wins; b.test's, refused, is not lost.
     assert retry.marks == {"a.test": HostMark(12.0, 1.0, 2), "b.test": HostMark(10.0, 2.0, 5)}
     commits.committed()

@@ -559,6 +559,10 @@ async def test_a_real_crawl_exports_to_a_valid_warc(tmp_path: Path) -> None:
         out = tmp_path / "crawl.warc.gz"
         summary = await trio.to_thread.run_sync(export, [data], "warc", out)
         peer_id = peer.peer_id
+        # Each robots.txt answer the server gave, with its status (the judge: its log).
+        robots_sent = [
+            (r.url, r.status) for r in server.log if r.target_path == "/robots.txt" and r.complete
+        ]
         nursery.cancel_scope.cancel()
 
     conn = sqlite3.connect(data / SHARD_FILE)
@@ -578,7 +582,13 @@ async def test_a_real_crawl_exports_to_a_valid_warc(tmp_path: Path) -> None:
     check = _warcio("check", str(out))
     assert check.returncode == 0, check.stdout
     recs = _read_warc(out)
-    responses = {r.headers["WARC-Target-URI"]: r for r in recs if r.type == "response"}
+    answers = [r for r in recs if r.type == "response"]
+    # Each robots.txt answer is archived too, whatever its status, as Heritrix and wget
+    # archive theirs: a replay serves the rules the crawl obeyed.
+    robots = [r for r in answers if r.headers["WARC-Target-URI"].endswith("/robots.txt")]
+    assert sorted((r.headers["WARC-Target-URI"], r.status) for r in robots) == sorted(robots_sent)
+    assert {s for _, s in robots_sent} >= {200, 404}
+    responses = {r.headers["WARC-Target-URI"]: r for r in answers if r not in robots}
     assert {u: r.status for u, r in responses.items()} == stored
     assert all(r.content == bodies[u] for u, r in responses.items())
     assert summary.pages == summary.left_out + len(stored)

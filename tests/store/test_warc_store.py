@@ -114,7 +114,7 @@ def _each_capture_reads_back(data: Path) -> int:
             f.seek(offset)
             record, used = read_record(f.read(length))
         assert used == length
-        assert record.type == ("response" if kind == 0 else "revisit")
+        assert record.type == ("revisit" if kind == 1 else "response")
         n += 1
     return n
 
@@ -842,7 +842,10 @@ async def test_a_crawl_writes_files_warcio_checks_and_exports_them_linked(
     assert len(files) > 1 and answered > 20
     check = _warcio_check(files)
     assert check.returncode == 0, check.stdout
-    assert _each_capture_reads_back(data) == answered
+    # A capture for each page answered, and one for each robots.txt answer.
+    robots = sum(1 for r in server.log if r.target_path == "/robots.txt" and r.complete)
+    assert robots >= 4
+    assert _each_capture_reads_back(data) == answered + robots
     # The response's headers are those the server sent.
     with files[0].open("rb") as f:
         response = next(r for r in ArchiveIterator(f) if r.rec_type == "response")
@@ -853,6 +856,25 @@ async def test_a_crawl_writes_files_warcio_checks_and_exports_them_linked(
     assert sorted(p.name for p in out.iterdir()) == [f.name for f in files]
     assert all((out / f.name).stat().st_ino == f.stat().st_ino for f in files)
     assert summary.files == len(files) and summary.left_out == summary.pages - answered
+
+
+async def test_with_no_bodies_kept_nothing_goes_to_the_warc_files(tmp_path: Path) -> None:
+    # --no-bodies: neither a page nor a robots.txt answer has records.
+    web = SyntheticWeb(WebSpec(seed=3, hosts=3, pages_per_host=4))
+    server = in_process(web)
+    data = tmp_path / "peer"
+    config = CrawlConfig(
+        data_dir=data,
+        politeness=PolitenessConfig(delay=0.0, concurrency=8),
+        fetch=FetchConfig(store_bodies=False),
+    )
+    shard = Shard.open(data, warc_size=10**9)
+    async with httpx2.AsyncClient(transport=SynthTransport(server)) as client:
+        await crawl_until_idle(config, shard, client, [web.seed_url()])
+    shard.close()
+    assert any(r.target_path == "/robots.txt" for r in server.log)
+    assert sum(1 for r in server.log if r.target_path != "/robots.txt") > 5
+    assert _captures(data) == [] and not list(data.glob("warc/*"))
 
 
 async def test_a_recrawl_writes_revisits_into_the_same_files(
@@ -1199,7 +1221,7 @@ async def test_failed_refreshes_of_a_warc_crawl_leave_nothing_beside_its_files(
     shard.close()
     with sqlite3.connect(config.data_dir / SHARD_FILE) as conn:
         (failed,) = conn.execute("SELECT COUNT(*) FROM visits WHERE status = 503").fetchone()
-        (captures,) = conn.execute("SELECT COUNT(*) FROM warc").fetchone()
+        (captures,) = conn.execute("SELECT COUNT(*) FROM warc WHERE kind != 3").fetchone()
         (pages,) = conn.execute("SELECT COUNT(*) FROM pages").fetchone()
     assert failed > 0
     out = tmp_path / "out"

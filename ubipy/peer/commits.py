@@ -33,6 +33,7 @@ from ubipy.store import (
     NewURL,
     PageRecord,
     RefreshRow,
+    RobotsAnswer,
     RobotsKept,
     Shard,
     Visit,
@@ -218,6 +219,7 @@ class Batch:
     found_lastmods: tuple[Lastmod, ...] = ()  # --recrawl: a sitemap's, read again
     retired: tuple[int, ...] = ()  # --recrawl: pages no longer refreshed: their rows go
     robots: tuple[RobotsKept, ...] = ()  # robots.txt answers, for a restart
+    robots_answers: tuple[RobotsAnswer, ...] = ()  # and as received, for the WARC files
 
     @property
     def pages(self) -> list[PageRecord]:
@@ -253,6 +255,7 @@ class Batch:
                 closed[reason] += shard.skip_host(host, reason)
             if self.robots:
                 shard.save_robots(self.robots)
+            shard.archive_robots(self.robots_answers)
             if self.closed_hosts:  # when, for a restart (peer/giveups.py)
                 now = time.time()
                 shard.save_given_up([GivenUp(h, why, now) for h, why in self.closed_hosts])
@@ -301,6 +304,7 @@ class Commits:
         "_refresh",
         "_retired",
         "_robots",
+        "_robots_answers",
         "_skips",
         "_unread",
         "_unread_bytes",
@@ -316,6 +320,7 @@ class Commits:
         self._marks: dict[str, HostMark] = {}
         self._closed_hosts: list[tuple[str, str]] = []
         self._robots: list[RobotsKept] = []
+        self._robots_answers: list[RobotsAnswer] = []
         # Why each host given up lately was: a URL of it admitted later is closed saying
         # so (while its slot stands; once forgotten the host is tried again). The latest
         # GIVEN_UP_KEPT: kept for the run, a crawl meeting millions of dead hosts grew
@@ -406,6 +411,12 @@ class Commits:
         self._robots.append(kept)
         self._arrived()
 
+    def robots_answered(self, answer: RobotsAnswer) -> None:
+        """A robots.txt answer as received, for the WARC files."""
+        self._robots_answers.append(answer)
+        self._bytes += len(answer.body)
+        self._arrived()
+
     def skip(self, fp: int, reason: str) -> None:
         """A frontier entry closed without a request, saying why."""
         self._skips.append((fp, reason))
@@ -466,6 +477,7 @@ class Commits:
             or self._visits
             or self._retired
             or self._robots
+            or self._robots_answers
             or self._unread
         )
 
@@ -490,9 +502,11 @@ class Commits:
             tuple(self._lastmods),
             tuple(self._retired),
             tuple(self._robots),
+            tuple(self._robots_answers),
         )
         self._marks = {}
         self._robots = []
+        self._robots_answers = []
         self._closed_hosts = []
         self._answered = []
         self._bytes = 0
@@ -517,6 +531,7 @@ class Commits:
         self._marks = {**batch.marks, **self._marks}
         self._closed_hosts[:0] = batch.closed_hosts
         self._robots[:0] = batch.robots
+        self._robots_answers[:0] = batch.robots_answers
         self._answered[:0] = batch.answered
         self._acked[:0] = batch.acked
         self._skips[:0] = batch.skips
@@ -531,6 +546,7 @@ class Commits:
         self._visits[:0] = batch.visits
         self._bytes += sum(len(a.page.body or b"") for a in batch.answered)
         self._bytes += sum(len(v.body or b"") for v in batch.visits)
+        self._bytes += sum(len(a.body) for a in batch.robots_answers)
 
     def _done(self) -> Batch:
         batch = self._writing

@@ -98,6 +98,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         # Asked before each request to a host; False: not now (it is abandoned).
         self.clear_to_fetch: Callable[[str], Awaitable[bool]] = _always
         self._shard = shard
+        self._archives_robots = config.fetch.store_bodies and shard.keeps_warc
         self._client = client
         self.stats = CrawlStats()
         self.admission = Admission(
@@ -509,8 +510,9 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
                 assert job.entry is not None
                 self._page_answered(job.host, job.entry, result, now, asked)
             elif robots_answered(
-                self.scheduler, self._commits, self.sitemaps, self.stats, job, result, now, asked
-            ):
+                self.scheduler, self._commits, self.sitemaps, self.stats, job, result, now, asked,
+                at=end_wall, archive=self._archives_robots,
+            ):  # fmt: skip
                 self._flush_now.set()
         self._commits.mark(job.host, self._mark(job.host, end_wall, now))
         if self._timing.brings(now, self._commits.pages_waiting):  # any answer's wake-up

@@ -21,11 +21,12 @@ from ubipy.fetch import (
     HostRobots,
     Job,
     Scheduler,
+    fingerprint,
 )
-from ubipy.peer.commits import Commits
+from ubipy.peer.commits import Commits, head_of
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.sitemapping import Sitemapping
-from ubipy.store import RobotsKept
+from ubipy.store import RobotsAnswer, RobotsKept
 
 __all__ = ["robots_answered"]
 
@@ -39,10 +40,20 @@ def robots_answered(
     result: FetchResult,
     now: float,
     asked: float | None = None,
+    *,
+    at: float | None = None,
+    archive: bool = False,
 ) -> bool:
-    """Hand ``job``'s answer on (``asked``: the seconds its Retry-After asked); True
-    when URLs were closed (a commit is due now)."""
+    """Hand ``job``'s answer on (``asked``: the seconds its Retry-After asked; ``at``:
+    the wall clock when it ended); True when URLs were closed (a commit is due now).
+    With ``archive``, an answer (any status) goes to the WARC files too."""
     stats.robots_requests += 1
+    if archive and (head := head_of(result)) is not None:
+        when = time.time() if at is None else at
+        answer = RobotsAnswer(
+            fingerprint(job.url), job.url, when, head, result.body, result.truncated
+        )
+        commits.robots_answered(answer)
     # A certificate that did not verify will not on the next attempt, nor will an
     # address that may not be reached (a redirect into a private network): the host is
     # given up at once, its pages closed with the reason.

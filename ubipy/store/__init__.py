@@ -12,7 +12,7 @@ from ubipy.store.indexcommand import IndexSummary, describe_index, index_data
 from ubipy.store.lock import LOCK_FILE, DataLock
 from ubipy.store.outbox import CHUNK as OUTBOX_CHUNK
 from ubipy.store.revisits import RefreshRow, Visit
-from ubipy.store.robotskept import RobotsKept
+from ubipy.store.robotskept import RobotsAnswer, RobotsKept
 from ubipy.store.schema import PEER_ID_META, SHARD_FILE
 from ubipy.store.shard import FrontierRow, HostMark, Lastmod, NewURL, PageRecord, Shard
 from ubipy.store.warcfiles import WARC_DIR
@@ -40,6 +40,7 @@ __all__ = [
     "NewURL",
     "PageRecord",
     "RefreshRow",
+    "RobotsAnswer",
     "RobotsKept",
     "Shard",
     "ShardError",

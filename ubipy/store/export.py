@@ -251,12 +251,13 @@ def _from_files(
             raise ExportWriteError(f"standard output: cannot write: {why(exc)}") from exc
     first = sum(c[0] for c in counts)
     captures = sum(c[1] for c in counts)
+    robots = sum(c[3] for c in counts)
     return dataclasses.replace(
         legacy,
         pages=legacy.pages + first,
-        # Each capture is three records (request, response or revisit, metadata), and
-        # each file begins with its warcinfo.
-        records=legacy.records + 3 * captures + len(parts),
+        # Each capture is three records (request, response or revisit, metadata), a
+        # robots.txt answer's too, and each file begins with its warcinfo.
+        records=legacy.records + 3 * (captures + robots) + len(parts),
         visits=legacy.visits + captures - first,
         files=len(parts),
     )

@@ -6,6 +6,10 @@ next page (QA), though its answer may be cached for a day (RFC 9309 §2.4, and
 and a restarted peer reads a host's when the host's first URL of a scheme comes up
 (:class:`ubipy.fetch.RobotsRule`'s ``cache``). A part of
 :class:`ubipy.store.shard.Shard` (a mixin over its connection).
+
+Each answer (any status, a redirect's too) also goes to the WARC files when the peer
+keeps them, as Heritrix and wget archive theirs: a replay serves the robots.txt of the
+time, and an archive shows which rules the crawl obeyed.
 """
 
 from __future__ import annotations
@@ -14,9 +18,13 @@ import sqlite3
 import zlib
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["RobotsKept", "RobotsKeptMixin"]
+from ubipy.store.warcrecords import HttpHead
+from ubipy.store.warcstore import WarcStore
+
+__all__ = ["RobotsAnswer", "RobotsKept", "RobotsKeptMixin"]
 
 
 class RobotsKept(NamedTuple):
@@ -26,10 +34,24 @@ class RobotsKept(NamedTuple):
     body: bytes | None  # None: nothing restricts (a 4xx, a redirect past the limit)
 
 
+@dataclass(frozen=True, slots=True)
+class RobotsAnswer:
+    """A robots.txt answer as received, for the WARC files: ``fp`` its URL's
+    fingerprint, ``at`` the wall clock when it ended."""
+
+    fp: int
+    url: str
+    at: float
+    head: HttpHead
+    body: bytes
+    truncated: bool
+
+
 class RobotsKeptMixin:
     """The shard's robots.txt answers (see the module's docstring)."""
 
     _conn: sqlite3.Connection
+    _warc: WarcStore | None
 
     def transaction(self) -> AbstractContextManager[None]:
         raise NotImplementedError
@@ -44,6 +66,14 @@ class RobotsKeptMixin:
                     for a in answers
                 ],
             )
+
+    def archive_robots(self, answers: Sequence[RobotsAnswer]) -> None:
+        """Write these answers' records to the WARC files (nothing without them)."""
+        if self._warc is None or not answers:
+            return
+        with self.transaction():
+            for a in answers:
+                self._warc.robots(a.fp, a.url, a.at, a.head, a.body, truncated=a.truncated)
 
     def robots_kept(self, host: str, scheme: str) -> RobotsKept | None:
         row = self._conn.execute(

@@ -81,8 +81,9 @@ ALTER TABLE refresh ADD COLUMN lastmod_agreed INTEGER NOT NULL DEFAULT 0;
 _WARC = """
 -- Per capture (a page's first fetch, or a later visit at ``at``): the file in DATA/warc
 -- (its final name), the offset and length of its response or revisit record (kind 0 or
--- 1, or 2: a later visit's answer that was not the page, a 404), where its last record
--- ends, its record id and payload digest (for revisits).
+-- 1, or 2: a later visit's answer that was not the page, a 404, or 3: a robots.txt
+-- answer, fp its URL's), where its last record ends, its record id and payload digest
+-- (for revisits).
 CREATE TABLE IF NOT EXISTS warc (
     fp             INTEGER NOT NULL,
     at             REAL    NOT NULL,

@@ -21,6 +21,7 @@ from ubipy.store.schema import PEER_ID_META as PEER_ID_META
 from ubipy.store.schema import unsupported
 from ubipy.store.shard import SCHEMA_VERSION, SHARD_FILE
 from ubipy.store.warcrecords import iso_utc as iso_utc
+from ubipy.store.warcstore import CaptureKind
 
 __all__ = [
     "PEER_ID_META",
@@ -287,18 +288,23 @@ class ShardReader:
             raise ExportError(f"{self.path}: reading the WARC table failed: {exc}") from exc
         return {float(at): InWarc(str(rid), digest) for at, rid, digest in rows}
 
-    def warc_counts(self) -> tuple[int, int, int]:
-        """(pages, captures, others): the pages whose first fetch has records in the
-        peer's WARC files, all the captures there, and the answered pages and visits
-        whose records are not there (their bodies in the shard). Zeros before
-        version 7."""
+    def warc_counts(self) -> tuple[int, int, int, int]:
+        """(pages, captures, others, robots): the pages whose first fetch has records
+        in the peer's WARC files, the captures of pages there, the answered pages and
+        visits whose records are not there (their bodies in the shard), and the
+        robots.txt answers there. Zeros before version 7."""
         if not self.has_warc:
-            return 0, 0, 0
+            return 0, 0, 0, 0
         try:
             first = self._conn.execute(
                 f"SELECT COUNT(*) FROM pages WHERE {_IN_WARC.format(t='pages', at='fetched_at')}"
             ).fetchone()[0]
-            captures = self._conn.execute("SELECT COUNT(*) FROM warc").fetchone()[0]
+            kinds = dict(
+                self._conn.execute(
+                    "SELECT kind = ?, COUNT(*) FROM warc GROUP BY 1", (CaptureKind.ROBOTS,)
+                ).fetchall()
+            )
+            captures, robots = kinds.get(0, 0), kinds.get(1, 0)
             rest = self._conn.execute(
                 "SELECT COUNT(*) FROM pages WHERE status IS NOT NULL AND error IS NULL AND NOT "
                 + _IN_WARC.format(t="pages", at="fetched_at")
@@ -309,7 +315,7 @@ class ShardReader:
             ).fetchone()[0]
         except sqlite3.Error as exc:
             raise ExportError(f"{self.path}: reading the WARC table failed: {exc}") from exc
-        return int(first), int(captures), int(rest)
+        return int(first), int(captures), int(rest), int(robots)
 
     def warc_ends(self) -> dict[str, int]:
         """Per WARC file, where its last capture ends: how long it is at least."""

@@ -86,6 +86,8 @@ class CaptureKind(enum.IntEnum):
     # A later visit's answer that was not the page (a 404, a 410, a 503, a redirect):
     # its own response, which no revisit refers to.
     OTHER = 2
+    # A host's robots.txt as answered (any status): no page of the crawl, no revisit's.
+    ROBOTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +255,16 @@ class WarcStore:
             iso_utc(at), field_value(url),
         )  # fmt: skip
         self._response(page, body)
+
+    def robots(
+        self, fp: int, url: str, at: float, head: HttpHead, body: bytes, *, truncated: bool
+    ) -> None:
+        """A robots.txt answer: its request, response and metadata records, as a first
+        fetch has (no depth, no title), for replay and for what the rules were when."""
+        page = _Page(
+            fp, url, at, None, head, None, truncated, date=iso_utc(at), uri=field_value(url)
+        )
+        self._response(page, body, CaptureKind.ROBOTS)
 
     def visit(self, visit: Visit, url: str, depth: int | None, head: HttpHead) -> bool:
         """A later visit: a response when it changed, or when the answer was not the page
