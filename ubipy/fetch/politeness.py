@@ -22,7 +22,6 @@ No I/O and no clock: the caller passes ``now`` in and performs the requests.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable
 
 from ubipy.config import CrawlConfig, CrawlOrder
@@ -30,6 +29,7 @@ from ubipy.fetch.addresses import AddressRule
 from ubipy.fetch.duehosts import DueHosts
 from ubipy.fetch.hops import HopRule, target_of
 from ubipy.fetch.idlehosts import IdleHosts
+from ubipy.fetch.lookupanswers import LookupAnswers
 from ubipy.fetch.refreshshare import RefreshShare
 from ubipy.fetch.robots import PRODUCT_TOKEN, RobotsDecision, RobotsState, robots_token
 from ubipy.fetch.robotsrule import RobotsRule
@@ -40,11 +40,8 @@ from ubipy.fetch.windows import Windows
 
 __all__ = ["Entry", "HostRobots", "Job", "JobKind", "Scheduler"]
 
-# Lookups more than a robots.txt's attempts when the resolver fails (see lookup_failed).
-_TRANSIENT_MORE = 3
 
-
-class Scheduler:
+class Scheduler(LookupAnswers):
     def __init__(
         self,
         *,
@@ -416,63 +413,6 @@ class Scheduler:
         if slot.pace is None or self._throttle is None:
             return slot.delay
         return slot.pace.delay(self._throttle, slot.delay)
-
-    def resolved(self, host: str, address: str | None, *, until: float) -> None:
-        """The host's lookup answered ``address`` (None: no per-IP rule), good ``until``.
-        A lookup is not a request to the host: its next-allowed time stands."""
-        slot = self._slots[host]
-        slot.in_flight = False
-        self.in_flight -= 1
-        slot.resolved_until, slot.lookup_failures = until, 0
-        self._addresses.resolved(slot, address)
-        self._hops.freed(slot)
-        self._arm(slot)
-
-    def readdressed(self, host: str, address: str) -> None:
-        """The name's answer begins at ``address`` (a key) now: filed under another,
-        the host is looked up again at its next turn (and filed under it)."""
-        if (slot := self._slots.get(host)) is not None and slot.address not in (None, address):
-            slot.resolved_until = -math.inf
-
-    def lookup_failed(
-        self,
-        host: str,
-        now: float,
-        *,
-        final: bool = False,
-        transient: bool = False,
-        not_before: float = -math.inf,
-    ) -> bool:
-        """The host's lookup failed; it is tried again after a back-off, as robots.txt
-        is, and not before ``not_before`` (the failure cached till then would answer).
-        ``transient``: the resolver failed (no answer, a time-out), not the name: three
-        more attempts (about 15 minutes at the default 30 s), or a resolver's outage
-        of two minutes gave up every host first met during it.
-        True when the host is given up (``final``, or too many failures) with URLs
-        to close (the caller closes them); not for a host looked up only as a
-        robots.txt's hop target (another peer's, maybe)."""
-        slot = self._slots[host]
-        slot.in_flight = False
-        self.in_flight -= 1
-        slot.lookup_failures += 1
-        more = _TRANSIENT_MORE if transient else 0
-        wait = None if final else self.robots.backoff(slot.lookup_failures, more=more)
-        had_urls = slot.has_work or bool(slot.refresh)
-        self._addresses.passed(slot)  # its address's turn, kept for the answer
-        if wait is None:
-            self._give_up(slot)
-        else:
-            slot.next_allowed = max(slot.next_allowed, now + wait, not_before)
-        self._hops.freed(slot)
-        self._arm(slot)  # idle, once given up
-        return wait is None and had_urls
-
-    def _give_up(self, slot: HostSlot) -> None:
-        slot.robots_state = HostRobots.GIVEN_UP
-        self._windows.clear(slot)
-        # Its pages due again too: asked without rules, they would break the rule that
-        # no page goes before its host's robots.txt is known (a restart retries them).
-        slot.refresh = []
 
     def retry(
         self, host: str, entry: Entry, now: float, *, wait: float, asked: float | None = None
