@@ -28,7 +28,8 @@ from ubipy.fetch import (
     Filtered,
     fingerprint,
 )
-from ubipy.peer.crawler import SITEMAP_READS, Crawler
+from ubipy.fetch.sitemapturns import SITEMAP_READS
+from ubipy.peer.crawler import Crawler
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.reading import MAX_REDIRECTS
 from ubipy.peer.sitemapping import Sitemapping, read_as
@@ -679,6 +680,57 @@ async def test_a_few_sitemaps_are_read_at_once(
         finally:
             shard.close()
     assert sorted(sitemaps) == sorted(hosts) and most == SITEMAP_READS
+    assert crawler.stats.sitemap_urls == len(hosts)
+
+
+async def test_sitemaps_waiting_for_their_turn_hold_no_slot_from_pages(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A broad crawl: every host's /sitemap.xml comes up after its home page. Waiting for
+    a turn, sitemaps once held the concurrency's slots, and the peer made 4 requests at
+    a time while pages waited (QA: 40 s of 10,000 hosts). The pages behind go on."""
+    hosts = [f"h{i}.test" for i in range(40)]
+    sitemaps_reading = most_sitemaps = pages_asked = most_pages = 0
+    pages_done: list[float] = []
+
+    async def serve(request: httpx2.Request) -> httpx2.Response:
+        nonlocal sitemaps_reading, most_sitemaps, pages_asked, most_pages
+        path, host = request.url.path, request.url.host
+        if path == "/robots.txt":
+            return httpx2.Response(200, content=b"User-agent: *\nAllow: /\n")
+        if path == "/sitemap.xml":
+            sitemaps_reading += 1
+            most_sitemaps = max(most_sitemaps, sitemaps_reading)
+            await trio.sleep(5)
+            sitemaps_reading -= 1
+            return httpx2.Response(200, headers=XML, content=urlset(f"http://{host}/listed"))
+        pages_asked += 1
+        most_pages = max(most_pages, pages_asked)
+        await trio.sleep(1)
+        pages_asked -= 1
+        if path != "/listed":
+            pages_done.append(trio.current_time())
+        links = "".join(f'<a href="/{n}">{n}</a>' for n in "abc") if path == "/" else ""
+        return httpx2.Response(200, headers=HTML, content=f"<title>x</title>{links}".encode())
+
+    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.5, concurrency=16))
+    shard = Shard.open(tmp_path)
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
+        crawler = Crawler(config, shard, client)
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(crawler.run)
+                start = trio.current_time()
+                crawler.seed([f"http://{h}/" for h in hosts])
+                await crawler.wait_idle()
+                took = trio.current_time() - start
+                crawler.stop()
+        finally:
+            shard.close()
+    assert most_sitemaps == SITEMAP_READS and len(pages_done) == 4 * len(hosts)
+    # 40 sitemaps of 5 s, 4 at a time, take 50 s; the 160 pages take about 10 s of 16
+    # slots, and they had the 12 slots the sitemaps left (their last at 63 s before).
+    assert took >= 50 and max(pages_done) - start < 30 and most_pages >= 12
     assert crawler.stats.sitemap_urls == len(hosts)
 
 

@@ -57,9 +57,6 @@ from ubipy.store import Admission, FrontierRow, HostMark, NewURL, PageRecord, Sh
 
 __all__ = ["Crawler"]
 
-# Sitemaps read at once (each up to the protocol's 50 MB, held twice while read).
-SITEMAP_READS = 4
-
 log = logging.getLogger(__name__)
 
 # URLs closed without a request (robots.txt, a host's page budget) in one go before the
@@ -165,7 +162,6 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         # The requests in flight, each in a scope of its own (its deadline the fetch
         # deadline), to abandon on a pause; True once abandoned.
         self._in_flight: dict[trio.CancelScope, bool] = {}
-        self._sitemap_reads = trio.Semaphore(SITEMAP_READS)
         # One slot a request in flight (--concurrency), each held by a worker.
         self._limiter = trio.Semaphore(config.politeness.concurrency)
         self.stopped = trio.Event()
@@ -455,16 +451,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         # than the code of a page's fetch around it on some machines).
         scope = trio.CancelScope(deadline=trio.current_time() + self.config.fetch.fetch_deadline)
         self._in_flight[scope] = False
-        reading = False  # holds one of the sitemap reads
         try:
             with scope:
-                if sitemap:
-                    # Each may hold 50 MB twice over: a few at once (QA: 40 hosts'
-                    # gzip bombs at /sitemap.xml took 3.4 GB). The deadline counts
-                    # from the turn.
-                    await self._sitemap_reads.acquire()
-                    reading = True
-                    scope.deadline = trio.current_time() + self.config.fetch.fetch_deadline
                 # Paused or stopped since the job was taken (a worker's checkpoint
                 # between two requests, or a task not yet started), or stopped while
                 # it waited to be cleared (an address's lease): not made, asked again
@@ -487,8 +475,6 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
                     html_cap=self.config.fetch.max_body_bytes if sitemap else None,
                 )  # fmt: skip
         finally:
-            if reading:
-                self._sitemap_reads.release()
             # No checkpoint since the scope closed: a pause cannot have come between.
             abandoned = self._in_flight.pop(scope) and scope.cancelled_caught
         if scope.cancelled_caught and not abandoned:
