@@ -8,10 +8,13 @@ from collections import deque
 
 class RollingRate:
     """Readings ``(t, count)`` of a count that only grows, kept over the last
-    ``window`` units of ``t``; the rate is the count's change over their span.
+    ``window`` units of ``t``; the rate is the count's change over the window.
 
-    A reading older than the window is kept while it is the only one that spans it:
-    the rate then covers a little more than the window, never less."""
+    A reading older than the window is kept while it is the only one that spans it,
+    and the count at the window's start is read between it and the next, as if the
+    count grew evenly between them: after a gap in the readings (a peer stopped for a
+    while, SIGSTOP) the rate is the window's, not the gap's and the window's (QA: 1.1
+    pages/s shown for 15)."""
 
     __slots__ = ("_readings", "window")
 
@@ -35,4 +38,8 @@ class RollingRate:
         if len(self._readings) < 2:
             return None
         (t0, c0), (t1, c1) = self._readings[0], self._readings[-1]
+        start = t1 - self.window
+        if t0 < start:
+            ta, ca = self._readings[1]
+            c0, t0 = c0 + (ca - c0) * (start - t0) / (ta - t0), start
         return (c1 - c0) / (t1 - t0) if t1 > t0 else None
