@@ -38,8 +38,8 @@ class RollingRate:
         if len(self._readings) < 2:
             return None
         (t0, c0), (t1, c1) = self._readings[0], self._readings[-1]
-        start = t1 - self.window
+        start, first = t1 - self.window, float(c0)
         if t0 < start:
             ta, ca = self._readings[1]
-            c0, t0 = c0 + (ca - c0) * (start - t0) / (ta - t0), start
-        return (c1 - c0) / (t1 - t0) if t1 > t0 else None
+            first, t0 = c0 + (ca - c0) * (start - t0) / (ta - t0), start
+        return (c1 - first) / (t1 - t0) if t1 > t0 else None
