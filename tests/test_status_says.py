@@ -14,9 +14,11 @@ from typing import Any
 import trio
 
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig, RecrawlConfig, Scope
+from ubipy.net import request
 from ubipy.peer.peer import Peer
 from ubipy.peer.status import shared_settings
 from ubipy.statustable import format_cluster
+from ubipy.wire import Status, StatusRequest, secret_from
 
 
 def _report(*settings: str) -> dict[str, Any]:
@@ -98,3 +100,19 @@ async def test_a_continuous_crawl_s_peer_says_its_refreshes(tmp_path: Path) -> N
         await nursery.start(once.run)
         assert once.status().as_json()["refreshes"] == 0  # no refresher: nothing to say
         once.stop()
+
+
+async def test_answering_status_requests_is_not_counted_as_bytes_out(tmp_path: Path) -> None:
+    # bytes out is what the crawl and the cluster send: a lone peer's grew with each
+    # `ubipy status` asked (QA).
+    config = CrawlConfig(data_dir=tmp_path, listen="127.0.0.1:0")
+    peer = Peer(config)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(peer.run)
+        for _ in range(3):
+            with trio.fail_after(10):
+                reply = await request(peer.address, secret_from(None), StatusRequest(cluster=True))
+            assert isinstance(reply, Status)
+        said = peer.status().as_json()
+        peer.stop()
+    assert said["frames_out"] >= 3 and said["bytes_out_wire"] == 0

@@ -180,7 +180,11 @@ def status_of(
         forwarded_urls=router.stats.forwarded_urls if router else 0,
         forward_backlog=router.backlog() if router else 0,
         frames_out=sum(links.stats.frames_out.values()),
-        bytes_out_wire=links.stats.bytes_out,
+        # Not the answers to `ubipy status` and `ubipy seed` (QA: a lone peer's grew with
+        # each status asked): what the crawl and the cluster cost.
+        bytes_out_wire=links.stats.bytes_out
+        - links.stats.bytes_out_by["STATUS"]
+        - links.stats.bytes_out_by["SEED_ACK"],
         frames_rejected=sum(links.stats.rejected.values()),
         connections_cut=sum(links.stats.cut.values()),
         url_frames=links.stats.frames_out["URL_BATCH"] + links.stats.frames_out["URL_ACK"],
