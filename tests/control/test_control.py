@@ -144,6 +144,20 @@ def test_a_restarted_peer_starts_a_new_track() -> None:
     assert rate == pytest.approx(3.0)
 
 
+def test_the_cluster_s_counters_never_go_back_for_a_restart_or_a_peer_forgotten() -> None:
+    # QA: the dashboard's pages fell from 1439 to 1331 when a peer restarted, while
+    # the request log grew; a member forgotten took its pages out of the total.
+    book = FiguresBook()
+    book.update({"a": figures(50.0, 192, errors=2), "b": figures(50.0, 300)}, 0.0)
+    book.update({"a": figures(1.0, 5, errors=1), "b": figures(51.0, 310)}, 1.0)  # a restarted
+    row_a, row_b = book.rows(1.0)
+    assert (row_a.pages, row_a.errors, row_b.pages) == (197, 3, 310)
+    assert totals(book.rows(1.0), book.gone).pages == 507
+    book.update({"a": figures(2.0, 9)}, 2.0)  # b is gone from the view (forgotten)
+    total = totals(book.rows(2.0), book.gone)
+    assert (total.pages, total.errors) == (192 + 9 + 310, 2)
+
+
 def test_a_paused_or_joining_peer_says_so_in_its_row() -> None:
     book = FiguresBook()
     book.update(
