@@ -83,11 +83,11 @@ def build_specials(web: WebView) -> tuple[RootLinks, Extras, dict[str, str]]:
 
     # h000, the home: a link to every host's root, and the odd spellings of URLs, of
     # the hosts' own names (h0002 past 1,000 hosts: the truth expected h002 there, QA).
-    def name(i: int) -> str:
+    def host_name(i: int) -> str:
         return u(i, "/").removeprefix("http://").removesuffix("/")
 
     for i in range(1, hosts):
-        href = f"http://{name(2).upper()}/" if i == 2 else u(i, "/")
+        href = f"http://{host_name(2).upper()}/" if i == 2 else u(i, "/")
         link(0, href, u(i, "/"), text=f"host {i}")
     link(0, "mailto:webmaster@synth.test", None, text="mail")
     link(0, "javascript:void(0)", None, text="script")
@@ -98,8 +98,8 @@ def build_specials(web: WebView) -> tuple[RootLinks, Extras, dict[str, str]]:
     link(0, "#top", u(0, "/"), text="top")
     odd = (
         (1, "./s1/p1.html#intro", "/s1/p1.html"),
-        (2, f"http://{name(0)}:80/s2/p2.html", "/s2/p2.html"),
-        (4, f"HTTP://{name(0).upper()}/s1/p4.html", "/s1/p4.html"),
+        (2, f"http://{host_name(0)}:80/s2/p2.html", "/s2/p2.html"),
+        (4, f"HTTP://{host_name(0).upper()}/s1/p4.html", "/s1/p4.html"),
         (5, "/s1/../s2/p5.html", "/s2/p5.html"),
     )
     for need, href, path in odd:
