@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, Iterator
 from contextlib import aclosing
 
 from ubipy.errors import UbipyError
-from ubipy.fetch.transport import CappedBody
+from ubipy.fetch.bodies import CappedBody
 
 # The codings decoded here (x-gzip: RFC 9110 asks that it be read as gzip).
 DECODED = frozenset({"gzip", "x-gzip", "deflate"})

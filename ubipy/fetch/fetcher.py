@@ -20,10 +20,11 @@ from dataclasses import dataclass
 import httpx2
 import trio
 
+from ubipy.fetch.bodies import CappedBody
 from ubipy.fetch.client import CrawlClient, sent_headers
 from ubipy.fetch.coding import BadCoding, BodyDecoder, read_decoded
 from ubipy.fetch.tls import certificate_failure
-from ubipy.fetch.transport import AddressRefused, CappedBody, CertificateError, PooledBody
+from ubipy.fetch.transport import AddressRefused, CertificateError, PooledBody
 
 log = logging.getLogger(__name__)
 
