@@ -192,41 +192,6 @@ def test_a_retried_entry_goes_first_after_its_wait_and_keeps_the_budget() -> Non
     assert over is not None and over.kind is JobKind.SKIP and over.reason == "host page budget"
 
 
-def _sitemap(host: str, fp: int) -> Entry:
-    return Entry(fp=fp, seq=fp, url=f"http://{host}/sitemap{fp}.xml", depth=SITEMAP_DEPTH)
-
-
-def test_a_host_whose_sitemap_has_no_turn_asks_its_pages_and_then_waits() -> None:
-    # SITEMAP_READS (4) sitemaps at once: the fifth host's pages go first, its
-    # sitemaps after; with nothing but sitemaps left it waits, holding no request.
-    s = _sched(delay=1.0)
-    hosts = [f"h{i}.test" for i in range(5)]
-    for n, host in enumerate(hosts):
-        s.add(host, _sitemap(host, 100 + n))
-        _resolve_robots(s, host, 0.0)
-    s.add("h4.test", _sitemap("h4.test", 200))
-    for e in _entries("h4.test", 2):
-        s.add("h4.test", e)
-    jobs = [s.next_job(1.0) for _ in range(5)]
-    assert [(j.kind, j.host) for j in jobs if j is not None] == [
-        *((JobKind.SITEMAP, h) for h in hosts[:4]),
-        (JobKind.PAGE, "h4.test"),
-    ]
-    s.finished("h4.test", 1.5)
-    page = s.next_job(2.5)
-    assert page is not None and page.url == "http://h4.test/p1"
-    s.finished("h4.test", 3.0)
-    assert s.next_job(4.0) is None and not s.idle()  # sitemaps only, no turn: parked
-    s.finished("h0.test", 4.5)  # a turn is free: the sitemaps, in the order they came
-    asked = []
-    for t in (5.0, 6.5):
-        job = s.next_job(t)
-        assert job is not None and job.kind is JobKind.SITEMAP
-        asked.append(job.url.rsplit("/", 1)[1])
-        s.finished(job.host, t + 0.5)
-    assert asked == ["sitemap104.xml", "sitemap200.xml"]
-
-
 def test_a_sitemap_spends_none_of_the_host_page_budget() -> None:
     s = Scheduler(delay=0.0, window=8, loader=lambda h, a, n: [], max_pages_per_host=2)
     s.add("a.test", Entry(fp=99, seq=0, url="http://a.test/sitemap.xml", depth=SITEMAP_DEPTH))

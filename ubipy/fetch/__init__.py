@@ -3,6 +3,7 @@ the per-host politeness scheduler, HTML parsing, URL normalisation and
 fingerprints, scope rules, URL and type filters, seed files and sitemaps.
 """
 
+from ubipy.fetch.bodies import BodyGate
 from ubipy.fetch.client import make_client
 from ubipy.fetch.dns import (
     DnsFailure,
@@ -78,6 +79,7 @@ __all__ = [
     "SITEMAP_MAX_BYTES",
     "SITEMAP_PATH",
     "BadURL",
+    "BodyGate",
     "DnsFailure",
     "EncodingSource",
     "Entry",

@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, Iterator
 from contextlib import aclosing
 
 from ubipy.errors import UbipyError
-from ubipy.fetch.bodies import CappedBody
+from ubipy.fetch.bodies import BodyGate, CappedBody
 
 # The codings decoded here (x-gzip: RFC 9110 asks that it be read as gzip).
 DECODED = frozenset({"gzip", "x-gzip", "deflate"})
@@ -217,7 +217,10 @@ def _zlib_header(data: bytes) -> bool:
 
 
 async def read_decoded(
-    pieces: AsyncGenerator[bytes, None], decoder: BodyDecoder, max_bytes: int
+    pieces: AsyncGenerator[bytes, None],
+    decoder: BodyDecoder,
+    max_bytes: int,
+    gate: BodyGate | None = None,
 ) -> tuple[bytes, bool]:
     """The first ``max_bytes`` of the body that ``pieces`` (its coded bytes) decode
     to, and whether there was more: more decoded bytes, or more than ``max_bytes``
@@ -225,7 +228,7 @@ async def read_decoded(
     decode, or end before the coded stream does: an error as a body cut short of its
     Content-Length is, retried). Closed explicitly: leaving the loop early must not
     strand the generator."""
-    kept = CappedBody(max_bytes)
+    kept = CappedBody(max_bytes, gate)
     read = 0
     async with aclosing(pieces) as body:
         async for chunk in body:
@@ -238,6 +241,8 @@ async def read_decoded(
                 for piece in decoder.decode(chunk, max_bytes):
                     if not kept.add(piece):
                         return kept.result()
+                    if kept.waits:
+                        await kept.wait()
             except _Overflow:
                 # A coding inside another made more than the body may: cut as a long
                 # body is (a page's inner streams are no larger than the page).

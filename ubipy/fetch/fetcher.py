@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import httpx2
 import trio
 
-from ubipy.fetch.bodies import CappedBody
+from ubipy.fetch.bodies import BodyGate, CappedBody
 from ubipy.fetch.client import CrawlClient, sent_headers
 from ubipy.fetch.coding import BadCoding, BodyDecoder, read_decoded
 from ubipy.fetch.tls import certificate_failure
@@ -253,9 +253,11 @@ async def fetch(
     accept: Callable[[str | None], bool] | None = None,
     validators: Validators | None = None,
     html_cap: int | None = None,
+    gate: BodyGate | None = None,
 ) -> FetchResult:
     """GET ``url``; keep at most ``max_bytes`` of the (decoded) body, ``html_cap`` of
-    an HTML one (a page where a sitemap was asked for is read as pages are). With
+    an HTML one (a page where a sitemap was asked for is read as pages are), past
+    ``gate``'s size once it has its turn. With
     ``accept``, the body of a successful answer whose media type it refuses is not
     read. With ``validators`` (a copy's ETag and Last-Modified), the GET is
     conditional: a page that did not change answers 304 with no body."""
@@ -288,10 +290,10 @@ async def fetch(
                 stream = response.stream
                 if "content-encoding" not in fields and type(stream) is PooledBody:
                     response.is_stream_consumed = True
-                    kept, truncated = await stream.read_capped(max_bytes)
+                    kept, truncated = await stream.read_capped(max_bytes, gate)
                 else:
                     try:
-                        kept, truncated = await _read_coded(response, fields, max_bytes)
+                        kept, truncated = await _read_coded(response, fields, max_bytes, gate)
                     except BadCoding as exc:
                         coding = fields.get("content-encoding", "")
                         detail = f"Content-Encoding {coding!r}: {exc}"
@@ -333,7 +335,10 @@ async def fetch(
 
 
 async def _read_coded(
-    response: httpx2.Response, fields: dict[str, str], max_bytes: int
+    response: httpx2.Response,
+    fields: dict[str, str],
+    max_bytes: int,
+    gate: BodyGate | None = None,
 ) -> tuple[bytes, bool]:
     """The body as :func:`_read_capped` keeps it, its codings undone: gzip and
     deflate here (:mod:`ubipy.fetch.coding`), both the coded and the decoded bytes
@@ -342,23 +347,27 @@ async def _read_coded(
     here."""
     decoder = BodyDecoder(fields.get("content-encoding", ""))
     if not response.is_stream_consumed:
-        return await read_decoded(response.aiter_raw(), decoder, max_bytes)
+        return await read_decoded(response.aiter_raw(), decoder, max_bytes, gate)
     # Read already (a test's MockTransport): httpx2 decoded what it knew as the
     # response was made, and left any other coding as it came.
-    body, truncated = await _read_capped(response.aiter_bytes(), max_bytes)
+    body, truncated = await _read_capped(response.aiter_bytes(), max_bytes, gate)
     if body and decoder.refused is not None:
         raise BadCoding(decoder.refused, unsupported=True)
     return body, truncated
 
 
-async def _read_capped(pieces: AsyncGenerator[bytes, None], max_bytes: int) -> tuple[bytes, bool]:
+async def _read_capped(
+    pieces: AsyncGenerator[bytes, None], max_bytes: int, gate: BodyGate | None = None
+) -> tuple[bytes, bool]:
     """The first ``max_bytes`` of ``pieces``, and whether there was more. Closed
     explicitly: leaving the loop early must not strand the generator."""
-    kept = CappedBody(max_bytes)
+    kept = CappedBody(max_bytes, gate)
     async with aclosing(pieces) as body:
         async for chunk in body:
             if not kept.add(chunk):
                 break
+            if kept.waits:
+                await kept.wait()
     return kept.result()
 
 

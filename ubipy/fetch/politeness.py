@@ -34,7 +34,6 @@ from ubipy.fetch.refreshshare import RefreshShare
 from ubipy.fetch.robots import PRODUCT_TOKEN, RobotsDecision, RobotsState, robots_token
 from ubipy.fetch.robotsrule import RobotsRule
 from ubipy.fetch.sitemaps import is_sitemap
-from ubipy.fetch.sitemapturns import SitemapTurns, Turn
 from ubipy.fetch.slots import Entry, HostRobots, HostSlot, Job, JobKind, Loader, Recall
 from ubipy.fetch.throttle import Pace, SlowestHosts, SlowHost, ThrottleRules
 from ubipy.fetch.windows import Windows
@@ -78,7 +77,6 @@ class Scheduler(LookupAnswers):
             window=window, loader=loader, max_in_memory=max_in_memory, ranked=order.ranked
         )
         self._share = RefreshShare(refresh_share)
-        self.sitemaps = SitemapTurns(self._share, self._windows)
         self._due = DueHosts(order, self._share, self._windows, lambda: len(self._slots), self._tie)
         self._addresses = AddressRule(
             delay if ip_delay is None else ip_delay,
@@ -290,10 +288,7 @@ class Scheduler(LookupAnswers):
                 if fetch is not None:  # None: its other scheme's rules, fresh, were kept
                     self._start_request(slot, target)
                     return Job(JobKind.ROBOTS, host, fetch.url)
-            entry = self.sitemaps.take(slot, now)
-            if entry is Turn.WAIT:  # parked there until a sitemap's turn is free
-                self._pass(slot)
-                continue
+            entry = self._share.take(slot, now, self._windows)
             if entry is None:
                 self._arm(slot)  # only pages due later: back in the heap for then
                 self._pass(slot)
@@ -320,10 +315,8 @@ class Scheduler(LookupAnswers):
             if fresh:
                 slot.pages += 1
             self._start_request(slot, target)
-            if not is_sitemap(entry.depth):
-                return Job(JobKind.PAGE, host, entry.url, entry)
-            self.sitemaps.started(host)
-            return Job(JobKind.SITEMAP, host, entry.url, entry)
+            kind = JobKind.SITEMAP if is_sitemap(entry.depth) else JobKind.PAGE
+            return Job(kind, host, entry.url, entry)
         return None
 
     def _held(self, host: str) -> bool:
@@ -384,8 +377,6 @@ class Scheduler(LookupAnswers):
         self._addresses.ended(slot, now, now + max(server, asked or 0.0))
         self._hops.ended(slot, now)
         self._arm(slot)
-        for waiting in self.sitemaps.ended(host, lambda s: self._slots.get(s.host) is s):
-            self._arm(waiting)
         self.idle_hosts.forget(now, self._slots, self._forget, self._hops.awaited)
 
     def address_free_at(self, address: str) -> float:
@@ -528,9 +519,7 @@ class Scheduler(LookupAnswers):
     # -- introspection ------------------------------------------------------
     def idle(self) -> bool:
         """Nothing queued, nothing waiting for its time, nothing in flight."""
-        return (
-            not self._due and not self._parked and not self.sitemaps.waiting and not self.in_flight
-        )
+        return not self._due and not self._parked and self.in_flight == 0
 
     @property
     def in_memory(self) -> int:

@@ -43,7 +43,7 @@ import trio
 
 from ubipy.descriptors import descriptor_share
 from ubipy.errors import UbipyError
-from ubipy.fetch.bodies import CappedBody
+from ubipy.fetch.bodies import BodyGate, CappedBody
 from ubipy.fetch.dns import DnsFailure, Lookup, Resolver, address_key
 from ubipy.fetch.http1 import BadRequest, ProtocolFailure, ResponseReader, request_head
 from ubipy.fetch.origins import DEFAULT_PORTS, Origin, origin_of
@@ -151,17 +151,19 @@ class PooledBody(httpx2.AsyncByteStream):
                 return
             receives = await _receive_more(self._conn, reader, self._read_timeout, receives)
 
-    async def read_capped(self, max_bytes: int) -> tuple[bytes, bool]:
+    async def read_capped(self, max_bytes: int, gate: BodyGate | None = None) -> tuple[bytes, bool]:
         """The body, or its first ``max_bytes`` and True when there was more: what
         iterating it and stopping at the cap gives, without an async generator (and
         httpx2's, around it) for a page's one or two pieces."""
         reader = self._reader
-        kept = CappedBody(max_bytes)
+        kept = CappedBody(max_bytes, gate)
         receives = 0
         while True:
             data = reader.take_body()
             if (data and not kept.add(data)) or reader.complete:
                 return kept.result()
+            if kept.waits:
+                await kept.wait()
             receives = await _receive_more(self._conn, reader, self._read_timeout, receives)
 
     async def aclose(self) -> None:

@@ -25,6 +25,7 @@ from ubipy.errors import StorageError
 from ubipy.fetch import (
     ROBOTS_FETCH_BYTES,
     SITEMAP_MAX_BYTES,
+    BodyGate,
     Entry,
     FetchOutcome,
     Job,
@@ -56,6 +57,10 @@ from ubipy.peer.wakeup import Wakeup
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, PageRecord, Shard
 
 __all__ = ["Crawler"]
+
+# Sitemaps read at once past their first SITEMAP_SMALL bytes (each to 50 MB, held twice).
+SITEMAP_READS = 4
+SITEMAP_SMALL = 1 << 20
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +167,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         # The requests in flight, each in a scope of its own (its deadline the fetch
         # deadline), to abandon on a pause; True once abandoned.
         self._in_flight: dict[trio.CancelScope, bool] = {}
+        self._sitemap_reads = trio.Semaphore(SITEMAP_READS)
         # One slot a request in flight (--concurrency), each held by a worker.
         self._limiter = trio.Semaphore(config.politeness.concurrency)
         self.stopped = trio.Event()
@@ -451,6 +457,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         # than the code of a page's fetch around it on some machines).
         scope = trio.CancelScope(deadline=trio.current_time() + self.config.fetch.fetch_deadline)
         self._in_flight[scope] = False
+        # A sitemap past its first megabyte waits for one of a few turns (bodies.py).
+        gate = BodyGate(SITEMAP_SMALL, lambda: self._sitemap_turn(scope)) if sitemap else None
         try:
             with scope:
                 # Paused or stopped since the job was taken (a worker's checkpoint
@@ -472,9 +480,11 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
                     copy = self.refresher.validators(job.entry)
                 result = await fetch(
                     self._client, job.url, max_bytes=cap, accept=accept, validators=copy,
-                    html_cap=self.config.fetch.max_body_bytes if sitemap else None,
+                    html_cap=self.config.fetch.max_body_bytes if sitemap else None, gate=gate,
                 )  # fmt: skip
         finally:
+            if gate is not None and gate.taken:
+                self._sitemap_reads.release()
             # No checkpoint since the scope closed: a pause cannot have come between.
             abandoned = self._in_flight.pop(scope) and scope.cancelled_caught
         if scope.cancelled_caught and not abandoned:
@@ -506,6 +516,10 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         self.on_request_end(job.host)
         ended, self.request_ended = self.request_ended, trio.Event()
         ended.set()
+
+    async def _sitemap_turn(self, scope: trio.CancelScope) -> None:
+        await self._sitemap_reads.acquire()
+        scope.deadline = trio.current_time() + self.config.fetch.fetch_deadline  # from now
 
     async def _committer(self) -> None:
         while True:
