@@ -289,14 +289,15 @@ def test_max_links_cap() -> None:
     html = "".join(f'<a href="/p{i}">{i}</a>' for i in range(50))
     page = parse_html(html.encode(), URL, max_links=10)
     assert page.links == tuple(f"http://example.com/p{i}" for i in range(10))
-    assert page.links_refused == 40
+    # Not refused (nothing is wrong with them): cut, and counted as such.
+    assert (page.links_refused, page.links_cut) == (0, 40)
 
 
 def test_max_links_cap_does_not_count_duplicates() -> None:
     html = "".join(f'<a href="/p{i % 3}">{i}</a>' for i in range(20)) + '<a href="/new">n</a>'
     page = parse_html(html.encode(), URL, max_links=3)
     assert len(page.links) == 3
-    assert page.links_refused == 1
+    assert (page.links_refused, page.links_cut) == (0, 1)
 
 
 def test_refused_hrefs_are_tried_no_more_than_twice_the_cap(
@@ -316,14 +317,14 @@ def test_refused_hrefs_are_tried_no_more_than_twice_the_cap(
     good = "".join(f'<a href="/p{i}">{i}</a>' for i in range(5))
     page = parse_html((bad + good).encode(), URL, max_links=10)
     assert len(tried) == 20 and page.links == ()
-    assert page.links_refused == 105
+    assert (page.links_refused, page.links_cut) == (20, 85)
 
 
 def test_many_links() -> None:
     html = "<body>" + "".join(f'<a href="/p{i}">{i}</a>' for i in range(20_000)) + "</body>"
     page = parse_html(html.encode(), URL)
     assert len(page.links) == 10_000
-    assert page.links_refused == 10_000
+    assert (page.links_refused, page.links_cut) == (0, 10_000)
 
 
 def test_encoding_from_argument() -> None:

@@ -23,7 +23,7 @@ from ubipy.fetch.fetcher import (
     processing_failed,
 )
 from ubipy.fetch.filters import Filtered, MediaTypes, UrlFilter, type_family
-from ubipy.fetch.parse import content_digest, parse_html, refresh_link
+from ubipy.fetch.parse import MAX_LINKS, content_digest, parse_html, refresh_link
 from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
 from ubipy.fetch.refresh import (
     History,
@@ -72,6 +72,7 @@ __all__ = [
     "BACKOFF_STATUSES",
     "INDEXED_SITEMAP_DEPTH",
     "LISTED_DEPTH",
+    "MAX_LINKS",
     "ROBOTS_FETCH_BYTES",
     "ROBOTS_MAX_BYTES",
     "ROBOTS_UNREACHABLE",

@@ -29,9 +29,18 @@ from ubipy.fetch.encoding import (
 from ubipy.fetch.robots import PRODUCT_TOKEN
 from ubipy.fetch.urls import BadURL, normalize, resolve_link
 
-__all__ = ["MAX_TITLE_LENGTH", "ParsedPage", "content_digest", "header_directives", "parse_html"]
+__all__ = [
+    "MAX_LINKS",
+    "MAX_TITLE_LENGTH",
+    "ParsedPage",
+    "content_digest",
+    "header_directives",
+    "parse_html",
+]
 
 MAX_TITLE_LENGTH: Final = 1000
+#: Links followed from one page at most (a hostile page has millions; Heritrix keeps 6,000).
+MAX_LINKS: Final = 10_000
 
 # The meta name whose content is read as robots directives beside the one addressed
 # to this crawler by its product token (robots.robots_token).
@@ -86,8 +95,7 @@ class ParsedPage:
     links: tuple[str, ...]
     nofollow: bool
     noindex: bool
-    # hrefs that failed normalisation (bad syntax, mailto:, javascript:, ...)
-    # plus those beyond the per-page cap.
+    # hrefs that failed normalisation (bad syntax, mailto:, javascript:, ...).
     links_refused: int
     # Links skipped for nofollow: rel="nofollow", or all of them under a
     # meta robots nofollow.
@@ -100,6 +108,8 @@ class ParsedPage:
     encoding_source: EncodingSource | None = None
     # The host key of each link, in the same order (found as each link was resolved).
     hosts: tuple[str, ...] = ()
+    # hrefs past the page's cap (MAX_LINKS links), not followed.
+    links_cut: int = 0
 
 
 _EMPTY = ParsedPage(
@@ -441,7 +451,7 @@ def parse_html(
     url: str,
     *,
     encoding: str | None = None,
-    max_links: int = 10_000,
+    max_links: int = MAX_LINKS,
     agent: str = PRODUCT_TOKEN,
     robots_headers: Sequence[str] = (),
 ) -> ParsedPage:
@@ -486,7 +496,7 @@ def parse_html(
     # Pages repeat hrefs (navigation, pagination), and resolution costs a
     # parse each; raw → result (None when refused) skips the repeats.
     resolved: dict[str, tuple[str, str] | None] = {}
-    refused = stripped = 0
+    refused = stripped = cut = 0
     for href in hrefs:
         if href in resolved:
             link = resolved[href]
@@ -495,7 +505,7 @@ def parse_html(
                 # Over the cap: not worth resolving. Nor past twice as many tried: a
                 # page of 300,000 distinct hrefs refused (mailto:, bad hosts) kept
                 # none, and resolved them all, seconds of the peer's loop (a review).
-                refused += 1
+                cut += 1
                 continue
             try:
                 written = href if legacy is None or href.isascii() else _query_in(href, legacy)
@@ -509,7 +519,7 @@ def parse_html(
             refused += 1
         elif link[0] not in links:
             if len(links) >= max_links:
-                refused += 1
+                cut += 1
             else:
                 links[link[0]] = link[1]
 
@@ -524,6 +534,7 @@ def parse_html(
         links_stripped=stripped,
         encoding=sniffed.name,
         encoding_source=sniffed.source,
+        links_cut=cut,
     )
 
 

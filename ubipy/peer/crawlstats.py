@@ -36,6 +36,7 @@ class CrawlStats:
     sitemap_urls: int = 0
     sitemap_skipped: int = 0
     sitemaps_cut: int = 0
+    links_cut: int = 0  # hrefs past a page's MAX_LINKS, not followed
     links_seen: int = 0
     out_of_scope: int = 0
     too_deep: int = 0

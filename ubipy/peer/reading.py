@@ -5,6 +5,7 @@ crawl's figures."""
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -12,6 +13,7 @@ from typing import Final, Protocol
 
 from ubipy.config import CrawlConfig
 from ubipy.fetch import (
+    MAX_LINKS,
     Entry,
     FetchResult,
     content_digest,
@@ -24,6 +26,8 @@ from ubipy.peer.crawlstats import CrawlStats
 from ubipy.store import NewURL, PageRecord
 
 __all__ = ["MAX_REDIRECTS", "SCOPE_REDIRECTS", "Candidates", "RedirectChains", "read_page"]
+
+log = logging.getLogger("ubipy.peer.crawler")  # the crawler's log
 
 #: Redirects followed in a row, as browsers and Scrapy do.
 MAX_REDIRECTS: Final = 20
@@ -159,6 +163,16 @@ def read_page(
             if parsed.encoding_source is not None:
                 encoding_source = parsed.encoding_source.value
             stats.refused["link"] += parsed.links_refused
+            if parsed.links_cut:
+                # A page's own links past the cap are lost to the crawl: said once (a
+                # page of a hostile site may be one of thousands), then counted.
+                log.log(
+                    logging.DEBUG if stats.links_cut else logging.WARNING,
+                    "page %s: %d links past its first %d not followed; counted in "
+                    "links_cut, and from now on logged at debug level",
+                    entry.url, parsed.links_cut, MAX_LINKS,
+                )  # fmt: skip
+                stats.links_cut += parsed.links_cut
             stats.credentials_stripped += parsed.links_stripped
             if entry.depth + 1 > _unbounded_if_none(config.bounds.max_depth):
                 stats.too_deep += len(parsed.links)

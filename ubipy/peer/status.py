@@ -49,6 +49,7 @@ class PeerStatus:
     sitemap_urls: int
     sitemap_skipped: int
     sitemaps_cut: int
+    links_cut: int
     # URLs whose userinfo (user:pass@) was stripped: a credential is never stored.
     credentials_stripped: int
     # Seeds and links dropped by --exclude, and by matching no --include.
@@ -166,6 +167,7 @@ def status_of(
         sitemap_urls=c.stats.sitemap_urls,
         sitemap_skipped=c.stats.sitemap_skipped,
         sitemaps_cut=c.stats.sitemaps_cut,
+        links_cut=c.stats.links_cut,
         credentials_stripped=c.stats.credentials_stripped,
         excluded=c.stats.filtered[Filtered.EXCLUDED],
         not_included=c.stats.filtered[Filtered.NOT_INCLUDED],
