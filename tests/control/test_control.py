@@ -158,6 +158,19 @@ def test_the_cluster_s_counters_never_go_back_for_a_restart_or_a_peer_forgotten(
     assert (total.pages, total.errors) == (192 + 9 + 310, 2)
 
 
+def test_members_a_restarted_control_peer_first_hears_of_are_not_news() -> None:
+    # QA: back from a restart, the control peer hears of the members as gossip tells it:
+    # the chart marked "joined" a member of 40 s and "declared dead" one dead for 17 s.
+    book = FiguresBook(history=120.0)
+    book.update({"a": figures(1.0, 0)}, 0.0)
+    book.update({"a": figures(2.0, 0), "b": figures(40.0, 9), "c": {"state": "dead"}}, 2.0)
+    assert book.events() == []
+    later = {"a": figures(9.0, 0), "b": figures(47.0, 9), "c": {"state": "dead"}}
+    book.update({**later, "d": figures(1.0, 0), "e": {"state": "left"}}, 9.0)
+    book.update({**later, "b": {"state": "dead"}, "d": figures(2.0, 0)}, 10.0)
+    assert [(e.peer_id, e.what) for e in book.events()] == [("d", "joined"), ("b", "declared dead")]
+
+
 def test_a_paused_or_joining_peer_says_so_in_its_row() -> None:
     book = FiguresBook()
     book.update(

@@ -148,6 +148,27 @@ async def test_a_live_member_whose_figures_stop_is_asked_again(
     assert fake.started == [("127.0.0.1:3", asked)] * 4
 
 
+async def test_a_member_asked_between_two_beats_is_asked_again_within_a_second_of_its_due(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A control peer back from a restart asks a member that still sees it dead, which
+    drops the CONTROL. Looked at every ASK_AGAIN_AFTER, a member asked just after a
+    beat was asked again two beats later (QA: its row empty for 11 s)."""
+    fake = cluster()
+    monitor = Monitor(fake)
+    asked = Control("127.0.0.1:8080", "127.0.0.1:1")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(monitor.ask_again_forever)
+        await trio.sleep(0.5)
+        monitor.attach("127.0.0.1:8080")  # asks b and c; b pushes, c's ask was lost
+        fake.started.clear()
+        for _ in range(int(ASK_AGAIN_AFTER) + 1):
+            await trio.sleep(1.0)
+            await fake.handlers[Figures]("b", Figures({"pages": 1}), no_reply)
+        nursery.cancel_scope.cancel()
+    assert fake.started == [("127.0.0.1:3", asked)]
+
+
 WEB = SyntheticWeb(WebSpec(seed=3, hosts=2, pages_per_host=2))
 
 

@@ -135,16 +135,22 @@ class ChartEvent:
     what: str
 
 
+# Seconds after its first view in which a member first met is not news (see update).
+SETTLING: Final = 5.0
 # What a member's new state is called on the chart (alive is "joined" or "healed").
 _NEWS: Final = {"suspect": "suspected", "dead": "declared dead", "left": "left"}
 
 
 def _what_changed(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[str]:
-    """What a member's entry in two successive cluster views says happened to it."""
+    """What a member's entry in two successive cluster views says happened to it. One
+    first met dead or gone died or left before this control peer heard of it: no news
+    now (QA: a restarted control peer marked "declared dead" 17 s after the death)."""
     state = _text(after.get("state")).lower()
     was = None if before is None else _text(before.get("state")).lower()
     changes = []
-    if state != was:
+    if before is None and state in ("dead", "left"):
+        pass
+    elif state != was:
         if state == "alive":
             if was != "suspect":  # a refuted suspicion is no news
                 changes.append("healed" if was in ("dead", "left") else "joined")
@@ -219,6 +225,7 @@ class FiguresBook:
         self._chart: deque[ChartPoint] = deque()
         self._events: deque[ChartEvent] = deque()
         self._now = 0.0
+        self._since: float | None = None  # the first view's time
 
     # -- input ------------------------------------------------------------------
     def update(self, view: Mapping[str, Mapping[str, Any]], now: float) -> None:
@@ -231,8 +238,13 @@ class FiguresBook:
             if previous is not None and "uptime" not in entry:
                 entry = {**entry, "paused": previous.get("paused")}
                 self._members[peer_id] = entry
-            # The first view is where the dashboard starts, not news.
-            for what in _what_changed(previous, entry) if before else ():
+            # The first views are where the dashboard starts, not news: the members come
+            # as gossip tells of them (QA: a restarted control peer marked "joined" a
+            # member of 40 s).
+            if self._since is None:
+                self._since = now
+            settled = before and (previous is not None or now - self._since >= SETTLING)
+            for what in _what_changed(previous, entry) if settled else ():
                 self._events.append(ChartEvent(now, peer_id, what))
         while self._events and self._events[0].t < now - self.history:
             self._events.popleft()
