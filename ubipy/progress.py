@@ -60,7 +60,7 @@ def peer_figures(peers: Sequence[Peer]) -> Figures:
     return Figures(
         pages=sum(c.stats.pages for c in crawlers),
         frontier=sum(c.pending for c in crawlers),
-        in_flight=sum(c.scheduler.in_flight for c in crawlers),
+        in_flight=sum(c.scheduler.requests for c in crawlers),
         errors=sum(c.stats.errors for c in crawlers),
         peers_alive=len(membership.alive_ids()),
         peers_known=len(membership.members()),

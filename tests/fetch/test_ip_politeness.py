@@ -147,6 +147,19 @@ def test_a_failed_lookup_backs_off_then_the_host_is_given_up() -> None:
     assert s.idle() and not s.add("dead.test", Entry(99, 99, "http://dead.test/x", 1))
 
 
+def test_lookups_are_not_counted_as_requests_in_flight() -> None:
+    # QA: "in flight 11" right after a restart, with no request open at the server.
+    s = _sched()
+    for host in ("a.test", "b.test", "dead.test"):
+        _add(s, host, 2)
+        assert _job(s, 0.0).kind is JobKind.RESOLVE
+    assert (s.in_flight, s.requests) == (3, 0)
+    s.resolved("a.test", "192.0.2.1", until=100.0)
+    s.lookup_failed("dead.test", 0.0)
+    robots = _job(s, 0.0)
+    assert robots.kind is JobKind.ROBOTS and (s.in_flight, s.requests) == (2, 1)
+
+
 def test_a_refused_address_gives_the_host_up_at_once() -> None:
     s = _sched()
     _add(s, "metadata.test", 1)

@@ -28,6 +28,7 @@ class LookupAnswers:
     _windows: Windows
     robots: RobotsRule
     in_flight: int
+    lookups: int
 
     def _arm(self, slot: HostSlot) -> None:
         raise NotImplementedError
@@ -38,6 +39,7 @@ class LookupAnswers:
         slot = self._slots[host]
         slot.in_flight = False
         self.in_flight -= 1
+        self.lookups -= 1
         slot.resolved_until, slot.lookup_failures = until, 0
         self._addresses.resolved(slot, address)
         self._hops.freed(slot)
@@ -69,6 +71,7 @@ class LookupAnswers:
         slot = self._slots[host]
         slot.in_flight = False
         self.in_flight -= 1
+        self.lookups -= 1
         slot.lookup_failures += 1
         more = _TRANSIENT_MORE if transient else 0
         wait = None if final else self.robots.backoff(slot.lookup_failures, more=more)

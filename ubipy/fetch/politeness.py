@@ -104,7 +104,8 @@ class Scheduler(LookupAnswers):
         self._recall = recall
         self._holds: tuple[Callable[[str], bool], ...] = ()
         self._parked: list[HostSlot] = []
-        self.in_flight = 0
+        self.in_flight = 0  # requests and lookups
+        self.lookups = 0  # of them, lookups
         self._slowest: SlowestHosts[HostSlot] = SlowestHosts()
 
     @classmethod
@@ -333,6 +334,7 @@ class Scheduler(LookupAnswers):
         slot.armed = False
         slot.in_flight = True
         self.in_flight += 1
+        self.lookups += 1
         return True
 
     def _start_request(self, slot: HostSlot, target: str) -> None:
@@ -517,6 +519,11 @@ class Scheduler(LookupAnswers):
                 self._arm(slot)
 
     # -- introspection ------------------------------------------------------
+    @property
+    def requests(self) -> int:
+        """Requests in flight (lookups aside: QA, "in flight 11" with none at the server)."""
+        return self.in_flight - self.lookups
+
     def idle(self) -> bool:
         """Nothing queued, nothing waiting for its time, nothing in flight."""
         return not self._due and not self._parked and self.in_flight == 0

@@ -159,7 +159,7 @@ def status_of(
         pending=c.pending,
         hosts=c.scheduler.hosts,
         hosts_forgotten=c.scheduler.idle_hosts.forgotten,
-        in_flight=c.scheduler.in_flight,
+        in_flight=c.scheduler.requests,
         bytes_in=c.stats.bytes_in,
         robots_disallowed=c.stats.robots_disallowed,
         out_of_scope=c.stats.out_of_scope,
