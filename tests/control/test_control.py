@@ -158,6 +158,23 @@ def test_the_cluster_s_counters_never_go_back_for_a_restart_or_a_peer_forgotten(
     assert (total.pages, total.errors) == (192 + 9 + 310, 2)
 
 
+def test_a_member_forgotten_then_back_is_counted_once() -> None:
+    # A review: a member gone from the view and back (its old figures first, as the
+    # monitor keeps them) was counted in the totals twice.
+    book = FiguresBook()
+    run = {"started_at": 1000.0}
+    book.update({"a": figures(10.0, 100, **run), "b": figures(10.0, 50, **run)}, 0.0)
+    book.update({"a": figures(11.0, 110, **run)}, 1.0)  # b forgotten
+    assert totals(book.rows(1.0), book.gone).pages == 160
+    book.update({"a": figures(12.0, 120, **run), "b": figures(30.0, 60, **run)}, 2.0)
+    assert totals(book.rows(2.0), book.gone).pages == 180  # the same run, back
+    book.update({"a": figures(13.0, 130, **run)}, 3.0)  # b forgotten again
+    book.update({"a": figures(14.0, 140, **run), "b": figures(30.0, 60, **run)}, 4.0)
+    book.update({"a": figures(15.0, 150, **run), "b": figures(1.0, 5, started_at=2000.0)}, 5.0)
+    [_, row_b] = book.rows(5.0)
+    assert row_b.pages == 65 and totals(book.rows(5.0), book.gone).pages == 215
+
+
 def test_members_a_restarted_control_peer_first_hears_of_are_not_news() -> None:
     # QA: back from a restart, the control peer hears of the members as gossip tells it:
     # the chart marked "joined" a member of 40 s and "declared dead" one dead for 17 s.

@@ -55,6 +55,6 @@ async def test_links_past_a_page_s_cap_are_counted_and_said_once(
         finally:
             shard.close()
     assert crawler.stats.links_cut == 10
-    said = [r for r in caplog.records if "links past its first" in r.getMessage()]
+    said = [r for r in caplog.records if "hrefs past its first" in r.getMessage()]
     assert [r.levelno for r in said] == [logging.WARNING, logging.DEBUG]
     assert sorted(asked) == ["/", "/second"]

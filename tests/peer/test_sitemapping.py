@@ -22,6 +22,7 @@ from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig, PolitenessConfi
 from ubipy.fetch import (
     LISTED_DEPTH,
     SITEMAP_DEPTH,
+    SITEMAP_MAX_BYTES,
     Entry,
     FetchOutcome,
     FetchResult,
@@ -688,6 +689,81 @@ async def test_a_few_large_sitemaps_are_read_at_once(
             shard.close()
     assert sorted(sitemaps) == sorted(hosts) and most == SITEMAP_READS
     assert crawler.stats.sitemap_urls == len(hosts)
+
+
+async def test_a_sitemap_past_the_protocol_s_50_mb_is_asked_once(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A /sitemap.xml that decodes past 50 MB (a large one, or a gzip bomb) is read in
+    part and counted; it was asked again at once, for as long as the crawl ran."""
+    bomb = gzip.compress(b"<urlset>" + b" " * (SITEMAP_MAX_BYTES + 1024) + b"</urlset>", 9)
+    asked: list[str] = []
+
+    async def serve(request: httpx2.Request) -> httpx2.Response:
+        asked.append(request.url.path)
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        if request.url.path == "/sitemap.xml":
+            return httpx2.Response(200, headers={**XML, "Content-Encoding": "gzip"}, content=bomb)
+        return httpx2.Response(200, headers=HTML, content=b"<title>x</title>")
+
+    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=1.0))
+    shard = Shard.open(tmp_path)
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
+        crawler = Crawler(config, shard, client)
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(crawler.run)
+                crawler.seed(["http://big.test/"])
+                with trio.fail_after(600):
+                    await crawler.wait_idle()
+                crawler.stop()
+        finally:
+            shard.close()
+    assert sorted(asked) == ["/", "/robots.txt", "/sitemap.xml"]
+    assert crawler.stats.sitemaps_cut == 1
+
+
+async def test_a_sitemap_s_turn_does_not_lengthen_its_request_past_the_deadline(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """An address's lease and a hand-off's hold count on a request ending within the
+    fetch deadline: a sitemap's turn, taken 100 s into its body, gave it 120 s more (a
+    review: read whole after 200 s)."""
+    read_whole: list[str] = []
+    piece = b"<!--" + b"x" * (600 * 1024) + b"-->"
+
+    async def body(host: str) -> AsyncIterator[bytes]:
+        yield b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        yield piece
+        await trio.sleep(100)
+        yield piece  # past 1 MB: the turn
+        await trio.sleep(100)
+        yield f"<url><loc>http://{host}/listed</loc></url></urlset>".encode()
+        read_whole.append(host)
+
+    async def serve(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        if request.url.path == "/sitemap.xml":
+            return httpx2.Response(200, headers=XML, content=body(request.url.host))
+        return httpx2.Response(200, headers=HTML, content=b"<title>x</title>")
+
+    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.5))
+    assert config.fetch.fetch_deadline < 200
+    shard = Shard.open(tmp_path)
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
+        crawler = Crawler(config, shard, client)
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(crawler.run)
+                crawler.seed(["http://slow.test/"])
+                with trio.move_on_after(300):
+                    await crawler.wait_idle()
+                crawler.stop()
+        finally:
+            shard.close()
+    assert read_whole == [] and crawler.stats.retries >= 1  # cut at the deadline, asked again
 
 
 async def test_small_sitemaps_take_no_turn_and_hold_no_page_back(

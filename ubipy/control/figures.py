@@ -221,7 +221,10 @@ class FiguresBook:
         # the view: a restart or a member forgotten did not make the cluster's pages go
         # back (QA: the total fell from 1439 to 1331 while the crawl went on).
         self._carried: dict[str, Counter[str]] = {}
-        self.gone: Counter[str] = Counter()
+        # A member gone from the view: its earlier runs' counters, its last run's, and
+        # that run's start and last reading, for when it comes back (a review: counted
+        # twice then).
+        self._gone: dict[str, tuple[Counter[str], Counter[str], float | None, float, int]] = {}
         self._chart: deque[ChartPoint] = deque()
         self._events: deque[ChartEvent] = deque()
         self._now = 0.0
@@ -252,9 +255,10 @@ class FiguresBook:
             if "uptime" in entry and "pages" in entry:
                 self._record(peer_id, entry, now)
         for gone in self._tracks.keys() - view.keys():
-            self.gone.update(self._counters(gone))
-            del self._tracks[gone]
-            self._carried.pop(gone, None)
+            track = self._tracks.pop(gone)
+            uptime, pages = track.pages.last or (0.0, 0)
+            carried = self._carried.pop(gone, Counter())
+            self._gone[gone] = (carried, _counted(track.figures), track.started_at, uptime, pages)
 
     def _record(self, peer_id: str, figures: Mapping[str, Any], now: float) -> None:
         uptime = _number(figures.get("uptime"))
@@ -273,6 +277,14 @@ class FiguresBook:
             elif last is not None and uptime == last[0]:
                 track.figures = figures  # the same report seen again: nothing has moved
                 return
+        if track is None and (was := self._gone.pop(peer_id, None)) is not None:
+            # Back: what it had counted goes on from where its last run stood, or from
+            # the end of that run if this is another.
+            carried, its_run, started_was, uptime_was, pages_was = was
+            if started != started_was or uptime < uptime_was or pages < pages_was:
+                carried.update(its_run)
+            if carried:
+                self._carried[peer_id] = carried
         if track is None:
             track = self._tracks[peer_id] = _Track(
                 figures, now, started, RollingRate(self.rate_window)
@@ -280,6 +292,15 @@ class FiguresBook:
         track.figures = figures
         track.changed_at = now
         track.pages.add(uptime, pages)
+
+    @property
+    def gone(self) -> Counter[str]:
+        """The counters of the members gone from the view, over all their runs."""
+        total: Counter[str] = Counter()
+        for carried, last, *_ in self._gone.values():
+            total.update(carried)
+            total.update(last)
+        return total
 
     def _counters(self, peer_id: str) -> Counter[str]:
         """The peer's counters over every run seen here."""

@@ -458,7 +458,9 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         scope = trio.CancelScope(deadline=trio.current_time() + self.config.fetch.fetch_deadline)
         self._in_flight[scope] = False
         # A sitemap past its first megabyte waits for one of a few turns (bodies.py).
-        gate = BodyGate(SITEMAP_SMALL, lambda: self._sitemap_turn(scope)) if sitemap else None
+        # Its wait counts against the deadline: a request never outlasts it (an address's
+        # lease and a hand-off's hold count on that; a review).
+        gate = BodyGate(SITEMAP_SMALL, self._sitemap_reads.acquire) if sitemap else None
         try:
             with scope:
                 # Paused or stopped since the job was taken (a worker's checkpoint
@@ -516,10 +518,6 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         self.on_request_end(job.host)
         ended, self.request_ended = self.request_ended, trio.Event()
         ended.set()
-
-    async def _sitemap_turn(self, scope: trio.CancelScope) -> None:
-        await self._sitemap_reads.acquire()
-        scope.deadline = trio.current_time() + self.config.fetch.fetch_deadline  # from now
 
     async def _committer(self) -> None:
         while True:

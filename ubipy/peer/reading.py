@@ -168,7 +168,7 @@ def read_page(
                 # page of a hostile site may be one of thousands), then counted.
                 log.log(
                     logging.DEBUG if stats.links_cut else logging.WARNING,
-                    "page %s: %d links past its first %d not followed; counted in "
+                    "page %s: %d hrefs past its first %d links not read; counted in "
                     "links_cut, and from now on logged at debug level",
                     entry.url, parsed.links_cut, MAX_LINKS,
                 )  # fmt: skip

@@ -348,8 +348,10 @@ def sitemap_after_all(entry: Entry, result: FetchResult, *, sitemaps: bool) -> b
     """Whether the answer of a seed or of a host's /sitemap.xml, of a type not kept
     (its body not read) or cut at --max-body, may be a sitemap, to ask again as one
     (to the protocol's 50 MB): XML or gzip, bytes (a .xml.gz served as they are), and
-    for a seed text (see :func:`read_as` for why those alone)."""
-    if not _may_be_sitemap(entry) or not sitemaps or not result.ok:
+    for a seed text (see :func:`read_as` for why those alone). Not one asked as a
+    sitemap already: cut at the protocol's 50 MB, it was asked again at once, and
+    again, for as long as the crawl ran (a /sitemap.xml of 60 MB, or a gzip bomb)."""
+    if not _may_be_sitemap(entry) or not sitemaps or not result.ok or is_sitemap(entry.depth):
         return False
     if result.accepted and not result.truncated:
         return False

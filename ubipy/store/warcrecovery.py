@@ -80,8 +80,12 @@ def recover_warc(
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        robots = sum(1 for _, _, kind in lost if kind == CaptureKind.ROBOTS)
         log.warning(
-            "warc: %d capture(s) lost with the end of %s, to be fetched again", len(lost), name
+            "warc: %d capture(s) lost with the end of %s, to be fetched again%s",
+            len(lost) - robots,
+            name,
+            f" (and {robots} robots.txt answer(s), kept in the shard alone)" if robots else "",
         )
         # Closed only once the shard no longer counts what it lost (see recover), on
         # disk: its WAL unsynced, a power cut kept the file closed and lost the commit.
