@@ -12,9 +12,9 @@ import pytest
 import trio
 import trio.testing
 
+from tests.crawling import crawl_until_idle
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig
 from ubipy.fetch import MAX_LINKS
-from ubipy.peer.crawler import Crawler
 from ubipy.store import Shard
 
 HTML = {"Content-Type": "text/html"}
@@ -43,17 +43,12 @@ async def test_links_past_a_page_s_cap_are_counted_and_said_once(
     )
     shard = Shard.open(tmp_path)
     caplog.set_level(logging.DEBUG, logger="ubipy.peer.crawler")
-    async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
-        crawler = Crawler(config, shard, client)
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed(["http://hub.test/", "http://hub.test/second"])
-                with trio.fail_after(3600):
-                    await crawler.wait_idle()
-                crawler.stop()
-        finally:
-            shard.close()
+    seeds = ["http://hub.test/", "http://hub.test/second"]
+    try:
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
+            crawler = await crawl_until_idle(config, shard, client, seeds, patience=3600)
+    finally:
+        shard.close()
     assert crawler.stats.links_cut == 10
     said = [r for r in caplog.records if "hrefs past its first" in r.getMessage()]
     assert [r.levelno for r in said] == [logging.WARNING, logging.DEBUG]

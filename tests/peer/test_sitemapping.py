@@ -10,7 +10,7 @@ import itertools
 import logging
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from pathlib import Path
 
 import httpx2
@@ -18,6 +18,7 @@ import pytest
 import trio
 import trio.testing
 
+from tests.crawling import crawl_until_idle
 from ubipy.config import BoundsConfig, CrawlConfig, FetchConfig, PolitenessConfig, Scope
 from ubipy.fetch import (
     LISTED_DEPTH,
@@ -644,6 +645,20 @@ async def test_a_hosts_sitemap_xml_answered_with_a_page_is_no_page(
     assert row == (SITEMAP_DEPTH,)
 
 
+async def _crawled(
+    config: CrawlConfig,
+    serve: Callable[[httpx2.Request], Coroutine[None, None, httpx2.Response]],
+    seeds: list[str],
+) -> Crawler:
+    """A crawl of ``seeds`` against ``serve`` (an httpx2 mock's handler), to its end."""
+    shard = Shard.open(config.data_dir)
+    try:
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
+            return await crawl_until_idle(config, shard, client, seeds, patience=3000)
+    finally:
+        shard.close()
+
+
 async def test_a_few_large_sitemaps_are_read_at_once(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -676,17 +691,7 @@ async def test_a_few_large_sitemaps_are_read_at_once(
         return httpx2.Response(200, headers=HTML, content=b"<title>x</title>")
 
     config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.5))
-    shard = Shard.open(tmp_path)
-    async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
-        crawler = Crawler(config, shard, client)
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed([f"http://{h}/" for h in hosts])
-                await crawler.wait_idle()
-                crawler.stop()
-        finally:
-            shard.close()
+    crawler = await _crawled(config, serve, [f"http://{h}/" for h in hosts])
     assert sorted(sitemaps) == sorted(hosts) and most == SITEMAP_READS
     assert crawler.stats.sitemap_urls == len(hosts)
 
@@ -708,18 +713,7 @@ async def test_a_sitemap_past_the_protocol_s_50_mb_is_asked_once(
         return httpx2.Response(200, headers=HTML, content=b"<title>x</title>")
 
     config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=1.0))
-    shard = Shard.open(tmp_path)
-    async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
-        crawler = Crawler(config, shard, client)
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed(["http://big.test/"])
-                with trio.fail_after(600):
-                    await crawler.wait_idle()
-                crawler.stop()
-        finally:
-            shard.close()
+    crawler = await _crawled(config, serve, ["http://big.test/"])
     assert sorted(asked) == ["/", "/robots.txt", "/sitemap.xml"]
     assert crawler.stats.sitemaps_cut == 1
 
@@ -751,18 +745,7 @@ async def test_a_sitemap_s_turn_does_not_lengthen_its_request_past_the_deadline(
 
     config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.5))
     assert config.fetch.fetch_deadline < 200
-    shard = Shard.open(tmp_path)
-    async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
-        crawler = Crawler(config, shard, client)
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                crawler.seed(["http://slow.test/"])
-                with trio.move_on_after(300):
-                    await crawler.wait_idle()
-                crawler.stop()
-        finally:
-            shard.close()
+    crawler = await _crawled(config, serve, ["http://slow.test/"])
     assert read_whole == [] and crawler.stats.retries >= 1  # cut at the deadline, asked again
 
 
@@ -794,19 +777,9 @@ async def test_small_sitemaps_take_no_turn_and_hold_no_page_back(
         return httpx2.Response(200, headers=HTML, content=f"<title>x</title>{links}".encode())
 
     config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.5, concurrency=16))
-    shard = Shard.open(tmp_path)
-    async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
-        crawler = Crawler(config, shard, client)
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(crawler.run)
-                start = trio.current_time()
-                crawler.seed([f"http://{h}/" for h in hosts])
-                await crawler.wait_idle()
-                took = trio.current_time() - start
-                crawler.stop()
-        finally:
-            shard.close()
+    start = trio.current_time()
+    crawler = await _crawled(config, serve, [f"http://{h}/" for h in hosts])
+    took = trio.current_time() - start
     assert len(pages_done) == 4 * len(hosts) and crawler.stats.sitemap_urls == len(hosts)
     # 200 sitemaps' and pages' requests over 16 slots: 40 sitemaps of 5 s 4 at a time
     # took 50 s alone, and the pages behind them were done at 63 s.
