@@ -41,17 +41,16 @@ def robots_answered(
     now: float,
     asked: float | None = None,
     *,
-    at: float | None = None,
-    archive: bool = False,
+    at: float,
+    archive: bool,
 ) -> bool:
     """Hand ``job``'s answer on (``asked``: the seconds its Retry-After asked; ``at``:
     the wall clock when it ended); True when URLs were closed (a commit is due now).
     With ``archive``, an answer (any status) goes to the WARC files too."""
     stats.robots_requests += 1
     if archive and (head := head_of(result)) is not None:
-        when = time.time() if at is None else at
         answer = RobotsAnswer(
-            fingerprint(job.url), job.url, when, head, result.body, result.truncated
+            fingerprint(job.url), job.url, at, head, result.body, result.truncated
         )
         commits.robots_answered(answer)
     # A certificate that did not verify will not on the next attempt, nor will an
