@@ -62,7 +62,9 @@ def peer_figures(peers: Sequence[Peer]) -> Figures:
         frontier=sum(c.pending for c in crawlers),
         in_flight=sum(c.scheduler.requests for c in crawlers),
         errors=sum(c.stats.errors for c in crawlers),
-        peers_alive=len(membership.alive_ids()),
+        # The peer that reads is alive while it reads: once it has left (its last
+        # line), alive_ids leaves it out, and the line read "peers 0/4" (QA).
+        peers_alive=len(membership.alive_ids() | {membership.self_id}),
         peers_known=len(membership.members()),
         joining=peers[0].joining,
         paused=crawlers[0].paused,

@@ -17,6 +17,7 @@ import trio.testing
 
 from tests.cluster.harness import Cluster, SimPeer, cluster, one_view
 from tests.cluster.test_churn_memory import seeds
+from ubipy.progress import peer_figures
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 
 WEB = SyntheticWeb(WebSpec(seed=5, hosts=40, pages_per_host=12, latency=0.05, cross_link_ratio=0.6))
@@ -54,6 +55,9 @@ async def test_a_peer_started_after_a_leave_does_not_wait_for_the_one_that_left(
         with trio.fail_after(300):
             await c.server.log.wait_for_count(len(TRUTH) // 5)
         assert await c.stop(p[2])
+        # Its last progress line counts itself among the living (QA: "peers 0/4" at
+        # the end of a whole cluster's stop, 2/3 here).
+        assert peer_figures([p[2].peer]).peers_alive == 3
         with trio.fail_after(60):
             await c.wait_until(lambda: one_view(p[:2]))
         if after == "restart":

@@ -143,6 +143,8 @@ async def test_the_dashboard_follows_a_real_cluster(
             assert stopped.status_code == 202
         with trio.fail_after(30):
             code = await control.proc.wait()
+            # Said as a warning: a peer's operator sees why it stopped without -v.
+            await control.wait_for(rb"WARNING \S+: stop of the whole cluster asked from the")
         assert code == 0
     finally:
         await stop_all(peers)

@@ -128,7 +128,7 @@ class Monitor:
 
     async def _stop_cluster(self) -> None:
         peer = self._peer
-        log.info("stop of the whole cluster asked from the control centre")
+        log.warning("stop of the whole cluster asked from the control centre")
         with trio.move_on_after(5.0):
             async with trio.open_nursery() as nursery:
                 for m in peer.membership.members():

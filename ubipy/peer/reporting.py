@@ -60,7 +60,8 @@ class Reporter:
         self._attached.set()
 
     async def on_stop(self, sender: str, stop: Stop, reply: Reply) -> None:
-        log.info("stop asked by %s for the whole cluster", sender)
+        # Said without -v: the operator of each peer sees why it stopped (QA).
+        log.warning("stop asked by %s for the whole cluster", sender)
         self._stop()
 
     async def push_forever(self) -> None:
