@@ -25,10 +25,10 @@ from ubipy.fetch.sitemaps import (
     SITEMAP_MAX_BYTES,
     Listed,
     SitemapKind,
-    _amps_escaped,
     is_sitemap,
     read_sitemap,
 )
+from ubipy.fetch.xmlamps import bare_amps_escaped
 from ubipy.wire.payloads import MAX_DEPTH
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
@@ -306,13 +306,13 @@ def test_bare_ampersands_are_escaped_alike_whole_and_a_byte_at_a_time() -> None:
         b"<url><loc><![CDATA[http://a.test/?x=1&y=]]]]></loc></url><!-- a <![CDATA[ & b -->"
         b"&averyveryveryveryveryveryverylongname; & ]]> &"
     )
-    whole = b"".join(_amps_escaped(iter([doc])))
+    whole = b"".join(bare_amps_escaped(iter([doc])))
     assert whole == (
         b"<urlset><url><loc>http://a.test/?a=1&amp;b=2&amp;c=3&#38;d&#x26;e&amp;</loc></url>"
         b"<url><loc><![CDATA[http://a.test/?x=1&y=]]]]></loc></url><!-- a <![CDATA[ & b -->"
         b"&amp;averyveryveryveryveryveryverylongname; &amp; ]]> &amp;"
     )
-    assert b"".join(_amps_escaped(doc[i : i + 1] for i in range(len(doc)))) == whole
+    assert b"".join(bare_amps_escaped(doc[i : i + 1] for i in range(len(doc)))) == whole
 
 
 def test_unclosed_cdata_sections_cost_a_pass_not_a_pass_each() -> None:
