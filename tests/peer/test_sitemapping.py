@@ -29,11 +29,16 @@ from ubipy.fetch import (
     FetchResult,
     Filtered,
     fingerprint,
+    sitemaps,
 )
-from ubipy.peer.crawler import SITEMAP_READS, Crawler
+from ubipy.fetch.sitemaps import Sitemap
+from ubipy.peer import pageanswers
+from ubipy.peer.crawler import Crawler
 from ubipy.peer.crawlstats import CrawlStats
+from ubipy.peer.pageanswers import READ_ASIDE_BYTES, SITEMAP_READS
 from ubipy.peer.reading import MAX_REDIRECTS
 from ubipy.peer.sitemapping import Sitemapping, read_as
+from ubipy.steps import Steps
 from ubipy.store import NewURL, Shard
 
 DELAY = 1.0
@@ -694,6 +699,48 @@ async def test_a_few_large_sitemaps_are_read_at_once(
     crawler = await _crawled(config, serve, [f"http://{h}/" for h in hosts])
     assert sorted(sitemaps) == sorted(hosts) and most == SITEMAP_READS
     assert crawler.stats.sitemap_urls == len(hosts)
+
+
+async def test_a_large_sitemap_is_read_beside_the_event_loop(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sitemap of 50,000 URLs in 50 MB held the event loop 11 s while it was read,
+    and with it the peer's answers to the pings that tell the others it lives (QA). A
+    large one is read in slices, other tasks running between two: here a task that
+    waits for the reading to begin runs before it ends. Its URLs are crawled as before."""
+    started, ran = trio.Event(), trio.Event()
+    ran_within: list[bool] = []
+    real = sitemaps.sitemap_reading
+
+    def sitemap_reading(body: bytes, *, truncated: bool = False) -> Steps[Sitemap]:
+        started.set()
+        sitemap = yield from real(body, truncated=truncated)
+        ran_within.append(ran.is_set())
+        return sitemap
+
+    monkeypatch.setattr("ubipy.peer.sitemapping.sitemap_reading", sitemap_reading)
+    monkeypatch.setattr(pageanswers, "READ_SLICE", 0.0)  # a step a slice
+    listed = [f"http://big.test/p{i}" for i in range(200)]
+    padding = b"<!--" + b"x" * READ_ASIDE_BYTES + b"-->"
+    sitemap = urlset(*listed).replace(b"<urlset", padding + b"<urlset", 1)
+
+    async def serve(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(200, content=b"User-agent: *\nAllow: /\n")
+        if request.url.path == "/sitemap.xml":
+            return httpx2.Response(200, headers=XML, content=sitemap)
+        return httpx2.Response(200, headers=HTML, content=b"<title>x</title>")
+
+    async def loop_runs() -> None:
+        await started.wait()
+        ran.set()
+
+    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.0))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(loop_runs)
+        crawler = await _crawled(config, serve, ["http://big.test/"])
+    assert ran_within == [True]
+    assert crawler.stats.sitemap_urls == len(listed) and crawler.stats.pages == 1 + len(listed)
 
 
 async def test_a_sitemap_past_the_protocol_s_50_mb_is_asked_once(

@@ -51,10 +51,12 @@ from ubipy.fetch.sitemaps import (
     SITEMAP_DEPTH,
     SITEMAP_MAX_BYTES,
     SITEMAP_PATH,
+    Sitemap,
     SitemapKind,
     is_sitemap,
     parse_w3c,
     read_sitemap,
+    sitemap_reading,
 )
 from ubipy.fetch.throttle import BACKOFF_STATUSES
 from ubipy.fetch.tls import TlsStream
@@ -100,6 +102,7 @@ __all__ = [
     "ScopeFilter",
     "SeedList",
     "SeedsFileError",
+    "Sitemap",
     "SitemapKind",
     "TlsStream",
     "UrlFilter",
@@ -139,6 +142,7 @@ __all__ = [
     "retry_delay",
     "robots_token",
     "site_of",
+    "sitemap_reading",
     "sniff",
     "type_family",
 ]

@@ -166,6 +166,10 @@ class CommitTiming:
 Place = Callable[[Sequence[NewURL]], tuple[list[FrontierRow], list[NewURL]]]
 
 
+#: What a sitemap's body brings: candidates, and their lastmod.
+Found = tuple[list[NewURL], list[Lastmod]]
+
+
 @dataclass(frozen=True, slots=True)
 class Unread:
     """A page answered at ``at`` (the wall clock), not yet read."""
@@ -174,6 +178,7 @@ class Unread:
     entry: Entry
     result: FetchResult
     at: float
+    sitemap: Found | None = None  # what a large sitemap brings, read already
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,11 +349,13 @@ class Commits:
         self._writing: Batch | None = None
 
     # -- what requests leave ------------------------------------------------
-    def unread(self, host: str, entry: Entry, result: FetchResult, at: float) -> None:
+    def unread(
+        self, host: str, entry: Entry, result: FetchResult, at: float, sitemap: Found | None
+    ) -> None:
         """A page answered at ``at`` (the wall clock), to be read with the others
         before the next commit (:mod:`ubipy.peer.pageanswers`); until then it waits as
-        a page does."""
-        self._unread.append(Unread(host, entry, result, at))
+        a page does. ``sitemap``: what a large sitemap's body brings, read already."""
+        self._unread.append(Unread(host, entry, result, at, sitemap))
         self._unread_bytes += len(result.body)
         self._arrived()
 

@@ -44,12 +44,12 @@ from ubipy.peer.giveups import ROBOTS_UNREACHABLE, GiveUps, to_restore
 from ubipy.peer.hostmoves import HostMovesMixin
 from ubipy.peer.ordering import Ordering
 from ubipy.peer.outboxes import OutboxesMixin
-from ubipy.peer.pageanswers import PageAnswersMixin
+from ubipy.peer.pageanswers import SITEMAP_READS, PageAnswersMixin
 from ubipy.peer.reading import RedirectChains
 from ubipy.peer.refiltering import Refilter
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.resolving import ResolveStage
-from ubipy.peer.robotsanswers import robots_answered
+from ubipy.peer.robotsanswers import robots_answered, robots_kept
 from ubipy.peer.router import Router
 from ubipy.peer.scopesharing import keep_scope, load_scope, widen_to_redirect
 from ubipy.peer.sitemapping import Sitemapping, page_accept
@@ -57,10 +57,6 @@ from ubipy.peer.wakeup import Wakeup
 from ubipy.store import Admission, FrontierRow, HostMark, NewURL, PageRecord, Shard
 
 __all__ = ["Crawler"]
-
-# Sitemaps read at once past their first SITEMAP_SMALL bytes (each to 50 MB, held twice).
-SITEMAP_READS = 4
-SITEMAP_SMALL = 1 << 20
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +125,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         self.scheduler = Scheduler.of(
             config, self._refilter.loader(*self.order.loaders), wanted, self._recall
         )
-        self.scheduler.robots.cache = self._robots_kept
+        self.scheduler.robots.cache = functools.partial(robots_kept, shard)
         on = config.recrawl.recrawl  # a continuous crawl: pages fetched come due again
         self.refresher = Refresher(config, shard, lambda: self.scheduler, filters) if on else None
         self._accept = MediaTypes(config.fetch.accept).allows
@@ -442,14 +438,15 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
             self._limiter.release()
             self._wakeup.set()
 
-    def _robots_kept(self, host: str, scheme: str) -> tuple[float, bytes | None] | None:
-        """What an earlier run kept of ``host``'s robots.txt of ``scheme``: its age, its body."""
-        kept = self._shard.robots_kept(host, scheme)
-        return None if kept is None else (time.time() - kept.at, kept.body)
-
     async def _run_job(self, job: Job) -> None:
+        if job.kind is JobKind.SITEMAP:
+            await self._sitemap_job(job)  # with a turn to read it, if it is large
+        else:
+            await self._fetch_job(job, None)
+
+    async def _fetch_job(self, job: Job, gate: BodyGate | None) -> None:
         robots = job.kind is JobKind.ROBOTS
-        sitemap = job.kind is JobKind.SITEMAP  # of any type, up to the protocol's 50 MB
+        sitemap = gate is not None  # of any type, up to the protocol's 50 MB
         # robots.txt is only read up to the RFC's 500 KiB, so no more is fetched.
         cap = ROBOTS_FETCH_BYTES if robots else self.config.fetch.max_body_bytes
         cap = SITEMAP_MAX_BYTES if sitemap else cap  # whatever --max-body says of pages
@@ -457,10 +454,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         # than the code of a page's fetch around it on some machines).
         scope = trio.CancelScope(deadline=trio.current_time() + self.config.fetch.fetch_deadline)
         self._in_flight[scope] = False
-        # A sitemap past its first megabyte waits for one of a few turns (bodies.py).
-        # Its wait counts against the deadline: a request never outlasts it (an address's
-        # lease and a hand-off's hold count on that; a review).
-        gate = BodyGate(SITEMAP_SMALL, self._sitemap_reads.acquire) if sitemap else None
+        # A sitemap's wait for its turn counts against the deadline: a request never
+        # outlasts it (an address's lease and a hand-off's hold count on that; a review).
         try:
             with scope:
                 # Paused or stopped since the job was taken (a worker's checkpoint
@@ -485,8 +480,6 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
                     html_cap=self.config.fetch.max_body_bytes if sitemap else None, gate=gate,
                 )  # fmt: skip
         finally:
-            if gate is not None and gate.taken:
-                self._sitemap_reads.release()
             # No checkpoint since the scope closed: a pause cannot have come between.
             abandoned = self._in_flight.pop(scope) and scope.cancelled_caught
         if scope.cancelled_caught and not abandoned:
@@ -506,7 +499,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
             asked = asked_wait(result, end_wall, cap=longest, host=job.host)
             if not robots:
                 assert job.entry is not None
-                self._page_answered(job.host, job.entry, result, now, asked)
+                read = await self._sitemap_read(job.host, job.entry, result) if sitemap else None
+                self._page_answered(job.host, job.entry, result, now, asked, read)
             elif robots_answered(
                 self.scheduler, self._commits, self.sitemaps, self.stats, job, result, now, asked,
                 at=end_wall, archive=self._archives_robots,

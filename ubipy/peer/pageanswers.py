@@ -21,13 +21,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+
+import trio
 
 from ubipy.config import CrawlConfig
 from ubipy.fetch import (
     SITEMAP_DEPTH,
+    BodyGate,
     Entry,
     FetchResult,
+    Job,
     Scheduler,
     ScopeFilter,
     is_retryable,
@@ -35,7 +39,7 @@ from ubipy.fetch import (
     processing_failed,
     retry_delay,
 )
-from ubipy.peer.commits import COMMIT_BYTES, Commits
+from ubipy.peer.commits import COMMIT_BYTES, Commits, Found
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.ordering import Ordering
 from ubipy.peer.reading import RedirectChains, read_page
@@ -48,12 +52,23 @@ from ubipy.peer.sitemapping import (
     sitemap_answered,
 )
 from ubipy.peer.wakeup import Wakeup
+from ubipy.steps import in_slices
 from ubipy.store import NewURL
 
-__all__ = ["READ_BYTES", "PageAnswersMixin"]
+__all__ = ["READ_ASIDE_BYTES", "READ_BYTES", "SITEMAP_READS", "SITEMAP_SMALL", "PageAnswersMixin"]
 
 #: Pages not yet read are read at once when their bodies reach this many bytes.
 READ_BYTES = 4 * 1024 * 1024
+#: Sitemaps read at once past their first SITEMAP_SMALL bytes (each to 50 MB, held
+#: twice while it is joined).
+SITEMAP_READS = 4
+SITEMAP_SMALL = 1 << 20
+#: A sitemap's body of this many bytes or more is read in slices of the event loop's
+#: time of READ_SLICE seconds, other tasks running between two: read at once, one of
+#: 50 MB and 50,000 URLs held the loop 11 s (QA), and with it the peer's answers to
+#: the pings that tell the others it is alive.
+READ_ASIDE_BYTES = 256 * 1024
+READ_SLICE = 0.02
 
 log = logging.getLogger("ubipy.peer.crawler")  # the crawler's log, as before
 
@@ -73,12 +88,42 @@ class PageAnswersMixin:
     _candidates: Callable[..., list[NewURL]]
     _accept: Callable[[str | None], bool]
     _redirects: RedirectChains
+    _sitemap_reads: trio.Semaphore
+    _fetch_job: Callable[[Job, BodyGate | None], Awaitable[None]]
     scope: ScopeFilter
 
+    async def _sitemap_job(self, job: Job) -> None:
+        """A sitemap's request. Past its first megabyte it waits for one of a few turns
+        (bodies.py), and holds it until its body is read: so many bodies at most."""
+        gate = BodyGate(SITEMAP_SMALL, self._sitemap_reads.acquire)
+        try:
+            await self._fetch_job(job, gate)
+        finally:
+            if gate.taken:
+                self._sitemap_reads.release()
+
+    async def _sitemap_read(self, host: str, entry: Entry, result: FetchResult) -> Found | None:
+        """A large sitemap's body read in slices (None: one too small to be worth it,
+        or not to be read as a sitemap). The request's task reads it, with the
+        sitemap's turn if it took one: no more bodies are held at once. At a stop it
+        is left, and asked again at the next start."""
+        if len(result.body) < READ_ASIDE_BYTES or not self.sitemaps.reads(
+            entry, result, self._page_filter
+        ):
+            return None
+        return await in_slices(self.sitemaps.reading(host, entry, result), READ_SLICE)
+
     def _page_answered(
-        self, host: str, entry: Entry, result: FetchResult, now: float, asked: float | None
+        self,
+        host: str,
+        entry: Entry,
+        result: FetchResult,
+        now: float,
+        asked: float | None,
+        sitemap: Found | None = None,
     ) -> None:
-        """``asked``: the seconds the answer's Retry-After asked (capped)."""
+        """``asked``: the seconds the answer's Retry-After asked (capped); ``sitemap``:
+        its body's reading, made already (:meth:`_sitemap_read`)."""
         config = self.config
         self.scheduler.heard(host, result.latency, result.status, asked=asked)
         if (
@@ -101,7 +146,7 @@ class PageAnswersMixin:
             self.scheduler.retry(host, entry._replace(depth=SITEMAP_DEPTH), now, wait=0.0)
             return
         self.scheduler.finished(host, now, asked=asked)
-        self._commits.unread(host, entry, result, time.time())
+        self._commits.unread(host, entry, result, time.time(), sitemap)
         if self._commits.unread_bytes >= READ_BYTES:
             self._read_answers()  # bodies not read are held whole; read ones may not be
         self._commit_if_full()
@@ -113,7 +158,7 @@ class PageAnswersMixin:
         """Read the pages answered since the last reading (before each commit)."""
         for u in self._commits.take_unread():
             try:
-                self._page_done(u.host, u.entry, u.result, u.at)
+                self._page_done(u.host, u.entry, u.result, u.at, u.sitemap)
             except Exception:
                 # A page that breaks the parser is a bad page, not a dead peer;
                 # it is stored as an error so it is not fetched again.
@@ -137,8 +182,11 @@ class PageAnswersMixin:
         filters = self.scope.filters
         return filters is None or filters.verdict(url) is None
 
-    def _page_done(self, host: str, entry: Entry, result: FetchResult, at: float) -> None:
-        """Read a page answered at ``at`` (the wall clock)."""
+    def _page_done(
+        self, host: str, entry: Entry, result: FetchResult, at: float, read: Found | None = None
+    ) -> None:
+        """Read a page answered at ``at`` (the wall clock); ``read``: a sitemap's body
+        read already."""
         sitemap = is_sitemap(entry.depth)
         entry = read_as(entry, result, sitemaps=self.sitemaps.enabled, page=self._page_filter)
         cap = self.config.fetch.max_body_bytes
@@ -147,7 +195,7 @@ class PageAnswersMixin:
             # that large would cost a second of the event loop.
             result = dataclasses.replace(result, body=result.body[:cap], truncated=True)
         if is_sitemap(entry.depth):  # stored as a page row, counted as a sitemap
-            answer = self.sitemaps.answered(host, entry, result, at)
+            answer = self.sitemaps.answered(host, entry, result, at, read)
             sitemap_answered(self._commits, self.refresher, entry, result, answer)
             return
         if not sitemap:

@@ -26,7 +26,7 @@ from ubipy.fetch import (
 from ubipy.peer.commits import Commits, head_of
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.sitemapping import Sitemapping
-from ubipy.store import RobotsAnswer, RobotsKept
+from ubipy.store import RobotsAnswer, RobotsKept, Shard
 
 __all__ = ["robots_answered"]
 
@@ -96,3 +96,9 @@ def robots_answered(
         kept = RobotsKept(slot.host, slot.robots_scheme, time.time(), result.body if ok else None)
         commits.robots_known(kept)
     return False
+
+
+def robots_kept(shard: Shard, host: str, scheme: str) -> tuple[float, bytes | None] | None:
+    """What an earlier run kept of ``host``'s robots.txt of ``scheme``: its age, its body."""
+    kept = shard.robots_kept(host, scheme)
+    return None if kept is None else (time.time() - kept.at, kept.body)

@@ -61,13 +61,14 @@ from ubipy.fetch import (
     host_key,
     is_sitemap,
     path_and_query,
-    read_sitemap,
     site_of,
+    sitemap_reading,
 )
-from ubipy.peer.commits import Commits, page_record
+from ubipy.peer.commits import Commits, Found, page_record
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.reading import MAX_REDIRECTS, RedirectChains
 from ubipy.peer.refreshing import Refresher
+from ubipy.steps import Steps, finished
 from ubipy.store import Lastmod, NewURL, PageRecord
 
 __all__ = ["SitemapCandidates", "Sitemapping", "sitemap_answered"]
@@ -92,6 +93,10 @@ class SitemapCandidates(Protocol):
 
 def _anywhere(host: str) -> bool:
     return True
+
+
+# Entries made candidates between two steps of a reading (about 10 ms).
+_ENTRIES_A_STEP = 1000
 
 
 class Sitemapping:
@@ -146,11 +151,24 @@ class Sitemapping:
             return found
         return [u._replace(score=self._score) for u in found]
 
+    def reads(self, entry: Entry, result: FetchResult, page: Callable[[str], bool]) -> bool:
+        """Whether this answer's body will be read as a sitemap (see :func:`read_as`
+        for ``page``)."""
+        entry = read_as(entry, result, sitemaps=self.enabled, page=page)
+        read = result.ok and not result.is_redirect and _succeeded(result)
+        return read and is_sitemap(entry.depth)
+
     def answered(
-        self, host: str, entry: Entry, result: FetchResult, fetched_at: float | None = None
+        self,
+        host: str,
+        entry: Entry,
+        result: FetchResult,
+        fetched_at: float | None = None,
+        read: Found | None = None,
     ) -> tuple[PageRecord, list[NewURL], list[Lastmod]]:
         """A sitemap's final answer (ended at ``fetched_at``, the wall clock; None:
-        now): its page row, the URLs it brings, their lastmod."""
+        now): its page row, the URLs it brings, their lastmod; ``read``: what
+        :meth:`reading` found in its body, if it was read already."""
         stats = self._stats
         found: list[NewURL] = []
         lastmods: list[Lastmod] = []
@@ -175,7 +193,9 @@ class Sitemapping:
                     )
                     found = self._chains.lead_to(found, hops, False)
             elif _succeeded(result):
-                found, lastmods = self._read(host, entry, result)
+                if read is None:
+                    read = finished(self.reading(host, entry, result))
+                found, lastmods = read
             if found and entry.score > 0:
                 share = entry.score / len(found)
                 found = [u._replace(score=share) for u in found]
@@ -185,11 +205,11 @@ class Sitemapping:
         )
         return page, found, lastmods
 
-    def _read(
-        self, host: str, entry: Entry, result: FetchResult
-    ) -> tuple[list[NewURL], list[Lastmod]]:
+    def reading(self, host: str, entry: Entry, result: FetchResult) -> Steps[Found]:
+        """What a sitemap's body (a success's) brings, in steps (:mod:`ubipy.steps`):
+        its URLs (or an index's sitemaps) as candidates, and their lastmod."""
+        sitemap = yield from sitemap_reading(result.body, truncated=result.truncated)
         stats, url = self._stats, entry.url
-        sitemap = read_sitemap(result.body, truncated=result.truncated)
         if sitemap.error is not None:
             log.info("sitemap %s: %s", url, sitemap.error)
         entries, skipped = sitemap.entries, sitemap.over_limit
@@ -214,7 +234,9 @@ class Sitemapping:
         found: list[NewURL] = []
         lastmods: list[Lastmod] = []
         site = site_of(host)
-        for listed in entries:
+        for i, listed in enumerate(entries):
+            if i % _ENTRIES_A_STEP == 0:
+                yield
             one = self._candidates([listed.loc], url, LISTED_DEPTH)
             found += one
             # A lastmod speaks for its own site's pages only: another's sitemap (a
