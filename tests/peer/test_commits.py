@@ -108,6 +108,37 @@ def test_a_failed_commit_puts_everything_back_and_the_next_commit_writes_it() ->
     assert not commits
 
 
+def test_a_call_then_waits_for_what_waits_now_to_be_written() -> None:
+    """What a large sitemap's turn waits for (pageanswers.py): its body, kept in the
+    page's record, written; not a batch taken before it came, nor a failed one."""
+    commits = Commits()
+    called: list[str] = []
+    commits.then(lambda: called.append("at once"))  # nothing waits
+    assert called == ["at once"]
+    commits.skip(1, "robots")
+    commits.then(lambda: called.append("first"))
+    assert commits.take() is not None
+    commits.then(lambda: called.append("second"))  # came while the batch was written
+    commits.failed()
+    assert called == ["at once"]
+    assert commits.take() is not None
+    commits.committed()
+    assert called == ["at once", "first", "second"]
+    for more in (True, False):
+        commits.skip(2, "robots")
+        commits.then(lambda: called.append("third"))
+        assert commits.take() is not None
+        commits.then(lambda: called.append("fourth"))  # came while it was written
+        if more:
+            commits.skip(3, "robots")
+        commits.committed()
+        if more:  # it waits for what came with it
+            assert called[-1] == "third"
+            assert commits.take() is not None
+            commits.committed()
+        assert called[-2:] == ["third", "fourth"]
+
+
 def test_a_refused_batch_can_fail_again_and_again_without_losing_anything() -> None:
     commits = Commits()
     commits.answered(page("http://a.test/"))

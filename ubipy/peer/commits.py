@@ -311,6 +311,8 @@ class Commits:
         "_robots",
         "_robots_answers",
         "_skips",
+        "_then",
+        "_then_writing",
         "_unread",
         "_unread_bytes",
         "_visits",
@@ -347,6 +349,9 @@ class Commits:
         self._unread_bytes = 0  # of their bodies
         # The batch taken and not yet committed or failed.
         self._writing: Batch | None = None
+        # Called once what waits is written (then), and once the batch taken is.
+        self._then: list[Callable[[], object]] = []
+        self._then_writing: list[Callable[[], object]] = []
 
     # -- what requests leave ------------------------------------------------
     def unread(
@@ -525,16 +530,30 @@ class Commits:
         self._visits = []
         self._retired = {}
         self._writing = batch
+        self._then_writing, self._then = self._then, []
         return batch
+
+    def then(self, call: Callable[[], object]) -> None:
+        """Call ``call`` once what waits now is written (at once if nothing waits)."""
+        if self:
+            self._then.append(call)
+        else:
+            call()
 
     def committed(self) -> None:
         """The batch is on disk."""
         self._done()
+        then, self._then_writing = self._then_writing, []
+        if not self:  # what came while it was written was written too: nothing waits
+            then, self._then = then + self._then, []
+        for call in then:
+            call()
 
     def failed(self) -> None:
         """The batch was not written: it goes back in front of what came since, for
         the next commit. A mark that came since is newer and stays."""
         batch = self._done()
+        self._then[:0], self._then_writing = self._then_writing, []
         self._marks = {**batch.marks, **self._marks}
         self._closed_hosts[:0] = batch.closed_hosts
         self._robots[:0] = batch.robots

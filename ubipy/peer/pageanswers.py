@@ -94,13 +94,14 @@ class PageAnswersMixin:
 
     async def _sitemap_job(self, job: Job) -> None:
         """A sitemap's request. Past its first megabyte it waits for one of a few turns
-        (bodies.py), and holds it until its body is read: so many bodies at most."""
+        (bodies.py), and holds it until its body is read and written: so many large
+        bodies in memory at most (given back once read, 40 gzip bombs held 780 MB)."""
         gate = BodyGate(SITEMAP_SMALL, self._sitemap_reads.acquire)
         try:
             await self._fetch_job(job, gate)
         finally:
             if gate.taken:
-                self._sitemap_reads.release()
+                self._commits.then(self._sitemap_reads.release)
 
     async def _sitemap_read(self, host: str, entry: Entry, result: FetchResult) -> Found | None:
         """A large sitemap's body read in slices (None: one too small to be worth it,
