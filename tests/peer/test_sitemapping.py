@@ -35,7 +35,7 @@ from ubipy.fetch.sitemaps import Sitemap
 from ubipy.peer import pageanswers
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.crawlstats import CrawlStats
-from ubipy.peer.pageanswers import READ_ASIDE_BYTES, SITEMAP_READS
+from ubipy.peer.pageanswers import SITEMAP_READS
 from ubipy.peer.reading import MAX_REDIRECTS
 from ubipy.peer.sitemapping import Sitemapping, read_as
 from ubipy.steps import Steps
@@ -701,13 +701,18 @@ async def test_a_few_large_sitemaps_are_read_at_once(
     assert crawler.stats.sitemap_urls == len(hosts)
 
 
+@pytest.mark.parametrize("gzipped", [False, True])
 async def test_a_large_sitemap_is_read_beside_the_event_loop(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+    gzipped: bool,
+    tmp_path: Path,
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A sitemap of 50,000 URLs in 50 MB held the event loop 11 s while it was read,
     and with it the peer's answers to the pings that tell the others it lives (QA). A
     large one is read in slices, other tasks running between two: here a task that
-    waits for the reading to begin runs before it ends. Its URLs are crawled as before."""
+    waits for the reading to begin runs before it ends. Its URLs are crawled as before.
+    Gzipped, it is a few kilobytes on the wire."""
     started, ran = trio.Event(), trio.Event()
     ran_within: list[bool] = []
     real = sitemaps.sitemap_reading
@@ -721,8 +726,10 @@ async def test_a_large_sitemap_is_read_beside_the_event_loop(
     monkeypatch.setattr("ubipy.peer.sitemapping.sitemap_reading", sitemap_reading)
     monkeypatch.setattr(pageanswers, "READ_SLICE", 0.0)  # a step a slice
     listed = [f"http://big.test/p{i}" for i in range(200)]
-    padding = b"<!--" + b"x" * READ_ASIDE_BYTES + b"-->"
+    padding = b"<!--" + b"x" * 300_000 + b"-->"  # five of the reader's chunks
     sitemap = urlset(*listed).replace(b"<urlset", padding + b"<urlset", 1)
+    if gzipped:
+        sitemap = gzip.compress(sitemap)
 
     async def serve(request: httpx2.Request) -> httpx2.Response:
         if request.url.path == "/robots.txt":

@@ -164,6 +164,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         # deadline), to abandon on a pause; True once abandoned.
         self._in_flight: dict[trio.CancelScope, bool] = {}
         self._sitemap_reads = trio.Semaphore(SITEMAP_READS)
+        self._sitemap_reader = trio.Semaphore(1)
         # One slot a request in flight (--concurrency), each held by a worker.
         self._limiter = trio.Semaphore(config.politeness.concurrency)
         self.stopped = trio.Event()
