@@ -150,6 +150,9 @@ class HoldsMixin:
             for peer in sorted(dead - self._gone_ids - {self.self_id}):
                 self._gone_ids.add(peer)
                 self._known_dead.add(peer)
+                # A peer of the last run found dead since: waited for until its fence,
+                # as a death seen here is, not to the limit (QA: 158-175 s).
+                self._fenced(peer)
                 self._grace_hold(peer, lost=False, among=old)
         # Any other peer may hold a gained host (views of the ring differ for a
         # moment while membership settles), so all of them are waited for.
@@ -233,15 +236,7 @@ class HoldsMixin:
         is not fetched here before it has stopped."""
         self._gone_ids.add(peer_id)
         self._known_dead.add(peer_id)
-        fenced = [
-            h for h in self._holds if peer_id in h.waiting and not h.orphans_of and not h.for_copies
-        ]
-        self.release_from(peer_id, None)
-        if self._fence > 0 and fenced:
-            until = trio.current_time() + self._fence
-            for h in fenced:
-                self._holds.append(replace(h, waiting={peer_id}, until=min(h.until, until)))
-            self._holds_changed.set()
+        fenced = self._fenced(peer_id)
         if self._copies > 1 and fenced and peer_id not in self._ring.members:
             self._wait_for_copies(peer_id, fenced)
         if self._grace_hold(peer_id, lost=self._copies < 2):
@@ -264,6 +259,20 @@ class HoldsMixin:
                 ]
                 with_them = self._ring.for_members([*self._ring.members, *dead])
                 self._add_hold(with_them, NO_RING, set(dead), self._orphan_grace, orphans_of=dead)
+
+    def _fenced(self, peer_id: str) -> list[Hold]:
+        """The holds that waited for the dead ``peer_id`` wait for it until its fence
+        at most (returned: those of them that may be fenced)."""
+        fenced = [
+            h for h in self._holds if peer_id in h.waiting and not h.orphans_of and not h.for_copies
+        ]
+        self.release_from(peer_id, None)
+        if self._fence > 0 and fenced:
+            until = trio.current_time() + self._fence
+            for h in fenced:
+                self._holds.append(replace(h, waiting={peer_id}, until=min(h.until, until)))
+            self._holds_changed.set()
+        return fenced
 
     def _grace_hold(self, peer_id: str, *, lost: bool, among: Ring | None = None) -> bool:
         """Hold the hosts the dead ``peer_id`` owned (among the members of this ring, or
