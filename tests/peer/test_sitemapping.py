@@ -10,6 +10,7 @@ import itertools
 import logging
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from pathlib import Path
 
@@ -33,12 +34,13 @@ from ubipy.fetch import (
 )
 from ubipy.fetch.sitemaps import Sitemap
 from ubipy.peer import pageanswers
+from ubipy.peer.commits import Found
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.pageanswers import SITEMAP_READS
 from ubipy.peer.reading import MAX_REDIRECTS
 from ubipy.peer.sitemapping import Sitemapping, read_as
-from ubipy.steps import Steps
+from ubipy.steps import Steps, in_slices
 from ubipy.store import NewURL, Shard
 
 DELAY = 1.0
@@ -701,9 +703,9 @@ async def test_a_few_large_sitemaps_are_read_at_once(
     assert crawler.stats.sitemap_urls == len(hosts)
 
 
-@pytest.mark.parametrize("gzipped", [False, True])
+@pytest.mark.parametrize("how", ["robots.txt's", "gzipped", "a seed", "a gzipped seed"])
 async def test_a_large_sitemap_is_read_beside_the_event_loop(
-    gzipped: bool,
+    how: str,
     tmp_path: Path,
     autojump_clock: trio.testing.MockClock,
     monkeypatch: pytest.MonkeyPatch,
@@ -712,7 +714,8 @@ async def test_a_large_sitemap_is_read_beside_the_event_loop(
     and with it the peer's answers to the pings that tell the others it lives (QA). A
     large one is read in slices, other tasks running between two: here a task that
     waits for the reading to begin runs before it ends. Its URLs are crawled as before.
-    Gzipped, it is a few kilobytes on the wire."""
+    Gzipped, it is a few kilobytes on the wire; a seed is asked as a page, and read as
+    a sitemap once it is one (a review: at once, on the loop)."""
     started, ran = trio.Event(), trio.Event()
     ran_within: list[bool] = []
     real = sitemaps.sitemap_reading
@@ -720,21 +723,23 @@ async def test_a_large_sitemap_is_read_beside_the_event_loop(
     def sitemap_reading(body: bytes, *, truncated: bool = False) -> Steps[Sitemap]:
         started.set()
         sitemap = yield from real(body, truncated=truncated)
-        ran_within.append(ran.is_set())
+        if sitemap.entries:  # not the host's /sitemap.xml of a seed: a page
+            ran_within.append(ran.is_set())
         return sitemap
 
     monkeypatch.setattr("ubipy.peer.sitemapping.sitemap_reading", sitemap_reading)
     monkeypatch.setattr(pageanswers, "READ_SLICE", 0.0)  # a step a slice
     listed = [f"http://big.test/p{i}" for i in range(200)]
     padding = b"<!--" + b"x" * 300_000 + b"-->"  # five of the reader's chunks
-    sitemap = urlset(*listed).replace(b"<urlset", padding + b"<urlset", 1)
-    if gzipped:
+    sitemap = urlset(*listed).replace(b"<url>", padding + b"<url>", 1)
+    if "gzipped" in how:
         sitemap = gzip.compress(sitemap)
+    path, seed = ("/s.xml", "http://big.test/s.xml") if "seed" in how else ("/sitemap.xml", "")
 
     async def serve(request: httpx2.Request) -> httpx2.Response:
         if request.url.path == "/robots.txt":
             return httpx2.Response(200, content=b"User-agent: *\nAllow: /\n")
-        if request.url.path == "/sitemap.xml":
+        if request.url.path == path:
             return httpx2.Response(200, headers=XML, content=sitemap)
         return httpx2.Response(200, headers=HTML, content=b"<title>x</title>")
 
@@ -745,9 +750,78 @@ async def test_a_large_sitemap_is_read_beside_the_event_loop(
     config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.0))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(loop_runs)
-        crawler = await _crawled(config, serve, ["http://big.test/"])
+        crawler = await _crawled(config, serve, [seed or "http://big.test/"])
     assert ran_within == [True]
-    assert crawler.stats.sitemap_urls == len(listed) and crawler.stats.pages == 1 + len(listed)
+    home = 0 if seed else 1
+    assert crawler.stats.sitemap_urls == len(listed) and crawler.stats.pages == home + len(listed)
+
+
+async def test_large_sitemaps_are_read_whatever_gzipped_ones_wait(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One large sitemap is read at a time, holding its turn, and one gzipped one beside
+    it. In one queue, the few holding a turn waited behind every gzipped one (a read of
+    50,000 URLs takes 11 s on a 2-core machine: QA), and the large ones waiting for a
+    turn timed out and were lost (a review: 4 of 8)."""
+    real = in_slices
+
+    async def slow(reading: Steps[Found], seconds: float) -> Found:
+        await trio.sleep(11.0)  # what a reading of 50,000 URLs takes
+        return await real(reading, seconds)
+
+    monkeypatch.setattr(pageanswers, "in_slices", slow)
+    gzipped = [f"g{i}.test" for i in range(40)]
+    large = [f"b{i}.test" for i in range(8)]
+    piece = b"<!--" + b"x" * (600 * 1024) + b"-->"
+    asked: Counter[str] = Counter()
+
+    async def serve(request: httpx2.Request) -> httpx2.Response:
+        path, host = request.url.path, request.url.host
+        if path == "/robots.txt":
+            return httpx2.Response(200, content=b"User-agent: *\nAllow: /\n")
+        if path == "/sitemap.xml":
+            asked[host] += 1
+            body = urlset(f"http://{host}/listed")
+            if host in gzipped:
+                return httpx2.Response(200, headers=XML, content=gzip.compress(body))
+            body = body.replace(b"<url>", piece + piece + b"<url>", 1)  # 1.2 MB: a turn
+            return httpx2.Response(200, headers=XML, content=body)
+        return httpx2.Response(200, headers=HTML, content=b"<title>x</title>")
+
+    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.5))
+    crawler = await _crawled(config, serve, [f"http://{h}/" for h in gzipped + large])
+    assert crawler.stats.sitemap_urls == len(gzipped + large)
+    assert set(asked.values()) == {1}
+
+
+async def test_a_sitemap_whose_reading_breaks_is_stored_as_failed(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad sitemap, not a dead peer: a reading that raises (a bug a hostile body
+    finds) is logged and the sitemap stored as an error, as a page that breaks the
+    parser is; read in the request's task, it ended the crawl (a review)."""
+
+    def sitemap_reading(body: bytes, *, truncated: bool = False) -> Steps[Sitemap]:
+        yield
+        raise ValueError("a bug")
+
+    monkeypatch.setattr("ubipy.peer.sitemapping.sitemap_reading", sitemap_reading)
+
+    async def serve(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(200, content=b"User-agent: *\nAllow: /\n")
+        if request.url.path == "/sitemap.xml":
+            return httpx2.Response(200, headers=XML, content=urlset("http://big.test/a"))
+        return httpx2.Response(200, headers=HTML, content=b'<a href="/b">b</a>')
+
+    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.0))
+    crawler = await _crawled(config, serve, ["http://big.test/"])
+    assert crawler.stats.pages == 2  # / and /b
+    with sqlite3.connect(tmp_path / "shard.sqlite3") as db:
+        error = db.execute(
+            "SELECT error FROM pages WHERE url = ?", ("http://big.test/sitemap.xml",)
+        ).fetchone()
+    assert error is not None and error[0]
 
 
 async def test_a_sitemap_past_the_protocol_s_50_mb_is_asked_once(

@@ -164,7 +164,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         # deadline), to abandon on a pause; True once abandoned.
         self._in_flight: dict[trio.CancelScope, bool] = {}
         self._sitemap_reads = trio.Semaphore(SITEMAP_READS)
-        self._sitemap_reader = trio.Semaphore(1)
+        self._sitemap_readers = (trio.Semaphore(1), trio.Semaphore(1))
         # One slot a request in flight (--concurrency), each held by a worker.
         self._limiter = trio.Semaphore(config.politeness.concurrency)
         self.stopped = trio.Event()
@@ -455,8 +455,9 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         # than the code of a page's fetch around it on some machines).
         scope = trio.CancelScope(deadline=trio.current_time() + self.config.fetch.fetch_deadline)
         self._in_flight[scope] = False
-        # A sitemap's wait for its turn counts against the deadline: a request never
-        # outlasts it (an address's lease and a hand-off's hold count on that; a review).
+        # A sitemap's wait for its turn counts against the deadline: no request outlasts
+        # it (an address's lease and a hand-off's hold count on that; a review). Its
+        # reading may (then the host is asked nothing: its slot stays taken).
         try:
             with scope:
                 # Paused or stopped since the job was taken (a worker's checkpoint
@@ -500,8 +501,10 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
             asked = asked_wait(result, end_wall, cap=longest, host=job.host)
             if not robots:
                 assert job.entry is not None
-                read = await self._sitemap_read(job.host, job.entry, result) if sitemap else None
-                self._page_answered(job.host, job.entry, result, now, asked, read)
+                read = None
+                if self._reads_sitemap(job.entry, result):
+                    result, read = await self._sitemap_read(job.host, job.entry, result)
+                self._page_answered(job.host, job.entry, result, now, asked, read, end_wall)
             elif robots_answered(
                 self.scheduler, self._commits, self.sitemaps, self.stats, job, result, now, asked,
                 at=end_wall, archive=self._archives_robots,

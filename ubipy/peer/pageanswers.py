@@ -66,9 +66,10 @@ SITEMAP_SMALL = 1 << 20
 #: A sitemap's body is read in slices of the event loop's time of READ_SLICE seconds,
 #: other tasks running between two: read at once, one of 50 MB and 50,000 URLs held
 #: the loop 11 s (QA), and with it the peer's answers to the pings that tell the others
-#: it is alive; gzipped, it is 100 KB on the wire. One large or gzipped body is read at
-#: a time: 40 gzip bombs read side by side took 890 MB, and the loop's other tasks a
-#: slice in 41 (/api/status answered in 2.5 s).
+#: it is alive; gzipped, it is 100 KB on the wire. One large body and one gzipped one
+#: are read at a time (:meth:`PageAnswersMixin._sitemap_read`): 40 gzip bombs read side
+#: by side took 890 MB, and left the loop's other tasks a slice in 41 (/api/status
+#: answered in 2.5 s).
 READ_SLICE = 0.02
 _GZIP = b"\x1f\x8b"
 
@@ -91,7 +92,7 @@ class PageAnswersMixin:
     _accept: Callable[[str | None], bool]
     _redirects: RedirectChains
     _sitemap_reads: trio.Semaphore
-    _sitemap_reader: trio.Semaphore
+    _sitemap_readers: tuple[trio.Semaphore, trio.Semaphore]
     _fetch_job: Callable[[Job, BodyGate | None], Awaitable[None]]
     scope: ScopeFilter
 
@@ -106,17 +107,35 @@ class PageAnswersMixin:
             if gate.taken:
                 self._commits.then(self._sitemap_reads.release)
 
-    async def _sitemap_read(self, host: str, entry: Entry, result: FetchResult) -> Found | None:
-        """A sitemap's body read in slices (None: an answer not to be read as one). The
-        request's task reads it, with the sitemap's turn if it took one: no more bodies
-        are held at once. At a stop it is left, and asked again at the next start."""
-        if not self.sitemaps.reads(entry, result, self._page_filter):
-            return None
+    def _reads_sitemap(self, entry: Entry, result: FetchResult) -> bool:
+        """Whether this answer will be read as a sitemap: one asked as such, or a
+        seed's or a host's /sitemap.xml asked as a page (see read_as)."""
+        return self.sitemaps.reads(entry, result, self._page_filter)
+
+    async def _sitemap_read(
+        self, host: str, entry: Entry, result: FetchResult
+    ) -> tuple[FetchResult, Found | None]:
+        """A sitemap's body read in slices, by the request's task (with the sitemap's
+        turn, if it took one: no more bodies are held at once); the answer, failed if
+        the reading broke (a bad sitemap, not a dead peer: stored as an error). One
+        large body at a time, and one gzipped one at a time beside it: a large one
+        waits for no gzipped one, its turn held (QA: those behind a queue of them
+        timed out waiting for a turn). A stop waits for the reading."""
+        large, gzipped = self._sitemap_readers
         reading = self.sitemaps.reading(host, entry, result)
-        if len(result.body) < SITEMAP_SMALL and result.body[:2] != _GZIP:
-            return await in_slices(reading, READ_SLICE)
-        async with self._sitemap_reader:
-            return await in_slices(reading, READ_SLICE)
+        try:
+            if len(result.body) >= SITEMAP_SMALL:
+                async with large:
+                    return result, await in_slices(reading, READ_SLICE)
+            if result.body[:2] == _GZIP:
+                async with gzipped:
+                    return result, await in_slices(reading, READ_SLICE)
+            return result, await in_slices(reading, READ_SLICE)
+        except Exception:
+            log.exception("reading sitemap %s failed", entry.url)
+            return processing_failed(result), None
+        finally:
+            reading.close()  # its parser's buffers let go now, not when collected
 
     def _page_answered(
         self,
@@ -126,9 +145,11 @@ class PageAnswersMixin:
         now: float,
         asked: float | None,
         sitemap: Found | None = None,
+        at: float | None = None,
     ) -> None:
         """``asked``: the seconds the answer's Retry-After asked (capped); ``sitemap``:
-        its body's reading, made already (:meth:`_sitemap_read`)."""
+        its body's reading, made already (:meth:`_sitemap_read`); ``at``: when it came
+        (the wall clock; None: now)."""
         config = self.config
         self.scheduler.heard(host, result.latency, result.status, asked=asked)
         if (
@@ -151,7 +172,7 @@ class PageAnswersMixin:
             self.scheduler.retry(host, entry._replace(depth=SITEMAP_DEPTH), now, wait=0.0)
             return
         self.scheduler.finished(host, now, asked=asked)
-        self._commits.unread(host, entry, result, time.time(), sitemap)
+        self._commits.unread(host, entry, result, time.time() if at is None else at, sitemap)
         if self._commits.unread_bytes >= READ_BYTES:
             self._read_answers()  # bodies not read are held whole; read ones may not be
         self._commit_if_full()
