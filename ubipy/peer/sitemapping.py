@@ -154,6 +154,8 @@ class Sitemapping:
     def reads(self, entry: Entry, result: FetchResult, page: Callable[[str], bool]) -> bool:
         """Whether this answer's body will be read as a sitemap (see :func:`read_as`
         for ``page``)."""
+        if result.is_html and not is_sitemap(entry.depth):
+            return False  # a page's HTML is never read as one: the usual answer, first
         entry = read_as(entry, result, sitemaps=self.enabled, page=page)
         read = result.ok and not result.is_redirect and _succeeded(result)
         return read and is_sitemap(entry.depth)
