@@ -165,6 +165,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         self._in_flight: dict[trio.CancelScope, bool] = {}
         self._sitemap_reads = trio.Semaphore(SITEMAP_READS)
         self._sitemap_readers = (trio.Semaphore(1), trio.Semaphore(1))
+        self._page_reader = trio.Semaphore(1)
         # One slot a request in flight (--concurrency), each held by a worker.
         self._limiter = trio.Semaphore(config.politeness.concurrency)
         self.stopped = trio.Event()
@@ -501,10 +502,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
             asked = asked_wait(result, end_wall, cap=longest, host=job.host)
             if not robots:
                 assert job.entry is not None
-                read = None
-                if self._reads_sitemap(job.entry, result):
-                    result, read = await self._sitemap_read(job.host, job.entry, result)
-                self._page_answered(job.host, job.entry, result, now, asked, read, end_wall)
+                await self._answered(job.host, job.entry, result, now, asked, end_wall)
             elif robots_answered(
                 self.scheduler, self._commits, self.sitemaps, self.stats, job, result, now, asked,
                 at=end_wall, archive=self._archives_robots,

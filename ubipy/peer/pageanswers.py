@@ -55,10 +55,23 @@ from ubipy.peer.wakeup import Wakeup
 from ubipy.steps import in_slices
 from ubipy.store import NewURL
 
-__all__ = ["READ_BYTES", "READ_SLICE", "SITEMAP_READS", "SITEMAP_SMALL", "PageAnswersMixin"]
+__all__ = [
+    "LARGE_PAGE",
+    "READ_BYTES",
+    "READ_SLICE",
+    "SITEMAP_READS",
+    "SITEMAP_SMALL",
+    "PageAnswersMixin",
+]
 
 #: Pages not yet read are read at once when their bodies reach this many bytes.
 READ_BYTES = 4 * 1024 * 1024
+#: A page's body of this many bytes or more is read as it comes, by its request's task,
+#: one such page at a time: left to be read with the others, the pages that came
+#: together were parsed one after another with nothing else running, up to a second
+#: each (10 MiB of nested tags): 40 held a peer's loop 19.5 s, and peers of a cluster
+#: were declared dead (QA).
+LARGE_PAGE = 256 * 1024
 #: Sitemaps read at once past their first SITEMAP_SMALL bytes (each to 50 MB, held
 #: twice while it is joined).
 SITEMAP_READS = 4
@@ -93,6 +106,7 @@ class PageAnswersMixin:
     _redirects: RedirectChains
     _sitemap_reads: trio.Semaphore
     _sitemap_readers: tuple[trio.Semaphore, trio.Semaphore]
+    _page_reader: trio.Semaphore
     _fetch_job: Callable[[Job, BodyGate | None], Awaitable[None]]
     scope: ScopeFilter
 
@@ -107,10 +121,26 @@ class PageAnswersMixin:
             if gate.taken:
                 self._commits.then(self._sitemap_reads.release)
 
-    def _reads_sitemap(self, entry: Entry, result: FetchResult) -> bool:
-        """Whether this answer will be read as a sitemap: one asked as such, or a
-        seed's or a host's /sitemap.xml asked as a page (see read_as)."""
-        return self.sitemaps.reads(entry, result, self._page_filter)
+    async def _answered(
+        self,
+        host: str,
+        entry: Entry,
+        result: FetchResult,
+        now: float,
+        asked: float | None,
+        at: float,
+    ) -> None:
+        """A request's answer (see :meth:`_page_answered`), come at ``at`` (the wall
+        clock): a sitemap is read first, in slices; a large page is read at once, when
+        no other large one is (the wait lets the loop's other tasks run between two)."""
+        if self.sitemaps.reads(entry, result, self._page_filter):
+            result, read = await self._sitemap_read(host, entry, result)
+            self._page_answered(host, entry, result, now, asked, read, at)
+        elif len(result.body) >= LARGE_PAGE:
+            async with self._page_reader:
+                self._page_answered(host, entry, result, now, asked, None, at, read_now=True)
+        else:
+            self._page_answered(host, entry, result, now, asked, None, at)
 
     async def _sitemap_read(
         self, host: str, entry: Entry, result: FetchResult
@@ -146,10 +176,12 @@ class PageAnswersMixin:
         asked: float | None,
         sitemap: Found | None = None,
         at: float | None = None,
+        *,
+        read_now: bool = False,
     ) -> None:
         """``asked``: the seconds the answer's Retry-After asked (capped); ``sitemap``:
         its body's reading, made already (:meth:`_sitemap_read`); ``at``: when it came
-        (the wall clock; None: now)."""
+        (the wall clock; None: now); ``read_now``: read it (and the others waiting) now."""
         config = self.config
         self.scheduler.heard(host, result.latency, result.status, asked=asked)
         if (
@@ -173,7 +205,7 @@ class PageAnswersMixin:
             return
         self.scheduler.finished(host, now, asked=asked)
         self._commits.unread(host, entry, result, time.time() if at is None else at, sitemap)
-        if self._commits.unread_bytes >= READ_BYTES:
+        if read_now or self._commits.unread_bytes >= READ_BYTES:
             self._read_answers()  # bodies not read are held whole; read ones may not be
         self._commit_if_full()
 
