@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz.common import fuzz
-from ubipy.fetch.parse import _query_in
+from ubipy.fetch.legacyquery import query_in
 
 CODECS = ["gbk", "gb18030", "big5", "shift_jis", "euc-jp", "iso-2022-jp", "euc-kr",
           "windows-1252", "windows-1251", "iso-8859-2", "koi8-r", "utf-8"]  # fmt: skip
@@ -57,7 +57,7 @@ def test_a_query_is_written_as_a_character_at_a_time_would_write_it(
     query: str, codec: str, fragment: bool
 ) -> None:
     href = "/p?" + query.replace("#", "") + ("#frag#x" if fragment else "")
-    written = _query_in(href, codec)
+    written = query_in(href, codec)
     # As WHATWG's parser reads it first: spaces and controls at the ends stripped, tabs
     # and newlines removed.
     href = href.strip(C0_AND_SPACE).translate(TAB_OR_NEWLINE)
