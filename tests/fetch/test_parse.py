@@ -12,6 +12,7 @@ import ubipy.fetch.parse as parse_module
 from ubipy.fetch.encoding import EncodingSource
 from ubipy.fetch.parse import MAX_TITLE_LENGTH, ParsedPage, content_digest, parse_html
 from ubipy.fetch.urls import host_key
+from ubipy.steps import finished
 
 URL = "http://example.com/dir/page.html"
 
@@ -627,3 +628,34 @@ def test_utf16_without_its_bom_is_read_as_utf16(codec: str, title: str) -> None:
         codec.replace("-le", "le").replace("-be", "be"),
         EncodingSource.DETECTED,
     )
+
+
+_FEED = 256 * 1024  # what parse_html_steps feeds at a time
+_LONG = "<p>" + "x" * (_FEED - 20) + "</p>"  # puts what follows across a feed's edge
+
+
+@pytest.mark.parametrize(
+    ("body", "charset"),
+    [
+        (b'<title>t</title><a href="/a">a</a>', None),
+        (
+            f'<html><head><title>a {_LONG[:-30]} title</title></head><a href="/a">a</a>'.encode(),
+            None,
+        ),
+        ((_LONG + '<meta name="robots" content="nofollow"><a href="/a">a</a>').encode(), None),
+        (("<title>分布式网络爬虫</title>" + _LONG + '<a href="/q?x=中">q</a>').encode("gbk"), None),
+        (
+            ('<?xml version="1.0" encoding="Shift_JIS"?><html><title>日本</title>' + _LONG).encode(
+                "shift_jis"
+            ),
+            "shift_jis",
+        ),
+        ((_LONG + "\0" * 10 + '<base href="http://b.test/d/"><a href="x">x</a>').encode(), None),
+        ((_LONG * 3 + "".join(f'<a href="/{i}">{i}</a>' for i in range(3000))).encode(), None),
+    ],
+)
+def test_a_page_parsed_in_steps_is_the_page_parsed_whole(body: bytes, charset: str | None) -> None:
+    """A large page is parsed a slice at a time (the event loop runs between two),
+    by a parser of its own: what it finds is what the whole document's parse finds."""
+    steps = parse_module.parse_html_steps(body, "http://a.test/p", encoding=charset)
+    assert finished(steps) == parse_html(body, "http://a.test/p", encoding=charset)

@@ -23,7 +23,14 @@ from ubipy.fetch.fetcher import (
     processing_failed,
 )
 from ubipy.fetch.filters import Filtered, MediaTypes, UrlFilter, type_family
-from ubipy.fetch.parse import MAX_LINKS, content_digest, parse_html, refresh_link
+from ubipy.fetch.parse import (
+    MAX_LINKS,
+    ParsedPage,
+    content_digest,
+    parse_html,
+    parse_html_steps,
+    refresh_link,
+)
 from ubipy.fetch.politeness import Entry, HostRobots, Job, JobKind, Scheduler
 from ubipy.fetch.refresh import (
     History,
@@ -95,6 +102,7 @@ __all__ = [
     "JobKind",
     "Lookup",
     "MediaTypes",
+    "ParsedPage",
     "Resolver",
     "RobotsFetch",
     "RobotsRules",
@@ -127,6 +135,7 @@ __all__ = [
     "normalize",
     "normalize_reporting",
     "parse_html",
+    "parse_html_steps",
     "parse_seeds",
     "parse_w3c",
     "path_and_query",

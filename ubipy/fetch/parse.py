@@ -8,6 +8,7 @@ document.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ from ubipy.fetch.encoding import (
 from ubipy.fetch.legacyquery import query_in
 from ubipy.fetch.robots import PRODUCT_TOKEN
 from ubipy.fetch.urls import BadURL, normalize, resolve_link
+from ubipy.steps import Steps
 
 __all__ = [
     "MAX_LINKS",
@@ -36,6 +38,7 @@ __all__ = [
     "content_digest",
     "header_directives",
     "parse_html",
+    "parse_html_steps",
 ]
 
 MAX_TITLE_LENGTH: Final = 1000
@@ -294,6 +297,9 @@ class _Extract:
         return self
 
 
+# A page parsed in steps is fed this much at a time (about 25 ms of nested tags).
+_FEED = 256 * 1024
+
 # lxml parsers must not be shared between threads, and callers may parse in
 # worker threads; parsers are cheap but not free, so each thread keeps its own,
 # with the target it hands its events to.
@@ -306,23 +312,59 @@ def _parser(encoding: str | None) -> tuple[Any, _Extract]:
         cache = _local.parsers = {}
     made = cache.get(encoding)
     if made is None:
-        target = _Extract()
-        parser = lxml.etree.HTMLParser(
-            encoding=encoding,
-            target=target,
-            no_network=True,
-            # Without it libxml2 stops at 256 levels of nesting (sloppy pages reach
-            # that with unclosed tags) and at 10 MB text nodes, and every link past
-            # that point is lost without a trace; with it, 2048 levels. Bodies are
-            # capped by max_body_bytes, and HTML has no entities to expand.
-            huge_tree=True,
-        )
-        made = cache[encoding] = (parser, target)
+        made = cache[encoding] = _new_parser(encoding)
     return made
 
 
+def _new_parser(encoding: str | None) -> tuple[Any, _Extract]:
+    target = _Extract()
+    parser = lxml.etree.HTMLParser(
+        encoding=encoding,
+        target=target,
+        no_network=True,
+        # Without it libxml2 stops at 256 levels of nesting (sloppy pages reach
+        # that with unclosed tags) and at 10 MB text nodes, and every link past
+        # that point is lost without a trace; with it, 2048 levels. Bodies are
+        # capped by max_body_bytes, and HTML has no entities to expand.
+        huge_tree=True,
+    )
+    return parser, target
+
+
 def _extract(body: bytes, header_charset: str | None, agent: str) -> tuple[_Extract, Sniffed]:
-    """What the document holds, and the encoding it was read in.
+    """What the document holds, and the encoding it was read in (see :func:`_document`)."""
+    document, sniffed, key = _document(body, header_charset)
+    parser, target = _parser(key)
+    target.reset(agent)
+    try:
+        lxml.etree.fromstring(document, parser)
+    finally:
+        target.release()
+    return target, sniffed
+
+
+def _extract_steps(
+    body: bytes, header_charset: str | None, agent: str
+) -> Steps[tuple[_Extract, Sniffed]]:
+    """:func:`_extract` in steps, a slice of the document fed at a time to a parser of
+    its own (the thread's is for whole documents, read between two of these steps)."""
+    document, sniffed, key = _document(body, header_charset)
+    parser, target = _new_parser(key)
+    target.reset(agent)
+    try:
+        for at in range(0, len(document), _FEED):
+            parser.feed(document[at : at + _FEED])
+            yield
+        parser.close()
+    finally:
+        target.release()
+        with contextlib.suppress(Exception):  # what libxml2 holds, let go now
+            parser.close()
+    return target, sniffed
+
+
+def _document(body: bytes, header_charset: str | None) -> tuple[bytes | str, Sniffed, str | None]:
+    """The document to parse, the encoding it is read in, and the parser's encoding.
 
     UTF-8 (and ASCII-only bytes in any ASCII-compatible encoding, which read the
     same) goes to libxml2 as bytes, the fast way. Anything else is decoded here:
@@ -341,23 +383,16 @@ def _extract(body: bytes, header_charset: str | None, agent: str) -> tuple[_Extr
         # a character.
         if b"\0" in document:
             document = document.replace(b"\0", b"")
-        parser, target = _parser("utf-8")
-    else:
-        # A str carries its own encoding: libxml2 ignores the document's declarations,
-        # but lxml refuses a str that opens with an XML declaration (XHTML pages do,
-        # in Shift_JIS, GBK, ISO-8859-1...), and such a page came out empty: it goes.
-        document = decode(body, sniffed)
-        if "\0" in document:
-            document = document.replace("\0", "")
-        if document.lstrip().startswith("<?xml"):
-            document = _XML_DECLARATION.sub("", document, count=1)
-        parser, target = _parser(None)
-    target.reset(agent)
-    try:
-        lxml.etree.fromstring(document, parser)
-    finally:
-        target.release()
-    return target, sniffed
+        return document, sniffed, "utf-8"
+    # A str carries its own encoding: libxml2 ignores the document's declarations,
+    # but lxml refuses a str that opens with an XML declaration (XHTML pages do, in
+    # Shift_JIS, GBK, ISO-8859-1...), and such a page came out empty: it goes.
+    document = decode(body, sniffed)
+    if "\0" in document:
+        document = document.replace("\0", "")
+    if document.lstrip().startswith("<?xml"):
+        document = _XML_DECLARATION.sub("", document, count=1)
+    return document, sniffed, None
 
 
 def _resolve_base(base_href: str, url: str) -> str:
@@ -419,6 +454,38 @@ def parse_html(
         found, sniffed = _extract(body, encoding, agent)
     except (lxml.etree.LxmlError, ValueError):
         return _EMPTY
+    return _page_of(found, sniffed, url, max_links, agent, robots_headers)
+
+
+def parse_html_steps(
+    body: bytes,
+    url: str,
+    *,
+    encoding: str | None = None,
+    max_links: int = MAX_LINKS,
+    agent: str = PRODUCT_TOKEN,
+    robots_headers: Sequence[str] = (),
+) -> Steps[ParsedPage]:
+    """:func:`parse_html` in steps (:mod:`ubipy.steps`), a slice of the document at a
+    time: a 10 MiB page of nested tags takes a second to parse (QA)."""
+    if not body:
+        return _EMPTY
+    try:
+        found, sniffed = yield from _extract_steps(body, encoding, agent)
+    except (lxml.etree.LxmlError, ValueError):
+        return _EMPTY
+    return _page_of(found, sniffed, url, max_links, agent, robots_headers)
+
+
+def _page_of(
+    found: _Extract,
+    sniffed: Sniffed,
+    url: str,
+    max_links: int,
+    agent: str,
+    robots_headers: Sequence[str],
+) -> ParsedPage:
+    """The page a parse found: its title, its links resolved (to ``max_links``)..."""
     if found.empty:
         return _EMPTY
     title, base_href, hrefs = found.title, found.base_href, found.hrefs

@@ -23,7 +23,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ubipy.fetch import Entry, FetchResult
+from ubipy.fetch import Entry, FetchResult, ParsedPage
 from ubipy.store import (
     FrontierRow,
     GivenUp,
@@ -178,7 +178,8 @@ class Unread:
     entry: Entry
     result: FetchResult
     at: float
-    sitemap: Found | None = None  # what a large sitemap brings, read already
+    # What its body says, read already: a sitemap's finds, a large page's parse.
+    read: Found | ParsedPage | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,12 +356,17 @@ class Commits:
 
     # -- what requests leave ------------------------------------------------
     def unread(
-        self, host: str, entry: Entry, result: FetchResult, at: float, sitemap: Found | None
+        self,
+        host: str,
+        entry: Entry,
+        result: FetchResult,
+        at: float,
+        read: Found | ParsedPage | None = None,
     ) -> None:
         """A page answered at ``at`` (the wall clock), to be read with the others
         before the next commit (:mod:`ubipy.peer.pageanswers`); until then it waits as
-        a page does. ``sitemap``: what a large sitemap's body brings, read already."""
-        self._unread.append(Unread(host, entry, result, at, sitemap))
+        a page does. ``read``: what its body says, read already."""
+        self._unread.append(Unread(host, entry, result, at, read))
         self._unread_bytes += len(result.body)
         self._arrived()
 

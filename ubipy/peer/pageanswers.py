@@ -32,6 +32,7 @@ from ubipy.fetch import (
     Entry,
     FetchResult,
     Job,
+    ParsedPage,
     Scheduler,
     ScopeFilter,
     is_retryable,
@@ -42,7 +43,7 @@ from ubipy.fetch import (
 from ubipy.peer.commits import COMMIT_BYTES, Commits, Found
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.ordering import Ordering
-from ubipy.peer.reading import RedirectChains, read_page
+from ubipy.peer.reading import RedirectChains, page_parsing, read_page
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.sitemapping import (
     Sitemapping,
@@ -131,16 +132,30 @@ class PageAnswersMixin:
         at: float,
     ) -> None:
         """A request's answer (see :meth:`_page_answered`), come at ``at`` (the wall
-        clock): a sitemap is read first, in slices; a large page is read at once, when
-        no other large one is (the wait lets the loop's other tasks run between two)."""
+        clock): a sitemap is read first, and a large page parsed, in slices."""
         if self.sitemaps.reads(entry, result, self._page_filter):
-            result, read = await self._sitemap_read(host, entry, result)
-            self._page_answered(host, entry, result, now, asked, read, at)
-        elif len(result.body) >= LARGE_PAGE:
-            async with self._page_reader:
-                self._page_answered(host, entry, result, now, asked, None, at, read_now=True)
+            result, found = await self._sitemap_read(host, entry, result)
+            self._page_answered(host, entry, result, now, asked, found, at)
+        elif len(result.body) >= LARGE_PAGE and _parsed_as_page(entry, result):
+            result, parsed = await self._large_page_parse(entry, result)
+            self._page_answered(host, entry, result, now, asked, parsed, at)
         else:
             self._page_answered(host, entry, result, now, asked, None, at)
+
+    async def _large_page_parse(
+        self, entry: Entry, result: FetchResult
+    ) -> tuple[FetchResult, ParsedPage | None]:
+        """A large page parsed in slices, one such page at a time; the answer, failed
+        if the parse broke (a bad page, not a dead peer)."""
+        parsing = page_parsing(entry, result, self.config)
+        try:
+            async with self._page_reader:
+                return result, await in_slices(parsing, READ_SLICE)
+        except Exception:
+            log.exception("parsing %s failed", entry.url)
+            return processing_failed(result), None
+        finally:
+            parsing.close()
 
     async def _sitemap_read(
         self, host: str, entry: Entry, result: FetchResult
@@ -174,14 +189,12 @@ class PageAnswersMixin:
         result: FetchResult,
         now: float,
         asked: float | None,
-        sitemap: Found | None = None,
+        read: Found | ParsedPage | None = None,
         at: float | None = None,
-        *,
-        read_now: bool = False,
     ) -> None:
-        """``asked``: the seconds the answer's Retry-After asked (capped); ``sitemap``:
-        its body's reading, made already (:meth:`_sitemap_read`); ``at``: when it came
-        (the wall clock; None: now); ``read_now``: read it (and the others waiting) now."""
+        """``asked``: the seconds the answer's Retry-After asked (capped); ``read``: what
+        its body says, read already (:meth:`_answered`); ``at``: when it came (the wall
+        clock; None: now)."""
         config = self.config
         self.scheduler.heard(host, result.latency, result.status, asked=asked)
         if (
@@ -204,8 +217,8 @@ class PageAnswersMixin:
             self.scheduler.retry(host, entry._replace(depth=SITEMAP_DEPTH), now, wait=0.0)
             return
         self.scheduler.finished(host, now, asked=asked)
-        self._commits.unread(host, entry, result, time.time() if at is None else at, sitemap)
-        if read_now or self._commits.unread_bytes >= READ_BYTES:
+        self._commits.unread(host, entry, result, time.time() if at is None else at, read)
+        if self._commits.unread_bytes >= READ_BYTES:
             self._read_answers()  # bodies not read are held whole; read ones may not be
         self._commit_if_full()
 
@@ -216,7 +229,7 @@ class PageAnswersMixin:
         """Read the pages answered since the last reading (before each commit)."""
         for u in self._commits.take_unread():
             try:
-                self._page_done(u.host, u.entry, u.result, u.at, u.sitemap)
+                self._page_done(u.host, u.entry, u.result, u.at, u.read)
             except Exception:
                 # A page that breaks the parser is a bad page, not a dead peer;
                 # it is stored as an error so it is not fetched again.
@@ -241,10 +254,15 @@ class PageAnswersMixin:
         return filters is None or filters.verdict(url) is None
 
     def _page_done(
-        self, host: str, entry: Entry, result: FetchResult, at: float, read: Found | None = None
+        self,
+        host: str,
+        entry: Entry,
+        result: FetchResult,
+        at: float,
+        read: Found | ParsedPage | None = None,
     ) -> None:
-        """Read a page answered at ``at`` (the wall clock); ``read``: a sitemap's body
-        read already."""
+        """Read a page answered at ``at`` (the wall clock); ``read``: what its body
+        says, read already (a sitemap's finds, a large page's parse)."""
         sitemap = is_sitemap(entry.depth)
         entry = read_as(entry, result, sitemaps=self.sitemaps.enabled, page=self._page_filter)
         cap = self.config.fetch.max_body_bytes
@@ -253,7 +271,8 @@ class PageAnswersMixin:
             # that large would cost a second of the event loop.
             result = dataclasses.replace(result, body=result.body[:cap], truncated=True)
         if is_sitemap(entry.depth):  # stored as a page row, counted as a sitemap
-            answer = self.sitemaps.answered(host, entry, result, at, read)
+            found = read if isinstance(read, tuple) else None
+            answer = self.sitemaps.answered(host, entry, result, at, found)
             sitemap_answered(self._commits, self.refresher, entry, result, answer)
             return
         if not sitemap:
@@ -264,6 +283,7 @@ class PageAnswersMixin:
             entry, host, result, config=self.config, candidates=self._candidates, stats=self.stats,
             seed_redirect=self.on_seed_redirect, fetched_at=at, chains=self._redirects,
             is_seed_host=self.scope.seeded,
+            parsed=read if isinstance(read, ParsedPage) else None,
         )  # fmt: skip
         first, visit, relink = True, None, False
         if self.refresher is not None:
@@ -276,3 +296,9 @@ class PageAnswersMixin:
             # A new version: its links count; a page that moved: where it went; one to
             # be read again for the hosts a dead peer took with it (relink).
             self._commits.found(self.order.scored(entry, discovered))
+
+
+def _parsed_as_page(entry: Entry, result: FetchResult) -> bool:
+    """Whether a page's answer is parsed as HTML when read (see read_page)."""
+    page = result.ok and result.accepted and not result.is_redirect and result.is_html
+    return page and not is_sitemap(entry.depth)

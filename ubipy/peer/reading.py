@@ -16,16 +16,26 @@ from ubipy.fetch import (
     MAX_LINKS,
     Entry,
     FetchResult,
+    ParsedPage,
     content_digest,
     parse_html,
+    parse_html_steps,
     refresh_link,
     robots_token,
 )
 from ubipy.peer.commits import page_record
 from ubipy.peer.crawlstats import CrawlStats
+from ubipy.steps import Steps
 from ubipy.store import NewURL, PageRecord
 
-__all__ = ["MAX_REDIRECTS", "SCOPE_REDIRECTS", "Candidates", "RedirectChains", "read_page"]
+__all__ = [
+    "MAX_REDIRECTS",
+    "SCOPE_REDIRECTS",
+    "Candidates",
+    "RedirectChains",
+    "page_parsing",
+    "read_page",
+]
 
 log = logging.getLogger("ubipy.peer.crawler")  # the crawler's log
 
@@ -110,6 +120,17 @@ def _values(result: FetchResult, name: bytes) -> list[str]:
     return [value.decode("latin-1") for key, value in result.raw_headers if key.lower() == name]
 
 
+def page_parsing(entry: Entry, result: FetchResult, config: CrawlConfig) -> Steps[ParsedPage]:
+    """The parse of an HTML answer's body, in steps (a large page's, read in slices)."""
+    return parse_html_steps(
+        result.body,
+        entry.url,
+        encoding=result.charset,
+        agent=robots_token(config.fetch.user_agent),
+        robots_headers=_values(result, b"x-robots-tag"),
+    )
+
+
 def read_page(
     entry: Entry,
     host: str,
@@ -122,12 +143,14 @@ def read_page(
     fetched_at: float | None = None,
     chains: RedirectChains | None = None,
     is_seed_host: Callable[[str], bool] = lambda host: True,
+    parsed: ParsedPage | None = None,
 ) -> tuple[PageRecord, list[NewURL]]:
     """The page's record and the URLs it revealed; ``seed_redirect(location, seed)``
     is told where a URL at depth 0 redirects, first, on a chain that began on a
     seed's host (``is_seed_host``), within SCOPE_REDIRECTS. ``fetched_at``: when the
     answer ended (the wall clock; None: now); ``chains``: the redirects in a row so
-    far (None: not counted)."""
+    far (None: not counted); ``parsed``: the page's parse, made already
+    (:func:`page_parsing`)."""
     discovered: list[NewURL] = []
     nofollow = False  # a meta robots said so
     title = encoding = encoding_source = None
@@ -151,13 +174,14 @@ def read_page(
                 if chains is not None:
                     discovered = chains.lead_to(discovered, hops, seeded)
         elif result.is_html:
-            parsed = parse_html(
-                result.body,
-                entry.url,
-                encoding=result.charset,
-                agent=robots_token(config.fetch.user_agent),
-                robots_headers=_values(result, b"x-robots-tag"),
-            )
+            if parsed is None:  # at once: the usual page, small
+                parsed = parse_html(
+                    result.body,
+                    entry.url,
+                    encoding=result.charset,
+                    agent=robots_token(config.fetch.user_agent),
+                    robots_headers=_values(result, b"x-robots-tag"),
+                )
             nofollow = parsed.nofollow
             title, encoding = parsed.title, parsed.encoding
             if parsed.encoding_source is not None:
