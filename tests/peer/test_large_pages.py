@@ -16,7 +16,9 @@ import trio.testing
 from tests.crawling import crawl_until_idle
 from ubipy.config import CrawlConfig, PolitenessConfig
 from ubipy.fetch import Entry, FetchResult, ParsedPage, parse_html
+from ubipy.fetch.robots import PRODUCT_TOKEN, RobotsRules
 from ubipy.peer import pageanswers, reading
+from ubipy.peer.pageanswers import LARGE_ROBOTS
 from ubipy.steps import Steps
 from ubipy.store import Shard
 
@@ -83,3 +85,79 @@ async def test_large_pages_that_come_together_are_parsed_a_slice_at_a_time(
     whole = parse_html(large, "http://h0.test/")
     assert all(p.title == whole.title and len(p.links) == len(whole.links) == 1 for p in parsed)
     assert crawler.stats.pages == 2 * hosts
+
+
+async def test_large_robots_txts_that_come_together_are_parsed_apart(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each host's robots.txt is large (a parse of 500 KiB of wildcard rules takes a
+    quarter of a second, QA), all asked at once: no two are parsed between the same two
+    looks for I/O, and each is obeyed."""
+    hosts = 6
+    polls = _Polls()
+    parsed_at: list[int] = []
+    real = RobotsRules.parse
+
+    def parse(body: bytes, agent: str = PRODUCT_TOKEN) -> RobotsRules:
+        if len(body) >= LARGE_ROBOTS:
+            parsed_at.append(polls.polls)
+        return real(body, agent)
+
+    monkeypatch.setattr(RobotsRules, "parse", parse)
+    rules = "".join(f"Disallow: /*private{i}*\n" for i in range(4000))
+    robots = f"User-agent: *\n{rules}Disallow: /no\n".encode()
+    assert len(robots) >= LARGE_ROBOTS
+    asked: list[str] = []
+
+    async def serve(request: httpx2.Request) -> httpx2.Response:
+        asked.append(request.url.path)
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(200, content=robots)
+        return httpx2.Response(200, headers=HTML, content=b'<a href="/no">no</a><a href="/b">b</a>')
+
+    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.0))
+    shard = Shard.open(tmp_path)
+    trio.lowlevel.add_instrument(polls)
+    try:
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
+            crawler = await crawl_until_idle(
+                config, shard, client, [f"http://h{i}.test/" for i in range(hosts)]
+            )
+    finally:
+        trio.lowlevel.remove_instrument(polls)
+        shard.close()
+    assert len(parsed_at) == hosts and len(set(parsed_at)) == hosts, parsed_at
+    assert "/no" not in asked and crawler.stats.pages == 2 * hosts
+
+
+async def test_a_sitemap_that_is_a_large_page_is_parsed_a_slice_at_a_time(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A URL robots.txt names as a sitemap, answered with a large HTML page, is read as
+    a page: parsed in slices as the others are, not whole when read (a review)."""
+    sliced: list[str] = []
+    real = reading.page_parsing
+
+    def page_parsing(entry: Entry, result: FetchResult, config: CrawlConfig) -> Steps[ParsedPage]:
+        sliced.append(entry.url)
+        return real(entry, result, config)
+
+    monkeypatch.setattr(pageanswers, "page_parsing", page_parsing)
+    large = b"<title>large</title>" + b"<p>text</p>" * 60_000 + b'<a href="/b">b</a>'
+
+    async def serve(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(200, content=b"User-agent: *\nSitemap: http://h.test/map\n")
+        if request.url.path == "/map":
+            return httpx2.Response(200, headers=HTML, content=large)
+        return httpx2.Response(200, headers=HTML, content=b'<title>b</title><a href="/b">b</a>')
+
+    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.0))
+    shard = Shard.open(tmp_path)
+    try:
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
+            crawler = await crawl_until_idle(config, shard, client, ["http://h.test/"])
+    finally:
+        shard.close()
+    assert sliced == ["http://h.test/map"]
+    assert crawler.stats.pages == 3  # /, /map read as a page, and /b it links to

@@ -49,7 +49,7 @@ from ubipy.peer.reading import RedirectChains
 from ubipy.peer.refiltering import Refilter
 from ubipy.peer.refreshing import Refresher
 from ubipy.peer.resolving import ResolveStage
-from ubipy.peer.robotsanswers import robots_answered, robots_kept
+from ubipy.peer.robotsanswers import robots_kept
 from ubipy.peer.router import Router
 from ubipy.peer.scopesharing import keep_scope, load_scope, widen_to_redirect
 from ubipy.peer.sitemapping import Sitemapping, page_accept
@@ -165,7 +165,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         self._in_flight: dict[trio.CancelScope, bool] = {}
         self._sitemap_reads = trio.Semaphore(SITEMAP_READS)
         self._sitemap_readers = (trio.Semaphore(1), trio.Semaphore(1))
-        self._page_reader = trio.Semaphore(1)
+        self._large_reader = trio.Semaphore(1)
         # One slot a request in flight (--concurrency), each held by a worker.
         self._limiter = trio.Semaphore(config.politeness.concurrency)
         self.stopped = trio.Event()
@@ -503,10 +503,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
             if not robots:
                 assert job.entry is not None
                 await self._answered(job.host, job.entry, result, now, asked, end_wall)
-            elif robots_answered(
-                self.scheduler, self._commits, self.sitemaps, self.stats, job, result, now, asked,
-                at=end_wall, archive=self._archives_robots,
-            ):  # fmt: skip
+            elif await self._robots_answered(job, result, now, asked, end_wall):
                 self._flush_now.set()
         self._commits.mark(job.host, self._mark(job.host, end_wall, now))
         if self._timing.brings(now, self._commits.pages_waiting):  # any answer's wake-up

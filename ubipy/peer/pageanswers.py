@@ -19,6 +19,7 @@ A mixin of :class:`~ubipy.peer.crawler.Crawler`, whose state it reads and change
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -45,6 +46,7 @@ from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.ordering import Ordering
 from ubipy.peer.reading import RedirectChains, page_parsing, read_page
 from ubipy.peer.refreshing import Refresher
+from ubipy.peer.robotsanswers import robots_answered
 from ubipy.peer.sitemapping import (
     Sitemapping,
     not_accepted_after_all,
@@ -58,6 +60,7 @@ from ubipy.store import NewURL
 
 __all__ = [
     "LARGE_PAGE",
+    "LARGE_ROBOTS",
     "READ_BYTES",
     "READ_SLICE",
     "SITEMAP_READS",
@@ -67,12 +70,16 @@ __all__ = [
 
 #: Pages not yet read are read at once when their bodies reach this many bytes.
 READ_BYTES = 4 * 1024 * 1024
-#: A page's body of this many bytes or more is read as it comes, by its request's task,
-#: one such page at a time: left to be read with the others, the pages that came
-#: together were parsed one after another with nothing else running, up to a second
-#: each (10 MiB of nested tags): 40 held a peer's loop 19.5 s, and peers of a cluster
-#: were declared dead (QA).
+#: A page's body of this many bytes or more is parsed as it comes, by its request's
+#: task, in slices, one such page at a time: left to be read with the others, the pages
+#: that came together were parsed one after another with nothing else running, up to a
+#: second each (10 MiB of nested tags): 40 held a peer's loop 19.5 s, and peers of a
+#: cluster were declared dead (QA).
 LARGE_PAGE = 256 * 1024
+#: A robots.txt of this many bytes or more is parsed when no large body is: one of
+#: 500 KiB and 18,681 wildcard rules takes 239 ms, and 40 hosts' came in one batch of
+#: the loop (QA: 5.3 s, peers declared dead). Its parse is not cut in slices.
+LARGE_ROBOTS = 64 * 1024
 #: Sitemaps read at once past their first SITEMAP_SMALL bytes (each to 50 MB, held
 #: twice while it is joined).
 SITEMAP_READS = 4
@@ -107,7 +114,8 @@ class PageAnswersMixin:
     _redirects: RedirectChains
     _sitemap_reads: trio.Semaphore
     _sitemap_readers: tuple[trio.Semaphore, trio.Semaphore]
-    _page_reader: trio.Semaphore
+    _large_reader: trio.Semaphore
+    _archives_robots: bool
     _fetch_job: Callable[[Job, BodyGate | None], Awaitable[None]]
     scope: ScopeFilter
 
@@ -136,11 +144,30 @@ class PageAnswersMixin:
         if self.sitemaps.reads(entry, result, self._page_filter):
             result, found = await self._sitemap_read(host, entry, result)
             self._page_answered(host, entry, result, now, asked, found, at)
-        elif len(result.body) >= LARGE_PAGE and _parsed_as_page(entry, result):
-            result, parsed = await self._large_page_parse(entry, result)
+        elif len(result.body) >= LARGE_PAGE:
+            # As it will be read: a sitemap that is an HTML page, cut at --max-body (a
+            # review: those were parsed whole, back to back, when read).
+            page, result = self._read_as(entry, result)
+            parsed = None
+            if _parsed_as_page(page, result):
+                result, parsed = await self._large_page_parse(page, result)
             self._page_answered(host, entry, result, now, asked, parsed, at)
         else:
             self._page_answered(host, entry, result, now, asked, None, at)
+
+    async def _robots_answered(
+        self, job: Job, result: FetchResult, now: float, asked: float | None, at: float
+    ) -> bool:
+        """A robots.txt's answer handed on (:func:`robots_answered`: True when a commit
+        is due); a large one when no other large body is being parsed."""
+        answered = functools.partial(
+            robots_answered, self.scheduler, self._commits, self.sitemaps, self.stats, job,
+            result, now, asked, at=at, archive=self._archives_robots,
+        )  # fmt: skip
+        if len(result.body) < LARGE_ROBOTS:
+            return answered()
+        async with self._large_reader:
+            return answered()
 
     async def _large_page_parse(
         self, entry: Entry, result: FetchResult
@@ -149,7 +176,7 @@ class PageAnswersMixin:
         if the parse broke (a bad page, not a dead peer)."""
         parsing = page_parsing(entry, result, self.config)
         try:
-            async with self._page_reader:
+            async with self._large_reader:
                 return result, await in_slices(parsing, READ_SLICE)
         except Exception:
             log.exception("parsing %s failed", entry.url)
@@ -253,6 +280,17 @@ class PageAnswersMixin:
         filters = self.scope.filters
         return filters is None or filters.verdict(url) is None
 
+    def _read_as(self, entry: Entry, result: FetchResult) -> tuple[Entry, FetchResult]:
+        """The entry an answer is read as (see read_as), and the answer: a sitemap's
+        read as a page is cut at --max-body (fetched to a sitemap's 50 MB, a page that
+        large would cost seconds of the event loop)."""
+        sitemap = is_sitemap(entry.depth)
+        entry = read_as(entry, result, sitemaps=self.sitemaps.enabled, page=self._page_filter)
+        cap = self.config.fetch.max_body_bytes
+        if sitemap and not is_sitemap(entry.depth) and len(result.body) > cap:
+            result = dataclasses.replace(result, body=result.body[:cap], truncated=True)
+        return entry, result
+
     def _page_done(
         self,
         host: str,
@@ -264,12 +302,7 @@ class PageAnswersMixin:
         """Read a page answered at ``at`` (the wall clock); ``read``: what its body
         says, read already (a sitemap's finds, a large page's parse)."""
         sitemap = is_sitemap(entry.depth)
-        entry = read_as(entry, result, sitemaps=self.sitemaps.enabled, page=self._page_filter)
-        cap = self.config.fetch.max_body_bytes
-        if sitemap and not is_sitemap(entry.depth) and len(result.body) > cap:
-            # Fetched to a sitemap's 50 MB, read as a page is, cut at --max-body: a page
-            # that large would cost a second of the event loop.
-            result = dataclasses.replace(result, body=result.body[:cap], truncated=True)
+        entry, result = self._read_as(entry, result)
         if is_sitemap(entry.depth):  # stored as a page row, counted as a sitemap
             found = read if isinstance(read, tuple) else None
             answer = self.sitemaps.answered(host, entry, result, at, found)
