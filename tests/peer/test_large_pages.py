@@ -6,6 +6,7 @@ dead, QA)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 
 import httpx2
@@ -18,6 +19,7 @@ from ubipy.config import CrawlConfig, PolitenessConfig
 from ubipy.fetch import Entry, FetchResult, ParsedPage, parse_html
 from ubipy.fetch.robots import PRODUCT_TOKEN, RobotsRules
 from ubipy.peer import pageanswers, reading
+from ubipy.peer.crawler import Crawler
 from ubipy.peer.pageanswers import LARGE_ROBOTS
 from ubipy.steps import Steps
 from ubipy.store import Shard
@@ -33,6 +35,26 @@ class _Polls(trio.abc.Instrument):
 
     def before_io_wait(self, timeout: float) -> None:
         self.polls += 1
+
+
+async def _crawled(
+    tmp_path: Path,
+    serve: Callable[[httpx2.Request], Coroutine[None, None, httpx2.Response]],
+    seeds: list[str],
+    polls: _Polls | None = None,
+) -> Crawler:
+    """A crawl of ``seeds`` against ``serve`` to its end, ``polls`` counting."""
+    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.0))
+    shard = Shard.open(tmp_path)
+    if polls is not None:
+        trio.lowlevel.add_instrument(polls)
+    try:
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
+            return await crawl_until_idle(config, shard, client, seeds)
+    finally:
+        if polls is not None:
+            trio.lowlevel.remove_instrument(polls)
+        shard.close()
 
 
 async def test_large_pages_that_come_together_are_parsed_a_slice_at_a_time(
@@ -69,17 +91,7 @@ async def test_large_pages_that_come_together_are_parsed_a_slice_at_a_time(
             return httpx2.Response(200, headers=HTML, content=large)
         return httpx2.Response(200, headers=HTML, content=b"<title>b</title>")
 
-    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.0))
-    shard = Shard.open(tmp_path)
-    trio.lowlevel.add_instrument(polls)
-    try:
-        async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
-            crawler = await crawl_until_idle(
-                config, shard, client, [f"http://h{i}.test/" for i in range(hosts)]
-            )
-    finally:
-        trio.lowlevel.remove_instrument(polls)
-        shard.close()
+    crawler = await _crawled(tmp_path, serve, [f"http://h{i}.test/" for i in range(hosts)], polls)
     assert len(parsed) == hosts and len(steps_at) >= 4 * hosts
     assert len(set(steps_at)) == len(steps_at), steps_at
     whole = parse_html(large, "http://h0.test/")
@@ -115,17 +127,7 @@ async def test_large_robots_txts_that_come_together_are_parsed_apart(
             return httpx2.Response(200, content=robots)
         return httpx2.Response(200, headers=HTML, content=b'<a href="/no">no</a><a href="/b">b</a>')
 
-    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.0))
-    shard = Shard.open(tmp_path)
-    trio.lowlevel.add_instrument(polls)
-    try:
-        async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
-            crawler = await crawl_until_idle(
-                config, shard, client, [f"http://h{i}.test/" for i in range(hosts)]
-            )
-    finally:
-        trio.lowlevel.remove_instrument(polls)
-        shard.close()
+    crawler = await _crawled(tmp_path, serve, [f"http://h{i}.test/" for i in range(hosts)], polls)
     assert len(parsed_at) == hosts and len(set(parsed_at)) == hosts, parsed_at
     assert "/no" not in asked and crawler.stats.pages == 2 * hosts
 
@@ -152,12 +154,6 @@ async def test_a_sitemap_that_is_a_large_page_is_parsed_a_slice_at_a_time(
             return httpx2.Response(200, headers=HTML, content=large)
         return httpx2.Response(200, headers=HTML, content=b'<title>b</title><a href="/b">b</a>')
 
-    config = CrawlConfig(data_dir=tmp_path, politeness=PolitenessConfig(delay=0.0))
-    shard = Shard.open(tmp_path)
-    try:
-        async with httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as client:
-            crawler = await crawl_until_idle(config, shard, client, ["http://h.test/"])
-    finally:
-        shard.close()
+    crawler = await _crawled(tmp_path, serve, ["http://h.test/"])
     assert sliced == ["http://h.test/map"]
     assert crawler.stats.pages == 3  # /, /map read as a page, and /b it links to
