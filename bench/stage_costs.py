@@ -56,7 +56,7 @@ _STAGES = {
     ("ubipy.peer.crawler", "Crawler._page_answered"): "answered",
     ("ubipy.peer.pageanswers", "read_page"): "parse",
     ("ubipy.peer.crawler", "Crawler._flush"): "commit",
-    ("ubipy.peer.crawler", "robots_answered"): "robots",
+    ("ubipy.peer.pageanswers", "robots_answered"): "robots",
 }
 
 
