@@ -18,11 +18,13 @@ A mixin of :class:`~ubipy.peer.crawler.Crawler`, whose state it reads and change
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import trio
 
@@ -55,7 +57,7 @@ from ubipy.peer.sitemapping import (
     sitemap_answered,
 )
 from ubipy.peer.wakeup import Wakeup
-from ubipy.steps import in_slices
+from ubipy.steps import Steps, in_slices
 from ubipy.store import NewURL
 
 __all__ = [
@@ -95,6 +97,8 @@ READ_SLICE = 0.02
 _GZIP = b"\x1f\x8b"
 
 log = logging.getLogger("ubipy.peer.crawler")  # the crawler's log, as before
+
+T = TypeVar("T")
 
 
 class PageAnswersMixin:
@@ -175,14 +179,7 @@ class PageAnswersMixin:
         """A large page parsed in slices, one such page at a time; the answer, failed
         if the parse broke (a bad page, not a dead peer)."""
         parsing = page_parsing(entry, result, self.config)
-        try:
-            async with self._large_reader:
-                return result, await in_slices(parsing, READ_SLICE)
-        except Exception:
-            log.exception("parsing %s failed", entry.url)
-            return processing_failed(result), None
-        finally:
-            parsing.close()
+        return await _in_slices(parsing, self._large_reader, result, f"parsing {entry.url}")
 
     async def _sitemap_read(
         self, host: str, entry: Entry, result: FetchResult
@@ -194,20 +191,13 @@ class PageAnswersMixin:
         waits for no gzipped one, its turn held (QA: those behind a queue of them
         timed out waiting for a turn). A stop waits for the reading."""
         large, gzipped = self._sitemap_readers
+        lane: trio.Semaphore | None = None  # a small plain one: read beside the others
+        if len(result.body) >= SITEMAP_SMALL:
+            lane = large
+        elif result.body[:2] == _GZIP:
+            lane = gzipped
         reading = self.sitemaps.reading(host, entry, result)
-        try:
-            if len(result.body) >= SITEMAP_SMALL:
-                async with large:
-                    return result, await in_slices(reading, READ_SLICE)
-            if result.body[:2] == _GZIP:
-                async with gzipped:
-                    return result, await in_slices(reading, READ_SLICE)
-            return result, await in_slices(reading, READ_SLICE)
-        except Exception:
-            log.exception("reading sitemap %s failed", entry.url)
-            return processing_failed(result), None
-        finally:
-            reading.close()  # its parser's buffers let go now, not when collected
+        return await _in_slices(reading, lane, result, f"reading sitemap {entry.url}")
 
     def _page_answered(
         self,
@@ -335,3 +325,19 @@ def _parsed_as_page(entry: Entry, result: FetchResult) -> bool:
     """Whether a page's answer is parsed as HTML when read (see read_page)."""
     page = result.ok and result.accepted and not result.is_redirect and result.is_html
     return page and not is_sitemap(entry.depth)
+
+
+async def _in_slices(
+    steps: Steps[T], lane: trio.Semaphore | None, result: FetchResult, what: str
+) -> tuple[FetchResult, T | None]:
+    """What ``steps`` (reading ``result``'s body) make, run in slices, in ``lane`` (one
+    at a time) if given; the answer, failed if they broke (a bad body, not a dead peer:
+    stored as an error). Closed at the end: a parser's buffers let go now."""
+    try:
+        async with lane if lane is not None else contextlib.nullcontext():
+            return result, await in_slices(steps, READ_SLICE)
+    except Exception:
+        log.exception("%s failed", what)
+        return processing_failed(result), None
+    finally:
+        steps.close()
