@@ -83,3 +83,20 @@ def test_the_peers_that_left_for_good_are_there_at_the_next_start(tmp_path: Path
             assert MemberBook(shard).leaves == {}
     finally:
         shard.close()
+
+
+def test_a_leave_that_handed_hosts_on_is_there_at_the_next_start(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)
+    try:
+        assert not MemberBook(shard).handed_on
+        MemberBook(shard).remember_handed(True)
+    finally:
+        shard.close()
+    shard = Shard.open(tmp_path)
+    try:
+        book = MemberBook(shard)
+        assert book.handed_on
+        book.remember_handed(False)
+        assert not MemberBook(shard).handed_on
+    finally:
+        shard.close()

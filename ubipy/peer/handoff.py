@@ -90,6 +90,7 @@ class Handoff(HoldsMixin):
         *,
         last_members: Collection[str] = (),
         leaves: Mapping[str, str] | None = None,
+        handed_on: bool = False,
         grace: float = 0.0,
         fence: float = 0.0,
         copies: int = 1,
@@ -134,6 +135,10 @@ class Handoff(HoldsMixin):
         self._swept: dict[str, str] = dict(leaves or {})
         self._leaves_kept = dict(self._swept)
         self.remember_leaves: Callable[[dict[str, str]], None] = lambda leaves: None
+        # Whether a leave of this peer handed hosts on that the others may still hold,
+        # kept in the shard through ``remember_handed`` until they are back.
+        self._handed_on = handed_on
+        self.remember_handed: Callable[[bool], None] = lambda handed: None
         self._kick = Wakeup()
         # The owners that did not take a host in the last sweep (a leaving peer's).
         self.unanswered: set[str] = set()
@@ -157,8 +162,12 @@ class Handoff(HoldsMixin):
         if others:
             # Back from a stop: the hosts the last ring gave to others may still be
             # theirs, in their shards. They are held until each of those peers is
-            # back and has swept, is known dead, or the limit passes.
-            self._add_hold(Ring([self_id, *others]), NO_RING, others, self._hold_limit)
+            # back and has swept, is known dead, or the limit passes. After a leave
+            # that handed hosts on, none of them was this peer's: the hosts it handed
+            # are in their shards (a whole cluster stopped, the others refusing each
+            # other's hand-offs: the first back, alone, fetched them again, CI).
+            mine = Ring(others) if handed_on else Ring([self_id, *others])
+            self._add_hold(mine, NO_RING, others, self._hold_limit, after_leave=handed_on)
 
     # -- sending ------------------------------------------------------------------
     async def run(self) -> None:
@@ -264,6 +273,11 @@ class Handoff(HoldsMixin):
         seed_lookup = None if lookup is None else tuple(sorted(lookup))
         if self._address_of(owner) is None:
             return False
+        if self.self_id not in self._ring.members and not self._handed_on:
+            # A leave's hand-off: kept before the first goes (synced below with the
+            # pages done), for this peer's next start.
+            self._handed_on = True
+            self.remember_handed(True)
         if done and self._synced is not None:
             # Its pages go to the new owner done: their records in this peer's archive
             # are on disk first, or a machine's crash after the owner took them lost

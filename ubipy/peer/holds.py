@@ -72,6 +72,9 @@ class Hold:
     # Made for a dead peer's hosts with no copy of them (one replica): expired, the
     # peer did not come back, and its hosts' URLs are lost (HoldsMixin.on_hosts_lost).
     lost_if_expired: bool = False
+    # Made at a start after a leave that handed hosts on (see Handoff): once none is
+    # left, the shard forgets that leave's hand-offs.
+    after_leave: bool = False
 
 
 class HoldsMixin:
@@ -101,6 +104,8 @@ class HoldsMixin:
     _leaves_kept: dict[str, str]
     # Told the leaves whose sweeps are done, whenever they change (ubipy.peer.members).
     remember_leaves: Callable[[dict[str, str]], None]
+    _handed_on: bool
+    remember_handed: Callable[[bool], None]
     _kick: Wakeup
     _holds_changed: Wakeup
     _tokens: random.Random
@@ -224,7 +229,7 @@ class HoldsMixin:
                 changed = True
         if changed:
             self._holds = [h for h in self._holds if h.waiting]
-            self._crawler.release_held()
+            self._released()
 
     def peer_gone(self, peer_id: str) -> None:
         """A dead peer hands nothing over: hold what it owned for the grace period, in
@@ -380,7 +385,15 @@ class HoldsMixin:
                 changed = True
         if changed:
             self._holds = [h for h in self._holds if h.waiting]
-            self._crawler.release_held()
+            self._released()
+
+    def _released(self) -> None:
+        """Holds were let go: the crawler looks at their hosts again; once no hold is
+        left that a leave's hand-offs made, every host they handed is back or given up."""
+        self._crawler.release_held()
+        if self._handed_on and not any(h.after_leave for h in self._holds):
+            self._handed_on = False
+            self.remember_handed(False)
 
     def _held(self, host: str) -> bool:
         # A host that is no longer ours gets nothing more from here: its state is
@@ -409,6 +422,7 @@ class HoldsMixin:
         *,
         lost: bool = False,
         theirs: str | None = None,
+        after_leave: bool = False,
     ) -> None:
         now = trio.current_time()
         hold = Hold(
@@ -422,6 +436,7 @@ class HoldsMixin:
             None if theirs is None else old_ring.owned_by(theirs),
             since=now,
             lost_if_expired=lost,
+            after_leave=after_leave,
         )
         self._holds.append(hold)
         self._holds_changed.set()
@@ -468,4 +483,4 @@ class HoldsMixin:
                     log.info("hold on hosts awaiting %s expired", ", ".join(sorted(hold.waiting)))
                 if any(h.lost_if_expired for h in expired):
                     self.on_hosts_lost()
-                self._crawler.release_held()
+                self._released()

@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 
 _MEMBERS_META = "last_members"
 _LEAVES_META = "leaves_swept"
+_HANDED_META = "handed_on_leave"
 
 
 class MemberBook:
@@ -30,6 +31,9 @@ class MemberBook:
         # The peers that left and handed every host on (HoldsMixin.leaves), by the
         # ring of their leave's sweep: not waited for at the next start.
         self.leaves: dict[str, str] = _leaves(shard.get_meta(_LEAVES_META))
+        # Whether a leave handed hosts on that may not be back here yet
+        # (HoldsMixin.remember_handed).
+        self.handed_on = shard.get_meta(_HANDED_META) == "1"
 
     def recipient(self, address: str) -> str:
         """The id of the peer at ``address``; "" (any peer) while no member is known
@@ -75,6 +79,14 @@ class MemberBook:
             self.leaves = leaves
         except StorageError as exc:
             log.warning("cannot remember the peers that left: %s", exc)
+
+    def remember_handed(self, handed: bool) -> None:
+        try:
+            with self._shard.transaction():
+                self._shard.set_meta(_HANDED_META, "1" if handed else "")
+            self.handed_on = handed
+        except StorageError as exc:
+            log.warning("cannot remember the hosts handed on: %s", exc)
 
 
 def _leaves(text: str | None) -> dict[str, str]:

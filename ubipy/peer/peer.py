@@ -266,18 +266,17 @@ class Peer:
         self._handoff = Handoff(
             self.peer_id, crawler, self.links.send, self._address_of,
             last_members=self._members.last_members, leaves=self._members.leaves,
+            handed_on=self._members.handed_on,
             grace=config.replication.rejoin_grace if config.replication.replicas < 2 else 0.0,
-            fence=fence(term),
-            copies=config.replication.replicas,
+            fence=fence(term), copies=config.replication.replicas,
             # As long as the peers that hold a host's copies are dialled.
             orphan_grace=config.membership.reconnect_timeout,
             request_limit=config.fetch.fetch_deadline,
-            rng=self._rng,
-            synced=syncs.synced,
-            copies_here=replicator,
+            rng=self._rng, synced=syncs.synced, copies_here=replicator,
             heard_at=self.links.heard_at,
         )  # fmt: skip
         self._handoff.remember_leaves = self._members.remember_leaves
+        self._handoff.remember_handed = self._members.remember_handed
         if crawler.refresher is not None:  # a dead peer's hosts lost: links find them again
             self._handoff.on_hosts_lost = crawler.refresher.relink
         self._ip_leases = IpLeases(self.peer_id, config, crawler, router, rng=self._rng)
