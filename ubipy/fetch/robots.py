@@ -21,6 +21,7 @@ from typing import Final
 from protego import Protego
 
 from ubipy.errors import UbipyError
+from ubipy.fetch.robotsindex import RuleIndex, rule_index
 from ubipy.fetch.urls import BadURL, normalize
 
 __all__ = [
@@ -85,7 +86,15 @@ class _Mode(enum.Enum):
 class RobotsRules:
     """The robots.txt rules of one host, as they apply to `PRODUCT_TOKEN`."""
 
-    __slots__ = ("_crawl_delay", "_mode", "_parser", "closed_for", "sitemaps", "sitemaps_over")
+    __slots__ = (
+        "_crawl_delay",
+        "_index",
+        "_mode",
+        "_parser",
+        "closed_for",
+        "sitemaps",
+        "sitemaps_over",
+    )
 
     def __init__(self, mode: _Mode, parser: Protego | None = None) -> None:
         self._mode = mode
@@ -96,7 +105,10 @@ class RobotsRules:
         # The Sitemap lines, as written (whatever the group: they stand apart from it).
         self.sitemaps: tuple[str, ...] = ()
         self.sitemaps_over = 0
+        # Many rules: matched through an index (robotsindex), not one by one.
+        self._index: RuleIndex | None = None
         if parser is not None:
+            self._index = rule_index(parser, PRODUCT_TOKEN)
             listed = parser.sitemaps
             self.sitemaps = tuple(itertools.islice(listed, MAX_SITEMAPS))
             self.sitemaps_over = sum(1 for _ in listed)
@@ -149,6 +161,8 @@ class RobotsRules:
             # Protego splits its argument as a URL; a bare path "//x" would be
             # read as an authority, so give it a dummy one.
             url = "http://robots.invalid" + url
+        if self._index is not None:
+            return self._index.can_fetch(url)
         return self._parser.can_fetch(url, PRODUCT_TOKEN) if self._parser is not None else True
 
     @property
