@@ -31,7 +31,13 @@ from ubipy.fetch.hops import HopRule, target_of
 from ubipy.fetch.idlehosts import IdleHosts
 from ubipy.fetch.lookupanswers import LookupAnswers
 from ubipy.fetch.refreshshare import RefreshShare
-from ubipy.fetch.robots import PRODUCT_TOKEN, RobotsDecision, RobotsState, robots_token
+from ubipy.fetch.robots import (
+    PRODUCT_TOKEN,
+    RobotsDecision,
+    RobotsRules,
+    RobotsState,
+    robots_token,
+)
 from ubipy.fetch.robotsrule import RobotsRule
 from ubipy.fetch.sitemaps import is_sitemap
 from ubipy.fetch.slots import Entry, HostRobots, HostSlot, Job, JobKind, Loader, Recall
@@ -451,6 +457,10 @@ class Scheduler(LookupAnswers):
         slot.pages = max(slot.pages, pages)
         self._arm(slot)  # idle, if it has nothing to ask
 
+    def parse_robots(self, body: bytes) -> RobotsRules:
+        """A robots.txt body's rules for this crawler (no state: any thread)."""
+        return RobotsRules.parse(body, self._agent)
+
     def robots_answer(
         self,
         host: str,
@@ -462,16 +472,18 @@ class Scheduler(LookupAnswers):
         final: bool = False,
         asked: float | None = None,
         reason: str | None = None,
+        rules: RobotsRules | None = None,
     ) -> RobotsDecision | None:
         """Feed a robots.txt response (``status`` None: it failed) to the host's slot.
 
         ``final``: the failure is not worth another attempt (the host's certificate
         did not verify): the scheme is given up at once (RobotsRule.answer), with
-        ``reason``. ``asked``: the seconds its Retry-After asked. Returns the
-        decision once there is one; None while redirects are followed."""
+        ``reason``. ``asked``: the seconds its Retry-After asked. ``rules``: the
+        body's, parsed already (:meth:`parse_robots`). Returns the decision once there
+        is one; None while redirects are followed."""
         slot = self._slots[host]
         decision, give_up, wait = self.robots.answer(
-            slot, now, status, location, body, asked, final=final, reason=reason
+            slot, now, status, location, body, asked, final=final, reason=reason, rules=rules
         )
         if give_up:
             self._give_up(slot)

@@ -315,11 +315,15 @@ class RobotsFetch:
     def decision(self) -> RobotsDecision | None:
         return self._decision
 
-    def on_response(self, status: int, location: str | None, body: bytes) -> RobotsDecision | None:
-        """Feed the response to a request for `.url`; None means request `.url` again."""
+    def on_response(
+        self, status: int, location: str | None, body: bytes, rules: RobotsRules | None = None
+    ) -> RobotsDecision | None:
+        """Feed the response to a request for `.url`; None means request `.url` again.
+        ``rules``: the body's, parsed already (a large one, beside the event loop)."""
         if 200 <= status < 300:
             self._transition(_Event.SUCCESS)
-            rules = RobotsRules.parse(body, self._agent)
+            if rules is None:
+                rules = RobotsRules.parse(body, self._agent)
             decision = RobotsDecision(rules, RobotsOutcome.PARSED, False)
             self._decision = decision
             return decision

@@ -99,15 +99,20 @@ class RobotsRule:
         asked: float | None = None,
         final: bool = False,
         reason: str | None = None,
+        rules: RobotsRules | None = None,
     ) -> RobotsOutcome:
         """Feed a response (``status`` None: it failed) to the slot's fetch;
         ``asked``: the seconds its Retry-After asked (capped by the caller);
         ``final``: a failure not worth another attempt gives the host up at once,
         unless it has rules already; ``reason``: what URLs closed for want of the
-        rules are closed with (by default, ROBOTS_UNREACHABLE)."""
+        rules are closed with (by default, ROBOTS_UNREACHABLE); ``rules``: the body's,
+        parsed already."""
         fetch = slot.robots_fetch
         assert fetch is not None
-        decision = fetch.on_error() if status is None else fetch.on_response(status, location, body)
+        if status is None:
+            decision = fetch.on_error()
+        else:
+            decision = fetch.on_response(status, location, body, rules)
         if decision is None:
             return RobotsOutcome(None)
         if decision.temporary:

@@ -20,6 +20,7 @@ from ubipy.fetch import (
     FetchResult,
     HostRobots,
     Job,
+    RobotsRules,
     Scheduler,
     fingerprint,
 )
@@ -43,10 +44,12 @@ def robots_answered(
     *,
     at: float,
     archive: bool,
+    rules: RobotsRules | None = None,
 ) -> bool:
     """Hand ``job``'s answer on (``asked``: the seconds its Retry-After asked; ``at``:
     the wall clock when it ended); True when URLs were closed (a commit is due now).
-    With ``archive``, an answer (any status) goes to the WARC files too."""
+    With ``archive``, an answer (any status) goes to the WARC files too. ``rules``:
+    its body's, parsed already."""
     stats.robots_requests += 1
     if archive and (head := head_of(result)) is not None:
         answer = RobotsAnswer(
@@ -80,6 +83,7 @@ def robots_answered(
         final=bad_cert or refused,
         asked=asked,
         reason=reason,
+        rules=rules,
     )
     if decision is None:
         return False
