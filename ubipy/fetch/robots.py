@@ -21,7 +21,7 @@ from typing import Final
 from protego import Protego
 
 from ubipy.errors import UbipyError
-from ubipy.fetch.robotsindex import RuleIndex, rule_index
+from ubipy.fetch.robotsindex import RuleIndex, let_go, rule_index
 from ubipy.fetch.urls import BadURL, normalize
 
 __all__ = [
@@ -105,10 +105,14 @@ class RobotsRules:
         # The Sitemap lines, as written (whatever the group: they stand apart from it).
         self.sitemaps: tuple[str, ...] = ()
         self.sitemaps_over = 0
-        # Many rules: matched through an index (robotsindex), not one by one.
+        # Many rules: kept compact, matched through an index (robotsindex), and
+        # protego's objects let go.
         self._index: RuleIndex | None = None
         if parser is not None:
             self._index = rule_index(parser, PRODUCT_TOKEN)
+            if self._index is not None:
+                let_go(parser)
+                self._parser = None
             listed = parser.sitemaps
             self.sitemaps = tuple(itertools.islice(listed, MAX_SITEMAPS))
             self.sitemaps_over = sum(1 for _ in listed)
