@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ubipy.fetch.politeness import Entry, JobKind, Scheduler
+from ubipy.fetch.robots import LARGE_ROBOTS
 
 TTL = 86_400.0
 RULES = b"User-agent: *\nDisallow: /private/\n"
@@ -53,6 +54,17 @@ def test_rules_kept_past_the_ttl_or_of_the_other_scheme_are_not_taken() -> None:
         _add(s, "http://a.test/p")
         job = s.next_job(0.0)
         assert job is not None and job.kind is JobKind.ROBOTS, kept
+
+
+def test_a_large_robots_txt_kept_is_asked_again_rather_than_parsed_on_the_loop() -> None:
+    """Its parse would hold the event loop (a quarter of a second for 500 KiB of
+    rules, QA); asked again, the answer is parsed by a thread."""
+    large = RULES + b"".join(b"Disallow: /p%d/*x\n" % i for i in range(5000))
+    assert len(large) >= LARGE_ROBOTS
+    s = _scheduler({("a.test", "http:"): (10.0, large)})
+    _add(s, "http://a.test/p")
+    job = s.next_job(0.0)
+    assert job is not None and (job.kind, job.url) == (JobKind.ROBOTS, "http://a.test/robots.txt")
 
 
 def test_an_answer_that_restricts_nothing_is_kept_as_none() -> None:

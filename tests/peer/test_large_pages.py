@@ -18,10 +18,9 @@ import trio.testing
 from tests.crawling import crawl_until_idle
 from ubipy.config import CrawlConfig, PolitenessConfig
 from ubipy.fetch import Entry, FetchResult, ParsedPage, parse_html
-from ubipy.fetch.robots import PRODUCT_TOKEN, RobotsRules
+from ubipy.fetch.robots import LARGE_ROBOTS, PRODUCT_TOKEN, RobotsRules
 from ubipy.peer import pageanswers, reading
 from ubipy.peer.crawler import Crawler
-from ubipy.peer.pageanswers import LARGE_ROBOTS
 from ubipy.steps import Steps
 from ubipy.store import Shard
 

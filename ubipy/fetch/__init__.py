@@ -42,6 +42,7 @@ from ubipy.fetch.refresh import (
 )
 from ubipy.fetch.retry import asked_wait, is_retryable, retry_after
 from ubipy.fetch.robots import (
+    LARGE_ROBOTS,
     ROBOTS_FETCH_BYTES,
     ROBOTS_MAX_BYTES,
     ROBOTS_UNREACHABLE,
@@ -80,6 +81,7 @@ from ubipy.fetch.urls import (
 __all__ = [
     "BACKOFF_STATUSES",
     "INDEXED_SITEMAP_DEPTH",
+    "LARGE_ROBOTS",
     "LISTED_DEPTH",
     "MAX_LINKS",
     "ROBOTS_FETCH_BYTES",

@@ -25,6 +25,7 @@ from ubipy.fetch.robotsindex import RuleIndex, let_go, rule_index
 from ubipy.fetch.urls import BadURL, normalize
 
 __all__ = [
+    "LARGE_ROBOTS",
     "MAX_REDIRECTS",
     "MAX_SITEMAPS",
     "PRODUCT_TOKEN",
@@ -43,6 +44,11 @@ __all__ = [
 
 # RFC 9309 §2.5: crawlers must parse at least the first 500 KiB.
 ROBOTS_MAX_BYTES: Final = 500 * 1024
+#: A robots.txt of this many bytes or more is parsed by a thread, one at a time (the
+#: peer's PageAnswersMixin), never on the event loop: one of 500 KiB and 18,681
+#: wildcard rules takes protego 239 ms, and 40 hosts' came in one batch of the loop
+#: (QA: 5.3 s, peers declared dead).
+LARGE_ROBOTS: Final = 64 * 1024
 # What a robots.txt fetch reads: one byte past the cap tells a body cut there (its
 # last line cut short, dropped by :meth:`RobotsRules.parse`) from one that ends there.
 ROBOTS_FETCH_BYTES: Final = ROBOTS_MAX_BYTES + 1

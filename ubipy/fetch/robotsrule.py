@@ -39,6 +39,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ubipy.fetch.robots import (
+    LARGE_ROBOTS,
     ROBOTS_UNREACHABLE,
     RobotsDecision,
     RobotsFetch,
@@ -203,6 +204,8 @@ class RobotsRule:
         if kept is None or not 0 <= kept[0] < self._ttl:
             return False
         age, body = kept
+        if body is not None and len(body) >= LARGE_ROBOTS:
+            return False  # asked again: the answer's parse is a thread's, not the loop's
         self._take(
             slot, now, RobotsRules.allow_all() if body is None else RobotsRules.parse(body, agent)
         )

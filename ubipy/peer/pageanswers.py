@@ -30,6 +30,7 @@ import trio
 
 from ubipy.config import CrawlConfig
 from ubipy.fetch import (
+    LARGE_ROBOTS,
     SITEMAP_DEPTH,
     BodyGate,
     Entry,
@@ -62,7 +63,6 @@ from ubipy.store import NewURL
 
 __all__ = [
     "LARGE_PAGE",
-    "LARGE_ROBOTS",
     "READ_BYTES",
     "READ_SLICE",
     "SITEMAP_READS",
@@ -78,10 +78,6 @@ READ_BYTES = 4 * 1024 * 1024
 #: second each (10 MiB of nested tags): 40 held a peer's loop 19.5 s, and peers of a
 #: cluster were declared dead (QA).
 LARGE_PAGE = 256 * 1024
-#: A robots.txt of this many bytes or more is parsed when no large body is: one of
-#: 500 KiB and 18,681 wildcard rules takes 239 ms, and 40 hosts' came in one batch of
-#: the loop (QA: 5.3 s, peers declared dead). Its parse is not cut in slices.
-LARGE_ROBOTS = 64 * 1024
 #: Sitemaps read at once past their first SITEMAP_SMALL bytes (each to 50 MB, held
 #: twice while it is joined).
 SITEMAP_READS = 4
