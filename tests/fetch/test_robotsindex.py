@@ -50,6 +50,18 @@ def test_the_index_answers_as_protego_does(rules: list[tuple[str, str]], paths: 
         assert robots.allowed(url) == protego.can_fetch(url, PRODUCT_TOKEN), (rules, path)
 
 
+def test_many_rules_of_one_start_answer_as_protego_does() -> None:
+    """All of them tried for every URL (their patterns split once)."""
+    lines = ["User-agent: *", "Allow: /*q5$", "Allow: /*q7*z"]
+    lines += [f"Disallow: /*q{i}" for i in range(100)]
+    text = "\n".join(lines) + "\n"
+    robots, protego = RobotsRules.parse(text.encode()), Protego.parse(text)
+    assert robots._index is not None
+    for path in ["/a", "/aq5", "/aq55", "/q7", "/q7z", "/xq7yz", "/q99x", "/q100", "/q"]:
+        url = "http://example.com" + path
+        assert robots.allowed(url) == protego.can_fetch(url, PRODUCT_TOKEN), path
+
+
 def test_a_few_rules_are_left_to_protego() -> None:
     assert RobotsRules.parse(_robots([("Disallow", "/a*b")], INDEXED - 2))._index is None
     many = RobotsRules.parse(_robots([("Disallow", "/a*b")], INDEXED))
