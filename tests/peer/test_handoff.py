@@ -79,6 +79,17 @@ def asked(crawler: Crawler) -> set[str]:
     return {job.host for job in jobs(crawler)}
 
 
+def _never_answered(sent: list[object]) -> Callable[[str, Message], Awaitable[bool]]:
+    """A link that takes every frame and answers none, noting where each hand-off went."""
+
+    async def send(address: str, message: Message) -> bool:
+        if isinstance(message, HandoffFrame):
+            sent.append(address)
+        return True
+
+    return send
+
+
 def handoff_for(crawler: Crawler, self_id: str, **kwargs: Any) -> Handoff:
     async def send(address: str, message: Message) -> bool:
         return True
@@ -274,15 +285,9 @@ async def test_a_leave_that_hands_a_host_on_keeps_that_it_did_before_the_first_g
     two, without = Ring(["a", "b"]), Ring(["b"])
     host = host_owned(two, "a")
     said: list[object] = []
-
-    async def send(address: str, message: Message) -> bool:
-        if isinstance(message, HandoffFrame):
-            said.append(address)
-        return True  # and never an answer
-
     async with crawler_at(tmp_path) as crawler:
         crawler.seed([f"http://{host}/"])
-        handoff = Handoff("a", crawler, send, lambda peer: f"{peer}:1")
+        handoff = Handoff("a", crawler, _never_answered(said), lambda peer: f"{peer}:1")
         handoff.remember_handed = said.append
         handoff.ring_changed(two, frozenset(two.members), frozenset(), sweep=False)
         assert await handoff.sweep()  # its own host stays
@@ -326,16 +331,10 @@ async def test_nothing_more_is_handed_to_a_peer_that_left(
     patience for an answer that will not come."""
     two = Ring(["a", "b"])
     host = host_owned(two, "b")
-    sent: list[str] = []
-
-    async def send(address: str, message: Message) -> bool:
-        if isinstance(message, HandoffFrame):
-            sent.append(address)
-        return True  # and never an answer
-
+    sent: list[object] = []
     async with crawler_at(tmp_path) as crawler:
         crawler.seed([f"http://{host}/"])
-        handoff = Handoff("a", crawler, send, lambda peer: f"{peer}:1")
+        handoff = Handoff("a", crawler, _never_answered(sent), lambda peer: f"{peer}:1")
         handoff.ring_changed(two, frozenset(two.members), frozenset(), sweep=False)
         handoff.abandon("b:1")
         start = trio.current_time()
