@@ -509,8 +509,9 @@ class Links:
             return self.trouble[address]
         conn = self._out.get(address)
         if conn is not None and not conn.closed and not conn.reader.frames:
-            # A ubipy peer answers a join at once, authentic or with a refusal.
-            return "it took the connection but answers nothing (not a ubipy peer?)"
+            # A ubipy peer answers a join at once, authentic or with a refusal, unless
+            # its loop is held (QA: a peer held by a hostile page was named a stranger).
+            return "it took the connection but answers nothing (not a ubipy peer, or a busy one?)"
         return None
 
     def reflected(self, source: str | None, here: str | None) -> None:

@@ -387,9 +387,9 @@ class Peer:
     async def _gossip_loop(self) -> None:
         membership = self.membership
         while True:
-            deadline = membership.next_deadline()
+            deadline, cpu = membership.next_deadline(), time.process_time()
             await self._gossip_kick.wait(deadline)
-            say_if_stalled(deadline, now := trio.current_time())
+            say_if_stalled(deadline, now := trio.current_time(), time.process_time() - cpu)
             outgoing = membership.tick(now)
             self._send_membership(outgoing)
             self._membership_events()

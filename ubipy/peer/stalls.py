@@ -14,14 +14,25 @@ log = logging.getLogger("ubipy.peer")
 STALLED = 10.0
 
 
-def say_if_stalled(due: float | None, now: float) -> bool:
-    """Says, once a stall is over, that a timer due at ``due`` woke only at ``now``;
-    whether it did."""
-    if due is None or now - due <= STALLED:
+def say_if_stalled(due: float | None, now: float, cpu: float = 0.0) -> bool:
+    """Says, once a stall is over, that a timer due at ``due`` woke only at ``now``
+    (``cpu``: the seconds of CPU the process used meanwhile); whether it did."""
+    late = now - due if due is not None else 0.0
+    if late <= STALLED:
         return False
-    log.warning(
-        "this process did not run for %.0f s (stopped, paused or starved of CPU): the "
-        "others may have taken it for dead; it catches up now",
-        now - due,
-    )
+    if cpu >= late / 2:
+        # It ran, and its loop did not: "did not run" sent the operator looking for a
+        # SIGSTOP or a paused machine (QA: a hostile page's parse).
+        log.warning(
+            "this peer's event loop was held %.0f s by its own work (%.0f s of CPU): the "
+            "others may have taken it for dead; it catches up now",
+            late,
+            cpu,
+        )
+    else:
+        log.warning(
+            "this process did not run for %.0f s (stopped, paused or starved of CPU): the "
+            "others may have taken it for dead; it catches up now",
+            late,
+        )
     return True
