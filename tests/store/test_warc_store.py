@@ -34,7 +34,7 @@ from tests.store.fsyncs import record_fsyncs
 from tests.store.warcs import pywb_cdxj
 from ubipy.cli import main
 from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
-from ubipy.errors import ExportError, ExportWriteError, StorageError
+from ubipy.errors import ExportError, ExportWriteError, ShardError, StorageError
 from ubipy.store import (
     HttpHead,
     PageRecord,
@@ -398,6 +398,74 @@ def test_a_missing_open_file_sends_its_pages_back_to_the_frontier(
     assert shard.page_body(1) == b"one" * 100
     shard.close()
     assert _each_capture_reads_back(tmp_path) == 1
+
+
+def _two_pages_then(tmp_path: Path, *, stop: Literal["clean", "kill"], size: int = 10**9) -> Path:
+    """A shard with pages 1 and 2 done in WARC files (rotated past ``size`` bytes),
+    closed cleanly or killed; its warc directory."""
+    shard = Shard.open(tmp_path, warc_size=size)
+    shard.add_to_frontier([NewURL(fp, f"http://a.test/{fp}", "a.test", 1) for fp in (1, 2)])
+    for fp in (1, 2):
+        with shard.transaction():
+            shard.record_pages([_page(fp, random.Random(fp).randbytes(3_000))])
+    if stop == "clean":
+        shard.close()
+    else:
+        shard._conn.close()  # killed: the open file stays open, the mark with it
+    return tmp_path / "warc"
+
+
+@pytest.mark.parametrize("gone", ["the last file", "the warc directory"])
+def test_after_a_clean_stop_a_missing_warc_file_forgets_no_page(tmp_path: Path, gone: str) -> None:
+    """QA: the warc directory on a disk not mounted, or the last file moved away, after
+    a clean stop: the shard forgot 136 pages of 137, to be fetched again, as if an OS
+    crash had lost them. Only a crash leaves the mark that says so."""
+    warc = _two_pages_then(tmp_path, stop="clean")
+    moved = tmp_path / "elsewhere"
+    if gone == "the last file":
+        moved.mkdir()
+        (last,) = warc.glob("*.warc.gz")
+        last.rename(moved / last.name)
+    else:
+        warc.rename(moved)
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    assert (shard.counts().pages, shard.counts().pending) == (2, 0)
+    shard.close()
+    assert len(_captures(tmp_path)) == 2
+
+
+@pytest.mark.parametrize("stop", ["clean", "kill"])
+@pytest.mark.parametrize("there", ["a file", "a link to nothing"])
+def test_a_warc_path_that_is_not_a_directory_refuses_the_start_forgetting_nothing(
+    tmp_path: Path, stop: Literal["clean", "kill"], there: str
+) -> None:
+    warc = _two_pages_then(tmp_path, stop=stop)
+    warc.rename(tmp_path / "elsewhere")
+    if there == "a file":
+        warc.write_bytes(b"not a directory")
+    else:
+        warc.symlink_to(tmp_path / "unmounted" / "warc")
+    with pytest.raises(ShardError, match="not a directory"):
+        Shard.open(tmp_path, warc_size=10**9)
+    assert len(_captures(tmp_path)) == 2
+    warc.unlink()
+    (tmp_path / "elsewhere").rename(warc)
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    assert (shard.counts().pages, shard.counts().pending) == (2, 0)
+    shard.close()
+
+
+def test_a_killed_peers_warc_directory_missing_with_closed_files_refuses_the_start(
+    tmp_path: Path,
+) -> None:
+    """An OS crash may lose a directory made a moment before, its one file with it,
+    not files closed long ago: those mean a disk not mounted."""
+    warc = _two_pages_then(tmp_path, stop="kill", size=1_000)  # a file a page
+    assert len({capture[3] for capture in _captures(tmp_path)}) == 2
+    warc.rename(tmp_path / "elsewhere")
+    with pytest.raises(ShardError, match="missing, and the shard has 1 captures"):
+        Shard.open(tmp_path, warc_size=10**9)
+    assert len(_captures(tmp_path)) == 2
 
 
 class _Killed(BaseException):

@@ -151,6 +151,10 @@ class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin, ReplicaMixi
             if conn is not None:
                 conn.close()
             raise ShardError(f"{path}: cannot open shard: {exc}") from exc
+        except ShardError:
+            if conn is not None:
+                conn.close()
+            raise
         except OSError as exc:
             if conn is not None:
                 conn.close()

@@ -320,10 +320,11 @@ class WarcFiles:
         ):
             self.close()
 
-    def close(self) -> None:
-        """Close the open file (synced, renamed to its final name), if one is."""
+    def close(self) -> bool:
+        """Close the open file (synced, renamed to its final name), if one is; whether
+        every file this wrote is now closed."""
         if self._fd is None:
-            return
+            return not self._unclosed
         path, fd = self._path, self._fd
         self._fd = self._name = None
         self._buffer, self._size = [], 0
@@ -346,8 +347,9 @@ class WarcFiles:
             # Its records still count (the shard's rows point into it), and a later sync
             # that vouches for them to another peer must reach them (a review).
             self._unclosed.append(path)
-            return
+            return False
         self._on_closed(final)
+        return not self._unclosed
 
     @property
     def _path(self) -> Path:

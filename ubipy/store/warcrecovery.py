@@ -6,10 +6,12 @@ on disk) are forgotten, and their pages go back to the frontier."""
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from ubipy.errors import ShardError
 from ubipy.store.warcfiles import OPEN_SUFFIX, WARC_DIR, Recovered, close_file, recover
 from ubipy.store.warcstore import END_META, CaptureKind
 
@@ -35,8 +37,22 @@ def recover_warc(
     shard's commits on disk (its WAL synced)."""
     directory = data_dir / WARC_DIR
     mark = _mark(conn)
-    if mark is None and not directory.is_dir():
-        return None
+    if not directory.is_dir():
+        if mark is None:
+            return None
+        # An OS crash may lose a directory made a moment before, with the one file it
+        # held; nothing else. A disk not mounted is no crash: its captures stay (QA:
+        # 136 pages of 137 forgotten, to be fetched again, then the start refused).
+        if os.path.lexists(directory):  # a file, a link to nothing
+            raise ShardError(f"{directory}: not a directory (WARC files go there)")
+        (elsewhere,) = conn.execute(
+            "SELECT COUNT(*) FROM warc WHERE file != ?", (mark[0],)
+        ).fetchone()
+        if elsewhere:
+            raise ShardError(
+                f"{directory}: missing, and the shard has {elsewhere} captures in the WARC "
+                "files that were there (a disk not mounted?): put it back"
+            )
 
     def ends(name: str, within: int | None) -> int | None:
         row = conn.execute(
