@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import importlib.abc
 import os
 import pty
 import re
@@ -23,7 +24,7 @@ import trio.testing
 
 from tests.e2e.cluster import run_cli, start_peer_or_fail, stop_all
 from tests.test_progress import CLEAR, FakeTerminal, figures
-from ubipy import cli
+from ubipy import cli, entry
 from ubipy.cli import _or_cannot_start, _stop_on_signals, build_parser, main
 from ubipy.progress import Progress, wall_clock
 from ubipy.statustable import format_cluster
@@ -565,3 +566,31 @@ def test_a_reader_that_goes_away_ends_a_command_without_a_traceback(
         assert main(["status", "--peer", "127.0.0.1:7000"]) == 1
     finally:
         out.close()
+
+
+class _Interrupted(importlib.abc.MetaPathFinder):
+    """Ctrl-C while ``ubipy.cli`` is being imported."""
+
+    def find_spec(self, name: str, path: object, target: object = None) -> None:
+        if name == "ubipy.cli":
+            raise KeyboardInterrupt
+
+
+def test_ctrl_c_while_the_program_loads_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its modules take a third of a second to import: Ctrl-C then printed a traceback
+    of 20 to 30 lines (QA)."""
+    monkeypatch.delitem(sys.modules, "ubipy.cli")
+    monkeypatch.setattr(sys, "meta_path", [_Interrupted(), *sys.meta_path])
+    with pytest.raises(SystemExit) as exited:
+        entry.main()
+    assert exited.value.code == 130
+    assert capsys.readouterr().err == "ubipy: interrupted\n"
+
+
+def test_a_demo_runs_sixteen_peers_at_most(capsys: pytest.CaptureFixture[str]) -> None:
+    """A million were taken, started one after another until killed (QA)."""
+    with pytest.raises(SystemExit):
+        main(["demo", "--peers", "17"])
+    assert "argument --peers: must be <= 16, not 17" in capsys.readouterr().err

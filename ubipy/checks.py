@@ -159,8 +159,8 @@ def output_path(text: str) -> Path:
     return out
 
 
-def at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: a whole number >= ``low``."""
+def at_least(low: int, most: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number >= ``low`` (and <= ``most``, if given)."""
 
     def parse(text: str) -> int:
         try:
@@ -169,6 +169,8 @@ def at_least(low: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"must be >= {low}, not {value}")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"must be <= {most}, not {value}")
         return value
 
     return parse

@@ -97,6 +97,10 @@ def _config(args: argparse.Namespace, defaults: Mapping[str, Any] | None = None)
         _fail(args.command, f"{given_as.get(exc.option, exc.option)} {exc.problem}")
 
 
+#: Peers a demo may run, all in this process.
+DEMO_PEERS = 16
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="ubipy", description="ubipy, a peer-to-peer distributed web crawler."
@@ -260,10 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument(
         "--peers",
-        type=at_least(1),
+        # All on this machine: a million was taken, started peer after peer until
+        # killed, deaf to Ctrl-C (QA). A larger cluster is `ubipy peer` on each machine.
+        type=at_least(1, DEMO_PEERS),
         default=3,
         metavar="N",
-        help="peers in the cluster (default: %(default)s)",
+        help=f"peers in the cluster, at most {DEMO_PEERS} (default: %(default)s)",
     )
     d.add_argument(
         "--data",
