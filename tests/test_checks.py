@@ -100,16 +100,18 @@ def test_a_peer_refuses_a_bad_value_naming_the_flag_and_its_range(
     assert started == [] and not (tmp_path / "data").exists()
 
 
-ASKING = [
+ASKING = [  # what seed and status are told of the peer they ask
     (["--peer", "127.0.0.1"], "argument --peer: must be HOST:PORT, not '127.0.0.1'"),
     (["--peer", "127.0.0.1:0"], "argument --peer: must have a port from 1 to 65535, not 0"),
     (["--peer", "[::1]:70000"], "argument --peer: must have a port from 1 to 65535, not 70000"),
+    # A wait of none was taken, and its time-out blamed on a firewall (QA).
+    (["--timeout", "0"], "argument --timeout: must be > 0, not 0"),
 ]
 
 
 @pytest.mark.parametrize("command", ["seed", "status"])
 @pytest.mark.parametrize(("flags", "message"), ASKING, ids=[" ".join(f) for f, _ in ASKING])
-def test_seed_and_status_refuse_a_peer_address_without_a_port(
+def test_seed_and_status_refuse_a_bad_peer_address_or_time_out(
     capsys: pytest.CaptureFixture[str], command: str, flags: list[str], message: str
 ) -> None:
     # The seeds file is never read: the address is refused first.

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import trio
 
-from ubipy.checks import seconds
+from ubipy.checks import some_seconds
 from ubipy.net import request
 from ubipy.wire import Message, secret_doubt, secret_from
 
@@ -30,7 +30,7 @@ def asking_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=seconds,
+        type=some_seconds,
         default=30.0,
         metavar="SECONDS",
         help="how long to wait for the peer's answer (default: %(default)s)",

@@ -185,3 +185,12 @@ def seconds(text: str) -> float:
     if not value >= 0:  # NaN fails too
         raise argparse.ArgumentTypeError(f"must be >= 0, not {text}")
     return value
+
+
+def some_seconds(text: str) -> float:
+    """An argparse type: a number of seconds > 0 (a wait of none was taken, and its
+    time-out blamed on a firewall, QA)."""
+    value = seconds(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
+    return value
