@@ -92,7 +92,7 @@ async def test_a_site_given_up_before_a_restart_is_crawled_when_it_would_have_be
     the run before would have. A URL of it admitted after it was given up (once its
     slot was forgotten, or by another peer's forward) stayed pending: the restarted
     peer asked its robots.txt again at once, three times (QA); it is closed as the
-    host's others were, and reopened with them."""
+    host's others were, and reopened with them; so is one admitted after the restart."""
     links = '<html><body><a href="http://b.test/p">b</a></body>'
     handler = _Deploying(lambda now: httpx2.Response(200, html=links))
     asked = handler.asked
@@ -113,10 +113,13 @@ async def test_a_site_given_up_before_a_restart_is_crawled_when_it_would_have_be
                 "VALUES (12345, 'http://b.test/later', 'b.test', 1, 0)"
             )
         async with running_crawler(config, handler) as crawler:  # restarted
+            # A new link to it, found after the restart: closed as the others are, not
+            # its robots.txt asked again at once (QA, at every restart).
+            crawler.seed(["http://b.test/new"])
             await trio.sleep(6 * HOUR)
     again = [t for t, u in asked if u == "http://b.test/robots.txt" and t > HOUR]
     assert again and given_up + 6 * HOUR <= again[0] < given_up + 6 * HOUR + 60
-    later = {"http://b.test/", "http://b.test/p", "http://b.test/later"}
+    later = {"http://b.test/", "http://b.test/p", "http://b.test/later", "http://b.test/new"}
     assert later <= {u for t, u in asked if t > HOUR}
     with sqlite3.connect(tmp_path / SHARD_FILE) as conn:
         assert conn.execute("SELECT count(*) FROM given_up").fetchone()[0] == 0

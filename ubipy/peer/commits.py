@@ -417,12 +417,18 @@ class Commits:
         """The host is given up: its pending frontier rows are closed, saying why (and
         so are the URLs of it admitted later in this run: see ``given_up``)."""
         self._closed_hosts.append((host, reason))
-        given_up = self.given_up
-        given_up[host] = reason
-        given_up.move_to_end(host)
-        if len(given_up) > GIVEN_UP_KEPT:
-            given_up.popitem(last=False)
+        self.remember_given_up([GivenUp(host, reason, 0.0)])
         self._arrived()
+
+    def remember_given_up(self, hosts: Iterable[GivenUp]) -> None:
+        """Hosts given up, and why, oldest first (this run's, or the last's at a
+        start): the latest GIVEN_UP_KEPT are kept."""
+        given_up = self.given_up
+        for g in hosts:
+            given_up[g.host] = g.reason
+            given_up.move_to_end(g.host)
+            if len(given_up) > GIVEN_UP_KEPT:
+                given_up.popitem(last=False)
 
     def robots_known(self, kept: RobotsKept) -> None:
         """A host's robots.txt answered with rules: kept for a restart."""

@@ -186,6 +186,9 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
             self.scheduler.restore(host, n)
             self._pending += n
         self.giveups.restore(given_up, time.time(), trio.current_time())
+        # And the URLs of them admitted from now on are closed too, until they are
+        # tried again (QA: a new link to one asked its robots.txt again at each start).
+        self._commits.remember_given_up(sorted(given_up, key=lambda g: g.at))
         # Unacknowledged forwards of the last run go out again; those the ring now places
         # here are admitted (left in the outbox, nothing would ever send them), or, on a
         # full disk, wait for the committer's next try (raised, the peer failed to start).
@@ -570,12 +573,18 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
 
     def _schedule(self, rows: Iterable[FrontierRow]) -> None:
         n = 0
+        given_up, scheduler = self._commits.given_up, self.scheduler
         for r in rows:
             n += 1
-            if not self.scheduler.add(r.host, Entry(r.fp, r.seq, r.url, r.depth, score=r.score)):
-                why = self._commits.given_up.get(r.host, ROBOTS_UNREACHABLE)
-                self._commits.skip(r.fp, why)
-                self.stats.closed(why)
+            # A host given up with no slot (the last run's, or one whose slot went
+            # idle) would get a new one, its robots.txt asked again: closed instead.
+            if (r.host not in given_up or scheduler.slot(r.host) is not None) and scheduler.add(
+                r.host, Entry(r.fp, r.seq, r.url, r.depth, score=r.score)
+            ):
+                continue
+            why = given_up.get(r.host, ROBOTS_UNREACHABLE)
+            self._commits.skip(r.fp, why)
+            self.stats.closed(why)
         self._pending += n
         if n:
             # Only a set event is replaced: tasks waiting on an unset one must see it fire.
