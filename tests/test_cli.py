@@ -15,7 +15,6 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import httpx2
@@ -27,10 +26,6 @@ from tests.e2e.cluster import run_cli, start_peer_or_fail, stop_all
 from tests.test_progress import CLEAR, FakeTerminal, figures
 from ubipy import cli, entry
 from ubipy.cli import _or_cannot_start, _stop_on_signals, build_parser, main
-from ubipy.config import CrawlConfig
-from ubipy.errors import StorageError
-from ubipy.fetch import parse_seeds
-from ubipy.peer.crawlstats import SeedResult
 from ubipy.progress import Progress, wall_clock
 from ubipy.statustable import format_cluster
 from ubipy.store import ShardError
@@ -599,29 +594,3 @@ def test_a_demo_runs_sixteen_peers_at_most(capsys: pytest.CaptureFixture[str]) -
     with pytest.raises(SystemExit):
         main(["demo", "--peers", "17"])
     assert "argument --peers: must be <= 16, not 17" in capsys.readouterr().err
-
-
-async def test_seeds_the_shard_refuses_at_the_start_are_taken_once_it_takes_writes(
-    autojump_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A full disk at the start: the --seeds were dropped with a line, and the peer ran
-    idle for ever (QA). Tried again at the shard's retry interval until taken."""
-    tried: list[float] = []
-
-    def seed(urls: list[str]) -> SeedResult:
-        tried.append(trio.current_time())
-        if len(tried) < 3:
-            raise StorageError("database or disk is full")
-        return SeedResult(offered=len(urls), admitted=len(urls), refused=())
-
-    config = CrawlConfig(data_dir=Path("unused"))
-    peer: Any = SimpleNamespace(crawler=SimpleNamespace(seed=seed), config=config)
-    seeds = parse_seeds(b"http://a.test/\nhttp://b.test/\n")
-    await cli._take_seeds(peer, "urls.txt", seeds)
-    retry = config.store.storage_retry
-    assert tried == [0.0, retry, 2 * retry]
-    assert capsys.readouterr().err.splitlines() == [
-        f"ubipy peer: cannot take the seeds yet: database or disk is full; trying again "
-        f"every {retry:g} s",
-        "urls.txt: 2 seeds: 2 new",
-    ]

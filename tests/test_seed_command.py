@@ -4,14 +4,19 @@ peer lost midway is reported with what it had taken."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
 import ubipy.asking
 from ubipy import cli
+from ubipy.errors import StorageError
+from ubipy.fetch import parse_seeds
 from ubipy.peer import SeedResult
-from ubipy.seedfiles import seeds_taken
+from ubipy.seedfiles import seeds_taken, take_seeds
 from ubipy.wire import (
     DEFAULT_MAX_FRAME,
     FrameWriter,
@@ -155,3 +160,25 @@ def test_a_refused_secret_that_ends_with_a_newline_says_so(
     code, _ = seed(tmp_path, URLS[0], RefusingPeer(), monkeypatch)
     assert code == 2
     assert "the secret given: it begins or ends with whitespace" in capsys.readouterr().err
+
+
+async def test_peer_seeds_the_shard_refuses_at_the_start_are_taken_once_it_takes_writes(
+    autojump_clock: trio.testing.MockClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``peer --seeds`` on a full disk at the start: the seeds were dropped with a line,
+    and the peer ran idle for ever (QA). Tried again every ``retry`` until taken."""
+    tried: list[float] = []
+
+    def seed(urls: Sequence[str]) -> SeedResult:
+        tried.append(trio.current_time())
+        if len(tried) < 3:
+            raise StorageError("database or disk is full")
+        return SeedResult(offered=len(urls), admitted=len(urls), refused=())
+
+    seeds = parse_seeds(b"http://a.test/\nhttp://b.test/\n")
+    await take_seeds(seed, 5.0, Path("urls.txt"), seeds)
+    assert tried == [0.0, 5.0, 10.0]
+    assert capsys.readouterr().err.splitlines() == [
+        "ubipy peer: cannot take the seeds yet: database or disk is full; trying again every 5 s",
+        "urls.txt: 2 seeds: 2 new",
+    ]

@@ -35,13 +35,19 @@ from ubipy.checks import (
 )
 from ubipy.config import CrawlConfig
 from ubipy.control import control_bind, serve_control_centre
-from ubipy.errors import ConfigError, StorageError, naming_address
+from ubipy.errors import ConfigError, naming_address
 from ubipy.fetch import SeedList, SeedsFileError, parse_seeds
 from ubipy.options import add_flags, build, flag_names, flags_given, read_file, sections
 from ubipy.peer import Peer, settle_collector
 from ubipy.peerexit import said_at_exit
 from ubipy.progress import Progress, peer_figures
-from ubipy.seedfiles import peer_seeds, read_seeds_file, say_problems, seed_summary, seeds_taken
+from ubipy.seedfiles import (
+    peer_seeds,
+    read_seeds_file,
+    say_problems,
+    seed_summary,
+    take_seeds,
+)
 from ubipy.statustable import format_cluster
 from ubipy.store import ShardError
 from ubipy.wire import Seed, SeedAck, Status, StatusRequest, batches, secret_from
@@ -403,7 +409,8 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | No
                 raise naming_address(group, "--control", control.address) from None
             print(f"control centre on http://{bound}/", file=sys.stderr)
         if seeds is not None:
-            nursery.start_soon(_take_seeds, peer, args.seeds, seeds)
+            retry = peer.config.store.storage_retry
+            nursery.start_soon(take_seeds, peer.crawler.seed, retry, args.seeds, seeds)
         # A live line on a terminal, a log line every 10 s elsewhere; it ends with
         # the peer (its last figures, and the terminal's line ended).
         progress = Progress(sys.stderr, interval=10.0)
@@ -417,27 +424,6 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | No
     for line in lines:
         print(line, file=sys.stderr)
     return status
-
-
-async def _take_seeds(peer: Peer, name: str, seeds: SeedList) -> None:
-    """The --seeds, taken once the shard takes writes: refused at the start (a full
-    disk), they were dropped, and the peer ran idle for ever (QA)."""
-    said = False
-    while True:  # until taken, or the peer stops (its nursery is cancelled)
-        try:
-            taken = peer.crawler.seed(seeds.urls)
-        except StorageError as exc:
-            retry = peer.config.store.storage_retry
-            if not said:
-                print(f"ubipy peer: cannot take the seeds yet: {exc}; trying again every "
-                      f"{retry:g} s", file=sys.stderr)  # fmt: skip
-                said = True
-            await trio.sleep(retry)
-            continue
-        for url, reason in taken.refused:
-            print(f"{name}: seed refused ({reason}): {url[:80]!r}", file=sys.stderr)
-        print(f"{name}: {seeds_taken(taken)}", file=sys.stderr)
-        return
 
 
 async def _stop_on_signals(peer: Peer, scope: trio.CancelScope, progress: Progress) -> None:

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import trio
+
+from ubipy.errors import StorageError
 from ubipy.fetch import SeedList, SeedsFileError, parse_seeds, read_seeds
 from ubipy.peer import SeedResult
 from ubipy.wording import counted
@@ -20,6 +23,7 @@ __all__ = [
     "say_problems",
     "seed_summary",
     "seeds_taken",
+    "take_seeds",
 ]
 
 
@@ -89,3 +93,26 @@ def seeds_taken(taken: SeedResult) -> str:
         + (f", {known} known already" if known > 0 else "")
         + (f", {refusals(taken.refused)}" if taken.refused else "")
     )
+
+
+async def take_seeds(
+    seed: Callable[[Sequence[str]], SeedResult], retry: float, name: Path, seeds: SeedList
+) -> None:
+    """``peer --seeds``: ``seeds`` (from the file ``name``) taken by ``seed`` once the
+    shard takes writes, tried every ``retry`` seconds until then: refused at the start
+    (a full disk), they were dropped, and the peer ran idle for ever (QA)."""
+    said = False
+    while True:  # until taken, or the peer stops (its nursery is cancelled)
+        try:
+            taken = seed(seeds.urls)
+        except StorageError as exc:
+            if not said:
+                print(f"ubipy peer: cannot take the seeds yet: {exc}; trying again every "
+                      f"{retry:g} s", file=sys.stderr)  # fmt: skip
+                said = True
+            await trio.sleep(retry)
+            continue
+        for url, reason in taken.refused:
+            print(f"{name}: seed refused ({reason}): {url[:80]!r}", file=sys.stderr)
+        print(f"{name}: {seeds_taken(taken)}", file=sys.stderr)
+        return
