@@ -226,7 +226,11 @@ def test_the_status_table_ends_with_what_each_peers_filters_left_out() -> None:
     }
     table = format_cluster(report, now=100.0).splitlines()
     assert table[3].startswith("total (2)")
-    assert table[4:] == [
+    # What the figures count (QA: 18 pages read as the crawl's, the shards holding 3,642).
+    assert (
+        table[4] == "(pages to bytes out: since each peer started; hosts: those it schedules now)"
+    )
+    assert table[5:] == [
         "aaaa: 3 excluded by --exclude; 40 refreshes of pages fetched before (36 unchanged, "
         "30 of them 304s; 2 pages retired)",
         "bbbb: 1 excluded by --exclude; 2 matching no --include; 4 answers of types not "

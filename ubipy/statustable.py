@@ -18,6 +18,7 @@ _COLUMNS = (
     "time-outs", "frontier", "hosts", "bytes in", "bytes out",
 )  # fmt: skip
 _LEFT_ALIGNED = 3  # the first columns are text; the rest are figures
+_SINCE = "(pages to bytes out: since each peer started; hosts: those it schedules now)"
 
 
 def _left_out(figures: Mapping[str, Any]) -> str:
@@ -140,6 +141,8 @@ def format_cluster(report: dict[str, Any], now: float | None = None) -> str:
         lines.append(line(values))
         if i in notes:
             lines.append(notes[i])
+    # QA: 18 pages read as the crawl's, where the shards held 3,642.
+    lines.append(_SINCE)
     return "\n".join(lines + _settings_differ(figures) + footer)
 
 

@@ -50,7 +50,12 @@ _REPORTED: Final = (
         lambda r: r.pages_per_second,
     ),
     _Family("ubipy_frontier_urls", "gauge", "URLs waiting to be fetched.", lambda r: r.frontier),
-    _Family("ubipy_hosts", "gauge", "Hosts this peer owns and schedules.", lambda r: r.hosts),
+    _Family(
+        "ubipy_hosts",
+        "gauge",
+        "Hosts this peer schedules now (with URLs in memory or asked lately).",
+        lambda r: r.hosts,
+    ),
     _Family("ubipy_in_flight", "gauge", "Requests in flight.", lambda r: r.in_flight),
     _Family("ubipy_uptime_seconds", "gauge", "Seconds since the peer started.", lambda r: r.uptime),
     _Family(
