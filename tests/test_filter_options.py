@@ -228,7 +228,8 @@ def test_the_status_table_ends_with_what_each_peers_filters_left_out() -> None:
     assert table[3].startswith("total (2)")
     # What the figures count (QA: 18 pages read as the crawl's, the shards holding 3,642).
     assert (
-        table[4] == "(pages to bytes out: since each peer started; hosts: those it schedules now)"
+        table[4]
+        == "(pages, errors, time-outs, bytes: since each peer started; hosts: those it schedules)"
     )
     assert table[5:] == [
         "aaaa: 3 excluded by --exclude; 40 refreshes of pages fetched before (36 unchanged, "

@@ -18,7 +18,7 @@ _COLUMNS = (
     "time-outs", "frontier", "hosts", "bytes in", "bytes out",
 )  # fmt: skip
 _LEFT_ALIGNED = 3  # the first columns are text; the rest are figures
-_SINCE = "(pages to bytes out: since each peer started; hosts: those it schedules now)"
+_SINCE = "(pages, errors, time-outs, bytes: since each peer started; hosts: those it schedules)"
 
 
 def _left_out(figures: Mapping[str, Any]) -> str:
