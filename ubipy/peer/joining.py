@@ -142,8 +142,10 @@ class Joiner:
                 log.log(
                     logging.INFO if selves.issuperset(ts) else logging.WARNING,
                     # The next begins now, and waits longer for an answer (QA: "next
-                    # try in 2 s" after a first attempt that had waited 1 s).
-                    "join attempt %d: %s: %s (no answer in %.0f s); the next now, given %.0f s",
+                    # try in 2 s" after a first attempt that had waited 1 s; then "the
+                    # next now, given 2 s" was read as cryptic).
+                    "join attempt %d: %s: %s (after %.0f s); trying again now, waiting up "
+                    "to %.0f s for an answer",
                     self.attempt,
                     address,
                     self._failures(address, ts),
