@@ -17,13 +17,13 @@ import trio.testing
 from tests.cluster.harness import wall_clock_on_trio_time
 from tests.peer.crawling import running_crawler
 from tests.peer.test_crawler import give_up
-from tests.peer.test_handoff import crawler_at
+from tests.peer.test_handoff import asked, crawler_at
 from ubipy.config import CrawlConfig, PolitenessConfig, RecrawlConfig, RefreshPolicy
 from ubipy.errors import StorageError
 from ubipy.fetch import DnsFailure, Resolver
 from ubipy.peer.giveups import ROBOTS_UNREACHABLE, GiveUps, to_restore
 from ubipy.store import GivenUp
-from ubipy.store.shard import SHARD_FILE
+from ubipy.store.shard import SHARD_FILE, NewURL
 
 HOUR = 3600.0
 
@@ -263,3 +263,18 @@ def test_a_full_disk_at_a_start_restores_a_given_up_hosts_urls_as_before() -> No
 
     given_up = [GivenUp("b.test", ROBOTS_UNREACHABLE, 0.0)]
     assert list(to_restore(FullDisk(), given_up)) == [("a.test", 2), ("b.test", 1)]  # type: ignore[arg-type]
+
+
+async def test_a_host_given_up_here_then_handed_on_and_back_is_asked_again(
+    tmp_path: Path,
+) -> None:
+    """Given up here, handed to another peer (which does not give it up), then back
+    with its URLs: they are asked (its robots.txt first), not closed as the host was
+    here, until it would have been tried again."""
+    async with crawler_at(tmp_path) as crawler:
+        crawler.seed(["http://a.test/"])
+        crawler._commits.close_host("a.test", ROBOTS_UNREACHABLE)
+        assert crawler._flush()
+        crawler.handed_off("a.test")
+        crawler.take_over("a.test", [NewURL(7, "http://a.test/back", "a.test", 1)], [], None)
+        assert asked(crawler) == {"a.test"}

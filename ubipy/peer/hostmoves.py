@@ -98,6 +98,9 @@ class HostMovesMixin:
         self._pending -= pending
         self.admission.forget(fps)
         self.scheduler.drop_host(host)
+        # Given up here, it is not given up by its new owner: handed back, it would be
+        # closed with no slot until tried again here (Crawler._schedule).
+        self._commits.given_up.pop(host, None)
         if self.refresher is not None:
             self.refresher.forget_host(host)
 
