@@ -205,3 +205,22 @@ def test_an_output_ending_in_a_slash_must_be_an_existing_directory(
 def test_verbose_is_taken_before_or_after_the_command(argv: list[str]) -> None:
     """``ubipy status -v`` was refused: "unrecognized arguments: -v"."""
     assert ubipy.cli.build_parser().parse_args(argv).verbose is True
+
+
+COMMANDS = [
+    ["peer"],
+    ["seed", "urls.txt"],
+    ["status"],
+    ["export", "--data", "d", "--out", "o"],
+    ["index", "d"],
+    ["demo"],
+]
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=[a[0] for a in COMMANDS])
+def test_an_unknown_flag_is_said_by_its_command(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """It was "ubipy: error:", naming no command (QA)."""
+    said = refused([*argv, "--bogus"], capsys)
+    assert said == f"ubipy {argv[0]}: error: unrecognized arguments: --bogus\n"
