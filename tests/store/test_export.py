@@ -505,6 +505,22 @@ def test_the_format_is_the_one_the_output_s_name_says_unless_told(
     assert main(["export", "--data", str(shards[0]), "--out", str(tmp_path / "pages")]) == 2
     err = capsys.readouterr().err
     assert err == "ubipy export: --format warc or jsonl is needed: the output's name says neither\n"
+    # Nor one that says another than --format: WARC went into a.jsonl without a word (QA).
+    argv = [
+        "export",
+        "--data",
+        str(shards[0]),
+        "--format",
+        "warc",
+        "--out",
+        str(tmp_path / "a.jsonl"),
+    ]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        "ubipy export: --format warc, but the output's name says jsonl: name it for the format, "
+        "or leave --format out\n"
+    )
+    assert not (tmp_path / "a.jsonl").exists()
 
 
 def test_cli_export_prints_a_summary(

@@ -142,6 +142,12 @@ def export(
             # file's final name: the peer's close would rename over the export.
             finals = [Path(os.path.realpath(p.path.parent), p.name) for p in parts]
             refuse_input(out, inputs, {*finals, *(cdxj_of(p) for p in finals)})
+            if (named := format_of(out)) is not None and named != fmt:
+                # WARC went into a.jsonl without a word (QA).
+                raise ExportError(
+                    f"--format {fmt}, but the output's name says {named}: name it for the format, "
+                    "or leave --format out"
+                )
         strays = Strays(readers)
         if fmt == "warc" and parts:
             summary = _from_files(readers, strays, parts, out, filename, peers, compress, inputs)
