@@ -63,30 +63,26 @@ class MemberBook:
         or died are kept: a whole cluster stopping hands hosts to peers that are
         leaving too, and a dead peer's shard still holds its hosts' history."""
         known = ",".join(sorted(m.id for m in members))
-        if known == self._remembered:
-            return
-        try:
-            with self._shard.transaction():
-                self._shard.set_meta(_MEMBERS_META, known)
+        if known != self._remembered and self._kept(_MEMBERS_META, known, "the members"):
             self._remembered = known
-        except StorageError as exc:
-            log.warning("cannot remember the members: %s", exc)
 
     def remember_leaves(self, leaves: dict[str, str]) -> None:
-        try:
-            with self._shard.transaction():
-                self._shard.set_meta(_LEAVES_META, json.dumps(leaves))
+        if self._kept(_LEAVES_META, json.dumps(leaves), "the peers that left"):
             self.leaves = leaves
-        except StorageError as exc:
-            log.warning("cannot remember the peers that left: %s", exc)
 
     def remember_handed(self, handed: bool) -> None:
+        if self._kept(_HANDED_META, "1" if handed else "", "the hosts handed on"):
+            self.handed_on = handed
+
+    def _kept(self, key: str, value: str, what: str) -> bool:
+        """``value`` kept in the shard as ``key``; False, said, if the disk refused."""
         try:
             with self._shard.transaction():
-                self._shard.set_meta(_HANDED_META, "1" if handed else "")
-            self.handed_on = handed
+                self._shard.set_meta(key, value)
         except StorageError as exc:
-            log.warning("cannot remember the hosts handed on: %s", exc)
+            log.warning("cannot remember %s: %s", what, exc)
+            return False
+        return True
 
 
 def _leaves(text: str | None) -> dict[str, str]:
