@@ -307,7 +307,7 @@ class WarcStore:
         return Capture(fp, at, CaptureKind.RESPONSE, file, offset, length, end, rid, digest)
 
     def _response(self, page: _Page, body: bytes, kind: CaptureKind = CaptureKind.RESPONSE) -> None:
-        rid = record_id()
+        rid, *others = record_ids(3)
         digest = sha1_digest(body)
         truncated = "WARC-Truncated: length\r\n" if page.truncated else ""
         record = warc_record(
@@ -316,12 +316,12 @@ class WarcStore:
             response_head(page.head, len(body)) + body,
             payload_digest=digest,
         )
-        done = self._linked(page, rid, member(record, self._level), kind, digest)
+        done = self._linked(page, rid, others, member(record, self._level), kind, digest)
         if kind is CaptureKind.RESPONSE:  # the version a revisit refers to
             self._held[page.fp] = done
 
     def _revisit(self, page: _Page, held: Capture) -> None:
-        rid = record_id()
+        rid, *others = record_ids(3)
         not_modified = page.head.status == 304
         refers = fields_text(
             [
@@ -340,14 +340,20 @@ class WarcStore:
             response_head(page.head, None),
             payload_digest=digest,
         )
-        self._linked(page, rid, member(record, self._level), CaptureKind.REVISIT, digest)
+        self._linked(page, rid, others, member(record, self._level), CaptureKind.REVISIT, digest)
 
     def _linked(
-        self, page: _Page, rid: str, capture: bytes, kind: CaptureKind, digest: str | None
+        self,
+        page: _Page,
+        rid: str,
+        ids: list[str],
+        capture: bytes,
+        kind: CaptureKind,
+        digest: str | None,
     ) -> Capture:
         """``capture`` (the record ``rid``) written between its request and its metadata
-        record."""
-        request_id, metadata_id = record_ids(2)
+        record (``ids``: theirs)."""
+        request_id, metadata_id = ids
         # The file the records go in is begun first: its warcinfo is the one named
         # (the first capture of a file named none, or the last file's).
         self.files.ensure_open()
