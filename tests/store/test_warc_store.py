@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,6 +52,7 @@ from ubipy.store.shard import SHARD_FILE, NewURL
 from ubipy.store.warcfiles import Recovered
 from ubipy.store.warcindex import index_warc
 from ubipy.store.warcrecords import (
+    SMALL_RECORD,
     RecordReader,
     fields_text,
     iso_utc,
@@ -211,6 +213,19 @@ def test_a_higher_warc_level_writes_fewer_bytes_of_the_same_pages(tmp_path: Path
         sizes[level] = sum(f.stat().st_size for f in _files(tmp_path / str(level)))
         assert _warcio_check(_files(tmp_path / str(level))).returncode == 0
     assert sizes[9] < 0.9 * sizes[1]
+
+
+@pytest.mark.parametrize("level", [1, 6])
+@pytest.mark.parametrize("size", [0, 1, SMALL_RECORD - 1, SMALL_RECORD, 100_000])
+def test_a_record_of_any_size_is_one_gzip_member_of_itself(level: int, size: int) -> None:
+    # Under SMALL_RECORD at level 1 another compressor's level serves: its member is
+    # the same standard gzip.
+    record = random.Random(size).choice([b"GET / HTTP/1.1\r\n", b"\x00\xff"]) * size
+    record = record[:size]
+    data = member(record, level) + b"next"
+    z = zlib.decompressobj(31)
+    assert z.decompress(data) == record
+    assert z.eof and z.unused_data == b"next"
 
 
 def test_a_refused_commit_leaves_no_records_behind(tmp_path: Path) -> None:
@@ -537,7 +552,7 @@ def test_a_file_left_open_by_a_failure_keeps_its_committed_pages(
     # task, and the peer (a review).
     one = random.Random(1).randbytes(3_000)
     if fault.endswith("at rotation"):
-        shard = Shard.open(tmp_path, warc_size=2_000)
+        shard = Shard.open(tmp_path, warc_size=3_000)
         refused = "replace" if fault.startswith("rename") else "ftruncate"
         with monkeypatch.context() as m:
             m.setattr(os, refused, _fails_once(getattr(os, refused)))
@@ -590,7 +605,7 @@ def test_an_export_onto_the_peers_own_warc_file_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, which: str
 ) -> None:
     data = tmp_path / "peer"
-    shard = Shard.open(data, warc_size=2_000)
+    shard = Shard.open(data, warc_size=3_000)
     bodies = {fp: random.Random(fp).randbytes(1_500) for fp in (1, 2, 3)}
     for fp, body in bodies.items():
         with shard.transaction():
@@ -620,9 +635,9 @@ def test_an_export_onto_the_peers_own_warc_file_is_refused(
 
 
 def _filled(data: Path, files: int) -> Shard:
-    """A shard at ``data`` whose WARC files (2,000 bytes each) are ``files`` closed
+    """A shard at ``data`` whose WARC files (3,000 bytes each) are ``files`` closed
     ones of two pages each (fingerprints 1 and 2, 3 and 4, ...)."""
-    shard = Shard.open(data, warc_size=2_000)
+    shard = Shard.open(data, warc_size=3_000)
     for fp in range(1, 2 * files, 2):
         with shard.transaction():
             shard.record_pages([_page(f, b"<p>x</p>" * 300) for f in (fp, fp + 1)])

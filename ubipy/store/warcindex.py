@@ -70,9 +70,10 @@ class IndexedFile:
     unkeyed: int  # captures left out: no SURT key could be made of their URL
 
 
-def cdxj_line(capture: Capture, key: str, filename: str) -> bytes:
+def cdxj_line(capture: Capture, key: str, filename: str, timestamp: str | None = None) -> bytes:
     """One CDXJ line, as pywb's indexer writes it: its JSON's fields in its order, as
-    ``json.dumps`` writes them (built by hand: a peer makes a line for every page)."""
+    ``json.dumps`` writes them (built by hand: a peer makes a line for every page);
+    ``timestamp``: the capture's, if known (its 14 digits)."""
     text = encode_basestring_ascii  # a JSON string, as json.dumps writes it
     parts = []
     if capture.json_metadata:
@@ -89,7 +90,7 @@ def cdxj_line(capture: Capture, key: str, filename: str) -> bytes:
     parts.append(
         f'"length": "{capture.length}", "offset": "{capture.offset}", "filename": {text(filename)}'
     )
-    return f"{key} {capture.timestamp} {{{', '.join(parts)}}}\n".encode()
+    return f"{key} {timestamp or capture.timestamp} {{{', '.join(parts)}}}\n".encode()
 
 
 def cdxj_of(warc: Path) -> Path:

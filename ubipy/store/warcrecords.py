@@ -40,6 +40,7 @@ __all__ = [
     "WARC_VERSION",
     "HttpHead",
     "Record",
+    "SMALL_RECORD",
     "RecordReader",
     "field_value",
     "fields_text",
@@ -65,10 +66,16 @@ SAME_PAYLOAD = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest
 #: Level 1 is ISA-L's fastest (python-isal): zlib level 1's ratio at a third of its
 #: CPU; 2-9 are zlib's levels. Compression is most of a record's cost (docs/storage.md).
 GZIP_LEVEL = 1
+#: At level 1, a record under this many bytes (a request, a metadata record, a revisit)
+#: is compressed at ISA-L's level 0: its level 1 spends about 5 us building a record's
+#: Huffman codes, more than compressing such a record takes. A page's records cost 19 us
+#: less (98 to 79 us, bench/speed.py's 3 KB pages), for files 20% larger on those pages
+#: and 4.7% on rustdoc's (docs/storage.md).
 SMALL_RECORD = 1024
 _B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 # Two letters for each 10 bits: a digest's 32 letters in 16 lookups.
 _B32_PAIRS = tuple(a + b for a in _B32 for b in _B32)
+_BOOL = {False: "false", True: "true"}
 _RENAMED = {b"content-encoding", b"transfer-encoding", b"content-length"}
 # Status lines are written as HTTP/1.x: what WARC readers parse.
 _VERSIONS = {"HTTP/1.0", "HTTP/1.1"}
@@ -153,23 +160,26 @@ def metadata_block(
     (``changed`` given) whether it changed (and a changed one's truncation), else the
     first fetch's truncation, title and encoding; the URL in Unicode when it differs
     (``shown_url``)."""
-    fields = [("peer-id", peer or ""), ("fetched-at", iso_utc(at))]
+    # Written out line by line: a page's metadata record is made at every commit.
+    text = f"peer-id: {peer or ''}\r\nfetched-at: {iso_utc(at)}\r\n"
     if depth is not None:
-        fields.append(("depth", str(depth)))
+        text += f"depth: {depth}\r\n"
     if changed is not None:
         # What the shard keeps of a later visit: not its title or encoding.
-        fields.append(("changed", "true" if changed else "false"))
+        text += f"changed: {_BOOL[changed]}\r\n"
         if changed:
-            fields.append(("truncated", "true" if truncated else "false"))
+            text += f"truncated: {_BOOL[truncated]}\r\n"
     else:
-        fields.append(("truncated", "true" if truncated else "false"))
+        text += f"truncated: {_BOOL[truncated]}\r\n"
         if title is not None:
-            fields.append(("title", one_line(title)))
-        more = {"encoding": encoding, "encoding-source": encoding_source}
-        fields.extend((k, field_value(v)) for k, v in more.items() if v is not None)
+            text += f"title: {one_line(title)}\r\n"
+        if encoding is not None:
+            text += f"encoding: {field_value(encoding)}\r\n"
+        if encoding_source is not None:
+            text += f"encoding-source: {field_value(encoding_source)}\r\n"
     if shown_url != url:
-        fields.append(("url-unicode", field_value(shown_url)))
-    return "".join(f"{k}: {v}\r\n" for k, v in fields).encode("utf-8")
+        text += f"url-unicode: {field_value(shown_url)}\r\n"
+    return text.encode("utf-8")
 
 
 def record_id() -> str:

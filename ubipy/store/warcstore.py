@@ -28,9 +28,9 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from ubipy import PROJECT_URL, __version__
 from ubipy.errors import ExportWriteError, ShardError, StorageError
@@ -90,9 +90,10 @@ class CaptureKind(enum.IntEnum):
     ROBOTS = 3
 
 
-@dataclass(frozen=True, slots=True)
-class Capture:
-    """What a capture's records are, for the ``warc`` table."""
+class Capture(NamedTuple):
+    """What a capture's records are, for the ``warc`` table. This and :class:`_Page`
+    are named tuples: one of each is made for every page, and a frozen dataclass's
+    ``__init__`` sets each field through ``object.__setattr__``, twice as slow."""
 
     fp: int
     at: float
@@ -105,8 +106,7 @@ class Capture:
     payload_digest: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class _Page:
+class _Page(NamedTuple):
     """What a page's records say of it (a first fetch, or a later visit)."""
 
     fp: int
@@ -414,7 +414,10 @@ class WarcStore:
             offset=offset,
             length=length,
         )
-        self._lines.append(cdxj_line(indexed, key, name))
+        # The 14 digits of WARC-Date's ``2025-01-02T03:04:05.678901Z``: no strftime.
+        d = page.date
+        stamp = f"{d[:4]}{d[5:7]}{d[8:10]}{d[11:13]}{d[14:16]}{d[17:19]}"
+        self._lines.append(cdxj_line(indexed, key, name, stamp))
 
     # -- the shard's transaction ----------------------------------------------
     def before_commit(self) -> None:
