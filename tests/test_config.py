@@ -21,6 +21,7 @@ from ubipy.config import (
     FetchConfig,
     ForwardingConfig,
     PolitenessConfig,
+    RefreshPolicy,
     ReplicationConfig,
     Scope,
     StoreConfig,
@@ -290,6 +291,11 @@ def test_a_missing_file_or_data_dir_ends_the_command(
         (("--concurrency", "0"), "ubipy peer: error: --concurrency must be >= 1, not 0\n"),
         # Path("") is the current directory: a typo'd --data "$DIR" must not crawl there.
         (("--data", ""), "ubipy peer: error: --data must be a path (a non-empty string), not ''\n"),
+        # Capped by the max, a longer linger was taken and never waited.
+        (
+            ("--batch-linger", "10"),
+            "ubipy peer: error: --batch-linger must be at most batch_linger_max (5), not 10\n",
+        ),
     ],
 )
 def test_a_bad_flag_ends_the_peer_with_one_clear_line(
@@ -302,6 +308,30 @@ def test_a_bad_flag_ends_the_peer_with_one_clear_line(
         timeout=60,
     )
     assert (done.returncode, done.stderr) == (2, message)
+
+
+def test_an_option_the_others_leave_without_effect_is_warned_of(
+    peer_config: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Taken without a word, ``--refresh uniform`` without --recrawl let the operator
+    believe the crawl would refresh (QA). The peer runs all the same."""
+    path = _write(tmp_path, "[store]\nbodies = 'shard'\nwarc_level = 6\n")
+    config = peer_config(
+        "--config", str(path), "--data", str(tmp_path), "--refresh", "uniform",
+        "--pagerank-every", "50", "--delay", "2",
+    )  # fmt: skip
+    assert config.recrawl.policy is RefreshPolicy.UNIFORM
+    assert capsys.readouterr().err.splitlines() == [
+        "ubipy peer: warning: --refresh has no effect without --recrawl",
+        "ubipy peer: warning: --pagerank-every has no effect without --order pagerank",
+        f"ubipy peer: warning: {path}: store.warc_level has no effect without --bodies warc",
+    ]
+    # Each with what it needs: nothing to say.
+    peer_config(
+        "--data", str(tmp_path), "--refresh", "uniform", "--recrawl",
+        "--pagerank-every", "50", "--order", "pagerank", "--warc-level", "6",
+    )  # fmt: skip
+    assert capsys.readouterr().err == ""
 
 
 def test_the_demo_has_its_own_defaults_and_checks_its_flags(

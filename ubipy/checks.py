@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NoReturn
 
-from ubipy.config import CrawlConfig
+from ubipy.config import BodyStore, CrawlConfig, CrawlOrder
 from ubipy.errors import ConfigError
 from ubipy.net import split_address
 
@@ -24,6 +24,7 @@ __all__ = [
     "any_port_address",
     "at_least",
     "check_addresses",
+    "idle_options",
     "output_path",
     "path",
     "peer_address",
@@ -88,6 +89,38 @@ def _is_wildcard(host: str) -> bool:
         return ipaddress.ip_address(host).is_unspecified
     except ValueError:
         return False
+
+
+_RECRAWL = ("policy", "share", "rate", "min_interval", "max_interval", "replan", "lastmod_hints")
+# Options that others leave without effect: the options, whether they take effect in a
+# configuration, and what they need, in words.
+_NEEDS: tuple[tuple[tuple[str, ...], Callable[[CrawlConfig], bool], str], ...] = (
+    (tuple(f"recrawl.{n}" for n in _RECRAWL), lambda c: c.recrawl.recrawl, "--recrawl"),
+    (
+        ("bounds.pagerank_every",),
+        lambda c: c.bounds.order is CrawlOrder.PAGERANK,
+        "--order pagerank",
+    ),
+    (
+        ("store.warc_size", "store.warc_max_age", "store.warc_level"),
+        lambda c: c.store.bodies is BodyStore.WARC,
+        "--bodies warc",
+    ),
+)
+
+
+def idle_options(config: CrawlConfig, given: Iterable[str]) -> list[tuple[str, str]]:
+    """Of the options ``given`` (dotted paths), those the rest of ``config`` leaves
+    without effect, and what each needs: ``--refresh uniform`` without --recrawl was
+    taken without a word, and the operator believed the crawl would refresh (QA)."""
+    given = set(given)
+    return [
+        (path, needs)
+        for paths, takes_effect, needs in _NEEDS
+        if not takes_effect(config)
+        for path in paths
+        if path in given
+    ]
 
 
 def check_addresses(config: CrawlConfig) -> None:

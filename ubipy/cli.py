@@ -27,6 +27,7 @@ from ubipy.checks import (
     any_port_address,
     at_least,
     check_addresses,
+    idle_options,
     output_path,
     path,
     peer_address,
@@ -96,6 +97,9 @@ def _config(args: argparse.Namespace, defaults: Mapping[str, Any] | None = None)
             )
         config = build(CrawlConfig, values)
         check_addresses(config)
+        for path, needs in idle_options(config, given_as):
+            said = f"{given_as[path]} has no effect without {needs}"
+            print(f"ubipy {args.command}: warning: {said}", file=sys.stderr)
         return config
     except ConfigError as exc:
         if exc.option is None:
