@@ -215,22 +215,18 @@ def sha1_digest(data: bytes) -> str:
     )
 
 
-def _line(name: bytes, value: bytes) -> bytes:
-    return name + b": " + value + b"\r\n"
-
-
 def response_head(head: HttpHead, payload_length: int | None) -> bytes:
     """The status line and header lines as received, those of the encoded message
     renamed; with ``payload_length``, a Content-Length of the payload kept."""
     version = head.version if head.version in _VERSIONS else "HTTP/1.1"
     # The space after the code stays when there is no reason phrase (RFC 9112, 4).
-    out = [f"{version} {head.status} {head.reason}".encode("latin-1", "replace") + b"\r\n"]
+    out = [f"{version} {head.status} {head.reason}\r\n".encode("latin-1", "replace")]
+    renamed = _RENAMED
     for name, value in head.headers:
-        if name.lower() in _RENAMED:
-            name = b"X-Crawler-" + name
-        out.append(_line(name, value))
+        # Pieces, not a line made a call: a third less (every page, two heads).
+        out += (b"X-Crawler-" + name if name.lower() in renamed else name, b": ", value, b"\r\n")
     if payload_length is not None:
-        out.append(_line(b"Content-Length", str(payload_length).encode()))
+        out.append(b"Content-Length: %d\r\n" % payload_length)
     out.append(b"\r\n")
     return b"".join(out)
 
@@ -246,7 +242,8 @@ def request_block(url: str, head: HttpHead) -> bytes:
         parts = urlsplit(url)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     out = [f"GET {target} HTTP/1.1\r\n".encode("ascii", "replace")]
-    out.extend(_line(name, value) for name, value in head.request_headers)
+    for name, value in head.request_headers:
+        out += (name, b": ", value, b"\r\n")
     out.append(b"\r\n")
     return b"".join(out)
 
