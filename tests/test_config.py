@@ -291,11 +291,6 @@ def test_a_missing_file_or_data_dir_ends_the_command(
         (("--concurrency", "0"), "ubipy peer: error: --concurrency must be >= 1, not 0\n"),
         # Path("") is the current directory: a typo'd --data "$DIR" must not crawl there.
         (("--data", ""), "ubipy peer: error: --data must be a path (a non-empty string), not ''\n"),
-        # Capped by the max, a longer linger was taken and never waited.
-        (
-            ("--batch-linger", "10"),
-            "ubipy peer: error: --batch-linger must be at most batch_linger_max (5), not 10\n",
-        ),
     ],
 )
 def test_a_bad_flag_ends_the_peer_with_one_clear_line(

@@ -61,13 +61,6 @@ class ForwardingConfig:
                 "batch_size",
             )
         at_least(self, 0, "batch_linger", "batch_linger_max")
-        if self.batch_linger > self.batch_linger_max:
-            # The linger is capped by the max: a larger one was taken, and not waited.
-            raise ConfigError(
-                f"must be at most batch_linger_max ({show(self.batch_linger_max)}), "
-                f"not {show(self.batch_linger)}",
-                "batch_linger",
-            )
         at_least(self, 1, "held_max")
         positive(self, "batch_retry")
 
