@@ -45,12 +45,33 @@ _UNDO = {
 }
 
 
+def _keyed_by_fingerprint(conn: sqlite3.Connection) -> list[str]:
+    """Version 16's pages and warc tables, keyed by fingerprint (17 keeps them in the
+    order written), made from the current ones."""
+    out = []
+    for table, key, old_key in (
+        ("pages", "fp            INTEGER NOT NULL UNIQUE", "fp INTEGER PRIMARY KEY"),
+        ("warc", None, None),
+    ):
+        (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+        # Renamed by the migration, its name is quoted: CREATE TABLE "pages" (...).
+        sql = sql.replace(f'CREATE TABLE "{table}"', f"CREATE TABLE {table}_v16", 1)
+        sql = sql.replace(key, old_key) if key and old_key else sql + " WITHOUT ROWID"
+        out += [
+            sql,
+            f"INSERT INTO {table}_v16 SELECT * FROM {table}",
+            f"DROP TABLE {table}",
+            f"ALTER TABLE {table}_v16 RENAME TO {table}",
+        ]
+    return out
+
+
 def downgrade(data_dir: Path, version: int) -> None:
     """Make the (closed, current) shard in ``data_dir`` one of ``version``."""
     conn = sqlite3.connect(data_dir / SHARD_FILE)
     current = conn.execute("PRAGMA user_version").fetchone()[0]
     for v in range(current - 1, version - 1, -1):
-        for statement in _UNDO[v]:
+        for statement in _keyed_by_fingerprint(conn) if v == 16 else _UNDO[v]:
             conn.execute(statement)
     conn.execute(f"PRAGMA user_version={version}")
     conn.commit()

@@ -137,6 +137,36 @@ def test_a_version_1_shard_is_migrated_and_keeps_its_pages(tmp_path: Path) -> No
     Shard.open(tmp_path).close()
 
 
+def test_a_version_16_shard_keeps_its_pages_and_captures_now_kept_in_the_order_written(
+    tmp_path: Path,
+) -> None:
+    """Version 17 keeps pages and their captures' rows in the order written, their
+    fingerprints (hashes) in an index: keyed by them, each commit wrote all over both
+    tables. A version 16 shard keeps every page, body and capture, and a page stored
+    again still replaces its row (one a URL)."""
+    fps = [9, 3, 7]
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    for fp in fps:  # one commit each: the captures' rows in that order too
+        shard.record_pages([dataclasses.replace(_page(fp, f"http://a.test/{fp}"), fetched_at=fp)])
+    shard.close()
+    downgrade(tmp_path, 16)
+
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    assert [shard.page_body(fp) for fp in fps] == [b"<html>hi</html>"] * 3
+    shard.record_pages([dataclasses.replace(_page(3, "http://a.test/3", b"again"), fetched_at=20)])
+    fetched = {r["url"]: r["fetched_at"] for r in shard.iter_pages()}
+    assert fetched == {"http://a.test/9": 9, "http://a.test/3": 20, "http://a.test/7": 7}
+    shard.close()
+    conn = sqlite3.connect(tmp_path / SHARD_FILE)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    # Copied in the order fetched; the page stored again went last.
+    assert conn.execute("SELECT fp FROM pages ORDER BY rowid").fetchall() == [(7,), (9,), (3,)]
+    # The captures in the order of their files' offsets, the new one last.
+    captures = conn.execute("SELECT fp, at FROM warc ORDER BY rowid").fetchall()
+    assert captures == [(9, 9.0), (3, 3.0), (7, 7.0), (3, 20.0)]
+    conn.close()
+
+
 def test_a_version_7_frontier_is_migrated_in_order_and_forgets_nothing(tmp_path: Path) -> None:
     # Version 7 kept the fingerprints in a table of their own (seen), and an early
     # hand-off wrote some there with no frontier row.
