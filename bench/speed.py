@@ -66,6 +66,10 @@ R = TypeVar("R")
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+# The ubipy of this checkout, not the one installed: an editable install's finder comes
+# after the path, and another checkout's speed.py ran this one's code (a session's
+# old-against-new runs measured the new code twice).
+sys.path.insert(0, str(ROOT))
 CRAWLERS = (
     "ubipy",
     "ubipy-shard",
