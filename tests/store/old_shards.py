@@ -46,12 +46,13 @@ _UNDO = {
 
 
 def _keyed_by_fingerprint(conn: sqlite3.Connection) -> list[str]:
-    """Version 16's pages and warc tables, keyed by fingerprint (17 keeps them in the
-    order written), made from the current ones."""
+    """Version 16's pages, warc and visits tables, keyed by fingerprint (17 keeps them
+    in the order written), made from the current ones."""
     out = []
     for table, key, old_key in (
         ("pages", "fp            INTEGER NOT NULL UNIQUE", "fp INTEGER PRIMARY KEY"),
         ("warc", None, None),
+        ("visits", None, None),
     ):
         (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
         # Renamed by the migration, its name is quoted: CREATE TABLE "pages" (...).

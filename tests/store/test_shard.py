@@ -13,6 +13,7 @@ from tests.store.old_shards import downgrade
 from ubipy.errors import ShardError, StorageError
 from ubipy.store.admission import Admission
 from ubipy.store.bloom import GrowingBloom
+from ubipy.store.revisits import Visit
 from ubipy.store.shard import SCHEMA_VERSION, SHARD_FILE, NewURL, PageRecord, Shard
 
 
@@ -140,14 +141,15 @@ def test_a_version_1_shard_is_migrated_and_keeps_its_pages(tmp_path: Path) -> No
 def test_a_version_16_shard_keeps_its_pages_and_captures_now_kept_in_the_order_written(
     tmp_path: Path,
 ) -> None:
-    """Version 17 keeps pages and their captures' rows in the order written, their
-    fingerprints (hashes) in an index: keyed by them, each commit wrote all over both
-    tables. A version 16 shard keeps every page, body and capture, and a page stored
-    again still replaces its row (one a URL)."""
+    """Version 17 keeps pages, their captures' and their visits' rows in the order
+    written, their fingerprints (hashes) in an index: keyed by them, each commit wrote
+    all over these tables. A version 16 shard keeps every page, body, capture and
+    visit, and a page stored again still replaces its row (one a URL)."""
     fps = [9, 3, 7]
     shard = Shard.open(tmp_path, warc_size=10**9)
     for fp in fps:  # one commit each: the captures' rows in that order too
         shard.record_pages([dataclasses.replace(_page(fp, f"http://a.test/{fp}"), fetched_at=fp)])
+    shard.save_refresh([], [Visit(fp, 30 - fp, 200, False, "d", truncated=True) for fp in fps])
     shard.close()
     downgrade(tmp_path, 16)
 
@@ -163,7 +165,11 @@ def test_a_version_16_shard_keeps_its_pages_and_captures_now_kept_in_the_order_w
     assert conn.execute("SELECT fp FROM pages ORDER BY rowid").fetchall() == [(7,), (9,), (3,)]
     # The captures in the order of their files' offsets, the new one last.
     captures = conn.execute("SELECT fp, at FROM warc ORDER BY rowid").fetchall()
-    assert captures == [(9, 9.0), (3, 3.0), (7, 7.0), (3, 20.0)]
+    revisits = [(9, 21.0), (3, 27.0), (7, 23.0)]  # in the order written
+    assert captures == [(9, 9.0), (3, 3.0), (7, 7.0), *revisits, (3, 20.0)]
+    # The visits in the order made, each whole.
+    visits = conn.execute("SELECT fp, at, truncated FROM visits ORDER BY rowid").fetchall()
+    assert visits == [(9, 21.0, 1), (7, 23.0, 1), (3, 27.0, 1)]
     conn.close()
 
 

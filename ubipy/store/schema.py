@@ -48,7 +48,17 @@ CREATE INDEX IF NOT EXISTS lastmod_host ON lastmod (host);
 
 # Version 5: a continuous crawl's state (--recrawl): each fetched page's history and
 # when it is due again, and every visit after the first.
-_RECRAWL = """
+_VISITS_COLUMNS = """
+    fp            INTEGER NOT NULL,
+    at            REAL    NOT NULL,
+    status        INTEGER,
+    changed       INTEGER NOT NULL,
+    digest        TEXT,
+    content_type  TEXT,
+    length        INTEGER NOT NULL DEFAULT 0,
+    etag          TEXT,
+    last_modified TEXT,"""
+_RECRAWL = f"""
 -- Each fetched page's revisit state: what was seen of its changes, when it is due again.
 CREATE TABLE IF NOT EXISTS refresh (
     fp            INTEGER PRIMARY KEY,
@@ -67,16 +77,7 @@ CREATE TABLE IF NOT EXISTS refresh (
 );
 -- Every visit of a page after its first (the first is its pages row): a revisit record
 -- in a WARC when unchanged, a response when changed (its body in visit_bodies).
-CREATE TABLE IF NOT EXISTS visits (
-    fp            INTEGER NOT NULL,
-    at            REAL    NOT NULL,
-    status        INTEGER,
-    changed       INTEGER NOT NULL,
-    digest        TEXT,
-    content_type  TEXT,
-    length        INTEGER NOT NULL DEFAULT 0,
-    etag          TEXT,
-    last_modified TEXT,
+CREATE TABLE IF NOT EXISTS visits ({_VISITS_COLUMNS}
     PRIMARY KEY (fp, at)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS visit_bodies (
@@ -158,10 +159,10 @@ ALTER TABLE frontier_v8 RENAME TO frontier;
 {_FRONTIER_PENDING}
 """
 
-# Version 17: a page's row and its captures' rows in the order they are written (a
-# rowid table, the fingerprint a unique index), not in the order of fingerprints,
-# which are hashes: each commit wrote its pages all over both tables, every leaf it
-# touched copied whole into the WAL. Shard.record_pages on bench/speed.py's pages,
+# Version 17: a page's row, its captures' and its later visits' rows in the order they
+# are written (rowid tables, the fingerprint in a unique index), not in the order of
+# fingerprints, which are hashes: each commit wrote all over these tables, every leaf
+# it touched copied whole into the WAL. Shard.record_pages on bench/speed.py's pages,
 # 160 a commit: 64 us a page against 74 at 20,000 pages, 69 against 87 at 80,000.
 _IN_ORDER = f"""
 CREATE TABLE pages_v17 (
@@ -173,6 +174,13 @@ CREATE TABLE warc_v17 {_WARC_COLUMNS};
 INSERT INTO warc_v17 SELECT * FROM warc ORDER BY file, offset;
 DROP TABLE warc;
 ALTER TABLE warc_v17 RENAME TO warc;
+CREATE TABLE visits_v17 ({_VISITS_COLUMNS}
+    truncated     INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (fp, at)
+);
+INSERT INTO visits_v17 SELECT * FROM visits ORDER BY at, fp;
+DROP TABLE visits;
+ALTER TABLE visits_v17 RENAME TO visits;
 """
 
 # Version 9: a later visit's body cut at --max-body says so, as a first fetch's does
@@ -344,7 +352,7 @@ MIGRATIONS: dict[int, str] = {
     # 15 -> 16: each host's robots.txt as last answered, for a restart (none yet: an
     # upgraded peer asks each host's once more).
     15: _ROBOTS,
-    # 16 -> 17: pages and captures in the order written (on a big shard a one-time copy
+    # 16 -> 17: pages, captures and visits in the order written (on a big shard a one-time copy
     # at the first open).
     16: _IN_ORDER,
 }
