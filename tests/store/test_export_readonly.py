@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.store.test_export import PAGES_A, PEER_A, _make_shard
+from tests.store.test_export import PAGES_A, PAGES_B, PEER_A, _make_shard
 from ubipy.cli import main
-from ubipy.store.shard import SHARD_FILE
+from ubipy.store.shard import SHARD_FILE, Shard
+from ubipy.store.snapshot import ShardReader
 
 
 @contextmanager
@@ -62,3 +64,33 @@ def test_a_stopped_peer_s_shard_is_exported_from_a_directory_it_cannot_write(
     assert code == 0, capsys.readouterr().err
     assert len(out.read_text().splitlines()) == len(PAGES_A)
     assert after == before  # nothing written beside it
+
+
+def test_a_stopped_peer_s_directory_is_left_as_the_export_found_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "peer-a"
+    _make_shard(data, PEER_A, PAGES_A)
+    before = {p.name: p.read_bytes() for p in data.iterdir()}
+    assert f"{SHARD_FILE}-wal" not in before
+    out = tmp_path / "pages.jsonl"
+    code = main(["export", "--data", str(data), "--format", "jsonl", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    assert len(out.read_text().splitlines()) == len(PAGES_A)
+    # No -wal or -shm left beside the shard (QA), and the shard itself not written.
+    assert {p.name: p.read_bytes() for p in data.iterdir()} == before
+
+
+def test_a_reader_never_writes_the_shard_and_a_peer_may_start_beside_it(tmp_path: Path) -> None:
+    data = tmp_path / "peer-a"
+    _make_shard(data, PEER_A, PAGES_A)
+    reader = ShardReader(data)
+    with pytest.raises(sqlite3.DatabaseError, match="not authorized"):
+        reader._conn.execute("DELETE FROM pages")
+    peer = Shard.open(data)  # the peer starts while the export reads
+    peer.record_pages(PAGES_B)
+    reader.close()
+    assert peer.counts().pages == len(PAGES_A) + len(PAGES_B)
+    peer.close()
+    assert not any(p.name.endswith(("-wal", "-shm")) for p in data.iterdir())
+    assert len(list(ShardReader(data).pages(bodies=False))) == len(PAGES_A) + len(PAGES_B)

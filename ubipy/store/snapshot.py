@@ -1,8 +1,9 @@
 """A shard as an export reads it: opened read-only in one read transaction, its pages
 in fetch order, each with the visits a continuous crawl made of it after the first.
 
-Opening with SQLite's ``mode=ro`` means the file is never written and never migrated,
-so a live peer's shard can be read while the peer writes, and a shard of any version
+Opened for reading only (SQLite's ``mode=ro``, or, for a stopped peer's shard, a
+connection whose writes to it are refused: see ``_connect``), the file is never
+written and never migrated, so a live peer's shard can be read while the peer writes, and a shard of any version
 from 1 on is read as it is: a column or a table it does not have yet reads as null or
 as nothing (version 1 has no encoding columns, versions before 5 no visits).
 """
@@ -147,20 +148,70 @@ class ExportSummary:
     files: int = 0  # peers' WARC files copied or linked (--bodies warc)
 
 
+# What a read-write connection may not do to the shard's own tables.
+_WRITES = frozenset(
+    {
+        sqlite3.SQLITE_INSERT,
+        sqlite3.SQLITE_UPDATE,
+        sqlite3.SQLITE_DELETE,
+        sqlite3.SQLITE_CREATE_TABLE,
+        sqlite3.SQLITE_CREATE_INDEX,
+        sqlite3.SQLITE_CREATE_TRIGGER,
+        sqlite3.SQLITE_CREATE_VIEW,
+        sqlite3.SQLITE_DROP_TABLE,
+        sqlite3.SQLITE_DROP_INDEX,
+        sqlite3.SQLITE_DROP_TRIGGER,
+        sqlite3.SQLITE_DROP_VIEW,
+        sqlite3.SQLITE_ALTER_TABLE,
+        sqlite3.SQLITE_REINDEX,
+        sqlite3.SQLITE_ANALYZE,
+    }
+)
+
+
+def _reads_only(
+    action: int, _arg1: str | None, _arg2: str | None, db: str | None, _t: str | None
+) -> int:
+    return sqlite3.SQLITE_DENY if action in _WRITES and db == "main" else sqlite3.SQLITE_OK
+
+
 def _connect(path: Path) -> sqlite3.Connection:
-    """``path`` opened read-only. A shard in WAL mode is read through its ``-shm``
-    file, which SQLite makes beside it if missing: where it cannot (a read-only mount,
-    another user's directory, a snapshot), a shard with no write-ahead log left (its
-    peer stopped, every commit in the file) is opened as immutable, which needs
-    none; one with a log may be live, or holds commits the file lacks, and is refused
-    with SQLite's error."""
-    uri = path.resolve().as_uri() + "?mode=ro"
+    """``path`` opened for reading only. A shard in WAL mode is read through its
+    ``-shm`` file, which SQLite makes beside it if missing, with an empty ``-wal``.
+
+    A shard with neither (its peer stopped, every commit in the file) in a directory
+    this user can write is opened read-write, with its writes to the shard refused (an
+    authorizer: ``query_only`` would refuse the export's temporary tables too). The
+    last connection to close removes the two files it made, which a ``mode=ro`` one
+    cannot: they were left beside a stopped peer's shard (QA). A peer that starts
+    meanwhile shares them, and removes them when it stops.
+
+    Where SQLite cannot make them (a read-only mount, another user's directory, a
+    snapshot), a shard with no write-ahead log left is opened as immutable, which
+    needs none; one with a log may be live, or holds commits the file lacks, and is
+    refused with SQLite's error."""
+    real = path.resolve()
+    wal = real.with_name(real.name + "-wal")
+    shm = real.with_name(real.name + "-shm")
+    if os.access(real.parent, os.W_OK) and not wal.exists() and not shm.exists():
+        try:
+            conn = sqlite3.connect(real, isolation_level=None)
+        except sqlite3.Error:
+            pass  # read as below, and reported as it is read
+        else:
+            try:
+                conn.set_authorizer(_reads_only)
+                conn.execute("PRAGMA user_version").fetchone()
+            except sqlite3.Error:
+                conn.close()  # not a database, say: as below
+            else:
+                return conn
+    uri = real.as_uri() + "?mode=ro"
     conn = sqlite3.connect(uri, uri=True, isolation_level=None)
     try:
         conn.execute("PRAGMA user_version").fetchone()
     except sqlite3.OperationalError:
-        wal = path.with_name(path.name + "-wal")
-        if os.access(path.parent, os.W_OK) or (wal.exists() and wal.stat().st_size > 0):
+        if os.access(real.parent, os.W_OK) or (wal.exists() and wal.stat().st_size > 0):
             return conn  # the error is met again, and reported, as the shard is read
         conn.close()
         conn = sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None)
