@@ -264,6 +264,8 @@ def test_an_address_in_use_is_named_with_its_flag(tmp_path: Path, command: str, 
         f"ubipy {command}: cannot start: [Errno {errno.EADDRINUSE}] {flag} {busy}: "
         f"{os.strerror(errno.EADDRINUSE)}"
     )
+    if flag == "--listen":  # nor did it leave a directory of a lock and an empty shard (QA)
+        assert not (tmp_path / "data").exists()
 
 
 def test_a_peer_whose_seeds_file_is_not_there_does_not_start(tmp_path: Path) -> None:

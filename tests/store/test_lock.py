@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from ubipy.store import DataDirInUse, DataLock, ShardError
+from ubipy.store import SHARD_FILE, SHARD_FILES, DataDirInUse, DataLock, ShardError
 
 # A holder in a process of its own: it says so once it holds the lock, then waits
 # on its standard input (not a sleep) until it is killed.
@@ -124,3 +124,35 @@ def test_a_lock_that_is_a_directory_is_named_as_such(tmp_path: Path) -> None:
     (tmp_path / "lock").mkdir()
     with pytest.raises(ShardError, match="data directory: its lock: Is a directory"):
         DataLock.take(tmp_path, "127.0.0.1:7001")
+
+
+def test_a_peer_that_never_started_leaves_no_directory_it_made(tmp_path: Path) -> None:
+    data = tmp_path / "new" / "peer"
+    lock = DataLock.take(data, "127.0.0.1:7001")
+    (data / SHARD_FILE).write_bytes(b"an empty shard")
+    lock.release(unmake=SHARD_FILES)
+    assert list(tmp_path.iterdir()) == []
+    # Taken again, it is held until released, which frees it for the next one.
+    lock = DataLock.take(data, "127.0.0.1:7001")
+    with pytest.raises(DataDirInUse):
+        DataLock.take(data, "127.0.0.1:7002")
+    lock.release(unmake=SHARD_FILES)
+    DataLock.take(data, "127.0.0.1:7002").release()
+    assert sorted(p.name for p in data.iterdir()) == ["lock"]  # a started peer's stays
+
+
+def test_what_a_peer_did_not_make_stays(tmp_path: Path) -> None:
+    # The user's directory, with the peer's files in it: only the release of a peer
+    # that crawled nothing in a directory it made removes anything.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    lock = DataLock.take(mine, "127.0.0.1:7001")
+    (mine / SHARD_FILE).write_bytes(b"a shard")
+    lock.release(unmake=SHARD_FILES)
+    assert sorted(p.name for p in mine.iterdir()) == ["lock", SHARD_FILE]
+    # A directory it made, where something else appeared: that stays, and what holds it.
+    data = tmp_path / "made" / "peer"
+    lock = DataLock.take(data, "127.0.0.1:7001")
+    (data / "notes.txt").write_text("the user's\n")
+    lock.release(unmake=SHARD_FILES)
+    assert [p.name for p in data.iterdir()] == ["notes.txt"]

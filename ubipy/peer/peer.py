@@ -53,7 +53,7 @@ from ubipy.peer.status import PeerStatus, gather_status, status_of
 from ubipy.peer.syncing import GroupSync
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
-from ubipy.store import DataLock, Shard
+from ubipy.store import SHARD_FILES, DataLock, Shard
 from ubipy.wire import (
     Control,
     Figures,
@@ -130,7 +130,7 @@ class Peer:
             )
             self.peer_id = load_peer_id(self.shard, self._rng)
         except BaseException:
-            self._lock.release()
+            self._lock.release(unmake=SHARD_FILES)
             raise
         self._members = MemberBook(self.shard)
         self._started_wall = time.time()
@@ -218,8 +218,8 @@ class Peer:
                     await self._leave()
                 nursery.cancel_scope.cancel()
         finally:
-            self.shard.close()
-            self._lock.release()
+            self.shard.close()  # a new peer that never crawled leaves no directory behind
+            self._lock.release(unmake=SHARD_FILES if self._crawler is None else ())
             self.finished.set()
 
     async def _start(self, nursery: trio.Nursery, client: httpx2.AsyncClient) -> Crawler:

@@ -13,7 +13,7 @@ from ubipy.store.lock import LOCK_FILE, DataLock
 from ubipy.store.outbox import CHUNK as OUTBOX_CHUNK
 from ubipy.store.revisits import RefreshRow, Visit
 from ubipy.store.robotskept import RobotsAnswer, RobotsKept
-from ubipy.store.schema import PEER_ID_META, SHARD_FILE
+from ubipy.store.schema import PEER_ID_META, SHARD_FILE, SHARD_FILES
 from ubipy.store.shard import FrontierRow, HostMark, Lastmod, NewURL, PageRecord, Shard
 from ubipy.store.warcfiles import WARC_DIR
 from ubipy.store.warcindex import index_warc
@@ -25,6 +25,7 @@ __all__ = [
     "OUTBOX_CHUNK",
     "PEER_ID_META",
     "SHARD_FILE",
+    "SHARD_FILES",
     "WARC_DIR",
     "Admission",
     "DataDirInUse",

@@ -5,10 +5,11 @@ Each shard is opened for reading only inside one read transaction (see
 writes: the export sees one consistent snapshot and never blocks or changes the peer.
 (The shard file is never written; as for any reader of a WAL-mode database, SQLite
 shares the live peer's ``-wal`` and ``-shm``, and makes them for a stopped peer's
-shard and removes them again as the export ends; and while the read lasts, the peer's checkpoints cannot pass
-it, so its WAL may grow until the export ends.) Pages are streamed, ordered by first
-fetch time across all shards (a k-way merge), each followed by the visits a continuous
-crawl made of it, with one body in memory per shard.
+shard and removes them again as the export ends; and while the read lasts, the
+peer's checkpoints cannot pass it, so its WAL may grow until the export ends.) Pages
+are streamed, ordered by first fetch time across all shards (a k-way merge), each
+followed by the visits a continuous crawl made of it, with one body in memory per
+shard.
 
 The parts: :mod:`ubipy.store.snapshot` reads a shard, :mod:`ubipy.store.warc` and
 :mod:`ubipy.store.jsonl` write the formats, :mod:`ubipy.store.outfile` puts the

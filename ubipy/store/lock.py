@@ -18,6 +18,8 @@ import fcntl
 import os
 import re
 import weakref
+from collections.abc import Collection
+from contextlib import suppress
 from pathlib import Path
 
 from ubipy.errors import DataDirInUse, ShardError
@@ -31,9 +33,12 @@ _NOTE = re.compile(rb"(?:[0-9]+(?: [^\n]*)?\n?)?")
 class DataLock:
     """The exclusive hold of a data directory by this process."""
 
-    def __init__(self, data_dir: Path, fd: int) -> None:
+    def __init__(self, data_dir: Path, fd: int, made: tuple[Path, ...] = ()) -> None:
         self.data_dir = data_dir
         self._fd: int | None = fd
+        # The directories taking it made, innermost first: a peer that never starts
+        # leaves none of them behind (see release).
+        self.made = made
         # A lock dropped without release() (a Peer made but never run) still lets go.
         self._finalizer = weakref.finalize(self, os.close, fd)
 
@@ -46,15 +51,13 @@ class DataLock:
         naming the holder, if another process (or another lock in this one) holds it.
         """
         try:
-            data_dir.mkdir(parents=True, exist_ok=True)
-        except FileExistsError:
-            raise ShardError(
-                f"cannot use {data_dir} as the data directory: not a directory"
-            ) from None
+            made = _make(data_dir)
         except OSError as exc:
             raise ShardError(
                 f"cannot use {data_dir} as the data directory: {exc.strerror or exc}"
             ) from None
+        if not data_dir.is_dir():
+            raise ShardError(f"cannot use {data_dir} as the data directory: not a directory")
         try:
             # Not through a link: what it points at is not ours to write.
             fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
@@ -79,7 +82,7 @@ class DataLock:
                 "another program's files? Give --data a directory of its own (or, if "
                 "the file is this peer's own, remove it)"
             )
-        lock = cls(data_dir, fd)
+        lock = cls(data_dir, fd, made)
         lock.note(address)
         return lock
 
@@ -98,11 +101,46 @@ class DataLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def release(self) -> None:
-        """Let go (closing the descriptor drops the flock); the file stays."""
-        if self._fd is not None:
-            self._fd = None
-            self._finalizer()
+    def release(self, *, unmake: Collection[str] = ()) -> None:
+        """Let go (closing the descriptor drops the flock); the file stays.
+
+        A peer that never started names its files in ``unmake``: where taking the lock
+        made the directory, they go, then the lock file (last, while still held, so no
+        one else can have taken the directory), then each directory it made that is
+        empty. A start that failed (an address in use) left a new directory of a lock
+        and an empty shard (QA)."""
+        if self._fd is None:
+            return
+        if self.made and unmake:
+            for name in (*unmake, LOCK_FILE):
+                with suppress(OSError):
+                    (self.data_dir / name).unlink(missing_ok=True)
+        self._fd = None
+        self._finalizer()
+        if self.made and unmake:
+            for directory in self.made:
+                try:
+                    directory.rmdir()
+                except OSError:
+                    break  # something else is in it: it stays, and so do those above it
+
+
+def _make(data_dir: Path) -> tuple[Path, ...]:
+    """Make ``data_dir`` and its missing parents; those this call made, innermost
+    first (one made meanwhile by another process is not among them)."""
+    missing: list[Path] = []
+    path = data_dir
+    while not path.exists() and not path.is_symlink() and path.parent != path:
+        missing.append(path)
+        path = path.parent
+    made: list[Path] = []
+    for directory in reversed(missing):
+        try:
+            directory.mkdir()
+        except FileExistsError:
+            continue
+        made.append(directory)
+    return tuple(reversed(made))
 
 
 def _ours(fd: int) -> bool:

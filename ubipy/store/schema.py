@@ -11,6 +11,8 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 17
 SHARD_FILE = "shard.sqlite3"
+# The shard and the files SQLite keeps beside it.
+SHARD_FILES = (SHARD_FILE, f"{SHARD_FILE}-wal", f"{SHARD_FILE}-shm", f"{SHARD_FILE}-journal")
 # The peer keeps its id under this key of the meta table (ubipy.peer.ids).
 PEER_ID_META = "peer_id"
 

@@ -3,9 +3,10 @@ in fetch order, each with the visits a continuous crawl made of it after the fir
 
 Opened for reading only (SQLite's ``mode=ro``, or, for a stopped peer's shard, a
 connection whose writes to it are refused: see ``_connect``), the file is never
-written and never migrated, so a live peer's shard can be read while the peer writes, and a shard of any version
-from 1 on is read as it is: a column or a table it does not have yet reads as null or
-as nothing (version 1 has no encoding columns, versions before 5 no visits).
+written and never migrated, so a live peer's shard can be read while the peer
+writes, and a shard of any version from 1 on is read as it is: a column or a table
+it does not have yet reads as null or as nothing (version 1 has no encoding columns,
+versions before 5 no visits).
 """
 
 from __future__ import annotations
