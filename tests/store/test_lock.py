@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -156,3 +157,38 @@ def test_what_a_peer_did_not_make_stays(tmp_path: Path) -> None:
     (data / "notes.txt").write_text("the user's\n")
     lock.release(unmake=SHARD_FILES)
     assert [p.name for p in data.iterdir()] == ["notes.txt"]
+
+
+def test_a_directory_named_through_one_it_made_is_not_the_peer_s_to_remove(
+    tmp_path: Path,
+) -> None:
+    # `new/../peer-a` made `new`, not peer-a: a failed start removed peer-a's shard.
+    peer_a = tmp_path / "peer-a"
+    peer_a.mkdir()
+    (peer_a / SHARD_FILE).write_bytes(b"a week of crawling")
+    lock = DataLock.take(tmp_path / "new" / ".." / "peer-a", "127.0.0.1:7001")
+    lock.release(unmake=SHARD_FILES)
+    assert (peer_a / SHARD_FILE).read_bytes() == b"a week of crawling"
+
+
+def test_a_lock_file_removed_as_it_is_taken_is_taken_again_in_the_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A peer that failed to start removes its directory between another's opening of
+    # the lock file and its flock: that one locked a file no longer there, and a third
+    # could lock a new one beside it (a review).
+    data = tmp_path / "new"
+    failed = DataLock.take(data, "127.0.0.1:7001")
+    flock = fcntl.flock
+
+    def removed_first(fd: int, operation: int) -> None:
+        monkeypatch.setattr(fcntl, "flock", flock)
+        failed.release(unmake=SHARD_FILES)
+        flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", removed_first)
+    second = DataLock.take(data, "127.0.0.1:7002")
+    assert second.held and (data / "lock").read_text().endswith(" 127.0.0.1:7002\n")
+    with pytest.raises(DataDirInUse):
+        DataLock.take(data, "127.0.0.1:7003")
+    second.release()

@@ -130,6 +130,8 @@ class Peer:
             )
             self.peer_id = load_peer_id(self.shard, self._rng)
         except BaseException:
+            if (shard := getattr(self, "shard", None)) is not None:
+                shard.close()  # the id could not be kept: its files go, closed first
             self._lock.release(unmake=SHARD_FILES)
             raise
         self._members = MemberBook(self.shard)
@@ -522,10 +524,9 @@ class Peer:
         try:
             await handler(frame.sender, message, reply)
         except StorageError as exc:
-            # The shard refuses writes (disk full, read-only): the frame goes
-            # unanswered, as a lost one would. What must arrive (a batch, a host handed
-            # off) is acknowledged only once durable, so its sender keeps it and
-            # tries again; a replica's copy is sent again whole when the ring changes.
+            # The shard refuses writes (disk full, read-only): unanswered, as if lost. What
+            # must arrive (a batch, a host handed off) is acknowledged once durable, so its
+            # sender tries again; a replica's copy is sent again whole when the ring changes.
             log.warning("%s from %s not taken: %s", frame.type.name, frame.sender, exc)
 
     async def _ignore(self, sender: str, message: Message, reply: Reply) -> None:

@@ -3,9 +3,10 @@
 Each shard is opened for reading only inside one read transaction (see
 :mod:`ubipy.store.snapshot`), so a live peer's shard can be exported while the peer
 writes: the export sees one consistent snapshot and never blocks or changes the peer.
-(The shard file is never written; as for any reader of a WAL-mode database, SQLite
+(The export never changes a shard. As for any reader of a WAL-mode database, SQLite
 shares the live peer's ``-wal`` and ``-shm``, and makes them for a stopped peer's
-shard and removes them again as the export ends; and while the read lasts, the
+shard and removes them again as the export ends, after checkpointing what a peer
+that started and stopped meanwhile committed; and while the read lasts, the
 peer's checkpoints cannot pass it, so its WAL may grow until the export ends.) Pages
 are streamed, ordered by first fetch time across all shards (a k-way merge), each
 followed by the visits a continuous crawl made of it, with one body in memory per

@@ -4,9 +4,13 @@ Two peers on one directory would share an id and a shard and each crawl
 everything. The lock is an ``flock`` on a file of the directory, held as long as
 the lock's descriptor is open: the kernel drops it with the process, ``kill -9``
 included, so a crash never leaves a stale lock behind. The file itself only says
-who holds it (pid and address), for the message the next one gets; it is never
-removed, since removing it would let a third process lock a new file while the
-holder still holds the old one.
+who holds it (pid and address), for the message the next one gets.
+
+A peer that never started removes the directory it made, lock file included (see
+:meth:`DataLock.release`). A process that had opened that file before could then
+lock it, a file no longer in the directory, while a third locks a new one: so a lock
+is taken only once the file locked is the one the directory holds, and tried again
+(the directory made again) where it is not.
 
 Readers (``ubipy export``) take no lock: SQLite lets them read a live shard.
 """
@@ -25,6 +29,8 @@ from pathlib import Path
 from ubipy.errors import DataDirInUse, ShardError
 
 LOCK_FILE = "lock"
+# Takes of a directory whose lock file goes each time before it is held.
+_TRIES = 5
 # What DataLock.note writes, or what a crash in its write may leave of it: a prefix
 # (a pid, an address cut short), or zeros (a file system that had not written it).
 _NOTE = re.compile(rb"(?:[0-9]+(?: [^\n]*)?\n?)?")
@@ -50,6 +56,15 @@ class DataLock:
         ShardError if the directory cannot be made or is not one; DataDirInUse,
         naming the holder, if another process (or another lock in this one) holds it.
         """
+        for _ in range(_TRIES):
+            if (lock := cls._take(data_dir, address)) is not None:
+                return lock
+        raise ShardError(f"cannot lock {data_dir}: its {LOCK_FILE} is removed as it is taken")
+
+    @classmethod
+    def _take(cls, data_dir: Path, address: str) -> DataLock | None:
+        """One try of :meth:`take`; None where the lock file went meanwhile (a peer
+        that failed to start removed the directory)."""
         try:
             made = _make(data_dir)
         except OSError as exc:
@@ -61,6 +76,8 @@ class DataLock:
         try:
             # Not through a link: what it points at is not ours to write.
             fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except FileNotFoundError:
+            return None
         except OSError as exc:
             why = "a link, not a ubipy lock file" if exc.errno == errno.ELOOP else exc.strerror
             raise ShardError(
@@ -74,6 +91,9 @@ class DataLock:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise ShardError(f"cannot lock {data_dir}: {exc.strerror or exc}") from None
             raise DataDirInUse(data_dir, pid, holder) from None
+        if not _still_there(fd, data_dir / LOCK_FILE):
+            os.close(fd)
+            return None
         if not _ours(fd):
             os.close(fd)
             # A file of the user's under that name was written over (QA).
@@ -82,6 +102,11 @@ class DataLock:
                 "another program's files? Give --data a directory of its own (or, if "
                 "the file is this peer's own, remove it)"
             )
+        # Only where the innermost directory made is the data directory itself: made
+        # for `new/../peer-a`, `new` is not, and peer-a's shard is not the peer's to
+        # remove (a review).
+        if made and not os.path.samefile(made[0], data_dir):
+            made = ()
         lock = cls(data_dir, fd, made)
         lock.note(address)
         return lock
@@ -102,13 +127,13 @@ class DataLock:
         return self._fd is not None
 
     def release(self, *, unmake: Collection[str] = ()) -> None:
-        """Let go (closing the descriptor drops the flock); the file stays.
+        """Let go (closing the descriptor drops the flock); the file stays, unless:
 
         A peer that never started names its files in ``unmake``: where taking the lock
-        made the directory, they go, then the lock file (last, while still held, so no
-        one else can have taken the directory), then each directory it made that is
-        empty. A start that failed (an address in use) left a new directory of a lock
-        and an empty shard (QA)."""
+        made the directory, they go, then the lock file (last, while still held: one
+        who locks it after is told it went, see :meth:`take`), then each directory it
+        made that is empty. A start that failed (an address in use) left a new
+        directory of a lock and an empty shard (QA)."""
         if self._fd is None:
             return
         if self.made and unmake:
@@ -123,6 +148,16 @@ class DataLock:
                     directory.rmdir()
                 except OSError:
                     break  # something else is in it: it stays, and so do those above it
+
+
+def _still_there(fd: int, path: Path) -> bool:
+    """Whether ``fd`` is the file at ``path`` now."""
+    try:
+        there = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
 
 
 def _make(data_dir: Path) -> tuple[Path, ...]:

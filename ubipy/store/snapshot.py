@@ -2,8 +2,8 @@
 in fetch order, each with the visits a continuous crawl made of it after the first.
 
 Opened for reading only (SQLite's ``mode=ro``, or, for a stopped peer's shard, a
-connection whose writes to it are refused: see ``_connect``), the file is never
-written and never migrated, so a live peer's shard can be read while the peer
+connection whose writes to it are refused: see ``_connect``), the shard is never
+changed and never migrated, so a live peer's shard can be read while the peer
 writes, and a shard of any version from 1 on is read as it is: a column or a table
 it does not have yet reads as null or as nothing (version 1 has no encoding columns,
 versions before 5 no visits).
@@ -149,7 +149,7 @@ class ExportSummary:
     files: int = 0  # peers' WARC files copied or linked (--bodies warc)
 
 
-# What a read-write connection may not do to the shard's own tables.
+# What a read-write connection may not do to the shard's own tables (and see below).
 _WRITES = frozenset(
     {
         sqlite3.SQLITE_INSERT,
@@ -171,9 +171,15 @@ _WRITES = frozenset(
 
 
 def _reads_only(
-    action: int, _arg1: str | None, _arg2: str | None, db: str | None, _t: str | None
+    action: int, _arg1: str | None, arg2: str | None, db: str | None, _t: str | None
 ) -> int:
-    return sqlite3.SQLITE_DENY if action in _WRITES and db == "main" else sqlite3.SQLITE_OK
+    if action in _WRITES and db == "main":
+        return sqlite3.SQLITE_DENY
+    # A pragma given a value may set one (user_version, journal_mode). VACUUM begins
+    # with an ATTACH of its own, and a shard's reader attaches nothing.
+    if (action == sqlite3.SQLITE_PRAGMA and arg2 is not None) or action == sqlite3.SQLITE_ATTACH:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -185,7 +191,9 @@ def _connect(path: Path) -> sqlite3.Connection:
     authorizer: ``query_only`` would refuse the export's temporary tables too). The
     last connection to close removes the two files it made, which a ``mode=ro`` one
     cannot: they were left beside a stopped peer's shard (QA). A peer that starts
-    meanwhile shares them, and removes them when it stops.
+    meanwhile shares them. Whichever of the two closes last removes them, and that
+    may be the export: it then checkpoints into the shard file what the peer
+    committed, as the peer would have; the export's own writes never reach it.
 
     Where SQLite cannot make them (a read-only mount, another user's directory, a
     snapshot), a shard with no write-ahead log left is opened as immutable, which
@@ -222,7 +230,8 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 class ShardReader:
-    """A shard opened read-only, for export; it never writes, so it is safe on a live peer."""
+    """A shard opened for reading only, for export; it never changes the shard, so it
+    is safe on a live peer."""
 
     def __init__(self, data_dir: Path) -> None:
         if not data_dir.exists():
