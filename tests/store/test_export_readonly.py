@@ -86,7 +86,7 @@ def test_a_reader_never_writes_the_shard_and_a_peer_may_start_beside_it(tmp_path
     _make_shard(data, PEER_A, PAGES_A)
     reader = ShardReader(data)
     for write in ("DELETE FROM pages", "PRAGMA user_version = 5", "VACUUM"):
-        with pytest.raises(sqlite3.DatabaseError, match="not authorized|authorization denied"):
+        with pytest.raises(sqlite3.DatabaseError, match=r"not authorized|authorization denied"):
             reader._conn.executescript(write)  # which ends the reader's transaction first
     peer = Shard.open(data)  # the peer starts while the export reads
     peer.record_pages(PAGES_B)
