@@ -292,8 +292,9 @@ class FetchConfig:
         flag="--proxy",
         metavar="URL",
         help="send every request through this HTTP proxy, which then looks names up: "
-        "only IP addresses and --resolve names are checked against --allow-private "
-        "(default: none, direct)",
+        "only IP addresses and --resolve names are checked against --allow-private; while "
+        "it cannot be reached no request starts (1 s, doubling to a minute) and no host is "
+        "given up for it (default: none, direct)",
     )
     # HTML is always kept and parsed for links; these are kept besides, not parsed.
     accept: tuple[str, ...] = option(

@@ -4,15 +4,23 @@ after their attempts, with nothing that said why (QA)."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import socket
+from pathlib import Path
 
 import httpx2
 import pytest
 import trio
 import trio.testing
 
-from ubipy.fetch.transport import PooledTransport
+from tests.crawling import crawl_until_idle
+from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig
+from ubipy.fetch import FetchOutcome, fetch
+from ubipy.fetch.transport import PooledTransport, ProxyUnreachable
+from ubipy.store import Shard
+
+HTML = {"content-type": "text/html"}
 
 
 def _closed_port() -> int:
@@ -40,3 +48,48 @@ async def test_a_proxy_that_refuses_is_named_in_each_error_and_said_once_a_minut
     assert all(e.startswith(f"cannot connect to the proxy 127.0.0.1:{port}: ") for e in errors)
     assert said == 1 and len(caplog.records) == 2
     assert f"cannot connect to the proxy 127.0.0.1:{port}" in caplog.records[0].getMessage()
+
+
+async def test_a_proxy_out_of_reach_is_reported_as_the_proxy_s_failure() -> None:
+    port = _closed_port()
+    transport = PooledTransport(proxy=f"http://127.0.0.1:{port}")
+    async with httpx2.AsyncClient(transport=transport) as client:
+        result = await fetch(client, "http://a.test/", max_bytes=1 << 20)
+    assert result.outcome is FetchOutcome.PROXY_DOWN
+    assert result.detail is not None and f"proxy 127.0.0.1:{port}" in result.detail
+
+
+async def test_hosts_wait_for_a_proxy_that_is_down_and_are_crawled_once_it_is_back(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Down for ten minutes: its failures were the hosts', each given up "robots.txt
+    # unreachable" after its attempts (3 within 90 s by default; here, within 3 s), its
+    # URLs closed and known, so that a restart or a seed did not bring them back (QA).
+    up_at = 600.0
+    refused: list[float] = []
+
+    async def through_proxy(request: httpx2.Request) -> httpx2.Response:
+        if trio.current_time() < up_at:
+            refused.append(trio.current_time())
+            raise ProxyUnreachable("cannot connect to the proxy 127.0.0.1:3128: refused")
+        path = request.url.path
+        if path not in ("/", "/a", "/b"):
+            return httpx2.Response(404)  # robots.txt
+        links = "".join(f'<a href="/{p}">{p}</a>' for p in ("a", "b")) if path == "/" else ""
+        return httpx2.Response(200, headers=HTML, text=f"<html><body>{links}</body></html>")
+
+    polite = PolitenessConfig(delay=0.0, robots_retry_base=1.0)
+    config = CrawlConfig(data_dir=tmp_path, politeness=polite, bounds=BoundsConfig(sitemaps=False))
+    shard = Shard.open(tmp_path)
+    try:
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(through_proxy)) as client:
+            seeds = [f"http://h{i}.test/" for i in range(5)]
+            crawler = await crawl_until_idle(config, shard, client, seeds, patience=900.0)
+        assert crawler.stats.robots_given_up == 0
+        assert shard.counts().pages == 3 * len(seeds)  # every page, after the proxy came back
+    finally:
+        shard.close()
+    # Asked after 1, 2, 4... s, at most a minute apart: about 15 times in ten minutes, a
+    # request for each host in flight each time, not each host's robots.txt in a loop.
+    waits = [b - a for a, b in itertools.pairwise(sorted(set(refused)))]
+    assert len(refused) <= 5 * 16 and max(waits) <= 60.0 and waits[:3] == [1.0, 2.0, 4.0]

@@ -24,7 +24,7 @@ from ubipy.fetch.bodies import BodyGate, CappedBody
 from ubipy.fetch.client import CrawlClient, sent_headers
 from ubipy.fetch.coding import BadCoding, BodyDecoder, read_decoded
 from ubipy.fetch.tls import certificate_failure
-from ubipy.fetch.transport import AddressRefused, CertificateError, PooledBody
+from ubipy.fetch.transport import AddressRefused, CertificateError, PooledBody, ProxyUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,9 @@ class FetchOutcome(enum.Enum):
     TIMEOUT = "timeout"
     # No connection: refused, unreachable, a TLS handshake or the proxy failing.
     CONNECT_ERROR = "connect_error"
+    # No connection to the proxy itself: not the host's failure. The crawler asks
+    # again, as if never asked, once the proxy may answer.
+    PROXY_DOWN = "proxy_down"
     # The server's TLS certificate did not verify: not retried, it will not change.
     CERTIFICATE_ERROR = "certificate_error"
     # The host's address is one a crawler may not reach (loopback, private,
@@ -325,6 +328,8 @@ async def fetch(
         return failed(url, FetchOutcome.TIMEOUT, f"timeout: {type(exc).__name__}", latency=waited)
     except AddressRefused as exc:
         return failed(url, FetchOutcome.REFUSED, str(exc))
+    except ProxyUnreachable as exc:
+        return failed(url, FetchOutcome.PROXY_DOWN, str(exc))
     except (httpx2.HTTPError, OSError, ValueError) as exc:
         bad = _bad_certificate(exc)
         if bad is not None:

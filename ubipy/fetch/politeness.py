@@ -22,6 +22,7 @@ No I/O and no clock: the caller passes ``now`` in and performs the requests.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 
 from ubipy.config import CrawlConfig, CrawlOrder
@@ -45,6 +46,10 @@ from ubipy.fetch.throttle import Pace, SlowestHosts, SlowHost, ThrottleRules
 from ubipy.fetch.windows import Windows
 
 __all__ = ["Entry", "HostRobots", "Job", "JobKind", "Scheduler"]
+
+# The wait after a request found the proxy down, doubled while it stays down.
+_PROXY_WAIT = 1.0
+_PROXY_WAIT_MAX = 60.0
 
 
 class Scheduler(LookupAnswers):
@@ -113,6 +118,10 @@ class Scheduler(LookupAnswers):
         self.in_flight = 0  # requests and lookups
         self.lookups = 0  # of them, lookups
         self._slowest: SlowestHosts[HostSlot] = SlowestHosts()
+        # No request starts before this (the proxy could not be reached), and the wait
+        # the next time it cannot.
+        self._all_held_until = -math.inf
+        self._proxy_wait = _PROXY_WAIT
 
     @classmethod
     def of(
@@ -223,10 +232,13 @@ class Scheduler(LookupAnswers):
     def next_wakeup(self) -> float | None:
         """When the earliest armed host becomes ready, or None if none is (-inf: one
         is ready now, waiting to be chosen under a ranked order)."""
-        return self._due.next_wakeup()
+        wake = self._due.next_wakeup()
+        return wake if wake is None else max(wake, self._all_held_until)
 
     def next_job(self, now: float) -> Job | None:
         """The next request that may start at ``now``, if any."""
+        if now < self._all_held_until:
+            return None
         while (slot := self._due.next_due(now)) is not None:
             host = slot.host
             if self._slots.get(host) is not slot:
@@ -379,6 +391,7 @@ class Scheduler(LookupAnswers):
         slot = self._slots[host]
         slot.in_flight = False
         self.in_flight -= 1
+        self._proxy_wait = _PROXY_WAIT
         slot.next_allowed = now + max(self.delay_of(slot), wait or 0.0, asked or 0.0)
         pace, rules = slot.pace, self._throttle
         server = 0.0 if pace is None or rules is None else pace.delay(rules, 0.0)
@@ -431,12 +444,28 @@ class Scheduler(LookupAnswers):
         self._windows.put_back(self._slots[host], entry._replace(attempt=entry.attempt + 1))
         self.finished(host, now, wait=wait, asked=asked)
 
-    def abandoned(self, host: str, entry: Entry | None, now: float, refused: bool = False) -> None:
+    def abandoned(
+        self,
+        host: str,
+        entry: Entry | None,
+        now: float,
+        refused: bool = False,
+        *,
+        proxy_down: bool = False,
+    ) -> None:
         """The request for ``entry`` (None: the host's robots.txt) was cut short by
         the crawler, not by the server: it is asked again later, as if never asked,
         and the host waits its delay as after any request. ``refused``: never sent (an
         address's lease refused): a robots.txt redirected elsewhere goes on from there,
-        not from the host's own again (a request more to the host each time)."""
+        not from the host's own again (a request more to the host each time).
+
+        ``proxy_down``: the proxy could not be reached. No request starts for a while,
+        1 s, then twice as long each time the first after a wait finds it down again,
+        up to a minute; a request that ends otherwise starts the count again."""
+        wait = self._proxy_wait
+        if proxy_down and now >= self._all_held_until:
+            self._all_held_until = now + wait
+            wait = min(2 * wait, _PROXY_WAIT_MAX)
         slot = self._slots[host]
         if entry is None:
             if not refused:
@@ -448,6 +477,8 @@ class Scheduler(LookupAnswers):
                 slot.pages -= 1
             self._windows.put_back(slot, entry)
         self.finished(host, now)
+        if proxy_down:
+            self._proxy_wait = wait
 
     def restore_host(self, host: str, *, not_before: float, pages: int) -> None:
         """What an earlier run left for ``host``: no request before ``not_before``,

@@ -68,6 +68,11 @@ class CertificateError(UbipyError, httpx2.ConnectError):
     asking again will not change it."""
 
 
+class ProxyUnreachable(UbipyError, httpx2.ConnectError):
+    """No connection to the proxy every request goes through: the proxy's failure,
+    not the host's (a proxy down gave every host up as unreachable: QA)."""
+
+
 log = logging.getLogger(__name__)
 
 # The names they had here before ubipy/fetch/origins.py, which tests import.
@@ -436,9 +441,8 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         return _Connection(stream, origin, address, answer)
 
     async def _open_proxy(self) -> trio.SocketStream:
-        """A connection to the proxy. One that cannot be made fails every request (a
-        host's robots.txt, given up after its attempts, said no more): it is said, with
-        why, at most once a minute."""
+        """A connection to the proxy. One that cannot be made fails every request, as
+        :class:`ProxyUnreachable`; it is said, with why, at most once a minute."""
         assert self._proxy is not None
         try:
             return await trio.open_tcp_stream(self._proxy.host, self._proxy.port)
@@ -447,7 +451,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
             if (now := trio.current_time()) >= self._proxy_said_at + 60.0:
                 self._proxy_said_at = now
                 log.warning("cannot connect to the proxy %s: %s", where, exc)
-            raise OSError(f"cannot connect to the proxy {where}: {exc}") from exc
+            raise ProxyUnreachable(f"cannot connect to the proxy {where}: {exc}") from exc
 
     def _unreached(self, name: str, tried: list[str], connected: str | None) -> None:
         """None of the addresses ``tried`` (those of the key the host is filed under)

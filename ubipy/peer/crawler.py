@@ -464,10 +464,9 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         # reading may (then the host is asked nothing: its slot stays taken).
         try:
             with scope:
-                # Paused or stopped since the job was taken (a worker's checkpoint
-                # between two requests, or a task not yet started), or stopped while
-                # it waited to be cleared (an address's lease): not made, asked again
-                # later.
+                # Paused or stopped since the job was taken (a worker's checkpoint between
+                # two requests, or a task not yet started), or stopped while it waited to
+                # be cleared (an address's lease): not made, asked again later.
                 halted = self.paused is not None or self._stopping
                 denied = False  # not cleared (an address's lease refused): no pause's
                 if not halted:
@@ -494,10 +493,11 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
             result = failed(job.url, FetchOutcome.TIMEOUT, detail, latency=deadline)
         now = trio.current_time()
         end_wall = time.time()
-        if abandoned:
-            if not (self._stopping or denied):  # a pause's: not a stop's, nor a refusal's
+        proxy_down = not abandoned and result.outcome is FetchOutcome.PROXY_DOWN
+        if abandoned or proxy_down:
+            if not (self._stopping or denied or proxy_down):  # a pause's alone
                 self.stats.abandoned += 1
-            self.scheduler.abandoned(job.host, job.entry, now, refused=denied)
+            self.scheduler.abandoned(job.host, job.entry, now, denied, proxy_down=proxy_down)
         else:
             if self.dns is not None:  # no connection: the host's next address, if any
                 self.dns.ended(job.host, result.outcome)
