@@ -134,7 +134,8 @@ def export(
         # The peers' own WARC files are inputs too, whatever the format: an --out
         # naming one must not replace the bodies of pages the shard keeps, nor its
         # index (`ubipy index` would then keep the replacement, newer than its WARC).
-        parts = [p for r in readers for p in parts_of(r)]
+        # JSON Lines reads no body: WARC files moved away (archived) do not stop it (QA).
+        parts = [p for r in readers for p in parts_of(r, missing_ok=fmt == "jsonl")]
         for part in parts:
             for path in (part.path, part.path.with_name(part.name), cdxj_of(part.path)):
                 if (found := identity(path)) is not None:

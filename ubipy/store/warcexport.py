@@ -44,9 +44,11 @@ class Part:
     least: int = 0
 
 
-def parts_of(reader: ShardReader) -> list[Part]:
+def parts_of(reader: ShardReader, *, missing_ok: bool = False) -> list[Part]:
     """The peer's WARC files as the reader's snapshot sees them, in name order (their
     names sort by time): the closed ones whole, the open one to its committed mark.
+    ``missing_ok``: those gone are left out, not refused (an export that reads no
+    bodies).
 
     Only the peer's own: those its shard has captures in and those named as it names
     them (``ubipy-<its id>-...``). Any other file there (an export the user wrote into
@@ -74,7 +76,7 @@ def parts_of(reader: ShardReader) -> list[Part]:
     # Files the shard has captures in, gone (moved, deleted): their pages were left
     # out without a word, the summary counting them all the same (a review found).
     missing = sorted(n for n in unlisted if n not in parts)
-    if missing:
+    if missing and not missing_ok:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         named = ", ".join(missing[:3]) + more
         raise ExportError(
