@@ -596,3 +596,19 @@ def test_a_demo_runs_sixteen_peers_at_most(capsys: pytest.CaptureFixture[str]) -
     with pytest.raises(SystemExit):
         main(["demo", "--peers", "17"])
     assert "argument --peers: must be <= 16, not 17" in capsys.readouterr().err
+
+
+def test_a_peer_given_a_binary_seeds_file_does_not_start(tmp_path: Path) -> None:
+    # It said the file was binary and ran idle with no seed (QA); `ubipy seed` refuses.
+    seeds = tmp_path / "seeds.bin"
+    seeds.write_bytes(b"\x00\x01\x02garbage\xff" * 50)
+    done = subprocess.run(
+        [*UBIPY, "peer", "--data", str(tmp_path / "data"), "--listen", "127.0.0.1:0",
+         "--seeds", str(seeds)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"ubipy peer: --seeds {seeds}: looks like a binary file, not a list of URLs\n"
+    )
+    assert not (tmp_path / "data").exists()

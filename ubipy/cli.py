@@ -372,8 +372,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 async def _run_peer(args: argparse.Namespace, config: CrawlConfig) -> int:
     try:  # the seeds read first: a file not there was said once the peer had joined
         seeds = None if args.seeds is None else peer_seeds(args.seeds)
-    except OSError as exc:
-        print(f"ubipy peer: --seeds {args.seeds}: {exc.strerror or exc}", file=sys.stderr)
+    except (OSError, SeedsFileError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else None
+        print(f"ubipy peer: --seeds {args.seeds}: {why or exc}", file=sys.stderr)
         return 2
     try:
         if config.control.address is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import trio
 
 from ubipy.errors import StorageError
-from ubipy.fetch import SeedList, SeedsFileError, parse_seeds, read_seeds
+from ubipy.fetch import SeedList, parse_seeds, read_seeds
 from ubipy.peer import SeedResult
 from ubipy.wording import counted
 
@@ -44,12 +44,10 @@ def read_seeds_file(path: Path) -> bytes:
 
 def peer_seeds(path: Path) -> SeedList:
     """``peer --seeds``: a file of no usable URL is said, and the peer goes on without
-    (a crawl resumed from its shard needs none). OSError: the file cannot be read."""
-    try:
-        seeds = parse_seeds(read_seeds_file(path))
-    except SeedsFileError as exc:
-        print(f"{path}: {exc}", file=sys.stderr)
-        seeds = SeedList((), ())
+    (a crawl resumed from its shard needs none). OSError: the file cannot be read;
+    SeedsFileError: it is no list of URLs at all (binary, too large), most likely the
+    wrong file named, refused as ``ubipy seed`` refuses it (the peer ran idle: QA)."""
+    seeds = parse_seeds(read_seeds_file(path))
     say_problems(path, seeds)
     return seeds
 
