@@ -120,7 +120,15 @@ def test_a_demo_still_running_there_is_refused_and_left_alone(tmp_path: Path) ->
     assert sorted(p.name for p in data.iterdir()) == [MARKER]
 
 
-@pytest.mark.parametrize("kind", ["a directory of the user's", "a file where a peer was"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "a directory of the user's",
+        "a file where a peer was",
+        "an export in a peer's directory",
+        "notes in a peer's WARC directory",
+    ],
+)
 def test_a_marked_directory_is_refused_whole_if_any_part_is_not_the_demos(
     tmp_path: Path, kind: str
 ) -> None:
@@ -131,11 +139,19 @@ def test_a_marked_directory_is_refused_whole_if_any_part_is_not_the_demos(
         (data / "peer3").mkdir()  # a third peer would take it over
         (data / "peer3" / "shard.sqlite3").write_text("another crawl")
         message = f"{data / 'peer3'}: already there, and not made by the demo"
-    else:
+    elif kind == "a file where a peer was":
         (data / "peer2" / "shard.sqlite3").unlink()
         (data / "peer2").rmdir()
         (data / "peer2").write_text("the user's")
         message = f"{data / 'peer2'}: not the directory the demo made there"
+    else:  # `ubipy export --out` lets a user write there: it went with the peer (QA)
+        mine = data / "peer2" / "pages.jsonl"
+        if kind == "notes in a peer's WARC directory":
+            (data / "peer2" / "warc").mkdir()
+            (data / "peer2" / "warc" / "ubipy-x-20261207-00001.warc.gz").write_text("peer's")
+            mine = data / "peer2" / "warc" / "notes.txt"
+        mine.write_text("the user's")
+        message = f"{mine}: not made by the demo; move it away"
     before = _tree(data)
     with pytest.raises(DemoDirError) as refused:
         prepare_data_dir(data, 3)

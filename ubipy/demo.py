@@ -32,7 +32,7 @@ from ubipy.errors import ShardError, UbipyError, naming_address
 from ubipy.net import split_address
 from ubipy.peer import Peer, PeerStatus
 from ubipy.progress import Progress, peer_figures
-from ubipy.store import LOCK_FILE, DataLock
+from ubipy.store import LOCK_FILE, SHARD_FILES, WARC_DIR, DataLock
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth, serve
 
 # The ring must settle before the seed goes in; on loopback it takes well under a second.
@@ -103,6 +103,9 @@ def _clear(path: Path, names: list[str]) -> None:
             raise DemoDirError(f"{entry}: already there, and not made by the demo; move it away")
         if not stat.S_ISDIR(mode):
             raise DemoDirError(f"{entry}: not the directory the demo made there; move it away")
+        if name in made and (theirs := _not_the_peer_s(entry)) is not None:
+            # An export written there, notes: they went with the peer's files (QA).
+            raise DemoDirError(f"{theirs}: not made by the demo; move it away")
     # A demo still running there (lingering, or in another terminal) holds its peers'
     # directories: they were deleted under it, shard, WAL and WARCs open.
     held: list[DataLock] = []
@@ -119,6 +122,22 @@ def _clear(path: Path, names: list[str]) -> None:
     finally:
         for lock in held:
             lock.release()
+
+
+def _not_the_peer_s(peer_dir: Path) -> Path | None:
+    """The first thing in a demo peer's directory that is not one of the peer's files
+    (its lock, its shard, its WARC files and their indexes), if any."""
+    own = {LOCK_FILE, *SHARD_FILES}
+    for entry in peer_dir.iterdir():
+        if entry.name in own and entry.is_file() and not entry.is_symlink():
+            continue
+        if entry.name == WARC_DIR and entry.is_dir() and not entry.is_symlink():
+            for f in entry.iterdir():
+                if not (f.name.startswith("ubipy-") and f.is_file() and not f.is_symlink()):
+                    return f
+            continue
+        return entry
+    return None
 
 
 async def run_demo(args: argparse.Namespace, base: CrawlConfig) -> int:
