@@ -3,11 +3,15 @@ anything else in one line (the whole demo crawl is tested in test_cli)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import tempfile
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
 from ubipy import demo
 from ubipy.cli import main
@@ -206,3 +210,14 @@ def test_ctrl_c_during_the_demo_says_where_its_data_is(
     err = capsys.readouterr().err
     assert f"ubipy demo: its peers' data is in {data}" in err
     assert "ubipy demo: interrupted" in err and "Traceback" not in err
+
+
+async def test_sigterm_ends_the_demo_as_ctrl_c_does() -> None:
+    # It ended the demo without a word of where its data was (QA): Ctrl-C's way says it.
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.RaisesGroup(KeyboardInterrupt), trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(demo._interrupted_by_sigterm)
+            await trio.testing.wait_all_tasks_blocked()
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert signal.getsignal(signal.SIGTERM) == before

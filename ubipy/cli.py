@@ -337,10 +337,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _seed(args)
         if args.command == "status":
             return _status(args)
-        if args.command == "export":
-            return _export(args)
-        if args.command == "index":
-            return _index(args)
+        if args.command in ("export", "index"):
+            # SIGTERM (timeout, systemd) as Ctrl-C: it left a partial .part file (QA).
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
+            return _export(args) if args.command == "export" else _index(args)
         if args.command == "demo":
             from ubipy.demo import run_demo
 

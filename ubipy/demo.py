@@ -124,6 +124,15 @@ def _clear(path: Path, names: list[str]) -> None:
             lock.release()
 
 
+async def _interrupted_by_sigterm() -> None:
+    """SIGTERM (timeout, systemd, a cancelled CI job) ends the demo as Ctrl-C does,
+    saying where its data is: it ended it without a word (QA). Its linger's own
+    receiver takes SIGTERM as the end of the linger."""
+    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for _ in signals:
+            raise KeyboardInterrupt
+
+
 def _not_the_peer_s(peer_dir: Path) -> Path | None:
     """The first thing in a demo peer's directory that is not one of the peer's files
     (its lock, its shard, its WARC files and their indexes), if any."""
@@ -188,6 +197,7 @@ async def _demo(args: argparse.Namespace, base: CrawlConfig, data_dir: Path) -> 
         )
 
     async with trio.open_nursery() as nursery:
+        nursery.start_soon(_interrupted_by_sigterm)
         server = await nursery.start(serve, web)
         try:
             first = Peer(

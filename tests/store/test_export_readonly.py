@@ -7,18 +7,22 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.store.test_export import PAGES_A, PAGES_B, PEER_A, _make_shard
 from ubipy.cli import main
+from ubipy.store import jsonl
+from ubipy.store.jsonl import page_json
 from ubipy.store.shard import SHARD_FILE, Shard
-from ubipy.store.snapshot import ShardReader
+from ubipy.store.snapshot import ShardReader, StoredPage
 
 
 @contextmanager
@@ -95,3 +99,30 @@ def test_a_reader_never_writes_the_shard_and_a_peer_may_start_beside_it(tmp_path
     peer.close()
     assert not any(p.name.endswith(("-wal", "-shm")) for p in data.iterdir())
     assert len(list(ShardReader(data).pages(bodies=False))) == len(PAGES_A) + len(PAGES_B)
+
+
+def test_an_export_ended_by_sigterm_leaves_no_partial_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # timeout, systemd, a cancelled CI job: it died at once and left its .part file
+    # (35 MB in QA's run), where Ctrl-C removes it and says so.
+    data = tmp_path / "peer-a"
+    _make_shard(data, PEER_A, PAGES_A)
+    written = 0
+
+    def terminated_on_the_third(page: StoredPage) -> dict[str, Any]:
+        nonlocal written
+        written += 1
+        if written == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return page_json(page)
+
+    monkeypatch.setattr(jsonl, "page_json", terminated_on_the_third)
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        code = main(["export", "--data", str(data), "--out", str(tmp_path / "pages.jsonl")])
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert code == 130 and written == 3
+    assert capsys.readouterr().err.endswith("ubipy export: interrupted\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["peer-a"]
