@@ -50,6 +50,7 @@ from ubipy.seedfiles import (
     take_seeds,
 )
 from ubipy.statustable import format_cluster
+from ubipy.stdio import drop_stdout, to_devnull
 from ubipy.store import ShardError
 from ubipy.wire import Seed, SeedAck, Status, StatusRequest, batches, secret_from
 from ubipy.wording import counted
@@ -353,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # Its reader went away (`ubipy status | head`): no traceback (QA), and nothing
         # more written to the closed pipe at the interpreter's exit.
-        _drop_stdout()
+        drop_stdout()
         return 1
     except (KeyboardInterrupt, BaseExceptionGroup) as exc:
         # Ctrl-C before a command's own handler is in place (a peer loading its
@@ -450,7 +451,7 @@ async def _stop_on_signals(peer: Peer, scope: trio.CancelScope, progress: Progre
                 # The terminal is gone: each write to it fails (EIO) and would break the
                 # leave asked for. What went to it goes nowhere now (a file or pipe stays).
                 with contextlib.suppress(OSError):
-                    _to_devnull(ttys)
+                    to_devnull(ttys)
             with contextlib.suppress(OSError):
                 progress.clear()  # on a terminal, the line was written on the progress line
             if not peer.crawler.stopped.is_set() and not peer.stopping:
@@ -528,7 +529,7 @@ def _export(args: argparse.Namespace) -> int:
     except ExportWriteError as exc:
         print(f"ubipy export: {exc}", file=sys.stderr)
         if to_stdout:
-            _drop_stdout()
+            drop_stdout()
         return 1
     except ExportError as exc:
         print(f"ubipy export: {exc}", file=sys.stderr)
@@ -574,26 +575,6 @@ def _index(args: argparse.Namespace) -> int:
     for line in describe_index(summary, args.format, args.out):
         print(f"ubipy index: {line}", file=sys.stderr)
     return 0
-
-
-def _drop_stdout() -> None:
-    """Point standard output at /dev/null: what its buffer still holds would otherwise
-    fail again at exit, with a traceback-like warning and exit status 120."""
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):
-        return  # not a real file (captured): nothing is flushed to it at exit
-    _to_devnull([fd])
-
-
-def _to_devnull(fds: Sequence[int]) -> None:
-    """Point the descriptors ``fds`` at /dev/null."""
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        for fd in fds:
-            os.dup2(null, fd)
-    finally:
-        os.close(null)
 
 
 if __name__ == "__main__":
