@@ -16,17 +16,43 @@ import logging
 import random
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 from ubipy.errors import ShardError
-from ubipy.store import LOCK_FILE, PEER_ID_META, SHARD_FILE, WARC_DIR, Shard
+from ubipy.store import LOCK_FILE, PEER_ID_META, SHARD_FILE, SHARD_FILES, WARC_DIR, DataLock, Shard
+from ubipy.store_config import BodyStore, StoreConfig
 
-__all__ = ["load_peer_id", "run_ids"]
+__all__ = ["load_peer_id", "open_data", "run_ids"]
 
 log = logging.getLogger(__name__)
 
 # What a data directory holds of a peer's own (its shard's files begin with its name).
 _OURS = (SHARD_FILE, LOCK_FILE, WARC_DIR)
 _PEER_ID = re.compile("[0-9a-f]{16}")
+
+
+def open_data(
+    data_dir: Path, store: StoreConfig, address: str, rng: random.Random
+) -> tuple[DataLock, Shard, str]:
+    """What a peer starts from: its data directory held (made if need be; ``address``
+    is what the next to try is told), its shard open, its id. One that fails leaves
+    no directory it made."""
+    lock = DataLock.take(data_dir, address)
+    shard: Shard | None = None
+    try:
+        warc = store.bodies is BodyStore.WARC
+        shard = Shard.open(
+            data_dir,
+            warc_size=store.warc_size if warc else None,
+            warc_level=store.warc_level,
+            warc_max_age=store.warc_max_age,
+        )
+        return lock, shard, load_peer_id(shard, rng)
+    except BaseException:
+        if shard is not None:
+            shard.close()  # the id could not be kept: its files go, closed first
+        lock.release(unmake=SHARD_FILES)
+        raise
 
 
 def load_peer_id(shard: Shard, rng: random.Random) -> str:

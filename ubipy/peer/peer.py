@@ -22,7 +22,7 @@ from typing import Any, Final, TypeVar
 import httpx2
 import trio
 
-from ubipy.config import BodyStore, CrawlConfig
+from ubipy.config import CrawlConfig
 from ubipy.errors import StorageError, WireError
 from ubipy.fetch import Resolver, make_client
 from ubipy.membership import (
@@ -38,7 +38,7 @@ from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff
 from ubipy.peer.idclash import stops_for_clash
-from ubipy.peer.ids import load_peer_id
+from ubipy.peer.ids import open_data
 from ubipy.peer.ipleases import IpLeases
 from ubipy.peer.joining import Joiner, other_addresses
 from ubipy.peer.lease import Lease, load_quorum
@@ -53,7 +53,7 @@ from ubipy.peer.status import PeerStatus, gather_status, status_of
 from ubipy.peer.syncing import GroupSync
 from ubipy.peer.wakeup import Wakeup
 from ubipy.ring import Ring
-from ubipy.store import SHARD_FILES, DataLock, Shard
+from ubipy.store import SHARD_FILES
 from ubipy.wire import (
     Control,
     Figures,
@@ -119,21 +119,9 @@ class Peer:
         # gossips it and the status shows it; ``bound`` is where the socket listens.
         self.bound = config.listen
         self.address = config.advertise or config.listen
-        self._lock = DataLock.take(config.data_dir, self.address)
-        try:
-            warc = config.store.bodies is BodyStore.WARC
-            self.shard = Shard.open(
-                config.data_dir,
-                warc_size=config.store.warc_size if warc else None,
-                warc_level=config.store.warc_level,
-                warc_max_age=config.store.warc_max_age,
-            )
-            self.peer_id = load_peer_id(self.shard, self._rng)
-        except BaseException:
-            if (shard := getattr(self, "shard", None)) is not None:
-                shard.close()  # the id could not be kept: its files go, closed first
-            self._lock.release(unmake=SHARD_FILES)
-            raise
+        self._lock, self.shard, self.peer_id = open_data(
+            config.data_dir, config.store, self.address, self._rng
+        )
         self._members = MemberBook(self.shard)
         self._started_wall = time.time()
         self._crawler: Crawler | None = None
