@@ -264,7 +264,7 @@ def test_an_address_in_use_is_named_with_its_flag(tmp_path: Path, command: str, 
         f"ubipy {command}: cannot start: [Errno {errno.EADDRINUSE}] {flag} {busy}: "
         f"{os.strerror(errno.EADDRINUSE)}"
     )
-    if flag == "--listen":  # nor did it leave a directory of a lock and an empty shard (QA)
+    if command == "peer":  # nor did it leave a directory of a lock and an empty shard (QA)
         assert not (tmp_path / "data").exists()
 
 

@@ -416,6 +416,7 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | No
             try:
                 bound = await nursery.start(serve, peer, control.address)
             except* OSError as group:
+                peer.start_failed()
                 raise naming_address(group, "--control", control.address) from None
             print(f"control centre on http://{bound}/", file=sys.stderr)
         if seeds is not None:

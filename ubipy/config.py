@@ -453,7 +453,8 @@ class CrawlConfig:
         flag="--data",
         metavar="DIR",
         help="data directory (required, or data_dir in --config's file): the peer's shard "
-        "and id (created if missing, and removed again if the peer cannot start); one peer "
+        "and id (created if missing, and removed again if the peer cannot start before it "
+        "takes anything in); one peer "
         "at a time, which holds DIR/lock while it runs",
         required=True,
     )

@@ -424,3 +424,18 @@ def test_a_write_to_a_damaged_shard_says_it_will_not_pass(tmp_path: Path) -> Non
     assert "shard is damaged" not in str(full.value)
     assert shard.counts().pending == 0
     shard.close()
+
+
+@pytest.mark.parametrize("taken", ["admitted", "waiting to be handed on"])
+def test_a_shard_that_took_a_url_in_holds_something(tmp_path: Path, taken: str) -> None:
+    # What a new peer whose start failed may take away with its directory: nothing
+    # admitted is lost.
+    shard = Shard.open(tmp_path)
+    assert shard.holds_nothing()
+    url = NewURL(fp=7, url="http://a.test/", host="a.test", depth=0)
+    if taken == "admitted":
+        shard.add_to_frontier([url])
+    else:
+        shard.outbox_add([url])
+    assert not shard.holds_nothing()
+    shard.close()

@@ -142,6 +142,7 @@ class Peer:
         self._joined_callbacks: list[Callable[[str], None]] = []
         self._nursery: trio.Nursery | None = None
         self._stop = trio.Event()
+        self._failed = False  # see start_failed
         # Set when run() is over: crawler stopped, leave announced, hosts handed off.
         self.finished = trio.Event()
         # Another live peer's address, under this one's id: this one stopped for it.
@@ -178,6 +179,11 @@ class Peer:
         """Ask for a graceful stop: in-flight requests finish, everything is saved."""
         self._stop.set()
 
+    def start_failed(self) -> None:
+        """What had to start with the peer could not (its control centre's address in
+        use): a new directory holding nothing taken in goes as the peer stops (QA)."""
+        self._failed = True
+
     # -- running --------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[Peer] = trio.TASK_STATUS_IGNORED) -> None:
         config = self.config
@@ -207,9 +213,10 @@ class Peer:
                 if self.clashed_with is None:  # the leave and hand-off are the other's
                     await self._leave()
                 nursery.cancel_scope.cancel()
-        finally:
-            self.shard.close()  # a new peer that never crawled leaves no directory behind
-            self._lock.release(unmake=SHARD_FILES if self._crawler is None else ())
+        finally:  # a new peer that never crawled leaves no directory behind
+            failed = self._crawler is None or (self._failed and self.shard.holds_nothing())
+            self.shard.close()
+            self._lock.release(unmake=SHARD_FILES if failed else ())
             self.finished.set()
 
     async def _start(self, nursery: trio.Nursery, client: httpx2.AsyncClient) -> Crawler:

@@ -549,6 +549,14 @@ class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin, ReplicaMixi
         cur = self._conn.execute("SELECT host, last_end, delay, pages FROM hosts")
         return {str(row[0]): HostMark.from_row(row[1:]) for row in cur}
 
+    def holds_nothing(self) -> bool:
+        """Whether no URL was ever admitted, waits to be handed on, was given up or is
+        kept for another peer."""
+        return not any(
+            self._conn.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]
+            for table in ("frontier", "outbox", "given_up", "replica")
+        )
+
     def counts(self) -> ShardCounts:
         by_state = dict(
             self._conn.execute("SELECT state, COUNT(*) FROM frontier GROUP BY state").fetchall()
