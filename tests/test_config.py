@@ -321,10 +321,23 @@ def test_an_option_the_others_leave_without_effect_is_warned_of(
         "ubipy peer: warning: --pagerank-every has no effect without --order pagerank",
         f"ubipy peer: warning: {path}: store.warc_level has no effect without --bodies warc",
     ]
+    # No bodies kept: what says where they go has no effect (said once an option); the
+    # rejoin's grace is --replicas 1's (QA).
+    peer_config(
+        "--data", str(tmp_path), "--no-bodies", "--bodies", "warc", "--warc-size", "100",
+        "--replicas", "2", "--rejoin-grace", "10",
+    )  # fmt: skip
+    assert capsys.readouterr().err.splitlines() == [
+        "ubipy peer: warning: --bodies has no effect without bodies kept (--no-bodies keeps none)",
+        "ubipy peer: warning: --warc-size has no effect without bodies kept "
+        "(--no-bodies keeps none)",
+        "ubipy peer: warning: --rejoin-grace has no effect without --replicas 1",
+    ]
     # Each with what it needs: nothing to say.
     peer_config(
         "--data", str(tmp_path), "--refresh", "uniform", "--recrawl",
         "--pagerank-every", "50", "--order", "pagerank", "--warc-level", "6",
+        "--rejoin-grace", "10",
     )  # fmt: skip
     assert capsys.readouterr().err == ""
 

@@ -103,9 +103,16 @@ _NEEDS: tuple[tuple[tuple[str, ...], Callable[[CrawlConfig], bool], str], ...] =
     ),
     (
         ("store.warc_size", "store.warc_max_age", "store.warc_level"),
-        lambda c: c.store.bodies is BodyStore.WARC,
+        # Without bodies, the rule below says it.
+        lambda c: c.store.bodies is BodyStore.WARC or not c.fetch.store_bodies,
         "--bodies warc",
     ),
+    (
+        ("store.bodies", "store.warc_size", "store.warc_max_age", "store.warc_level"),
+        lambda c: c.fetch.store_bodies,
+        "bodies kept (--no-bodies keeps none)",
+    ),
+    (("replication.rejoin_grace",), lambda c: c.replication.replicas == 1, "--replicas 1"),
 )
 
 
