@@ -227,9 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument(
         "--format",
         choices=("cdxj", "parquet"),
-        default="cdxj",
+        default=None,
         help="cdxj: beside each file; parquet: one file at -o, needs pyarrow "
-        "(pip install 'ubipy[parquet]') (default: %(default)s)",
+        "(pip install 'ubipy[parquet]') (default: what -o's name says, .parquet or "
+        ".cdxj, else cdxj)",
     )
     ix.add_argument(
         "-o",
@@ -557,15 +558,12 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from ubipy.store import ExportError, ExportWriteError, describe_index, index_data
+    from ubipy.store import ExportError, ExportWriteError, describe_index, index_data, index_format
 
     try:
+        fmt = index_format(args.format, args.out)
         summary = index_data(
-            args.data,
-            args.format,
-            args.out,
-            force=args.force,
-            include_open=args.include_open,
+            args.data, fmt, args.out, force=args.force, include_open=args.include_open
         )
     except ExportWriteError as exc:
         print(f"ubipy index: {exc}", file=sys.stderr)
@@ -573,7 +571,7 @@ def _index(args: argparse.Namespace) -> int:
     except ExportError as exc:
         print(f"ubipy index: {exc}", file=sys.stderr)
         return 2
-    for line in describe_index(summary, args.format, args.out):
+    for line in describe_index(summary, fmt, args.out):
         print(f"ubipy index: {line}", file=sys.stderr)
     return 0
 

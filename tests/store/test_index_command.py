@@ -209,6 +209,20 @@ def test_what_cannot_be_indexed_is_refused_in_one_line(
     )
     code, said = _index(capsys, str(crawl.a), "-o", str(tmp_path))
     assert (code, said) == (2, f"ubipy index: {tmp_path}: is a directory\n")
+    # An output named for the other format (QA: CDXJ went into x.parquet).
+    for fmt, name in (("cdxj", "x.parquet"), ("parquet", "x.cdxj")):
+        code, said = _index(capsys, str(crawl.a), "--format", fmt, "-o", str(tmp_path / name))
+        assert code == 2 and said.startswith(f"ubipy index: --format {fmt}, but the output's")
+        assert not (tmp_path / name).exists()
+
+
+def test_the_output_s_name_says_the_format_when_none_is_given(
+    crawl: Crawl, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("pyarrow")
+    out = tmp_path / "x.parquet"
+    code, _ = _index(capsys, str(crawl.a), "-o", str(out))
+    assert code == 0 and out.read_bytes().startswith(b"PAR1")
 
 
 @pytest.mark.parametrize(
@@ -342,7 +356,7 @@ def test_a_file_that_cannot_be_read_is_one_line(
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(warcscan, "open", refused, raising=False)
-    out = tmp_path / "index.parquet"
+    out = tmp_path / f"index.{fmt}"
     code, said = _index(capsys, str(crawl.b), "--format", fmt, "-o", str(out))
     [path] = [p for p in crawl.closed if p.is_relative_to(crawl.b)]
     assert (code, said) == (2, f"ubipy index: {path.resolve()}: cannot read: Permission denied\n")

@@ -8,7 +8,7 @@ from ubipy.errors import DataDirInUse, ExportError, ExportWriteError, ShardError
 from ubipy.store.admission import Admission
 from ubipy.store.export import export, format_of
 from ubipy.store.givenup import GivenUp
-from ubipy.store.indexcommand import IndexSummary, describe_index, index_data
+from ubipy.store.indexcommand import IndexSummary, describe_index, index_data, index_format
 from ubipy.store.lock import LOCK_FILE, DataLock
 from ubipy.store.outbox import CHUNK as OUTBOX_CHUNK
 from ubipy.store.revisits import RefreshRow, Visit
@@ -52,5 +52,6 @@ __all__ = [
     "format_of",
     "gzip_member",
     "index_data",
+    "index_format",
     "index_warc",
 ]

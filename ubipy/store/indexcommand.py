@@ -31,7 +31,14 @@ from ubipy.store.warcindex import (
 from ubipy.store.warcparquet import require_pyarrow, write_parquet
 from ubipy.wording import counted
 
-__all__ = ["INDEX_FORMATS", "IndexFormat", "IndexSummary", "describe_index", "index_data"]
+__all__ = [
+    "INDEX_FORMATS",
+    "IndexFormat",
+    "IndexSummary",
+    "describe_index",
+    "index_data",
+    "index_format",
+]
 
 IndexFormat = Literal["cdxj", "parquet"]
 INDEX_FORMATS: tuple[IndexFormat, ...] = ("cdxj", "parquet")
@@ -51,6 +58,20 @@ class IndexSummary:
     unkeyed: int  # captures left out: no SURT key could be made of their URL
     torn: tuple[tuple[Path, int], ...]  # files with bytes that are not whole records
     without: tuple[Path, ...] = ()  # peers' data directories with no WARC files
+
+
+def index_format(fmt: IndexFormat | None, out: Path | None) -> IndexFormat:
+    """The format asked for, else the one ``out``'s name says (``.parquet``,
+    ``.cdxj``), else cdxj. (One that disagrees with the name is refused by
+    :func:`index_data`.)"""
+    return fmt or _named(out) or "cdxj"
+
+
+def _named(out: Path | None) -> IndexFormat | None:
+    name = "" if out is None else out.name.lower()
+    if name.endswith(".parquet"):
+        return "parquet"
+    return "cdxj" if name.endswith((".cdxj", ".cdxj.gz")) else None
 
 
 def index_data(
@@ -108,6 +129,12 @@ def index_data(
         # one and take the other for the file's index (a review).
         finals = [final_of(p) for p in opened]
         refuse_input(out, inputs, {*(cdxj_of(p) for p in (*closed, *finals)), *finals})
+        if (named := _named(out)) is not None and named != fmt:
+            # CDXJ went into x.parquet without a word (QA); ubipy export refuses so.
+            raise ExportError(
+                f"--format {fmt}, but the output's name says {named}: name it for the "
+                "format, or leave --format out"
+            )
     if fmt == "parquet":
         assert out is not None
         files = closed + opened if include_open else closed
