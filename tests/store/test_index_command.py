@@ -210,7 +210,7 @@ def test_what_cannot_be_indexed_is_refused_in_one_line(
     code, said = _index(capsys, str(crawl.a), "-o", str(tmp_path))
     assert (code, said) == (2, f"ubipy index: {tmp_path}: is a directory\n")
     # An output named for the other format (QA: CDXJ went into x.parquet).
-    for fmt, name in (("cdxj", "x.parquet"), ("parquet", "x.cdxj")):
+    for fmt, name in (("cdxj", "x.parquet"), ("parquet", "x.cdxj"), ("parquet", "x.jsonl")):
         code, said = _index(capsys, str(crawl.a), "--format", fmt, "-o", str(tmp_path / name))
         assert code == 2 and said.startswith(f"ubipy index: --format {fmt}, but the output's")
         assert not (tmp_path / name).exists()

@@ -60,18 +60,31 @@ class IndexSummary:
     without: tuple[Path, ...] = ()  # peers' data directories with no WARC files
 
 
+_SUFFIXES = (
+    (".parquet", "parquet"),
+    (".cdxj", "cdxj"),
+    (".jsonl", "jsonl"),
+    (".json", "jsonl"),
+    (".warc", "warc"),
+)
+
+
 def index_format(fmt: IndexFormat | None, out: Path | None) -> IndexFormat:
     """The format asked for, else the one ``out``'s name says (``.parquet``,
     ``.cdxj``), else cdxj. (One that disagrees with the name is refused by
     :func:`index_data`.)"""
-    return fmt or _named(out) or "cdxj"
+    if fmt is not None:
+        return fmt
+    return "parquet" if _named(out) == "parquet" else "cdxj"
 
 
-def _named(out: Path | None) -> IndexFormat | None:
-    name = "" if out is None else out.name.lower()
-    if name.endswith(".parquet"):
-        return "parquet"
-    return "cdxj" if name.endswith((".cdxj", ".cdxj.gz")) else None
+def _named(out: Path | None) -> str | None:
+    """The kind of file ``out``'s name says, if any: an index's, or an export's."""
+    name = "" if out is None else out.name.lower().removesuffix(".gz")
+    for suffix, kind in _SUFFIXES:
+        if name.endswith(suffix):
+            return kind
+    return None
 
 
 def index_data(
