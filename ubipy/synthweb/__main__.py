@@ -8,6 +8,7 @@ import signal
 import ssl
 import sys
 import time
+from collections.abc import Callable
 
 import trio
 
@@ -15,14 +16,32 @@ from ubipy.synthweb.model import SyntheticWeb
 from ubipy.synthweb.server import SynthServer, serve
 from ubipy.synthweb.spec import WebSpec
 
+_PROG = "python -m ubipy.synthweb"
+
+
+def _in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high``."""
+
+    def number(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be {low} to {high}, not {value}")
+        return value
+
+    return number
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m ubipy.synthweb", description=__doc__)
+    p = argparse.ArgumentParser(prog=_PROG, description=__doc__)
     d = WebSpec()
-    p.add_argument("--hosts", type=int, default=d.hosts)
-    p.add_argument("--pages", type=int, default=d.pages_per_host)
+    # Out of range, a port was taken modulo 65536 and a host count of 0 a traceback (QA).
+    p.add_argument("--hosts", type=_in(1, 1_000_000), default=d.hosts)
+    p.add_argument("--pages", type=_in(1, 1_000_000), default=d.pages_per_host)
     p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--port", type=_in(0, 65535), default=0)
     p.add_argument("--bind", default="127.0.0.1", help="a loopback address")
     p.add_argument("--latency", type=float, default=d.latency)
     p.add_argument("--jitter", type=float, default=d.jitter)
@@ -100,7 +119,11 @@ async def run(args: argparse.Namespace) -> None:
             tls = None
             if args.tls_cert:
                 tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-                tls.load_cert_chain(args.tls_cert, args.tls_key)
+                try:
+                    tls.load_cert_chain(args.tls_cert, args.tls_key)
+                except (OSError, ssl.SSLError) as exc:
+                    why = exc.strerror if isinstance(exc, OSError) else None
+                    raise ValueError(f"--tls-cert {args.tls_cert}: {why or exc}") from None
             server: SynthServer = await nursery.start(
                 functools.partial(
                     serve,
@@ -150,7 +173,19 @@ class SinceStart(trio.abc.Clock):
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    trio.run(run, args, clock=SinceStart() if args.changing else None)
+    problem: BaseException | None = None
+    try:
+        if args.log:  # not only at the end, once the whole session's log is made (QA)
+            with open(args.log, "w"):
+                pass
+        trio.run(run, args, clock=SinceStart() if args.changing else None)
+        return
+    except* (OSError, ValueError) as group:  # an address in use, a certificate not there
+        problem = group
+    while isinstance(problem, BaseExceptionGroup):
+        problem = problem.exceptions[0]
+    print(f"{_PROG}: cannot start: {problem}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 if __name__ == "__main__":
