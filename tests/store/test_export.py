@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import stat
 import subprocess
@@ -16,6 +17,7 @@ import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 import pytest
 import trio
@@ -425,13 +427,13 @@ def _broken(tmp_path: Path, kind: str) -> Path:
         conn.execute("PRAGMA user_version=99")
         conn.close()
     elif kind == "unknown-codec":
-        _make_shard(d, PEER_A, PAGES_A)
+        _make_shard(d, PEER_B, PAGES_A)  # another peer's: the same one is refused as a copy
         conn = sqlite3.connect(d / SHARD_FILE)
         conn.execute("UPDATE bodies SET codec = 'zstd' WHERE fp = 5")
         conn.commit()
         conn.close()
     elif kind == "corrupt-body":
-        _make_shard(d, PEER_A, PAGES_A)
+        _make_shard(d, PEER_B, PAGES_A)
         conn = sqlite3.connect(d / SHARD_FILE)
         conn.execute("UPDATE bodies SET body = x'0102030405' WHERE fp = 5")
         conn.commit()
@@ -895,3 +897,17 @@ def test_a_name_ending_in_gz_of_any_case_is_gzipped(
     out = tmp_path / "X.JSONL.GZ"
     assert main(["export", "--data", str(shards[0]), "--format", "jsonl", "--out", str(out)]) == 0
     assert out.read_bytes()[:2] == b"\x1f\x8b"
+
+
+@pytest.mark.parametrize("fmt", ["warc", "jsonl"])
+def test_a_peer_and_its_copy_are_refused_as_one_peer_given_twice(
+    shards: tuple[Path, Path], tmp_path: Path, fmt: Literal["warc", "jsonl"]
+) -> None:
+    # cp -r peer-a peer-a.bak: as WARC, every record of the peer went out twice (QA).
+    a = shards[0]
+    copy = tmp_path / "peer-a.bak"
+    shutil.copytree(a, copy)
+    out = tmp_path / f"out.{fmt}"
+    with pytest.raises(ExportError, match=rf"are the same peer \({PEER_A}\): a copy\?"):
+        export([a, shards[1], copy], fmt, out)
+    assert not out.exists()

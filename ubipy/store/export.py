@@ -124,6 +124,14 @@ def export(
             # --out DIR/lock` replaced a running peer's lock (a review found).
             for home in {reader.path.parent, Path(os.path.realpath(reader.path)).parent}:
                 inputs.update(peer_files(home))
+            # A copy of a peer's directory beside it (cp -r): its WARC files went out
+            # twice, every record twice (QA).
+            twin = next((r for r in readers if r.peer_id == reader.peer_id), None)
+            if twin is not None and reader.peer_id is not None:
+                raise ExportError(
+                    f"{twin.path.parent} and {reader.path.parent} are the same peer "
+                    f"({reader.peer_id}): a copy? give one of them"
+                )
             readers.append(reader)
         if gzipped is None:
             gzipped = isinstance(out, Path) and out.name.lower().endswith(".gz")
