@@ -242,7 +242,8 @@ def test_seed_refuses_a_binary_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("command", "flag"), [("peer", "--listen"), ("peer", "--control"), ("demo", "--control")]
+    ("command", "flag"),
+    [("peer", "--listen"), ("peer", "--control"), ("demo", "--control"), ("demo", "--listen")],
 )
 def test_an_address_in_use_is_named_with_its_flag(tmp_path: Path, command: str, flag: str) -> None:
     # "cannot start: [Errno 98] Address already in use", for --control too, read as
@@ -254,7 +255,7 @@ def test_an_address_in_use_is_named_with_its_flag(tmp_path: Path, command: str, 
         ours = ["--listen", busy] if flag == "--listen" else ["--listen", "127.0.0.1:0",
                                                               "--control", busy]  # fmt: skip
         if command == "demo":
-            ours = ["--hosts", "1", "--pages", "1", "--peers", "1", "--control", busy]
+            ours = ["--hosts", "1", "--pages", "1", "--peers", "1", flag, busy]
         done = subprocess.run(
             [*UBIPY, command, "--data", str(tmp_path / "data"), *ours],
             capture_output=True, text=True, timeout=60,

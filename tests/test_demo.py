@@ -221,3 +221,16 @@ async def test_sigterm_ends_the_demo_as_ctrl_c_does() -> None:
             await trio.testing.wait_all_tasks_blocked()
             os.kill(os.getpid(), signal.SIGTERM)
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+@pytest.mark.parametrize("flag", ["--listen", "--control"])
+def test_the_demo_listens_on_loopback_only(
+    flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --listen 0.0.0.0 bound every interface; --control's refusal named a flag the demo
+    # has not (QA).
+    data = tmp_path / "demo"
+    assert main(["demo", "--data", str(data), flag, "0.0.0.0:0"]) == 2
+    said = capsys.readouterr().err
+    assert said == f"ubipy demo: {flag}: the demo listens on loopback only, not 0.0.0.0:0\n"
+    assert not data.exists()

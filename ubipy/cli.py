@@ -297,8 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=any_port_address,
         default="127.0.0.1:0",
         metavar="ADDR",
-        help="the first peer's endpoint; the others take any free port on its host "
-        "(default: %(default)s, any free port)",
+        help="the first peer's endpoint, loopback only; the others take any free port on "
+        "its host (default: %(default)s, any free port)",
     )
     d.add_argument(
         "--control",

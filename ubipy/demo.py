@@ -29,7 +29,7 @@ import trio
 from ubipy.config import ControlConfig, CrawlConfig
 from ubipy.control import control_bind, serve_control_centre
 from ubipy.errors import ShardError, UbipyError, naming_address
-from ubipy.net import split_address
+from ubipy.net import is_loopback, split_address
 from ubipy.peer import Peer, PeerStatus
 from ubipy.progress import Progress, peer_figures
 from ubipy.store import LOCK_FILE, SHARD_FILES, WARC_DIR, DataLock
@@ -152,6 +152,13 @@ def _not_the_peer_s(peer_dir: Path) -> Path | None:
 async def run_demo(args: argparse.Namespace, base: CrawlConfig) -> int:
     """Run the demo with ``base`` for every peer but where it keeps its data, where it
     listens, its secret and the proxy (the synthetic web's)."""
+    for flag, address in (("--listen", args.listen), ("--control", args.control)):
+        if address is not None and not is_loopback(split_address(address)[0]):
+            # 0.0.0.0 bound every interface, where `ubipy peer` asks for --advertise;
+            # --control's refusal named --control-public, which the demo has not (QA).
+            print(f"ubipy demo: {flag}: the demo listens on loopback only, not {address}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
     try:
         data_dir = prepare_data_dir(args.data, args.peers)
     except DemoDirError as exc:
@@ -214,7 +221,10 @@ async def _demo(args: argparse.Namespace, base: CrawlConfig, data_dir: Path) -> 
             print(f"ubipy demo: {exc}", file=sys.stderr)
             nursery.cancel_scope.cancel()
             return 2
-        peers: list[Peer] = [await nursery.start(first.run)]
+        try:
+            peers: list[Peer] = [await nursery.start(first.run)]
+        except* OSError as group:  # said with no address (QA), where `ubipy peer` names it
+            raise naming_address(group, "--listen", args.listen) from None
         control: str | None = None
         if first.config.control.address is not None:
             address = first.config.control.address
