@@ -106,6 +106,7 @@ ASKING = [  # what seed and status are told of the peer they ask
     (["--peer", "[::1]:70000"], "argument --peer: must have a port from 1 to 65535, not 70000"),
     # A wait of none was taken, and its time-out blamed on a firewall (QA).
     (["--timeout", "0"], "argument --timeout: must be > 0, not 0"),
+    (["--timeout", "-5"], "argument --timeout: must be > 0, not -5"),  # not ">= 0" (QA)
 ]
 
 

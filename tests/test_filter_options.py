@@ -217,7 +217,7 @@ def test_the_status_table_ends_with_what_each_peers_filters_left_out() -> None:
                 skipped_types="image 3, application 1",
                 certificate_errors=1,
                 skipped=3,
-                skipped_why="robots.txt unreachable 2; robots 1",
+                skipped_why="robots.txt unreachable: 2; host page budget: 1",
                 out_of_scope=7,
                 sitemap_skipped=1,
                 sitemaps_cut=2,
@@ -235,8 +235,8 @@ def test_the_status_table_ends_with_what_each_peers_filters_left_out() -> None:
         "aaaa: 3 excluded by --exclude; 40 refreshes of pages fetched before (36 unchanged, "
         "30 of them 304s; 2 pages retired)",
         "bbbb: 1 excluded by --exclude; 2 matching no --include; 4 answers of types not "
-        "accepted (image 3, application 1); 3 URLs closed unasked (robots.txt unreachable 2; "
-        "robots 1); 7 links outside --scope (each time seen); 1 sitemap entry past the "
+        "accepted (image 3, application 1); 3 URLs closed unasked (robots.txt unreachable: 2; "
+        "host page budget: 1); 7 links outside --scope (each time seen); 1 sitemap entry past the "
         "protocol's limits; 2 sitemaps read in part (past 50 MB or the body cap); 1 certificate "
         "error",
     ]

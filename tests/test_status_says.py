@@ -44,7 +44,7 @@ def test_the_settings_that_differ_are_named_with_each_peer_s(tmp_path: Path) -> 
     table = format_cluster(_report(shared_settings(base), shared_settings(other))).splitlines()
     at = table.index("SETTINGS DIFFER between peers (each crawls its own hosts its own way):")
     assert table[at + 1 :] == [
-        "  p0: --exclude='' --per-ip=on --scope=domain --sitemaps=on",
+        "  p0: --exclude=(none) --per-ip=on --scope=domain --sitemaps=on",
         "  p1: --exclude=/p1 --per-ip=off --scope=host --sitemaps=off",
     ]
 
@@ -54,7 +54,7 @@ def test_a_regex_with_semicolons_and_equals_signs_is_one_setting(tmp_path: Path)
     odd = dataclasses.replace(base, bounds=BoundsConfig(exclude=("x; --scope=any",)))
     table = format_cluster(_report(shared_settings(base), shared_settings(odd))).splitlines()
     at = table.index("SETTINGS DIFFER between peers (each crawls its own hosts its own way):")
-    assert table[at + 1 :] == ["  p0: --exclude=''", "  p1: --exclude='x; --scope=any'"]
+    assert table[at + 1 :] == ["  p0: --exclude=(none)", "  p1: --exclude='x; --scope=any'"]
     # As a shell takes it: a regex's backslashes were shown doubled (QA).
     odd = dataclasses.replace(base, bounds=BoundsConfig(exclude=(r"p1[0-4]\.html",)))
     table = format_cluster(_report(shared_settings(base), shared_settings(odd))).splitlines()

@@ -218,10 +218,7 @@ def at_least(low: int, most: int | None = None) -> Callable[[str], int]:
 
 def seconds(text: str) -> float:
     """An argparse type: a number of seconds >= 0 (inf: until stopped)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, not {text!r}") from None
+    value = _seconds(text)
     if not value >= 0:  # NaN fails too
         raise argparse.ArgumentTypeError(f"must be >= 0, not {text}")
     return value
@@ -229,8 +226,15 @@ def seconds(text: str) -> float:
 
 def some_seconds(text: str) -> float:
     """An argparse type: a number of seconds > 0 (a wait of none was taken, and its
-    time-out blamed on a firewall, QA)."""
-    value = seconds(text)
-    if not value > 0:
+    time-out blamed on a firewall, QA); -5 is told as 0 is (it was told ">= 0": QA)."""
+    value = _seconds(text)
+    if not value > 0:  # NaN fails too
         raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
     return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, not {text!r}") from None

@@ -161,11 +161,14 @@ def _settings_differ(figures: Mapping[str, Mapping[str, Any]]) -> list[str]:
         return []
     lines = ["SETTINGS DIFFER between peers (each crawls its own hosts its own way):"]
     for peer, mine in sorted(told.items()):
-        # As a shell takes them (a regex's backslashes were shown doubled: QA).
-        lines.append(
-            f"  {peer}: " + " ".join(f"{n}={shlex.quote(str(mine.get(n, '?')))}" for n in names)
-        )
+        lines.append(f"  {peer}: " + " ".join(f"{n}={_shown(mine.get(n, '?'))}" for n in names))
     return lines
+
+
+def _shown(value: object) -> str:
+    """A setting's value as a shell takes it (a regex's backslashes were shown doubled:
+    QA), and one not set as such, not as '' (QA)."""
+    return "(none)" if value == "" else shlex.quote(str(value))
 
 
 def _figures(pages: int, rate: float, errors: int, timeouts: int) -> list[str]:

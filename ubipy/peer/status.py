@@ -172,7 +172,7 @@ def status_of(
         excluded=c.stats.filtered[Filtered.EXCLUDED],
         not_included=c.stats.filtered[Filtered.NOT_INCLUDED],
         skipped=c.stats.skipped.total(),
-        skipped_why="; ".join(f"{why} {n}" for why, n in c.stats.skipped.most_common()),
+        skipped_why="; ".join(f"{why}: {n}" for why, n in c.stats.skipped.most_common()),
         retries=c.stats.retries,
         storage_failures=c.stats.storage_failures,
         skipped_by_type=c.stats.skipped_types.total(),
