@@ -135,6 +135,20 @@ The forty-fifth session, the same kind of machine, quiet (d5d6c43; no change aim
 CPU; a page's body scanned for NULs before its parse): **7.79** with `--repeat 3` (ubipy
 0.45-0.46 ms a page, Scrapy 3.53-3.63; the crawl alone 0.43-0.44 against 3.50-3.60), and
 ubipy alone at 7a4deca and at d5d6c43 in one run each: 9.0 s of CPU both.
+2026-12-07 (the fifty-first session, an AMD EPYC machine of 2 vCPUs; Scrapy 2.19.0 as
+before): at 5776134, **10.16** with `--repeat 3` (ubipy 0.33 ms a page in each run,
+Scrapy 3.28-3.62 for the crawl alone); at b86ad37, with a review running beside it,
+**11.98** (ubipy 0.32-0.36, Scrapy 3.55-4.06). The last Intel Xeon machine gave 7.86-8.16
+for the same code: which kind of machine a session gets moves this ratio by a third. The
+same session: HTTPS over HTTP (`--max-requests 5 --repeat 2`) 1.29, then 1.18, 1.26,
+1.28 and 1.25 (OpenSSL's own calls 0.05 of the 0.11 ms a page); `python -m bench.scaling
+--peers 1 --duration 30` 0.80-0.86 ms a page at 2 in flight against 0.45 at 64 (1.8-1.9),
+`bench/wakeups.py` a wake-up's price 365 us after 27 ms (a trio task woken by a socket
+costs 160 us of CPU after a 27 ms sleep against 45 us for a bare `epoll.poll` and
+`recv`, 20-40 us against 7-12 when it sleeps 0.5 ms); `bench/admission.py` 102,055 links a
+CPU-second all new and 189,840 with 90% seen; `python -m bench.idle --seconds 20` 0.55
+ms of CPU a second for a peer alone, 2.56-2.74 for each of 3 peers in a cluster (4.3
+wake-ups a second).
 
 Instructions a page (`--instructions`: each crawler under valgrind's callgrind, start-up
 included, about a third of ubipy's count on this small web) repeat within 1% where CPU
