@@ -321,16 +321,13 @@ def test_an_option_the_others_leave_without_effect_is_warned_of(
         "ubipy peer: warning: --pagerank-every has no effect without --order pagerank",
         f"ubipy peer: warning: {path}: store.warc_level has no effect without --bodies warc",
     ]
-    # No bodies kept: what says where they go has no effect (said once an option); the
-    # rejoin's grace is --replicas 1's (QA).
+    # The rejoin's grace is --replicas 1's (QA). (--no-bodies leaves --bodies warc its
+    # effect: the WARC files hold every answer's request, response head and metadata.)
     peer_config(
         "--data", str(tmp_path), "--no-bodies", "--bodies", "warc", "--warc-size", "100",
         "--replicas", "2", "--rejoin-grace", "10",
     )  # fmt: skip
     assert capsys.readouterr().err.splitlines() == [
-        "ubipy peer: warning: --bodies has no effect without bodies kept (--no-bodies keeps none)",
-        "ubipy peer: warning: --warc-size has no effect without bodies kept "
-        "(--no-bodies keeps none)",
         "ubipy peer: warning: --rejoin-grace has no effect without --replicas 1",
     ]
     # Each with what it needs: nothing to say.

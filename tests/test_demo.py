@@ -234,3 +234,28 @@ def test_the_demo_listens_on_loopback_only(
     said = capsys.readouterr().err
     assert said == f"ubipy demo: {flag}: the demo listens on loopback only, not 0.0.0.0:0\n"
     assert not data.exists()
+
+
+def test_what_a_killed_demo_s_peers_left_goes_and_a_running_one_is_said_first(
+    tmp_path: Path,
+) -> None:
+    # A peer writing a WARC file keeps its index lines in a hidden file beside it, left
+    # by a kill: it was refused as not the demo's (a review).
+    data = tmp_path / "demo"
+    prepare_data_dir(data, 1)
+    _demo_made(data, 1)
+    warc = data / "peer1" / "warc"
+    warc.mkdir()
+    (warc / "ubipy-0123456789abcdef-20261207-00001.warc.gz.open").write_text("records")
+    (warc / ".ubipy-0123456789abcdef-20261207-00001.warc.gz.cdxj.part").write_text("lines")
+    assert prepare_data_dir(data, 1) == data
+    assert sorted(p.name for p in data.iterdir()) == [MARKER]
+    # Running, with a file of the user's beside it: what is said is that it runs.
+    _demo_made(data, 1)
+    (data / "peer1" / "notes.txt").write_text("the user's")
+    running = DataLock.take(data / "peer1", "127.0.0.1:7000")
+    try:
+        with pytest.raises(DemoDirError, match="stop the demo that runs there first"):
+            prepare_data_dir(data, 1)
+    finally:
+        running.release()

@@ -103,14 +103,8 @@ _NEEDS: tuple[tuple[tuple[str, ...], Callable[[CrawlConfig], bool], str], ...] =
     ),
     (
         ("store.warc_size", "store.warc_max_age", "store.warc_level"),
-        # Without bodies, the rule below says it.
-        lambda c: c.store.bodies is BodyStore.WARC or not c.fetch.store_bodies,
+        lambda c: c.store.bodies is BodyStore.WARC,
         "--bodies warc",
-    ),
-    (
-        ("store.bodies", "store.warc_size", "store.warc_max_age", "store.warc_level"),
-        lambda c: c.fetch.store_bodies,
-        "bodies kept (--no-bodies keeps none)",
     ),
     (("replication.rejoin_grace",), lambda c: c.replication.replicas == 1, "--replicas 1"),
 )

@@ -14,7 +14,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -340,9 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "status":
             return _status(args)
         if args.command in ("export", "index"):
-            # SIGTERM (timeout, systemd) as Ctrl-C: it left a partial .part file (QA).
-            signal.signal(signal.SIGTERM, signal.default_int_handler)
-            return _export(args) if args.command == "export" else _index(args)
+            with _sigterm_as_interrupt():
+                return _export(args) if args.command == "export" else _index(args)
         if args.command == "demo":
             from ubipy.demo import run_demo
 
@@ -515,6 +515,21 @@ def _status(args: argparse.Namespace) -> int:
         return 2
     print(format_cluster(report.to_wire()))
     return 0
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (timeout, systemd) taken as Ctrl-C while the block runs: an export left
+    its partial .part file (QA). Where signals can be set (the main thread), and the
+    handler before put back (a review)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -103,9 +103,6 @@ def _clear(path: Path, names: list[str]) -> None:
             raise DemoDirError(f"{entry}: already there, and not made by the demo; move it away")
         if not stat.S_ISDIR(mode):
             raise DemoDirError(f"{entry}: not the directory the demo made there; move it away")
-        if name in made and (theirs := _not_the_peer_s(entry)) is not None:
-            # An export written there, notes: they went with the peer's files (QA).
-            raise DemoDirError(f"{theirs}: not made by the demo; move it away")
     # A demo still running there (lingering, or in another terminal) holds its peers'
     # directories: they were deleted under it, shard, WAL and WARCs open.
     held: list[DataLock] = []
@@ -116,6 +113,11 @@ def _clear(path: Path, names: list[str]) -> None:
                     held.append(DataLock.take(path / name, "ubipy demo, clearing"))
                 except ShardError as exc:
                     raise DemoDirError(f"{exc}; stop the demo that runs there first") from None
+        for name in made:
+            # An export written there, notes: they went with the peer's files (QA).
+            # Once the locks are held: a running demo is said as such (a review).
+            if (path / name).is_dir() and (theirs := _not_the_peer_s(path / name)) is not None:
+                raise DemoDirError(f"{theirs}: not made by the demo; move it away")
         for name in made:
             with contextlib.suppress(FileNotFoundError):
                 shutil.rmtree(path / name)
@@ -135,14 +137,16 @@ async def _interrupted_by_sigterm() -> None:
 
 def _not_the_peer_s(peer_dir: Path) -> Path | None:
     """The first thing in a demo peer's directory that is not one of the peer's files
-    (its lock, its shard, its WARC files and their indexes), if any."""
+    (its lock, its shard, its WARC files and their indexes, the hidden index lines of a
+    file being written, which a kill leaves: a review), if any."""
     own = {LOCK_FILE, *SHARD_FILES}
     for entry in peer_dir.iterdir():
         if entry.name in own and entry.is_file() and not entry.is_symlink():
             continue
         if entry.name == WARC_DIR and entry.is_dir() and not entry.is_symlink():
             for f in entry.iterdir():
-                if not (f.name.startswith("ubipy-") and f.is_file() and not f.is_symlink()):
+                ours = f.name.startswith(("ubipy-", ".ubipy-"))
+                if not (ours and f.is_file() and not f.is_symlink()):
                     return f
             continue
         return entry
@@ -153,7 +157,7 @@ async def run_demo(args: argparse.Namespace, base: CrawlConfig) -> int:
     """Run the demo with ``base`` for every peer but where it keeps its data, where it
     listens, its secret and the proxy (the synthetic web's)."""
     for flag, address in (("--listen", args.listen), ("--control", args.control)):
-        if address is not None and not is_loopback(split_address(address)[0]):
+        if address is not None and not is_loopback(split_address(address)[0].lower()):
             # 0.0.0.0 bound every interface, where `ubipy peer` asks for --advertise;
             # --control's refusal named --control-public, which the demo has not (QA).
             print(f"ubipy demo: {flag}: the demo listens on loopback only, not {address}",

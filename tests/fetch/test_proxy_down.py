@@ -4,6 +4,7 @@ after their attempts, with nothing that said why (QA)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import socket
@@ -57,6 +58,31 @@ async def test_a_proxy_out_of_reach_is_reported_as_the_proxy_s_failure() -> None
         result = await fetch(client, "http://a.test/", max_bytes=1 << 20)
     assert result.outcome is FetchOutcome.PROXY_DOWN
     assert result.detail is not None and f"proxy 127.0.0.1:{port}" in result.detail
+
+
+async def test_a_proxy_that_never_answers_a_connection_is_down_too(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Its connections dropped (a firewall), it was a time-out of each host's: given up
+    # as before (a review). A listener whose backlog is full answers no SYN.
+    with socket.socket() as proxy:
+        proxy.bind(("127.0.0.1", 0))
+        proxy.listen(0)
+        port = proxy.getsockname()[1]
+        fillers = [socket.socket() for _ in range(4)]
+        try:
+            for filler in fillers:
+                filler.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    filler.connect(("127.0.0.1", port))
+            transport = PooledTransport(proxy=f"http://127.0.0.1:{port}", connect_timeout=5.0)
+            async with httpx2.AsyncClient(transport=transport) as client:
+                result = await fetch(client, "http://a.test/", max_bytes=1 << 20)
+        finally:
+            for filler in fillers:
+                filler.close()
+    assert result.outcome is FetchOutcome.PROXY_DOWN
+    assert result.detail == f"cannot connect to the proxy 127.0.0.1:{port}: no answer within 5 s"
 
 
 async def test_hosts_wait_for_a_proxy_that_is_down_and_are_crawled_once_it_is_back(

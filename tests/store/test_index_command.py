@@ -210,10 +210,14 @@ def test_what_cannot_be_indexed_is_refused_in_one_line(
     code, said = _index(capsys, str(crawl.a), "-o", str(tmp_path))
     assert (code, said) == (2, f"ubipy index: {tmp_path}: is a directory\n")
     # An output named for the other format (QA: CDXJ went into x.parquet).
-    for fmt, name in (("cdxj", "x.parquet"), ("parquet", "x.cdxj"), ("parquet", "x.jsonl")):
+    for fmt, name in (("cdxj", "x.parquet"), ("parquet", "x.cdxj")):
         code, said = _index(capsys, str(crawl.a), "--format", fmt, "-o", str(tmp_path / name))
         assert code == 2 and said.startswith(f"ubipy index: --format {fmt}, but the output's")
         assert not (tmp_path / name).exists()
+    for given in (["--format", "parquet"], []):  # an export's name, --format or not
+        code, said = _index(capsys, str(crawl.a), *given, "-o", str(tmp_path / "x.jsonl"))
+        assert (code, said) == (2, "ubipy index: the output's name says jsonl, not an index: "
+                                   "name it .cdxj or .parquet\n")  # fmt: skip
 
 
 def test_the_output_s_name_says_the_format_when_none_is_given(

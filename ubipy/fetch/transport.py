@@ -403,6 +403,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         via = self._proxy or origin
         address = answer = None
         tried: list[str] = []
+        proxied = False  # a connection to the proxy made
         with trio.move_on_after(limit) as scope:
             try:
                 checked = await self._address(origin) if self._resolver is not None else None
@@ -422,6 +423,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
                     tcp = await trio.open_tcp_stream(via.host, via.port)
                 else:
                     tcp = await self._open_proxy()
+                    proxied = True
                 stream: DirectSocketStream | TlsStream = DirectSocketStream(tcp)
                 if origin.scheme == "https":
                     try:
@@ -436,6 +438,9 @@ class PooledTransport(httpx2.AsyncBaseTransport):
                 self._unreached(origin.host, tried, address)
                 raise httpx2.ConnectError(str(exc) or type(exc).__name__) from exc
         if scope.cancelled_caught:
+            if self._proxy is not None and not proxied:
+                # One that drops connections (behind a firewall) is down too (a review).
+                raise self._proxy_down(f"no answer within {limit:g} s")
             self._unreached(origin.host, tried, address)
             raise httpx2.ConnectTimeout(f"could not connect within {limit} s")
         return _Connection(stream, origin, address, answer)
@@ -447,11 +452,16 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         try:
             return await trio.open_tcp_stream(self._proxy.host, self._proxy.port)
         except OSError as exc:
-            where = f"{_bracketed(self._proxy.host)}:{self._proxy.port}"
-            if (now := trio.current_time()) >= self._proxy_said_at + 60.0:
-                self._proxy_said_at = now
-                log.warning("cannot connect to the proxy %s: %s", where, exc)
-            raise ProxyUnreachable(f"cannot connect to the proxy {where}: {exc}") from exc
+            raise self._proxy_down(str(exc)) from exc
+
+    def _proxy_down(self, why: str) -> ProxyUnreachable:
+        """The proxy's failure, said at most once a minute."""
+        assert self._proxy is not None
+        where = f"{_bracketed(self._proxy.host)}:{self._proxy.port}"
+        if (now := trio.current_time()) >= self._proxy_said_at + 60.0:
+            self._proxy_said_at = now
+            log.warning("cannot connect to the proxy %s: %s", where, why)
+        return ProxyUnreachable(f"cannot connect to the proxy {where}: {why}")
 
     def _unreached(self, name: str, tried: list[str], connected: str | None) -> None:
         """None of the addresses ``tried`` (those of the key the host is filed under)

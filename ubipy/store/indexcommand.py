@@ -144,6 +144,10 @@ def index_data(
         refuse_input(out, inputs, {*(cdxj_of(p) for p in (*closed, *finals)), *finals})
         if (named := _named(out)) is not None and named != fmt:
             # CDXJ went into x.parquet without a word (QA); ubipy export refuses so.
+            if named not in INDEX_FORMATS:
+                raise ExportError(
+                    f"the output's name says {named}, not an index: name it .cdxj or .parquet"
+                )
             raise ExportError(
                 f"--format {fmt}, but the output's name says {named}: name it for the "
                 "format, or leave --format out"
