@@ -116,3 +116,12 @@ async def test_answering_status_requests_is_not_counted_as_bytes_out(tmp_path: P
         said = peer.status().as_json()
         peer.stop()
     assert said["frames_out"] >= 3 and said["bytes_out_wire"] == 0
+
+
+def test_requests_put_back_for_a_proxy_down_are_said() -> None:
+    # A proxy down or a wrong --proxy: the crawl waited, said only in the log (a review).
+    report = _report("")
+    report["peers"][0]["proxy_down"] = 12
+    assert format_cluster(report).splitlines()[-1] == (
+        "p0: 12 requests put back: the proxy could not be reached"
+    )

@@ -112,6 +112,7 @@ async def test_hosts_wait_for_a_proxy_that_is_down_and_are_crawled_once_it_is_ba
             seeds = [f"http://h{i}.test/" for i in range(5)]
             crawler = await crawl_until_idle(config, shard, client, seeds, patience=900.0)
         assert crawler.stats.robots_given_up == 0
+        assert crawler.stats.proxy_down == len(refused)  # each said in the status
         assert shard.counts().pages == 3 * len(seeds)  # every page, after the proxy came back
     finally:
         shard.close()

@@ -495,8 +495,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         end_wall = time.time()
         proxy_down = not abandoned and result.outcome is FetchOutcome.PROXY_DOWN
         if abandoned or proxy_down:
-            if not (self._stopping or denied or proxy_down):  # a pause's alone
-                self.stats.abandoned += 1
+            self.stats.abandoned += not (self._stopping or denied or proxy_down)  # a pause's
+            self.stats.proxy_down += proxy_down
             self.scheduler.abandoned(job.host, job.entry, now, denied, proxy_down=proxy_down)
         else:
             if self.dns is not None:  # no connection: the host's next address, if any

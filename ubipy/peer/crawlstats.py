@@ -27,6 +27,8 @@ class CrawlStats:
     retries: int = 0
     # Requests cut short because the peer lost sight of a majority.
     abandoned: int = 0
+    # Requests put back because the proxy could not be reached (asked again later).
+    proxy_down: int = 0
     robots_requests: int = 0
     robots_disallowed: int = 0
     robots_given_up: int = 0

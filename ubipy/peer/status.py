@@ -110,6 +110,8 @@ class PeerStatus:
     skipped_why: str = ""
     retries: int = 0
     storage_failures: int = 0
+    # Requests put back because the proxy could not be reached (a proxy down or wrong).
+    proxy_down: int = 0
     # Frames to members whose dial went unanswered, sent by way of another (relays.py),
     # and frames this peer carried for two others that cannot reach each other.
     frames_relayed: int = 0
@@ -175,6 +177,7 @@ def status_of(
         skipped_why="; ".join(f"{why}: {n}" for why, n in c.stats.skipped.most_common()),
         retries=c.stats.retries,
         storage_failures=c.stats.storage_failures,
+        proxy_down=c.stats.proxy_down,
         skipped_by_type=c.stats.skipped_types.total(),
         skipped_types=", ".join(f"{k} {n}" for k, n in c.stats.skipped_types.most_common()),
         idle=c.scheduler.idle(),
