@@ -551,11 +551,14 @@ class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin, ReplicaMixi
 
     def holds_nothing(self) -> bool:
         """Whether no URL was ever admitted, waits to be handed on, was given up or is
-        kept for another peer."""
-        return not any(
-            self._conn.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]
-            for table in ("frontier", "outbox", "given_up", "replica")
-        )
+        kept for another peer. False where it cannot be read: kept, as if it held some."""
+        try:
+            return not any(
+                self._conn.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]
+                for table in ("frontier", "outbox", "given_up", "replica")
+            )
+        except sqlite3.Error:
+            return False
 
     def counts(self) -> ShardCounts:
         by_state = dict(
