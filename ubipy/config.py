@@ -293,8 +293,8 @@ class FetchConfig:
         metavar="URL",
         help="send every request through this HTTP proxy, which then looks names up: "
         "only IP addresses and --resolve names are checked against --allow-private; while "
-        "it cannot be reached no request starts (1 s, doubling to a minute) and no host is "
-        "given up for it (default: none, direct)",
+        "it cannot be reached one request at a time tries it, 1 s apart, doubling to a "
+        "minute, and no host is given up for it (default: none, direct)",
     )
     # HTML is always kept and parsed for links; these are kept besides, not parsed.
     accept: tuple[str, ...] = option(

@@ -118,10 +118,11 @@ class Scheduler(LookupAnswers):
         self.in_flight = 0  # requests and lookups
         self.lookups = 0  # of them, lookups
         self._slowest: SlowestHosts[HostSlot] = SlowestHosts()
-        # No request starts before this (the proxy could not be reached), and the wait
-        # the next time it cannot.
+        # The proxy found down: no request before this, then one alone (a probe); the
+        # wait the next time.
         self._all_held_until = -math.inf
         self._proxy_wait = _PROXY_WAIT
+        self._probing = False
 
     @classmethod
     def of(
@@ -232,13 +233,21 @@ class Scheduler(LookupAnswers):
     def next_wakeup(self) -> float | None:
         """When the earliest armed host becomes ready, or None if none is (-inf: one
         is ready now, waiting to be chosen under a ranked order)."""
-        wake = self._due.next_wakeup()
-        return wake if wake is None else max(wake, self._all_held_until)
+        wake = self._due.next_wakeup()  # a probe's end wakes the crawler
+        return None if wake is None or self._probing else max(wake, self._all_held_until)
 
     def next_job(self, now: float) -> Job | None:
         """The next request that may start at ``now``, if any."""
-        if now < self._all_held_until:
+        if self._all_held_until == -math.inf:
+            return self._next_job(now)
+        # The proxy was found down: after the wait, one request to see if it is back.
+        if now < self._all_held_until or self._probing:
             return None
+        job = self._next_job(now)
+        self._probing = job is not None and job.kind not in (JobKind.RESOLVE, JobKind.SKIP)
+        return job
+
+    def _next_job(self, now: float) -> Job | None:
         while (slot := self._due.next_due(now)) is not None:
             host = slot.host
             if self._slots.get(host) is not slot:
@@ -391,7 +400,8 @@ class Scheduler(LookupAnswers):
         slot = self._slots[host]
         slot.in_flight = False
         self.in_flight -= 1
-        self._proxy_wait = _PROXY_WAIT
+        # Ended: the proxy, if any, answers (abandoned() holds again if not).
+        self._all_held_until, self._proxy_wait, self._probing = -math.inf, _PROXY_WAIT, False
         slot.next_allowed = now + max(self.delay_of(slot), wait or 0.0, asked or 0.0)
         pace, rules = slot.pace, self._throttle
         server = 0.0 if pace is None or rules is None else pace.delay(rules, 0.0)
@@ -460,12 +470,11 @@ class Scheduler(LookupAnswers):
         not from the host's own again (a request more to the host each time).
 
         ``proxy_down``: the proxy could not be reached. No request starts for a while,
-        1 s, then twice as long each time the first after a wait finds it down again,
-        up to a minute; a request that ends otherwise starts the count again."""
-        wait = self._proxy_wait
-        if proxy_down and now >= self._all_held_until:
-            self._all_held_until = now + wait
-            wait = min(2 * wait, _PROXY_WAIT_MAX)
+        1 s, then one alone, and twice as long each time it finds the proxy down again,
+        up to a minute; a request that ends otherwise ends the wait."""
+        held_until, wait = self._all_held_until, self._proxy_wait
+        if proxy_down and now >= held_until:  # the first to find it down since a wait
+            held_until, wait = now + wait, min(2 * wait, _PROXY_WAIT_MAX)
         slot = self._slots[host]
         if entry is None:
             if not refused:
@@ -478,7 +487,7 @@ class Scheduler(LookupAnswers):
             self._windows.put_back(slot, entry)
         self.finished(host, now)
         if proxy_down:
-            self._proxy_wait = wait
+            self._all_held_until, self._proxy_wait = held_until, wait
 
     def restore_host(self, host: str, *, not_before: float, pages: int) -> None:
         """What an earlier run left for ``host``: no request before ``not_before``,
