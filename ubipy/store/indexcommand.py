@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from ubipy.errors import ExportError, ExportWriteError
+from ubipy.store.export import format_of
 from ubipy.store.outfile import identity, peer_files, refuse_input, write_path
 from ubipy.store.warcindex import (
     cdxj_of,
@@ -60,15 +61,6 @@ class IndexSummary:
     without: tuple[Path, ...] = ()  # peers' data directories with no WARC files
 
 
-_SUFFIXES = (
-    (".parquet", "parquet"),
-    (".cdxj", "cdxj"),
-    (".jsonl", "jsonl"),
-    (".json", "jsonl"),
-    (".warc", "warc"),
-)
-
-
 def index_format(fmt: IndexFormat | None, out: Path | None) -> IndexFormat:
     """The format asked for, else the one ``out``'s name says (``.parquet``,
     ``.cdxj``), else cdxj. (One that disagrees with the name is refused by
@@ -80,11 +72,13 @@ def index_format(fmt: IndexFormat | None, out: Path | None) -> IndexFormat:
 
 def _named(out: Path | None) -> str | None:
     """The kind of file ``out``'s name says, if any: an index's, or an export's."""
-    name = "" if out is None else out.name.lower().removesuffix(".gz")
-    for suffix, kind in _SUFFIXES:
-        if name.endswith(suffix):
+    if out is None:
+        return None
+    name = out.name.lower().removesuffix(".gz")
+    for kind in INDEX_FORMATS:
+        if name.endswith(f".{kind}"):
             return kind
-    return None
+    return format_of(out)
 
 
 def index_data(
