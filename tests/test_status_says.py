@@ -125,3 +125,12 @@ def test_requests_put_back_for_a_proxy_down_are_said() -> None:
     assert format_cluster(report).splitlines()[-1] == (
         "p0: 12 requests put back: the proxy could not be reached"
     )
+
+
+def test_the_sitemaps_fetched_are_said_beside_the_pages() -> None:
+    # Status counted 173 pages where the export wrote 184: 11 sitemaps, unsaid (QA).
+    report = _report("")
+    report["peers"][0] |= {"sitemaps": 11, "sitemap_urls": 40}
+    assert format_cluster(report).splitlines()[-1] == (
+        "p0: 11 sitemaps fetched beside the pages (40 URLs listed)"
+    )

@@ -54,7 +54,7 @@ from ubipy.statustable import format_cluster
 from ubipy.stdio import drop_stdout, to_devnull
 from ubipy.store import ShardError
 from ubipy.wire import Seed, SeedAck, Status, StatusRequest, batches, secret_from
-from ubipy.wording import counted
+from ubipy.wording import counted, listed
 
 log = logging.getLogger("ubipy")
 
@@ -560,12 +560,16 @@ def _export(args: argparse.Namespace) -> int:
     )
     if summary.visits_left_out:
         left_out += f"; {counted(summary.visits_left_out, 'later visit')} left out"
-    visits = f" and {counted(summary.visits, 'later visit')}" if summary.visits else ""
-    # The pages written: those left out were counted among them (QA).
-    pages = counted(summary.pages - summary.left_out, "page")
+    # The pages written: those left out were counted among them (QA); the sitemaps
+    # apart, as status counts them (QA: 188 pages exported where status said 173).
+    what = [counted(summary.pages - summary.left_out - summary.sitemaps, "page")]
+    if summary.sitemaps:
+        what.append(counted(summary.sitemaps, "sitemap"))
+    if summary.visits:
+        what.append(counted(summary.visits, "later visit"))
     print(
-        f"ubipy export: wrote {counted(summary.records, unit)} for {pages}"
-        f"{visits} from {counted(summary.shards, 'shard')} to "
+        f"ubipy export: wrote {counted(summary.records, unit)} for {listed(what)}"
+        f" from {counted(summary.shards, 'shard')} to "
         f"{'standard output' if to_stdout else args.out}{left_out}",
         file=sys.stderr,
     )

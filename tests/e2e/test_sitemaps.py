@@ -5,11 +5,13 @@ says 100% only when they are all fetched, once each; with --no-sitemaps none is.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 from tests.e2e.test_single_peer import DELAY, assert_perfect, finish, world
 from ubipy.config import BoundsConfig
+from ubipy.store import export
 from ubipy.synthweb.truth import ground_truth
 from ubipy.synthweb.urls import split_url
 
@@ -54,6 +56,14 @@ async def test_pages_listed_only_in_sitemaps_are_fetched_once(tmp_path: Path) ->
     kept = dict(conn.execute("SELECT url, lastmod FROM lastmod"))
     conn.close()
     assert kept == sitemaps.lastmods
+    # An export holds the sitemaps too, marked so, and counts them apart: status said
+    # 173 pages where the export wrote 184 lines, and nothing said why (QA).
+    out = tmp_path / "pages.jsonl"
+    summary = export([tmp_path], "jsonl", out)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["url"] for r in rows if r["sitemap"]} == read
+    assert sum(not r["sitemap"] for r in rows) == stats.pages
+    assert (summary.pages, summary.sitemaps) == (len(rows), len(read))
 
 
 async def test_no_sitemaps_reads_none(tmp_path: Path) -> None:

@@ -26,10 +26,12 @@ from warcio.archiveiterator import ArchiveIterator
 from ubipy.cli import main
 from ubipy.config import CrawlConfig, FetchConfig, PolitenessConfig
 from ubipy.errors import ExportError, ExportWriteError
+from ubipy.fetch import INDEXED_SITEMAP_DEPTH, SITEMAP_DEPTH
 from ubipy.peer.peer import Peer
 from ubipy.store import DataLock
 from ubipy.store.export import export, iso_utc
 from ubipy.store.lock import LOCK_FILE
+from ubipy.store.schema import SITEMAP_DEPTHS_FROM
 from ubipy.store.shard import SHARD_FILE, PageRecord, Shard
 from ubipy.synthweb import SyntheticWeb, WebSpec
 from ubipy.synthweb.server import serve
@@ -347,6 +349,7 @@ def test_jsonl_has_every_page(shards: tuple[Path, Path], tmp_path: Path, name: s
             "truncated": page.truncated,
             "fetched_at": row["fetched_at"],
             "depth": page.depth,
+            "sitemap": False,
             "peer": PEER_A if page.fp < 100 else PEER_B,
             "error": page.error,
             "encoding": page.encoding,
@@ -911,3 +914,49 @@ def test_a_peer_and_its_copy_are_refused_as_one_peer_given_twice(
     with pytest.raises(ExportError, match=rf"are the same peer \({PEER_A}\): a copy\?"):
         export([a, shards[1], copy], fmt, out)
     assert not out.exists()
+
+
+def test_sitemaps_are_exported_marked_and_counted_apart_from_pages(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sitemap's fetch is a row like a page's, at a depth only the shard should know
+    (1,000,000; 999,999 for one an index listed). Status counts them apart from the
+    pages; an export said "184 pages" where status said 173 (QA)."""
+    # The shard's mark is the one the crawler gives them.
+    assert SITEMAP_DEPTHS_FROM == INDEXED_SITEMAP_DEPTH < SITEMAP_DEPTH
+    data = tmp_path / "peer"
+    xml = b"<urlset xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'/>"
+    kept = [  # bodies in the shard (--bodies shard), then in the peer's WARC files
+        [_page(1, "http://a.test/", T0), _page(2, "http://a.test/sitemap.xml", T0 + 1,
+         body=xml, content_type="application/xml", depth=1_000_000)],
+        [_page(3, "http://a.test/p", T0 + 2), _page(4, "http://a.test/maps/1.xml", T0 + 3,
+         body=xml, content_type="application/xml", depth=999_999),
+         _page(5, "http://a.test/maps/gone.xml", T0 + 4, status=None, body=None,
+         depth=999_999, error="timeout: ReadTimeout")],
+    ]  # fmt: skip
+    for warc_size in (None, 10**9):
+        shard = Shard.open(data, warc_size=warc_size)
+        with shard.transaction():
+            shard.set_meta("peer_id", PEER_A)
+        shard.record_pages(kept.pop(0))
+        shard.close()
+    assert (data / "warc").is_dir()
+    jsonl = tmp_path / "pages.jsonl"
+    assert main(["export", "--data", str(data), "--out", str(jsonl)]) == 0
+    marks = {r["url"]: r["sitemap"] for r in map(json.loads, jsonl.read_text().splitlines())}
+    assert [u for u, sitemap in marks.items() if sitemap] == [
+        "http://a.test/sitemap.xml", "http://a.test/maps/1.xml", "http://a.test/maps/gone.xml"
+    ]  # fmt: skip
+    assert capsys.readouterr().err == (
+        f"ubipy export: wrote 5 JSON lines for 2 pages and 3 sitemaps from 1 shard to {jsonl}\n"
+    )
+    # WARC: the failed fetch is left out; the rest, from the shard and the files alike.
+    warc = tmp_path / "pages.warc.gz"
+    summary = export([data], "warc", warc)
+    assert (summary.pages, summary.left_out, summary.sitemaps) == (5, 1, 2)
+    responses = [r.headers["WARC-Target-URI"] for r in _read_warc(warc) if r.type == "response"]
+    assert sorted(responses) == sorted(u for u in marks if not u.endswith("gone.xml"))
+    assert main(["export", "--data", str(data), "--out", str(tmp_path / "again.warc")]) == 0
+    said = capsys.readouterr().err
+    assert " for 2 pages and 2 sitemaps from 1 shard to " in said, said
+    assert said.endswith("; 1 more page left out (failed requests or bodies not kept)\n")

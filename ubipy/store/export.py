@@ -278,4 +278,5 @@ def _from_files(
         records=legacy.records + 3 * (captures + robots) + len(parts),
         visits=legacy.visits + captures - first,
         files=len(parts),
+        sitemaps=legacy.sitemaps + sum(c[4] for c in counts),
     )

@@ -24,6 +24,9 @@ def page_json(page: StoredPage) -> dict[str, Any]:
         "truncated": page.truncated,
         "fetched_at": iso_utc(page.fetched_at),
         "depth": page.depth,
+        # A sitemap's fetch is a row like a page's; its depth (1,000,000 or 999,999) is
+        # the shard's mark, which a reader should not have to know (QA).
+        "sitemap": page.is_sitemap,
         "peer": page.peer,
         "error": page.error,
         "encoding": page.encoding,
@@ -58,8 +61,9 @@ class _Sink(Protocol):
 
 
 def write_jsonl(histories: Iterator[PageHistory], out: _Sink, shards: int) -> ExportSummary:
-    n = visits = 0
+    n = visits = sitemaps = 0
     for history in histories:
+        sitemaps += history.page.is_sitemap
         row = page_json(history.page)
         seen = [visit_json(v) for v in history.visits]
         # Only a page visited again has the key: a one-off crawl's lines stay as they were.
@@ -69,4 +73,6 @@ def write_jsonl(histories: Iterator[PageHistory], out: _Sink, shards: int) -> Ex
         line = json.dumps(row, ensure_ascii=False, separators=(",", ":"))
         out.write(line.encode("utf-8") + b"\n")
         n += 1
-    return ExportSummary(shards=shards, pages=n, records=n, left_out=0, visits=visits)
+    return ExportSummary(
+        shards=shards, pages=n, records=n, left_out=0, visits=visits, sitemaps=sitemaps
+    )

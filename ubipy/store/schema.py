@@ -15,6 +15,9 @@ SHARD_FILE = "shard.sqlite3"
 SHARD_FILES = (SHARD_FILE, f"{SHARD_FILE}-wal", f"{SHARD_FILE}-shm", f"{SHARD_FILE}-journal")
 # The peer keeps its id under this key of the meta table (ubipy.peer.ids).
 PEER_ID_META = "peer_id"
+# A row at this depth or deeper is a sitemap (ubipy.fetch.sitemaps marks them so:
+# SITEMAP_DEPTH, and one below it for a sitemap an index listed).
+SITEMAP_DEPTHS_FROM = 999_999
 
 # A page's row after its fingerprint (the key: its primary key until version 17).
 _PAGES_COLUMNS = """

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ubipy.errors import ExportError
 from ubipy.store.schema import PEER_ID_META as PEER_ID_META
-from ubipy.store.schema import unsupported
+from ubipy.store.schema import SITEMAP_DEPTHS_FROM, unsupported
 from ubipy.store.shard import SCHEMA_VERSION, SHARD_FILE
 from ubipy.store.warcrecords import iso_utc as iso_utc
 from ubipy.store.warcstore import CaptureKind
@@ -101,6 +101,11 @@ class StoredPage:
         """A real HTTP response: a status, and nothing went wrong after it."""
         return self.status is not None and self.error is None
 
+    @property
+    def is_sitemap(self) -> bool:
+        """A sitemap's fetch, not a page's: its row is at a sitemap's depth."""
+        return self.depth >= SITEMAP_DEPTHS_FROM
+
 
 @dataclass(frozen=True, slots=True)
 class StoredVisit:
@@ -147,6 +152,7 @@ class ExportSummary:
     visits: int = 0  # visits after the first fetch, read from the shards
     visits_left_out: int = 0  # visits not in a WARC (see ubipy.store.warc)
     files: int = 0  # peers' WARC files copied or linked (--bodies warc)
+    sitemaps: int = 0  # of the pages written, sitemaps' fetches
 
 
 # What a read-write connection may not do to the shard's own tables (and see below).
@@ -349,17 +355,20 @@ class ShardReader:
             raise ExportError(f"{self.path}: reading the WARC table failed: {exc}") from exc
         return {float(at): InWarc(str(rid), digest) for at, rid, digest in rows}
 
-    def warc_counts(self) -> tuple[int, int, int, int]:
-        """(pages, captures, others, robots): the pages whose first fetch has records
-        in the peer's WARC files, the captures of pages there, the answered pages and
-        visits whose records are not there (their bodies in the shard), and the
-        robots.txt answers there. Zeros before version 7."""
+    def warc_counts(self) -> tuple[int, int, int, int, int]:
+        """(pages, captures, others, robots, sitemaps): the pages whose first fetch has
+        records in the peer's WARC files, the captures of pages there, the answered
+        pages and visits whose records are not there (their bodies in the shard), the
+        robots.txt answers there, and the sitemaps among those pages. Zeros before
+        version 7."""
         if not self.has_warc:
-            return 0, 0, 0, 0
+            return 0, 0, 0, 0, 0
         try:
-            first = self._conn.execute(
-                f"SELECT COUNT(*) FROM pages WHERE {_IN_WARC.format(t='pages', at='fetched_at')}"
-            ).fetchone()[0]
+            first, sitemaps = self._conn.execute(
+                "SELECT COUNT(*), COALESCE(SUM(depth >= ?), 0) FROM pages WHERE "
+                + _IN_WARC.format(t="pages", at="fetched_at"),
+                (SITEMAP_DEPTHS_FROM,),
+            ).fetchone()
             kinds = dict(
                 self._conn.execute(
                     "SELECT kind = ?, COUNT(*) FROM warc GROUP BY 1", (CaptureKind.ROBOTS,)
@@ -376,7 +385,7 @@ class ShardReader:
             ).fetchone()[0]
         except sqlite3.Error as exc:
             raise ExportError(f"{self.path}: reading the WARC table failed: {exc}") from exc
-        return int(first), int(captures), int(rest), int(robots)
+        return int(first), int(captures), int(rest), int(robots), int(sitemaps)
 
     def warc_ends(self) -> dict[str, int]:
         """Per WARC file, where its last capture ends: how long it is at least."""

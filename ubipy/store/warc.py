@@ -176,7 +176,7 @@ class _Writer:
         self._info_id = info.rec_headers.get_header("WARC-Record-ID")
         self._w.write_record(info)
         self.records = 1
-        self.pages = self.left_out = self.visits = self.visits_left_out = 0
+        self.pages = self.left_out = self.visits = self.visits_left_out = self.sitemaps = 0
 
     def history(self, history: PageHistory) -> None:
         page = history.page
@@ -196,6 +196,7 @@ class _Writer:
             if page.is_response and body is not None and held is not None:
                 held = replace(held, length=len(body))
                 here = self._capture(page, None, held, body, page.truncated, None)
+                self.sitemaps += page.is_sitemap
             else:
                 self.left_out += 1
         for visit in history.visits:
@@ -349,4 +350,5 @@ def write_warc(
         left_out=writer.left_out,
         visits=writer.visits,
         visits_left_out=writer.visits_left_out,
+        sitemaps=writer.sitemaps,
     )
