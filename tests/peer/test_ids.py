@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import logging
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from ubipy.errors import ShardError
 from ubipy.peer.ids import load_peer_id
-from ubipy.store import PEER_ID_META, Shard
+from ubipy.store import PEER_ID_META, SHARD_FILE, Shard
 
 
 def test_a_new_peer_says_where_its_data_is_and_an_old_one_says_nothing(
@@ -57,4 +59,28 @@ def test_a_peer_id_edited_by_hand_is_one_clear_error(tmp_path: Path, edited: str
         load_peer_id(shard, random.Random(1))
     message = str(refused.value)
     assert "\n" not in message and "\x1b" not in message and len(message) < 200
+    shard.close()
+
+
+@pytest.mark.parametrize("inside", ["warc", "warc/b", "warc/b/c"])
+def test_a_new_peer_in_another_peers_warc_directory_is_refused(tmp_path: Path, inside: str) -> None:
+    """Only warned of as a directory of others' files, its shard went among the files
+    the other peer keeps there (QA). Refused, nothing is made; a directory named warc
+    of no peer's is a directory like another."""
+    Shard.open(tmp_path / "a").close()
+    (tmp_path / "a" / "warc").mkdir()
+    before = sorted(tmp_path.rglob("*"))
+    cmd = [sys.executable, "-m", "ubipy.cli", "peer", "--listen", "127.0.0.1:0"]
+    ran = subprocess.run(
+        [*cmd, "--data", str(tmp_path / "a" / inside)], capture_output=True, text=True, timeout=60
+    )
+    assert ran.returncode == 2
+    assert ran.stderr == (
+        f"ubipy peer: {tmp_path / 'a' / inside}: in the WARC directory of the peer in "
+        f"{(tmp_path / 'a').resolve()}: give --data a directory of its own\n"
+    )
+    assert sorted(tmp_path.rglob("*")) == before
+    (tmp_path / "a" / SHARD_FILE).unlink()
+    shard = Shard.open(tmp_path / "a" / "warc" / "b")
+    assert load_peer_id(shard, random.Random(1))
     shard.close()

@@ -37,6 +37,8 @@ def open_data(
     """What a peer starts from: its data directory held (made if need be; ``address``
     is what the next to try is told), its shard open, its id. One that fails leaves
     no directory it made."""
+    if not (data_dir / SHARD_FILE).exists():
+        _refuse_a_peers_warc(data_dir)
     lock = DataLock.take(data_dir, address)
     shard: Shard | None = None
     try:
@@ -53,6 +55,20 @@ def open_data(
             shard.close()  # the id could not be kept: its files go, closed first
         lock.release(unmake=SHARD_FILES)
         raise
+
+
+def _refuse_a_peers_warc(data_dir: Path) -> None:
+    """A new peer's directory may not be, or lie in, another peer's WARC directory,
+    which that peer keeps (its files closed, renamed, indexed and removed there): only
+    warned of as a directory holding others' files, the new peer wrote its shard
+    among them (QA)."""
+    where = data_dir.resolve()
+    for directory in (where, *where.parents):
+        if directory.name == WARC_DIR and (directory.parent / SHARD_FILE).is_file():
+            raise ShardError(
+                f"{data_dir}: in the WARC directory of the peer in {directory.parent}: "
+                "give --data a directory of its own"
+            )
 
 
 def load_peer_id(shard: Shard, rng: random.Random) -> str:
