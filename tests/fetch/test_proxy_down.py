@@ -18,6 +18,7 @@ import trio.testing
 from tests.crawling import crawl_until_idle
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig
 from ubipy.fetch import FetchOutcome, fetch
+from ubipy.fetch.politeness import Entry, Scheduler
 from ubipy.fetch.transport import PooledTransport, ProxyUnreachable
 from ubipy.store import Shard
 
@@ -122,3 +123,30 @@ async def test_hosts_wait_for_a_proxy_that_is_down_and_are_crawled_once_it_is_ba
     waits = [b - a for a, b in itertools.pairwise(sorted(set(refused)))]
     assert max(waits) <= 60.0 and waits[:3] == [1.0, 2.0, 4.0]
     assert refused[:5] == [0.0] * 5 and len(refused[5:]) == len(set(refused[5:])) <= 16
+
+
+def test_only_an_answer_ends_the_wait_for_a_proxy_found_down() -> None:
+    """A request cut short by the crawler (a lease refused, a pause) showed nothing of
+    the proxy: it ended the wait, and the next failure waited 1 s again (a review)."""
+
+    def loader(host: str, after: int, limit: int) -> list[Entry]:
+        return []
+
+    s = Scheduler(delay=0.0, window=8, loader=loader, robots_retry_base=10.0)
+    for i in range(3):
+        s.add(f"h{i}.test", Entry(fp=i + 1, seq=i + 1, url=f"http://h{i}.test/", depth=0))
+    first = s.next_job(0.0)
+    assert first is not None
+    s.abandoned(first.host, first.entry, 0.0, proxy_down=True)
+    assert s.next_job(0.5) is None and s.next_wakeup() == 1.0
+    probe = s.next_job(1.0)  # one request alone
+    assert probe is not None and s.next_job(1.0) is None
+    s.abandoned(probe.host, probe.entry, 1.0, refused=True)  # its address's lease refused
+    probe = s.next_job(1.0)  # another in its place, still alone
+    assert probe is not None and s.next_job(1.0) is None
+    s.abandoned(probe.host, probe.entry, 1.5, proxy_down=True)
+    assert s.next_job(3.0) is None and s.next_wakeup() == 3.5  # 2 s: the wait doubled
+    probe = s.next_job(3.5)
+    assert probe is not None
+    s.finished(probe.host, 3.6)  # answered: the proxy is back, every host goes on
+    assert [s.next_job(3.6) is not None for _ in range(2)] == [True, True]

@@ -471,7 +471,8 @@ class Scheduler(LookupAnswers):
 
         ``proxy_down``: the proxy could not be reached. No request starts for a while,
         1 s, then one alone, and twice as long each time it finds the proxy down again,
-        up to a minute; a request that ends otherwise ends the wait."""
+        up to a minute; an answer ends the wait, and a request cut short otherwise (a
+        lease refused, a pause) leaves it as it was: it showed nothing of the proxy."""
         held_until, wait = self._all_held_until, self._proxy_wait
         if proxy_down and now >= held_until:  # the first to find it down since a wait
             held_until, wait = now + wait, min(2 * wait, _PROXY_WAIT_MAX)
@@ -486,8 +487,7 @@ class Scheduler(LookupAnswers):
                 slot.pages -= 1
             self._windows.put_back(slot, entry)
         self.finished(host, now)
-        if proxy_down:
-            self._all_held_until, self._proxy_wait = held_until, wait
+        self._all_held_until, self._proxy_wait = held_until, wait
 
     def restore_host(self, host: str, *, not_before: float, pages: int) -> None:
         """What an earlier run left for ``host``: no request before ``not_before``,
