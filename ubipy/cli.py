@@ -318,6 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
         "ends it sooner (default: %(default)s)",
     )
     add_flags(d, CrawlConfig, _CRAWL_SECTIONS, _DEMO_DEFAULTS)
+    for command in sub.choices.values():
+        command.set_defaults(command_parser=command)  # to say main's errors (below)
     return parser
 
 
@@ -325,8 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the command's parser: "ubipy: error:" named no command (QA)
-        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+        args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
