@@ -273,7 +273,9 @@ class FetchConfig:
         flag="--retries",
         metavar="N",
         help="retry a page after 5xx, 429, a time-out or a broken connection up to N times, with "
-        "back-off or a longer Retry-After; a refresh backed off is asked once (default: {default})",
+        "back-off or a longer Retry-After; a host's first 10 503s or 429s in a row (its "
+        "back-off's, about 3.5 minutes) spend none of them; a refresh backed off is asked "
+        "once (default: {default})",
     )
     retry_base: float = option(
         2.0, help="the first retry's back-off, in seconds; it doubles with each retry"

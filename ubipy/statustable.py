@@ -45,6 +45,10 @@ def _left_out(figures: Mapping[str, Any]) -> str:
     if n := figures.get("skipped"):
         # A host given up (its robots.txt unreachable, a proxy that refuses) shows here.
         parts.append(f"{counted(n, 'URL')} closed unasked ({figures.get('skipped_why')})")
+    if n := figures.get("given_up"):
+        # Fetched, and counted as pages, but their last answer was still "not now" (QA).
+        why = figures.get("given_up_why")
+        parts.append(f"{counted(n, 'page')} given up after --retries (status {why})")
     if n := figures.get("out_of_scope"):
         parts.append(f"{counted(n, 'link')} outside --scope (each time seen)")
     if n := figures.get("sitemaps"):

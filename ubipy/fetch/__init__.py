@@ -40,7 +40,7 @@ from ubipy.fetch.refresh import (
     freshness,
     proportional,
 )
-from ubipy.fetch.retry import asked_wait, is_retryable, retry_after
+from ubipy.fetch.retry import asked_wait, is_retryable, retry_after, spends_a_retry
 from ubipy.fetch.robots import (
     LARGE_ROBOTS,
     ROBOTS_FETCH_BYTES,
@@ -155,5 +155,6 @@ __all__ = [
     "site_of",
     "sitemap_reading",
     "sniff",
+    "spends_a_retry",
     "type_family",
 ]

@@ -446,12 +446,13 @@ class Scheduler(LookupAnswers):
         return slot.pace.delay(self._throttle, slot.delay)
 
     def retry(
-        self, host: str, entry: Entry, now: float, *, wait: float, asked: float | None = None
-    ) -> None:
+        self, host: str, entry: Entry, now: float, *, wait: float, asked: float | None = None,
+        spent: bool = True,
+    ) -> None:  # fmt: skip
         """The request for ``entry`` failed in a retryable way: try it again first,
         after ``wait`` (its back-off) or ``asked`` (Retry-After), and nothing else on
-        the host sooner."""
-        self._windows.put_back(self._slots[host], entry._replace(attempt=entry.attempt + 1))
+        the host sooner; ``spent``: the try counts among the URL's retries."""
+        self._windows.put_back(self._slots[host], entry._replace(attempt=entry.attempt + spent))
         self.finished(host, now, wait=wait, asked=asked)
 
     def abandoned(

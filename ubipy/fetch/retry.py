@@ -36,6 +36,21 @@ RETRYABLE_OUTCOMES = frozenset(
 )
 
 
+# A host's first strikes in a row (throttle.py: 503s and 429s without a Retry-After,
+# which the host's back-off answers) spend no retry of the URL asked: the server is
+# unavailable, not the page. A seed answered 503 for 6 s at a deploy was given up after
+# its 2 retries (2 and 4 s apart), and the whole site with it (QA). With the default
+# back-off (2 s doubling to 30) these strikes span about 3.5 minutes; an outage longer
+# than that spends the retries as before.
+FREE_STRIKES = 10
+
+
+def spends_a_retry(result: FetchResult, strikes: int) -> bool:
+    """Whether another try after ``result`` spends one of the URL's retries, the host's
+    run of strikes being ``strikes`` (this answer's included)."""
+    return not (result.status in WAIT_STATUSES and 0 < strikes <= FREE_STRIKES)
+
+
 def is_retryable(result: FetchResult) -> bool:
     """A network failure, a time-out or a "try later" status."""
     if result.ok:

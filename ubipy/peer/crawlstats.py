@@ -51,6 +51,9 @@ class CrawlStats:
     skipped_types: Counter[str] = field(default_factory=Counter)
     refused: Counter[str] = field(default_factory=Counter)
     statuses: Counter[int] = field(default_factory=Counter)
+    # Pages whose last try still said "not now" (a 503, a 500...) once their retries
+    # were spent, by status: fetched, and counted as pages, but not what was asked for.
+    given_up: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     storage_failures: int = 0
 

@@ -43,6 +43,7 @@ from ubipy.fetch import (
     is_sitemap,
     processing_failed,
     retry_delay,
+    spends_a_retry,
 )
 from ubipy.peer.commits import COMMIT_BYTES, Commits, Found
 from ubipy.peer.crawlstats import CrawlStats
@@ -214,10 +215,14 @@ class PageAnswersMixin:
         its body says, read already (:meth:`_answered`); ``at``: when it came (the wall
         clock; None: now)."""
         config = self.config
-        self.scheduler.heard(host, result.latency, result.status, asked=asked)
+        scheduler = self.scheduler
+        scheduler.heard(host, result.latency, result.status, asked=asked)
+        retryable = is_retryable(result)
+        # A refresh failing keeps the page held; the refresher backs it off on its own.
+        spends = entry.refresh or spends_a_retry(result, _strikes(scheduler, host))
         if (
-            is_retryable(result)
-            and entry.attempt < config.fetch.max_retries
+            retryable
+            and (entry.attempt < config.fetch.max_retries or not spends)
             # A page refreshed that failed its last ask too is backed off by the
             # refresher, not retried within the ask as well: a server down for a day
             # took three requests at each backed-off ask where one tells as much.
@@ -226,8 +231,10 @@ class PageAnswersMixin:
             self.stats.retries += 1
             # An asked wait shorter than the back-off ("Retry-After: 0") does not cut it.
             wait = retry_delay(entry.attempt + 1, config.fetch.retry_base)
-            self.scheduler.retry(host, entry, now, wait=wait, asked=asked)
+            scheduler.retry(host, entry, now, wait=wait, asked=asked, spent=spends)
             return
+        if retryable and result.ok and not entry.refresh:
+            self.stats.given_up[f"{result.status}"] += 1
         if sitemap_after_all(entry, result, sitemaps=self.sitemaps.enabled):
             # Asked again as a sitemap (its body read this time), after the delay. As a
             # retry: not counted against the host's page budget again (it spends one
@@ -320,6 +327,12 @@ class PageAnswersMixin:
             # A new version: its links count; a page that moved: where it went; one to
             # be read again for the hosts a dead peer took with it (relink).
             self._commits.found(self.order.scored(entry, discovered))
+
+
+def _strikes(scheduler: Scheduler, host: str) -> int:
+    """The run of strikes (503s, 429s) of the host whose pace ``host``'s answers feed."""
+    slot = scheduler.paced(host)
+    return 0 if slot is None or slot.pace is None else slot.pace.strikes
 
 
 def _parsed_as_page(entry: Entry, result: FetchResult) -> bool:

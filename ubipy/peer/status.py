@@ -4,6 +4,7 @@ line and the control centre's rows."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -109,6 +110,10 @@ class PeerStatus:
     skipped: int = 0
     skipped_why: str = ""
     retries: int = 0
+    # Pages whose last try still said "not now" once their retries were spent, by
+    # status ("503: n; ..."), and in all.
+    given_up: int = 0
+    given_up_why: str = ""
     storage_failures: int = 0
     # Requests put back because the proxy could not be reached (a proxy down or wrong).
     proxy_down: int = 0
@@ -174,8 +179,10 @@ def status_of(
         excluded=c.stats.filtered[Filtered.EXCLUDED],
         not_included=c.stats.filtered[Filtered.NOT_INCLUDED],
         skipped=c.stats.skipped.total(),
-        skipped_why="; ".join(f"{why}: {n}" for why, n in c.stats.skipped.most_common()),
+        skipped_why=_by_count(c.stats.skipped),
         retries=c.stats.retries,
+        given_up=c.stats.given_up.total(),
+        given_up_why=_by_count(c.stats.given_up),
         storage_failures=c.stats.storage_failures,
         proxy_down=c.stats.proxy_down,
         skipped_by_type=c.stats.skipped_types.total(),
@@ -214,6 +221,11 @@ def status_of(
         **_dns_figures(c),
         **_lease_figures(ip_leases),
     )
+
+
+def _by_count(counts: Counter[str]) -> str:
+    """ "why: n; ...", the most first."""
+    return "; ".join(f"{why}: {n}" for why, n in counts.most_common())
 
 
 def _dns_figures(c: Crawler) -> dict[str, int]:
