@@ -129,9 +129,11 @@ class SlowHost:
     """A host among a peer's slowest, as its status reports it."""
 
     host: str
-    # Estimated seconds to the response's head.
-    latency: float
-    # Its delay now: the floor raised by its pace and back-off.
+    # Estimated seconds to the response's head; None: not answered in this run (a
+    # host held since the last, by a Retry-After that outlived a restart).
+    latency: float | None
+    # Its wait now: the floor raised by its pace and back-off, or longer where a
+    # Retry-After holds it (the seconds left).
     delay: float
     # 503/429 answers in a row without a Retry-After longer than their back-off.
     strikes: int
@@ -146,19 +148,29 @@ class Paced(Protocol):
     @property
     def pace(self) -> Pace | None: ...
 
+    @property
+    def next_allowed(self) -> float: ...
+
 
 P = TypeVar("P", bound=Paced)
 
 
-def slowest_hosts(slots: Iterable[P], n: int, delay_of: Callable[[P], float]) -> list[SlowHost]:
-    """The ``n`` hosts gone slowest on: the longest delay (``delay_of``), then the
-    slowest to answer (a time-out counts as a wait that long), of those heard from."""
-    paced = [
-        SlowHost(slot.host, slot.pace.latency, delay_of(slot), slot.pace.strikes)
-        for slot in slots
-        if slot.pace is not None and slot.pace.latency is not None
-    ]
-    return heapq.nlargest(n, paced, key=lambda s: (s.delay, s.latency, s.host))
+def slowest_hosts(
+    slots: Iterable[P], n: int, delay_of: Callable[[P], float], now: float | None = None
+) -> list[SlowHost]:
+    """The ``n`` hosts gone slowest on: the longest wait, then the slowest to answer (a
+    time-out counts as a wait that long), of those heard from, and of those held past
+    their delay at ``now`` (a Retry-After, obeyed and said nowhere: QA). The wait is
+    ``delay_of``, or with ``now`` the time left until the host's next request if
+    longer."""
+    rows = []
+    for slot in slots:
+        pace, delay = slot.pace, delay_of(slot)
+        wait = delay if now is None else max(delay, slot.next_allowed - now)
+        latency = None if pace is None else pace.latency
+        if latency is not None or wait > delay:
+            rows.append(SlowHost(slot.host, latency, wait, 0 if pace is None else pace.strikes))
+    return heapq.nlargest(n, rows, key=lambda s: (s.delay, s.latency or 0.0, s.host))
 
 
 #: Seconds the slowest hosts, once ranked, are given again to those who ask with a time.
@@ -182,7 +194,7 @@ class SlowestHosts(Generic[P]):
         """``now`` None: ranked anew, whenever the last was."""
         if now is not None and self._last[0] == n and now - self._last[1] < SLOWEST_REFRESH:
             return self._last[2]
-        ranked = slowest_hosts(slots, n, delay_of)
+        ranked = slowest_hosts(slots, n, delay_of, now)
         if now is not None:
             self._last = (n, now, ranked)
         return ranked
