@@ -40,7 +40,7 @@ def _left_out(figures: Mapping[str, Any]) -> str:
         parts.append(
             f"{counted(n, 'refresh', 'refreshes')} of pages fetched before ({unchanged} "
             f"unchanged, {figures.get('refreshes_not_modified')} of them 304s; "
-            f"{figures.get('pages_retired')} pages retired)"
+            f"{counted(figures.get('pages_retired', 0), 'page')} retired)"
         )
     if n := figures.get("skipped"):
         # A host given up (its robots.txt unreachable, a proxy that refuses) shows here.

@@ -534,3 +534,36 @@ async def test_a_page_handed_over_is_asked_in_full_once_for_a_response_in_its_wa
                     )
     assert [kind for kind, _, _ in records] == ["response"] + ["revisit"] * (len(asked) - 1)
     assert {refers for _, _, refers in records[1:]} == {records[0][1]}
+
+
+async def test_a_sitemap_read_again_is_not_counted_among_the_pages_refreshed(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Status said "145 refreshes of pages fetched before" beside 133 pages: its
+    # refreshes counted the sitemaps read again, its pages did not (QA).
+    asked: list[str] = []
+    sitemap = (
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        "<url><loc>http://site.test/</loc></url></urlset>"
+    )
+
+    def site(request: httpx2.Request) -> httpx2.Response:
+        path = request.url.path
+        if path == "/robots.txt":
+            return httpx2.Response(404)
+        asked.append(path)
+        if path == "/sitemap.xml":
+            return httpx2.Response(200, headers={"content-type": "application/xml"}, text=sitemap)
+        return httpx2.Response(200, headers={"content-type": "text/html"}, content=BODY)
+
+    config = dataclasses.replace(_config(tmp_path), bounds=BoundsConfig())
+    with wall_clock_on_trio_time():
+        async with running_crawler(config, site) as crawler:
+            crawler.seed(["http://site.test/"])
+            await trio.sleep(1200)
+            pages, sitemaps = crawler.stats.pages, crawler.stats.sitemaps
+            assert crawler.refresher is not None
+            refreshes = crawler.refresher.stats.refreshes
+    assert asked.count("/sitemap.xml") == sitemaps >= 3  # read again too
+    assert asked.count("/") == pages >= 3
+    assert refreshes == pages - 1

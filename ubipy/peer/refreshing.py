@@ -129,6 +129,7 @@ class Refresher(PlanningMixin):
         # Pages whose last answers failed: left out of the plan's allocation.
         self._failing: set[int] = set()
         self.stats = RefreshStats()
+        self._sitemap_visits = RefreshStats()
         self.hints = LastmodHints()
         # When hints made pages due (their rate comes out of the plan's budget), and
         # the pages so made due, not yet asked (a new plan must not put them off).
@@ -270,7 +271,10 @@ class Refresher(PlanningMixin):
             self._due_again(kept)
             return True, kept.row(), None
         self._asked.discard(page.fp)
-        self.stats.refreshes += 1
+        # A sitemap's visits apart: status counts them as sitemaps, not as pages (QA:
+        # 145 refreshes of 133 pages).
+        stats = self._sitemap_visits if is_sitemap(kept.depth) else self.stats
+        stats.refreshes += 1
         answer = result.not_modified or (result.ok and result.status == 200)
         # Its history lost with a dead peer (history_lost): its page row too, so its
         # first answer here is stored as its first fetch, not as a later visit.
@@ -305,22 +309,22 @@ class Refresher(PlanningMixin):
         if answer and not relink_again:
             kept.visited(now, changed)
         if changed:
-            self.stats.changed += 1
+            stats.changed += 1
             kept.etag, kept.last_modified, kept.digest = page.etag, page.last_modified, page.digest
         elif result.not_modified:
-            self.stats.not_modified += 1
+            stats.not_modified += 1
             # A 304's validators replace those held (RFC 9111 4.3.4); one it leaves out
             # stays.
             kept.etag = page.etag or kept.etag
             kept.last_modified = page.last_modified or kept.last_modified
         elif answer:
-            self.stats.unchanged += 1
+            stats.unchanged += 1
             # The same body under new validators (a server that makes its ETag of a
             # file's time, after a redeploy): asked with the old ones, it would answer
             # in full at every visit from now on.
             kept.etag, kept.last_modified = page.etag, page.last_modified
         else:
-            self.stats.failed += 1
+            stats.failed += 1
         kept.asked_at = now
         kept.held_until = 0.0
         if relink_again:
@@ -347,25 +351,15 @@ class Refresher(PlanningMixin):
             # redirect), kept as its own response: an archive replays the page as it was
             # then, not as the version held (QA: a page gone showed as live).
             visit = Visit(
-                page.fp,
-                now,
-                result.status,
-                changed,
-                page.digest,
-                page.content_type,
-                page.length,
-                page.etag,
-                page.last_modified,
-                page.body,
-                page.url,
-                page.head,
+                page.fp, now, result.status, changed, page.digest, page.content_type,
+                page.length, page.etag, page.last_modified, page.body, page.url, page.head,
                 page.truncated,
-            )
+            )  # fmt: skip
         if retire:
             # Its row goes with the commit; its visit is recorded still (a redirect's
             # target is found from it).
             self._forget(kept.host, [kept.fp])
-            self.stats.retired += 1
+            stats.retired += 1
             return False, Retired(kept.fp), visit
         return first_here, kept.row(), None if first_here else visit
 
