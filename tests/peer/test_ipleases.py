@@ -241,7 +241,10 @@ async def test_a_silent_or_unreachable_owner_is_not_waited_for_long(
     assert first == second and isinstance(first, IpLease)
     leases, crawler, _ = asker("q", None, where="gone:1")
     assert await crawler.clear_to_fetch("h.test")
-    assert trio.current_time() - before == pytest.approx(4.0)  # refused: not waited for
+    # Refused: the first ask waited out (an owner killed that instant may have granted
+    # the address to a request still running: going ahead at once overlapped it), the
+    # second not.
+    assert trio.current_time() - before == pytest.approx(6.0)
     assert leases.stats.timeouts == 1
 
 

@@ -34,7 +34,10 @@ What goes wrong, and what happens then:
 - the owner does not answer within ``patience``, asked twice (dead, cut off, or a
   peer of an older version that drops the frame): the request goes ahead under the
   peer's own rule and is counted (``ip_lease_timeouts``), so no crawl stalls on a
-  lost owner.
+  lost owner. A first ask that cannot be sent (the owner killed that instant, the
+  connection refused) waits the patience out as well before the second: going ahead at
+  once overlapped the request that held the address's lease (a second refused goes
+  ahead at once).
   A grant that arrives after its asker gave up is kept while the request it was
   asked for runs, and given back when it ends, as any lease (given back at once, it
   let the owner grant the address to another while that request still ran); one
@@ -272,12 +275,17 @@ class IpLeases:
             verdict: Verdict | None = await self._when_next(address, (owner, lease_id))
         else:
             verdict = await self._ask(owner, address, lease_id)
-            if verdict is None and self._router.owner(address) == owner:
+            if verdict is None:
                 # Asked once more: an owner restarted at once (too soon for the ring to
                 # notice) lost the first ask with its old process, and going ahead
                 # overlapped a request under that process's lease; its new run answers
-                # (in its grace, denying).
-                verdict = await self._ask(owner, address, lease_id)
+                # (in its grace, denying). Or the address's new owner, the ring having
+                # dropped the silent one meanwhile.
+                owner = self._router.owner(address)
+                if owner == self._peer_id:
+                    verdict = await self._when_next(address, (owner, lease_id))
+                else:
+                    verdict = await self._ask(owner, address, lease_id, first=False)
         if verdict is None:
             self.stats.timeouts += 1
             held = self._unleased[host] = _Held(owner, lease_id, address, asked_at)
@@ -293,7 +301,9 @@ class IpLeases:
         self._denied[host] = (verdict.wait, address)
         return False
 
-    async def _ask(self, owner: str, address: str, lease_id: int) -> Verdict | None:
+    async def _ask(
+        self, owner: str, address: str, lease_id: int, *, first: bool = True
+    ) -> Verdict | None:
         where = self._address_of(owner)
         if where is None:
             return None
@@ -302,6 +312,8 @@ class IpLeases:
             with trio.move_on_after(self._patience):
                 if await self._send(where, IpLease(lease_id, address, self.run)):
                     await pending.answered.wait()
+                elif first:
+                    await trio.sleep_forever()  # not sent: waited out before asking again
         finally:
             del self._pending[lease_id]
         return pending.verdict
