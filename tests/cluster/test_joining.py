@@ -16,7 +16,8 @@ import trio
 import trio.testing
 
 from tests.cluster.harness import Cluster, SimPeer, cluster, host_of, one_view
-from ubipy.synthweb import SyntheticWeb, WebSpec
+from tests.cluster.test_churn_memory import SEEDS
+from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
 
 WEB = SyntheticWeb(WebSpec(seed=3, hosts=4, pages_per_host=2))
 PORT = 7000
@@ -27,6 +28,10 @@ ORDERS = 10
 
 def _all_fetching(peers: list[SimPeer]) -> bool:
     return all(p.peer.crawler.paused is None for p in peers)
+
+
+def _none_joining(peers: list[SimPeer]) -> bool:
+    return all(p.peer.status().joining == 0 for p in peers)
 
 
 def _one_base(peers: list[SimPeer], everyone: frozenset[str]) -> bool:
@@ -64,7 +69,9 @@ async def test_peers_started_in_any_order_with_random_delays_form_one_cluster(
             waits.append(trio.current_time() - last_start)
             everyone = frozenset(p.peer_id for p in peers)
             assert all(p.peer.membership.alive_ids() == everyone for p in peers)
-            assert all(p.peer.status().joining == 0 for p in peers)
+            # Joined once a join address has answered its ask too.
+            with trio.fail_after(5):
+                await c.wait_until(partial(_none_joining, peers))
             # And one majority base, which every peer holds the lease on: new peers
             # that all named each other found it, with no bootstrap to start from.
             # (Each holder admits a newcomer once it has answered its ping.)
@@ -177,7 +184,8 @@ async def test_a_lone_peer_keeps_trying_backs_off_and_says_why(
         member = await c.start(1, port=PORT)
         with trio.fail_after(31):
             await lone.wait_count(r"member \w+ joined", 1)
-        assert lone.peer.status().joining == 0
+        with trio.fail_after(5):
+            await c.wait_until(partial(_none_joining, [lone]))
         assert member.peer.membership.alive_ids() == {lone.peer_id, member.peer_id}
 
 
@@ -188,7 +196,7 @@ async def test_a_new_peer_on_a_dead_peer_s_address_joins_at_once(
     cluster saw the old peer dead: the new peer (a new id) is seen alive by all within
     seconds; once the others know it, none of their frames is refused as meant for the
     old one, and none of them is turned away as a stranger."""
-    for seed in range(4):
+    for seed in range(8):
         async with cluster(tmp_path / f"s{seed}", WEB, seed=seed) as c:
             await _replace_on_the_same_address(c, tmp_path / f"s{seed}" / "fresh")
 
@@ -199,6 +207,12 @@ async def _replace_on_the_same_address(c: Cluster, fresh: Path) -> None:
         sims.append(await c.start(i, port=PORT, join=sims[0]))
     with trio.fail_after(60):
         await c.wait_until(lambda: one_view(sims))
+        # The base of the three confirmed: killed while a joint base of two still
+        # awaited the dead one's word, the smaller id of the two, nobody holds until it
+        # is back (a two-peer cluster's rule), which a replacement never is.
+        everyone = frozenset(s.peer_id for s in sims)
+        await c.wait_until(partial(_one_base, sims, everyone))
+        await c.wait_until(lambda: all(s.peer.lease.quorum.joint is None for s in sims))
     await c.kill(sims[2])
     new = await c.start(2, port=PORT, join=sims[0], tune=lambda cfg: replace(cfg, data_dir=fresh))
     assert new.peer_id != sims[2].peer_id and new.address == sims[2].address
@@ -214,3 +228,37 @@ async def _replace_on_the_same_address(c: Cluster, fresh: Path) -> None:
     assert new.peer.crawler.paused is None
     assert new.peer.links.stats.rejected["MISDIRECTED"] == refused
     assert new.peer.links.stats.cut["barred"] == 0
+
+
+@SEEDS
+async def test_peers_that_join_one_not_up_yet_wait_for_it_and_make_one_cluster(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, seed: int
+) -> None:
+    """The README's recipe in another order: peer 1 names peer 0 (the first peer, not up
+    yet), peer 2 names peer 1. The two made a cluster of their own and crawled; peer 0,
+    started later, made a second; both crawled the same hosts until they met: pages
+    fetched twice, and a host asked by two peers at once (QA). Now 1 and 2 wait for 0,
+    fetching nothing, 1 saying it is joining; then one cluster crawls everything once."""
+    truth = ground_truth(WEB, [WEB.seed_url()])
+    async with cluster(tmp_path, WEB, seed=seed) as c:
+        second = await c.start(1, port=PORT, join_addresses=[address_of(0)])
+        third = await c.start(2, port=PORT, join_addresses=[address_of(1)])
+        with trio.fail_after(60):
+            await c.wait_until(lambda: one_view([second, third]))
+        third.peer.seed_urls([WEB.seed_url()])
+        await trio.sleep(40)  # virtual: what the two do meanwhile is the test
+        assert len(c.server.log) == 0
+        assert all(p.peer.crawler.paused is not None for p in (second, third))
+        assert second.peer.status().joining > 0 and third.peer.status().joining == 0
+        assert second.count("no --join address answered: it founds no cluster") == 1
+        first = await c.start(0, port=PORT)
+        peers = [first, second, third]
+        with trio.fail_after(120):
+            await c.wait_until(lambda: one_view(peers))
+            await c.wait_until(partial(_all_fetching, peers))
+        with trio.fail_after(600):
+            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(truth) == set())
+        bases = {p.peer.lease.quorum.base for p in peers}
+    referee = Referee(c.server.log, WEB)
+    assert bases == {frozenset(p.peer_id for p in peers)}
+    assert referee.duplicates() == [] and referee.overlaps() == []

@@ -159,6 +159,7 @@ def test_newcomers_that_meet_only_each_other_found_a_base_with_the_smallest_id(
     a, b = Quorum("a", "", lease=LEASE, newcomer=True), Quorum("b", "", lease=LEASE, newcomer=True)
     for q in (a, b):
         q.set_live("abc")
+        q.expecting = False  # a join address of theirs answered
     for member, informed in answers.items():
         a.answered(member, "", 0.0, holds=False, informed=informed)
     b.answered("a", "", 0.0, holds=False, informed=False)
@@ -167,6 +168,20 @@ def test_newcomers_that_meet_only_each_other_found_a_base_with_the_smallest_id(
     assert a.found() is founds
     assert a.base == (frozenset("abc") if founds else frozenset())
     assert a.pending is not founds
+
+
+def test_a_newcomer_whose_join_addresses_never_answered_founds_nothing() -> None:
+    """Told to join a cluster that may be up there, it founds none with the newcomers
+    that reach it meanwhile (QA: peers whose first named a bootstrap not up yet, the
+    next the first, made a cluster of their own, then a second with the bootstrap)."""
+    a = Quorum("a", "", lease=LEASE, newcomer=True)
+    assert a.expecting
+    a.set_live("ab")
+    a.answered("b", "", 0.0, holds=False, informed=False)
+    assert not a.found() and a.pending
+    a.expecting = False
+    assert a.found() and a.base == frozenset("ab")
+    assert not Quorum("a", "", lease=LEASE).expecting  # the first peer: nothing to expect
 
 
 def test_a_lone_newcomer_or_one_that_heard_of_a_base_founds_nothing() -> None:

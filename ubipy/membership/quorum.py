@@ -140,6 +140,13 @@ class Quorum:
         # newcomer said it had heard of one), and what each newcomer answered.
         self._informed = False
         self._newcomers: dict[str, bool] = {}
+        # Pending, and none of its join addresses has answered yet: it was told where a
+        # cluster is, which may be up there, so it founds none with the new peers that
+        # reach it meanwhile, and answers no ask (its word would let them found one).
+        # Peers whose first named a bootstrap not up yet, and the next the first, made
+        # a cluster of their own, then a second with the bootstrap (QA). The driver
+        # clears it when an address answers.
+        self.expecting = self._pending
         # The base before additions not yet confirmed, and when the last was made (a
         # joint stored by the last run: any answer from now on confirms it).
         self._joint: set[str] | None = (set(joint) & self._base) or None
@@ -370,9 +377,11 @@ class Quorum:
     def found(self) -> bool:
         """A pending peer whose live members are all pending and have heard of no
         base, as it has not, founds one with them all if it has the smallest id of
-        them. True if it did."""
+        them and is not ``expecting``. True if it did."""
         others = self._live - {self.self_id}
-        if not self._pending or self._informed or not others or self.self_id > min(others):
+        if not self._pending or self._informed or self.expecting:
+            return False
+        if not others or self.self_id > min(others):
             return False
         if any(self._newcomers.get(m, True) for m in others):  # unanswered, or informed
             return False

@@ -14,7 +14,7 @@ import logging
 from ubipy.net import Network, request
 from ubipy.wire import Status, StatusRequest
 
-__all__ = ["said_elsewhere", "same_id_at", "who_answers"]
+__all__ = ["answer_at", "said_elsewhere", "who_answers"]
 
 log = logging.getLogger(__name__)
 
@@ -31,19 +31,25 @@ async def who_answers(address: str, secret: bytes, network: Network) -> str | No
     return ids[0] if ids else None
 
 
-async def same_id_at(address: str, secret: bytes, network: Network, peer_id: str, run: int) -> bool:
-    """Whether the peer answering at ``address`` is another live process under
-    ``peer_id`` (of another ``run`` than this one's): a copy of its data directory
-    joining its original directly, whose frames each takes for its own reflected, so
-    that no third peer hears both (QA)."""
+async def answer_at(
+    address: str, secret: bytes, network: Network, peer_id: str, run: int
+) -> str | None:
+    """The id of the peer that answers at ``address`` (None: none does, from here, or
+    it is this very process, a name that stands for it too). ``peer_id`` itself means
+    another live process under it (of another ``run`` than this one's): a copy of its
+    data directory joining its original directly, whose frames each takes for its own
+    reflected, so that no third peer hears both (QA)."""
     try:
         answer = await request(address, secret, StatusRequest(), patience=5.0, network=network)
     except OSError:
-        return False
+        return None
     # Its own row alone (a status request not of the cluster); of a run said (a peer
     # before runs were said is not told apart from this one).
     rows = answer.peers if isinstance(answer, Status) else ()
-    return any(r.get("peer_id") == peer_id and r.get("run") not in (None, run) for r in rows)
+    ids = [str(row.get("peer_id")) for row in rows if row.get("peer_id") != peer_id]
+    if any(r.get("peer_id") == peer_id and r.get("run") not in (None, run) for r in rows):
+        return peer_id
+    return min(ids, default=None)
 
 
 def said_elsewhere(address: str, other: str) -> None:

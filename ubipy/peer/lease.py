@@ -117,6 +117,8 @@ class Lease:
 
     async def _on_ask(self, sender: str, ask: BaseAsk, reply: Reply) -> None:
         quorum, now = self.quorum, trio.current_time()
+        if quorum.pending and quorum.expecting:
+            return  # unanswered, it keeps the asker from founding (Quorum.expecting)
         if self._admit(now):
             self._remember()
         base = () if quorum.pending else tuple(sorted(quorum.base))
@@ -152,6 +154,18 @@ class Lease:
 
     def _note_base(self) -> None:
         self._counted |= self.quorum.base | (self.quorum.joint or frozenset())
+
+    @property
+    def expecting(self) -> bool:
+        """New, and waiting for one of its join addresses to answer."""
+        return self.quorum.pending and self.quorum.expecting
+
+    def join_answered(self, address: str) -> None:
+        """A join address answered: the peer may found a cluster with those it meets."""
+        if self.expecting:
+            log.info("--join %s answered", address)
+            self._kick.set()
+        self.quorum.expecting = False
 
     def nobody_to_join(self) -> None:
         """A try to join reached nobody but this peer itself: a new peer founds a base
@@ -200,8 +214,14 @@ class Lease:
     def answered(self, answers: Sequence[tuple[str, float]]) -> None:
         """Members answered our pings sent at these times."""
         quorum = self.quorum
+        joint = quorum.joint
         for member_id, sent in answers:
             quorum.heard(member_id, sent)
+        if joint is not None and quorum.joint is None:
+            # Kept without it: a restart would be bound by a joint base confirmed long
+            # before, awaiting the word of a member that may never come back.
+            log.info("the base of %d peers confirmed by the one before it", len(quorum.base))
+            self._remember()
         if answers and self._admit(trio.current_time()):
             self._remember()  # a newcomer's first answer: it joins the base
         if answers and self._crawler.paused is not None:

@@ -33,7 +33,7 @@ from ubipy.membership import (
     message_from_wire,
 )
 from ubipy.net import Links, Network, Reply, TcpNetwork, is_loopback, split_address
-from ubipy.peer.advertised import said_elsewhere, same_id_at, who_answers
+from ubipy.peer.advertised import answer_at, said_elsewhere, who_answers
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff
@@ -299,7 +299,9 @@ class Peer:
             network=self.network,
             mine=(self.address, self.bound),
             nobody=lease.nobody_to_join,
-            ours=self._ours_at,
+            ask=self._asked_at,
+            expecting=lambda: lease.expecting and not self._stop.is_set(),
+            answered=lease.join_answered,
         )
         self._register_handlers()
         lease.install(self.handle, self.send, self.start_soon)
@@ -417,12 +419,14 @@ class Peer:
         if other is not None and other != self.peer_id:
             self._advertised_elsewhere(other)
 
-    async def _ours_at(self, address: str) -> None:
-        """It stops if ``address`` is another live process under its id (joining.py)."""
+    async def _asked_at(self, address: str) -> str | None:
+        """Who answers at ``address`` (joining.py): it stops if that is another live
+        process under its id."""
         args = (address, self.secret, self.network, self.peer_id, self.links.writer.epoch)
-        if await same_id_at(*args) and self.clashed_with is None:
+        if (who := await answer_at(*args)) == self.peer_id and self.clashed_with is None:
             self.clashed_with = address
             self._stop.set()
+        return who
 
     def _advertised_elsewhere(self, other: str) -> None:
         """It stops (with a leave: it is in the others' views): :mod:`.advertised`."""
