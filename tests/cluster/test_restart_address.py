@@ -67,6 +67,9 @@ async def test_a_peer_restarted_on_a_new_address_is_never_declared_dead(
         if accusations:
             c.save_logs(tmp_path / "logs")
         assert accusations == []
+        # Its outbids told to its previous life's address were relayed when no dial
+        # there answered, and said as "cannot reach <its own id>" (QA).
+        assert not any(f"cannot reach {back.peer_id}" in line for line in back.lines)
     ref = Referee(c.server.log, WEB)
     in_flight = sum(1 for r in ref.requests if r.start < killed <= r.end)
     assert ref.overlaps() == []

@@ -435,13 +435,16 @@ class Links:
         # Only a frame told to another process under our id names us (ReplayGuard).
         named = self.recipient_of(address)
         to = to or ("" if named == self.self_id else named)
-        # A member whose address did not answer a dial lately: by relay, at once.
-        relayed = self.relays.first(address, to)
+        # A member whose address did not answer a dial lately: by relay, at once. Not
+        # a frame for another process under our id (a previous life's address): a
+        # relay would bring it back here, said as "cannot reach" ourselves (QA).
+        mine = to == self.self_id
+        relayed = not mine and self.relays.first(address, to)
         conn = None if relayed else await self.connection(address)
         if conn is None:
             # Only a dial that failed: a write that broke, or one given up on a peer
             # that reads nothing, is not the relay's to carry (it would stall there).
-            return await self.relays.send(message, to)
+            return not mine and await self.relays.send(message, to)
         return await self.send_on(conn, message, to)
 
     async def send_on(self, conn: _Conn, message: Message, to: str) -> bool:
@@ -503,8 +506,7 @@ class Links:
             return conn
 
     def why(self, address: str) -> str | None:
-        """Why ``address`` has not answered us, as far as the links know (None:
-        nothing known)."""
+        """Why ``address`` has not answered us, as far as known (None: nothing known)."""
         if address in self.trouble:
             return self.trouble[address]
         conn = self._out.get(address)
