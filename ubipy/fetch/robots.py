@@ -203,7 +203,7 @@ def _agents_named(text: str, agent: str) -> str:
 
     An infinite Crawl-delay (``inf``, ``1e400``) asks for the slowest crawl there is;
     protego drops it as malformed, and the host got the default delay. It becomes
-    the largest finite one, for --max-crawl-delay to cap."""
+    the largest finite one, for the max_crawl_delay setting to cap."""
     lines = text.splitlines()
     for n, line in enumerate(lines):
         lower = line.lower()

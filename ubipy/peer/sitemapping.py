@@ -141,7 +141,7 @@ class Sitemapping:
         if over := rules.sitemaps_over:
             self._stats.sitemap_skipped += over
             self._past_limits(
-                fetched.start, f"{over} Sitemap lines past the first {len(rules.sitemaps)}"
+                fetched.start, f"{over} Sitemap lines past the first {len(rules.sitemaps)} skipped"
             )
         # Cross-submission: an in-scope host's Sitemap lines, on any host.
         beyond = _anywhere if self._in_scope(host_key(fetched.start)) else None
@@ -217,12 +217,16 @@ class Sitemapping:
         entries, skipped = sitemap.entries, sitemap.over_limit
         if sitemap.kind is SitemapKind.INDEX and entry.depth == INDEXED_SITEMAP_DEPTH:
             entries, skipped = (), skipped + len(entries)
-            self._past_limits(url, "a sitemap index listed in a sitemap index")
+            self._past_limits(url, "a sitemap index listed in a sitemap index, skipped")
         elif skipped:
-            self._past_limits(url, f"{skipped} entries past the first {len(entries)}")
+            self._past_limits(url, f"{skipped} entries past the first {len(entries)} skipped")
         if sitemap.cut:
             stats.sitemaps_cut += 1
-            self._past_limits(url, "read in part (over 50 MB, the body cap, or too many elements)")
+            self._past_limits(
+                url,
+                "read in part (over 50 MB, the body cap, or too many elements): the entries "
+                "before the cut are taken",
+            )
         stats.sitemap_skipped += skipped
         if sitemap.kind is SitemapKind.INDEX:
             # The protocol keeps an index's sitemaps on its site: on its own host they
@@ -251,11 +255,11 @@ class Sitemapping:
 
     def _past_limits(self, url: str, what: str) -> None:
         if self._warned:
-            log.debug("sitemap %s: %s; skipped", url, what)
+            log.debug("sitemap %s: %s", url, what)
             return
         self._warned = True
         log.warning(
-            "sitemap %s: %s; skipped. What is past the sitemap protocol's limits is "
+            "sitemap %s: %s. What is past the sitemap protocol's limits is "
             "counted (sitemap_skipped, sitemaps_cut) and from now on logged at debug level",
             url,
             what,
