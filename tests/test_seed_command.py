@@ -23,6 +23,8 @@ from ubipy.wire import (
     Message,
     Seed,
     SeedAck,
+    Status,
+    StatusRequest,
     new_epoch,
     secret_from,
 )
@@ -34,13 +36,16 @@ class FakePeer:
     """Answers SEED frames as a peer would: half new, half forwarded (odd counts favour
     the new); the ``fail_at``-th frame (from 1) finds the peer gone."""
 
-    def __init__(self, fail_at: int = 0) -> None:
+    def __init__(self, fail_at: int = 0, paused: str = "") -> None:
         self.frames: list[Seed] = []
         self.fail_at = fail_at
+        self.paused = paused
 
     async def request(
         self, address: str, secret: bytes, message: Message, **kwargs: object
     ) -> Message:
+        if isinstance(message, StatusRequest):  # asked once the seeds are in
+            return Status((), ({"peer_id": "aaaa", "paused": self.paused},))
         assert isinstance(message, Seed)
         if len(self.frames) + 1 == self.fail_at:
             raise OSError(f"{address} dropped the connection")
@@ -95,13 +100,29 @@ def test_a_peer_lost_midway_is_reported_with_what_it_took(
     )
 
 
+def test_seeds_taken_by_a_peer_that_fetches_nothing_for_now_are_said_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A peer waiting to join (a --join address dead, another secret) took them and
+    # said "1 new there", and nothing of fetching nothing (QA).
+    why = "new to the cluster: not yet counted by a member that holds the majority lease"
+    code, _ = seed(tmp_path, URLS[0] + "\n", FakePeer(paused=why), monkeypatch)
+    out, err = capsys.readouterr()
+    assert (code, out) == (
+        0,
+        "sent 1 seed to 127.0.0.1:7000: 1 new there, 0 forwarded to their owners\n",
+    )
+    assert err == f"ubipy seed: the peer fetches nothing for now: {why}\n"
+
+
 class KnowingPeer(FakePeer):
     """Knows every seed but the first two: one new, one forwarded."""
 
     async def request(
         self, address: str, secret: bytes, message: Message, **kwargs: object
     ) -> Message:
-        assert isinstance(message, Seed)
+        if not isinstance(message, Seed):
+            return await super().request(address, secret, message)
         self.frames.append(message)
         return SeedAck(len(message.urls), 1, 1, ())
 

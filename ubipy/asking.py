@@ -13,7 +13,7 @@ import trio
 
 from ubipy.checks import some_seconds
 from ubipy.net import request
-from ubipy.wire import Message, secret_doubt, secret_from
+from ubipy.wire import Message, Status, StatusRequest, secret_doubt, secret_from
 
 __all__ = ["ask", "asking_options", "unreachable"]
 
@@ -75,3 +75,16 @@ def unreachable(args: argparse.Namespace, exc: OSError) -> str:
         return f"{exc}; none was given (--secret, or UBIPY_SECRET)"
     doubt = secret_doubt(given)
     return f"{exc}; the secret given: {doubt}" if doubt else f"{exc}"
+
+
+def say_paused(args: argparse.Namespace) -> None:
+    """Say why the peer asked fetches nothing now, if it does not (its own status):
+    seeds taken by a peer waiting to join said "1 new there" and nothing more (QA)."""
+    try:
+        report = ask(args, StatusRequest(cluster=False), Status)
+    except OSError:
+        return
+    for row in report.peers:
+        if row.get("paused"):
+            print(f"ubipy {args.command}: the peer fetches nothing for now: {row['paused']}",
+                  file=sys.stderr)  # fmt: skip

@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 import trio
 
 from ubipy import __version__
-from ubipy.asking import ask, asking_options, unreachable
+from ubipy.asking import ask, asking_options, say_paused, unreachable
 from ubipy.checks import (
     OneLineParser,
     any_port_address,
@@ -505,6 +505,7 @@ def _seed(args: argparse.Namespace) -> int:
     for url, reason in refused:
         print(f"{args.file}: refused by the peer ({reason}): {url[:80]!r}", file=sys.stderr)
     print(seed_summary(args.peer, seeds, sent, admitted, forwarded, refused))
+    say_paused(args)
     return 1 if seeds.skipped or refused else 0
 
 
@@ -561,8 +562,7 @@ def _export(args: argparse.Namespace) -> int:
     )
     if summary.visits_left_out:
         left_out += f"; {counted(summary.visits_left_out, 'later visit')} left out"
-    # The pages written: those left out were counted among them (QA); the sitemaps
-    # apart, as status counts them (QA: 188 pages exported where status said 173).
+    # The pages written (those left out were counted), the sitemaps apart, as status has it (QA).
     what = [counted(summary.pages - summary.left_out - summary.sitemaps, "page")]
     if summary.sitemaps:
         what.append(counted(summary.sitemaps, "sitemap"))
