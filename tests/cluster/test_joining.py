@@ -261,4 +261,7 @@ async def test_peers_that_join_one_not_up_yet_wait_for_it_and_make_one_cluster(
         bases = {p.peer.lease.quorum.base for p in peers}
     referee = Referee(c.server.log, WEB)
     assert bases == {frozenset(p.peer_id for p in peers)}
+    # Not even for a moment, as peer 0's answer came before its membership did (a
+    # review: 1, the smaller id, founded {1, 2} and fetched before 0 was live there).
+    assert [p.count("only new peers in sight: founding") for p in (second, third)] == [0, 0]
     assert referee.duplicates() == [] and referee.overlaps() == []

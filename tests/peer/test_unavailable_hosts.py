@@ -101,3 +101,26 @@ async def test_a_site_down_for_good_is_asked_a_bounded_number_of_times_and_said(
     assert format_cluster(report).splitlines()[-1] == (
         "p0: 1 page given up after --retries (status 503: 1)"
     )
+
+
+class _OneStrikeThenRetryAfter(_Deploying):
+    """One 503 without Retry-After (a strike), then 503s asking a minute (no strike,
+    and no end of the run either: strikes stay at 1)."""
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        headers = {"retry-after": "60"} if self.asked else {}
+        self.asked.append((trio.current_time(), request.url.path, 503))
+        return httpx2.Response(503, headers=headers)
+
+
+async def test_a_url_s_free_tries_are_bounded_however_its_host_s_run_goes(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Each try was free while the run stood at one strike: asked 361 times in six
+    # hours, for ever, and never given up (a review).
+    site = _OneStrikeThenRetryAfter(up_at=float("inf"))
+    _, figures = await _crawl(site, tmp_path)
+    assert len(site.asked) <= 1 + FREE_STRIKES + 2
+    assert figures == {"given_up": 1, "given_up_why": "503: 1"}

@@ -118,8 +118,7 @@ class Scheduler(LookupAnswers):
         self.in_flight = 0  # requests and lookups
         self.lookups = 0  # of them, lookups
         self._slowest: SlowestHosts[HostSlot] = SlowestHosts()
-        # The proxy found down: no request before this, then one alone (a probe); the
-        # wait the next time.
+        # The proxy found down: nothing before this, then a probe alone; the next wait.
         self._all_held_until = -math.inf
         self._proxy_wait = _PROXY_WAIT
         self._probing = False
@@ -449,10 +448,11 @@ class Scheduler(LookupAnswers):
         self, host: str, entry: Entry, now: float, *, wait: float, asked: float | None = None,
         spent: bool = True,
     ) -> None:  # fmt: skip
-        """The request for ``entry`` failed in a retryable way: try it again first,
-        after ``wait`` (its back-off) or ``asked`` (Retry-After), and nothing else on
-        the host sooner; ``spent``: the try counts among the URL's retries."""
-        self._windows.put_back(self._slots[host], entry._replace(attempt=entry.attempt + spent))
+        """``entry`` failed in a retryable way: asked again first, after ``wait`` (its
+        back-off) or ``asked`` (Retry-After), nothing else on the host sooner;
+        ``spent``: the try counts among the URL's retries."""
+        again = entry._replace(attempt=entry.attempt + 1, free=entry.free + (not spent))
+        self._windows.put_back(self._slots[host], again)
         self.finished(host, now, wait=wait, asked=asked)
 
     def abandoned(

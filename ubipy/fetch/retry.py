@@ -45,10 +45,15 @@ RETRYABLE_OUTCOMES = frozenset(
 FREE_STRIKES = 10
 
 
-def spends_a_retry(result: FetchResult, strikes: int) -> bool:
+def spends_a_retry(result: FetchResult, strikes: int, free: int) -> bool:
     """Whether another try after ``result`` spends one of the URL's retries, the host's
-    run of strikes being ``strikes`` (this answer's included)."""
-    return not (result.status in WAIT_STATUSES and 0 < strikes <= FREE_STRIKES)
+    run of strikes being ``strikes`` (this answer's included) and ``free`` the URL's
+    tries that spent none so far: at most FREE_STRIKES in all (a host whose run
+    starts again and again, its pace shared with hosts that answer, would give a URL
+    that always fails tries without end: a review)."""
+    if free >= FREE_STRIKES or result.status not in WAIT_STATUSES:
+        return True
+    return not 0 < strikes <= FREE_STRIKES
 
 
 def is_retryable(result: FetchResult) -> bool:

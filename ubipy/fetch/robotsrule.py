@@ -46,7 +46,7 @@ from ubipy.fetch.robots import (
     RobotsRules,
     retry_delay,
 )
-from ubipy.fetch.slots import Entry, HostRobots, HostSlot, SpareRobots
+from ubipy.fetch.slots import HostRobots, HostSlot, SpareRobots, due_entry
 from ubipy.fetch.urls import robots_url
 
 __all__ = ["RobotsCache", "RobotsOutcome", "RobotsRule"]
@@ -251,5 +251,5 @@ def _other_scheme_waits(slot: HostSlot) -> bool:
     disk are not looked at), or among its pages due again."""
     scheme = slot.robots_scheme
     return any(not e.url.startswith(scheme) for e in slot.queue) or any(
-        not Entry._make(item[2:]).url.startswith(scheme) for item in slot.refresh
+        not due_entry(item).url.startswith(scheme) for item in slot.refresh
     )

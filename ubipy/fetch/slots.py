@@ -34,6 +34,8 @@ class Entry(NamedTuple):
     score: float = 0.0
     # A page fetched before, asked again (--recrawl), not a URL from the frontier.
     refresh: bool = False
+    # Of ``attempt``, those that spent none of its retries (ubipy.fetch.retry).
+    free: int = 0
 
     @property
     def fresh(self) -> bool:
@@ -49,6 +51,16 @@ class Entry(NamedTuple):
 #: pages due again, (due, tie, Entry) was two million of the objects every full
 #: collection went through (bench/refresh_memory.py).
 DueItem = tuple[float, int, int, int, str, int, int, float, bool]
+
+
+def due_item(at: float, tie: int, entry: Entry) -> DueItem:
+    """A refresh's entry in its host's heap (none has free tries: a refresh spends)."""
+    return (at, tie, entry.fp, entry.seq, entry.url, entry.depth, entry.attempt,
+            entry.score, entry.refresh)  # fmt: skip
+
+
+def due_entry(item: DueItem) -> Entry:
+    return Entry(*item[2:])
 
 
 class JobKind(enum.Enum):
@@ -155,18 +167,18 @@ class HostSlot:
 
     def due_anew(self, due: list[tuple[float, int, Entry]]) -> None:
         """Its pages due again: (when, tie-breaker, entry), in place of those it had."""
-        self.refresh = [(at, tie, *entry) for at, tie, entry in due]
+        self.refresh = [due_item(at, tie, entry) for at, tie, entry in due]
         heapq.heapify(self.refresh)
 
     def due_again(self, at: float, tie: int, entry: Entry) -> None:
-        heapq.heappush(self.refresh, (at, tie, *entry))
+        heapq.heappush(self.refresh, due_item(at, tie, entry))
 
     def first_due(self) -> Entry:
         """The page due again first (there is one)."""
-        return Entry._make(self.refresh[0][2:])
+        return due_entry(self.refresh[0])
 
     def pop_due(self) -> Entry:
-        return Entry._make(heapq.heappop(self.refresh)[2:])
+        return due_entry(heapq.heappop(self.refresh))
 
     @property
     def has_work(self) -> bool:

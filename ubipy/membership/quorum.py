@@ -145,8 +145,9 @@ class Quorum:
         # reach it meanwhile, and answers no ask (its word would let them found one).
         # Peers whose first named a bootstrap not up yet, and the next the first, made
         # a cluster of their own, then a second with the bootstrap (QA). The driver
-        # clears it when an address answers.
+        # clears it when an address answers (:meth:`answered_at_join`).
         self.expecting = self._pending
+        self._answered_by: str | None = None
         # The base before additions not yet confirmed, and when the last was made (a
         # joint stored by the last run: any answer from now on confirms it).
         self._joint: set[str] | None = (set(joint) & self._base) or None
@@ -381,12 +382,21 @@ class Quorum:
         others = self._live - {self.self_id}
         if not self._pending or self._informed or self.expecting:
             return False
+        if self._answered_by is not None and self._answered_by not in self._live:
+            return False  # what it says of a base, once a member, is to be heard first
         if not others or self.self_id > min(others):
             return False
         if any(self._newcomers.get(m, True) for m in others):  # unanswered, or informed
             return False
         self._settle(others | {self.self_id})
         return True
+
+    def answered_at_join(self, member_id: str) -> None:
+        """``member_id`` answered at a join address: no longer ``expecting``, though it
+        founds nothing until that member is live here and has answered its ask (a
+        review: between the two, a peer founded a base beside the one it had reached)."""
+        self.expecting = False
+        self._answered_by = member_id
 
     def alone(self) -> bool:
         """A pending peer whose try to join reached nobody but itself (every join

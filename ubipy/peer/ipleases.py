@@ -280,8 +280,10 @@ class IpLeases:
                 # notice) lost the first ask with its old process, and going ahead
                 # overlapped a request under that process's lease; its new run answers
                 # (in its grace, denying). Or the address's new owner, the ring having
-                # dropped the silent one meanwhile.
-                owner = self._router.owner(address)
+                # dropped the silent one meanwhile, under a new id: a late grant of the
+                # first then answers nothing pending, and is given back.
+                if (again := self._router.owner(address)) != owner:
+                    owner, lease_id = again, next(self._ids)
                 if owner == self._peer_id:
                     verdict = await self._when_next(address, (owner, lease_id))
                 else:
@@ -310,10 +312,9 @@ class IpLeases:
         pending = self._pending[lease_id] = _Pending(owner, address)
         try:
             with trio.move_on_after(self._patience):
-                if await self._send(where, IpLease(lease_id, address, self.run)):
+                # Not sent (said so): waited out all the same before asking again.
+                if await self._send(where, IpLease(lease_id, address, self.run)) or first:
                     await pending.answered.wait()
-                elif first:
-                    await trio.sleep_forever()  # not sent: waited out before asking again
         finally:
             del self._pending[lease_id]
         return pending.verdict

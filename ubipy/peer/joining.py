@@ -70,7 +70,7 @@ class Joiner:
         nobody: Callable[[], None] = lambda: None,
         ask: Callable[[str], Awaitable[str | None]] | None = None,
         expecting: Callable[[], bool] = lambda: False,
-        answered: Callable[[str], None] = lambda address: None,
+        answered: Callable[[str, str], None] = lambda address, peer_id: None,
     ) -> None:
         """``alone()`` says whether the peer has no live member besides itself,
         ``join(addresses)`` sends a try, ``links`` say why an address failed and
@@ -83,9 +83,9 @@ class Joiner:
         its original): each address a try dialled in vain, and, while the peer is
         ``expecting``, each one a try dials. ``expecting()`` says whether the peer, new,
         waits for one of its join addresses to answer (it founds no cluster meanwhile,
-        and the tries go on however many peers reach it), and ``answered(address)`` is
-        called when one does: a peer answered the ask (membership's own answers come on
-        connections the other peer dials, not from the address dialled)."""
+        and the tries go on however many peers reach it), and ``answered(address,
+        peer_id)`` is called when one does: a peer answered the ask (membership's own
+        answers come on connections the other peer dials, not from the address dialled)."""
         self.addresses = tuple(dict.fromkeys(addresses))
         self._alone = alone
         self._join = join
@@ -97,7 +97,7 @@ class Joiner:
         self._expecting = expecting
         self._answered = answered
         self._targets: list[str] = []  # those the last try dialled
-        self._heard: set[str] = set()  # those where a peer answered an ask
+        self._heard: dict[str, str] = {}  # where a peer answered an ask: its id
         self._said_waiting = False
         self.changed = Wakeup()  # set by the peer whenever membership changes
         self.attempt = 0
@@ -117,8 +117,8 @@ class Joiner:
 
     async def _asked(self, target: str) -> None:
         assert self._ask is not None
-        if await self._ask(target) is not None:
-            self._heard.add(target)
+        if (peer_id := await self._ask(target)) is not None:
+            self._heard[target] = peer_id
             if self._expecting():
                 self.changed.set()  # the tries may be over
 
@@ -126,7 +126,7 @@ class Joiner:
         """Whether the tries are over: the peer has company, and is not new and waiting
         for a join address to answer (one that answers is said)."""
         if self._expecting() and (address := self._answer()) is not None:
-            self._answered(address)
+            self._answered(address, self._heard[address])
         return not self._alone() and not self._expecting()
 
     async def run(self) -> None:

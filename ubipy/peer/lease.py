@@ -160,12 +160,13 @@ class Lease:
         """New, and waiting for one of its join addresses to answer."""
         return self.quorum.pending and self.quorum.expecting
 
-    def join_answered(self, address: str) -> None:
-        """A join address answered: the peer may found a cluster with those it meets."""
+    def join_answered(self, address: str, member_id: str) -> None:
+        """A join address answered (``member_id``): the peer may found a cluster with
+        those it meets, that one among them (Quorum.answered_at_join)."""
         if self.expecting:
             log.info("--join %s answered", address)
+            self.quorum.answered_at_join(member_id)
             self._kick.set()
-        self.quorum.expecting = False
 
     def nobody_to_join(self) -> None:
         """A try to join reached nobody but this peer itself: a new peer founds a base
