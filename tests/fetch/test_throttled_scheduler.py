@@ -121,7 +121,7 @@ def test_slowest_hosts_longest_delay_first() -> None:
 
 def test_a_host_held_by_a_retry_after_is_among_the_slowest_with_its_time_left() -> None:
     """A Retry-After of 10 minutes was obeyed and said nowhere: the host showed "waits
-    50 ms", and none at all after a restart, with the crawl seemingly stuck (QA)."""
+    50 ms", with the crawl seemingly stuck (QA)."""
     s = _sched(delay=0.05)
     for host in ("held.test", "fast.test"):
         _ready(s, host, 2)
@@ -131,14 +131,11 @@ def test_a_host_held_by_a_retry_after_is_among_the_slowest_with_its_time_left() 
     [held] = [h for h in s.slowest(5, now=61.0) if h.host == "held.test"]
     assert (held.latency, held.delay, held.strikes) == (0.002, 540.0, 0)
     assert s.slowest(1, now=61.0 + SLOWEST_REFRESH)[0].host == "held.test"
-    # A restart: held by what the last run kept, not answered in this one.
+    # Not heard from in this run (a restart), it is left out: so are the many held
+    # for want of their name or robots.txt, which would fill the list.
     s = _sched(delay=0.05)
     s.restore_host("held.test", not_before=300.0, pages=1)
-    s.restore_host("idle.test", not_before=0.0, pages=1)
-    assert [(h.host, h.latency, h.delay) for h in s.slowest(5, now=100.0)] == [
-        ("held.test", None, 200.0)
-    ]
-    assert s.slowest(5) == []  # without a time, only the hosts heard from
+    assert s.slowest(5, now=100.0) == []
 
 
 def test_a_status_every_second_walks_the_hosts_once_in_ten_seconds() -> None:

@@ -46,10 +46,10 @@ FIGURE_FIELDS: Final = (
 # At most this many of a peer's slowest hosts are kept from its figures.
 MAX_SLOW_HOSTS: Final = 10
 
-# One of a peer's slowest hosts: (host, seconds to answer or None when it has not
-# answered in the peer's run, seconds it waits between two requests or until its next
-# one, 503/429 answers without Retry-After in a row). A tuple, so rows stay JSON.
-SlowHostRow = tuple[str, float | None, float, int]
+# One of a peer's slowest hosts: (host, seconds to answer, seconds it waits between two
+# requests or until its next, 503/429 answers without Retry-After in a row). A tuple, so
+# rows stay JSON.
+SlowHostRow = tuple[str, float, float, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,18 +396,15 @@ def slow_hosts(value: object) -> tuple[SlowHostRow, ...]:
             latency, delay, strikes = float(parts[1]), float(parts[2]), int(parts[3])
         except ValueError:
             continue
-        if math.isfinite(delay) and not math.isinf(latency):
-            answers = None if math.isnan(latency) else latency
-            rows.append((parts[0], answers, delay, max(strikes, 0)))
+        if math.isfinite(latency) and math.isfinite(delay):
+            rows.append((parts[0], latency, delay, max(strikes, 0)))
     return tuple(rows)
 
 
 def describe_slow_host(row: SlowHostRow) -> str:
-    """``"a.example answers in 1.20 s, waits 1.20 s (3 × 503/429)"``, for people; one
-    not answered in the peer's run, held since the last: ``"a.example waits 9.5 min"``."""
+    """``"a.example answers in 1.20 s, waits 1.20 s (3 × 503/429)"``, for people."""
     host, latency, delay, strikes = row
-    answers = "" if latency is None else f" answers in {_seconds(latency)},"
-    text = f"{host}{answers} waits {_seconds(delay)}"
+    text = f"{host} answers in {_seconds(latency)}, waits {_seconds(delay)}"
     return text + (f" ({strikes} × 503/429)" if strikes else "")
 
 

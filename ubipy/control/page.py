@@ -102,10 +102,10 @@ function duration(s) {
 }
 const seconds = (s) => s >= 120 ? (s / 60).toFixed(1) + " min"
   : s < 1 ? Math.round(s * 1000) + " ms" : s.toFixed(2) + " s";
-// One of a peer's slowest hosts: [host, seconds to answer (null: not answered in the
-// peer's run), seconds it waits between requests or until its next, strikes].
+// One of a peer's slowest hosts: [host, seconds to answer, seconds it waits between
+// requests or until its next, strikes].
 function slowHost(h) {
-  return h[0] + (h[1] === null ? "" : " " + seconds(h[1]) + ",") + " waits " + seconds(h[2]) +
+  return h[0] + " " + seconds(h[1]) + ", waits " + seconds(h[2]) +
     (h[3] ? " (" + h[3] + " × 503/429)" : "");
 }
 function when(t) {

@@ -129,9 +129,8 @@ class SlowHost:
     """A host among a peer's slowest, as its status reports it."""
 
     host: str
-    # Estimated seconds to the response's head; None: not answered in this run (a
-    # host held since the last, by a Retry-After that outlived a restart).
-    latency: float | None
+    # Estimated seconds to the response's head.
+    latency: float
     # Its wait now: the floor raised by its pace and back-off, or longer where a
     # Retry-After holds it (the seconds left).
     delay: float
@@ -159,18 +158,19 @@ def slowest_hosts(
     slots: Iterable[P], n: int, delay_of: Callable[[P], float], now: float | None = None
 ) -> list[SlowHost]:
     """The ``n`` hosts gone slowest on: the longest wait, then the slowest to answer (a
-    time-out counts as a wait that long), of those heard from, and of those held past
-    their delay at ``now`` (a Retry-After, obeyed and said nowhere: QA). The wait is
-    ``delay_of``, or with ``now`` the time left until the host's next request if
-    longer."""
+    time-out counts as a wait that long), of those heard from. The wait is
+    ``delay_of``, or with ``now`` the time left until the host's next request if longer
+    (a Retry-After, obeyed and said nowhere: QA). Hosts not heard from in this run are
+    left out, though one may be held by a Retry-After its last run was given: most are
+    held for want of their name or robots.txt, and would fill the list."""
     rows = []
     for slot in slots:
-        pace, delay = slot.pace, delay_of(slot)
+        if (pace := slot.pace) is None or pace.latency is None:
+            continue
+        delay = delay_of(slot)
         wait = delay if now is None else max(delay, slot.next_allowed - now)
-        latency = None if pace is None else pace.latency
-        if latency is not None or wait > delay:
-            rows.append(SlowHost(slot.host, latency, wait, 0 if pace is None else pace.strikes))
-    return heapq.nlargest(n, rows, key=lambda s: (s.delay, s.latency or 0.0, s.host))
+        rows.append(SlowHost(slot.host, pace.latency, wait, pace.strikes))
+    return heapq.nlargest(n, rows, key=lambda s: (s.delay, s.latency, s.host))
 
 
 #: Seconds the slowest hosts, once ranked, are given again to those who ask with a time.

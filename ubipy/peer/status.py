@@ -4,7 +4,6 @@ line and the control centre's rows."""
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -211,8 +210,7 @@ def status_of(
         paused=paused,
         holding=handoff.holding(trio.current_time()),
         slowest_hosts="; ".join(
-            # nan: not answered in this run (another version leaves the host out).
-            f"{h.host} {math.nan if h.latency is None else h.latency:.3f} {h.delay:.3f} {h.strikes}"
+            f"{h.host} {h.latency:.3f} {h.delay:.3f} {h.strikes}"
             for h in c.scheduler.slowest(SLOWEST_REPORTED, now=trio.current_time())
         ),
         frames_relayed=links.relays.stats["sent"],
