@@ -149,6 +149,15 @@ costs 160 us of CPU after a 27 ms sleep against 45 us for a bare `epoll.poll` an
 CPU-second all new and 189,840 with 90% seen; `python -m bench.idle --seconds 20` 0.55
 ms of CPU a second for a peer alone, 2.56-2.74 for each of 3 peers in a cluster (4.3
 wake-ups a second).
+2026-12-07 (the fifty-second session, an AMD EPYC machine of 2 vCPUs): `--repeat 2`
+**11.51** (ubipy 0.31-0.34 ms a page, Scrapy 3.86-3.92); HTTPS over HTTP
+(`--max-requests 5 --repeat 2`) 1.27 (0.49 / 0.39 ms; the crawl alone 1.30; OpenSSL's own
+calls 0.06 of the 0.11 ms a page); `python -m bench.scaling --peers 1 --duration 30`
+1.02 ms a page at 2 in flight against 0.48 at 64 (2.1), `bench/wakeups.py` a wake-up's
+price 573 us after 27 ms (the sleep alone 272 us); `bench/admission.py` 105,166 links a
+CPU-second all new and 181,492 with 90% seen; `python -m bench.idle --seconds 20` 0.61 ms
+of CPU a second for a peer alone, 3.38-3.66 for each of 3 peers in a cluster (4.2-4.5
+wake-ups a second).
 
 Instructions a page (`--instructions`: each crawler under valgrind's callgrind, start-up
 included, about a third of ubipy's count on this small web) repeat within 1% where CPU
