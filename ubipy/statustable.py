@@ -59,6 +59,8 @@ def _left_out(figures: Mapping[str, Any]) -> str:
         parts.append(f"{counted(n, 'sitemap entry', 'sitemap entries')} past the protocol's limits")
     if n := figures.get("sitemaps_cut"):
         parts.append(f"{counted(n, 'sitemap')} read in part (past 50 MB or the body cap)")
+    if n := figures.get("sitemaps_faulty"):
+        parts.append(f"{counted(n, 'sitemap')} read up to a fault (malformed; -v says which)")
     if n := figures.get("proxy_down"):
         # A proxy down, or a wrong --proxy: the crawl waited and said so only in the log.
         parts.append(f"{counted(n, 'request')} put back: the proxy could not be reached")

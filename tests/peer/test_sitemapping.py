@@ -40,6 +40,7 @@ from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.pageanswers import SITEMAP_READS
 from ubipy.peer.reading import MAX_REDIRECTS
 from ubipy.peer.sitemapping import Sitemapping, read_as
+from ubipy.statustable import format_cluster
 from ubipy.steps import Steps, in_slices
 from ubipy.store import NewURL, Shard
 
@@ -377,6 +378,46 @@ def test_entries_past_the_limit_are_counted_and_logged_once(
     assert (stats.sitemaps, stats.sitemap_urls, stats.sitemap_skipped) == (3, 150_000, 6)
     warned = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1 and "2 entries past the first 50000" in warned[0].getMessage()
+
+
+def test_sitemaps_read_up_to_a_fault_are_counted_and_said_in_status() -> None:
+    """A "billion laughs" sitemap was dropped whole, logged at info only, and counted
+    nowhere (QA); malformed XML is read up to its fault, and counted too."""
+    stats = CrawlStats()
+
+    def candidates(
+        links: Sequence[str], base: str | None, depth: int, /, *, beyond_scope: object = None
+    ) -> list[NewURL]:
+        return [NewURL(fingerprint(u), u, WWW, depth) for u in links]
+
+    mapping = Sitemapping(BoundsConfig(), candidates, stats, keep_bodies=False, in_scope=bool)
+    laughs = (
+        b'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY a "aaaaaaaaaa">'
+        + b"".join(
+            b'<!ENTITY %s "%s">' % (bytes([98 + i]), b"&%s;" % bytes([97 + i]) * 10)
+            for i in range(8)
+        )
+        + b"]><urlset><url><loc>" + w("/1").encode() + b"</loc></url>"
+        + b"<url><loc>http://a.test/&i;</loc></url></urlset>"
+    )  # fmt: skip
+    cut = urlset(w("/2"), w("/3"))[:-40]  # malformed: ends inside an element
+    found = []
+    for body in (laughs, cut, urlset(w("/4"))):
+        entry = Entry(1, 1, w("/s.xml"), SITEMAP_DEPTH)
+        result = FetchResult(
+            w("/s.xml"), 200, "application/xml", None, None, None, None, None, body, False,
+            FetchOutcome.OK, None,
+        )  # fmt: skip
+        found += [u.url for u in mapping.answered(WWW, entry, result)[1]]
+    assert stats.sitemaps_faulty == 2
+    assert {w("/1"), w("/2"), w("/4")} <= set(found)  # what came before each fault
+    report = {
+        "members": [{"id": "p0", "address": "127.0.0.1:7000", "state": "alive"}],
+        "peers": [{"peer_id": "p0", "uptime": 1.0, "pages": 0, "sitemaps_faulty": 2}],
+    }
+    assert format_cluster(report).splitlines()[-1] == (
+        "p0: 2 sitemaps read up to a fault (malformed; -v says which)"
+    )
 
 
 async def test_a_sitemap_that_is_an_html_page_is_read_as_a_page(

@@ -33,11 +33,13 @@ class CrawlStats:
     robots_disallowed: int = 0
     robots_given_up: int = 0
     # Sitemaps answered (counted here, not as pages), the URLs they listed, the URLs
-    # past the protocol's limits (skipped), and the sitemaps read only in part.
+    # past the protocol's limits (skipped), the sitemaps read only in part, and those
+    # read up to a fault (malformed XML, a bad gzip stream, not a sitemap at all).
     sitemaps: int = 0
     sitemap_urls: int = 0
     sitemap_skipped: int = 0
     sitemaps_cut: int = 0
+    sitemaps_faulty: int = 0
     links_cut: int = 0  # hrefs past a page's MAX_LINKS, not followed
     links_seen: int = 0
     out_of_scope: int = 0

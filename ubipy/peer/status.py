@@ -45,7 +45,8 @@ class PeerStatus:
     robots_disallowed: int
     out_of_scope: int
     # Sitemaps answered, the URLs they listed, those skipped past the protocol's
-    # limits, and the sitemaps read only in part (over 50 MB, or cut).
+    # limits, the sitemaps read only in part (over 50 MB, or cut), and those read up
+    # to a fault (malformed, a bad gzip stream, not a sitemap).
     sitemaps: int
     sitemap_urls: int
     sitemap_skipped: int
@@ -114,6 +115,7 @@ class PeerStatus:
     # status ("503: n; ..."), and in all.
     given_up: int = 0
     given_up_why: str = ""
+    sitemaps_faulty: int = 0  # see sitemaps above
     storage_failures: int = 0
     # Requests put back because the proxy could not be reached (a proxy down or wrong).
     proxy_down: int = 0
@@ -174,6 +176,7 @@ def status_of(
         sitemap_urls=c.stats.sitemap_urls,
         sitemap_skipped=c.stats.sitemap_skipped,
         sitemaps_cut=c.stats.sitemaps_cut,
+        sitemaps_faulty=c.stats.sitemaps_faulty,
         links_cut=c.stats.links_cut,
         credentials_stripped=c.stats.credentials_stripped,
         excluded=c.stats.filtered[Filtered.EXCLUDED],
