@@ -354,17 +354,22 @@ async def test_a_sitemap_robots_txt_names_on_another_host_is_read_whatever_the_s
     assert crawler.stats.out_of_scope == 4 and crawler.stats.robots_disallowed == 1
 
 
-def test_entries_past_the_limit_are_counted_and_logged_once(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    stats = CrawlStats()
+def _mapping(stats: CrawlStats) -> Sitemapping:
+    """Sitemaps read on their own, what they list taken as it is (on WWW)."""
 
     def candidates(
         links: Sequence[str], base: str | None, depth: int, /, *, beyond_scope: object = None
     ) -> list[NewURL]:
         return [NewURL(fingerprint(u), u, WWW, depth) for u in links]
 
-    mapping = Sitemapping(BoundsConfig(), candidates, stats, keep_bodies=False, in_scope=bool)
+    return Sitemapping(BoundsConfig(), candidates, stats, keep_bodies=False, in_scope=bool)
+
+
+def test_entries_past_the_limit_are_counted_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stats = CrawlStats()
+    mapping = _mapping(stats)
     body = urlset(*(w(f"/{i}") for i in range(50_002)))
     entry = Entry(1, 1, w("/big.xml"), SITEMAP_DEPTH)
     result = FetchResult(
@@ -384,13 +389,7 @@ def test_sitemaps_read_up_to_a_fault_are_counted_and_said_in_status() -> None:
     """A "billion laughs" sitemap was dropped whole, logged at info only, and counted
     nowhere (QA); malformed XML is read up to its fault, and counted too."""
     stats = CrawlStats()
-
-    def candidates(
-        links: Sequence[str], base: str | None, depth: int, /, *, beyond_scope: object = None
-    ) -> list[NewURL]:
-        return [NewURL(fingerprint(u), u, WWW, depth) for u in links]
-
-    mapping = Sitemapping(BoundsConfig(), candidates, stats, keep_bodies=False, in_scope=bool)
+    mapping = _mapping(stats)
     laughs = (
         b'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY a "aaaaaaaaaa">'
         + b"".join(
