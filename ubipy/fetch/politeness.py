@@ -119,9 +119,7 @@ class Scheduler(LookupAnswers):
         self.lookups = 0  # of them, lookups
         self._slowest: SlowestHosts[HostSlot] = SlowestHosts()
         # The proxy found down: nothing before this, then a probe alone; the next wait.
-        self._all_held_until = -math.inf
-        self._proxy_wait = _PROXY_WAIT
-        self._probing = False
+        self._all_held_until, self._proxy_wait, self._probing = -math.inf, _PROXY_WAIT, False
 
     @classmethod
     def of(
@@ -389,18 +387,20 @@ class Scheduler(LookupAnswers):
 
     # -- completions --------------------------------------------------------
     def finished(
-        self, host: str, now: float, *, wait: float | None = None, asked: float | None = None
-    ) -> None:
+        self, host: str, now: float, *, wait: float | None = None, asked: float | None = None,
+        answered: bool = True,
+    ) -> None:  # fmt: skip
         """A request to ``host`` ended at ``now``; the next waits the host's delay, or
         ``wait`` (a retry's back-off) or ``asked`` (its Retry-After) if longer. The
-        address waits for what its server said (its pace, ``asked``), not for a back-off
-        of this host's or its Crawl-delay: one site's broken robots.txt does not hold
-        the sites beside it."""
+        address waits for its server's word (its pace, ``asked``), not a back-off of this
+        host's or its Crawl-delay (one site's broken robots.txt holds not the sites beside
+        it). ``answered``: the proxy, if any, answered (see abandoned)."""
         slot = self._slots[host]
         slot.in_flight = False
         self.in_flight -= 1
-        # Ended: the proxy, if any, answers (abandoned() holds again if not).
-        self._all_held_until, self._proxy_wait, self._probing = -math.inf, _PROXY_WAIT, False
+        if answered:
+            self._all_held_until, self._proxy_wait = -math.inf, _PROXY_WAIT
+        self._probing = False
         slot.next_allowed = now + max(self.delay_of(slot), wait or 0.0, asked or 0.0)
         pace, rules = slot.pace, self._throttle
         server = 0.0 if pace is None or rules is None else pace.delay(rules, 0.0)
@@ -474,9 +474,9 @@ class Scheduler(LookupAnswers):
         1 s, then one alone, and twice as long each time it finds the proxy down again,
         up to a minute; an answer ends the wait, and a request cut short otherwise (a
         lease refused, a pause) leaves it as it was: it showed nothing of the proxy."""
-        held_until, wait = self._all_held_until, self._proxy_wait
-        if proxy_down and now >= held_until:  # the first to find it down since a wait
-            held_until, wait = now + wait, min(2 * wait, _PROXY_WAIT_MAX)
+        if proxy_down and now >= self._all_held_until:  # the first to find it down since a wait
+            self._all_held_until = now + self._proxy_wait
+            self._proxy_wait = min(2 * self._proxy_wait, _PROXY_WAIT_MAX)
         slot = self._slots[host]
         if entry is None:
             if not refused:
@@ -487,8 +487,7 @@ class Scheduler(LookupAnswers):
                 # again when asked again.
                 slot.pages -= 1
             self._windows.put_back(slot, entry)
-        self.finished(host, now)
-        self._all_held_until, self._proxy_wait = held_until, wait
+        self.finished(host, now, answered=False)
 
     def restore_host(self, host: str, *, not_before: float, pages: int) -> None:
         """What an earlier run left for ``host``: no request before ``not_before``,
