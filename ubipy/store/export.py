@@ -75,6 +75,16 @@ def format_of(out: Path | IO[bytes]) -> Format | None:
     return "jsonl" if name.endswith((".jsonl", ".json")) else None
 
 
+def refuse_misnamed(fmt: str, named: str | None) -> None:
+    """ExportError if the output's name says another format (``named``) than ``fmt``:
+    WARC went into a.jsonl without a word (QA)."""
+    if named is not None and named != fmt:
+        raise ExportError(
+            f"--format {fmt}, but the output's name says {named}: name it for the format, "
+            "or leave --format out"
+        )
+
+
 def export(
     data_dirs: Sequence[Path],
     fmt: Format | None,
@@ -154,12 +164,7 @@ def export(
             # file's final name: the peer's close would rename over the export.
             finals = [Path(os.path.realpath(p.path.parent), p.name) for p in parts]
             refuse_input(out, inputs, {*finals, *(cdxj_of(p) for p in finals)})
-            if (named := format_of(out)) is not None and named != fmt:
-                # WARC went into a.jsonl without a word (QA).
-                raise ExportError(
-                    f"--format {fmt}, but the output's name says {named}: name it for the format, "
-                    "or leave --format out"
-                )
+            refuse_misnamed(fmt, format_of(out))
         strays = Strays(readers)
         if fmt == "warc" and parts:
             summary = _from_files(readers, strays, parts, out, filename, peers, compress, inputs)

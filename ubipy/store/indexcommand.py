@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from ubipy.errors import ExportError, ExportWriteError
-from ubipy.store.export import format_of
+from ubipy.store.export import format_of, refuse_misnamed
 from ubipy.store.outfile import identity, peer_files, refuse_input, write_path
 from ubipy.store.warcindex import (
     cdxj_of,
@@ -136,16 +136,12 @@ def index_data(
         # one and take the other for the file's index (a review).
         finals = [final_of(p) for p in opened]
         refuse_input(out, inputs, {*(cdxj_of(p) for p in (*closed, *finals)), *finals})
-        if (named := _named(out)) is not None and named != fmt:
-            # CDXJ went into x.parquet without a word (QA); ubipy export refuses so.
-            if named not in INDEX_FORMATS:
-                raise ExportError(
-                    f"the output's name says {named}, not an index: name it .cdxj or .parquet"
-                )
+        # CDXJ went into x.parquet without a word (QA), as an export's name is checked.
+        if (named := _named(out)) is not None and named not in INDEX_FORMATS:
             raise ExportError(
-                f"--format {fmt}, but the output's name says {named}: name it for the "
-                "format, or leave --format out"
+                f"the output's name says {named}, not an index: name it .cdxj or .parquet"
             )
+        refuse_misnamed(fmt, named)
     if fmt == "parquet":
         assert out is not None
         files = closed + opened if include_open else closed
