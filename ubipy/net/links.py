@@ -1,11 +1,10 @@
 """Framed, authenticated connections between peers, over any :class:`~ubipy.net.Network`.
 
-Every connection, dialled or accepted, has a reader task that decodes frames
-with :mod:`ubipy.wire` and hands each to the peer's handler together with
-a ``reply`` function bound to that connection. Outgoing connections are cached
-per address and re-dialled when they break. Frames that fail authentication or
-decoding are dropped and counted; a stream that cannot be resynchronised is
-closed. Nothing a remote sends can raise out of here.
+Every connection, dialled or accepted, has a reader task that decodes frames with
+:mod:`ubipy.wire` and hands each to the peer's handler together with a ``reply`` function
+bound to that connection. Outgoing connections are cached per address and re-dialled when
+they break. Frames that fail authentication or decoding are dropped and counted; a stream
+that cannot be resynchronised is closed. Nothing a remote sends can raise out of here.
 """
 
 from __future__ import annotations
@@ -132,9 +131,8 @@ class _Conn:
                 if writing.cancelled_caught:  # handled below as a cut-short write
                     raise trio.TooSlowError
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                # The connection failed under the write: nothing follows the frame,
-                # and its reader reads what came before the end (a refusal) and
-                # closes it.
+                # The connection failed under the write: nothing follows the frame, and
+                # its reader reads what came before the end (a refusal) and closes it.
                 self._retire()
                 raise
             except BaseException as exc:
@@ -306,8 +304,10 @@ class _Conn:
             return
         links.stats.rejected[reason.name] += 1
         if reason is RejectReason.REFUSED and self.address:
-            links.note_trouble(self.address, "it refused our frames: the secrets differ")
-            log.warning("%s refused our frames: the secrets differ", self.address)
+            why = "it refused our frames: the secrets differ"
+            if links.trouble.get(self.address) != why:  # once, not at each join try (QA)
+                log.warning("%s refused our frames: the secrets differ", self.address)
+            links.note_trouble(self.address, why)
             return
         if self.address and not self.reader.frames:
             # An answer read as a frame: "HTTP/1.1 ..." is a frame of 1,213,486,160
@@ -341,8 +341,8 @@ class Links:
         # Addresses whose last dial failed: nothing is listening there now, whatever
         # membership still believes (a peer that exited before its leave arrived).
         self.unreachable: set[str] = set()
-        # Why a dialled address last failed us (refused the connection, refused our
-        # frames, spoke no ubipy), until an authentic frame comes from it.
+        # Why a dialled address last failed us (no connection, our frames refused, no
+        # ubipy), until an authentic frame comes from it.
         self.trouble: dict[str, str] = {}
         # When an authentic frame last came from each peer (by its id), directly or by
         # relay: a leaving peer no longer probes, and hands off only to those it hears.
