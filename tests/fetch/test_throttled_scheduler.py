@@ -138,6 +138,31 @@ def test_a_host_held_by_a_retry_after_is_among_the_slowest_with_its_time_left() 
     assert s.slowest(5, now=100.0) == []
 
 
+def test_a_host_whose_robots_txt_failed_is_among_the_slowest_saying_so() -> None:
+    """Its pages wait for its robots.txt, tried again after a back-off: the wait was said
+    nowhere until the host was given up, minutes later (QA)."""
+    s = _sched(delay=0.05)
+    _ready(s, "fast.test", 2)
+    s.heard("fast.test", 0.002, 200)
+    for host in ("down.test", "busy.test"):
+        s.add(host, Entry(fp=hash(host), seq=1, url=f"http://{host}/", depth=0))
+        job = s.next_job(1.0)
+        assert job is not None and job.kind is JobKind.ROBOTS
+    s.robots_answer("down.test", 1.0, status=None, location=None, body=b"")  # refused
+    s.heard("busy.test", 0.003, 503)
+    s.robots_answer("busy.test", 1.0, status=503, location=None, body=b"")
+    busy, down, fast = s.slowest(5, now=2.0)
+    assert (down.host, down.latency, down.delay, down.robots_tries) == ("down.test", -1, 29, 1)
+    assert (busy.host, busy.robots_tries, busy.strikes) == ("busy.test", 1, 1)
+    assert fast.robots_tries == 0
+    # Rules come: its pages go on, and it is no longer said to wait for them.
+    jobs = [s.next_job(40.0) for _ in range(3)]
+    assert any(j and j.kind is JobKind.ROBOTS and j.host == "busy.test" for j in jobs)
+    s.robots_answer("busy.test", 40.0, status=200, location=None, body=b"User-agent: *\n")
+    tries = {h.host: h.robots_tries for h in s.slowest(5)}
+    assert tries == {"down.test": 1, "busy.test": 0, "fast.test": 0}
+
+
 def test_a_status_every_second_walks_the_hosts_once_in_ten_seconds() -> None:
     s = _sched(delay=0.1)
     _ready(s, "a.test", 2)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ubipy.rolling import RollingRate
+from ubipy.wording import counted
 
 #: Member states as the dashboard names them (MemberState's names, lower case).
 STATES: Final = ("alive", "suspect", "dead", "left")
@@ -46,10 +47,11 @@ FIGURE_FIELDS: Final = (
 # At most this many of a peer's slowest hosts are kept from its figures.
 MAX_SLOW_HOSTS: Final = 10
 
-# One of a peer's slowest hosts: (host, seconds to answer, seconds it waits between two
-# requests or until its next, 503/429 answers without Retry-After in a row). A tuple, so
+# One of a peer's slowest hosts: (host, seconds to answer (-1: never answered), seconds
+# it waits between two requests or until its next, 503/429 answers without Retry-After in
+# a row, tries of its robots.txt that failed while its pages wait for it). A tuple, so
 # rows stay JSON.
-SlowHostRow = tuple[str, float, float, int]
+SlowHostRow = tuple[str, float, float, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,27 +387,33 @@ def _note(figures: Mapping[str, Any]) -> str:
 
 
 def slow_hosts(value: object) -> tuple[SlowHostRow, ...]:
-    """A peer's ``slowest_hosts`` figure ("host latency delay strikes; ..."), read; what
-    does not read (another version's peer, a bad one) is left out, never fatal."""
+    """A peer's ``slowest_hosts`` figure ("host latency delay strikes robots; ...", the
+    last left out by earlier versions), read; what does not read (another version's
+    peer, a bad one) is left out, never fatal."""
     rows: list[SlowHostRow] = []
     for entry in _text(value).split(";")[:MAX_SLOW_HOSTS]:
         parts = entry.split()
-        if len(parts) != 4 or len(parts[0]) > 255:
+        if len(parts) not in (4, 5) or len(parts[0]) > 255:
             continue
         try:
-            latency, delay, strikes = float(parts[1]), float(parts[2]), int(parts[3])
+            latency, delay = float(parts[1]), float(parts[2])
+            strikes, tries = int(parts[3]), int(parts[4]) if len(parts) == 5 else 0
         except ValueError:
             continue
         if math.isfinite(latency) and math.isfinite(delay):
-            rows.append((parts[0], latency, delay, max(strikes, 0)))
+            rows.append((parts[0], max(latency, -1.0), delay, max(strikes, 0), max(tries, 0)))
     return tuple(rows)
 
 
 def describe_slow_host(row: SlowHostRow) -> str:
-    """``"a.example answers in 1.20 s, waits 1.20 s (3 × 503/429)"``, for people."""
-    host, latency, delay, strikes = row
-    text = f"{host} answers in {_seconds(latency)}, waits {_seconds(delay)}"
-    return text + (f" ({strikes} × 503/429)" if strikes else "")
+    """``"a.example answers in 1.20 s, waits 1.20 s (3 × 503/429)"``, or ``"b.example
+    has not answered, waits 30.00 s for its robots.txt (1 try failed)"``, for people."""
+    host, latency, delay, strikes, tries = row
+    answers = f"answers in {_seconds(latency)}" if latency >= 0 else "has not answered"
+    text = f"{host} {answers}, waits {_seconds(delay)}" + (" for its robots.txt" * bool(tries))
+    notes = [f"{counted(tries, 'try', 'tries')} failed"] if tries else []
+    notes += [f"{strikes} × 503/429"] if strikes else []
+    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _seconds(value: float) -> str:

@@ -165,6 +165,12 @@ class HostSlot:
     # Pages fetched before, due again (--recrawl): a heap (see DueItem).
     refresh: list[DueItem] = field(default_factory=list)
 
+    @property
+    def robots_tries(self) -> int:
+        """Tries of its robots.txt that failed while it has no rules: its pages wait
+        for them (0 once rules came, a refetch's failures too: the old rules serve)."""
+        return self.robots_attempts if self.robots_state is HostRobots.UNKNOWN else 0
+
     def due_anew(self, due: list[tuple[float, int, Entry]]) -> None:
         """Its pages due again: (when, tie-breaker, entry), in place of those it had."""
         self.refresh = [due_item(at, tie, entry) for at, tie, entry in due]

@@ -136,6 +136,9 @@ class SlowHost:
     delay: float
     # 503/429 answers in a row without a Retry-After longer than their back-off.
     strikes: int
+    # Tries of its robots.txt that failed, its pages held until one answers (latency -1:
+    # it never answered, refusing connections, say).
+    robots_tries: int = 0
 
 
 class Paced(Protocol):
@@ -150,6 +153,9 @@ class Paced(Protocol):
     @property
     def next_allowed(self) -> float: ...
 
+    @property
+    def robots_tries(self) -> int: ...
+
 
 P = TypeVar("P", bound=Paced)
 
@@ -162,14 +168,17 @@ def slowest_hosts(
     ``delay_of``, or with ``now`` the time left until the host's next request if longer
     (a Retry-After, obeyed and said nowhere: QA). Hosts not heard from in this run are
     left out, though one may be held by a Retry-After its last run was given: most are
-    held for want of their name or robots.txt, and would fill the list."""
+    held for want of their name or robots.txt, and would fill the list. One whose
+    robots.txt failed is heard from (QA: its pages' wait was said nowhere)."""
     rows = []
     for slot in slots:
-        if (pace := slot.pace) is None or pace.latency is None:
+        pace, tries = slot.pace, slot.robots_tries
+        latency = -1.0 if pace is None or pace.latency is None else pace.latency
+        if latency < 0 and not tries:
             continue
         delay = delay_of(slot)
         wait = delay if now is None else max(delay, slot.next_allowed - now)
-        rows.append(SlowHost(slot.host, pace.latency, wait, pace.strikes))
+        rows.append(SlowHost(slot.host, latency, wait, pace.strikes if pace else 0, tries))
     return heapq.nlargest(n, rows, key=lambda s: (s.delay, s.latency, s.host))
 
 

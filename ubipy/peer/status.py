@@ -213,7 +213,7 @@ def status_of(
         paused=paused,
         holding=handoff.holding(trio.current_time()),
         slowest_hosts="; ".join(
-            f"{h.host} {h.latency:.3f} {h.delay:.3f} {h.strikes}"
+            f"{h.host} {h.latency:.3f} {h.delay:.3f} {h.strikes} {h.robots_tries}"
             for h in c.scheduler.slowest(SLOWEST_REPORTED, now=trio.current_time())
         ),
         frames_relayed=links.relays.stats["sent"],
