@@ -19,7 +19,15 @@ from typing import Protocol
 import trio
 
 from ubipy.errors import StorageError
-from ubipy.fetch import DnsFailure, FetchOutcome, Lookup, Resolver, Scheduler, address_key
+from ubipy.fetch import (
+    DnsFailure,
+    FetchOutcome,
+    HostRobots,
+    Lookup,
+    Resolver,
+    Scheduler,
+    address_key,
+)
 from ubipy.peer.commits import Commits
 
 log = logging.getLogger(__name__)
@@ -139,12 +147,19 @@ class ResolveStage:
             stats.refused += refused
             not_before = self.resolver.fresh_until(host)
             transient = error in (DnsFailure.TEMPORARY, DnsFailure.TIMEOUT)
-            if self._scheduler.lookup_failed(
+            scheduler = self._scheduler
+            if scheduler.lookup_failed(
                 host, now, final=refused, transient=transient, not_before=not_before
             ):
                 # A refused one resolved: counted as refused (status said its name did not).
                 stats.hosts_given_up += not refused
                 log.info("%s: given up: %s", host, error.value)
+                self._commits.close_host(host, error.value)
+                self._flush()
+            elif (slot := scheduler.slot(host)) and slot.robots_state is HostRobots.GIVEN_UP:
+                # A robots.txt's hop target, with no URLs here yet: those that come are
+                # closed saying why, not as "robots.txt unreachable" (QA), and it is
+                # tried again as other hosts given up are.
                 self._commits.close_host(host, error.value)
                 self._flush()
         self._wake()
