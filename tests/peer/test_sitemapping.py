@@ -410,6 +410,16 @@ def test_sitemaps_read_up_to_a_fault_are_counted_and_said_in_status() -> None:
         found += [u.url for u in mapping.answered(WWW, entry, result)[1]]
     assert stats.sitemaps_faulty == 2
     assert {w("/1"), w("/2"), w("/4")} <= set(found)  # what came before each fault
+    # A host's /sitemap.xml answered with a page (a "not found" served with a 200, as
+    # many sites do): no sitemap there, not a faulty one.
+    for ctype, counted in (("text/html", 0), ("application/xml", 1)):
+        entry = Entry(1, 1, w("/sitemap.xml"), SITEMAP_DEPTH)
+        result = FetchResult(
+            w("/sitemap.xml"), 200, ctype, None, None, None, None, None,
+            b"<html><body><a href='/x'>x</a></body></html>", False, FetchOutcome.OK, None,
+        )  # fmt: skip
+        assert mapping.answered(WWW, entry, result)[1] == []
+        assert stats.sitemaps_faulty == 2 + counted
     report = {
         "members": [{"id": "p0", "address": "127.0.0.1:7000", "state": "alive"}],
         "peers": [{"peer_id": "p0", "uptime": 1.0, "pages": 0, "sitemaps_faulty": 2}],

@@ -212,8 +212,11 @@ class Sitemapping:
         its URLs (or an index's sitemaps) as candidates, and their lastmod."""
         sitemap = yield from sitemap_reading(result.body, truncated=result.truncated)
         stats, url = self._stats, entry.url
-        if sitemap.error is not None:  # counted: a "billion laughs" one went unsaid (QA)
-            stats.sitemaps_faulty += 1
+        # A host's /sitemap.xml answered with a page is most often a "not found" served
+        # with a 200: no sitemap, not a faulty one (status said so of most sites, QA).
+        soft_404 = result.is_html and path_and_query(url) == SITEMAP_PATH
+        if sitemap.error is not None and not (soft_404 and not sitemap.entries):
+            stats.sitemaps_faulty += 1  # a "billion laughs" one went unsaid (QA)
             log.info("sitemap %s: %s", url, sitemap.error)
         entries, skipped = sitemap.entries, sitemap.over_limit
         if sitemap.kind is SitemapKind.INDEX and entry.depth == INDEXED_SITEMAP_DEPTH:
