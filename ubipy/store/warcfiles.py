@@ -19,13 +19,13 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ubipy.errors import StorageError
 from ubipy.store.walsync import sync_directory
-from ubipy.store.warcrecords import RecordReader
+from ubipy.store.warcrecords import LARGE_BODY, RecordReader
 
 __all__ = ["OPEN_SUFFIX", "WARC_DIR", "Recovered", "WarcFiles", "recover"]
 
@@ -235,29 +235,34 @@ class WarcFiles:
         if self._fd is None:
             self._begin()
 
-    def append(self, record: bytes) -> tuple[str, int]:
-        """Buffer a record (a gzip member) for the next flush: its file and offset."""
+    def append(self, record: bytes | list[bytes]) -> tuple[str, int]:
+        """Buffer a record (a gzip member, or its pieces) for the next flush: its file
+        and offset."""
         self.ensure_open()
         assert self._name is not None
         offset = self._size
-        self._buffer.append(record)
-        self._size += len(record)
+        if isinstance(record, bytes):
+            self._buffer.append(record)
+            self._size += len(record)
+        else:
+            self._buffer.extend(record)
+            self._size += sum(map(len, record))
         return self._name, offset
 
     def flush(self) -> None:
         """Write what was appended since the last commit (and sync, if asked)."""
         if not self._buffer or self._fd is None:
             return
-        data = b"".join(self._buffer)
         try:
-            written = os.write(self._fd, data)
-            while written < len(data):
-                written += os.write(self._fd, data[written:])
+            for data in _runs(self._buffer):
+                written = os.write(self._fd, data)
+                while written < len(data):
+                    written += os.write(self._fd, data[written:])
+                self.bytes_written += len(data)
             if self._fsync:
                 os.fsync(self._fd)
         except OSError as exc:
             raise _Refused(f"{self._path}: cannot write: {exc.strerror or exc}") from exc
-        self.bytes_written += len(data)
         self._buffer = []
 
     def sync(self) -> None:
@@ -354,3 +359,18 @@ class WarcFiles:
     @property
     def _path(self) -> Path:
         return self.directory / f"{self._name}{OPEN_SUFFIX}"
+
+
+def _runs(pieces: list[bytes]) -> Iterator[bytes]:
+    """What one write each takes: pieces in a row joined up to LARGE_BODY bytes, a
+    large one alone (not copied whole into a join: a sitemap's record may be 50 MB)."""
+    run: list[bytes] = []
+    size = 0
+    for piece in pieces:
+        if run and size + len(piece) > LARGE_BODY:
+            yield b"".join(run)
+            run, size = [], 0
+        run.append(piece)
+        size += len(piece)
+    if run:
+        yield b"".join(run)

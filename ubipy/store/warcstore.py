@@ -42,6 +42,7 @@ from ubipy.store.warcindex import cdxj_line, index_lines, index_warc, surt_key
 from ubipy.store.warcrecords import (
     CONFORMS_TO,
     GZIP_LEVEL,
+    LARGE_BODY,
     NOT_MODIFIED,
     SAME_PAYLOAD,
     HttpHead,
@@ -49,10 +50,12 @@ from ubipy.store.warcrecords import (
     fields_text,
     iso_utc,
     member,
+    member_pieces,
     metadata_block,
     read_record,
     record_id,
     record_ids,
+    record_pieces,
     request_block,
     response_head,
     sha1_digest,
@@ -310,13 +313,17 @@ class WarcStore:
         rid, *others = record_ids(3)
         digest = sha1_digest(body)
         truncated = "WARC-Truncated: length\r\n" if page.truncated else ""
-        record = warc_record(
-            f"WARC-Type: response\r\n{_common(page, rid)}{truncated}",
-            _HTTP_RESPONSE,
-            response_head(page.head, len(body)) + body,
-            payload_digest=digest,
-        )
-        done = self._linked(page, rid, others, member(record, self._level), kind, digest)
+        fields = f"WARC-Type: response\r\n{_common(page, rid)}{truncated}"
+        head = response_head(page.head, len(body))
+        if len(body) < LARGE_BODY:
+            block = head + body
+            record = warc_record(fields, _HTTP_RESPONSE, block, payload_digest=digest)
+            capture: bytes | list[bytes] = member(record, self._level)
+        else:
+            # Not copied into a block, a record and a member, each whole at once.
+            pieces = record_pieces(fields, _HTTP_RESPONSE, (head, body), payload_digest=digest)
+            capture = member_pieces(pieces, self._level)
+        done = self._linked(page, rid, others, capture, kind, digest)
         if kind is CaptureKind.RESPONSE:  # the version a revisit refers to
             self._held[page.fp] = done
 
@@ -347,7 +354,7 @@ class WarcStore:
         page: _Page,
         rid: str,
         ids: list[str],
-        capture: bytes,
+        capture: bytes | list[bytes],
         kind: CaptureKind,
         digest: str | None,
     ) -> Capture:
@@ -382,11 +389,15 @@ class WarcStore:
         )
         files = self.files
         files.append(member(request, self._level))
-        name, offset = files.append(capture)
+        pieces = [capture] if isinstance(capture, bytes) else capture
+        name, offset = files.append(pieces[0])
+        for piece in pieces[1:]:
+            files.append(piece)
+        length = files.end - offset
         files.append(member(metadata, self._level))
-        done = Capture(page.fp, page.at, kind, name, offset, len(capture), files.end, rid, digest)
+        done = Capture(page.fp, page.at, kind, name, offset, length, files.end, rid, digest)
         self._captures.append(done)
-        self._index(page, kind, name, offset, len(capture), digest)
+        self._index(page, kind, name, offset, length, digest)
         return done
 
     def _index(
