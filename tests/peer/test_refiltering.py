@@ -58,11 +58,13 @@ def serve(asked: list[str]) -> httpx2.MockTransport:
     return httpx2.MockTransport(answer)
 
 
-def config(tmp: Path, order: CrawlOrder, exclude: Sequence[str] = ()) -> CrawlConfig:
+def config(
+    tmp: Path, order: CrawlOrder, exclude: Sequence[str] = (), max_depth: int | None = None
+) -> CrawlConfig:
     return CrawlConfig(
         data_dir=tmp,
         politeness=PolitenessConfig(delay=0.0),
-        bounds=BoundsConfig(order=order, exclude=tuple(exclude)),
+        bounds=BoundsConfig(order=order, exclude=tuple(exclude), max_depth=max_depth),
         # A window of two: what is filtered out is made up from the disk, window by window.
         store=StoreConfig(host_window=2),
     )
@@ -109,13 +111,40 @@ async def test_a_start_whose_filters_take_them_again_reopens_what_a_filter_close
         assert first.seed([*dropped, *kept]).admitted == 5  # stopped before any fetch
     async with httpx2.AsyncClient(transport=serve([])) as client:
         await crawl_until_idle(config(tmp_path, CrawlOrder.BFS, EXCLUDE), shard, client, [])
-    assert "--include/--exclude close pending URLs an earlier run admitted" in caplog.text
+    assert "--include/--exclude/--max-depth close pending URLs an earlier run" in caplog.text
     asked: list[str] = []
     async with httpx2.AsyncClient(transport=serve(asked)) as client:
         third = await crawl_until_idle(config(tmp_path, CrawlOrder.BFS), shard, client, [])
     assert sorted(asked) == sorted(dropped)  # robots.txt still in its time to live
     assert third.pending == 0 and third.stats.filtered == {}
-    assert "3 URLs closed by an earlier run's --include/--exclude are pending again" in caplog.text
+    assert "3 URLs closed by an earlier run's --include/--exclude/--max-depth are pending" in (
+        caplog.text
+    )
+    shard.close()
+
+
+async def test_a_restart_with_a_smaller_max_depth_closes_what_is_deeper_until_one_takes_it(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Restarted with --max-depth 1, a peer fetched the pages at depths 3 to 7 an earlier
+    run had admitted, and nothing said so (QA)."""
+    urls = {depth: a(f"/d{depth}") for depth in range(4)}
+    shard = Shard.open(tmp_path)
+    async with httpx2.AsyncClient(transport=serve([])) as client:
+        first = Crawler(config(tmp_path, CrawlOrder.BFS), shard, client)
+        assert first.seed([urls[0]]).admitted == 1  # stopped before any fetch
+        first.admit_routed([NewURL(fingerprint(urls[d]), urls[d], "a.test", d) for d in (1, 2, 3)])
+    asked: list[str] = []
+    async with httpx2.AsyncClient(transport=serve(asked)) as client:
+        cfg = config(tmp_path, CrawlOrder.BFS, max_depth=1)
+        second = await crawl_until_idle(cfg, shard, client, [])
+    assert sorted(asked) == sorted([a("/robots.txt"), a("/sitemap.xml"), urls[0], urls[1]])
+    assert second.stats.filtered == {Filtered.TOO_DEEP: 2}
+    # Started again without it: they are asked.
+    asked.clear()
+    async with httpx2.AsyncClient(transport=serve(asked)) as client:
+        await crawl_until_idle(config(tmp_path, CrawlOrder.BFS), shard, client, [])
+    assert sorted(asked) == [urls[2], urls[3]]
     shard.close()
 
 

@@ -4,7 +4,9 @@
 (``re.search``) in the normalised URL, before it is admitted or forwarded: a URL is
 kept when it matches at least one include (if any is given) and no exclude, so a
 filtered URL never crosses the wire and is never fetched. Seeds go through the same
-filter; a seed it drops is refused with the reason, never silently.
+filter; a seed it drops is refused with the reason, never silently. ``--max-depth``
+travels with them for the frontier entries an earlier run admitted (see
+:mod:`ubipy.peer.refiltering`): a link is judged by it where it is found.
 
 ``--accept TYPE`` (:class:`MediaTypes`) says which responses are kept besides HTML:
 HTML (``text/html``, ``application/xhtml+xml``) is always kept and parsed for links;
@@ -29,27 +31,37 @@ class Filtered(enum.Enum):
 
     EXCLUDED = "excluded by --exclude"
     NOT_INCLUDED = "matches no --include"
+    # An entry an earlier run admitted deeper than this run's --max-depth.
+    TOO_DEEP = "deeper than --max-depth"
 
 
 class UrlFilter:
-    """``--include`` and ``--exclude``, compiled once."""
+    """``--include`` and ``--exclude``, compiled once, and ``--max-depth``."""
 
-    __slots__ = ("_exclude", "_include")
+    __slots__ = ("_exclude", "_include", "_max_depth")
 
-    def __init__(self, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> None:
+    def __init__(
+        self, include: Iterable[str] = (), exclude: Iterable[str] = (), max_depth: int | None = None
+    ) -> None:
         """Raises ``re.error`` for a pattern that does not compile (the configuration
         has refused it already)."""
         self._include = tuple(re.compile(p) for p in include)
         self._exclude = tuple(re.compile(p) for p in exclude)
+        self._max_depth = max_depth
 
     def __bool__(self) -> bool:
-        return bool(self._include or self._exclude)
+        return bool(self._include or self._exclude) or self._max_depth is not None
 
     def __str__(self) -> str:
-        """The patterns, one a line ("+" include, "-" exclude): what a shard keeps to
-        tell at its next start whether the filters changed."""
+        """The patterns, one a line ("+" include, "-" exclude), and the depth ("<" it):
+        what a shard keeps to tell at its next start whether the filters changed."""
+        depth = [] if self._max_depth is None else [f"<{self._max_depth}"]
         return "\n".join(
-            [*(f"+{p.pattern}" for p in self._include), *(f"-{p.pattern}" for p in self._exclude)]
+            [
+                *(f"+{p.pattern}" for p in self._include),
+                *(f"-{p.pattern}" for p in self._exclude),
+                *depth,
+            ]
         )
 
     def verdict(self, url: str) -> Filtered | None:
@@ -61,9 +73,15 @@ class UrlFilter:
         return None
 
     def verdict_at(self, url: str, depth: int) -> Filtered | None:
-        """:meth:`verdict` for a frontier entry at ``depth``: None for a sitemap, which
-        is how pages are found, not one of them (the filters judge what it lists)."""
-        return None if is_sitemap(depth) else self.verdict(url)
+        """:meth:`verdict` for a frontier entry at ``depth``, or TOO_DEEP: None for a
+        sitemap, which is how pages are found, not one of them (the filters judge what
+        it lists). A narrower --max-depth at a restart was not applied to what the run
+        before admitted (QA)."""
+        if is_sitemap(depth):
+            return None
+        if self._max_depth is not None and depth > self._max_depth:
+            return Filtered.TOO_DEEP
+        return self.verdict(url)
 
 
 class MediaTypes:

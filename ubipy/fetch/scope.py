@@ -53,7 +53,8 @@ class ScopeFilter:
         cls, bounds: BoundsConfig, roots: Iterable[str] = (), seeds: Iterable[str] = ()
     ) -> ScopeFilter:
         """The scope and filters ``bounds`` asks for, widened by ``roots``."""
-        return cls(bounds.scope, roots, UrlFilter(bounds.include, bounds.exclude), seeds)
+        filters = UrlFilter(bounds.include, bounds.exclude, bounds.max_depth)
+        return cls(bounds.scope, roots, filters, seeds)
 
     @property
     def roots(self) -> frozenset[str]:

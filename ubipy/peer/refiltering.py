@@ -1,5 +1,5 @@
-"""The URL filters (--include, --exclude) of this run, applied again to what reaches
-the scheduler from elsewhere than this run's own discoveries.
+"""The URL filters (--include, --exclude, and --max-depth) of this run, applied again to
+what reaches the scheduler from elsewhere than this run's own discoveries.
 
 A URL is filtered where it is found (:mod:`ubipy.peer.discovery`), under the filters
 of the run that found it. A peer restarted with a new --exclude (a trap seen too late)
@@ -83,8 +83,8 @@ class Refilter:
             log.warning("URLs closed by earlier filters not reopened: %s", exc)
         if reopened:
             log.info(
-                "%d URLs closed by an earlier run's --include/--exclude are pending again: "
-                "this run's filters take them",
+                "%d URLs closed by an earlier run's --include/--exclude/--max-depth are pending "
+                "again: this run's filters take them",
                 reopened,
             )
         return reopened
@@ -93,8 +93,8 @@ class Refilter:
         if not self._closing_said:
             self._closing_said = True
             log.warning(
-                "--include/--exclude close pending URLs an earlier run admitted (counted "
-                "in status; a start whose filters take them again reopens them)"
+                "--include/--exclude/--max-depth close pending URLs an earlier run admitted "
+                "(counted in status; a start whose filters take them again reopens them)"
             )
 
     def loader(self, load: Loader, ranked: RankedLoader | None = None) -> Loader:
