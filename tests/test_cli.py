@@ -495,6 +495,28 @@ async def test_ctrl_c_while_the_seeds_load_ends_the_peer_without_a_traceback(
     assert code == 0 or b"ubipy peer: interrupted" in said
 
 
+async def test_a_peer_says_whether_its_data_directory_is_new(tmp_path: Path) -> None:
+    """A mistyped --data looked like a resume: a new directory, a new member under a new
+    id, and nothing said without -v (QA)."""
+    data = tmp_path / "p"
+    for first in (True, False):
+        cmd = [*UBIPY, "peer", "--data", str(data), "--listen", "127.0.0.1:0"]
+        proc = await trio.lowlevel.open_process(cmd, stderr=subprocess.PIPE)
+        async with _killed_if_left(proc):
+            assert proc.stderr is not None
+            with trio.fail_after(60):
+                head = await _read_until(proc.stderr, b" listening on 127.0.0.1:", b"\n")
+                head += await _read_until(proc.stderr, b"\n")
+            address = head.rsplit(b" listening on ", 1)[1].split()[0].decode()
+            # Once it answers, its signal watcher (started with it) is in place.
+            assert (await run_cli("status", "--peer", address)).returncode == 0
+            proc.send_signal(signal.SIGTERM)
+            _, code = await _rest_and_status(proc)
+        assert code == 0
+        said = "a new data directory" if first else "its data"
+        assert f"{said}: {data.resolve()}\n" in head.decode()
+
+
 async def test_a_peer_under_nohup_outlives_the_hang_up(tmp_path: Path) -> None:
     """nohup ignores SIGHUP for the peer to outlive the session: a handler for it
     would undo that (a review). The hang-up is ignored; the SIGTERM after it is the

@@ -43,13 +43,7 @@ from ubipy.options import add_flags, build, flag_names, flags_given, read_file, 
 from ubipy.peer import Peer, settle_collector
 from ubipy.peerexit import said_at_exit
 from ubipy.progress import Progress, peer_figures
-from ubipy.seedfiles import (
-    peer_seeds,
-    read_seeds_file,
-    say_problems,
-    seed_summary,
-    take_seeds,
-)
+from ubipy.seedfiles import peer_seeds, read_seeds_file, say_problems, seed_summary, take_seeds
 from ubipy.statustable import format_cluster
 from ubipy.stdio import drop_stdout, to_devnull
 from ubipy.store import ShardError
@@ -410,6 +404,9 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | No
         except* OSError as group:
             raise naming_address(group, "--listen", peer.config.listen) from None
         print(f"ubipy peer {peer.peer_id} listening on {peer.bound}", file=sys.stderr)
+        # A mistyped --data read as a resume, the peer a new member under a new id (QA).
+        where = peer.config.data_dir.resolve()
+        print(f"{'a new data directory' if peer.new else 'its data'}: {where}", file=sys.stderr)
         if peer.address != peer.bound:
             print(f"advertised to the cluster as {peer.address}", file=sys.stderr)
         control = peer.config.control

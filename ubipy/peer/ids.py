@@ -33,11 +33,12 @@ _PEER_ID = re.compile("[0-9a-f]{16}")
 
 def open_data(
     data_dir: Path, store: StoreConfig, address: str, rng: random.Random
-) -> tuple[DataLock, Shard, str]:
+) -> tuple[DataLock, Shard, str, bool]:
     """What a peer starts from: its data directory held (made if need be; ``address``
-    is what the next to try is told), its shard open, its id. One that fails leaves
-    no directory it made."""
-    if not (data_dir / SHARD_FILE).exists():
+    is what the next to try is told), its shard open, its id, and whether the shard is
+    new. One that fails leaves no directory it made."""
+    new = not (data_dir / SHARD_FILE).exists()
+    if new:
         _refuse_a_peers_warc(data_dir)
     lock = DataLock.take(data_dir, address)
     shard: Shard | None = None
@@ -49,7 +50,7 @@ def open_data(
             warc_level=store.warc_level,
             warc_max_age=store.warc_max_age,
         )
-        return lock, shard, load_peer_id(shard, rng)
+        return lock, shard, load_peer_id(shard, rng), new
     except BaseException:
         if shard is not None:
             shard.close()  # the id could not be kept: its files go, closed first

@@ -119,7 +119,7 @@ class Peer:
         # gossips it and the status shows it; ``bound`` is where the socket listens.
         self.bound = config.listen
         self.address = config.advertise or config.listen
-        self._lock, self.shard, self.peer_id = open_data(
+        self._lock, self.shard, self.peer_id, self.new = open_data(
             config.data_dir, config.store, self.address, self._rng
         )
         self._members = MemberBook(self.shard)
