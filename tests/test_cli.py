@@ -500,6 +500,12 @@ async def test_a_peer_says_whether_its_data_directory_is_new(tmp_path: Path) -> 
     id, and nothing said without -v (QA)."""
     data = tmp_path / "p"
     for first in (True, False):
+        if not first:  # as a --recrawl run leaves it: restarted without, it said nothing
+            with sqlite3.connect(data / "shard.sqlite3") as conn:
+                conn.execute(
+                    "INSERT INTO refresh (fp, url, host, depth, visits, changes, observed, "
+                    "last_visit, due) VALUES (1, 'http://a.test/', 'a.test', 0, 1, 0, 0, 0, 9)"
+                )
         cmd = [*UBIPY, "peer", "--data", str(data), "--listen", "127.0.0.1:0"]
         proc = await trio.lowlevel.open_process(cmd, stderr=subprocess.PIPE)
         async with _killed_if_left(proc):
@@ -511,10 +517,12 @@ async def test_a_peer_says_whether_its_data_directory_is_new(tmp_path: Path) -> 
             # Once it answers, its signal watcher (started with it) is in place.
             assert (await run_cli("status", "--peer", address)).returncode == 0
             proc.send_signal(signal.SIGTERM)
-            _, code = await _rest_and_status(proc)
+            rest, code = await _rest_and_status(proc)
         assert code == 0
         said = "a new data directory" if first else "its data"
         assert f"{said}: {data.resolve()}\n" in head.decode()
+        recrawl = "1 pages kept fresh by --recrawl: not asked again without it"
+        assert (recrawl in (head + rest).decode()) is not first
 
 
 async def test_a_peer_under_nohup_outlives_the_hang_up(tmp_path: Path) -> None:

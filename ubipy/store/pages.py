@@ -222,6 +222,10 @@ class PagesMixin:
         cur = self._conn.execute("SELECT * FROM refresh ORDER BY due")
         return [RefreshRow(*row) for row in cur]
 
+    def refresh_planned(self) -> int:
+        """How many pages a --recrawl run left due again."""
+        return int(self._conn.execute("SELECT count(*) FROM refresh").fetchone()[0])
+
     def never_revisited(
         self,
     ) -> list[tuple[int, str, str, int, float, str | None, str | None, str]]:
