@@ -34,8 +34,10 @@
     │                      not verify; recorded as such, never retried (also an
     │                      httpx2.ConnectError)
     ├── ProxyUnreachable   ubipy.fetch.transport: no connection to --proxy; the
-    │                      request is put back, no host charged for it (also an
-    │                      httpx2.ConnectError)
+    │   │                  request is put back, no host charged for it (also an
+    │   │                  httpx2.ConnectError)
+    │   └── OutOfSockets   no socket to be had (out of file descriptors): put back
+    │                      as for a proxy down
     ├── ProtocolFailure    ubipy.fetch.http1: a server's bytes are not an HTTP/1.x
     │                      response that can be read (the transport raises it on as
     │                      an httpx2.RemoteProtocolError)

@@ -64,6 +64,8 @@ def _left_out(figures: Mapping[str, Any]) -> str:
     if n := figures.get("proxy_down"):
         # A proxy down, or a wrong --proxy: the crawl waited and said so only in the log.
         parts.append(f"{counted(n, 'request')} put back: the proxy could not be reached")
+    if n := figures.get("no_sockets"):
+        parts.append(f"{counted(n, 'request')} put back: out of file descriptors (ulimit -n)")
     if n := figures.get("certificate_errors"):
         parts.append(counted(n, "certificate error"))
     if n := figures.get("dns_hosts_given_up"):

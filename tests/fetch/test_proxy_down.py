@@ -5,8 +5,10 @@ after their attempts, with nothing that said why (QA)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import logging
+import os
 import socket
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from tests.crawling import crawl_until_idle
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig
 from ubipy.fetch import FetchOutcome, fetch
 from ubipy.fetch.politeness import Entry, Scheduler
-from ubipy.fetch.transport import PooledTransport, ProxyUnreachable
+from ubipy.fetch.transport import OutOfSockets, PooledTransport, ProxyUnreachable
 from ubipy.store import Shard
 
 HTML = {"content-type": "text/html"}
@@ -61,6 +63,33 @@ async def test_a_proxy_out_of_reach_is_reported_as_the_proxy_s_failure() -> None
     assert result.detail is not None and f"proxy 127.0.0.1:{port}" in result.detail
 
 
+async def test_no_socket_to_be_had_is_no_host_s_failure_and_said_once_a_minute(
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under ``ulimit -n 20`` every connection failed as the proxy's, or the host's
+    (QA): out of file descriptors, a request is put back, and the log says why."""
+
+    async def no_descriptors(host: str, port: int) -> trio.SocketStream:
+        attempt = OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        raise OSError(f"all attempts to connect to {host}:{port} failed") from (
+            ExceptionGroup("attempts", [attempt])
+        )
+
+    monkeypatch.setattr(trio, "open_tcp_stream", no_descriptors)
+    why = f"{os.strerror(errno.EMFILE)}: this process is out of file descriptors (ulimit -n)"
+    for proxy in (f"http://127.0.0.1:{_closed_port()}", None):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="ubipy.fetch.transport"):
+            async with httpx2.AsyncClient(transport=PooledTransport(proxy=proxy)) as client:
+                for url in ("http://a.test/", "http://b.test/"):
+                    result = await fetch(client, url, max_bytes=1 << 20)
+                    assert (result.outcome, result.detail) == (FetchOutcome.NO_SOCKETS, why)
+        said = [r.getMessage() for r in caplog.records]
+        assert said == [f"cannot open a connection: {why}; requests wait and go on"]
+
+
 async def test_a_proxy_that_never_answers_a_connection_is_down_too(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -86,8 +115,9 @@ async def test_a_proxy_that_never_answers_a_connection_is_down_too(
     assert result.detail == f"cannot connect to the proxy 127.0.0.1:{port}: no answer within 5 s"
 
 
+@pytest.mark.parametrize("down", [ProxyUnreachable, OutOfSockets])
 async def test_hosts_wait_for_a_proxy_that_is_down_and_are_crawled_once_it_is_back(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, down: type[ProxyUnreachable]
 ) -> None:
     # Down for ten minutes: its failures were the hosts', each given up "robots.txt
     # unreachable" after its attempts (3 within 90 s by default; here, within 3 s), its
@@ -98,7 +128,7 @@ async def test_hosts_wait_for_a_proxy_that_is_down_and_are_crawled_once_it_is_ba
     async def through_proxy(request: httpx2.Request) -> httpx2.Response:
         if trio.current_time() < up_at:
             refused.append(trio.current_time())
-            raise ProxyUnreachable("cannot connect to the proxy 127.0.0.1:3128: refused")
+            raise down("cannot connect to the proxy 127.0.0.1:3128: refused")
         path = request.url.path
         if path not in ("/", "/a", "/b"):
             return httpx2.Response(404)  # robots.txt
@@ -113,7 +143,9 @@ async def test_hosts_wait_for_a_proxy_that_is_down_and_are_crawled_once_it_is_ba
             seeds = [f"http://h{i}.test/" for i in range(5)]
             crawler = await crawl_until_idle(config, shard, client, seeds, patience=900.0)
         assert crawler.stats.robots_given_up == 0
-        assert crawler.stats.proxy_down == len(refused)  # each said in the status
+        # Counted, and said in the status as what it was.
+        outcome = FetchOutcome.NO_SOCKETS if down is OutOfSockets else FetchOutcome.PROXY_DOWN
+        assert crawler.stats.put_back == {outcome: len(refused)}
         assert shard.counts().pages == 3 * len(seeds)  # every page, after the proxy came back
     finally:
         shard.close()

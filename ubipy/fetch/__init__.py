@@ -15,6 +15,7 @@ from ubipy.fetch.dns import (
 )
 from ubipy.fetch.encoding import EncodingSource, decode, sniff
 from ubipy.fetch.fetcher import (
+    PUT_BACK,
     FetchOutcome,
     FetchResult,
     Validators,
@@ -84,6 +85,7 @@ __all__ = [
     "LARGE_ROBOTS",
     "LISTED_DEPTH",
     "MAX_LINKS",
+    "PUT_BACK",
     "ROBOTS_FETCH_BYTES",
     "ROBOTS_MAX_BYTES",
     "ROBOTS_UNREACHABLE",

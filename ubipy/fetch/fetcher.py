@@ -16,6 +16,7 @@ import re
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
+from typing import Final
 
 import httpx2
 import trio
@@ -24,7 +25,13 @@ from ubipy.fetch.bodies import BodyGate, CappedBody
 from ubipy.fetch.client import CrawlClient, sent_headers
 from ubipy.fetch.coding import BadCoding, BodyDecoder, read_decoded
 from ubipy.fetch.tls import certificate_failure
-from ubipy.fetch.transport import AddressRefused, CertificateError, PooledBody, ProxyUnreachable
+from ubipy.fetch.transport import (
+    AddressRefused,
+    CertificateError,
+    OutOfSockets,
+    PooledBody,
+    ProxyUnreachable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +51,9 @@ class FetchOutcome(enum.Enum):
     # No connection to the proxy itself: not the host's failure. The crawler asks
     # again, as if never asked, once the proxy may answer.
     PROXY_DOWN = "proxy_down"
+    # No socket to be had in this process (out of file descriptors: ulimit -n): not the
+    # host's failure either, put back as for a proxy down.
+    NO_SOCKETS = "no_sockets"
     # The server's TLS certificate did not verify: not retried, it will not change.
     CERTIFICATE_ERROR = "certificate_error"
     # The host's address is one a crawler may not reach (loopback, private,
@@ -58,6 +68,10 @@ class FetchOutcome(enum.Enum):
     UNSUPPORTED = "unsupported"
     # The answer came, but processing it failed (see processing_failed()).
     PROCESSING_FAILED = "processing_failed"
+
+
+#: Outcomes that are no host's failure: the request is put back, as if never asked.
+PUT_BACK: Final = frozenset({FetchOutcome.PROXY_DOWN, FetchOutcome.NO_SOCKETS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +342,8 @@ async def fetch(
         return failed(url, FetchOutcome.TIMEOUT, f"timeout: {type(exc).__name__}", latency=waited)
     except AddressRefused as exc:
         return failed(url, FetchOutcome.REFUSED, str(exc))
+    except OutOfSockets as exc:
+        return failed(url, FetchOutcome.NO_SOCKETS, str(exc))
     except ProxyUnreachable as exc:
         return failed(url, FetchOutcome.PROXY_DOWN, str(exc))
     except (httpx2.HTTPError, OSError, ValueError) as exc:

@@ -41,7 +41,7 @@ from pathlib import Path
 import httpx2
 import trio
 
-from ubipy.descriptors import descriptor_share
+from ubipy.descriptors import descriptor_share, out_of_descriptors
 from ubipy.errors import UbipyError
 from ubipy.fetch.bodies import BodyGate, CappedBody
 from ubipy.fetch.dns import DnsFailure, Lookup, Resolver, address_key
@@ -71,6 +71,10 @@ class CertificateError(UbipyError, httpx2.ConnectError):
 class ProxyUnreachable(UbipyError, httpx2.ConnectError):
     """No connection to the proxy every request goes through: the proxy's failure,
     not the host's (a proxy down gave every host up as unreachable: QA)."""
+
+
+class OutOfSockets(ProxyUnreachable):
+    """No socket to be had in this process: put back as for a proxy down."""
 
 
 log = logging.getLogger(__name__)
@@ -233,7 +237,7 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         """``ssl_context``: the context for https (default: :func:`tls_context` with
         ``ca_bundle``, made at the first https connection)."""
         self._proxy = origin_of(httpx2.URL(proxy)) if proxy else None
-        self._proxy_said_at = -math.inf
+        self._proxy_said_at = self._sockets_said_at = -math.inf
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._keepalive_expiry = keepalive_expiry
@@ -435,6 +439,8 @@ class PooledTransport(httpx2.AsyncBaseTransport):
                         await trio.aclose_forcefully(stream)
                         raise
             except (OSError, trio.BrokenResourceError, ssl.SSLError) as exc:
+                if (why := out_of_descriptors(exc)) is not None:
+                    raise self._no_sockets(why) from exc
                 self._unreached(origin.host, tried, address)
                 raise httpx2.ConnectError(str(exc) or type(exc).__name__) from exc
         if scope.cancelled_caught:
@@ -452,7 +458,15 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         try:
             return await trio.open_tcp_stream(self._proxy.host, self._proxy.port)
         except OSError as exc:
+            if (why := out_of_descriptors(exc)) is not None:
+                raise self._no_sockets(why) from exc
             raise self._proxy_down(str(exc)) from exc
+
+    def _no_sockets(self, why: str) -> OutOfSockets:
+        if (now := trio.current_time()) >= self._sockets_said_at + 60.0:
+            self._sockets_said_at = now
+            log.warning("cannot open a connection: %s; requests wait and go on", why)
+        return OutOfSockets(why)
 
     def _proxy_down(self, why: str) -> ProxyUnreachable:
         """The proxy's failure, said at most once a minute."""

@@ -23,6 +23,7 @@ import trio
 from ubipy.config import CrawlConfig
 from ubipy.errors import StorageError
 from ubipy.fetch import (
+    PUT_BACK,
     ROBOTS_FETCH_BYTES,
     SITEMAP_MAX_BYTES,
     BodyGate,
@@ -424,9 +425,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
                 await self._run_job(job)
                 if self._flush_now.is_set():
                     # A commit is due: it goes before this slot's next request (the
-                    # committer runs in the batch where the dispatcher starts that
-                    # one, whose task runs in the next). Pages of requests in flight
-                    # may still join it: the bound was never below the concurrency.
+                    # committer runs in the batch where the dispatcher starts that one,
+                    # whose task runs in the next). Pages in flight may join it.
                     return
                 next_job = self._next_fetch()
                 if next_job is None:
@@ -493,10 +493,10 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
             result = failed(job.url, FetchOutcome.TIMEOUT, detail, latency=deadline)
         now = trio.current_time()
         end_wall = time.time()
-        proxy_down = not abandoned and result.outcome is FetchOutcome.PROXY_DOWN
+        proxy_down = not abandoned and result.outcome in PUT_BACK
         if abandoned or proxy_down:
             self.stats.abandoned += not (self._stopping or denied or proxy_down)  # a pause's
-            self.stats.proxy_down += proxy_down
+            self.stats.put_back[result.outcome] += proxy_down
             self.scheduler.abandoned(job.host, job.entry, now, denied, proxy_down=proxy_down)
         else:
             if self.dns is not None:  # no connection: the host's next address, if any

@@ -28,7 +28,8 @@ class CrawlStats:
     # Requests cut short because the peer lost sight of a majority.
     abandoned: int = 0
     # Requests put back because the proxy could not be reached (asked again later).
-    proxy_down: int = 0
+    # Requests put back, not the host's failure: the proxy down, no socket to be had.
+    put_back: Counter[FetchOutcome] = field(default_factory=Counter)
     robots_requests: int = 0
     robots_disallowed: int = 0
     robots_given_up: int = 0

@@ -13,7 +13,7 @@ import trio
 
 from ubipy import __version__
 from ubipy.config import CrawlConfig
-from ubipy.fetch import Filtered
+from ubipy.fetch import FetchOutcome, Filtered
 from ubipy.net import Links, Network, request
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.handoff import Handoff
@@ -119,6 +119,7 @@ class PeerStatus:
     storage_failures: int = 0
     # Requests put back because the proxy could not be reached (a proxy down or wrong).
     proxy_down: int = 0
+    no_sockets: int = 0  # requests put back: no file descriptor to be had
     # Frames to members whose dial went unanswered, sent by way of another (relays.py),
     # and frames this peer carried for two others that cannot reach each other.
     frames_relayed: int = 0
@@ -187,7 +188,8 @@ def status_of(
         given_up=c.stats.given_up.total(),
         given_up_why=_by_count(c.stats.given_up),
         storage_failures=c.stats.storage_failures,
-        proxy_down=c.stats.proxy_down,
+        proxy_down=c.stats.put_back[FetchOutcome.PROXY_DOWN],
+        no_sockets=c.stats.put_back[FetchOutcome.NO_SOCKETS],
         skipped_by_type=c.stats.skipped_types.total(),
         skipped_types=", ".join(f"{k} {n}" for k, n in c.stats.skipped_types.most_common()),
         idle=c.scheduler.idle(),
