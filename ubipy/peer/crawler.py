@@ -370,9 +370,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
                 # to be committed may be the work, so they go in now rather than
                 # at the commit interval (a busy crawl commits by time and size).
                 self._flush_now.set()
-            # While paused nothing starts until resumed; while the shard refuses writes,
-            # the committer's retry (every storage_retry) wakes this loop when a write
-            # works again: neither waits for a host's time.
+            # While paused nothing starts until resumed; while the shard refuses writes, the
+            # committer's retry wakes this loop when a write works: neither waits for a host.
             await self._wakeup.wait(None if self._held_back() else self.scheduler.next_wakeup())
 
     def _held_back(self) -> bool:
@@ -496,7 +495,8 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         proxy_down = not abandoned and result.outcome in PUT_BACK
         if abandoned or proxy_down:
             self.stats.abandoned += not (self._stopping or denied or proxy_down)  # a pause's
-            self.stats.put_back[result.outcome] += proxy_down
+            if proxy_down:  # no ``result`` when abandoned
+                self.stats.put_back[result.outcome] += 1
             self.scheduler.abandoned(job.host, job.entry, now, denied, proxy_down=proxy_down)
         else:
             if self.dns is not None:  # no connection: the host's next address, if any
