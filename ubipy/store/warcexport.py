@@ -138,7 +138,9 @@ def _chunks(part: Part) -> Iterator[bytes]:
 
 def copy_part(part: Part, sink: IO[bytes], *, gunzip: bool) -> int:
     """Append a part to ``sink`` as it is, or decompressed (every gzip member in turn);
-    returns the bytes read from it."""
+    returns the bytes read from it. Each member is checked either way: a damaged file's
+    bytes, copied as they were, hid every record after them from a reader, and the
+    export said it wrote them all (QA)."""
     read = 0
     z = zlib.decompressobj(31)
     begun = False  # a gzip member begun and not yet ended
@@ -147,10 +149,11 @@ def copy_part(part: Part, sink: IO[bytes], *, gunzip: bool) -> int:
             read += len(chunk)
             if not gunzip:
                 sink.write(chunk)
-                continue
             while chunk:
                 begun = True
-                sink.write(z.decompress(chunk))
+                out = z.decompress(chunk)
+                if gunzip:
+                    sink.write(out)
                 if not z.eof:
                     break
                 begun = False
