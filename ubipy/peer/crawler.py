@@ -549,7 +549,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
             self.stats.storage_failures += 1
             if self.storage_error is None:
                 log.error(
-                    "cannot write the shard %s; admission paused, %d pages held in "
+                    "cannot write the data directory: %s; admission paused, %d pages held in "
                     "memory, retrying every %g s",
                     exc,
                     self._commits.pages_waiting,
