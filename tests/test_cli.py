@@ -521,7 +521,7 @@ async def test_a_peer_says_whether_its_data_directory_is_new(tmp_path: Path) -> 
         assert code == 0
         said = "a new data directory" if first else "its data"
         assert f"{said}: {data.resolve()}\n" in head.decode()
-        recrawl = "1 pages kept fresh by --recrawl: not asked again without it"
+        recrawl = "1 page kept fresh by --recrawl: none asked without it"
         assert (recrawl in (head + rest).decode()) is not first
 
 

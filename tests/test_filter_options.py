@@ -213,6 +213,7 @@ def test_the_status_table_ends_with_what_each_peers_filters_left_out() -> None:
                 "bbbb",
                 excluded=1,
                 not_included=2,
+                too_deep=5,
                 skipped_by_type=4,
                 skipped_types="image 3, application 1",
                 certificate_errors=1,
@@ -234,7 +235,8 @@ def test_the_status_table_ends_with_what_each_peers_filters_left_out() -> None:
     assert table[5:] == [
         "aaaa: 3 excluded by --exclude; 40 refreshes of pages fetched before (36 unchanged, "
         "30 of them 304s; 2 pages retired)",
-        "bbbb: 1 excluded by --exclude; 2 matching no --include; 4 answers of types not "
+        "bbbb: 1 excluded by --exclude; 2 matching no --include; 5 deeper than --max-depth; "
+        "4 answers of types not "
         "accepted (image 3, application 1); 3 URLs closed unasked (robots.txt unreachable: 2; "
         "host page budget: 1); 7 links outside --scope (each time seen); 1 sitemap entry past the "
         "protocol's limits; 2 sitemaps read in part (past 50 MB or the body cap); 1 certificate "

@@ -408,7 +408,7 @@ async def _serve_peer(peer: Peer, args: argparse.Namespace, seeds: SeedList | No
         where = peer.config.data_dir.resolve()
         print(f"{'a new data directory' if peer.new else 'its data'}: {where}", file=sys.stderr)
         if not peer.config.recrawl.recrawl and (due := peer.shard.refresh_planned()):
-            log.warning("%d pages kept fresh by --recrawl: not asked again without it", due)
+            log.warning("%s kept fresh by --recrawl: none asked without it", counted(due, "page"))
         if peer.address != peer.bound:
             print(f"advertised to the cluster as {peer.address}", file=sys.stderr)
         control = peer.config.control

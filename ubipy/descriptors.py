@@ -34,13 +34,17 @@ def out_of_descriptors(exc: BaseException) -> str | None:
     or an error it was raised from (trio's failure of every attempt to connect keeps
     each attempt's). A connection refused for it was said to be the host's failure, or
     an unreachable proxy's (QA, under ``ulimit -n 20``)."""
-    seen: list[BaseException] = [exc]
-    while seen:
-        e = seen.pop()
+    left: list[BaseException] = [exc]
+    seen: set[int] = set()  # a chain may loop (a review)
+    while left and len(seen) < 64:
+        e = left.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
         if isinstance(e, OSError) and e.errno in _EXHAUSTED:
             return f"{os.strerror(e.errno)}: this process is out of file descriptors (ulimit -n)"
         if isinstance(e, BaseExceptionGroup):
-            seen.extend(e.exceptions)
-        if e.__cause__ is not None and len(seen) < 64:
-            seen.append(e.__cause__)
+            left.extend(e.exceptions)
+        if e.__cause__ is not None:
+            left.append(e.__cause__)
     return None

@@ -31,6 +31,8 @@ def _left_out(figures: Mapping[str, Any]) -> str:
         parts.append(f"{n} excluded by --exclude")
     if n := figures.get("not_included"):
         parts.append(f"{n} matching no --include")
+    if n := figures.get("too_deep"):
+        parts.append(f"{n} deeper than --max-depth")
     if n := figures.get("skipped_by_type"):
         types = figures.get("skipped_types")
         parts.append(f"{counted(n, 'answer')} of types not accepted ({types})")

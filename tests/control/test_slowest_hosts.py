@@ -10,6 +10,8 @@ from typing import Any
 from ubipy.control import FiguresBook, snapshot
 from ubipy.control.figures import MAX_SLOW_HOSTS, describe_slow_host, slow_hosts
 from ubipy.control.page import COLUMNS, PAGE
+from ubipy.fetch import SlowHost
+from ubipy.peer.status import slow_hosts_figure
 from ubipy.statustable import format_cluster
 
 SLOW = "pace-slow.synth.test 0.285 0.264 0 0; pace-busy.synth.test 0.001 32.000 5 0"
@@ -28,6 +30,15 @@ def test_the_figure_is_read_into_rows() -> None:
     # An earlier version's rows, without the robots.txt tries.
     assert slow_hosts("a.test 0.5 1.0 2") == (("a.test", 0.5, 1.0, 2, 0),)
     assert slow_hosts("b.test -1.000 29.000 0 1") == (("b.test", -1.0, 29.0, 0, 1),)
+
+
+def test_a_peer_writes_the_figure_the_control_centre_reads_and_the_one_before_too() -> None:
+    hosts = [SlowHost("a.test", 0.5, 1.0, 2), SlowHost("b.test", -1.0, 29.0, 0, robots_tries=1)]
+    figure = slow_hosts_figure(hosts)
+    assert slow_hosts(figure) == (("a.test", 0.5, 1.0, 2, 0), ("b.test", -1.0, 29.0, 0, 1))
+    # A control centre of the version before reads four fields: it still has the rows
+    # without robots.txt tries (it dropped every row of five, a review).
+    assert figure.split("; ")[0].split() == ["a.test", "0.500", "1.000", "2"]
 
 
 def test_what_does_not_read_is_left_out_never_fatal() -> None:

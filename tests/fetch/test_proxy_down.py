@@ -19,8 +19,10 @@ import trio.testing
 
 from tests.crawling import crawl_until_idle
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig
+from ubipy.descriptors import out_of_descriptors
 from ubipy.fetch import FetchOutcome, fetch
 from ubipy.fetch.politeness import Entry, Scheduler
+from ubipy.fetch.sockets import connect_in_turn
 from ubipy.fetch.transport import OutOfSockets, PooledTransport, ProxyUnreachable
 from ubipy.store import Shard
 
@@ -182,3 +184,30 @@ def test_only_an_answer_ends_the_wait_for_a_proxy_found_down() -> None:
     assert probe is not None
     s.finished(probe.host, 3.6)  # answered: the proxy is back, every host goes on
     assert [s.next_job(3.6) is not None for _ in range(2)] == [True, True]
+
+
+def test_a_want_of_descriptors_is_found_in_any_cause_and_a_loop_ends() -> None:
+    emfile = OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+    tried = OSError("a: refused; b: Too many open files")
+    tried.__cause__ = ExceptionGroup("attempts", [ConnectionRefusedError(), emfile])
+    assert out_of_descriptors(tried) is not None
+    looped = OSError("a")
+    looped.__cause__ = OSError("b")
+    looped.__cause__.__cause__ = looped  # a review: this walked for ever
+    assert out_of_descriptors(looped) is None
+
+
+async def test_out_of_descriptors_is_told_from_a_failure_of_each_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Tried in turn, every address's failure was joined into a message alone, and the
+    want of descriptors was charged to the host (a review)."""
+
+    async def no_descriptors(host: str, port: int) -> trio.SocketStream:
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+    monkeypatch.setattr(trio, "open_tcp_stream", no_descriptors)
+    with pytest.raises(OSError) as raised:
+        await connect_in_turn(["127.0.0.1", "127.0.0.2"], 80, trio.current_time() + 5)
+    assert "127.0.0.2: " in str(raised.value)
+    assert out_of_descriptors(raised.value) is not None

@@ -67,7 +67,7 @@ from ubipy.fetch.sitemaps import (
     read_sitemap,
     sitemap_reading,
 )
-from ubipy.fetch.throttle import BACKOFF_STATUSES
+from ubipy.fetch.throttle import BACKOFF_STATUSES, SlowHost
 from ubipy.fetch.tls import TlsStream
 from ubipy.fetch.urls import (
     BadURL,
@@ -116,6 +116,7 @@ __all__ = [
     "SeedsFileError",
     "Sitemap",
     "SitemapKind",
+    "SlowHost",
     "TlsStream",
     "UrlFilter",
     "Validators",

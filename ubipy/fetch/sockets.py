@@ -98,6 +98,7 @@ async def connect_in_turn(
     dead member, or an IPv6 address that cannot be reached sorted first, failed every
     connection until its answer expired. Raises OSError naming each failure."""
     failures: list[str] = []
+    errors: list[OSError] = []  # the cause, where a caller looks (out of descriptors)
     last = len(addresses) - 1
     for i, address in enumerate(addresses):
         try:
@@ -110,7 +111,8 @@ async def connect_in_turn(
             if i == last and not failures:
                 raise
             failures.append(f"{address}: {exc or type(exc).__name__}")
-    raise OSError("; ".join(failures))
+            errors.append(exc)
+    raise OSError("; ".join(failures)) from (ExceptionGroup("attempts", errors) if errors else None)
 
 
 # SO_LINGER on, 0 s: close() resets the connection, dropping what is left to send.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +13,7 @@ import trio
 
 from ubipy import __version__
 from ubipy.config import CrawlConfig
-from ubipy.fetch import FetchOutcome, Filtered
+from ubipy.fetch import FetchOutcome, Filtered, SlowHost
 from ubipy.net import Links, Network, request
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.handoff import Handoff
@@ -118,6 +118,8 @@ class PeerStatus:
     sitemaps_faulty: int = 0  # see sitemaps above
     storage_failures: int = 0
     # Requests put back because the proxy could not be reached (a proxy down or wrong).
+    # Links and entries left out as deeper than --max-depth (said nowhere before).
+    too_deep: int = 0
     proxy_down: int = 0
     no_sockets: int = 0  # requests put back: no file descriptor to be had
     # Frames to members whose dial went unanswered, sent by way of another (relays.py),
@@ -139,6 +141,17 @@ class PeerStatus:
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
+
+
+def slow_hosts_figure(hosts: Iterable[SlowHost]) -> str:
+    """The ``slowest_hosts`` figure, as the control centre reads it (``slow_hosts``). The
+    robots.txt tries only where there are some: a control centre of the version before
+    reads four fields, and dropped every row of five (a review)."""
+    return "; ".join(
+        f"{h.host} {h.latency:.3f} {h.delay:.3f} {h.strikes}"
+        + (f" {h.robots_tries}" if h.robots_tries else "")
+        for h in hosts
+    )
 
 
 def status_of(
@@ -182,6 +195,7 @@ def status_of(
         credentials_stripped=c.stats.credentials_stripped,
         excluded=c.stats.filtered[Filtered.EXCLUDED],
         not_included=c.stats.filtered[Filtered.NOT_INCLUDED],
+        too_deep=c.stats.too_deep + c.stats.filtered[Filtered.TOO_DEEP],
         skipped=c.stats.skipped.total(),
         skipped_why=_by_count(c.stats.skipped),
         retries=c.stats.retries,
@@ -214,9 +228,8 @@ def status_of(
         joining=joining,
         paused=paused,
         holding=handoff.holding(trio.current_time()),
-        slowest_hosts="; ".join(
-            f"{h.host} {h.latency:.3f} {h.delay:.3f} {h.strikes} {h.robots_tries}"
-            for h in c.scheduler.slowest(SLOWEST_REPORTED, now=trio.current_time())
+        slowest_hosts=slow_hosts_figure(
+            c.scheduler.slowest(SLOWEST_REPORTED, now=trio.current_time())
         ),
         frames_relayed=links.relays.stats["sent"],
         frames_carried=links.relays.stats["forwarded"],
