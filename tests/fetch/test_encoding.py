@@ -277,6 +277,17 @@ def test_the_issues_gbk_title_is_no_longer_latin1_mojibake() -> None:
     assert "·Ö²¼Ê½ÍøÂçÅÀ³æ" not in text
 
 
+@pytest.mark.parametrize("title", ["iPad版", "新iPhone", "无http-equiv"])
+def test_a_gbk_page_whose_title_glues_latin_to_chinese_is_gbk(title: str) -> None:
+    """The detector gave up on a sample that begins so, and the whole page was read as
+    windows-1252 (QA: 252 of 252 such titles)."""
+    words = "这是一个没有声明编码的中文页面，用来测试分布式网络爬虫的编码识别功能。"
+    body = f"<html><head><title>{title}</title></head><body><p>{words}</p></body>".encode("gbk")
+    sniffed = sniff(body)
+    assert sniffed == Sniffed("gbk", DETECTED)
+    assert title in decode(body, sniffed)
+
+
 def test_a_long_page_is_detected_from_its_first_bytes() -> None:
     paragraph = TEXTS["shift_jis"][1]
     body = ("<html><body>" + f"<p>{paragraph}</p>\n" * 10_000).encode("cp932")
