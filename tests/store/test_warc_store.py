@@ -839,6 +839,34 @@ def test_old_shards_keep_their_bodies_and_new_pages_go_to_warc(tmp_path: Path) -
     assert responses == [b"new" * 100, b"old" * 100]
 
 
+def test_a_shard_page_exported_keeps_the_charset_its_header_gave(tmp_path: Path) -> None:
+    """The rebuilt response said ``text/html`` alone: a GBK page whose ``<meta>`` says
+    UTF-8, read right by the crawl from the header, was UTF-8 mojibake on replay (QA)."""
+    shard = Shard.open(tmp_path)  # --bodies shard
+    decided = {1: ("gbk", "header"), 2: ("gbk", "detected"), 3: (None, None)}
+    with shard.transaction():
+        shard.record_pages(
+            [
+                dataclasses.replace(_page(fp, b"<p>x</p>"), encoding=e, encoding_source=s)
+                for fp, (e, s) in decided.items()
+            ]
+        )
+    shard.close()
+    out = tmp_path / "out.warc.gz"
+    export([tmp_path], "warc", out)
+    with gzip.open(out) as f:
+        types = {
+            r.rec_headers.get_header("WARC-Target-URI"): r.http_headers.get_header("Content-Type")
+            for r in ArchiveIterator(f)
+            if r.rec_type == "response"
+        }
+    assert types == {
+        "http://a.test/1": "text/html; charset=gbk",
+        "http://a.test/2": "text/html",  # ubipy's guess, not the server's word
+        "http://a.test/3": "text/html",
+    }
+
+
 def test_a_directory_export_writes_the_shards_pages_gzipped_under_their_name(
     tmp_path: Path,
 ) -> None:

@@ -21,7 +21,9 @@ or the response headers. So the HTTP parts of the WARC records are *reconstructe
 * the response record's block is ``HTTP/1.1 <status> <reason>`` and a minimal header
   block built from what is stored (``Content-Type``, ``Content-Length`` of the stored
   body, ``Last-Modified``, ``ETag``), followed by the stored body. The charset the
-  server declared, a redirect's ``Location`` and every other header are not there;
+  server declared is there when it decided the page's encoding (a replay read a GBK
+  page whose ``<meta>`` says UTF-8 as UTF-8, QA); a redirect's ``Location`` and every
+  other header are not;
   a revisit's block is the same header block without a body, from the version it
   refers to (a 304's: ``ETag`` and ``Last-Modified`` only);
 * the request record is ``GET <path> HTTP/1.1`` with a ``Host`` header, and for a
@@ -78,6 +80,8 @@ class _Version:
     length: int
     etag: str | None
     last_modified: str | None
+    # The charset of the Content-Type, where the server's header gave the encoding.
+    charset: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +119,8 @@ def _http_headers(version: _Version, *, status: int | None = None) -> StatusAndH
     headers: list[tuple[str, str]] = []
     if code != 304:
         if version.content_type:
-            headers.append(("Content-Type", _field(version.content_type)))
+            charset = f"; charset={version.charset}" if version.charset else ""
+            headers.append(("Content-Type", _field(version.content_type + charset)))
         headers.append(("Content-Length", str(version.length)))
     if version.last_modified:
         headers.append(("Last-Modified", _field(version.last_modified)))
@@ -183,8 +188,9 @@ class _Writer:
         # The version held: a refresh asks with its validators.
         held: _Version | None = None
         if page.status is not None:
+            charset = page.encoding if page.encoding_source == "header" else None
             held = _Version(page.status, page.content_type, page.length, page.etag,
-                            page.last_modified)  # fmt: skip
+                            page.last_modified, charset)  # fmt: skip
         # Its response in this WARC: what a revisit refers to.
         here: _Held | None = None
         if page.in_warc is not None:
