@@ -251,7 +251,9 @@ def test_responses_are_the_stored_pages_one_for_one(
         assert resp.content == (page.body or b"")
         assert resp.http["Content-Length"] == str(len(page.body or b""))
         if page.content_type:
-            assert resp.http["Content-Type"] == page.content_type
+            # The charset where the server's header gave the page's encoding.
+            charset = f"; charset={page.encoding}" if page.encoding_source == "header" else ""
+            assert resp.http["Content-Type"] == page.content_type + charset
         else:
             assert "Content-Type" not in resp.http
         assert resp.headers["WARC-Payload-Digest"].startswith("sha1:")
