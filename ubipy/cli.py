@@ -554,10 +554,9 @@ def _export(args: argparse.Namespace) -> int:
         return 2
 
     unit = "WARC record" if (args.format or format_of(args.out)) == "warc" else "JSON line"
+    why = "failed requests, types not accepted or bodies not kept"
     left_out = (
-        f"; {counted(summary.left_out, 'more page')} left out (failed requests or bodies not kept)"
-        if summary.left_out
-        else ""
+        f"; {counted(summary.left_out, 'more page')} left out ({why})" if summary.left_out else ""
     )
     if summary.visits_left_out:
         left_out += f"; {counted(summary.visits_left_out, 'later visit')} left out"

@@ -540,7 +540,7 @@ def test_cli_export_prints_a_summary(
     assert captured.out == ""
     assert captured.err == (
         f"ubipy export: wrote 28 WARC records for 9 pages from 2 shards to {out}; "
-        "3 more pages left out (failed requests or bodies not kept)\n"
+        "3 more pages left out (failed requests, types not accepted or bodies not kept)\n"
     )
     # --data also takes the shard file itself.
     jsonl = tmp_path / "b.jsonl"
@@ -961,4 +961,6 @@ def test_sitemaps_are_exported_marked_and_counted_apart_from_pages(
     assert main(["export", "--data", str(data), "--out", str(tmp_path / "again.warc")]) == 0
     said = capsys.readouterr().err
     assert " for 2 pages and 2 sitemaps from 1 shard to " in said, said
-    assert said.endswith("; 1 more page left out (failed requests or bodies not kept)\n")
+    assert said.endswith(
+        "; 1 more page left out (failed requests, types not accepted or bodies not kept)\n"
+    )
