@@ -158,6 +158,15 @@ price 573 us after 27 ms (the sleep alone 272 us); `bench/admission.py` 105,166 
 CPU-second all new and 181,492 with 90% seen; `python -m bench.idle --seconds 20` 0.61 ms
 of CPU a second for a peer alone, 3.38-3.66 for each of 3 peers in a cluster (4.2-4.5
 wake-ups a second).
+2026-12-07 (the fifty-third session, an AMD EPYC machine of 2 vCPUs; no change aimed at
+CPU, a WARC record over 1 MiB written in pieces): `--repeat 2` **11.88** (ubipy 0.31 ms
+a page, Scrapy 3.82-3.97); HTTPS over HTTP (`--max-requests 5 --repeat 2`) 1.23 (0.52 /
+0.42 ms; the crawl alone 1.25; OpenSSL's own calls 0.06 of the 0.10 ms a page); `python
+-m bench.scaling --peers 1 --duration 30` 0.83 ms a page at 2 in flight against 0.47 at
+64 (1.77), `bench/wakeups.py` a wake-up's price 534-593 us after 27 ms (the sleep alone
+287-334 us); `bench/admission.py` 99,520 links a CPU-second all new and 180,009 with 90%
+seen; `python -m bench.idle --seconds 20` 0.60 ms of CPU a second for a peer alone,
+3.15-3.30 for each of 3 peers in a cluster (4.2-4.7 wake-ups a second).
 
 Instructions a page (`--instructions`: each crawler under valgrind's callgrind, start-up
 included, about a third of ubipy's count on this small web) repeat within 1% where CPU
