@@ -7,7 +7,7 @@ filtered URL never crosses the wire and is never fetched. Seeds go through the s
 filter; a seed it drops is refused with the reason, never silently. ``--max-depth``
 travels with them (:meth:`UrlFilter.verdict_at`): a link is judged by it where it is
 found, and an entry admitted before (by an earlier run, or by a peer that forwards it)
-by the depth it was first found at, as Heritrix's recheckScope judges its queues.
+by the depth it was first found at, as Heritrix's Preselector does with recheckScope.
 
 ``--accept TYPE`` (:class:`MediaTypes`) says which responses are kept besides HTML:
 HTML (``text/html``, ``application/xhtml+xml``) is always kept and parsed for links;
