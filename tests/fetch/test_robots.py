@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import httpx2
 import pytest
@@ -369,3 +371,20 @@ def test_the_robots_token_is_the_user_agents_product(user_agent: str, token: str
     # Its group is the one obeyed, whatever the token.
     rules = RobotsRules.parse(f"User-agent: {token}\nDisallow: /x\n".encode(), token)
     assert not rules.allowed("http://a.test/x") and rules.allowed("http://a.test/y")
+
+
+def test_a_robots_txt_is_read_with_no_file_descriptor_left() -> None:
+    """Its codec was imported at the first robots.txt: a cluster peer out of file
+    descriptors (ulimit -n 40) died of that import (QA). Read in a process that can open
+    no file: nothing to import at that moment."""
+    code = (
+        "import os, resource\n"
+        "from ubipy.fetch.robots import RobotsRules\n"
+        "n = len(os.listdir('/proc/self/fd')) - 1\n"
+        "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))\n"
+        "rules = RobotsRules.parse(b'\\xef\\xbb\\xbfUser-agent: *\\nDisallow: /x\\n')\n"
+        "assert not rules.allowed('/x/1') and rules.allowed('/y')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

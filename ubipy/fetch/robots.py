@@ -9,6 +9,10 @@ clock.
 
 from __future__ import annotations
 
+# The codec robots.txt is read with, imported now: imported at the first robots.txt, by a
+# peer out of file descriptors, it failed, and the peer exited (QA, a cluster peer under
+# ulimit -n 40).
+import encodings.utf_8_sig  # noqa: F401
 import enum
 import functools
 import itertools
