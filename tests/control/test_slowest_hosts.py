@@ -79,7 +79,7 @@ def test_described_for_people() -> None:
     )
     assert (
         describe_slow_host(("e.test", -1.0, 29.0, 0, 1))
-        == "e.test has not answered, waits 29.00 s for its robots.txt (1 try failed)"
+        == "e.test waits 29.00 s for its robots.txt (1 try failed)"
     )
 
 

@@ -47,7 +47,7 @@ FIGURE_FIELDS: Final = (
 # At most this many of a peer's slowest hosts are kept from its figures.
 MAX_SLOW_HOSTS: Final = 10
 
-# One of a peer's slowest hosts: (host, seconds to answer (-1: never answered), seconds
+# One of a peer's slowest hosts: (host, seconds to answer (-1: none timed), seconds
 # it waits between two requests or until its next, 503/429 answers without Retry-After in
 # a row, tries of its robots.txt that failed while its pages wait for it). A tuple, so
 # rows stay JSON.
@@ -407,10 +407,11 @@ def slow_hosts(value: object) -> tuple[SlowHostRow, ...]:
 
 def describe_slow_host(row: SlowHostRow) -> str:
     """``"a.example answers in 1.20 s, waits 1.20 s (3 × 503/429)"``, or ``"b.example
-    has not answered, waits 30.00 s for its robots.txt (1 try failed)"``, for people."""
+    waits 30.00 s for its robots.txt (1 try failed)"`` (no time to answer measured: a
+    refused connection, or a 500, which is not timed), for people."""
     host, latency, delay, strikes, tries = row
-    answers = f"answers in {_seconds(latency)}" if latency >= 0 else "has not answered"
-    text = f"{host} {answers}, waits {_seconds(delay)}" + (" for its robots.txt" * bool(tries))
+    answers = f" answers in {_seconds(latency)}," if latency >= 0 else ""
+    text = f"{host}{answers} waits {_seconds(delay)}" + (" for its robots.txt" * bool(tries))
     notes = [f"{counted(tries, 'try', 'tries')} failed"] if tries else []
     notes += [f"{strikes} × 503/429"] if strikes else []
     return text + (f" ({'; '.join(notes)})" if notes else "")

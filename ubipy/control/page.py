@@ -102,12 +102,12 @@ function duration(s) {
 }
 const seconds = (s) => s >= 120 ? (s / 60).toFixed(1) + " min"
   : s < 1 ? Math.round(s * 1000) + " ms" : s.toFixed(2) + " s";
-// One of a peer's slowest hosts: [host, seconds to answer (-1: never answered), seconds
+// One of a peer's slowest hosts: [host, seconds to answer (-1: none timed), seconds
 // it waits between requests or until its next, strikes, failed tries of its robots.txt].
 function slowHost(h) {
   const notes = (h[4] ? [h[4] + (h[4] === 1 ? " try" : " tries") + " failed"] : [])
     .concat(h[3] ? [h[3] + " × 503/429"] : []);
-  return h[0] + " " + (h[1] < 0 ? "not answered" : seconds(h[1])) + ", waits " +
+  return h[0] + (h[1] < 0 ? "" : " " + seconds(h[1]) + ",") + " waits " +
     seconds(h[2]) + (h[4] ? " for its robots.txt" : "") +
     (notes.length ? " (" + notes.join("; ") + ")" : "");
 }

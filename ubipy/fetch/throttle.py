@@ -137,7 +137,7 @@ class SlowHost:
     # 503/429 answers in a row without a Retry-After longer than their back-off.
     strikes: int
     # Tries of its robots.txt that failed, its pages held until one answers (latency -1:
-    # it never answered, refusing connections, say).
+    # no answer timed: a refused connection, or a 500, which is not timed).
     robots_tries: int = 0
 
 
