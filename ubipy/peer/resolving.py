@@ -148,18 +148,19 @@ class ResolveStage:
             not_before = self.resolver.fresh_until(host)
             transient = error in (DnsFailure.TEMPORARY, DnsFailure.TIMEOUT)
             scheduler = self._scheduler
-            if scheduler.lookup_failed(
+            closes = scheduler.lookup_failed(
                 host, now, final=refused, transient=transient, not_before=not_before
-            ):
+            )
+            if closes:
                 # A refused one resolved: counted as refused (status said its name did not).
                 stats.hosts_given_up += not refused
                 log.info("%s: given up: %s", host, error.value)
-                self._commits.close_host(host, error.value)
-                self._flush()
-            elif (slot := scheduler.slot(host)) and slot.robots_state is HostRobots.GIVEN_UP:
-                # A robots.txt's hop target, with no URLs here yet: those that come are
-                # closed saying why, not as "robots.txt unreachable" (QA), and it is
-                # tried again as other hosts given up are.
+            # A robots.txt's hop target given up with no URLs here yet is closed too: those
+            # that come are closed saying why, not as "robots.txt unreachable" (QA), and it
+            # is tried again as other hosts given up are.
+            if closes or (
+                (slot := scheduler.slot(host)) and slot.robots_state is HostRobots.GIVEN_UP
+            ):
                 self._commits.close_host(host, error.value)
                 self._flush()
         self._wake()
