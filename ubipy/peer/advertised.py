@@ -10,24 +10,32 @@ the peer listed there) says so later. Either way the peer stops, saying why.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 
 from ubipy.net import Network, request
-from ubipy.wire import Status, StatusRequest
+from ubipy.wire import Scalar, Status, StatusRequest
 
 __all__ = ["answer_at", "said_elsewhere", "who_answers"]
 
 log = logging.getLogger(__name__)
 
 
+async def _rows_at(
+    address: str, secret: bytes, network: Network, patience: float
+) -> Sequence[Mapping[str, Scalar]]:
+    """What the peer answering at ``address`` says of itself (its own row alone: a
+    status request not of the cluster); nothing if none answers from here."""
+    try:
+        answer = await request(address, secret, StatusRequest(), patience=patience, network=network)
+    except OSError:
+        return ()
+    return answer.peers if isinstance(answer, Status) else ()
+
+
 async def who_answers(address: str, secret: bytes, network: Network) -> str | None:
     """The id of the peer that answers at ``address``; None if none does from here (a
     NAT without hairpin, a firewall: nothing to say)."""
-    try:
-        answer = await request(address, secret, StatusRequest(), patience=10.0, network=network)
-    except OSError:
-        return None
-    rows = answer.peers if isinstance(answer, Status) else ()
-    ids = sorted(str(row.get("peer_id")) for row in rows)
+    ids = sorted(str(row.get("peer_id")) for row in await _rows_at(address, secret, network, 10.0))
     return ids[0] if ids else None
 
 
@@ -39,13 +47,8 @@ async def answer_at(
     another live process under it (of another ``run`` than this one's): a copy of its
     data directory joining its original directly, whose frames each takes for its own
     reflected, so that no third peer hears both (QA)."""
-    try:
-        answer = await request(address, secret, StatusRequest(), patience=5.0, network=network)
-    except OSError:
-        return None
-    # Its own row alone (a status request not of the cluster); of a run said (a peer
-    # before runs were said is not told apart from this one).
-    rows = answer.peers if isinstance(answer, Status) else ()
+    rows = await _rows_at(address, secret, network, 5.0)
+    # Of a run said: a peer before runs were said is not told apart from this one.
     ids = [str(row.get("peer_id")) for row in rows if row.get("peer_id") != peer_id]
     if any(r.get("peer_id") == peer_id and r.get("run") not in (None, run) for r in rows):
         return peer_id
