@@ -44,6 +44,11 @@ class Entry(NamedTuple):
         closed what the sitemap listed)."""
         return self.attempt == 0 and not self.refresh and not is_sitemap(self.depth)
 
+    @property
+    def retries(self) -> int:
+        """Of ``attempt``, those that spent one of its retries (--retries)."""
+        return self.attempt - self.free
+
 
 #: A page due again in its host's heap: its due time, a tie-breaker, then its entry's
 #: fields. A plain tuple of numbers and strings, which CPython's cyclic garbage collector

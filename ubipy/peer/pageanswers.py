@@ -222,7 +222,7 @@ class PageAnswersMixin:
         spends = entry.refresh or spends_a_retry(result, _strikes(scheduler, host), entry.free)
         if (
             retryable
-            and (entry.attempt - entry.free < config.fetch.max_retries or not spends)
+            and (entry.retries < config.fetch.max_retries or not spends)
             # A page refreshed that failed its last ask too is backed off by the
             # refresher, not retried within the ask as well: a server down for a day
             # took three requests at each backed-off ask where one tells as much.
@@ -230,7 +230,7 @@ class PageAnswersMixin:
         ):
             self.stats.retries += 1
             # An asked wait shorter than the back-off ("Retry-After: 0") does not cut it.
-            wait = retry_delay(entry.attempt - entry.free + 1, config.fetch.retry_base)
+            wait = retry_delay(entry.retries + 1, config.fetch.retry_base)
             scheduler.retry(host, entry, now, wait=wait, asked=asked, spent=spends)
             return
         if retryable and result.ok and not entry.refresh:
