@@ -51,7 +51,13 @@ class UrlFilter:
         self._max_depth = max_depth
 
     def __bool__(self) -> bool:
-        return bool(self._include or self._exclude) or self._max_depth is not None
+        return self.patterns or self._max_depth is not None
+
+    @property
+    def patterns(self) -> bool:
+        """Whether there is an ``--include`` or ``--exclude``: what :meth:`verdict` can
+        refuse a URL for (``--max-depth`` is judged apart where a link is found)."""
+        return bool(self._include or self._exclude)
 
     def __str__(self) -> str:
         """The patterns, one a line ("+" include, "-" exclude), and the depth ("<" it):

@@ -43,7 +43,7 @@ def candidates(
     :mod:`ubipy.peer.sitemapping`)."""
     out: list[NewURL] = []
     # Most crawls give no filters; sitemaps are read whatever they say (see above).
-    filters = scope.filters if scope.filters and not is_sitemap(depth) else None
+    filters = scope.filters if scope.filters.patterns and not is_sitemap(depth) else None
     known = iter(hosts) if hosts else None  # a ParsedPage made without hosts has ()
     for link in links:
         stats.links_seen += 1
