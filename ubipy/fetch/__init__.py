@@ -41,7 +41,13 @@ from ubipy.fetch.refresh import (
     freshness,
     proportional,
 )
-from ubipy.fetch.retry import asked_wait, is_retryable, retry_after, spends_a_retry
+from ubipy.fetch.retry import (
+    asked_wait,
+    is_retryable,
+    made_no_connection,
+    retry_after,
+    spends_a_retry,
+)
 from ubipy.fetch.robots import (
     LARGE_ROBOTS,
     ROBOTS_FETCH_BYTES,
@@ -136,6 +142,7 @@ __all__ = [
     "is_public",
     "is_retryable",
     "is_sitemap",
+    "made_no_connection",
     "make_client",
     "normalize",
     "normalize_reporting",

@@ -44,6 +44,7 @@ def _idle(slot: HostSlot) -> bool:
         or slot.armed
         or slot.has_work
         or slot.refresh
+        or slot.aside
         or slot.ip_wait is not None
         or slot.ip is not None
         or slot.hop is not None

@@ -11,10 +11,11 @@ address, not its own (addresses.py). Once a host's rules are older than the TTL
 through the same slot; while that refetch fails the old rules stand (a cached copy
 serves while robots.txt is unreachable) and it is tried again after the usual back-off.
 
-Among the hosts whose time has come, the crawl order (``--order``, ranking.py)
-chooses which goes next and which of its URLs; a continuous crawl (``--recrawl``)
-adds, per host, the pages due again, which take at most their share of requests
-while new URLs wait.
+A request that failed backs its host off, or only its scheme when it made no
+connection (backoffs.py). Among the hosts whose time has come, the crawl order
+(``--order``, ranking.py) chooses which goes next and which of its URLs; a continuous
+crawl (``--recrawl``) adds, per host, the pages due again, which take at most their
+share of requests while new URLs wait.
 
 No I/O and no clock: the caller passes ``now`` in and performs the requests.
 """
@@ -27,6 +28,7 @@ from collections.abc import Callable
 
 from ubipy.config import CrawlConfig, CrawlOrder
 from ubipy.fetch.addresses import AddressRule
+from ubipy.fetch.backoffs import Backoffs
 from ubipy.fetch.duehosts import DueHosts
 from ubipy.fetch.hops import HopRule, target_of
 from ubipy.fetch.idlehosts import IdleHosts
@@ -34,7 +36,6 @@ from ubipy.fetch.lookupanswers import LookupAnswers
 from ubipy.fetch.refreshshare import RefreshShare
 from ubipy.fetch.robots import (
     PRODUCT_TOKEN,
-    RobotsDecision,
     RobotsRules,
     RobotsState,
     robots_token,
@@ -52,7 +53,7 @@ _PROXY_WAIT = 1.0
 _PROXY_WAIT_MAX = 60.0
 
 
-class Scheduler(LookupAnswers):
+class Scheduler(LookupAnswers, Backoffs):
     def __init__(
         self,
         *,
@@ -262,6 +263,10 @@ class Scheduler(LookupAnswers):
                 self._hops.set_aside(slot)
                 continue
             slot.armed = False
+            if slot.backoff is not None and not self._sift(slot, now):
+                self._pass(slot)
+                self._arm(slot)  # only its backed-off scheme's URLs: back at the end
+                continue
             if self._look_up(slot, now):
                 # Its address's turn, if it has it, waits for the answer: passed on,
                 # the host went to the back of the address's queue, and one whose
@@ -309,7 +314,7 @@ class Scheduler(LookupAnswers):
                         self._pass(slot)
                         self._arm(slot)  # nothing left to ask: idle
                         continue
-                    fetch = self.robots.fetch_for(slot, first, now, self._agent)
+                    fetch = self._robots_fetch(slot, first, now)
                 if fetch is not None:  # None: its other scheme's rules, fresh, were kept
                     self._start_request(slot, target)
                     return Job(JobKind.ROBOTS, host, fetch.url)
@@ -319,7 +324,7 @@ class Scheduler(LookupAnswers):
                 self._pass(slot)
                 continue
             if not entry.url.startswith(slot.robots_scheme) and (
-                fetch := self.robots.fetch_for(slot, entry.url, now, self._agent)
+                fetch := self._robots_fetch(slot, entry.url, now)
             ):
                 self._windows.put_back(slot, entry)  # first, once its scheme's rules come
                 self._start_request(slot, target)
@@ -444,17 +449,6 @@ class Scheduler(LookupAnswers):
             return slot.delay
         return slot.pace.delay(self._throttle, slot.delay)
 
-    def retry(
-        self, host: str, entry: Entry, now: float, *, wait: float, asked: float | None = None,
-        spent: bool = True,
-    ) -> None:  # fmt: skip
-        """``entry`` failed in a retryable way: asked again first, after ``wait`` (its
-        back-off) or ``asked`` (Retry-After), nothing else on the host sooner;
-        ``spent``: the try counts among the URL's retries."""
-        again = entry._replace(attempt=entry.attempt + 1, free=entry.free + (not spent))
-        self._windows.put_back(self._slots[host], again)
-        self.finished(host, now, wait=wait, asked=asked)
-
     def abandoned(
         self,
         host: str,
@@ -500,36 +494,6 @@ class Scheduler(LookupAnswers):
     def parse_robots(self, body: bytes) -> RobotsRules:
         """A robots.txt body's rules for this crawler (no state: any thread)."""
         return RobotsRules.parse(body, self._agent)
-
-    def robots_answer(
-        self,
-        host: str,
-        now: float,
-        *,
-        status: int | None,
-        location: str | None,
-        body: bytes,
-        final: bool = False,
-        asked: float | None = None,
-        reason: str | None = None,
-        rules: RobotsRules | None = None,
-    ) -> RobotsDecision | None:
-        """Feed a robots.txt response (``status`` None: it failed) to the host's slot.
-
-        ``final``: the failure is not worth another attempt (the host's certificate
-        did not verify): the scheme is given up at once (RobotsRule.answer), with
-        ``reason``. ``asked``: the seconds its Retry-After asked. ``rules``: the
-        body's, parsed already (:meth:`parse_robots`). Returns the decision once there
-        is one; None while redirects are followed."""
-        slot = self._slots[host]
-        decision, give_up, wait = self.robots.answer(
-            slot, now, status, location, body, asked, final=final, reason=reason, rules=rules
-        )
-        if give_up:
-            self._give_up(slot)
-            wait = None
-        self.finished(host, now, wait=wait, asked=asked)
-        return decision
 
     # -- ownership ------------------------------------------------------------
     def busy(self, host: str) -> bool:

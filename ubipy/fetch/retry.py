@@ -63,6 +63,12 @@ def is_retryable(result: FetchResult) -> bool:
     return result.outcome in RETRYABLE_OUTCOMES
 
 
+def made_no_connection(result: FetchResult) -> bool:
+    """Whether the request made no connection (refused, a TLS handshake that failed):
+    the scheme's port failed, and the host's other scheme may answer (backoffs.py)."""
+    return result.outcome is FetchOutcome.CONNECT_ERROR
+
+
 def asked_wait(
     result: FetchResult, now_wall: float, *, cap: float = math.inf, host: str = ""
 ) -> float | None:

@@ -20,7 +20,8 @@ a URL of the other scheme swaps them, or has that scheme's robots.txt asked firs
 host's delay takes the longer Crawl-delay of the two. When one scheme's robots.txt
 cannot be had (after the attempts, or at once for a certificate that does not
 verify), the host goes on over the other: a scheme whose rules could not be had at
-all has its URLs closed saying why (``RobotsRules.closed``), and its robots.txt asked
+all (its certificate; a port that made no connection at each attempt, backoffs.py)
+has its URLs closed saying why (``RobotsRules.closed``), and its robots.txt asked
 again past the TTL; one failing for now (a 503, a time-out) after the other's rules
 came is read by them until it answers, asked again with the back-off as a refetch
 past the TTL is (closed, its URLs were lost for good). A host is given up when
@@ -46,7 +47,7 @@ from ubipy.fetch.robots import (
     RobotsRules,
     retry_delay,
 )
-from ubipy.fetch.slots import HostRobots, HostSlot, SpareRobots, due_entry
+from ubipy.fetch.slots import HostRobots, HostSlot, SpareRobots, due_entry, scheme_of
 from ubipy.fetch.urls import robots_url
 
 __all__ = ["RobotsCache", "RobotsOutcome", "RobotsRule"]
@@ -101,13 +102,15 @@ class RobotsRule:
         final: bool = False,
         reason: str | None = None,
         rules: RobotsRules | None = None,
+        no_connection: bool = False,
     ) -> RobotsOutcome:
         """Feed a response (``status`` None: it failed) to the slot's fetch;
         ``asked``: the seconds its Retry-After asked (capped by the caller);
         ``final``: a failure not worth another attempt gives the host up at once,
         unless it has rules already; ``reason``: what URLs closed for want of the
         rules are closed with (by default, ROBOTS_UNREACHABLE); ``rules``: the body's,
-        parsed already."""
+        parsed already; ``no_connection``: none was made (backoffs.py): past the
+        attempts, the scheme is closed as for ``final``, whatever the other's rules."""
         fetch = slot.robots_fetch
         assert fetch is not None
         if status is None:
@@ -144,11 +147,14 @@ class RobotsRule:
                     # URLs of both were closed, and no request was made to it.)
                     return RobotsOutcome(decision, wait=asked)
                 # The host's other scheme has rules. A scheme that cannot be had at
-                # all (its certificate) is closed; one failing for now is read by the
+                # all (its certificate, a port that made no connection three times) is
+                # closed; one failing for now (a 503, a time-out) is read by the
                 # other's, the nearest copy, and asked again after the back-off as a
-                # refetch is: closed, its URLs were lost for good.
-                self._take(slot, now, closed if final else spare.rules)
-                slot.robots_due = now + (self._ttl if final else wait)
+                # refetch is: closed, its URLs were lost for good. (Its pages would
+                # make no connection either: each was tried three times.)
+                shut = final or no_connection
+                self._take(slot, now, closed if shut else spare.rules)
+                slot.robots_due = now + (self._ttl if shut else wait)
                 return RobotsOutcome(decision, wait=asked)
             return RobotsOutcome(decision, wait=wait)
         self._take(slot, now, decision.rules)
@@ -188,7 +194,7 @@ class RobotsRule:
         has fresh rules for the URL's scheme, its spare's maybe, else that scheme's
         robots.txt. (Not :meth:`stale`, which asks whether the host has a request to
         make: ``url`` is one, taken from its queue.)"""
-        scheme = url[: url.index(":") + 1]
+        scheme = scheme_of(url)
         if self.take_scheme(slot, scheme) and now < slot.robots_due:
             return None
         if slot.robots_state is HostRobots.UNKNOWN and self._kept(slot, scheme, now, agent):

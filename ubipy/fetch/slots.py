@@ -106,6 +106,26 @@ class SpareRobots:
     due: float
 
 
+def scheme_of(url: str) -> str:
+    """A URL's scheme as a slot names it: "https:"."""
+    return url[: url.index(":") + 1]
+
+
+@dataclass(slots=True)
+class SchemeBackoff:
+    """One scheme of a host backed off while its other goes on (windows.py): no
+    connection could be made to it (a port shut, TLS spoken to a plain-HTTP port), so
+    its URLs wait until ``until`` aside, the failed tries of its robots.txt counted
+    on (the slot is on the other scheme meanwhile)."""
+
+    scheme: str
+    until: float
+    robots_attempts: int = 0
+    entries: list[Entry] = field(default_factory=list)
+    # More of its URLs than may be set aside wait: the host waits for ``until``.
+    full: bool = False
+
+
 Loader = Callable[[str, int, int], list[Entry]]
 # What a host's new slot owes, if anything: (no request before, its pages spent).
 Recall = Callable[[str], tuple[float, int] | None]
@@ -169,12 +189,15 @@ class HostSlot:
     best: int = -1
     # Pages fetched before, due again (--recrawl): a heap (see DueItem).
     refresh: list[DueItem] = field(default_factory=list)
+    # One of its schemes backed off, if any (see SchemeBackoff).
+    backoff: SchemeBackoff | None = None
 
     @property
     def robots_tries(self) -> int:
         """Tries of its robots.txt that failed while it has no rules: its pages wait
         for them (0 once rules came, a refetch's failures too: the old rules serve)."""
-        return self.robots_attempts if self.robots_state is HostRobots.UNKNOWN else 0
+        tries = self.robots_attempts if self.robots_state is HostRobots.UNKNOWN else 0
+        return max(tries, 0 if self.backoff is None else self.backoff.robots_attempts)
 
     def due_anew(self, due: list[tuple[float, int, Entry]]) -> None:
         """Its pages due again: (when, tie-breaker, entry), in place of those it had."""
@@ -193,11 +216,22 @@ class HostSlot:
 
     @property
     def has_work(self) -> bool:
+        """Whether it has URLs to ask in its window or on disk (not those set aside)."""
         return bool(self.queue) or self.on_disk > 0
+
+    @property
+    def aside(self) -> int:
+        """Its URLs set aside (see SchemeBackoff)."""
+        return 0 if self.backoff is None else len(self.backoff.entries)
 
     def ready_at(self) -> float | None:
         """When the host may next be asked: the end of its delay if it has URLs, else
-        when its first page is due again; None if neither."""
-        if self.has_work:
+        when its first page is due again or its URLs set aside come back; None if none."""
+        if self.backoff is not None and self.backoff.full:
+            return max(self.next_allowed, self.backoff.until)
+        if self.queue or self.on_disk > 0:
             return self.next_allowed
-        return max(self.next_allowed, self.refresh[0][0]) if self.refresh else None
+        times = [self.refresh[0][0]] if self.refresh else []
+        if self.backoff is not None and self.backoff.entries:
+            times.append(self.backoff.until)
+        return max(self.next_allowed, min(times)) if times else None

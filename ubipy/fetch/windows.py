@@ -127,9 +127,70 @@ class Windows:
             slot.credit[entry.fp] = ranking.FIRST
             slot.best = -1
 
+    def set_aside(self, slot: HostSlot, now: float) -> None:
+        """While one of the host's schemes is backed off (SchemeBackoff), its entries
+        leave the window (loaded from disk while the window runs dry), and its pages due
+        again that have come due leave their heap, so that the host's next request is
+        of its other scheme. At most a window of them per host (counted in memory
+        still): past that, the back-off is ``full``, and the host waits for its end
+        as a whole. Once it is over, they go back to the front of the window, first."""
+        backoff = slot.backoff
+        if backoff is None:
+            return
+        if now >= backoff.until:
+            self.bring_back(slot)
+            return
+        room = self._window - len(backoff.entries)
+        left = False  # of the scheme, with no room aside
+        while True:
+            if not slot.queue:
+                self.refill(slot)  # the window ran dry: the next of the host's from disk
+            kept: deque[Entry] = deque()
+            for e in slot.queue:
+                if e.url.startswith(backoff.scheme):
+                    if room > 0:
+                        backoff.entries.append(e)
+                        room -= 1
+                        continue
+                    left = True
+                kept.append(e)
+            slot.queue, slot.best = kept, -1
+            if kept or slot.on_disk <= 0:
+                break
+        while slot.refresh and slot.refresh[0][0] <= now:
+            if not slot.refresh[0][4].startswith(backoff.scheme):  # the item's URL
+                break
+            if room <= 0:
+                left = True
+                break
+            backoff.entries.append(slot.pop_due())
+            self.in_memory += 1
+            room -= 1
+        backoff.full = left
+
+    def set_entry_aside(self, slot: HostSlot, entry: Entry) -> None:
+        """An entry handed out goes aside with its backed-off scheme's (a retry)."""
+        assert slot.backoff is not None
+        slot.backoff.entries.append(entry)
+        self.in_memory += 1
+
+    def bring_back(self, slot: HostSlot) -> None:
+        """A backed-off scheme's entries back at the front of the window, in their order
+        (its robots.txt is to be asked again, or the back-off is over)."""
+        backoff = slot.backoff
+        if backoff is None:
+            return
+        slot.queue.extendleft(reversed(backoff.entries))
+        if self._ranked:
+            for e in backoff.entries:
+                slot.credit[e.fp] = ranking.FIRST
+        backoff.entries, backoff.until, backoff.full = [], -math.inf, False
+        slot.best = -1
+
     def clear(self, slot: HostSlot) -> None:
         """The host's entries are forgotten, in memory and on disk (given up, dropped)."""
-        self.in_memory -= len(slot.queue)
+        self.in_memory -= len(slot.queue) + slot.aside
+        slot.backoff = None
         slot.queue.clear()
         slot.best = -1
         slot.on_disk = 0
@@ -141,7 +202,14 @@ class Windows:
         limit = self._window if self.in_memory < self._max_in_memory else 1
         # A ranked order loads the host's best (its loader ignores the sequence);
         # the credits are in the shard by now, so the loaded scores hold them.
-        rows = self._loader(slot.host, slot.last_seq, limit)
+        aside = () if slot.backoff is None else slot.backoff.entries
+        rows = self._loader(slot.host, slot.last_seq, limit + len(aside))
+        more = len(rows) == limit + len(aside)
+        if aside:
+            # Set aside, they still wait on disk, where a ranked order's load (best
+            # first) would find them again: left out, as the URLs in flight are.
+            fps = {e.fp for e in aside}
+            rows = [e for e in rows if e.fp not in fps][:limit]
         if self._ranked:
             slot.credit = {fp: c for fp, c in slot.credit.items() if c == ranking.FIRST}
             slot.floor = -math.inf
@@ -151,4 +219,4 @@ class Windows:
         if rows:
             slot.last_seq = rows[-1].seq
         # Fewer rows than asked for means the disk holds no more for this host.
-        slot.on_disk = slot.on_disk - len(rows) if len(rows) == limit else 0
+        slot.on_disk = slot.on_disk - len(rows) if more else 0

@@ -41,6 +41,7 @@ from ubipy.fetch import (
     ScopeFilter,
     is_retryable,
     is_sitemap,
+    made_no_connection,
     processing_failed,
     retry_delay,
     spends_a_retry,
@@ -231,7 +232,10 @@ class PageAnswersMixin:
             self.stats.retries += 1
             # An asked wait shorter than the back-off ("Retry-After: 0") does not cut it.
             wait = retry_delay(entry.retries + 1, config.fetch.retry_base)
-            scheduler.retry(host, entry, now, wait=wait, asked=asked, spent=spends)
+            scheduler.retry(
+                host, entry, now, wait=wait, asked=asked, spent=spends,
+                no_connection=made_no_connection(result),
+            )  # fmt: skip
             return
         if retryable and result.ok and not entry.refresh:
             self.stats.given_up[f"{result.status}"] += 1

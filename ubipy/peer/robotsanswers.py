@@ -23,6 +23,7 @@ from ubipy.fetch import (
     RobotsRules,
     Scheduler,
     fingerprint,
+    made_no_connection,
 )
 from ubipy.peer.commits import Commits, head_of
 from ubipy.peer.crawlstats import CrawlStats
@@ -84,6 +85,7 @@ def robots_answered(
         asked=asked,
         reason=reason,
         rules=rules,
+        no_connection=made_no_connection(result),
     )
     if decision is None:
         return False
