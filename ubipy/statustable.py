@@ -39,10 +39,12 @@ def _left_out(figures: Mapping[str, Any]) -> str:
     if n := figures.get("refreshes"):
         # Its pages column counts these visits too.
         unchanged = figures.get("refreshes_unchanged")
+        barred = figures.get("refreshes_barred", 0)
         parts.append(
             f"{counted(n, 'refresh', 'refreshes')} of pages fetched before ({unchanged} "
             f"unchanged, {figures.get('refreshes_not_modified')} of them 304s; "
-            f"{counted(figures.get('pages_retired', 0), 'page')} retired)"
+            f"{counted(figures.get('pages_retired', 0), 'page')} retired"
+            + (f"; {barred} put off, robots.txt forbidding them now)" if barred else ")")
         )
     if n := figures.get("skipped"):
         # A host given up (its robots.txt unreachable, a proxy that refuses) shows here.

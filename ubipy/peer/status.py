@@ -135,6 +135,8 @@ class PeerStatus:
     refreshes_unchanged: int = 0
     refreshes_not_modified: int = 0
     pages_retired: int = 0
+    # Pages due again that robots.txt now forbids, put off (Refresher.barred).
+    refreshes_barred: int = 0
     # This process: its frames' epoch, random at each start (two live processes under
     # one id, a data directory copied, tell each other apart by it: advertised.py).
     run: int = 0
@@ -310,6 +312,7 @@ def _refresh_figures(c: Crawler) -> dict[str, int]:
         "refreshes_unchanged": stats.unchanged + stats.not_modified,
         "refreshes_not_modified": stats.not_modified,
         "pages_retired": stats.retired,
+        "refreshes_barred": stats.barred,
     }
 
 
