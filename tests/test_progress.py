@@ -204,3 +204,17 @@ def test_a_lone_paused_or_holding_peer_says_so_on_its_line() -> None:
     assert "joining (attempt 4)" in text
     assert "peers 1/4, PAUSED: no majority in sight\n" in text
     assert text.rstrip().endswith("errors 0, HOLDING: hosts held until 1 peer (b) hand them")
+
+
+def test_a_continuous_crawl_s_line_says_how_many_of_its_pages_were_refreshes() -> None:
+    """Under --recrawl the frontier runs dry while the pages go on (QA: "frontier 0"
+    and no word of the pages asked again)."""
+    out = io.StringIO()
+    progress = Progress(out, interval=10.0, label="progress")
+    progress.update(Figures(0, 0, 0, 0, refreshes=0), 0.0)
+    progress.update(Figures(40, 0, 1, 0, refreshes=12), 10.0)
+    progress.update(Figures(50, 0, 1, 0), 20.0)
+    progress.end()
+    first, second = out.getvalue().splitlines()[:2]
+    assert "40 pages (12 of them refreshes), " in first
+    assert "50 pages, " in second  # not a continuous crawl: as before

@@ -49,6 +49,9 @@ class Figures:
     joining: int = 0
     paused: str | None = None
     holding: str | None = None
+    # Under --recrawl: visits of pages fetched before, among the pages (None: not one
+    # of a continuous crawl; QA read "frontier 0" and no word of the refreshes).
+    refreshes: int | None = None
 
 
 def peer_figures(peers: Sequence[Peer]) -> Figures:
@@ -69,6 +72,9 @@ def peer_figures(peers: Sequence[Peer]) -> Figures:
         joining=peers[0].joining,
         paused=crawlers[0].paused,
         holding=peers[0].handoff.holding(trio.current_time()),
+        refreshes=None
+        if crawlers[0].refresher is None
+        else sum(c.refresher.stats.refreshes for c in crawlers if c.refresher is not None),
     )
 
 
@@ -171,7 +177,8 @@ class Progress:
         f = self._last or Figures(0, 0, 0, 0)
         elapsed = human_duration(now - (self._started if self._started is not None else now))
         parts = [
-            f"{f.pages} pages",
+            f"{f.pages} pages"
+            + ("" if f.refreshes is None else f" ({f.refreshes} of them refreshes)"),
             f"{self.pages_per_second:.1f} pages/s",
             f"frontier {f.frontier}",
             f"in flight {f.in_flight}",
