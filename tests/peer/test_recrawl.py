@@ -364,3 +364,41 @@ async def test_a_restarted_one_off_crawl_is_spread_over_its_own_first_interval(
         ).fetchone()
     assert count > 5
     assert last - first <= recrawl.recrawl.min_interval
+
+
+async def test_pages_seen_once_are_not_starved_by_pages_seen_twice(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """34 pages that never change, under a budget of one refresh every 2 s: each is
+    due about every 68 s. The pages seen once took the rate pooled over the pages seen
+    twice (half a change over all their time: 1/n of what each of those estimated for
+    itself), and the plan spent the budget on the others (QA: 14 pages not asked again
+    for 3 minutes, the others every 45 s)."""
+    paths = ["/", *(f"/a{i}" for i in range(13)), *(f"/s{i}" for i in range(20))]
+    asked: list[tuple[float, str]] = []
+
+    async def serve(request: httpx2.Request) -> httpx2.Response:
+        path = request.url.path
+        if path in ("/robots.txt", "/sitemap.xml"):
+            return httpx2.Response(404)
+        asked.append((trio.current_time(), path))
+        if request.headers.get("if-none-match") == '"v1"':
+            return httpx2.Response(304, headers={"etag": '"v1"'})
+        links = {"/": paths[1:14], "/a0": paths[14:]}.get(path, [])
+        body = "".join(f'<a href="{p}">x</a>' for p in links)
+        headers = {"content-type": "text/html", "etag": '"v1"'}
+        return httpx2.Response(200, headers=headers, text=f"<html><body>{body}</body></html>")
+
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=0.1),
+        recrawl=RecrawlConfig(recrawl=True, rate=0.5, min_interval=10, replan=10),
+    )
+    with wall_clock_on_trio_time():
+        async with running_crawler(config, serve) as crawler:
+            crawler.seed(["http://a.test/"])
+            await trio.sleep(200)
+    visits = Counter(path for _, path in asked)
+    assert set(visits) == set(paths)
+    # Each page every 68 s or so: three visits in 200 s (the first at 0-4 s), none fewer.
+    assert set(visits.values()) == {3}
