@@ -329,7 +329,8 @@ def test_a_file_left_with_nothing_whole_goes_only_once_the_shard_forgot_it(
     def ends(file: str, within: int | None) -> int | None:
         return 500 if file == name and within is None else None  # captures up to 500
 
-    done = warcfiles.recover(directory, ("ubipy-local-20260101000000-00002.warc.gz", 0), ends)
+    marked = ("ubipy-local-20260101000000-00002.warc.gz", 0)
+    done = warcfiles.recover(directory, marked, ends, "ubipy-local-")
     assert (name, 0) in done.short
     assert (directory / (name + ".open")).stat().st_size == 0  # cut, still there
 
@@ -406,6 +407,29 @@ def test_a_new_shard_keeps_the_files_an_earlier_one_left_open(tmp_path: Path) ->
     assert kept.stat().st_size == size and not left.exists()
     assert theirs.read_bytes() == b"the user's own"
     assert _warcio_check([kept]).returncode == 0
+
+
+def test_another_peer_s_open_files_are_left_as_they_are(tmp_path: Path) -> None:
+    """Open files of another peer's id in the directory (copied there, a data directory
+    shared by mistake): a new peer removed the empty and the torn ones and cut the
+    others, as if its own (QA). Left as they are now, and said so."""
+    directory = tmp_path / "warc"
+    directory.mkdir()
+    shard = Shard.open(tmp_path, warc_size=10**9)
+    with shard.transaction():
+        shard.record_pages([_page(1, b"one" * 100)])
+    whole = next(directory.glob("*.open")).read_bytes()
+    shard.close()
+    theirs = {
+        "ubipy-2222222222222222-20260101000000-00001.warc.gz.open": whole + b"torn tail",
+        "ubipy-3333333333333333-20260101000000-00001.warc.gz.open": b"x",
+        "ubipy-4444444444444444-20260101000000-00001.warc.gz.open": b"",
+    }
+    for name, data in theirs.items():
+        (directory / name).write_bytes(data)
+    Shard.open(tmp_path, warc_size=10**9).close()
+    for name, data in theirs.items():
+        assert (directory / name).read_bytes() == data
 
 
 def test_a_warc_directory_that_cannot_be_made_refuses_the_commit(

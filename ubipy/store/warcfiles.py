@@ -79,6 +79,7 @@ def recover(
     directory: Path,
     committed: tuple[str, int] | None,
     ends: Callable[[str, int | None], int | None],
+    own: str,
 ) -> Recovered:
     """Close the files a crash left open, each cut back to where it is committed: the
     one the shard's mark names to the mark (its torn or uncommitted tail), any other to
@@ -92,7 +93,12 @@ def recover(
     missing altogether is short at 0. A short file stays open (cut): it is closed, or
     removed when nothing whole is left in it, once the shard has forgotten what it
     lost (``recover_warc``), or a crash between the two left a closed file the shard
-    read past, or none at all (a review), and its pages never fetched again."""
+    read past, or none at all (a review), and its pages never fetched again.
+
+    Only this peer's files are touched: those named with ``own`` (``ubipy-<its id>-``)
+    or holding captures the shard counts. Another peer's open files in the directory
+    (copied there, a data directory shared by mistake) were cut, or removed when they
+    held nothing whole, as its own were (QA)."""
     closed: list[Path] = []
     short: list[tuple[str, int]] = []
     opened = sorted(directory.glob(f"*{OPEN_SUFFIX}")) if directory.is_dir() else []
@@ -108,6 +114,10 @@ def recover(
         name = path.name.removesuffix(OPEN_SUFFIX)
         if _SERIAL.search(name) is None:
             log.warning("warc: leaving %s alone: not a name this peer gives its files", path)
+            continue
+        ours = name.startswith(own) or (committed is not None and name == committed[0])
+        if not ours and ends(name, None) is None:
+            log.warning("warc: leaving %s alone: not this peer's (its files are %s*)", path, own)
             continue
         if committed is not None and name == committed[0]:
             end = committed[1]

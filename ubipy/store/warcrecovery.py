@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ubipy.errors import ShardError
+from ubipy.store.schema import PEER_ID_META
 from ubipy.store.warcfiles import OPEN_SUFFIX, WARC_DIR, Recovered, close_file, recover
 from ubipy.store.warcstore import END_META, CaptureKind
 
@@ -61,7 +62,9 @@ def recover_warc(
         ).fetchone()
         return None if row[0] is None else int(row[0])
 
-    done = recover(directory, mark, ends)
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (PEER_ID_META,)).fetchone()
+    # Its files' names (WarcStore's): "local" before a peer gave it an id.
+    done = recover(directory, mark, ends, f"ubipy-{'local' if row is None else row[0]}-")
     closed = list(done.closed)
     for name, end in done.short:
         conn.execute("BEGIN IMMEDIATE")
