@@ -412,7 +412,7 @@ def test_a_new_shard_keeps_the_files_an_earlier_one_left_open(tmp_path: Path) ->
 def test_another_peer_s_open_files_are_left_as_they_are(tmp_path: Path) -> None:
     """Open files of another peer's id in the directory (copied there, a data directory
     shared by mistake): a new peer removed the empty and the torn ones and cut the
-    others, as if its own (QA). Left as they are now, and said so."""
+    others, as if its own, and indexed closed ones (QA). Left as they are now."""
     directory = tmp_path / "warc"
     directory.mkdir()
     shard = Shard.open(tmp_path, warc_size=10**9)
@@ -425,11 +425,15 @@ def test_another_peer_s_open_files_are_left_as_they_are(tmp_path: Path) -> None:
         "ubipy-3333333333333333-20260101000000-00001.warc.gz.open": b"x",
         "ubipy-4444444444444444-20260101000000-00001.warc.gz.open": b"",
     }
+    # Closed ones (the user's own file among them) got a .cdxj index beside them.
+    theirs["ubipy-5555555555555555-20260101000000-00001.warc.gz"] = whole
+    theirs["mine.warc.gz"] = b"not a WARC file"
     for name, data in theirs.items():
         (directory / name).write_bytes(data)
     Shard.open(tmp_path, warc_size=10**9).close()
     for name, data in theirs.items():
         assert (directory / name).read_bytes() == data
+        assert not (directory / f"{name}.cdxj").exists()
 
 
 def test_a_warc_directory_that_cannot_be_made_refuses_the_commit(

@@ -38,7 +38,7 @@ from ubipy.store.walsync import sync_wal
 from ubipy.store.warcfiles import WARC_DIR
 from ubipy.store.warcindex import has_current_index
 from ubipy.store.warcrecords import GZIP_LEVEL
-from ubipy.store.warcrecovery import recover_warc
+from ubipy.store.warcrecovery import own_files, recover_warc
 from ubipy.store.warcstore import WarcStore, index_closed
 
 log = logging.getLogger(__name__)
@@ -179,13 +179,15 @@ class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin, ReplicaMixi
                 level=warc_level,
                 shard_synced=shard.sync,
             )
-        # The files a crash left open, now closed, and any closed file without its
-        # index (a kill -9 before its thread wrote it): indexed as any closed file.
+        # The files a crash left open, now closed, and any closed file of its own
+        # without its index (a kill -9 before its thread wrote it): indexed as any
+        # closed file. Not another's (QA: a file put there got a .cdxj beside it).
         closed = list(recovered.closed) if recovered is not None else []
         if (directory := data_dir / WARC_DIR).is_dir():
+            own = own_files(conn)
             closed += [
                 p
-                for p in sorted(directory.glob("*.warc.gz"))
+                for p in sorted(directory.glob(f"{own}*.warc.gz"))
                 if p not in closed and p.is_file() and not has_current_index(p)
             ]
         if closed and shard._warc is not None:

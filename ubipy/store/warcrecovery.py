@@ -29,6 +29,13 @@ def _mark(conn: sqlite3.Connection) -> tuple[str, int] | None:
     return name, int(end)
 
 
+def own_files(conn: sqlite3.Connection) -> str:
+    """How the names of the shard's WARC files begin (WarcStore's): ``ubipy-<its
+    peer's id>-``, ``ubipy-local-`` before a peer gave it an id."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (PEER_ID_META,)).fetchone()
+    return f"ubipy-{'local' if row is None else row[0]}-"
+
+
 def recover_warc(
     conn: sqlite3.Connection, data_dir: Path, synced: Callable[[], object] = lambda: None
 ) -> Recovered | None:
@@ -62,9 +69,7 @@ def recover_warc(
         ).fetchone()
         return None if row[0] is None else int(row[0])
 
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (PEER_ID_META,)).fetchone()
-    # Its files' names (WarcStore's): "local" before a peer gave it an id.
-    done = recover(directory, mark, ends, f"ubipy-{'local' if row is None else row[0]}-")
+    done = recover(directory, mark, ends, own_files(conn))
     closed = list(done.closed)
     for name, end in done.short:
         conn.execute("BEGIN IMMEDIATE")
