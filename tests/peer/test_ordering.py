@@ -19,13 +19,14 @@ def _url(n: int, score: float = 0.0, host: str = "a.test") -> NewURL:
     return NewURL(n, f"http://{host}/{n}", host, 1, score)
 
 
-def test_a_pages_cash_is_split_evenly_over_its_links(tmp_path: Path) -> None:
+def test_a_pages_damped_cash_is_split_evenly_over_its_links(tmp_path: Path) -> None:
     shard = Shard.open(tmp_path)
     config = CrawlConfig(data_dir=tmp_path, bounds=BoundsConfig(order=CrawlOrder.OPIC))
     ordering = Ordering(config, shard, lambda: None, set)  # type: ignore[arg-type,return-value]
     links = [_url(n) for n in range(4)]
     shared = ordering.scored(Entry(9, 9, "http://a.test/9", 0, score=2.0), links)
-    assert [u.score for u in shared] == [0.5] * 4
+    # Its cash, damped as PageRank's (0.85), over its 4 links.
+    assert [u.score for u in shared] == pytest.approx([0.425] * 4)
     assert [u.fp for u in shared] == [0, 1, 2, 3]
     assert ordering.seed_score == 1.0
     # Breadth-first: no cash at all.

@@ -66,6 +66,7 @@ from ubipy.fetch import (
 )
 from ubipy.peer.commits import Commits, Found, page_record
 from ubipy.peer.crawlstats import CrawlStats
+from ubipy.peer.ordering import DAMPING
 from ubipy.peer.reading import MAX_REDIRECTS, RedirectChains
 from ubipy.peer.refreshing import Refresher
 from ubipy.steps import Steps, finished
@@ -199,7 +200,7 @@ class Sitemapping:
                     read = finished(self.reading(host, entry, result))
                 found, lastmods = read
             if found and entry.score > 0:
-                share = entry.score / len(found)
+                share = DAMPING * entry.score / len(found)  # as a page's (ordering.py)
                 found = [u._replace(score=share) for u in found]
         digest = content_digest(result.body) if result.ok else None
         page = page_record(
