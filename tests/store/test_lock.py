@@ -145,10 +145,16 @@ def test_a_peer_that_never_started_leaves_no_directory_it_made(tmp_path: Path) -
 def test_what_a_peer_did_not_make_stays(tmp_path: Path) -> None:
     # The user's directory, with the peer's files in it: only the release of a peer
     # that crawled nothing in a directory it made removes anything.
+    # Its lock file, made by the take, goes (QA: a directory of another program's
+    # files, refused, was left a lock file); one an earlier run left stays.
     mine = tmp_path / "mine"
     mine.mkdir()
     lock = DataLock.take(mine, "127.0.0.1:7001")
     (mine / SHARD_FILE).write_bytes(b"a shard")
+    lock.release(unmake=SHARD_FILES)
+    assert sorted(p.name for p in mine.iterdir()) == [SHARD_FILE]
+    DataLock.take(mine, "127.0.0.1:7001").release()  # a run that started
+    lock = DataLock.take(mine, "127.0.0.1:7001")
     lock.release(unmake=SHARD_FILES)
     assert sorted(p.name for p in mine.iterdir()) == ["lock", SHARD_FILE]
     # A directory it made, where something else appeared: that stays, and what holds it.

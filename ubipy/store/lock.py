@@ -39,12 +39,15 @@ _NOTE = re.compile(rb"(?:[0-9]+(?: [^\n]*)?\n?)?")
 class DataLock:
     """The exclusive hold of a data directory by this process."""
 
-    def __init__(self, data_dir: Path, fd: int, made: tuple[Path, ...] = ()) -> None:
+    def __init__(
+        self, data_dir: Path, fd: int, made: tuple[Path, ...] = (), *, created: bool = False
+    ) -> None:
         self.data_dir = data_dir
         self._fd: int | None = fd
         # The directories taking it made, innermost first: a peer that never starts
-        # leaves none of them behind (see release).
+        # leaves none of them behind (see release); and whether it made the lock file.
         self.made = made
+        self.created = created
         # A lock dropped without release() (a Peer made but never run) still lets go.
         self._finalizer = weakref.finalize(self, os.close, fd)
 
@@ -73,9 +76,15 @@ class DataLock:
             ) from None
         if not data_dir.is_dir():
             raise ShardError(f"cannot use {data_dir} as the data directory: not a directory")
+        path, flags = data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+        created = True
         try:
             # Not through a link: what it points at is not ours to write.
-            fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            try:
+                fd = os.open(path, flags | os.O_EXCL, 0o644)
+            except FileExistsError:
+                created = False
+                fd = os.open(path, flags, 0o644)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -107,7 +116,7 @@ class DataLock:
         # remove (a review).
         if made and not os.path.samefile(made[0], data_dir):
             made = ()
-        lock = cls(data_dir, fd, made)
+        lock = cls(data_dir, fd, made, created=created)
         lock.note(address)
         return lock
 
@@ -133,11 +142,13 @@ class DataLock:
         made the directory, they go, then the lock file (last, while still held: one
         who locks it after is told it went, see :meth:`take`), then each directory it
         made that is empty. A start that failed (an address in use) left a new
-        directory of a lock and an empty shard (QA)."""
+        directory of a lock and an empty shard (QA). Where the directory was there,
+        only the lock file goes, if taking it made it (QA: a directory of another
+        program's files, refused, was left a lock file of ubipy's)."""
         if self._fd is None:
             return
-        if self.made and unmake:
-            for name in (*unmake, LOCK_FILE):
+        if unmake and (self.made or self.created):
+            for name in (*unmake, LOCK_FILE) if self.made else (LOCK_FILE,):
                 with suppress(OSError):
                     (self.data_dir / name).unlink(missing_ok=True)
         self._fd = None
