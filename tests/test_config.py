@@ -180,6 +180,17 @@ def test_a_file_alone_gives_its_values(peer_config: Any, tmp_path: Path) -> None
     assert config.politeness.concurrency == 64 and config.fetch.read_timeout == 30.0
 
 
+def test_a_path_from_the_home_is_the_home_s(
+    peer_config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No shell reads a config file, nor the ~ of --data=~/crawl: a directory named ~
+    was made in the working one (QA)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    path = _write(tmp_path, 'data_dir = "~/crawl"\n')
+    assert peer_config("--config", str(path)).data_dir == tmp_path / "crawl"
+    assert peer_config("--data=~/other").data_dir == tmp_path / "other"
+
+
 def test_a_list_of_one_may_be_given_as_its_one_string(peer_config: Any, tmp_path: Path) -> None:
     """``join = "a:7000"`` was refused: "must be a list of strings" (QA)."""
     path = _write(tmp_path, 'join = "127.0.0.1:7999"\n[fetch]\naccept = "image/*"\n')

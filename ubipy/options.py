@@ -154,7 +154,10 @@ def coerce(setting: Setting, value: object) -> Any:
     if (kind is int and whole) or (kind in (bool, str) and isinstance(value, kind)):
         return value
     if kind is Path and isinstance(value, str | Path) and str(value):
-        return Path(value)
+        # "~/crawl" is the home's, as a shell would read it: a config file's (no shell
+        # reads it) and --data=~/crawl (none expands it there) made a directory "~"
+        # in the working one (QA).
+        return Path(value).expanduser()
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
         if isinstance(value, kind):
             return value
