@@ -13,8 +13,11 @@ from ubipy.wire import secret_doubt
 
 
 def test_no_secret_refuses_a_non_loopback_address(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="without a cluster secret"):
+    with pytest.raises(ValueError, match=r"0\.0\.0\.0 without a cluster secret"):
         Peer(CrawlConfig(data_dir=tmp_path, listen="0.0.0.0:7000"))
+    # A name is not looked up: one mistyped is said to be maybe that (QA: "lcoalhost").
+    with pytest.raises(ValueError, match=r"lcoalhost \(a name other than localhost: mistyped\?\)"):
+        Peer(CrawlConfig(data_dir=tmp_path, listen="lcoalhost:7000"))
 
 
 def test_a_secret_allows_any_address_and_loopback_needs_none(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@ frames, each frame handed to the peer's handler with a way to reply, over a
 :class:`Network` (TCP, or an in-memory one for tests).
 """
 
-from ubipy.net.addresses import is_loopback, join_address, split_address
+from ubipy.net.addresses import is_ip, is_loopback, join_address, split_address
 from ubipy.net.guard import SourceLog, Strikes
 from ubipy.net.handlers import Handle, Handler, Reply, Send
 from ubipy.net.links import Links, LinkStats
@@ -27,6 +27,7 @@ __all__ = [
     "StreamHandler",
     "Strikes",
     "TcpNetwork",
+    "is_ip",
     "is_loopback",
     "join_address",
     "remote_host",

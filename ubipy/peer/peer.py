@@ -32,7 +32,7 @@ from ubipy.membership import (
     fence,
     message_from_wire,
 )
-from ubipy.net import Links, Network, Reply, TcpNetwork, is_loopback, split_address
+from ubipy.net import Links, Network, Reply, TcpNetwork, is_ip, is_loopback, split_address
 from ubipy.peer.advertised import answer_at, said_elsewhere, who_answers
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
@@ -111,9 +111,10 @@ class Peer:
         self.secret = secret_from(config.secret)
         host, _ = split_address(config.listen)
         if is_default_secret(self.secret) and not is_loopback(host):
+            named = "" if is_ip(host) else " (a name other than localhost: mistyped?)"
             raise ValueError(
-                f"refusing to listen on {host} without a cluster secret: frames would be "
-                "forgeable; give --secret (or UBIPY_SECRET), or listen on loopback"
+                f"refusing to listen on {host}{named} without a cluster secret: frames "
+                "would be forgeable; give --secret (or UBIPY_SECRET), or listen on loopback"
             )
         # What others dial (the advertised address, else the listening one): membership
         # gossips it and the status shows it; ``bound`` is where the socket listens.
