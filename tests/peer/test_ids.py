@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from ubipy.errors import ShardError
-from ubipy.peer.ids import load_peer_id
+from ubipy.peer.ids import load_peer_id, open_data
 from ubipy.store import PEER_ID_META, SHARD_FILE, Shard
+from ubipy.store_config import StoreConfig
 
 
 def test_a_new_peer_says_where_its_data_is_and_an_old_one_says_nothing(
@@ -84,3 +85,19 @@ def test_a_new_peer_in_another_peers_warc_directory_is_refused(tmp_path: Path, i
     shard = Shard.open(tmp_path / "a" / "warc" / "b")
     assert load_peer_id(shard, random.Random(1))
     shard.close()
+
+
+@pytest.mark.parametrize("empty", [False, True])
+def test_a_shard_file_that_is_empty_is_a_new_one(tmp_path: Path, empty: bool) -> None:
+    """SQLite makes a new database of an empty file: the peer said "its data" of it,
+    as if resuming (QA)."""
+    if empty:
+        (tmp_path / SHARD_FILE).write_bytes(b"")
+    lock, shard, _, new = open_data(tmp_path, StoreConfig(), "127.0.0.1:7000", random.Random(1))
+    shard.close()
+    lock.release()
+    assert new
+    lock, shard, _, new = open_data(tmp_path, StoreConfig(), "127.0.0.1:7000", random.Random(1))
+    shard.close()
+    lock.release()
+    assert not new  # its own now

@@ -37,7 +37,9 @@ def open_data(
     """What a peer starts from: its data directory held (made if need be; ``address``
     is what the next to try is told), its shard open, its id, and whether the shard is
     new. One that fails leaves no directory it made."""
-    new = not (data_dir / SHARD_FILE).exists()
+    # An empty file is one SQLite makes a new database of (QA: greeted as "its data").
+    path = data_dir / SHARD_FILE
+    new = not path.exists() or (path.is_file() and path.stat().st_size == 0)
     if new:
         _refuse_a_peers_warc(data_dir)
     lock = DataLock.take(data_dir, address)
