@@ -189,6 +189,8 @@ def test_a_path_from_the_home_is_the_home_s(
     path = _write(tmp_path, 'data_dir = "~/crawl"\n')
     assert peer_config("--config", str(path)).data_dir == tmp_path / "crawl"
     assert peer_config("--data=~/other").data_dir == tmp_path / "other"
+    # One with no home to be found is as written, not a traceback (a review).
+    assert peer_config("--data=~nosuchuser5/x").data_dir == Path("~nosuchuser5/x")
 
 
 def test_a_list_of_one_may_be_given_as_its_one_string(peer_config: Any, tmp_path: Path) -> None:

@@ -236,7 +236,7 @@ def test_the_status_table_ends_with_what_each_peers_filters_left_out() -> None:
     )
     assert table[5:] == [
         "aaaa: 3 excluded by --exclude; 40 refreshes of pages fetched before (36 unchanged, "
-        "30 of them 304s; 2 pages retired; 4 put off, robots.txt forbidding them now)",
+        "30 of them 304s; 2 pages retired; 4 put off, robots.txt forbidding or not to be had)",
         "bbbb: 1 excluded by --exclude; 2 matching no --include; 5 deeper than --max-depth; "
         "4 answers of types not "
         "accepted (image 3, application 1); 3 URLs closed unasked (robots.txt unreachable: 2; "

@@ -157,7 +157,10 @@ def coerce(setting: Setting, value: object) -> Any:
         # "~/crawl" is the home's, as a shell would read it: a config file's (no shell
         # reads it) and --data=~/crawl (none expands it there) made a directory "~"
         # in the working one (QA).
-        return Path(value).expanduser()
+        try:
+            return Path(value).expanduser()
+        except RuntimeError:  # ~nosuchuser, or no home: as written (a review)
+            return Path(value)
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
         if isinstance(value, kind):
             return value

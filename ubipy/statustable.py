@@ -44,7 +44,7 @@ def _left_out(figures: Mapping[str, Any]) -> str:
             f"{counted(n, 'refresh', 'refreshes')} of pages fetched before ({unchanged} "
             f"unchanged, {figures.get('refreshes_not_modified')} of them 304s; "
             f"{counted(figures.get('pages_retired', 0), 'page')} retired"
-            + (f"; {barred} put off, robots.txt forbidding them now)" if barred else ")")
+            + (f"; {barred} put off, robots.txt forbidding or not to be had)" if barred else ")")
         )
     if n := figures.get("skipped"):
         # A host given up (its robots.txt unreachable, a proxy that refuses) shows here.

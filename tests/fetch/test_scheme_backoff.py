@@ -16,7 +16,7 @@ import trio.testing
 
 from tests.crawling import crawl_until_idle
 from ubipy.config import BoundsConfig, CrawlConfig, CrawlOrder, FetchConfig, PolitenessConfig
-from ubipy.fetch.politeness import Entry, JobKind, Scheduler
+from ubipy.fetch.politeness import Entry, HostRobots, JobKind, Scheduler
 from ubipy.store import Shard
 from ubipy.store_config import StoreConfig
 
@@ -227,3 +227,53 @@ async def test_a_crawl_goes_on_over_http_while_https_makes_no_connection(
     assert not [u for _, u in asked if u.startswith("https://a.test/s")]
     assert closed == {f"https://a.test/s{i}": "robots.txt unreachable" for i in range(3)}
     assert all(stored[f"http://a.test{p}"] is None for p in http)
+
+
+@pytest.mark.parametrize(("aside", "window"), [(a, w) for a in (1, 2, 3, 5) for w in (1, 2, 4)])
+def test_every_url_is_asked_whatever_the_disk_holds_past_the_window(
+    aside: int, window: int
+) -> None:
+    """A window's load asks for as many more rows as are set aside (a ranked order
+    finds them again): cut back to the window, the rows cut were taken for none left
+    on disk, and never asked (a review: 1 of 6 http URLs)."""
+    https = [f"https://a.test/s{i}" for i in range(aside)]
+    http = [f"http://a.test/p{i}" for i in range(6)]
+    asked = _crawl(_sched(["http://a.test/", *https, *http], window=window), _https_refused)
+    pages = sorted(u for _, u in asked if not u.endswith("robots.txt"))
+    assert pages == sorted(["http://a.test/", *http, *(f"skip {u}" for u in https)])
+
+
+def test_a_page_due_again_set_aside_is_not_given_again_by_a_plan() -> None:
+    """A page due again left its heap for the back-off's list without being handed
+    out, and the refresher's next plan (which leaves out only those handed out) put it
+    back in the heap: asked twice (a review)."""
+    s = _sched(["http://a.test/p1", "http://a.test/p2", "http://a.test/p3"], window=8)
+    r0 = Entry(100, 0, "https://a.test/r0", 0, refresh=True)
+    r1 = Entry(101, 0, "https://a.test/r1", 0, refresh=True)
+    s.refreshes("a.test", [(0.0, r0), (0.5, r1)])
+    replanned = False
+    tries = iter(["refused", "ok"])
+
+    def answer(url: str) -> str:
+        nonlocal replanned
+        if not replanned and url == "http://a.test/p2":  # r1 is aside by now
+            replanned = True
+            s.refreshes("a.test", [(0.5, r1)])  # r0 handed out: left out of the plan
+        return next(tries) if url == r0.url else "ok"
+
+    asked = [u for _, u in _crawl(s, answer)]
+    assert replanned and asked.count(r1.url) == 1 and asked.count(r0.url) == 2
+
+
+def test_each_scheme_s_robots_txt_is_tried_as_often_when_both_fail() -> None:
+    """https's port refused, http's robots.txt answering 503: the one count of tries
+    the slot keeps went from one scheme to the other, and http's robots.txt was asked
+    6 times, not 3 (a review). Each is asked 3 times, then closed, the host given up."""
+    s = _sched(["https://a.test/", "http://a.test/a", "http://a.test/b"])
+    asked = _crawl(s, lambda url: "refused" if url.startswith("https:") else "503")
+    robots = [(t, u) for t, u in asked if u.endswith("robots.txt")]
+    assert [t for t, u in robots if u.startswith("https:")] == [0.0, 31.0, 91.0]
+    assert [t for t, u in robots if u.startswith("http:")] == [1.0, 92.0, 152.0]
+    assert ("skip https://a.test/") in [u for _, u in asked]
+    slot = s.slot("a.test")
+    assert slot is not None and slot.robots_state is HostRobots.GIVEN_UP

@@ -18,7 +18,7 @@ import trio
 from ubipy.config import CrawlConfig, RecrawlConfig, RefreshPolicy
 from ubipy.fetch import Scheduler
 from ubipy.peer.refreshing import Refresher
-from ubipy.peer.refreshpages import RefreshPage
+from ubipy.peer.refreshpages import RefreshPage, Sample, change_rates
 from ubipy.peer.refreshplans import PLAN_SHARE
 from ubipy.store import Shard
 
@@ -126,3 +126,20 @@ async def test_plans_that_cost_more_than_their_share_come_less_often(
     # A real plan of a few thousand pages says what it took: far under its share.
     took = await Refresher.replan(refresher)
     assert 0 < took < 60 * PLAN_SHARE
+
+
+@pytest.mark.parametrize("changed", [0, 1, 2, 10])
+def test_a_page_seen_once_is_not_taken_for_slower_than_pages_seen_twice(changed: int) -> None:
+    """Under the history policy a page seen once takes the rate pooled over the pages
+    seen more: with half a change for the whole pool (or for none once one changed, a
+    review), it looked many times slower to change than each unchanged page seen twice
+    by its own estimate, and the plan left it for minutes (QA)."""
+    seen = [
+        Sample(visits=2, changes=int(i < changed), observed=60.0, host="a.test",
+               importance=1.0, url=f"http://a.test/{i}")
+        for i in range(20)
+    ]  # fmt: skip
+    once = Sample(visits=1, changes=0, observed=0.0, host="a.test", importance=1.0, url="x")
+    rates = change_rates([*seen, once], by_group=False)
+    unchanged_own = rates[changed]  # the first page seen twice unchanged
+    assert rates[-1] >= unchanged_own

@@ -30,6 +30,9 @@ no I/O and no clock, as the scheduler.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 from ubipy.fetch.robots import RobotsDecision, RobotsFetch, RobotsRules
 from ubipy.fetch.robotsrule import RobotsRule
 from ubipy.fetch.slots import Entry, HostRobots, HostSlot, SchemeBackoff, scheme_of
@@ -45,15 +48,10 @@ class Backoffs:
     _windows: Windows
     _agent: str
     robots: RobotsRule
-
-    def finished(
-        self, host: str, now: float, *, wait: float | None = None, asked: float | None = None,
-        answered: bool = True,
-    ) -> None:  # fmt: skip
-        raise NotImplementedError
-
-    def _give_up(self, slot: HostSlot) -> None:
-        raise NotImplementedError
+    # The scheduler's own (declared, not defined: a stub here would shadow the one of
+    # a base that comes after this mixin).
+    finished: Callable[..., None]
+    _give_up: Callable[[HostSlot], None]
 
     def retry(
         self, host: str, entry: Entry, now: float, *, wait: float, asked: float | None = None,
@@ -111,8 +109,12 @@ class Backoffs:
         going on. False (the host is to wait as a whole) when its other scheme is
         backed off already: then the host answers neither."""
         backoff = slot.backoff
-        if backoff is not None and backoff.scheme != scheme and now < backoff.until:
-            return False
+        if (
+            backoff is not None
+            and backoff.scheme != scheme
+            and (now < backoff.until or backoff.robots_attempts)
+        ):
+            return False  # or its robots.txt's failed tries, kept there, were lost
         if backoff is None or backoff.scheme != scheme:
             if backoff is not None:
                 self._windows.bring_back(slot)
@@ -156,11 +158,17 @@ class Backoffs:
 
     def _robots_fetch(self, slot: HostSlot, url: str, now: float) -> RobotsFetch | None:
         """What the slot asks before ``url`` (RobotsRule.fetch_for). A backed-off
-        scheme's robots.txt asked again ends its back-off, its failed tries counted on."""
-        fetch = self.robots.fetch_for(slot, url, now, self._agent)
+        scheme's robots.txt asked again ends its back-off, its failed tries counted on;
+        the slot's own scheme, failing too, then leaves its tries in the back-off's
+        place (one count a scheme: the slot holds one, the back-off the other's)."""
         backoff = slot.backoff
-        if fetch is not None and backoff is not None and url.startswith(backoff.scheme):
+        if backoff is None or not url.startswith(backoff.scheme):
+            return self.robots.fetch_for(slot, url, now, self._agent)
+        scheme, tries = slot.robots_scheme, slot.robots_attempts
+        failing = slot.robots_state is HostRobots.UNKNOWN and tries > 0
+        fetch = self.robots.fetch_for(slot, url, now, self._agent)
+        if fetch is not None:
             slot.robots_attempts = backoff.robots_attempts
             self._windows.bring_back(slot)
-            slot.backoff = None
+            slot.backoff = SchemeBackoff(scheme, -math.inf, tries) if failing else None
         return fetch

@@ -131,8 +131,9 @@ class Windows:
         """While one of the host's schemes is backed off (SchemeBackoff), its entries
         leave the window (loaded from disk while the window runs dry), and its pages due
         again that have come due leave their heap, so that the host's next request is
-        of its other scheme. At most a window of them per host (counted in memory
-        still): past that, the back-off is ``full``, and the host waits for its end
+        of its other scheme. At most a window of them per host leave it so (a retry's
+        own entry may join them; all are counted in memory still, beside the window
+        refilled): past that, the back-off is ``full``, and the host waits for its end
         as a whole. Once it is over, they go back to the front of the window, first."""
         backoff = slot.backoff
         if backoff is None:
@@ -204,12 +205,15 @@ class Windows:
         # the credits are in the shard by now, so the loaded scores hold them.
         aside = () if slot.backoff is None else slot.backoff.entries
         rows = self._loader(slot.host, slot.last_seq, limit + len(aside))
+        # All asked for came, or some of them are cut below: the disk holds more.
         more = len(rows) == limit + len(aside)
         if aside:
             # Set aside, they still wait on disk, where a ranked order's load (best
             # first) would find them again: left out, as the URLs in flight are.
             fps = {e.fp for e in aside}
-            rows = [e for e in rows if e.fp not in fps][:limit]
+            rows = [e for e in rows if e.fp not in fps]
+            more = more or len(rows) > limit
+            rows = rows[:limit]
         if self._ranked:
             slot.credit = {fp: c for fp, c in slot.credit.items() if c == ranking.FIRST}
             slot.floor = -math.inf

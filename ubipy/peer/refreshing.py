@@ -450,7 +450,8 @@ class Refresher(PlanningMixin):
         self._scheduler().due_again(page.host, at, refresh_entry(page))
 
     def barred(self, entry: Entry) -> None:
-        """A page due again that robots.txt now forbids was not asked: it stays a page
+        """A page due again that robots.txt now forbids (or its scheme's robots.txt
+        could not be had) was not asked: it stays a page
         of the crawl (fetched, its frontier row closed), put off until robots.txt is
         read again (``--robots-ttl``, or the longest interval if shorter) rather than
         due again at every plan. Put off for the longest interval, a page barred by a

@@ -222,19 +222,19 @@ def change_rates(pages: Sequence[Sample], *, by_group: bool) -> list[float]:
     def pooled(group: Sequence[Sample], *, halves: bool = False) -> float | None:
         """The group's pages as one history: its visits, changes and time added.
         ``halves``: a stand-in beside the pages' own estimates (the history policy),
-        where each page never seen to change counts half a change: a group none of
-        whose pages did counts as many halves. One half for the whole group made a
+        where each page never seen to change counts half a change, as its own estimate
+        does (only where none changed, one change seen cut the rate 13 times: a
+        review). One half for the whole group made a
         page seen once 1/n as likely to change as each of n pages seen twice
         unchanged, and the plan left it to them (QA: of 34 pages that never changed,
         14 not asked again for 3 minutes, the others every 45 s). Not the cluster
         policy's hosts, whose pages take their host's rate alike (bench/freshness.py:
         as many halves cost its pages before the 3rd visit 0.98 to 0.92 freshness)."""
         intervals = sum(p.visits - 1 for p in group)
-        changes = sum(p.changes for p in group)
         observed = sum(p.observed for p in group)
-        if halves and not changes:
-            return change_rate(intervals, 0.5 * len(group), observed)
-        return estimate(History(intervals + 1, changes, observed))
+        if halves:
+            return change_rate(intervals, sum(p.changes or 0.5 for p in group), observed)
+        return estimate(History(intervals + 1, sum(p.changes for p in group), observed))
 
     own = [estimate(p.history) for p in pages]
     seen = [p for p, r in zip(pages, own, strict=True) if r is not None]
