@@ -145,10 +145,10 @@ class Backoffs:
         self._windows.set_entry_aside(slot, entry)
         return True
 
-    def _sift(self, slot: HostSlot, now: float) -> bool:
-        """Set a backed-off scheme's URLs aside (or back, the back-off over): whether the host
-        has something to ask now."""
-        self._windows.set_aside(slot, now)
+    def _askable(self, slot: HostSlot, now: float) -> bool:
+        """Whether the host has something to ask now, beside its backed-off scheme's
+        URLs (set aside, or back once the back-off is over: Windows.apply_backoff)."""
+        self._windows.apply_backoff(slot, now)
         backoff = slot.backoff
         if backoff is not None and not backoff.entries and not backoff.robots_attempts:
             slot.backoff = None  # nothing more to keep

@@ -267,7 +267,7 @@ class Scheduler(LookupAnswers, Backoffs):
                 self._hops.set_aside(slot)
                 continue
             slot.armed = False
-            if slot.backoff is not None and not self._sift(slot, now):
+            if slot.backoff is not None and not self._askable(slot, now):
                 self._pass(slot)
                 self._arm(slot)  # only its backed-off scheme's URLs: back at the end
                 continue

@@ -127,7 +127,7 @@ class Windows:
             slot.credit[entry.fp] = ranking.FIRST
             slot.best = -1
 
-    def set_aside(self, slot: HostSlot, now: float) -> None:
+    def apply_backoff(self, slot: HostSlot, now: float) -> None:
         """While one of the host's schemes is backed off (SchemeBackoff), its entries
         leave the window (loaded from disk while the window runs dry), and its pages due
         again that have come due leave their heap, so that the host's next request is
