@@ -60,7 +60,7 @@ class Backoffs:
         """``entry`` failed in a retryable way: asked again first, after ``wait`` (its
         back-off) or ``asked`` (Retry-After), nothing else on the host sooner;
         ``spent``: the try counts among the URL's retries. ``no_connection``: none
-        was made (see the module's docstring): only the URLs of its scheme wait, if they may."""
+        was made (see the module's docstring): only its scheme's URLs wait, if they may."""
         again = entry._replace(attempt=entry.attempt + 1, free=entry.free + (not spent))
         slot = self._slots[host]
         if no_connection and self._back_off_retry(slot, again, now + wait, now):
@@ -89,8 +89,8 @@ class Backoffs:
         did not verify): the scheme is given up at once (RobotsRule.answer), with
         ``reason``. ``asked``: the seconds its Retry-After asked. ``rules``: the
         body's, parsed already (:meth:`parse_robots`). ``no_connection``: none was
-        made (see the module's docstring). Returns the decision once there is one; None while
-        redirects are followed."""
+        made (see the module's docstring). Returns the decision once there is one;
+        None while redirects are followed."""
         slot = self._slots[host]
         decision, give_up, wait = self.robots.answer(
             slot, now, status, location, body, asked, final=final, reason=reason, rules=rules,
@@ -126,7 +126,7 @@ class Backoffs:
     def _back_off_robots(self, slot: HostSlot, now: float, wait: float | None) -> bool:
         """After a try of the slot's robots.txt that made no connection and is to be
         made again after ``wait``: whether its scheme is backed off till then (its
-        tries kept with the back-off), the host going on over its other scheme meanwhile."""
+        tries kept with the back-off), the host going on over its other scheme."""
         if wait is None or slot.robots_state is not HostRobots.UNKNOWN:
             return False  # given up, or a refetch: the old rules serve, nothing waits
         attempts = slot.robots_attempts

@@ -116,7 +116,8 @@ class SchemeBackoff:
     """One scheme of a host backed off while its other goes on (windows.py): no
     connection could be made to it (a port shut, TLS spoken to a plain-HTTP port), so
     its URLs wait until ``until`` aside, the failed tries of its robots.txt counted
-    on (the slot is on the other scheme meanwhile)."""
+    on (the slot is on the other scheme meanwhile). With ``until`` -inf and no URLs, it
+    only keeps a scheme's failed tries while the slot asks the other's robots.txt."""
 
     scheme: str
     until: float
