@@ -221,15 +221,16 @@ def change_rates(pages: Sequence[Sample], *, by_group: bool) -> list[float]:
 
     def pooled(group: Sequence[Sample], *, halves: bool = False) -> float | None:
         """The group's pages as one history: its visits, changes and time added.
-        ``halves``: a stand-in beside the pages' own estimates (the history policy),
-        where each page never seen to change counts half a change, as its own estimate
-        does (only where none changed, one change seen cut the rate 13 times: a
-        review). One half for the whole group made a
-        page seen once 1/n as likely to change as each of n pages seen twice
-        unchanged, and the plan left it to them (QA: of 34 pages that never changed,
-        14 not asked again for 3 minutes, the others every 45 s). Not the cluster
-        policy's hosts, whose pages take their host's rate alike (bench/freshness.py:
-        as many halves cost its pages before the 3rd visit 0.98 to 0.92 freshness)."""
+
+        ``halves``: the rate stands in beside the pages' own estimates (the history
+        policy), so each page never seen to change counts half a change, as its own
+        estimate does. One half for the whole group made a page seen once 1/n as likely
+        to change as each of n pages seen twice unchanged, and the plan left it to them
+        (QA: of 34 pages that never changed, 14 not asked again for 3 minutes, the
+        others every 45 s); halves only where none changed cut the rate 13 times at the
+        first change seen (a review). Not for the cluster policy's hosts, whose pages
+        take their host's rate alike (bench/freshness.py: halves there cost its pages
+        before their 3rd visit 0.98 to 0.92 freshness)."""
         intervals = sum(p.visits - 1 for p in group)
         observed = sum(p.observed for p in group)
         if halves:
