@@ -75,7 +75,7 @@ class LookupAnswers:
         slot.lookup_failures += 1
         more = _TRANSIENT_MORE if transient else 0
         wait = None if final else self.robots.backoff(slot.lookup_failures, more=more)
-        had_urls = slot.has_work or bool(slot.refresh) or slot.aside > 0
+        had_urls = slot.has_work or bool(slot.refresh) or bool(slot.aside)
         self._addresses.passed(slot)  # its address's turn, kept for the answer
         if wait is None:
             self._give_up(slot)

@@ -216,9 +216,9 @@ class Scheduler(LookupAnswers, Backoffs):
         slot = self._slot(host)
         if slot.robots_state is HostRobots.GIVEN_UP:
             return
-        if slot.backoff is not None and slot.backoff.entries:
+        if slot.aside:
             # Due already, set aside with their scheme (backoffs.py): not twice.
-            aside = {e.fp for e in slot.backoff.entries}
+            aside = {e.fp for e in slot.aside}
             due = [(at, e) for at, e in due if e.fp not in aside]
         slot.due_anew([(at, next(self._tie), e) for at, e in due])
         self._bring_forward(slot)

@@ -256,9 +256,8 @@ def _other_scheme_waits(slot: HostSlot) -> bool:
     """Whether a URL of the scheme the slot is not on waits in its window (those on
     disk are not looked at), set aside (backoffs.py), or among its pages due again."""
     scheme = slot.robots_scheme
-    aside = () if slot.backoff is None else slot.backoff.entries
     return (
         any(not e.url.startswith(scheme) for e in slot.queue)
-        or any(not e.url.startswith(scheme) for e in aside)
+        or any(not e.url.startswith(scheme) for e in slot.aside)
         or any(not due_entry(item).url.startswith(scheme) for item in slot.refresh)
     )

@@ -8,7 +8,7 @@ import enum
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -221,18 +221,19 @@ class HostSlot:
         return bool(self.queue) or self.on_disk > 0
 
     @property
-    def aside(self) -> int:
+    def aside(self) -> Sequence[Entry]:
         """Its URLs set aside (see SchemeBackoff)."""
-        return 0 if self.backoff is None else len(self.backoff.entries)
+        return () if self.backoff is None else self.backoff.entries
 
     def ready_at(self) -> float | None:
         """When the host may next be asked: the end of its delay if it has URLs, else
         when its first page is due again or its URLs set aside come back; None if none."""
-        if self.backoff is not None and self.backoff.full:
-            return max(self.next_allowed, self.backoff.until)
-        if self.queue or self.on_disk > 0:
+        backoff = self.backoff
+        if backoff is not None and backoff.full:
+            return max(self.next_allowed, backoff.until)
+        if self.has_work:
             return self.next_allowed
         times = [self.refresh[0][0]] if self.refresh else []
-        if self.backoff is not None and self.backoff.entries:
-            times.append(self.backoff.until)
+        if backoff is not None and backoff.entries:
+            times.append(backoff.until)
         return max(self.next_allowed, min(times)) if times else None

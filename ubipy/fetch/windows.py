@@ -190,7 +190,7 @@ class Windows:
 
     def clear(self, slot: HostSlot) -> None:
         """The host's entries are forgotten, in memory and on disk (given up, dropped)."""
-        self.in_memory -= len(slot.queue) + slot.aside
+        self.in_memory -= len(slot.queue) + len(slot.aside)
         slot.backoff = None
         slot.queue.clear()
         slot.best = -1
@@ -203,13 +203,14 @@ class Windows:
         limit = self._window if self.in_memory < self._max_in_memory else 1
         # A ranked order loads the host's best (its loader ignores the sequence);
         # the credits are in the shard by now, so the loaded scores hold them.
-        aside = () if slot.backoff is None else slot.backoff.entries
+        # Set aside, a backed-off scheme's URLs still wait on disk, where a ranked
+        # order's load (best first) would find them again: left out, as the URLs in
+        # flight are. (Loaded in order, past the last loaded, they are not met again.)
+        aside = slot.aside if self._ranked else ()
         rows = self._loader(slot.host, slot.last_seq, limit + len(aside))
         # All asked for came, or some of them are cut below: the disk holds more.
         more = len(rows) == limit + len(aside)
         if aside:
-            # Set aside, they still wait on disk, where a ranked order's load (best
-            # first) would find them again: left out, as the URLs in flight are.
             fps = {e.fp for e in aside}
             rows = [e for e in rows if e.fp not in fps]
             more = more or len(rows) > limit
