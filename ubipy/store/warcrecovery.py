@@ -12,9 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ubipy.errors import ShardError
-from ubipy.store.schema import PEER_ID_META
 from ubipy.store.warcfiles import OPEN_SUFFIX, WARC_DIR, Recovered, close_file, recover
-from ubipy.store.warcstore import END_META, CaptureKind
+from ubipy.store.warcstore import END_META, CaptureKind, named_peer
 
 __all__ = ["recover_warc"]
 
@@ -32,8 +31,7 @@ def _mark(conn: sqlite3.Connection) -> tuple[str, int] | None:
 def own_files(conn: sqlite3.Connection) -> str:
     """How the names of the shard's WARC files begin (WarcStore's): ``ubipy-<its
     peer's id>-``, ``ubipy-local-`` before a peer gave it an id."""
-    row = conn.execute("SELECT value FROM meta WHERE key = ?", (PEER_ID_META,)).fetchone()
-    return f"ubipy-{'local' if row is None else row[0]}-"
+    return f"ubipy-{named_peer(conn) or 'local'}-"
 
 
 def recover_warc(

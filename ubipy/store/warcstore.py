@@ -70,6 +70,7 @@ __all__ = [
     "CaptureKind",
     "WarcStore",
     "index_closed",
+    "named_peer",
     "read_payload",
 ]
 
@@ -162,6 +163,13 @@ def read_payload(data_dir: Path, file: str, offset: int, length: int) -> bytes:
     return record.http_payload()
 
 
+def named_peer(conn: sqlite3.Connection) -> str | None:
+    """The id of the peer the shard is, if a peer gave it one: its WARC files are named
+    ``ubipy-<id>-...``, ``ubipy-local-...`` until then."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (PEER_ID_META,)).fetchone()
+    return None if row is None else str(row[0])
+
+
 class WarcStore:
     """Writes the records of the pages and visits of one transaction (see the module)."""
 
@@ -208,12 +216,9 @@ class WarcStore:
     def _peer(self) -> str:
         # A peer's id, once given, is its own for good: asked of the shard until then.
         if self._peer_id is None:
-            row = self._conn.execute(
-                "SELECT value FROM meta WHERE key = ?", (PEER_ID_META,)
-            ).fetchone()
-            if row is None:
+            if (named := named_peer(self._conn)) is None:
                 return "local"
-            self._peer_id = str(row[0])
+            self._peer_id = named
         return self._peer_id
 
     def _warcinfo(self, name: str) -> bytes:
@@ -389,10 +394,7 @@ class WarcStore:
         )
         files = self.files
         files.append(member(request, self._level))
-        pieces = [capture] if isinstance(capture, bytes) else capture
-        name, offset = files.append(pieces[0])
-        for piece in pieces[1:]:
-            files.append(piece)
+        name, offset = files.append(capture)
         length = files.end - offset
         files.append(member(metadata, self._level))
         done = Capture(page.fp, page.at, kind, name, offset, length, files.end, rid, digest)
