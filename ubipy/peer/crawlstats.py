@@ -27,7 +27,6 @@ class CrawlStats:
     retries: int = 0
     # Requests cut short because the peer lost sight of a majority.
     abandoned: int = 0
-    # Requests put back because the proxy could not be reached (asked again later).
     # Requests put back, not the host's failure: the proxy down, no socket to be had.
     put_back: Counter[FetchOutcome] = field(default_factory=Counter)
     robots_requests: int = 0

@@ -117,9 +117,9 @@ class PeerStatus:
     given_up_why: str = ""
     sitemaps_faulty: int = 0  # see sitemaps above
     storage_failures: int = 0
-    # Requests put back because the proxy could not be reached (a proxy down or wrong).
     # Links and entries left out as deeper than --max-depth (said nowhere before).
     too_deep: int = 0
+    # Requests put back because the proxy could not be reached (a proxy down or wrong).
     proxy_down: int = 0
     no_sockets: int = 0  # requests put back: no file descriptor to be had
     # Frames to members whose dial went unanswered, sent by way of another (relays.py),
