@@ -343,11 +343,21 @@ def test_an_option_the_others_leave_without_effect_is_warned_of(
     assert capsys.readouterr().err.splitlines() == [
         "ubipy peer: warning: --rejoin-grace has no effect without --replicas 1",
     ]
+    # A time-out the deadline always ends first, a linger its cap always cuts (QA);
+    # a shorter deadline or cap alone is the user's intent, and not warned of.
+    peer_config("--data", str(tmp_path), "--timeout", "200", "--batch-linger", "6")
+    assert capsys.readouterr().err.splitlines() == [
+        "ubipy peer: warning: --timeout has no effect without a --fetch-deadline at least as long",
+        "ubipy peer: warning: --batch-linger has no effect without a --batch-linger-max at "
+        "least as long",
+    ]
+    peer_config("--data", str(tmp_path), "--fetch-deadline", "10", "--batch-linger-max", "0.2")
+    assert capsys.readouterr().err == ""
     # Each with what it needs: nothing to say.
     peer_config(
         "--data", str(tmp_path), "--refresh", "uniform", "--recrawl",
         "--pagerank-every", "50", "--order", "pagerank", "--warc-level", "6",
-        "--rejoin-grace", "10",
+        "--rejoin-grace", "10", "--timeout", "200", "--fetch-deadline", "200",
     )  # fmt: skip
     assert capsys.readouterr().err == ""
 

@@ -107,6 +107,17 @@ _NEEDS: tuple[tuple[tuple[str, ...], Callable[[CrawlConfig], bool], str], ...] =
         "--bodies warc",
     ),
     (("replication.rejoin_grace",), lambda c: c.replication.replicas == 1, "--replicas 1"),
+    # A silence longer than the whole request's deadline is never waited out (QA).
+    (
+        ("fetch.read_timeout",),
+        lambda c: c.fetch.read_timeout <= c.fetch.fetch_deadline,
+        "a --fetch-deadline at least as long",
+    ),
+    (
+        ("forwarding.batch_linger",),
+        lambda c: c.forwarding.batch_linger <= c.forwarding.batch_linger_max,
+        "a --batch-linger-max at least as long",
+    ),
 )
 
 
