@@ -307,6 +307,10 @@ async def test_a_page_that_moves_is_followed_to_where_it_went(
             with trio.fail_after(600):  # the page is due again within minutes
                 await found.wait()
     assert asked[:2] == ["/old", "/old"]
+    # The visit says where the page went (an export's replay follows it).
+    with sqlite3.connect(tmp_path / SHARD_FILE) as conn:
+        moves = conn.execute("SELECT status, location FROM visits WHERE status = 301")
+        assert moves.fetchall() == [(301, "http://a.test/new")]
 
 
 async def test_a_one_off_crawl_restarted_with_recrawl_asks_its_pages_again(

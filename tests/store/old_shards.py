@@ -42,6 +42,7 @@ _UNDO = {
         "ALTER TABLE refresh DROP COLUMN missing",
     ),
     15: ("DROP TABLE robots",),
+    17: ("ALTER TABLE pages DROP COLUMN location", "ALTER TABLE visits DROP COLUMN location"),
 }
 
 

@@ -59,6 +59,7 @@ def _page(
     depth: int = 1,
     encoding: str | None = None,
     encoding_source: str | None = None,
+    location: str | None = None,
 ) -> PageRecord:
     return PageRecord(
         fp=n,
@@ -78,6 +79,7 @@ def _page(
         body=body,
         encoding=encoding,
         encoding_source=encoding_source,
+        location=location,
     )
 
 
@@ -97,7 +99,15 @@ PAGES_A = [
     ),
     _page(2, "http://a.test/img.png", T0 + 3, body=BINARY, content_type="image/png", depth=2),
     _page(3, "http://a.test/missing", T0 + 5, status=404, body=b"<h1>gone</h1>"),
-    _page(4, "http://a.test/moved", T0 + 7, status=301, body=None, content_type=None),
+    _page(
+        4,
+        "http://a.test/moved",
+        T0 + 7,
+        status=301,
+        body=None,
+        content_type=None,
+        location="http://a.test/new",
+    ),
     _page(5, "http://a.test/big", T0 + 9, body=b"x" * 1000, truncated=True),
     _page(6, "http://a.test:8080/search?q=1&r=2", T0 + 17, status=599, body=b"odd"),
     _page(7, "http://a.test/slow", T0 + 11, status=None, body=None, error="timeout: ReadTimeout"),
@@ -324,6 +334,9 @@ def test_request_lines_and_unknown_statuses(shards: tuple[Path, Path], tmp_path:
     assert b"GET /search?q=1&r=2 HTTP/1.1\r\nHost: a.test:8080\r\n" in raw
     assert b"HTTP/1.1 599 \r\n" in raw
     assert b"HTTP/1.1 301 Moved Permanently\r\n" in raw
+    # A redirect replays to where it went; no other answer has a Location.
+    assert raw.count(b"\r\nLocation: ") == 1
+    assert b"\r\nLocation: http://a.test/new\r\n" in raw
     assert b"HTTP/1.1 404 Not Found\r\n" in raw
     # Left out of the WARC: the failed request, the failed processing, the missing body.
     for url in (b"http://a.test/slow", b"http://a.test/broken", b"http://a.test/nobody"):
@@ -345,6 +358,7 @@ def test_jsonl_has_every_page(shards: tuple[Path, Path], tmp_path: Path, name: s
             "url": page.url,
             "url_unicode": page.url.replace("xn--bcher-kva", "bücher"),
             "status": page.status,
+            "location": page.location,
             "title": page.title,
             "content_type": page.content_type,
             "length": page.length,

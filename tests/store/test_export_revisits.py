@@ -41,6 +41,7 @@ V1 = b"<html><title>v1</title><p>first version</p></html>"
 V2 = b"<html><title>v2</title><p>the second version, a little longer</p></html>"
 LM1, LM2 = "Tue, 01 Oct 2024 10:00:00 GMT", "Wed, 02 Oct 2024 11:00:00 GMT"
 STILL = "http://news.test/about"
+NEW = "http://news.test/new"  # where the page moved
 ABOUT = b"<p>never changes</p>"
 
 
@@ -303,16 +304,16 @@ def test_jsonl_lists_a_pages_visits_on_its_line(crawl: Path, tmp_path: Path, nam
     )
     assert {k: v for k, v in home.items() if k != "visits"} == expected
     assert home["visits"] == [
-        {"at": iso_utc(T0 + 100), "status": 304, "changed": False, "digest": "d1",
+        {"at": iso_utc(T0 + 100), "status": 304, "location": None, "changed": False, "digest": "d1",
          "content_type": None, "length": 0, "etag": None, "last_modified": None,
          "truncated": False},
-        {"at": iso_utc(T0 + 200), "status": 200, "changed": False, "digest": "d1",
+        {"at": iso_utc(T0 + 200), "status": 200, "location": None, "changed": False, "digest": "d1",
          "content_type": None, "length": 0, "etag": None, "last_modified": None,
          "truncated": False},
-        {"at": iso_utc(T0 + 300), "status": 200, "changed": True, "digest": "d2",
+        {"at": iso_utc(T0 + 300), "status": 200, "location": None, "changed": True, "digest": "d2",
          "content_type": "text/html", "length": len(V2), "etag": '"v2"', "last_modified": LM2,
          "truncated": False},
-        {"at": iso_utc(T0 + 400), "status": 304, "changed": False, "digest": "d2",
+        {"at": iso_utc(T0 + 400), "status": 304, "location": None, "changed": False, "digest": "d2",
          "content_type": None, "length": 0, "etag": None, "last_modified": None,
          "truncated": False},
     ]  # fmt: skip
@@ -320,7 +321,8 @@ def test_jsonl_lists_a_pages_visits_on_its_line(crawl: Path, tmp_path: Path, nam
 
 def test_visits_with_nothing_to_show_or_refer_to_are_left_out(tmp_path: Path) -> None:
     # A failed visit has no answer to write, a server error's body was not kept (a
-    # response would be made up), a redirect's Location is not kept; a change whose
+    # response would be made up), a redirect from before Locations were kept has
+    # none (one after has its own response, body or not); a change whose
     # body was not kept is not in the WARC, so the revisit after it has nothing to
     # refer to; a page whose first body was not kept leaves its revisits nothing either.
     data = tmp_path / "peer"
@@ -337,6 +339,7 @@ def test_visits_with_nothing_to_show_or_refer_to_are_left_out(tmp_path: Path) ->
             Visit(1, T0 + 10, None, False, "d1"),
             Visit(1, T0 + 20, 503, False, "d1"),  # as shards kept it before: no body
             Visit(1, T0 + 25, 302, False, "d1", "text/html", 5, body=b"moved"),  # no Location
+            Visit(1, T0 + 27, 301, False, "d1", location=NEW),
             Visit(1, T0 + 30, 200, False, "d1"),  # a revisit of the first fetch
             Visit(1, T0 + 40, 200, True, "d2", "text/html", 900),  # no body kept
             Visit(1, T0 + 50, 304, False, "d2"),
@@ -351,7 +354,7 @@ def test_visits_with_nothing_to_show_or_refer_to_are_left_out(tmp_path: Path) ->
     assert (summary.pages, summary.left_out, summary.visits, summary.visits_left_out) == (
         2,
         1,
-        9,
+        10,
         6,
     )
     check = _warcio("check", str(out))
@@ -361,12 +364,20 @@ def test_visits_with_nothing_to_show_or_refer_to_are_left_out(tmp_path: Path) ->
     captures = _of(recs, HOME, "response", "revisit")
     assert [(c.type, c.headers["WARC-Date"]) for c in captures] == [
         ("response", iso_utc(T0)),
+        ("response", iso_utc(T0 + 27)),
         ("revisit", iso_utc(T0 + 30)),
         ("response", iso_utc(T0 + 60)),
         ("revisit", iso_utc(T0 + 70)),
     ]
-    assert captures[2].content == b"" and captures[2].http["Content-Length"] == "0"
-    assert captures[3].headers["WARC-Refers-To"] == captures[2].headers["WARC-Record-ID"]
+    moved = captures[1]
+    assert (moved.line, moved.http["Location"]) == ("HTTP/1.1 301 Moved Permanently", NEW)
+    # Not the page: the revisit after it refers to the first fetch still.
+    assert captures[2].headers["WARC-Refers-To"] == captures[0].headers["WARC-Record-ID"]
+    assert captures[3].content == b"" and captures[3].http["Content-Length"] == "0"
+    assert captures[4].headers["WARC-Refers-To"] == captures[3].headers["WARC-Record-ID"]
+    export([data], "jsonl", tmp_path / "out.jsonl")
+    home = json.loads((tmp_path / "out.jsonl").read_text().splitlines()[0])
+    assert [v["location"] for v in home["visits"] if v["status"] == 301] == [NEW]
 
 
 def _cut_version(data: Path) -> None:

@@ -17,6 +17,7 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import urljoin
 
 import httpx2
 import trio
@@ -32,6 +33,7 @@ from ubipy.fetch.transport import (
     PooledBody,
     ProxyUnreachable,
 )
+from ubipy.fetch.urls import resolve_link
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +130,22 @@ class FetchResult:
     @property
     def is_redirect(self) -> bool:
         return self.status is not None and 300 <= self.status < 400 and bool(self.location)
+
+    @property
+    def target(self) -> str | None:
+        """Where a redirect points: its Location resolved against the URL asked and
+        normalised as a link is; resolved alone when no crawl could take it (a
+        ``mailto:``), so that a record still says where it went. None: no redirect."""
+        if not self.is_redirect:
+            return None
+        assert self.location is not None
+        try:
+            return resolve_link(self.location, self.url)[0]
+        except ValueError:  # BadURL among them
+            try:
+                return urljoin(self.url, self.location)
+            except ValueError:  # an unbalanced "[" in the host
+                return self.location
 
     @property
     def conditional(self) -> bool:

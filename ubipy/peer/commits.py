@@ -80,6 +80,7 @@ def page_record(
         encoding=encoding,
         encoding_source=encoding_source,
         head=head_of(result),
+        location=result.target,
     )
 
 

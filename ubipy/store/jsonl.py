@@ -18,6 +18,8 @@ def page_json(page: StoredPage) -> dict[str, Any]:
         "url": page.url,
         "url_unicode": unicode_url(page.url),
         "status": page.status,
+        # Where a redirect pointed (absolute, normalised as a link is); null otherwise.
+        "location": page.location,
         "title": page.title,
         "content_type": page.content_type,
         "length": page.length,
@@ -46,6 +48,7 @@ def visit_json(visit: StoredVisit) -> dict[str, Any]:
     return {
         "at": iso_utc(visit.at),
         "status": visit.status,
+        "location": visit.location,
         "changed": visit.changed,
         "digest": visit.digest,
         "content_type": visit.content_type,

@@ -53,6 +53,8 @@ class PageRecord:
     # The answer's head as received, for its WARC records (None: made from the fields
     # above, as an export reconstructs one).
     head: HttpHead | None = None
+    # A redirect's target: its Location resolved against ``url`` (None: not a redirect).
+    location: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +103,8 @@ class PagesMixin:
             self._conn.executemany(
                 "INSERT OR REPLACE INTO pages (fp, url, host, status, content_type, length, "
                 "truncated, title, fetched_at, last_modified, etag, digest, depth, error, "
-                "encoding, encoding_source) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "encoding, encoding_source, location) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         p.fp,
@@ -121,6 +123,7 @@ class PagesMixin:
                         p.error,
                         p.encoding,
                         p.encoding_source,
+                        p.location,
                     )
                     for p in pages
                 ],
@@ -155,7 +158,7 @@ class PagesMixin:
             if gone:
                 self._conn.executemany("DELETE FROM refresh WHERE fp = ?", [(fp,) for fp in gone])
             self._conn.executemany(
-                "INSERT OR REPLACE INTO visits VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO visits VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         v.fp,
@@ -168,6 +171,7 @@ class PagesMixin:
                         v.etag,
                         v.last_modified,
                         int(v.truncated),
+                        v.location,
                     )
                     for v in visits
                 ],
@@ -188,7 +192,9 @@ class PagesMixin:
             body = p.body if p.body is not None else (b"" if not p.length else None)
             if p.status is None or p.error is not None or body is None:
                 continue
-            head = p.head or reconstructed(p.status, p.content_type, p.etag, p.last_modified)
+            head = p.head or reconstructed(
+                p.status, p.content_type, p.etag, p.last_modified, p.location
+            )
             warc.page(
                 p.fp,
                 p.url,
@@ -211,7 +217,9 @@ class PagesMixin:
             url = v.url or (row.url if row is not None else self._url_of(v.fp))
             if url is None or v.status is None:
                 continue
-            head = v.head or reconstructed(v.status, v.content_type, v.etag, v.last_modified)
+            head = v.head or reconstructed(
+                v.status, v.content_type, v.etag, v.last_modified, v.location
+            )
             warc.visit(v, url, None if row is None else row.depth, head)
 
     def _url_of(self, fp: int) -> str | None:

@@ -65,3 +65,5 @@ class Visit:
     head: HttpHead | None = None
     # A changed version's body was cut at --max-body.
     truncated: bool = False
+    # A redirect's target, as a page's (PageRecord.location).
+    location: str | None = None

@@ -9,7 +9,7 @@ import sqlite3
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 SHARD_FILE = "shard.sqlite3"
 # The shard and the files SQLite keeps beside it.
 SHARD_FILES = (SHARD_FILE, f"{SHARD_FILE}-wal", f"{SHARD_FILE}-shm", f"{SHARD_FILE}-journal")
@@ -251,6 +251,14 @@ CREATE TABLE IF NOT EXISTS robots (
 ) WITHOUT ROWID;
 """
 
+# Version 18: where a redirect pointed, its Location resolved against the page's URL,
+# for a first fetch and a later visit: exports had the status and not the target, and a
+# WARC made from the shard replayed a redirect to nowhere.
+_LOCATION = """
+ALTER TABLE pages ADD COLUMN location TEXT;
+ALTER TABLE visits ADD COLUMN location TEXT;
+"""
+
 SCHEMA = (
     """
 CREATE TABLE IF NOT EXISTS meta (
@@ -314,6 +322,7 @@ CREATE TABLE IF NOT EXISTS bodies (
     + _REFRESH_FAILURES
     + _ROBOTS
     + _IN_ORDER
+    + _LOCATION
 )
 
 
@@ -360,6 +369,8 @@ MIGRATIONS: dict[int, str] = {
     # 16 -> 17: pages, captures and visits in the order written (on a big shard a one-time copy
     # at the first open).
     16: _IN_ORDER,
+    # 17 -> 18: redirects' targets (none for the rows already there).
+    17: _LOCATION,
 }
 
 # The order --order other than bfs takes a host's pending URLs in: made only when

@@ -38,15 +38,22 @@ __all__ = [
 
 _COLUMNS = (
     "fp, url, status, content_type, length, truncated, title, fetched_at, "
-    "last_modified, etag, depth, error, encoding, encoding_source, digest"
+    "last_modified, etag, depth, error, encoding, encoding_source, digest, location"
 )
-# Version 1 shards have no encoding columns: NULL (read-only, so never migrated).
-_COLUMNS_V1 = _COLUMNS.replace("encoding, encoding_source", "NULL, NULL")
-_VISIT_COLUMNS = "at, status, changed, digest, content_type, length, etag, last_modified, truncated"
+# A shard is read, never migrated: what an older version has no column for is NULL.
+# Before version 18 no redirect's target was kept.
+_LOCATION_SINCE = 18
+_COLUMNS_V17 = _COLUMNS.replace("location", "NULL")
+# Version 1 shards have no encoding columns.
+_COLUMNS_V1 = _COLUMNS_V17.replace("encoding, encoding_source", "NULL, NULL")
+_VISIT_COLUMNS = (
+    "at, status, changed, digest, content_type, length, etag, last_modified, truncated, location"
+)
+_VISIT_COLUMNS_V17 = _VISIT_COLUMNS.replace("location", "NULL")
 # The first version with the visits of a continuous crawl.
 _VISITS_SINCE = 5
 # Before version 9 a visit did not say whether its body was cut: not known, so not said.
-_VISIT_COLUMNS_V8 = _VISIT_COLUMNS.replace("truncated", "0")
+_VISIT_COLUMNS_V8 = _VISIT_COLUMNS_V17.replace("truncated", "0")
 _VISITS_TRUNCATED_SINCE = 9
 # The first version whose bodies may be in WARC files (table warc).
 _WARC_SINCE = 7
@@ -95,6 +102,9 @@ class StoredPage:
     digest: str | None = None
     # Read beside the WARC files (``outside_warc``): its first fetch is in them.
     in_warc: InWarc | None = None
+    # A redirect's target, its Location resolved against ``url`` (None: not a
+    # redirect, or a shard before version 18).
+    location: str | None = None
 
     @property
     def is_response(self) -> bool:
@@ -126,6 +136,7 @@ class StoredVisit:
     truncated: bool = False  # a changed visit's body was cut at --max-body
     # Read beside the WARC files (``outside_warc``): the visit is in them.
     in_warc: InWarc | None = None
+    location: str | None = None  # a redirect's target, as a page's
 
     @property
     def is_unchanged_answer(self) -> bool:
@@ -260,10 +271,15 @@ class ShardReader:
                 raise ExportError(f"{path}: not a ubipy shard (no schema version)")
             if not 1 <= version <= SCHEMA_VERSION:
                 raise ExportError(unsupported(path, version))
-            self._columns = _COLUMNS if version >= 2 else _COLUMNS_V1
+            located = version >= _LOCATION_SINCE
+            self._columns = _COLUMNS if located else _COLUMNS_V17 if version >= 2 else _COLUMNS_V1
             self._has_visits = version >= _VISITS_SINCE
             self._visit_columns = (
-                _VISIT_COLUMNS if version >= _VISITS_TRUNCATED_SINCE else _VISIT_COLUMNS_V8
+                _VISIT_COLUMNS
+                if located
+                else _VISIT_COLUMNS_V17
+                if version >= _VISITS_TRUNCATED_SINCE
+                else _VISIT_COLUMNS_V8
             )
             self.has_warc = version >= _WARC_SINCE
             # One snapshot for the whole export, whatever the peer commits meanwhile.
@@ -438,7 +454,7 @@ class ShardReader:
             )
             for (
                 fp, url, status, ctype, length, trunc, title, at, lm, etag, depth, error,
-                encoding, source, digest,
+                encoding, source, digest, location,
             ) in cur:  # fmt: skip
                 page = StoredPage(
                     peer=self.peer_id,
@@ -457,6 +473,7 @@ class ShardReader:
                     encoding=encoding,
                     encoding_source=source,
                     digest=digest,
+                    location=location,
                 )
                 yield page, int(fp)
         except sqlite3.Error as exc:
@@ -472,7 +489,7 @@ class ShardReader:
             cur = self._conn.execute(
                 f"SELECT {self._visit_columns} FROM visits WHERE fp = ? ORDER BY at", (fp,)
             )
-            for at, status, changed, digest, ctype, length, etag, lm, cut in cur:
+            for at, status, changed, digest, ctype, length, etag, lm, cut, location in cur:
                 there = in_warc.get(float(at))
                 yield StoredVisit(
                     at=float(at),
@@ -490,6 +507,7 @@ class ShardReader:
                     ),
                     truncated=bool(cut),
                     in_warc=there,
+                    location=location,
                 )
         except sqlite3.Error as exc:
             raise ExportError(f"{self.path}: reading visits failed: {exc}") from exc

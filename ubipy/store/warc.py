@@ -5,10 +5,11 @@ For each page, in time order: its first fetch as a ``request``, a ``response`` a
 ``metadata`` record; then each later visit as a ``request``, and a ``response`` when
 the page had changed (the new version's body) or a ``revisit`` when it had not, with
 a ``metadata`` record; a visit answered with something else than the page (a 404, a
-410, a 503) gets a ``response`` of its own when its body was kept, so that a replay
-shows the page gone from then on (a redirect's, whose Location the shard does not
-keep, is left out). A revisit's profile is ``server-not-modified`` for a 304 and
-``identical-payload-digest`` for a 200 of the same digest; it refers (``WARC-Refers-To``,
+410, a 503, a redirect) gets a ``response`` of its own when its body was kept, so that
+a replay shows the page gone or moved from then on (a redirect's only from a shard of
+version 18 on, which keeps its ``Location``). A revisit's profile is
+``server-not-modified`` for a 304 and ``identical-payload-digest`` for a 200 of the
+same digest; it refers (``WARC-Refers-To``,
 ``-Target-URI``, ``-Date``) to the response record that holds the version it saw: the
 latest changed version before it, or the first fetch.
 
@@ -20,10 +21,11 @@ or the response headers. So the HTTP parts of the WARC records are *reconstructe
 
 * the response record's block is ``HTTP/1.1 <status> <reason>`` and a minimal header
   block built from what is stored (``Content-Type``, ``Content-Length`` of the stored
-  body, ``Last-Modified``, ``ETag``), followed by the stored body. The charset the
-  server declared is there when it decided the page's encoding (a replay read a GBK
-  page whose ``<meta>`` says UTF-8 as UTF-8, QA); a redirect's ``Location`` and every
-  other header are not;
+  body, ``Last-Modified``, ``ETag``, a redirect's ``Location``), followed by the
+  stored body. The charset the server declared is there when it decided the page's
+  encoding (a replay read a GBK page whose ``<meta>`` says UTF-8 as UTF-8, QA); every
+  other header is not (``Location`` is the target the crawler followed: absolute,
+  normalised as a link is);
   a revisit's block is the same header block without a body, from the version it
   refers to (a 304's: ``ETag`` and ``Last-Modified`` only);
 * the request record is ``GET <path> HTTP/1.1`` with a ``Host`` header, and for a
@@ -82,6 +84,7 @@ class _Version:
     last_modified: str | None
     # The charset of the Content-Type, where the server's header gave the encoding.
     charset: str | None = None
+    location: str | None = None  # a redirect's target
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +107,12 @@ def _there(capture: InWarc, at: float, version: _Version | None) -> _Held | None
 
 def _version_of(visit: StoredVisit) -> _Version:
     return _Version(
-        visit.status or 0, visit.content_type, visit.length, visit.etag, visit.last_modified
+        visit.status or 0,
+        visit.content_type,
+        visit.length,
+        visit.etag,
+        visit.last_modified,
+        location=visit.location,
     )
 
 
@@ -126,6 +134,8 @@ def _http_headers(version: _Version, *, status: int | None = None) -> StatusAndH
         headers.append(("Last-Modified", _field(version.last_modified)))
     if version.etag:
         headers.append(("ETag", _field(version.etag)))
+    if version.location and 300 <= code < 400:
+        headers.append(("Location", _field(version.location)))
     # The space after the code stays when there is no reason phrase (RFC 9112, 4).
     return StatusAndHeaders(f"{code} {reason}", headers, protocol="HTTP/1.1")
 
@@ -172,7 +182,8 @@ class _Writer:
                 "conformsTo": _CONFORMS_TO,
                 "ubipy-peers": " ".join(peers),
                 "description": "Pages exported from ubipy shards. The shard keeps a page's "
-                "status, media type, Last-Modified, ETag and decoded body, not its headers: "
+                "status, media type, Last-Modified, ETag, redirect target and decoded body, "
+                "not its headers: "
                 "the HTTP status lines and headers here are reconstructed from those fields, "
                 "and each request record holds only the method, target, Host and the "
                 "validators a later visit was asked with.",
@@ -190,7 +201,7 @@ class _Writer:
         if page.status is not None:
             charset = page.encoding if page.encoding_source == "header" else None
             held = _Version(page.status, page.content_type, page.length, page.etag,
-                            page.last_modified, charset)  # fmt: skip
+                            page.last_modified, charset, page.location)  # fmt: skip
         # Its response in this WARC: what a revisit refers to.
         here: _Held | None = None
         if page.in_warc is not None:
@@ -220,10 +231,13 @@ class _Writer:
                 written = here is not None
                 if here is not None:
                     self._revisit(page, visit, here, held)
-            elif visit.body is not None and not 300 <= (visit.status or 0) < 400:
-                # Not the page (a 404, a 503): its own response, no version of it. Only
-                # with its body kept (a shard before such visits kept theirs has none:
-                # a response would be made up), and no redirect (no Location is kept).
+            elif visit.location is not None or (
+                visit.body is not None and not 300 <= (visit.status or 0) < 400
+            ):
+                # Not the page (a 404, a 503, a redirect): its own response, no version
+                # of it. Only with its body kept (a shard before such visits kept theirs
+                # has none: a response would be made up), and a redirect only with its
+                # Location (a shard before version 18 kept none; its empty body is one).
                 written = self._changed(page, visit, _version_of(visit), held) is not None
             else:
                 written = False

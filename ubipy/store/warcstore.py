@@ -133,7 +133,11 @@ def _common(page: _Page, rid: str) -> str:
 
 
 def reconstructed(
-    status: int, content_type: str | None, etag: str | None, last_modified: str | None
+    status: int,
+    content_type: str | None,
+    etag: str | None,
+    last_modified: str | None,
+    location: str | None = None,
 ) -> HttpHead:
     """A head made from what a record kept, for a page given without the head it came
     with (pages stored by hand, in tests and tools): as an export reconstructs one."""
@@ -141,7 +145,12 @@ def reconstructed(
         reason = http.HTTPStatus(status).phrase
     except ValueError:
         reason = ""
-    kept = {b"Content-Type": content_type, b"Last-Modified": last_modified, b"ETag": etag}
+    kept = {
+        b"Content-Type": content_type,
+        b"Last-Modified": last_modified,
+        b"ETag": etag,
+        b"Location": location,
+    }
     headers = tuple((k, field_value(v).encode()) for k, v in kept.items() if v)
     return HttpHead(status, reason, "HTTP/1.1", headers)
 
