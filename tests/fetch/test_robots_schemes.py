@@ -232,3 +232,55 @@ def test_the_other_scheme_s_rules_past_their_time_are_asked_again_before_its_url
     # their 100 s; https's, held, are not.
     s.add("a.test", Entry(9, 9, "http://a.test/late", 0))
     assert _next(s, 120.0).url == "http://a.test/robots.txt"
+
+
+def test_a_scheme_past_its_window_survives_the_other_s_robots_txt_given_up() -> None:
+    """http's robots.txt failing past its attempts on a host whose https URL waited
+    on disk, behind a window of http URLs: the host was given up, and the https page
+    closed unasked with them (a review's fuzzer). Now the http URLs are closed as they
+    are met, and the https one is asked, after its own robots.txt. (Rows a start
+    restored are not known by scheme: such a host is given up, as one of http alone
+    is, and tried again a --robots-ttl later.)"""
+    disk = [Entry(i, i, f"http://a.test/x{i}", 0) for i in range(1, 6)]
+    disk.append(Entry(6, 6, "https://a.test/y", 0))
+
+    def loader(host: str, after: int, limit: int) -> list[Entry]:
+        return [e for e in disk if e.seq > after][:limit]
+
+    s = Scheduler(delay=1.0, window=2, loader=loader, robots_retry_base=10.0)
+    for entry in disk:
+        s.add("a.test", entry)
+    now = 0.0
+    for _ in range(3):
+        wake = s.next_wakeup()
+        assert wake is not None
+        now = max(now, wake)
+        assert _next(s, now).url == "http://a.test/robots.txt"
+        s.robots_answer("a.test", now, status=500, location=None, body=b"")
+    slot = s.slot("a.test")
+    assert slot is not None and slot.robots_state is not HostRobots.GIVEN_UP
+    unreachable = "robots.txt unreachable"
+    assert _drain(s, now) == [
+        *((JobKind.SKIP, f"http://a.test/x{i}", unreachable) for i in range(1, 6)),
+        (JobKind.ROBOTS, "https://a.test/robots.txt", ""),
+        (JobKind.PAGE, "https://a.test/y", ""),
+    ]
+
+
+def test_a_scheme_given_up_with_only_its_own_urls_on_disk_gives_the_host_up() -> None:
+    """The host is given up whole, as before (its rows closed in one go, and tried
+    again later): nothing of the other scheme waits."""
+    disk = [Entry(i, i, f"http://a.test/x{i}", 0) for i in range(1, 6)]
+    s = Scheduler(delay=1.0, window=2, loader=lambda *_: disk[2:], robots_retry_base=10.0)
+    for entry in disk:
+        s.add("a.test", entry)
+    now = 0.0
+    for _ in range(3):
+        wake = s.next_wakeup()
+        assert wake is not None
+        now = max(now, wake)
+        assert _next(s, now).url == "http://a.test/robots.txt"
+        s.robots_answer("a.test", now, status=500, location=None, body=b"")
+    slot = s.slot("a.test")
+    assert slot is not None and slot.robots_state is HostRobots.GIVEN_UP
+    assert s.idle()

@@ -47,7 +47,14 @@ from ubipy.fetch.robots import (
     RobotsRules,
     retry_delay,
 )
-from ubipy.fetch.slots import HostRobots, HostSlot, SpareRobots, due_entry, scheme_of
+from ubipy.fetch.slots import (
+    HostRobots,
+    HostSlot,
+    SpareRobots,
+    due_entry,
+    scheme_bit,
+    scheme_of,
+)
 from ubipy.fetch.urls import robots_url
 
 __all__ = ["RobotsCache", "RobotsOutcome", "RobotsRule"]
@@ -253,11 +260,14 @@ class RobotsRule:
 
 
 def _other_scheme_waits(slot: HostSlot) -> bool:
-    """Whether a URL of the scheme the slot is not on waits in its window (those on
-    disk are not looked at), set aside (backoffs.py), or among its pages due again."""
+    """Whether a URL of the scheme the slot is not on waits in its window, set aside
+    (backoffs.py), or among its pages due again; or on disk, put there by this run (a
+    review: an https page behind a window of http URLs was closed with them). Rows of
+    a start's are not looked at: the host is given up, and tried again later."""
     scheme = slot.robots_scheme
     return (
-        any(not e.url.startswith(scheme) for e in slot.queue)
+        bool(slot.disk_schemes & ~scheme_bit(scheme))
+        or any(not e.url.startswith(scheme) for e in slot.queue)
         or any(not e.url.startswith(scheme) for e in slot.aside)
         or any(not due_entry(item).url.startswith(scheme) for item in slot.refresh)
     )

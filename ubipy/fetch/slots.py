@@ -111,6 +111,11 @@ def scheme_of(url: str) -> str:
     return url[: url.index(":") + 1]
 
 
+def scheme_bit(url: str) -> int:
+    """A URL's (or a scheme's) bit in HostSlot.disk_schemes: http 1, https 2."""
+    return 2 if url.startswith("https:") else 1
+
+
 @dataclass(slots=True)
 class SchemeBackoff:
     """One scheme of a host backed off while its other goes on (windows.py): no
@@ -138,6 +143,9 @@ class HostSlot:
     delay: float
     queue: deque[Entry] = field(default_factory=deque)
     on_disk: int = 0
+    # The schemes of the entries this run put on disk, past the window (scheme_bit);
+    # 0 once the disk holds none. Those restored at a start are not known.
+    disk_schemes: int = 0
     last_seq: int = 0
     in_flight: bool = False
     next_allowed: float = 0.0

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 from ubipy.config import CrawlOrder
 from ubipy.fetch import ranking
-from ubipy.fetch.slots import Entry, HostSlot, Loader
+from ubipy.fetch.slots import Entry, HostSlot, Loader, scheme_bit
 
 __all__ = ["Windows"]
 
@@ -43,6 +43,7 @@ class Windows:
             slot.last_seq = entry.seq
         else:
             slot.on_disk += 1
+            slot.disk_schemes |= scheme_bit(entry.url)
 
     def _offer(self, slot: HostSlot, entry: Entry, room: bool) -> None:
         """Under a ranked order a window holds the best entries it has seen: a new
@@ -54,6 +55,7 @@ class Windows:
             self.in_memory += 1
             return
         slot.on_disk += 1
+        slot.disk_schemes |= scheme_bit(entry.url)
         if entry.score <= slot.floor:
             return  # most links of a crawl: the window's worst is at least as good
         at, low = ranking.worst(slot.queue, slot.credit)
@@ -61,6 +63,7 @@ class Windows:
         slot.floor = low
         if at >= 0 and entry.score > low:
             slot.credit.pop(slot.queue[at].fp, None)
+            slot.disk_schemes |= scheme_bit(slot.queue[at].url)
             del slot.queue[at]
             slot.queue.append(entry)
             slot.best = -1
@@ -194,7 +197,7 @@ class Windows:
         slot.backoff = None
         slot.queue.clear()
         slot.best = -1
-        slot.on_disk = 0
+        slot.on_disk = slot.disk_schemes = 0
 
     def refill(self, slot: HostSlot) -> None:
         if slot.on_disk <= 0:
@@ -225,3 +228,5 @@ class Windows:
             slot.last_seq = rows[-1].seq
         # Fewer rows than asked for means the disk holds no more for this host.
         slot.on_disk = slot.on_disk - len(rows) if more else 0
+        if not slot.on_disk:
+            slot.disk_schemes = 0
