@@ -126,3 +126,31 @@ async def test_a_peer_that_left_waits_for_the_hosts_it_handed_on_when_it_starts_
     referee = Referee(c.server.log, WEB)
     assert referee.duplicates() == []
     assert referee.overlaps() == []
+
+
+@pytest.mark.parametrize("seed", seeds())
+async def test_a_newcomer_whose_only_holder_leaves_as_it_counts_it_crawls_on_alone(
+    seed: int, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Peer 0 crawls alone; peer 1 joins it, and 0 is stopped as soon as it counts 1 in
+    its base, before 1 asks again for the base (a cadence later): 1 waited for an
+    answer from a peer gone, new to the cluster for good (a review's fuzzer: after
+    ordinary stops and joins a whole cluster fetched nothing more). Now 0 tells the
+    base as it counts 1, and again before its leave: 1 crawls the web to its end."""
+    async with cluster(tmp_path, WEB, seed=seed) as c:
+        first = await c.start(0, delay=DELAY)
+        first.peer.seed_urls([WEB.seed_url()])
+        with trio.fail_after(300):
+            await c.server.log.wait_for_count(len(TRUTH) // 5)
+        newcomer = await c.start(1, join=first, delay=DELAY)
+        with trio.fail_after(60):
+            await c.wait_until(lambda: newcomer.peer_id in first.peer.lease.quorum.base)
+        assert newcomer.peer.lease.quorum.pending  # what makes the case
+        assert await c.stop(first)
+        with trio.fail_after(PROMPT):
+            await c.wait_until(lambda: newcomer.peer.crawler.paused is None)
+        with trio.fail_after(600):
+            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
+        assert newcomer.peer.lease.quorum.base == {newcomer.peer_id}
+        assert newcomer.troubles == []
+    assert Referee(c.server.log, WEB).overlaps() == []

@@ -48,14 +48,20 @@ class _Handoff:
 
 
 class World:
-    def __init__(self, shard: Shard, probe_interval: float = 1.0, others: str = "bc") -> None:
+    def __init__(
+        self,
+        shard: Shard,
+        probe_interval: float = 1.0,
+        others: str = "bc",
+        quorum: Quorum | None = None,
+    ) -> None:
         config = MembershipConfig(probe_interval=probe_interval, probe_timeout=0.5)
         self.membership = Membership("a", "10.0.0.1:7000", config, random.Random(1))
         for i, other in enumerate(others, start=2):
             self.membership._members[other] = Member(
                 other, f"10.0.0.{i}:7000", MemberState.ALIVE, 0
             )
-        self.quorum = Quorum("a", "a" + others, lease=LEASE)
+        self.quorum = quorum or Quorum("a", "a" + others, lease=LEASE)
         self.quorum.set_live("a" + others)
         self.crawler = _Crawler()
         self.pings: list[tuple[float, str]] = []
@@ -277,17 +283,39 @@ async def test_a_holder_asked_counts_the_asker_and_answers_with_its_base(
     assert frames.replies == [BaseAnswer(("a", "b", "c"), holds=True)]
     world.lease.tick(0.0)
     assert (0.0, "d") in world.pings
-    world.answer_all()
-    await frames.deliver("d", BaseAsk())
+    async with trio.open_nursery() as nursery:
+        frames._nursery = nursery
+        world.answer_all()
     # d is not confirmed yet: a, b and c stay joint with the base, and the newcomer
-    # will hold that joint too.
-    assert frames.replies[1:] == [
-        BaseAnswer(("a", "b", "c", "d"), holds=True, joint=("a", "b", "c"))
+    # will hold that joint too. It is told at once, unasked (its next ask is a cadence
+    # away, and the holder may be gone by then: a review), and again when it asks.
+    counted = BaseAnswer(("a", "b", "c", "d"), holds=True, joint=("a", "b", "c"))
+    assert [(to, m) for _, to, m in frames.sent if isinstance(m, BaseAnswer)] == [
+        ("10.0.0.4:7000", counted)
     ]
+    await frames.deliver("d", BaseAsk())
+    assert frames.replies[1:] == [counted]
     # Kept with its joint base: back from a stop before d is confirmed, the peer still
     # needs a majority of a, b and c.
     restored = load_quorum("a", shard, lease=LEASE, newcomer=False)
     assert (restored.base, restored.joint) == (frozenset("abcd"), frozenset("abc"))
+
+
+async def test_a_newcomer_told_its_base_by_a_holder_gone_since_drops_it_and_holds(
+    shard: Shard, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A holder that leaves tells its base first; when its leave comes first all the
+    same, the base taken names a peer gone, which the newcomer, holding no lease on
+    it, could never drop (a review: new to the cluster for good). It is dropped as the
+    leave would have dropped it."""
+    world = World(shard, others="b", quorum=Quorum("a", (), lease=LEASE, newcomer=True))
+    world.membership._members["b"] = Member("b", "10.0.0.2:7000", MemberState.LEFT, 0)
+    world.lease.membership_changed([])
+    frames = Frames(world.lease)
+    await frames.deliver("b", BaseAnswer(("a", "b"), holds=True, joint=("b",)))
+    assert not world.quorum.pending
+    assert (world.quorum.base, world.quorum.joint) == (frozenset("a"), None)
+    assert world.quorum.holds(trio.current_time())
 
 
 async def test_a_peer_that_leaves_keeps_no_base_unless_it_was_alone(

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import trio
 
 from ubipy.errors import StorageError
 from ubipy.membership import (
+    LIVE_STATES,
     ChangeKind,
     MemberEvent,
     Membership,
@@ -119,12 +120,45 @@ class Lease:
         quorum, now = self.quorum, trio.current_time()
         if quorum.pending and quorum.expecting:
             return  # unanswered, it keeps the asker from founding (Quorum.expecting)
-        if self._admit(now):
+        if self._admit(now, tell=False):  # told by this reply
             self._remember()
+        await reply(self._answer(now))
+
+    def _answer(self, now: float) -> BaseAnswer:
+        """This peer's base, as an ask is answered."""
+        quorum = self.quorum
         base = () if quorum.pending else tuple(sorted(quorum.base))
-        holds = quorum.holds(now)
         joint = tuple(sorted(quorum.joint or ()))
-        await reply(BaseAnswer(base, holds, quorum.informed, joint))
+        return BaseAnswer(base, quorum.holds(now), quorum.informed, joint)
+
+    def _tell(self, members: Iterable[str], now: float) -> None:
+        """Answer ``members`` unasked: each learns its place in the base at once, not
+        at its next ask, a cadence on (a review: a newcomer whose holder left between
+        the two stayed new for good, and the cluster with it)."""
+        send = self._send_frame
+        if send is None:
+            return
+        answer = self._answer(now)
+        for member_id in sorted(members):
+            member = self._membership.member(member_id)
+            if member is not None and member_id != self.quorum.self_id:
+                self._start_soon(send, member.address, answer)
+
+    async def parting(self, patience: float) -> None:
+        """Before its leave is announced, a holder tells its base to the members of
+        it: one new to the cluster that it counted, and has not yet heard so, takes
+        the base from that (the leave then drops this peer from it), where it would
+        wait for an answer from a peer gone. Waits ``patience`` at most."""
+        send, quorum, now = self._send_frame, self.quorum, trio.current_time()
+        if send is None or quorum.pending or not quorum.holds(now):
+            return
+        answer = self._answer(now)
+        with trio.move_on_after(patience):
+            async with trio.open_nursery() as telling:
+                for member_id in sorted(quorum.base - {quorum.self_id}):
+                    member = self._membership.member(member_id)
+                    if member is not None and member.state in LIVE_STATES:
+                        telling.start_soon(send, member.address, answer)
 
     async def _on_answer(self, sender: str, answer: BaseAnswer, reply: Reply) -> None:
         quorum = self.quorum
@@ -139,17 +173,26 @@ class Lease:
             joint=answer.joint,
         ):
             log.info("counted in the majority's base by %s: %d peers", sender, len(quorum.base))
+            # A member of it that left before this answer came (the holder that sent
+            # it on leaving, say) leaves it now, as it would have had we held then.
+            for member in self._membership.members():
+                if member.state is MemberState.LEFT:
+                    quorum.gone(member.id, now, left=True)
             self._remember()
         self._kick.set()
 
-    def _admit(self, now: float) -> bool:
+    def _admit(self, now: float, *, tell: bool = True) -> bool:
         """The live members that have answered join the base (while it holds); said,
-        as the base's other changes are by membership's own lines."""
+        as the base's other changes are by membership's own lines, and told to those
+        added (``tell``)."""
         before = self.quorum.base
         if not self.quorum.admit_live(now):
             return False
-        added = ", ".join(sorted(self.quorum.base - before))
-        log.info("%s counted in the majority's base (%d peers)", added, len(self.quorum.base))
+        added = self.quorum.base - before
+        names = ", ".join(sorted(added))
+        log.info("%s counted in the majority's base (%d peers)", names, len(self.quorum.base))
+        if tell:
+            self._tell(added, now)
         return True
 
     def _note_base(self) -> None:

@@ -47,8 +47,11 @@ async def leave(
 ) -> None:
     """Announce the leave (``membership``'s frames through ``send_one``), then hand the
     hosts to the ``reachable_others()`` and let the outbox drain to them."""
-    # Sent first and waited for: a peer that finds nobody to hand to exits at once,
-    # and a leave still being sent then was lost (the others waited for its death).
+    # The base before the leave, so that a newcomer counted here is not left waiting
+    # for an answer from a peer gone; then the leave, sent first and waited for: a peer
+    # that finds nobody to hand to exits at once, and a leave still being sent then was
+    # lost (the others waited for its death).
+    await lease.parting(_LEAVE_ANNOUNCE / 2)
     with trio.move_on_after(_LEAVE_ANNOUNCE):
         async with trio.open_nursery() as announcing:
             for out in membership.leave(trio.current_time()):
