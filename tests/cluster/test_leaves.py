@@ -15,7 +15,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests.cluster.harness import Cluster, SimPeer, cluster, one_view
+from tests.cluster.harness import Cluster, SimPeer, cluster, host_of, one_view, with_peer_id
 from tests.cluster.test_churn_memory import seeds
 from ubipy.progress import peer_figures
 from ubipy.synthweb import Referee, SyntheticWeb, WebSpec, ground_truth
@@ -153,4 +153,39 @@ async def test_a_newcomer_whose_only_holder_leaves_as_it_counts_it_crawls_on_alo
             await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
         assert newcomer.peer.lease.quorum.base == {newcomer.peer_id}
         assert newcomer.troubles == []
+    assert Referee(c.server.log, WEB).overlaps() == []
+
+
+@pytest.mark.parametrize("cut", [5.0, 40.0])
+async def test_the_tie_breaker_of_two_stopped_during_a_cut_is_heard_to_leave_at_the_heal(
+    cut: float, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Of two peers (two replicas), 0 holds the lease through a cut as the smaller id;
+    it is stopped meanwhile, its leave reaching nobody. It exited at once, and 1, the
+    cut healed, waited for it for good: a member is dropped from the base on its
+    leave, and 1 held no lease without it (a review's fuzzer). Now 0 says so, and sends
+    its leave again till the heal (a minute at most): 1 takes it, and crawls on."""
+    for index, peer_id in ((0, "0" * 16), (1, "f" * 16)):
+        with_peer_id(tmp_path / f"p{index}", peer_id)
+    async with cluster(tmp_path, WEB, seed=0) as c:
+        p = await c.start_joined(2, replicas=2, delay=DELAY)
+        p[0].peer.seed_urls([WEB.seed_url()])
+        with trio.fail_after(300):
+            await c.server.log.wait_for_count(len(TRUTH) // 5)
+        c.net.partition([host_of(0)], [host_of(1)])
+        with trio.fail_after(30):
+            await c.wait_until(lambda: p[1].peer.crawler.paused is not None)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(c.stop, p[0])
+            with trio.fail_after(10):
+                await p[0].wait_count("none of the peers that need this one", 1)
+            await trio.sleep(cut)
+            c.net.heal()
+        assert p[0].exit == "stopped"
+        assert p[0].count(f"{p[1].peer_id} told") == 1
+        with trio.fail_after(PROMPT):
+            await c.wait_until(lambda: p[1].peer.crawler.paused is None)
+        with trio.fail_after(600):
+            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
+        assert p[1].peer.lease.quorum.base == {p[1].peer_id}
     assert Referee(c.server.log, WEB).overlaps() == []

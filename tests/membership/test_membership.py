@@ -400,6 +400,19 @@ def test_dead_is_a_tombstone_until_a_newer_incarnation() -> None:
     assert kinds(a, "b") == [ChangeKind.JOINED]
 
 
+def test_a_member_held_dead_that_says_it_left_has_left() -> None:
+    """Its leave, sent again across a cut that healed (peer/leaving.py): the majority
+    lease drops a member on its leave, and waited for good for a tie-breaking peer that
+    had left, held dead (a review's fuzzer). Its older word is not taken."""
+    a = Membership("a", addr("a"), CONFIG, random.Random(1))
+    a.receive(0.0, addr("x"), Gossip((_alive("b", 2), _dead("b", by="c", incarnation=2))))
+    assert kinds(a, "b") == [ChangeKind.JOINED, ChangeKind.DEAD]
+    a.receive(1.0, addr("b"), Leave("b", addr("b"), 1))  # an earlier life's
+    assert (_state(a, "b"), kinds(a, "b")) == (MemberState.DEAD, [])
+    a.receive(1.0, addr("b"), Leave("b", addr("b"), 2))
+    assert (_state(a, "b"), kinds(a, "b")) == (MemberState.LEFT, [ChangeKind.LEFT])
+
+
 def test_tombstones_are_reaped_after_their_timeout() -> None:
     config = MembershipConfig(tombstone_timeout=10.0)
     a = Membership("a", addr("a"), config, random.Random(1))

@@ -420,3 +420,13 @@ def test_a_peer_that_does_not_hold_keeps_every_live_member_in_sight() -> None:
     restoring = Quorum("a", "abcdefgh", lease=LEASE, restored=True)
     restoring.set_live("abcdefgh")
     assert set(restoring.to_keep(0.0)) == set("bcdefgh")
+
+
+def test_a_peer_is_needed_by_the_others_only_where_they_hold_nothing_without_it() -> None:
+    """Who must hear a peer's leave to drop it (peer/leaving.py): the others of its
+    base, when without it they are no majority: of two, the smaller id."""
+    assert Quorum("a", "ab", lease=LEASE).needed() == {"b"}
+    assert Quorum("b", "ab", lease=LEASE).needed() == frozenset()
+    assert Quorum("a", "abc", lease=LEASE).needed() == frozenset()
+    assert Quorum("a", "a", lease=LEASE).needed() == frozenset()
+    assert Quorum("a", (), lease=LEASE, newcomer=True).needed() == frozenset()

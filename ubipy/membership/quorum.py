@@ -221,6 +221,15 @@ class Quorum:
                 return end
         return None
 
+    def needed(self) -> frozenset[str]:
+        """The other members of the base, if they hold no lease without this peer (of
+        a base of two, the smaller id): they drop it from the base only on its word
+        that it leaves, never on its death. Empty otherwise."""
+        others = self._base - {self.self_id}
+        if self._pending or not others or self._majority(others, self._base):
+            return frozenset()
+        return frozenset(others)
+
     def outside(self) -> list[str]:
         """The live members not in the base, to ping (:meth:`joined` waits for an
         answer), sorted."""

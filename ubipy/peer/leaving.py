@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import trio
 
 from ubipy.errors import StorageError
-from ubipy.membership import Membership, Outgoing
+from ubipy.membership import Leave, Membership, Outgoing
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff
@@ -32,11 +32,59 @@ _LEAVE_SWEEPS = 5
 # waits this long for the owners to take them before leaving them there.
 _LEAVE_DRAIN = 5.0
 _LEAVE_ANNOUNCE = 2.0
+# A leave none of those that need it took is sent to them again this often.
+_LEAVE_RETRY = 2.0
+
+
+async def _announce(
+    membership: Membership, send_one: Callable[[Outgoing], Awaitable[bool]], lease: Lease
+) -> None:
+    """Tell every member this peer leaves. Those of the base that hold no lease without
+    it drop it on that word alone (Quorum.needed): when none of them could be told (a
+    cut network), they are told again every _LEAVE_RETRY s, _LEAVE_PATIENCE at most.
+    Stopped during a cut, the peer with the smallest id of two exited at once, and the
+    other, the cut healed, never fetched again (a review's fuzzer)."""
+    told: set[str] = set()
+    ids = {m.address: m.id for m in membership.members()}
+
+    async def tell(out: Outgoing) -> None:
+        if await send_one(out):
+            told.add(out.to or ids.get(out.address, ""))
+
+    with trio.move_on_after(_LEAVE_ANNOUNCE):
+        async with trio.open_nursery() as announcing:
+            for out in membership.leave(trio.current_time()):
+                announcing.start_soon(tell, out)
+    needed = lease.quorum.needed()
+    me = membership.member(membership.self_id)
+    if not needed or told & needed or me is None:
+        return
+    log.warning(
+        "leaving: none of the peers that need this one for a majority could be told it "
+        "leaves (%s); trying again for %g s (a second stop signal ends it now): "
+        "untold, they fetch nothing until it is started again",
+        ", ".join(sorted(needed)), _LEAVE_PATIENCE,
+    )  # fmt: skip
+    word = Leave(me.id, me.address, me.incarnation)
+    with trio.move_on_after(_LEAVE_PATIENCE):
+        while not told & needed:
+            await trio.sleep(_LEAVE_RETRY)
+            async with trio.open_nursery() as announcing:
+                for member_id in sorted(needed):
+                    if (member := membership.member(member_id)) is not None:
+                        announcing.start_soon(tell, Outgoing(member.address, word, to=member_id))
+    if told & needed:
+        log.info("leaving: %s told", ", ".join(sorted(told & needed)))
+    else:
+        log.warning(
+            "leaving: %s not told: they fetch nothing until this peer is started again",
+            ", ".join(sorted(needed)),
+        )
 
 
 async def leave(
     membership: Membership,
-    send_one: Callable[[Outgoing], Awaitable[None]],
+    send_one: Callable[[Outgoing], Awaitable[bool]],
     lease: Lease,
     router: Router,
     reachable_others: Callable[[], frozenset[str]],
@@ -52,10 +100,7 @@ async def leave(
     # that finds nobody to hand to exits at once, and a leave still being sent then was
     # lost (the others waited for its death).
     await lease.parting(_LEAVE_ANNOUNCE / 2)
-    with trio.move_on_after(_LEAVE_ANNOUNCE):
-        async with trio.open_nursery() as announcing:
-            for out in membership.leave(trio.current_time()):
-                announcing.start_soon(send_one, out)
+    await _announce(membership, send_one, lease)
     lease.left()  # now: one stopped alone may exit before its leave's event is handled
     left_at, silent = trio.current_time(), set[str]()
     with trio.move_on_after(_LEAVE_PATIENCE):
