@@ -4,7 +4,9 @@ the autojump clock."""
 
 from __future__ import annotations
 
+import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import httpx2
@@ -136,3 +138,45 @@ async def test_a_mark_handed_over_waits_no_longer_than_this_peer_would(
         await trio.sleep(700.0)
     # max_retry_after (600 s) is the longest wait this peer's own settings give.
     assert len(asked) == 1 and 600.0 <= asked[0] - start < 602.0, asked
+
+
+async def test_a_restart_that_lowers_the_delay_waits_the_new_one_and_a_servers_ask_still(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A mistyped --delay 600, fixed by a restart with --delay 1: each host's mark
+    said 600 s, and the restart waited them out, fetching nothing for 10 minutes with
+    no word why (QA). A mark that is a run's --delay now waits this run's; one a server
+    asked for (a Retry-After) is waited out as before."""
+    asked: dict[str, list[float]] = {"a.test": [], "b.test": []}
+
+    async def answer(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path == "/robots.txt":
+            return httpx2.Response(404)
+        asked[request.url.host].append(trio.current_time())
+        if request.url.host == "b.test":
+            return httpx2.Response(429, headers={"Retry-After": "300"}, text="slow down")
+        return httpx2.Response(200, headers={"Content-Type": "text/html"}, text="<p>a</p>")
+
+    def config(delay: float) -> CrawlConfig:
+        return CrawlConfig(
+            data_dir=tmp_path,
+            politeness=PolitenessConfig(delay=delay),
+            bounds=BoundsConfig(sitemaps=False),
+        )
+
+    async with running_crawler(config(600.0), answer) as crawler:
+        crawler.seed(["http://a.test/1", "http://a.test/2", "http://b.test/1"])
+        await trio.sleep(700.0)  # each robots.txt at 0, then its first page at 600
+    assert [len(times) for times in asked.values()] == [1, 1]
+    for delay, second_a in ((2.0, True), (600.0, False)):
+        # Restarted at once with 2 s: a.test's second page within seconds, b.test not
+        # before its 300 s; the same restart with the old delay waits it out.
+        data = tmp_path / f"copy-{delay:g}"
+        shutil.copytree(tmp_path, data, ignore=shutil.ignore_patterns("copy-*"))
+        asked = {"a.test": [], "b.test": []}
+        start = trio.current_time()
+        async with running_crawler(replace(config(delay), data_dir=data), answer):
+            await trio.sleep(60.0)
+        assert bool(asked["a.test"]) is second_a, (delay, asked)
+        assert asked["a.test"] == [] or asked["a.test"][0] - start < 5.0, asked
+        assert asked["b.test"] == [], asked

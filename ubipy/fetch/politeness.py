@@ -411,6 +411,8 @@ class Scheduler(LookupAnswers, Backoffs):
             self._all_held_until, self._proxy_wait = -math.inf, _PROXY_WAIT
         self._probing = False
         slot.next_allowed = now + max(self.delay_of(slot), wait or 0.0, asked or 0.0)
+        if wait or asked:
+            slot.asked_until = max(slot.asked_until, now + max(wait or 0.0, asked or 0.0))
         pace, rules = slot.pace, self._throttle
         server = 0.0 if pace is None or rules is None else pace.delay(rules, 0.0)
         self._addresses.ended(slot, now, now + max(server, asked or 0.0))
@@ -446,6 +448,16 @@ class Scheduler(LookupAnswers, Backoffs):
         hop's target's if this peer has that host."""
         slot = self._slots.get(host)
         return None if slot is None else self._target_slot(slot)
+
+    def asked_of(self, slot: HostSlot, now: float) -> float:
+        """The wait from ``now`` that the host's server asked for, apart from --delay:
+        its Crawl-delay, raised by its pace, or what is left of a Retry-After or a
+        back-off if longer. (A mark that kept --delay too made a mistyped --delay 600
+        outlive the restart that fixed it by 10 minutes: QA.)"""
+        wait = slot.crawl_delay
+        if slot.pace is not None and self._throttle is not None:
+            wait = slot.pace.delay(self._throttle, wait)
+        return max(wait, slot.asked_until - now)
 
     def delay_of(self, slot: HostSlot) -> float:
         """The host's delay now: its floor (--delay, Crawl-delay), raised by its pace."""

@@ -192,9 +192,8 @@ class RobotsRule:
         crawl_delay = rules.crawl_delay
         if slot.spare_robots is not None and (other := slot.spare_robots.rules.crawl_delay):
             crawl_delay = max(crawl_delay or 0.0, other)
-        slot.delay = self._delay
-        if crawl_delay is not None:
-            slot.delay = max(self._delay, min(crawl_delay, self._max_crawl_delay))
+        slot.crawl_delay = 0.0 if crawl_delay is None else min(crawl_delay, self._max_crawl_delay)
+        slot.delay = max(self._delay, slot.crawl_delay)
 
     def fetch_for(self, slot: HostSlot, url: str, now: float, agent: str) -> RobotsFetch | None:
         """What the slot asks before ``url``, the next of its URLs: nothing (None) if it

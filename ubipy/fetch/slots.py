@@ -169,6 +169,11 @@ class HostSlot:
     spare_robots: SpareRobots | None = None
     # Page requests made (robots.txt and retries not counted): the host's budget.
     pages: int = 0
+    # What its server asked for, apart from --delay: its Crawl-delay (the longer of
+    # its schemes', capped), and until when a Retry-After or a back-off holds it. A
+    # mark keeps these, the next run or owner adding its own --delay (hostmoves.py).
+    crawl_delay: float = 0.0
+    asked_until: float = -math.inf
     # The address requests go to, the per-IP rule's key (None: not looked up, or
     # no DNS stage for this host), until when that answer holds, lookups failed in
     # a row.

@@ -184,13 +184,14 @@ class HostMovesMixin:
 
     def _mark(self, host: str, end_wall: float, now: float) -> HostMark:
         """What a restart or the host's next owner must know of it after a request that
-        ended at ``end_wall`` (``now`` on this clock): the wait until its next request
-        is allowed, its delay or a longer back-off or Retry-After (forgotten, the
-        host was asked again at the restart's first chance), and its pages. At most a
-        day, as a mark on the wire may say (``--max-retry-after`` may be longer)."""
+        ended at ``end_wall`` (``now`` on this clock): the wait its server asked for,
+        its Crawl-delay and pace or a longer back-off or Retry-After (forgotten, the
+        host was asked again at the restart's first chance), to which the reader adds
+        its own --delay; and its pages. At most a day, as a mark on the wire may say
+        (``--max-retry-after`` may be longer)."""
         slot = self.scheduler.slot(host)
         assert slot is not None
-        wait = min(MAX_MARK_DELAY, max(self.scheduler.delay_of(slot), slot.next_allowed - now))
+        wait = min(MAX_MARK_DELAY, self.scheduler.asked_of(slot, now))
         return HostMark(end_wall, wait, slot.pages)
 
     def _restore_mark(self, host: str, mark: HostMark, wall: float, now: float) -> None:
@@ -205,7 +206,13 @@ class HostMovesMixin:
 
     def _owed(self, mark: HostMark, wall: float, now: float) -> float:
         """When (on this clock, at ``now``) the host of ``mark`` may next be asked."""
-        return now + max(0.0, min(mark.last_end, wall) + min(mark.delay, self._longest_wait) - wall)
+        return now + max(0.0, min(mark.last_end, wall) + self._wait_of(mark) - wall)
+
+    def _wait_of(self, mark: HostMark) -> float:
+        """The wait owed after a mark's request: what its server asked for (a mark of an
+        earlier version holds its --delay too) or this peer's --delay if longer; never
+        longer than this peer would ask itself."""
+        return max(self.config.politeness.delay, min(mark.delay, self._longest_wait))
 
     def _recall(self, host: str) -> tuple[float, int] | None:
         """What a new slot of ``host`` owes (the scheduler asks as it makes one): no
@@ -229,7 +236,7 @@ class HostMovesMixin:
         # after a kill -9 and a restart within the second: QA).
         started = self.stats.started_at
         if wall - (now - started) - mark.last_end < self.config.fetch.fetch_deadline:
-            owed = max(owed, started + min(mark.delay, self._longest_wait))
+            owed = max(owed, started + self._wait_of(mark))
         return owed, mark.pages
 
     @functools.cached_property
