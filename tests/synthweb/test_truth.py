@@ -70,7 +70,14 @@ def test_scope(scope: str) -> None:
     truth = ground_truth(WEB, [WEB.seed_url()], scope=scope)
     hosts = {u.split("/")[2] for u in truth}
     if scope == "host":
-        assert hosts == {"h000.synth.test"}
+        # h000's robots.txt names a sitemap on h001 (a cross-submission): read whatever
+        # the scope, under h001's robots.txt, and what it lists of h000 taken.
+        assert hosts == {"h000.synth.test", "h001.synth.test"}
+        assert {u for u in truth if "//h001." in u} == {
+            "http://h001.synth.test/robots.txt",
+            "http://h001.synth.test/maps/cross.xml",
+        }
+        assert "http://h000.synth.test/from-sitemap/cross-1.html" in truth
     elif scope == "domain":
         assert hosts == set(WEB.host_names())
     else:

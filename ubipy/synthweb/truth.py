@@ -9,6 +9,8 @@ behind the same bug in the judge. The semantics mirror the crawler's specificati
   once. Depths are minimal (breadth-first): a crawler that admits a URL first by a longer
   path and never lowers its depth can fall short of this truth under `max_depth`.
 * scope, relative to the seeds: "host", "domain" (last two labels of the host) or "any".
+* `keep`, the user's filters (--include, --exclude): a page's URL, a seed's too, that it
+  refuses is not admitted; sitemaps are read whatever it says, what they list is judged.
 * a host's robots.txt is requested before its first admitted URL, following up to
   `max_robots_redirects` redirects (each hop is requested); 2xx gives the rules, 4xx or too
   many redirects allow everything, 5xx is retried up to `robots_attempts` times in all and,
@@ -21,7 +23,9 @@ behind the same bug in the judge. The semantics mirror the crawler's specificati
 * sitemaps (unless `sitemaps=False`, or `max_depth` is 0): once a host's robots.txt is
   resolved (not unavailable), the sitemaps its Sitemap lines name (2xx only) and its
   /sitemap.xml are admitted like links (scope, length, path repeats; no depth) and
-  requested if robots.txt allows. A sitemap lists pages, admitted at depth 1, or
+  requested if robots.txt allows; a sitemap an in-scope host's robots.txt names on
+  another host (a cross-submission) whatever the scope. A sitemap lists pages,
+  admitted at depth 1, or
   sitemaps (an index); an index listed in an index is requested but not read. A
   sitemap's redirect is a sitemap. What each sitemap lists is the model's data
   (`web.sitemaps.documents`), not parsed XML; a URL is requested once, as a sitemap or
@@ -37,7 +41,7 @@ hostile URL is exact: failing URLs are in the truth because a correct crawl requ
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from enum import Enum
 
 from ubipy.synthweb.model import SyntheticWeb
@@ -103,6 +107,7 @@ def ground_truth(
     max_path_repeats: int | None = 3,
     max_url_length: int = 2048,
     sitemaps: bool = True,
+    keep: Callable[[str], bool] | None = None,
 ) -> set[str]:
     """The URLs a correct crawl requests (see the module's docstring).
 
@@ -131,8 +136,11 @@ def ground_truth(
     read_sitemaps = sitemaps and (max_depth is None or max_depth >= LISTED_DEPTH)
     lowest = 0  # no level below this one has URLs waiting
 
-    def admit(url: str, depth: int | None, indexed: bool = False) -> None:
-        """`url` found at `depth`, or (None) a sitemap."""
+    def admit(
+        url: str, depth: int | None, indexed: bool = False, *, beyond_scope: bool = False
+    ) -> None:
+        """`url` found at `depth`, or (None) a sitemap; `beyond_scope`: whatever the
+        scope (a cross-submitted sitemap)."""
         nonlocal lowest
         if url in seen or (max_depth is not None and depth is not None and depth > max_depth):
             return
@@ -140,7 +148,9 @@ def ground_truth(
             return
         if max_path_repeats is not None and segment_repeats(split_url(url)[1]) > max_path_repeats:
             return
-        if not in_scope(split_url(url)[0]):
+        if not beyond_scope and not in_scope(split_url(url)[0]):
+            return
+        if depth is not None and keep is not None and not keep(url):
             return
         seen.add(url)
         if depth is None:
@@ -164,8 +174,9 @@ def ground_truth(
             truth.update(hops)
             if read_sitemaps and outcome is not RobotsOutcome.UNAVAILABLE:
                 named = web.sitemaps.robots_lines(host) if outcome is RobotsOutcome.RULES else ()
-                for sitemap in (*named, f"http://{host}/sitemap.xml"):
-                    admit(normalize_url(sitemap), None)
+                for sitemap in named:
+                    admit(normalize_url(sitemap), None, beyond_scope=in_scope(host))
+                admit(normalize_url(f"http://{host}/sitemap.xml"), None)
         if outcome is RobotsOutcome.UNAVAILABLE:
             return False
         return outcome is not RobotsOutcome.RULES or web.robots_allows(host, target)
