@@ -13,7 +13,8 @@ import trio
 import trio.testing
 
 from tests.peer.test_ipleases import A, Q, asker
-from ubipy.peer.ipleases import PATIENCE, RENEW_EVERY, START_GRACE
+from ubipy.membership import Quorum
+from ubipy.peer.ipleases import PATIENCE, RENEW_EVERY, START_GRACE, start_grace
 from ubipy.peer.leasetable import LeaseTable, Verdict
 from ubipy.wire import IpGrant, IpLease, IpRelease, Message
 
@@ -235,3 +236,14 @@ async def test_a_renewal_denied_is_counted(autojump_clock: trio.testing.MockCloc
         crawler.on_request_end("h.test")
         await leases.on_grant("q", IpGrant(ask.id, A, False), wire.reply)  # the release's
     assert leases.stats.renewals_denied == 1 and leases.stats.denied == 0
+
+
+def test_a_peer_alone_in_the_base_it_starts_with_grants_at_once() -> None:
+    """Nobody else held its leases: the first of a cluster, or one alone when it
+    stopped, waited the grace (4 s) before its first request all the same (QA). A peer
+    that joins others, or comes back to a base of several, still waits it."""
+    assert start_grace(Quorum("a", (), lease=3.0)) == 0.0
+    assert start_grace(Quorum("a", "a", lease=3.0, restored=True)) == 0.0
+    assert start_grace(Quorum("a", (), lease=3.0, newcomer=True)) == START_GRACE
+    assert start_grace(Quorum("a", "ab", lease=3.0, restored=True)) == START_GRACE
+    assert start_grace(Quorum("a", "ab", lease=3.0)) == START_GRACE

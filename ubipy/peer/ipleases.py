@@ -67,8 +67,10 @@ What goes wrong, and what happens then:
   request: the address waits its delay from then. A starting owner cannot tell a
   restart from a first start (nor from a join that hands it addresses whose previous
   owner granted leases still in use), so every start has its grace: four seconds
-  without its addresses. A holder of an earlier version renews nothing: its requests
-  longer than the grace may overlap one granted after it, as before;
+  without its addresses; but a peer alone in the base it starts with (the first of a
+  cluster, one alone when it stopped), whose leases no other peer held. A holder of
+  an earlier version renews nothing: its requests longer than the grace may overlap
+  one granted after it, as before;
 - the rings disagree (a member joined or died a moment ago): a peer asked for an
   address it does not own under its own ring, or by a peer out of it, denies it for
   an IP delay, and the asker asks again once the rings agree. Until every peer has
@@ -90,7 +92,7 @@ from typing import Final
 import trio
 
 from ubipy.config import CrawlConfig
-from ubipy.membership import fence
+from ubipy.membership import Quorum, fence
 from ubipy.net import Handle, Reply, Send
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.ids import run_ids
@@ -121,6 +123,14 @@ ANSWER_HOLD: Final = PATIENCE / 2
 # copy is lost or the owner's new address is not known yet.
 RENEW_EVERY: Final = PATIENCE / 2
 START_GRACE: Final = 2 * PATIENCE
+
+
+def start_grace(quorum: Quorum) -> float:
+    """The grace of a start: none for a peer alone in the base it starts with (the
+    first of a cluster, or one alone when it stopped), whose leases nobody else held
+    (every start waited 4 s before its first request: QA)."""
+    alone = quorum.base == {quorum.self_id} and not (quorum.pending or quorum.restoring)
+    return 0.0 if alone else START_GRACE
 
 
 async def _not_sent(address: str, message: Message) -> bool:

@@ -39,7 +39,7 @@ from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff
 from ubipy.peer.idclash import stops_for_clash
 from ubipy.peer.ids import open_data
-from ubipy.peer.ipleases import IpLeases
+from ubipy.peer.ipleases import IpLeases, start_grace
 from ubipy.peer.joining import Joiner, other_addresses
 from ubipy.peer.lease import Lease, load_quorum
 from ubipy.peer.leaving import leave
@@ -277,8 +277,10 @@ class Peer:
         self._handoff.remember_handed = self._members.remember_handed
         if crawler.refresher is not None:  # a dead peer's hosts lost: links find them again
             self._handoff.on_hosts_lost = crawler.refresher.relink
-        self._ip_leases = IpLeases(self.peer_id, config, crawler, router, rng=self._rng)
-        self._ip_leases.install(self.handle, self.send, self._address_of, self.start_soon)
+        ip_leases = self._ip_leases = IpLeases(
+            self.peer_id, config, crawler, router, rng=self._rng, grace=start_grace(quorum)
+        )
+        ip_leases.install(self.handle, self.send, self._address_of, self.start_soon)
         self.scopes = ScopeSharing(
             crawler, self.send, self.start_soon, self._other_ids, self._address_of
         )
@@ -335,9 +337,6 @@ class Peer:
             m for m in self.membership.alive_ids() - {self.peer_id}
             if (a := self._address_of(m)) not in unreachable or relays.may_carry(a or "")
         )  # fmt: skip
-
-    def _live_addresses(self) -> set[str | None]:
-        return {self._address_of(m) for m in self.membership.alive_ids()}
 
     def _other_ids(self) -> frozenset[str]:
         """The ids of the other live members, suspected ones too."""
@@ -466,7 +465,8 @@ class Peer:
                 # Unless a live member has that address too (a peer that stopped for
                 # advertising another's, a new id on a dead one's address): hand-offs
                 # to that one were refused until it restarted (a review).
-                if event.member.address not in self._live_addresses():
+                live = {self._address_of(m) for m in self.membership.alive_ids()}
+                if event.member.address not in live:
                     self.links.forget(event.member.address)
                     self.handoff.abandon(event.member.address)
             elif event.changes_ring and event.member.id != self.peer_id:
