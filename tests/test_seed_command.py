@@ -36,16 +36,18 @@ class FakePeer:
     """Answers SEED frames as a peer would: half new, half forwarded (odd counts favour
     the new); the ``fail_at``-th frame (from 1) finds the peer gone."""
 
-    def __init__(self, fail_at: int = 0, paused: str = "") -> None:
+    def __init__(self, fail_at: int = 0, paused: str = "", joining: int = 0) -> None:
         self.frames: list[Seed] = []
         self.fail_at = fail_at
         self.paused = paused
+        self.joining = joining
 
     async def request(
         self, address: str, secret: bytes, message: Message, **kwargs: object
     ) -> Message:
         if isinstance(message, StatusRequest):  # asked once the seeds are in
-            return Status((), ({"peer_id": "aaaa", "paused": self.paused},))
+            row = {"peer_id": "aaaa", "paused": self.paused, "joining": self.joining}
+            return Status((), (row,))
         assert isinstance(message, Seed)
         if len(self.frames) + 1 == self.fail_at:
             raise OSError(f"{address} dropped the connection")
@@ -113,6 +115,12 @@ def test_seeds_taken_by_a_peer_that_fetches_nothing_for_now_are_said_so(
         "sent 1 seed to 127.0.0.1:7000: 1 new there, 0 forwarded to their owners\n",
     )
     assert err == f"ubipy seed: the peer fetches nothing for now: {why}\n"
+    # Still joining: its --join address is what to look at, not the lease (QA).
+    seed(tmp_path, URLS[0] + "\n", FakePeer(paused=why, joining=3), monkeypatch)
+    assert capsys.readouterr().err == (
+        "ubipy seed: the peer fetches nothing for now: it is still joining the cluster "
+        "(attempt 3): no --join address has answered yet\n"
+    )
 
 
 class KnowingPeer(FakePeer):

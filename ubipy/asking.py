@@ -85,6 +85,14 @@ def say_paused(args: argparse.Namespace) -> None:
     except OSError:
         return
     for row in report.peers:
-        if row.get("paused"):
-            print(f"ubipy {args.command}: the peer fetches nothing for now: {row['paused']}",
+        why = row.get("paused")
+        if why and row.get("joining"):
+            # Said as the majority's lease, it sent the user to read about leases, where
+            # its --join address was wrong or down (QA).
+            why = (
+                f"it is still joining the cluster (attempt {row['joining']}): no --join "
+                "address has answered yet"
+            )
+        if why:
+            print(f"ubipy {args.command}: the peer fetches nothing for now: {why}",
                   file=sys.stderr)  # fmt: skip
