@@ -46,7 +46,11 @@ class FakePeer:
         self, address: str, secret: bytes, message: Message, **kwargs: object
     ) -> Message:
         if isinstance(message, StatusRequest):  # asked once the seeds are in
-            row = {"peer_id": "aaaa", "paused": self.paused, "joining": self.joining}
+            row: dict[str, str | int] = {
+                "peer_id": "aaaa",
+                "paused": self.paused,
+                "joining": self.joining,
+            }
             return Status((), (row,))
         assert isinstance(message, Seed)
         if len(self.frames) + 1 == self.fail_at:

@@ -555,9 +555,12 @@ def _export(args: argparse.Namespace) -> int:
 
     unit = "WARC record" if (args.format or format_of(args.out)) == "warc" else "JSON line"
     why = "failed requests, types not accepted or bodies not kept"
-    left_out = (
-        f"; {counted(summary.left_out, 'more page')} left out ({why})" if summary.left_out else ""
-    )
+    # A sitemap left out was counted as a page (QA: "10 more pages" of 9 and a sitemap).
+    pages_out = summary.left_out - summary.sitemaps_left_out
+    gone = [counted(pages_out, "more page")] if pages_out else []
+    if summary.sitemaps_left_out:
+        gone.append(counted(summary.sitemaps_left_out, "sitemap"))
+    left_out = f"; {listed(gone)} left out ({why})" if summary.left_out else ""
     if summary.visits_left_out:
         left_out += f"; {counted(summary.visits_left_out, 'later visit')} left out"
     # The pages written (those left out were counted), the sitemaps apart, as status has it (QA).

@@ -976,5 +976,28 @@ def test_sitemaps_are_exported_marked_and_counted_apart_from_pages(
     said = capsys.readouterr().err
     assert " for 2 pages and 2 sitemaps from 1 shard to " in said, said
     assert said.endswith(
-        "; 1 more page left out (failed requests, types not accepted or bodies not kept)\n"
+        "; 1 sitemap left out (failed requests, types not accepted or bodies not kept)\n"
+    )
+
+
+def test_a_sitemap_left_out_is_counted_as_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bodies not kept (--no-bodies): the summary said "3 more pages left out" of two
+    pages and a sitemap, where JSON Lines says 2 pages and 1 sitemap (QA)."""
+    data = tmp_path / "nobodies"
+    _make_shard(
+        data,
+        PEER_A,
+        [
+            _page(1, "http://a.test/", T0, body=None, length=10),
+            _page(2, "http://a.test/b", T0 + 1, body=None, length=10),
+            _page(3, "http://a.test/sitemap.xml", T0 + 2, body=None, length=10, depth=1_000_000),
+        ],
+    )
+    out = tmp_path / "x.warc"
+    assert main(["export", "--data", str(data), "--out", str(out)]) == 0
+    assert capsys.readouterr().err == (
+        f"ubipy export: wrote 1 WARC record for 0 pages from 1 shard to {out}; 2 more pages "
+        "and 1 sitemap left out (failed requests, types not accepted or bodies not kept)\n"
     )

@@ -164,6 +164,7 @@ class ExportSummary:
     visits_left_out: int = 0  # visits not in a WARC (see ubipy.store.warc)
     files: int = 0  # peers' WARC files copied or linked (--bodies warc)
     sitemaps: int = 0  # of the pages written, sitemaps' fetches
+    sitemaps_left_out: int = 0  # of those left out, sitemaps' fetches
 
 
 # What a read-write connection may not do to the shard's own tables (and see below).

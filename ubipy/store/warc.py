@@ -193,6 +193,7 @@ class _Writer:
         self._w.write_record(info)
         self.records = 1
         self.pages = self.left_out = self.visits = self.visits_left_out = self.sitemaps = 0
+        self.sitemaps_left_out = 0
 
     def history(self, history: PageHistory) -> None:
         page = history.page
@@ -216,6 +217,7 @@ class _Writer:
                 self.sitemaps += page.is_sitemap
             else:
                 self.left_out += 1
+                self.sitemaps_left_out += page.is_sitemap
         for visit in history.visits:
             if visit.in_warc is not None:
                 if visit.changed:
@@ -371,4 +373,5 @@ def write_warc(
         visits=writer.visits,
         visits_left_out=writer.visits_left_out,
         sitemaps=writer.sitemaps,
+        sitemaps_left_out=writer.sitemaps_left_out,
     )
