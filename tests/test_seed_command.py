@@ -183,6 +183,8 @@ def test_a_refused_secret_says_when_none_was_given(
     err = capsys.readouterr().err
     assert "refused the secret (it is not the cluster's)" in err
     assert ("none was given (--secret, or UBIPY_SECRET)" in err) is not given
+    # From the environment, maybe for another cluster, sent to a peer with none (QA).
+    assert ("it was $UBIPY_SECRET's: a peer started without a secret" in err) is given
 
 
 def test_a_refused_secret_that_ends_with_a_newline_says_so(

@@ -74,7 +74,14 @@ def unreachable(args: argparse.Namespace, exc: OSError) -> str:
     if not given:
         return f"{exc}; none was given (--secret, or UBIPY_SECRET)"
     doubt = secret_doubt(given)
-    return f"{exc}; the secret given: {doubt}" if doubt else f"{exc}"
+    said = f"{exc}; the secret given: {doubt}" if doubt else f"{exc}"
+    if not args.secret:
+        # Exported for another cluster, it was sent to a peer started with none (QA).
+        said += (
+            "; it was $UBIPY_SECRET's: a peer started without a secret takes none, so "
+            "unset it to ask one"
+        )
+    return said
 
 
 def say_paused(args: argparse.Namespace) -> None:

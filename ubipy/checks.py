@@ -189,7 +189,11 @@ def verbose_parent() -> OneLineParser:
     -v`` was refused), the top level's ``-v`` standing when it is not given there."""
     parent = OneLineParser(add_help=False)
     parent.add_argument(
-        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="log every fetch failure, as ubipy -v does (default: off)",
     )
     return parent
 

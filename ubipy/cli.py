@@ -38,6 +38,7 @@ from ubipy.checks import (
 from ubipy.config import CrawlConfig
 from ubipy.control import control_bind, serve_control_centre
 from ubipy.errors import ConfigError, naming_address
+from ubipy.exportwords import export_said
 from ubipy.fetch import SeedList, SeedsFileError, parse_seeds
 from ubipy.options import add_flags, build, flag_names, flags_given, read_file, sections
 from ubipy.peer import Peer, settle_collector
@@ -48,7 +49,7 @@ from ubipy.statustable import format_cluster
 from ubipy.stdio import drop_stdout, to_devnull
 from ubipy.store import ShardError
 from ubipy.wire import Seed, SeedAck, Status, StatusRequest, batches, secret_from
-from ubipy.wording import counted, listed
+from ubipy.wording import counted
 
 log = logging.getLogger("ubipy")
 
@@ -121,8 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "peer",
         parents=[verbose],
-        help="run a peer until SIGINT/SIGTERM",
-        description="Run a crawling peer. The first SIGINT or SIGTERM stops it gracefully "
+        help="run a peer until SIGINT/SIGTERM/SIGHUP",
+        description="Run a crawling peer. The first SIGINT, SIGTERM or SIGHUP (its terminal "
+        "closed; not under nohup) stops it gracefully "
         "(requests in flight finish and are saved); a second one abandons them. Options "
         "come from the flags given, then the --config file, then the defaults.",
     )
@@ -554,27 +556,8 @@ def _export(args: argparse.Namespace) -> int:
         return 2
 
     unit = "WARC record" if (args.format or format_of(args.out)) == "warc" else "JSON line"
-    why = "failed requests, types not accepted or bodies not kept"
-    # A sitemap left out was counted as a page (QA: "10 more pages" of 9 and a sitemap).
-    pages_out = summary.left_out - summary.sitemaps_left_out
-    gone = [counted(pages_out, "more page")] if pages_out else []
-    if summary.sitemaps_left_out:
-        gone.append(counted(summary.sitemaps_left_out, "sitemap"))
-    left_out = f"; {listed(gone)} left out ({why})" if summary.left_out else ""
-    if summary.visits_left_out:
-        left_out += f"; {counted(summary.visits_left_out, 'later visit')} left out"
-    # The pages written (those left out were counted), the sitemaps apart, as status has it (QA).
-    what = [counted(summary.pages - summary.left_out - summary.sitemaps, "page")]
-    if summary.sitemaps:
-        what.append(counted(summary.sitemaps, "sitemap"))
-    if summary.visits:
-        what.append(counted(summary.visits, "later visit"))
-    print(
-        f"ubipy export: wrote {counted(summary.records, unit)} for {listed(what)}"
-        f" from {counted(summary.shards, 'shard')} to "
-        f"{'standard output' if to_stdout else args.out}{left_out}",
-        file=sys.stderr,
-    )
+    where = "standard output" if to_stdout else str(args.out)
+    print(f"ubipy export: {export_said(summary, unit, where)}", file=sys.stderr)
     return 0
 
 

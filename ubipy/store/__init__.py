@@ -6,7 +6,7 @@ that keeps a data directory to one peer.
 
 from ubipy.errors import DataDirInUse, ExportError, ExportWriteError, ShardError, StorageError
 from ubipy.store.admission import Admission
-from ubipy.store.export import export, format_of
+from ubipy.store.export import ExportSummary, export, format_of
 from ubipy.store.givenup import GivenUp
 from ubipy.store.indexcommand import IndexSummary, describe_index, index_data, index_format
 from ubipy.store.lock import LOCK_FILE, DataLock
@@ -31,6 +31,7 @@ __all__ = [
     "DataDirInUse",
     "DataLock",
     "ExportError",
+    "ExportSummary",
     "ExportWriteError",
     "FrontierRow",
     "GivenUp",

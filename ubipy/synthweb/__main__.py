@@ -38,14 +38,40 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=_PROG, description=__doc__)
     d = WebSpec()
     # Out of range, a port was taken modulo 65536 and a host count of 0 a traceback (QA).
-    p.add_argument("--hosts", type=_in(1, 1_000_000), default=d.hosts)
-    p.add_argument("--pages", type=_in(1, 1_000_000), default=d.pages_per_host)
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--port", type=_in(0, 65535), default=0)
-    p.add_argument("--bind", default="127.0.0.1", help="a loopback address")
-    p.add_argument("--latency", type=float, default=d.latency)
-    p.add_argument("--jitter", type=float, default=d.jitter)
-    p.add_argument("--crawl-delay", type=float, default=d.crawl_delay)
+    p.add_argument(
+        "--hosts", type=_in(1, 1_000_000), default=d.hosts, help="hosts (default: %(default)s)"
+    )
+    p.add_argument(
+        "--pages",
+        type=_in(1, 1_000_000),
+        default=d.pages_per_host,
+        help="pages per host (default: %(default)s)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=d.seed, help="the web's shape and links (default: %(default)s)"
+    )
+    p.add_argument(
+        "--port", type=_in(0, 65535), default=0, help="port to listen on (default: 0, any free)"
+    )
+    p.add_argument("--bind", default="127.0.0.1", help="a loopback address (default: %(default)s)")
+    p.add_argument(
+        "--latency",
+        type=float,
+        default=d.latency,
+        help="seconds added before every response (default: %(default)s)",
+    )
+    p.add_argument(
+        "--jitter",
+        type=float,
+        default=d.jitter,
+        help="plus up to this many, the same for a request each time (default: %(default)s)",
+    )
+    p.add_argument(
+        "--crawl-delay",
+        type=float,
+        default=d.crawl_delay,
+        help="the Crawl-delay that host h004's robots.txt gives (default: %(default)s)",
+    )
     p.add_argument("--hostile", action="store_true", help="add the x-* hosts (traps, faults)")
     p.add_argument(
         "--paced",
@@ -53,7 +79,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="add the pace-* hosts: one fast, one slow (0.2-0.4 s), one answering 503 for "
         "--unavailable-for seconds",
     )
-    p.add_argument("--unavailable-for", type=float, default=d.unavailable_for)
+    p.add_argument(
+        "--unavailable-for",
+        type=float,
+        default=d.unavailable_for,
+        help="seconds pace-busy answers 503 from its first page (default: %(default)s)",
+    )
     p.add_argument(
         "--encodings",
         action="store_true",
