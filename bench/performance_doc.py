@@ -34,7 +34,7 @@ KNOWN = frozenset({"scaling.md", "scaling.json", "scaling.png"})
 
 SPEED = """\
 ```sh
-pip install -e '.[bench]'      # Scrapy, psutil and httpx 0.28: for the benchmarks only
+pip install -e '.[test,bench]' # Scrapy, psutil, httpx 0.28: with .[test], one resolution
 python bench/speed.py          # 200 hosts x 100 pages, concurrency 64: about 4 minutes
 python bench/speed.py --only ubipy,httpx,httpx2-stock,httpx-stock,scrapy,scrapy-stock
 python bench/speed.py --only ubipy --profile pyspy    # or --profile cprofile; --native for C frames
@@ -256,7 +256,7 @@ h11 read the responses: 42 µs an answer against llhttp's 2 (a request written a
 
 SCALING_INTRO = """\
 ```sh
-pip install -e '.[bench]'     # adds scrapy-redis, redis, psutil and matplotlib
+pip install -e '.[test,bench]' # adds scrapy-redis, redis, psutil and matplotlib
 apt-get install redis-server  # for the scrapy-redis rows; without it they are skipped, and said so
 python -m bench.scaling       # N = 1, 2, 4, 8, ubipy and scrapy-redis, 60 s each: about 9 minutes
 python -m bench.scaling --peers 1,2 --duration 20 --only ubipy --out /tmp/look   # a quick look
