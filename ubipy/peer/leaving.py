@@ -34,30 +34,40 @@ _LEAVE_DRAIN = 5.0
 _LEAVE_ANNOUNCE = 2.0
 # A leave none of those that need it took is sent to them again this often.
 _LEAVE_RETRY = 2.0
+# Sends a membership frame, on a connection of our own only when the flag is False.
+SendOne = Callable[[Outgoing, bool], Awaitable[bool]]
 
 
-async def _announce(
-    membership: Membership, send_one: Callable[[Outgoing], Awaitable[bool]], lease: Lease
-) -> None:
+async def _announce(membership: Membership, send_one: SendOne, lease: Lease) -> None:
     """Tell every member this peer leaves. Those of the base that hold no lease without
-    it drop it on that word alone (Quorum.needed): when none of them could be told (a
+    it drop it on that word alone (Quorum.needed), and are told on a connection of our
+    own (a frame handed to a relay may go no further): when none of them could be (a
     cut network), they are told again every _LEAVE_RETRY s, _LEAVE_PATIENCE at most.
     Stopped during a cut, the peer with the smallest id of two exited at once, and the
     other, the cut healed, never fetched again (a review's fuzzer)."""
-    told: set[str] = set()
-    ids = {m.address: m.id for m in membership.members()}
-
-    async def tell(out: Outgoing) -> None:
-        if await send_one(out):
-            told.add(out.to or ids.get(out.address, ""))
-
     with trio.move_on_after(_LEAVE_ANNOUNCE):
         async with trio.open_nursery() as announcing:
             for out in membership.leave(trio.current_time()):
-                announcing.start_soon(tell, out)
+                announcing.start_soon(send_one, out, True)
     needed = lease.quorum.needed()
     me = membership.member(membership.self_id)
-    if not needed or told & needed or me is None:
+    if not needed or me is None:
+        return
+    word, told = Leave(me.id, me.address, me.incarnation), set[str]()
+
+    async def tell(member_id: str, address: str) -> None:
+        if await send_one(Outgoing(address, word, to=member_id), False):
+            told.add(member_id)
+
+    async def tell_needed() -> None:
+        async with trio.open_nursery() as telling:
+            for member_id in sorted(needed):
+                if (member := membership.member(member_id)) is not None:
+                    telling.start_soon(tell, member_id, member.address)
+
+    with trio.move_on_after(_LEAVE_ANNOUNCE):
+        await tell_needed()
+    if told:
         return
     log.warning(
         "leaving: none of the peers that need this one for a majority could be told it "
@@ -65,16 +75,12 @@ async def _announce(
         "untold, they fetch nothing until it is started again",
         ", ".join(sorted(needed)), _LEAVE_PATIENCE,
     )  # fmt: skip
-    word = Leave(me.id, me.address, me.incarnation)
     with trio.move_on_after(_LEAVE_PATIENCE):
-        while not told & needed:
+        while not told:
             await trio.sleep(_LEAVE_RETRY)
-            async with trio.open_nursery() as announcing:
-                for member_id in sorted(needed):
-                    if (member := membership.member(member_id)) is not None:
-                        announcing.start_soon(tell, Outgoing(member.address, word, to=member_id))
-    if told & needed:
-        log.info("leaving: %s told", ", ".join(sorted(told & needed)))
+            await tell_needed()
+    if told:
+        log.info("leaving: %s told", ", ".join(sorted(told)))
     else:
         log.warning(
             "leaving: %s not told: they fetch nothing until this peer is started again",
@@ -84,7 +90,7 @@ async def _announce(
 
 async def leave(
     membership: Membership,
-    send_one: Callable[[Outgoing], Awaitable[bool]],
+    send_one: SendOne,
     lease: Lease,
     router: Router,
     reachable_others: Callable[[], frozenset[str]],
