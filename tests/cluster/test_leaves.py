@@ -189,3 +189,38 @@ async def test_the_tie_breaker_of_two_stopped_during_a_cut_is_heard_to_leave_at_
             await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
         assert p[1].peer.lease.quorum.base == {p[1].peer_id}
     assert Referee(c.server.log, WEB).overlaps() == []
+
+
+async def test_a_peer_restored_with_a_base_naming_one_that_left_unheard_goes_on(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Three peers (two replicas); the network is cut {0} | {1, 2}. 2 leaves, heard by
+    1, whose base {0, 1} then hangs on 0, the tie-breaker, cut off. 0 is stopped, its
+    leave lost in the cut; 1 is killed. Healed, 1 comes back restoring {0, 1}, and 0
+    and 2 come back new, joining it: 1 waited for 0 to count it, 0 for a holder to
+    count it, for good (a review's triage of a fuzzer's seed). Now 0 says in its
+    answers that it left: 1 drops it, as the lost leave would have, holds, and the
+    others join it."""
+    for index, peer_id in ((0, "0" * 16), (1, "8" * 16), (2, "f" * 16)):
+        with_peer_id(tmp_path / f"p{index}", peer_id)
+    async with cluster(tmp_path, WEB, seed=0) as c:
+        p = await c.start_joined(3, replicas=2, delay=DELAY)
+        p[0].peer.seed_urls([WEB.seed_url()])
+        with trio.fail_after(300):
+            await c.server.log.wait_for_count(len(TRUTH) // 5)
+        c.net.partition([host_of(0)], [host_of(1), host_of(2)])
+        assert await c.stop(p[2])
+        with trio.fail_after(60):
+            await c.wait_until(lambda: p[1].peer.lease.quorum.base == {"0" * 16, "8" * 16})
+            await c.wait_until(lambda: p[1].peer.crawler.paused is not None)
+        assert await c.stop(p[0])
+        await c.kill(p[1])
+        c.net.heal()
+        back = await c.start(1, replicas=2, delay=DELAY)
+        assert back.peer.lease.quorum.restoring  # what makes the case
+        again = [back] + [await c.start(i, join=back, replicas=2, delay=DELAY) for i in (0, 2)]
+        with trio.fail_after(PROMPT):
+            await c.wait_until(lambda: all(s.peer.crawler.paused is None for s in again))
+        with trio.fail_after(600):
+            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
+    assert Referee(c.server.log, WEB).overlaps() == []

@@ -318,6 +318,31 @@ async def test_a_newcomer_told_its_base_by_a_holder_gone_since_drops_it_and_hold
     assert world.quorum.holds(trio.current_time())
 
 
+async def test_a_member_back_after_a_leave_that_was_lost_leaves_the_bases_naming_it(
+    shard: Shard, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Back with the base {a, b} its last run kept, a waited for b to count it; b had
+    left during a cut, its leave lost, and came back new, counting nobody: both waited
+    for good (a review's triage). b's answer says it left: a drops it, as the leave
+    would have made it, and holds alone. A newcomer that did not leave is kept."""
+    restored = Quorum("a", "ab", lease=LEASE, restored=True)
+    world = World(shard, others="bc", quorum=restored)
+    frames = Frames(world.lease)
+    await frames.deliver("c", BaseAnswer((), False))  # new: never named in a's base
+    await frames.deliver("b", BaseAnswer((), False, informed=True))
+    assert world.quorum.base == {"a", "b"}  # pending, but not said to have left
+    await frames.deliver("b", BaseAnswer((), False, informed=True, left=True))
+    assert world.quorum.base == {"a"}
+    assert world.quorum.restore(trio.current_time())
+    assert world.quorum.holds(trio.current_time())
+    # What a returned peer says of itself, and only while nobody has counted it.
+    back = Quorum("b", (), lease=LEASE, newcomer=True, returned=True)
+    assert back.returned
+    assert back.answered("a", ("a", "b"), 0.0, holds=True, informed=False)
+    assert not back.returned
+    assert not Quorum("b", (), lease=LEASE, newcomer=True).returned
+
+
 async def test_a_peer_that_leaves_keeps_no_base_unless_it_was_alone(
     shard: Shard, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -329,7 +354,8 @@ async def test_a_peer_that_leaves_keeps_no_base_unless_it_was_alone(
     world.lease.answered([("b", 0.0), ("c", 0.0)])
     world.membership.leave(0.0)
     world.lease.left()  # as the peer's leave does, whether or not its event comes back
-    assert load_quorum("a", shard, lease=LEASE, newcomer=True).pending
+    back = load_quorum("a", shard, lease=LEASE, newcomer=True)
+    assert back.pending and back.returned  # and says so (a base still naming it drops it)
     world.quorum.gone("b", 0.5, left=True)
     world.quorum.gone("c", 0.5, left=True)
     world.lease._remember()  # as a change of the base does

@@ -18,6 +18,7 @@ from ubipy.wire import MAX_BASE, MAX_ID_LEN, BaseAnswer, BaseAsk, FrameType, dec
         BaseAsk(),
         BaseAnswer((), False),
         BaseAnswer((), False, informed=True),
+        BaseAnswer((), False, informed=True, left=True),
         BaseAnswer(("a" * MAX_ID_LEN, "b"), True),
         BaseAnswer(("a", "b", "c"), True, joint=("a", "b")),
         BaseAnswer(tuple(f"{i:016x}" for i in range(MAX_BASE)), True),
@@ -49,6 +50,7 @@ def test_the_kinds_take_the_numbers_after_the_ip_leases() -> None:
         (FrameType.BASE, [["a"], True]),
         (FrameType.BASE, {"members": ["a"], "holds": True, "joint": "a"}),
         (FrameType.BASE, {"members": ["a"], "holds": True, "joint": [""]}),
+        (FrameType.BASE, {"members": [], "holds": False, "left": 1}),
     ],
 )
 def test_a_malformed_base_payload_is_a_wire_error(kind: FrameType, payload: Any) -> None:
@@ -57,3 +59,10 @@ def test_a_malformed_base_payload_is_a_wire_error(kind: FrameType, payload: Any)
     frame = through_a_frame(kind, payload)
     with pytest.raises(WireError):
         decode(frame.type, frame.payload)
+
+
+def test_left_goes_only_when_true() -> None:
+    """A peer of an earlier version reads what it knows of a BASE (a key it does not
+    know is never sent for nothing)."""
+    assert "left" not in BaseAnswer((), False).to_wire()
+    assert BaseAnswer((), False, left=True).to_wire()["left"] is True

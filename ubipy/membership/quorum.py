@@ -121,11 +121,13 @@ class Quorum:
         newcomer: bool = False,
         joint: Iterable[str] = (),
         restored: bool = False,
+        returned: bool = False,
     ) -> None:
         """``base`` (and ``joint``, if unconfirmed) to start from: ``restored``, as the
         last run kept them (the peer restores them, see the module's docstring); a
         ``newcomer`` (one that joins others) with none is pending, any other peer
-        with none founds a base of itself."""
+        with none founds a base of itself; ``returned``: the last run left (see
+        :attr:`returned`)."""
         if lease <= 0:
             raise ValueError("the lease must be positive")
         self.self_id = self_id
@@ -156,10 +158,19 @@ class Quorum:
         # still counts this peer answered: its base and its joint base.
         self._restoring = restored and bool(self._base - {self_id})
         self._counting: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        # Back after a leave (its last run kept no base), and pending: see returned.
+        self._returned = returned
 
     @property
     def pending(self) -> bool:
         return self._pending
+
+    @property
+    def returned(self) -> bool:
+        """Pending after it left on purpose in its last run: a member whose base still
+        names it (its leave was lost: a cut) may drop it, as that leave would have
+        made it (see :meth:`gone`)."""
+        return self._pending and self._returned
 
     @property
     def restoring(self) -> bool:

@@ -53,7 +53,8 @@ def load_quorum(peer_id: str, shard: Shard, *, lease: float, newcomer: bool) -> 
     """The majority lease as the last run left it: its base and joint base, kept in
     the shard as "BASE|JOINT", to restore (none for a new peer or one that left, which
     is pending if it joins others: a ``newcomer``)."""
-    base, _, joint = (shard.get_meta(_BASE_META) or "").partition("|")
+    kept = shard.get_meta(_BASE_META)
+    base, _, joint = (kept or "").partition("|")
     return Quorum(
         peer_id,
         base.split(",") if base else [],
@@ -61,6 +62,7 @@ def load_quorum(peer_id: str, shard: Shard, *, lease: float, newcomer: bool) -> 
         newcomer=newcomer,
         joint=joint.split(",") if joint else [],
         restored=bool(base),
+        returned=kept == "",  # written empty by a leave; never written by a new peer
     )
 
 
@@ -129,7 +131,7 @@ class Lease:
         quorum = self.quorum
         base = () if quorum.pending else tuple(sorted(quorum.base))
         joint = tuple(sorted(quorum.joint or ()))
-        return BaseAnswer(base, quorum.holds(now), quorum.informed, joint)
+        return BaseAnswer(base, quorum.holds(now), quorum.informed, joint, quorum.returned)
 
     def _tell(self, members: Iterable[str], now: float) -> None:
         """Answer ``members`` unasked: each learns its place in the base at once, not
@@ -164,6 +166,11 @@ class Lease:
         quorum = self.quorum
         self._note_base()  # the base this answer may replace
         now = trio.current_time()
+        if answer.left and quorum.gone(sender, now, left=True):
+            # Its leave never came (it left during a cut): a base that names it waited
+            # for good, a restored one for its count (a review's triage).
+            log.info("%s left in its last run, unheard: out of the majority's base", sender)
+            self._remember()
         if quorum.answered(
             sender,
             answer.members,

@@ -62,6 +62,9 @@ class BaseAnswer:
     informed: bool = False
     # The sender's joint base, the last it had confirmed (empty: none).
     joint: tuple[str, ...] = ()
+    # The sender left the cluster on purpose in its last run and no base has let it in
+    # since: a base that still names it drops it, as its leave, lost, would have.
+    left: bool = False
 
     def __post_init__(self) -> None:
         _check_ids(self.members)
@@ -75,14 +78,17 @@ class BaseAnswer:
         }
         if self.joint:
             wire["joint"] = list(self.joint)
+        if self.left:  # only then: a peer of an earlier version reads no such key
+            wire["left"] = True
         return wire
 
     @classmethod
     def from_wire(cls, obj: object) -> BaseAnswer:
         payload = _map(obj, "a base")
         holds, informed = payload.get("holds"), payload.get("informed", False)
-        if type(holds) is not bool or type(informed) is not bool:
-            raise WireError("a base's holds and informed must be bools")
+        left = payload.get("left", False)
+        if type(holds) is not bool or type(informed) is not bool or type(left) is not bool:
+            raise WireError("a base's holds, informed and left must be bools")
         members = _strings(payload.get("members"), "a base's members", MAX_BASE)
         joint = _strings(payload.get("joint", []), "a base's joint members", MAX_BASE)
-        return cls(members, holds, informed, joint)
+        return cls(members, holds, informed, joint, left)
