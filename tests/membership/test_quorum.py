@@ -191,6 +191,9 @@ def test_a_lone_newcomer_or_one_that_heard_of_a_base_founds_nothing() -> None:
     told.set_live("ab")
     told.answered("b", "", 0.0, holds=False, informed=True)  # b was answered by a base
     assert not told.found() and told.informed
+    # Only new peers in sight, a base heard of: its pause says so, and where to look.
+    assert "every peer in sight is new too" in str(told.sight(0.0))
+    assert "every peer in sight is new" not in str(alone.sight(0.0))
 
 
 def test_a_holder_admits_the_live_members_missing_from_its_base() -> None:

@@ -96,8 +96,15 @@ class Sight:
     # Back with the base its last run kept, not yet counted again (``heard``: those of
     # it in sight that still count this peer, itself included).
     restoring: bool = False
+    # Pending, with only new peers in sight, and a base heard of: nobody founds one.
+    among_new: bool = False
 
     def __str__(self) -> str:
+        if self.pending and self.among_new:
+            return (
+                "not yet counted by a member that holds the majority lease, and every peer "
+                "in sight is new too (docs/partitions.md: every peer new)"
+            )
         if self.pending:
             return "not yet counted by a member that holds the majority lease"
         if self.restoring:
@@ -207,6 +214,8 @@ class Quorum:
         if self._restoring:
             counted = self._still_counting(counted)
         of_joint = None if joint is None else (len(counted & joint), len(joint))
+        others = self._live - {self.self_id}
+        among_new = self._pending and bool(others) and others <= self._newcomers.keys()
         return Sight(
             len(counted),
             len(self._base),
@@ -214,6 +223,7 @@ class Quorum:
             self._pending,
             of_joint,
             self._restoring,
+            among_new and (self._informed or any(self._newcomers.values())),
         )
 
     def holds(self, now: float) -> bool:
