@@ -643,3 +643,20 @@ def test_a_peer_given_a_binary_seeds_file_does_not_start(tmp_path: Path) -> None
         f"ubipy peer: --seeds {seeds}: looks like a binary file, not a list of URLs\n"
     )
     assert not (tmp_path / "data").exists()
+
+
+async def test_a_peer_started_in_the_background_takes_an_early_sigint(tmp_path: Path) -> None:
+    """Started with `&` from a script, SIGINT ignored: one sent before its signal
+    watcher was up was lost, and the peer ran on (QA). It ends now, whenever sent."""
+
+    def ignore_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    cmd = [sys.executable, "-c", "from ubipy.entry import main; main()"]
+    cmd += ["peer", "--data", str(tmp_path / "p"), "--listen", "127.0.0.1:0"]
+    proc = await trio.lowlevel.open_process(cmd, stderr=subprocess.PIPE, preexec_fn=ignore_sigint)
+    async with _killed_if_left(proc):
+        await trio.sleep(0.05)  # at once: the program still loads
+        proc.send_signal(signal.SIGINT)
+        said, code = await _rest_and_status(proc)
+    assert code in (0, 130), said.decode()

@@ -6,12 +6,19 @@ answers an interrupt itself (``ubipy.cli``)."""
 
 from __future__ import annotations
 
+import signal
 import sys
 
 __all__ = ["main"]
 
 
 def main() -> None:
+    # Started with `&` from a script, a process inherits SIGINT ignored, and Python then
+    # installs no handler of its own: the peer takes SIGINT once its signal watcher is
+    # up, but one sent in its first third of a second was lost, and the peer ran on
+    # (QA). Taken from the start, as it is later.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         from ubipy.cli import main as run
 
