@@ -156,15 +156,17 @@ async def test_a_newcomer_whose_only_holder_leaves_as_it_counts_it_crawls_on_alo
     assert Referee(c.server.log, WEB).overlaps() == []
 
 
-@pytest.mark.parametrize("cut", [5.0, 40.0])
+@pytest.mark.parametrize(("cut", "silently"), [(5.0, False), (40.0, False), (20.0, True)])
 async def test_the_tie_breaker_of_two_stopped_during_a_cut_is_heard_to_leave_at_the_heal(
-    cut: float, tmp_path: Path, autojump_clock: trio.testing.MockClock
+    cut: float, silently: bool, tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     """Of two peers (two replicas), 0 holds the lease through a cut as the smaller id;
     it is stopped meanwhile, its leave reaching nobody. It exited at once, and 1, the
     cut healed, waited for it for good: a member is dropped from the base on its
     leave, and 1 held no lease without it (a review's fuzzer). Now 0 says so, and sends
-    its leave again till the heal (a minute at most): 1 takes it, and crawls on."""
+    its leave again till the heal (a minute at most): 1 takes it, and crawls on. A
+    ``silently`` cut (a firewall that drops) swallowed the leave on a connection that
+    stayed open, counted as told (a review): told now means 1 answered since."""
     for index, peer_id in ((0, "0" * 16), (1, "f" * 16)):
         with_peer_id(tmp_path / f"p{index}", peer_id)
     async with cluster(tmp_path, WEB, seed=0) as c:
@@ -172,9 +174,13 @@ async def test_the_tie_breaker_of_two_stopped_during_a_cut_is_heard_to_leave_at_
         p[0].peer.seed_urls([WEB.seed_url()])
         with trio.fail_after(300):
             await c.server.log.wait_for_count(len(TRUTH) // 5)
-        c.net.partition([host_of(0)], [host_of(1)])
-        with trio.fail_after(30):
-            await c.wait_until(lambda: p[1].peer.crawler.paused is not None)
+        if silently:
+            c.net.cut_link(host_of(0), host_of(1), silently=True)
+            await trio.sleep(1.0)  # stopped at once: its connection to 1 still open
+        else:
+            c.net.partition([host_of(0)], [host_of(1)])
+            with trio.fail_after(30):
+                await c.wait_until(lambda: p[1].peer.crawler.paused is not None)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(c.stop, p[0])
             with trio.fail_after(10):
@@ -221,6 +227,43 @@ async def test_a_peer_restored_with_a_base_naming_one_that_left_unheard_goes_on(
         again = [back] + [await c.start(i, join=back, replicas=2, delay=DELAY) for i in (0, 2)]
         with trio.fail_after(PROMPT):
             await c.wait_until(lambda: all(s.peer.crawler.paused is None for s in again))
+        with trio.fail_after(600):
+            await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
+    assert Referee(c.server.log, WEB).overlaps() == []
+
+
+async def test_a_peer_back_after_a_leave_founds_no_base_beside_the_one_it_left(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """0 and 1 crawl; 0 leaves (1 goes on alone). The network is cut {0, 2} | {1}; 0
+    comes back, and a new peer 2, each joining the other. Both new, 0 the smaller id,
+    they founded a base of their own beside 1's and crawled beside it (a review's
+    fuzzer). 0 knows the base it left: until 1 is in sight and says it left too, a
+    base may be there, and nobody founds. Healed, 1 counts them both."""
+    for index, peer_id in ((0, "0" * 16), (1, "8" * 16), (2, "f" * 16)):
+        with_peer_id(tmp_path / f"p{index}", peer_id)
+    async with cluster(tmp_path, WEB, seed=0) as c:
+        p = await c.start_joined(2, delay=DELAY)
+        p[1].peer.seed_urls([WEB.seed_url()])
+        with trio.fail_after(300):
+            await c.server.log.wait_for_count(len(TRUTH) // 5)
+        port = int(p[0].address.rpartition(":")[2])
+        assert await c.stop(p[0])
+        c.net.partition([host_of(0), host_of(2)], [host_of(1)])
+        new = await c.start(2, join_addresses=[p[0].address], delay=DELAY)
+        back = await c.start(0, join=new, port=port, delay=DELAY)
+        with trio.fail_after(60):
+            await c.wait_until(lambda: one_view([back, new]))
+        await trio.sleep(60.0)
+        assert back.peer.lease.quorum.pending and new.peer.lease.quorum.pending
+        assert "every peer in sight is new too" in str(back.peer.crawler.paused)
+        c.net.heal()
+        everyone = [back, p[1], new]
+        with trio.fail_after(120):
+            await c.wait_until(lambda: all(s.peer.crawler.paused is None for s in everyone))
+        assert {s.peer.lease.quorum.base for s in everyone} == {
+            frozenset(s.peer_id for s in everyone)
+        }
         with trio.fail_after(600):
             await c.server.log.wait_for(lambda log: Referee(log, WEB).missing(TRUTH) == set())
     assert Referee(c.server.log, WEB).overlaps() == []

@@ -433,3 +433,31 @@ def test_a_peer_is_needed_by_the_others_only_where_they_hold_nothing_without_it(
     assert Quorum("a", "abc", lease=LEASE).needed() == frozenset()
     assert Quorum("a", "a", lease=LEASE).needed() == frozenset()
     assert Quorum("a", (), lease=LEASE, newcomer=True).needed() == frozenset()
+
+
+def test_a_peer_back_after_a_leave_founds_once_the_base_it_left_is_all_back_new() -> None:
+    """It knows the base it left: until each other member of it is in sight and says
+    it left too, that base may be a cluster out of sight, and it founds nothing, nor
+    lets a newcomer found (its answers say informed). A whole cluster stopped and
+    started again, each joining the others, founds as before."""
+    a = Quorum("a", (), lease=LEASE, newcomer=True, returned=True, left_base="abc")
+    a.answered_at_join("b")
+    a.set_live("abd")
+    a.answered("b", (), 0.0, holds=False, informed=True, left=True)
+    a.answered("d", (), 0.0, holds=False, informed=False)
+    assert a.informed and not a.found()  # c, of the base it left, is out of sight
+    a.set_live("abcd")
+    a.answered("c", (), 0.0, holds=False, informed=False)  # back, but not after a leave
+    assert a.informed and not a.found()
+    a.answered("c", (), 0.0, holds=False, informed=True, left=True)
+    assert not a.informed  # all of it back new: no base there any more
+    assert not a.found()  # but b and c say they know of one (theirs, not settled yet)
+    for other in "bc":  # each has seen the rest back too
+        a.answered(other, (), 0.0, holds=False, informed=False, left=True)
+    assert a.found() and a.base == frozenset("abcd")
+    # A newcomer told "informed" by one back after a leave keeps no such word of its own.
+    d = Quorum("d", (), lease=LEASE, newcomer=True)
+    d.answered("a", (), 0.0, holds=False, informed=True, left=True)
+    assert not d.informed
+    # Brand new, or back from a leave of an earlier version (no base kept): as before.
+    assert not Quorum("e", (), lease=LEASE, newcomer=True, returned=True).informed

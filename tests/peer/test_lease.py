@@ -356,6 +356,7 @@ async def test_a_peer_that_leaves_keeps_no_base_unless_it_was_alone(
     world.lease.left()  # as the peer's leave does, whether or not its event comes back
     back = load_quorum("a", shard, lease=LEASE, newcomer=True)
     assert back.pending and back.returned  # and says so (a base still naming it drops it)
+    assert back.informed  # of the base it left, {a, b, c}: none of it is back in sight
     world.quorum.gone("b", 0.5, left=True)
     world.quorum.gone("c", 0.5, left=True)
     world.lease._remember()  # as a change of the base does

@@ -129,12 +129,13 @@ class Quorum:
         joint: Iterable[str] = (),
         restored: bool = False,
         returned: bool = False,
+        left_base: Iterable[str] = (),
     ) -> None:
         """``base`` (and ``joint``, if unconfirmed) to start from: ``restored``, as the
         last run kept them (the peer restores them, see the module's docstring); a
         ``newcomer`` (one that joins others) with none is pending, any other peer
         with none founds a base of itself; ``returned``: the last run left (see
-        :attr:`returned`)."""
+        :attr:`returned`), from ``left_base``."""
         if lease <= 0:
             raise ValueError("the lease must be positive")
         self.self_id = self_id
@@ -166,7 +167,12 @@ class Quorum:
         self._restoring = restored and bool(self._base - {self_id})
         self._counting: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         # Back after a leave (its last run kept no base), and pending: see returned.
+        # The base it left, and the newcomers whose latest answer says they left too:
+        # until each other member of it is one of those, in sight, that base may still
+        # be a cluster, out of sight (see informed).
         self._returned = returned
+        self._left_base = set(left_base) - {self_id}
+        self._said_left: set[str] = set()
 
     @property
     def pending(self) -> bool:
@@ -186,8 +192,13 @@ class Quorum:
 
     @property
     def informed(self) -> bool:
-        """Pending, but a base has been heard of: this peer may not found one."""
-        return self._informed
+        """Pending, but a base has been heard of: this peer may not found one. So is a
+        peer back after a leave, of the base it left, until every other member of it
+        is in sight and says it left too (a whole cluster stopped and started again):
+        back new, uninformed, one founded a base with a newcomer beside the cluster it
+        had left, out of sight, and both crawled the same hosts (a review's fuzzer)."""
+        unsettled = self.returned and not self._left_base <= self._said_left & self._live
+        return self._informed or unsettled
 
     @property
     def base(self) -> frozenset[str]:
@@ -223,7 +234,7 @@ class Quorum:
             self._pending,
             of_joint,
             self._restoring,
-            among_new and (self._informed or any(self._newcomers.values())),
+            among_new and (self.informed or any(self._newcomers.values())),
         )
 
     def holds(self, now: float) -> bool:
@@ -355,17 +366,21 @@ class Quorum:
         holds: bool,
         informed: bool,
         joint: Collection[str] = (),
+        left: bool = False,
     ) -> bool:
         """``member_id`` answered our ask with its ``base`` (empty: it is pending too),
         whether it ``holds`` the lease on it, its ``joint`` base if it has one, and if
-        pending whether it is ``informed``. A pending peer takes the base of a holder
+        pending whether it is ``informed``, and whether it ``left`` in its last run (its
+        word of the base it left is its own to settle: not taken as this peer's). A
+        pending peer takes the base of a holder
         that names it, and so does one whose own base (kept from before a kill, say:
         the cluster may have changed meanwhile) does not let it hold; True if it did.
         A restoring peer notes who still counts it (:meth:`restore`)."""
         if self._pending:
             if not base:
                 self._newcomers[member_id] = informed
-                self._informed |= informed
+                (self._said_left.add if left else self._said_left.discard)(member_id)
+                self._informed |= informed and not left
                 return False
             self._informed = True
             self._newcomers.pop(member_id, None)
@@ -410,7 +425,7 @@ class Quorum:
         base, as it has not, founds one with them all if it has the smallest id of
         them and is not ``expecting``. True if it did."""
         others = self._live - {self.self_id}
-        if not self._pending or self._informed or self.expecting:
+        if not self._pending or self.informed or self.expecting:
             return False
         if self._answered_by is not None and self._answered_by not in self._live:
             return False  # what it says of a base, once a member, is to be heard first

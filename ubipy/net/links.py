@@ -425,11 +425,10 @@ class Links:
             return False
         return True
 
-    async def send(self, address: str, message: Message, to: str = "", relay: bool = True) -> bool:
+    async def send(self, address: str, message: Message, to: str = "") -> bool:
         """Send one frame to the peer at ``address`` (named ``to``: "", the member
-        there); False if it could not be sent (``relay`` False: on a connection of our
-        own, not handed to a relay). Delivery is not confirmed: what must arrive is
-        acknowledged by the receiver and re-sent by the caller."""
+        there); False if it could not be sent. Delivery is not confirmed: what must
+        arrive is acknowledged by the receiver and re-sent by the caller."""
         # Only a frame told to another process under our id names us (ReplayGuard).
         named = self.recipient_of(address)
         to = to or ("" if named == self.self_id else named)
@@ -437,12 +436,12 @@ class Links:
         # a frame for another process under our id (a previous life's address): a
         # relay would bring it back here, said as "cannot reach" ourselves (QA).
         mine = to == self.self_id
-        relayed = relay and not mine and self.relays.first(address, to)
+        relayed = not mine and self.relays.first(address, to)
         conn = None if relayed else await self.connection(address)
         if conn is None:
             # Only a dial that failed: a write that broke, or one given up on a peer
             # that reads nothing, is not the relay's to carry (it would stall there).
-            return relay and not mine and await self.relays.send(message, to)
+            return not mine and await self.relays.send(message, to)
         return await self.send_on(conn, message, to)
 
     async def send_on(self, conn: _Conn, message: Message, to: str) -> bool:

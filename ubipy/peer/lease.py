@@ -47,6 +47,9 @@ from ubipy.wire import BaseAnswer, BaseAsk
 log = logging.getLogger(__name__)
 
 _BASE_META = "majority_base"
+# The base a peer that left had when it was asked to stop: back, it may not found a base
+# until each other member of it is in sight and says it left too (Quorum.informed).
+_LEFT_BASE_META = "left_base"
 
 
 def load_quorum(peer_id: str, shard: Shard, *, lease: float, newcomer: bool) -> Quorum:
@@ -55,6 +58,7 @@ def load_quorum(peer_id: str, shard: Shard, *, lease: float, newcomer: bool) -> 
     is pending if it joins others: a ``newcomer``)."""
     kept = shard.get_meta(_BASE_META)
     base, _, joint = (kept or "").partition("|")
+    left_base = (shard.get_meta(_LEFT_BASE_META) or "") if kept == "" else ""
     return Quorum(
         peer_id,
         base.split(",") if base else [],
@@ -63,6 +67,7 @@ def load_quorum(peer_id: str, shard: Shard, *, lease: float, newcomer: bool) -> 
         joint=joint.split(",") if joint else [],
         restored=bool(base),
         returned=kept == "",  # written empty by a leave; never written by a new peer
+        left_base=left_base.split(",") if left_base else (),
     )
 
 
@@ -106,6 +111,10 @@ class Lease:
         # What the shard keeps once this peer has left (see the module's docstring),
         # decided when it is asked to stop (see stopping).
         self._parting: str | None = None
+        self._left_base = ""
+        # When each member last answered an ask (heard_after waits for one).
+        self._answered_at: dict[str, float] = {}
+        self._answer_came = trio.Event()
         self._cadence = quorum.lease / 3
         # Membership's tick pings the members due then or up to this much later: one
         # wake-up serves both, where times drift apart by how late each runs.
@@ -146,6 +155,18 @@ class Lease:
             if member is not None and member_id != self.quorum.self_id:
                 self._start_soon(send, member.address, answer)
 
+    async def heard_after(self, member_id: str, address: str, patience: float) -> bool:
+        """Ask ``member_id`` for its base, and wait ``patience`` at most for its answer:
+        True if one came, after what was sent to it before the ask (a frame written on
+        a connection a silent cut swallows was counted as told: a review)."""
+        send, asked = self._send_frame, trio.current_time()
+        if send is None or not await send(address, BaseAsk()):
+            return False
+        with trio.move_on_after(patience):
+            while self._answered_at.get(member_id, -math.inf) < asked:
+                await self._answer_came.wait()
+        return self._answered_at.get(member_id, -math.inf) >= asked
+
     async def parting(self, patience: float) -> None:
         """Before its leave is announced, a holder tells its base to the members of
         it: one new to the cluster that it counted, and has not yet heard so, takes
@@ -166,6 +187,9 @@ class Lease:
         quorum = self.quorum
         self._note_base()  # the base this answer may replace
         now = trio.current_time()
+        self._answered_at[sender] = now
+        self._answer_came.set()
+        self._answer_came = trio.Event()
         if answer.left and quorum.gone(sender, now, left=True):
             # Its leave never came (it left during a cut): a base that names it waited
             # for good, a restored one for its count (a review's triage).
@@ -178,6 +202,7 @@ class Lease:
             holds=answer.holds,
             informed=answer.informed,
             joint=answer.joint,
+            left=answer.left,
         ):
             log.info("counted in the majority's base by %s: %d peers", sender, len(quorum.base))
             # A member of it that left before this answer came (the holder that sent
@@ -236,6 +261,7 @@ class Lease:
         if self._parting is None:
             alone = self.quorum.base == {self.quorum.self_id}
             self._parting = self._kept() if alone else ""
+            self._left_base = ",".join(sorted(self.quorum.base | (self.quorum.joint or set())))
 
     def _kept(self) -> str:
         base, joint = self.quorum.base, self.quorum.joint
@@ -251,6 +277,8 @@ class Lease:
         try:
             with self._shard.transaction():
                 self._shard.set_meta(_BASE_META, kept)
+                if self._membership.has_left and not kept:
+                    self._shard.set_meta(_LEFT_BASE_META, self._left_base)
         except StorageError as exc:
             log.warning("cannot remember the members of the majority: %s", exc)
 

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import trio
 
 from ubipy.errors import StorageError
-from ubipy.membership import Leave, Membership, Outgoing
+from ubipy.membership import Leave, Member, Membership, MemberState, Outgoing
 from ubipy.peer.crawler import Crawler
 from ubipy.peer.forwarding import Forwarder
 from ubipy.peer.handoff import Handoff
@@ -34,40 +34,44 @@ _LEAVE_DRAIN = 5.0
 _LEAVE_ANNOUNCE = 2.0
 # A leave none of those that need it took is sent to them again this often.
 _LEAVE_RETRY = 2.0
-# Sends a membership frame, on a connection of our own only when the flag is False.
-SendOne = Callable[[Outgoing, bool], Awaitable[bool]]
+# Sends a membership frame; False if it could not be.
+SendOne = Callable[[Outgoing], Awaitable[bool]]
 
 
 async def _announce(membership: Membership, send_one: SendOne, lease: Lease) -> None:
     """Tell every member this peer leaves. Those of the base that hold no lease without
-    it drop it on that word alone (Quorum.needed), and are told on a connection of our
-    own (a frame handed to a relay may go no further): when none of them could be (a
-    cut network), they are told again every _LEAVE_RETRY s, _LEAVE_PATIENCE at most.
-    Stopped during a cut, the peer with the smallest id of two exited at once, and the
-    other, the cut healed, never fetched again (a review's fuzzer)."""
+    it drop it on that word alone (Quorum.needed): each is told until it answers an ask
+    sent after the leave (a frame handed to a relay, or written on a connection a
+    silent cut swallows, went no further), every _LEAVE_RETRY s, _LEAVE_PATIENCE at
+    most. Stopped during a cut, the peer with the smallest id of two exited at once,
+    and the other, the cut healed, never fetched again (a review's fuzzer)."""
     with trio.move_on_after(_LEAVE_ANNOUNCE):
         async with trio.open_nursery() as announcing:
             for out in membership.leave(trio.current_time()):
-                announcing.start_soon(send_one, out, True)
+                announcing.start_soon(send_one, out)
     needed = lease.quorum.needed()
     me = membership.member(membership.self_id)
     if not needed or me is None:
         return
     word, told = Leave(me.id, me.address, me.incarnation), set[str]()
 
-    async def tell(member_id: str, address: str) -> None:
-        if await send_one(Outgoing(address, word, to=member_id), False):
-            told.add(member_id)
+    def untold() -> list[Member]:
+        """Those still to tell: not those that left too (a whole cluster stopping)."""
+        found = (membership.member(m) for m in sorted(needed - told))
+        return [m for m in found if m is not None and m.state is not MemberState.LEFT]
+
+    async def tell(member: Member) -> None:
+        out = Outgoing(member.address, word, to=member.id)
+        if await send_one(out) and await lease.heard_after(member.id, member.address, _LEAVE_RETRY):
+            told.add(member.id)
 
     async def tell_needed() -> None:
         async with trio.open_nursery() as telling:
-            for member_id in sorted(needed):
-                if (member := membership.member(member_id)) is not None:
-                    telling.start_soon(tell, member_id, member.address)
+            for member in untold():
+                telling.start_soon(tell, member)
 
-    with trio.move_on_after(_LEAVE_ANNOUNCE):
-        await tell_needed()
-    if told:
+    await tell_needed()
+    if told or not untold():
         return
     log.warning(
         "leaving: none of the peers that need this one for a majority could be told it "
@@ -76,11 +80,14 @@ async def _announce(membership: Membership, send_one: SendOne, lease: Lease) -> 
         ", ".join(sorted(needed)), _LEAVE_PATIENCE,
     )  # fmt: skip
     with trio.move_on_after(_LEAVE_PATIENCE):
-        while not told:
-            await trio.sleep(_LEAVE_RETRY)
+        while not told and untold():
             await tell_needed()
+            if not told:
+                await trio.sleep(_LEAVE_RETRY / 2)
     if told:
         log.info("leaving: %s told", ", ".join(sorted(told)))
+    elif not untold():
+        log.info("leaving: %s left too", ", ".join(sorted(needed)))
     else:
         log.warning(
             "leaving: %s not told: they fetch nothing until this peer is started again",

@@ -410,9 +410,9 @@ class Peer:
         for out in outgoing:
             self._nursery.start_soon(self._send_one, out)
 
-    async def _send_one(self, out: Outgoing, relay: bool = True) -> bool:
+    async def _send_one(self, out: Outgoing) -> bool:
         message = Gossip(self.address, out.message.to_wire(), self.takes)
-        return await self.links.send(out.address, message, out.to, relay=relay)
+        return await self.links.send(out.address, message, out.to)
 
     async def _check_advertised(self) -> None:
         other = await who_answers(self.address, self.secret, self.network)
