@@ -462,7 +462,7 @@ def test_copies_go_in_frames_their_receiver_takes(what: str) -> None:
     else:
         long = [f"http://a.test/{i:06d}/" + "x" * 2020 for i in range(2_000)]
         out.add("a.test", [NewURL(fingerprint(u), u, "a.test", 1) for u in long])
-    frames = [Replica(tuple(hosts), 1) for hosts, _, _ in out.frames()]
+    frames = [Replica(tuple(hosts), 1) for hosts, _, _ in out.frames(1.0)]
     assert len(frames) > 1
     for frame in frames:
         # Written (to_wire checks what a receiver's from_wire takes), under the cap.

@@ -17,7 +17,12 @@ import trio.testing
 from tests.peer.crawling import running_crawler
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig
 from ubipy.fetch import fingerprint
+from ubipy.fetch.politeness import Scheduler
+from ubipy.fetch.slots import HostSlot
+from ubipy.fetch.throttle import Pace, ThrottleRules
+from ubipy.peer.router import mark_to_wire
 from ubipy.store import HostMark, NewURL, Shard
+from ubipy.wire import Mark
 
 PAGES = 2000
 URL = "http://a.test/p"
@@ -180,3 +185,18 @@ async def test_a_restart_that_lowers_the_delay_waits_the_new_one_and_a_servers_a
         assert bool(asked["a.test"]) is second_a, (delay, asked)
         assert asked["a.test"] == [] or asked["a.test"][0] - start < 5.0, asked
         assert asked["b.test"] == [], asked
+
+
+def test_a_mark_keeps_a_503_back_off_whole_and_travels_with_the_senders_delay() -> None:
+    """Three 503s in a row under --delay 10: the back-off in force is 30 s, which the
+    mark cut to 8 s (grown from the Crawl-delay, not --delay: a review). Sent to another
+    peer, a mark holds the sender's --delay too, as a peer of an earlier version reads
+    a mark, adding none of its own (a review)."""
+    scheduler = Scheduler(delay=10.0, window=4, loader=lambda *_: [], throttle=ThrottleRules())
+    slot = HostSlot("h.test", 10.0)
+    slot.pace = Pace(latency=0.05, strikes=3)
+    assert scheduler.asked_of(slot, 100.0) == scheduler.delay_of(slot) == 30.0
+    slot.pace = Pace(latency=0.05)  # answering again: what the server asks is its pace
+    assert scheduler.asked_of(slot, 100.0) < 1.0
+    assert mark_to_wire(HostMark(5.0, 0.2, 3), 10.0) == Mark(5.0, 10.0, 3)
+    assert mark_to_wire(HostMark(5.0, 30.0, 3), 10.0) == Mark(5.0, 30.0, 3)

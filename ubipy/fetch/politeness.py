@@ -454,9 +454,11 @@ class Scheduler(LookupAnswers, Backoffs):
         its Crawl-delay, raised by its pace, or what is left of a Retry-After or a
         back-off if longer. (A mark that kept --delay too made a mistyped --delay 600
         outlive the restart that fixed it by 10 minutes: QA.)"""
-        wait = slot.crawl_delay
-        if slot.pace is not None and self._throttle is not None:
-            wait = slot.pace.delay(self._throttle, wait)
+        wait, pace = slot.crawl_delay, slot.pace
+        if pace is not None and self._throttle is not None:
+            # A 503 or 429 back-off grows from the delay in force, --delay included,
+            # and is the server's ask whole (kept without it, a review found it cut).
+            wait = pace.delay(self._throttle, slot.delay if pace.strikes else wait)
         return max(wait, slot.asked_until - now)
 
     def delay_of(self, slot: HostSlot) -> float:

@@ -341,7 +341,8 @@ class Handoff(HoldsMixin):
         sent_bytes = 0
         for i in range(chunks):
             urls, chunk_done, size = parts[i] if i < len(parts) else ((), (), 0)
-            last_mark = None if mark is None or i < chunks - 1 else mark_to_wire(mark)
+            floor = self._crawler.config.politeness.delay
+            last_mark = None if mark is None or i < chunks - 1 else mark_to_wire(mark, floor)
             run = revisits[i] if i < len(revisits) else ()
             # Each try takes an id of its own (set by _deliver).
             frame = HandoffFrame(0, host, urls, chunk_done, last_mark, run, seed_lookup)

@@ -407,7 +407,7 @@ class Replicator:
 
     async def _send_frames(self, target: str, address: str, outgoing: Outgoing) -> bool:
         """Send ``outgoing`` to ``target``; False if the connection broke."""
-        frames = outgoing.frames()
+        frames = outgoing.frames(self._crawler.config.politeness.delay)
         for hosts, count, carrying in frames:
             seq = next(self._seqs)
             if not await self._send(address, Replica(tuple(hosts), seq)):

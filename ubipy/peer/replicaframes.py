@@ -74,14 +74,14 @@ class Outgoing:
                 self.add(entry.host, mark=mark_from_wire(entry.mark))
             self.size += len(entry.pending) + len(entry.done)
 
-    def frames(self) -> Iterator[tuple[list[HostCopy], int, list[str]]]:
+    def frames(self, floor: float) -> Iterator[tuple[list[HostCopy], int, list[str]]]:
         """Frames' host entries, at most about CHUNK each and CHUNK_BYTES of URLs,
         with their entry count (the URLs and fingerprints; a mark rides with its
         host's first entry) and the hosts whose copies carry their last request's
         outcome (in the frame of their last piece). A host entry with a mark alone
         weighs one: weighing nothing, 10,001 of them made one frame its receiver
         refuses, which its sender now refuses to write (FrameError), and the peer died
-        of it (found by a review)."""
+        of it (found by a review). ``floor``: the sender's --delay, for the marks."""
         frame: list[HostCopy] = []
         carrying: list[str] = []
         count = weight = size = 0
@@ -91,7 +91,9 @@ class Outgoing:
                 if weight and (weight + max(entries, 1) > CHUNK or size + urls > CHUNK_BYTES):
                     yield frame, count, carrying
                     frame, carrying, count, weight, size = [], [], 0, 0, 0
-                mark = mark_to_wire(copy.mark) if n == 0 and copy.mark is not None else None
+                mark = None
+                if n == 0 and copy.mark is not None:
+                    mark = mark_to_wire(copy.mark, floor)
                 frame.append(HostCopy(host, pending, done, mark))
                 count += entries
                 weight += max(entries, 1)

@@ -511,9 +511,12 @@ def url_item(raw: str, depth: int, score: float, host: str | None) -> NewURL | N
     return NewURL(fingerprint(url), url, key, depth, score)
 
 
-def mark_to_wire(mark: HostMark) -> Mark:
-    """A host's politeness mark as it travels."""
-    return Mark(mark.last_end, mark.delay, mark.pages)
+def mark_to_wire(mark: HostMark, floor: float) -> Mark:
+    """A host's politeness mark as it travels: the wait after its last request with
+    the sender's --delay (``floor``) in it, as a peer of an earlier version takes a
+    mark (its reader adds no --delay of its own; the shard's mark keeps only what the
+    server asked, a review)."""
+    return Mark(mark.last_end, max(mark.delay, floor), mark.pages)
 
 
 def mark_from_wire(mark: Mark) -> HostMark:
