@@ -247,3 +247,5 @@ def test_a_peer_alone_in_the_base_it_starts_with_grants_at_once() -> None:
     assert start_grace(Quorum("a", (), lease=3.0, newcomer=True)) == START_GRACE
     assert start_grace(Quorum("a", "ab", lease=3.0, restored=True)) == START_GRACE
     assert start_grace(Quorum("a", "ab", lease=3.0)) == START_GRACE
+    # Back alone after leaving a cluster: others may hold leases it granted (a review).
+    assert start_grace(Quorum("a", (), lease=3.0, returned=True)) == START_GRACE

@@ -335,6 +335,14 @@ async def test_a_member_back_after_a_leave_that_was_lost_leaves_the_bases_naming
     assert world.quorum.base == {"a"}
     assert world.quorum.restore(trio.current_time())
     assert world.quorum.holds(trio.current_time())
+    # A holder takes no such word: the answer may be older than a base counting b again.
+    world.quorum.set_live("abc")
+    async with trio.open_nursery() as nursery:
+        frames._nursery = nursery
+        world.lease.answered([("c", trio.current_time())])
+    assert world.quorum.base == {"a", "c"}
+    await frames.deliver("c", BaseAnswer((), False, left=True))
+    assert world.quorum.base == {"a", "c"}
     # What a returned peer says of itself, and only while nobody has counted it.
     back = Quorum("b", (), lease=LEASE, newcomer=True, returned=True)
     assert back.returned

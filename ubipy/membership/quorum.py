@@ -179,6 +179,11 @@ class Quorum:
         return self._pending
 
     @property
+    def left_last_run(self) -> bool:
+        """Its last run left the cluster (kept no base), counted again since or not."""
+        return self._returned
+
+    @property
     def returned(self) -> bool:
         """Pending after it left on purpose in its last run: a member whose base still
         names it (its leave was lost: a cut) may drop it, as that leave would have
@@ -253,12 +258,22 @@ class Quorum:
                 return end
         return None
 
-    def needed(self) -> frozenset[str]:
-        """The other members of the base, if they hold no lease without this peer (of
-        a base of two, the smaller id): they drop it from the base only on its word
-        that it leaves, never on its death. Empty otherwise."""
+    def needed(self, now: float) -> frozenset[str]:
+        """The other members of the base, if they may hold no lease without this peer:
+        of a base of two, the smaller id; or while a base grown lately may still be
+        joint, for them, with one that needs it (its own joint confirmed, theirs need
+        not be: a review). They drop it from the base only on its word that it leaves,
+        never on its death. Empty otherwise."""
         others = self._base - {self.self_id}
-        if self._pending or not others or self._majority(others, self._base):
+        if self._pending or not others:
+            return frozenset()
+        joint = self._joint
+        lately = now - self._joint_since < 2 * self.lease
+        if (
+            self._majority(others, self._base)
+            and not lately
+            and (joint is None or self._majority(others, joint))
+        ):
             return frozenset()
         return frozenset(others)
 

@@ -128,9 +128,11 @@ START_GRACE: Final = 2 * PATIENCE
 def start_grace(quorum: Quorum) -> float:
     """The grace of a start: none for a peer alone in the base it starts with (the
     first of a cluster, or one alone when it stopped), whose leases nobody else held
-    (every start waited 4 s before its first request: QA)."""
+    (every start waited 4 s before its first request: QA). One that left a cluster
+    and starts alone (without --join) granted leases others may still hold (a
+    review)."""
     alone = quorum.base == {quorum.self_id} and not (quorum.pending or quorum.restoring)
-    return 0.0 if alone else START_GRACE
+    return 0.0 if alone and not quorum.left_last_run else START_GRACE
 
 
 async def _not_sent(address: str, message: Message) -> bool:

@@ -190,9 +190,10 @@ class Lease:
         self._answered_at[sender] = now
         self._answer_came.set()
         self._answer_came = trio.Event()
-        if answer.left and quorum.gone(sender, now, left=True):
+        if answer.left and not quorum.holds(now) and quorum.gone(sender, now, left=True):
             # Its leave never came (it left during a cut): a base that names it waited
-            # for good, a restored one for its count (a review's triage).
+            # for good, a restored one for its count (a review's triage). Not a
+            # holder's: the answer may be older than a base that counts it again.
             log.info("%s left in its last run, unheard: out of the majority's base", sender)
             self._remember()
         if quorum.answered(

@@ -49,7 +49,7 @@ async def _announce(membership: Membership, send_one: SendOne, lease: Lease) -> 
         async with trio.open_nursery() as announcing:
             for out in membership.leave(trio.current_time()):
                 announcing.start_soon(send_one, out)
-    needed = lease.quorum.needed()
+    needed = lease.quorum.needed(trio.current_time())
     me = membership.member(membership.self_id)
     if not needed or me is None:
         return
