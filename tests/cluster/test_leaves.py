@@ -10,6 +10,7 @@ Seeds as in test_churn_memory: one by default, ``UBIPY_SEEDS=N`` (or ``=3,17``) 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -36,6 +37,24 @@ async def _fetches(c: Cluster, sim: SimPeer, after: float) -> None:
             r.peer == sim.peer_id and r.start >= after and not referee.is_robots(r) for r in log
         )
     )
+
+
+# Ids in the order of the peers' indexes: 0 is the smallest (the tie-breaker of a base).
+IDS = ("0" * 16, "8" * 16, "f" * 16)
+
+
+async def _crawling(c: Cluster, n: int, **options: Any) -> list[SimPeer]:
+    """Peers 0 to ``n`` - 1 (ids from IDS) joined, seeded, a fifth of the web fetched."""
+    p = await c.start_joined(n, delay=DELAY, **options)
+    p[0].peer.seed_urls([WEB.seed_url()])
+    with trio.fail_after(300):
+        await c.server.log.wait_for_count(len(TRUTH) // 5)
+    return p
+
+
+def _ids_in_order(tmp_path: Path) -> None:
+    for index, peer_id in enumerate(IDS):
+        with_peer_id(tmp_path / f"p{index}", peer_id)
 
 
 @pytest.mark.parametrize("after", ["restart", "newcomer", "whole cluster"])
@@ -167,13 +186,9 @@ async def test_the_tie_breaker_of_two_stopped_during_a_cut_is_heard_to_leave_at_
     its leave again till the heal (a minute at most): 1 takes it, and crawls on. A
     ``silently`` cut (a firewall that drops) swallowed the leave on a connection that
     stayed open, counted as told (a review): told now means 1 answered since."""
-    for index, peer_id in ((0, "0" * 16), (1, "f" * 16)):
-        with_peer_id(tmp_path / f"p{index}", peer_id)
+    _ids_in_order(tmp_path)
     async with cluster(tmp_path, WEB, seed=0) as c:
-        p = await c.start_joined(2, replicas=2, delay=DELAY)
-        p[0].peer.seed_urls([WEB.seed_url()])
-        with trio.fail_after(300):
-            await c.server.log.wait_for_count(len(TRUTH) // 5)
+        p = await _crawling(c, 2, replicas=2)
         if silently:
             c.net.cut_link(host_of(0), host_of(1), silently=True)
             await trio.sleep(1.0)  # stopped at once: its connection to 1 still open
@@ -183,7 +198,7 @@ async def test_the_tie_breaker_of_two_stopped_during_a_cut_is_heard_to_leave_at_
                 await c.wait_until(lambda: p[1].peer.crawler.paused is not None)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(c.stop, p[0])
-            with trio.fail_after(10):
+            with trio.fail_after(30):  # its crawl drained, its leave tried once
                 await p[0].wait_count("none of the peers that need this one", 1)
             await trio.sleep(cut)
             c.net.heal()
@@ -207,17 +222,13 @@ async def test_a_peer_restored_with_a_base_naming_one_that_left_unheard_goes_on(
     count it, for good (a review's triage of a fuzzer's seed). Now 0 says in its
     answers that it left: 1 drops it, as the lost leave would have, holds, and the
     others join it."""
-    for index, peer_id in ((0, "0" * 16), (1, "8" * 16), (2, "f" * 16)):
-        with_peer_id(tmp_path / f"p{index}", peer_id)
+    _ids_in_order(tmp_path)
     async with cluster(tmp_path, WEB, seed=0) as c:
-        p = await c.start_joined(3, replicas=2, delay=DELAY)
-        p[0].peer.seed_urls([WEB.seed_url()])
-        with trio.fail_after(300):
-            await c.server.log.wait_for_count(len(TRUTH) // 5)
+        p = await _crawling(c, 3, replicas=2)
         c.net.partition([host_of(0)], [host_of(1), host_of(2)])
         assert await c.stop(p[2])
         with trio.fail_after(60):
-            await c.wait_until(lambda: p[1].peer.lease.quorum.base == {"0" * 16, "8" * 16})
+            await c.wait_until(lambda: p[1].peer.lease.quorum.base == set(IDS[:2]))
             await c.wait_until(lambda: p[1].peer.crawler.paused is not None)
         assert await c.stop(p[0])
         await c.kill(p[1])
@@ -240,13 +251,9 @@ async def test_a_peer_back_after_a_leave_founds_no_base_beside_the_one_it_left(
     they founded a base of their own beside 1's and crawled beside it (a review's
     fuzzer). 0 knows the base it left: until 1 is in sight and says it left too, a
     base may be there, and nobody founds. Healed, 1 counts them both."""
-    for index, peer_id in ((0, "0" * 16), (1, "8" * 16), (2, "f" * 16)):
-        with_peer_id(tmp_path / f"p{index}", peer_id)
+    _ids_in_order(tmp_path)
     async with cluster(tmp_path, WEB, seed=0) as c:
-        p = await c.start_joined(2, delay=DELAY)
-        p[1].peer.seed_urls([WEB.seed_url()])
-        with trio.fail_after(300):
-            await c.server.log.wait_for_count(len(TRUTH) // 5)
+        p = await _crawling(c, 2)
         port = int(p[0].address.rpartition(":")[2])
         assert await c.stop(p[0])
         c.net.partition([host_of(0), host_of(2)], [host_of(1)])

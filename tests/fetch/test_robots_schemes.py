@@ -41,14 +41,16 @@ def _crawled_over_http(*urls: str) -> Scheduler:
     return s
 
 
-def _https_robots_failing(s: Scheduler, now: float, *, status: int | None) -> float:
-    """https's robots.txt asked and failing (``status``; None: no answer) at each of
-    its three attempts, from ``now``; the time of the last."""
+def _https_robots_failing(
+    s: Scheduler, now: float, *, status: int | None, scheme: str = "https"
+) -> float:
+    """The ``scheme``'s robots.txt asked and failing (``status``; None: no answer) at
+    each of its three attempts, from ``now``; the time of the last."""
     for _ in range(3):
         wake = s.next_wakeup()
         assert wake is not None
         now = max(now, wake)
-        assert _next(s, now).url == "https://a.test/robots.txt"
+        assert _next(s, now).url == f"{scheme}://a.test/robots.txt"
         s.robots_answer("a.test", now, status=status, location=None, body=b"")
     return now
 
@@ -250,13 +252,7 @@ def test_a_scheme_past_its_window_survives_the_other_s_robots_txt_given_up() -> 
     s = Scheduler(delay=1.0, window=2, loader=loader, robots_retry_base=10.0)
     for entry in disk:
         s.add("a.test", entry)
-    now = 0.0
-    for _ in range(3):
-        wake = s.next_wakeup()
-        assert wake is not None
-        now = max(now, wake)
-        assert _next(s, now).url == "http://a.test/robots.txt"
-        s.robots_answer("a.test", now, status=500, location=None, body=b"")
+    now = _https_robots_failing(s, 0.0, status=500, scheme="http")
     slot = s.slot("a.test")
     assert slot is not None and slot.robots_state is not HostRobots.GIVEN_UP
     unreachable = "robots.txt unreachable"
@@ -274,13 +270,7 @@ def test_a_scheme_given_up_with_only_its_own_urls_on_disk_gives_the_host_up() ->
     s = Scheduler(delay=1.0, window=2, loader=lambda *_: disk[2:], robots_retry_base=10.0)
     for entry in disk:
         s.add("a.test", entry)
-    now = 0.0
-    for _ in range(3):
-        wake = s.next_wakeup()
-        assert wake is not None
-        now = max(now, wake)
-        assert _next(s, now).url == "http://a.test/robots.txt"
-        s.robots_answer("a.test", now, status=500, location=None, body=b"")
+    _https_robots_failing(s, 0.0, status=500, scheme="http")
     slot = s.slot("a.test")
     assert slot is not None and slot.robots_state is HostRobots.GIVEN_UP
     assert s.idle()

@@ -442,6 +442,15 @@ def test_a_peer_is_needed_by_the_others_only_where_they_hold_nothing_without_it(
     assert a.admit_live(0.0) and a.base == frozenset("abc")
     assert a.needed(1.0) == {"b", "c"}
     assert a.needed(2 * LEASE + 1.0) == frozenset()
+    # Of two, a dropped b as dead: b, cut off and not dead, still counts a, and can
+    # drop it only on its leave (a review's fuzzer); b back in the base, as before.
+    two = quorum("a", "ab")
+    two.heard("b", 0.0)
+    assert two.gone("b", 1.0) and two.base == {"a"}
+    assert two.needed(1.0) == {"b"}
+    assert not two.gone("c", 1.0, left=True)  # never a member: nothing changes
+    two.heard("b", 2.0)
+    assert two.admit_live(2.0) and two.needed(2 * LEASE + 3.0) == {"b"}
 
 
 def test_a_peer_back_after_a_leave_founds_once_the_base_it_left_is_all_back_new() -> None:

@@ -173,6 +173,9 @@ class Quorum:
         self._returned = returned
         self._left_base = set(left_base) - {self_id}
         self._said_left: set[str] = set()
+        # Members dropped from the base as dead: alive but cut off, one may still count
+        # this peer, and wait for its word that it leaves (see needed).
+        self._lost: set[str] = set()
 
     @property
     def pending(self) -> bool:
@@ -262,11 +265,15 @@ class Quorum:
         """The other members of the base, if they may hold no lease without this peer:
         of a base of two, the smaller id; or while a base grown lately may still be
         joint, for them, with one that needs it (its own joint confirmed, theirs need
-        not be: a review). They drop it from the base only on its word that it leaves,
-        never on its death. Empty otherwise."""
+        not be: a review); or, alone, those it dropped as dead. They drop it from the
+        base only on its word that it leaves, never on its death. Empty otherwise."""
         others = self._base - {self.self_id}
-        if self._pending or not others:
+        if self._pending:
             return frozenset()
+        if not others:
+            # Alone, the others dropped as dead: one cut off, not dead, holds nothing
+            # without this peer (a base of two), nor can drop it (a review's fuzzer).
+            return frozenset(self._lost)
         joint = self._joint
         lately = now - self._joint_since < 2 * self.lease
         if (
@@ -354,6 +361,7 @@ class Quorum:
             return False
         self._base.discard(member_id)
         self._counting.pop(member_id, None)
+        (self._lost.discard if left else self._lost.add)(member_id)
         if self._joint is not None:
             self._joint.discard(member_id)
             if self._joint:
@@ -473,6 +481,7 @@ class Quorum:
             self._joint = set(self._base)
         self._joint_since = now
         self._base = base
+        self._lost -= base
         self._confirm()  # a base of this peer alone needs nobody's word
 
     def _confirm(self) -> None:

@@ -66,9 +66,11 @@ async def _announce(membership: Membership, send_one: SendOne, lease: Lease) -> 
             told.add(member.id)
 
     async def tell_needed() -> None:
-        async with trio.open_nursery() as telling:
-            for member in untold():
-                telling.start_soon(tell, member)
+        # A dial across a cut, or a relay, may take long to say no: a try is bounded.
+        with trio.move_on_after(_LEAVE_ANNOUNCE + _LEAVE_RETRY):
+            async with trio.open_nursery() as telling:
+                for member in untold():
+                    telling.start_soon(tell, member)
 
     await tell_needed()
     if told or not untold():

@@ -54,24 +54,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--port", type=_in(0, 65535), default=0, help="port to listen on (default: 0, any free)"
     )
     p.add_argument("--bind", default="127.0.0.1", help="a loopback address (default: %(default)s)")
-    p.add_argument(
-        "--latency",
-        type=float,
-        default=d.latency,
-        help="seconds added before every response (default: %(default)s)",
-    )
-    p.add_argument(
-        "--jitter",
-        type=float,
-        default=d.jitter,
-        help="plus up to this many, the same for a request each time (default: %(default)s)",
-    )
-    p.add_argument(
-        "--crawl-delay",
-        type=float,
-        default=d.crawl_delay,
-        help="the Crawl-delay that host h004's robots.txt gives (default: %(default)s)",
-    )
+
+    def seconds(flag: str, default: float, what: str) -> None:
+        p.add_argument(flag, type=float, default=default, help=f"{what} (default: %(default)s)")
+
+    seconds("--latency", d.latency, "seconds added before every response")
+    seconds("--jitter", d.jitter, "plus up to this many, the same for a request each time")
+    seconds("--crawl-delay", d.crawl_delay, "the Crawl-delay that host h004's robots.txt gives")
     p.add_argument("--hostile", action="store_true", help="add the x-* hosts (traps, faults)")
     p.add_argument(
         "--paced",
@@ -79,11 +68,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="add the pace-* hosts: one fast, one slow (0.2-0.4 s), one answering 503 for "
         "--unavailable-for seconds",
     )
-    p.add_argument(
-        "--unavailable-for",
-        type=float,
-        default=d.unavailable_for,
-        help="seconds pace-busy answers 503 from its first page (default: %(default)s)",
+    seconds(
+        "--unavailable-for", d.unavailable_for, "seconds pace-busy answers 503 from its first page"
     )
     p.add_argument(
         "--encodings",
