@@ -7,6 +7,7 @@ import math
 import pytest
 
 from ubipy.membership import Quorum, fence
+from ubipy.membership.quorum import LOST_RECENT
 
 LEASE = 5.0
 
@@ -448,6 +449,7 @@ def test_a_peer_is_needed_by_the_others_only_where_they_hold_nothing_without_it(
     two.heard("b", 0.0)
     assert two.gone("b", 1.0) and two.base == {"a"}
     assert two.needed(1.0) == {"b"}
+    assert two.needed(1.0 + LOST_RECENT) == frozenset()  # dead long since, surely
     assert not two.gone("c", 1.0, left=True)  # never a member: nothing changes
     two.heard("b", 2.0)
     assert two.admit_live(2.0) and two.needed(2 * LEASE + 3.0) == {"b"}

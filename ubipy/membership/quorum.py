@@ -75,6 +75,8 @@ FENCE_SLACK = 1.0
 # Base members kept in sight beyond a bare majority (Quorum.to_keep): one may go quiet
 # without the lease depending on the next one's first answer.
 KEEP_MARGIN = 1
+# How long after dropping a member as dead a peer left alone tells it that it leaves.
+LOST_RECENT = 600.0
 
 
 def fence(lease: float) -> float:
@@ -173,9 +175,9 @@ class Quorum:
         self._returned = returned
         self._left_base = set(left_base) - {self_id}
         self._said_left: set[str] = set()
-        # Members dropped from the base as dead: alive but cut off, one may still count
-        # this peer, and wait for its word that it leaves (see needed).
-        self._lost: set[str] = set()
+        # Members dropped from the base as dead, and when: alive but cut off, one may
+        # still count this peer, and wait for its word that it leaves (see needed).
+        self._lost: dict[str, float] = {}
 
     @property
     def pending(self) -> bool:
@@ -273,7 +275,8 @@ class Quorum:
         if not others:
             # Alone, the others dropped as dead: one cut off, not dead, holds nothing
             # without this peer (a base of two), nor can drop it (a review's fuzzer).
-            return frozenset(self._lost)
+            # One dropped long ago is taken for dead: a stop does not wait on it.
+            return frozenset(m for m, at in self._lost.items() if now - at < LOST_RECENT)
         joint = self._joint
         lately = now - self._joint_since < 2 * self.lease
         if (
@@ -361,7 +364,10 @@ class Quorum:
             return False
         self._base.discard(member_id)
         self._counting.pop(member_id, None)
-        (self._lost.discard if left else self._lost.add)(member_id)
+        if left:
+            self._lost.pop(member_id, None)
+        else:
+            self._lost[member_id] = now
         if self._joint is not None:
             self._joint.discard(member_id)
             if self._joint:
@@ -481,7 +487,8 @@ class Quorum:
             self._joint = set(self._base)
         self._joint_since = now
         self._base = base
-        self._lost -= base
+        for member_id in base:
+            self._lost.pop(member_id, None)
         self._confirm()  # a base of this peer alone needs nobody's word
 
     def _confirm(self) -> None:
