@@ -33,6 +33,7 @@ class _Lease:
 
     def __init__(self, quorum: Quorum, answers_from: float | None) -> None:
         self.quorum = quorum
+        self.left_with = quorum.base
         self.asked: list[float] = []
         self._start = trio.current_time()
         self._from = answers_from
@@ -117,3 +118,22 @@ async def test_a_leave_nobody_needs_is_sent_once(autojump_clock: trio.testing.Mo
     lease = _Lease(Quorum("b", "ab", lease=3.0), None)  # a alone holds without b
     await _announce(_membership("b", "a"), send_one, cast(Lease, lease))
     assert len(sent) == 1 and lease.asked == []
+
+
+async def test_a_cluster_stopping_together_waits_for_no_member_not_told(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """b, c and this peer were asked to stop; c left, b is frozen and answers nothing:
+    b learns it when they are back (their answers say they left). Waited for, a frozen
+    member held the others' stop a minute (tests/cluster/test_stop_frozen.py)."""
+    membership = _membership()
+    membership._members["c"] = Member("c", "10.0.0.3:7000", MemberState.LEFT, 0)
+
+    async def send_one(out: Outgoing) -> bool:
+        return True
+
+    lease = _Lease(Quorum("a", "ab", lease=3.0), None)
+    lease.left_with = frozenset("abc")
+    start = trio.current_time()
+    await _announce(membership, send_one, cast(Lease, lease))
+    assert trio.current_time() - start < 3.0 and lease.asked == []

@@ -75,8 +75,6 @@ FENCE_SLACK = 1.0
 # Base members kept in sight beyond a bare majority (Quorum.to_keep): one may go quiet
 # without the lease depending on the next one's first answer.
 KEEP_MARGIN = 1
-# How long after dropping a member as dead a peer left alone tells it that it leaves.
-LOST_RECENT = 600.0
 
 
 def fence(lease: float) -> float:
@@ -175,9 +173,6 @@ class Quorum:
         self._returned = returned
         self._left_base = set(left_base) - {self_id}
         self._said_left: set[str] = set()
-        # Members dropped from the base as dead, and when: alive but cut off, one may
-        # still count this peer, and wait for its word that it leaves (see needed).
-        self._lost: dict[str, float] = {}
 
     @property
     def pending(self) -> bool:
@@ -267,16 +262,16 @@ class Quorum:
         """The other members of the base, if they may hold no lease without this peer:
         of a base of two, the smaller id; or while a base grown lately may still be
         joint, for them, with one that needs it (its own joint confirmed, theirs need
-        not be: a review); or, alone, those it dropped as dead. They drop it from the
-        base only on its word that it leaves, never on its death. Empty otherwise."""
+        not be: a review). They drop it from the base only on its word that it
+        leaves, never on its death. Empty otherwise."""
         others = self._base - {self.self_id}
         if self._pending:
             return frozenset()
         if not others:
-            # Alone, the others dropped as dead: one cut off, not dead, holds nothing
-            # without this peer (a base of two), nor can drop it (a review's fuzzer).
-            # One dropped long ago is taken for dead: a stop does not wait on it.
-            return frozenset(m for m, at in self._lost.items() if now - at < LOST_RECENT)
+            # Alone, the others dropped as dead: one cut off, not dead, may count this
+            # peer still; not waited for (a stop after a partner's death waited a
+            # minute), it learns this peer left when this peer is back (see returned).
+            return frozenset()
         joint = self._joint
         lately = now - self._joint_since < 2 * self.lease
         if (
@@ -364,10 +359,6 @@ class Quorum:
             return False
         self._base.discard(member_id)
         self._counting.pop(member_id, None)
-        if left:
-            self._lost.pop(member_id, None)
-        else:
-            self._lost[member_id] = now
         if self._joint is not None:
             self._joint.discard(member_id)
             if self._joint:
@@ -487,8 +478,6 @@ class Quorum:
             self._joint = set(self._base)
         self._joint_since = now
         self._base = base
-        for member_id in base:
-            self._lost.pop(member_id, None)
         self._confirm()  # a base of this peer alone needs nobody's word
 
     def _confirm(self) -> None:

@@ -111,6 +111,8 @@ class Lease:
         # What the shard keeps once this peer has left (see the module's docstring),
         # decided when it is asked to stop (see stopping).
         self._parting: str | None = None
+        # The base (and joint base) it had when asked to stop, as kept once it left.
+        self.left_with: frozenset[str] = frozenset()
         self._left_base = ""
         # When each member last answered an ask (heard_after waits for one).
         self._answered_at: dict[str, float] = {}
@@ -262,7 +264,8 @@ class Lease:
         if self._parting is None:
             alone = self.quorum.base == {self.quorum.self_id}
             self._parting = self._kept() if alone else ""
-            self._left_base = ",".join(sorted(self.quorum.base | (self.quorum.joint or set())))
+            self.left_with = self.quorum.base | (self.quorum.joint or frozenset())
+            self._left_base = ",".join(sorted(self.left_with))
 
     def _kept(self) -> str:
         base, joint = self.quorum.base, self.quorum.joint

@@ -38,6 +38,18 @@ _LEAVE_RETRY = 2.0
 SendOne = Callable[[Outgoing], Awaitable[bool]]
 
 
+def _stopping_together(membership: Membership, base: frozenset[str]) -> bool:
+    """Whether another member of the base this peer had when asked to stop has left
+    too: a cluster stopped as a whole, whose members not told (frozen, cut off) learn
+    it when the others are back (their answers say they left). Waited for, one frozen
+    member held every other's stop a minute (tests/cluster/test_stop_frozen.py)."""
+    return any(
+        m.state is MemberState.LEFT
+        for m in membership.members()
+        if m.id in base and m.id != membership.self_id
+    )
+
+
 async def _announce(membership: Membership, send_one: SendOne, lease: Lease) -> None:
     """Tell every member this peer leaves. Those of the base that hold no lease without
     it drop it on that word alone (Quorum.needed): each is told until it answers an ask
@@ -51,7 +63,7 @@ async def _announce(membership: Membership, send_one: SendOne, lease: Lease) -> 
                 announcing.start_soon(send_one, out)
     needed = lease.quorum.needed(trio.current_time())
     me = membership.member(membership.self_id)
-    if not needed or me is None:
+    if not needed or me is None or _stopping_together(membership, lease.left_with):
         return
     word, told = Leave(me.id, me.address, me.incarnation), set[str]()
 
