@@ -410,9 +410,10 @@ class Scheduler(LookupAnswers, Backoffs):
         if answered:
             self._all_held_until, self._proxy_wait = -math.inf, _PROXY_WAIT
         self._probing = False
-        slot.next_allowed = now + max(self.delay_of(slot), wait or 0.0, asked or 0.0)
-        if wait or asked:
-            slot.asked_until = max(slot.asked_until, now + max(wait or 0.0, asked or 0.0))
+        held = max(wait or 0.0, asked or 0.0)  # a back-off or Retry-After: the server's
+        slot.next_allowed = now + max(self.delay_of(slot), held)
+        if held:
+            slot.asked_until = max(slot.asked_until, now + held)
         pace, rules = slot.pace, self._throttle
         server = 0.0 if pace is None or rules is None else pace.delay(rules, 0.0)
         self._addresses.ended(slot, now, now + max(server, asked or 0.0))
@@ -458,7 +459,7 @@ class Scheduler(LookupAnswers, Backoffs):
         if pace is not None and self._throttle is not None:
             # A 503 or 429 back-off grows from the delay in force, --delay included,
             # and is the server's ask whole (kept without it, a review found it cut).
-            wait = pace.delay(self._throttle, slot.delay if pace.strikes else wait)
+            wait = self.delay_of(slot) if pace.strikes else pace.delay(self._throttle, wait)
         return max(wait, slot.asked_until - now)
 
     def delay_of(self, slot: HostSlot) -> float:

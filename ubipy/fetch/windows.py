@@ -42,8 +42,7 @@ class Windows:
             self.in_memory += 1
             slot.last_seq = entry.seq
         else:
-            slot.on_disk += 1
-            slot.disk_schemes |= scheme_bit(entry.url)
+            _to_disk(slot, entry)
 
     def _offer(self, slot: HostSlot, entry: Entry, room: bool) -> None:
         """Under a ranked order a window holds the best entries it has seen: a new
@@ -54,8 +53,7 @@ class Windows:
             slot.floor = min(slot.floor, entry.score)
             self.in_memory += 1
             return
-        slot.on_disk += 1
-        slot.disk_schemes |= scheme_bit(entry.url)
+        _to_disk(slot, entry)
         if entry.score <= slot.floor:
             return  # most links of a crawl: the window's worst is at least as good
         at, low = ranking.worst(slot.queue, slot.credit)
@@ -63,6 +61,7 @@ class Windows:
         slot.floor = low
         if at >= 0 and entry.score > low:
             slot.credit.pop(slot.queue[at].fp, None)
+            # It stays on disk in the entry's place (counted as the entry was).
             slot.disk_schemes |= scheme_bit(slot.queue[at].url)
             del slot.queue[at]
             slot.queue.append(entry)
@@ -230,3 +229,9 @@ class Windows:
         slot.on_disk = slot.on_disk - len(rows) if more else 0
         if not slot.on_disk:
             slot.disk_schemes = 0
+
+
+def _to_disk(slot: HostSlot, entry: Entry) -> None:
+    """``entry`` waits on disk past the window: counted, its scheme noted."""
+    slot.on_disk += 1
+    slot.disk_schemes |= scheme_bit(entry.url)
