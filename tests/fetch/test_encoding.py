@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ubipy.fetch import encoding
+from ubipy.fetch import encoding, labels
 from ubipy.fetch.encoding import (
     DEFAULT_LEGACY,
     PRESCAN_BYTES,
@@ -134,7 +134,7 @@ def test_every_encoding_has_a_python_codec_that_reads_like_a_browser() -> None:
     assert codec_of("shift_jis") == "cp932"
     assert codec_of("euc-kr") == "cp949"
     assert codec_of("big5") == "big5hkscs"
-    for name in {lookup(label) for label in encoding._LABELS}:
+    for name in {lookup(label) for label in labels._LABELS}:
         assert name is not None
         b"ab".decode(codec_of(name))  # the codec exists
 

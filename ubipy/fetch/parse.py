@@ -23,9 +23,9 @@ from ubipy.fetch.encoding import (
     Sniffed,
     ascii_compatible,
     decode,
-    query_codec,
     sniff,
 )
+from ubipy.fetch.labels import query_codec
 from ubipy.fetch.legacyquery import query_in
 from ubipy.fetch.robots import PRODUCT_TOKEN
 from ubipy.fetch.urls import BadURL, normalize, resolve_link
