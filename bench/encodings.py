@@ -8,7 +8,9 @@ pages). For each legacy encoding, a few texts are cut into random runs of words,
 and each run is made into a page in that encoding: "short", a title and the same
 words in the body; "long", a title and the text's whole paragraph. A page is read
 wrong when the encoding detected decodes it to other characters than it holds (two
-code pages that read it alike are both right).
+code pages that read it alike are both right). Each page is read twice: from a host
+under .com, and from one under its text's country's domain, which may settle what
+the bytes leave open (``ubipy.fetch.tlds``: a Latvian title under .lv).
 Deterministic: the same figures every run for the same detector.
 """
 
@@ -79,12 +81,29 @@ TEXTS: dict[str, list[str]] = {
 }
 
 
-def wrong(runs: int, seed: int) -> dict[tuple[str, str], tuple[int, int]]:
-    """(encoding, "short" or "long") -> (pages read wrong, pages)."""
+# Each text's country's top-level domain, in the order of TEXTS: where a page of it
+# would be found, for the runs with its host's domain (ubipy.fetch.tlds).
+DOMAINS: dict[str, list[str]] = {
+    "cp1252": ["fr", "fr", "de", "es", "pt", "se", "fi", "is"],
+    "cp1250": ["cz", "pl", "hu", "cz", "sk"],
+    "cp1257": ["lt", "lv"],
+    "cp1254": ["tr"],
+    "iso8859_2": ["pl"],
+    "cp1251": ["ru"],
+    "gbk": ["cn"],
+    "big5": ["tw"],
+    "shift_jis": ["jp"],
+}
+
+
+def wrong(runs: int, seed: int, domains: bool) -> dict[tuple[str, str], tuple[int, int]]:
+    """(encoding, "short" or "long") -> (pages read wrong, pages); ``domains``: each
+    page's host under its text's country's domain, else under .com."""
     rng = random.Random(seed)
     counts: Counter[tuple[str, str, bool]] = Counter()
     for codec, texts in TEXTS.items():
-        for text in texts:
+        for text, tld in zip(texts, DOMAINS[codec], strict=True):
+            host = f"www.example.{tld if domains else 'com'}"
             words = text.split()
             for _ in range(runs):
                 a = rng.randrange(0, max(1, len(words) // 2))
@@ -93,7 +112,7 @@ def wrong(runs: int, seed: int) -> dict[tuple[str, str], tuple[int, int]]:
                 for size, body_text in (("short", title), ("long", text)):
                     html = f"<html><head><title>{title}</title></head><body><p>{body_text}</p>"
                     body = html.encode(codec)
-                    ok = decode(body, sniff(body)) == html
+                    ok = decode(body, sniff(body, host=host)) == html
                     counts[codec, size, ok] += 1
     return {
         (codec, size): (
@@ -110,11 +129,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30, help="runs of words per text (default 30)")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    result = wrong(args.runs, args.seed)
-    print(f"{'encoding':<10} {'short: wrong':>14} {'long: wrong':>14}")
-    for codec in TEXTS:
-        short, long = result[codec, "short"], result[codec, "long"]
-        print(f"{codec:<10} {short[0]:>6} of {short[1]:<5} {long[0]:>6} of {long[1]:<5}")
+    for domains in (False, True):
+        result = wrong(args.runs, args.seed, domains)
+        print("\nhosts under " + ("their country's domain" if domains else ".com"))
+        print(f"{'encoding':<10} {'short: wrong':>14} {'long: wrong':>14}")
+        for codec in TEXTS:
+            short, long = result[codec, "short"], result[codec, "long"]
+            print(f"{codec:<10} {short[0]:>6} of {short[1]:<5} {long[0]:>6} of {long[1]:<5}")
 
 
 if __name__ == "__main__":

@@ -363,8 +363,11 @@ def test_noise_is_read_somehow_and_never_raises() -> None:
 def test_when_the_detector_has_nothing_the_default_is_windows_1252(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(encoding, "detect", lambda body: None)
+    monkeypatch.setattr(encoding, "_guess", lambda body, hint: (None, False))
     assert sniff(b"<title>\xe9\xe8</title>") == Sniffed(DEFAULT_LEGACY, DEFAULT)
+    # As in browsers, the default of a country whose legacy pages were in another.
+    at_ru = Sniffed("windows-1251", EncodingSource.DOMAIN)
+    assert sniff(b"<title>\xe9\xe8</title>", host="www.example.ru") == at_ru
 
 
 def test_decode_replaces_what_it_cannot_read() -> None:

@@ -59,9 +59,10 @@ _LANGUAGES: Final = {
 # for: their alphabets explain a reading only when no other does as well (Czech
 # read as windows-1252 is Vietnamese's letters, Lithuanian Icelandic's).
 _RARE: Final = frozenset({"albanian", "esperanto", "icelandic, faroese", "maltese", "welsh"})
-# Each alphabet, upper case added, whether its language is common, and its size.
+# Each alphabet, upper case added, whether its language is common, its size, and its
+# language.
 _ALPHABETS: Final = tuple(
-    (alphabet, language not in _RARE and language != "vietnamese", len(letters))
+    (alphabet, language not in _RARE and language != "vietnamese", len(letters), language)
     for language, letters in _LANGUAGES.items()
     for alphabet in [frozenset(letters) | frozenset(letters.upper())]
 )
@@ -88,8 +89,9 @@ class Fit(NamedTuple):
     letters: int
 
 
-def fit(text: str) -> Fit:
-    """How nearly ``text`` is one language's letters (see :class:`Fit`)."""
+def fit(text: str, language: str | None = None) -> Fit:
+    """How nearly ``text`` is one language's letters (see :class:`Fit`), or
+    ``language``'s when given (a key of ``_LANGUAGES``)."""
     counts = Counter(_NON_ASCII.findall(text))
     for mark in _PUNCTUATION.intersection(counts):
         del counts[mark]
@@ -112,7 +114,8 @@ def fit(text: str) -> Fit:
         return Fit(1.0, True, 0)
     held, common, letters = max(
         (sum(n for ch, n in counts.items() if ch in alphabet), common, -size)
-        for alphabet, common, size in _ALPHABETS
+        for alphabet, common, size, name in _ALPHABETS
+        if language is None or name == language
     )
     return Fit(max(0, held - len(odd)) / total, common, -letters)
 

@@ -44,9 +44,10 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 
 from ubipy.fetch import alphabets
 from ubipy.fetch.labels import DETECTABLE, NAME_OF_CODEC, codec_of, lookup
+from ubipy.fetch.tlds import Hint, hint_of
 
 if TYPE_CHECKING:
-    from charset_normalizer import CharsetMatch
+    from charset_normalizer import CharsetMatch, CharsetMatches
 
 __all__ = [
     "DEFAULT_LEGACY",
@@ -71,6 +72,7 @@ class EncodingSource(enum.Enum):
     HEADER = "header"
     META = "meta"
     DETECTED = "detected"
+    DOMAIN = "domain"  # the host's top-level domain settled it (tlds.py)
     DEFAULT = "default"
 
 
@@ -280,7 +282,7 @@ def _sample(body: bytes) -> bytes:
     return b" ".join(words) if words else head
 
 
-def detect(body: bytes) -> str | None:
+def detect(body: bytes, hint: Hint | None = None) -> str | None:
     """The detector's guess for bytes that are not UTF-8, by WHATWG name; None when
     it has none.
 
@@ -301,7 +303,18 @@ def detect(body: bytes) -> str | None:
       pages. A windows-1252 reading that is one language's words with a few
       accented letters is not overruled by a multi-byte encoding: ``nœud`` read as
       one Big5 character between ``n`` and ``d`` was.
+
+    ``hint``, the encoding (and language) the page's top-level domain suggests
+    (tlds.py), is taken where its reading is as likely as the guess
+    (:func:`_hint_fits`): a short Polish title in ISO 8859-2 and its windows-1252
+    reading are both one language's letters, Polish and French.
     """
+    return _guess(body, hint)[0]
+
+
+def _guess(body: bytes, hint: Hint | None) -> tuple[str | None, bool]:
+    """:func:`detect`'s answer, and whether ``hint`` settled it (the bytes alone said
+    another)."""
     # Imported on first use: most crawls never meet an undeclared legacy page, and
     # the import costs tens of milliseconds.
     import charset_normalizer
@@ -319,7 +332,7 @@ def detect(body: bytes) -> str | None:
             matches = charset_normalizer.from_bytes(sample, cp_isolation=DETECTABLE)
             best = matches.best()
     if best is None:
-        return None
+        return None, False
     latin = _latin_reading(sample, matches, best.chaos)
     # A windows-1252 reading of one language's words, a few of their letters
     # accented, is no accident either: "nœud" was taken for one Big5 character
@@ -332,23 +345,84 @@ def detect(body: bytes) -> str | None:
         and 0 < latin.accented < 0.5
         and latin.small >= 0.5
     )
+    answer = NAME_OF_CODEC.get(best.encoding)
     if best.encoding in _MULTI_BYTE:
-        return NAME_OF_CODEC.get(latin.codec if words and latin else best.encoding)
-    for match in matches:
-        if match.chaos <= best.chaos and match.encoding in _MULTI_BYTE and not words:
-            return NAME_OF_CODEC.get(match.encoding)
-    if best.encoding in _LATIN and latin is not None:
-        return NAME_OF_CODEC.get(latin.codec)
-    return NAME_OF_CODEC.get(best.encoding)
+        answer = NAME_OF_CODEC.get(latin.codec if words and latin else best.encoding)
+    elif not words and (
+        multi := next(
+            (m for m in matches if m.chaos <= best.chaos and m.encoding in _MULTI_BYTE), None
+        )
+    ):
+        answer = NAME_OF_CODEC.get(multi.encoding)
+    elif best.encoding in _LATIN and latin is not None:
+        answer = NAME_OF_CODEC.get(latin.codec)
+    elif latin is not None and latin.share == 1.0 and _few_beyond_ascii(body):
+        # A letter of another script among Latin words: Portuguese "à sombra" read
+        # in windows-1251 as "а sombra", a Russian word alone in Portuguese text.
+        # Text in that script has few Latin letters; this has few of its own.
+        answer = NAME_OF_CODEC.get(latin.codec)
+    # Not a non-Latin script's over one language's words (the French "nœud" again,
+    # on a .cn host).
+    if (
+        hint is not None
+        and hint.encoding != answer
+        and (hint.language is not None or not words)
+        and _hint_fits(hint, sample, matches, latin)
+    ):
+        return hint.encoding, True
+    return answer, False
+
+
+def _hint_fits(
+    hint: Hint, sample: bytes, matches: CharsetMatches, latin: _LatinReading | None
+) -> bool:
+    """Whether the hint's reading of ``sample`` is as likely as the detector's
+    answer: as clean to the detector as its best guess (a Latin code page's, nearly
+    as clean); a Latin code page's, as nearly the hint's language's letters as the
+    likeliest Latin reading is one language's (``latin``: all of them, when none
+    is)."""
+    best = matches.best()
+    assert best is not None
+    codec = codec_of(hint.encoding)
+    tolerance = _LATIN_TOLERANCE if hint.language is not None else 0.0
+    if not any(
+        m.chaos <= best.chaos + tolerance and codec in m.could_be_from_charset for m in matches
+    ):
+        return False
+    if hint.language is None:
+        return True
+    try:
+        fit = alphabets.fit(sample[:_FIT_CHARS].decode(codec), hint.language)
+    except UnicodeDecodeError:
+        return False
+    return fit.share >= (latin.share if latin else 1.0)
+
+
+# Of a text's letters, the share beyond ASCII under which it is Latin-script text,
+# not text in another script: at most about one letter in ten is accented in Latin
+# languages (Czech's many), where Russian, Greek or Arabic text is nearly all its own.
+_FEW_BEYOND_ASCII: Final = 0.1
+
+
+def _few_beyond_ascii(body: bytes) -> bool:
+    """Whether the text's bytes beyond ASCII are few among its letters (markup aside)."""
+    text = _MARKUP.sub(b" ", body[:DETECT_BYTES])
+    beyond = len(text) - len(text.translate(None, bytes(range(128, 256))))
+    ascii_letters = len(text) - len(text.translate(None, _ASCII_LETTERS))
+    return beyond < _FEW_BEYOND_ASCII * (beyond + ascii_letters)
+
+
+_ASCII_LETTERS: Final = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
 class _LatinReading(NamedTuple):
-    """A Latin code page's reading: its share of one language's letters
-    (alphabets.fit), the share of its letters that are accented and of those the
-    share in small letters (alphabets.accented)."""
+    """A Latin code page's reading: its share of one language's letters and whether
+    a common language's (alphabets.fit), the share of its letters that are accented
+    and of those the share in small letters (alphabets.accented)."""
 
     codec: str
     share: float
+    common: bool
     accented: float
     small: float
 
@@ -384,8 +458,8 @@ def _latin_reading(
         fit = alphabets.fit(text)
         likelier = (fit.share, fit.common, -_LATIN_PRIOR.index(codec), -fit.letters, order)
         ranked.append((likelier, codec, text))
-    (share, *_), codec, text = max(ranked)
-    return _LatinReading(codec, share, *alphabets.accented(text))
+    (share, common, *_), codec, text = max(ranked)
+    return _LatinReading(codec, share, common, *alphabets.accented(text))
 
 
 @functools.cache
@@ -406,8 +480,10 @@ def _utf16(body: bytes) -> str | None:
     return "utf-16le" if odd > even else "utf-16be"
 
 
-def _detected(body: bytes) -> Sniffed:
-    """Steps 4 and 5: what the bytes themselves say, or the default."""
+def _detected(body: bytes, host: str | None) -> Sniffed:
+    """Steps 4 and 5: what the bytes themselves say (with what ``host``'s top-level
+    domain suggests, when they say it no less likely), or the default (that
+    domain's, as in browsers)."""
     if b"\0" in body[:_UTF16_SAMPLE] and (name := _utf16(body)) is not None:
         return _sniffed(name, EncodingSource.DETECTED)
     if body.isascii():
@@ -416,15 +492,19 @@ def _detected(body: bytes) -> Sniffed:
         return _sniffed("utf-8", EncodingSource.DEFAULT)
     if _reads_cleanly(body, "utf-8") or _nearly_utf8(body):
         return _sniffed("utf-8", EncodingSource.DETECTED)
-    name = detect(body)
+    hint = hint_of(host) if host else None
+    name, hinted = _guess(body, hint)
     if name is None:
+        if hint is not None:
+            return _sniffed(hint.encoding, EncodingSource.DOMAIN)
         return _sniffed(DEFAULT_LEGACY, EncodingSource.DEFAULT)
-    return _sniffed(name, EncodingSource.DETECTED)
+    return _sniffed(name, EncodingSource.DOMAIN if hinted else EncodingSource.DETECTED)
 
 
-def sniff(body: bytes, header_charset: str | None = None) -> Sniffed:
+def sniff(body: bytes, header_charset: str | None = None, *, host: str | None = None) -> Sniffed:
     """The encoding of an HTML document, from its bytes and the Content-Type header's
-    ``charset`` parameter (as sent: a label, maybe unknown), in the WHATWG order."""
+    ``charset`` parameter (as sent: a label, maybe unknown), in the WHATWG order;
+    ``host``: the page's, whose top-level domain may settle what its bytes leave open."""
     if body.startswith(_ANY_BOM):
         for bom, bom_encoding in _BOMS:
             if body.startswith(bom):
@@ -435,7 +515,7 @@ def sniff(body: bytes, header_charset: str | None = None) -> Sniffed:
     name = prescan(body)
     if name is not None and (body.isascii() or _believable(body, name)):
         return _sniffed(name, EncodingSource.META)
-    return _detected(body)
+    return _detected(body, host)
 
 
 def ascii_compatible(name: str) -> bool:

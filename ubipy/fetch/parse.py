@@ -333,9 +333,11 @@ def _new_parser(encoding: str | None) -> tuple[Any, _Extract]:
     return parser, target
 
 
-def _extract(body: bytes, header_charset: str | None, agent: str) -> tuple[_Extract, Sniffed]:
+def _extract(
+    body: bytes, header_charset: str | None, url: str, agent: str
+) -> tuple[_Extract, Sniffed]:
     """What the document holds, and the encoding it was read in (see :func:`_document`)."""
-    document, sniffed, key = _document(body, header_charset)
+    document, sniffed, key = _document(body, header_charset, url)
     parser, target = _parser(key)
     target.reset(agent)
     try:
@@ -346,11 +348,11 @@ def _extract(body: bytes, header_charset: str | None, agent: str) -> tuple[_Extr
 
 
 def _extract_steps(
-    body: bytes, header_charset: str | None, agent: str
+    body: bytes, header_charset: str | None, url: str, agent: str
 ) -> Steps[tuple[_Extract, Sniffed]]:
     """:func:`_extract` in steps, a slice of the document fed at a time to a parser of
     its own (the thread's is for whole documents, read between two of these steps)."""
-    document, sniffed, key = _document(body, header_charset)
+    document, sniffed, key = _document(body, header_charset, url)
     parser, target = _new_parser(key)
     target.reset(agent)
     try:
@@ -365,15 +367,18 @@ def _extract_steps(
     return target, sniffed
 
 
-def _document(body: bytes, header_charset: str | None) -> tuple[bytes | str, Sniffed, str | None]:
-    """The document to parse, the encoding it is read in, and the parser's encoding.
+def _document(
+    body: bytes, header_charset: str | None, url: str
+) -> tuple[bytes | str, Sniffed, str | None]:
+    """The document to parse, the encoding it is read in (``url``'s top-level domain
+    may settle what its bytes leave open), and the parser's encoding.
 
     UTF-8 (and ASCII-only bytes in any ASCII-compatible encoding, which read the
     same) goes to libxml2 as bytes, the fast way. Anything else is decoded here:
     libxml2's own converters stop at the first invalid byte and drop the rest of the
     page, where a browser (and Python's codecs, with "replace") reads on.
     """
-    sniffed = sniff(body, header_charset)
+    sniffed = sniff(body, header_charset, host=_host_of(url))
     name = sniffed.name
     document: bytes | str
     if name == "utf-8" or (ascii_compatible(name) and body.isascii()):
@@ -395,6 +400,13 @@ def _document(body: bytes, header_charset: str | None) -> tuple[bytes | str, Sni
     if document.lstrip().startswith("<?xml"):
         document = _XML_DECLARATION.sub("", document, count=1)
     return document, sniffed, None
+
+
+def _host_of(url: str) -> str:
+    """The host of a normalised URL (no user, no port), as cheaply as it comes: only
+    its top-level domain is read (ubipy.fetch.tlds), and an IP address has none."""
+    authority = url.partition("://")[2].partition("/")[0].rpartition("@")[2]
+    return authority if authority.endswith("]") else authority.rpartition(":")[0] or authority
 
 
 def _resolve_base(base_href: str, url: str) -> str:
@@ -453,7 +465,7 @@ def parse_html(
     if not body:
         return _EMPTY
     try:
-        found, sniffed = _extract(body, encoding, agent)
+        found, sniffed = _extract(body, encoding, url, agent)
     except (lxml.etree.LxmlError, ValueError):
         return _EMPTY
     return finished(_page_steps(found, sniffed, url, max_links, agent, robots_headers))
@@ -473,7 +485,7 @@ def parse_html_steps(
     if not body:
         return _EMPTY
     try:
-        found, sniffed = yield from _extract_steps(body, encoding, agent)
+        found, sniffed = yield from _extract_steps(body, encoding, url, agent)
     except (lxml.etree.LxmlError, ValueError):
         return _EMPTY
     return (yield from _page_steps(found, sniffed, url, max_links, agent, robots_headers))
