@@ -359,6 +359,7 @@ def test_jsonl_has_every_page(shards: tuple[Path, Path], tmp_path: Path, name: s
             "url_unicode": page.url.replace("xn--bcher-kva", "bücher"),
             "status": page.status,
             "location": page.location,
+            "noindex": page.noindex,
             "title": page.title,
             "content_type": page.content_type,
             "length": page.length,

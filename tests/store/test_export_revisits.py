@@ -304,16 +304,20 @@ def test_jsonl_lists_a_pages_visits_on_its_line(crawl: Path, tmp_path: Path, nam
     )
     assert {k: v for k, v in home.items() if k != "visits"} == expected
     assert home["visits"] == [
-        {"at": iso_utc(T0 + 100), "status": 304, "location": None, "changed": False, "digest": "d1",
+        {"at": iso_utc(T0 + 100), "status": 304, "location": None, "noindex": None,
+         "changed": False, "digest": "d1",
          "content_type": None, "length": 0, "etag": None, "last_modified": None,
          "truncated": False},
-        {"at": iso_utc(T0 + 200), "status": 200, "location": None, "changed": False, "digest": "d1",
+        {"at": iso_utc(T0 + 200), "status": 200, "location": None, "noindex": None,
+         "changed": False, "digest": "d1",
          "content_type": None, "length": 0, "etag": None, "last_modified": None,
          "truncated": False},
-        {"at": iso_utc(T0 + 300), "status": 200, "location": None, "changed": True, "digest": "d2",
+        {"at": iso_utc(T0 + 300), "status": 200, "location": None, "noindex": None,
+         "changed": True, "digest": "d2",
          "content_type": "text/html", "length": len(V2), "etag": '"v2"', "last_modified": LM2,
          "truncated": False},
-        {"at": iso_utc(T0 + 400), "status": 304, "location": None, "changed": False, "digest": "d2",
+        {"at": iso_utc(T0 + 400), "status": 304, "location": None, "noindex": None,
+         "changed": False, "digest": "d2",
          "content_type": None, "length": 0, "etag": None, "last_modified": None,
          "truncated": False},
     ]  # fmt: skip

@@ -429,6 +429,12 @@ def refresh_link(refresh: str, robots_headers: Sequence[str], agent: str) -> str
     return refresh_target(refresh)
 
 
+def header_noindex(robots_headers: Sequence[str], agent: str) -> bool:
+    """Whether an answer's X-Robots-Tag headers say noindex to the crawler ``agent``
+    (for an answer that is not HTML: a PDF's, an image's)."""
+    return bool(header_directives(robots_headers, agent) & {"noindex", "none"})
+
+
 def header_directives(values: Sequence[str], agent: str) -> set[str]:
     """The robots directives of X-Robots-Tag headers for the crawler ``agent``: those
     for every crawler, and those after ``agent:`` ("otherbot: noindex" is another's;

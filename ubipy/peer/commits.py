@@ -58,6 +58,7 @@ def page_record(
     encoding: str | None = None,
     encoding_source: str | None = None,
     fetched_at: float | None = None,
+    noindex: bool | None = None,
 ) -> PageRecord:
     """What the shard keeps of an answered (or failed) request for ``entry``, which
     ended at ``fetched_at`` (the wall clock; None: now)."""
@@ -81,6 +82,7 @@ def page_record(
         encoding_source=encoding_source,
         head=head_of(result),
         location=result.target,
+        noindex=noindex,
     )
 
 

@@ -18,6 +18,7 @@ from ubipy.fetch import (
     FetchResult,
     ParsedPage,
     content_digest,
+    header_noindex,
     parse_html,
     parse_html_steps,
     refresh_link,
@@ -153,6 +154,7 @@ def read_page(
     (:func:`page_parsing`)."""
     discovered: list[NewURL] = []
     nofollow = False  # a meta robots said so
+    noindex: bool | None = None  # what the answer said, when it is one read for it
     title = encoding = encoding_source = None
     digest = None
     if result.ok and result.accepted:
@@ -182,7 +184,7 @@ def read_page(
                     agent=robots_token(config.fetch.user_agent),
                     robots_headers=_values(result, b"x-robots-tag"),
                 )
-            nofollow = parsed.nofollow
+            nofollow, noindex = parsed.nofollow, parsed.noindex
             title, encoding = parsed.title, parsed.encoding
             if parsed.encoding_source is not None:
                 encoding_source = parsed.encoding_source.value
@@ -202,6 +204,11 @@ def read_page(
                 stats.too_deep += len(parsed.links)
             else:
                 discovered = candidates(parsed.links, None, entry.depth + 1, hosts=parsed.hosts)
+        elif 200 <= (result.status or 0) < 300:
+            # A PDF, an image...: only its header can say it. (An error page is
+            # nothing to index either way.)
+            agent = robots_token(config.fetch.user_agent)
+            noindex = header_noindex(_values(result, b"x-robots-tag"), agent)
     refresh = result.refresh
     if refresh is not None and result.ok and 200 <= (result.status or 0) < 300 and not nofollow:
         # Whatever the body (often none) and its type, as browsers do.
@@ -224,5 +231,6 @@ def read_page(
         encoding=encoding,
         encoding_source=encoding_source,
         fetched_at=fetched_at,
+        noindex=noindex,
     )
     return page, discovered

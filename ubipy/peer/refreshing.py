@@ -353,7 +353,7 @@ class Refresher(PlanningMixin):
             visit = Visit(
                 page.fp, now, result.status, changed, page.digest, page.content_type,
                 page.length, page.etag, page.last_modified, page.body, page.url, page.head,
-                page.truncated, page.location,
+                page.truncated, page.location, page.noindex,
             )  # fmt: skip
         if retire:
             # Its row goes with the commit; its visit is recorded still (a redirect's

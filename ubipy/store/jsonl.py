@@ -20,6 +20,9 @@ def page_json(page: StoredPage) -> dict[str, Any]:
         "status": page.status,
         # Where a redirect pointed (absolute, normalised as a link is); null otherwise.
         "location": page.location,
+        # The page said noindex (meta robots, X-Robots-Tag): for a search index to leave
+        # out; null for an error or a redirect, and for pages stored before schema 19.
+        "noindex": page.noindex,
         "title": page.title,
         "content_type": page.content_type,
         "length": page.length,
@@ -49,6 +52,7 @@ def visit_json(visit: StoredVisit) -> dict[str, Any]:
         "at": iso_utc(visit.at),
         "status": visit.status,
         "location": visit.location,
+        "noindex": visit.noindex,
         "changed": visit.changed,
         "digest": visit.digest,
         "content_type": visit.content_type,

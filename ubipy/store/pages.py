@@ -55,6 +55,8 @@ class PageRecord:
     head: HttpHead | None = None
     # A redirect's target: its Location resolved against ``url`` (None: not a redirect).
     location: str | None = None
+    # A meta robots or X-Robots-Tag said noindex (None: an answer not read for it).
+    noindex: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +105,8 @@ class PagesMixin:
             self._conn.executemany(
                 "INSERT OR REPLACE INTO pages (fp, url, host, status, content_type, length, "
                 "truncated, title, fetched_at, last_modified, etag, digest, depth, error, "
-                "encoding, encoding_source, location) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "encoding, encoding_source, location, noindex) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         p.fp,
@@ -124,6 +126,7 @@ class PagesMixin:
                         p.encoding,
                         p.encoding_source,
                         p.location,
+                        p.noindex,
                     )
                     for p in pages
                 ],
@@ -158,7 +161,7 @@ class PagesMixin:
             if gone:
                 self._conn.executemany("DELETE FROM refresh WHERE fp = ?", [(fp,) for fp in gone])
             self._conn.executemany(
-                "INSERT OR REPLACE INTO visits VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO visits VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         v.fp,
@@ -172,6 +175,7 @@ class PagesMixin:
                         v.last_modified,
                         int(v.truncated),
                         v.location,
+                        v.noindex,
                     )
                     for v in visits
                 ],

@@ -67,3 +67,4 @@ class Visit:
     truncated: bool = False
     # A redirect's target, as a page's (PageRecord.location).
     location: str | None = None
+    noindex: bool | None = None  # a new version's, as a page's

@@ -9,7 +9,7 @@ import sqlite3
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 SHARD_FILE = "shard.sqlite3"
 # The shard and the files SQLite keeps beside it.
 SHARD_FILES = (SHARD_FILE, f"{SHARD_FILE}-wal", f"{SHARD_FILE}-shm", f"{SHARD_FILE}-journal")
@@ -259,6 +259,15 @@ ALTER TABLE pages ADD COLUMN location TEXT;
 ALTER TABLE visits ADD COLUMN location TEXT;
 """
 
+# Version 19: whether a page (a later visit's new version) said noindex, in a meta robots
+# or X-Robots-Tag: the crawler read it and follows the page's links all the same, and a
+# search index built from the export must leave the page out (1, else 0; NULL: an answer
+# not read for it, an error or a redirect).
+_NOINDEX = """
+ALTER TABLE pages ADD COLUMN noindex INTEGER;
+ALTER TABLE visits ADD COLUMN noindex INTEGER;
+"""
+
 SCHEMA = (
     """
 CREATE TABLE IF NOT EXISTS meta (
@@ -323,6 +332,7 @@ CREATE TABLE IF NOT EXISTS bodies (
     + _ROBOTS
     + _IN_ORDER
     + _LOCATION
+    + _NOINDEX
 )
 
 
@@ -371,6 +381,8 @@ MIGRATIONS: dict[int, str] = {
     16: _IN_ORDER,
     # 17 -> 18: redirects' targets (none for the rows already there).
     17: _LOCATION,
+    # 18 -> 19: what pages said of noindex (not known for the rows already there).
+    18: _NOINDEX,
 }
 
 # The order --order other than bfs takes a host's pending URLs in: made only when

@@ -36,25 +36,34 @@ __all__ = [
 ]
 
 
-_COLUMNS = (
-    "fp, url, status, content_type, length, truncated, title, fetched_at, "
-    "last_modified, etag, depth, error, encoding, encoding_source, digest, location"
+_FIRST_PAGE_COLUMNS = (
+    "fp url status content_type length truncated title fetched_at last_modified etag depth error"
 )
-# A shard is read, never migrated: what an older version has no column for is NULL.
-# Before version 18 no redirect's target was kept.
-_LOCATION_SINCE = 18
-_COLUMNS_V17 = _COLUMNS.replace("location", "NULL")
-# Version 1 shards have no encoding columns.
-_COLUMNS_V1 = _COLUMNS_V17.replace("encoding, encoding_source", "NULL, NULL")
+_FIRST_VISIT_COLUMNS = "at status changed digest content_type length etag last_modified"
+# The columns read, each with the schema version that brought it and what an older
+# shard gives instead (a shard is read, never migrated).
+_PAGE_COLUMNS = (
+    *((name, 1, "NULL") for name in _FIRST_PAGE_COLUMNS.split()),
+    ("encoding", 2, "NULL"),
+    ("encoding_source", 2, "NULL"),
+    ("digest", 1, "NULL"),
+    ("location", 18, "NULL"),  # a redirect's target
+    ("noindex", 19, "NULL"),
+)
 _VISIT_COLUMNS = (
-    "at, status, changed, digest, content_type, length, etag, last_modified, truncated, location"
+    *((name, 5, "NULL") for name in _FIRST_VISIT_COLUMNS.split()),
+    ("truncated", 9, "0"),  # before, a visit did not say whether its body was cut
+    ("location", 18, "NULL"),
+    ("noindex", 19, "NULL"),
 )
-_VISIT_COLUMNS_V17 = _VISIT_COLUMNS.replace("location", "NULL")
 # The first version with the visits of a continuous crawl.
 _VISITS_SINCE = 5
-# Before version 9 a visit did not say whether its body was cut: not known, so not said.
-_VISIT_COLUMNS_V8 = _VISIT_COLUMNS_V17.replace("truncated", "0")
-_VISITS_TRUNCATED_SINCE = 9
+
+
+def _columns(columns: tuple[tuple[str, int, str], ...], version: int) -> str:
+    return ", ".join(name if version >= since else instead for name, since, instead in columns)
+
+
 # The first version whose bodies may be in WARC files (table warc).
 _WARC_SINCE = 7
 # A visit of the page that a WARC must hold (a response or a revisit). One answered
@@ -105,6 +114,9 @@ class StoredPage:
     # A redirect's target, its Location resolved against ``url`` (None: not a
     # redirect, or a shard before version 18).
     location: str | None = None
+    # A meta robots or X-Robots-Tag said noindex (for this crawler's token, or all);
+    # None: not an answer read for it (an error, a redirect), or a shard before 19.
+    noindex: bool | None = None
 
     @property
     def is_response(self) -> bool:
@@ -137,6 +149,7 @@ class StoredVisit:
     # Read beside the WARC files (``outside_warc``): the visit is in them.
     in_warc: InWarc | None = None
     location: str | None = None  # a redirect's target, as a page's
+    noindex: bool | None = None  # a changed version's, as a page's
 
     @property
     def is_unchanged_answer(self) -> bool:
@@ -272,16 +285,9 @@ class ShardReader:
                 raise ExportError(f"{path}: not a ubipy shard (no schema version)")
             if not 1 <= version <= SCHEMA_VERSION:
                 raise ExportError(unsupported(path, version))
-            located = version >= _LOCATION_SINCE
-            self._columns = _COLUMNS if located else _COLUMNS_V17 if version >= 2 else _COLUMNS_V1
+            self._columns = _columns(_PAGE_COLUMNS, version)
             self._has_visits = version >= _VISITS_SINCE
-            self._visit_columns = (
-                _VISIT_COLUMNS
-                if located
-                else _VISIT_COLUMNS_V17
-                if version >= _VISITS_TRUNCATED_SINCE
-                else _VISIT_COLUMNS_V8
-            )
+            self._visit_columns = _columns(_VISIT_COLUMNS, version)
             self.has_warc = version >= _WARC_SINCE
             # One snapshot for the whole export, whatever the peer commits meanwhile.
             conn.execute("BEGIN")
@@ -455,7 +461,7 @@ class ShardReader:
             )
             for (
                 fp, url, status, ctype, length, trunc, title, at, lm, etag, depth, error,
-                encoding, source, digest, location,
+                encoding, source, digest, location, noindex,
             ) in cur:  # fmt: skip
                 page = StoredPage(
                     peer=self.peer_id,
@@ -475,6 +481,7 @@ class ShardReader:
                     encoding_source=source,
                     digest=digest,
                     location=location,
+                    noindex=None if noindex is None else bool(noindex),
                 )
                 yield page, int(fp)
         except sqlite3.Error as exc:
@@ -490,7 +497,7 @@ class ShardReader:
             cur = self._conn.execute(
                 f"SELECT {self._visit_columns} FROM visits WHERE fp = ? ORDER BY at", (fp,)
             )
-            for at, status, changed, digest, ctype, length, etag, lm, cut, location in cur:
+            for at, status, changed, digest, ctype, length, etag, lm, cut, location, noindex in cur:
                 there = in_warc.get(float(at))
                 yield StoredVisit(
                     at=float(at),
@@ -509,6 +516,7 @@ class ShardReader:
                     truncated=bool(cut),
                     in_warc=there,
                     location=location,
+                    noindex=None if noindex is None else bool(noindex),
                 )
         except sqlite3.Error as exc:
             raise ExportError(f"{self.path}: reading visits failed: {exc}") from exc
