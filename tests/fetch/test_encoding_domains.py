@@ -115,3 +115,34 @@ def test_a_parsed_page_is_read_as_its_hosts_domain_says() -> None:
         DOMAIN,
     )
     assert parse_html(body, "http://www.example.com/riga.html").title != title
+
+
+@pytest.mark.parametrize(
+    ("html", "codec", "host"),
+    [
+        # Latin words with an accent or two are no text of the domain's script.
+        ("<title>à la</title><div id=x></div>", "cp1252", "www.example.ru"),
+        ("<title>danskere cykler på</title><div id=x></div>", "cp1252", "example.sa"),
+        ("<title>à la</title><div id=x></div>", "cp1252", "example.th"),
+        # Nor is another script's text: a hint settles between its own script's
+        # encodings only.
+        ("<title>Дети играют</title><p>Дети играют</p>", "cp1251", "example.gr"),
+        ("<title>孩子们 在院子里 玩耍</title><p>孩子们 在院子里 玩耍</p>", "gbk", "example.th"),
+        ("<title>台北 是 美麗</title><p>台北 是 美麗</p>", "big5", "example.jp"),
+    ],
+)
+def test_a_hint_of_another_script_does_not_overrule_the_bytes(
+    html: str, codec: str, host: str
+) -> None:
+    body = html.encode(codec)
+    assert sniff(body, host=host) == sniff(body)
+    assert decode(body, sniff(body, host=host)) == html
+
+
+@pytest.mark.parametrize("word", ["она", "як", "моря"])
+def test_a_russian_word_among_english_ones_is_still_russian(word: str) -> None:
+    """Few letters beyond ASCII, but a word made of them: another script's, not a
+    Latin one's accents (read in windows-1252, "она" is Italian's letters "îíà")."""
+    html = f"<title>{word}</title><p>The quick brown fox jumps over the lazy dog.</p>"
+    body = html.encode("cp1251")
+    assert decode(body, sniff(body)) == html

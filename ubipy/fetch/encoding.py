@@ -356,21 +356,48 @@ def _guess(body: bytes, hint: Hint | None) -> tuple[str | None, bool]:
         answer = NAME_OF_CODEC.get(multi.encoding)
     elif best.encoding in _LATIN and latin is not None:
         answer = NAME_OF_CODEC.get(latin.codec)
-    elif latin is not None and latin.share == 1.0 and _few_beyond_ascii(body):
+    # A Latin reading in one language's letters, with no word wholly of letters
+    # beyond ASCII (Russian "она" read in windows-1252 as Italian's "îíà").
+    lettered = latin is not None and latin.share == 1.0 and not _WHOLLY_BEYOND.search(sample)
+    if _family(answer) not in ("latin", "cjk") and lettered and _few_beyond_ascii(body):
         # A letter of another script among Latin words: Portuguese "à sombra" read
         # in windows-1251 as "а sombra", a Russian word alone in Portuguese text.
         # Text in that script has few Latin letters; this has few of its own.
-        answer = NAME_OF_CODEC.get(latin.codec)
-    # Not a non-Latin script's over one language's words (the French "nœud" again,
-    # on a .cn host).
-    if (
-        hint is not None
-        and hint.encoding != answer
-        and (hint.language is not None or not words)
-        and _hint_fits(hint, sample, matches, latin)
-    ):
-        return hint.encoding, True
+        answer = NAME_OF_CODEC.get(latin.codec) if latin else answer
+    if hint is not None and hint.encoding != answer and _hint_fits(hint, sample, matches, latin):
+        # A hint of another script only settles between that script's encodings
+        # (GBK or Big5 on .cn), or over a Latin reading that is no language's letters
+        # (a .ru title read as "Äåòè"): not over French words on a .ru host, nor a
+        # Hebrew page on a .ru one.
+        family = _family(hint.encoding)
+        if (
+            hint.language is not None
+            or family == _family(answer)
+            or (_family(answer) == "latin" and not lettered)
+        ):
+            return hint.encoding, True
     return answer, False
+
+
+# A word whose letters are all beyond ASCII, two or more: Latin-script text has few
+# (Portuguese "à", French "où" has an o); text in another script is made of them.
+_WHOLLY_BEYOND: Final = re.compile(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])")
+# The scripts of the encodings that are not Latin code pages, by codec.
+_FAMILIES: Final = {
+    **dict.fromkeys(
+        ("cp1251", "koi8_r", "koi8_u", "iso8859_5", "cp866", "mac_cyrillic"), "cyrillic"
+    ),
+    **dict.fromkeys(("cp1253", "iso8859_7"), "greek"),
+    **dict.fromkeys(("cp1255", "iso8859_8"), "hebrew"),
+    **dict.fromkeys(("cp1256", "iso8859_6"), "arabic"),
+    "cp874": "thai",
+    **dict.fromkeys(_MULTI_BYTE, "cjk"),
+}
+
+
+def _family(name: str | None) -> str:
+    """The script of an encoding (by WHATWG name): ``latin`` for a Latin code page."""
+    return "latin" if name is None else _FAMILIES.get(codec_of(name), "latin")
 
 
 def _hint_fits(
