@@ -29,8 +29,10 @@ def export_said(summary: ExportSummary, unit: str, where: str) -> str:
     what = [counted(summary.pages - summary.left_out - summary.sitemaps, "page")]
     if summary.sitemaps:
         what.append(counted(summary.sitemaps, "sitemap"))
-    if summary.visits:
-        what.append(counted(summary.visits, "later visit"))
+    # Those written: the visits read, less those left out (QA: "635 later visits ...;
+    # 325 later visits left out" of a file with 310).
+    if visits := summary.visits - summary.visits_left_out:
+        what.append(counted(visits, "later visit"))
     return (
         f"wrote {counted(summary.records, unit)} for {listed(what)} from "
         f"{counted(summary.shards, 'shard')} to {where}{left_out}"

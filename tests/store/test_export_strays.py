@@ -6,6 +6,7 @@ of nothing for them)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.store.test_export_revisits import _first, _of, _read_warc, _warcio
+from ubipy.exportwords import export_said
 from ubipy.store.export import export, iso_utc
 from ubipy.store.revisits import Visit
 from ubipy.store.shard import Shard
@@ -135,3 +137,31 @@ def test_jsonl_gives_a_page_fetched_by_two_peers_one_line(tmp_path: Path) -> Non
         (iso_utc(T0 + 200), 304, False, "d2"),
     ]
     assert (summary.pages, summary.visits) == (2, 3)
+
+
+def test_a_redirect_fetched_again_by_another_peer_keeps_its_target(tmp_path: Path) -> None:
+    """The later first fetch is a visit of the earlier one's line: a redirect's visit
+    says where it went, as its row does (QA: null, where the WARC had the Location)."""
+    dead, alive = tmp_path / "dead", tmp_path / "alive"
+    moved = "http://news.test/new"
+    for data, at in ((dead, T0), (alive, T0 + 100)):
+        shard = Shard.open(data)
+        page = dataclasses.replace(
+            _first(1, HOME, at, b""), status=301, content_type=None, digest=None, location=moved
+        )
+        shard.record_pages([page])
+        shard.close()
+    out = tmp_path / "pages.jsonl"
+    export([alive, dead], "jsonl", out)
+    [line] = [json.loads(x) for x in out.read_text().splitlines()]
+    assert (line["status"], line["location"]) == (301, moved)
+    assert [(v["status"], v["location"]) for v in line["visits"]] == [(301, moved)]
+
+
+def test_the_summary_counts_the_visits_written_and_those_left_out(tmp_path: Path) -> None:
+    """(QA: "635 later visits ...; 325 later visits left out" of a file with 310.)"""
+    old, new = _two_owners(tmp_path, warc_files=False)
+    for name in ("pages.jsonl", "crawl.warc.gz"):  # the format by the name
+        said = export_said(export([new, old], None, tmp_path / name), "record", name)
+        assert "1 page and 4 later visits from 2 shards" in said, said
+        assert said.endswith("; 1 later visit left out"), said

@@ -136,4 +136,6 @@ def _refetch(page: StoredPage, held: str | None) -> StoredVisit:
         last_modified=page.last_modified,
         body=None,
         truncated=page.truncated,
+        location=page.location,  # a redirect's target (QA: lost from such a visit)
+        noindex=page.noindex,
     )
