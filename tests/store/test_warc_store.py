@@ -1090,6 +1090,7 @@ async def test_a_recrawl_writes_revisits_into_the_same_files(
     for h in revisits:
         # Each refers to a response of the same page, in these files.
         assert ids[h.get_header("WARC-Refers-To")] == h.get_header("WARC-Target-URI")
+        assert h.get_header("WARC-Warcinfo-ID")  # its file's warcinfo (QA: none)
         assert h.get_header("WARC-Profile").startswith("http://netpreserve.org/warc/1.1/revisit/")
     assert _each_capture_reads_back(tmp_path) == len(ids) + len(revisits)
     _indexes_match_a_reading_back(tmp_path, tmp_path / "scratch")
@@ -1300,16 +1301,21 @@ def test_every_record_names_the_warcinfo_of_its_own_file(tmp_path: Path) -> None
     shard.close()
     files = _files(tmp_path)
     assert len(files) > 1
-    named = []
+    named: dict[str, list[bool]] = {}
     for path in files:
         with path.open("rb") as f:
             info = None
             for record in ArchiveIterator(f):
                 if record.rec_type == "warcinfo":
                     info = record.rec_headers.get_header("WARC-Record-ID")
-                elif (ref := record.rec_headers.get_header("WARC-Warcinfo-ID")) is not None:
-                    named.append(ref == info)
-    assert named and all(named)
+                else:  # every other record, responses too (QA: they named none)
+                    ref = record.rec_headers.get_header("WARC-Warcinfo-ID")
+                    named.setdefault(record.rec_type, []).append(ref == info)
+    assert {kind: all(said) for kind, said in named.items()} == {
+        "request": True,
+        "response": True,
+        "metadata": True,
+    }
 
 
 @pytest.mark.parametrize("fmt", ["warc", "jsonl"])

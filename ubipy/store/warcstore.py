@@ -327,7 +327,7 @@ class WarcStore:
         rid, *others = record_ids(3)
         digest = sha1_digest(body)
         truncated = "WARC-Truncated: length\r\n" if page.truncated else ""
-        fields = f"WARC-Type: response\r\n{_common(page, rid)}{truncated}"
+        fields = f"WARC-Type: response\r\n{_common(page, rid)}{self._info()}{truncated}"
         head = response_head(page.head, len(body))
         if len(body) < LARGE_BODY:
             block = head + body
@@ -356,12 +356,19 @@ class WarcStore:
         # identical payload's digest is the referred record's.
         digest = None if not_modified else held.payload_digest
         record = warc_record(
-            f"WARC-Type: revisit\r\n{_common(page, rid)}{refers}",
+            f"WARC-Type: revisit\r\n{_common(page, rid)}{self._info()}{refers}",
             _HTTP_RESPONSE,
             response_head(page.head, None),
             payload_digest=digest,
         )
         self._linked(page, rid, others, member(record, self._level), CaptureKind.REVISIT, digest)
+
+    def _info(self) -> str:
+        """The field naming the warcinfo of the file the next records go in. That file
+        is begun first: its warcinfo is the one named (the first capture of a file
+        named none, or the last file's; QA: responses and revisits named none)."""
+        self.files.ensure_open()
+        return f"WARC-Warcinfo-ID: {self._info_id}\r\n"
 
     def _linked(
         self,
@@ -375,10 +382,7 @@ class WarcStore:
         """``capture`` (the record ``rid``) written between its request and its metadata
         record (``ids``: theirs)."""
         request_id, metadata_id = ids
-        # The file the records go in is begun first: its warcinfo is the one named
-        # (the first capture of a file named none, or the last file's).
-        self.files.ensure_open()
-        info = f"WARC-Warcinfo-ID: {self._info_id}\r\n"
+        info = self._info()
         request = warc_record(
             f"WARC-Type: request\r\n{_common(page, request_id)}{info}WARC-Concurrent-To: {rid}\r\n",
             _HTTP_REQUEST,
