@@ -706,7 +706,7 @@ def test_a_link_to_a_device_is_written_through_and_kept(
 @pytest.mark.parametrize(
     ("kind", "message"),
     [
-        ("directory", "is a directory"),
+        ("directory", "is a directory; JSON Lines go to one file: name a file in it"),
         ("dangling link", "a symbolic link to nothing (nowhere/pages.jsonl); not writing"),
         (
             "the shard",
@@ -753,6 +753,21 @@ def test_what_cannot_be_written_is_refused_and_left_alone(
     elif kind == "the peer's lock":
         assert out.stat().st_ino == inode
         lock.release()
+
+
+def test_a_directory_takes_no_warc_of_peers_without_warc_files(
+    shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bodies in the shards (--bodies shard): a directory is for the peers' own WARC
+    files, and the refusal says why (QA: "is a directory" alone)."""
+    out = tmp_path / "exports"
+    out.mkdir()
+    args = ["export", "--data", *map(str, shards), "--format", "warc", "--out", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ubipy export: {out}: is a directory; a directory takes the peers'")
+    assert "--bodies shard, --no-bodies, or nothing fetched yet): name a file in it" in err
+    assert not any(out.iterdir())
 
 
 @pytest.mark.parametrize("given", ["its shard file", "a link to its shard file"])

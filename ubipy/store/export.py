@@ -165,6 +165,10 @@ def export(
             finals = [Path(os.path.realpath(p.path.parent), p.name) for p in parts]
             refuse_input(out, inputs, {*finals, *(cdxj_of(p) for p in finals)})
             refuse_misnamed(fmt, format_of(out))
+            if out.is_dir() and not (fmt == "warc" and parts):
+                # QA: "is a directory" alone, for peers whose bodies are in no WARC file.
+                took = "JSON Lines go to one file" if fmt == "jsonl" else _NO_FILES
+                raise ExportError(f"{out}: is a directory; {took}: name a file in it")
         strays = Strays(readers)
         if fmt == "warc" and parts:
             summary = _from_files(readers, strays, parts, out, filename, peers, compress, inputs)
@@ -197,6 +201,13 @@ def export(
         else:
             summary = write_path(out, write, inputs)
         return _with_unjoined(summary, strays.unjoined)
+
+
+# Why a directory takes no WARC export of shards whose peers wrote no WARC file.
+_NO_FILES = (
+    "a directory takes the peers' own WARC files (--bodies warc, the default), and "
+    "these shards have none (--bodies shard, --no-bodies, or nothing fetched yet)"
+)
 
 
 def _with_unjoined(summary: ExportSummary, unjoined: int) -> ExportSummary:
