@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx2
 import trio
 
-from ubipy.config import CrawlConfig
+from tests.cluster.harness import wall_clock_on_trio_time
+from ubipy.config import (
+    BoundsConfig,
+    CrawlConfig,
+    PolitenessConfig,
+    RecrawlConfig,
+    RefreshPolicy,
+)
 from ubipy.fetch import Resolver
 from ubipy.peer.crawler import Crawler
 from ubipy.store import Shard
@@ -54,3 +62,32 @@ async def crawl_until_idle(
         crawler.seed(list(seeds))
         with trio.fail_after(within):
             await crawler.wait_idle()
+
+
+async def recrawl_until(
+    data: Path,
+    handler: Callable[[httpx2.Request], Any],
+    seed: str,
+    change: Callable[[], None],
+    seen: trio.Event,
+    *,
+    within: float,
+) -> None:
+    """A continuous crawl of ``seed`` into ``data`` whose pages come due again within
+    minutes: ``change()`` (the site's) half a minute in, then on until ``seen`` is set
+    (at most ``within`` seconds), the wall clock on trio's time; the shard is closed."""
+    config = CrawlConfig(
+        data_dir=data,
+        politeness=PolitenessConfig(delay=1.0),
+        bounds=BoundsConfig(sitemaps=False),
+        recrawl=RecrawlConfig(
+            recrawl=True, policy=RefreshPolicy.UNIFORM, rate=0.5, min_interval=60, replan=30
+        ),
+    )
+    with wall_clock_on_trio_time():
+        async with running_crawler(config, handler, Shard.open(data)) as crawler:
+            crawler.seed([seed])
+            await trio.sleep(30)
+            change()
+            with trio.fail_after(within):
+                await seen.wait()

@@ -12,15 +12,12 @@ import httpx2
 import trio
 import trio.testing
 
-from tests.cluster.harness import wall_clock_on_trio_time
-from tests.peer.crawling import running_crawler
+from tests.peer.crawling import recrawl_until, running_crawler
 from ubipy.config import (
     BoundsConfig,
     CrawlConfig,
     FetchConfig,
     PolitenessConfig,
-    RecrawlConfig,
-    RefreshPolicy,
 )
 from ubipy.store import Shard, export
 
@@ -107,21 +104,11 @@ async def test_a_page_that_turns_noindex_says_so_on_its_visit(
                 again.set()
         return httpx2.Response(200, headers={"Content-Type": "text/html"}, text=text)
 
-    config = CrawlConfig(
-        data_dir=tmp_path,
-        politeness=PolitenessConfig(delay=1.0),
-        bounds=BoundsConfig(sitemaps=False),
-        recrawl=RecrawlConfig(
-            recrawl=True, policy=RefreshPolicy.UNIFORM, rate=0.5, min_interval=60, replan=30
-        ),
-    )
-    with wall_clock_on_trio_time():
-        async with running_crawler(config, changing, Shard.open(tmp_path)) as crawler:
-            crawler.seed(["http://a.test/p"])
-            await trio.sleep(30)
-            hidden = True
-            with trio.fail_after(1200):  # the page is due again within minutes
-                await again.wait()
+    def hide() -> None:
+        nonlocal hidden
+        hidden = True
+
+    await recrawl_until(tmp_path, changing, "http://a.test/p", hide, again, within=1200)
     out = tmp_path / "pages.jsonl"
     export([tmp_path], "jsonl", out)
     (row,) = map(json.loads, out.read_text().splitlines())

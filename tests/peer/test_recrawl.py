@@ -15,9 +15,8 @@ import trio
 import trio.testing
 
 from tests.cluster.harness import wall_clock_on_trio_time
-from tests.peer.crawling import running_crawler
+from tests.peer.crawling import recrawl_until, running_crawler
 from ubipy.config import (
-    BoundsConfig,
     CrawlConfig,
     PolitenessConfig,
     RecrawlConfig,
@@ -291,21 +290,12 @@ async def test_a_page_that_moves_is_followed_to_where_it_went(
             return httpx2.Response(301, headers={"Location": "/new"})
         return httpx2.Response(200, headers={"Content-Type": "text/html"}, text="<p>a page</p>")
 
-    config = CrawlConfig(
-        data_dir=tmp_path,
-        politeness=PolitenessConfig(delay=1.0),
-        bounds=BoundsConfig(sitemaps=False),
-        recrawl=RecrawlConfig(
-            recrawl=True, policy=RefreshPolicy.UNIFORM, rate=0.5, min_interval=60, replan=30
-        ),
-    )
-    with wall_clock_on_trio_time():
-        async with running_crawler(config, handler, Shard.open(tmp_path)) as crawler:
-            crawler.seed(["http://a.test/old"])
-            await trio.sleep(30)
-            moved = True
-            with trio.fail_after(600):  # the page is due again within minutes
-                await found.wait()
+    def move() -> None:
+        nonlocal moved
+        moved = True
+
+    # The page is due again within minutes.
+    await recrawl_until(tmp_path, handler, "http://a.test/old", move, found, within=600)
     assert asked[:2] == ["/old", "/old"]
     # The visit says where the page went (an export's replay follows it).
     with sqlite3.connect(tmp_path / SHARD_FILE) as conn:
