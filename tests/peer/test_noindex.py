@@ -12,7 +12,7 @@ import httpx2
 import trio
 import trio.testing
 
-from tests.peer.crawling import recrawl_until, running_crawler
+from tests.peer.crawling import crawl_until_idle, recrawl_until
 from ubipy.config import (
     BoundsConfig,
     CrawlConfig,
@@ -61,10 +61,7 @@ async def test_a_pages_noindex_is_kept_and_exported(
         bounds=BoundsConfig(sitemaps=False),
         fetch=FetchConfig(accept=("application/pdf",)),
     )
-    async with running_crawler(config, handler, Shard.open(data)) as crawler:
-        crawler.seed(["http://a.test/"])
-        with trio.fail_after(300):
-            await crawler.wait_idle()
+    await crawl_until_idle(config, Shard.open(data), handler, ["http://a.test/"], within=300)
     out = tmp_path / "pages.jsonl"
     export([data], "jsonl", out)
     rows = {row["url"]: row["noindex"] for row in map(json.loads, out.read_text().splitlines())}

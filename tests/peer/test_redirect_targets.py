@@ -11,7 +11,7 @@ import httpx2
 import trio
 import trio.testing
 
-from tests.peer.crawling import running_crawler
+from tests.peer.crawling import crawl_until_idle
 from ubipy.config import BoundsConfig, CrawlConfig, PolitenessConfig
 from ubipy.store import Shard, export
 
@@ -42,10 +42,7 @@ async def test_each_redirect_says_where_it_went(
         politeness=PolitenessConfig(delay=0.0),
         bounds=BoundsConfig(sitemaps=False),
     )
-    async with running_crawler(config, handler, Shard.open(data)) as crawler:
-        crawler.seed(["http://a.test/"])
-        with trio.fail_after(300):
-            await crawler.wait_idle()
+    await crawl_until_idle(config, Shard.open(data), handler, ["http://a.test/"], within=300)
     out = tmp_path / "pages.jsonl"
     export([data], "jsonl", out)
     rows = {row["url"]: row for row in map(json.loads, out.read_text().splitlines())}
