@@ -230,13 +230,19 @@ class HostMovesMixin:
             return None
         wall, now = time.time(), trio.current_time()
         owed = self._owed(mark, wall, now)
-        # Asked shortly before this run began: a request may have been in flight when
-        # the last run was killed, ending after its mark, which it never wrote. The
-        # host waits its delay from this run's start too (it was asked 10 ms early
-        # after a kill -9 and a restart within the second: QA).
+        # Asked shortly before this run began, its wait over: a request may have been
+        # in flight when the last run was killed, ending after its mark, which it never
+        # wrote. The host waits its delay from this run's start too (it was asked 10 ms
+        # early after a kill -9 and a restart within the second: QA). Not while the
+        # mark's wait (a back-off) still ran at the start: nothing was asked after it,
+        # and that wait counted from the start again pushed a failing host's retry
+        # back at each restart (QA: 6 s became 38).
         started = self.stats.started_at
-        if wall - (now - started) - mark.last_end < self.config.fetch.fetch_deadline:
-            owed = max(owed, started + self._wait_of(mark))
+        wait, began = self._wait_of(mark), wall - (now - started)
+        if began - mark.last_end < self.config.fetch.fetch_deadline and (
+            mark.last_end + wait <= began
+        ):
+            owed = max(owed, started + wait)
         return owed, mark.pages
 
     @functools.cached_property
