@@ -28,7 +28,6 @@ from ubipy.store import (
     FrontierRow,
     GivenUp,
     HostMark,
-    HttpHead,
     Lastmod,
     NewURL,
     PageRecord,
@@ -45,58 +44,6 @@ log = logging.getLogger("ubipy.peer.crawler")  # the crawler's log, as before
 #: Bodies held for one batch at most, in bytes: past it the crawler commits whatever
 #: the page count, or pages of --max-body each would hold commit_every_pages of them.
 COMMIT_BYTES = 32 * 1024 * 1024
-
-
-def page_record(
-    entry: Entry,
-    host: str,
-    result: FetchResult,
-    *,
-    keep_body: bool,
-    digest: str | None,
-    title: str | None = None,
-    encoding: str | None = None,
-    encoding_source: str | None = None,
-    fetched_at: float | None = None,
-    noindex: bool | None = None,
-) -> PageRecord:
-    """What the shard keeps of an answered (or failed) request for ``entry``, which
-    ended at ``fetched_at`` (the wall clock; None: now)."""
-    return PageRecord(
-        fp=entry.fp,
-        url=entry.url,
-        host=host,
-        status=result.status,
-        content_type=result.content_type,
-        length=len(result.body),
-        truncated=result.truncated,
-        title=title,
-        fetched_at=time.time() if fetched_at is None else fetched_at,
-        last_modified=result.last_modified,
-        etag=result.etag,
-        digest=digest,
-        depth=entry.depth,
-        error=result.detail,
-        body=result.body if keep_body and result.body else None,
-        encoding=encoding,
-        encoding_source=encoding_source,
-        head=head_of(result),
-        location=result.target,
-        noindex=noindex,
-    )
-
-
-def head_of(result: FetchResult) -> HttpHead | None:
-    """The answer's head as received (None: no answer), for its WARC records."""
-    if result.status is None:
-        return None
-    return HttpHead(
-        result.status,
-        result.reason,
-        result.http_version,
-        result.raw_headers,
-        result.request_headers,
-    )
 
 
 __all__ = ["COMMIT_BYTES", "Answered", "Batch", "CommitTiming", "Commits", "Retired", "Unread"]

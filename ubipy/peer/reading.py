@@ -24,8 +24,8 @@ from ubipy.fetch import (
     refresh_link,
     robots_token,
 )
-from ubipy.peer.commits import page_record
 from ubipy.peer.crawlstats import CrawlStats
+from ubipy.peer.records import page_record
 from ubipy.steps import Steps
 from ubipy.store import NewURL, PageRecord
 

@@ -25,8 +25,9 @@ from ubipy.fetch import (
     fingerprint,
     made_no_connection,
 )
-from ubipy.peer.commits import Commits, head_of
+from ubipy.peer.commits import Commits
 from ubipy.peer.crawlstats import CrawlStats
+from ubipy.peer.records import head_of
 from ubipy.peer.sitemapping import Sitemapping
 from ubipy.store import RobotsAnswer, RobotsKept, Shard
 

@@ -64,10 +64,11 @@ from ubipy.fetch import (
     site_of,
     sitemap_reading,
 )
-from ubipy.peer.commits import Commits, Found, page_record
+from ubipy.peer.commits import Commits, Found
 from ubipy.peer.crawlstats import CrawlStats
 from ubipy.peer.ordering import DAMPING
 from ubipy.peer.reading import MAX_REDIRECTS, RedirectChains
+from ubipy.peer.records import page_record
 from ubipy.peer.refreshing import Refresher
 from ubipy.steps import Steps, finished
 from ubipy.store import Lastmod, NewURL, PageRecord
