@@ -21,6 +21,7 @@ from pathlib import Path
 from ubipy.errors import ShardError, StorageError
 from ubipy.store.givenup import GivenUpMixin
 from ubipy.store.outbox import OutboxMixin
+from ubipy.store.owed import OwedMixin
 from ubipy.store.pages import FrontierState as FrontierState
 from ubipy.store.pages import Lastmod as Lastmod
 from ubipy.store.pages import PageRecord as PageRecord
@@ -89,7 +90,15 @@ class ShardCounts:
     pages: int
 
 
-class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin, ReplicaMixin, RobotsKeptMixin):
+class Shard(
+    PagesMixin,
+    GivenUpMixin,
+    SeedLookupsMixin,
+    OutboxMixin,
+    ReplicaMixin,
+    RobotsKeptMixin,
+    OwedMixin,
+):
     """One SQLite file holding everything a peer has admitted and fetched."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
@@ -529,27 +538,6 @@ class Shard(PagesMixin, GivenUpMixin, SeedLookupsMixin, OutboxMixin, ReplicaMixi
             "SELECT COUNT(*) FROM frontier WHERE host = ? AND state = 0", (host,)
         ).fetchone()
         return int(row[0])
-
-    # -- hosts --------------------------------------------------------------
-    def save_host_marks(self, marks: Mapping[str, HostMark]) -> None:
-        """Remember, per host, when its last request ended, its delay and budget spent."""
-        with self.transaction():
-            self._conn.executemany(
-                "INSERT INTO hosts (host, last_end, delay, pages) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(host) DO UPDATE SET last_end = excluded.last_end, "
-                "delay = excluded.delay, pages = excluded.pages",
-                [(h, m.last_end, m.delay, m.pages) for h, m in marks.items()],
-            )
-
-    def host_mark(self, host: str) -> HostMark | None:
-        row = self._conn.execute(
-            "SELECT last_end, delay, pages FROM hosts WHERE host = ?", (host,)
-        ).fetchone()
-        return None if row is None else HostMark.from_row(row)
-
-    def host_marks(self) -> dict[str, HostMark]:
-        cur = self._conn.execute("SELECT host, last_end, delay, pages FROM hosts")
-        return {str(row[0]): HostMark.from_row(row[1:]) for row in cur}
 
     def holds_nothing(self) -> bool:
         """Whether no URL was ever admitted, waits to be handed on, was given up or is
