@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from tests.peer.test_replica import page
+from ubipy.fetch import Entry
 from ubipy.fetch.urls import fingerprint
 from ubipy.peer.commits import GIVEN_UP_KEPT, Answered, Commits
 from ubipy.store import HttpHead, RobotsAnswer
@@ -104,6 +105,20 @@ def test_a_failed_commit_puts_everything_back_and_the_next_commit_writes_it() ->
     assert retry.robots_answers == (robots_answer("a.test"), robots_answer("d.test", 503))
     # a.test's later mark wins; b.test's, refused, is not lost.
     assert retry.marks == {"a.test": HostMark(12.0, 1.0, 2), "b.test": HostMark(10.0, 2.0, 5)}
+    commits.committed()
+    assert not commits
+
+
+def test_a_urls_latest_tries_are_written_and_a_refused_count_is_not_lost() -> None:
+    commits = Commits()
+    commits.tried(Entry(1, 1, "http://a.test/1", 1, attempt=1))
+    commits.tried(Entry(2, 2, "http://a.test/2", 1, attempt=1, free=1))
+    refused = commits.take()
+    assert refused is not None and refused.tries == {1: (1, 0), 2: (1, 1)}
+    commits.tried(Entry(1, 1, "http://a.test/1", 1, attempt=2))  # failed again since
+    commits.failed()
+    retry = commits.take()
+    assert retry is not None and retry.tries == {1: (2, 0), 2: (1, 1)}
     commits.committed()
     assert not commits
 

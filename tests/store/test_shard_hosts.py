@@ -185,3 +185,19 @@ def test_a_version_9_shard_gets_its_done_rows_indexed(tmp_path: Path) -> None:
     [(sql,)] = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'frontier_done'")
     assert "WHERE state != 0" in sql
     conn.close()
+
+
+def test_a_pending_urls_tries_are_kept_and_a_settled_ones_go(tmp_path: Path) -> None:
+    shard = Shard.open(tmp_path)
+    rows = shard.add_to_frontier(
+        [NewURL(fp, f"http://a.test/{fp}", "a.test", 1) for fp in (1, 2, 3)]
+    )
+    assert len(rows) == 3
+    shard.save_tries({1: (1, 0), 2: (2, 1), 3: (1, 0)})
+    shard.mark_skipped([(3, "robots")])  # settled: its tries are no longer owed
+    shard.close()
+    shard = Shard.open(tmp_path)
+    assert shard.tries() == {1: (1, 0), 2: (2, 1)}
+    shard.save_tries({1: (2, 0)})  # failed again
+    assert shard.tries() == {1: (2, 0), 2: (2, 1)}
+    shard.close()

@@ -56,18 +56,20 @@ class Backoffs:
     def retry(
         self, host: str, entry: Entry, now: float, *, wait: float, asked: float | None = None,
         spent: bool = True, no_connection: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> Entry:  # fmt: skip
         """``entry`` failed in a retryable way: asked again first, after ``wait`` (its
         back-off) or ``asked`` (Retry-After), nothing else on the host sooner;
         ``spent``: the try counts among the URL's retries. ``no_connection``: none
-        was made (see the module's docstring): only its scheme's URLs wait, if they may."""
+        was made (see the module's docstring): only its scheme's URLs wait, if they may.
+        Returns the entry put back, this try counted."""
         again = entry._replace(attempt=entry.attempt + 1, free=entry.free + (not spent))
         slot = self._slots[host]
         if no_connection and self._back_off_retry(slot, again, now + wait, now):
             self.finished(host, now)
-            return
+            return again
         self._windows.put_back(slot, again)
         self.finished(host, now, wait=wait, asked=asked)
+        return again
 
     def robots_answer(
         self,

@@ -21,7 +21,7 @@ import math
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ubipy.fetch import Entry, FetchResult, ParsedPage
 from ubipy.store import (
@@ -176,6 +176,7 @@ class Batch:
     retired: tuple[int, ...] = ()  # --recrawl: pages no longer refreshed: their rows go
     robots: tuple[RobotsKept, ...] = ()  # robots.txt answers, for a restart
     robots_answers: tuple[RobotsAnswer, ...] = ()  # and as received, for the WARC files
+    tries: Mapping[int, tuple[int, int]] = field(default_factory=dict)  # (attempt, free)
 
     @property
     def pages(self) -> list[PageRecord]:
@@ -211,6 +212,8 @@ class Batch:
                 closed[reason] += shard.skip_host(host, reason)
             if self.robots:
                 shard.save_robots(self.robots)
+            if self.tries:
+                shard.save_tries(self.tries)
             shard.archive_robots(self.robots_answers)
             if self.closed_hosts:  # when, for a restart (peer/giveups.py)
                 now = time.time()
@@ -264,6 +267,7 @@ class Commits:
         "_skips",
         "_then",
         "_then_writing",
+        "_tries",
         "_unread",
         "_unread_bytes",
         "_visits",
@@ -276,6 +280,7 @@ class Commits:
         sleeps while nothing waits)."""
         self._arrived = arrived
         self._marks: dict[str, HostMark] = {}
+        self._tries: dict[int, tuple[int, int]] = {}  # pending URLs' failed tries, latest
         self._closed_hosts: list[tuple[str, str]] = []
         self._robots: list[RobotsKept] = []
         self._robots_answers: list[RobotsAnswer] = []
@@ -391,6 +396,12 @@ class Commits:
         self._bytes += len(answer.body)
         self._arrived()
 
+    def tried(self, entry: Entry) -> None:
+        """A pending URL failed and is to be asked again: its tries so far, for a
+        restart."""
+        self._tries[entry.fp] = (entry.attempt, entry.free)
+        self._arrived()
+
     def skip(self, fp: int, reason: str) -> None:
         """A frontier entry closed without a request, saying why."""
         self._skips.append((fp, reason))
@@ -453,6 +464,7 @@ class Commits:
             or self._robots
             or self._robots_answers
             or self._unread
+            or self._tries
         )
 
     # -- a commit ---------------------------------------------------------------
@@ -477,8 +489,10 @@ class Commits:
             tuple(self._retired),
             tuple(self._robots),
             tuple(self._robots_answers),
+            self._tries,
         )
         self._marks = {}
+        self._tries = {}
         self._robots = []
         self._robots_answers = []
         self._closed_hosts = []
@@ -517,6 +531,7 @@ class Commits:
         batch = self._done()
         self._then[:0], self._then_writing = self._then_writing, []
         self._marks = {**batch.marks, **self._marks}
+        self._tries = {**batch.tries, **self._tries}
         self._closed_hosts[:0] = batch.closed_hosts
         self._robots[:0] = batch.robots
         self._robots_answers[:0] = batch.robots_answers

@@ -31,7 +31,7 @@ from ubipy.config import CrawlConfig, CrawlOrder
 from ubipy.errors import StorageError
 from ubipy.fetch import Entry, Scheduler
 from ubipy.peer.refiltering import Loader, RankedLoader
-from ubipy.store import NewURL, Shard
+from ubipy.store import FrontierRow, NewURL, Shard
 
 __all__ = ["DAMPING", "Ordering", "pagerank"]
 
@@ -94,6 +94,9 @@ class Ordering:
         self._shard = shard
         self._scheduler = scheduler
         self._unsettled = unsettled
+        # The failed tries of pending URLs, this run's and the last's (the shard's): a
+        # URL loaded into a window goes on counting them, after a restart too.
+        self.tries = shard.tries()
         self._links: dict[int, array[int]] = {}
         self._ranks: dict[int, float] = {}
         self._since_rank = 0
@@ -129,7 +132,7 @@ class Ordering:
         order after ``after_seq``, or, under a ranked order, its best."""
         if not self.order.ranked:
             rows = self._shard.pending_for_host(host, after_seq, limit)
-            return [Entry(r.fp, r.seq, r.url, r.depth, score=r.score) for r in rows]
+            return [self._entry(r) for r in rows]
         # Fewer than ``limit`` must mean the disk holds no more (the scheduler counts
         # on it): ask for as many more as may be left out.
         asked = self._unsettled()
@@ -143,9 +146,18 @@ class Ordering:
         self._index()
         after = None if last is None else (last.score, last.seq)
         rows = self._shard.best_for_host(host, read, after)
-        return [
-            Entry(r.fp, r.seq, r.url, r.depth, score=r.score) for r in rows if r.fp not in left_out
-        ]
+        return [self._entry(r) for r in rows if r.fp not in left_out]
+
+    def _entry(self, row: FrontierRow) -> Entry:
+        tried = self.tries.get(row.fp) if self.tries else None
+        if tried is None:
+            return Entry(row.fp, row.seq, row.url, row.depth, score=row.score)
+        attempt, free = tried
+        return Entry(row.fp, row.seq, row.url, row.depth, attempt, row.score, free=free)
+
+    def tried(self, entry: Entry) -> None:
+        """``entry`` failed and goes back to be asked again (its tries counted)."""
+        self.tries[entry.fp] = (entry.attempt, entry.free)
 
     @property
     def seed_score(self) -> float:

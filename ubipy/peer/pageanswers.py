@@ -232,10 +232,13 @@ class PageAnswersMixin:
             self.stats.retries += 1
             # An asked wait shorter than the back-off ("Retry-After: 0") does not cut it.
             wait = retry_delay(entry.retries + 1, config.fetch.retry_base)
-            scheduler.retry(
+            again = scheduler.retry(
                 host, entry, now, wait=wait, asked=asked, spent=spends,
                 no_connection=made_no_connection(result),
             )  # fmt: skip
+            if not entry.refresh:  # a frontier URL's tries, for a restart
+                self.order.tried(again)
+                self._commits.tried(again)
             return
         if retryable and result.ok and not entry.refresh:
             self.stats.given_up[f"{result.status}"] += 1

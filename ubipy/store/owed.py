@@ -1,5 +1,6 @@
 """What a restart owes the hosts a shard's peer asked: each host's politeness mark
-(when its last request ended, the wait after it, its pages spent). A part of
+(when its last request ended, the wait after it, its pages spent), and each pending
+URL's failed tries (a restart gave a failing URL its retries afresh). A part of
 :class:`ubipy.store.shard.Shard` (a mixin over its connection).
 """
 
@@ -41,3 +42,23 @@ class OwedMixin:
     def host_marks(self) -> dict[str, HostMark]:
         cur = self._conn.execute("SELECT host, last_end, delay, pages FROM hosts")
         return {str(row[0]): HostMark.from_row(row[1:]) for row in cur}
+
+    def save_tries(self, tries: Mapping[int, tuple[int, int]]) -> None:
+        """Pending URLs' failed tries so far, by fingerprint: (all of them, those that
+        spent none of its retries), as :class:`ubipy.fetch.Entry` counts them."""
+        with self.transaction():
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO tries (fp, attempt, free) VALUES (?, ?, ?)",
+                [(fp, attempt, free) for fp, (attempt, free) in tries.items()],
+            )
+
+    def tries(self) -> dict[int, tuple[int, int]]:
+        """The failed tries of the URLs still pending (see :meth:`save_tries`); those
+        of URLs settled since, or no longer this shard's, go."""
+        with self.transaction():
+            self._conn.execute(
+                "DELETE FROM tries WHERE NOT EXISTS "
+                "(SELECT 1 FROM frontier f WHERE f.fp = tries.fp AND f.state = 0)"
+            )
+        cur = self._conn.execute("SELECT fp, attempt, free FROM tries")
+        return {int(fp): (int(attempt), int(free)) for fp, attempt, free in cur}
