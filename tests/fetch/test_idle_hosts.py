@@ -75,12 +75,12 @@ def test_hosts_with_something_to_ask_are_never_forgotten() -> None:
 
 
 def test_a_forgotten_host_owes_its_wait_and_budget_and_asks_robots_txt_again() -> None:
-    owed: dict[str, tuple[float, int]] = {}
+    owed: dict[str, tuple[float, int, int]] = {}
     s = _sched(idle_hosts=0, recall=owed.get, budget=2)
     end = _crawl_host(s, "a.test", 1, 0.0)
     # What the crawler's shard holds of a.test: its next request not before 500, one
     # page of its budget spent.
-    owed["a.test"] = (500.0, 1)
+    owed["a.test"] = (500.0, 1, 0)
     _crawl_host(s, "b.test", 2, end + FORGET_AFTER)
     assert s.slot("a.test") is None
     for i in (3, 4):
@@ -99,7 +99,7 @@ def test_a_forgotten_host_owes_its_wait_and_budget_and_asks_robots_txt_again() -
 
 def test_a_host_recalled_at_its_first_slot_waits_before_its_robots_txt() -> None:
     """A restart: every host's slot is new, and owes what the last run's mark says."""
-    s = _sched(idle_hosts=10, recall={"a.test": (30.0, 0)}.get)
+    s = _sched(idle_hosts=10, recall={"a.test": (30.0, 0, 0)}.get)
     s.add("a.test", _entry("a.test", 1))
     s.add("b.test", _entry("b.test", 2))
     job = s.next_job(0.0)
@@ -140,7 +140,7 @@ def test_a_host_owing_a_long_wait_does_not_hold_up_the_forgetting() -> None:
 def test_a_robots_txt_redirect_to_a_host_not_in_memory_waits_what_that_host_owes() -> None:
     """sub.test's robots.txt is redirected to www.test, which a restart (or the
     forgetting) left without a slot: the hop waits the wait www.test's mark owes."""
-    s = _sched(idle_hosts=10, recall={"www.test": (30.0, 0)}.get)
+    s = _sched(idle_hosts=10, recall={"www.test": (30.0, 0, 0)}.get)
     s.add("sub.test", _entry("sub.test", 1))
     job = s.next_job(0.0)
     assert job is not None and job.kind is JobKind.ROBOTS

@@ -96,6 +96,6 @@ async def test_a_new_slot_owes_a_mark_not_yet_written(
     finally:
         shard.close()
     assert owed is not None
-    not_before, pages = owed
+    not_before, pages, _ = owed
     assert pages == 2
     assert not_before == pytest.approx(trio.current_time() + DELAY, abs=1.0)

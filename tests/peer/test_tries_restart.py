@@ -52,3 +52,36 @@ async def test_a_failing_pages_tries_go_on_counting_after_a_restart(
     # One try before the stop, its two retries after: not three more.
     assert asked["/bad"] == 3
     assert asked["/ok"] == 1 and asked["/"] == 1
+
+
+async def test_a_failing_robots_txts_tries_go_on_counting_after_a_restart(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """(QA: a robots.txt that always answered 500 was asked 6 times across restarts,
+    where 3 attempts are made before its URLs are closed.)"""
+    asked: Counter[str] = Counter()
+    failed_once = trio.Event()
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        asked[request.url.path] += 1
+        if request.url.path == "/robots.txt":
+            failed_once.set()
+            return httpx2.Response(500)
+        return httpx2.Response(200, headers={"Content-Type": "text/html"}, text="<p>x</p>")
+
+    config = CrawlConfig(
+        data_dir=tmp_path,
+        politeness=PolitenessConfig(delay=0.0, robots_max_attempts=3, robots_retry_base=5.0),
+        bounds=BoundsConfig(sitemaps=False),
+    )
+    async with running_crawler(config, handler, Shard.open(tmp_path)) as crawler:
+        crawler.seed(["http://a.test/p"])
+        with trio.fail_after(600):
+            await failed_once.wait()
+            await trio.testing.wait_all_tasks_blocked()  # its answer read, its retry put off
+    assert asked["/robots.txt"] == 1
+    async with running_crawler(config, handler, Shard.open(tmp_path)) as crawler:
+        with trio.fail_after(600):
+            await crawler.wait_idle()
+    assert asked["/robots.txt"] == 3  # one before the stop, two after: not three more
+    assert asked["/p"] == 0  # closed, robots.txt unreachable

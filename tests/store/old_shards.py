@@ -44,7 +44,7 @@ _UNDO = {
     15: ("DROP TABLE robots",),
     17: ("ALTER TABLE pages DROP COLUMN location", "ALTER TABLE visits DROP COLUMN location"),
     18: ("ALTER TABLE pages DROP COLUMN noindex", "ALTER TABLE visits DROP COLUMN noindex"),
-    19: ("DROP TABLE tries",),
+    19: ("DROP TABLE tries", "ALTER TABLE hosts DROP COLUMN robots_tries"),
 }
 
 

@@ -160,7 +160,8 @@ class Scheduler(LookupAnswers, Backoffs):
         if slot is None:
             slot = self._slots[host] = HostSlot(host, self._delay)
             if self._recall is not None and (owed := self._recall(host)) is not None:
-                slot.next_allowed, slot.pages = owed  # a host met before, maybe forgotten
+                # A host met before, maybe forgotten: its wait, pages and robots.txt's tries.
+                slot.next_allowed, slot.pages, slot.robots_attempts = owed
         return slot
 
     def add(self, host: str, entry: Entry) -> bool:

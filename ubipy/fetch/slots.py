@@ -134,7 +134,7 @@ class SchemeBackoff:
 
 Loader = Callable[[str, int, int], list[Entry]]
 # What a host's new slot owes, if anything: (no request before, its pages spent).
-Recall = Callable[[str], tuple[float, int] | None]
+Recall = Callable[[str], tuple[float, int, int] | None]
 
 
 @dataclass(slots=True)

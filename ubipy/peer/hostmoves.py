@@ -192,7 +192,7 @@ class HostMovesMixin:
         slot = self.scheduler.slot(host)
         assert slot is not None
         wait = min(MAX_MARK_DELAY, self.scheduler.asked_of(slot, now))
-        return HostMark(end_wall, wait, slot.pages)
+        return HostMark(end_wall, wait, slot.pages, slot.robots_tries)
 
     def _restore_mark(self, host: str, mark: HostMark, wall: float, now: float) -> None:
         """Politeness owed from another run or peer: wait out the wait after its last
@@ -214,7 +214,7 @@ class HostMovesMixin:
         longer than this peer would ask itself."""
         return max(self.config.politeness.delay, min(mark.delay, self._longest_wait))
 
-    def _recall(self, host: str) -> tuple[float, int] | None:
+    def _recall(self, host: str) -> tuple[float, int, int] | None:
         """What a new slot of ``host`` owes (the scheduler asks as it makes one): no
         request before the end of the wait after its last request here, as a restart
         would owe it, and its pages spent. None for a host never asked. A mark that
@@ -225,7 +225,7 @@ class HostMovesMixin:
         except (StorageError, sqlite3.Error) as exc:
             if next(_UNREAD) % 1000 == 0:  # a broken shard: every new host, maybe
                 log.warning("%s: its politeness mark could not be read: %s", host, exc)
-            return trio.current_time() + self._longest_wait, 0
+            return trio.current_time() + self._longest_wait, 0, 0
         if mark is None:
             return None
         wall, now = time.time(), trio.current_time()
@@ -243,7 +243,7 @@ class HostMovesMixin:
             mark.last_end + wait <= began
         ):
             owed = max(owed, started + wait)
-        return owed, mark.pages
+        return owed, mark.pages, mark.robots_tries
 
     @functools.cached_property
     def _longest_wait(self) -> float:

@@ -27,20 +27,22 @@ class OwedMixin:
         """Remember, per host, when its last request ended, its delay and budget spent."""
         with self.transaction():
             self._conn.executemany(
-                "INSERT INTO hosts (host, last_end, delay, pages) VALUES (?, ?, ?, ?) "
+                "INSERT INTO hosts (host, last_end, delay, pages, robots_tries) "
+                "VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT(host) DO UPDATE SET last_end = excluded.last_end, "
-                "delay = excluded.delay, pages = excluded.pages",
-                [(h, m.last_end, m.delay, m.pages) for h, m in marks.items()],
+                "delay = excluded.delay, pages = excluded.pages, "
+                "robots_tries = excluded.robots_tries",
+                [(h, m.last_end, m.delay, m.pages, m.robots_tries) for h, m in marks.items()],
             )
 
     def host_mark(self, host: str) -> HostMark | None:
         row = self._conn.execute(
-            "SELECT last_end, delay, pages FROM hosts WHERE host = ?", (host,)
+            "SELECT last_end, delay, pages, robots_tries FROM hosts WHERE host = ?", (host,)
         ).fetchone()
         return None if row is None else HostMark.from_row(row)
 
     def host_marks(self) -> dict[str, HostMark]:
-        cur = self._conn.execute("SELECT host, last_end, delay, pages FROM hosts")
+        cur = self._conn.execute("SELECT host, last_end, delay, pages, robots_tries FROM hosts")
         return {str(row[0]): HostMark.from_row(row[1:]) for row in cur}
 
     def save_tries(self, tries: Mapping[int, tuple[int, int]]) -> None:

@@ -49,8 +49,12 @@ class HostMark:
     last_end: float  # wall-clock time the last request ended
     delay: float
     pages: int
+    # Tries of its robots.txt that failed while it had no rules (a restart counts on
+    # from there; another peer taking the host over counts afresh).
+    robots_tries: int = 0
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> HostMark:
-        """From (last_end, delay, pages) as SQLite returns them."""
-        return cls(float(row[0]), float(row[1]), int(row[2]))
+        """From (last_end, delay, pages[, robots_tries]) as SQLite returns them (a
+        replica's mark, another peer's, has no tries: its successor counts afresh)."""
+        return cls(float(row[0]), float(row[1]), int(row[2]), int(row[3]) if len(row) > 3 else 0)

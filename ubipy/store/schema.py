@@ -268,15 +268,17 @@ ALTER TABLE pages ADD COLUMN noindex INTEGER;
 ALTER TABLE visits ADD COLUMN noindex INTEGER;
 """
 
-# Version 20: the failed tries of each URL still pending, kept for a restart: in memory
-# only, each restart gave a failing URL its retries afresh (QA: a page that always
-# answered 500 was asked 14 times across 8 restarts, --retries 2 allowing 3).
+# Version 20: the failed tries of each URL still pending, and of each host's robots.txt,
+# kept for a restart: in memory only, each restart gave them their tries afresh (QA: a
+# page that always answered 500 was asked 14 times across 8 restarts, --retries 2
+# allowing 3; a robots.txt answering 500, 6 times where 3 are made).
 _TRIES = """
 CREATE TABLE IF NOT EXISTS tries (
     fp      INTEGER PRIMARY KEY,
     attempt INTEGER NOT NULL,
     free    INTEGER NOT NULL
 ) WITHOUT ROWID;
+ALTER TABLE hosts ADD COLUMN robots_tries INTEGER NOT NULL DEFAULT 0;
 """
 
 SCHEMA = (
