@@ -121,6 +121,24 @@ def test_a_urls_latest_tries_are_written_and_a_refused_count_is_not_lost() -> No
     assert retry is not None and retry.tries == {1: (2, 0), 2: (1, 1)}
     commits.committed()
     assert not commits
+    assert commits.tries == {1: (2, 0), 2: (1, 1)}  # what a window's load counts on
+
+
+def test_a_url_settled_owes_its_tries_no_more() -> None:
+    """Answered or closed, its tries go from memory and its row from the shard: kept,
+    they grew for a whole crawl and a URL reopened later was given up early."""
+    commits = Commits()
+    answered = page("http://a.test/1")
+    commits.tried(Entry(answered.fp, 1, answered.url, 1, attempt=1))
+    commits.tried(Entry(2, 2, "http://a.test/2", 1, attempt=1))
+    assert commits.take() is not None
+    commits.committed()
+    commits.answered(answered)
+    commits.skip(2, ROBOTS)
+    commits.skip(3, ROBOTS)  # never tried: nothing to forget
+    batch = commits.take()
+    assert batch is not None and batch.untried == (answered.fp, 2) and not batch.tries
+    assert commits.tries == {}
 
 
 def test_a_call_then_waits_for_what_waits_now_to_be_written() -> None:

@@ -33,13 +33,15 @@ def _refuse(request: httpx2.Request) -> httpx2.Response:
 
 
 @asynccontextmanager
-async def crawler_at(tmp: Path, *, recrawl: bool = False) -> AsyncIterator[Crawler]:
+async def crawler_at(
+    tmp: Path, *, recrawl: bool = False, delay: float = 0.0
+) -> AsyncIterator[Crawler]:
     """A crawler that is never run: its scheduler is asked directly. ``recrawl``: a
-    continuous crawl's."""
+    continuous crawl's; ``delay``: its --delay."""
     shard = Shard.open(tmp)
     config = CrawlConfig(
         data_dir=tmp,
-        politeness=PolitenessConfig(delay=0.0),
+        politeness=PolitenessConfig(delay=delay),
         recrawl=RecrawlConfig(recrawl=recrawl),
     )
     async with httpx2.AsyncClient(transport=httpx2.MockTransport(_refuse)) as client:

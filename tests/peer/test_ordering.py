@@ -10,6 +10,7 @@ import pytest
 
 from ubipy.config import BoundsConfig, CrawlConfig, CrawlOrder
 from ubipy.fetch import Entry
+from ubipy.peer.commits import Commits
 from ubipy.peer.ordering import Ordering, pagerank
 from ubipy.store import Admission, NewURL, Shard
 from ubipy.synthweb import pagerank as exact_pagerank
@@ -22,7 +23,7 @@ def _url(n: int, score: float = 0.0, host: str = "a.test") -> NewURL:
 def test_a_pages_damped_cash_is_split_evenly_over_its_links(tmp_path: Path) -> None:
     shard = Shard.open(tmp_path)
     config = CrawlConfig(data_dir=tmp_path, bounds=BoundsConfig(order=CrawlOrder.OPIC))
-    ordering = Ordering(config, shard, lambda: None, set)  # type: ignore[arg-type,return-value]
+    ordering = Ordering(config, shard, lambda: None, Commits())  # type: ignore[arg-type,return-value]
     links = [_url(n) for n in range(4)]
     shared = ordering.scored(Entry(9, 9, "http://a.test/9", 0, score=2.0), links)
     # Its cash, damped as PageRank's (0.85), over its 4 links.
@@ -31,7 +32,7 @@ def test_a_pages_damped_cash_is_split_evenly_over_its_links(tmp_path: Path) -> N
     assert ordering.seed_score == 1.0
     # Breadth-first: no cash at all.
     bfs_config = CrawlConfig(data_dir=tmp_path, bounds=BoundsConfig(order=CrawlOrder.BFS))
-    bfs = Ordering(bfs_config, shard, lambda: None, set)  # type: ignore[arg-type,return-value]
+    bfs = Ordering(bfs_config, shard, lambda: None, Commits())  # type: ignore[arg-type,return-value]
     assert bfs.scored(Entry(9, 9, "", 0, score=2.0), links) == links and bfs.seed_score == 0.0
     shard.close()
 

@@ -198,7 +198,7 @@ def test_a_window_past_many_urls_filtered_reads_each_once(
     )
     config = CrawlConfig(data_dir=tmp_path, bounds=BoundsConfig(order=order, exclude=EXCLUDE))
     commits = Commits()
-    ordering = Ordering(config, shard, lambda: None, commits.unsettled)  # type: ignore[arg-type, return-value]
+    ordering = Ordering(config, shard, lambda: None, commits)  # type: ignore[arg-type, return-value]
     read = 0
     for name in ("best_for_host", "pending_for_host"):
         real = getattr(shard, name)

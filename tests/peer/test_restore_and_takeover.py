@@ -253,3 +253,18 @@ async def test_a_host_backing_off_at_a_restart_waits_out_its_back_off_not_again(
         slot = c.scheduler.slot("a.test")
         assert slot is not None
         assert slot.next_allowed == pytest.approx(trio.current_time() + 25.0, abs=0.01)
+
+
+async def test_a_delay_raised_at_the_restart_still_covers_a_request_in_flight_at_the_kill(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The last run waited 1 s (its --delay) after the mark and may have asked again;
+    this run's --delay is 5 s: the host waits 5 s from the start (a review: the new
+    --delay taken for the old run's made its wait look still running)."""
+    async with crawler_at(tmp_path, delay=5.0) as c:
+        c._shard.save_host_marks({"a.test": HostMark(time.time() - 1.5, 1.0, 1)})
+        c.stats.started_at = trio.current_time()
+        c.seed(["http://a.test/p"])
+        slot = c.scheduler.slot("a.test")
+        assert slot is not None
+        assert slot.next_allowed == pytest.approx(trio.current_time() + 5.0)

@@ -200,4 +200,9 @@ def test_a_pending_urls_tries_are_kept_and_a_settled_ones_go(tmp_path: Path) -> 
     assert shard.tries() == {1: (1, 0), 2: (2, 1)}
     shard.save_tries({1: (2, 0)})  # failed again
     assert shard.tries() == {1: (2, 0), 2: (2, 1)}
+    shard.forget_tries([2])  # answered at last
+    # Read only: a peer starts on a full disk.
+    shard._conn.execute("PRAGMA query_only = ON")
+    assert shard.tries() == {1: (2, 0)}
+    shard._conn.execute("PRAGMA query_only = OFF")
     shard.close()

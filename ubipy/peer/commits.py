@@ -177,6 +177,7 @@ class Batch:
     robots: tuple[RobotsKept, ...] = ()  # robots.txt answers, for a restart
     robots_answers: tuple[RobotsAnswer, ...] = ()  # and as received, for the WARC files
     tries: Mapping[int, tuple[int, int]] = field(default_factory=dict)  # (attempt, free)
+    untried: tuple[int, ...] = ()  # URLs with tries settled since: their rows go
 
     @property
     def pages(self) -> list[PageRecord]:
@@ -214,6 +215,8 @@ class Batch:
                 shard.save_robots(self.robots)
             if self.tries:
                 shard.save_tries(self.tries)
+            if self.untried:
+                shard.forget_tries(self.untried)
             shard.archive_robots(self.robots_answers)
             if self.closed_hosts:  # when, for a restart (peer/giveups.py)
                 now = time.time()
@@ -270,9 +273,11 @@ class Commits:
         "_tries",
         "_unread",
         "_unread_bytes",
+        "_untried",
         "_visits",
         "_writing",
         "given_up",
+        "tries",
     )
 
     def __init__(self, arrived: Callable[[], None] = lambda: None) -> None:
@@ -280,7 +285,11 @@ class Commits:
         sleeps while nothing waits)."""
         self._arrived = arrived
         self._marks: dict[str, HostMark] = {}
-        self._tries: dict[int, tuple[int, int]] = {}  # pending URLs' failed tries, latest
+        # Pending URLs' failed tries: all known (the last run's too: the crawler loads
+        # them), those to write, and the URLs settled since whose rows go.
+        self.tries: dict[int, tuple[int, int]] = {}
+        self._tries: dict[int, tuple[int, int]] = {}
+        self._untried: list[int] = []
         self._closed_hosts: list[tuple[str, str]] = []
         self._robots: list[RobotsKept] = []
         self._robots_answers: list[RobotsAnswer] = []
@@ -341,6 +350,7 @@ class Commits:
     ) -> None:
         self._answered.append(Answered(page, tuple(discovered), tuple(lastmods)))
         self._bytes += len(page.body or b"")
+        self._settled(page.fp)
         self._arrived()
 
     def refreshed(self, row: RefreshRow | Retired | None, visit: Visit | None) -> None:
@@ -397,14 +407,21 @@ class Commits:
         self._arrived()
 
     def tried(self, entry: Entry) -> None:
-        """A pending URL failed and is to be asked again: its tries so far, for a
-        restart."""
-        self._tries[entry.fp] = (entry.attempt, entry.free)
+        """A pending URL failed and is to be asked again: its tries so far, for its
+        window's next load and for a restart."""
+        self.tries[entry.fp] = self._tries[entry.fp] = (entry.attempt, entry.free)
         self._arrived()
+
+    def _settled(self, fp: int) -> None:
+        """A URL was answered or closed: whatever tries it had are owed no more."""
+        if self.tries and self.tries.pop(fp, None) is not None:
+            self._tries.pop(fp, None)
+            self._untried.append(fp)
 
     def skip(self, fp: int, reason: str) -> None:
         """A frontier entry closed without a request, saying why."""
         self._skips.append((fp, reason))
+        self._settled(fp)
         self._arrived()
 
     def acked(self, fps: Iterable[int]) -> None:
@@ -465,6 +482,7 @@ class Commits:
             or self._robots_answers
             or self._unread
             or self._tries
+            or self._untried
         )
 
     # -- a commit ---------------------------------------------------------------
@@ -490,9 +508,11 @@ class Commits:
             tuple(self._robots),
             tuple(self._robots_answers),
             self._tries,
+            tuple(self._untried),
         )
         self._marks = {}
         self._tries = {}
+        self._untried = []
         self._robots = []
         self._robots_answers = []
         self._closed_hosts = []
@@ -532,6 +552,7 @@ class Commits:
         self._then[:0], self._then_writing = self._then_writing, []
         self._marks = {**batch.marks, **self._marks}
         self._tries = {**batch.tries, **self._tries}
+        self._untried[:0] = batch.untried
         self._closed_hosts[:0] = batch.closed_hosts
         self._robots[:0] = batch.robots
         self._robots_answers[:0] = batch.robots_answers

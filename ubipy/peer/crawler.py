@@ -111,7 +111,7 @@ class Crawler(HostMovesMixin, PageAnswersMixin, OutboxesMixin):
         # The committer sleeps until something is to be written (an idle peer's CPU).
         self._to_write = Wakeup()
         self._commits = Commits(self._to_write.set)
-        self.order = Ordering(config, shard, lambda: self.scheduler, self._commits.unsettled)
+        self.order = Ordering(config, shard, lambda: self.scheduler, self._commits)
         # The --include/--exclude filters, built once: the scope's, the refilter's and
         # the refresher's.
         self.scope = load_scope(shard, config.bounds)

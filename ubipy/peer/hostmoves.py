@@ -237,12 +237,15 @@ class HostMovesMixin:
         # mark's wait (a back-off) still ran at the start: nothing was asked after it,
         # and that wait counted from the start again pushed a failing host's retry
         # back at each restart (QA: 6 s became 38).
+        # The mark's own wait tells whether it still ran: the last run waited at least
+        # that, whatever this run's --delay (a review: raised at the restart, it hid a
+        # request in flight at the kill).
         started = self.stats.started_at
-        wait, began = self._wait_of(mark), wall - (now - started)
+        began = wall - (now - started)
         if began - mark.last_end < self.config.fetch.fetch_deadline and (
-            mark.last_end + wait <= began
+            mark.last_end + min(mark.delay, self._longest_wait) <= began
         ):
-            owed = max(owed, started + wait)
+            owed = max(owed, started + self._wait_of(mark))
         return owed, mark.pages, mark.robots_tries
 
     @functools.cached_property

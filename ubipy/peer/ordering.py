@@ -30,6 +30,7 @@ from collections.abc import Callable, Collection, Sequence
 from ubipy.config import CrawlConfig, CrawlOrder
 from ubipy.errors import StorageError
 from ubipy.fetch import Entry, Scheduler
+from ubipy.peer.commits import Commits
 from ubipy.peer.refiltering import Loader, RankedLoader
 from ubipy.store import FrontierRow, NewURL, Shard
 
@@ -87,16 +88,17 @@ class Ordering:
         config: CrawlConfig,
         shard: Shard,
         scheduler: Callable[[], Scheduler],
-        unsettled: Callable[[], set[int]],
+        commits: Commits,
     ) -> None:
         self.order = config.bounds.order
         self._every = config.bounds.pagerank_every
         self._shard = shard
         self._scheduler = scheduler
-        self._unsettled = unsettled
-        # The failed tries of pending URLs, this run's and the last's (the shard's): a
+        self._unsettled = commits.unsettled
+        # The failed tries of pending URLs, this run's and the last's (Commits.tries): a
         # URL loaded into a window goes on counting them, after a restart too.
-        self.tries = shard.tries()
+        commits.tries.update(shard.tries())
+        self._tries = commits.tries
         self._links: dict[int, array[int]] = {}
         self._ranks: dict[int, float] = {}
         self._since_rank = 0
@@ -149,15 +151,11 @@ class Ordering:
         return [self._entry(r) for r in rows if r.fp not in left_out]
 
     def _entry(self, row: FrontierRow) -> Entry:
-        tried = self.tries.get(row.fp) if self.tries else None
+        tried = self._tries.get(row.fp) if self._tries else None
         if tried is None:
             return Entry(row.fp, row.seq, row.url, row.depth, score=row.score)
         attempt, free = tried
         return Entry(row.fp, row.seq, row.url, row.depth, attempt, row.score, free=free)
-
-    def tried(self, entry: Entry) -> None:
-        """``entry`` failed and goes back to be asked again (its tries counted)."""
-        self.tries[entry.fp] = (entry.attempt, entry.free)
 
     @property
     def seed_score(self) -> float:

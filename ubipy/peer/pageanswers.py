@@ -237,7 +237,6 @@ class PageAnswersMixin:
                 no_connection=made_no_connection(result),
             )  # fmt: skip
             if not entry.refresh:  # a frontier URL's tries, for a restart
-                self.order.tried(again)
                 self._commits.tried(again)
             return
         if retryable and result.ok and not entry.refresh:

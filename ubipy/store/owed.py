@@ -7,7 +7,7 @@ URL's failed tries (a restart gave a failing URL its retries afresh). A part of
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 
 from ubipy.store.rows import HostMark
@@ -54,13 +54,16 @@ class OwedMixin:
                 [(fp, attempt, free) for fp, (attempt, free) in tries.items()],
             )
 
-    def tries(self) -> dict[int, tuple[int, int]]:
-        """The failed tries of the URLs still pending (see :meth:`save_tries`); those
-        of URLs settled since, or no longer this shard's, go."""
+    def forget_tries(self, fps: Sequence[int]) -> None:
+        """These URLs were settled (answered, or closed): their tries are owed no more."""
         with self.transaction():
-            self._conn.execute(
-                "DELETE FROM tries WHERE NOT EXISTS "
-                "(SELECT 1 FROM frontier f WHERE f.fp = tries.fp AND f.state = 0)"
-            )
-        cur = self._conn.execute("SELECT fp, attempt, free FROM tries")
+            self._conn.executemany("DELETE FROM tries WHERE fp = ?", [(fp,) for fp in fps])
+
+    def tries(self) -> dict[int, tuple[int, int]]:
+        """The failed tries of the URLs still pending (see :meth:`save_tries`). Read
+        only: a peer starts on a full disk (rows of URLs settled since stay, unread)."""
+        cur = self._conn.execute(
+            "SELECT t.fp, t.attempt, t.free FROM tries t "
+            "JOIN frontier f ON f.fp = t.fp AND f.state = 0"
+        )
         return {int(fp): (int(attempt), int(free)) for fp, attempt, free in cur}
