@@ -24,6 +24,7 @@ def _page(title: str, codec: str) -> bytes:
         ("www.example.pl", Hint("iso-8859-2", "polish")),
         ("WWW.EXAMPLE.LV.", Hint("windows-1257", "latvian")),
         ("a.b.cz", Hint("windows-1250", "czech")),
+        ("www.example.pl:8443", Hint("iso-8859-2", "polish")),  # a host key, its port
         ("example.ru", Hint("windows-1251", None)),
         ("example.xn--p1ai", Hint("windows-1251", None)),  # .рф, as hosts are kept
         ("news.example.cn", Hint("gbk", None)),
@@ -31,6 +32,7 @@ def _page(title: str, codec: str) -> bytes:
         ("example.fr", None),  # windows-1252, the default
         ("127.0.0.1", None),
         ("[::1]", None),
+        ("[::1]:8080", None),
         ("localhost", None),
     ],
 )

@@ -364,18 +364,21 @@ def _guess(body: bytes, hint: Hint | None) -> tuple[str | None, bool]:
         # in windows-1251 as "а sombra", a Russian word alone in Portuguese text.
         # Text in that script has few Latin letters; this has few of its own.
         answer = NAME_OF_CODEC.get(latin.codec) if latin else answer
-    if hint is not None and hint.encoding != answer and _hint_fits(hint, sample, matches, latin):
-        # A hint of another script only settles between that script's encodings
-        # (GBK or Big5 on .cn), or over a Latin reading that is no language's letters
-        # (a .ru title read as "Äåòè"): not over French words on a .ru host, nor a
-        # Hebrew page on a .ru one.
-        family = _family(hint.encoding)
-        if (
+    # A hint of another script only settles between that script's encodings (GBK or
+    # Big5 on .cn), or over a Latin reading that is no language's letters (a .ru title
+    # read as "Äåòè"): not over French words on a .ru host, nor a Hebrew page on a .ru
+    # one. This test first, _hint_fits's readings after.
+    if (
+        hint is not None
+        and hint.encoding != answer
+        and (
             hint.language is not None
-            or family == _family(answer)
-            or (_family(answer) == "latin" and not lettered)
-        ):
-            return hint.encoding, True
+            or (family := _family(answer)) == _family(hint.encoding)
+            or (family == "latin" and not lettered)
+        )
+        and _hint_fits(hint, sample, matches, latin)
+    ):
+        return hint.encoding, True
     return answer, False
 
 
@@ -434,12 +437,13 @@ _FEW_BEYOND_ASCII: Final = 0.1
 def _few_beyond_ascii(body: bytes) -> bool:
     """Whether the text's bytes beyond ASCII are few among its letters (markup aside)."""
     text = _MARKUP.sub(b" ", body[:DETECT_BYTES])
-    beyond = len(text) - len(text.translate(None, bytes(range(128, 256))))
+    beyond = len(text) - len(text.translate(None, _HIGH_BYTES))
     ascii_letters = len(text) - len(text.translate(None, _ASCII_LETTERS))
     return beyond < _FEW_BEYOND_ASCII * (beyond + ascii_letters)
 
 
 _ASCII_LETTERS: Final = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_HIGH_BYTES: Final = bytes(range(128, 256))
 
 
 class _LatinReading(NamedTuple):

@@ -28,7 +28,7 @@ from ubipy.fetch.encoding import (
 from ubipy.fetch.labels import query_codec
 from ubipy.fetch.legacyquery import query_in
 from ubipy.fetch.robots import PRODUCT_TOKEN
-from ubipy.fetch.urls import BadURL, normalize, resolve_link
+from ubipy.fetch.urls import BadURL, host_key, normalize, resolve_link
 from ubipy.steps import Steps, finished
 
 __all__ = [
@@ -378,7 +378,11 @@ def _document(
     libxml2's own converters stop at the first invalid byte and drop the rest of the
     page, where a browser (and Python's codecs, with "replace") reads on.
     """
-    sniffed = sniff(body, header_charset, host=_host_of(url))
+    try:
+        host: str | None = host_key(url)
+    except BadURL:
+        host = None  # not an http(s) URL: no domain to ask
+    sniffed = sniff(body, header_charset, host=host)
     name = sniffed.name
     document: bytes | str
     if name == "utf-8" or (ascii_compatible(name) and body.isascii()):
@@ -402,13 +406,6 @@ def _document(
     return document, sniffed, None
 
 
-def _host_of(url: str) -> str:
-    """The host of a normalised URL (no user, no port), as cheaply as it comes: only
-    its top-level domain is read (ubipy.fetch.tlds), and an IP address has none."""
-    authority = url.partition("://")[2].partition("/")[0].rpartition("@")[2]
-    return authority if authority.endswith("]") else authority.rpartition(":")[0] or authority
-
-
 def _resolve_base(base_href: str, url: str) -> str:
     try:
         return normalize(base_href, url)
@@ -421,10 +418,15 @@ def _meta_directives(content: str) -> set[str]:
     return set(content.lower().replace(",", " ").split())
 
 
+# The robots directives that say each ("none" is both).
+_NOFOLLOW: Final = frozenset({"nofollow", "none"})
+_NOINDEX: Final = frozenset({"noindex", "none"})
+
+
 def refresh_link(refresh: str, robots_headers: Sequence[str], agent: str) -> str | None:
     """Where an answer's Refresh header sends a browser (as a meta refresh: browsers
     follow both, whatever the body, often none), unless its X-Robots-Tag says nofollow."""
-    if header_directives(robots_headers, agent) & {"nofollow", "none"}:
+    if header_directives(robots_headers, agent) & _NOFOLLOW:
         return None
     return refresh_target(refresh)
 
@@ -432,7 +434,7 @@ def refresh_link(refresh: str, robots_headers: Sequence[str], agent: str) -> str
 def header_noindex(robots_headers: Sequence[str], agent: str) -> bool:
     """Whether an answer's X-Robots-Tag headers say noindex to the crawler ``agent``
     (for an answer that is not HTML: a PDF's, an image's)."""
-    return bool(header_directives(robots_headers, agent) & {"noindex", "none"})
+    return bool(header_directives(robots_headers, agent) & _NOINDEX)
 
 
 def header_directives(values: Sequence[str], agent: str) -> set[str]:
@@ -513,8 +515,8 @@ def _page_steps(
     nofollow, noindex, links_nofollow = found.nofollow, found.noindex, found.links_nofollow
     if robots_headers:
         said = header_directives(robots_headers, agent)
-        nofollow = nofollow or bool(said & {"nofollow", "none"})
-        noindex = noindex or bool(said & {"noindex", "none"})
+        nofollow = nofollow or bool(said & _NOFOLLOW)
+        noindex = noindex or bool(said & _NOINDEX)
 
     if nofollow:
         return ParsedPage(

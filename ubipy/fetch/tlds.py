@@ -68,8 +68,9 @@ class Hint(NamedTuple):
 
 
 def hint_of(host: str) -> Hint | None:
-    """What ``host``'s top-level domain suggests, or None where windows-1252 (the
-    default) is what its legacy pages were in."""
-    tld = host.rstrip(".").rpartition(".")[2].lower()
+    """What ``host``'s top-level domain suggests (a name, or a ``HOST[:PORT]`` key), or
+    None where windows-1252 (the default) is what its legacy pages were in."""
+    name = host if host.startswith("[") else host.partition(":")[0]
+    tld = name.rstrip(".").rpartition(".")[2].lower()
     encoding = _BY_TLD.get(tld)
     return None if encoding is None else Hint(encoding, _LANGUAGES.get(tld))
