@@ -327,7 +327,8 @@ class WarcStore:
         rid, *others = record_ids(3)
         digest = sha1_digest(body)
         truncated = "WARC-Truncated: length\r\n" if page.truncated else ""
-        fields = f"WARC-Type: response\r\n{_common(page, rid)}{self._info()}{truncated}"
+        info = self._info()
+        fields = f"WARC-Type: response\r\n{_common(page, rid)}{info}{truncated}"
         head = response_head(page.head, len(body))
         if len(body) < LARGE_BODY:
             block = head + body
@@ -337,7 +338,7 @@ class WarcStore:
             # Not copied into a block, a record and a member, each whole at once.
             pieces = record_pieces(fields, _HTTP_RESPONSE, (head, body), payload_digest=digest)
             capture = member_pieces(pieces, self._level)
-        done = self._linked(page, rid, others, capture, kind, digest)
+        done = self._linked(page, rid, others, capture, kind, digest, info)
         if kind is CaptureKind.RESPONSE:  # the version a revisit refers to
             self._held[page.fp] = done
 
@@ -355,13 +356,15 @@ class WarcStore:
         # A 304 has no payload to digest (the spec advises none for its profile); an
         # identical payload's digest is the referred record's.
         digest = None if not_modified else held.payload_digest
+        info = self._info()
         record = warc_record(
-            f"WARC-Type: revisit\r\n{_common(page, rid)}{self._info()}{refers}",
+            f"WARC-Type: revisit\r\n{_common(page, rid)}{info}{refers}",
             _HTTP_RESPONSE,
             response_head(page.head, None),
             payload_digest=digest,
         )
-        self._linked(page, rid, others, member(record, self._level), CaptureKind.REVISIT, digest)
+        capture = member(record, self._level)
+        self._linked(page, rid, others, capture, CaptureKind.REVISIT, digest, info)
 
     def _info(self) -> str:
         """The field naming the warcinfo of the file the next records go in. That file
@@ -378,11 +381,12 @@ class WarcStore:
         capture: bytes | list[bytes],
         kind: CaptureKind,
         digest: str | None,
+        info: str,
     ) -> Capture:
         """``capture`` (the record ``rid``) written between its request and its metadata
-        record (``ids``: theirs)."""
+        record (``ids``: theirs); ``info``: the field naming its file's warcinfo, which
+        ``capture`` holds too (:meth:`_info`)."""
         request_id, metadata_id = ids
-        info = self._info()
         request = warc_record(
             f"WARC-Type: request\r\n{_common(page, request_id)}{info}WARC-Concurrent-To: {rid}\r\n",
             _HTTP_REQUEST,
